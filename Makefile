@@ -1,0 +1,62 @@
+# The two commands of the README: `make run` and `make test`.
+# Both install missing Debian packages first (scripts/install-deps.sh).
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+PYTHON     ?= /usr/bin/python3
+JOBS       ?= 2
+FUZZ_SECONDS ?= 60
+
+CMAKE_FLAGS ?=
+ifeq ($(CI),true)
+CMAKE_FLAGS += -DRL_WERROR=ON
+endif
+
+.PHONY: all deps build run test test-unit test-e2e test-asan fuzz bench clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+run: build
+	@./scripts/run.sh $(BUILD)/relayd
+
+# Unit tests and fuzz-corpus replays (ctest), then the end-to-end suite, then
+# all of it again against the AddressSanitizer + UBSan build.
+test: build
+	@$(MAKE) --no-print-directory test-unit test-e2e BUILD=$(BUILD)
+	@$(MAKE) --no-print-directory test-asan
+
+test-unit:
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-e2e:
+	@RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
+
+test-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -DRL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+	@RELAYD=$(abspath $(ASAN_BUILD))/relayd RL_SANITIZED=1 $(PYTHON) -m pytest -q tests/e2e
+
+# Real libFuzzer runs (clang), FUZZ_SECONDS per target; new inputs land in the corpora.
+fuzz: deps
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DRL_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	@for t in $(FUZZ_BUILD)/fuzz_*; do \
+		name=$$(basename $$t | sed 's/^fuzz_//'); \
+		echo "fuzzing $$name for $(FUZZ_SECONDS)s"; \
+		$$t -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$name || exit 1; \
+	done
+
+bench:
+	@echo "benchmarks arrive with the benchmark issue (bench/)"; exit 1
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

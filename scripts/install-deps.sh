@@ -1,0 +1,31 @@
+#!/bin/sh
+# Installs the Debian packages that building relayd and running its tests need.
+# As root it runs apt-get; otherwise it prints the command to run.
+set -eu
+
+PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev \
+libh2o-evloop-dev libwslay-dev libuv1-dev libjansson-dev libsqlite3-dev libssl-dev \
+libcurl4-openssl-dev libcmocka-dev zlib1g-dev \
+python3 python3-pytest python3-requests python3-websockets python3-cryptography"
+
+missing=""
+for p in $PACKAGES; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "missing packages:$missing" >&2
+	echo "run: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+
+echo "installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y -q --no-install-recommends $missing >/dev/null; then
+	apt-get update -q >/dev/null
+	apt-get install -y -q --no-install-recommends $missing >/dev/null
+fi

@@ -1,0 +1,18 @@
+#ifndef RL_COMMON_BASE64_H
+#define RL_COMMON_BASE64_H
+
+#include <stddef.h>
+
+/* Size of the buffer rl_base64url_encode needs for len input bytes (with NUL). */
+#define RL_BASE64URL_ENCODED_SIZE(len) (((len) + 2) / 3 * 4 + 1)
+
+/* Encodes without padding; out must hold RL_BASE64URL_ENCODED_SIZE(len). Returns the length written. */
+size_t rl_base64url_encode(const void *in, size_t len, char *out);
+/*
+ * Decodes unpadded (or padded) base64url. out must hold len * 3 / 4 + 3 bytes.
+ * Returns the decoded length, or -1 on a character outside the alphabet or an
+ * impossible length.
+ */
+long rl_base64url_decode(const char *in, size_t len, unsigned char *out);
+
+#endif

@@ -1,0 +1,32 @@
+#include <stdio.h>
+#include <time.h>
+
+#include "common/clock.h"
+
+int64_t rl_clock_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rl_clock_mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void rl_clock_iso8601(int64_t ms, char *buf)
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+
+    size_t len;
+
+    gmtime_r(&secs, &tm);
+    len = strftime(buf, RL_ISO8601_LEN, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + len, RL_ISO8601_LEN - len, ".%03uZ", (unsigned)(ms % 1000) % 1000u);
+}

@@ -1,0 +1,18 @@
+#ifndef RL_COMMON_CLOCK_H
+#define RL_COMMON_CLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Wall clock in milliseconds since the epoch. */
+int64_t rl_clock_now_ms(void);
+/* Monotonic clock in microseconds, for durations only. */
+int64_t rl_clock_mono_us(void);
+/*
+ * Formats epoch milliseconds as ISO 8601 UTC with millisecond precision
+ * ("2026-11-21T05:56:20.123Z") into buf, which needs RL_ISO8601_LEN bytes.
+ */
+#define RL_ISO8601_LEN 25
+void rl_clock_iso8601(int64_t ms, char *buf);
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * The one table of every error the service can return.
+ *
+ * Each row: internal name, HTTP status, the spec's snake_case code, and a
+ * default human message. Internal codes are negative so that functions can
+ * return 0 on success or -RL_E_* style values directly (see rl_error_t).
+ */
+#ifndef RL_COMMON_ERROR_H
+#define RL_COMMON_ERROR_H
+
+#define RL_ERROR_MAP(X)                                                                                      \
+    X(INVALID_REQUEST, 400, "invalid_request", "the request body is malformed or fails validation")           \
+    X(INVALID_TOKEN_LOCATION, 400, "invalid_token_location",                                                 \
+      "tokens must be sent in the Authorization header, never in the URL")                                   \
+    X(INVALID_TOKEN, 401, "invalid_token", "the token is unknown, malformed, expired or revoked")            \
+    X(INVALID_SIGNATURE, 401, "invalid_signature", "the request signature does not match")                   \
+    X(PERMISSION_DENIED, 403, "permission_denied", "the token does not grant this operation")                \
+    X(INSTALLATION_REVOKED, 403, "installation_revoked", "the installation has been revoked")                \
+    X(NOT_FOUND, 404, "not_found", "no such route")                                                           \
+    X(SESSION_NOT_FOUND, 404, "session_not_found", "the session does not exist")                             \
+    X(INTERACTION_NOT_FOUND, 404, "interaction_not_found", "the interaction does not exist")                 \
+    X(INSTALLATION_NOT_FOUND, 404, "installation_not_found", "the installation does not exist")              \
+    X(APPROVAL_NOT_FOUND, 404, "approval_not_found", "the approval does not exist")                          \
+    X(MESSAGE_NOT_FOUND, 404, "message_not_found", "the message does not exist")                             \
+    X(PAIRING_NOT_FOUND, 404, "pairing_not_found", "no pending pairing matches this code or poll token")     \
+    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")               \
+    X(IDEMPOTENCY_CONFLICT, 409, "idempotency_conflict",                                                     \
+      "this idempotency key was already used with a different body")                                        \
+    X(INSTALLATION_GONE, 410, "installation_revoked", "the installation was revoked")                        \
+    X(SESSION_DELETED, 410, "session_deleted", "the session was deleted")                                    \
+    X(INTERACTION_EXPIRED, 410, "interaction_expired", "the follow-up window of this interaction has closed") \
+    X(PAIRING_EXPIRED, 410, "pairing_expired", "the pairing code expired before it was claimed")             \
+    X(PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request body is too large")                          \
+    X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")         \
+    X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                   \
+    X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                     \
+    X(INTERNAL, 500, "internal_error", "internal server error")                                              \
+    X(UPSTREAM, 502, "upstream_error", "the bridge bus failed")                                              \
+    X(UNAVAILABLE, 503, "temporarily_unavailable", "the service is overloaded; retry later")                 \
+    X(AGENT_DEGRADED, 503, "agent_degraded", "the agent is not answering; retry later")
+
+typedef enum rl_error {
+    RL_OK = 0,
+#define RL__ERROR_ENUM(name, status, code, message) RL_E_##name,
+    RL__ERROR_FIRST = -1000,
+    RL_ERROR_MAP(RL__ERROR_ENUM)
+#undef RL__ERROR_ENUM
+    RL__ERROR_LAST
+} rl_error_t;
+
+/* HTTP status of an error; 500 for anything outside the table. */
+int rl_error_status(int err);
+/* The spec's code ("invalid_token"); "internal_error" for anything outside the table. */
+const char *rl_error_code(int err);
+/* Default human message of an error. */
+const char *rl_error_message(int err);
+
+#endif

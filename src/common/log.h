@@ -1,0 +1,30 @@
+/*
+ * Structured logging: one JSON object per line on stderr. Loop thread and
+ * helper threads may both log; each line is written with a single write(2).
+ * Secrets must never be passed here: log ids, never tokens.
+ */
+#ifndef RL_COMMON_LOG_H
+#define RL_COMMON_LOG_H
+
+#include <jansson.h>
+
+typedef enum rl_log_level { RL_LOG_DEBUG, RL_LOG_INFO, RL_LOG_WARN, RL_LOG_ERROR } rl_log_level_t;
+
+/* Lines below this level are dropped. Default RL_LOG_INFO. */
+void rl_log_set_level(rl_log_level_t level);
+/* Parses "debug", "info", "warn", "error"; returns 0 or -1. */
+int rl_log_parse_level(const char *text, rl_log_level_t *level);
+/* Logs {"time","level","msg"} with msg formatted printf-style. */
+void rl_log(rl_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Logs the given object after adding "time" and "level" to it. Steals the
+ * reference to fields.
+ */
+void rl_log_fields(rl_log_level_t level, json_t *fields);
+
+#define rl_log_debug(...) rl_log(RL_LOG_DEBUG, __VA_ARGS__)
+#define rl_log_info(...) rl_log(RL_LOG_INFO, __VA_ARGS__)
+#define rl_log_warn(...) rl_log(RL_LOG_WARN, __VA_ARGS__)
+#define rl_log_error(...) rl_log(RL_LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,70 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/rand.h"
+
+void rl_rand_bytes(void *out, size_t len)
+{
+    unsigned char *p = out;
+
+    while (len > 0) {
+        ssize_t got = getrandom(p, len, 0);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            perror("getrandom");
+            abort();
+        }
+        p += got;
+        len -= (size_t)got;
+    }
+}
+
+/* Rejection sampling keeps every alphabet character equally likely. */
+static void rand_alphabet(char *out, size_t len, const char *alphabet, unsigned size)
+{
+    unsigned char pool[64];
+    size_t used = sizeof(pool), i = 0;
+    unsigned limit = 256 - 256 % size;
+
+    while (i < len) {
+        if (used == sizeof(pool)) {
+            rl_rand_bytes(pool, sizeof(pool));
+            used = 0;
+        }
+        unsigned char byte = pool[used++];
+        if (byte >= limit)
+            continue;
+        out[i++] = alphabet[byte % size];
+    }
+    out[len] = '\0';
+}
+
+void rl_rand_base62(char *out, size_t len)
+{
+    rand_alphabet(out, len, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", 62);
+}
+
+void rl_rand_hex(char *out, size_t len)
+{
+    rand_alphabet(out, len, "0123456789abcdef", 16);
+}
+
+void rl_rand_upper(char *out, size_t len)
+{
+    rand_alphabet(out, len, "ABCDEFGHIJKLMNOPQRSTUVWXYZ", 26);
+}
+
+int rl_rand_id(char *out, size_t outsz, const char *prefix, size_t n)
+{
+    size_t plen = strlen(prefix);
+
+    if (plen + n + 1 > outsz)
+        return -1;
+    memcpy(out, prefix, plen);
+    rl_rand_base62(out + plen, n);
+    return 0;
+}

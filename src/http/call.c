@@ -1,0 +1,161 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "http/call.h"
+
+void rl_call_hold(rl_call_t *call)
+{
+    ++call->refs;
+}
+
+void rl_call_release(rl_call_t *call)
+{
+    if (--call->refs > 0)
+        return;
+    json_decref(call->body);
+    free(call);
+}
+
+int rl_call_alive(const rl_call_t *call)
+{
+    return call->req != NULL && !call->responded;
+}
+
+void rl_call_add_header(rl_call_t *call, const char *name, const char *value, size_t value_len)
+{
+    h2o_req_t *req = call->req;
+    char *copy = h2o_mem_alloc_pool(&req->pool, value_len);
+
+    memcpy(copy, value, value_len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 1, NULL, copy, value_len);
+}
+
+const char *rl_call_header(const rl_call_t *call, const char *name, size_t *len)
+{
+    ssize_t index = h2o_find_header_by_str(&call->req->headers, name, strlen(name), -1);
+
+    if (index < 0)
+        return NULL;
+    *len = call->req->headers.entries[index].value.len;
+    return call->req->headers.entries[index].value.base;
+}
+
+int rl_call_param(const rl_call_t *call, size_t index, char *buf, size_t bufsz)
+{
+    const rl_route_param_t *param = &call->params[index];
+
+    if (param->len + 1 > bufsz)
+        return -1;
+    memcpy(buf, param->base, param->len);
+    buf[param->len] = '\0';
+    return 0;
+}
+
+static void add_rate_headers(rl_call_t *call)
+{
+    const rl_call_rate_t *rate = &call->rate;
+    char value[64];
+    int len;
+
+    if (!rate->set)
+        return;
+    len = snprintf(value, sizeof(value), "%ld", rate->limit);
+    rl_call_add_header(call, "x-ratelimit-limit", value, (size_t)len);
+    len = snprintf(value, sizeof(value), "%ld", rate->remaining);
+    rl_call_add_header(call, "x-ratelimit-remaining", value, (size_t)len);
+    /* spec: X-RateLimit-Reset is in epoch seconds; round up so that the bucket is really full then. */
+    len = snprintf(value, sizeof(value), "%lld",
+                   (long long)((rl_clock_now_ms() + (int64_t)(rate->reset_after * 1000.0) + 999) / 1000));
+    rl_call_add_header(call, "x-ratelimit-reset", value, (size_t)len);
+    len = snprintf(value, sizeof(value), "%.3f", rate->reset_after);
+    rl_call_add_header(call, "x-ratelimit-reset-after", value, (size_t)len);
+    rl_call_add_header(call, "x-ratelimit-bucket", rate->bucket, strlen(rate->bucket));
+    rl_call_add_header(call, "x-ratelimit-scope", rate->scope, strlen(rate->scope));
+    if (rate->retry_after_ms > 0) {
+        len = snprintf(value, sizeof(value), "%lld", (long long)((rate->retry_after_ms + 999) / 1000));
+        rl_call_add_header(call, "retry-after", value, (size_t)len);
+    }
+}
+
+static void log_access(rl_call_t *call)
+{
+    rl_log_fields(RL_LOG_INFO,
+                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id",
+                            call->request_id, "trace_id", call->trace_id, "method", call->method, "route",
+                            call->route_name, "status", call->status, "duration_ms",
+                            (double)(rl_clock_mono_us() - call->started_us) / 1000.0, "peer", call->peer));
+}
+
+/* Writes the common headers, the JSON body and the access log line. Steals envelope. */
+static void send_envelope(rl_call_t *call, int status, json_t *envelope)
+{
+    h2o_req_t *req = call->req;
+    static h2o_generator_t generator = {NULL, NULL};
+    char *text;
+    size_t tracestate_len;
+    const char *tracestate;
+    h2o_iovec_t body;
+
+    if (!rl_call_alive(call)) {
+        json_decref(envelope);
+        return;
+    }
+    call->responded = 1;
+    call->status = status;
+    text = json_dumps(envelope, JSON_COMPACT);
+    json_decref(envelope);
+    if (text == NULL) {
+        text = strdup("{\"ok\":false,\"error\":{\"code\":\"internal_error\"}}");
+        status = 500;
+    }
+    body = h2o_strdup(&req->pool, text, SIZE_MAX);
+    free(text);
+
+    req->res.status = status;
+    req->res.reason = status < 400 ? "OK" : "Error";
+    req->res.content_length = body.len;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+                   H2O_STRLIT("application/json; charset=utf-8"));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    rl_call_add_header(call, "x-request-id", call->request_id, strlen(call->request_id));
+    rl_call_add_header(call, "traceparent", call->traceparent, strlen(call->traceparent));
+    /* spec: tracestate is passed through verbatim. */
+    tracestate = rl_call_header(call, "tracestate", &tracestate_len);
+    if (tracestate != NULL)
+        rl_call_add_header(call, "tracestate", tracestate, tracestate_len);
+    add_rate_headers(call);
+    log_access(call);
+
+    h2o_start_response(req, &generator);
+    h2o_send(req, &body, 1, H2O_SEND_STATE_FINAL);
+}
+
+void rl_call_reply(rl_call_t *call, json_t *result)
+{
+    send_envelope(call, 200, json_pack("{s:b, s:o}", "ok", 1, "result", result != NULL ? result : json_object()));
+}
+
+void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *errors, json_t *details)
+{
+    json_t *error = json_pack("{s:s, s:s}", "code", rl_error_code(err), "message",
+                              message != NULL ? message : rl_error_message(err));
+    int status = rl_error_status(err);
+
+    if (errors != NULL)
+        json_object_set_new(error, "errors", errors);
+    if (details != NULL)
+        json_object_set_new(error, "details", details);
+    /* spec: retry_after_ms is set on 429 and 503. */
+    if ((status == 429 || status == 503) && call->rate.retry_after_ms > 0)
+        json_object_set_new(error, "retry_after_ms", json_integer(call->rate.retry_after_ms));
+    send_envelope(call, status, json_pack("{s:b, s:o}", "ok", 0, "error", error));
+}
+
+void rl_call_fail(rl_call_t *call, int err, const char *message)
+{
+    rl_call_fail_full(call, err, message, NULL, NULL);
+}

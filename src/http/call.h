@@ -1,0 +1,91 @@
+/*
+ * One API call: the request, its route and parameters, the authenticated
+ * principal, and the correlation ids. Handlers answer through rl_call_reply
+ * and rl_call_fail, which write the spec's envelope and common headers.
+ *
+ * Lifetime: the call outlives its h2o request when an asynchronous step is
+ * pending. Whoever starts such a step takes a reference with rl_call_hold and
+ * drops it with rl_call_release in the completion; if the client went away
+ * meanwhile, call->req is NULL and replies are silently dropped. All of this
+ * runs on the event-loop thread only.
+ */
+#ifndef RL_HTTP_CALL_H
+#define RL_HTTP_CALL_H
+
+#include <h2o.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "http/route.h"
+#include "http/trace.h"
+
+struct rl_http_server;
+
+typedef struct rl_call_rate {
+    int set;
+    const char *bucket;    /* bucket id, e.g. "delta" */
+    const char *scope;     /* "installation", "user", "ip" */
+    long limit;            /* capacity */
+    long remaining;        /* whole tokens left after this request */
+    double reset_after;    /* seconds until the bucket is full */
+    int64_t retry_after_ms; /* only when limited: time until one token is back */
+} rl_call_rate_t;
+
+#define RL_PRINCIPAL_MAX 256
+
+typedef struct rl_call {
+    h2o_req_t *req; /* NULL once the client has gone */
+    struct rl_http_server *server;
+    const rl_route_t *route;
+    void *app;
+    unsigned refs;
+    int responded;
+    int status;
+    rl_route_param_t params[RL_ROUTE_MAX_PARAMS];
+    json_t *body; /* the validated JSON body, or NULL */
+
+    /* Filled by the application's authenticate hook. */
+    int principal_kind;
+    char principal[RL_PRINCIPAL_MAX + 1];
+
+    char request_id[RL_REQUEST_ID_MAX + 1];
+    char trace_id[33];
+    char traceparent[RL_TRACEPARENT_LEN + 1];
+    char peer[INET6_ADDRSTRLEN];
+    char route_name[96]; /* for the access log */
+    char method[8];
+    int64_t started_us;
+    rl_call_rate_t rate;
+} rl_call_t;
+
+void rl_call_hold(rl_call_t *call);
+/* Drops a reference; the last one frees the call and its body. */
+void rl_call_release(rl_call_t *call);
+/* 1 while an answer can still be sent. */
+int rl_call_alive(const rl_call_t *call);
+
+/* Answers 200 {"ok":true,"result":result}. Steals result (NULL means {}). */
+void rl_call_reply(rl_call_t *call, json_t *result);
+/* Answers the error's status with {"ok":false,"error":{code,message}}; message NULL = the table's default. */
+void rl_call_fail(rl_call_t *call, int err, const char *message);
+/*
+ * As rl_call_fail, with optional errors[] (validation problems) and details
+ * objects; steals both.
+ */
+void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *errors, json_t *details);
+/* Adds a response header (copied into the request pool). */
+void rl_call_add_header(rl_call_t *call, const char *name, const char *value, size_t value_len);
+/* Finds a request header by lower-case name; returns its value or NULL. */
+const char *rl_call_header(const rl_call_t *call, const char *name, size_t *len);
+/* Copies a path parameter into buf (NUL-terminated); returns 0 or -1 when it does not fit. */
+int rl_call_param(const rl_call_t *call, size_t index, char *buf, size_t bufsz);
+
+/*
+ * Continues the request pipeline after the application's authenticate hook:
+ * err 0 goes on to rate limiting, validation and the handler; a negative
+ * error answers with it. Must be called exactly once per authenticate call.
+ */
+void rl_call_proceed(rl_call_t *call, int err);
+
+#endif

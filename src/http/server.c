@@ -1,0 +1,391 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "http/server.h"
+#include "http/validate.h"
+
+#define MAX_LISTENERS 4
+
+struct rl_http_server {
+    const rl_http_config_t *config;
+    h2o_globalconf_t globalconf;
+    h2o_context_t context;
+    h2o_accept_ctx_t accept_ctx;
+    h2o_socket_t *listeners[MAX_LISTENERS];
+    size_t nlisteners;
+};
+
+struct route_handler {
+    h2o_handler_t super;
+    rl_http_server_t *server;
+};
+
+struct call_guard {
+    rl_call_t *call;
+};
+
+struct api_error_filter {
+    h2o_filter_t super;
+    rl_http_server_t *server;
+};
+
+struct envelope_ostream {
+    h2o_ostream_t super;
+    h2o_iovec_t body;
+    int sent;
+};
+
+static int under_prefix(const rl_http_server_t *server, h2o_iovec_t path)
+{
+    const char *prefix = server->config->api_prefix;
+    size_t len = prefix != NULL ? strlen(prefix) : 0;
+
+    return len > 0 && path.len >= len && memcmp(path.base, prefix, len) == 0;
+}
+
+static void peer_address(h2o_req_t *req, char *out, size_t outsz)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+
+    out[0] = '\0';
+    if (len == 0)
+        return;
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)outsz);
+    else if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, (socklen_t)outsz);
+}
+
+/* Request id and traceparent, shared by calls and by h2o's own error responses. */
+static void correlate(h2o_req_t *req, char *request_id, char *traceparent, char *trace_id)
+{
+    ssize_t index = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+    rl_traceparent_t incoming;
+    int have_trace = 0;
+
+    if (index >= 0 && rl_request_id_is_valid(req->headers.entries[index].value.base,
+                                             req->headers.entries[index].value.len)) {
+        memcpy(request_id, req->headers.entries[index].value.base, req->headers.entries[index].value.len);
+        request_id[req->headers.entries[index].value.len] = '\0';
+    } else {
+        rl_request_id_generate(request_id);
+    }
+    index = h2o_find_header_by_str(&req->headers, H2O_STRLIT("traceparent"), -1);
+    if (index >= 0)
+        have_trace = rl_traceparent_parse(req->headers.entries[index].value.base,
+                                          req->headers.entries[index].value.len, &incoming) == 0;
+    rl_traceparent_respond(have_trace ? &incoming : NULL, traceparent, trace_id);
+}
+
+static void on_guard_dispose(void *p)
+{
+    struct call_guard *guard = p;
+
+    guard->call->req = NULL;
+    rl_call_release(guard->call);
+}
+
+static void run_handler(rl_call_t *call)
+{
+    const rl_route_t *route = call->route;
+    h2o_req_t *req = call->req;
+    int result;
+
+    if (route->body != NULL && (route->flags & RL_ROUTE_RAW_BODY) == 0) {
+        json_t *errors = json_array();
+        if (rl_validate_body(route->body, req->entity.base, req->entity.len, 1, &call->body, errors) != 0) {
+            rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, errors, NULL);
+            return;
+        }
+        json_decref(errors);
+    }
+    result = route->handler(call);
+    if (result < 0 && rl_call_alive(call))
+        rl_call_fail(call, result, NULL);
+}
+
+void rl_call_proceed(rl_call_t *call, int err)
+{
+    rl_http_server_t *server = call->server;
+
+    if (!rl_call_alive(call))
+        return;
+    if (err < 0) {
+        rl_call_fail(call, err, NULL);
+        return;
+    }
+    if (call->route->bucket != NULL && server->config->hooks.limit != NULL) {
+        int limited = server->config->hooks.limit(call);
+        if (limited < 0) {
+            rl_call_fail(call, limited, NULL);
+            return;
+        }
+    }
+    run_handler(call);
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    rl_http_server_t *server = ((struct route_handler *)self)->server;
+    const rl_http_config_t *config = server->config;
+    rl_call_t *call = calloc(1, sizeof(*call));
+    struct call_guard *guard;
+    char allow[64];
+    h2o_iovec_t path = req->path_normalized;
+    const rl_route_t *route = NULL;
+    rl_route_result_t found;
+
+    if (call == NULL)
+        return -1;
+    call->req = req;
+    call->server = server;
+    call->app = config->app;
+    call->refs = 1;
+    call->started_us = rl_clock_mono_us();
+    snprintf(call->method, sizeof(call->method), "%.*s", (int)req->method.len, req->method.base);
+    snprintf(call->route_name, sizeof(call->route_name), "-");
+    peer_address(req, call->peer, sizeof(call->peer));
+    correlate(req, call->request_id, call->traceparent, call->trace_id);
+    /* The guard lives in the request's pool: when h2o drops the request, the call learns of it. */
+    guard = h2o_mem_alloc_shared(&req->pool, sizeof(*guard), on_guard_dispose);
+    guard->call = call;
+
+    if (config->url_carries_credentials != NULL && under_prefix(server, path) &&
+        config->url_carries_credentials(req->path.base, req->path.len)) {
+        rl_call_fail(call, RL_E_INVALID_TOKEN_LOCATION, NULL);
+        return 0;
+    }
+
+    found = rl_route_find(config->routes, config->nroutes, req->method.base, req->method.len, path.base, path.len,
+                          &route, call->params, allow, sizeof(allow));
+    if (found == RL_ROUTE_NO_PATH) {
+        rl_call_fail(call, RL_E_NOT_FOUND, NULL);
+        return 0;
+    }
+    if (found == RL_ROUTE_NO_METHOD) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allow, strlen(allow));
+        rl_call_fail(call, RL_E_METHOD_NOT_ALLOWED, NULL);
+        return 0;
+    }
+    call->route = route;
+    snprintf(call->route_name, sizeof(call->route_name), "%s", route->pattern);
+
+    if (route->auth != 0 && config->hooks.authenticate != NULL) {
+        rl_call_hold(call);
+        config->hooks.authenticate(call);
+        rl_call_release(call);
+        return 0;
+    }
+    rl_call_proceed(call, 0);
+    return 0;
+}
+
+/*
+ * h2o answers some requests itself before any handler runs: a body over the
+ * size limit (413), a broken chunked encoding (400). Under the API prefix
+ * those answers are rewritten into the spec's envelope with the usual
+ * correlation headers, so that clients see one error format.
+ */
+static void envelope_do_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt,
+                             h2o_send_state_t state)
+{
+    struct envelope_ostream *ostream = (void *)self;
+
+    if (!ostream->sent) {
+        ostream->sent = 1;
+        h2o_ostream_send_next(self, req, &ostream->body, 1, state);
+    } else {
+        h2o_ostream_send_next(self, req, NULL, 0, state);
+    }
+}
+
+static void api_error_on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+{
+    rl_http_server_t *server = ((struct api_error_filter *)self)->server;
+    char request_id[RL_REQUEST_ID_MAX + 1], traceparent[RL_TRACEPARENT_LEN + 1], trace_id[33];
+    int err = req->res.status == 413 ? RL_E_PAYLOAD_TOO_LARGE : RL_E_INVALID_REQUEST;
+    struct envelope_ostream *ostream;
+    ssize_t index;
+    json_t *envelope;
+    char *text;
+
+    if (req->res.status < 400 || !under_prefix(server, req->path_normalized)) {
+        h2o_setup_next_ostream(req, slot);
+        return;
+    }
+    correlate(req, request_id, traceparent, trace_id);
+    envelope = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", rl_error_code(err), "message",
+                         rl_error_message(err));
+    text = json_dumps(envelope, JSON_COMPACT);
+    json_decref(envelope);
+    ostream = (void *)h2o_add_ostream(req, sizeof(*ostream), slot);
+    ostream->super.do_send = envelope_do_send;
+    ostream->sent = 0;
+    ostream->body = h2o_strdup(&req->pool, text != NULL ? text : "{\"ok\":false}", SIZE_MAX);
+    free(text);
+    req->res.content_length = ostream->body.len;
+    index = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    if (index >= 0)
+        req->res.headers.entries[index].value = h2o_iovec_init(H2O_STRLIT("application/json; charset=utf-8"));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 1, NULL,
+                          h2o_strdup(&req->pool, request_id, SIZE_MAX).base, strlen(request_id));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("traceparent"), 1, NULL,
+                          h2o_strdup(&req->pool, traceparent, SIZE_MAX).base, strlen(traceparent));
+    index = h2o_find_header_by_str(&req->headers, H2O_STRLIT("tracestate"), -1);
+    if (index >= 0)
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("tracestate"), 1, NULL,
+                              req->headers.entries[index].value.base, req->headers.entries[index].value.len);
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s#, s:s, s:i}", "msg", "request", "request_id",
+                                         request_id, "trace_id", trace_id, "method", req->method.base,
+                                         (int)req->method.len, "route", "-", "status", req->res.status));
+    h2o_setup_next_ostream(req, &ostream->super.next);
+}
+
+int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_http_server_t **out)
+{
+    rl_http_server_t *server = calloc(1, sizeof(*server));
+    h2o_hostconf_t *hostconf;
+    h2o_pathconf_t *pathconf;
+    struct route_handler *handler;
+    struct api_error_filter *filter;
+
+    if (server == NULL)
+        return -1;
+    server->config = config;
+    h2o_config_init(&server->globalconf);
+    server->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("relay"));
+    server->globalconf.max_request_entity_size = config->max_body;
+    if (config->request_timeout_ms > 0) {
+        server->globalconf.http1.req_timeout = config->request_timeout_ms;
+        server->globalconf.http2.idle_timeout = config->request_timeout_ms;
+    }
+    hostconf = h2o_config_register_host(&server->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    pathconf = h2o_config_register_path(hostconf, "/", 0);
+    handler = (void *)h2o_create_handler(pathconf, sizeof(*handler));
+    handler->super.on_req = on_req;
+    handler->server = server;
+    filter = (void *)h2o_create_filter(&hostconf->fallback_path, sizeof(*filter));
+    filter->super.on_setup_ostream = api_error_on_setup_ostream;
+    filter->server = server;
+
+    h2o_context_init(&server->context, loop, &server->globalconf);
+    server->accept_ctx.ctx = &server->context;
+    server->accept_ctx.hosts = server->globalconf.hosts;
+    *out = server;
+    return 0;
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    rl_http_server_t *server = listener->data;
+    h2o_socket_t *sock;
+
+    if (err != NULL)
+        return;
+    /* Accept everything that is waiting; each new socket gets its own connection state in h2o. */
+    while ((sock = h2o_evloop_socket_accept(listener)) != NULL)
+        h2o_accept(&server->accept_ctx, sock);
+}
+
+static int split_hostport(const char *hostport, char *host, size_t hostsz, char *port, size_t portsz)
+{
+    const char *colon;
+
+    if (hostport[0] == '[') {
+        const char *close = strchr(hostport, ']');
+        if (close == NULL || close[1] != ':' || (size_t)(close - hostport) > hostsz)
+            return -1;
+        snprintf(host, hostsz, "%.*s", (int)(close - hostport - 1), hostport + 1);
+        colon = close + 1;
+    } else {
+        colon = strrchr(hostport, ':');
+        if (colon == NULL || (size_t)(colon - hostport) >= hostsz)
+            return -1;
+        snprintf(host, hostsz, "%.*s", (int)(colon - hostport), hostport);
+    }
+    if (colon[1] == '\0' || strlen(colon + 1) >= portsz)
+        return -1;
+    snprintf(port, portsz, "%s", colon + 1);
+    return 0;
+}
+
+int rl_http_server_listen(rl_http_server_t *server, const char *hostport, char *bound, size_t boundsz)
+{
+    char host[256], port[16], addr[INET6_ADDRSTRLEN];
+    struct addrinfo hints = {0}, *res = NULL;
+    struct sockaddr_storage ss;
+    socklen_t sslen = sizeof(ss);
+    int fd = -1, on = 1, rc;
+    h2o_socket_t *sock;
+
+    if (server->nlisteners == MAX_LISTENERS || split_hostport(hostport, host, sizeof(host), port, sizeof(port)) != 0) {
+        rl_log_error("cannot listen on '%s': expected HOST:PORT", hostport);
+        return -1;
+    }
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    rc = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &res);
+    if (rc != 0) {
+        rl_log_error("cannot listen on '%s': %s", hostport, gai_strerror(rc));
+        return -1;
+    }
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
+        bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
+        rl_log_error("cannot listen on '%s': %s", hostport, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    if (ss.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, addr, sizeof(addr));
+        snprintf(bound, boundsz, "[%s]:%u", addr, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+    } else {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
+        snprintf(bound, boundsz, "%s:%u", addr, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    }
+    sock = h2o_evloop_socket_create(server->context.loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    sock->data = server;
+    h2o_socket_read_start(sock, on_accept);
+    server->listeners[server->nlisteners++] = sock;
+    return 0;
+}
+
+void rl_http_server_stop_listening(rl_http_server_t *server)
+{
+    size_t i;
+
+    for (i = 0; i < server->nlisteners; ++i) {
+        h2o_socket_read_stop(server->listeners[i]);
+        h2o_socket_close(server->listeners[i]);
+    }
+    server->nlisteners = 0;
+}
+
+h2o_context_t *rl_http_server_context(rl_http_server_t *server)
+{
+    return &server->context;
+}
+
+void rl_http_server_free(rl_http_server_t *server)
+{
+    if (server == NULL)
+        return;
+    rl_http_server_stop_listening(server);
+    h2o_context_dispose(&server->context);
+    h2o_config_dispose(&server->globalconf);
+    free(server);
+}

@@ -1,0 +1,67 @@
+/*
+ * The HTTP core shared by relayd and catalogd: an h2o server on h2o's own
+ * epoll loop that dispatches every request through one const route table.
+ *
+ * Pipeline per request: correlation ids, credentials-in-URL check, route
+ * lookup (404/405), the application's authenticate hook (asynchronous), its
+ * rate-limit hook, JSON body validation against the route's schema, then the
+ * handler. Everything runs on the loop thread.
+ */
+#ifndef RL_HTTP_SERVER_H
+#define RL_HTTP_SERVER_H
+
+#include <h2o.h>
+#include <stddef.h>
+
+#include "http/call.h"
+#include "http/route.h"
+
+typedef struct rl_http_server rl_http_server_t;
+
+typedef struct rl_http_hooks {
+    /*
+     * Called for routes whose auth kind is not 0. Must call
+     * rl_call_proceed(call, err) exactly once, now or later.
+     */
+    void (*authenticate)(rl_call_t *call);
+    /*
+     * Called for routes with a bucket, after authentication. Fills call->rate
+     * and returns 0, or RL_E_RATE_LIMITED.
+     */
+    int (*limit)(rl_call_t *call);
+} rl_http_hooks_t;
+
+typedef struct rl_http_config {
+    const rl_route_t *routes;
+    size_t nroutes;
+    /*
+     * Paths under this prefix get the API treatment: envelope errors for
+     * h2o's own refusals, correlation headers, and 400 invalid_token_location
+     * for credentials in the URL. "/v1/" for relayd.
+     */
+    const char *api_prefix;
+    size_t max_body;           /* larger request bodies get 413 before they are read */
+    uint64_t request_timeout_ms; /* a request head or body slower than this is cut off */
+    /*
+     * Optional: returns 1 when a path or query carries a credential, which
+     * is refused with 400 invalid_token_location under the API prefix.
+     */
+    int (*url_carries_credentials)(const char *url, size_t len);
+    rl_http_hooks_t hooks;
+    void *app;
+} rl_http_config_t;
+
+/* Creates the server on loop. The config (and its route table) must outlive the server. 0 or -1. */
+int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_http_server_t **out);
+/*
+ * Listens on "HOST:PORT" ("[::1]:8080" for IPv6; port 0 picks a free one).
+ * Writes the bound address into bound (e.g. "127.0.0.1:43121"). 0 or -1 with
+ * a message logged.
+ */
+int rl_http_server_listen(rl_http_server_t *server, const char *hostport, char *bound, size_t boundsz);
+/* Stops accepting new connections; open ones are left to finish or to be closed with the loop. */
+void rl_http_server_stop_listening(rl_http_server_t *server);
+h2o_context_t *rl_http_server_context(rl_http_server_t *server);
+void rl_http_server_free(rl_http_server_t *server);
+
+#endif

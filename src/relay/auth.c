@@ -1,0 +1,172 @@
+/*
+ * Authentication of API calls: user JWTs for /v1/me routes, bridge tokens for
+ * /v1/bridge routes. Both end in rl_call_proceed; every refusal is one of the
+ * spec's 401/403/410 codes and never says which part of a token was wrong.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "relay/relay.h"
+#include "relay/token.h"
+
+#define KNOWN_USERS_MAX 100000
+
+struct bridge_lookup {
+    rl_call_t *call;
+    rl_bridge_token_t token;
+    int want_installation; /* 0: the bridge token was shown to a user route */
+};
+
+static const char *bearer(const rl_call_t *call, size_t *len)
+{
+    const char *value = rl_call_header(call, "authorization", len);
+
+    if (value == NULL || *len < 7 || strncasecmp(value, "Bearer ", 7) != 0)
+        return NULL;
+    value += 7;
+    *len -= 7;
+    while (*len > 0 && value[*len - 1] == ' ')
+        --*len;
+    return *len > 0 ? value : NULL;
+}
+
+static void on_user_ensured(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+
+    json_decref(value);
+    if (result == 0) {
+        if (rl_strmap_size(relay->known_users) >= KNOWN_USERS_MAX) {
+            rl_strmap_free(relay->known_users, NULL);
+            relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
+        }
+        if (relay->known_users != NULL)
+            rl_strmap_put(relay->known_users, call->principal, relay);
+    }
+    rl_call_proceed(call, result);
+    rl_call_release(call);
+}
+
+static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_claims_t *claims,
+                       const char **why)
+{
+    rl_jwks_t *keys = rl_jwks_source_get(relay->jwks);
+    int result;
+
+    if (keys == NULL) {
+        *why = "no_keys";
+        return -1;
+    }
+    result = rl_jwt_verify(keys, &relay->policy, token, len, rl_clock_now_ms() / 1000, claims, why);
+    rl_jwks_unref(keys);
+    return result;
+}
+
+static void on_installation(int result, json_t *row, void *arg)
+{
+    struct bridge_lookup *lookup = arg;
+    rl_call_t *call = lookup->call;
+    int err = RL_E_INVALID_TOKEN;
+
+    if (result == 0) {
+        const char *hash = json_string_value(json_object_get(row, "token_hash"));
+        const char *state = json_string_value(json_object_get(row, "state"));
+        int matches = hash != NULL && rl_token_hash_equal(hash, lookup->token.secret_hash);
+        if (!matches) {
+            err = RL_E_INVALID_TOKEN;
+        } else if (!lookup->want_installation) {
+            /* A genuine bridge token on a user route: the token is real but lacks the scope. */
+            err = RL_E_PERMISSION_DENIED;
+        } else if (state != NULL && strcmp(state, "revoked") == 0) {
+            /* brief: the upgrade gets 401 invalid_token, REST calls 410 installation_revoked. */
+            err = call->route->auth == RL_AUTH_BRIDGE ? RL_E_INSTALLATION_GONE : RL_E_INVALID_TOKEN;
+        } else {
+            err = 0;
+            call->principal_kind = RL_PRINCIPAL_INSTALLATION;
+            snprintf(call->principal, sizeof(call->principal), "%s", lookup->token.installation_id);
+        }
+    } else if (result != RL_E_INSTALLATION_NOT_FOUND) {
+        err = result;
+    }
+    json_decref(row);
+    rl_call_proceed(call, err);
+    rl_call_release(call);
+    free(lookup);
+}
+
+static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, const rl_bridge_token_t *token, int want_installation)
+{
+    struct bridge_lookup *lookup = malloc(sizeof(*lookup));
+
+    if (lookup == NULL) {
+        rl_call_proceed(call, RL_E_INTERNAL);
+        return;
+    }
+    lookup->call = call;
+    lookup->token = *token;
+    lookup->want_installation = want_installation;
+    rl_call_hold(call);
+    rl_store_installation_get(relay->store, token->installation_id, on_installation, lookup);
+}
+
+void rl_relay_authenticate(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    rl_bridge_token_t token;
+    rl_jwt_claims_t claims;
+    const char *why = NULL, *value;
+    size_t len;
+
+    value = bearer(call, &len);
+    if (value == NULL) {
+        rl_call_proceed(call, RL_E_INVALID_TOKEN);
+        return;
+    }
+    if (call->route->auth == RL_AUTH_USER) {
+        if (rl_bridge_token_parse(value, len, &token) == 0) {
+            lookup_bridge(relay, call, &token, 0);
+            return;
+        }
+        if (verify_user(relay, value, len, &claims, &why) != 0) {
+            rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s}", "msg", "user token refused", "request_id",
+                                                 call->request_id, "reason", why));
+            rl_call_proceed(call, RL_E_INVALID_TOKEN);
+            return;
+        }
+        call->principal_kind = RL_PRINCIPAL_USER;
+        snprintf(call->principal, sizeof(call->principal), "%s", claims.sub);
+        if (relay->known_users != NULL && rl_strmap_get(relay->known_users, claims.sub) != NULL) {
+            rl_call_proceed(call, 0);
+            return;
+        }
+        /* spec/brief: users are created on first sight of their sub. */
+        rl_call_hold(call);
+        rl_store_user_ensure(relay->store, claims.sub, rl_clock_now_ms(), on_user_ensured, call);
+        return;
+    }
+    if (rl_bridge_token_parse(value, len, &token) == 0) {
+        lookup_bridge(relay, call, &token, 1);
+        return;
+    }
+    /* A valid user token on a bridge route lacks the bridge scope; anything else is not a token at all. */
+    rl_call_proceed(call, verify_user(relay, value, len, &claims, &why) == 0 ? RL_E_PERMISSION_DENIED
+                                                                               : RL_E_INVALID_TOKEN);
+}
+
+int rl_relay_limit(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    const char *scope = "ip", *owner = call->peer;
+
+    if (call->principal_kind == RL_PRINCIPAL_USER)
+        scope = "user", owner = call->principal;
+    else if (call->principal_kind == RL_PRINCIPAL_INSTALLATION)
+        scope = "installation", owner = call->principal;
+    return rl_ratelimit_take(relay->limiter, scope, owner, call->route->bucket, rl_clock_now_ms(), &call->rate);
+}

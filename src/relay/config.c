@@ -1,0 +1,180 @@
+#include <ctype.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/duration.h"
+#include "relay/config.h"
+
+enum setting_kind { SETTING_STRING, SETTING_DURATION, SETTING_COUNT };
+
+struct setting {
+    const char *name;
+    enum setting_kind kind;
+    size_t offset;
+    size_t size; /* for strings */
+    const char *fallback;
+    const char *help;
+};
+
+#define STRING(name, field, fallback, help)                                                                  \
+    {name, SETTING_STRING, offsetof(rl_config_t, field), sizeof(((rl_config_t *)0)->field), fallback, help}
+#define DURATION(name, field, fallback, help) {name, SETTING_DURATION, offsetof(rl_config_t, field), 0, fallback, help}
+#define COUNT(name, field, fallback, help) {name, SETTING_COUNT, offsetof(rl_config_t, field), 0, fallback, help}
+
+static const struct setting settings[] = {
+    STRING("listen", listen, "127.0.0.1:8080", "address to listen on, HOST:PORT"),
+    STRING("data", data, "data", "data folder (SQLite store, signing key, attachments)"),
+    STRING("log-level", log_level, "info", "debug, info, warn or error"),
+    STRING("public-url", public_url, "", "base URL clients use to reach this relay (default http://LISTEN)"),
+    STRING("token-env", token_env, "live", "environment tag in minted bridge tokens: live or test"),
+    STRING("jwt-issuer", jwt_issuer, "", "issuer of user tokens (required with --jwks-file/--jwks-url)"),
+    STRING("jwt-audience", jwt_audience, "", "audience of user tokens (required with --jwks-file/--jwks-url)"),
+    STRING("jwks-file", jwks_file, "", "JWKS file of an external OpenID Connect provider"),
+    STRING("jwks-url", jwks_url, "", "JWKS URL of an external OpenID Connect provider"),
+    DURATION("jwks-refresh", jwks_refresh, "10m", "how often --jwks-url is fetched again"),
+    DURATION("pairing-ttl", pairing_ttl, "120s", "lifetime of a pairing code"),
+    DURATION("approval-ttl", approval_ttl, "5m", "lifetime of a pending approval"),
+    DURATION("ws-ping-interval", ws_ping_interval, "30s", "bridge socket ping interval"),
+    DURATION("ws-pong-timeout", ws_pong_timeout, "10s", "time a bridge has to answer a ping"),
+    DURATION("sse-heartbeat", sse_heartbeat, "25s", "event stream heartbeat interval"),
+    DURATION("replay-window", replay_window, "5m", "SSE ring buffer age and bridge update replay window"),
+    DURATION("followup-window", followup_window, "30m", "time after an update during which the bridge may answer"),
+    DURATION("delete-grace", delete_grace, "24h", "time a deleted session can be restored"),
+    DURATION("idempotency-ttl", idempotency_ttl, "24h", "time an idempotency key is remembered"),
+    DURATION("request-timeout", request_timeout, "10s", "time a client has to send a request head and body"),
+    COUNT("sse-buffer-events", sse_buffer_events, "256", "events kept per user for stream resume"),
+};
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static void env_name(const char *name, char *out, size_t outsz)
+{
+    size_t i = 0;
+
+    snprintf(out, outsz, "RELAY_");
+    for (i = 6; *name != '\0' && i + 1 < outsz; ++name, ++i)
+        out[i] = *name == '-' ? '_' : (char)toupper((unsigned char)*name);
+    out[i] = '\0';
+}
+
+static int apply(rl_config_t *config, const struct setting *setting, const char *value, const char *origin)
+{
+    char *field = (char *)config + setting->offset;
+    int64_t number;
+    char *end;
+
+    switch (setting->kind) {
+    case SETTING_STRING:
+        if (strlen(value) >= setting->size) {
+            fprintf(stderr, "relayd: %s: value too long for %s\n", origin, setting->name);
+            return -1;
+        }
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    case SETTING_DURATION:
+        if (rl_duration_parse(value, &number) != 0) {
+            fprintf(stderr, "relayd: %s: '%s' is not a duration for %s (use a unit: 250ms, 3s, 5m, 24h)\n", origin,
+                    value, setting->name);
+            return -1;
+        }
+        memcpy(field, &number, sizeof(number));
+        return 0;
+    case SETTING_COUNT:
+        number = strtoll(value, &end, 10);
+        if (*value == '\0' || *end != '\0' || number <= 0) {
+            fprintf(stderr, "relayd: %s: '%s' is not a positive count for %s\n", origin, value, setting->name);
+            return -1;
+        }
+        memcpy(field, &number, sizeof(number));
+        return 0;
+    }
+    return -1;
+}
+
+static const struct setting *find(const char *name, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < NSETTINGS; ++i) {
+        if (strlen(settings[i].name) == len && memcmp(settings[i].name, name, len) == 0)
+            return &settings[i];
+    }
+    return NULL;
+}
+
+int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *rest)
+{
+    size_t i;
+    int a;
+
+    memset(config, 0, sizeof(*config));
+    for (i = 0; i < NSETTINGS; ++i) {
+        char name[64];
+        const char *value;
+        env_name(settings[i].name, name, sizeof(name));
+        if (apply(config, &settings[i], settings[i].fallback, "default") != 0)
+            return -1;
+        value = getenv(name);
+        if (value != NULL && apply(config, &settings[i], value, name) != 0)
+            return -1;
+    }
+    for (a = first; a < argc; ++a) {
+        const char *arg = argv[a], *eq, *value;
+        const struct setting *setting;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            rl_config_usage(stdout);
+            return 1;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            break;
+        eq = strchr(arg, '=');
+        setting = find(arg + 2, eq != NULL ? (size_t)(eq - arg - 2) : strlen(arg + 2));
+        if (setting == NULL) {
+            fprintf(stderr, "relayd: unknown option %s (see relayd --help)\n", arg);
+            return -1;
+        }
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (a + 1 < argc) {
+            value = argv[++a];
+        } else {
+            fprintf(stderr, "relayd: option %s needs a value\n", arg);
+            return -1;
+        }
+        if (apply(config, setting, value, arg) != 0)
+            return -1;
+    }
+    *rest = a;
+    if (strcmp(config->token_env, "live") != 0 && strcmp(config->token_env, "test") != 0) {
+        fprintf(stderr, "relayd: --token-env must be live or test\n");
+        return -1;
+    }
+    if ((config->jwks_file[0] != '\0' || config->jwks_url[0] != '\0') &&
+        (config->jwt_issuer[0] == '\0' || config->jwt_audience[0] == '\0')) {
+        fprintf(stderr, "relayd: --jwks-file and --jwks-url need --jwt-issuer and --jwt-audience\n");
+        return -1;
+    }
+    if (config->jwks_file[0] != '\0' && config->jwks_url[0] != '\0') {
+        fprintf(stderr, "relayd: give --jwks-file or --jwks-url, not both\n");
+        return -1;
+    }
+    return 0;
+}
+
+void rl_config_usage(FILE *out)
+{
+    size_t i;
+
+    fprintf(out, "usage: relayd [--listen HOST:PORT] [--data DIR] [settings...]\n"
+                 "       relayd token USER [--data DIR] [--ttl DURATION]\n\n"
+                 "Runs the relay in the foreground; logs go to stderr as JSON lines.\n"
+                 "Each setting may also come from the environment variable shown.\n\n");
+    for (i = 0; i < NSETTINGS; ++i) {
+        char name[64], flag[48];
+        env_name(settings[i].name, name, sizeof(name));
+        snprintf(flag, sizeof(flag), "--%s", settings[i].name);
+        fprintf(out, "  %-22s %s\n  %-22s default %s, env %s\n", flag, settings[i].help, "",
+                settings[i].fallback[0] != '\0' ? settings[i].fallback : "(none)", name);
+    }
+}

@@ -1,0 +1,48 @@
+/*
+ * relayd's settings: one table, read from flags (--name value or
+ * --name=value), then the environment (RELAY_ + NAME in capitals, dashes as
+ * underscores), then the default. Durations carry a unit ("250ms", "3s").
+ */
+#ifndef RL_RELAY_CONFIG_H
+#define RL_RELAY_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct rl_config {
+    char listen[256];
+    char data[1024];
+    char log_level[16];
+    char public_url[512];
+    char token_env[8];
+    /* User tokens: an external OpenID Connect issuer, or the embedded one when no JWKS is set. */
+    char jwt_issuer[512];
+    char jwt_audience[256];
+    char jwks_file[1024];
+    char jwks_url[1024];
+    int64_t jwks_refresh;
+    /* spec durations, in milliseconds */
+    int64_t pairing_ttl;
+    int64_t approval_ttl;
+    int64_t ws_ping_interval;
+    int64_t ws_pong_timeout;
+    int64_t sse_heartbeat;
+    int64_t replay_window;
+    int64_t followup_window;
+    int64_t delete_grace;
+    int64_t idempotency_ttl;
+    int64_t request_timeout;
+    int64_t sse_buffer_events;
+} rl_config_t;
+
+/*
+ * Fills config from defaults, the environment and argv[first..argc). Stops
+ * at the first argument that is not a setting and stores its index in
+ * *rest (argc when all were consumed). Returns 0, 1 when --help was asked
+ * (usage printed to stdout), or -1 on a bad setting (message on stderr).
+ */
+int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *rest);
+/* Prints every setting with its default and its environment name. */
+void rl_config_usage(FILE *out);
+
+#endif

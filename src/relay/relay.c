@@ -1,0 +1,120 @@
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "relay/relay.h"
+#include "relay/token.h"
+
+#define HOUSEKEEPING_MS 60000
+#define RATE_KEYS_MAX 200000
+#define KNOWN_USERS_MAX 100000
+#define MAX_JSON_BODY (1024 * 1024)
+
+static void on_purged(int result, json_t *value, void *arg)
+{
+    json_decref(value);
+    if (result != 0)
+        rl_log_warn("store purge failed");
+}
+
+static void on_housekeeping(h2o_timeout_entry_t *entry)
+{
+    rl_relay_t *relay = H2O_STRUCT_FROM_MEMBER(rl_relay_t, housekeeping, entry);
+    int64_t now = rl_clock_now_ms();
+
+    rl_ratelimit_sweep(relay->limiter, now);
+    rl_store_purge(relay->store, now, on_purged, relay);
+    h2o_timeout_link(relay->loop, &relay->housekeeping_timeout, &relay->housekeeping);
+}
+
+static int open_keys(rl_relay_t *relay)
+{
+    rl_config_t *config = &relay->config;
+    rl_jwt_issuer_t *issuer = NULL;
+    rl_jwks_t *keys;
+    int result;
+
+    if (config->jwks_file[0] != '\0' || config->jwks_url[0] != '\0') {
+        relay->policy.issuer = config->jwt_issuer;
+        relay->policy.audience = config->jwt_audience;
+        relay->policy.leeway_s = 30;
+        return config->jwks_file[0] != '\0' ? rl_jwks_source_open_file(config->jwks_file, &relay->jwks)
+                                             : rl_jwks_source_open_url(config->jwks_url, config->jwks_refresh,
+                                                                       &relay->jwks);
+    }
+    /* brief: the embedded default is its own issuer, verified by the same code as an external one. */
+    if (rl_jwt_issuer_open(config->data, &issuer) != 0)
+        return -1;
+    keys = rl_jwt_issuer_jwks(issuer);
+    rl_jwt_issuer_free(issuer);
+    if (keys == NULL)
+        return -1;
+    relay->policy.issuer = RL_EMBEDDED_ISSUER;
+    relay->policy.audience = RL_EMBEDDED_AUDIENCE;
+    relay->policy.leeway_s = 30;
+    result = rl_jwks_source_open_static(keys, &relay->jwks);
+    rl_jwks_unref(keys);
+    return result;
+}
+
+int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
+{
+    rl_config_t *config = &relay->config;
+    char bound[300];
+
+    relay->loop = loop;
+    if (mkdir(config->data, 0700) != 0 && errno != EEXIST) {
+        rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
+        return -1;
+    }
+    if (rl_store_open(config->data, &relay->store) != 0 || open_keys(relay) != 0)
+        return -1;
+    relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
+    relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
+    if (relay->limiter == NULL || relay->known_users == NULL)
+        return -1;
+
+    relay->http.routes = rl_relay_routes;
+    relay->http.nroutes = rl_relay_nroutes;
+    relay->http.api_prefix = "/v1/";
+    relay->http.max_body = MAX_JSON_BODY;
+    relay->http.request_timeout_ms = (uint64_t)config->request_timeout;
+    relay->http.url_carries_credentials = rl_url_carries_token;
+    relay->http.hooks.authenticate = rl_relay_authenticate;
+    relay->http.hooks.limit = rl_relay_limit;
+    relay->http.app = relay;
+    if (rl_http_server_create(loop, &relay->http, &relay->server) != 0 ||
+        rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
+        return -1;
+    if (config->public_url[0] == '\0')
+        snprintf(config->public_url, sizeof(config->public_url), "http://%s", bound);
+
+    h2o_timeout_init(loop, &relay->housekeeping_timeout, HOUSEKEEPING_MS);
+    relay->housekeeping.cb = on_housekeeping;
+    h2o_timeout_link(loop, &relay->housekeeping_timeout, &relay->housekeeping);
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data",
+                                         config->data));
+    return 0;
+}
+
+void rl_relay_stop(rl_relay_t *relay)
+{
+    if (relay->server != NULL)
+        rl_http_server_stop_listening(relay->server);
+    if (h2o_timeout_is_linked(&relay->housekeeping))
+        h2o_timeout_unlink(&relay->housekeeping);
+    if (relay->loop != NULL)
+        h2o_timeout_dispose(relay->loop, &relay->housekeeping_timeout);
+    if (relay->store != NULL)
+        rl_store_close(relay->store);
+    relay->store = NULL;
+    rl_http_server_free(relay->server);
+    relay->server = NULL;
+    if (relay->jwks != NULL)
+        rl_jwks_source_close(relay->jwks);
+    rl_ratelimit_free(relay->limiter);
+    rl_strmap_free(relay->known_users, NULL);
+}

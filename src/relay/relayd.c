@@ -1,0 +1,170 @@
+/*
+ * relayd: the relay server, and `relayd token USER`, which prints a user
+ * token signed by the embedded issuer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/duration.h"
+#include "common/log.h"
+#include "relay/relay.h"
+
+static int stop_pipe[2] = {-1, -1};
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int signo)
+{
+    int saved = errno;
+    char byte = (char)signo;
+
+    stopping = 1;
+    if (write(stop_pipe[1], &byte, 1) < 0) {
+    }
+    errno = saved;
+}
+
+static void on_stop_readable(h2o_socket_t *sock, const char *err)
+{
+    /* The loop condition does the work; this only wakes the loop up. */
+    h2o_buffer_consume(&sock->input, sock->input->size);
+}
+
+static int token_command(int argc, char **argv)
+{
+    const char *user = NULL, *data = "data", *ttl_text = "30d";
+    rl_jwt_issuer_t *issuer = NULL;
+    int64_t ttl_ms;
+    char *token;
+    int i;
+
+    if (getenv("RELAY_DATA") != NULL)
+        data = getenv("RELAY_DATA");
+    for (i = 2; i < argc; ++i) {
+        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
+            data = argv[++i];
+        else if (strncmp(argv[i], "--data=", 7) == 0)
+            data = argv[i] + 7;
+        else if (strcmp(argv[i], "--ttl") == 0 && i + 1 < argc)
+            ttl_text = argv[++i];
+        else if (strncmp(argv[i], "--ttl=", 6) == 0)
+            ttl_text = argv[i] + 6;
+        else if (argv[i][0] != '-' && user == NULL)
+            user = argv[i];
+        else {
+            fprintf(stderr, "usage: relayd token USER [--data DIR] [--ttl DURATION]\n");
+            return 2;
+        }
+    }
+    if (user == NULL) {
+        fprintf(stderr, "usage: relayd token USER [--data DIR] [--ttl DURATION]\n");
+        return 2;
+    }
+    if (rl_duration_parse(ttl_text, &ttl_ms) != 0 || ttl_ms < 1000) {
+        fprintf(stderr, "relayd token: --ttl needs a duration of at least 1s, such as 30d or 12h\n");
+        return 2;
+    }
+    if (mkdir(data, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "relayd token: cannot create %s: %s\n", data, strerror(errno));
+        return 1;
+    }
+    if (rl_jwt_issuer_open(data, &issuer) != 0)
+        return 1;
+    token = rl_jwt_issuer_sign(issuer, RL_EMBEDDED_ISSUER, RL_EMBEDDED_AUDIENCE, user, rl_clock_now_ms() / 1000,
+                               ttl_ms / 1000);
+    rl_jwt_issuer_free(issuer);
+    if (token == NULL) {
+        fprintf(stderr, "relayd token: cannot sign a token for '%s' (user ids are printable ASCII without spaces)\n",
+                user);
+        return 1;
+    }
+    printf("%s\n", token);
+    free(token);
+    return 0;
+}
+
+static void print_banner(const rl_relay_t *relay)
+{
+    char cwd[1024];
+    const char *data = relay->config.data;
+
+    if (!isatty(STDOUT_FILENO))
+        return;
+    if (data[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
+        printf("relayd is running at %s\n  data folder: %s/%s\n", relay->config.public_url, cwd, data);
+    else
+        printf("relayd is running at %s\n  data folder: %s\n", relay->config.public_url, data);
+    printf("\nNext steps:\n"
+           "  a user token:      ./build/relayd token alice --data %s\n"
+           "  a bridge pairs:    curl -s -X POST %s/v1/pairing/start -d "
+           "'{\"connector_type\":\"exec\",\"host_label\":\"laptop\"}'\n"
+           "  the user claims:   curl -s -X POST %s/v1/me/pairing/claim -H \"Authorization: Bearer $TOKEN\" "
+           "-d '{\"code\":\"ABCDEFG\"}'\n"
+           "  the bridge polls:  curl -s -X POST %s/v1/pairing/poll -d '{\"poll_token\":\"p_...\"}'\n"
+           "Stop with Ctrl-C.\n\n",
+           data, relay->config.public_url, relay->config.public_url, relay->config.public_url);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    static rl_relay_t relay;
+    rl_log_level_t level;
+    struct sigaction sa;
+    h2o_socket_t *stop_sock;
+    h2o_loop_t *loop;
+    int rest, result;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (argc > 1 && strcmp(argv[1], "token") == 0)
+        return token_command(argc, argv);
+    result = rl_config_load(&relay.config, argc, argv, 1, &rest);
+    if (result != 0)
+        return result > 0 ? 0 : 2;
+    if (rest < argc) {
+        fprintf(stderr, "relayd: unexpected argument '%s' (see relayd --help)\n", argv[rest]);
+        return 2;
+    }
+    if (rl_log_parse_level(relay.config.log_level, &level) != 0) {
+        fprintf(stderr, "relayd: --log-level must be debug, info, warn or error\n");
+        return 2;
+    }
+    rl_log_set_level(level);
+
+    if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    loop = h2o_evloop_create();
+    if (rl_relay_start(&relay, loop) != 0) {
+        rl_relay_stop(&relay);
+        return 1;
+    }
+    stop_sock = h2o_evloop_socket_create(loop, stop_pipe[0], 0);
+    h2o_socket_read_start(stop_sock, on_stop_readable);
+    print_banner(&relay);
+
+    while (!stopping) {
+        /* Work queued by this turn (store completions) must not wait for the next network event. */
+        h2o_evloop_run(loop, rl_store_pending(relay.store) ? 0 : INT32_MAX);
+        rl_store_flush(relay.store);
+    }
+    rl_log_info("stopping");
+    h2o_socket_read_stop(stop_sock);
+    h2o_socket_close(stop_sock);
+    rl_relay_stop(&relay);
+    close(stop_pipe[1]);
+    rl_log_info("stopped");
+    return 0;
+}

@@ -1,0 +1,23 @@
+/*
+ * relayd's route table: every /v1 route of the spec that exists so far, one
+ * row each (method, pattern, handler, auth, rate bucket, body schema).
+ */
+#include "common/error.h"
+#include "http/validate.h"
+#include "relay/relay.h"
+
+static int healthz(rl_call_t *call)
+{
+    rl_call_reply(call, json_pack("{s:s}", "status", "ok"));
+    return 0;
+}
+
+const rl_route_t rl_relay_routes[] = {
+    {"GET", "/healthz", healthz, RL_AUTH_NONE, NULL, NULL, 0},
+    /* Pairing: per-IP buckets on the unauthenticated routes, per-user on the claim. */
+    {"POST", "/v1/pairing/start", rl_pairing_start, RL_AUTH_NONE, "pairing", &rl_pairing_start_schema, 0},
+    {"POST", "/v1/pairing/poll", rl_pairing_poll, RL_AUTH_NONE, "pairing", &rl_pairing_poll_schema, 0},
+    {"POST", "/v1/me/pairing/claim", rl_pairing_claim, RL_AUTH_USER, "claim", &rl_pairing_claim_schema, 0},
+};
+
+const size_t rl_relay_nroutes = sizeof(rl_relay_routes) / sizeof(rl_relay_routes[0]);

@@ -1,0 +1,147 @@
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/rand.h"
+#include "relay/token.h"
+
+static int is_base62(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static size_t base62_run(const char *s, size_t len)
+{
+    size_t n = 0;
+
+    while (n < len && is_base62(s[n]))
+        ++n;
+    return n;
+}
+
+int rl_installation_id_is_valid(const char *id, size_t len)
+{
+    return len == RL_INSTALLATION_ID_LEN && memcmp(id, "inst_", 5) == 0 && base62_run(id + 5, 16) == 16;
+}
+
+void rl_token_hash(const void *bytes, size_t len, char *out)
+{
+    unsigned char digest[32];
+    unsigned int digest_len = 0;
+    int i;
+
+    EVP_Digest(bytes, len, digest, &digest_len, EVP_sha256(), NULL);
+    for (i = 0; i < 32; ++i)
+        snprintf(out + i * 2, 3, "%02x", digest[i]);
+}
+
+int rl_bridge_token_parse(const char *token, size_t len, rl_bridge_token_t *out)
+{
+    const char *secret;
+    size_t secret_len;
+
+    if (len < 50 || len > RL_TOKEN_MAX)
+        return -1;
+    if (!rl_installation_id_is_valid(token, RL_INSTALLATION_ID_LEN) || token[RL_INSTALLATION_ID_LEN] != ':')
+        return -1;
+    secret = token + RL_INSTALLATION_ID_LEN + 1;
+    secret_len = len - RL_INSTALLATION_ID_LEN - 1;
+    if (secret_len < 7 + 32 || memcmp(secret, "s_", 2) != 0)
+        return -1;
+    if (memcmp(secret + 2, "live_", 5) != 0 && memcmp(secret + 2, "test_", 5) != 0)
+        return -1;
+    if (base62_run(secret + 7, secret_len - 7) != secret_len - 7)
+        return -1;
+    memcpy(out->installation_id, token, RL_INSTALLATION_ID_LEN);
+    out->installation_id[RL_INSTALLATION_ID_LEN] = '\0';
+    memcpy(out->env, secret + 2, 4);
+    out->env[4] = '\0';
+    rl_token_hash(secret, secret_len, out->secret_hash);
+    return 0;
+}
+
+void rl_bridge_token_mint(const char *installation_id, const char *env, char *out, size_t outsz, char *hash_out)
+{
+    char secret[7 + RL_TOKEN_SECRET_CHARS + 1];
+
+    snprintf(secret, sizeof(secret), "s_%s_", env);
+    rl_rand_base62(secret + 7, RL_TOKEN_SECRET_CHARS);
+    rl_token_hash(secret, strlen(secret), hash_out);
+    snprintf(out, outsz, "%s:%s", installation_id, secret);
+    OPENSSL_cleanse(secret, sizeof(secret));
+}
+
+int rl_token_hash_equal(const char *a, const char *b)
+{
+    size_t len = strlen(a);
+
+    if (len != strlen(b))
+        return 0;
+    return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+static int ieq_prefix(const char *s, size_t len, const char *prefix)
+{
+    size_t plen = strlen(prefix);
+
+    return len >= plen && strncasecmp(s, prefix, plen) == 0;
+}
+
+/* A JWT is three base64url segments; the header segment of every JSON header starts with "eyJ". */
+static int looks_like_jwt(const char *s, size_t len)
+{
+    size_t i, dots = 0, run = 0;
+
+    if (len < 20 || memcmp(s, "eyJ", 3) != 0)
+        return 0;
+    for (i = 0; i < len; ++i) {
+        if (s[i] == '.') {
+            if (run == 0)
+                return 0;
+            ++dots;
+            run = 0;
+        } else if (is_base62(s[i]) || s[i] == '-' || s[i] == '_') {
+            ++run;
+        } else {
+            break;
+        }
+    }
+    return dots == 2;
+}
+
+int rl_url_carries_token(const char *url, size_t len)
+{
+    static const char *const credential_names[] = {"token=", "access_token=", "bearer=", "auth=",
+                                                   "authorization=", "api_key=", "apikey=", NULL};
+    const char *query = memchr(url, '?', len);
+    size_t i;
+
+    for (i = 0; i < len; ++i) {
+        const char *p = url + i;
+        size_t rest = len - i;
+        if (rest >= 5 + 16 && memcmp(p, "inst_", 5) == 0 && base62_run(p + 5, 16) == 16) {
+            const char *after = p + 21;
+            size_t left = rest - 21;
+            if ((left >= 3 && ieq_prefix(after, left, ":s_")) || (left >= 5 && ieq_prefix(after, left, "%3As_")))
+                return 1;
+        }
+        if ((i == 0 || !is_base62(url[i - 1])) && looks_like_jwt(p, rest))
+            return 1;
+    }
+    if (query != NULL) {
+        const char *p = query + 1, *end = url + len;
+        while (p < end) {
+            const char *amp = memchr(p, '&', (size_t)(end - p));
+            size_t plen = (size_t)((amp != NULL ? amp : end) - p);
+            int k;
+            for (k = 0; credential_names[k] != NULL; ++k) {
+                if (ieq_prefix(p, plen, credential_names[k]) && plen > strlen(credential_names[k]))
+                    return 1;
+            }
+            p += plen + 1;
+        }
+    }
+    return 0;
+}
