@@ -22,12 +22,12 @@ struct rl_jwks_source {
     pthread_mutex_t lock; /* guards current, wake_early and last_fetch_us */
     pthread_cond_t wake;  /* on CLOCK_MONOTONIC: wakes the refresh thread to stop or refetch */
     rl_jwks_t *current;
-    char *url;                   /* NULL for file and static sources */
-    char origin[ORIGIN_MAX];     /* scheme://host of url: what logs show, since a URL may carry a secret */
+    char *url;               /* NULL for file and static sources */
+    char origin[ORIGIN_MAX]; /* scheme://host of url: what logs show, since a URL may carry a secret */
     int64_t refresh_ms;
-    int64_t last_fetch_us;       /* monotonic time of the last fetch attempt */
-    int wake_early;              /* rl_jwks_source_refresh_soon was called */
-    atomic_bool stopping;        /* read by curl's progress callback, outside the lock */
+    int64_t last_fetch_us; /* monotonic time of the last fetch attempt */
+    int wake_early;        /* rl_jwks_source_refresh_soon was called */
+    atomic_bool stopping;  /* read by curl's progress callback, outside the lock */
     pthread_t thread;
     int has_thread;
 };
@@ -241,8 +241,8 @@ static void *refresh_main(void *arg)
             rl_log_debug("user-token keys: %zu from %s", rl_jwks_count(keys), source->origin);
             source_swap(source, keys);
         } else if (!atomic_load(&source->stopping)) {
-            rl_log_warn("user-token keys: refresh from %s failed, keeping the previous set: %s", source->origin,
-                        err);
+            rl_log_warn("user-token keys: refresh from %s failed, keeping the previous set: %s",
+                        source->origin, err);
         }
         pthread_mutex_lock(&source->lock);
     }

@@ -13,9 +13,10 @@
 #include "relay/jwt.h"
 
 /* Limits on one fetch of a JWKS URL. */
-#define RL_JWKS_FETCH_TIMEOUT_MS 10000
+#define RL_JWKS_FETCH_TIMEOUT_MS   10000
 #define RL_JWKS_CONNECT_TIMEOUT_MS 5000
-/* An early refresh asked for with rl_jwks_source_refresh_soon waits at least this long after the last fetch. */
+/* An early refresh asked for with rl_jwks_source_refresh_soon waits at least this long after the last fetch.
+ */
 #define RL_JWKS_EARLY_REFRESH_GAP_MS 30000
 
 typedef struct rl_jwks_source rl_jwks_source_t;

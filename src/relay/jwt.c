@@ -25,16 +25,16 @@
 #include "relay/jwt.h"
 
 /* A JWKS with more entries than this is refused: a token without kid is tried against every fitting key. */
-#define JWKS_KEYS_MAX 64
-#define JWKS_KID_MAX 256
-#define ISSUER_KEY_FILE "issuer.key"
+#define JWKS_KEYS_MAX       64
+#define JWKS_KID_MAX        256
+#define ISSUER_KEY_FILE     "issuer.key"
 #define ISSUER_KEY_FILE_MAX (64 * 1024)
-#define LEEWAY_MAX_S 3600
+#define LEEWAY_MAX_S        3600
 /* Claim times beyond this magnitude are refused so that leeway arithmetic cannot overflow. */
 #define CLAIM_TIME_MAX ((int64_t)1 << 52)
-#define ED25519_LEN 32
+#define ED25519_LEN    32
 #define P256_COORD_LEN 32
-#define RAW_SIG_LEN 64
+#define RAW_SIG_LEN    64
 #define SHA256_B64_LEN 43
 
 typedef enum key_type { KEY_RSA, KEY_EC, KEY_OKP } key_type_t;
@@ -394,7 +394,8 @@ static long segment_decode(const char *in, size_t len, unsigned char *out)
     got = rl_base64url_decode(in, len, out);
     if (got < 0)
         return -1;
-    /* Only a final group of 2 or 3 characters carries spare bits; encoding its bytes again must give it back. */
+    /* Only a final group of 2 or 3 characters carries spare bits; encoding its bytes again must give it back.
+     */
     if (tail != 0) {
         rl_base64url_encode(out + got - (long)(tail - 1), tail - 1, last);
         if (memcmp(last, in + len - tail, tail) != 0)
@@ -511,23 +512,53 @@ static int signature_verify(const struct key_kind *kind, EVP_PKEY *pkey, const s
         goto out;
     if (kind->type == KEY_RSA && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1)
         goto out;
-    ok = EVP_DigestVerify(ctx, sig, sig_len, (const unsigned char *)jws->signing_input, jws->signing_input_len) ==
-         1;
+    ok = EVP_DigestVerify(ctx, sig, sig_len, (const unsigned char *)jws->signing_input,
+                          jws->signing_input_len) == 1;
 out:
     EVP_MD_CTX_free(ctx);
     return ok;
 }
 
-/* Tries the candidate keys: those named by kid, or every key of the alg's type when there is no kid. */
+/*
+ * The candidates for a token: the keys named by its kid, or every key when
+ * it has none, narrowed to those of the alg's type. Returns NULL when there
+ * is at least one, else the reason there is none.
+ */
+static const char *keys_select(const rl_jwks_t *keys, const struct key_kind *kind, const char *kid)
+{
+    int kid_seen = 0;
+    size_t i;
+
+    for (i = 0; i < keys->count; ++i) {
+        const struct jwk *key = &keys->keys[i];
+        if (kid != NULL && (key->kid == NULL || strcmp(key->kid, kid) != 0))
+            continue;
+        if (key->kind == kind)
+            return NULL;
+        kid_seen = 1;
+    }
+    if (kid == NULL)
+        return "no_key";
+    return kid_seen ? "key_mismatch" : "unknown_kid";
+}
+
+static int key_is_candidate(const struct jwk *key, const struct key_kind *kind, const char *kid)
+{
+    return key->kind == kind && (kid == NULL || (key->kid != NULL && strcmp(key->kid, kid) == 0));
+}
+
+/* Verifies the signature with each candidate key until one accepts it. */
 static const char *keys_verify(const rl_jwks_t *keys, const struct key_kind *kind, const char *kid,
                                const struct jws *jws)
 {
     unsigned char *der = NULL;
     const unsigned char *sig = jws->signature;
     size_t sig_len = jws->signature_len, i;
-    int kid_seen = 0, tried = 0, ok = 0;
-    const char *why;
+    const char *why = keys_select(keys, kind, kid);
+    int ok = 0;
 
+    if (why != NULL)
+        return why;
     if (kind->type != KEY_RSA && sig_len != RAW_SIG_LEN)
         return "bad_signature";
     if (kind->type == KEY_EC) {
@@ -536,27 +567,11 @@ static const char *keys_verify(const rl_jwks_t *keys, const struct key_kind *kin
         sig = der;
     }
     for (i = 0; i < keys->count && !ok; ++i) {
-        const struct jwk *key = &keys->keys[i];
-        if (kid != NULL) {
-            if (key->kid == NULL || strcmp(key->kid, kid) != 0)
-                continue;
-            kid_seen = 1;
-        }
-        if (key->kind != kind)
-            continue;
-        tried = 1;
-        ok = signature_verify(kind, key->pkey, jws, sig, sig_len);
+        if (key_is_candidate(&keys->keys[i], kind, kid))
+            ok = signature_verify(kind, keys->keys[i].pkey, jws, sig, sig_len);
     }
     OPENSSL_free(der);
-    if (ok)
-        why = NULL;
-    else if (tried)
-        why = "bad_signature";
-    else if (kid == NULL)
-        why = "no_key";
-    else
-        why = kid_seen ? "key_mismatch" : "unknown_kid";
-    return why;
+    return ok ? NULL : "bad_signature";
 }
 
 /*
@@ -618,7 +633,9 @@ static int64_t clamp_add(int64_t a, int64_t b)
 static const char *claims_check(const json_t *payload, const rl_jwt_policy_t *policy, int64_t now_s,
                                 rl_jwt_claims_t *claims)
 {
-    int64_t leeway = policy->leeway_s < 0 ? 0 : policy->leeway_s > LEEWAY_MAX_S ? LEEWAY_MAX_S : policy->leeway_s;
+    int64_t leeway = policy->leeway_s < 0              ? 0
+                     : policy->leeway_s > LEEWAY_MAX_S ? LEEWAY_MAX_S
+                                                       : policy->leeway_s;
     int64_t earliest = clamp_add(now_s, -leeway), latest = clamp_add(now_s, leeway);
     const json_t *aud = json_object_get(payload, "aud");
     const json_t *sub = json_object_get(payload, "sub");
@@ -640,9 +657,8 @@ static const char *claims_check(const json_t *payload, const rl_jwt_policy_t *po
         return "iat_in_future";
     if (!json_string_equals(json_object_get(payload, "iss"), policy->issuer))
         return "wrong_issuer";
-    if (policy->audience == NULL ||
-        !(json_string_equals(aud, policy->audience) ||
-          (json_is_array(aud) && json_array_has_string(aud, policy->audience))))
+    if (policy->audience == NULL || !(json_string_equals(aud, policy->audience) ||
+                                      (json_is_array(aud) && json_array_has_string(aud, policy->audience))))
         return "wrong_audience";
     if (sub != NULL && !json_is_string(sub))
         return "missing_sub";
@@ -852,7 +868,8 @@ static int issuer_thumbprint(rl_jwt_issuer_t *issuer)
     char canonical[128];
     unsigned char digest[32];
     size_t digest_len = 0;
-    int len = snprintf(canonical, sizeof(canonical), "{\"crv\":\"Ed25519\",\"kty\":\"OKP\",\"x\":\"%s\"}", issuer->x);
+    int len = snprintf(canonical, sizeof(canonical), "{\"crv\":\"Ed25519\",\"kty\":\"OKP\",\"x\":\"%s\"}",
+                       issuer->x);
 
     if (len < 0 || (size_t)len >= sizeof(canonical) ||
         !EVP_Q_digest(NULL, "SHA256", NULL, canonical, (size_t)len, digest, &digest_len) ||
@@ -944,8 +961,8 @@ rl_jwks_t *rl_jwt_issuer_jwks(rl_jwt_issuer_t *issuer)
 
 char *rl_jwt_issuer_jwks_json(rl_jwt_issuer_t *issuer)
 {
-    json_t *doc = json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}", "keys", "kty", "OKP", "crv", "Ed25519", "x",
-                            issuer->x, "kid", issuer->kid, "use", "sig", "alg", "EdDSA");
+    json_t *doc = json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}", "keys", "kty", "OKP", "crv", "Ed25519",
+                            "x", issuer->x, "kid", issuer->kid, "use", "sig", "alg", "EdDSA");
     char *text = json_text(doc);
 
     json_decref(doc);
@@ -969,8 +986,8 @@ static size_t segment_encode(const json_t *json, char *out, size_t room)
     return put;
 }
 
-char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub, int64_t iat,
-                         int64_t ttl_s)
+char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub,
+                         int64_t iat, int64_t ttl_s)
 {
     json_t *header = NULL, *payload = NULL;
     EVP_MD_CTX *ctx = NULL;
@@ -984,8 +1001,8 @@ char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *a
         sub_check(sub, strlen(sub)) != NULL || ttl_s <= 0 || __builtin_add_overflow(iat, ttl_s, &exp))
         goto out;
     header = json_pack("{s:s, s:s, s:s}", "alg", "EdDSA", "typ", "JWT", "kid", issuer->kid);
-    payload = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", iss, "aud", aud, "sub", sub, "iat", (json_int_t)iat,
-                        "exp", (json_int_t)exp);
+    payload = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", iss, "aud", aud, "sub", sub, "iat",
+                        (json_int_t)iat, "exp", (json_int_t)exp);
     token = malloc(RL_JWT_TOKEN_MAX + 1);
     if (header == NULL || payload == NULL || token == NULL)
         goto out;

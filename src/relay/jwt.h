@@ -122,7 +122,7 @@ const char *rl_jwt_issuer_kid(const rl_jwt_issuer_t *issuer);
  * refused by rl_jwt_verify, ttl_s <= 0, exp overflows, or on allocation
  * failure. Any thread.
  */
-char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub, int64_t iat,
-                         int64_t ttl_s);
+char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub,
+                         int64_t iat, int64_t ttl_s);
 
 #endif

@@ -65,6 +65,10 @@ int rl_pairing_poll(rl_call_t *call);
 int rl_pairing_claim(rl_call_t *call);
 extern const struct rl_schema rl_pairing_start_schema, rl_pairing_poll_schema, rl_pairing_claim_schema;
 
+/* Route handlers (relay/manifest.c). */
+int rl_manifest_set(rl_call_t *call);
+extern const struct rl_schema rl_manifest_schema;
+
 /* The installation as clients see it (no token hash). Steals row. */
 json_t *rl_installation_view(json_t *row);
 

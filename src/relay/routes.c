@@ -18,6 +18,8 @@ const rl_route_t rl_relay_routes[] = {
     {"POST", "/v1/pairing/start", rl_pairing_start, RL_AUTH_NONE, "pairing", &rl_pairing_start_schema, 0},
     {"POST", "/v1/pairing/poll", rl_pairing_poll, RL_AUTH_NONE, "pairing", &rl_pairing_poll_schema, 0},
     {"POST", "/v1/me/pairing/claim", rl_pairing_claim, RL_AUTH_USER, "claim", &rl_pairing_claim_schema, 0},
+    /* Bridge REST. */
+    {"POST", "/v1/bridge/setManifest", rl_manifest_set, RL_AUTH_BRIDGE, "default", &rl_manifest_schema, 0},
 };
 
 const size_t rl_relay_nroutes = sizeof(rl_relay_routes) / sizeof(rl_relay_routes[0]);

@@ -45,6 +45,8 @@ struct rl_store_ops {
     void (*pairing_poll)(rl_store_t *store, const char *poll_hash, const char *token_hash, const char *token_env,
                          int64_t now, rl_store_cb cb, void *arg);
     void (*installation_get)(rl_store_t *store, const char *installation_id, rl_store_cb cb, void *arg);
+    void (*installation_set_manifest)(rl_store_t *store, const char *installation_id, const char *manifest,
+                                      rl_store_cb cb, void *arg);
     void (*purge)(rl_store_t *store, int64_t now, rl_store_cb cb, void *arg);
 };
 
@@ -113,6 +115,12 @@ static inline void rl_store_installation_get(rl_store_t *store, const char *inst
                                              void *arg)
 {
     store->ops->installation_get(store, installation_id, cb, arg);
+}
+/* Replaces the installation's agent manifest (JSON text); value NULL. RL_E_INSTALLATION_NOT_FOUND. */
+static inline void rl_store_installation_set_manifest(rl_store_t *store, const char *installation_id,
+                                                      const char *manifest, rl_store_cb cb, void *arg)
+{
+    store->ops->installation_set_manifest(store, installation_id, manifest, cb, arg);
 }
 /* Removes expired, spent state (old pairings, ...); value NULL. */
 static inline void rl_store_purge(rl_store_t *store, int64_t now, rl_store_cb cb, void *arg)

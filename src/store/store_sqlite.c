@@ -526,6 +526,25 @@ static void sqlite_installation_get(rl_store_t *super, const char *installation_
     complete(store, cb, arg, result, installation, 0);
 }
 
+static void sqlite_installation_set_manifest(rl_store_t *super, const char *installation_id, const char *manifest,
+                                             rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "UPDATE installations SET manifest = ? WHERE id = ?";
+    struct sqlite_store *store = (void *)super;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) == 0 && (stmt = prepare(store, sql)) != NULL) {
+        bind_text(stmt, 1, manifest);
+        bind_text(stmt, 2, installation_id);
+        result = step_done(store, stmt);
+        if (result == 0 && sqlite3_changes(store->db) == 0)
+            result = RL_E_INSTALLATION_NOT_FOUND;
+        write_end(store, result);
+    }
+    complete(store, cb, arg, result, NULL, 1);
+}
+
 static void sqlite_purge(rl_store_t *super, int64_t now, rl_store_cb cb, void *arg)
 {
     /* Pairings are kept an hour past expiry so that a late poll still gets a clear answer. */
@@ -608,6 +627,7 @@ static const struct rl_store_ops sqlite_ops = {
     .pairing_claim = sqlite_pairing_claim,
     .pairing_poll = sqlite_pairing_poll,
     .installation_get = sqlite_installation_get,
+    .installation_set_manifest = sqlite_installation_set_manifest,
     .purge = sqlite_purge,
 };
 

@@ -1,0 +1,151 @@
+/* Unit tests for the small helpers in src/common: durations, base64url, ids, the error table, strmap. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/base64.h"
+#include "common/clock.h"
+#include "common/duration.h"
+#include "common/error.h"
+#include "common/rand.h"
+#include "common/strmap.h"
+
+static void test_duration(void **state)
+{
+    int64_t ms;
+    char buf[32];
+
+    assert_int_equal(rl_duration_parse("250ms", &ms), 0);
+    assert_int_equal(ms, 250);
+    assert_int_equal(rl_duration_parse("3s", &ms), 0);
+    assert_int_equal(ms, 3000);
+    assert_int_equal(rl_duration_parse("5m", &ms), 0);
+    assert_int_equal(ms, 300000);
+    assert_int_equal(rl_duration_parse("24h", &ms), 0);
+    assert_int_equal(ms, 86400000);
+    assert_int_equal(rl_duration_parse("30d", &ms), 0);
+    assert_int_equal(ms, 2592000000LL);
+    assert_int_equal(rl_duration_parse("5", &ms), -1);
+    assert_int_equal(rl_duration_parse("", &ms), -1);
+    assert_int_equal(rl_duration_parse("s", &ms), -1);
+    assert_int_equal(rl_duration_parse("-1s", &ms), -1);
+    assert_int_equal(rl_duration_parse("1.5s", &ms), -1);
+    assert_int_equal(rl_duration_parse("3 s", &ms), -1);
+    assert_int_equal(rl_duration_parse("99999999999999999999h", &ms), -1);
+    assert_int_equal(rl_duration_parse("9223372036854775807h", &ms), -1);
+    rl_duration_format(300000, buf, sizeof(buf));
+    assert_string_equal(buf, "5m");
+    rl_duration_format(1500, buf, sizeof(buf));
+    assert_string_equal(buf, "1500ms");
+}
+
+static void test_base64url(void **state)
+{
+    static const struct {
+        const char *plain, *encoded;
+    } vectors[] = {{"", ""}, {"f", "Zg"}, {"fo", "Zm8"}, {"foo", "Zm9v"}, {"foob", "Zm9vYg"},
+                   {"fooba", "Zm9vYmE"}, {"foobar", "Zm9vYmFy"}, {"\xfb\xff", "-_8"}};
+    char out[64];
+    unsigned char back[64];
+
+    for (size_t i = 0; i < sizeof(vectors) / sizeof(vectors[0]); ++i) {
+        size_t len = strlen(vectors[i].plain);
+        assert_int_equal(rl_base64url_encode(vectors[i].plain, len, out), strlen(vectors[i].encoded));
+        assert_string_equal(out, vectors[i].encoded);
+        assert_int_equal(rl_base64url_decode(out, strlen(out), back), (long)len);
+        assert_memory_equal(back, vectors[i].plain, len);
+    }
+    assert_int_equal(rl_base64url_decode("Zm9v", 4, back), 3);
+    assert_int_equal(rl_base64url_decode("Zg==", 4, back), 1);
+    assert_int_equal(rl_base64url_decode("Z", 1, back), -1);
+    assert_int_equal(rl_base64url_decode("Zm+v", 4, back), -1);
+    assert_int_equal(rl_base64url_decode("Zm/v", 4, back), -1);
+}
+
+static void test_rand_ids(void **state)
+{
+    char id[32], other[32], code[8];
+
+    assert_int_equal(rl_rand_id(id, sizeof(id), "inst_", 16), 0);
+    assert_int_equal(strlen(id), 21);
+    assert_memory_equal(id, "inst_", 5);
+    assert_int_equal(rl_rand_id(other, sizeof(other), "inst_", 16), 0);
+    assert_string_not_equal(id, other);
+    assert_int_equal(rl_rand_id(id, 10, "inst_", 16), -1);
+    rl_rand_upper(code, 7);
+    assert_int_equal(strlen(code), 7);
+    for (int i = 0; i < 7; ++i)
+        assert_true(code[i] >= 'A' && code[i] <= 'Z');
+}
+
+static void test_error_table(void **state)
+{
+    assert_int_equal(rl_error_status(RL_E_INVALID_REQUEST), 400);
+    assert_string_equal(rl_error_code(RL_E_INVALID_REQUEST), "invalid_request");
+    assert_int_equal(rl_error_status(RL_E_INSTALLATION_REVOKED), 403);
+    assert_int_equal(rl_error_status(RL_E_INSTALLATION_GONE), 410);
+    assert_string_equal(rl_error_code(RL_E_INSTALLATION_GONE), "installation_revoked");
+    assert_int_equal(rl_error_status(RL_E_AGENT_DEGRADED), 503);
+    assert_int_equal(rl_error_status(RL_E_TOOL_NOT_DECLARED), 422);
+    assert_int_equal(rl_error_status(-1), 500);
+    assert_string_equal(rl_error_code(12345), "internal_error");
+}
+
+static void test_iso8601(void **state)
+{
+    char buf[RL_ISO8601_LEN];
+
+    rl_clock_iso8601(1795240962140LL, buf);
+    assert_string_equal(buf, "2026-11-21T06:02:42.140Z");
+    rl_clock_iso8601(0, buf);
+    assert_string_equal(buf, "1970-01-01T00:00:00.000Z");
+}
+
+static int drop_odd(const char *key, void *value, void *arg)
+{
+    return ((intptr_t)value & 1) != 0;
+}
+
+static void test_strmap(void **state)
+{
+    rl_strmap_t *map = rl_strmap_new(1000);
+    char key[16];
+
+    for (intptr_t i = 1; i <= 500; ++i) {
+        snprintf(key, sizeof(key), "k%ld", (long)i);
+        assert_int_equal(rl_strmap_put(map, key, (void *)i), 0);
+    }
+    assert_int_equal(rl_strmap_size(map), 500);
+    assert_ptr_equal(rl_strmap_get(map, "k77"), (void *)77);
+    assert_null(rl_strmap_get(map, "k501"));
+    assert_int_equal(rl_strmap_put(map, "k77", (void *)78), 0);
+    assert_ptr_equal(rl_strmap_get(map, "k77"), (void *)78);
+    assert_ptr_equal(rl_strmap_remove(map, "k78"), (void *)78);
+    assert_int_equal(rl_strmap_size(map), 499);
+    rl_strmap_sweep(map, drop_odd, NULL, NULL);
+    assert_null(rl_strmap_get(map, "k1"));
+    assert_non_null(rl_strmap_get(map, "k2"));
+    rl_strmap_free(map, NULL);
+
+    map = rl_strmap_new(2);
+    assert_int_equal(rl_strmap_put(map, "a", (void *)1), 0);
+    assert_int_equal(rl_strmap_put(map, "b", (void *)1), 0);
+    assert_int_equal(rl_strmap_put(map, "c", (void *)1), -1);
+    assert_int_equal(rl_strmap_put(map, "a", (void *)2), 0);
+    rl_strmap_free(map, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_duration), cmocka_unit_test(test_base64url), cmocka_unit_test(test_rand_ids),
+        cmocka_unit_test(test_error_table), cmocka_unit_test(test_iso8601), cmocka_unit_test(test_strmap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,79 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/error.h"
+#include "relay/ratelimit.h"
+
+static void test_spec_buckets(void **state)
+{
+    static const struct {
+        const char *name;
+        double capacity, refill;
+    } spec[] = {{"msg", 30, 10},   {"delta", 200, 100}, {"task", 60, 30},
+                {"approval", 10, 2}, {"memory", 60, 20}, {"default", 30, 10}};
+
+    for (size_t i = 0; i < sizeof(spec) / sizeof(spec[0]); ++i) {
+        const rl_bucket_spec_t *bucket = rl_ratelimit_bucket(spec[i].name);
+        assert_non_null(bucket);
+        assert_true(bucket->capacity == spec[i].capacity);
+        assert_true(bucket->refill_per_s == spec[i].refill);
+    }
+    assert_null(rl_ratelimit_bucket("nope"));
+}
+
+static void test_burst_then_refill(void **state)
+{
+    rl_ratelimit_t *limiter = rl_ratelimit_new(100);
+    rl_call_rate_t rate;
+    int64_t now = 1000000;
+    int i;
+
+    for (i = 0; i < 10; ++i) {
+        memset(&rate, 0, sizeof(rate));
+        assert_int_equal(rl_ratelimit_take(limiter, "installation", "inst_a", "approval", now, &rate), 0);
+        assert_int_equal(rate.remaining, 9 - i);
+        assert_int_equal(rate.limit, 10);
+        assert_string_equal(rate.bucket, "approval");
+        assert_string_equal(rate.scope, "installation");
+    }
+    assert_int_equal(rl_ratelimit_take(limiter, "installation", "inst_a", "approval", now, &rate),
+                     RL_E_RATE_LIMITED);
+    assert_int_equal(rate.remaining, 0);
+    /* 2 tokens a second: one is back after 500 ms. */
+    assert_int_equal(rate.retry_after_ms, 500);
+    assert_true(rate.reset_after > 4.99 && rate.reset_after < 5.01);
+    /* Another owner has a bucket of its own. */
+    assert_int_equal(rl_ratelimit_take(limiter, "installation", "inst_b", "approval", now, &rate), 0);
+    assert_int_equal(rl_ratelimit_take(limiter, "installation", "inst_a", "approval", now + 499, &rate),
+                     RL_E_RATE_LIMITED);
+    assert_int_equal(rl_ratelimit_take(limiter, "installation", "inst_a", "approval", now + 500, &rate), 0);
+    rl_ratelimit_free(limiter);
+}
+
+static void test_cap_and_sweep(void **state)
+{
+    rl_ratelimit_t *limiter = rl_ratelimit_new(2);
+    rl_call_rate_t rate;
+
+    assert_int_equal(rl_ratelimit_take(limiter, "ip", "a", "default", 0, &rate), 0);
+    assert_int_equal(rl_ratelimit_take(limiter, "ip", "b", "default", 0, &rate), 0);
+    /* Full and nothing idle: refused rather than unlimited. */
+    assert_int_equal(rl_ratelimit_take(limiter, "ip", "c", "default", 0, &rate), RL_E_RATE_LIMITED);
+    /* Once the others have refilled they can be dropped and c gets a bucket. */
+    assert_int_equal(rl_ratelimit_take(limiter, "ip", "c", "default", 1000, &rate), 0);
+    rl_ratelimit_free(limiter);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec_buckets),
+        cmocka_unit_test(test_burst_then_refill),
+        cmocka_unit_test(test_cap_and_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

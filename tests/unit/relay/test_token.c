@@ -1,0 +1,98 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "relay/token.h"
+
+#define GOOD "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV"
+
+static int parse(const char *text, rl_bridge_token_t *out)
+{
+    return rl_bridge_token_parse(text, strlen(text), out);
+}
+
+static void test_parse_valid(void **state)
+{
+    rl_bridge_token_t token, again;
+    char expected[65];
+
+    assert_int_equal(parse(GOOD, &token), 0);
+    assert_string_equal(token.installation_id, "inst_0123456789abcdef");
+    assert_string_equal(token.env, "live");
+    rl_token_hash("s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV", 39, expected);
+    assert_string_equal(token.secret_hash, expected);
+    assert_int_equal(parse("inst_0123456789abcdef:s_test_0123456789ABCDEFGHIJKLMNOPQRSTUVxyz", &again), 0);
+    assert_string_equal(again.env, "test");
+}
+
+static void test_parse_invalid(void **state)
+{
+    rl_bridge_token_t token;
+    static const char *const bad[] = {
+        "",
+        "inst_0123456789abcdef",
+        "inst_0123456789abcde:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUVW",  /* 15-char id */
+        "inst_0123456789abcdef:s_prod_0123456789ABCDEFGHIJKLMNOPQRSTUV",  /* env */
+        "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTU",   /* 31 chars */
+        "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTU!",  /* not base62 */
+        "inst_0123456789abcdef;s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV",  /* separator */
+        "INST_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV",  /* prefix case */
+        "inst_0123456789abcdef:x_live_0123456789ABCDEFGHIJKLMNOPQRSTUV",
+        "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i)
+        assert_int_equal(parse(bad[i], &token), -1);
+}
+
+static void test_mint_roundtrip(void **state)
+{
+    char whole[RL_TOKEN_MAX], hash[65];
+    rl_bridge_token_t token;
+
+    rl_bridge_token_mint("inst_0123456789abcdef", "live", whole, sizeof(whole), hash);
+    assert_true(strlen(whole) >= 50);
+    assert_int_equal(parse(whole, &token), 0);
+    assert_true(rl_token_hash_equal(token.secret_hash, hash));
+    assert_false(rl_token_hash_equal(token.secret_hash, "00"));
+    whole[strlen(whole) - 1] ^= 1;
+    assert_int_equal(parse(whole, &token), 0);
+    assert_false(rl_token_hash_equal(token.secret_hash, hash));
+}
+
+static void test_url_credentials(void **state)
+{
+    static const char *const carrying[] = {
+        "/v1/pairing/" GOOD,
+        "/v1/me?x=" "inst_0123456789abcdef%3As_live_abc",
+        "/v1/me?token=abc",
+        "/v1/me?a=1&access_token=abc",
+        "/v1/me?x=eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl",
+    };
+    static const char *const clean[] = {
+        "/v1/me",
+        "/v1/me/sessions/ses_abc?limit=20&before=msg_1",
+        "/v1/me?token=",
+        "/v1/me/installations/inst_0123456789abcdef",
+        "/v1/me?tokens_seen=1",
+    };
+
+    for (size_t i = 0; i < sizeof(carrying) / sizeof(carrying[0]); ++i)
+        assert_true(rl_url_carries_token(carrying[i], strlen(carrying[i])));
+    for (size_t i = 0; i < sizeof(clean) / sizeof(clean[0]); ++i)
+        assert_false(rl_url_carries_token(clean[i], strlen(clean[i])));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_valid),
+        cmocka_unit_test(test_parse_invalid),
+        cmocka_unit_test(test_mint_roundtrip),
+        cmocka_unit_test(test_url_credentials),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
