@@ -90,37 +90,69 @@ static void log_access(rl_call_t *call)
                             (double)(rl_clock_mono_us() - call->started_us) / 1000.0, "peer", call->peer));
 }
 
-/* Writes the common headers, the JSON body and the access log line. Steals envelope. */
-static void send_envelope(rl_call_t *call, int status, json_t *envelope)
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Payload Too Large";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 451:
+        return "Unavailable For Legal Reasons";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status < 400 ? "OK" : status < 500 ? "Client Error" : "Internal Server Error";
+    }
+}
+
+void rl_call_send(rl_call_t *call, int status, const char *content_type, const void *bytes, size_t len)
 {
     h2o_req_t *req = call->req;
     static h2o_generator_t generator = {NULL, NULL};
-    char *text;
     size_t tracestate_len;
     const char *tracestate;
     h2o_iovec_t body;
 
-    if (!rl_call_alive(call)) {
-        json_decref(envelope);
+    if (!rl_call_alive(call))
         return;
-    }
     call->responded = 1;
     call->status = status;
-    text = json_dumps(envelope, JSON_COMPACT);
-    json_decref(envelope);
-    if (text == NULL) {
-        text = strdup("{\"ok\":false,\"error\":{\"code\":\"internal_error\"}}");
-        status = 500;
-    }
-    body = h2o_strdup(&req->pool, text, SIZE_MAX);
-    free(text);
+    body.base = h2o_mem_alloc_pool(&req->pool, len > 0 ? len : 1);
+    body.len = len;
+    if (len > 0)
+        memcpy(body.base, bytes, len);
 
     req->res.status = status;
-    req->res.reason = status < 400 ? "OK" : "Error";
+    req->res.reason = reason_phrase(status);
     req->res.content_length = body.len;
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
-                   H2O_STRLIT("application/json; charset=utf-8"));
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    if (content_type != NULL)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
+                       strlen(content_type));
+    if (h2o_find_header(&req->res.headers, H2O_TOKEN_CACHE_CONTROL, -1) < 0)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
     rl_call_add_header(call, "x-request-id", call->request_id, strlen(call->request_id));
     rl_call_add_header(call, "traceparent", call->traceparent, strlen(call->traceparent));
     /* spec: tracestate is passed through verbatim. */
@@ -131,7 +163,22 @@ static void send_envelope(rl_call_t *call, int status, json_t *envelope)
     log_access(call);
 
     h2o_start_response(req, &generator);
-    h2o_send(req, &body, 1, H2O_SEND_STATE_FINAL);
+    h2o_send(req, status == 304 ? NULL : &body, status == 304 ? 0 : 1, H2O_SEND_STATE_FINAL);
+}
+
+/* Writes the envelope with rl_call_send. Steals envelope. */
+static void send_envelope(rl_call_t *call, int status, json_t *envelope)
+{
+    char *text = json_dumps(envelope, JSON_COMPACT);
+
+    json_decref(envelope);
+    if (text == NULL) {
+        static const char fallback[] = "{\"ok\":false,\"error\":{\"code\":\"internal_error\"}}";
+        rl_call_send(call, 500, "application/json; charset=utf-8", fallback, sizeof(fallback) - 1);
+        return;
+    }
+    rl_call_send(call, status, "application/json; charset=utf-8", text, strlen(text));
+    free(text);
 }
 
 void rl_call_reply(rl_call_t *call, json_t *result)

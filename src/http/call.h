@@ -74,6 +74,13 @@ void rl_call_fail(rl_call_t *call, int err, const char *message);
  * objects; steals both.
  */
 void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *errors, json_t *details);
+/*
+ * Answers with a body of any type (plain text, a file's bytes, JSON not in
+ * the envelope). The common headers and the access log line are written as
+ * for an envelope; Cache-Control defaults to no-store unless the handler
+ * added one. The body is copied.
+ */
+void rl_call_send(rl_call_t *call, int status, const char *content_type, const void *body, size_t len);
 /* Adds a response header (copied into the request pool). */
 void rl_call_add_header(rl_call_t *call, const char *name, const char *value, size_t value_len);
 /* Finds a request header by lower-case name; returns its value or NULL. */

@@ -274,6 +274,14 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     handler = (void *)h2o_create_handler(pathconf, sizeof(*handler));
     handler->super.on_req = on_req;
     handler->server = server;
+    if (config->compress) {
+        h2o_compress_args_t args;
+        memset(&args, 0, sizeof(args));
+        args.min_size = 256;
+        args.gzip.quality = 6;
+        args.brotli.quality = -1;
+        h2o_compress_register(pathconf, &args);
+    }
     filter = (void *)h2o_create_filter(&hostconf->fallback_path, sizeof(*filter));
     filter->super.on_setup_ostream = api_error_on_setup_ostream;
     filter->server = server;

@@ -47,6 +47,8 @@ typedef struct rl_http_config {
      * is refused with 400 invalid_token_location under the API prefix.
      */
     int (*url_carries_credentials)(const char *url, size_t len);
+    /* Gzip 200 responses of compressible types (text, JSON) for clients that accept it. */
+    int compress;
     rl_http_hooks_t hooks;
     void *app;
 } rl_http_config_t;

@@ -1,10 +1,12 @@
 /*
  * Declarative body validation: walks a JSON value alongside a const field
- * table and reports problems the way zod does, because the spec passes
- * validator codes through unchanged and clients were written against zod's.
+ * table and reports problems in zod's codes and words, because the spec's
+ * errors[] passes validator codes through unchanged (invalid_type, too_big,
+ * too_small, invalid_string) and those are zod's.
  */
 #include "http/validate.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,16 +211,17 @@ static void format_bound(double bound, char *buf, size_t size)
 /*
  * Exact comparisons of an integer with a double bound. Casting the integer
  * to double would round above 2^53; instead the bound is rounded to the
- * integer it excludes (v < 2.5 is v < 3), which is exact below 2^63.
+ * nearest integer on the inside (v < 2.5 is v < 3), which is exact below
+ * 2^63. A NaN bound, a schema bug, is never crossed.
  */
 static int int_below(json_int_t v, double bound)
 {
     long long ceiling;
 
+    if (isnan(bound) || bound <= -0x1p63)
+        return 0;
     if (bound >= 0x1p63)
         return 1;
-    if (bound <= -0x1p63)
-        return 0;
     ceiling = (long long)bound;
     if ((double)ceiling < bound)
         ++ceiling;
@@ -227,16 +230,16 @@ static int int_below(json_int_t v, double bound)
 
 static int int_above(json_int_t v, double bound)
 {
-    long long floor;
+    long long floored;
 
-    if (bound >= 0x1p63)
+    if (isnan(bound) || bound >= 0x1p63)
         return 0;
     if (bound < -0x1p63)
         return 1;
-    floor = (long long)bound;
-    if ((double)floor > bound)
-        --floor;
-    return v > floor;
+    floored = (long long)bound;
+    if ((double)floored > bound)
+        --floored;
+    return v > floored;
 }
 
 static void check_value(validation_t *v, const rl_field_t *field, const json_t *value);

@@ -11,8 +11,8 @@
  *   invalid_enum_value  a string outside the field's list of allowed values
  *   invalid_json        the body does not parse (rl_validate_body only)
  *
- * Unknown keys are ignored so that a newer client works against an older
- * server (spec: Versioning, clients and servers ignore unknown keys).
+ * Unknown keys are ignored (never unrecognized_keys), so that a newer client
+ * sending a key this server does not know yet is still served.
  *
  * A table reads like this:
  *
