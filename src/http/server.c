@@ -103,8 +103,12 @@ static void run_handler(rl_call_t *call)
 
     if (route->body != NULL && (route->flags & RL_ROUTE_RAW_BODY) == 0) {
         json_t *errors = json_array();
-        if (rl_validate_body(route->body, req->entity.base, req->entity.len, 1, &call->body, errors) != 0) {
-            rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, errors, NULL);
+        result = rl_validate_body(route->body, req->entity.base, req->entity.len, 1, &call->body, errors);
+        if (result != 0) {
+            /* The validator's own error: invalid_request with errors[], or internal_error when memory ran out. */
+            rl_call_fail_full(call, result, NULL, result == RL_E_INVALID_REQUEST ? errors : NULL, NULL);
+            if (result != RL_E_INVALID_REQUEST)
+                json_decref(errors);
             return;
         }
         json_decref(errors);

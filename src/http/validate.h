@@ -87,71 +87,37 @@ struct rl_field {
  * brace initializer; write a designated initializer by hand for anything
  * they do not cover (an integer with only a maximum, say).
  */
-#define RL_SCHEMA(fields_)                                                                                   \
-    {                                                                                                        \
-        .fields = (fields_)                                                                                  \
-    }
-#define RL_FIELD_END                                                                                         \
-    {                                                                                                        \
-        .name = NULL                                                                                         \
-    }
-#define RL_FIELD_STRING(name_, flags_, min_len_, max_len_)                                                   \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_STRING, .flags = (flags_), .min_len = (min_len_),                     \
-        .max_len = (max_len_)                                                                                \
-    }
-#define RL_FIELD_STRING_CHECK(name_, flags_, min_len_, max_len_, check_, message_)                           \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_STRING, .flags = (flags_), .min_len = (min_len_),                     \
-        .max_len = (max_len_), .check = (check_), .check_message = (message_)                                \
-    }
-#define RL_FIELD_ENUM(name_, flags_, values_)                                                                \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_STRING, .flags = (flags_), .enum_values = (values_)                   \
-    }
-#define RL_FIELD_INTEGER(name_, flags_)                                                                      \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_INTEGER, .flags = (flags_)                                            \
-    }
-#define RL_FIELD_INTEGER_MIN(name_, flags_, min_)                                                            \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_INTEGER, .flags = (flags_), .has_min = 1, .min = (min_)               \
-    }
-#define RL_FIELD_INTEGER_RANGE(name_, flags_, min_, max_)                                                    \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_INTEGER, .flags = (flags_), .has_min = 1, .has_max = 1,               \
-        .min = (min_), .max = (max_)                                                                         \
-    }
-#define RL_FIELD_NUMBER(name_, flags_)                                                                       \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_NUMBER, .flags = (flags_)                                             \
-    }
-#define RL_FIELD_NUMBER_MIN(name_, flags_, min_)                                                             \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_NUMBER, .flags = (flags_), .has_min = 1, .min = (min_)                \
-    }
-#define RL_FIELD_NUMBER_RANGE(name_, flags_, min_, max_)                                                     \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_NUMBER, .flags = (flags_), .has_min = 1, .has_max = 1, .min = (min_), \
-        .max = (max_)                                                                                        \
-    }
-#define RL_FIELD_BOOLEAN(name_, flags_)                                                                      \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_BOOLEAN, .flags = (flags_)                                            \
-    }
-#define RL_FIELD_OBJECT(name_, flags_, schema_)                                                              \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_OBJECT, .flags = (flags_), .object = (schema_)                        \
-    }
-#define RL_FIELD_ARRAY(name_, flags_, min_items_, max_items_, item_)                                         \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_ARRAY, .flags = (flags_), .min_len = (min_items_),                    \
-        .max_len = (max_items_), .items = (item_)                                                            \
-    }
-#define RL_FIELD_ANY(name_, flags_)                                                                          \
-    {                                                                                                        \
-        .name = (name_), .type = RL_FT_ANY, .flags = (flags_)                                                \
-    }
+/* clang-format would break each of these one-line initializers into five lines. */
+/* clang-format off */
+#define RL_SCHEMA(fields_) {.fields = (fields_)}
+#define RL_FIELD_END {.name = NULL}
+#define RL_FIELD_STRING(name_, flags_, min_len_, max_len_) \
+    {.name = (name_), .type = RL_FT_STRING, .flags = (flags_), .min_len = (min_len_), .max_len = (max_len_)}
+#define RL_FIELD_STRING_CHECK(name_, flags_, min_len_, max_len_, check_, message_) \
+    {.name = (name_), .type = RL_FT_STRING, .flags = (flags_), .min_len = (min_len_), .max_len = (max_len_), \
+     .check = (check_), .check_message = (message_)}
+#define RL_FIELD_ENUM(name_, flags_, values_) \
+    {.name = (name_), .type = RL_FT_STRING, .flags = (flags_), .enum_values = (values_)}
+#define RL_FIELD_INTEGER(name_, flags_) {.name = (name_), .type = RL_FT_INTEGER, .flags = (flags_)}
+#define RL_FIELD_INTEGER_MIN(name_, flags_, min_) \
+    {.name = (name_), .type = RL_FT_INTEGER, .flags = (flags_), .has_min = 1, .min = (min_)}
+#define RL_FIELD_INTEGER_RANGE(name_, flags_, min_, max_) \
+    {.name = (name_), .type = RL_FT_INTEGER, .flags = (flags_), .has_min = 1, .has_max = 1, .min = (min_), \
+     .max = (max_)}
+#define RL_FIELD_NUMBER(name_, flags_) {.name = (name_), .type = RL_FT_NUMBER, .flags = (flags_)}
+#define RL_FIELD_NUMBER_MIN(name_, flags_, min_) \
+    {.name = (name_), .type = RL_FT_NUMBER, .flags = (flags_), .has_min = 1, .min = (min_)}
+#define RL_FIELD_NUMBER_RANGE(name_, flags_, min_, max_) \
+    {.name = (name_), .type = RL_FT_NUMBER, .flags = (flags_), .has_min = 1, .has_max = 1, .min = (min_), \
+     .max = (max_)}
+#define RL_FIELD_BOOLEAN(name_, flags_) {.name = (name_), .type = RL_FT_BOOLEAN, .flags = (flags_)}
+#define RL_FIELD_OBJECT(name_, flags_, schema_) \
+    {.name = (name_), .type = RL_FT_OBJECT, .flags = (flags_), .object = (schema_)}
+#define RL_FIELD_ARRAY(name_, flags_, min_items_, max_items_, item_) \
+    {.name = (name_), .type = RL_FT_ARRAY, .flags = (flags_), .min_len = (min_items_), \
+     .max_len = (max_items_), .items = (item_)}
+#define RL_FIELD_ANY(name_, flags_) {.name = (name_), .type = RL_FT_ANY, .flags = (flags_)}
+/* clang-format on */
 
 /*
  * Validates a parsed body against schema. The body must be an object: NULL

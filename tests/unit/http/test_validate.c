@@ -309,6 +309,18 @@ static void test_integer_bounds_are_exact(void **state)
 
 static void test_number(void **state)
 {
+    static const rl_field_t ratio_fields[] = {
+        RL_FIELD_NUMBER_RANGE("ratio", RL_F_REQUIRED, 0.1, 0.3),
+        RL_FIELD_END,
+    };
+    static const rl_schema_t ratio_schema = RL_SCHEMA(ratio_fields);
+
+    /* Bounds print with the fewest digits that read back as the same double. */
+    assert_one(&ratio_schema, "{\"ratio\":0.05}", "ratio", "too_small",
+               "Number must be greater than or equal to 0.1");
+    assert_one(&ratio_schema, "{\"ratio\":1}", "ratio", "too_big",
+               "Number must be less than or equal to 0.3");
+    assert_valid(&ratio_schema, "{\"ratio\":0.3}");
     assert_valid(&task_schema, TASK_OK ",\"progress_percent\":0}");
     assert_valid(&task_schema, TASK_OK ",\"progress_percent\":100}");
     assert_valid(&task_schema, TASK_OK ",\"progress_percent\":99.99}");
