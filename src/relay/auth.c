@@ -65,6 +65,9 @@ static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_
     }
     result = rl_jwt_verify(keys, &relay->policy, token, len, rl_clock_now_ms() / 1000, claims, why);
     rl_jwks_unref(keys);
+    /* A key we have never seen may be a rotation at the provider: fetch its set again soon. */
+    if (result != 0 && strcmp(*why, "unknown_kid") == 0)
+        rl_jwks_source_refresh_soon(relay->jwks);
     return result;
 }
 

@@ -297,7 +297,7 @@ int rl_jwks_source_open_url(const char *url, int64_t refresh_ms, rl_jwks_source_
         rl_log_error("user-token keys: the JWKS URL is not an absolute http or https URL");
         goto out;
     }
-    source->refresh_ms = refresh_ms;
+    source->refresh_ms = refresh_ms > RL_JWKS_REFRESH_MAX_MS ? RL_JWKS_REFRESH_MAX_MS : refresh_ms;
     source->last_fetch_us = rl_clock_mono_us();
     if (source_fetch(source, &keys, err, sizeof(err)) != 0) {
         rl_log_error("user-token keys: cannot fetch the JWKS from %s: %s", source->origin, err);

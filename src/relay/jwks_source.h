@@ -15,8 +15,9 @@
 /* Limits on one fetch of a JWKS URL. */
 #define RL_JWKS_FETCH_TIMEOUT_MS   10000
 #define RL_JWKS_CONNECT_TIMEOUT_MS 5000
-/* An early refresh asked for with rl_jwks_source_refresh_soon waits at least this long after the last fetch.
- */
+/* Longer refresh intervals are shortened to this (one week). */
+#define RL_JWKS_REFRESH_MAX_MS ((int64_t)7 * 24 * 3600 * 1000)
+/* rl_jwks_source_refresh_soon never refetches sooner than this after the last fetch. */
 #define RL_JWKS_EARLY_REFRESH_GAP_MS 30000
 
 typedef struct rl_jwks_source rl_jwks_source_t;
@@ -30,12 +31,13 @@ int rl_jwks_source_open_file(const char *path, rl_jwks_source_t **out);
 /*
  * Fetches the JWKS at url (http or https; redirects followed, never from
  * https down to http) synchronously, then starts a thread that fetches it
- * again every refresh_ms (refresh_ms <= 0: never). A fetch succeeds on HTTP
- * 200 with a body of at most RL_JWKS_DOC_MAX bytes that rl_jwks_parse
- * accepts; a failed refresh keeps the previous set and logs a warning. The
- * url is copied. Returns 0 and *out, or -1 with a clear message logged when
- * the first fetch fails (startup must then stop). Startup thread, before the
- * event loop runs: it blocks up to RL_JWKS_FETCH_TIMEOUT_MS.
+ * again every refresh_ms (<= 0: never; longer than RL_JWKS_REFRESH_MAX_MS:
+ * that). A fetch succeeds on HTTP 200 with a body of at most RL_JWKS_DOC_MAX
+ * bytes that rl_jwks_parse accepts; a failed refresh keeps the previous set
+ * and logs a warning. The url is copied; logs show only its scheme and host.
+ * Returns 0 and *out, or -1 with a clear message logged when the first fetch
+ * fails (startup must then stop). Startup thread, before the event loop
+ * runs: it blocks up to RL_JWKS_FETCH_TIMEOUT_MS.
  */
 int rl_jwks_source_open_url(const char *url, int64_t refresh_ms, rl_jwks_source_t **out);
 /*

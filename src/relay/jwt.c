@@ -35,7 +35,6 @@
 #define ED25519_LEN    32
 #define P256_COORD_LEN 32
 #define RAW_SIG_LEN    64
-#define SHA256_B64_LEN 43
 
 typedef enum key_type { KEY_RSA, KEY_EC, KEY_OKP } key_type_t;
 
@@ -394,8 +393,7 @@ static long segment_decode(const char *in, size_t len, unsigned char *out)
     got = rl_base64url_decode(in, len, out);
     if (got < 0)
         return -1;
-    /* Only a final group of 2 or 3 characters carries spare bits; encoding its bytes again must give it back.
-     */
+    /* Only a final group of 2 or 3 characters has spare bits; re-encoding its bytes must give it back. */
     if (tail != 0) {
         rl_base64url_encode(out + got - (long)(tail - 1), tail - 1, last);
         if (memcmp(last, in + len - tail, tail) != 0)
@@ -830,7 +828,7 @@ static int issuer_key_create(const char *dir, const char *path, EVP_PKEY **out)
     text_len = BIO_get_mem_data(pem, &text);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || fchmod(fd, 0600) != 0 || write_all(fd, text, (size_t)text_len) != 0 || fsync(fd) != 0) {
-        rl_log_error("issuer key %s: %s", tmp, strerror(errno));
+        rl_log_error("issuer key %s: cannot create it: %s", path, strerror(errno));
         goto out;
     }
     if (link(tmp, path) != 0) {

@@ -34,9 +34,10 @@ typedef struct rl_jwks rl_jwks_t;
  * A key is skipped (logged at debug level) when its kty or crv is
  * unsupported, its "use" is present and not "sig", its "key_ops" is present
  * without "verify", its "alg" is present and not the one algorithm its type
- * can verify, its "kid" is present and not a string, or its material is
- * malformed. Returns 0 and *out with one reference owned by the caller, or -1
- * (malformed document, or zero usable keys). Any thread.
+ * can verify, its "kid" is present and not a string of at most 256 bytes, or
+ * its material is malformed. Returns 0 and *out with one reference owned by
+ * the caller, or -1 (malformed JSON, duplicate member names, "keys" missing
+ * or holding more than 64 entries, or zero usable keys). Any thread.
  */
 int rl_jwks_parse(const char *json, size_t len, rl_jwks_t **out);
 /* Adds a reference and returns keys (NULL passes through). Any thread. */

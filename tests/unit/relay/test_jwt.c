@@ -1143,6 +1143,7 @@ static void test_source_url(void **state)
     char url[128], *ed_set = jwks_of(json_pack("[o]", jwk_of(ed_key, "ed1")));
     char *ec_set = jwks_of(json_pack("[o]", jwk_of(ec_key, "ec1")));
     int64_t started;
+    int requests;
 
     server_start(&server);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/.well-known/jwks.json", server.port);
@@ -1179,6 +1180,15 @@ static void test_source_url(void **state)
     rl_jwks_source_close(source);
     assert_true(rl_clock_mono_us() - started < 3000000);
     server_set(&server, 200, ec_set, 0);
+
+    /* An early refresh right after a fetch waits out RL_JWKS_EARLY_REFRESH_GAP_MS. */
+    assert_int_equal(rl_jwks_source_open_url(url, 3600 * 1000, &source), 0);
+    requests = atomic_load(&server.requests);
+    rl_jwks_source_refresh_soon(source);
+    usleep(200000);
+    assert_int_equal(atomic_load(&server.requests), requests);
+    assert_source_verifies(source, ec_key, "ES256", "ec1");
+    rl_jwks_source_close(source);
 
     /* No refresh thread when refresh_ms <= 0; refresh_soon is then a no-op. */
     assert_int_equal(rl_jwks_source_open_url(url, 0, &source), 0);

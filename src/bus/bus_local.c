@@ -1,0 +1,258 @@
+/*
+ * The in-process bus: one hub per user holding a ring of the last events and
+ * the list of that user's subscribers. A published event is encoded into one
+ * blob that the ring and every subscriber share.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <h2o/memory.h>
+
+#include "bus/bus.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/strmap.h"
+
+struct ring_entry {
+    int64_t id;
+    int64_t created_ms;
+    rl_blob_t *frame;
+};
+
+struct hub {
+    char *user_id;
+    int64_t first_id;      /* the first id this hub issues */
+    int64_t last_id;       /* the newest id issued; first_id - 1 before any */
+    int64_t evicted_up_to; /* highest id no longer in the ring; first_id - 1 before any eviction */
+    struct ring_entry *ring;
+    size_t capacity;
+    size_t head, count; /* ring[head] is the oldest */
+    h2o_linklist_t subscribers;
+};
+
+struct rl_bus {
+    rl_bus_config_t config;
+    rl_strmap_t *hubs;
+};
+
+rl_bus_t *rl_bus_new(const rl_bus_config_t *config)
+{
+    rl_bus_t *bus = calloc(1, sizeof(*bus));
+
+    if (bus == NULL)
+        return NULL;
+    bus->config = *config;
+    if (bus->config.max_events == 0)
+        bus->config.max_events = 1;
+    bus->hubs = rl_strmap_new(config->max_users);
+    if (bus->hubs == NULL) {
+        free(bus);
+        return NULL;
+    }
+    return bus;
+}
+
+static void hub_free(void *p)
+{
+    struct hub *hub = p;
+    size_t i;
+
+    for (i = 0; i < hub->count; ++i)
+        rl_blob_release(hub->ring[(hub->head + i) % hub->capacity].frame);
+    free(hub->ring);
+    free(hub->user_id);
+    free(hub);
+}
+
+void rl_bus_free(rl_bus_t *bus)
+{
+    if (bus == NULL)
+        return;
+    rl_strmap_free(bus->hubs, hub_free);
+    free(bus);
+}
+
+static struct ring_entry *ring_at(const rl_bus_t *bus, struct hub *hub, size_t index)
+{
+    return &hub->ring[(hub->head + index) % hub->capacity];
+}
+
+static void evict_oldest(rl_bus_t *bus, struct hub *hub)
+{
+    struct ring_entry *oldest = ring_at(bus, hub, 0);
+
+    hub->evicted_up_to = oldest->id;
+    rl_blob_release(oldest->frame);
+    oldest->frame = NULL;
+    hub->head = (hub->head + 1) % hub->capacity;
+    --hub->count;
+}
+
+/* spec: the buffer keeps 5 minutes or 256 events; older ones go. */
+static void expire(rl_bus_t *bus, struct hub *hub, int64_t now_ms)
+{
+    while (hub->count > 0 && ring_at(bus, hub, 0)->created_ms < now_ms - bus->config.max_age_ms)
+        evict_oldest(bus, hub);
+}
+
+static struct hub *hub_get(rl_bus_t *bus, const char *user_id, int create)
+{
+    struct hub *hub = rl_strmap_get(bus->hubs, user_id);
+
+    if (hub != NULL || !create)
+        return hub;
+    hub = calloc(1, sizeof(*hub));
+    if (hub == NULL)
+        return NULL;
+    hub->user_id = strdup(user_id);
+    hub->capacity = bus->config.max_events;
+    hub->ring = calloc(hub->capacity, sizeof(*hub->ring));
+    hub->first_id = rl_clock_now_ms() * 1000;
+    hub->last_id = hub->first_id - 1;
+    hub->evicted_up_to = hub->first_id - 1;
+    h2o_linklist_init_anchor(&hub->subscribers);
+    if (hub->user_id == NULL || hub->ring == NULL || rl_strmap_put(bus->hubs, user_id, hub) != 0) {
+        free(hub->ring);
+        free(hub->user_id);
+        free(hub);
+        return NULL;
+    }
+    return hub;
+}
+
+int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t *data)
+{
+    struct hub *hub = hub_get(bus, user_id, 1);
+    int64_t now = rl_clock_now_ms(), id;
+    struct ring_entry *slot;
+    h2o_linklist_t *node, *next;
+    rl_blob_t *frame;
+    char *text, head[128];
+    size_t text_len;
+    int head_len;
+
+    if (hub == NULL) {
+        json_decref(data);
+        rl_log_warn("event bus full: dropping %s for a user", name);
+        return RL_E_UNAVAILABLE;
+    }
+    text = json_dumps(data != NULL ? data : json_object(), JSON_COMPACT);
+    json_decref(data);
+    if (text == NULL)
+        return RL_E_INTERNAL;
+    id = ++hub->last_id;
+    head_len = snprintf(head, sizeof(head), "id: %lld\nevent: %s\ndata: ", (long long)id, name);
+    text_len = strlen(text);
+    frame = malloc(sizeof(*frame) + (size_t)head_len + text_len + 3);
+    if (frame == NULL) {
+        free(text);
+        return RL_E_INTERNAL;
+    }
+    frame->refs = 1;
+    frame->len = (size_t)head_len + text_len + 2;
+    memcpy(frame->bytes, head, (size_t)head_len);
+    memcpy(frame->bytes + head_len, text, text_len);
+    memcpy(frame->bytes + head_len + text_len, "\n\n", 3);
+    free(text);
+
+    expire(bus, hub, now);
+    if (hub->count == hub->capacity)
+        evict_oldest(bus, hub);
+    slot = ring_at(bus, hub, hub->count);
+    slot->id = id;
+    slot->created_ms = now;
+    slot->frame = frame;
+    ++hub->count;
+
+    /* A subscriber may unsubscribe itself from inside deliver. */
+    for (node = hub->subscribers.next; node != &hub->subscribers; node = next) {
+        rl_bus_subscriber_t *sub = H2O_STRUCT_FROM_MEMBER(rl_bus_subscriber_t, _link, node);
+        next = node->next;
+        sub->deliver(sub, id, frame);
+    }
+    return id;
+}
+
+int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, int has_last, int64_t last_event_id,
+                     rl_bus_subscriber_t *sub, int64_t *newest)
+{
+    struct hub *hub = hub_get(bus, user_id, 1);
+    rl_bus_resume_t resume = RL_BUS_FRESH;
+    size_t i;
+
+    if (hub == NULL)
+        return RL_E_UNAVAILABLE;
+    expire(bus, hub, rl_clock_now_ms());
+    *newest = hub->last_id >= hub->first_id ? hub->last_id : 0;
+    sub->_hub = hub;
+    h2o_linklist_insert(&hub->subscribers, &sub->_link);
+    if (!has_last)
+        return RL_BUS_FRESH;
+
+    /*
+     * The replay is exact when every event after last_event_id is still in
+     * the ring: the id must be one this hub issued (or the one just before
+     * its first), and no event after it may have been evicted. An id from an
+     * earlier process, or from the future, cannot be resumed.
+     */
+    if (last_event_id < hub->first_id - 1 || last_event_id > hub->last_id || last_event_id < hub->evicted_up_to) {
+        resume = RL_BUS_GAP;
+    } else {
+        resume = RL_BUS_RESUMED;
+        for (i = 0; i < hub->count && sub->_hub != NULL; ++i) {
+            struct ring_entry *entry = ring_at(bus, hub, i);
+            if (entry->id > last_event_id)
+                sub->deliver(sub, entry->id, entry->frame);
+        }
+    }
+    return resume;
+}
+
+void rl_bus_unsubscribe(rl_bus_t *bus, rl_bus_subscriber_t *sub)
+{
+    if (sub->_hub == NULL)
+        return;
+    h2o_linklist_unlink(&sub->_link);
+    sub->_hub = NULL;
+}
+
+struct sweep_state {
+    rl_bus_t *bus;
+    int64_t now_ms;
+};
+
+static int sweep_hub(const char *key, void *value, void *arg)
+{
+    struct sweep_state *state = arg;
+    struct hub *hub = value;
+
+    expire(state->bus, hub, state->now_ms);
+    /*
+     * An idle user with nothing left to replay is forgotten; should it come
+     * back, its new ids start above every old one and an old Last-Event-ID is
+     * treated as a gap, which is the truth.
+     */
+    return hub->count == 0 && h2o_linklist_is_empty(&hub->subscribers);
+}
+
+void rl_bus_sweep(rl_bus_t *bus, int64_t now_ms)
+{
+    struct sweep_state state = {bus, now_ms};
+
+    rl_strmap_sweep(bus->hubs, sweep_hub, &state, hub_free);
+}
+
+size_t rl_bus_subscribers(rl_bus_t *bus, const char *user_id)
+{
+    struct hub *hub = rl_strmap_get(bus->hubs, user_id);
+    h2o_linklist_t *node;
+    size_t n = 0;
+
+    if (hub == NULL)
+        return 0;
+    for (node = hub->subscribers.next; node != &hub->subscribers; node = node->next)
+        ++n;
+    return n;
+}
