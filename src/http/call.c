@@ -128,12 +128,29 @@ static const char *reason_phrase(int status)
     }
 }
 
+void rl__call_common_headers(rl_call_t *call)
+{
+    size_t tracestate_len;
+    const char *tracestate;
+
+    rl_call_add_header(call, "x-request-id", call->request_id, strlen(call->request_id));
+    rl_call_add_header(call, "traceparent", call->traceparent, strlen(call->traceparent));
+    /* spec: tracestate is passed through verbatim. */
+    tracestate = rl_call_header(call, "tracestate", &tracestate_len);
+    if (tracestate != NULL)
+        rl_call_add_header(call, "tracestate", tracestate, tracestate_len);
+    add_rate_headers(call);
+}
+
+void rl__call_log(rl_call_t *call)
+{
+    log_access(call);
+}
+
 void rl_call_send(rl_call_t *call, int status, const char *content_type, const void *bytes, size_t len)
 {
     h2o_req_t *req = call->req;
     static h2o_generator_t generator = {NULL, NULL};
-    size_t tracestate_len;
-    const char *tracestate;
     h2o_iovec_t body;
 
     if (!rl_call_alive(call))
@@ -153,13 +170,7 @@ void rl_call_send(rl_call_t *call, int status, const char *content_type, const v
                        strlen(content_type));
     if (h2o_find_header(&req->res.headers, H2O_TOKEN_CACHE_CONTROL, -1) < 0)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
-    rl_call_add_header(call, "x-request-id", call->request_id, strlen(call->request_id));
-    rl_call_add_header(call, "traceparent", call->traceparent, strlen(call->traceparent));
-    /* spec: tracestate is passed through verbatim. */
-    tracestate = rl_call_header(call, "tracestate", &tracestate_len);
-    if (tracestate != NULL)
-        rl_call_add_header(call, "tracestate", tracestate, tracestate_len);
-    add_rate_headers(call);
+    rl__call_common_headers(call);
     log_access(call);
 
     h2o_start_response(req, &generator);

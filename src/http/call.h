@@ -57,6 +57,7 @@ typedef struct rl_call {
     char method[8];
     int64_t started_us;
     rl_call_rate_t rate;
+    int handler_tag; /* free for a handler to carry a small value to its completion */
 } rl_call_t;
 
 void rl_call_hold(rl_call_t *call);
@@ -87,6 +88,10 @@ void rl_call_add_header(rl_call_t *call, const char *name, const char *value, si
 const char *rl_call_header(const rl_call_t *call, const char *name, size_t *len);
 /* Copies a path parameter into buf (NUL-terminated); returns 0 or -1 when it does not fit. */
 int rl_call_param(const rl_call_t *call, size_t index, char *buf, size_t bufsz);
+
+/* Internal to src/http: the correlation and rate headers, and the access log line. */
+void rl__call_common_headers(rl_call_t *call);
+void rl__call_log(rl_call_t *call);
 
 /*
  * Continues the request pipeline after the application's authenticate hook:

@@ -73,18 +73,6 @@ static const rl_field_t claim_fields[] = {
 };
 const rl_schema_t rl_pairing_claim_schema = RL_SCHEMA(claim_fields);
 
-json_t *rl_installation_view(json_t *row)
-{
-    json_t *view = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(row, "id"),
-                             "custom_display_name", json_object_get(row, "custom_display_name"), "custom_emoji",
-                             json_object_get(row, "custom_emoji"), "connector_type",
-                             json_object_get(row, "connector_type"), "host_label", json_object_get(row, "host_label"),
-                             "state", json_object_get(row, "state"), "created_at", json_object_get(row, "created_at"));
-
-    json_decref(row);
-    return view;
-}
-
 struct pairing_start {
     rl_call_t *call;
     int attempts;
@@ -219,9 +207,12 @@ static void on_claimed(int result, json_t *installation, void *arg)
     if (result != 0) {
         rl_call_fail(call, result, NULL);
     } else {
-        json_t *view = rl_installation_view(installation);
+        json_t *view = rl_installation_view(call->app, installation);
         installation = NULL;
         rl_log_info("installation %s paired", json_string_value(json_object_get(view, "id")));
+        /* spec: claiming creates the installation and emits installation_created. */
+        rl_relay_publish(call->app, call->principal, "installation_created",
+                         json_pack("{s:O, s:O}", "installation_id", json_object_get(view, "id"), "installation", view));
         rl_call_reply(call, json_pack("{s:O, s:o}", "installation_id", json_object_get(view, "id"), "installation",
                                       view));
     }

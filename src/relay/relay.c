@@ -12,6 +12,7 @@
 #define RATE_KEYS_MAX 200000
 #define KNOWN_USERS_MAX 100000
 #define MAX_JSON_BODY (1024 * 1024)
+#define BUS_USERS_MAX 1000000
 
 static void on_purged(int result, json_t *value, void *arg)
 {
@@ -26,7 +27,8 @@ static void on_housekeeping(h2o_timeout_entry_t *entry)
     int64_t now = rl_clock_now_ms();
 
     rl_ratelimit_sweep(relay->limiter, now);
-    rl_store_purge(relay->store, now, on_purged, relay);
+    rl_bus_sweep(relay->bus, now);
+    rl_store_purge(relay->store, now, relay->config.delete_grace, on_purged, relay);
     h2o_timeout_link(relay->loop, &relay->housekeeping_timeout, &relay->housekeeping);
 }
 
@@ -63,6 +65,7 @@ static int open_keys(rl_relay_t *relay)
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
+    rl_bus_config_t bus_config;
     char bound[300];
 
     relay->loop = loop;
@@ -74,8 +77,13 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
     relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
-    if (relay->limiter == NULL || relay->known_users == NULL)
+    bus_config.max_events = (size_t)config->sse_buffer_events;
+    bus_config.max_age_ms = config->replay_window;
+    bus_config.max_users = BUS_USERS_MAX;
+    relay->bus = rl_bus_new(&bus_config);
+    if (relay->limiter == NULL || relay->known_users == NULL || relay->bus == NULL)
         return -1;
+    h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
 
     relay->http.routes = rl_relay_routes;
     relay->http.nroutes = rl_relay_nroutes;
@@ -117,4 +125,5 @@ void rl_relay_stop(rl_relay_t *relay)
         rl_jwks_source_close(relay->jwks);
     rl_ratelimit_free(relay->limiter);
     rl_strmap_free(relay->known_users, NULL);
+    rl_bus_free(relay->bus);
 }

@@ -7,6 +7,7 @@
 
 #include <h2o.h>
 
+#include "bus/bus.h"
 #include "common/strmap.h"
 #include "http/server.h"
 #include "relay/config.h"
@@ -30,6 +31,8 @@ enum rl_principal_kind { RL_PRINCIPAL_NONE = 0, RL_PRINCIPAL_USER, RL_PRINCIPAL_
 #define RL_EMBEDDED_ISSUER "relayd"
 #define RL_EMBEDDED_AUDIENCE "relay"
 
+struct rl_relay;
+
 typedef struct rl_relay {
     rl_config_t config;
     h2o_loop_t *loop;
@@ -42,6 +45,14 @@ typedef struct rl_relay {
     rl_http_server_t *server;
     h2o_timeout_t housekeeping_timeout;
     h2o_timeout_entry_t housekeeping;
+    rl_bus_t *bus;
+    h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
+    /*
+     * Hooks for the bridge channel: an update was queued for an installation,
+     * an installation was revoked. NULL until a bridge transport registers.
+     */
+    void (*on_update_queued)(struct rl_relay *relay, const char *installation_id, int64_t update_id);
+    void (*on_installation_revoked)(struct rl_relay *relay, const char *installation_id);
 } rl_relay_t;
 
 extern const rl_route_t rl_relay_routes[];
@@ -69,7 +80,30 @@ extern const struct rl_schema rl_pairing_start_schema, rl_pairing_poll_schema, r
 int rl_manifest_set(rl_call_t *call);
 extern const struct rl_schema rl_manifest_schema;
 
-/* The installation as clients see it (no token hash). Steals row. */
-json_t *rl_installation_view(json_t *row);
+/* Client API handlers (relay/client.c, relay/stream.c). */
+int rl_me_get(rl_call_t *call);
+int rl_session_create(rl_call_t *call);
+int rl_session_rename(rl_call_t *call);
+int rl_session_archive(rl_call_t *call);
+int rl_session_unarchive(rl_call_t *call);
+int rl_session_delete(rl_call_t *call);
+int rl_session_restore(rl_call_t *call);
+int rl_session_cancel(rl_call_t *call);
+int rl_messages_list(rl_call_t *call);
+int rl_message_send(rl_call_t *call);
+int rl_installation_patch(rl_call_t *call);
+int rl_installation_revoke(rl_call_t *call);
+int rl_stream_open(rl_call_t *call);
+extern const struct rl_schema rl_session_create_schema, rl_session_rename_schema, rl_session_cancel_schema,
+    rl_message_send_schema, rl_installation_patch_schema;
+
+/* The installation as clients see it (no token hash), with its agent health. Steals row. */
+json_t *rl_installation_view(rl_relay_t *relay, json_t *row);
+/* The session as clients see it. Steals row. */
+json_t *rl_session_view(rl_relay_t *relay, json_t *row);
+/* Publishes an event to a user's streams. Steals data. */
+void rl_relay_publish(rl_relay_t *relay, const char *user_id, const char *name, json_t *data);
+/* Tells the bridge channel that an update is waiting. */
+void rl_relay_update_queued(rl_relay_t *relay, const char *installation_id, int64_t update_id);
 
 #endif

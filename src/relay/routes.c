@@ -18,6 +18,21 @@ const rl_route_t rl_relay_routes[] = {
     {"POST", "/v1/pairing/start", rl_pairing_start, RL_AUTH_NONE, "pairing", &rl_pairing_start_schema, 0},
     {"POST", "/v1/pairing/poll", rl_pairing_poll, RL_AUTH_NONE, "pairing", &rl_pairing_poll_schema, 0},
     {"POST", "/v1/me/pairing/claim", rl_pairing_claim, RL_AUTH_USER, "claim", &rl_pairing_claim_schema, 0},
+    /* Client API. */
+    {"GET", "/v1/me", rl_me_get, RL_AUTH_USER, "default", NULL, 0},
+    {"GET", "/v1/me/stream", rl_stream_open, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/sessions", rl_session_create, RL_AUTH_USER, "default", &rl_session_create_schema, 0},
+    {"PATCH", "/v1/me/sessions/:id", rl_session_rename, RL_AUTH_USER, "default", &rl_session_rename_schema, 0},
+    {"DELETE", "/v1/me/sessions/:id", rl_session_delete, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/sessions/:id/archive", rl_session_archive, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/sessions/:id/unarchive", rl_session_unarchive, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/sessions/:id/restore", rl_session_restore, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/sessions/:id/cancel", rl_session_cancel, RL_AUTH_USER, "default", &rl_session_cancel_schema, 0},
+    {"GET", "/v1/me/sessions/:id/messages", rl_messages_list, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/sessions/:id/send", rl_message_send, RL_AUTH_USER, "default", &rl_message_send_schema, 0},
+    {"PATCH", "/v1/me/installations/:id", rl_installation_patch, RL_AUTH_USER, "default",
+     &rl_installation_patch_schema, 0},
+    {"DELETE", "/v1/me/installations/:id", rl_installation_revoke, RL_AUTH_USER, "default", NULL, 0},
     /* Bridge REST. */
     {"POST", "/v1/bridge/setManifest", rl_manifest_set, RL_AUTH_BRIDGE, "default", &rl_manifest_schema, 0},
 };

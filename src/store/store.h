@@ -33,6 +33,48 @@ typedef struct rl_pairing_new {
     int64_t created_at, expires_at; /* ms */
 } rl_pairing_new_t;
 
+typedef enum rl_session_op {
+    RL_SESSION_RENAME,
+    RL_SESSION_ARCHIVE,
+    RL_SESSION_UNARCHIVE,
+    RL_SESSION_DELETE,
+    RL_SESSION_RESTORE,
+} rl_session_op_t;
+
+typedef struct rl_session_new {
+    const char *user_id;
+    const char *installation_id;
+    const char *session_id;
+    const char *title; /* NULL for none */
+    int64_t now;
+} rl_session_new_t;
+
+typedef struct rl_message_send {
+    const char *user_id;
+    const char *session_id;
+    const char *interaction_id; /* minted by the caller */
+    const char *message_id;     /* minted by the caller */
+    const char *text;
+    const char *attachments;    /* JSON array text, "[]" when none */
+    const char *reply_to;       /* NULL for none */
+    const char *thought_level;
+    int64_t now;
+} rl_message_send_t;
+
+typedef struct rl_installation_patch {
+    int set_name, set_emoji;
+    const char *name, *emoji; /* NULL clears */
+} rl_installation_patch_t;
+
+typedef struct rl_attachment_new {
+    const char *key;
+    const char *user_id;
+    const char *mime;
+    const char *name; /* NULL for none */
+    int64_t size;
+    int64_t now;
+} rl_attachment_new_t;
+
 struct rl_store_ops {
     const char *name;
     void (*close)(rl_store_t *store);
@@ -47,7 +89,22 @@ struct rl_store_ops {
     void (*installation_get)(rl_store_t *store, const char *installation_id, rl_store_cb cb, void *arg);
     void (*installation_set_manifest)(rl_store_t *store, const char *installation_id, const char *manifest,
                                       rl_store_cb cb, void *arg);
-    void (*purge)(rl_store_t *store, int64_t now, rl_store_cb cb, void *arg);
+    void (*purge)(rl_store_t *store, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg);
+    void (*me_get)(rl_store_t *store, const char *user_id, rl_store_cb cb, void *arg);
+    void (*installation_patch)(rl_store_t *store, const char *user_id, const char *installation_id,
+                               const rl_installation_patch_t *patch, rl_store_cb cb, void *arg);
+    void (*installation_revoke)(rl_store_t *store, const char *user_id, const char *installation_id, int64_t now,
+                                rl_store_cb cb, void *arg);
+    void (*session_create)(rl_store_t *store, const rl_session_new_t *session, rl_store_cb cb, void *arg);
+    void (*session_change)(rl_store_t *store, const char *user_id, const char *session_id, rl_session_op_t op,
+                           const char *title, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg);
+    void (*session_cancel)(rl_store_t *store, const char *user_id, const char *session_id,
+                           const char *interaction_id, int64_t now, rl_store_cb cb, void *arg);
+    void (*messages_list)(rl_store_t *store, const char *user_id, const char *session_id, int limit,
+                          const char *before, rl_store_cb cb, void *arg);
+    void (*message_send)(rl_store_t *store, const rl_message_send_t *send, rl_store_cb cb, void *arg);
+    void (*attachment_insert)(rl_store_t *store, const rl_attachment_new_t *attachment, rl_store_cb cb, void *arg);
+    void (*attachment_get)(rl_store_t *store, const char *key, rl_store_cb cb, void *arg);
 };
 
 struct rl_store {
@@ -122,10 +179,99 @@ static inline void rl_store_installation_set_manifest(rl_store_t *store, const c
 {
     store->ops->installation_set_manifest(store, installation_id, manifest, cb, arg);
 }
-/* Removes expired, spent state (old pairings, ...); value NULL. */
-static inline void rl_store_purge(rl_store_t *store, int64_t now, rl_store_cb cb, void *arg)
+/*
+ * Removes expired, spent state: old pairings, and sessions (with their
+ * messages) deleted more than delete_grace ago; value {"sessions": n}.
+ */
+static inline void rl_store_purge(rl_store_t *store, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg)
 {
-    store->ops->purge(store, now, cb, arg);
+    store->ops->purge(store, now, delete_grace, cb, arg);
+}
+/*
+ * value {"user": {id, created_at}, "installations": [installation...],
+ * "sessions": [session...]} with deleted sessions left out.
+ */
+static inline void rl_store_me_get(rl_store_t *store, const char *user_id, rl_store_cb cb, void *arg)
+{
+    store->ops->me_get(store, user_id, cb, arg);
+}
+/* Sets the name and/or emoji of the user's installation; value the installation. RL_E_INSTALLATION_NOT_FOUND. */
+static inline void rl_store_installation_patch(rl_store_t *store, const char *user_id, const char *installation_id,
+                                               const rl_installation_patch_t *patch, rl_store_cb cb, void *arg)
+{
+    store->ops->installation_patch(store, user_id, installation_id, patch, cb, arg);
+}
+/*
+ * Revokes the user's installation; value {"installation": ..., "changed":
+ * bool} (false when it was already revoked). RL_E_INSTALLATION_NOT_FOUND.
+ */
+static inline void rl_store_installation_revoke(rl_store_t *store, const char *user_id, const char *installation_id,
+                                                int64_t now, rl_store_cb cb, void *arg)
+{
+    store->ops->installation_revoke(store, user_id, installation_id, now, cb, arg);
+}
+/*
+ * Creates a session on a live installation of the user and queues the
+ * bridge update session.started; value {"session": ..., "update_id": n}.
+ * RL_E_INSTALLATION_NOT_FOUND, RL_E_INSTALLATION_REVOKED.
+ */
+static inline void rl_store_session_create(rl_store_t *store, const rl_session_new_t *session, rl_store_cb cb,
+                                           void *arg)
+{
+    store->ops->session_create(store, session, cb, arg);
+}
+/*
+ * Applies a state-machine transition to the user's session; value
+ * {"session": ..., "changed": bool}. Deleted sessions are not found except
+ * by RL_SESSION_RESTORE within delete_grace. RL_E_SESSION_NOT_FOUND.
+ */
+static inline void rl_store_session_change(rl_store_t *store, const char *user_id, const char *session_id,
+                                           rl_session_op_t op, const char *title, int64_t now, int64_t delete_grace,
+                                           rl_store_cb cb, void *arg)
+{
+    store->ops->session_change(store, user_id, session_id, op, title, now, delete_grace, cb, arg);
+}
+/*
+ * Queues session.cancelled for the session's bridge; value {"session": ...,
+ * "update_id": n}. RL_E_SESSION_NOT_FOUND, RL_E_INSTALLATION_REVOKED,
+ * RL_E_INTERACTION_NOT_FOUND (an interaction_id not of this session).
+ */
+static inline void rl_store_session_cancel(rl_store_t *store, const char *user_id, const char *session_id,
+                                           const char *interaction_id, int64_t now, rl_store_cb cb, void *arg)
+{
+    store->ops->session_cancel(store, user_id, session_id, interaction_id, now, cb, arg);
+}
+/*
+ * A page of the session's messages, newest first, older than `before` (a
+ * message id, or NULL); value {"messages": [...], "has_more": bool,
+ * "next_cursor": id or null}. RL_E_SESSION_NOT_FOUND, RL_E_MESSAGE_NOT_FOUND
+ * (an unknown cursor).
+ */
+static inline void rl_store_messages_list(rl_store_t *store, const char *user_id, const char *session_id, int limit,
+                                          const char *before, rl_store_cb cb, void *arg)
+{
+    store->ops->messages_list(store, user_id, session_id, limit, before, cb, arg);
+}
+/*
+ * Records the user's message and its interaction and queues session.message
+ * for the bridge; value {"message": ..., "session": ..., "update_id": n}.
+ * RL_E_SESSION_NOT_FOUND, RL_E_INSTALLATION_REVOKED, RL_E_MESSAGE_NOT_FOUND
+ * (reply_to unknown in this session).
+ */
+static inline void rl_store_message_send(rl_store_t *store, const rl_message_send_t *send, rl_store_cb cb, void *arg)
+{
+    store->ops->message_send(store, send, cb, arg);
+}
+/* Records an uploaded attachment; value NULL. */
+static inline void rl_store_attachment_insert(rl_store_t *store, const rl_attachment_new_t *attachment,
+                                              rl_store_cb cb, void *arg)
+{
+    store->ops->attachment_insert(store, attachment, cb, arg);
+}
+/* value the attachment {key, user_id, mime, size, name, created_at}; RL_E_NOT_FOUND. */
+static inline void rl_store_attachment_get(rl_store_t *store, const char *key, rl_store_cb cb, void *arg)
+{
+    store->ops->attachment_get(store, key, cb, arg);
 }
 
 #endif

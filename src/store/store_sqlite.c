@@ -150,6 +150,16 @@ static const char *const migrations[] = {
     "  payload TEXT NOT NULL,"
     "  created_at INTEGER NOT NULL,"
     "  PRIMARY KEY (installation_id, update_id));",
+    /* 2: uploaded attachments, and the index that pages a session's history. */
+    "CREATE TABLE attachments ("
+    "  key TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL,"
+    "  mime TEXT NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  name TEXT,"
+    "  created_at INTEGER NOT NULL);"
+    "CREATE INDEX sessions_deleted ON sessions(deleted_at) WHERE deleted_at IS NOT NULL;"
+    "CREATE INDEX updates_created ON updates(created_at);",
 };
 
 static int exec_sql(sqlite3 *db, const char *sql)
@@ -545,20 +555,678 @@ static void sqlite_installation_set_manifest(rl_store_t *super, const char *inst
     complete(store, cb, arg, result, NULL, 1);
 }
 
-static void sqlite_purge(rl_store_t *super, int64_t now, rl_store_cb cb, void *arg)
+static void sqlite_purge(rl_store_t *super, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg)
 {
     /* Pairings are kept an hour past expiry so that a late poll still gets a clear answer. */
-    static const char sql[] = "DELETE FROM pairings WHERE expires_at < ?";
+    static const char pairings_sql[] = "DELETE FROM pairings WHERE expires_at < ?";
+    /* spec: a deleted session has a 24 h grace; then it goes, and its messages with it (ON DELETE CASCADE). */
+    static const char sessions_sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?";
+    struct sqlite_store *store = (void *)super;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL, purged = 0;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((stmt = prepare(store, pairings_sql)) == NULL)
+        goto end;
+    sqlite3_bind_int64(stmt, 1, now - 3600 * 1000);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, sessions_sql)) == NULL)
+        goto end;
+    sqlite3_bind_int64(stmt, 1, now - delete_grace);
+    result = step_done(store, stmt);
+    purged = sqlite3_changes(store->db);
+end:
+    write_end(store, result);
+out:
+    complete(store, cb, arg, result, result == 0 ? json_pack("{s:i}", "sessions", purged) : NULL, 1);
+}
+
+/* ---- client API ---- */
+
+static const char session_select_sql[] = "SELECT id, installation_id, title, state, created_at, updated_at, deleted_at"
+                                         " FROM sessions WHERE id = ? AND user_id = ?";
+
+/* The user's session (deleted ones included); RL_E_SESSION_NOT_FOUND for anyone else's. */
+static int select_session(struct sqlite_store *store, const char *user_id, const char *session_id, json_t **out)
+{
+    sqlite3_stmt *stmt = prepare(store, session_select_sql);
+    int rc;
+
+    if (stmt == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, session_id);
+    bind_text(stmt, 2, user_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        *out = row_object(stmt);
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_ROW)
+        return 0;
+    return rc == SQLITE_DONE ? RL_E_SESSION_NOT_FOUND : RL_E_INTERNAL;
+}
+
+/* The user's installation; RL_E_INSTALLATION_NOT_FOUND for anyone else's. */
+static int select_user_installation(struct sqlite_store *store, const char *user_id, const char *id, json_t **out)
+{
+    json_t *row = NULL;
+    int result = select_installation(store, id, &row);
+
+    const char *owner = result == 0 ? json_string_value(json_object_get(row, "user_id")) : NULL;
+
+    if (result == 0 && (owner == NULL || strcmp(owner, user_id) != 0)) {
+        json_decref(row);
+        return RL_E_INSTALLATION_NOT_FOUND;
+    }
+    *out = row;
+    return result;
+}
+
+static int installation_live(json_t *installation)
+{
+    const char *state = json_string_value(json_object_get(installation, "state"));
+
+    return state != NULL && strcmp(state, "live") == 0;
+}
+
+/*
+ * Appends an update to the installation's queue; its id is the installation's
+ * next counter value. Steals payload.
+ */
+static int enqueue_update(struct sqlite_store *store, const char *installation_id, const char *type,
+                          const char *session_id, const char *interaction_id, json_t *payload, int64_t now,
+                          int64_t *update_id)
+{
+    static const char counter_sql[] =
+        "UPDATE installations SET next_update_id = next_update_id + 1 WHERE id = ? RETURNING next_update_id - 1";
+    static const char insert_sql[] = "INSERT INTO updates(installation_id, update_id, type, session_id,"
+                                     " interaction_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)";
+    sqlite3_stmt *stmt;
+    char *text;
+    int result;
+
+    text = json_dumps(payload, JSON_COMPACT);
+    json_decref(payload);
+    if (text == NULL || (stmt = prepare(store, counter_sql)) == NULL) {
+        free(text);
+        return RL_E_INTERNAL;
+    }
+    bind_text(stmt, 1, installation_id);
+    if (sqlite3_step(stmt) != SQLITE_ROW) {
+        sqlite3_reset(stmt);
+        free(text);
+        return RL_E_INSTALLATION_NOT_FOUND;
+    }
+    *update_id = sqlite3_column_int64(stmt, 0);
+    sqlite3_reset(stmt);
+    if ((stmt = prepare(store, insert_sql)) == NULL) {
+        free(text);
+        return RL_E_INTERNAL;
+    }
+    bind_text(stmt, 1, installation_id);
+    sqlite3_bind_int64(stmt, 2, *update_id);
+    bind_text(stmt, 3, type);
+    bind_text(stmt, 4, session_id);
+    bind_text(stmt, 5, interaction_id);
+    bind_text(stmt, 6, text);
+    sqlite3_bind_int64(stmt, 7, now);
+    result = step_done(store, stmt);
+    free(text);
+    return result;
+}
+
+static void sqlite_me_get(rl_store_t *super, const char *user_id, rl_store_cb cb, void *arg)
+{
+    static const char user_sql[] = "SELECT id, created_at FROM users WHERE id = ?";
+    static const char installations_sql[] =
+        "SELECT id, user_id, token_hash, token_env, connector_type, host_label, custom_display_name, custom_emoji,"
+        " state, created_at, revoked_at FROM installations WHERE user_id = ? ORDER BY created_at, id";
+    static const char sessions_sql[] = "SELECT id, installation_id, title, state, created_at, updated_at, deleted_at"
+                                       " FROM sessions WHERE user_id = ? AND deleted_at IS NULL"
+                                       " ORDER BY updated_at DESC, id";
+    struct sqlite_store *store = (void *)super;
+    json_t *value = json_pack("{s:o, s:o, s:o}", "user", json_null(), "installations", json_array(), "sessions",
+                              json_array());
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if ((stmt = prepare(store, user_sql)) == NULL)
+        goto out;
+    bind_text(stmt, 1, user_id);
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+        json_object_set_new(value, "user", row_object(stmt));
+    sqlite3_reset(stmt);
+    if ((stmt = prepare(store, installations_sql)) == NULL)
+        goto out;
+    bind_text(stmt, 1, user_id);
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+        json_array_append_new(json_object_get(value, "installations"), row_object(stmt));
+    sqlite3_reset(stmt);
+    if ((stmt = prepare(store, sessions_sql)) == NULL)
+        goto out;
+    bind_text(stmt, 1, user_id);
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+        json_array_append_new(json_object_get(value, "sessions"), row_object(stmt));
+    sqlite3_reset(stmt);
+    result = 0;
+out:
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 0);
+}
+
+static void sqlite_installation_patch(rl_store_t *super, const char *user_id, const char *installation_id,
+                                      const rl_installation_patch_t *patch, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "UPDATE installations SET"
+                              " custom_display_name = CASE WHEN ? THEN ? ELSE custom_display_name END,"
+                              " custom_emoji = CASE WHEN ? THEN ? ELSE custom_emoji END"
+                              " WHERE id = ? AND user_id = ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *installation = NULL;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = select_user_installation(store, user_id, installation_id, &installation)) != 0)
+        goto end;
+    json_decref(installation);
+    installation = NULL;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, sql)) == NULL)
+        goto end;
+    sqlite3_bind_int(stmt, 1, patch->set_name);
+    bind_text(stmt, 2, patch->name);
+    sqlite3_bind_int(stmt, 3, patch->set_emoji);
+    bind_text(stmt, 4, patch->emoji);
+    bind_text(stmt, 5, installation_id);
+    bind_text(stmt, 6, user_id);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    result = select_installation(store, installation_id, &installation);
+end:
+    write_end(store, result);
+out:
+    complete(store, cb, arg, result, result == 0 ? installation : NULL, 1);
+    if (result != 0)
+        json_decref(installation);
+}
+
+static void sqlite_installation_revoke(rl_store_t *super, const char *user_id, const char *installation_id,
+                                       int64_t now, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "UPDATE installations SET state = 'revoked', revoked_at = ?"
+                              " WHERE id = ? AND user_id = ? AND state != 'revoked'";
+    struct sqlite_store *store = (void *)super;
+    json_t *installation = NULL, *value = NULL;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL, changed = 0;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = select_user_installation(store, user_id, installation_id, &installation)) != 0)
+        goto end;
+    json_decref(installation);
+    installation = NULL;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, sql)) == NULL)
+        goto end;
+    sqlite3_bind_int64(stmt, 1, now);
+    bind_text(stmt, 2, installation_id);
+    bind_text(stmt, 3, user_id);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    changed = sqlite3_changes(store->db) > 0;
+    if ((result = select_installation(store, installation_id, &installation)) != 0)
+        goto end;
+    value = json_pack("{s:o, s:b}", "installation", installation, "changed", changed);
+end:
+    write_end(store, result);
+out:
+    complete(store, cb, arg, result, result == 0 ? value : NULL, 1);
+}
+
+static void sqlite_session_create(rl_store_t *super, const rl_session_new_t *session, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "INSERT INTO sessions(id, user_id, installation_id, title, state, created_at,"
+                              " updated_at) VALUES (?, ?, ?, ?, 'active', ?, ?)";
+    struct sqlite_store *store = (void *)super;
+    json_t *installation = NULL, *row = NULL, *value = NULL;
+    sqlite3_stmt *stmt;
+    int64_t update_id = 0;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = select_user_installation(store, session->user_id, session->installation_id, &installation)) != 0)
+        goto end;
+    if (!installation_live(installation)) {
+        result = RL_E_INSTALLATION_REVOKED;
+        goto end;
+    }
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, session->session_id);
+    bind_text(stmt, 2, session->user_id);
+    bind_text(stmt, 3, session->installation_id);
+    bind_text(stmt, 4, session->title);
+    sqlite3_bind_int64(stmt, 5, session->now);
+    sqlite3_bind_int64(stmt, 6, session->now);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    if ((result = select_session(store, session->user_id, session->session_id, &row)) != 0)
+        goto end;
+    /* spec: a new session reaches the bridge as session.started. */
+    result = enqueue_update(store, session->installation_id, "session.started", session->session_id, NULL,
+                            json_pack("{s:{s:s, s:O}}", "session", "id", session->session_id, "title",
+                                      json_object_get(row, "title")),
+                            session->now, &update_id);
+    if (result == 0)
+        value = json_pack("{s:O, s:I}", "session", row, "update_id", (json_int_t)update_id);
+end:
+    write_end(store, result);
+out:
+    json_decref(installation);
+    json_decref(row);
+    complete(store, cb, arg, result, result == 0 ? value : NULL, 1);
+}
+
+static void sqlite_session_change(rl_store_t *super, const char *user_id, const char *session_id,
+                                  rl_session_op_t op, const char *title, int64_t now, int64_t delete_grace,
+                                  rl_store_cb cb, void *arg)
+{
+    static const char rename_sql[] = "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?";
+    static const char state_sql[] = "UPDATE sessions SET state = ?, updated_at = ? WHERE id = ?";
+    static const char delete_sql[] = "UPDATE sessions SET deleted_at = ?, updated_at = ? WHERE id = ?";
+    static const char restore_sql[] = "UPDATE sessions SET deleted_at = NULL, updated_at = ? WHERE id = ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *row = NULL, *value = NULL, *deleted_at;
+    const char *state;
+    sqlite3_stmt *stmt = NULL;
+    int result = RL_E_INTERNAL, changed = 1;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = select_session(store, user_id, session_id, &row)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    deleted_at = json_object_get(row, "deleted_at");
+    state = json_string_value(json_object_get(row, "state"));
+    if (op == RL_SESSION_RESTORE) {
+        /* brief: restore works inside the grace; afterwards the session is as good as purged. */
+        if (json_is_null(deleted_at)) {
+            changed = 0;
+        } else if (json_integer_value(deleted_at) + delete_grace <= now) {
+            result = RL_E_SESSION_NOT_FOUND;
+            goto end;
+        } else if ((stmt = prepare(store, restore_sql)) != NULL) {
+            sqlite3_bind_int64(stmt, 1, now);
+            bind_text(stmt, 2, session_id);
+        }
+    } else if (!json_is_null(deleted_at)) {
+        result = RL_E_SESSION_NOT_FOUND;
+        goto end;
+    } else if (op == RL_SESSION_RENAME) {
+        if ((stmt = prepare(store, rename_sql)) != NULL) {
+            bind_text(stmt, 1, title);
+            sqlite3_bind_int64(stmt, 2, now);
+            bind_text(stmt, 3, session_id);
+        }
+    } else if (op == RL_SESSION_ARCHIVE || op == RL_SESSION_UNARCHIVE) {
+        const char *target = op == RL_SESSION_ARCHIVE ? "archived" : "active";
+        if (state != NULL && strcmp(state, target) == 0) {
+            changed = 0;
+        } else if ((stmt = prepare(store, state_sql)) != NULL) {
+            bind_text(stmt, 1, target);
+            sqlite3_bind_int64(stmt, 2, now);
+            bind_text(stmt, 3, session_id);
+        }
+    } else if ((stmt = prepare(store, delete_sql)) != NULL) {
+        sqlite3_bind_int64(stmt, 1, now);
+        sqlite3_bind_int64(stmt, 2, now);
+        bind_text(stmt, 3, session_id);
+    }
+    if (changed) {
+        if (stmt == NULL || (result = step_done(store, stmt)) != 0)
+            goto end;
+        json_decref(row);
+        row = NULL;
+        if ((result = select_session(store, user_id, session_id, &row)) != 0)
+            goto end;
+    }
+    result = 0;
+    value = json_pack("{s:O, s:b}", "session", row, "changed", changed);
+end:
+    write_end(store, result);
+out:
+    json_decref(row);
+    complete(store, cb, arg, result, result == 0 ? value : NULL, 1);
+}
+
+/* The session must be the user's and not deleted, and its installation live. */
+static int live_session(struct sqlite_store *store, const char *user_id, const char *session_id, json_t **session)
+{
+    json_t *installation = NULL;
+    int result = select_session(store, user_id, session_id, session);
+
+    if (result != 0)
+        return result;
+    if (!json_is_null(json_object_get(*session, "deleted_at")))
+        return RL_E_SESSION_NOT_FOUND;
+    result = select_installation(store, json_string_value(json_object_get(*session, "installation_id")),
+                                 &installation);
+    if (result == 0 && !installation_live(installation))
+        result = RL_E_INSTALLATION_REVOKED;
+    json_decref(installation);
+    return result;
+}
+
+static void sqlite_session_cancel(rl_store_t *super, const char *user_id, const char *session_id,
+                                  const char *interaction_id, int64_t now, rl_store_cb cb, void *arg)
+{
+    static const char interaction_sql[] = "SELECT 1 FROM interactions WHERE id = ? AND session_id = ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *session = NULL, *value = NULL;
+    sqlite3_stmt *stmt;
+    int64_t update_id = 0;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = live_session(store, user_id, session_id, &session)) != 0)
+        goto end;
+    if (interaction_id != NULL) {
+        result = RL_E_INTERNAL;
+        if ((stmt = prepare(store, interaction_sql)) == NULL)
+            goto end;
+        bind_text(stmt, 1, interaction_id);
+        bind_text(stmt, 2, session_id);
+        result = sqlite3_step(stmt) == SQLITE_ROW ? 0 : RL_E_INTERACTION_NOT_FOUND;
+        sqlite3_reset(stmt);
+        if (result != 0)
+            goto end;
+    }
+    result = enqueue_update(store, json_string_value(json_object_get(session, "installation_id")),
+                            "session.cancelled", session_id, interaction_id,
+                            interaction_id != NULL ? json_pack("{s:s}", "interaction_id", interaction_id)
+                                                   : json_object(),
+                            now, &update_id);
+    if (result == 0)
+        value = json_pack("{s:O, s:I}", "session", session, "update_id", (json_int_t)update_id);
+end:
+    write_end(store, result);
+out:
+    json_decref(session);
+    complete(store, cb, arg, result, result == 0 ? value : NULL, 1);
+}
+
+static const char message_columns[] = "id, session_id, interaction_id, role, text, attachments, reply_to, usage,"
+                                      " finish_reason, state, created_at, finalized_at";
+
+/* A message row as the API shows it: JSON columns decoded, the id under message_id. */
+static json_t *message_object(sqlite3_stmt *stmt)
+{
+    json_t *row = row_object(stmt), *decoded;
+    const char *keys[] = {"attachments", "usage"};
+    size_t i;
+
+    json_object_set(row, "message_id", json_object_get(row, "id"));
+    json_object_del(row, "id");
+    for (i = 0; i < 2; ++i) {
+        const char *text = json_string_value(json_object_get(row, keys[i]));
+        decoded = text != NULL ? json_loads(text, 0, NULL) : NULL;
+        json_object_set_new(row, keys[i], decoded != NULL ? decoded : (i == 0 ? json_array() : json_null()));
+    }
+    return row;
+}
+
+static void sqlite_messages_list(rl_store_t *super, const char *user_id, const char *session_id, int limit,
+                                 const char *before, rl_store_cb cb, void *arg)
+{
+    static const char cursor_sql[] = "SELECT rowid FROM messages WHERE id = ? AND session_id = ?";
+    static char page_sql[256];
+    struct sqlite_store *store = (void *)super;
+    json_t *session = NULL, *messages = json_array(), *value = NULL;
+    sqlite3_stmt *stmt;
+    int64_t cursor = INT64_MAX;
+    int result, count = 0;
+
+    if (page_sql[0] == '\0')
+        snprintf(page_sql, sizeof(page_sql),
+                 "SELECT %s FROM messages WHERE session_id = ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+                 message_columns);
+    if ((result = select_session(store, user_id, session_id, &session)) != 0)
+        goto out;
+    if (!json_is_null(json_object_get(session, "deleted_at"))) {
+        result = RL_E_SESSION_NOT_FOUND;
+        goto out;
+    }
+    result = RL_E_INTERNAL;
+    if (before != NULL) {
+        if ((stmt = prepare(store, cursor_sql)) == NULL)
+            goto out;
+        bind_text(stmt, 1, before);
+        bind_text(stmt, 2, session_id);
+        if (sqlite3_step(stmt) == SQLITE_ROW)
+            cursor = sqlite3_column_int64(stmt, 0);
+        else
+            cursor = -1;
+        sqlite3_reset(stmt);
+        if (cursor < 0) {
+            result = RL_E_MESSAGE_NOT_FOUND;
+            goto out;
+        }
+    }
+    if ((stmt = prepare(store, page_sql)) == NULL)
+        goto out;
+    bind_text(stmt, 1, session_id);
+    sqlite3_bind_int64(stmt, 2, cursor);
+    /* One row more than asked tells whether there is another page. */
+    sqlite3_bind_int(stmt, 3, limit + 1);
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+        if (++count > limit)
+            break;
+        json_array_append_new(messages, message_object(stmt));
+    }
+    sqlite3_reset(stmt);
+    result = 0;
+    value = json_pack("{s:O, s:b, s:O}", "messages", messages, "has_more", count > limit, "next_cursor",
+                      count > limit ? json_object_get(json_array_get(messages, (size_t)limit - 1), "message_id")
+                                    : json_null());
+out:
+    json_decref(messages);
+    json_decref(session);
+    complete(store, cb, arg, result, result == 0 ? value : NULL, 0);
+}
+
+static int select_message(struct sqlite_store *store, const char *message_id, json_t **out)
+{
+    static char sql[160];
+    sqlite3_stmt *stmt;
+    int rc;
+
+    if (sql[0] == '\0')
+        snprintf(sql, sizeof(sql), "SELECT %s FROM messages WHERE id = ?", message_columns);
+    if ((stmt = prepare(store, sql)) == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, message_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        *out = message_object(stmt);
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_ROW)
+        return 0;
+    return rc == SQLITE_DONE ? RL_E_MESSAGE_NOT_FOUND : RL_E_INTERNAL;
+}
+
+/*
+ * Resolves attachment references against the user's uploads: the stored
+ * mime, size and name win over whatever the client claimed. RL_E_NOT_FOUND
+ * for a key that is not the user's.
+ */
+static int resolve_attachments(struct sqlite_store *store, const char *user_id, const char *refs, char **out)
+{
+    static const char sql[] = "SELECT key, mime, size, name FROM attachments WHERE key = ? AND user_id = ?";
+    json_t *items = json_loads(refs, 0, NULL), *resolved = json_array(), *item;
+    sqlite3_stmt *stmt;
+    int result = 0;
+    size_t i;
+
+    if (!json_is_array(items)) {
+        result = RL_E_INTERNAL;
+        goto out;
+    }
+    json_array_foreach (items, i, item) {
+        if ((stmt = prepare(store, sql)) == NULL) {
+            result = RL_E_INTERNAL;
+            goto out;
+        }
+        bind_text(stmt, 1, json_string_value(json_object_get(item, "key")));
+        bind_text(stmt, 2, user_id);
+        if (sqlite3_step(stmt) != SQLITE_ROW) {
+            sqlite3_reset(stmt);
+            result = RL_E_NOT_FOUND;
+            goto out;
+        }
+        json_array_append_new(resolved, row_object(stmt));
+        sqlite3_reset(stmt);
+    }
+    *out = json_dumps(resolved, JSON_COMPACT);
+    if (*out == NULL)
+        result = RL_E_INTERNAL;
+out:
+    json_decref(items);
+    json_decref(resolved);
+    return result;
+}
+
+static void sqlite_message_send(rl_store_t *super, const rl_message_send_t *send, rl_store_cb cb, void *arg)
+{
+    char *attachments = NULL;
+    static const char reply_sql[] = "SELECT 1 FROM messages WHERE id = ? AND session_id = ?";
+    static const char interaction_sql[] = "INSERT INTO interactions(id, session_id, created_at) VALUES (?, ?, ?)";
+    static const char message_sql[] = "INSERT INTO messages(id, session_id, interaction_id, role, text, attachments,"
+                                      " reply_to, state, created_at, finalized_at)"
+                                      " VALUES (?, ?, ?, 'user', ?, ?, ?, 'final', ?, ?)";
+    static const char touch_sql[] = "UPDATE sessions SET updated_at = ? WHERE id = ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *session = NULL, *message = NULL, *value = NULL, *payload;
+    sqlite3_stmt *stmt;
+    int64_t update_id = 0;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = live_session(store, send->user_id, send->session_id, &session)) != 0)
+        goto end;
+    if ((result = resolve_attachments(store, send->user_id, send->attachments, &attachments)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if (send->reply_to != NULL) {
+        if ((stmt = prepare(store, reply_sql)) == NULL)
+            goto end;
+        bind_text(stmt, 1, send->reply_to);
+        bind_text(stmt, 2, send->session_id);
+        result = sqlite3_step(stmt) == SQLITE_ROW ? 0 : RL_E_MESSAGE_NOT_FOUND;
+        sqlite3_reset(stmt);
+        if (result != 0)
+            goto end;
+        result = RL_E_INTERNAL;
+    }
+    if ((stmt = prepare(store, interaction_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, send->interaction_id);
+    bind_text(stmt, 2, send->session_id);
+    sqlite3_bind_int64(stmt, 3, send->now);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, message_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, send->message_id);
+    bind_text(stmt, 2, send->session_id);
+    bind_text(stmt, 3, send->interaction_id);
+    bind_text(stmt, 4, send->text);
+    bind_text(stmt, 5, attachments);
+    bind_text(stmt, 6, send->reply_to);
+    sqlite3_bind_int64(stmt, 7, send->now);
+    sqlite3_bind_int64(stmt, 8, send->now);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, touch_sql)) == NULL)
+        goto end;
+    sqlite3_bind_int64(stmt, 1, send->now);
+    bind_text(stmt, 2, send->session_id);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    if ((result = select_message(store, send->message_id, &message)) != 0)
+        goto end;
+    /* spec: session.message carries session (id, title) and message (text, attachments). */
+    payload = json_pack("{s:{s:s, s:O}, s:{s:s, s:s, s:O, s:O, s:s}}", "session", "id", send->session_id, "title",
+                        json_object_get(session, "title"), "message", "message_id", send->message_id, "text",
+                        send->text, "attachments", json_object_get(message, "attachments"), "reply_to",
+                        json_object_get(message, "reply_to"), "thought_level", send->thought_level);
+    result = enqueue_update(store, json_string_value(json_object_get(session, "installation_id")),
+                            "session.message", send->session_id, send->interaction_id, payload, send->now,
+                            &update_id);
+    if (result == 0)
+        value = json_pack("{s:O, s:O, s:I}", "message", message, "session", session, "update_id",
+                          (json_int_t)update_id);
+end:
+    write_end(store, result);
+out:
+    json_decref(session);
+    json_decref(message);
+    free(attachments);
+    complete(store, cb, arg, result, result == 0 ? value : NULL, 1);
+}
+
+static void sqlite_attachment_insert(rl_store_t *super, const rl_attachment_new_t *attachment, rl_store_cb cb,
+                                     void *arg)
+{
+    static const char sql[] = "INSERT INTO attachments(key, user_id, mime, size, name, created_at)"
+                              " VALUES (?, ?, ?, ?, ?, ?)";
     struct sqlite_store *store = (void *)super;
     sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
     if (write_begin(store) == 0 && (stmt = prepare(store, sql)) != NULL) {
-        sqlite3_bind_int64(stmt, 1, now - 3600 * 1000);
+        bind_text(stmt, 1, attachment->key);
+        bind_text(stmt, 2, attachment->user_id);
+        bind_text(stmt, 3, attachment->mime);
+        sqlite3_bind_int64(stmt, 4, attachment->size);
+        bind_text(stmt, 5, attachment->name);
+        sqlite3_bind_int64(stmt, 6, attachment->now);
         result = step_done(store, stmt);
         write_end(store, result);
     }
     complete(store, cb, arg, result, NULL, 1);
+}
+
+static void sqlite_attachment_get(rl_store_t *super, const char *key, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "SELECT key, user_id, mime, size, name, created_at FROM attachments WHERE key = ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *row = NULL;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL, rc;
+
+    if ((stmt = prepare(store, sql)) != NULL) {
+        bind_text(stmt, 1, key);
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW)
+            row = row_object(stmt);
+        sqlite3_reset(stmt);
+        result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? RL_E_NOT_FOUND : RL_E_INTERNAL;
+    }
+    complete(store, cb, arg, result, row, 0);
 }
 
 /* Checkpoints on a thread of its own: they fsync, and the loop must never wait for that. */
@@ -629,6 +1297,16 @@ static const struct rl_store_ops sqlite_ops = {
     .installation_get = sqlite_installation_get,
     .installation_set_manifest = sqlite_installation_set_manifest,
     .purge = sqlite_purge,
+    .me_get = sqlite_me_get,
+    .installation_patch = sqlite_installation_patch,
+    .installation_revoke = sqlite_installation_revoke,
+    .session_create = sqlite_session_create,
+    .session_change = sqlite_session_change,
+    .session_cancel = sqlite_session_cancel,
+    .messages_list = sqlite_messages_list,
+    .message_send = sqlite_message_send,
+    .attachment_insert = sqlite_attachment_insert,
+    .attachment_get = sqlite_attachment_get,
 };
 
 static int migrate(struct sqlite_store *store)

@@ -1,0 +1,259 @@
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "http/sse.h"
+
+#define MAX_BATCH 64
+
+struct rl_sse {
+    h2o_generator_t generator; /* first: h2o hands it back to proceed and stop */
+    rl_call_t *call;
+    rl_sse_config_t config;
+    rl_blob_t **queue;
+    size_t queue_head, queue_count, queue_capacity, queued_bytes;
+    rl_blob_t *inflight[MAX_BATCH];
+    size_t ninflight;
+    int sending;
+    int ending;  /* rl_sse_end was asked */
+    int ended;   /* on_end has run */
+    h2o_timeout_entry_t heartbeat;
+};
+
+/*
+ * h2o 2.2.5 keeps the connection's socket right after the h2o_conn_t header
+ * in both its HTTP/1 and HTTP/2 connection structs, and an evloop socket keeps
+ * its descriptor right after the h2o_socket_t header. Neither is public API,
+ * so both are checked before use: the socket must point back at the
+ * connection, and the descriptor must be a socket whose peer is the one h2o
+ * knows.
+ */
+int rl__http_conn_shutdown(h2o_req_t *req)
+{
+    h2o_socket_t *sock = *(h2o_socket_t **)((char *)req->conn + sizeof(h2o_conn_t));
+    struct sockaddr_storage mine, theirs;
+    socklen_t mine_len = sizeof(mine), theirs_len;
+    struct stat st;
+    int fd;
+
+    if (sock == NULL || sock->data != req->conn)
+        return -1;
+    fd = *(int *)((char *)sock + sizeof(h2o_socket_t));
+    theirs_len = h2o_socket_getpeername(sock, (struct sockaddr *)&theirs);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        getpeername(fd, (struct sockaddr *)&mine, &mine_len) != 0 || mine_len != theirs_len ||
+        memcmp(&mine, &theirs, mine_len) != 0)
+        return -1;
+    return shutdown(fd, SHUT_RDWR);
+}
+
+static void release_all(rl_sse_t *sse)
+{
+    size_t i;
+
+    for (i = 0; i < sse->queue_count; ++i)
+        rl_blob_release(sse->queue[(sse->queue_head + i) % sse->queue_capacity]);
+    sse->queue_count = sse->queued_bytes = 0;
+    free(sse->queue);
+    sse->queue = NULL;
+    sse->queue_capacity = 0;
+    for (i = 0; i < sse->ninflight; ++i)
+        rl_blob_release(sse->inflight[i]);
+    sse->ninflight = 0;
+}
+
+static void end_once(rl_sse_t *sse, const char *why)
+{
+    if (sse->ended)
+        return;
+    sse->ended = 1;
+    if (h2o_timeout_is_linked(&sse->heartbeat))
+        h2o_timeout_unlink(&sse->heartbeat);
+    if (sse->config.on_end != NULL)
+        sse->config.on_end(sse->config.arg, why);
+}
+
+static void destroy(rl_sse_t *sse)
+{
+    release_all(sse);
+    rl_call_release(sse->call);
+    free(sse);
+}
+
+static void flush(rl_sse_t *sse)
+{
+    h2o_iovec_t bufs[MAX_BATCH];
+    h2o_req_t *req = sse->call->req;
+    size_t n = 0;
+
+    if (sse->sending || req == NULL)
+        return;
+    while (sse->queue_count > 0 && n < MAX_BATCH) {
+        rl_blob_t *frame = sse->queue[sse->queue_head];
+        sse->queue_head = (sse->queue_head + 1) % sse->queue_capacity;
+        --sse->queue_count;
+        sse->queued_bytes -= frame->len;
+        sse->inflight[n] = frame;
+        bufs[n] = h2o_iovec_init(frame->bytes, frame->len);
+        ++n;
+    }
+    if (n > 0) {
+        sse->ninflight = n;
+        sse->sending = 1;
+        h2o_send(req, bufs, n, H2O_SEND_STATE_IN_PROGRESS);
+        return;
+    }
+    if (sse->ending) {
+        /* Everything was written: finish the response. h2o will not call back again. */
+        end_once(sse, "closed");
+        h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
+        destroy(sse);
+    }
+}
+
+static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
+{
+    rl_sse_t *sse = (rl_sse_t *)generator;
+    size_t i;
+
+    for (i = 0; i < sse->ninflight; ++i)
+        rl_blob_release(sse->inflight[i]);
+    sse->ninflight = 0;
+    sse->sending = 0;
+    if (sse->ended && !sse->ending) {
+        /* Cut off while a write was in flight: end the response now that h2o lets us. */
+        h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
+        destroy(sse);
+        return;
+    }
+    flush(sse);
+}
+
+/* h2o is disposing of the request: the client went away or the connection was cut. */
+static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
+{
+    rl_sse_t *sse = (rl_sse_t *)generator;
+
+    end_once(sse, "client gone");
+    destroy(sse);
+}
+
+static void on_heartbeat(h2o_timeout_entry_t *entry)
+{
+    rl_sse_t *sse = H2O_STRUCT_FROM_MEMBER(rl_sse_t, heartbeat, entry);
+    char text[96];
+    int len;
+
+    len = snprintf(text, sizeof(text), "event: heartbeat\ndata: {\"ts\":%lld}\n\n", (long long)rl_clock_now_ms());
+    if (rl_sse_send_text(sse, text, (size_t)len) == 0)
+        h2o_timeout_link(sse->call->req->conn->ctx->loop, sse->config.heartbeat, &sse->heartbeat);
+}
+
+rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
+{
+    h2o_req_t *req = call->req;
+    rl_sse_t *sse;
+
+    if (!rl_call_alive(call))
+        return NULL;
+    sse = calloc(1, sizeof(*sse));
+    if (sse == NULL)
+        return NULL;
+    sse->generator.proceed = on_proceed;
+    sse->generator.stop = on_stop;
+    sse->call = call;
+    rl_call_hold(call);
+    sse->config = *config;
+    call->responded = 1;
+    call->status = 200;
+
+    req->res.status = 200;
+    req->res.reason = "OK";
+    req->res.content_length = SIZE_MAX;
+    /* Compression would hold events back until a block fills up. */
+    req->compress_hint = H2O_COMPRESS_HINT_DISABLE;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+                   H2O_STRLIT("text/event-stream; charset=utf-8"));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-accel-buffering"), 0, NULL,
+                          H2O_STRLIT("no"));
+    rl__call_common_headers(call);
+    rl__call_log(call);
+    h2o_start_response(req, &sse->generator);
+    if (config->heartbeat != NULL)
+        h2o_timeout_link(req->conn->ctx->loop, config->heartbeat, &sse->heartbeat);
+    sse->heartbeat.cb = on_heartbeat;
+    return sse;
+}
+
+static void cut_off(rl_sse_t *sse)
+{
+    rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:I, s:I}", "msg", "event stream cut off: reader too slow",
+                                         "request_id", sse->call->request_id, "queued_frames",
+                                         (json_int_t)sse->queue_count, "queued_bytes",
+                                         (json_int_t)sse->queued_bytes));
+    end_once(sse, "too slow");
+    release_all(sse);
+    /*
+     * The write in flight is stuck on a peer that does not read; only cutting
+     * the connection gets h2o to give the request back (on_stop). When the
+     * connection cannot be found, on_proceed ends the response instead.
+     */
+    if (sse->call->req != NULL && rl__http_conn_shutdown(sse->call->req) != 0)
+        rl_log_warn("could not cut the connection of a slow event stream; it ends at its next write");
+}
+
+int rl_sse_send(rl_sse_t *sse, rl_blob_t *frame)
+{
+    if (sse->ended || sse->ending)
+        return -1;
+    if (sse->queue_count + 1 > sse->config.max_queued_frames ||
+        sse->queued_bytes + frame->len > sse->config.max_queued_bytes) {
+        cut_off(sse);
+        return -1;
+    }
+    if (sse->queue_count == sse->queue_capacity) {
+        size_t capacity = sse->queue_capacity == 0 ? 8 : sse->queue_capacity * 2, i;
+        rl_blob_t **queue = malloc(capacity * sizeof(*queue));
+        if (queue == NULL) {
+            cut_off(sse);
+            return -1;
+        }
+        for (i = 0; i < sse->queue_count; ++i)
+            queue[i] = sse->queue[(sse->queue_head + i) % sse->queue_capacity];
+        free(sse->queue);
+        sse->queue = queue;
+        sse->queue_head = 0;
+        sse->queue_capacity = capacity;
+    }
+    sse->queue[(sse->queue_head + sse->queue_count) % sse->queue_capacity] = rl_blob_retain(frame);
+    ++sse->queue_count;
+    sse->queued_bytes += frame->len;
+    flush(sse);
+    return 0;
+}
+
+int rl_sse_send_text(rl_sse_t *sse, const char *text, size_t len)
+{
+    rl_blob_t *frame = rl_blob_new(text, len);
+    int result;
+
+    if (frame == NULL)
+        return -1;
+    result = rl_sse_send(sse, frame);
+    rl_blob_release(frame);
+    return result;
+}
+
+void rl_sse_end(rl_sse_t *sse)
+{
+    if (sse->ended || sse->ending)
+        return;
+    sse->ending = 1;
+    flush(sse);
+}

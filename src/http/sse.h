@@ -1,0 +1,56 @@
+/*
+ * A Server-Sent Events response on one call (text/event-stream, never
+ * compressed, never buffered by proxies). Frames are reference-counted blobs
+ * shared with other streams; each stream queues at most a fixed number of
+ * frames and bytes, and a reader that falls that far behind is cut off (it
+ * can resume with Last-Event-ID) so that it never slows anyone else down.
+ * Loop thread only.
+ */
+#ifndef RL_HTTP_SSE_H
+#define RL_HTTP_SSE_H
+
+#include <h2o.h>
+
+#include "common/blob.h"
+#include "http/call.h"
+
+typedef struct rl_sse rl_sse_t;
+
+typedef struct rl_sse_config {
+    size_t max_queued_frames;
+    size_t max_queued_bytes;
+    /* Shared timeout list whose duration is the heartbeat interval, or NULL for none. */
+    h2o_timeout_t *heartbeat;
+    /*
+     * Called once when the stream ends for any reason: the client went away,
+     * it was cut off, or rl_sse_end finished. The owner drops its pointer
+     * there; the stream must not be used after on_end returns.
+     */
+    void (*on_end)(void *arg, const char *why);
+    void *arg;
+} rl_sse_config_t;
+
+/*
+ * Answers the call with 200 text/event-stream and returns the stream, or
+ * NULL when the client is already gone. The config is copied.
+ */
+rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config);
+/*
+ * Queues a frame (retained). Returns 0, or -1 when the stream has ended or
+ * this frame overflowed its queue and it was cut off (on_end has then run).
+ */
+int rl_sse_send(rl_sse_t *sse, rl_blob_t *frame);
+/* Queues a copy of text as a frame; as rl_sse_send. */
+int rl_sse_send_text(rl_sse_t *sse, const char *text, size_t len);
+/* Ends the stream after what is queued has been written. */
+void rl_sse_end(rl_sse_t *sse);
+
+/*
+ * Cuts the connection that carries req (both directions), so that h2o
+ * notices on its own and disposes of every request on it. Used where h2o
+ * 2.2.5 offers no way to abort a response whose write is stuck. Returns 0,
+ * or -1 when the connection could not be identified safely.
+ */
+int rl__http_conn_shutdown(h2o_req_t *req);
+
+#endif

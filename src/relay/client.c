@@ -1,0 +1,586 @@
+/*
+ * The client API (/v1/me): the account, sessions and their state machine,
+ * history, sending, and installation settings. Every change is durable
+ * before it is answered or published: handlers answer and publish from the
+ * store's completion callbacks.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/rand.h"
+#include "http/validate.h"
+#include "relay/relay.h"
+#include "relay/token.h"
+
+#define ID_CHARS 20
+#define TITLE_MAX 200
+#define TEXT_MAX 100000
+#define HISTORY_DEFAULT 50
+#define HISTORY_MAX 100
+
+static int check_installation_id(const char *s, size_t len)
+{
+    return rl_installation_id_is_valid(s, len) ? 0 : -1;
+}
+
+static const rl_field_t session_create_fields[] = {
+    RL_FIELD_STRING_CHECK("installation_id", RL_F_REQUIRED, 1, 64, check_installation_id,
+                          "Installation ids look like inst_ followed by 16 letters or digits"),
+    RL_FIELD_STRING("title", RL_F_NULLABLE, 0, TITLE_MAX),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_session_create_schema = RL_SCHEMA(session_create_fields);
+
+static const rl_field_t session_rename_fields[] = {
+    RL_FIELD_STRING("title", RL_F_REQUIRED | RL_F_NULLABLE, 0, TITLE_MAX),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_session_rename_schema = RL_SCHEMA(session_rename_fields);
+
+static const rl_field_t session_cancel_fields[] = {
+    RL_FIELD_STRING("interaction_id", RL_F_NULLABLE, 1, 64),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_session_cancel_schema = RL_SCHEMA(session_cancel_fields);
+
+static const char *const thought_levels[] = {"default", "extended", "max", NULL};
+
+static const rl_field_t attachment_ref_fields[] = {
+    RL_FIELD_STRING("key", RL_F_REQUIRED, 1, 128),
+    RL_FIELD_STRING("mime", 0, 1, 255),
+    RL_FIELD_INTEGER_RANGE("size", 0, 0, 26214400),
+    RL_FIELD_STRING("name", RL_F_NULLABLE, 0, 255),
+    RL_FIELD_END,
+};
+static const rl_schema_t attachment_ref_schema = RL_SCHEMA(attachment_ref_fields);
+static const rl_field_t attachment_ref_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &attachment_ref_schema);
+
+static const rl_field_t message_send_fields[] = {
+    RL_FIELD_STRING("text", RL_F_REQUIRED, 0, TEXT_MAX),
+    RL_FIELD_ARRAY("attachments", 0, 0, 10, &attachment_ref_item),
+    RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
+    RL_FIELD_ENUM("thought_level", 0, thought_levels),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_message_send_schema = RL_SCHEMA(message_send_fields);
+
+static const rl_field_t installation_patch_fields[] = {
+    RL_FIELD_STRING("custom_display_name", RL_F_NULLABLE, 1, 64),
+    RL_FIELD_STRING("custom_emoji", RL_F_NULLABLE, 1, 16),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_installation_patch_schema = RL_SCHEMA(installation_patch_fields);
+
+/* ---- views ---- */
+
+json_t *rl_installation_view(rl_relay_t *relay, json_t *row)
+{
+    json_t *view = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:s}", "id", json_object_get(row, "id"),
+                             "custom_display_name", json_object_get(row, "custom_display_name"), "custom_emoji",
+                             json_object_get(row, "custom_emoji"), "connector_type",
+                             json_object_get(row, "connector_type"), "host_label", json_object_get(row, "host_label"),
+                             "state", json_object_get(row, "state"), "created_at", json_object_get(row, "created_at"),
+                             "health", "offline");
+
+    json_decref(row);
+    return view;
+}
+
+json_t *rl_session_view(rl_relay_t *relay, json_t *row)
+{
+    json_t *deleted_at = json_object_get(row, "deleted_at");
+    json_t *view = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(row, "id"),
+                             "installation_id", json_object_get(row, "installation_id"), "title",
+                             json_object_get(row, "title"), "state", json_object_get(row, "state"), "created_at",
+                             json_object_get(row, "created_at"), "updated_at", json_object_get(row, "updated_at"),
+                             "deleted_at", deleted_at);
+
+    /* brief: a deleted session can be restored for the grace period, then it is purged. */
+    json_object_set_new(view, "restore_until",
+                        json_is_integer(deleted_at)
+                            ? json_integer(json_integer_value(deleted_at) + relay->config.delete_grace)
+                            : json_null());
+    json_decref(row);
+    return view;
+}
+
+void rl_relay_publish(rl_relay_t *relay, const char *user_id, const char *name, json_t *data)
+{
+    if (rl_bus_publish(relay->bus, user_id, name, data) < 0)
+        rl_log_warn("could not publish %s", name);
+}
+
+void rl_relay_update_queued(rl_relay_t *relay, const char *installation_id, int64_t update_id)
+{
+    if (relay->on_update_queued != NULL)
+        relay->on_update_queued(relay, installation_id, update_id);
+}
+
+/* Copies path parameter i; an id longer than any we mint cannot exist. */
+static int param(rl_call_t *call, size_t i, char *buf, size_t bufsz, int not_found)
+{
+    return rl_call_param(call, i, buf, bufsz) == 0 ? 0 : not_found;
+}
+
+static const char *body_string(rl_call_t *call, const char *key)
+{
+    return json_string_value(json_object_get(call->body, key));
+}
+
+/* ---- GET /v1/me ---- */
+
+static void on_me(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+    json_t *installations = json_array(), *sessions = json_array(), *item;
+    size_t i;
+
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+    } else {
+        json_array_foreach (json_object_get(value, "installations"), i, item)
+            json_array_append_new(installations, rl_installation_view(relay, json_incref(item)));
+        json_array_foreach (json_object_get(value, "sessions"), i, item)
+            json_array_append_new(sessions, rl_session_view(relay, json_incref(item)));
+        rl_call_reply(call, json_pack("{s:O, s:O, s:O}", "user", json_object_get(value, "user"), "installations",
+                                      installations, "sessions", sessions));
+    }
+    json_decref(installations);
+    json_decref(sessions);
+    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_me_get(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+
+    rl_call_hold(call);
+    rl_store_me_get(relay->store, call->principal, on_me, call);
+    return 0;
+}
+
+/* ---- sessions ---- */
+
+static void on_session_created(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+    } else {
+        json_t *session = rl_session_view(relay, json_incref(json_object_get(value, "session")));
+        rl_relay_publish(relay, call->principal, "session_created",
+                         json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "session", session));
+        rl_relay_update_queued(relay, json_string_value(json_object_get(session, "installation_id")),
+                               json_integer_value(json_object_get(value, "update_id")));
+        rl_call_reply(call, json_pack("{s:O, s:o}", "session_id", json_object_get(session, "id"), "session", session));
+    }
+    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_session_create(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    char session_id[32];
+    rl_session_new_t session;
+
+    rl_rand_id(session_id, sizeof(session_id), "ses_", ID_CHARS);
+    session.user_id = call->principal;
+    session.installation_id = body_string(call, "installation_id");
+    session.session_id = session_id;
+    session.title = body_string(call, "title");
+    session.now = rl_clock_now_ms();
+    rl_call_hold(call);
+    rl_store_session_create(relay->store, &session, on_session_created, call);
+    return 0;
+}
+
+static void on_session_changed(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+    rl_session_op_t op = (rl_session_op_t)call->handler_tag;
+    json_t *session;
+    int changed;
+
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+        json_decref(value);
+        rl_call_release(call);
+        return;
+    }
+    session = rl_session_view(relay, json_incref(json_object_get(value, "session")));
+    changed = json_is_true(json_object_get(value, "changed"));
+    /* spec: each transition emits its event; a request that changes nothing emits none. */
+    if (op == RL_SESSION_RENAME) {
+        rl_relay_publish(relay, call->principal, "session_renamed",
+                         json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(session, "id"), "title",
+                                   json_object_get(session, "title"), "session", session));
+    } else if (changed && op == RL_SESSION_DELETE) {
+        rl_relay_publish(relay, call->principal, "session_deleted",
+                         json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(session, "id"), "deleted_at",
+                                   json_object_get(session, "deleted_at"), "restore_until",
+                                   json_object_get(session, "restore_until")));
+    } else if (changed) {
+        rl_relay_publish(relay, call->principal, "session_updated",
+                         json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(session, "id"), "state",
+                                   json_object_get(session, "state"), "session", session));
+    }
+    rl_call_reply(call, json_pack("{s:O, s:o}", "session_id", json_object_get(session, "id"), "session", session));
+    json_decref(value);
+    rl_call_release(call);
+}
+
+static int change_session(rl_call_t *call, rl_session_op_t op)
+{
+    rl_relay_t *relay = call->app;
+    char session_id[72];
+    int result = param(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    call->handler_tag = (int)op;
+    rl_call_hold(call);
+    rl_store_session_change(relay->store, call->principal, session_id, op,
+                            op == RL_SESSION_RENAME ? body_string(call, "title") : NULL, rl_clock_now_ms(),
+                            relay->config.delete_grace, on_session_changed, call);
+    return 0;
+}
+
+int rl_session_rename(rl_call_t *call)
+{
+    return change_session(call, RL_SESSION_RENAME);
+}
+
+int rl_session_archive(rl_call_t *call)
+{
+    return change_session(call, RL_SESSION_ARCHIVE);
+}
+
+int rl_session_unarchive(rl_call_t *call)
+{
+    return change_session(call, RL_SESSION_UNARCHIVE);
+}
+
+int rl_session_delete(rl_call_t *call)
+{
+    return change_session(call, RL_SESSION_DELETE);
+}
+
+int rl_session_restore(rl_call_t *call)
+{
+    return change_session(call, RL_SESSION_RESTORE);
+}
+
+static void on_session_cancelled(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+    } else {
+        json_t *session = json_object_get(value, "session");
+        rl_relay_update_queued(relay, json_string_value(json_object_get(session, "installation_id")),
+                               json_integer_value(json_object_get(value, "update_id")));
+        rl_call_reply(call, json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "interaction_id",
+                                      call->body != NULL && json_object_get(call->body, "interaction_id") != NULL
+                                          ? json_object_get(call->body, "interaction_id")
+                                          : json_null()));
+    }
+    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_session_cancel(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    char session_id[72];
+    int result = param(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    rl_call_hold(call);
+    rl_store_session_cancel(relay->store, call->principal, session_id, body_string(call, "interaction_id"),
+                            rl_clock_now_ms(), on_session_cancelled, call);
+    return 0;
+}
+
+/* ---- history ---- */
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes src into dst (dstsz bytes with the NUL); -1 when malformed or too long. */
+static int url_decode(const char *src, size_t len, char *dst, size_t dstsz)
+{
+    size_t i, o = 0;
+
+    for (i = 0; i < len; ++i) {
+        char c = src[i];
+        if (c == '%') {
+            int hi, lo;
+            if (i + 2 >= len)
+                return -1;
+            hi = hex_value(src[i + 1]);
+            lo = hex_value(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = (char)(hi << 4 | lo);
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (o + 1 >= dstsz || c == '\0')
+            return -1;
+        dst[o++] = c;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+static void on_history(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+
+    if (result != 0) {
+        if (result == RL_E_MESSAGE_NOT_FOUND)
+            rl_call_fail_full(call, RL_E_INVALID_REQUEST, "the cursor is not a message of this session",
+                              json_pack("[{s:s, s:s, s:s}]", "path", "before", "code", "invalid_string", "message",
+                                        "Unknown cursor"),
+                              NULL);
+        else
+            rl_call_fail(call, result, NULL);
+    } else {
+        rl_call_reply(call, json_incref(value));
+    }
+    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_messages_list(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    h2o_req_t *req = call->req;
+    char session_id[72], before[72] = "", value[80];
+    json_t *errors = json_array();
+    long limit = HISTORY_DEFAULT;
+    int result = param(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0) {
+        json_decref(errors);
+        return result;
+    }
+    if (req->query_at != SIZE_MAX) {
+        const char *p = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
+        while (p < end) {
+            const char *amp = memchr(p, '&', (size_t)(end - p)), *eq;
+            size_t plen = (size_t)((amp != NULL ? amp : end) - p);
+            eq = memchr(p, '=', plen);
+            if (eq != NULL) {
+                size_t klen = (size_t)(eq - p), vlen = plen - klen - 1;
+                if (klen == 5 && memcmp(p, "limit", 5) == 0) {
+                    char *tail;
+                    if (url_decode(eq + 1, vlen, value, sizeof(value)) != 0 ||
+                        (limit = strtol(value, &tail, 10), value[0] == '\0' || *tail != '\0'))
+                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
+                                                                "invalid_type", "message",
+                                                                "Expected integer, received string"));
+                    else if (limit < 1)
+                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
+                                                                "too_small", "message",
+                                                                "Number must be greater than or equal to 1"));
+                    else if (limit > HISTORY_MAX)
+                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
+                                                                "too_big", "message",
+                                                                "Number must be less than or equal to 100"));
+                } else if (klen == 6 && memcmp(p, "before", 6) == 0) {
+                    if (url_decode(eq + 1, vlen, before, sizeof(before)) != 0 || before[0] == '\0')
+                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "before", "code",
+                                                                "invalid_string", "message", "Invalid cursor"));
+                }
+            }
+            p += plen + 1;
+        }
+    }
+    if (json_array_size(errors) > 0) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, errors, NULL);
+        return 0;
+    }
+    json_decref(errors);
+    rl_call_hold(call);
+    rl_store_messages_list(relay->store, call->principal, session_id, (int)limit, before[0] != '\0' ? before : NULL,
+                           on_history, call);
+    return 0;
+}
+
+/* ---- send ---- */
+
+static void on_sent(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+
+    if (result == RL_E_NOT_FOUND) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "attachments", "code", "invalid_string", "message",
+                                    "Unknown attachment key"),
+                          NULL);
+    } else if (result == RL_E_MESSAGE_NOT_FOUND) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "reply_to", "code", "invalid_string", "message",
+                                    "No such message in this session"),
+                          NULL);
+    } else if (result != 0) {
+        rl_call_fail(call, result, NULL);
+    } else {
+        json_t *message = json_object_get(value, "message");
+        json_t *session = json_object_get(value, "session");
+        /* spec: the user message is announced as message_added, then reaches the bridge as session.message. */
+        rl_relay_publish(relay, call->principal, "message_added", json_incref(message));
+        rl_relay_update_queued(relay, json_string_value(json_object_get(session, "installation_id")),
+                               json_integer_value(json_object_get(value, "update_id")));
+        rl_call_reply(call, json_pack("{s:O, s:O}", "interaction_id", json_object_get(message, "interaction_id"),
+                                      "message_id", json_object_get(message, "message_id")));
+    }
+    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_message_send(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    json_t *attachments = json_object_get(call->body, "attachments");
+    char session_id[72], interaction_id[32], message_id[32];
+    const char *thought_level = body_string(call, "thought_level");
+    rl_message_send_t send;
+    char *attachments_text;
+    int result = param(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    if (body_string(call, "text")[0] == '\0' && json_array_size(attachments) == 0) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "text", "code", "too_small", "message",
+                                    "A message needs text or at least one attachment"),
+                          NULL);
+        return 0;
+    }
+    attachments_text = json_dumps(attachments != NULL ? attachments : json_array(), JSON_COMPACT);
+    if (attachments_text == NULL)
+        return RL_E_INTERNAL;
+    rl_rand_id(interaction_id, sizeof(interaction_id), "int_", ID_CHARS);
+    rl_rand_id(message_id, sizeof(message_id), "msg_", ID_CHARS);
+    send.user_id = call->principal;
+    send.session_id = session_id;
+    send.interaction_id = interaction_id;
+    send.message_id = message_id;
+    send.text = body_string(call, "text");
+    send.attachments = attachments_text;
+    send.reply_to = body_string(call, "reply_to");
+    send.thought_level = thought_level != NULL ? thought_level : "default";
+    send.now = rl_clock_now_ms();
+    rl_call_hold(call);
+    rl_store_message_send(relay->store, &send, on_sent, call);
+    free(attachments_text);
+    return 0;
+}
+
+/* ---- installations ---- */
+
+static void on_installation_patched(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+    } else {
+        json_t *view = rl_installation_view(relay, value);
+        value = NULL;
+        rl_relay_publish(relay, call->principal, "installation_updated",
+                         json_pack("{s:O, s:O}", "installation_id", json_object_get(view, "id"), "installation", view));
+        rl_call_reply(call, json_pack("{s:o}", "installation", view));
+    }
+    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_installation_patch(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    char installation_id[40];
+    rl_installation_patch_t patch;
+    int result = param(call, 0, installation_id, sizeof(installation_id), RL_E_INSTALLATION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    patch.set_name = json_object_get(call->body, "custom_display_name") != NULL;
+    patch.set_emoji = json_object_get(call->body, "custom_emoji") != NULL;
+    patch.name = body_string(call, "custom_display_name");
+    patch.emoji = body_string(call, "custom_emoji");
+    if (!patch.set_name && !patch.set_emoji) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, "nothing to change",
+                          json_pack("[{s:s, s:s, s:s}]", "path", "", "code", "too_small", "message",
+                                    "Give custom_display_name, custom_emoji or both"),
+                          NULL);
+        return 0;
+    }
+    rl_call_hold(call);
+    rl_store_installation_patch(relay->store, call->principal, installation_id, &patch, on_installation_patched,
+                                call);
+    return 0;
+}
+
+static void on_installation_revoked(int result, json_t *value, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+    } else {
+        json_t *view = rl_installation_view(relay, json_incref(json_object_get(value, "installation")));
+        const char *id = json_string_value(json_object_get(view, "id"));
+        if (json_is_true(json_object_get(value, "changed"))) {
+            rl_log_info("installation %s revoked", id);
+            rl_relay_publish(relay, call->principal, "installation_revoked",
+                             json_pack("{s:s, s:O}", "installation_id", id, "installation", view));
+            if (relay->on_installation_revoked != NULL)
+                relay->on_installation_revoked(relay, id);
+        }
+        rl_call_reply(call, json_pack("{s:o}", "installation", view));
+    }
+    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_installation_revoke(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    char installation_id[40];
+    int result = param(call, 0, installation_id, sizeof(installation_id), RL_E_INSTALLATION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    rl_call_hold(call);
+    rl_store_installation_revoke(relay->store, call->principal, installation_id, rl_clock_now_ms(),
+                                 on_installation_revoked, call);
+    return 0;
+}
