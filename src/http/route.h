@@ -28,6 +28,7 @@ typedef struct rl_route {
     const char *bucket;              /* rate-limit bucket name, or NULL */
     const struct rl_schema *body;    /* JSON body schema, or NULL when the body is ignored */
     unsigned flags;                  /* RL_ROUTE_* */
+    size_t max_body;                 /* body limit of this route; 0 = the server's (JSON) limit */
 } rl_route_t;
 
 /* The route takes its body raw (not JSON) and reads it itself. */

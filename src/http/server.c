@@ -14,6 +14,7 @@
 #include "http/validate.h"
 
 #define MAX_LISTENERS 4
+#define RL_HTTP_MMAP_THRESHOLD (4 * 1024 * 1024)
 
 struct rl_http_server {
     const rl_http_config_t *config;
@@ -95,12 +96,43 @@ static void on_guard_dispose(void *p)
     rl_call_release(guard->call);
 }
 
+static size_t route_limit(const rl_http_server_t *server, const rl_route_t *route)
+{
+    return route->max_body != 0 ? route->max_body : server->config->max_body;
+}
+
+void rl__http_server_limit_for(rl_http_server_t *server, const char *method, size_t method_len, const char *path,
+                               size_t path_len)
+{
+    const char *query = memchr(path, '?', path_len);
+    rl_route_param_t params[RL_ROUTE_MAX_PARAMS];
+    const rl_route_t *route = NULL;
+    size_t limit = server->config->max_body;
+
+    if (query != NULL)
+        path_len = (size_t)(query - path);
+    if (rl_route_find(server->config->routes, server->config->nroutes, method, method_len, path, path_len, &route,
+                      params, NULL, 0) == RL_ROUTE_MATCHED)
+        limit = route_limit(server, route);
+    server->globalconf.max_request_entity_size = limit;
+}
+
+void rl_http_server_after_turn(rl_http_server_t *server)
+{
+    server->globalconf.max_request_entity_size = server->config->max_body;
+}
+
 static void run_handler(rl_call_t *call)
 {
     const rl_route_t *route = call->route;
     h2o_req_t *req = call->req;
     int result;
 
+    /* Normally h2o refused it already; this catches bodies that arrived while a larger limit was in force. */
+    if (req->entity.base != NULL && req->entity.len > route_limit(call->server, route)) {
+        rl_call_fail(call, RL_E_PAYLOAD_TOO_LARGE, NULL);
+        return;
+    }
     if (route->body != NULL && (route->flags & RL_ROUTE_RAW_BODY) == 0) {
         json_t *errors = json_array();
         result = rl_validate_body(route->body, req->entity.base, req->entity.len, 1, &call->body, errors);
@@ -290,6 +322,15 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     filter->super.on_setup_ostream = api_error_on_setup_ostream;
     filter->server = server;
 
+    for (size_t i = 0; i < config->nroutes; ++i) {
+        if (config->routes[i].max_body > config->max_body) {
+            /* Large bodies live in file-backed buffers rather than in the heap. */
+            if (h2o_socket_buffer_mmap_settings.threshold > RL_HTTP_MMAP_THRESHOLD)
+                h2o_socket_buffer_mmap_settings.threshold = RL_HTTP_MMAP_THRESHOLD;
+            rl__http_bodylimit_attach(server);
+            break;
+        }
+    }
     h2o_context_init(&server->context, loop, &server->globalconf);
     server->accept_ctx.ctx = &server->context;
     server->accept_ctx.hosts = server->globalconf.hosts;

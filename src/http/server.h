@@ -64,6 +64,17 @@ int rl_http_server_listen(rl_http_server_t *server, const char *hostport, char *
 /* Stops accepting new connections; open ones are left to finish or to be closed with the loop. */
 void rl_http_server_stop_listening(rl_http_server_t *server);
 h2o_context_t *rl_http_server_context(rl_http_server_t *server);
+/*
+ * Call after every turn of the event loop: puts the body limit back to the
+ * JSON default (see bodylimit.c).
+ */
+void rl_http_server_after_turn(rl_http_server_t *server);
+/* Internal (bodylimit.c): sets the body limit for the route that method and path name. */
+void rl__http_server_limit_for(rl_http_server_t *server, const char *method, size_t method_len, const char *path,
+                               size_t path_len);
+void rl__http_bodylimit_attach(rl_http_server_t *server);
+/* 1 once an HTTP/1 head has gone through the per-route limit wrapper. */
+int rl__http_bodylimit_active(void);
 void rl_http_server_free(rl_http_server_t *server);
 
 #endif

@@ -12,7 +12,9 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/rand.h"
+#include "http/query.h"
 #include "http/validate.h"
+#include "relay/attachments.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -316,45 +318,6 @@ int rl_session_cancel(rl_call_t *call)
 
 /* ---- history ---- */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes src into dst (dstsz bytes with the NUL); -1 when malformed or too long. */
-static int url_decode(const char *src, size_t len, char *dst, size_t dstsz)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i < len; ++i) {
-        char c = src[i];
-        if (c == '%') {
-            int hi, lo;
-            if (i + 2 >= len)
-                return -1;
-            hi = hex_value(src[i + 1]);
-            lo = hex_value(src[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            c = (char)(hi << 4 | lo);
-            i += 2;
-        } else if (c == '+') {
-            c = ' ';
-        }
-        if (o + 1 >= dstsz || c == '\0')
-            return -1;
-        dst[o++] = c;
-    }
-    dst[o] = '\0';
-    return 0;
-}
-
 static void on_history(int result, json_t *value, void *arg)
 {
     rl_call_t *call = arg;
@@ -368,6 +331,10 @@ static void on_history(int result, json_t *value, void *arg)
         else
             rl_call_fail(call, result, NULL);
     } else {
+        json_t *message;
+        size_t i;
+        json_array_foreach (json_object_get(value, "messages"), i, message)
+            rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
         rl_call_reply(call, json_incref(value));
     }
     json_decref(value);
@@ -378,7 +345,7 @@ int rl_messages_list(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
     h2o_req_t *req = call->req;
-    char session_id[72], before[72] = "", value[80];
+    char session_id[72], before[72] = "", value[80], *tail;
     json_t *errors = json_array();
     long limit = HISTORY_DEFAULT;
     int result = param(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
@@ -387,38 +354,29 @@ int rl_messages_list(rl_call_t *call)
         json_decref(errors);
         return result;
     }
-    if (req->query_at != SIZE_MAX) {
-        const char *p = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
-        while (p < end) {
-            const char *amp = memchr(p, '&', (size_t)(end - p)), *eq;
-            size_t plen = (size_t)((amp != NULL ? amp : end) - p);
-            eq = memchr(p, '=', plen);
-            if (eq != NULL) {
-                size_t klen = (size_t)(eq - p), vlen = plen - klen - 1;
-                if (klen == 5 && memcmp(p, "limit", 5) == 0) {
-                    char *tail;
-                    if (url_decode(eq + 1, vlen, value, sizeof(value)) != 0 ||
-                        (limit = strtol(value, &tail, 10), value[0] == '\0' || *tail != '\0'))
-                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
-                                                                "invalid_type", "message",
-                                                                "Expected integer, received string"));
-                    else if (limit < 1)
-                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
-                                                                "too_small", "message",
-                                                                "Number must be greater than or equal to 1"));
-                    else if (limit > HISTORY_MAX)
-                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
-                                                                "too_big", "message",
-                                                                "Number must be less than or equal to 100"));
-                } else if (klen == 6 && memcmp(p, "before", 6) == 0) {
-                    if (url_decode(eq + 1, vlen, before, sizeof(before)) != 0 || before[0] == '\0')
-                        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "before", "code",
-                                                                "invalid_string", "message", "Invalid cursor"));
-                }
-            }
-            p += plen + 1;
-        }
+    switch (rl_query_param(req, "limit", value, sizeof(value))) {
+    case 1:
+        break;
+    case 0:
+        limit = strtol(value, &tail, 10);
+        if (value[0] != '\0' && *tail == '\0' && limit >= 1 && limit <= HISTORY_MAX)
+            break;
+        json_array_append_new(errors, value[0] == '\0' || *tail != '\0'
+                                          ? json_pack("{s:s, s:s, s:s}", "path", "limit", "code", "invalid_type",
+                                                      "message", "Expected integer, received string")
+                                          : json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
+                                                      limit < 1 ? "too_small" : "too_big", "message",
+                                                      limit < 1 ? "Number must be greater than or equal to 1"
+                                                                : "Number must be less than or equal to 100"));
+        break;
+    default:
+        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code", "invalid_type", "message",
+                                                "Expected integer, received string"));
     }
+    if (rl_query_param(req, "before", before, sizeof(before)) == -1 || (before[0] == '\0' && req->query_at != SIZE_MAX &&
+                                                                      rl_query_param(req, "before", value, sizeof(value)) == 0))
+        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "before", "code", "invalid_string",
+                                                "message", "Invalid cursor"));
     if (json_array_size(errors) > 0) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, errors, NULL);
         return 0;
@@ -453,6 +411,7 @@ static void on_sent(int result, json_t *value, void *arg)
         json_t *message = json_object_get(value, "message");
         json_t *session = json_object_get(value, "session");
         /* spec: the user message is announced as message_added, then reaches the bridge as session.message. */
+        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
         rl_relay_publish(relay, call->principal, "message_added", json_incref(message));
         rl_relay_update_queued(relay, json_string_value(json_object_get(session, "installation_id")),
                                json_integer_value(json_object_get(value, "update_id")));

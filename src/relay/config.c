@@ -43,6 +43,7 @@ static const struct setting settings[] = {
     DURATION("delete-grace", delete_grace, "24h", "time a deleted session can be restored"),
     DURATION("idempotency-ttl", idempotency_ttl, "24h", "time an idempotency key is remembered"),
     DURATION("request-timeout", request_timeout, "10s", "time a client has to send a request head and body"),
+    DURATION("attachment-url-ttl", attachment_url_ttl, "1h", "lifetime of a signed attachment download URL"),
     COUNT("sse-buffer-events", sse_buffer_events, "256", "events kept per user for stream resume"),
 };
 

@@ -32,6 +32,7 @@ typedef struct rl_config {
     int64_t delete_grace;
     int64_t idempotency_ttl;
     int64_t request_timeout;
+    int64_t attachment_url_ttl;
     int64_t sse_buffer_events;
 } rl_config_t;
 

@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "relay/attachments.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -73,8 +74,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
         return -1;
     }
-    if (rl_store_open(config->data, &relay->store) != 0 || open_keys(relay) != 0)
+    if (rl_store_open(config->data, &relay->store) != 0 || open_keys(relay) != 0 || rl_attachments_open(relay) != 0)
         return -1;
+    h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
     relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
     bus_config.max_events = (size_t)config->sse_buffer_events;

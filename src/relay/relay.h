@@ -46,6 +46,8 @@ typedef struct rl_relay {
     h2o_timeout_t housekeeping_timeout;
     h2o_timeout_entry_t housekeeping;
     rl_bus_t *bus;
+    unsigned char url_key[32];  /* signs attachment download URLs */
+    h2o_timeout_t zero_timeout; /* runs work on the next loop turn */
     h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
     /*
      * Hooks for the bridge channel: an update was queued for an installation,
@@ -94,6 +96,8 @@ int rl_message_send(rl_call_t *call);
 int rl_installation_patch(rl_call_t *call);
 int rl_installation_revoke(rl_call_t *call);
 int rl_stream_open(rl_call_t *call);
+int rl_attachment_upload(rl_call_t *call);
+int rl_attachment_download(rl_call_t *call);
 extern const struct rl_schema rl_session_create_schema, rl_session_rename_schema, rl_session_cancel_schema,
     rl_message_send_schema, rl_installation_patch_schema;
 

@@ -159,6 +159,7 @@ int main(int argc, char **argv)
         /* Work queued by this turn (store completions) must not wait for the next network event. */
         h2o_evloop_run(loop, rl_store_pending(relay.store) ? 0 : INT32_MAX);
         rl_store_flush(relay.store);
+        rl_http_server_after_turn(relay.server);
     }
     rl_log_info("stopping");
     h2o_socket_read_stop(stop_sock);

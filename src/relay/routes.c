@@ -4,6 +4,7 @@
  */
 #include "common/error.h"
 #include "http/validate.h"
+#include "relay/attachments.h"
 #include "relay/relay.h"
 
 static int healthz(rl_call_t *call)
@@ -33,6 +34,10 @@ const rl_route_t rl_relay_routes[] = {
     {"PATCH", "/v1/me/installations/:id", rl_installation_patch, RL_AUTH_USER, "default",
      &rl_installation_patch_schema, 0},
     {"DELETE", "/v1/me/installations/:id", rl_installation_revoke, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/attachments", rl_attachment_upload, RL_AUTH_USER, "default", NULL, RL_ROUTE_RAW_BODY,
+     RL_ATTACHMENT_MAX},
+    /* Signed download links: the signature is the credential. */
+    {"GET", "/v1/files/:key", rl_attachment_download, RL_AUTH_NONE, NULL, NULL, 0},
     /* Bridge REST. */
     {"POST", "/v1/bridge/setManifest", rl_manifest_set, RL_AUTH_BRIDGE, "default", &rl_manifest_schema, 0},
 };

@@ -1,0 +1,64 @@
+#include <string.h>
+
+#include "http/query.h"
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int rl_url_decode(const char *src, size_t len, char *dst, size_t dstsz)
+{
+    size_t i, o = 0;
+
+    for (i = 0; i < len; ++i) {
+        char c = src[i];
+        if (c == '%') {
+            int hi, lo;
+            if (i + 2 >= len)
+                return -1;
+            hi = hex_value(src[i + 1]);
+            lo = hex_value(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = (char)(hi << 4 | lo);
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (o + 1 >= dstsz || c == '\0')
+            return -1;
+        dst[o++] = c;
+    }
+    if (dstsz == 0)
+        return -1;
+    dst[o] = '\0';
+    return 0;
+}
+
+int rl_query_param(const h2o_req_t *req, const char *name, char *out, size_t outsz)
+{
+    size_t name_len = strlen(name);
+    const char *p, *end;
+
+    if (req->query_at == SIZE_MAX)
+        return 1;
+    p = req->path.base + req->query_at + 1;
+    end = req->path.base + req->path.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        size_t len = (size_t)((amp != NULL ? amp : end) - p);
+        if (len > name_len && memcmp(p, name, name_len) == 0 && p[name_len] == '=')
+            return rl_url_decode(p + name_len + 1, len - name_len - 1, out, outsz) == 0 ? 0 : -1;
+        if (len == name_len && memcmp(p, name, name_len) == 0)
+            return rl_url_decode("", 0, out, outsz) == 0 ? 0 : -1;
+        p += len + 1;
+    }
+    return 1;
+}

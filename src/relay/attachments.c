@@ -1,0 +1,333 @@
+/*
+ * Attachments (brief): a raw upload of at most 25 MB, referenced by key, and
+ * a signed, expiring URL that every delivery of a message hydrates.
+ *
+ * An upload's body arrives in h2o's socket buffer, which is file-backed once
+ * it grows past a few megabytes. It is copied into DATA/attachments one
+ * slice per loop turn, so that a large upload never holds the loop for long;
+ * the file is written under a temporary name and renamed once complete.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/rand.h"
+#include "http/query.h"
+#include "relay/attachments.h"
+#include "relay/attachments.h"
+#include "relay/relay.h"
+
+#define SLICE (1024 * 1024)
+#define KEY_CHARS 24
+#define URL_KEY_FILE "url.key"
+#define NAME_MAX_BYTES 255
+#define MIME_MAX_BYTES 255
+#define LINK_REFUSED "no such file, or the link is wrong or has expired"
+
+int rl_attachments_open(rl_relay_t *relay)
+{
+    char path[1200];
+    unsigned char key[32];
+    int fd;
+    ssize_t got;
+
+    snprintf(path, sizeof(path), "%s/attachments", relay->config.data);
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        rl_log_error("cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* The key that signs download URLs: random, made once, never leaves the data folder. */
+    snprintf(path, sizeof(path), "%s/%s", relay->config.data, URL_KEY_FILE);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        rl_rand_bytes(key, sizeof(key));
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 && (write(fd, key, sizeof(key)) != (ssize_t)sizeof(key) || fsync(fd) != 0)) {
+            close(fd);
+            unlink(path);
+            fd = -1;
+        }
+        if (fd >= 0) {
+            close(fd);
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+        }
+    }
+    if (fd < 0) {
+        rl_log_error("cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    got = read(fd, relay->url_key, sizeof(relay->url_key));
+    close(fd);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (got != (ssize_t)sizeof(relay->url_key)) {
+        rl_log_error("%s is damaged: delete it to make a new one (outstanding download links stop working)", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int valid_key(const char *key)
+{
+    size_t i, len = strlen(key);
+
+    if (len != 4 + KEY_CHARS || memcmp(key, "att_", 4) != 0)
+        return 0;
+    for (i = 4; i < len; ++i) {
+        char c = key[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+            return 0;
+    }
+    return 1;
+}
+
+static void sign(const rl_relay_t *relay, const char *key, long long expires, char *out)
+{
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0, i;
+    char message[96];
+    int len = snprintf(message, sizeof(message), "%s.%lld", key, expires);
+
+    HMAC(EVP_sha256(), relay->url_key, sizeof(relay->url_key), (const unsigned char *)message, (size_t)len, mac,
+         &mac_len);
+    for (i = 0; i < 16; ++i)
+        snprintf(out + i * 2, 3, "%02x", mac[i]);
+}
+
+void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
+{
+    long long expires = (long long)((rl_clock_now_ms() + relay->config.attachment_url_ttl) / 1000);
+    json_t *item;
+    size_t i;
+
+    json_array_foreach (attachments, i, item) {
+        const char *key = json_string_value(json_object_get(item, "key"));
+        char signature[33], url[1024];
+        if (key == NULL)
+            continue;
+        sign(relay, key, expires, signature);
+        snprintf(url, sizeof(url), "%s/v1/files/%s?exp=%lld&sig=%s", relay->config.public_url, key, expires,
+                 signature);
+        json_object_set_new(item, "url", json_string(url));
+        json_object_set_new(item, "url_expires_at", json_integer(expires * 1000));
+    }
+}
+
+/* ---- upload ---- */
+
+struct upload {
+    rl_call_t *call;
+    rl_relay_t *relay;
+    h2o_timeout_entry_t step;
+    int fd;
+    size_t written;
+    char key[4 + KEY_CHARS + 1];
+    char mime[MIME_MAX_BYTES + 1];
+    char name[NAME_MAX_BYTES + 1];
+    int has_name;
+    char final_path[1200], part_path[1216];
+};
+
+static void upload_free(struct upload *upload, int keep_file)
+{
+    if (upload->fd >= 0)
+        close(upload->fd);
+    if (!keep_file) {
+        unlink(upload->part_path);
+        unlink(upload->final_path);
+    }
+    rl_call_release(upload->call);
+    free(upload);
+}
+
+static void on_upload_recorded(int result, json_t *value, void *arg)
+{
+    struct upload *upload = arg;
+    rl_call_t *call = upload->call;
+
+    json_decref(value);
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+        upload_free(upload, 0);
+        return;
+    }
+    rl_call_reply(call, json_pack("{s:s, s:s, s:I, s:s?}", "key", upload->key, "mime", upload->mime, "size",
+                                  (json_int_t)upload->written, "name", upload->has_name ? upload->name : NULL));
+    upload_free(upload, 1);
+}
+
+static void upload_step(h2o_timeout_entry_t *entry)
+{
+    struct upload *upload = H2O_STRUCT_FROM_MEMBER(struct upload, step, entry);
+    rl_call_t *call = upload->call;
+    rl_attachment_new_t row;
+    size_t chunk;
+    ssize_t done;
+
+    /* The body belongs to the request: once the client has gone it must not be read. */
+    if (call->req == NULL) {
+        upload_free(upload, 0);
+        return;
+    }
+    chunk = call->req->entity.len - upload->written;
+    if (chunk > SLICE)
+        chunk = SLICE;
+    while (chunk > 0) {
+        done = write(upload->fd, call->req->entity.base + upload->written, chunk);
+        if (done < 0 && errno == EINTR)
+            continue;
+        if (done <= 0) {
+            rl_log_error("writing attachment %s: %s", upload->key, strerror(errno));
+            rl_call_fail(call, RL_E_INTERNAL, "the attachment could not be stored");
+            upload_free(upload, 0);
+            return;
+        }
+        upload->written += (size_t)done;
+        chunk -= (size_t)done;
+    }
+    if (upload->written < call->req->entity.len) {
+        h2o_timeout_link(upload->relay->loop, &upload->relay->zero_timeout, &upload->step);
+        return;
+    }
+    /* Complete: give it its final name, then record it. Durable against a crash of relayd, like the store. */
+    close(upload->fd);
+    upload->fd = -1;
+    if (rename(upload->part_path, upload->final_path) != 0) {
+        rl_call_fail(call, RL_E_INTERNAL, "the attachment could not be stored");
+        upload_free(upload, 0);
+        return;
+    }
+    row.key = upload->key;
+    row.user_id = call->principal;
+    row.mime = upload->mime;
+    row.name = upload->has_name ? upload->name : NULL;
+    row.size = (int64_t)upload->written;
+    row.now = rl_clock_now_ms();
+    rl_store_attachment_insert(upload->relay->store, &row, on_upload_recorded, upload);
+}
+
+static json_t *problem(const char *path, const char *code, const char *message)
+{
+    return json_pack("[{s:s, s:s, s:s}]", "path", path, "code", code, "message", message);
+}
+
+int rl_attachment_upload(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    h2o_req_t *req = call->req;
+    struct upload *upload;
+    ssize_t index = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    int found;
+
+    if (req->entity.base == NULL || req->entity.len == 0) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, "the upload is empty",
+                          problem("", "too_small", "An attachment needs at least one byte"), NULL);
+        return 0;
+    }
+    upload = calloc(1, sizeof(*upload));
+    if (upload == NULL)
+        return RL_E_INTERNAL;
+    upload->fd = -1;
+    if (index >= 0 && req->headers.entries[index].value.len > 0 &&
+        req->headers.entries[index].value.len <= MIME_MAX_BYTES) {
+        memcpy(upload->mime, req->headers.entries[index].value.base, req->headers.entries[index].value.len);
+    } else if (index >= 0) {
+        free(upload);
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          problem("content-type", "too_big", "Content-Type must be 1 to 255 bytes"), NULL);
+        return 0;
+    } else {
+        strcpy(upload->mime, "application/octet-stream");
+    }
+    found = rl_query_param(req, "name", upload->name, sizeof(upload->name));
+    if (found == 0 && upload->name[0] != '\0') {
+        upload->has_name = 1;
+    } else if (found != 1) {
+        free(upload);
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          problem("name", "invalid_string", "name must be 1 to 255 bytes, percent-encoded"), NULL);
+        return 0;
+    }
+    upload->call = call;
+    upload->relay = relay;
+    rl_rand_id(upload->key, sizeof(upload->key), "att_", KEY_CHARS);
+    snprintf(upload->final_path, sizeof(upload->final_path), "%s/attachments/%s", relay->config.data, upload->key);
+    snprintf(upload->part_path, sizeof(upload->part_path), "%s.part", upload->final_path);
+    upload->fd = open(upload->part_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    rl_call_hold(call);
+    if (upload->fd < 0) {
+        rl_log_error("cannot create %s: %s", upload->part_path, strerror(errno));
+        upload_free(upload, 0);
+        return RL_E_INTERNAL;
+    }
+    upload->step.cb = upload_step;
+    upload_step(&upload->step);
+    return 0;
+}
+
+/* ---- download ---- */
+
+static void on_file_meta(int result, json_t *row, void *arg)
+{
+    rl_call_t *call = arg;
+    rl_relay_t *relay = call->app;
+    char path[1200];
+
+    if (result != 0 || !rl_call_alive(call)) {
+        rl_call_fail(call, result == 0 ? RL_E_INTERNAL : RL_E_NOT_FOUND, LINK_REFUSED);
+    } else {
+        h2o_req_t *req = call->req;
+        const char *mime = json_string_value(json_object_get(row, "mime"));
+        snprintf(path, sizeof(path), "%s/attachments/%s", relay->config.data,
+                 json_string_value(json_object_get(row, "key")));
+        call->responded = 1;
+        call->status = 200;
+        rl__call_common_headers(call);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("private, max-age=3600"));
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"), 0, NULL,
+                              H2O_STRLIT("nosniff"));
+        rl__call_log(call);
+        if (h2o_file_send(req, 200, "OK", path, h2o_strdup(&req->pool, mime, SIZE_MAX), 0) != 0) {
+            call->responded = 0;
+            rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);
+        }
+    }
+    json_decref(row);
+    rl_call_release(call);
+}
+
+int rl_attachment_download(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    char key[64], exp_text[24], signature[40], expected[33];
+    long long expires;
+    char *tail;
+
+    if (rl_call_param(call, 0, key, sizeof(key)) != 0 || !valid_key(key) ||
+        rl_query_param(call->req, "exp", exp_text, sizeof(exp_text)) != 0 ||
+        rl_query_param(call->req, "sig", signature, sizeof(signature)) != 0) {
+        rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);
+        return 0;
+    }
+    expires = strtoll(exp_text, &tail, 10);
+    sign(relay, key, expires, expected);
+    /* A wrong signature and an expired link look the same from outside. */
+    if (*tail != '\0' || strlen(signature) != 32 || CRYPTO_memcmp(signature, expected, 32) != 0 ||
+        expires * 1000 < rl_clock_now_ms()) {
+        rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);
+        return 0;
+    }
+    rl_call_hold(call);
+    rl_store_attachment_get(relay->store, key, on_file_meta, call);
+    return 0;
+}

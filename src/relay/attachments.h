@@ -1,0 +1,22 @@
+/* Attachments: upload, signed download URLs, hydration. Loop thread only. */
+#ifndef RL_RELAY_ATTACHMENTS_H
+#define RL_RELAY_ATTACHMENTS_H
+
+#include <jansson.h>
+
+#include "http/call.h"
+
+struct rl_relay;
+
+#define RL_ATTACHMENT_MAX (25 * 1024 * 1024)
+
+/* Creates DATA/attachments and loads (or makes) the URL signing key. Startup; 0 or -1. */
+int rl_attachments_open(struct rl_relay *relay);
+/* Adds "url" and "url_expires_at" to every {key, ...} item of an attachments array, in place. */
+void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
+/* POST /v1/me/attachments: the raw body is the file, Content-Type its mime, ?name= its name. */
+int rl_attachment_upload(rl_call_t *call);
+/* GET /v1/files/:key?exp=&sig=: the file, while the signed link is valid. */
+int rl_attachment_download(rl_call_t *call);
+
+#endif
