@@ -679,7 +679,7 @@ static void check_references(loader_t *loader)
             for (i = 0; i < rl_catalog_nlinks; ++i) {
                 const rl_catalog_link_t *link = &rl_catalog_links[i];
                 json_t *value = json_object_get(entity, link->field), *item;
-                if (link->from != type || value == NULL)
+                if ((int)link->from != type || value == NULL)
                     continue;
                 if (!link->many) {
                     check_reference(loader, origin, slug, link->field, link->to, json_string_value(value));
@@ -687,8 +687,18 @@ static void check_references(loader_t *loader)
                 }
                 json_array_foreach(value, j, item) {
                     char field[120];
+                    size_t k;
                     snprintf(field, sizeof(field), "%s.%zu", link->field, j);
                     check_reference(loader, origin, slug, field, link->to, json_string_value(item));
+                    for (k = 0; k < j; ++k) {
+                        char path[300];
+                        if (!json_equal(json_array_get(value, k), item))
+                            continue;
+                        snprintf(path, sizeof(path), "%s.%s", json_string_value(json_object_get(origin, "field")),
+                                 field);
+                        problem(loader, json_string_value(json_object_get(origin, "file")), path, slug,
+                                "'%s' is listed twice", json_string_value(item));
+                    }
                 }
             }
             check_source(loader, origin, slug, entity);

@@ -22,10 +22,14 @@
     X(INSTALLATION_NOT_FOUND, 404, "installation_not_found", "the installation does not exist")              \
     X(APPROVAL_NOT_FOUND, 404, "approval_not_found", "the approval does not exist")                          \
     X(MESSAGE_NOT_FOUND, 404, "message_not_found", "the message does not exist")                             \
+    X(TASK_NOT_FOUND, 404, "task_not_found", "the task does not exist")                                      \
     X(PAIRING_NOT_FOUND, 404, "pairing_not_found", "no pending pairing matches this code or poll token")     \
     X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")               \
     X(IDEMPOTENCY_CONFLICT, 409, "idempotency_conflict",                                                     \
       "this idempotency key was already used with a different body")                                        \
+    X(MESSAGE_FINALIZED, 409, "message_finalized", "the message is already finalised")                       \
+    X(TASK_FINISHED, 409, "task_finished", "the task has already ended")                                      \
+    X(APPROVAL_EXPIRED, 410, "approval_expired", "the approval expired before a decision")                   \
     X(INSTALLATION_GONE, 410, "installation_revoked", "the installation was revoked")                        \
     X(SESSION_DELETED, 410, "session_deleted", "the session was deleted")                                    \
     X(INTERACTION_EXPIRED, 410, "interaction_expired", "the follow-up window of this interaction has closed") \

@@ -48,6 +48,7 @@ typedef struct rl_call {
     /* Filled by the application's authenticate hook. */
     int principal_kind;
     char principal[RL_PRINCIPAL_MAX + 1];
+    char owner[RL_PRINCIPAL_MAX + 1]; /* for an installation: the user it belongs to */
 
     char request_id[RL_REQUEST_ID_MAX + 1];
     char trace_id[33];

@@ -208,7 +208,7 @@ static void upload_step(h2o_timeout_entry_t *entry)
         return;
     }
     row.key = upload->key;
-    row.user_id = call->principal;
+    row.user_id = call->owner;
     row.mime = upload->mime;
     row.name = upload->has_name ? upload->name : NULL;
     row.size = (int64_t)upload->written;
@@ -223,12 +223,18 @@ static json_t *problem(const char *path, const char *code, const char *message)
 
 int rl_attachment_upload(rl_call_t *call)
 {
+    return rl_attachment_upload_for(call, call->principal);
+}
+
+int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
+{
     rl_relay_t *relay = call->app;
     h2o_req_t *req = call->req;
     struct upload *upload;
     ssize_t index = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
     int found;
 
+    snprintf(call->owner, sizeof(call->owner), "%s", user_id);
     if (req->entity.base == NULL || req->entity.len == 0) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, "the upload is empty",
                           problem("", "too_small", "An attachment needs at least one byte"), NULL);

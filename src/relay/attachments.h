@@ -16,6 +16,8 @@ int rl_attachments_open(struct rl_relay *relay);
 void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
 /* POST /v1/me/attachments: the raw body is the file, Content-Type its mime, ?name= its name. */
 int rl_attachment_upload(rl_call_t *call);
+/* The same upload on behalf of user_id (a bridge uploads for its installation's user). */
+int rl_attachment_upload_for(rl_call_t *call, const char *user_id);
 /* GET /v1/files/:key?exp=&sig=: the file, while the signed link is valid. */
 int rl_attachment_download(rl_call_t *call);
 

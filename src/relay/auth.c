@@ -93,6 +93,7 @@ static void on_installation(int result, json_t *row, void *arg)
             err = 0;
             call->principal_kind = RL_PRINCIPAL_INSTALLATION;
             snprintf(call->principal, sizeof(call->principal), "%s", lookup->token.installation_id);
+            snprintf(call->owner, sizeof(call->owner), "%s", json_string_value(json_object_get(row, "user_id")));
         }
     } else if (result != RL_E_INSTALLATION_NOT_FOUND) {
         err = result;

@@ -15,6 +15,7 @@
 #include "http/query.h"
 #include "http/validate.h"
 #include "relay/attachments.h"
+#include "relay/bridge_ws.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -86,7 +87,7 @@ json_t *rl_installation_view(rl_relay_t *relay, json_t *row)
                              json_object_get(row, "custom_emoji"), "connector_type",
                              json_object_get(row, "connector_type"), "host_label", json_object_get(row, "host_label"),
                              "state", json_object_get(row, "state"), "created_at", json_object_get(row, "created_at"),
-                             "health", "offline");
+                             "health", rl_bridge_health(relay, json_string_value(json_object_get(row, "id"))));
 
     json_decref(row);
     return view;
@@ -422,18 +423,69 @@ static void on_sent(int result, json_t *value, void *arg)
     rl_call_release(call);
 }
 
+struct send {
+    rl_call_t *call;
+    char session_id[72];
+};
+
+static void store_message(struct send *send)
+{
+    rl_call_t *call = send->call;
+    rl_relay_t *relay = call->app;
+    json_t *attachments = json_object_get(call->body, "attachments");
+    const char *thought_level = body_string(call, "thought_level");
+    char interaction_id[32], message_id[32];
+    rl_message_send_t message;
+    char *attachments_text = json_dumps(attachments != NULL ? attachments : json_array(), JSON_COMPACT);
+
+    if (attachments_text == NULL) {
+        rl_call_fail(call, RL_E_INTERNAL, NULL);
+        rl_call_release(call);
+        return;
+    }
+    rl_rand_id(interaction_id, sizeof(interaction_id), "int_", ID_CHARS);
+    rl_rand_id(message_id, sizeof(message_id), "msg_", ID_CHARS);
+    message.user_id = call->principal;
+    message.session_id = send->session_id;
+    message.interaction_id = interaction_id;
+    message.message_id = message_id;
+    message.text = body_string(call, "text");
+    message.attachments = attachments_text;
+    message.reply_to = body_string(call, "reply_to");
+    message.thought_level = thought_level != NULL ? thought_level : "default";
+    message.now = rl_clock_now_ms();
+    rl_store_message_send(relay->store, &message, on_sent, call);
+    free(attachments_text);
+}
+
+static void on_send_target(int result, json_t *session, void *arg)
+{
+    struct send *send = arg;
+    rl_call_t *call = send->call;
+    rl_relay_t *relay = call->app;
+    const char *installation_id = json_string_value(json_object_get(session, "installation_id"));
+
+    if (result != 0) {
+        rl_call_fail(call, result, NULL);
+        rl_call_release(call);
+    } else if (installation_id != NULL && strcmp(rl_bridge_health(relay, installation_id), "degraded") == 0) {
+        /* brief: an offline agent gets the message queued; a degraded one is refused until it answers again. */
+        call->rate.retry_after_ms = relay->config.ws_pong_timeout;
+        rl_call_fail(call, RL_E_AGENT_DEGRADED, NULL);
+        rl_call_release(call);
+    } else {
+        store_message(send);
+    }
+    json_decref(session);
+    free(send);
+}
+
 int rl_message_send(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
     json_t *attachments = json_object_get(call->body, "attachments");
-    char session_id[72], interaction_id[32], message_id[32];
-    const char *thought_level = body_string(call, "thought_level");
-    rl_message_send_t send;
-    char *attachments_text;
-    int result = param(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+    struct send *send;
 
-    if (result != 0)
-        return result;
     if (body_string(call, "text")[0] == '\0' && json_array_size(attachments) == 0) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           json_pack("[{s:s, s:s, s:s}]", "path", "text", "code", "too_small", "message",
@@ -441,23 +493,16 @@ int rl_message_send(rl_call_t *call)
                           NULL);
         return 0;
     }
-    attachments_text = json_dumps(attachments != NULL ? attachments : json_array(), JSON_COMPACT);
-    if (attachments_text == NULL)
+    send = calloc(1, sizeof(*send));
+    if (send == NULL)
         return RL_E_INTERNAL;
-    rl_rand_id(interaction_id, sizeof(interaction_id), "int_", ID_CHARS);
-    rl_rand_id(message_id, sizeof(message_id), "msg_", ID_CHARS);
-    send.user_id = call->principal;
-    send.session_id = session_id;
-    send.interaction_id = interaction_id;
-    send.message_id = message_id;
-    send.text = body_string(call, "text");
-    send.attachments = attachments_text;
-    send.reply_to = body_string(call, "reply_to");
-    send.thought_level = thought_level != NULL ? thought_level : "default";
-    send.now = rl_clock_now_ms();
+    send->call = call;
+    if (param(call, 0, send->session_id, sizeof(send->session_id), RL_E_SESSION_NOT_FOUND) != 0) {
+        free(send);
+        return RL_E_SESSION_NOT_FOUND;
+    }
     rl_call_hold(call);
-    rl_store_message_send(relay->store, &send, on_sent, call);
-    free(attachments_text);
+    rl_store_session_get(relay->store, call->principal, send->session_id, on_send_target, send);
     return 0;
 }
 

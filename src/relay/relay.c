@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "relay/attachments.h"
+#include "relay/bridge_ws.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -29,6 +30,8 @@ static void on_housekeeping(h2o_timeout_entry_t *entry)
 
     rl_ratelimit_sweep(relay->limiter, now);
     rl_bus_sweep(relay->bus, now);
+    rl_store_purge_bridge(relay->store, now, relay->config.idempotency_ttl, relay->config.replay_window, on_purged,
+                          relay);
     rl_store_purge(relay->store, now, relay->config.delete_grace, on_purged, relay);
     h2o_timeout_link(relay->loop, &relay->housekeeping_timeout, &relay->housekeeping);
 }
@@ -86,6 +89,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (relay->limiter == NULL || relay->known_users == NULL || relay->bus == NULL)
         return -1;
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
+    if (rl_bridge_ws_init(relay) != 0)
+        return -1;
+    rl_approvals_start(relay);
 
     relay->http.routes = rl_relay_routes;
     relay->http.nroutes = rl_relay_nroutes;
@@ -112,6 +118,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 
 void rl_relay_stop(rl_relay_t *relay)
 {
+    if (relay->loop != NULL)
+        rl_approvals_stop(relay);
+    rl_bridge_ws_dispose(relay);
     if (relay->server != NULL)
         rl_http_server_stop_listening(relay->server);
     if (h2o_timeout_is_linked(&relay->housekeeping))

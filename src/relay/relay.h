@@ -55,6 +55,11 @@ typedef struct rl_relay {
      */
     void (*on_update_queued)(struct rl_relay *relay, const char *installation_id, int64_t update_id);
     void (*on_installation_revoked)(struct rl_relay *relay, const char *installation_id);
+    rl_strmap_t *bridge_sockets; /* installation id -> its socket (relay/bridge_ws.c) */
+    h2o_timeout_t ping_timeout, pong_timeout;
+    h2o_timeout_t approval_timeout; /* the expiry sweep's period (relay/approvals.c) */
+    h2o_timeout_entry_t approvals_sweep;
+    int approvals_sweeping;
 } rl_relay_t;
 
 extern const rl_route_t rl_relay_routes[];
@@ -100,6 +105,26 @@ int rl_attachment_upload(rl_call_t *call);
 int rl_attachment_download(rl_call_t *call);
 extern const struct rl_schema rl_session_create_schema, rl_session_rename_schema, rl_session_cancel_schema,
     rl_message_send_schema, rl_installation_patch_schema;
+
+/* Bridge handlers (relay/bridge.c, relay/bridge_ws.c) and approvals (relay/approvals.c). */
+int rl_bridge_send_message(rl_call_t *call);
+int rl_bridge_send_delta(rl_call_t *call);
+int rl_bridge_send_end(rl_call_t *call);
+int rl_bridge_create_task(rl_call_t *call);
+int rl_bridge_update_task(rl_call_t *call);
+int rl_bridge_finish_task(rl_call_t *call);
+int rl_bridge_request_approval(rl_call_t *call);
+int rl_bridge_upload(rl_call_t *call);
+int rl_approval_decide(rl_call_t *call);
+int rl_snapshot_get(rl_call_t *call);
+extern const struct rl_schema rl_send_message_schema, rl_send_delta_schema, rl_send_end_schema,
+    rl_create_task_schema, rl_update_task_schema, rl_finish_task_schema, rl_request_approval_schema,
+    rl_approval_decide_schema;
+/* An approval as the stream and the snapshot show it (new reference). */
+json_t *rl_approval_view(json_t *approval);
+/* Starts and stops the expiry sweep. */
+void rl_approvals_start(rl_relay_t *relay);
+void rl_approvals_stop(rl_relay_t *relay);
 
 /* The installation as clients see it (no token hash), with its agent health. Steals row. */
 json_t *rl_installation_view(rl_relay_t *relay, json_t *row);

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "http/validate.h"
 #include "relay/attachments.h"
+#include "relay/bridge_ws.h"
 #include "relay/relay.h"
 
 static int healthz(rl_call_t *call)
@@ -34,12 +35,25 @@ const rl_route_t rl_relay_routes[] = {
     {"PATCH", "/v1/me/installations/:id", rl_installation_patch, RL_AUTH_USER, "default",
      &rl_installation_patch_schema, 0},
     {"DELETE", "/v1/me/installations/:id", rl_installation_revoke, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/approvals/:id", rl_approval_decide, RL_AUTH_USER, "default", &rl_approval_decide_schema, 0},
+    {"GET", "/v1/me/snapshot", rl_snapshot_get, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/attachments", rl_attachment_upload, RL_AUTH_USER, "default", NULL, RL_ROUTE_RAW_BODY,
      RL_ATTACHMENT_MAX},
     /* Signed download links: the signature is the credential. */
     {"GET", "/v1/files/:key", rl_attachment_download, RL_AUTH_NONE, NULL, NULL, 0},
     /* Bridge REST. */
+    {"GET", "/v1/bridge/ws", rl_bridge_ws_open, RL_AUTH_BRIDGE_UPGRADE, "default", NULL, 0},
     {"POST", "/v1/bridge/setManifest", rl_manifest_set, RL_AUTH_BRIDGE, "default", &rl_manifest_schema, 0},
+    {"POST", "/v1/bridge/sendMessage", rl_bridge_send_message, RL_AUTH_BRIDGE, "msg", &rl_send_message_schema, 0},
+    {"POST", "/v1/bridge/sendMessageDelta", rl_bridge_send_delta, RL_AUTH_BRIDGE, "delta", &rl_send_delta_schema, 0},
+    {"POST", "/v1/bridge/sendMessageEnd", rl_bridge_send_end, RL_AUTH_BRIDGE, "msg", &rl_send_end_schema, 0},
+    {"POST", "/v1/bridge/createTask", rl_bridge_create_task, RL_AUTH_BRIDGE, "task", &rl_create_task_schema, 0},
+    {"POST", "/v1/bridge/updateTask", rl_bridge_update_task, RL_AUTH_BRIDGE, "task", &rl_update_task_schema, 0},
+    {"POST", "/v1/bridge/finishTask", rl_bridge_finish_task, RL_AUTH_BRIDGE, "task", &rl_finish_task_schema, 0},
+    {"POST", "/v1/bridge/requestApproval", rl_bridge_request_approval, RL_AUTH_BRIDGE, "approval",
+     &rl_request_approval_schema, 0},
+    {"POST", "/v1/bridge/uploadAttachment", rl_bridge_upload, RL_AUTH_BRIDGE, "default", NULL, RL_ROUTE_RAW_BODY,
+     RL_ATTACHMENT_MAX},
 };
 
 const size_t rl_relay_nroutes = sizeof(rl_relay_routes) / sizeof(rl_relay_routes[0]);

@@ -75,6 +75,30 @@ typedef struct rl_attachment_new {
     int64_t now;
 } rl_attachment_new_t;
 
+/*
+ * Idempotency of one bridge write (spec "Limits"): a key is unique per
+ * (owner, scope) for the idempotency TTL. The same key with the same body
+ * gives back the stored response with "idempotent": true; with another body
+ * the write fails with RL_E_IDEMPOTENCY_CONFLICT. key NULL: no idempotency.
+ */
+typedef struct rl_idempotency {
+    const char *owner;     /* the installation */
+    const char *scope;     /* e.g. "sendMessage:ses_..." */
+    const char *key;
+    const char *body_hash; /* hex SHA-256 of the canonical body */
+} rl_idempotency_t;
+
+/* Where a bridge write lands, checked against the installation and the follow-up window. */
+typedef struct rl_bridge_target {
+    const char *installation_id;
+    const char *session_id;
+    const char *interaction_id; /* NULL when the route allows none */
+    int64_t now;
+    int64_t followup_ms;
+} rl_bridge_target_t;
+
+typedef enum rl_task_step { RL_TASK_CREATE, RL_TASK_UPDATE, RL_TASK_FINISH } rl_task_step_t;
+
 struct rl_store_ops {
     const char *name;
     void (*close)(rl_store_t *store);
@@ -105,6 +129,26 @@ struct rl_store_ops {
     void (*message_send)(rl_store_t *store, const rl_message_send_t *send, rl_store_cb cb, void *arg);
     void (*attachment_insert)(rl_store_t *store, const rl_attachment_new_t *attachment, rl_store_cb cb, void *arg);
     void (*attachment_get)(rl_store_t *store, const char *key, rl_store_cb cb, void *arg);
+    void (*session_get)(rl_store_t *store, const char *user_id, const char *session_id, rl_store_cb cb, void *arg);
+    void (*message_open)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
+                         const char *message_id, const char *user_id, json_t *body, rl_store_cb cb, void *arg);
+    void (*message_delta)(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
+                          const char *message_id, const char *delta, int64_t now, rl_store_cb cb, void *arg);
+    void (*message_end)(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
+                        const char *message_id, json_t *body, int64_t now, rl_store_cb cb, void *arg);
+    void (*task_step)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
+                      rl_task_step_t step, json_t *body, rl_store_cb cb, void *arg);
+    void (*approval_request)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
+                             json_t *body, int64_t expires_at, rl_store_cb cb, void *arg);
+    void (*approval_decide)(rl_store_t *store, const char *user_id, const char *approval_id, const char *decision,
+                            const char *scope, const char *scope_value, int64_t now, rl_store_cb cb, void *arg);
+    void (*approval_expire)(rl_store_t *store, const char *approval_id, int64_t now, rl_store_cb cb, void *arg);
+    void (*approvals_pending)(rl_store_t *store, const char *user_id, int64_t due_before, rl_store_cb cb, void *arg);
+    void (*updates_list)(rl_store_t *store, const char *installation_id, int64_t after_id, int64_t since_ms,
+                         int limit, rl_store_cb cb, void *arg);
+    void (*updates_ack)(rl_store_t *store, const char *installation_id, int64_t up_to, rl_store_cb cb, void *arg);
+    void (*purge_bridge)(rl_store_t *store, int64_t now, int64_t idempotency_ttl, int64_t replay_window,
+                         rl_store_cb cb, void *arg);
 };
 
 struct rl_store {
@@ -262,6 +306,12 @@ static inline void rl_store_message_send(rl_store_t *store, const rl_message_sen
 {
     store->ops->message_send(store, send, cb, arg);
 }
+/* The user's session, deleted or not; RL_E_SESSION_NOT_FOUND. */
+static inline void rl_store_session_get(rl_store_t *store, const char *user_id, const char *session_id, rl_store_cb cb,
+                                        void *arg)
+{
+    store->ops->session_get(store, user_id, session_id, cb, arg);
+}
 /* Records an uploaded attachment; value NULL. */
 static inline void rl_store_attachment_insert(rl_store_t *store, const rl_attachment_new_t *attachment,
                                               rl_store_cb cb, void *arg)
@@ -272,6 +322,103 @@ static inline void rl_store_attachment_insert(rl_store_t *store, const rl_attach
 static inline void rl_store_attachment_get(rl_store_t *store, const char *key, rl_store_cb cb, void *arg)
 {
     store->ops->attachment_get(store, key, cb, arg);
+}
+
+/*
+ * The bridge's writes. Each one checks its target (session of this
+ * installation, not deleted; interaction of that session, inside the
+ * follow-up window), applies the idempotency rule, and on success answers
+ * {"response": {...}, "idempotent": bool, "user_id": owner, ...} plus what
+ * the caller needs to publish. A replay carries only response and
+ * idempotent. Errors: RL_E_SESSION_NOT_FOUND, RL_E_SESSION_DELETED,
+ * RL_E_INTERACTION_NOT_FOUND, RL_E_INTERACTION_EXPIRED,
+ * RL_E_MESSAGE_NOT_FOUND, RL_E_IDEMPOTENCY_CONFLICT and those listed below.
+ */
+/* Opens an agent message (placeholder " " when text is empty); adds "message". */
+static inline void rl_store_message_open(rl_store_t *store, const rl_idempotency_t *idem,
+                                         const rl_bridge_target_t *target, const char *message_id,
+                                         const char *user_id, json_t *body, rl_store_cb cb, void *arg)
+{
+    store->ops->message_open(store, idem, target, message_id, user_id, body, cb, arg);
+}
+/* Appends a delta to an open message; adds "message" (id, session, interaction). RL_E_MESSAGE_FINALIZED. */
+static inline void rl_store_message_delta(rl_store_t *store, const rl_idempotency_t *idem,
+                                          const char *installation_id, const char *message_id, const char *delta,
+                                          int64_t now, rl_store_cb cb, void *arg)
+{
+    store->ops->message_delta(store, idem, installation_id, message_id, delta, now, cb, arg);
+}
+/* Finalises a message with its canonical text and usage; adds "message". RL_E_MESSAGE_FINALIZED. */
+static inline void rl_store_message_end(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
+                                        const char *message_id, json_t *body, int64_t now, rl_store_cb cb, void *arg)
+{
+    store->ops->message_end(store, idem, installation_id, message_id, body, now, cb, arg);
+}
+/*
+ * One step of a task's lifecycle; adds "task". RL_E_TASK_NOT_FOUND (update or
+ * finish of an unknown task), RL_E_TASK_FINISHED (after its end),
+ * RL_E_TOOL_NOT_DECLARED (a name missing from the manifest).
+ */
+static inline void rl_store_task_step(rl_store_t *store, const rl_idempotency_t *idem,
+                                      const rl_bridge_target_t *target, rl_task_step_t step, json_t *body,
+                                      rl_store_cb cb, void *arg)
+{
+    store->ops->task_step(store, idem, target, step, body, cb, arg);
+}
+/*
+ * Records an approval request; adds "approval". When an approve_always grant
+ * matches, the approval is resolved at once: adds "auto_resolved": true and
+ * the queued "update_id" of approval.resolved.
+ */
+static inline void rl_store_approval_request(rl_store_t *store, const rl_idempotency_t *idem,
+                                             const rl_bridge_target_t *target, json_t *body, int64_t expires_at,
+                                             rl_store_cb cb, void *arg)
+{
+    store->ops->approval_request(store, idem, target, body, expires_at, cb, arg);
+}
+/*
+ * The user's decision on a pending approval; value {"approval", "changed",
+ * "update_id"?}. The first decision wins: a later one answers the stored
+ * approval with changed false. RL_E_APPROVAL_NOT_FOUND, RL_E_APPROVAL_EXPIRED.
+ */
+static inline void rl_store_approval_decide(rl_store_t *store, const char *user_id, const char *approval_id,
+                                            const char *decision, const char *scope, const char *scope_value,
+                                            int64_t now, rl_store_cb cb, void *arg)
+{
+    store->ops->approval_decide(store, user_id, approval_id, decision, scope, scope_value, now, cb, arg);
+}
+/* Expires a pending approval that is due; value {"approval", "changed", "update_id"?, "user_id"}. */
+static inline void rl_store_approval_expire(rl_store_t *store, const char *approval_id, int64_t now, rl_store_cb cb,
+                                            void *arg)
+{
+    store->ops->approval_expire(store, approval_id, now, cb, arg);
+}
+/*
+ * Pending approvals, oldest first: the user's (user_id set), or everyone's
+ * that are due before due_before (user_id NULL). value {"approvals": [...]}.
+ */
+static inline void rl_store_approvals_pending(rl_store_t *store, const char *user_id, int64_t due_before,
+                                              rl_store_cb cb, void *arg)
+{
+    store->ops->approvals_pending(store, user_id, due_before, cb, arg);
+}
+/* Unacknowledged updates after after_id created since since_ms, in order; value {"updates": [...]}. */
+static inline void rl_store_updates_list(rl_store_t *store, const char *installation_id, int64_t after_id,
+                                         int64_t since_ms, int limit, rl_store_cb cb, void *arg)
+{
+    store->ops->updates_list(store, installation_id, after_id, since_ms, limit, cb, arg);
+}
+/* Drops the installation's updates up to and including up_to; value NULL. */
+static inline void rl_store_updates_ack(rl_store_t *store, const char *installation_id, int64_t up_to,
+                                        rl_store_cb cb, void *arg)
+{
+    store->ops->updates_ack(store, installation_id, up_to, cb, arg);
+}
+/* Drops idempotency records past their TTL, updates past the replay window and old tasks; value NULL. */
+static inline void rl_store_purge_bridge(rl_store_t *store, int64_t now, int64_t idempotency_ttl,
+                                         int64_t replay_window, rl_store_cb cb, void *arg)
+{
+    store->ops->purge_bridge(store, now, idempotency_ttl, replay_window, cb, arg);
 }
 
 #endif

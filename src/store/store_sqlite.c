@@ -160,6 +160,28 @@ static const char *const migrations[] = {
     "  created_at INTEGER NOT NULL);"
     "CREATE INDEX sessions_deleted ON sessions(deleted_at) WHERE deleted_at IS NOT NULL;"
     "CREATE INDEX updates_created ON updates(created_at);",
+    /* 3: streamed messages as append-only deltas, task state, approval owners. */
+    "ALTER TABLE messages ADD COLUMN placeholder INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE message_deltas ("
+    "  message_id TEXT NOT NULL,"
+    "  seq INTEGER NOT NULL,"
+    "  delta TEXT NOT NULL,"
+    "  PRIMARY KEY (message_id, seq));"
+    "CREATE TABLE tasks ("
+    "  installation_id TEXT NOT NULL,"
+    "  task_id TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL,"
+    "  interaction_id TEXT NOT NULL,"
+    "  kind TEXT,"
+    "  name TEXT,"
+    "  status TEXT NOT NULL,"
+    "  status_label TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (installation_id, task_id));"
+    "ALTER TABLE approvals ADD COLUMN user_id TEXT;"
+    "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
+    "CREATE INDEX idempotency_created ON idempotency(created_at);",
 };
 
 static int exec_sql(sqlite3 *db, const char *sql)
@@ -967,14 +989,68 @@ out:
 }
 
 static const char message_columns[] = "id, session_id, interaction_id, role, text, attachments, reply_to, usage,"
-                                      " finish_reason, state, created_at, finalized_at";
+                                      " finish_reason, state, created_at, finalized_at, placeholder";
 
-/* A message row as the API shows it: JSON columns decoded, the id under message_id. */
-static json_t *message_object(sqlite3_stmt *stmt)
+/*
+ * The text of an open message: its deltas in order, after the opening text
+ * unless that was the placeholder (which the first delta replaces).
+ */
+static int streamed_text(struct sqlite_store *store, const char *message_id, const char *opening, int placeholder,
+                         json_t **out)
 {
-    json_t *row = row_object(stmt), *decoded;
+    static const char sql[] = "SELECT delta FROM message_deltas WHERE message_id = ? ORDER BY seq";
+    sqlite3_stmt *stmt = prepare(store, sql);
+    size_t len = placeholder ? 0 : strlen(opening), cap = len + 256;
+    char *text = malloc(cap);
+    int rc, any = 0;
+
+    if (stmt == NULL || text == NULL) {
+        free(text);
+        return RL_E_INTERNAL;
+    }
+    memcpy(text, opening, len);
+    bind_text(stmt, 1, message_id);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        size_t n = (size_t)sqlite3_column_bytes(stmt, 0);
+        if (len + n + 1 > cap) {
+            char *grown;
+            cap = (len + n + 1) * 2;
+            grown = realloc(text, cap);
+            if (grown == NULL) {
+                sqlite3_reset(stmt);
+                free(text);
+                return RL_E_INTERNAL;
+            }
+            text = grown;
+        }
+        memcpy(text + len, sqlite3_column_text(stmt, 0), n);
+        len += n;
+        any = 1;
+    }
+    sqlite3_reset(stmt);
+    if (!any && placeholder) {
+        text[0] = ' ';
+        len = 1;
+    }
+    *out = json_stringn(text, len);
+    free(text);
+    return rc == SQLITE_DONE && *out != NULL ? 0 : RL_E_INTERNAL;
+}
+
+/* A message row as the API shows it: JSON columns decoded, the id under message_id, streamed text joined. */
+static json_t *message_object(struct sqlite_store *store, sqlite3_stmt *stmt)
+{
+    json_t *row = row_object(stmt), *decoded, *text = NULL;
     const char *keys[] = {"attachments", "usage"};
+    const char *state = json_string_value(json_object_get(row, "state"));
     size_t i;
+
+    if (state != NULL && strcmp(state, "streaming") == 0 &&
+        streamed_text(store, json_string_value(json_object_get(row, "id")),
+                      json_string_value(json_object_get(row, "text")),
+                      (int)json_integer_value(json_object_get(row, "placeholder")), &text) == 0)
+        json_object_set_new(row, "text", text);
+    json_object_del(row, "placeholder");
 
     json_object_set(row, "message_id", json_object_get(row, "id"));
     json_object_del(row, "id");
@@ -1032,7 +1108,7 @@ static void sqlite_messages_list(rl_store_t *super, const char *user_id, const c
     while (sqlite3_step(stmt) == SQLITE_ROW) {
         if (++count > limit)
             break;
-        json_array_append_new(messages, message_object(stmt));
+        json_array_append_new(messages, message_object(store, stmt));
     }
     sqlite3_reset(stmt);
     result = 0;
@@ -1047,7 +1123,7 @@ out:
 
 static int select_message(struct sqlite_store *store, const char *message_id, json_t **out)
 {
-    static char sql[160];
+    static char sql[256];
     sqlite3_stmt *stmt;
     int rc;
 
@@ -1058,7 +1134,7 @@ static int select_message(struct sqlite_store *store, const char *message_id, js
     bind_text(stmt, 1, message_id);
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW)
-        *out = message_object(stmt);
+        *out = message_object(store, stmt);
     sqlite3_reset(stmt);
     if (rc == SQLITE_ROW)
         return 0;
@@ -1188,6 +1264,16 @@ out:
     complete(store, cb, arg, result, result == 0 ? value : NULL, 1);
 }
 
+static void sqlite_session_get(rl_store_t *super, const char *user_id, const char *session_id, rl_store_cb cb,
+                               void *arg)
+{
+    struct sqlite_store *store = (void *)super;
+    json_t *session = NULL;
+    int result = select_session(store, user_id, session_id, &session);
+
+    complete(store, cb, arg, result, session, 0);
+}
+
 static void sqlite_attachment_insert(rl_store_t *super, const rl_attachment_new_t *attachment, rl_store_cb cb,
                                      void *arg)
 {
@@ -1227,6 +1313,893 @@ static void sqlite_attachment_get(rl_store_t *super, const char *key, rl_store_c
         result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? RL_E_NOT_FOUND : RL_E_INTERNAL;
     }
     complete(store, cb, arg, result, row, 0);
+}
+
+/* ---- bridge writes ---- */
+
+/* 0: a new write; 1: a replay, *cached holds the stored response; RL_E_IDEMPOTENCY_CONFLICT. */
+static int idem_check(struct sqlite_store *store, const rl_idempotency_t *idem, json_t **cached)
+{
+    static const char sql[] = "SELECT body_hash, response FROM idempotency WHERE owner = ? AND scope = ? AND key = ?";
+    sqlite3_stmt *stmt;
+    int result = 0;
+
+    if (idem == NULL || idem->key == NULL)
+        return 0;
+    if ((stmt = prepare(store, sql)) == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, idem->owner);
+    bind_text(stmt, 2, idem->scope);
+    bind_text(stmt, 3, idem->key);
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+        if (strcmp((const char *)sqlite3_column_text(stmt, 0), idem->body_hash) != 0) {
+            result = RL_E_IDEMPOTENCY_CONFLICT;
+        } else {
+            *cached = json_loads((const char *)sqlite3_column_text(stmt, 1), 0, NULL);
+            result = *cached != NULL ? 1 : RL_E_INTERNAL;
+        }
+    }
+    sqlite3_reset(stmt);
+    return result;
+}
+
+static int idem_record(struct sqlite_store *store, const rl_idempotency_t *idem, json_t *response, int64_t now)
+{
+    static const char sql[] = "INSERT INTO idempotency(owner, scope, key, body_hash, response, created_at)"
+                              " VALUES (?, ?, ?, ?, ?, ?)";
+    sqlite3_stmt *stmt;
+    char *text;
+    int result;
+
+    if (idem == NULL || idem->key == NULL)
+        return 0;
+    if ((stmt = prepare(store, sql)) == NULL || (text = json_dumps(response, JSON_COMPACT)) == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, idem->owner);
+    bind_text(stmt, 2, idem->scope);
+    bind_text(stmt, 3, idem->key);
+    bind_text(stmt, 4, idem->body_hash);
+    bind_text(stmt, 5, text);
+    sqlite3_bind_int64(stmt, 6, now);
+    result = step_done(store, stmt);
+    free(text);
+    return result;
+}
+
+static json_t *replay_value(json_t *cached)
+{
+    return json_pack("{s:o, s:b}", "response", cached, "idempotent", 1);
+}
+
+/* spec: writes land in a session of this installation that is not deleted, inside the follow-up window. */
+static int check_target(struct sqlite_store *store, const rl_bridge_target_t *target, json_t **session)
+{
+    static const char session_sql[] = "SELECT id, user_id, installation_id, title, deleted_at FROM sessions WHERE id = ?";
+    static const char interaction_sql[] = "SELECT created_at FROM interactions WHERE id = ? AND session_id = ?";
+    const char *owner;
+    sqlite3_stmt *stmt;
+    int result = 0;
+
+    if ((stmt = prepare(store, session_sql)) == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, target->session_id);
+    if (sqlite3_step(stmt) != SQLITE_ROW) {
+        sqlite3_reset(stmt);
+        return RL_E_SESSION_NOT_FOUND;
+    }
+    *session = row_object(stmt);
+    sqlite3_reset(stmt);
+    owner = json_string_value(json_object_get(*session, "installation_id"));
+    if (owner == NULL || strcmp(owner, target->installation_id) != 0)
+        return RL_E_SESSION_NOT_FOUND;
+    if (!json_is_null(json_object_get(*session, "deleted_at")))
+        return RL_E_SESSION_DELETED;
+    if (target->interaction_id == NULL)
+        return 0;
+    if ((stmt = prepare(store, interaction_sql)) == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, target->interaction_id);
+    bind_text(stmt, 2, target->session_id);
+    if (sqlite3_step(stmt) != SQLITE_ROW)
+        result = RL_E_INTERACTION_NOT_FOUND;
+    else if (sqlite3_column_int64(stmt, 0) + target->followup_ms < target->now)
+        result = RL_E_INTERACTION_EXPIRED;
+    sqlite3_reset(stmt);
+    return result;
+}
+
+static void sqlite_message_open(rl_store_t *super, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
+                                const char *message_id, const char *user_id, json_t *body, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "INSERT INTO messages(id, session_id, interaction_id, role, text, attachments, reply_to,"
+                              " usage, state, created_at, placeholder) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, 'streaming', ?, ?)";
+    struct sqlite_store *store = (void *)super;
+    json_t *session = NULL, *cached = NULL, *message = NULL, *value = NULL, *response;
+    const char *text = json_string_value(json_object_get(body, "text"));
+    char *refs = NULL, *attachments = NULL, *usage = NULL;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL, placeholder = text == NULL || text[0] == '\0';
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = check_target(store, target, &session)) != 0)
+        goto end;
+    if ((result = idem_check(store, idem, &cached)) != 0) {
+        if (result == 1) {
+            value = replay_value(cached);
+            result = 0;
+        }
+        goto end;
+    }
+    refs = json_dumps(json_object_get(body, "attachments") != NULL ? json_object_get(body, "attachments") : json_array(),
+                      JSON_COMPACT);
+    if (refs == NULL || (result = resolve_attachments(store, json_string_value(json_object_get(session, "user_id")),
+                                                      refs, &attachments)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if (json_object_get(body, "usage") != NULL && (usage = json_dumps(json_object_get(body, "usage"), JSON_COMPACT)) == NULL)
+        goto end;
+    if ((stmt = prepare(store, sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, message_id);
+    bind_text(stmt, 2, target->session_id);
+    bind_text(stmt, 3, target->interaction_id);
+    /* spec: a placeholder agent message has the text of a single space. */
+    bind_text(stmt, 4, placeholder ? " " : text);
+    bind_text(stmt, 5, attachments);
+    bind_text(stmt, 6, json_string_value(json_object_get(body, "reply_to")));
+    bind_text(stmt, 7, usage);
+    sqlite3_bind_int64(stmt, 8, target->now);
+    sqlite3_bind_int(stmt, 9, placeholder);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    response = json_pack("{s:s}", "message_id", message_id);
+    if ((result = idem_record(store, idem, response, target->now)) == 0 &&
+        (result = select_message(store, message_id, &message)) == 0)
+        value = json_pack("{s:O, s:b, s:O, s:o}", "response", response, "idempotent", 0, "user_id",
+                          json_object_get(session, "user_id"), "message", message);
+    json_decref(response);
+end:
+    write_end(store, result);
+out:
+    json_decref(session);
+    free(refs);
+    free(attachments);
+    free(usage);
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 1);
+}
+
+/* The message with its session's owner, if it belongs to the installation. */
+static int bridge_message(struct sqlite_store *store, const char *installation_id, const char *message_id,
+                          json_t **row)
+{
+    static const char sql[] = "SELECT m.id AS message_id, m.session_id, m.interaction_id, m.state, m.text, m.placeholder,"
+                              " s.user_id, s.installation_id, s.deleted_at FROM messages m"
+                              " JOIN sessions s ON s.id = m.session_id WHERE m.id = ? AND m.role = 'agent'";
+    sqlite3_stmt *stmt = prepare(store, sql);
+    const char *owner;
+    int rc;
+
+    if (stmt == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, message_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        *row = row_object(stmt);
+    sqlite3_reset(stmt);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? RL_E_MESSAGE_NOT_FOUND : RL_E_INTERNAL;
+    owner = json_string_value(json_object_get(*row, "installation_id"));
+    if (owner == NULL || strcmp(owner, installation_id) != 0)
+        return RL_E_MESSAGE_NOT_FOUND;
+    if (!json_is_null(json_object_get(*row, "deleted_at")))
+        return RL_E_SESSION_DELETED;
+    return 0;
+}
+
+static void sqlite_message_delta(rl_store_t *super, const rl_idempotency_t *idem, const char *installation_id,
+                                 const char *message_id, const char *delta, int64_t now, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "INSERT INTO message_deltas(message_id, seq, delta) VALUES (?,"
+                              " (SELECT coalesce(max(seq), 0) + 1 FROM message_deltas WHERE message_id = ?), ?)";
+    struct sqlite_store *store = (void *)super;
+    json_t *row = NULL, *cached = NULL, *value = NULL, *response;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = bridge_message(store, installation_id, message_id, &row)) != 0)
+        goto end;
+    if ((result = idem_check(store, idem, &cached)) != 0) {
+        if (result == 1) {
+            value = replay_value(cached);
+            result = 0;
+        }
+        goto end;
+    }
+    if (strcmp(json_string_value(json_object_get(row, "state")), "streaming") != 0) {
+        result = RL_E_MESSAGE_FINALIZED;
+        goto end;
+    }
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, message_id);
+    bind_text(stmt, 2, message_id);
+    bind_text(stmt, 3, delta);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    response = json_pack("{s:s}", "message_id", message_id);
+    if ((result = idem_record(store, idem, response, now)) == 0)
+        value = json_pack("{s:O, s:b, s:O, s:{s:s, s:O, s:O}}", "response", response, "idempotent", 0, "user_id",
+                          json_object_get(row, "user_id"), "message", "message_id", message_id, "session_id",
+                          json_object_get(row, "session_id"), "interaction_id", json_object_get(row, "interaction_id"));
+    json_decref(response);
+end:
+    write_end(store, result);
+out:
+    json_decref(row);
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 1);
+}
+
+static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, const char *installation_id,
+                               const char *message_id, json_t *body, int64_t now, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "UPDATE messages SET text = ?, usage = coalesce(?, usage), finish_reason = ?,"
+                              " state = 'final', finalized_at = ?, placeholder = 0 WHERE id = ?";
+    static const char clear_sql[] = "DELETE FROM message_deltas WHERE message_id = ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *row = NULL, *cached = NULL, *value = NULL, *message = NULL, *text = NULL, *response;
+    char *usage = NULL;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = bridge_message(store, installation_id, message_id, &row)) != 0)
+        goto end;
+    if ((result = idem_check(store, idem, &cached)) != 0) {
+        if (result == 1) {
+            value = replay_value(cached);
+            result = 0;
+        }
+        goto end;
+    }
+    if (strcmp(json_string_value(json_object_get(row, "state")), "streaming") != 0) {
+        result = RL_E_MESSAGE_FINALIZED;
+        goto end;
+    }
+    /* spec: the canonical text replaces the streamed one; without it, the streamed text is kept. */
+    if (json_is_string(json_object_get(body, "text")))
+        text = json_incref(json_object_get(body, "text"));
+    else if ((result = streamed_text(store, message_id, json_string_value(json_object_get(row, "text")),
+                                     (int)json_integer_value(json_object_get(row, "placeholder")), &text)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if (json_object_get(body, "usage") != NULL && (usage = json_dumps(json_object_get(body, "usage"), JSON_COMPACT)) == NULL)
+        goto end;
+    if ((stmt = prepare(store, sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, json_string_value(text));
+    bind_text(stmt, 2, usage);
+    bind_text(stmt, 3, json_string_value(json_object_get(body, "finish_reason")));
+    sqlite3_bind_int64(stmt, 4, now);
+    bind_text(stmt, 5, message_id);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, clear_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, message_id);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    response = json_pack("{s:s}", "message_id", message_id);
+    if ((result = idem_record(store, idem, response, now)) == 0 &&
+        (result = select_message(store, message_id, &message)) == 0)
+        value = json_pack("{s:O, s:b, s:O, s:o}", "response", response, "idempotent", 0, "user_id",
+                          json_object_get(row, "user_id"), "message", message);
+    json_decref(response);
+end:
+    write_end(store, result);
+out:
+    json_decref(row);
+    json_decref(text);
+    free(usage);
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 1);
+}
+
+/* brief: once a manifest lists tools, a task naming another tool is refused. */
+static int check_tool(struct sqlite_store *store, const char *installation_id, const char *name)
+{
+    static const char sql[] = "SELECT manifest FROM installations WHERE id = ?";
+    sqlite3_stmt *stmt;
+    json_t *manifest = NULL, *tools, *tool;
+    int result = 0;
+    size_t i;
+
+    if (name == NULL)
+        return 0;
+    if ((stmt = prepare(store, sql)) == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, installation_id);
+    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT)
+        manifest = json_loads((const char *)sqlite3_column_text(stmt, 0), 0, NULL);
+    sqlite3_reset(stmt);
+    tools = json_object_get(manifest, "tools");
+    if (json_array_size(tools) > 0) {
+        result = RL_E_TOOL_NOT_DECLARED;
+        json_array_foreach (tools, i, tool) {
+            const char *declared = json_string_value(json_object_get(tool, "name"));
+            if (declared != NULL && strcmp(declared, name) == 0)
+                result = 0;
+        }
+    }
+    json_decref(manifest);
+    return result;
+}
+
+static void sqlite_task_step(rl_store_t *super, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
+                             rl_task_step_t step, json_t *body, rl_store_cb cb, void *arg)
+{
+    static const char find_sql[] = "SELECT task_id, session_id, interaction_id, kind, name, status, status_label"
+                                   " FROM tasks WHERE installation_id = ? AND task_id = ?";
+    static const char create_sql[] = "INSERT INTO tasks(installation_id, task_id, session_id, interaction_id, kind, name,"
+                                     " status, status_label, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'created', ?, ?, ?)";
+    static const char update_sql[] = "UPDATE tasks SET status = ?, status_label = coalesce(?, status_label),"
+                                     " name = coalesce(?, name), updated_at = ? WHERE installation_id = ? AND task_id = ?";
+    struct sqlite_store *store = (void *)super;
+    const char *task_id = json_string_value(json_object_get(body, "task_id"));
+    const char *name = json_string_value(json_object_get(body, "name"));
+    json_t *session = NULL, *cached = NULL, *value = NULL, *task = NULL, *response;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = check_target(store, target, &session)) != 0)
+        goto end;
+    if ((result = idem_check(store, idem, &cached)) != 0) {
+        if (result == 1) {
+            value = replay_value(cached);
+            result = 0;
+        }
+        goto end;
+    }
+    if ((result = check_tool(store, target->installation_id, name)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, find_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, target->installation_id);
+    bind_text(stmt, 2, task_id);
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+        task = row_object(stmt);
+    sqlite3_reset(stmt);
+    if (step == RL_TASK_CREATE) {
+        /* A second create of the same task with another body is the idempotency conflict of its scope. */
+        if (task != NULL) {
+            result = RL_E_IDEMPOTENCY_CONFLICT;
+            goto end;
+        }
+        if ((stmt = prepare(store, create_sql)) == NULL)
+            goto end;
+        bind_text(stmt, 1, target->installation_id);
+        bind_text(stmt, 2, task_id);
+        bind_text(stmt, 3, target->session_id);
+        bind_text(stmt, 4, target->interaction_id);
+        bind_text(stmt, 5, json_string_value(json_object_get(body, "kind")));
+        bind_text(stmt, 6, name);
+        bind_text(stmt, 7, json_string_value(json_object_get(body, "status_label")));
+        sqlite3_bind_int64(stmt, 8, target->now);
+        sqlite3_bind_int64(stmt, 9, target->now);
+    } else {
+        const char *status;
+        if (task == NULL || strcmp(json_string_value(json_object_get(task, "session_id")), target->session_id) != 0 ||
+            strcmp(json_string_value(json_object_get(task, "interaction_id")), target->interaction_id) != 0) {
+            result = RL_E_TASK_NOT_FOUND;
+            goto end;
+        }
+        status = json_string_value(json_object_get(task, "status"));
+        /* spec: created, then progress steps, then exactly one of completed, failed, cancelled. */
+        if (strcmp(status, "created") != 0 && strcmp(status, "progressing") != 0) {
+            result = RL_E_TASK_FINISHED;
+            goto end;
+        }
+        if ((stmt = prepare(store, update_sql)) == NULL)
+            goto end;
+        bind_text(stmt, 1, step == RL_TASK_UPDATE ? "progressing" : json_string_value(json_object_get(body, "status")));
+        bind_text(stmt, 2, json_string_value(json_object_get(body, "status_label")));
+        bind_text(stmt, 3, name);
+        sqlite3_bind_int64(stmt, 4, target->now);
+        bind_text(stmt, 5, target->installation_id);
+        bind_text(stmt, 6, task_id);
+    }
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    json_decref(task);
+    task = NULL;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, find_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, target->installation_id);
+    bind_text(stmt, 2, task_id);
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+        task = row_object(stmt);
+    sqlite3_reset(stmt);
+    if (task == NULL)
+        goto end;
+    response = json_pack("{s:s}", "task_id", task_id);
+    if ((result = idem_record(store, idem, response, target->now)) == 0)
+        value = json_pack("{s:O, s:b, s:O, s:O}", "response", response, "idempotent", 0, "user_id",
+                          json_object_get(session, "user_id"), "task", task);
+    json_decref(response);
+end:
+    write_end(store, result);
+out:
+    json_decref(session);
+    json_decref(task);
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 1);
+}
+
+static const char approval_columns[] = "id, installation_id, user_id, session_id, interaction_id, request, state,"
+                                       " decision, scope, scope_value, created_at, expires_at, resolved_at";
+
+/* An approval as clients see it: the request's fields, its state and, once decided, the decision. */
+static json_t *approval_object(sqlite3_stmt *stmt)
+{
+    json_t *row = row_object(stmt);
+    json_t *request = json_loads(json_string_value(json_object_get(row, "request")), 0, NULL);
+    json_t *approval = json_pack("{s:O, s:O, s:n, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}",
+                                 "approval_id", json_object_get(row, "id"), "installation_id",
+                                 json_object_get(row, "installation_id"), "agent_id", "session_id",
+                                 json_object_get(row, "session_id"), "interaction_id",
+                                 json_object_get(row, "interaction_id"), "state", json_object_get(row, "state"),
+                                 "decision", json_object_get(row, "decision"), "scope", json_object_get(row, "scope"),
+                                 "scope_value", json_object_get(row, "scope_value"), "expires_at",
+                                 json_object_get(row, "expires_at"), "ts", json_object_get(row, "created_at"),
+                                 "resolved_at", json_object_get(row, "resolved_at"), "user_id",
+                                 json_object_get(row, "user_id"), "created_at", json_object_get(row, "created_at"));
+    const char *fields[] = {"action", "title", "message", "severity", "command", "host", "tool_call_id"};
+    size_t i;
+
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); ++i) {
+        json_t *field = json_object_get(request, fields[i]);
+        json_object_set(approval, fields[i], field != NULL ? field : json_null());
+    }
+    json_decref(request);
+    json_decref(row);
+    return approval;
+}
+
+static int select_approval(struct sqlite_store *store, const char *approval_id, json_t **out)
+{
+    static char sql[256];
+    sqlite3_stmt *stmt;
+    int rc;
+
+    if (sql[0] == '\0')
+        snprintf(sql, sizeof(sql), "SELECT %s FROM approvals WHERE id = ?", approval_columns);
+    if ((stmt = prepare(store, sql)) == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, approval_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        *out = approval_object(stmt);
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_ROW)
+        return 0;
+    return rc == SQLITE_DONE ? RL_E_APPROVAL_NOT_FOUND : RL_E_INTERNAL;
+}
+
+/*
+ * A grant (action, scope, scope_value) covers a request for the same action:
+ * scope all covers everything, session the session it names, tool the
+ * command, domain the host.
+ */
+static int grant_covers(const char *scope, const char *value, json_t *body)
+{
+    const char *subject = NULL;
+
+    if (strcmp(scope, "all") == 0)
+        return 1;
+    if (strcmp(scope, "session") == 0)
+        subject = json_string_value(json_object_get(body, "session_id"));
+    else if (strcmp(scope, "tool") == 0)
+        subject = json_string_value(json_object_get(body, "command"));
+    else if (strcmp(scope, "domain") == 0)
+        subject = json_string_value(json_object_get(body, "host"));
+    return subject != NULL && strcmp(subject, value) == 0;
+}
+
+static void sqlite_approval_request(rl_store_t *super, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
+                                    json_t *body, int64_t expires_at, rl_store_cb cb, void *arg)
+{
+    static const char grants_sql[] = "SELECT scope, scope_value FROM grants WHERE installation_id = ? AND action = ?";
+    static const char insert_sql[] = "INSERT INTO approvals(id, installation_id, user_id, session_id, interaction_id,"
+                                     " request, state, decision, scope, scope_value, created_at, expires_at, resolved_at)"
+                                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    struct sqlite_store *store = (void *)super;
+    const char *approval_id = json_string_value(json_object_get(body, "approval_id"));
+    json_t *session = NULL, *cached = NULL, *value = NULL, *approval = NULL, *response = NULL, *request;
+    char *request_text = NULL, grant_scope[16] = "", grant_value[512] = "";
+    int64_t update_id = 0;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL, granted = 0;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = check_target(store, target, &session)) != 0)
+        goto end;
+    if ((result = idem_check(store, idem, &cached)) != 0) {
+        if (result == 1) {
+            value = replay_value(cached);
+            result = 0;
+        }
+        goto end;
+    }
+    if (select_approval(store, approval_id, &approval) == 0) {
+        /* The id is taken (by another installation, or with another body under another key). */
+        result = RL_E_IDEMPOTENCY_CONFLICT;
+        goto end;
+    }
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, grants_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, target->installation_id);
+    bind_text(stmt, 2, json_string_value(json_object_get(body, "action")));
+    while (!granted && sqlite3_step(stmt) == SQLITE_ROW) {
+        const char *scope = (const char *)sqlite3_column_text(stmt, 0);
+        const char *scope_value = (const char *)sqlite3_column_text(stmt, 1);
+        if (grant_covers(scope, scope_value, body)) {
+            granted = 1;
+            snprintf(grant_scope, sizeof(grant_scope), "%s", scope);
+            snprintf(grant_value, sizeof(grant_value), "%s", scope_value);
+        }
+    }
+    sqlite3_reset(stmt);
+    request = json_pack("{s:O, s:O, s:O, s:O, s:O?, s:O?, s:O?}", "action", json_object_get(body, "action"), "title",
+                        json_object_get(body, "title"), "message", json_object_get(body, "message"), "severity",
+                        json_object_get(body, "severity"), "command", json_object_get(body, "command"), "host",
+                        json_object_get(body, "host"), "tool_call_id", json_object_get(body, "tool_call_id"));
+    request_text = json_dumps(request, JSON_COMPACT);
+    json_decref(request);
+    if (request_text == NULL || (stmt = prepare(store, insert_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, approval_id);
+    bind_text(stmt, 2, target->installation_id);
+    bind_text(stmt, 3, json_string_value(json_object_get(session, "user_id")));
+    bind_text(stmt, 4, target->session_id);
+    bind_text(stmt, 5, target->interaction_id);
+    bind_text(stmt, 6, request_text);
+    bind_text(stmt, 7, granted ? "resolved" : "pending");
+    bind_text(stmt, 8, granted ? "approve_always" : NULL);
+    bind_text(stmt, 9, granted ? grant_scope : NULL);
+    bind_text(stmt, 10, granted ? grant_value : NULL);
+    sqlite3_bind_int64(stmt, 11, target->now);
+    sqlite3_bind_int64(stmt, 12, expires_at);
+    if (granted)
+        sqlite3_bind_int64(stmt, 13, target->now);
+    else
+        sqlite3_bind_null(stmt, 13);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    if (granted) {
+        /* brief: an earlier approve_always grant resolves the request at once and still tells the bridge. */
+        response = json_pack("{s:s, s:b, s:s, s:s, s:s}", "approval_id", approval_id, "auto_resolved", 1, "decision",
+                             "approve_always", "scope", grant_scope, "scope_value", grant_value);
+        result = enqueue_update(store, target->installation_id, "approval.resolved", target->session_id,
+                                target->interaction_id,
+                                json_pack("{s:s, s:s, s:s, s:s}", "approval_id", approval_id, "decision",
+                                          "approve_always", "scope", grant_scope, "scope_value", grant_value),
+                                target->now, &update_id);
+    } else {
+        response = json_pack("{s:s, s:b, s:I}", "approval_id", approval_id, "auto_resolved", 0, "expires_at",
+                             (json_int_t)expires_at);
+        result = 0;
+    }
+    if (result != 0 || (result = idem_record(store, idem, response, target->now)) != 0 ||
+        (result = select_approval(store, approval_id, &approval)) != 0)
+        goto end;
+    value = json_pack("{s:O, s:b, s:O, s:O, s:b, s:I}", "response", response, "idempotent", 0, "user_id",
+                      json_object_get(session, "user_id"), "approval", approval, "auto_resolved", granted, "update_id",
+                      (json_int_t)update_id);
+end:
+    write_end(store, result);
+out:
+    json_decref(session);
+    json_decref(approval);
+    json_decref(response);
+    free(request_text);
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 1);
+}
+
+static void sqlite_approval_decide(rl_store_t *super, const char *user_id, const char *approval_id,
+                                   const char *decision, const char *scope, const char *scope_value, int64_t now,
+                                   rl_store_cb cb, void *arg)
+{
+    static const char resolve_sql[] = "UPDATE approvals SET state = 'resolved', decision = ?, scope = ?, scope_value = ?,"
+                                      " resolved_at = ? WHERE id = ? AND state = 'pending'";
+    static const char grant_sql[] = "INSERT OR IGNORE INTO grants(installation_id, action, scope, scope_value, created_at)"
+                                    " VALUES (?, ?, ?, ?, ?)";
+    struct sqlite_store *store = (void *)super;
+    json_t *approval = NULL, *value = NULL, *update;
+    const char *state, *owner, *installation_id;
+    int64_t update_id = 0;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((result = select_approval(store, approval_id, &approval)) != 0)
+        goto end;
+    owner = json_string_value(json_object_get(approval, "user_id"));
+    if (owner == NULL || strcmp(owner, user_id) != 0) {
+        result = RL_E_APPROVAL_NOT_FOUND;
+        goto end;
+    }
+    state = json_string_value(json_object_get(approval, "state"));
+    if (strcmp(state, "resolved") == 0) {
+        /* brief: the first decision wins; a later one gets it back. */
+        value = json_pack("{s:O, s:b}", "approval", approval, "changed", 0);
+        result = 0;
+        goto end;
+    }
+    if (strcmp(state, "pending") != 0 || json_integer_value(json_object_get(approval, "expires_at")) <= now) {
+        result = RL_E_APPROVAL_EXPIRED;
+        goto end;
+    }
+    installation_id = json_string_value(json_object_get(approval, "installation_id"));
+    /*
+     * A grant without a value takes it from the request: the tool scope
+     * covers this command, domain this host, session this session
+     * (approveCommandAlways in the spec's decision table).
+     */
+    if (strcmp(decision, "approve_always") == 0) {
+        if (scope == NULL)
+            scope = "all";
+        if (scope_value == NULL) {
+            const char *from = strcmp(scope, "tool") == 0      ? "command"
+                               : strcmp(scope, "domain") == 0  ? "host"
+                               : strcmp(scope, "session") == 0 ? "session_id"
+                                                               : NULL;
+            scope_value = from != NULL ? json_string_value(json_object_get(approval, from)) : "";
+            if (scope_value == NULL)
+                scope_value = "";
+        }
+    }
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, resolve_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, decision);
+    bind_text(stmt, 2, scope);
+    bind_text(stmt, 3, scope_value);
+    sqlite3_bind_int64(stmt, 4, now);
+    bind_text(stmt, 5, approval_id);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    if (strcmp(decision, "approve_always") == 0) {
+        /* spec: approve_always stores a permanent grant for (action, scope, scope_value). */
+        result = RL_E_INTERNAL;
+        if ((stmt = prepare(store, grant_sql)) == NULL)
+            goto end;
+        bind_text(stmt, 1, installation_id);
+        bind_text(stmt, 2, json_string_value(json_object_get(approval, "action")));
+        bind_text(stmt, 3, scope != NULL ? scope : "all");
+        bind_text(stmt, 4, scope_value != NULL ? scope_value : "");
+        sqlite3_bind_int64(stmt, 5, now);
+        if ((result = step_done(store, stmt)) != 0)
+            goto end;
+    }
+    update = json_pack("{s:s, s:s}", "approval_id", approval_id, "decision", decision);
+    if (scope != NULL)
+        json_object_set_new(update, "scope", json_string(scope));
+    if (scope_value != NULL)
+        json_object_set_new(update, "scope_value", json_string(scope_value));
+    result = enqueue_update(store, installation_id, "approval.resolved",
+                            json_string_value(json_object_get(approval, "session_id")),
+                            json_string_value(json_object_get(approval, "interaction_id")), update, now, &update_id);
+    if (result != 0)
+        goto end;
+    json_decref(approval);
+    approval = NULL;
+    if ((result = select_approval(store, approval_id, &approval)) != 0)
+        goto end;
+    value = json_pack("{s:O, s:b, s:I}", "approval", approval, "changed", 1, "update_id", (json_int_t)update_id);
+end:
+    write_end(store, result);
+out:
+    json_decref(approval);
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 1);
+}
+
+static void sqlite_approval_expire(rl_store_t *super, const char *approval_id, int64_t now, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "UPDATE approvals SET state = 'expired', resolved_at = ?"
+                              " WHERE id = ? AND state = 'pending' AND expires_at <= ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *approval = NULL, *value = NULL;
+    int64_t update_id = 0;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL, changed;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((stmt = prepare(store, sql)) == NULL)
+        goto end;
+    sqlite3_bind_int64(stmt, 1, now);
+    bind_text(stmt, 2, approval_id);
+    sqlite3_bind_int64(stmt, 3, now);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    changed = sqlite3_changes(store->db) > 0;
+    if ((result = select_approval(store, approval_id, &approval)) != 0)
+        goto end;
+    /* spec: the bridge hears approval.expired and denies the request to the agent. */
+    if (changed)
+        result = enqueue_update(store, json_string_value(json_object_get(approval, "installation_id")),
+                                "approval.expired", json_string_value(json_object_get(approval, "session_id")),
+                                json_string_value(json_object_get(approval, "interaction_id")),
+                                json_pack("{s:s}", "approval_id", approval_id), now, &update_id);
+    if (result == 0)
+        value = json_pack("{s:O, s:b, s:I}", "approval", approval, "changed", changed, "update_id",
+                          (json_int_t)update_id);
+end:
+    write_end(store, result);
+out:
+    json_decref(approval);
+    if (result != 0) {
+        json_decref(value);
+        value = NULL;
+    }
+    complete(store, cb, arg, result, value, 1);
+}
+
+static void sqlite_approvals_pending(rl_store_t *super, const char *user_id, int64_t due_before, rl_store_cb cb,
+                                     void *arg)
+{
+    static char user_sql[256], due_sql[256];
+    struct sqlite_store *store = (void *)super;
+    json_t *approvals = json_array();
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (user_sql[0] == '\0') {
+        snprintf(user_sql, sizeof(user_sql),
+                 "SELECT %s FROM approvals WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at",
+                 approval_columns);
+        snprintf(due_sql, sizeof(due_sql),
+                 "SELECT %s FROM approvals WHERE state = 'pending' AND expires_at <= ? ORDER BY expires_at LIMIT 500",
+                 approval_columns);
+    }
+    if ((stmt = prepare(store, user_id != NULL ? user_sql : due_sql)) != NULL) {
+        if (user_id != NULL) {
+            bind_text(stmt, 1, user_id);
+            sqlite3_bind_int64(stmt, 2, due_before);
+        } else {
+            sqlite3_bind_int64(stmt, 1, due_before);
+        }
+        while (sqlite3_step(stmt) == SQLITE_ROW)
+            json_array_append_new(approvals, approval_object(stmt));
+        sqlite3_reset(stmt);
+        result = 0;
+    }
+    complete(store, cb, arg, result, result == 0 ? json_pack("{s:o}", "approvals", approvals) : NULL, 0);
+    if (result != 0)
+        json_decref(approvals);
+}
+
+static void sqlite_updates_list(rl_store_t *super, const char *installation_id, int64_t after_id, int64_t since_ms,
+                                int limit, rl_store_cb cb, void *arg)
+{
+    static const char sql[] = "SELECT update_id, type, session_id, interaction_id, payload, created_at FROM updates"
+                              " WHERE installation_id = ? AND update_id > ? AND created_at >= ? ORDER BY update_id LIMIT ?";
+    struct sqlite_store *store = (void *)super;
+    json_t *updates = json_array();
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if ((stmt = prepare(store, sql)) != NULL) {
+        bind_text(stmt, 1, installation_id);
+        sqlite3_bind_int64(stmt, 2, after_id);
+        sqlite3_bind_int64(stmt, 3, since_ms);
+        sqlite3_bind_int(stmt, 4, limit);
+        while (sqlite3_step(stmt) == SQLITE_ROW) {
+            json_t *row = row_object(stmt);
+            json_t *payload = json_loads(json_string_value(json_object_get(row, "payload")), 0, NULL);
+            json_object_set_new(row, "payload", payload != NULL ? payload : json_object());
+            json_array_append_new(updates, row);
+        }
+        sqlite3_reset(stmt);
+        result = 0;
+    }
+    complete(store, cb, arg, result, result == 0 ? json_pack("{s:o}", "updates", updates) : NULL, 0);
+    if (result != 0)
+        json_decref(updates);
+}
+
+static void sqlite_updates_ack(rl_store_t *super, const char *installation_id, int64_t up_to, rl_store_cb cb,
+                               void *arg)
+{
+    static const char drop_sql[] = "DELETE FROM updates WHERE installation_id = ? AND update_id <= ?";
+    static const char mark_sql[] = "UPDATE installations SET acked_update_id = max(acked_update_id, ?) WHERE id = ?";
+    struct sqlite_store *store = (void *)super;
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+
+    if (write_begin(store) != 0)
+        goto out;
+    if ((stmt = prepare(store, drop_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, installation_id);
+    sqlite3_bind_int64(stmt, 2, up_to);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, mark_sql)) == NULL)
+        goto end;
+    sqlite3_bind_int64(stmt, 1, up_to);
+    bind_text(stmt, 2, installation_id);
+    result = step_done(store, stmt);
+end:
+    write_end(store, result);
+out:
+    complete(store, cb, arg, result, NULL, 1);
+}
+
+static void sqlite_purge_bridge(rl_store_t *super, int64_t now, int64_t idempotency_ttl, int64_t replay_window,
+                                rl_store_cb cb, void *arg)
+{
+    static const char idem_sql[] = "DELETE FROM idempotency WHERE created_at < ?";
+    /* spec: updates older than the replay window are never replayed; the history covers them. */
+    static const char updates_sql[] = "DELETE FROM updates WHERE created_at < ?";
+    /* Tool calls are ephemeral; a day is plenty to catch late updates. */
+    static const char tasks_sql[] = "DELETE FROM tasks WHERE updated_at < ?";
+    struct sqlite_store *store = (void *)super;
+    const char *sqls[] = {idem_sql, updates_sql, tasks_sql};
+    int64_t limits[] = {now - idempotency_ttl, now - replay_window, now - 86400000};
+    sqlite3_stmt *stmt;
+    int result = RL_E_INTERNAL;
+    size_t i;
+
+    if (write_begin(store) != 0)
+        goto out;
+    for (i = 0; i < 3; ++i) {
+        result = RL_E_INTERNAL;
+        if ((stmt = prepare(store, sqls[i])) == NULL)
+            goto end;
+        sqlite3_bind_int64(stmt, 1, limits[i]);
+        if ((result = step_done(store, stmt)) != 0)
+            goto end;
+    }
+end:
+    write_end(store, result);
+out:
+    complete(store, cb, arg, result, NULL, 1);
 }
 
 /* Checkpoints on a thread of its own: they fsync, and the loop must never wait for that. */
@@ -1307,6 +2280,18 @@ static const struct rl_store_ops sqlite_ops = {
     .message_send = sqlite_message_send,
     .attachment_insert = sqlite_attachment_insert,
     .attachment_get = sqlite_attachment_get,
+    .session_get = sqlite_session_get,
+    .message_open = sqlite_message_open,
+    .message_delta = sqlite_message_delta,
+    .message_end = sqlite_message_end,
+    .task_step = sqlite_task_step,
+    .approval_request = sqlite_approval_request,
+    .approval_decide = sqlite_approval_decide,
+    .approval_expire = sqlite_approval_expire,
+    .approvals_pending = sqlite_approvals_pending,
+    .updates_list = sqlite_updates_list,
+    .updates_ack = sqlite_updates_ack,
+    .purge_bridge = sqlite_purge_bridge,
 };
 
 static int migrate(struct sqlite_store *store)

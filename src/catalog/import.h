@@ -1,0 +1,36 @@
+/*
+ * The importer: checks the source folder (dataset.h), builds every document
+ * (document.h) and writes the SQLite file that catalogd serves from.
+ *
+ * The file is written under a temporary name and renamed over the old one,
+ * so a failed import leaves the previous catalog in place. It holds:
+ *   meta(key, value)            schema version, source folder and fingerprint, counts
+ *   entity(id, type, slug, title, summary, document)
+ *   entity_fts                  FTS5 over title, slug, aliases, summary, body; type unindexed
+ *   paper_file(slug, format, content_type, content)
+ * Hidden entities are never written (document.h).
+ */
+#ifndef RL_CATALOG_IMPORT_H
+#define RL_CATALOG_IMPORT_H
+
+#include <jansson.h>
+
+/* Bumped whenever the file layout or the documents change shape: an older file is then rebuilt. */
+#define RL_CATALOG_SCHEMA_VERSION "1"
+
+/*
+ * Imports source_dir into db_path. Returns 0 and, when summary is not NULL,
+ * a new object {"entities": {type: count}, "hidden": n, "scores": n,
+ * "files": n}; 1 when the dataset has problems (appended to problems, the
+ * old file untouched); -1 on an I/O or SQLite failure (logged).
+ */
+int rl_catalog_import(const char *source_dir, const char *db_path, json_t *problems, json_t **summary);
+
+/*
+ * 1 when db_path must be (re)built: it is missing or unreadable, was built by
+ * another schema version or from another folder, or the folder's files
+ * changed since (their count, total size or newest modification time).
+ */
+int rl_catalog_import_is_stale(const char *source_dir, const char *db_path);
+
+#endif

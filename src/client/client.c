@@ -1,0 +1,258 @@
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "client/client.h"
+
+#define DEFAULT_CONNECT_MS 5000L
+#define DEFAULT_TIMEOUT_MS 30000L
+#define DEFAULT_MAX_BODY   (64u * 1024u * 1024u)
+
+struct rl_client {
+    CURL *curl;
+    char *base;
+    rl_client_options_t options;
+};
+
+typedef struct capture {
+    rl_client_response_t *response;
+    size_t cap;
+    size_t max;
+    int too_large;
+} capture_t;
+
+static int curl_ready;
+
+int rl_client_new(const char *base_url, const rl_client_options_t *options, rl_client_t **out)
+{
+    rl_client_t *client;
+    size_t len;
+
+    if (base_url == NULL || (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0))
+        return RL_CLIENT_E_USAGE;
+    if (!curl_ready) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+            return RL_CLIENT_E_TRANSFER;
+        curl_ready = 1;
+    }
+    client = calloc(1, sizeof(*client));
+    if (client == NULL)
+        return RL_CLIENT_E_TRANSFER;
+    if (options != NULL)
+        client->options = *options;
+    if (client->options.connect_timeout_ms <= 0)
+        client->options.connect_timeout_ms = DEFAULT_CONNECT_MS;
+    if (client->options.timeout_ms <= 0)
+        client->options.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (client->options.max_body == 0)
+        client->options.max_body = DEFAULT_MAX_BODY;
+    if (client->options.user_agent == NULL)
+        client->options.user_agent = "relay-client";
+    client->base = strdup(base_url);
+    client->curl = curl_easy_init();
+    if (client->base == NULL || client->curl == NULL) {
+        rl_client_free(client);
+        return RL_CLIENT_E_TRANSFER;
+    }
+    len = strlen(client->base);
+    while (len > 0 && client->base[len - 1] == '/')
+        client->base[--len] = '\0';
+    *out = client;
+    return 0;
+}
+
+void rl_client_free(rl_client_t *client)
+{
+    if (client == NULL)
+        return;
+    if (client->curl != NULL)
+        curl_easy_cleanup(client->curl);
+    free(client->base);
+    free(client);
+}
+
+const char *rl_client_base(const rl_client_t *client)
+{
+    return client->base;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    capture_t *capture = arg;
+    rl_client_response_t *response = capture->response;
+    size_t n = size * nmemb;
+
+    if (response->len + n > capture->max) {
+        capture->too_large = 1;
+        return 0; /* curl stops the transfer with CURLE_WRITE_ERROR */
+    }
+    if (response->len + n + 1 > capture->cap) {
+        size_t next = capture->cap != 0 ? capture->cap : 4096;
+        char *grown;
+        while (next < response->len + n + 1)
+            next *= 2;
+        grown = realloc(response->body, next);
+        if (grown == NULL)
+            return 0;
+        response->body = grown;
+        capture->cap = next;
+    }
+    memcpy(response->body + response->len, data, n);
+    response->len += n;
+    response->body[response->len] = '\0';
+    return n;
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
+{
+    rl_client_response_t *response = arg;
+    size_t n = size * nmemb, value;
+
+    if (n > 13 && strncasecmp(line, "content-type:", 13) == 0) {
+        for (value = 13; value < n && (line[value] == ' ' || line[value] == '\t'); ++value) {
+        }
+        while (n > value && (line[n - 1] == '\r' || line[n - 1] == '\n' || line[n - 1] == ' '))
+            --n;
+        snprintf(response->content_type, sizeof(response->content_type), "%.*s", (int)(n - value), line + value);
+    }
+    return size * nmemb;
+}
+
+static int classify(CURLcode code, const capture_t *capture)
+{
+    if (capture->too_large)
+        return RL_CLIENT_E_TOO_LARGE;
+    switch (code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+        return RL_CLIENT_E_CONNECT;
+    case CURLE_OPERATION_TIMEDOUT:
+        return RL_CLIENT_E_TIMEOUT;
+    default:
+        return RL_CLIENT_E_TRANSFER;
+    }
+}
+
+int rl_client_get(rl_client_t *client, const char *path, const char *const *headers,
+                  rl_client_response_t *response)
+{
+    capture_t capture = {response, 0, client->options.max_body, 0};
+    struct curl_slist *list = NULL;
+    char *url;
+    CURLcode code;
+    CURL *curl = client->curl;
+    size_t len = strlen(client->base) + strlen(path) + 1;
+
+    memset(response, 0, sizeof(*response));
+    url = malloc(len);
+    if (url == NULL) {
+        snprintf(response->error, sizeof(response->error), "out of memory");
+        return RL_CLIENT_E_TRANSFER;
+    }
+    snprintf(url, len, "%s%s", client->base, path);
+    for (; headers != NULL && *headers != NULL; ++headers)
+        list = curl_slist_append(list, *headers);
+
+    curl_easy_reset(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, client->options.connect_timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, client->options.timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, client->options.user_agent);
+    curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, ""); /* any encoding curl can decode, gzip included */
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &capture);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, response);
+    if (client->options.max_body <= (size_t)0x7fffffff)
+        curl_easy_setopt(curl, CURLOPT_MAXFILESIZE, (long)client->options.max_body);
+    code = curl_easy_perform(curl);
+    curl_slist_free_all(list);
+    free(url);
+    if (code != CURLE_OK) {
+        int err = code == CURLE_FILESIZE_EXCEEDED ? RL_CLIENT_E_TOO_LARGE : classify(code, &capture);
+        if (err == RL_CLIENT_E_TOO_LARGE)
+            snprintf(response->error, sizeof(response->error), "the answer from %s is larger than %zu bytes",
+                     client->base, client->options.max_body);
+        else
+            snprintf(response->error, sizeof(response->error), "cannot reach %s: %s", client->base,
+                     curl_easy_strerror(code));
+        response->status = 0;
+        return err;
+    }
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response->status);
+    if (response->body == NULL) {
+        response->body = calloc(1, 1);
+        if (response->body == NULL)
+            return RL_CLIENT_E_TRANSFER;
+    }
+    return 0;
+}
+
+void rl_client_response_free(rl_client_response_t *response)
+{
+    free(response->body);
+    response->body = NULL;
+    response->len = 0;
+}
+
+char *rl_client_escape(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t len = strlen(s), i, used = 0;
+    char *out = malloc(len * 3 + 1);
+
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < len; ++i) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+            c == '_' || c == '~') {
+            out[used++] = (char)c;
+        } else {
+            out[used++] = '%';
+            out[used++] = hex[c >> 4];
+            out[used++] = hex[c & 15];
+        }
+    }
+    out[used] = '\0';
+    return out;
+}
+
+json_t *rl_client_json(const rl_client_response_t *response, char *err, size_t errsz)
+{
+    json_error_t jerr;
+    json_t *value;
+
+    if (response->body == NULL || response->len == 0) {
+        snprintf(err, errsz, "the answer (HTTP %ld) has no body", response->status);
+        return NULL;
+    }
+    value = json_loadb(response->body, response->len, JSON_DECODE_ANY, &jerr);
+    if (value == NULL)
+        snprintf(err, errsz, "the answer (HTTP %ld) is not JSON: %s at line %d", response->status, jerr.text,
+                 jerr.line);
+    return value;
+}
+
+const char *rl_client_error_message(const json_t *body)
+{
+    const json_t *error = json_object_get(body, "error");
+
+    if (json_is_string(error))
+        return json_string_value(error);
+    if (json_is_string(json_object_get(error, "message")))
+        return json_string_value(json_object_get(error, "message"));
+    return json_string_value(json_object_get(error, "code"));
+}
+
+const char *rl_client_error_code(const json_t *body)
+{
+    return json_string_value(json_object_get(json_object_get(body, "error"), "code"));
+}
