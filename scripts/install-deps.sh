@@ -15,6 +15,11 @@ for p in $PACKAGES; do
 	fi
 done
 
+# The independent EventSource client of the end-to-end suite runs on Node.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	missing="$missing nodejs npm"
+fi
+
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
