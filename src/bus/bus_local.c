@@ -138,7 +138,7 @@ int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, jso
         rl_log_warn("event bus full: dropping %s for a user", name);
         return RL_E_UNAVAILABLE;
     }
-    text = json_dumps(data != NULL ? data : json_object(), JSON_COMPACT);
+    text = data != NULL ? json_dumps(data, JSON_COMPACT) : strdup("{}");
     json_decref(data);
     if (text == NULL)
         return RL_E_INTERNAL;

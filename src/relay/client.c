@@ -436,7 +436,7 @@ static void store_message(struct send *send)
     const char *thought_level = body_string(call, "thought_level");
     char interaction_id[32], message_id[32];
     rl_message_send_t message;
-    char *attachments_text = json_dumps(attachments != NULL ? attachments : json_array(), JSON_COMPACT);
+    char *attachments_text = attachments != NULL ? json_dumps(attachments, JSON_COMPACT) : strdup("[]");
 
     if (attachments_text == NULL) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);

@@ -1431,8 +1431,8 @@ static void sqlite_message_open(rl_store_t *super, const rl_idempotency_t *idem,
         }
         goto end;
     }
-    refs = json_dumps(json_object_get(body, "attachments") != NULL ? json_object_get(body, "attachments") : json_array(),
-                      JSON_COMPACT);
+    refs = json_object_get(body, "attachments") != NULL ? json_dumps(json_object_get(body, "attachments"), JSON_COMPACT)
+                                                        : strdup("[]");
     if (refs == NULL || (result = resolve_attachments(store, json_string_value(json_object_get(session, "user_id")),
                                                       refs, &attachments)) != 0)
         goto end;
