@@ -65,8 +65,9 @@ int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, jso
 /*
  * Subscribes to user_id. With has_last set, replays what followed
  * last_event_id through sub->deliver before returning. *newest receives the
- * id of the user's latest event (0 when none). Returns how the stream
- * resumes; a negative error when the bus is full.
+ * position of the user's sequence: the latest event's id, or the id just
+ * before the first one to come; resuming from it is always exact. Returns
+ * how the stream resumes; a negative error when the bus is full.
  */
 int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, int has_last, int64_t last_event_id,
                      rl_bus_subscriber_t *sub, int64_t *newest);

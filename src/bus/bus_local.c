@@ -35,6 +35,7 @@ struct hub {
 struct rl_bus {
     rl_bus_config_t config;
     rl_strmap_t *hubs;
+    int64_t highest_id; /* the highest id any hub of this process has issued */
 };
 
 rl_bus_t *rl_bus_new(const rl_bus_config_t *config)
@@ -109,7 +110,14 @@ static struct hub *hub_get(rl_bus_t *bus, const char *user_id, int create)
     hub->user_id = strdup(user_id);
     hub->capacity = bus->config.max_events;
     hub->ring = calloc(hub->capacity, sizeof(*hub->ring));
+    /*
+     * Ids never repeat: a new hub starts from the clock, and above anything
+     * this process issued, with a gap of one so that no earlier id can look
+     * like "the one before the first".
+     */
     hub->first_id = rl_clock_now_ms() * 1000;
+    if (hub->first_id < bus->highest_id + 2)
+        hub->first_id = bus->highest_id + 2;
     hub->last_id = hub->first_id - 1;
     hub->evicted_up_to = hub->first_id - 1;
     h2o_linklist_init_anchor(&hub->subscribers);
@@ -143,6 +151,8 @@ int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, jso
     if (text == NULL)
         return RL_E_INTERNAL;
     id = ++hub->last_id;
+    if (id > bus->highest_id)
+        bus->highest_id = id;
     head_len = snprintf(head, sizeof(head), "id: %lld\nevent: %s\ndata: ", (long long)id, name);
     text_len = strlen(text);
     frame = malloc(sizeof(*frame) + (size_t)head_len + text_len + 3);
@@ -185,7 +195,7 @@ int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, int has_last, int64_t l
     if (hub == NULL)
         return RL_E_UNAVAILABLE;
     expire(bus, hub, rl_clock_now_ms());
-    *newest = hub->last_id >= hub->first_id ? hub->last_id : 0;
+    *newest = hub->last_id;
     sub->_hub = hub;
     h2o_linklist_insert(&hub->subscribers, &sub->_link);
     if (!has_last)
