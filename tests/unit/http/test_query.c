@@ -1,0 +1,63 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "http/query.h"
+
+static h2o_req_t request(const char *path)
+{
+    h2o_req_t req;
+    const char *question = strchr(path, '?');
+
+    memset(&req, 0, sizeof(req));
+    req.path = h2o_iovec_init(path, strlen(path));
+    req.query_at = question != NULL ? (size_t)(question - path) : SIZE_MAX;
+    return req;
+}
+
+static void test_decode(void **state)
+{
+    char out[16];
+
+    assert_int_equal(rl_url_decode("a%20b+c", 7, out, sizeof(out)), 0);
+    assert_string_equal(out, "a b c");
+    assert_int_equal(rl_url_decode("%41%7a", 6, out, sizeof(out)), 0);
+    assert_string_equal(out, "Az");
+    assert_int_equal(rl_url_decode("%4", 2, out, sizeof(out)), -1);
+    assert_int_equal(rl_url_decode("%zz", 3, out, sizeof(out)), -1);
+    assert_int_equal(rl_url_decode("a%00", 4, out, sizeof(out)), -1);
+    assert_int_equal(rl_url_decode("0123456789abcdef", 16, out, sizeof(out)), -1);
+    assert_int_equal(rl_url_decode("", 0, out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+}
+
+static void test_params(void **state)
+{
+    h2o_req_t req = request("/v1/x?limit=20&before=msg_1&name=my%20file&flag");
+    char out[32];
+
+    assert_int_equal(rl_query_param(&req, "limit", out, sizeof(out)), 0);
+    assert_string_equal(out, "20");
+    assert_int_equal(rl_query_param(&req, "before", out, sizeof(out)), 0);
+    assert_string_equal(out, "msg_1");
+    assert_int_equal(rl_query_param(&req, "name", out, sizeof(out)), 0);
+    assert_string_equal(out, "my file");
+    assert_int_equal(rl_query_param(&req, "flag", out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+    assert_int_equal(rl_query_param(&req, "lim", out, sizeof(out)), 1);
+    assert_int_equal(rl_query_param(&req, "missing", out, sizeof(out)), 1);
+
+    req = request("/v1/x");
+    assert_int_equal(rl_query_param(&req, "limit", out, sizeof(out)), 1);
+    req = request("/v1/x?name=%ZZ");
+    assert_int_equal(rl_query_param(&req, "name", out, sizeof(out)), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode), cmocka_unit_test(test_params)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
