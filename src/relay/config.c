@@ -93,6 +93,23 @@ static int apply(rl_config_t *config, const struct setting *setting, const char 
     return -1;
 }
 
+/* HOST:PORT or [V6]:PORT; the host is resolved only when listening. */
+static int listen_syntax_ok(const char *listen)
+{
+    const char *colon = listen[0] == '[' ? strstr(listen, "]:") : strrchr(listen, ':');
+    const char *port;
+    char *end;
+    long number;
+
+    if (colon == NULL || colon == listen)
+        return 0;
+    port = colon + (listen[0] == '[' ? 2 : 1);
+    if (*port == '\0')
+        return 0;
+    number = strtol(port, &end, 10);
+    return *end == '\0' && number >= 0 && number <= 65535;
+}
+
 static const struct setting *find(const char *name, size_t len)
 {
     size_t i;
@@ -147,6 +164,11 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
             return -1;
     }
     *rest = a;
+    if (!listen_syntax_ok(config->listen)) {
+        fprintf(stderr, "relayd: --listen must be HOST:PORT or [IPv6]:PORT with a port from 0 to 65535, not '%s'\n",
+                config->listen);
+        return -1;
+    }
     if (strcmp(config->token_env, "live") != 0 && strcmp(config->token_env, "test") != 0) {
         fprintf(stderr, "relayd: --token-env must be live or test\n");
         return -1;

@@ -109,6 +109,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         snprintf(config->public_url, sizeof(config->public_url), "http://%s", bound);
 
     h2o_timeout_init(loop, &relay->housekeeping_timeout, HOUSEKEEPING_MS);
+    relay->housekeeping_started = 1;
     relay->housekeeping.cb = on_housekeeping;
     h2o_timeout_link(loop, &relay->housekeeping_timeout, &relay->housekeeping);
     rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data",
@@ -123,18 +124,22 @@ void rl_relay_stop(rl_relay_t *relay)
     rl_bridge_ws_dispose(relay);
     if (relay->server != NULL)
         rl_http_server_stop_listening(relay->server);
-    if (h2o_timeout_is_linked(&relay->housekeeping))
-        h2o_timeout_unlink(&relay->housekeeping);
-    if (relay->loop != NULL)
+    if (relay->housekeeping_started) {
+        if (h2o_timeout_is_linked(&relay->housekeeping))
+            h2o_timeout_unlink(&relay->housekeeping);
         h2o_timeout_dispose(relay->loop, &relay->housekeeping_timeout);
+        relay->housekeeping_started = 0;
+    }
+    /* Answers still owed are sent from here: the store runs the last batch's callbacks. */
     if (relay->store != NULL)
         rl_store_close(relay->store);
     relay->store = NULL;
-    rl_http_server_free(relay->server);
-    relay->server = NULL;
     if (relay->jwks != NULL)
         rl_jwks_source_close(relay->jwks);
-    rl_ratelimit_free(relay->limiter);
-    rl_strmap_free(relay->known_users, NULL);
-    rl_bus_free(relay->bus);
+    relay->jwks = NULL;
+    /*
+     * The HTTP server and what hangs off live connections are left to the
+     * process exit: h2o 2.2.5 cannot dispose of a context while connections
+     * are open, and it has no call that closes them all.
+     */
 }

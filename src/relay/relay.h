@@ -45,6 +45,7 @@ typedef struct rl_relay {
     rl_http_server_t *server;
     h2o_timeout_t housekeeping_timeout;
     h2o_timeout_entry_t housekeeping;
+    int housekeeping_started;
     rl_bus_t *bus;
     unsigned char url_key[32];  /* signs attachment download URLs */
     h2o_timeout_t zero_timeout; /* runs work on the next loop turn */
