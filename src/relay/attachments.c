@@ -234,7 +234,9 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
     ssize_t index = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
     int found;
 
-    snprintf(call->owner, sizeof(call->owner), "%s", user_id);
+    /* The owner travels with the call to the completion; a bridge's is already there. */
+    if (user_id != call->owner)
+        snprintf(call->owner, sizeof(call->owner), "%s", user_id);
     if (req->entity.base == NULL || req->entity.len == 0) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, "the upload is empty",
                           problem("", "too_small", "An attachment needs at least one byte"), NULL);

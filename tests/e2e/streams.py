@@ -104,7 +104,13 @@ class EventStream:
             return list(self.events)
 
     def close(self):
+        # The reader thread sits in a blocking read: shut the socket down so that it returns at once.
+        try:
+            self.response.raw._fp.fp.raw._sock.shutdown(2)
+        except Exception:
+            pass
         self.response.close()
+        self.closed.wait(TIMEOUT)
 
 
 class BridgeSocket:
@@ -186,6 +192,8 @@ class BridgeSocket:
         return self.close_code
 
     def close(self):
+        # The loop stops as soon as the read loop ends, which may be before close() itself
+        # returns: schedule the close and wait for the reader to see the socket end.
         if self._ws is not None and not self._closed.is_set():
-            asyncio.run_coroutine_threadsafe(self._ws.close(), self._loop).result(TIMEOUT)
-        self._closed.wait(TIMEOUT)
+            asyncio.run_coroutine_threadsafe(self._ws.close(), self._loop)
+        assert self._closed.wait(TIMEOUT), "socket did not close"
