@@ -28,10 +28,10 @@ typedef struct rl_bus_subscriber rl_bus_subscriber_t;
 
 struct rl_bus_subscriber {
     /*
-     * Called with each event for the subscriber's user, in id order: first the
-     * replay, then live events. frame is the encoded SSE record ("id: ...\n
-     * event: ...\ndata: ...\n\n"); retain it to keep it past the call.
-     * deliver may call rl_bus_unsubscribe on itself.
+     * Called with each live event for the subscriber's user, in id order.
+     * frame is the encoded SSE record ("id: ...\nevent: ...\ndata: ...\n\n");
+     * retain it to keep it past the call. deliver may call
+     * rl_bus_unsubscribe on itself.
      */
     void (*deliver)(rl_bus_subscriber_t *self, int64_t id, rl_blob_t *frame);
     /* Owned by the bus while subscribed. */
@@ -40,10 +40,15 @@ struct rl_bus_subscriber {
 };
 
 typedef enum rl_bus_resume {
-    RL_BUS_FRESH,   /* no Last-Event-ID: live events only */
-    RL_BUS_RESUMED, /* everything after Last-Event-ID was replayed */
-    RL_BUS_GAP,     /* events after Last-Event-ID are no longer buffered: the client must resync */
+    RL_BUS_RESUMED, /* every event after the given id is still buffered */
+    RL_BUS_GAP,     /* events after it are no longer buffered (or it was never issued here): resync */
 } rl_bus_resume_t;
+
+typedef enum rl_bus_next_result {
+    RL_BUS_EVENT,     /* *id and *frame hold the next event */
+    RL_BUS_CAUGHT_UP, /* nothing after after_id yet */
+    RL_BUS_LOST,      /* the next event was evicted before it was read */
+} rl_bus_next_result_t;
 
 typedef struct rl_bus_config {
     size_t max_events;      /* replay buffer length per user */
@@ -63,14 +68,21 @@ void rl_bus_free(rl_bus_t *bus);
  */
 int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t *data);
 /*
- * Subscribes to user_id. With has_last set, replays what followed
- * last_event_id through sub->deliver before returning. *newest receives the
- * position of the user's sequence: the latest event's id, or the id just
- * before the first one to come; resuming from it is always exact. Returns
- * how the stream resumes; a negative error when the bus is full.
+ * Subscribes to the user's live events. *newest receives the position of the
+ * user's sequence: the latest event's id, or the id just before the first
+ * one to come. 0, or a negative error when the bus is full.
  */
-int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, int has_last, int64_t last_event_id,
-                     rl_bus_subscriber_t *sub, int64_t *newest);
+int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, rl_bus_subscriber_t *sub, int64_t *newest);
+/* The position of the user's sequence (see rl_bus_subscribe) without subscribing. */
+void rl_bus_subscribe_position(rl_bus_t *bus, const char *user_id, int64_t *newest);
+/* Whether everything after last_event_id can still be replayed for user_id. */
+rl_bus_resume_t rl_bus_resume(rl_bus_t *bus, const char *user_id, int64_t last_event_id);
+/*
+ * Reads the user's first buffered event after after_id, for a stream that
+ * replays at its reader's pace. The frame is borrowed: retain it to keep it.
+ */
+rl_bus_next_result_t rl_bus_next(rl_bus_t *bus, const char *user_id, int64_t after_id, int64_t *id,
+                                 rl_blob_t **frame);
 /* Detaches a subscriber; safe to call twice. */
 void rl_bus_unsubscribe(rl_bus_t *bus, rl_bus_subscriber_t *sub);
 /* Drops expired events and forgets idle users; call now and then. */

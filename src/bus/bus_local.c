@@ -185,12 +185,9 @@ int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, jso
     return id;
 }
 
-int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, int has_last, int64_t last_event_id,
-                     rl_bus_subscriber_t *sub, int64_t *newest)
+int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, rl_bus_subscriber_t *sub, int64_t *newest)
 {
     struct hub *hub = hub_get(bus, user_id, 1);
-    rl_bus_resume_t resume = RL_BUS_FRESH;
-    size_t i;
 
     if (hub == NULL)
         return RL_E_UNAVAILABLE;
@@ -198,26 +195,49 @@ int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, int has_last, int64_t l
     *newest = hub->last_id;
     sub->_hub = hub;
     h2o_linklist_insert(&hub->subscribers, &sub->_link);
-    if (!has_last)
-        return RL_BUS_FRESH;
+    return 0;
+}
 
+void rl_bus_subscribe_position(rl_bus_t *bus, const char *user_id, int64_t *newest)
+{
+    struct hub *hub = rl_strmap_get(bus->hubs, user_id);
+
+    *newest = hub != NULL ? hub->last_id : 0;
+}
+
+rl_bus_resume_t rl_bus_resume(rl_bus_t *bus, const char *user_id, int64_t last_event_id)
+{
+    struct hub *hub = hub_get(bus, user_id, 1);
+
+    if (hub == NULL)
+        return RL_BUS_GAP;
+    expire(bus, hub, rl_clock_now_ms());
     /*
      * The replay is exact when every event after last_event_id is still in
      * the ring: the id must be one this hub issued (or the one just before
      * its first), and no event after it may have been evicted. An id from an
      * earlier process, or from the future, cannot be resumed.
      */
-    if (last_event_id < hub->first_id - 1 || last_event_id > hub->last_id || last_event_id < hub->evicted_up_to) {
-        resume = RL_BUS_GAP;
-    } else {
-        resume = RL_BUS_RESUMED;
-        for (i = 0; i < hub->count && sub->_hub != NULL; ++i) {
-            struct ring_entry *entry = ring_at(bus, hub, i);
-            if (entry->id > last_event_id)
-                sub->deliver(sub, entry->id, entry->frame);
-        }
-    }
-    return resume;
+    if (last_event_id < hub->first_id - 1 || last_event_id > hub->last_id || last_event_id < hub->evicted_up_to)
+        return RL_BUS_GAP;
+    return RL_BUS_RESUMED;
+}
+
+rl_bus_next_result_t rl_bus_next(rl_bus_t *bus, const char *user_id, int64_t after_id, int64_t *id,
+                                 rl_blob_t **frame)
+{
+    struct hub *hub = rl_strmap_get(bus->hubs, user_id);
+    struct ring_entry *entry;
+
+    if (hub == NULL || after_id < hub->evicted_up_to)
+        return RL_BUS_LOST;
+    if (after_id >= hub->last_id)
+        return RL_BUS_CAUGHT_UP;
+    /* Ids in the ring are consecutive, so the next one sits at a computed index. */
+    entry = ring_at(bus, hub, (size_t)(after_id + 1 - ring_at(bus, hub, 0)->id));
+    *id = entry->id;
+    *frame = entry->frame;
+    return RL_BUS_EVENT;
 }
 
 void rl_bus_unsubscribe(rl_bus_t *bus, rl_bus_subscriber_t *sub)

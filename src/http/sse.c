@@ -132,6 +132,9 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
         return;
     }
     flush(sse);
+    /* The owner may refill a stream that replays at its reader's pace; it may end it, too. */
+    if (!sse->sending && sse->queue_count == 0 && !sse->ended && sse->config.on_drain != NULL)
+        sse->config.on_drain(sse->config.arg);
 }
 
 /* h2o is disposing of the request: the client went away or the connection was cut. */
@@ -248,6 +251,11 @@ int rl_sse_send_text(rl_sse_t *sse, const char *text, size_t len)
     result = rl_sse_send(sse, frame);
     rl_blob_release(frame);
     return result;
+}
+
+size_t rl_sse_queued_bytes(const rl_sse_t *sse)
+{
+    return sse->queued_bytes;
 }
 
 void rl_sse_end(rl_sse_t *sse)

@@ -27,6 +27,8 @@ typedef struct rl_sse_config {
      * there; the stream must not be used after on_end returns.
      */
     void (*on_end)(void *arg, const char *why);
+    /* Optional: called when everything queued has been handed to the connection. */
+    void (*on_drain)(void *arg);
     void *arg;
 } rl_sse_config_t;
 
@@ -42,6 +44,8 @@ rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config);
 int rl_sse_send(rl_sse_t *sse, rl_blob_t *frame);
 /* Queues a copy of text as a frame; as rl_sse_send. */
 int rl_sse_send_text(rl_sse_t *sse, const char *text, size_t len);
+/* Bytes queued and not yet handed to the connection. */
+size_t rl_sse_queued_bytes(const rl_sse_t *sse);
 /* Ends the stream after what is queued has been written. */
 void rl_sse_end(rl_sse_t *sse);
 

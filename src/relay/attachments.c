@@ -47,6 +47,21 @@ int rl_attachments_open(rl_relay_t *relay)
         rl_log_error("cannot create %s: %s", path, strerror(errno));
         return -1;
     }
+    /*
+     * Request bodies past a few megabytes live in h2o's file-backed buffers:
+     * keep those files in the data folder, on its disk, rather than in a /tmp
+     * that may be memory. h2o unlinks each one as soon as it is created.
+     */
+    snprintf(path, sizeof(path), "%s/tmp", relay->config.data);
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        rl_log_error("cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if ((size_t)snprintf(h2o_socket_buffer_mmap_settings.fn_template, sizeof(h2o_socket_buffer_mmap_settings.fn_template),
+                         "%s/upload.XXXXXX", path) >= sizeof(h2o_socket_buffer_mmap_settings.fn_template)) {
+        rl_log_error("the data folder path is too long");
+        return -1;
+    }
     /* The key that signs download URLs: random, made once, never leaves the data folder. */
     snprintf(path, sizeof(path), "%s/%s", relay->config.data, URL_KEY_FILE);
     fd = open(path, O_RDONLY | O_CLOEXEC);

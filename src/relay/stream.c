@@ -2,6 +2,12 @@
  * GET /v1/me/stream: the user's events as Server-Sent Events. hello on
  * connect; with Last-Event-ID, exactly what followed it, or resync when that
  * is no longer buffered; then live events and heartbeats.
+ *
+ * A resuming stream replays at its reader's pace: it pulls the next events
+ * from the user's ring whenever its queue has drained below a low-water mark,
+ * and only switches to live delivery once it has caught up. So any backlog
+ * the ring holds can be replayed to a slow client without overflowing its
+ * queue, and the frames replayed are the ring's own, shared, not copies.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,25 +18,82 @@
 #include "http/sse.h"
 #include "relay/relay.h"
 
-/* A reader this far behind is cut off; it resumes with Last-Event-ID. */
+/* A reader this far behind on live events is cut off; it resumes with Last-Event-ID. */
 #define STREAM_MAX_FRAMES 4096
 #define STREAM_MAX_BYTES (8 * 1024 * 1024)
+/* While catching up, the queue is refilled from the ring up to about this much. */
+#define REPLAY_LOW_WATER (256 * 1024)
 
 struct stream {
     rl_bus_subscriber_t subscriber;
     rl_relay_t *relay;
     rl_sse_t *sse;
-    int subscribing; /* inside rl_bus_subscribe: freeing must wait */
+    char user_id[RL_PRINCIPAL_MAX + 1];
+    int64_t cursor;  /* the last event id handed to the stream */
+    int catching_up; /* events after cursor are still to be pulled from the ring */
+    int pumping;     /* inside pump(): the stream may end meanwhile, freeing waits */
     int ended;
 };
+
+static int send_resync(struct stream *stream, int64_t newest)
+{
+    char text[160];
+    int len = snprintf(text, sizeof(text),
+                       "id: %lld\nevent: resync\ndata: {\"reason\":\"buffer_gap\",\"snapshot\":\"/v1/me/snapshot\"}\n\n",
+                       (long long)newest);
+
+    stream->cursor = newest;
+    return rl_sse_send_text(stream->sse, text, (size_t)len);
+}
+
+/* Pulls from the ring while the queue has room; switches to live delivery once caught up. */
+static void pump(struct stream *stream)
+{
+    rl_bus_t *bus = stream->relay->bus;
+
+    stream->pumping = 1;
+    while (!stream->ended && stream->catching_up && rl_sse_queued_bytes(stream->sse) < REPLAY_LOW_WATER) {
+        rl_blob_t *frame;
+        int64_t id, newest;
+        switch (rl_bus_next(bus, stream->user_id, stream->cursor, &id, &frame)) {
+        case RL_BUS_EVENT:
+            stream->cursor = id;
+            rl_sse_send(stream->sse, frame);
+            break;
+        case RL_BUS_CAUGHT_UP:
+            stream->catching_up = 0;
+            break;
+        case RL_BUS_LOST:
+            /* The ring moved on faster than this reader: say so, and go on from the newest event. */
+            stream->catching_up = 0;
+            rl_bus_subscribe_position(bus, stream->user_id, &newest);
+            send_resync(stream, newest);
+            break;
+        }
+    }
+    stream->pumping = 0;
+    if (stream->ended)
+        free(stream);
+}
 
 static void deliver(rl_bus_subscriber_t *subscriber, int64_t id, rl_blob_t *frame)
 {
     struct stream *stream = H2O_STRUCT_FROM_MEMBER(struct stream, subscriber, subscriber);
 
+    /* While catching up, live events wait in the ring and are pulled in order. */
+    if (stream->ended || stream->catching_up)
+        return;
+    stream->cursor = id;
     /* The stream may be gone after this call (cut off): nothing touches it afterwards. */
-    if (!stream->ended)
-        rl_sse_send(stream->sse, frame);
+    rl_sse_send(stream->sse, frame);
+}
+
+static void on_drain(void *arg)
+{
+    struct stream *stream = arg;
+
+    if (stream->catching_up)
+        pump(stream);
 }
 
 static void on_end(void *arg, const char *why)
@@ -40,7 +103,7 @@ static void on_end(void *arg, const char *why)
     stream->ended = 1;
     stream->sse = NULL;
     rl_bus_unsubscribe(stream->relay->bus, &stream->subscriber);
-    if (!stream->subscribing)
+    if (!stream->pumping)
         free(stream);
 }
 
@@ -67,7 +130,7 @@ int rl_stream_open(rl_call_t *call)
     struct stream *stream = calloc(1, sizeof(*stream));
     rl_sse_config_t config = {0};
     int64_t last_id = 0, newest = 0;
-    int has_last = 0, resume, bad_last = 0;
+    int has_last = 0, resumable = 0;
     const char *header;
     size_t header_len;
     char text[256];
@@ -78,14 +141,17 @@ int rl_stream_open(rl_call_t *call)
     header = rl_call_header(call, "last-event-id", &header_len);
     if (header != NULL) {
         has_last = 1;
-        bad_last = parse_last_event_id(header, header_len, &last_id) != 0;
+        resumable = parse_last_event_id(header, header_len, &last_id) == 0 &&
+                    rl_bus_resume(relay->bus, call->principal, last_id) == RL_BUS_RESUMED;
     }
     stream->relay = relay;
     stream->subscriber.deliver = deliver;
+    snprintf(stream->user_id, sizeof(stream->user_id), "%s", call->principal);
     config.max_queued_frames = STREAM_MAX_FRAMES;
     config.max_queued_bytes = STREAM_MAX_BYTES;
     config.heartbeat = &relay->heartbeat_timeout;
     config.on_end = on_end;
+    config.on_drain = on_drain;
     config.arg = stream;
     stream->sse = rl_sse_start(call, &config);
     if (stream->sse == NULL) {
@@ -96,25 +162,19 @@ int rl_stream_open(rl_call_t *call)
                    call->principal, (long long)rl_clock_now_ms(), (long long)relay->config.sse_heartbeat);
     if (rl_sse_send_text(stream->sse, text, (size_t)len) != 0)
         return 0;
-
-    stream->subscribing = 1;
-    resume = rl_bus_subscribe(relay->bus, call->principal, has_last && !bad_last, last_id, &stream->subscriber,
-                              &newest);
-    stream->subscribing = 0;
-    if (stream->ended) {
-        free(stream);
-        return 0;
-    }
-    if (resume < 0) {
+    if (rl_bus_subscribe(relay->bus, call->principal, &stream->subscriber, &newest) != 0) {
         rl_sse_end(stream->sse);
         return 0;
     }
-    if (resume == RL_BUS_GAP || bad_last) {
+    if (has_last && !resumable) {
         /* brief: when Last-Event-ID is older than the buffer, say so; the client fetches the snapshot. */
-        len = snprintf(text, sizeof(text),
-                       "id: %lld\nevent: resync\ndata: {\"reason\":\"buffer_gap\",\"snapshot\":\"/v1/me/snapshot\"}\n\n",
-                       (long long)newest);
-        rl_sse_send_text(stream->sse, text, (size_t)len);
+        send_resync(stream, newest);
+    } else if (has_last) {
+        stream->cursor = last_id;
+        stream->catching_up = 1;
+        pump(stream);
+    } else {
+        stream->cursor = newest;
     }
     return 0;
 }
