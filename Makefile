@@ -56,7 +56,19 @@ fuzz: deps
 	done
 
 bench:
-	@echo "benchmarks arrive with the benchmark issue (bench/)"; exit 1
+	@./bench/run.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+
+# ---- catalog (issue 7) ---------------------------------------------------------------------------
+.PHONY: run-catalog bench-catalog
+
+# catalogd on 127.0.0.1:8090 with the bundled dataset, imported into ./data/catalog.db when stale.
+run-catalog: build
+	@$(BUILD)/catalogd
+
+# Search latency and entity-read throughput next to nginx; writes bench/catalog/RESULTS.md.
+bench-catalog: build
+	@./bench/catalog/run.sh $(BUILD)
+# ---- end of the catalog block --------------------------------------------------------------------

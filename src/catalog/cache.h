@@ -14,7 +14,7 @@
 #define RL_CATALOG_CACHE_CONTROL "public, max-age=3600"
 
 /* W/" + 16 hex + " and the NUL. */
-#define RL_CATALOG_ETAG_LEN 22
+#define RL_CATALOG_ETAG_LEN 21
 
 /* Writes the weak ETag of len bytes into etag (RL_CATALOG_ETAG_LEN bytes). */
 void rl_catalog_etag(const void *bytes, size_t len, char *etag);

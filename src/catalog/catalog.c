@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -5,24 +6,26 @@
 #include <string.h>
 
 #include "catalog/catalog.h"
+#include "catalog/document.h"
 #include "catalog/error.h"
 #include "catalog/import.h"
 #include "catalog/llms.h"
+#include "catalog/snippet.h"
 #include "common/log.h"
 #include "common/strmap.h"
 
 struct rl_catalog {
     sqlite3 *db; /* the in-memory copy */
-    sqlite3_stmt *rank_stmt, *snippet_stmt;
+    sqlite3_stmt *rank_stmt;
     rl_catalog_entity_t *entities; /* indexed by entity id - 1 */
     size_t nentities;
-    rl_strmap_t *by_key;           /* "<type>/<slug>" -> entity */
+    rl_strmap_t *by_key; /* "<type>/<slug>" -> entity */
     size_t counts[RL_CATALOG_TYPE_COUNT];
     rl_catalog_body_t index, listings[RL_CATALOG_TYPE_COUNT], llms, llms_full;
 };
 
 static const char json_mime[] = "application/json; charset=utf-8";
-static const char text_type[] = "text/plain; charset=utf-8";
+static const char text_mime[] = "text/plain; charset=utf-8";
 
 /* Takes ownership of bytes. */
 static void set_body(rl_catalog_body_t *body, const char *content_type, char *bytes, size_t len)
@@ -35,7 +38,7 @@ static void set_body(rl_catalog_body_t *body, const char *content_type, char *by
 
 static int set_json_body(rl_catalog_body_t *body, json_t *value)
 {
-    char *text = json_dumps(value, JSON_COMPACT);
+    char *text = json_dumps(value, RL_CATALOG_JSON_FLAGS);
 
     json_decref(value);
     if (text == NULL)
@@ -68,20 +71,6 @@ static int copy_to_memory(const char *db_path, sqlite3 **out)
     }
     *out = memory;
     return 0;
-}
-
-static char *meta_value(sqlite3 *db, const char *key)
-{
-    sqlite3_stmt *stmt = NULL;
-    char *value = NULL;
-
-    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &stmt, NULL) != SQLITE_OK)
-        return NULL;
-    sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW)
-        value = strdup((const char *)sqlite3_column_text(stmt, 0));
-    sqlite3_finalize(stmt);
-    return value;
 }
 
 static char *dup_column(sqlite3_stmt *stmt, int column)
@@ -119,7 +108,8 @@ static int load_entities(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_C
     sqlite3_int64 max_id = 0;
     int result = -1;
 
-    if (sqlite3_prepare_v2(catalog->db, "SELECT max(id), count(*) FROM entity", -1, &stmt, NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v2(catalog->db, "SELECT max(id), count(*) FROM entity", -1, &stmt, NULL) !=
+            SQLITE_OK ||
         sqlite3_step(stmt) != SQLITE_ROW)
         goto out;
     max_id = sqlite3_column_int64(stmt, 0);
@@ -130,8 +120,10 @@ static int load_entities(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_C
     catalog->by_key = rl_strmap_new(catalog->nentities + 1);
     if (catalog->entities == NULL || catalog->by_key == NULL)
         goto out;
-    if (sqlite3_prepare_v2(catalog->db, "SELECT id, type, slug, title, summary, document FROM entity ORDER BY title, slug",
-                           -1, &stmt, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            catalog->db,
+            "SELECT id, type, slug, title, summary, document FROM entity ORDER BY title COLLATE NOCASE, slug",
+            -1, &stmt, NULL) != SQLITE_OK)
         goto out;
     while (sqlite3_step(stmt) == SQLITE_ROW) {
         sqlite3_int64 id = sqlite3_column_int64(stmt, 0);
@@ -152,6 +144,9 @@ static int load_entities(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_C
         doc = json_loads(entity->document.bytes, 0, NULL);
         if (doc == NULL)
             goto out;
+        entity->description = strdup(json_string_value(json_object_get(doc, "description")) != NULL
+                                         ? json_string_value(json_object_get(doc, "description"))
+                                         : "");
         if (type == RL_CATALOG_TYPE_PAPER && (entity->paper = paper_facts(doc)) == NULL) {
             json_decref(doc);
             goto out;
@@ -176,8 +171,8 @@ static int load_paper_files(rl_catalog_t *catalog)
     sqlite3_stmt *stmt = NULL;
     int result = -1;
 
-    if (sqlite3_prepare_v2(catalog->db, "SELECT slug, format, content_type, content FROM paper_file", -1, &stmt,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(catalog->db, "SELECT slug, format, content_type, content FROM paper_file", -1,
+                           &stmt, NULL) != SQLITE_OK)
         goto out;
     while (sqlite3_step(stmt) == SQLITE_ROW) {
         const rl_catalog_entity_t *entity =
@@ -197,7 +192,7 @@ static int load_paper_files(rl_catalog_t *catalog)
             goto out;
         }
         memcpy(bytes, sqlite3_column_blob(stmt, 3), len);
-        set_body(body, strcmp(format, "pdf") == 0 ? "application/pdf" : text_type, bytes, len);
+        set_body(body, strcmp(format, "pdf") == 0 ? "application/pdf" : text_mime, bytes, len);
         if (strcmp(format, "pdf") == 0)
             entity->paper->pdf = body;
         else
@@ -217,11 +212,12 @@ static int build_listings(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_
     for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type) {
         json_t *items = json_array(), *doc;
         size_t i;
-        json_array_foreach(parsed[type], i, doc) {
-            json_array_append_new(items, json_pack("{s:O, s:O, s:O, s:O}", "slug", json_object_get(doc, "slug"),
-                                                   "title", json_object_get(doc, "title"), "summary",
-                                                   json_object_get(doc, "summary"), "url",
-                                                   json_object_get(doc, "url")));
+        json_array_foreach(parsed[type], i, doc)
+        {
+            json_array_append_new(
+                items, json_pack("{s:O, s:O, s:O, s:O}", "slug", json_object_get(doc, "slug"), "title",
+                                 json_object_get(doc, "title"), "summary", json_object_get(doc, "summary"),
+                                 "url", json_object_get(doc, "url")));
         }
         if (set_json_body(&catalog->listings[type],
                           json_pack("{s:s, s:I, s:o}", "type", rl_catalog_types[type].plural, "count",
@@ -234,7 +230,8 @@ static int build_listings(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_
 static int build_index(rl_catalog_t *catalog, const rl_catalog_endpoint_t *endpoints, size_t nendpoints)
 {
     json_t *list = json_array(), *types = json_array(), *dataset;
-    char *built_at = meta_value(catalog->db, "built_at"), *summary = meta_value(catalog->db, "summary");
+    char *built_at = rl_catalog_meta_value(catalog->db, "built_at"),
+         *summary = rl_catalog_meta_value(catalog->db, "summary");
     size_t i, total = 0;
     int type;
 
@@ -249,7 +246,8 @@ static int build_index(rl_catalog_t *catalog, const rl_catalog_endpoint_t *endpo
                                                (json_int_t)catalog->counts[type], "url", url));
         total += catalog->counts[type];
     }
-    dataset = json_pack("{s:I, s:s}", "entities", (json_int_t)total, "built_at", built_at != NULL ? built_at : "");
+    dataset =
+        json_pack("{s:I, s:s}", "entities", (json_int_t)total, "built_at", built_at != NULL ? built_at : "");
     if (summary != NULL) {
         json_t *parsed = json_loads(summary, 0, NULL);
         json_object_set(dataset, "scores", json_object_get(parsed, "scores"));
@@ -258,7 +256,8 @@ static int build_index(rl_catalog_t *catalog, const rl_catalog_endpoint_t *endpo
     free(built_at);
     free(summary);
     return set_json_body(&catalog->index,
-                         json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "name", "Relay catalog", "description",
+                         json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "name", "Relay catalog",
+                                   "description",
                                    "A read-only catalog of AI evaluations, models, tools, leaderboards, "
                                    "organizations, people, capabilities and papers.",
                                    "api_version", "v1", "endpoints", list, "types", types, "dataset", dataset,
@@ -274,7 +273,7 @@ static int build_llms(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_COUN
         char *text = rl_catalog_llms_render(parsed, base_url, full, &len);
         if (text == NULL)
             return -1;
-        set_body(full ? &catalog->llms_full : &catalog->llms, text_type, text, len);
+        set_body(full ? &catalog->llms_full : &catalog->llms, text_mime, text, len);
     }
     return 0;
 }
@@ -293,7 +292,7 @@ int rl_catalog_open(const char *db_path, const char *base_url, const rl_catalog_
         parsed[type] = json_array();
     if (copy_to_memory(db_path, &catalog->db) != 0)
         goto out;
-    version = meta_value(catalog->db, "schema_version");
+    version = rl_catalog_meta_value(catalog->db, "schema_version");
     if (version == NULL || strcmp(version, RL_CATALOG_SCHEMA_VERSION) != 0) {
         rl_log_error("the catalog %s was built by another version; import it again", db_path);
         goto out;
@@ -302,12 +301,17 @@ int rl_catalog_open(const char *db_path, const char *base_url, const rl_catalog_
         build_listings(catalog, parsed) != 0 || build_index(catalog, endpoints, nendpoints) != 0 ||
         build_llms(catalog, parsed, base_url) != 0)
         goto out;
-    if (sqlite3_prepare_v2(catalog->db, "SELECT rowid, type, rank FROM entity_fts WHERE entity_fts MATCH ?1 ORDER BY rank",
-                           -1, &catalog->rank_stmt, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(catalog->db,
-                           "SELECT snippet(entity_fts, 3, '**', '**', '…', 16), snippet(entity_fts, 4, '**', '**', "
-                           "'…', 16) FROM entity_fts WHERE entity_fts MATCH ?1 AND rowid = ?2",
-                           -1, &catalog->snippet_stmt, NULL) != SQLITE_OK) {
+    /* Documents and files now live in their bodies; the in-memory database keeps only what search reads. */
+    if (sqlite3_exec(catalog->db, "DROP TABLE entity; DROP TABLE paper_file; VACUUM;", NULL, NULL, NULL) !=
+        SQLITE_OK) {
+        rl_log_error("cannot trim the in-memory catalog: %s", sqlite3_errmsg(catalog->db));
+        goto out;
+    }
+    /* Names and slugs weigh more than aliases, aliases more than summaries, summaries more than the rest. */
+    if (sqlite3_prepare_v2(catalog->db,
+                           "SELECT rowid, bm25(entity_fts, 10.0, 8.0, 6.0, 2.0, 1.0, 1.0) FROM entity_fts"
+                           " WHERE entity_fts MATCH ?1",
+                           -1, &catalog->rank_stmt, NULL) != SQLITE_OK) {
         rl_log_error("cannot prepare the search: %s", sqlite3_errmsg(catalog->db));
         goto out;
     }
@@ -317,6 +321,8 @@ out:
     free(version);
     for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type)
         json_decref(parsed[type]);
+    /* Parsing every document left the heap much larger than what is kept; give the rest back. */
+    malloc_trim(0);
     if (result != 0) {
         rl_catalog_close(catalog);
         return -1;
@@ -339,13 +345,13 @@ void rl_catalog_close(rl_catalog_t *catalog)
     if (catalog == NULL)
         return;
     sqlite3_finalize(catalog->rank_stmt);
-    sqlite3_finalize(catalog->snippet_stmt);
     sqlite3_close(catalog->db);
     for (i = 0; i < catalog->nentities; ++i) {
         rl_catalog_entity_t *entity = &catalog->entities[i];
         free(entity->slug);
         free(entity->title);
         free(entity->summary);
+        free(entity->description);
         free_body(&entity->document);
         if (entity->paper != NULL) {
             free(entity->paper->licence_id);
@@ -370,7 +376,8 @@ void rl_catalog_close(rl_catalog_t *catalog)
     free(catalog);
 }
 
-const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type, const char *slug)
+const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type,
+                                           const char *slug)
 {
     char key[RL_CATALOG_SLUG_MAX + 32];
 
@@ -414,54 +421,133 @@ typedef struct ranking {
     size_t all;
 } ranking_t;
 
-/* Phase one: rank every match once, keeping the best `per` of each type and counting the rest. */
-static int rank_matches(rl_catalog_t *catalog, const char *match, const rl_catalog_search_t *search, ranking_t *ranking)
+/* The query written as a slug ("SWE bench" -> "swe-bench"); "" when it cannot be one. */
+static void query_as_slug(const char *q, char *out, size_t outsz)
+{
+    size_t used = 0;
+    int dash = 0;
+
+    for (; *q != '\0'; ++q) {
+        char c = *q >= 'A' && *q <= 'Z' ? (char)(*q - 'A' + 'a') : *q;
+        if ((unsigned char)c >= 0x80) {
+            used = 0;
+            break;
+        }
+        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.') {
+            if (dash && used > 0 && used + 1 < outsz)
+                out[used++] = '-';
+            dash = 0;
+            if (used + 1 < outsz)
+                out[used++] = c;
+        } else {
+            dash = 1;
+        }
+    }
+    out[used] = '\0';
+    if (!rl_catalog_slug_is_valid(out, used))
+        out[0] = '\0';
+}
+
+/* Moves the hit with id to the front of its group, adding it when ranking left it out. */
+static void promote(ranking_t *ranking, int type, sqlite3_int64 id, double rank, size_t per)
+{
+    hit_t *hits = ranking->hits[type];
+    size_t at = 0;
+
+    while (at < ranking->kept[type] && hits[at].id != id)
+        ++at;
+    if (at == ranking->kept[type]) {
+        if (ranking->kept[type] < per)
+            ++ranking->kept[type];
+        at = ranking->kept[type] - 1;
+    }
+    memmove(&hits[1], &hits[0], at * sizeof(*hits));
+    hits[0].id = id;
+    hits[0].rank = rank;
+}
+
+/* Keeps hit among the best `per` of its group, which stays sorted best (lowest bm25) first. */
+static void keep(ranking_t *ranking, int type, sqlite3_int64 id, double rank, size_t per)
+{
+    hit_t *hits = ranking->hits[type];
+    size_t n = ranking->kept[type], at = n;
+
+    while (at > 0 && hits[at - 1].rank > rank)
+        --at;
+    if (at == per)
+        return;
+    if (n == per)
+        --n;
+    memmove(&hits[at + 1], &hits[at], (n - at) * sizeof(*hits));
+    hits[at].id = id;
+    hits[at].rank = rank;
+    ranking->kept[type] = n + 1;
+}
+
+/*
+ * Phase one: rank every match once, keeping the best `per` of each type and
+ * counting the rest. The type comes from the loaded entities, and the best
+ * are picked here rather than by sorting every match in SQLite, which costs
+ * three times as much on broad queries. An entity whose slug is the query
+ * itself ("swe bench" names swe-bench) comes first in its group whatever
+ * bm25 says: people who type a name mean that thing.
+ */
+static int rank_matches(rl_catalog_t *catalog, const char *match, const rl_catalog_search_t *search,
+                        ranking_t *ranking)
 {
     sqlite3_stmt *stmt = catalog->rank_stmt;
-    int rc;
+    sqlite3_int64 exact[RL_CATALOG_TYPE_COUNT] = {0};
+    double exact_rank[RL_CATALOG_TYPE_COUNT] = {0};
+    int exact_seen[RL_CATALOG_TYPE_COUNT] = {0};
+    char slug[RL_CATALOG_QUERY_MAX + 1];
+    int rc, type;
 
     memset(ranking, 0, sizeof(*ranking));
+    query_as_slug(search->q, slug, sizeof(slug));
+    for (type = 0; type < RL_CATALOG_TYPE_COUNT && slug[0] != '\0'; ++type) {
+        const rl_catalog_entity_t *entity = rl_catalog_find(catalog, type, slug);
+        if (entity != NULL)
+            exact[type] = (sqlite3_int64)(entity - catalog->entities) + 1;
+    }
     sqlite3_reset(stmt);
     sqlite3_bind_text(stmt, 1, match, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        int type = sqlite3_column_int(stmt, 1);
-        if (type < 0 || type >= RL_CATALOG_TYPE_COUNT || (search->type >= 0 && type != search->type))
+        sqlite3_int64 id = sqlite3_column_int64(stmt, 0);
+        double rank = sqlite3_column_double(stmt, 1);
+        if (id < 1 || (size_t)id > catalog->nentities || catalog->entities[id - 1].slug == NULL)
+            continue;
+        type = catalog->entities[id - 1].type;
+        if (search->type >= 0 && type != search->type)
             continue;
         ++ranking->total[type];
         ++ranking->all;
-        if (ranking->kept[type] < (size_t)search->per) {
-            hit_t *hit = &ranking->hits[type][ranking->kept[type]++];
-            hit->id = sqlite3_column_int64(stmt, 0);
-            hit->rank = sqlite3_column_double(stmt, 2);
+        if (id == exact[type]) {
+            exact_seen[type] = 1;
+            exact_rank[type] = rank;
         }
+        keep(ranking, type, id, rank, (size_t)search->per);
     }
     sqlite3_reset(stmt);
     if (rc != SQLITE_DONE) {
         rl_log_error("search failed: %s", sqlite3_errmsg(catalog->db));
         return -1;
     }
+    for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type) {
+        if (exact_seen[type])
+            promote(ranking, type, exact[type], exact_rank[type], (size_t)search->per);
+    }
     return 0;
 }
 
-/* The summary's snippet when the match is there, the body's when it is there, else the summary itself. */
-static json_t *snippet(rl_catalog_t *catalog, const char *match, const rl_catalog_entity_t *entity, sqlite3_int64 id)
+/* The summary's snippet when the query's words are there, else the description's, else the summary itself. */
+static json_t *snippet(const char *q, const rl_catalog_entity_t *entity)
 {
-    sqlite3_stmt *stmt = catalog->snippet_stmt;
-    json_t *text = NULL;
+    char text[1024];
 
-    sqlite3_reset(stmt);
-    sqlite3_bind_text(stmt, 1, match, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(stmt, 2, id);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-        const char *summary = (const char *)sqlite3_column_text(stmt, 0);
-        const char *body = (const char *)sqlite3_column_text(stmt, 1);
-        if (summary != NULL && strstr(summary, "**") != NULL)
-            text = json_string(summary);
-        else if (body != NULL && strstr(body, "**") != NULL)
-            text = json_string(body);
-    }
-    sqlite3_reset(stmt);
-    return text != NULL ? text : json_string(entity->summary);
+    if (rl_catalog_snippet(q, entity->summary, text, sizeof(text)) ||
+        rl_catalog_snippet(q, entity->description, text, sizeof(text)))
+        return json_string(text);
+    return json_string(entity->summary);
 }
 
 int rl_catalog_search(rl_catalog_t *catalog, const rl_catalog_search_t *search, char **body, size_t *len)
@@ -493,26 +579,27 @@ int rl_catalog_search(rl_catalog_t *catalog, const rl_catalog_search_t *search, 
         }
         for (i = 0; i < ranking->kept[type]; ++i) {
             const hit_t *hit = &ranking->hits[type][i];
-            const rl_catalog_entity_t *entity =
-                hit->id >= 1 && (size_t)hit->id <= catalog->nentities ? &catalog->entities[hit->id - 1] : NULL;
+            const rl_catalog_entity_t *entity = hit->id >= 1 && (size_t)hit->id <= catalog->nentities
+                                                    ? &catalog->entities[hit->id - 1]
+                                                    : NULL;
             char url[160];
             if (entity == NULL || entity->slug == NULL)
                 continue;
             snprintf(url, sizeof(url), "/api/v1/%s/%s", rl_catalog_types[type].plural, entity->slug);
             json_array_append_new(hits, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:f}", "type",
-                                                  rl_catalog_types[type].plural, "slug", entity->slug, "title",
-                                                  entity->title, "summary", entity->summary, "url", url, "snippet",
-                                                  snippet(catalog, match, entity, hit->id), "score",
-                                                  round(-hit->rank * 1000.0) / 1000.0));
+                                                  rl_catalog_types[type].plural, "slug", entity->slug,
+                                                  "title", entity->title, "summary", entity->summary, "url",
+                                                  url, "snippet", snippet(search->q, entity), "score",
+                                                  round(-hit->rank * 1e6) / 1e6));
         }
         json_object_set_new(results, rl_catalog_types[type].plural,
                             json_pack("{s:I, s:o}", "total", (json_int_t)ranking->total[type], "hits", hits));
     }
     answer = json_pack("{s:s, s:s?, s:i, s:s, s:I, s:o}", "query", search->q, "type",
-                       search->type >= 0 ? rl_catalog_types[search->type].plural : NULL, "per", search->per, "match",
-                       any ? "any" : "all", "total", (json_int_t)ranking->all, "results", results);
+                       search->type >= 0 ? rl_catalog_types[search->type].plural : NULL, "per", search->per,
+                       "match", any ? "any" : "all", "total", (json_int_t)ranking->all, "results", results);
     free(ranking);
-    *body = answer != NULL ? json_dumps(answer, JSON_COMPACT) : NULL;
+    *body = answer != NULL ? json_dumps(answer, RL_CATALOG_JSON_FLAGS) : NULL;
     json_decref(answer);
     if (*body == NULL)
         return RL_CATALOG_E_INTERNAL;

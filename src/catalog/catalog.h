@@ -43,6 +43,7 @@ typedef struct rl_catalog_entity {
     char *slug;
     char *title;
     char *summary;
+    char *description; /* "" when the entity has none; search snippets read it */
     rl_catalog_body_t document;
     rl_catalog_paper_t *paper; /* papers only */
 } rl_catalog_entity_t;
@@ -63,7 +64,8 @@ int rl_catalog_open(const char *db_path, const char *base_url, const rl_catalog_
 void rl_catalog_close(rl_catalog_t *catalog);
 
 /* The entity of type with slug, or NULL. slug needs no validation beforehand. */
-const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type, const char *slug);
+const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type,
+                                           const char *slug);
 /* GET /api/v1 */
 const rl_catalog_body_t *rl_catalog_index(const rl_catalog_t *catalog);
 /* GET /api/v1/<type>: every entity of a type with its summary. */
@@ -81,7 +83,8 @@ size_t rl_catalog_count(const rl_catalog_t *catalog, rl_catalog_type_t type);
  *                "summary", "url", "snippet", "score"}]}}}
  * Every word must match ("all"); when nothing does, any word may ("any").
  * Groups follow the type order and only types with hits appear; each group
- * holds its best `per` hits, best first; snippets mark matches with **.
+ * holds its best `per` hits, best first; snippets mark matches with **
+ * (catalog/snippet.h).
  * Returns 0 or RL_CATALOG_E_INTERNAL.
  */
 int rl_catalog_search(rl_catalog_t *catalog, const rl_catalog_search_t *search, char **body, size_t *len);

@@ -32,9 +32,11 @@ typedef struct setting {
     const char *help;
 } setting_t;
 
-#define SETTING(flag_, env_, field_, fallback_, help_)                                                             \
-    {flag_, env_, offsetof(rl_catalog_settings_t, field_), sizeof(((rl_catalog_settings_t *)0)->field_), fallback_, \
-     help_}
+#define SETTING(flag_, env_, field_, fallback_, help_)                                                       \
+    {                                                                                                        \
+        flag_, env_, offsetof(rl_catalog_settings_t, field_), sizeof(((rl_catalog_settings_t *)0)->field_),  \
+            fallback_, help_                                                                                 \
+    }
 
 static const setting_t settings_table[] = {
     SETTING("--listen", "CATALOGD_LISTEN", listen, RL_CATALOG_LISTEN_DEFAULT, "HOST:PORT to listen on"),
@@ -53,13 +55,15 @@ static void usage(FILE *out)
 {
     size_t i;
 
-    fprintf(out, "usage: catalogd [--import] [settings...]\n\n"
-                 "Serves the catalog API (/api/v1, /llms.txt). With --import, rebuilds DATA/catalog.db from the\n"
-                 "source folder and exits; otherwise imports first when the catalog is missing or older than\n"
-                 "its sources.\n\nsettings (each also read from the environment variable shown):\n");
+    fprintf(out,
+            "usage: catalogd [--import] [settings...]\n\n"
+            "Serves the catalog API (/api/v1, /llms.txt). With --import, rebuilds DATA/catalog.db from the\n"
+            "source folder and exits; otherwise imports first when the catalog is missing or older than\n"
+            "its sources.\n\nsettings (each also read from the environment variable shown):\n");
     for (i = 0; i < NSETTINGS; ++i)
         fprintf(out, "  %-14s %-20s %s (default: %s)\n", settings_table[i].flag, settings_table[i].env,
-                settings_table[i].help, settings_table[i].fallback[0] != '\0' ? settings_table[i].fallback : "none");
+                settings_table[i].help,
+                settings_table[i].fallback[0] != '\0' ? settings_table[i].fallback : "none");
     fprintf(out, "  --import                            rebuild the catalog and exit\n"
                  "  --help, --version\n");
 }
@@ -140,7 +144,8 @@ static int import_command(const rl_catalog_settings_t *settings)
     }
     snprintf(db_path, sizeof(db_path), "%s/catalog.db", settings->data);
     result = rl_catalog_import(settings->source, db_path, problems, &summary);
-    json_array_foreach(problems, i, problem) {
+    json_array_foreach(problems, i, problem)
+    {
         rl_catalog_problem_format(problem, line, sizeof(line));
         fprintf(stderr, "%s\n", line);
     }
@@ -176,12 +181,17 @@ static void on_stop_readable(h2o_socket_t *sock, const char *err)
 
 int main(int argc, char **argv)
 {
+    /*
+     * Static, so that they stay reachable until exit: h2o 2.2.5 has
+     * h2o_evloop_destroy, but its context leaves a queue behind that only
+     * the loop still points to.
+     */
     static rl_catalog_service_t service;
+    static h2o_loop_t *loop;
     int import_only = 0, result;
     rl_log_level_t level;
     struct sigaction sa;
     h2o_socket_t *stop_sock;
-    h2o_loop_t *loop;
 
     signal(SIGPIPE, SIG_IGN);
     result = parse_args(argc, argv, &service.settings, &import_only);

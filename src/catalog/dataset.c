@@ -11,7 +11,7 @@
 #include "http/validate.h"
 
 #define DIR_DEPTH_MAX 8
-#define FILES_MAX 100000
+#define FILES_MAX     100000
 
 /* ---- field checks: each returns nonzero when the string is invalid ---- */
 
@@ -28,7 +28,9 @@ static int check_line(const char *s, size_t len)
 
 static int check_url(const char *s, size_t len)
 {
-    size_t i, scheme = len >= 8 && memcmp(s, "https://", 8) == 0 ? 8 : len >= 7 && memcmp(s, "http://", 7) == 0 ? 7 : 0;
+    size_t i, scheme = len >= 8 && memcmp(s, "https://", 8) == 0  ? 8
+                       : len >= 7 && memcmp(s, "http://", 7) == 0 ? 7
+                                                                  : 0;
 
     if (scheme == 0 || len == scheme || s[scheme] == '/')
         return 1;
@@ -96,8 +98,8 @@ static int check_path(const char *s, size_t len)
         return 1;
     for (i = 0; i < len; ++i) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-              c == '.' || c == '/'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.' || c == '/'))
             return 1;
         if (c == '/' && (i + 1 == len || s[i + 1] == '.' || s[i + 1] == '/'))
             return 1;
@@ -261,7 +263,8 @@ const rl_catalog_link_t rl_catalog_links[] = {
     {RL_CATALOG_TYPE_TOOL, "organization", 0, RL_CATALOG_TYPE_ORGANIZATION, "organization", "tools"},
     {RL_CATALOG_TYPE_TOOL, "evals", 1, RL_CATALOG_TYPE_EVAL, "evals", "tools"},
     {RL_CATALOG_TYPE_TOOL, "papers", 1, RL_CATALOG_TYPE_PAPER, "papers", "tools"},
-    {RL_CATALOG_TYPE_LEADERBOARD, "organization", 0, RL_CATALOG_TYPE_ORGANIZATION, "organization", "leaderboards"},
+    {RL_CATALOG_TYPE_LEADERBOARD, "organization", 0, RL_CATALOG_TYPE_ORGANIZATION, "organization",
+     "leaderboards"},
     {RL_CATALOG_TYPE_LEADERBOARD, "evals", 1, RL_CATALOG_TYPE_EVAL, "evals", "leaderboards"},
     {RL_CATALOG_TYPE_PERSON, "organizations", 1, RL_CATALOG_TYPE_ORGANIZATION, "organizations", "people"},
     {RL_CATALOG_TYPE_PAPER, "people", 1, RL_CATALOG_TYPE_PERSON, "authors", "papers"},
@@ -269,7 +272,8 @@ const rl_catalog_link_t rl_catalog_links[] = {
 };
 const size_t rl_catalog_nlinks = sizeof(rl_catalog_links) / sizeof(rl_catalog_links[0]);
 
-static const char *const core_names[] = {"slug", "title", "summary", "description", "aliases", "source", NULL};
+static const char *const core_names[] = {"slug",    "title",  "summary", "description",
+                                         "aliases", "source", NULL};
 static const char *const paper_names[] = {"licence", "text", "pdf", NULL};
 
 static const rl_field_t *find_field(const rl_schema_t *schema, const char *name)
@@ -330,22 +334,23 @@ typedef struct loader {
     size_t count;
 } loader_t;
 
-static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
 
-static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt, ...)
+static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt,
+                    ...)
 {
     char message[512];
     va_list ap;
     json_t *item;
 
-    if (++loader->count > RL_CATALOG_PROBLEMS_MAX)
+    if (++loader->count > RL_CATALOG_PROBLEMS_MAX + 1)
         return;
     va_start(ap, fmt);
     vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
-    if (loader->count == RL_CATALOG_PROBLEMS_MAX)
-        snprintf(message, sizeof(message), "too many problems; stopped reporting after %d",
+    if (loader->count == RL_CATALOG_PROBLEMS_MAX + 1)
+        snprintf(message, sizeof(message), "and more problems; reporting stopped after %d",
                  RL_CATALOG_PROBLEMS_MAX);
     item = json_pack("{s:s, s:s, s:s}", "file", file, "field", field, "message", message);
     if (item != NULL && slug != NULL)
@@ -371,8 +376,8 @@ static int compare_paths(const void *a, const void *b)
 }
 
 /* Collects the relative paths of every *.json file under root/rel. */
-static int collect(loader_t *loader, const char *root, const char *rel, int depth, char ***paths, size_t *npaths,
-                   size_t *cap)
+static int collect(loader_t *loader, const char *root, const char *rel, int depth, char ***paths,
+                   size_t *npaths, size_t *cap)
 {
     char dirpath[4096], child[4096];
     struct dirent *entry;
@@ -418,12 +423,17 @@ static int collect(loader_t *loader, const char *root, const char *rel, int dept
     return 0;
 }
 
-static char *read_file(const char *path, size_t cap, size_t *len, const char **why)
+char *rl_catalog_dataset_read_file(const char *dir, const char *rel, size_t cap, size_t *len,
+                                   const char **why)
 {
-    FILE *fp = fopen(path, "rb");
+    char path[8192];
+    FILE *fp;
+
     struct stat st;
     char *bytes;
 
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    fp = fopen(path, "rb");
     *why = NULL;
     if (fp == NULL) {
         *why = strerror(errno);
@@ -461,13 +471,16 @@ static const rl_schema_t *section_schema(const char *name, int *kind)
         *kind = type;
         return &entity_schemas[type];
     }
-    *kind = strcmp(name, "scores") == 0 ? -1 : strcmp(name, "sources") == 0 ? -2 : strcmp(name, "licences") == 0 ? -3 : -4;
+    *kind = strcmp(name, "scores") == 0     ? -1
+            : strcmp(name, "sources") == 0  ? -2
+            : strcmp(name, "licences") == 0 ? -3
+                                            : -4;
     return *kind == -1 ? &score_schema : *kind == -2 ? &source_schema : *kind == -3 ? &licence_schema : NULL;
 }
 
 /* Registers an item under its key, refusing duplicates. */
-static void remember(loader_t *loader, json_t *map, const char *what, const char *key, json_t *item, const char *file,
-                     const char *field)
+static void remember(loader_t *loader, json_t *map, const char *what, const char *key, json_t *item,
+                     const char *file, const char *field)
 {
     char origin_key[160];
     json_t *earlier;
@@ -496,14 +509,17 @@ static void load_item(loader_t *loader, const char *file, const char *section, s
     snprintf(field, sizeof(field), "%s[%zu]", section, index);
     slug = kind == -1 ? NULL : json_string_value(json_object_get(item, kind >= 0 ? "slug" : "id"));
     rl_validate_json(schema, item, errors);
-    json_array_foreach(errors, i, error) {
+    json_array_foreach(errors, i, error)
+    {
         const char *at = json_string_value(json_object_get(error, "path"));
-        snprintf(path, sizeof(path), "%s%s%s", field, at != NULL && at[0] != '\0' ? "." : "", at != NULL ? at : "");
+        snprintf(path, sizeof(path), "%s%s%s", field, at != NULL && at[0] != '\0' ? "." : "",
+                 at != NULL ? at : "");
         problem(loader, file, path, slug, "%s", json_string_value(json_object_get(error, "message")));
     }
     json_decref(errors);
     if (json_is_object(item)) {
-        json_object_foreach(item, key, value) {
+        json_object_foreach(item, key, value)
+        {
             if (find_field(schema, key) == NULL) {
                 snprintf(path, sizeof(path), "%s.%s", field, key);
                 problem(loader, file, path, slug, "unknown field (a typo?)");
@@ -515,11 +531,11 @@ static void load_item(loader_t *loader, const char *file, const char *section, s
     if (kind >= 0)
         remember(loader, dataset->entities[kind], rl_catalog_types[kind].plural, slug, item, file, field);
     else if (kind == -2)
-        remember(loader, dataset->sources, "source", json_string_value(json_object_get(item, "id")), item, file,
-                 field);
+        remember(loader, dataset->sources, "source", json_string_value(json_object_get(item, "id")), item,
+                 file, field);
     else if (kind == -3)
-        remember(loader, dataset->licences, "licence", json_string_value(json_object_get(item, "id")), item, file,
-                 field);
+        remember(loader, dataset->licences, "licence", json_string_value(json_object_get(item, "id")), item,
+                 file, field);
     else {
         json_array_append(dataset->scores, item);
         json_array_append_new(loader->score_origins, json_pack("{s:s, s:s}", "file", file, "field", field));
@@ -528,15 +544,13 @@ static void load_item(loader_t *loader, const char *file, const char *section, s
 
 static void load_file(loader_t *loader, const char *rel)
 {
-    char path[8192];
     const char *why, *section;
     json_error_t jerr;
     json_t *root, *items, *item;
     size_t len, index;
     char *bytes;
 
-    snprintf(path, sizeof(path), "%s/%s", loader->dataset->dir, rel);
-    bytes = read_file(path, RL_CATALOG_SOURCE_FILE_MAX, &len, &why);
+    bytes = rl_catalog_dataset_read_file(loader->dataset->dir, rel, RL_CATALOG_SOURCE_FILE_MAX, &len, &why);
     if (bytes == NULL) {
         problem(loader, rel, "", NULL, "cannot read: %s", why);
         return;
@@ -544,15 +558,18 @@ static void load_file(loader_t *loader, const char *rel)
     root = json_loadb(bytes, len, JSON_REJECT_DUPLICATES, &jerr);
     free(bytes);
     if (root == NULL) {
-        problem(loader, rel, "", NULL, "not valid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+        problem(loader, rel, "", NULL, "not valid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                jerr.text);
         return;
     }
     if (!json_is_object(root)) {
-        problem(loader, rel, "", NULL, "must hold one JSON object whose keys are sections, such as {\"models\": [...]}");
+        problem(loader, rel, "", NULL,
+                "must hold one JSON object whose keys are sections, such as {\"models\": [...]}");
         json_decref(root);
         return;
     }
-    json_object_foreach(root, section, items) {
+    json_object_foreach(root, section, items)
+    {
         int kind;
         const rl_schema_t *schema = section_schema(section, &kind);
         if (schema == NULL) {
@@ -565,7 +582,8 @@ static void load_file(loader_t *loader, const char *rel)
             problem(loader, rel, section, NULL, "must be an array of objects");
             continue;
         }
-        json_array_foreach(items, index, item) {
+        json_array_foreach(items, index, item)
+        {
             load_item(loader, rel, section, index, kind, schema, item);
         }
     }
@@ -632,13 +650,12 @@ static void check_paper_files(loader_t *loader, json_t *origin, const char *slug
 
     if (licence == NULL) {
         snprintf(path, sizeof(path), "%s.licence", json_string_value(json_object_get(origin, "field")));
-        problem(loader, file, path, slug, "no licence has the id '%s' (licences are declared in a \"licences\" section)",
-                licence_id);
+        problem(loader, file, path, slug,
+                "no licence has the id '%s' (licences are declared in a \"licences\" section)", licence_id);
         return;
     }
     for (k = 0; k < 2; ++k) {
         const char *rel = json_string_value(json_object_get(paper, kinds[k])), *why;
-        char full[8192];
         size_t len;
         char *bytes;
 
@@ -651,8 +668,8 @@ static void check_paper_files(loader_t *loader, json_t *origin, const char *slug
                     licence_id);
             continue;
         }
-        snprintf(full, sizeof(full), "%s/%s", loader->dataset->dir, rel);
-        bytes = read_file(full, RL_CATALOG_PAPER_FILE_MAX, &len, &why);
+        bytes =
+            rl_catalog_dataset_read_file(loader->dataset->dir, rel, RL_CATALOG_PAPER_FILE_MAX, &len, &why);
         if (bytes == NULL) {
             problem(loader, file, path, slug, "cannot read %s: %s", rel, why);
             continue;
@@ -674,7 +691,8 @@ static void check_references(loader_t *loader)
     int type;
 
     for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type) {
-        json_object_foreach(dataset->entities[type], slug, entity) {
+        json_object_foreach(dataset->entities[type], slug, entity)
+        {
             json_t *origin = origin_of(loader, type, slug);
             for (i = 0; i < rl_catalog_nlinks; ++i) {
                 const rl_catalog_link_t *link = &rl_catalog_links[i];
@@ -685,7 +703,8 @@ static void check_references(loader_t *loader)
                     check_reference(loader, origin, slug, link->field, link->to, json_string_value(value));
                     continue;
                 }
-                json_array_foreach(value, j, item) {
+                json_array_foreach(value, j, item)
+                {
                     char field[120];
                     size_t k;
                     snprintf(field, sizeof(field), "%s.%zu", link->field, j);
@@ -694,8 +713,8 @@ static void check_references(loader_t *loader)
                         char path[300];
                         if (!json_equal(json_array_get(value, k), item))
                             continue;
-                        snprintf(path, sizeof(path), "%s.%s", json_string_value(json_object_get(origin, "field")),
-                                 field);
+                        snprintf(path, sizeof(path), "%s.%s",
+                                 json_string_value(json_object_get(origin, "field")), field);
                         problem(loader, json_string_value(json_object_get(origin, "file")), path, slug,
                                 "'%s' is listed twice", json_string_value(item));
                     }
@@ -706,7 +725,8 @@ static void check_references(loader_t *loader)
                 check_paper_files(loader, origin, slug, entity);
         }
     }
-    json_array_foreach(dataset->scores, i, score) {
+    json_array_foreach(dataset->scores, i, score)
+    {
         json_t *origin = json_array_get(loader->score_origins, i);
         check_reference(loader, origin, NULL, "model", RL_CATALOG_TYPE_MODEL,
                         json_string_value(json_object_get(score, "model")));
@@ -737,7 +757,8 @@ int rl_catalog_dataset_load(const char *dir, rl_catalog_dataset_t *out, json_t *
     }
     if (npaths == 0)
         problem(&loader, ".", "", NULL, "no .json source file in %s", dir);
-    qsort(paths, npaths, sizeof(*paths), compare_paths);
+    if (npaths > 1)
+        qsort(paths, npaths, sizeof(*paths), compare_paths);
     for (i = 0; i < npaths; ++i)
         load_file(&loader, paths[i]);
     if (loader.count == 0)
@@ -772,5 +793,6 @@ int rl_catalog_dataset_is_hidden(const rl_catalog_dataset_t *dataset, const json
 {
     const char *source = json_string_value(json_object_get(object, "source"));
 
-    return source != NULL && json_is_true(json_object_get(json_object_get(dataset->sources, source), "hidden"));
+    return source != NULL &&
+           json_is_true(json_object_get(json_object_get(dataset->sources, source), "hidden"));
 }

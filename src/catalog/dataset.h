@@ -27,10 +27,10 @@
 #define RL_CATALOG_PROBLEMS_MAX    200                   /* problems reported before giving up */
 
 typedef struct rl_catalog_dataset {
-    json_t *sources;                              /* id -> source object */
-    json_t *licences;                             /* id -> licence object */
-    json_t *entities[RL_CATALOG_TYPE_COUNT];      /* slug -> entity object, as written */
-    json_t *scores;                               /* array of score objects, in file order */
+    json_t *sources;                         /* id -> source object */
+    json_t *licences;                        /* id -> licence object */
+    json_t *entities[RL_CATALOG_TYPE_COUNT]; /* slug -> entity object, as written */
+    json_t *scores;                          /* array of score objects, in file order */
     char dir[4096];
 } rl_catalog_dataset_t;
 
@@ -42,8 +42,8 @@ typedef struct rl_catalog_dataset {
  */
 typedef struct rl_catalog_link {
     rl_catalog_type_t from;
-    const char *field;    /* the source field holding one slug, or an array of slugs */
-    int many;             /* 1: an array of slugs */
+    const char *field; /* the source field holding one slug, or an array of slugs */
+    int many;          /* 1: an array of slugs */
     rl_catalog_type_t to;
     const char *relation; /* name of the relationship on the entity that declares it */
     const char *inverse;  /* name of the relationship on the entity named */
@@ -75,6 +75,13 @@ void rl_catalog_dataset_free(rl_catalog_dataset_t *dataset);
 
 /* 1 when the object (an entity or a score) comes from a hidden source. */
 int rl_catalog_dataset_is_hidden(const rl_catalog_dataset_t *dataset, const json_t *object);
+
+/*
+ * Reads the regular file dir/rel of at most cap bytes. Returns a malloc'd
+ * copy (NUL added, not counted in *len), or NULL with the reason in *why.
+ */
+char *rl_catalog_dataset_read_file(const char *dir, const char *rel, size_t cap, size_t *len,
+                                   const char **why);
 
 /* Formats a problem object as "file: field: message" into buf. */
 void rl_catalog_problem_format(const json_t *problem, char *buf, size_t bufsz);

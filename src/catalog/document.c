@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "catalog/document.h"
 
@@ -49,16 +50,19 @@ static json_t *skeleton(const rl_catalog_dataset_t *dataset, rl_catalog_type_t t
     rl_catalog_document_path(type, slug, path, sizeof(path));
     json_object_set_new(doc, "url", json_string(path));
     copy_if_present(doc, entity, "aliases");
-    json_object_foreach((json_t *)entity, key, value) {
+    json_object_foreach((json_t *)entity, key, value)
+    {
         rl_catalog_role_t role = rl_catalog_dataset_role(type, key);
         if (role == RL_CATALOG_ROLE_ATTRIBUTE)
             json_object_set(attributes, key, value);
-        else if (role == RL_CATALOG_ROLE_LINK || (role == RL_CATALOG_ROLE_CORE && strcmp(key, "homepage") == 0))
+        else if (role == RL_CATALOG_ROLE_LINK ||
+                 (role == RL_CATALOG_ROLE_CORE && strcmp(key, "homepage") == 0))
             json_object_set(links, key, value);
     }
     if (type == RL_CATALOG_TYPE_PAPER) {
         const char *arxiv = json_string_value(json_object_get(entity, "arxiv"));
-        json_t *licence = json_object_get(dataset->licences, json_string_value(json_object_get(entity, "licence")));
+        json_t *licence =
+            json_object_get(dataset->licences, json_string_value(json_object_get(entity, "licence")));
         json_t *files = json_object();
         if (arxiv != NULL) {
             char url[64];
@@ -67,9 +71,10 @@ static json_t *skeleton(const rl_catalog_dataset_t *dataset, rl_catalog_type_t t
         }
         json_object_set_new(doc, "attributes", attributes);
         json_object_set_new(doc, "links", links);
-        json_object_set_new(doc, "licence", json_pack("{s:O, s:O, s:O}", "id", json_object_get(licence, "id"), "title",
-                                                      json_object_get(licence, "title"), "redistributable",
-                                                      json_object_get(licence, "redistributable")));
+        json_object_set_new(doc, "licence",
+                            json_pack("{s:O, s:O, s:O}", "id", json_object_get(licence, "id"), "title",
+                                      json_object_get(licence, "title"), "redistributable",
+                                      json_object_get(licence, "redistributable")));
         copy_if_present(json_object_get(doc, "licence"), licence, "url");
         if (json_object_get(entity, "text") != NULL) {
             snprintf(path, sizeof(path), "/api/v1/papers/%s/text", slug);
@@ -92,7 +97,8 @@ static json_t *skeleton(const rl_catalog_dataset_t *dataset, rl_catalog_type_t t
 
 static void relate(json_t *doc, const char *relation, json_t *ref)
 {
-    json_t *relationships = json_object_get(doc, "relationships"), *list = json_object_get(relationships, relation);
+    json_t *relationships = json_object_get(doc, "relationships"),
+           *list = json_object_get(relationships, relation);
 
     if (list == NULL) {
         list = json_array();
@@ -110,13 +116,15 @@ static void link_entities(const rl_catalog_dataset_t *dataset, json_t *documents
         const char *slug;
         json_t *doc;
 
-        json_object_foreach(documents[link->from], slug, doc) {
+        json_object_foreach(documents[link->from], slug, doc)
+        {
             json_t *entity = json_object_get(dataset->entities[link->from], slug);
             json_t *value = json_object_get(entity, link->field), *item;
             json_t *single = json_array();
             if (value != NULL && !link->many)
                 json_array_append(single, value);
-            json_array_foreach(link->many ? value : single, j, item) {
+            json_array_foreach(link->many ? value : single, j, item)
+            {
                 const char *named = json_string_value(item);
                 json_t *target = visible(dataset, link->to, named);
                 if (target == NULL)
@@ -149,7 +157,7 @@ static double value_of(const json_t *row)
 static int by_title(const void *a, const void *b)
 {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    int order = strcmp(text_at(x, "title", NULL), text_at(y, "title", NULL));
+    int order = strcasecmp(text_at(x, "title", NULL), text_at(y, "title", NULL));
 
     return order != 0 ? order : strcmp(text_at(x, "slug", NULL), text_at(y, "slug", NULL));
 }
@@ -158,7 +166,7 @@ static int by_title(const void *a, const void *b)
 static int by_eval_then_value(const void *a, const void *b)
 {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    int order = strcmp(text_at(x, "eval", "title"), text_at(y, "eval", "title"));
+    int order = strcasecmp(text_at(x, "eval", "title"), text_at(y, "eval", "title"));
 
     if (order != 0)
         return order;
@@ -179,8 +187,9 @@ static int by_eval_value_model(const void *a, const void *b)
 {
     int order = by_eval_then_value(a, b);
 
-    return order != 0 ? order : strcmp(text_at(*(json_t *const *)a, "model", "title"),
-                                       text_at(*(json_t *const *)b, "model", "title"));
+    return order != 0 ? order
+                      : strcmp(text_at(*(json_t *const *)a, "model", "title"),
+                               text_at(*(json_t *const *)b, "model", "title"));
 }
 
 static void sort_array(json_t *array, int (*compare)(const void *, const void *))
@@ -204,14 +213,21 @@ static void sort_array(json_t *array, int (*compare)(const void *, const void *)
 
 /* ---- scores ---- */
 
-static json_t *score_row(const json_t *score)
+/*
+ * One score as a document shows it: the eval and/or the model it is about
+ * (references, stolen; either may be NULL), then the figure and its source.
+ */
+static json_t *score_row(const json_t *score, json_t *eval, json_t *model)
 {
+    const char *unit = json_string_value(json_object_get(score, "unit"));
     json_t *row = json_object();
 
+    if (eval != NULL)
+        json_object_set_new(row, "eval", eval);
+    if (model != NULL)
+        json_object_set_new(row, "model", model);
     copy_if_present(row, score, "value");
-    json_object_set_new(row, "unit", json_string(json_string_value(json_object_get(score, "unit")) != NULL
-                                                     ? json_string_value(json_object_get(score, "unit"))
-                                                     : "%"));
+    json_object_set_new(row, "unit", json_string(unit != NULL ? unit : "%"));
     copy_if_present(row, score, "setting");
     copy_if_present(row, score, "date");
     copy_if_present(row, score, "source_url");
@@ -224,7 +240,8 @@ static void attach_scores(const rl_catalog_dataset_t *dataset, json_t *documents
     json_t *score;
     size_t i;
 
-    json_array_foreach(dataset->scores, i, score) {
+    json_array_foreach(dataset->scores, i, score)
+    {
         const char *model_slug = json_string_value(json_object_get(score, "model"));
         const char *eval_slug = json_string_value(json_object_get(score, "eval"));
         json_t *model = visible(dataset, RL_CATALOG_TYPE_MODEL, model_slug);
@@ -234,23 +251,22 @@ static void attach_scores(const rl_catalog_dataset_t *dataset, json_t *documents
 
         if (model == NULL || eval == NULL || rl_catalog_dataset_is_hidden(dataset, score))
             continue;
-        row = score_row(score);
-        json_object_set_new(row, "eval", reference(RL_CATALOG_TYPE_EVAL, eval_slug, eval));
-        json_array_append_new(json_object_get(json_object_get(documents[RL_CATALOG_TYPE_MODEL], model_slug), "scores"),
-                              row);
-        row = score_row(score);
-        json_object_set_new(row, "model", reference(RL_CATALOG_TYPE_MODEL, model_slug, model));
-        json_array_append_new(json_object_get(json_object_get(documents[RL_CATALOG_TYPE_EVAL], eval_slug), "scores"),
-                              row);
+        row = score_row(score, reference(RL_CATALOG_TYPE_EVAL, eval_slug, eval), NULL);
+        json_array_append_new(
+            json_object_get(json_object_get(documents[RL_CATALOG_TYPE_MODEL], model_slug), "scores"), row);
+        row = score_row(score, NULL, reference(RL_CATALOG_TYPE_MODEL, model_slug, model));
+        json_array_append_new(
+            json_object_get(json_object_get(documents[RL_CATALOG_TYPE_EVAL], eval_slug), "scores"), row);
         /* A leaderboard's rows are the catalog's scores on the evals it ranks. */
-        boards = json_object_get(json_object_get(json_object_get(documents[RL_CATALOG_TYPE_EVAL], eval_slug),
-                                                 "relationships"),
-                                 "leaderboards");
-        json_array_foreach(boards, j, board) {
-            json_t *doc = json_object_get(documents[RL_CATALOG_TYPE_LEADERBOARD], text_at(board, "slug", NULL));
-            row = score_row(score);
-            json_object_set_new(row, "eval", reference(RL_CATALOG_TYPE_EVAL, eval_slug, eval));
-            json_object_set_new(row, "model", reference(RL_CATALOG_TYPE_MODEL, model_slug, model));
+        boards = json_object_get(
+            json_object_get(json_object_get(documents[RL_CATALOG_TYPE_EVAL], eval_slug), "relationships"),
+            "leaderboards");
+        json_array_foreach(boards, j, board)
+        {
+            json_t *doc =
+                json_object_get(documents[RL_CATALOG_TYPE_LEADERBOARD], text_at(board, "slug", NULL));
+            row = score_row(score, reference(RL_CATALOG_TYPE_EVAL, eval_slug, eval),
+                            reference(RL_CATALOG_TYPE_MODEL, model_slug, model));
             json_array_append_new(json_object_get(doc, "scores"), row);
         }
     }
@@ -276,14 +292,16 @@ int rl_catalog_documents_build(const rl_catalog_dataset_t *dataset, json_t *docu
             free(slugs);
             goto fail;
         }
-        json_object_foreach(dataset->entities[type], slug, entity) {
+        json_object_foreach(dataset->entities[type], slug, entity)
+        {
             if (!rl_catalog_dataset_is_hidden(dataset, entity))
                 slugs[count++] = slug;
         }
         qsort(slugs, count, sizeof(*slugs), compare_keys);
         for (i = 0; i < count; ++i)
-            json_object_set_new(documents[type], slugs[i],
-                                skeleton(dataset, type, slugs[i], json_object_get(dataset->entities[type], slugs[i])));
+            json_object_set_new(
+                documents[type], slugs[i],
+                skeleton(dataset, type, slugs[i], json_object_get(dataset->entities[type], slugs[i])));
         free(slugs);
     }
     link_entities(dataset, documents);
@@ -291,8 +309,10 @@ int rl_catalog_documents_build(const rl_catalog_dataset_t *dataset, json_t *docu
     for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type) {
         const char *slug, *name;
         json_t *doc, *list;
-        json_object_foreach(documents[type], slug, doc) {
-            json_object_foreach(json_object_get(doc, "relationships"), name, list) {
+        json_object_foreach(documents[type], slug, doc)
+        {
+            json_object_foreach(json_object_get(doc, "relationships"), name, list)
+            {
                 sort_array(list, by_title);
             }
             sort_array(json_object_get(doc, "scores"), type == RL_CATALOG_TYPE_MODEL  ? by_eval_then_value
@@ -319,13 +339,14 @@ static void add_text(FILE *out, const json_t *value)
         fputs(json_string_value(value), out);
         fputc('\n', out);
     }
-    json_array_foreach(value, i, item) {
+    json_array_foreach(value, i, item)
+    {
         if (json_is_string(item))
             add_text(out, item);
     }
 }
 
-char *rl_catalog_document_search_body(const json_t *document)
+char *rl_catalog_document_search_facts(const json_t *document)
 {
     const char *key;
     json_t *value, *list, *ref;
@@ -335,12 +356,14 @@ char *rl_catalog_document_search_body(const json_t *document)
 
     if (out == NULL)
         return NULL;
-    add_text(out, json_object_get(document, "description"));
-    json_object_foreach(json_object_get(document, "attributes"), key, value) {
+    json_object_foreach(json_object_get(document, "attributes"), key, value)
+    {
         add_text(out, value);
     }
-    json_object_foreach(json_object_get(document, "relationships"), key, list) {
-        json_array_foreach(list, i, ref) {
+    json_object_foreach(json_object_get(document, "relationships"), key, list)
+    {
+        json_array_foreach(list, i, ref)
+        {
             add_text(out, json_object_get(ref, "title"));
         }
     }

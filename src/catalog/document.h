@@ -25,6 +25,9 @@
 
 #include "catalog/dataset.h"
 
+/* How the catalog writes JSON: compact, and reals with 12 significant digits so that 88.7 stays 88.7. */
+#define RL_CATALOG_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
+
 /*
  * Fills documents[type] with a new object slug -> document for every visible
  * entity, in slug order. Returns 0, or -1 when memory ran out (documents are
@@ -33,11 +36,11 @@
 int rl_catalog_documents_build(const rl_catalog_dataset_t *dataset, json_t *documents[RL_CATALOG_TYPE_COUNT]);
 
 /*
- * The text that search reads besides the title, slug, aliases and summary:
- * the description, every string attribute and the titles of related
- * entities. Returns a malloc'd string.
+ * The facts that search reads besides the title, slug, aliases, summary and
+ * description: every string attribute and the title of every related entity,
+ * one per line. Returns a malloc'd string.
  */
-char *rl_catalog_document_search_body(const json_t *document);
+char *rl_catalog_document_search_facts(const json_t *document);
 
 /* The API path of an entity, "/api/v1/<plural>/<slug>", into buf. */
 void rl_catalog_document_path(rl_catalog_type_t type, const char *slug, char *buf, size_t bufsz);

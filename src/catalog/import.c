@@ -18,10 +18,8 @@ static const char schema_sql[] =
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
     "CREATE TABLE entity (id INTEGER PRIMARY KEY, type INTEGER NOT NULL, slug TEXT NOT NULL,"
     "  title TEXT NOT NULL, summary TEXT NOT NULL, document TEXT NOT NULL, UNIQUE (type, slug));"
-    /* Names and slugs weigh more than summaries, summaries more than the rest (bm25 column weights). */
-    "CREATE VIRTUAL TABLE entity_fts USING fts5(title, slug, aliases, summary, body, type UNINDEXED,"
+    "CREATE VIRTUAL TABLE entity_fts USING fts5(title, slug, aliases, summary, description, facts,"
     "  tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');"
-    "INSERT INTO entity_fts (entity_fts, rank) VALUES ('rank', 'bm25(10.0, 8.0, 6.0, 2.0, 1.0, 0.0)');"
     "CREATE TABLE paper_file (slug TEXT NOT NULL, format TEXT NOT NULL, content_type TEXT NOT NULL,"
     "  content BLOB NOT NULL, PRIMARY KEY (slug, format));";
 
@@ -75,7 +73,7 @@ static void absolute(const char *path, char *buf)
         snprintf(buf, PATH_MAX, "%s", path);
 }
 
-static char *meta_value(sqlite3 *db, const char *key)
+char *rl_catalog_meta_value(sqlite3 *db, const char *key)
 {
     sqlite3_stmt *stmt = NULL;
     char *value = NULL;
@@ -96,16 +94,16 @@ int rl_catalog_import_is_stale(const char *source_dir, const char *db_path)
     sqlite3 *db = NULL;
     int stale = 1;
 
-    if (access(db_path, R_OK) != 0 ||
-        sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+    if (access(db_path, R_OK) != 0 || sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         goto out;
-    version = meta_value(db, "schema_version");
-    dir = meta_value(db, "source_dir");
-    stored = meta_value(db, "source_fingerprint");
+    version = rl_catalog_meta_value(db, "schema_version");
+    dir = rl_catalog_meta_value(db, "source_dir");
+    stored = rl_catalog_meta_value(db, "source_fingerprint");
     absolute(source_dir, expected_dir);
     fingerprint_text(source_dir, print, sizeof(print));
-    stale = version == NULL || dir == NULL || stored == NULL || strcmp(version, RL_CATALOG_SCHEMA_VERSION) != 0 ||
-            strcmp(dir, expected_dir) != 0 || strcmp(stored, print) != 0;
+    stale = version == NULL || dir == NULL || stored == NULL ||
+            strcmp(version, RL_CATALOG_SCHEMA_VERSION) != 0 || strcmp(dir, expected_dir) != 0 ||
+            strcmp(stored, print) != 0;
 
 out:
     free(version);
@@ -143,7 +141,8 @@ static char *joined_aliases(const json_t *doc)
 
     if (out == NULL)
         return NULL;
-    json_array_foreach(aliases, i, alias) {
+    json_array_foreach(aliases, i, alias)
+    {
         fprintf(out, "%s\n", json_string_value(alias));
     }
     fclose(out);
@@ -152,12 +151,13 @@ static char *joined_aliases(const json_t *doc)
 
 static int put_entity(writer_t *w, rl_catalog_type_t type, const char *slug, const json_t *doc)
 {
-    char *text = json_dumps(doc, JSON_COMPACT), *body = rl_catalog_document_search_body(doc);
+    char *text = json_dumps(doc, RL_CATALOG_JSON_FLAGS), *facts = rl_catalog_document_search_facts(doc);
+    const char *description = json_string_value(json_object_get(doc, "description"));
     char *aliases = joined_aliases(doc);
     sqlite3_int64 id;
     int result = -1;
 
-    if (text == NULL || body == NULL || aliases == NULL)
+    if (text == NULL || facts == NULL || aliases == NULL)
         goto out;
     sqlite3_reset(w->entity);
     sqlite3_bind_int(w->entity, 1, type);
@@ -176,8 +176,8 @@ static int put_entity(writer_t *w, rl_catalog_type_t type, const char *slug, con
     sqlite3_bind_text(w->fts, 3, slug, -1, SQLITE_STATIC);
     sqlite3_bind_text(w->fts, 4, aliases, -1, SQLITE_STATIC);
     sqlite3_bind_text(w->fts, 5, json_string_value(json_object_get(doc, "summary")), -1, SQLITE_STATIC);
-    sqlite3_bind_text(w->fts, 6, body, -1, SQLITE_STATIC);
-    sqlite3_bind_int(w->fts, 7, type);
+    sqlite3_bind_text(w->fts, 6, description != NULL ? description : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->fts, 7, facts, -1, SQLITE_STATIC);
     if (sqlite3_step(w->fts) != SQLITE_DONE) {
         fail_sqlite(w->db, "search index");
         goto out;
@@ -186,46 +186,35 @@ static int put_entity(writer_t *w, rl_catalog_type_t type, const char *slug, con
 
 out:
     free(text);
-    free(body);
+    free(facts);
     free(aliases);
     return result;
 }
 
-static int put_file(writer_t *w, const char *dir, const char *slug, const char *format, const char *content_type,
-                    const char *rel)
+static int put_file(writer_t *w, const char *dir, const char *slug, const char *format,
+                    const char *content_type, const char *rel)
 {
-    char path[PATH_MAX];
-    struct stat st;
-    FILE *fp;
-    char *bytes = NULL;
-    int result = -1;
+    const char *why;
+    size_t len;
+    char *bytes = rl_catalog_dataset_read_file(dir, rel, RL_CATALOG_PAPER_FILE_MAX, &len, &why);
+    int result;
 
-    snprintf(path, sizeof(path), "%s/%s", dir, rel);
-    fp = fopen(path, "rb");
-    if (fp == NULL || fstat(fileno(fp), &st) != 0) {
-        rl_log_error("catalog import: cannot read %s: %s", path, strerror(errno));
-        goto out;
-    }
-    bytes = malloc((size_t)st.st_size + 1);
-    if (bytes == NULL || fread(bytes, 1, (size_t)st.st_size, fp) != (size_t)st.st_size) {
-        rl_log_error("catalog import: cannot read %s", path);
-        goto out;
+    if (bytes == NULL) {
+        rl_log_error("catalog import: cannot read %s/%s: %s", dir, rel, why);
+        return -1;
     }
     sqlite3_reset(w->file);
     sqlite3_bind_text(w->file, 1, slug, -1, SQLITE_STATIC);
     sqlite3_bind_text(w->file, 2, format, -1, SQLITE_STATIC);
     sqlite3_bind_text(w->file, 3, content_type, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(w->file, 4, bytes, (int)st.st_size, SQLITE_STATIC);
+    sqlite3_bind_blob(w->file, 4, bytes, (int)len, SQLITE_STATIC);
     result = sqlite3_step(w->file) == SQLITE_DONE ? 0 : fail_sqlite(w->db, "paper file");
-
-out:
-    if (fp != NULL)
-        fclose(fp);
     free(bytes);
     return result;
 }
 
-static int write_catalog(writer_t *w, const rl_catalog_dataset_t *dataset, json_t *documents[], json_t *summary)
+static int write_catalog(writer_t *w, const rl_catalog_dataset_t *dataset, json_t *documents[],
+                         json_t *summary)
 {
     json_t *counts = json_object_get(summary, "entities");
     long long files = 0;
@@ -234,7 +223,8 @@ static int write_catalog(writer_t *w, const rl_catalog_dataset_t *dataset, json_
     for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type) {
         const char *slug;
         json_t *doc;
-        json_object_foreach(documents[type], slug, doc) {
+        json_object_foreach(documents[type], slug, doc)
+        {
             if (put_entity(w, type, slug, doc) != 0)
                 return -1;
             if (type != RL_CATALOG_TYPE_PAPER)
@@ -242,13 +232,15 @@ static int write_catalog(writer_t *w, const rl_catalog_dataset_t *dataset, json_
             json_t *paper = json_object_get(dataset->entities[type], slug);
             const char *text = json_string_value(json_object_get(paper, "text"));
             const char *pdf = json_string_value(json_object_get(paper, "pdf"));
-            if (text != NULL && put_file(w, dataset->dir, slug, "text", "text/plain; charset=utf-8", text) != 0)
+            if (text != NULL &&
+                put_file(w, dataset->dir, slug, "text", "text/plain; charset=utf-8", text) != 0)
                 return -1;
             if (pdf != NULL && put_file(w, dataset->dir, slug, "pdf", "application/pdf", pdf) != 0)
                 return -1;
             files += (text != NULL) + (pdf != NULL);
         }
-        json_object_set_new(counts, rl_catalog_types[type].plural, json_integer((json_int_t)json_object_size(documents[type])));
+        json_object_set_new(counts, rl_catalog_types[type].plural,
+                            json_integer((json_int_t)json_object_size(documents[type])));
     }
     json_object_set_new(summary, "files", json_integer(files));
     return 0;
@@ -260,7 +252,8 @@ static long long count_scores(json_t *documents[])
     json_t *doc;
     long long n = 0;
 
-    json_object_foreach(documents[RL_CATALOG_TYPE_MODEL], slug, doc) {
+    json_object_foreach(documents[RL_CATALOG_TYPE_MODEL], slug, doc)
+    {
         n += (long long)json_array_size(json_object_get(doc, "scores"));
     }
     return n;
@@ -286,7 +279,8 @@ int rl_catalog_import(const char *source_dir, const char *db_path, json_t *probl
     char *text;
     int result, type;
 
-    /* The fingerprint is taken before reading, so that an edit made during the import makes the file stale. */
+    /* The fingerprint is taken before reading, so that an edit made during the import makes the file stale.
+     */
     fingerprint_text(source_dir, print, sizeof(print));
     result = rl_catalog_dataset_load(source_dir, &dataset, problems);
     if (result != 0)
@@ -307,15 +301,18 @@ int rl_catalog_import(const char *source_dir, const char *db_path, json_t *probl
         fail_sqlite(w.db, "schema");
         goto out;
     }
-    if (sqlite3_prepare_v2(w.db, "INSERT INTO entity (type, slug, title, summary, document) VALUES (?, ?, ?, ?, ?)",
+    if (sqlite3_prepare_v2(w.db,
+                           "INSERT INTO entity (type, slug, title, summary, document) VALUES (?, ?, ?, ?, ?)",
                            -1, &w.entity, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w.db,
-                           "INSERT INTO entity_fts (rowid, title, slug, aliases, summary, body, type)"
+                           "INSERT INTO entity_fts (rowid, title, slug, aliases, summary, description, facts)"
                            " VALUES (?, ?, ?, ?, ?, ?, ?)",
                            -1, &w.fts, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w.db, "INSERT INTO paper_file (slug, format, content_type, content) VALUES (?, ?, ?, ?)",
+        sqlite3_prepare_v2(w.db,
+                           "INSERT INTO paper_file (slug, format, content_type, content) VALUES (?, ?, ?, ?)",
                            -1, &w.file, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w.db, "INSERT INTO meta (key, value) VALUES (?, ?)", -1, &w.meta, NULL) != SQLITE_OK) {
+        sqlite3_prepare_v2(w.db, "INSERT INTO meta (key, value) VALUES (?, ?)", -1, &w.meta, NULL) !=
+            SQLITE_OK) {
         fail_sqlite(w.db, "prepare");
         goto out;
     }
@@ -333,8 +330,8 @@ int rl_catalog_import(const char *source_dir, const char *db_path, json_t *probl
         goto out;
     }
     free(text);
-    if (sqlite3_exec(w.db, "COMMIT; INSERT INTO entity_fts (entity_fts) VALUES ('optimize');", NULL, NULL, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_exec(w.db, "COMMIT; INSERT INTO entity_fts (entity_fts) VALUES ('optimize');", NULL, NULL,
+                     NULL) != SQLITE_OK) {
         fail_sqlite(w.db, "commit");
         goto out;
     }

@@ -6,7 +6,8 @@
  * so a failed import leaves the previous catalog in place. It holds:
  *   meta(key, value)            schema version, source folder and fingerprint, counts
  *   entity(id, type, slug, title, summary, document)
- *   entity_fts                  FTS5 over title, slug, aliases, summary, body; type unindexed
+ *   entity_fts                  FTS5 over title, slug, aliases, summary, description, facts;
+ *                               rowid = entity.id
  *   paper_file(slug, format, content_type, content)
  * Hidden entities are never written (document.h).
  */
@@ -15,8 +16,10 @@
 
 #include <jansson.h>
 
+struct sqlite3;
+
 /* Bumped whenever the file layout or the documents change shape: an older file is then rebuilt. */
-#define RL_CATALOG_SCHEMA_VERSION "1"
+#define RL_CATALOG_SCHEMA_VERSION "2"
 
 /*
  * Imports source_dir into db_path. Returns 0 and, when summary is not NULL,
@@ -32,5 +35,8 @@ int rl_catalog_import(const char *source_dir, const char *db_path, json_t *probl
  * changed since (their count, total size or newest modification time).
  */
 int rl_catalog_import_is_stale(const char *source_dir, const char *db_path);
+
+/* A value of the meta table of an open catalog file, malloc'd; NULL when absent. */
+char *rl_catalog_meta_value(struct sqlite3 *db, const char *key);
 
 #endif

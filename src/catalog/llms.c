@@ -44,7 +44,8 @@ static void put_value(FILE *out, const json_t *value)
         fprintf(out, "%g", json_real_value(value));
     else if (json_is_boolean(value))
         fputs(json_is_true(value) ? "yes" : "no", out);
-    json_array_foreach(value, i, item) {
+    json_array_foreach(value, i, item)
+    {
         if (i > 0)
             fputs(", ", out);
         put_value(out, item);
@@ -71,8 +72,8 @@ static void put_score(FILE *out, const json_t *row)
         fputs(" on ", out);
     if (eval != NULL)
         fprintf(out, "%s", text(eval, "title"));
-    fprintf(out, ": %g%s%s", json_number_value(json_object_get(row, "value")), strcmp(unit, "%") == 0 ? "" : " ",
-            unit);
+    fprintf(out, ": %g%s%s", json_number_value(json_object_get(row, "value")),
+            strcmp(unit, "%") == 0 ? "" : " ", unit);
     if (json_object_get(row, "setting") != NULL)
         fprintf(out, " (%s)", text(row, "setting"));
     fprintf(out, ", reported at %s\n", text(row, "source_url"));
@@ -94,7 +95,8 @@ static void put_full_entity(FILE *out, const json_t *doc, const char *base_url)
         put_value(out, json_object_get(doc, "aliases"));
         fputc('\n', out);
     }
-    json_object_foreach(json_object_get(doc, "attributes"), key, value) {
+    json_object_foreach(json_object_get(doc, "attributes"), key, value)
+    {
         fputs("- ", out);
         put_label(out, key);
         fputs(": ", out);
@@ -106,26 +108,38 @@ static void put_full_entity(FILE *out, const json_t *doc, const char *base_url)
                 json_is_true(json_object_get(json_object_get(doc, "licence"), "redistributable"))
                     ? " (the catalog serves its text)"
                     : "");
-    json_object_foreach(json_object_get(doc, "files"), key, value) {
+    json_object_foreach(json_object_get(doc, "files"), key, value)
+    {
         fprintf(out, "- Full %s: %s%s\n", key, base_url, json_string_value(value));
     }
-    json_object_foreach(json_object_get(doc, "links"), key, value) {
+    json_object_foreach(json_object_get(doc, "links"), key, value)
+    {
         fputs("- ", out);
         put_label(out, key);
         fprintf(out, ": %s\n", json_string_value(value));
     }
-    json_object_foreach(json_object_get(doc, "relationships"), key, list) {
+    json_object_foreach(json_object_get(doc, "relationships"), key, list)
+    {
         fputs("- ", out);
         put_label(out, key);
         fputs(": ", out);
-        json_array_foreach(list, i, ref) {
-            fprintf(out, "%s%s (%s/%s)", i > 0 ? "; " : "", text(ref, "title"), text(ref, "type"), text(ref, "slug"));
+        json_array_foreach(list, i, ref)
+        {
+            fprintf(out, "%s%s (%s/%s)", i > 0 ? "; " : "", text(ref, "title"), text(ref, "type"),
+                    text(ref, "slug"));
         }
         fputc('\n', out);
     }
     if (json_array_size(scores) > 0) {
-        fprintf(out, "- Top scores (%zu in the catalog):\n", json_array_size(scores));
-        for (i = 0; i < json_array_size(scores) && i < RL_CATALOG_LLMS_TOP_SCORES; ++i)
+        /* A model has a handful of scores, all shown by eval; an eval or a leaderboard shows its best. */
+        int model = strcmp(text(doc, "type"), "models") == 0;
+        size_t n = json_array_size(scores),
+               shown = model || n < RL_CATALOG_LLMS_TOP_SCORES ? n : RL_CATALOG_LLMS_TOP_SCORES;
+        if (model)
+            fputs("- Scores:\n", out);
+        else
+            fprintf(out, "- Top scores (%zu in the catalog):\n", n);
+        for (i = 0; i < shown; ++i)
             put_score(out, json_array_get(scores, i));
     }
     fputc('\n', out);
@@ -144,8 +158,10 @@ char *rl_catalog_llms_render(json_t *const documents[RL_CATALOG_TYPE_COUNT], con
         return NULL;
     fprintf(out, "# Relay catalog%s\n\n", full ? " (full text)" : "");
     fprintf(out,
-            "> A read-only catalog of AI evaluations and of the models, tools, leaderboards, organizations, people, "
-            "capabilities and papers around them: %zu entities, with scores as their makers or authors reported them "
+            "> A read-only catalog of AI evaluations and of the models, tools, leaderboards, organizations, "
+            "people, "
+            "capabilities and papers around them: %zu entities, with scores as their makers or authors "
+            "reported them "
             "and a source URL for each.\n\n",
             total_entities(documents));
     fprintf(out,
@@ -159,7 +175,8 @@ char *rl_catalog_llms_render(json_t *const documents[RL_CATALOG_TYPE_COUNT], con
         if (json_array_size(documents[type]) == 0)
             continue;
         fprintf(out, "## %s\n\n", rl_catalog_types[type].heading);
-        json_array_foreach(documents[type], i, doc) {
+        json_array_foreach(documents[type], i, doc)
+        {
             if (full) {
                 put_full_entity(out, doc, base_url);
                 continue;

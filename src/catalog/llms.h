@@ -23,7 +23,7 @@
 char *rl_catalog_llms_render(json_t *const documents[RL_CATALOG_TYPE_COUNT], const char *base_url, int full,
                              size_t *len);
 
-/* How many score rows llms-full.txt shows per entity. */
+/* How many score rows llms-full.txt shows for an eval or a leaderboard (a model shows all of its own). */
 #define RL_CATALOG_LLMS_TOP_SCORES 5
 
 #endif

@@ -13,10 +13,11 @@
 #include "catalog/error.h"
 #include "catalog/import.h"
 #include "catalog/service.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* No catalog route reads a body; anything larger is refused by the core before it is read. */
-#define MAX_BODY 4096
+#define MAX_BODY           4096
 #define REQUEST_TIMEOUT_MS 10000
 
 static const char json_mime[] = "application/json; charset=utf-8";
@@ -49,13 +50,17 @@ static void fail(rl_call_t *call, int err, const char *message, json_t *details)
     envelope = json_pack("{s:b, s:o}", "ok", 0, "error", error);
     text = json_dumps(envelope, JSON_COMPACT);
     json_decref(envelope);
-    /* spec: responses are cached for an hour; the catalog's answers, refusals included, only change on import. */
-    add_common_headers(call, status < 500);
     if (text == NULL) {
         static const char fallback[] = "{\"ok\":false,\"error\":{\"code\":\"internal_error\"}}";
+        add_common_headers(call, 0);
         rl_call_send(call, 500, json_mime, fallback, sizeof(fallback) - 1);
         return;
     }
+    /*
+     * spec: responses are cached for an hour. The catalog's refusals change only on import, like its
+     * answers, so they are cached too; its faults are not.
+     */
+    add_common_headers(call, status < 500);
     rl_call_send(call, status, json_mime, text, strlen(text));
     free(text);
 }
@@ -95,8 +100,9 @@ static void fail_unknown_type(rl_call_t *call, const char *name)
 
     for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type)
         json_array_append_new(types, json_string(rl_catalog_types[type].plural));
-    snprintf(message, sizeof(message), "no entity type '%.60s'; the types are evals, models, tools, leaderboards, "
-                                       "organizations, people, capabilities and papers",
+    snprintf(message, sizeof(message),
+             "no entity type '%.60s'; the types are evals, models, tools, leaderboards, "
+             "organizations, people, capabilities and papers",
              name);
     fail(call, RL_CATALOG_E_TYPE_NOT_FOUND, message, json_pack("{s:o}", "types", types));
 }
@@ -119,7 +125,8 @@ static const rl_catalog_entity_t *find_entity(rl_call_t *call, int fixed_type)
     param(call, fixed_type < 0 ? 1 : 0, slug, sizeof(slug));
     entity = rl_catalog_find(catalog_of(call), type, slug);
     if (entity == NULL) {
-        snprintf(message, sizeof(message), "no %s has the slug '%.80s'", rl_catalog_types[type].singular, slug);
+        snprintf(message, sizeof(message), "no %s has the slug '%.80s'", rl_catalog_types[type].singular,
+                 slug);
         fail(call, RL_CATALOG_E_ENTITY_NOT_FOUND, message,
              json_pack("{s:s, s:s}", "type", rl_catalog_types[type].plural, "slug", slug));
     }
@@ -200,21 +207,24 @@ static void paper_file(rl_call_t *call, const char *format)
     if (entity == NULL)
         return;
     paper = entity->paper;
-    details = json_pack("{s:s, s:s, s:b}", "licence", paper->licence_id, "licence_title", paper->licence_title,
-                        "redistributable", paper->redistributable);
+    details = json_pack("{s:s, s:s, s:b}", "licence", paper->licence_id, "licence_title",
+                        paper->licence_title, "redistributable", paper->redistributable);
     if (paper->read_at != NULL)
         json_object_set_new(details, "read_at", json_string(paper->read_at));
     if (!paper->redistributable) {
-        snprintf(message, sizeof(message),
-                 "the catalog cannot serve this paper's %s: its licence (%s) does not permit redistribution%s%s",
-                 format, paper->licence_title, paper->read_at != NULL ? "; read it at " : "",
-                 paper->read_at != NULL ? paper->read_at : "");
+        snprintf(
+            message, sizeof(message),
+            "the catalog cannot serve this paper's %s because its licence does not permit redistribution "
+            "(licence: %s)%s%s",
+            format, paper->licence_title, paper->read_at != NULL ? "; read it at " : "",
+            paper->read_at != NULL ? paper->read_at : "");
         fail(call, RL_CATALOG_E_NOT_REDISTRIBUTABLE, message, details);
         return;
     }
     body = strcmp(format, "pdf") == 0 ? paper->pdf : paper->text;
     if (body == NULL) {
-        snprintf(message, sizeof(message), "the licence permits redistribution, but the catalog holds no %s of this paper%s%s",
+        snprintf(message, sizeof(message),
+                 "the licence permits redistribution, but the catalog holds no %s of this paper%s%s",
                  strcmp(format, "pdf") == 0 ? "PDF" : "text", paper->read_at != NULL ? "; read it at " : "",
                  paper->read_at != NULL ? paper->read_at : "");
         fail(call, RL_CATALOG_E_FILE_NOT_FOUND, message, details);
@@ -265,7 +275,8 @@ const size_t rl_catalog_nroutes = sizeof(rl_catalog_routes) / sizeof(rl_catalog_
 const rl_catalog_endpoint_t rl_catalog_endpoints[] = {
     {"/api/v1", "this index: every endpoint, the entity types and their counts"},
     {"/api/v1/search?q={query}&type={type}&per={per}",
-     "full-text search over every type; type (singular or plural) narrows it, per (1-30, default 5) caps the hits "
+     "full-text search over every type; type (singular or plural) narrows it, per (1-30, default 5) caps the "
+     "hits "
      "of each type; the last word matches as a prefix"},
     {"/api/v1/{type}", "every entity of one type with its summary"},
     {"/api/v1/{type}/{slug}", "one entity: metadata, scores and relationships resolved to slugs and titles"},
@@ -281,7 +292,8 @@ static void log_problems(json_t *problems)
     json_t *problem;
     size_t i;
 
-    json_array_foreach(problems, i, problem) {
+    json_array_foreach(problems, i, problem)
+    {
         json_t *fields = json_deep_copy(problem);
         json_object_set_new(fields, "msg", json_string("invalid catalog source"));
         rl_log_fields(RL_LOG_ERROR, fields);
@@ -331,6 +343,7 @@ int rl_catalog_service_start(rl_catalog_service_t *service, h2o_loop_t *loop)
     service->http.request_timeout_ms = REQUEST_TIMEOUT_MS;
     service->http.compress = 1;
     service->http.app = service;
+    service->loop = loop;
     if (rl_http_server_create(loop, &service->http, &service->server) != 0 ||
         rl_http_server_listen(service->server, settings->listen, bound, sizeof(bound)) != 0)
         return -1;
@@ -340,17 +353,42 @@ int rl_catalog_service_start(rl_catalog_service_t *service, h2o_loop_t *loop)
     else if (base[strlen(base) - 1] == '/')
         base[strlen(base) - 1] = '\0';
     /* The llms files carry absolute links, so the catalog is loaded once the address is known. */
-    if (rl_catalog_open(service->db_path, base, rl_catalog_endpoints, rl_catalog_nendpoints, &service->catalog) != 0)
+    if (rl_catalog_open(service->db_path, base, rl_catalog_endpoints, rl_catalog_nendpoints,
+                        &service->catalog) != 0)
         return -1;
-    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound, "base_url",
-                                         base, "db", service->db_path));
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound,
+                                         "base_url", base, "db", service->db_path));
     return 0;
+}
+
+/*
+ * h2o 2.2.5 keeps an idle HTTP/1 keep-alive connection until its request
+ * timeout, and disposing of the context with one still open aborts on an
+ * assertion. Expiring the timeouts closes idle connections on the next loop
+ * turn; requests in progress finish, up to the deadline.
+ */
+static void drain(rl_catalog_service_t *service)
+{
+    h2o_context_t *ctx = rl_http_server_context(service->server);
+    int64_t deadline = rl_clock_mono_us() + (int64_t)RL_CATALOG_DRAIN_MS * 1000;
+
+    h2o_context_request_shutdown(ctx);
+    ctx->http1.req_timeout.timeout = 0;
+    ctx->http2.idle_timeout.timeout = 0;
+    while ((!h2o_linklist_is_empty(&ctx->http1._conns) || !h2o_linklist_is_empty(&ctx->http2._conns)) &&
+           rl_clock_mono_us() < deadline)
+        h2o_evloop_run(service->loop, 10);
+    /* The HTTP/2 shutdown links a GOAWAY resend timer, which must be gone before the context is. */
+    if (h2o_timeout_is_linked(&ctx->http2._graceful_shutdown_timeout))
+        h2o_timeout_unlink(&ctx->http2._graceful_shutdown_timeout);
 }
 
 void rl_catalog_service_stop(rl_catalog_service_t *service)
 {
-    if (service->server != NULL)
+    if (service->server != NULL) {
         rl_http_server_stop_listening(service->server);
+        drain(service);
+    }
     rl_http_server_free(service->server);
     service->server = NULL;
     rl_catalog_close(service->catalog);

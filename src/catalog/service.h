@@ -26,6 +26,7 @@ typedef struct rl_catalog_service {
     rl_catalog_settings_t settings;
     char db_path[PATH_MAX + 16];
     rl_http_config_t http;
+    h2o_loop_t *loop;
     rl_http_server_t *server;
     rl_catalog_t *catalog;
 } rl_catalog_service_t;
@@ -42,7 +43,12 @@ extern const size_t rl_catalog_nendpoints;
  * logged (dataset problems are logged one line each).
  */
 int rl_catalog_service_start(rl_catalog_service_t *service, h2o_loop_t *loop);
-/* Stops listening and frees everything; safe after a failed start. */
+/*
+ * Stops listening, lets open connections finish (idle keep-alive ones are
+ * closed at once, busy ones get up to RL_CATALOG_DRAIN_MS), then frees
+ * everything. Safe after a failed start.
+ */
+#define RL_CATALOG_DRAIN_MS 2000
 void rl_catalog_service_stop(rl_catalog_service_t *service);
 
 #endif

@@ -24,7 +24,8 @@ static const rl_cli_flag_t *find_in(const rl_cli_flag_t *flags, const char *name
     return NULL;
 }
 
-static const rl_cli_flag_t *find_flag(const rl_cli_args_t *args, const char *name, size_t len, char short_name)
+static const rl_cli_flag_t *find_flag(const rl_cli_args_t *args, const char *name, size_t len,
+                                      char short_name)
 {
     const rl_cli_flag_t *flag = find_in(args->program->global_flags, name, len, short_name);
 
@@ -33,7 +34,8 @@ static const rl_cli_flag_t *find_flag(const rl_cli_args_t *args, const char *nam
     return flag;
 }
 
-static int add_flag(rl_cli_args_t *args, const rl_cli_flag_t *flag, const char *value, char *err, size_t errsz)
+static int add_flag(rl_cli_args_t *args, const rl_cli_flag_t *flag, const char *value, char *err,
+                    size_t errsz)
 {
     int i;
 
@@ -136,6 +138,9 @@ int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_
         }
         return 0;
     }
+    /* Asking for help is never wrong, whatever else is missing. */
+    if (rl_cli_value(args, "help") != NULL)
+        return 0;
     if (args->npositional < args->command->min_args ||
         (args->command->max_args >= 0 && args->npositional > args->command->max_args)) {
         snprintf(err, errsz, "usage: %s %s%s%s", program->name, args->command->name,
@@ -161,13 +166,13 @@ static void help_flags(FILE *out, const rl_term_t *term, const rl_cli_flag_t *fl
     for (; flags != NULL && flags->name != NULL; ++flags) {
         char spec[64];
         if (flags->short_name != 0)
-            snprintf(spec, sizeof(spec), "-%c, --%s%s%s", flags->short_name, flags->name, flags->value ? " " : "",
-                     flags->value ? flags->value : "");
+            snprintf(spec, sizeof(spec), "-%c, --%s%s%s", flags->short_name, flags->name,
+                     flags->value ? " " : "", flags->value ? flags->value : "");
         else
             snprintf(spec, sizeof(spec), "    --%s%s%s", flags->name, flags->value ? " " : "",
                      flags->value ? flags->value : "");
-        fprintf(out, "  %s%-22s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec, rl_term_style(term, RL_TERM_RESET),
-                flags->help);
+        fprintf(out, "  %s%-22s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec,
+                rl_term_style(term, RL_TERM_RESET), flags->help);
     }
 }
 
@@ -176,8 +181,9 @@ static void help_command(FILE *out, const rl_term_t *term, const rl_cli_program_
 {
     const char *const *example;
 
-    fprintf(out, "%susage:%s %s %s%s%s\n\n%s\n", rl_term_style(term, RL_TERM_BOLD), rl_term_style(term, RL_TERM_RESET),
-            program->name, command->name, command->usage[0] != '\0' ? " " : "", command->usage, command->summary);
+    fprintf(out, "%susage:%s %s %s%s%s\n\n%s\n", rl_term_style(term, RL_TERM_BOLD),
+            rl_term_style(term, RL_TERM_RESET), program->name, command->name,
+            command->usage[0] != '\0' ? " " : "", command->usage, command->summary);
     if (command->details != NULL) {
         fputc('\n', out);
         rl_term_wrap(out, term, command->details, 0);
@@ -195,7 +201,8 @@ static void help_command(FILE *out, const rl_term_t *term, const rl_cli_program_
     }
 }
 
-void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program, const rl_cli_command_t *command)
+void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program,
+                 const rl_cli_command_t *command)
 {
     const rl_cli_env_t *env;
     const rl_cli_exit_t *code;
@@ -206,13 +213,13 @@ void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *progr
         return;
     }
     fprintf(out, "%s %s: %s\n\n%susage:%s %s <command> [arguments] [flags]\n\ncommands:\n", program->name,
-            program->version, program->summary, rl_term_style(term, RL_TERM_BOLD), rl_term_style(term, RL_TERM_RESET),
-            program->name);
+            program->version, program->summary, rl_term_style(term, RL_TERM_BOLD),
+            rl_term_style(term, RL_TERM_RESET), program->name);
     for (i = 0; i < program->ncommands; ++i) {
         char spec[64];
         snprintf(spec, sizeof(spec), "%s %s", program->commands[i].name, program->commands[i].usage);
-        fprintf(out, "  %s%-30s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec, rl_term_style(term, RL_TERM_RESET),
-                program->commands[i].summary);
+        fprintf(out, "  %s%-30s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec,
+                rl_term_style(term, RL_TERM_RESET), program->commands[i].summary);
     }
     fprintf(out, "\nglobal flags:\n");
     help_flags(out, term, program->global_flags);
@@ -226,8 +233,8 @@ void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *progr
         for (code = program->exit_codes; code->meaning != NULL; ++code)
             fprintf(out, "  %d  %s\n", code->code, code->meaning);
     }
-    fprintf(out, "\n'%s help <command>' tells more; '%s help --json' prints all of this as JSON.\n", program->name,
-            program->name);
+    fprintf(out, "\n'%s help <command>' tells more; '%s help --json' prints all of this as JSON.\n",
+            program->name, program->name);
 }
 
 static json_t *flags_json(const rl_cli_flag_t *flags)
@@ -260,8 +267,8 @@ static json_t *command_json(const rl_cli_program_t *program, const rl_cli_comman
 
     for (example = command->examples; example != NULL && *example != NULL; ++example)
         json_array_append_new(examples, json_string(*example));
-    snprintf(usage, sizeof(usage), "%s %s%s%s", program->name, command->name, command->usage[0] != '\0' ? " " : "",
-             command->usage);
+    snprintf(usage, sizeof(usage), "%s %s%s%s", program->name, command->name,
+             command->usage[0] != '\0' ? " " : "", command->usage);
     object = json_pack("{s:s, s:s, s:s}", "name", command->name, "usage", usage, "summary", command->summary);
     if (command->details != NULL)
         json_object_set_new(object, "details", json_string(command->details));
@@ -275,7 +282,7 @@ static json_t *command_json(const rl_cli_program_t *program, const rl_cli_comman
 
 json_t *rl_cli_manifest(const rl_cli_program_t *program, const rl_cli_command_t *command)
 {
-    json_t *commands, *env = json_array(), *codes = json_array(), *manifest;
+    json_t *commands, *env, *codes, *manifest;
     const rl_cli_env_t *e;
     const rl_cli_exit_t *code;
     char usage[128];
@@ -284,6 +291,8 @@ json_t *rl_cli_manifest(const rl_cli_program_t *program, const rl_cli_command_t 
     if (command != NULL)
         return command_json(program, command);
     commands = json_array();
+    env = json_array();
+    codes = json_array();
     for (i = 0; i < program->ncommands; ++i)
         json_array_append_new(commands, command_json(program, &program->commands[i]));
     for (e = program->env; e != NULL && e->name != NULL; ++e)
@@ -291,8 +300,8 @@ json_t *rl_cli_manifest(const rl_cli_program_t *program, const rl_cli_command_t 
     for (code = program->exit_codes; code != NULL && code->meaning != NULL; ++code)
         json_array_append_new(codes, json_pack("{s:i, s:s}", "code", code->code, "meaning", code->meaning));
     snprintf(usage, sizeof(usage), "%s <command> [arguments] [flags]", program->name);
-    manifest = json_pack("{s:s, s:s, s:s, s:s}", "name", program->name, "version", program->version, "summary",
-                         program->summary, "usage", usage);
+    manifest = json_pack("{s:s, s:s, s:s, s:s}", "name", program->name, "version", program->version,
+                         "summary", program->summary, "usage", usage);
     json_object_set_new(manifest, "global_flags", flags_json(program->global_flags));
     json_object_set_new(manifest, "commands", commands);
     json_object_set_new(manifest, "environment", env);

@@ -8,7 +8,8 @@
  * Flags are --name, --name=value, --name value, -x value or -xvalue; they may
  * come before or after the command's positional arguments; "--" ends them.
  * A flag given twice, an unknown flag, a missing value and a wrong number of
- * arguments are usage errors.
+ * arguments are usage errors; with a flag named "help" the number of
+ * arguments is not checked.
  */
 #ifndef RL_CLIENT_CLI_H
 #define RL_CLIENT_CLI_H
@@ -32,12 +33,12 @@ struct rl_cli_args;
 
 typedef struct rl_cli_command {
     const char *name;
-    const char *usage;            /* positional arguments as shown: "<type> <slug>" */
-    int min_args, max_args;       /* max_args -1: any number */
-    const char *summary;          /* one line */
-    const char *details;          /* more lines for `help <command>`, or NULL */
-    const rl_cli_flag_t *flags;   /* its own flags, ended by {NULL}; may be NULL */
-    const char *const *examples;  /* ended by NULL; may be NULL */
+    const char *usage;           /* positional arguments as shown: "<type> <slug>" */
+    int min_args, max_args;      /* max_args -1: any number */
+    const char *summary;         /* one line */
+    const char *details;         /* more lines for `help <command>`, or NULL */
+    const rl_cli_flag_t *flags;  /* its own flags, ended by {NULL}; may be NULL */
+    const char *const *examples; /* ended by NULL; may be NULL */
     int (*run)(const struct rl_cli_args *args);
 } rl_cli_command_t;
 
@@ -88,7 +89,8 @@ int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_
 const char *rl_cli_value(const rl_cli_args_t *args, const char *name);
 
 /* Writes help for one command, or for the whole program when command is NULL. */
-void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program, const rl_cli_command_t *command);
+void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program,
+                 const rl_cli_command_t *command);
 
 /*
  * The machine-readable manifest: {"name", "version", "summary", "usage",

@@ -115,7 +115,8 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
         }
         while (n > value && (line[n - 1] == '\r' || line[n - 1] == '\n' || line[n - 1] == ' '))
             --n;
-        snprintf(response->content_type, sizeof(response->content_type), "%.*s", (int)(n - value), line + value);
+        snprintf(response->content_type, sizeof(response->content_type), "%.*s", (int)(n - value),
+                 line + value);
     }
     return size * nmemb;
 }
@@ -212,8 +213,8 @@ char *rl_client_escape(const char *s)
         return NULL;
     for (i = 0; i < len; ++i) {
         unsigned char c = (unsigned char)s[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-            c == '_' || c == '~') {
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+            c == '.' || c == '_' || c == '~') {
             out[used++] = (char)c;
         } else {
             out[used++] = '%';

@@ -20,8 +20,8 @@ typedef struct rl_client rl_client_t;
 typedef struct rl_client_options {
     long connect_timeout_ms; /* 0: 5 s */
     long timeout_ms;         /* the whole exchange; 0: 30 s */
-    size_t max_body;         /* bytes kept of a body; a larger one fails with RL_CLIENT_E_TOO_LARGE; 0: 64 MiB */
-    const char *user_agent;  /* NULL: "relay-client" */
+    size_t max_body; /* bytes kept of a body; a larger one fails with RL_CLIENT_E_TOO_LARGE; 0: 64 MiB */
+    const char *user_agent; /* NULL: "relay-client" */
 } rl_client_options_t;
 
 typedef enum rl_client_error {
@@ -34,8 +34,8 @@ typedef enum rl_client_error {
 } rl_client_error_t;
 
 typedef struct rl_client_response {
-    long status;            /* HTTP status; 0 when no answer arrived */
-    char *body;             /* NUL-terminated (the NUL is not counted in len); owned by the response */
+    long status; /* HTTP status; 0 when no answer arrived */
+    char *body;  /* NUL-terminated (the NUL is not counted in len); owned by the response */
     size_t len;
     char content_type[128]; /* "" when absent */
     char error[256];        /* why the request failed, for people; "" on success */

@@ -17,7 +17,8 @@ void rl_term_detect(int fd, rl_term_t *term)
     struct winsize ws;
 
     term->tty = isatty(fd);
-    term->colour = term->tty && (no_color == NULL || no_color[0] == '\0') && (kind == NULL || strcmp(kind, "dumb") != 0);
+    term->colour =
+        term->tty && (no_color == NULL || no_color[0] == '\0') && (kind == NULL || strcmp(kind, "dumb") != 0);
     term->width = 80;
     if (term->tty && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
         term->width = ws.ws_col;
@@ -45,7 +46,8 @@ static int columns_of(const char *s, size_t len)
     return n;
 }
 
-static void wrap(FILE *out, const rl_term_t *term, const char *text, int indent, int marked, rl_term_style_t style)
+static void wrap(FILE *out, const rl_term_t *term, const char *text, int indent, int marked,
+                 rl_term_style_t style)
 {
     int width = term->width - 1, column = 0, in_mark = 0;
     const char *p = text;
@@ -119,7 +121,8 @@ void rl_term_wrap(FILE *out, const rl_term_t *term, const char *text, int indent
     wrap(out, term, text, indent, 0, RL_TERM_RESET);
 }
 
-void rl_term_wrap_marked(FILE *out, const rl_term_t *term, const char *text, int indent, rl_term_style_t style)
+void rl_term_wrap_marked(FILE *out, const rl_term_t *term, const char *text, int indent,
+                         rl_term_style_t style)
 {
     wrap(out, term, text, indent, 1, style);
 }
