@@ -164,7 +164,8 @@ void rl_call_send(rl_call_t *call, int status, const char *content_type, const v
 
     req->res.status = status;
     req->res.reason = reason_phrase(status);
-    req->res.content_length = body.len;
+    /* A 304 has no body; its length is left for h2o to leave out. */
+    req->res.content_length = status == 304 ? SIZE_MAX : body.len;
     if (content_type != NULL)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
                        strlen(content_type));

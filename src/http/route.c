@@ -31,6 +31,20 @@ static int pattern_match(const char *pattern, const char *path, size_t path_len,
     return *p == '\0' && s == end;
 }
 
+/* Whether method is already in the comma-separated list. */
+static int method_listed(const char *list, const char *method)
+{
+    size_t len = strlen(method);
+    const char *p = list;
+
+    while ((p = strstr(p, method)) != NULL) {
+        if ((p == list || p[-1] == ' ') && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+        p += len;
+    }
+    return 0;
+}
+
 rl_route_result_t rl_route_find(const rl_route_t *routes, size_t count, const char *method, size_t method_len,
                                 const char *path, size_t path_len, const rl_route_t **out,
                                 rl_route_param_t *params, char *allow, size_t allowsz)
@@ -54,7 +68,7 @@ rl_route_result_t rl_route_find(const rl_route_t *routes, size_t count, const ch
             return RL_ROUTE_MATCHED;
         }
         path_seen = 1;
-        if (allow != NULL) {
+        if (allow != NULL && !method_listed(allow, route->method)) {
             size_t mlen = strlen(route->method);
             if (used + mlen + 3 < allowsz) {
                 if (used > 0) {

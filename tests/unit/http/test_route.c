@@ -19,6 +19,7 @@ static const rl_route_t routes[] = {
     {"DELETE", "/v1/me/sessions/:id", noop, 0, NULL, NULL, 0},
     {"POST", "/v1/me/sessions/:id/archive", noop, 0, NULL, NULL, 0},
     {"GET", "/api/v1/:type/:slug", noop, 0, NULL, NULL, 0},
+    {"GET", "/api/v1/papers/:slug", noop, 0, NULL, NULL, 0},
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -71,6 +72,9 @@ static void test_method_not_allowed(void **state)
     assert_int_equal(find("GET", "/v1/me/sessions/ses_1", &route, params, allow), RL_ROUTE_NO_METHOD);
     assert_string_equal(allow, "PATCH, DELETE");
     assert_int_equal(find("POST", "/v1/me", &route, params, allow), RL_ROUTE_NO_METHOD);
+    assert_string_equal(allow, "GET");
+    /* Two patterns matching with the same method list it once. */
+    assert_int_equal(find("POST", "/api/v1/papers/x", &route, params, allow), RL_ROUTE_NO_METHOD);
     assert_string_equal(allow, "GET");
     /* Method names compare exactly. */
     assert_int_equal(find("get", "/v1/me", &route, params, allow), RL_ROUTE_NO_METHOD);
