@@ -105,20 +105,48 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* The value of a header line whose name (with its colon) is name; NULL otherwise. Trims the value. */
+static const char *header_value(const char *line, size_t n, const char *name, size_t *len)
+{
+    size_t name_len = strlen(name), value;
+
+    if (n <= name_len || strncasecmp(line, name, name_len) != 0)
+        return NULL;
+    for (value = name_len; value < n && (line[value] == ' ' || line[value] == '\t'); ++value) {
+    }
+    while (n > value && (line[n - 1] == '\r' || line[n - 1] == '\n' || line[n - 1] == ' '))
+        --n;
+    *len = n - value;
+    return line + value;
+}
+
 static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
 {
     rl_client_response_t *response = arg;
-    size_t n = size * nmemb, value;
+    size_t n = size * nmemb, len;
+    const char *value;
+    char number[64];
 
-    if (n > 13 && strncasecmp(line, "content-type:", 13) == 0) {
-        for (value = 13; value < n && (line[value] == ' ' || line[value] == '\t'); ++value) {
-        }
-        while (n > value && (line[n - 1] == '\r' || line[n - 1] == '\n' || line[n - 1] == ' '))
-            --n;
-        snprintf(response->content_type, sizeof(response->content_type), "%.*s", (int)(n - value),
-                 line + value);
+    if ((value = header_value(line, n, "content-type:", &len)) != NULL) {
+        snprintf(response->content_type, sizeof(response->content_type), "%.*s", (int)len, value);
+    } else if ((value = header_value(line, n, "x-request-id:", &len)) != NULL) {
+        snprintf(response->request_id, sizeof(response->request_id), "%.*s", (int)len, value);
+    } else if ((value = header_value(line, n, "x-ratelimit-bucket:", &len)) != NULL) {
+        snprintf(response->ratelimit_bucket, sizeof(response->ratelimit_bucket), "%.*s", (int)len, value);
+    } else if ((value = header_value(line, n, "retry-after:", &len)) != NULL) {
+        snprintf(number, sizeof(number), "%.*s", (int)len, value);
+        response->retry_after_s = strtol(number, NULL, 10);
+    } else if ((value = header_value(line, n, "x-ratelimit-limit:", &len)) != NULL) {
+        snprintf(number, sizeof(number), "%.*s", (int)len, value);
+        response->ratelimit_limit = strtol(number, NULL, 10);
+    } else if ((value = header_value(line, n, "x-ratelimit-remaining:", &len)) != NULL) {
+        snprintf(number, sizeof(number), "%.*s", (int)len, value);
+        response->ratelimit_remaining = strtol(number, NULL, 10);
+    } else if ((value = header_value(line, n, "x-ratelimit-reset-after:", &len)) != NULL) {
+        snprintf(number, sizeof(number), "%.*s", (int)len, value);
+        response->ratelimit_reset_after = strtod(number, NULL);
     }
-    return size * nmemb;
+    return n;
 }
 
 static int classify(CURLcode code, const capture_t *capture)
@@ -140,6 +168,12 @@ static int classify(CURLcode code, const capture_t *capture)
 int rl_client_get(rl_client_t *client, const char *path, const char *const *headers,
                   rl_client_response_t *response)
 {
+    return rl_client_request(client, "GET", path, headers, NULL, 0, response);
+}
+
+int rl_client_request(rl_client_t *client, const char *method, const char *path, const char *const *headers,
+                      const void *body, size_t body_len, rl_client_response_t *response)
+{
     capture_t capture = {response, 0, client->options.max_body, 0};
     struct curl_slist *list = NULL;
     char *url;
@@ -148,6 +182,10 @@ int rl_client_get(rl_client_t *client, const char *path, const char *const *head
     size_t len = strlen(client->base) + strlen(path) + 1;
 
     memset(response, 0, sizeof(*response));
+    response->retry_after_s = -1;
+    response->ratelimit_limit = -1;
+    response->ratelimit_remaining = -1;
+    response->ratelimit_reset_after = -1;
     url = malloc(len);
     if (url == NULL) {
         snprintf(response->error, sizeof(response->error), "out of memory");
@@ -159,7 +197,15 @@ int rl_client_get(rl_client_t *client, const char *path, const char *const *head
 
     curl_easy_reset(curl);
     curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+        if (body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PATCH") == 0) {
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body != NULL ? (const char *)body : "");
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body != NULL ? body_len : 0));
+        }
+    }
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, client->options.connect_timeout_ms);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, client->options.timeout_ms);

@@ -39,6 +39,13 @@ typedef struct rl_client_response {
     size_t len;
     char content_type[128]; /* "" when absent */
     char error[256];        /* why the request failed, for people; "" on success */
+    /* Headers the relay's clients act on ("" or -1 when absent). */
+    char request_id[72];      /* X-Request-ID: log it with every error (spec client rule 6) */
+    long retry_after_s;       /* Retry-After */
+    long ratelimit_limit;     /* X-RateLimit-Limit */
+    long ratelimit_remaining; /* X-RateLimit-Remaining */
+    double ratelimit_reset_after; /* X-RateLimit-Reset-After, seconds; -1 when absent */
+    char ratelimit_bucket[32];    /* X-RateLimit-Bucket */
 } rl_client_response_t;
 
 /*
@@ -60,6 +67,13 @@ const char *rl_client_base(const rl_client_t *client);
  */
 int rl_client_get(rl_client_t *client, const char *path, const char *const *headers,
                   rl_client_response_t *response);
+/*
+ * Any method: body (len bytes, may be NULL) is sent as is; give its type in
+ * headers ("Content-Type: application/json"). Same contract as
+ * rl_client_get.
+ */
+int rl_client_request(rl_client_t *client, const char *method, const char *path, const char *const *headers,
+                      const void *body, size_t len, rl_client_response_t *response);
 void rl_client_response_free(rl_client_response_t *response);
 
 /* Percent-escapes s for a URL path segment or query value. Returns a malloc'd string, or NULL. */
