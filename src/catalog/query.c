@@ -3,6 +3,7 @@
 
 #include "catalog/error.h"
 #include "catalog/query.h"
+#include "http/query.h"
 #include "catalog/type.h"
 
 typedef struct term {
@@ -17,40 +18,14 @@ static int is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int rl_catalog_query_decode(const char *src, size_t len, char *dst, size_t dstsz)
 {
-    size_t i, used = 0;
+    int decoded = rl_url_decode(src, len, dst, dstsz);
 
-    for (i = 0; i < len; ++i) {
-        char c = src[i];
-        if (c == '+') {
-            c = ' ';
-        } else if (c == '%') {
-            int hi = i + 2 < len ? hex_value(src[i + 1]) : -1, lo = i + 2 < len ? hex_value(src[i + 2]) : -1;
-            if (hi < 0 || lo < 0)
-                return RL_CATALOG_DECODE_BAD_ESCAPE;
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        }
-        if (used + 1 >= dstsz)
-            return RL_CATALOG_DECODE_TOO_LONG;
-        dst[used++] = c;
-    }
-    if (dstsz == 0)
+    if (decoded == RL_URL_E_LENGTH)
         return RL_CATALOG_DECODE_TOO_LONG;
-    dst[used] = '\0';
-    return (int)used;
+    /* A NUL byte in a query is as malformed as a broken escape. */
+    return decoded < 0 ? RL_CATALOG_DECODE_BAD_ESCAPE : decoded;
 }
 
 /* Decodes one UTF-8 sequence at s; returns its length and the code point, or 0 when it is invalid. */

@@ -22,24 +22,26 @@ int rl_url_decode(const char *src, size_t len, char *dst, size_t dstsz)
         if (c == '%') {
             int hi, lo;
             if (i + 2 >= len)
-                return -1;
+                return RL_URL_E_ESCAPE;
             hi = hex_value(src[i + 1]);
             lo = hex_value(src[i + 2]);
             if (hi < 0 || lo < 0)
-                return -1;
+                return RL_URL_E_ESCAPE;
             c = (char)(hi << 4 | lo);
             i += 2;
         } else if (c == '+') {
             c = ' ';
         }
-        if (o + 1 >= dstsz || c == '\0')
-            return -1;
+        if (c == '\0')
+            return RL_URL_E_NUL;
+        if (o + 1 >= dstsz)
+            return RL_URL_E_LENGTH;
         dst[o++] = c;
     }
     if (dstsz == 0)
-        return -1;
+        return RL_URL_E_LENGTH;
     dst[o] = '\0';
-    return 0;
+    return (int)o;
 }
 
 int rl_query_param(const h2o_req_t *req, const char *name, char *out, size_t outsz)
@@ -55,9 +57,9 @@ int rl_query_param(const h2o_req_t *req, const char *name, char *out, size_t out
         const char *amp = memchr(p, '&', (size_t)(end - p));
         size_t len = (size_t)((amp != NULL ? amp : end) - p);
         if (len > name_len && memcmp(p, name, name_len) == 0 && p[name_len] == '=')
-            return rl_url_decode(p + name_len + 1, len - name_len - 1, out, outsz) == 0 ? 0 : -1;
+            return rl_url_decode(p + name_len + 1, len - name_len - 1, out, outsz) >= 0 ? 0 : -1;
         if (len == name_len && memcmp(p, name, name_len) == 0)
-            return rl_url_decode("", 0, out, outsz) == 0 ? 0 : -1;
+            return rl_url_decode("", 0, out, outsz) >= 0 ? 0 : -1;
         p += len + 1;
     }
     return 1;

@@ -257,6 +257,32 @@ static json_t *row_object(sqlite3_stmt *stmt)
     return row;
 }
 
+typedef json_t *(*row_builder_fn)(struct sqlite_store *store, sqlite3_stmt *stmt);
+
+static json_t *plain_row(struct sqlite_store *store, sqlite3_stmt *stmt)
+{
+    return row_object(stmt);
+}
+
+/* Runs a query by one id: 0 and *out built from its row, `missing` when there is none. */
+static int select_by_id(struct sqlite_store *store, const char *sql, const char *id, row_builder_fn build, int missing,
+                        json_t **out)
+{
+    sqlite3_stmt *stmt = prepare(store, sql);
+    int rc;
+
+    if (stmt == NULL)
+        return RL_E_INTERNAL;
+    bind_text(stmt, 1, id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        *out = build(store, stmt);
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_ROW)
+        return 0;
+    return rc == SQLITE_DONE ? missing : RL_E_INTERNAL;
+}
+
 static void complete(struct sqlite_store *store, rl_store_cb cb, void *arg, int result, json_t *value, int is_write)
 {
     if (store->count == store->capacity) {
@@ -407,20 +433,7 @@ static const char installation_select_sql[] =
 
 static int select_installation(struct sqlite_store *store, const char *id, json_t **out)
 {
-    sqlite3_stmt *stmt = prepare(store, installation_select_sql);
-    int rc;
-
-    if (stmt == NULL)
-        return RL_E_INTERNAL;
-    bind_text(stmt, 1, id);
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) {
-        *out = row_object(stmt);
-        sqlite3_reset(stmt);
-        return 0;
-    }
-    sqlite3_reset(stmt);
-    return rc == SQLITE_DONE ? RL_E_INSTALLATION_NOT_FOUND : RL_E_INTERNAL;
+    return select_by_id(store, installation_select_sql, id, plain_row, RL_E_INSTALLATION_NOT_FOUND, out);
 }
 
 static void sqlite_pairing_claim(rl_store_t *super, const char *code_hash, const char *user_id, int64_t now,
@@ -1124,21 +1137,10 @@ out:
 static int select_message(struct sqlite_store *store, const char *message_id, json_t **out)
 {
     static char sql[256];
-    sqlite3_stmt *stmt;
-    int rc;
 
     if (sql[0] == '\0')
         snprintf(sql, sizeof(sql), "SELECT %s FROM messages WHERE id = ?", message_columns);
-    if ((stmt = prepare(store, sql)) == NULL)
-        return RL_E_INTERNAL;
-    bind_text(stmt, 1, message_id);
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW)
-        *out = message_object(store, stmt);
-    sqlite3_reset(stmt);
-    if (rc == SQLITE_ROW)
-        return 0;
-    return rc == SQLITE_DONE ? RL_E_MESSAGE_NOT_FOUND : RL_E_INTERNAL;
+    return select_by_id(store, sql, message_id, message_object, RL_E_MESSAGE_NOT_FOUND, out);
 }
 
 /*
@@ -1762,7 +1764,7 @@ static const char approval_columns[] = "id, installation_id, user_id, session_id
                                        " decision, scope, scope_value, created_at, expires_at, resolved_at";
 
 /* An approval as clients see it: the request's fields, its state and, once decided, the decision. */
-static json_t *approval_object(sqlite3_stmt *stmt)
+static json_t *approval_object(struct sqlite_store *store, sqlite3_stmt *stmt)
 {
     json_t *row = row_object(stmt);
     json_t *request = json_loads(json_string_value(json_object_get(row, "request")), 0, NULL);
@@ -1791,21 +1793,10 @@ static json_t *approval_object(sqlite3_stmt *stmt)
 static int select_approval(struct sqlite_store *store, const char *approval_id, json_t **out)
 {
     static char sql[256];
-    sqlite3_stmt *stmt;
-    int rc;
 
     if (sql[0] == '\0')
         snprintf(sql, sizeof(sql), "SELECT %s FROM approvals WHERE id = ?", approval_columns);
-    if ((stmt = prepare(store, sql)) == NULL)
-        return RL_E_INTERNAL;
-    bind_text(stmt, 1, approval_id);
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW)
-        *out = approval_object(stmt);
-    sqlite3_reset(stmt);
-    if (rc == SQLITE_ROW)
-        return 0;
-    return rc == SQLITE_DONE ? RL_E_APPROVAL_NOT_FOUND : RL_E_INTERNAL;
+    return select_by_id(store, sql, approval_id, approval_object, RL_E_APPROVAL_NOT_FOUND, out);
 }
 
 /*
@@ -2104,7 +2095,7 @@ static void sqlite_approvals_pending(rl_store_t *super, const char *user_id, int
             sqlite3_bind_int64(stmt, 1, due_before);
         }
         while (sqlite3_step(stmt) == SQLITE_ROW)
-            json_array_append_new(approvals, approval_object(stmt));
+            json_array_append_new(approvals, approval_object(store, stmt));
         sqlite3_reset(stmt);
         result = 0;
     }

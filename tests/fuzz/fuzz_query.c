@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rl_query_param(&req, "limit", out, sizeof(out));
     rl_query_param(&req, "before", out, sizeof(out));
     rl_query_param(&req, "", out, 1);
-    if (rl_url_decode((const char *)data, size, big, sizeof(big)) == 0 && strlen(big) >= sizeof(big))
+    int decoded = rl_url_decode((const char *)data, size, big, sizeof(big));
+    if (decoded >= 0 && (strlen(big) != (size_t)decoded || (size_t)decoded >= sizeof(big)))
         __builtin_trap();
     return 0;
 }

@@ -22,14 +22,14 @@ static void test_decode(void **state)
 {
     char out[16];
 
-    assert_int_equal(rl_url_decode("a%20b+c", 7, out, sizeof(out)), 0);
+    assert_int_equal(rl_url_decode("a%20b+c", 7, out, sizeof(out)), 5);
     assert_string_equal(out, "a b c");
-    assert_int_equal(rl_url_decode("%41%7a", 6, out, sizeof(out)), 0);
+    assert_int_equal(rl_url_decode("%41%7a", 6, out, sizeof(out)), 2);
     assert_string_equal(out, "Az");
-    assert_int_equal(rl_url_decode("%4", 2, out, sizeof(out)), -1);
-    assert_int_equal(rl_url_decode("%zz", 3, out, sizeof(out)), -1);
-    assert_int_equal(rl_url_decode("a%00", 4, out, sizeof(out)), -1);
-    assert_int_equal(rl_url_decode("0123456789abcdef", 16, out, sizeof(out)), -1);
+    assert_int_equal(rl_url_decode("%4", 2, out, sizeof(out)), RL_URL_E_ESCAPE);
+    assert_int_equal(rl_url_decode("%zz", 3, out, sizeof(out)), RL_URL_E_ESCAPE);
+    assert_int_equal(rl_url_decode("a%00", 4, out, sizeof(out)), RL_URL_E_NUL);
+    assert_int_equal(rl_url_decode("0123456789abcdef", 16, out, sizeof(out)), RL_URL_E_LENGTH);
     assert_int_equal(rl_url_decode("", 0, out, sizeof(out)), 0);
     assert_string_equal(out, "");
 }
