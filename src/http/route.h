@@ -29,6 +29,7 @@ typedef struct rl_route {
     const struct rl_schema *body;    /* JSON body schema, or NULL when the body is ignored */
     unsigned flags;                  /* RL_ROUTE_* */
     size_t max_body;                 /* body limit of this route; 0 = the server's (JSON) limit */
+    int tag;                         /* handed to the handler as call->handler_tag (one handler, several rows) */
 } rl_route_t;
 
 /* The route takes its body raw (not JSON) and reads it itself. */

@@ -214,6 +214,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     call->route = route;
+    call->handler_tag = route->tag;
     snprintf(call->route_name, sizeof(call->route_name), "%s", route->pattern);
 
     if (route->auth != 0 && config->hooks.authenticate != NULL) {

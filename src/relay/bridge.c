@@ -343,8 +343,10 @@ static void on_task(int result, json_t *value, void *arg)
     write_done(write);
 }
 
-static int task_step(rl_call_t *call, rl_task_step_t step)
+/* The task routes: the row says which step of the lifecycle (call->handler_tag). */
+int rl_bridge_task(rl_call_t *call)
 {
+    rl_task_step_t step = (rl_task_step_t)call->handler_tag;
     rl_relay_t *relay = call->app;
     const char *task_id = body_string(call, "task_id");
     const char *kinds[] = {"task.create", "task.update", "task.finish"};
@@ -364,24 +366,8 @@ static int task_step(rl_call_t *call, rl_task_step_t step)
     }
     if (write == NULL)
         return RL_E_INTERNAL;
-    call->handler_tag = (int)step;
     rl_store_task_step(relay->store, &write->idem, &write->target, step, call->body, on_task, write);
     return 0;
-}
-
-int rl_bridge_create_task(rl_call_t *call)
-{
-    return task_step(call, RL_TASK_CREATE);
-}
-
-int rl_bridge_update_task(rl_call_t *call)
-{
-    return task_step(call, RL_TASK_UPDATE);
-}
-
-int rl_bridge_finish_task(rl_call_t *call)
-{
-    return task_step(call, RL_TASK_FINISH);
 }
 
 /* ---- approvals ---- */

@@ -242,45 +242,21 @@ static void on_session_changed(int result, json_t *value, void *arg)
     rl_call_release(call);
 }
 
-static int change_session(rl_call_t *call, rl_session_op_t op)
+/* The session state machine's transitions; the route row says which (call->handler_tag). */
+int rl_session_change(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
+    rl_session_op_t op = (rl_session_op_t)call->handler_tag;
     char session_id[72];
     int result = param(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
 
     if (result != 0)
         return result;
-    call->handler_tag = (int)op;
     rl_call_hold(call);
     rl_store_session_change(relay->store, call->principal, session_id, op,
                             op == RL_SESSION_RENAME ? body_string(call, "title") : NULL, rl_clock_now_ms(),
                             relay->config.delete_grace, on_session_changed, call);
     return 0;
-}
-
-int rl_session_rename(rl_call_t *call)
-{
-    return change_session(call, RL_SESSION_RENAME);
-}
-
-int rl_session_archive(rl_call_t *call)
-{
-    return change_session(call, RL_SESSION_ARCHIVE);
-}
-
-int rl_session_unarchive(rl_call_t *call)
-{
-    return change_session(call, RL_SESSION_UNARCHIVE);
-}
-
-int rl_session_delete(rl_call_t *call)
-{
-    return change_session(call, RL_SESSION_DELETE);
-}
-
-int rl_session_restore(rl_call_t *call)
-{
-    return change_session(call, RL_SESSION_RESTORE);
 }
 
 static void on_session_cancelled(int result, json_t *value, void *arg)

@@ -91,11 +91,7 @@ extern const struct rl_schema rl_manifest_schema;
 /* Client API handlers (relay/client.c, relay/stream.c). */
 int rl_me_get(rl_call_t *call);
 int rl_session_create(rl_call_t *call);
-int rl_session_rename(rl_call_t *call);
-int rl_session_archive(rl_call_t *call);
-int rl_session_unarchive(rl_call_t *call);
-int rl_session_delete(rl_call_t *call);
-int rl_session_restore(rl_call_t *call);
+int rl_session_change(rl_call_t *call); /* route tag: rl_session_op_t */
 int rl_session_cancel(rl_call_t *call);
 int rl_messages_list(rl_call_t *call);
 int rl_message_send(rl_call_t *call);
@@ -111,9 +107,7 @@ extern const struct rl_schema rl_session_create_schema, rl_session_rename_schema
 int rl_bridge_send_message(rl_call_t *call);
 int rl_bridge_send_delta(rl_call_t *call);
 int rl_bridge_send_end(rl_call_t *call);
-int rl_bridge_create_task(rl_call_t *call);
-int rl_bridge_update_task(rl_call_t *call);
-int rl_bridge_finish_task(rl_call_t *call);
+int rl_bridge_task(rl_call_t *call); /* route tag: rl_task_step_t */
 int rl_bridge_request_approval(rl_call_t *call);
 int rl_bridge_upload(rl_call_t *call);
 int rl_approval_decide(rl_call_t *call);
