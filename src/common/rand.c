@@ -6,7 +6,7 @@
 
 #include "common/rand.h"
 
-void rl_rand_bytes(void *out, size_t len)
+static void fill(void *out, size_t len)
 {
     unsigned char *p = out;
 
@@ -20,6 +20,36 @@ void rl_rand_bytes(void *out, size_t len)
         }
         p += got;
         len -= (size_t)got;
+    }
+}
+
+/*
+ * The kernel's CSPRNG, read 4 KiB at a time into a per-thread pool: every
+ * request needs a few random ids, and a system call for each showed in the
+ * profile. Bytes handed out are wiped from the pool.
+ */
+void rl_rand_bytes(void *out, size_t len)
+{
+    static __thread unsigned char pool[4096];
+    static __thread size_t left;
+    unsigned char *p = out;
+
+    if (len >= sizeof(pool)) {
+        fill(out, len);
+        return;
+    }
+    while (len > 0) {
+        size_t take;
+        if (left == 0) {
+            fill(pool, sizeof(pool));
+            left = sizeof(pool);
+        }
+        take = len < left ? len : left;
+        memcpy(p, pool + sizeof(pool) - left, take);
+        memset(pool + sizeof(pool) - left, 0, take);
+        left -= take;
+        p += take;
+        len -= take;
     }
 }
 

@@ -55,30 +55,49 @@ int rl_call_param(const rl_call_t *call, size_t index, char *buf, size_t bufsz)
     return 0;
 }
 
+/* Writes a non-negative integer in decimal; returns its length. printf showed in the profile here. */
+static size_t format_uint(char *out, unsigned long long value)
+{
+    char digits[24];
+    size_t n = 0, i;
+
+    do {
+        digits[n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value != 0);
+    for (i = 0; i < n; ++i)
+        out[i] = digits[n - 1 - i];
+    return n;
+}
+
 static void add_rate_headers(rl_call_t *call)
 {
     const rl_call_rate_t *rate = &call->rate;
-    char value[64];
-    int len;
+    long long millis;
+    char value[32];
+    size_t len;
 
     if (!rate->set)
         return;
-    len = snprintf(value, sizeof(value), "%ld", rate->limit);
-    rl_call_add_header(call, "x-ratelimit-limit", value, (size_t)len);
-    len = snprintf(value, sizeof(value), "%ld", rate->remaining);
-    rl_call_add_header(call, "x-ratelimit-remaining", value, (size_t)len);
+    rl_call_add_header(call, "x-ratelimit-limit", value, format_uint(value, (unsigned long long)rate->limit));
+    rl_call_add_header(call, "x-ratelimit-remaining", value,
+                       format_uint(value, (unsigned long long)(rate->remaining > 0 ? rate->remaining : 0)));
+    millis = (long long)(rate->reset_after * 1000.0 + 0.5);
     /* spec: X-RateLimit-Reset is in epoch seconds; round up so that the bucket is really full then. */
-    len = snprintf(value, sizeof(value), "%lld",
-                   (long long)((rl_clock_now_ms() + (int64_t)(rate->reset_after * 1000.0) + 999) / 1000));
-    rl_call_add_header(call, "x-ratelimit-reset", value, (size_t)len);
-    len = snprintf(value, sizeof(value), "%.3f", rate->reset_after);
-    rl_call_add_header(call, "x-ratelimit-reset-after", value, (size_t)len);
+    rl_call_add_header(call, "x-ratelimit-reset", value,
+                       format_uint(value, (unsigned long long)((rl_clock_now_ms() + millis + 999) / 1000)));
+    /* Reset-After in decimal seconds with milliseconds: "12.345". */
+    len = format_uint(value, (unsigned long long)(millis / 1000));
+    value[len++] = '.';
+    value[len++] = (char)('0' + millis / 100 % 10);
+    value[len++] = (char)('0' + millis / 10 % 10);
+    value[len++] = (char)('0' + millis % 10);
+    rl_call_add_header(call, "x-ratelimit-reset-after", value, len);
     rl_call_add_header(call, "x-ratelimit-bucket", rate->bucket, strlen(rate->bucket));
     rl_call_add_header(call, "x-ratelimit-scope", rate->scope, strlen(rate->scope));
-    if (rate->retry_after_ms > 0) {
-        len = snprintf(value, sizeof(value), "%lld", (long long)((rate->retry_after_ms + 999) / 1000));
-        rl_call_add_header(call, "retry-after", value, (size_t)len);
-    }
+    if (rate->retry_after_ms > 0)
+        rl_call_add_header(call, "retry-after", value,
+                           format_uint(value, (unsigned long long)((rate->retry_after_ms + 999) / 1000)));
 }
 
 static void log_access(rl_call_t *call)

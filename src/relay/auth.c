@@ -15,6 +15,31 @@
 #include "relay/token.h"
 
 #define KNOWN_USERS_MAX 100000
+#define VERIFIED_MAX 100000
+/* A verified user token is trusted for this long (or until its exp, if sooner). */
+#define VERIFIED_TTL_MS (5 * 60 * 1000)
+/* A bridge token's installation is looked up again after this long; a revoke here drops it at once. */
+#define BRIDGE_TTL_MS (30 * 1000)
+
+/*
+ * Verifying a signature costs far more than the rest of a request, so a
+ * verified user token is remembered by its SHA-256, and a bridge token's
+ * installation row by its id. Both caches are of this process only: a
+ * revocation on this node drops its entry at once (rl_auth_forget), one
+ * elsewhere takes effect within BRIDGE_TTL_MS; a key removed from the JWKS
+ * stops tokens signed with it within VERIFIED_TTL_MS.
+ */
+struct verified {
+    char sub[RL_JWT_SUB_MAX + 1];
+    int64_t until_ms;
+};
+
+struct bridge_entry {
+    char secret_hash[RL_TOKEN_HASH_HEX + 1];
+    char user_id[RL_PRINCIPAL_MAX + 1];
+    int revoked;
+    int64_t until_ms;
+};
 
 struct bridge_lookup {
     rl_call_t *call;
@@ -56,9 +81,20 @@ static void on_user_ensured(int result, json_t *value, void *arg)
 static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_claims_t *claims,
                        const char **why)
 {
-    rl_jwks_t *keys = rl_jwks_source_get(relay->jwks);
+    rl_jwks_t *keys;
+    char digest[RL_TOKEN_HASH_HEX + 1];
+    struct verified *hit;
+    int64_t now = rl_clock_now_ms();
     int result;
 
+    rl_token_hash(token, len, digest);
+    hit = relay->verified_tokens != NULL ? rl_strmap_get(relay->verified_tokens, digest) : NULL;
+    if (hit != NULL && hit->until_ms > now) {
+        memset(claims, 0, sizeof(*claims));
+        memcpy(claims->sub, hit->sub, sizeof(claims->sub));
+        return 0;
+    }
+    keys = rl_jwks_source_get(relay->jwks);
     if (keys == NULL) {
         *why = "no_keys";
         return -1;
@@ -68,32 +104,62 @@ static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_
     /* A key we have never seen may be a rotation at the provider: fetch its set again soon. */
     if (result != 0 && strcmp(*why, "unknown_kid") == 0)
         rl_jwks_source_refresh_soon(relay->jwks);
+    if (result == 0 && relay->verified_tokens != NULL) {
+        struct verified *entry = hit != NULL ? hit : malloc(sizeof(*entry));
+        if (entry != NULL) {
+            memcpy(entry->sub, claims->sub, sizeof(entry->sub));
+            entry->until_ms = now + VERIFIED_TTL_MS;
+            /* exp counts in seconds; the leeway is not extended by the cache. */
+            if (claims->exp > 0 && claims->exp * 1000 < entry->until_ms)
+                entry->until_ms = claims->exp * 1000;
+            if (hit == NULL && rl_strmap_put(relay->verified_tokens, digest, entry) != 0)
+                free(entry);
+        }
+    }
     return result;
+}
+
+/* Decides a bridge token against its installation's entry. */
+static int judge_bridge(rl_call_t *call, const rl_bridge_token_t *token, const struct bridge_entry *entry,
+                        int want_installation)
+{
+    if (entry->secret_hash[0] == '\0' || !rl_token_hash_equal(entry->secret_hash, token->secret_hash))
+        return RL_E_INVALID_TOKEN;
+    /* A genuine bridge token on a user route: the token is real but lacks the scope. */
+    if (!want_installation)
+        return RL_E_PERMISSION_DENIED;
+    /* brief: the upgrade gets 401 invalid_token, REST calls 410 installation_revoked. */
+    if (entry->revoked)
+        return call->route->auth == RL_AUTH_BRIDGE ? RL_E_INSTALLATION_GONE : RL_E_INVALID_TOKEN;
+    call->principal_kind = RL_PRINCIPAL_INSTALLATION;
+    snprintf(call->principal, sizeof(call->principal), "%s", token->installation_id);
+    snprintf(call->owner, sizeof(call->owner), "%s", entry->user_id);
+    return 0;
 }
 
 static void on_installation(int result, json_t *row, void *arg)
 {
     struct bridge_lookup *lookup = arg;
     rl_call_t *call = lookup->call;
+    rl_relay_t *relay = call->app;
     int err = RL_E_INVALID_TOKEN;
 
     if (result == 0) {
         const char *hash = json_string_value(json_object_get(row, "token_hash"));
         const char *state = json_string_value(json_object_get(row, "state"));
-        int matches = hash != NULL && rl_token_hash_equal(hash, lookup->token.secret_hash);
-        if (!matches) {
-            err = RL_E_INVALID_TOKEN;
-        } else if (!lookup->want_installation) {
-            /* A genuine bridge token on a user route: the token is real but lacks the scope. */
-            err = RL_E_PERMISSION_DENIED;
-        } else if (state != NULL && strcmp(state, "revoked") == 0) {
-            /* brief: the upgrade gets 401 invalid_token, REST calls 410 installation_revoked. */
-            err = call->route->auth == RL_AUTH_BRIDGE ? RL_E_INSTALLATION_GONE : RL_E_INVALID_TOKEN;
+        struct bridge_entry *entry = calloc(1, sizeof(*entry));
+        if (entry != NULL) {
+            snprintf(entry->secret_hash, sizeof(entry->secret_hash), "%s", hash != NULL ? hash : "");
+            snprintf(entry->user_id, sizeof(entry->user_id), "%s",
+                     json_string_value(json_object_get(row, "user_id")));
+            entry->revoked = state != NULL && strcmp(state, "revoked") == 0;
+            entry->until_ms = rl_clock_now_ms() + BRIDGE_TTL_MS;
+            err = judge_bridge(call, &lookup->token, entry, lookup->want_installation);
+            free(rl_strmap_remove(relay->bridge_tokens, lookup->token.installation_id));
+            if (rl_strmap_put(relay->bridge_tokens, lookup->token.installation_id, entry) != 0)
+                free(entry);
         } else {
-            err = 0;
-            call->principal_kind = RL_PRINCIPAL_INSTALLATION;
-            snprintf(call->principal, sizeof(call->principal), "%s", lookup->token.installation_id);
-            snprintf(call->owner, sizeof(call->owner), "%s", json_string_value(json_object_get(row, "user_id")));
+            err = RL_E_INTERNAL;
         }
     } else if (result != RL_E_INSTALLATION_NOT_FOUND) {
         err = result;
@@ -106,7 +172,14 @@ static void on_installation(int result, json_t *row, void *arg)
 
 static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, const rl_bridge_token_t *token, int want_installation)
 {
-    struct bridge_lookup *lookup = malloc(sizeof(*lookup));
+    struct bridge_entry *entry = rl_strmap_get(relay->bridge_tokens, token->installation_id);
+    struct bridge_lookup *lookup;
+
+    if (entry != NULL && entry->until_ms > rl_clock_now_ms()) {
+        rl_call_proceed(call, judge_bridge(call, token, entry, want_installation));
+        return;
+    }
+    lookup = malloc(sizeof(*lookup));
 
     if (lookup == NULL) {
         rl_call_proceed(call, RL_E_INTERNAL);
@@ -173,4 +246,25 @@ int rl_relay_limit(rl_call_t *call)
     else if (call->principal_kind == RL_PRINCIPAL_INSTALLATION)
         scope = "installation", owner = call->principal;
     return rl_ratelimit_take(relay->limiter, scope, owner, call->route->bucket, rl_clock_now_ms(), &call->rate);
+}
+
+void rl_auth_forget_installation(rl_relay_t *relay, const char *installation_id)
+{
+    free(rl_strmap_remove(relay->bridge_tokens, installation_id));
+}
+
+static int verified_lapsed(const char *key, void *value, void *arg)
+{
+    return ((struct verified *)value)->until_ms <= *(int64_t *)arg;
+}
+
+static int bridge_lapsed(const char *key, void *value, void *arg)
+{
+    return ((struct bridge_entry *)value)->until_ms <= *(int64_t *)arg;
+}
+
+void rl_auth_sweep(rl_relay_t *relay, int64_t now_ms)
+{
+    rl_strmap_sweep(relay->verified_tokens, verified_lapsed, &now_ms, free);
+    rl_strmap_sweep(relay->bridge_tokens, bridge_lapsed, &now_ms, free);
 }

@@ -542,6 +542,7 @@ static void on_installation_revoked(int result, json_t *value, void *arg)
             rl_log_info("installation %s revoked", id);
             rl_relay_publish(relay, call->principal, "installation_revoked",
                              json_pack("{s:s, s:O}", "installation_id", id, "installation", view));
+            rl_auth_forget_installation(relay, id);
             if (relay->on_installation_revoked != NULL)
                 relay->on_installation_revoked(relay, id);
         }

@@ -30,6 +30,7 @@ static void on_housekeeping(h2o_timeout_entry_t *entry)
 
     rl_ratelimit_sweep(relay->limiter, now);
     rl_bus_sweep(relay->bus, now);
+    rl_auth_sweep(relay, now);
     rl_store_purge_bridge(relay->store, now, relay->config.idempotency_ttl, relay->config.replay_window, on_purged,
                           relay);
     rl_store_purge(relay->store, now, relay->config.delete_grace, on_purged, relay);
@@ -82,11 +83,14 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
     relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
+    relay->verified_tokens = rl_strmap_new(KNOWN_USERS_MAX);
+    relay->bridge_tokens = rl_strmap_new(KNOWN_USERS_MAX);
     bus_config.max_events = (size_t)config->sse_buffer_events;
     bus_config.max_age_ms = config->replay_window;
     bus_config.max_users = BUS_USERS_MAX;
     relay->bus = rl_bus_new(&bus_config);
-    if (relay->limiter == NULL || relay->known_users == NULL || relay->bus == NULL)
+    if (relay->limiter == NULL || relay->known_users == NULL || relay->bus == NULL || relay->verified_tokens == NULL ||
+        relay->bridge_tokens == NULL)
         return -1;
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
     if (rl_bridge_ws_init(relay) != 0)

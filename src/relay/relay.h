@@ -40,7 +40,9 @@ typedef struct rl_relay {
     rl_ratelimit_t *limiter;
     rl_jwks_source_t *jwks;
     rl_jwt_policy_t policy;
-    rl_strmap_t *known_users; /* users already ensured in the store by this process */
+    rl_strmap_t *known_users;     /* users already ensured in the store by this process */
+    rl_strmap_t *verified_tokens; /* SHA-256 of a verified user token -> its sub, until it lapses (auth.c) */
+    rl_strmap_t *bridge_tokens;   /* installation id -> its token hash, owner and state, briefly (auth.c) */
     rl_http_config_t http;
     rl_http_server_t *server;
     h2o_timeout_t housekeeping_timeout;
@@ -77,6 +79,10 @@ void rl_relay_stop(rl_relay_t *relay);
 /* The server's hooks (relay/auth.c). */
 void rl_relay_authenticate(rl_call_t *call);
 int rl_relay_limit(rl_call_t *call);
+/* Drops what auth remembers of an installation (on revoke). */
+void rl_auth_forget_installation(rl_relay_t *relay, const char *installation_id);
+/* Drops lapsed cache entries; housekeeping. */
+void rl_auth_sweep(rl_relay_t *relay, int64_t now_ms);
 
 /* Route handlers (relay/pairing.c). */
 int rl_pairing_start(rl_call_t *call);

@@ -32,9 +32,14 @@ void rl_token_hash(const void *bytes, size_t len, char *out)
     unsigned int digest_len = 0;
     int i;
 
+    static const char hex[] = "0123456789abcdef";
+
     EVP_Digest(bytes, len, digest, &digest_len, EVP_sha256(), NULL);
-    for (i = 0; i < 32; ++i)
-        snprintf(out + i * 2, 3, "%02x", digest[i]);
+    for (i = 0; i < 32; ++i) {
+        out[i * 2] = hex[digest[i] >> 4];
+        out[i * 2 + 1] = hex[digest[i] & 15];
+    }
+    out[64] = '\0';
 }
 
 int rl_bridge_token_parse(const char *token, size_t len, rl_bridge_token_t *out)
