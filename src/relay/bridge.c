@@ -15,6 +15,7 @@
 #include "common/rand.h"
 #include "http/validate.h"
 #include "relay/attachments.h"
+#include "relay/deltas.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -209,6 +210,9 @@ static void on_message_opened(int result, json_t *value, void *arg)
         rl_call_fail(call, result, NULL);
     } else if (!answer(call, value)) {
         json_t *message = json_object_get(value, "message");
+        rl_deltas_opened(call->app, json_string_value(json_object_get(message, "message_id")), call->principal,
+                         json_string_value(json_object_get(value, "user_id")), json_object_get(message, "session_id"),
+                         json_object_get(message, "interaction_id"));
         /* spec: the agent placeholder is announced as message_added. */
         rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
         rl_relay_publish(call->app, json_string_value(json_object_get(value, "user_id")), "message_added",
@@ -232,38 +236,6 @@ int rl_bridge_send_message(rl_call_t *call)
     return 0;
 }
 
-static void on_delta(int result, json_t *value, void *arg)
-{
-    struct write *write = arg;
-    rl_call_t *call = write->call;
-
-    if (result != 0) {
-        rl_call_fail(call, result, NULL);
-    } else if (!answer(call, value)) {
-        json_t *message = json_object_get(value, "message");
-        rl_relay_publish(call->app, json_string_value(json_object_get(value, "user_id")), "message_delta",
-                         json_pack("{s:O, s:O, s:O, s:O, s:I}", "session_id", json_object_get(message, "session_id"),
-                                   "message_id", json_object_get(message, "message_id"), "delta",
-                                   json_object_get(call->body, "delta"), "interaction_id",
-                                   json_object_get(message, "interaction_id"), "ts", (json_int_t)rl_clock_now_ms()));
-    }
-    json_decref(value);
-    write_done(write);
-}
-
-int rl_bridge_send_delta(rl_call_t *call)
-{
-    rl_relay_t *relay = call->app;
-    const char *message_id = body_string(call, "message_id");
-    struct write *write = write_new(call, "message", message_id, body_string(call, "idempotency_key"));
-
-    if (write == NULL)
-        return RL_E_INTERNAL;
-    rl_store_message_delta(relay->store, &write->idem, call->principal, message_id, body_string(call, "delta"),
-                           write->target.now, on_delta, write);
-    return 0;
-}
-
 static void on_message_ended(int result, json_t *value, void *arg)
 {
     struct write *write = arg;
@@ -273,6 +245,7 @@ static void on_message_ended(int result, json_t *value, void *arg)
         rl_call_fail(call, result, NULL);
     } else if (!answer(call, value)) {
         json_t *message = json_object_get(value, "message");
+        rl_deltas_finalized(call->app, json_string_value(json_object_get(message, "message_id")));
         rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
         rl_relay_publish(call->app, json_string_value(json_object_get(value, "user_id")), "message_finalized",
                          json_incref(message));
@@ -289,6 +262,8 @@ int rl_bridge_send_end(rl_call_t *call)
 
     if (write == NULL)
         return RL_E_INTERNAL;
+    /* The deltas answered so far land before the end that folds them into the canonical text. */
+    rl_deltas_flush(relay);
     rl_store_message_end(relay->store, &write->idem, call->principal, message_id, call->body, write->target.now,
                          on_message_ended, write);
     return 0;

@@ -16,6 +16,7 @@
 #include "http/validate.h"
 #include "relay/attachments.h"
 #include "relay/bridge_ws.h"
+#include "relay/deltas.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -228,6 +229,7 @@ static void on_session_changed(int result, json_t *value, void *arg)
                          json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(session, "id"), "title",
                                    json_object_get(session, "title"), "session", session));
     } else if (changed && op == RL_SESSION_DELETE) {
+        rl_deltas_forget_session(relay, json_string_value(json_object_get(session, "id")));
         rl_relay_publish(relay, call->principal, "session_deleted",
                          json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(session, "id"), "deleted_at",
                                    json_object_get(session, "deleted_at"), "restore_until",
@@ -359,6 +361,8 @@ int rl_messages_list(rl_call_t *call)
         return 0;
     }
     json_decref(errors);
+    /* Deltas answered but not yet persisted are part of the history: they land before this read. */
+    rl_deltas_flush(relay);
     rl_call_hold(call);
     rl_store_messages_list(relay->store, call->principal, session_id, (int)limit, before[0] != '\0' ? before : NULL,
                            on_history, call);

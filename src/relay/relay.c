@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "relay/attachments.h"
 #include "relay/bridge_ws.h"
+#include "relay/deltas.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -31,6 +32,7 @@ static void on_housekeeping(h2o_timeout_entry_t *entry)
     rl_ratelimit_sweep(relay->limiter, now);
     rl_bus_sweep(relay->bus, now);
     rl_auth_sweep(relay, now);
+    rl_deltas_sweep(relay, now);
     rl_store_purge_bridge(relay->store, now, relay->config.idempotency_ttl, relay->config.replay_window, on_purged,
                           relay);
     rl_store_purge(relay->store, now, relay->config.delete_grace, on_purged, relay);
@@ -93,7 +95,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         relay->bridge_tokens == NULL)
         return -1;
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
-    if (rl_bridge_ws_init(relay) != 0)
+    if (rl_bridge_ws_init(relay) != 0 || rl_deltas_init(relay) != 0)
         return -1;
     rl_approvals_start(relay);
 
@@ -134,7 +136,12 @@ void rl_relay_stop(rl_relay_t *relay)
         h2o_timeout_dispose(relay->loop, &relay->housekeeping_timeout);
         relay->housekeeping_started = 0;
     }
-    /* Answers still owed are sent from here: the store runs the last batch's callbacks. */
+    /* Deltas answered but not yet persisted go first; then the store runs the last batch's callbacks. */
+    if (relay->store != NULL && relay->open_messages != NULL) {
+        if (h2o_timeout_is_linked(&relay->delta_flush))
+            h2o_timeout_unlink(&relay->delta_flush);
+        rl_deltas_flush(relay);
+    }
     if (relay->store != NULL)
         rl_store_close(relay->store);
     relay->store = NULL;

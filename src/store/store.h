@@ -132,8 +132,9 @@ struct rl_store_ops {
     void (*session_get)(rl_store_t *store, const char *user_id, const char *session_id, rl_store_cb cb, void *arg);
     void (*message_open)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
                          const char *message_id, const char *user_id, json_t *body, rl_store_cb cb, void *arg);
-    void (*message_delta)(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
-                          const char *message_id, const char *delta, int64_t now, rl_store_cb cb, void *arg);
+    void (*message_stream_state)(rl_store_t *store, const char *installation_id, const char *message_id,
+                                 const char *scope, rl_store_cb cb, void *arg);
+    void (*deltas_append)(rl_store_t *store, json_t *batch, int64_t now, rl_store_cb cb, void *arg);
     void (*message_end)(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
                         const char *message_id, json_t *body, int64_t now, rl_store_cb cb, void *arg);
     void (*task_step)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
@@ -341,12 +342,25 @@ static inline void rl_store_message_open(rl_store_t *store, const rl_idempotency
 {
     store->ops->message_open(store, idem, target, message_id, user_id, body, cb, arg);
 }
-/* Appends a delta to an open message; adds "message" (id, session, interaction). RL_E_MESSAGE_FINALIZED. */
-static inline void rl_store_message_delta(rl_store_t *store, const rl_idempotency_t *idem,
-                                          const char *installation_id, const char *message_id, const char *delta,
-                                          int64_t now, rl_store_cb cb, void *arg)
+/*
+ * What a streamed message's deltas are checked against: value {message_id,
+ * session_id, interaction_id, user_id, state, deleted (bool), next_seq,
+ * keys: {idempotency key: body hash}} for the installation's agent message.
+ * scope is the idempotency scope of its deltas. RL_E_MESSAGE_NOT_FOUND.
+ */
+static inline void rl_store_message_stream_state(rl_store_t *store, const char *installation_id,
+                                                 const char *message_id, const char *scope, rl_store_cb cb, void *arg)
 {
-    store->ops->message_delta(store, idem, installation_id, message_id, delta, now, cb, arg);
+    store->ops->message_stream_state(store, installation_id, message_id, scope, cb, arg);
+}
+/*
+ * Persists deltas already applied and acknowledged: batch is an array of
+ * {message_id, seq, delta, owner, scope, key, body_hash, response} (not
+ * stolen). value NULL.
+ */
+static inline void rl_store_deltas_append(rl_store_t *store, json_t *batch, int64_t now, rl_store_cb cb, void *arg)
+{
+    store->ops->deltas_append(store, batch, now, cb, arg);
 }
 /* Finalises a message with its canonical text and usage; adds "message". RL_E_MESSAGE_FINALIZED. */
 static inline void rl_store_message_end(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
