@@ -209,9 +209,9 @@ static void apply(rl_relay_t *relay, struct open_message *message, rl_call_t *ca
         h2o_timeout_link(relay->loop, &relay->delta_flush_timeout, &relay->delta_flush);
     }
     rl_relay_publish(relay, message->user_id, "message_delta",
-                     json_pack("{s:s, s:O, s:O, s:O, s:I}", "session_id", json_string_value(message->session_id),
-                               "message_id", json_string(message->message_id), "delta", delta, "interaction_id",
-                               message->interaction_id, "ts", (json_int_t)rl_clock_now_ms()));
+                     json_pack("{s:O, s:s, s:O, s:O, s:I}", "session_id", message->session_id, "message_id",
+                               message->message_id, "delta", delta, "interaction_id", message->interaction_id, "ts",
+                               (json_int_t)rl_clock_now_ms()));
     rl_call_reply(call, json_pack("{s:s}", "message_id", message->message_id));
 }
 
