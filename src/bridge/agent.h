@@ -1,0 +1,59 @@
+/*
+ * The agent adapters' interface. An adapter is one row of rl_agent_adapters
+ * (agent.c), chosen by the scheme of --agent (exec:, jsonl:, openai:). The
+ * bridge loop calls the adapter on its thread; the adapter answers through
+ * the rl_bridge_* services below, also on the loop thread.
+ */
+#ifndef RL_BRIDGE_AGENT_H
+#define RL_BRIDGE_AGENT_H
+
+#include <jansson.h>
+#include <sys/types.h>
+
+#include "bridge/frame.h"
+#include "bridge/rest.h"
+
+typedef struct rl_bridge rl_bridge_t;
+typedef struct rl_agent rl_agent_t;
+
+typedef struct rl_agent_adapter {
+    const char *scheme;
+    /* Starts the agent from the text after "scheme:". 0, or -1 with a reason logged. */
+    int (*create)(rl_bridge_t *bridge, const char *arg, rl_agent_t **out);
+    /* A user message opened turn; payload is the update's payload (session, message). */
+    void (*message)(rl_agent_t *agent, rl_turn_t *turn, json_t *payload);
+    /* The user cancelled: interaction_id "" means every turn of the session. */
+    void (*cancel)(rl_agent_t *agent, const char *session_id, const char *interaction_id);
+    /* Any other update, as a jsonl protocol line (approval, approval_expired, session_started). */
+    void (*notify)(rl_agent_t *agent, json_t *line);
+    /* A child process of this adapter ended (status as from waitpid). 1 when it was ours. */
+    int (*child_exited)(rl_agent_t *agent, pid_t pid, int status);
+    void (*destroy)(rl_agent_t *agent);
+} rl_agent_adapter_t;
+
+/* The adapter for spec ("exec:CMD"); *arg points after the colon. NULL when unknown. */
+const rl_agent_adapter_t *rl_agent_find(const char *spec, const char **arg);
+
+extern const rl_agent_adapter_t rl_agent_exec, rl_agent_jsonl, rl_agent_openai;
+
+/* Services of the loop to adapters (loop thread only). */
+typedef void (*rl_bridge_fd_cb)(void *user, int fd, short revents);
+/* Polls fd for events and calls cb; replaces an earlier watch of the same fd. */
+void rl_bridge_watch(rl_bridge_t *bridge, int fd, short events, rl_bridge_fd_cb cb, void *user);
+void rl_bridge_unwatch(rl_bridge_t *bridge, int fd);
+/* Text the agent produced for turn: batched into ~30 ms deltas. */
+void rl_bridge_text(rl_bridge_t *bridge, rl_turn_t *turn, const char *bytes, size_t len);
+/*
+ * The turn is over: flushes its text and sends sendMessageEnd. error_text,
+ * when set, is appended to the message for the user. usage may be NULL (not stolen).
+ */
+void rl_bridge_end(rl_bridge_t *bridge, rl_turn_t *turn, const char *finish_reason, json_t *usage,
+                   const char *error_text);
+/* One line of the jsonl protocol from the agent (also used by the openai adapter). Takes the line. */
+void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
+/* Stops the bridge: the agent cannot go on. */
+void rl_bridge_fail(rl_bridge_t *bridge, const char *why);
+/* Blocked signals to restore in a child before exec. */
+void rl_bridge_child_signals(void);
+
+#endif

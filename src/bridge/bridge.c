@@ -1,0 +1,840 @@
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bridge/agent.h"
+#include "bridge/backoff.h"
+#include "bridge/batch.h"
+#include "bridge/bridge.h"
+#include "bridge/dedupe.h"
+#include "bridge/log.h"
+#include "bridge/rest.h"
+#include "client/credentials.h"
+#include "client/ws.h"
+
+#define MAX_WATCHES 256
+/*
+ * The relay pings every 30 s (spec delivery rule 4). A socket that brings no
+ * frame for this long sits on a dead path (no FIN or RST ever came): drop it
+ * and reconnect.
+ */
+#define SILENCE_MS 75000L
+/* The relay's cap on one delta (docs/api.md) is 64 KiB of text. */
+#define DELTA_MAX (60 * 1024)
+
+typedef struct watch {
+    int fd;
+    short events;
+    rl_bridge_fd_cb cb;
+    void *user;
+} watch_t;
+
+/* The loop's side of a turn: its batch and the update it answers. */
+typedef struct turn_state {
+    struct turn_state *next;
+    rl_turn_t *turn;
+    rl_batch_t batch;
+    uint64_t update_id; /* 0 when the agent opened the turn itself */
+    int ended;
+} turn_state_t;
+
+struct rl_bridge {
+    const rl_bridge_options_t *options;
+    const rl_agent_adapter_t *adapter;
+    rl_agent_t *agent;
+    rl_rest_t *rest;
+    rl_ws_t *ws;
+    rl_dedupe_t *dedupe;
+    rl_backoff_t backoff;
+    long reconnect_at;  /* ms; -1 while connected */
+    long last_frame_at; /* ms: when the socket last brought a frame */
+    int sigfd;
+    watch_t watches[MAX_WATCHES];
+    int nwatches;
+    turn_state_t *turns;
+    uint64_t processed_max; /* highest update id handled */
+    uint64_t acked;         /* highest ack sent on this connection */
+    int exit_code;
+    int stopping;
+    char installation_id[64];
+};
+
+static sigset_t blocked_signals;
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+void rl_bridge_child_signals(void)
+{
+    sigprocmask(SIG_UNBLOCK, &blocked_signals, NULL);
+}
+
+void rl_bridge_write_status(const char *state, const char *server, const char *installation_id)
+{
+    json_t *doc =
+        json_pack("{s:s, s:i, s:s, s:s, s:I}", "state", state, "pid", (int)getpid(), "server",
+                  server != NULL ? server : "", "installation_id",
+                  installation_id != NULL ? installation_id : "", "updated_at", (json_int_t)time(NULL));
+
+    if (doc != NULL && rl_credentials_save("bridge-status", doc) != 0)
+        rl_bridge_log(RL_BLOG_WARN, "could not write the status file: %s", strerror(errno));
+    json_decref(doc);
+}
+
+/* ---- watches ----------------------------------------------------------------------------------- */
+
+void rl_bridge_watch(rl_bridge_t *b, int fd, short events, rl_bridge_fd_cb cb, void *user)
+{
+    int i;
+
+    for (i = 0; i < b->nwatches; i++) {
+        if (b->watches[i].fd == fd) {
+            b->watches[i].events = events;
+            b->watches[i].cb = cb;
+            b->watches[i].user = user;
+            return;
+        }
+    }
+    if (b->nwatches == MAX_WATCHES) {
+        rl_bridge_log(RL_BLOG_ERROR, "too many agent descriptors");
+        return;
+    }
+    b->watches[b->nwatches++] = (watch_t){fd, events, cb, user};
+}
+
+void rl_bridge_unwatch(rl_bridge_t *b, int fd)
+{
+    int i;
+
+    for (i = 0; i < b->nwatches; i++) {
+        if (b->watches[i].fd == fd) {
+            b->watches[i] = b->watches[--b->nwatches];
+            return;
+        }
+    }
+}
+
+/* ---- acks (spec delivery rule 2) ---------------------------------------------------------------- */
+
+static uint64_t parse_id(const char *id)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(id, &end, 10);
+    return errno != 0 || *end != '\0' ? 0 : (uint64_t)v;
+}
+
+/*
+ * An ack covers every id up to it, so it may only go as far as the oldest
+ * update still being processed: a turn is processed when its message ended.
+ */
+static void send_ack(rl_bridge_t *b)
+{
+    uint64_t upto = b->processed_max;
+    turn_state_t *t;
+    char frame[96];
+
+    for (t = b->turns; t != NULL; t = t->next)
+        if (t->update_id != 0 && t->update_id - 1 < upto)
+            upto = t->update_id - 1;
+    if (b->ws == NULL || upto <= b->acked)
+        return;
+    snprintf(frame, sizeof(frame), "{\"type\":\"ack\",\"up_to_update_id\":\"%" PRIu64 "\"}", upto);
+    if (rl_ws_send_text(b->ws, frame, strlen(frame)) == 0)
+        b->acked = upto;
+}
+
+/* ---- turns -------------------------------------------------------------------------------------- */
+
+static turn_state_t *find_turn(rl_bridge_t *b, const char *session_id, const char *interaction_id)
+{
+    turn_state_t *t;
+
+    for (t = b->turns; t != NULL; t = t->next)
+        if (!t->ended && strcmp(t->turn->session_id, session_id) == 0 &&
+            strcmp(t->turn->interaction_id, interaction_id) == 0)
+            return t;
+    return NULL;
+}
+
+/* Opens a turn and its placeholder message (spec: sendMessage with empty text). */
+static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const char *interaction_id,
+                               uint64_t update_id)
+{
+    turn_state_t *t = calloc(1, sizeof(*t));
+    char key[37];
+
+    if (t == NULL)
+        return NULL;
+    t->turn = rl_turn_new(session_id, interaction_id);
+    if (t->turn == NULL) {
+        free(t);
+        return NULL;
+    }
+    t->turn->owner = t;
+    t->update_id = update_id;
+    rl_batch_init(&t->batch, b->options->delta_window_ms >= 0 ? b->options->delta_window_ms : 30);
+    t->next = b->turns;
+    b->turns = t;
+    rl_rest_new_key(key);
+    rl_rest_submit(b->rest, RL_CALL_SEND_MESSAGE, t->turn,
+                   json_pack("{s:s, s:s, s:s, s:s}", "session_id", session_id, "interaction_id",
+                             interaction_id, "text", "", "idempotency_key", key));
+    return t;
+}
+
+static void close_turn(rl_bridge_t *b, turn_state_t *done)
+{
+    turn_state_t **p;
+
+    for (p = &b->turns; *p != NULL; p = &(*p)->next) {
+        if (*p == done) {
+            *p = done->next;
+            break;
+        }
+    }
+    if (done->update_id > b->processed_max)
+        b->processed_max = done->update_id;
+    rl_batch_free(&done->batch);
+    done->turn->owner = NULL;
+    rl_turn_unref(done->turn);
+    free(done);
+    send_ack(b);
+}
+
+static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
+                     const char *error_text);
+
+static void submit_delta(rl_bridge_t *b, turn_state_t *t, char *text, size_t len)
+{
+    char key[37];
+
+    rl_rest_new_key(key);
+    rl_rest_submit(b->rest, RL_CALL_DELTA, t->turn,
+                   json_pack("{s:s%, s:s}", "delta", text, len, "idempotency_key", key));
+    free(text);
+}
+
+static void flush_turn(rl_bridge_t *b, turn_state_t *t, int final)
+{
+    char *chunk;
+    size_t len;
+
+    for (chunk = rl_batch_take(&t->batch, DELTA_MAX, final, &len); chunk != NULL;
+         chunk = rl_batch_take(&t->batch, DELTA_MAX, final, &len)) {
+        json_t *probe = json_stringn(chunk, len);
+        if (probe == NULL) {
+            /* Not UTF-8 even on boundaries: send what the relay can take. */
+            size_t i;
+            for (i = 0; i < len; i++)
+                if ((unsigned char)chunk[i] >= 0x80)
+                    chunk[i] = '?';
+        }
+        json_decref(probe);
+        submit_delta(b, t, chunk, len);
+    }
+}
+
+void rl_bridge_text(rl_bridge_t *b, rl_turn_t *turn, const char *bytes, size_t len)
+{
+    turn_state_t *t = turn->owner;
+
+    if (t == NULL || t->ended || len == 0)
+        return;
+    rl_batch_append(&t->batch, bytes, len, now_ms());
+}
+
+/*
+ * relayd accepts finish_reason stop, length, content_filter and tool_call
+ * (src/relay/bridge.c). Our adapters' other outcomes map onto them: OpenAI's
+ * "tool_calls" is "tool_call"; "cancelled" and "error" have no word there, so
+ * the message ends without a finish_reason and says what happened in its text.
+ */
+static const struct {
+    const char *agent, *relay, *note;
+} finish_map[] = {
+    {"stop", "stop", NULL},
+    {"length", "length", NULL},
+    {"content_filter", "content_filter", NULL},
+    {"tool_call", "tool_call", NULL},
+    {"tool_calls", "tool_call", NULL},
+    {"cancelled", NULL, "[cancelled]"},
+    {"error", NULL, NULL},
+};
+
+void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
+                   const char *error_text)
+{
+    const char *note = NULL;
+    size_t i;
+
+    for (i = 0; finish_reason != NULL && i < sizeof(finish_map) / sizeof(finish_map[0]); i++) {
+        if (strcmp(finish_map[i].agent, finish_reason) == 0) {
+            note = finish_map[i].note;
+            finish_reason = finish_map[i].relay;
+            break;
+        }
+    }
+    if (i == sizeof(finish_map) / sizeof(finish_map[0])) {
+        rl_bridge_log(RL_BLOG_DEBUG, "finish_reason %s unknown to the relay: left out", finish_reason);
+        finish_reason = NULL;
+    }
+    if (error_text == NULL)
+        error_text = note;
+    end_turn(b, turn, finish_reason, usage, error_text);
+}
+
+static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
+                     const char *error_text)
+{
+    turn_state_t *t = turn->owner;
+    json_t *body;
+    char key[37];
+
+    if (t == NULL || t->ended)
+        return;
+    if (error_text != NULL) {
+        rl_batch_append(&t->batch, "\n\n", 2, now_ms());
+        rl_batch_append(&t->batch, error_text, strlen(error_text), now_ms());
+    }
+    flush_turn(b, t, 1);
+    t->ended = 1;
+    rl_rest_new_key(key);
+    body = json_pack("{s:s}", "idempotency_key", key);
+    if (finish_reason != NULL)
+        json_object_set_new(body, "finish_reason", json_string(finish_reason));
+    if (json_is_object(usage))
+        json_object_set(body, "usage", usage);
+    rl_rest_submit(b->rest, RL_CALL_END, turn, body);
+}
+
+void rl_bridge_fail(rl_bridge_t *b, const char *why)
+{
+    rl_bridge_log(RL_BLOG_ERROR, "%s", why);
+    b->exit_code = RL_BRIDGE_EXIT_ERROR;
+    b->stopping = 1;
+}
+
+/* ---- lines of the jsonl protocol ---------------------------------------------------------------- */
+
+/* Copies the listed optional fields of the agent's line into body. */
+static void copy_fields(json_t *body, json_t *line, const char *const *fields)
+{
+    for (; *fields != NULL; fields++) {
+        json_t *v = json_object_get(line, *fields);
+        if (v != NULL && !json_is_null(v))
+            json_object_set(body, *fields, v);
+    }
+}
+
+static json_t *task_body(const rl_agent_line_t *line, const char *const *fields)
+{
+    json_t *body =
+        json_pack("{s:s, s:s}", "session_id", line->session_id, "interaction_id", line->interaction_id);
+    copy_fields(body, line->root, fields);
+    return body;
+}
+
+void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
+{
+    static const char *const task_start[] = {"task_id", "kind", "status_label", "args", "name", NULL};
+    static const char *const task_progress[] = {"task_id", "progress_percent", "partial_result",
+                                                "status_label", NULL};
+    static const char *const task_finish[] = {"task_id", "status",       "name", "error",
+                                              "result",  "status_label", NULL};
+    static const char *const approval[] = {"action",  "title", "message",      "severity",
+                                           "command", "host",  "tool_call_id", NULL};
+    turn_state_t *t = NULL;
+
+    if (line->session_id[0] != '\0') {
+        t = find_turn(b, line->session_id, line->interaction_id);
+        /* An agent may speak first in a session (a follow-up): open a message for it. */
+        if (t == NULL && (line->type == RL_LINE_DELTA || line->type == RL_LINE_END))
+            t = open_turn(b, line->session_id, line->interaction_id, 0);
+    }
+    switch (line->type) {
+    case RL_LINE_MANIFEST: {
+        json_t *body = json_pack("{s:O}", "tools", json_object_get(line->root, "tools"));
+        copy_fields(body, line->root, (const char *const[]){"agent", NULL});
+        rl_rest_submit(b->rest, RL_CALL_SET_MANIFEST, NULL, body);
+        break;
+    }
+    case RL_LINE_DELTA: {
+        json_t *text = json_object_get(line->root, "text");
+        if (t != NULL)
+            rl_bridge_text(b, t->turn, json_string_value(text), json_string_length(text));
+        break;
+    }
+    case RL_LINE_END:
+        if (t != NULL)
+            rl_bridge_end(b, t->turn, json_string_value(json_object_get(line->root, "finish_reason")),
+                          json_object_get(line->root, "usage"),
+                          json_string_value(json_object_get(line->root, "error")));
+        break;
+    case RL_LINE_TASK_START:
+    case RL_LINE_TASK_PROGRESS:
+    case RL_LINE_TASK_FINISH:
+        /* Text before a task goes out first: the relay applies writes in arrival order. */
+        if (t != NULL)
+            flush_turn(b, t, 0);
+        rl_rest_submit(b->rest,
+                       line->type == RL_LINE_TASK_START      ? RL_CALL_CREATE_TASK
+                       : line->type == RL_LINE_TASK_PROGRESS ? RL_CALL_UPDATE_TASK
+                                                             : RL_CALL_FINISH_TASK,
+                       t != NULL ? t->turn : NULL,
+                       task_body(line, line->type == RL_LINE_TASK_START      ? task_start
+                                       : line->type == RL_LINE_TASK_PROGRESS ? task_progress
+                                                                             : task_finish));
+        break;
+    case RL_LINE_APPROVAL_REQUEST: {
+        json_t *body = task_body(line, approval);
+        const char *id = json_string_value(json_object_get(line->root, "approval_id"));
+        char key[37], generated[48];
+        if (id == NULL) {
+            rl_rest_new_key(key);
+            snprintf(generated, sizeof(generated), "apr_%.32s", key);
+            id = generated;
+        }
+        json_object_set_new(body, "approval_id", json_string(id));
+        if (json_object_get(body, "message") == NULL)
+            json_object_set(body, "message", json_object_get(line->root, "title"));
+        if (json_object_get(body, "severity") == NULL)
+            json_object_set_new(body, "severity", json_string("medium"));
+        rl_rest_new_key(key);
+        json_object_set_new(body, "idempotency_key", json_string(key));
+        if (t != NULL)
+            flush_turn(b, t, 0);
+        rl_rest_submit(b->rest, RL_CALL_REQUEST_APPROVAL, t != NULL ? t->turn : NULL, body);
+        break;
+    }
+    case RL_LINE_LOG:
+        rl_bridge_log(RL_BLOG_INFO, "agent: %s", json_string_value(json_object_get(line->root, "text")));
+        break;
+    }
+    rl_agent_line_free(line);
+}
+
+/* ---- updates (spec, Bridge updates) -------------------------------------------------------------- */
+
+/* spec: Decision mapping to the agent gateway. */
+static const struct {
+    const char *decision, *gateway;
+} decision_map[] = {
+    {"approve", "allow-once"},
+    {"approve_always", "allow-always"},
+    {"deny", "deny"},
+};
+
+static const char *gateway_decision(const char *decision)
+{
+    size_t i;
+
+    for (i = 0; decision != NULL && i < sizeof(decision_map) / sizeof(decision_map[0]); i++)
+        if (strcmp(decision_map[i].decision, decision) == 0)
+            return decision_map[i].gateway;
+    /* An unknown decision is never taken as consent. */
+    return "deny";
+}
+
+static void handle_update(rl_bridge_t *b, rl_frame_t *f)
+{
+    uint64_t id = parse_id(f->update_id);
+    int turn_pending = 0;
+
+    /* spec (delivery rule 1): at least once; de-duplicate by update_id. */
+    if (rl_dedupe_add(b->dedupe, f->update_id) == 0) {
+        rl_bridge_log(RL_BLOG_INFO, "update %s delivered again: skipped (already handled)", f->update_id);
+        send_ack(b);
+        return;
+    }
+    rl_bridge_log(RL_BLOG_DEBUG, "update %s %s", f->update_id, f->update_type);
+    if (strcmp(f->update_type, "session.message") == 0) {
+        json_t *message = json_object_get(f->payload, "message");
+        turn_state_t *t;
+        if (f->session_id[0] == '\0' || f->interaction_id[0] == '\0' || !json_is_object(message)) {
+            rl_bridge_log(RL_BLOG_WARN,
+                          "update %s: session.message without a session, interaction or message",
+                          f->update_id);
+        } else if (find_turn(b, f->session_id, f->interaction_id) != NULL) {
+            rl_bridge_log(RL_BLOG_WARN, "update %s: interaction %s already has a turn", f->update_id,
+                          f->interaction_id);
+        } else {
+            t = open_turn(b, f->session_id, f->interaction_id, id);
+            if (t != NULL) {
+                turn_pending = id != 0;
+                b->adapter->message(b->agent, t->turn, f->payload);
+            }
+        }
+    } else if (strcmp(f->update_type, "session.cancelled") == 0) {
+        const char *iid = json_string_value(json_object_get(f->payload, "interaction_id"));
+        b->adapter->cancel(b->agent, f->session_id, iid != NULL ? iid : f->interaction_id);
+    } else if (strcmp(f->update_type, "approval.resolved") == 0) {
+        json_t *line = json_pack("{s:s, s:O, s:s, s:s, s:s}", "type", "approval", "approval_id",
+                                 json_object_get(f->payload, "approval_id"), "decision",
+                                 gateway_decision(json_string_value(json_object_get(f->payload, "decision"))),
+                                 "session_id", f->session_id, "interaction_id", f->interaction_id);
+        if (line != NULL) {
+            copy_fields(line, f->payload, (const char *const[]){"scope", "scope_value", NULL});
+            b->adapter->notify(b->agent, line);
+            json_decref(line);
+        }
+    } else if (strcmp(f->update_type, "approval.expired") == 0) {
+        json_t *line = json_pack("{s:s, s:O, s:s, s:s}", "type", "approval_expired", "approval_id",
+                                 json_object_get(f->payload, "approval_id"), "session_id", f->session_id,
+                                 "interaction_id", f->interaction_id);
+        if (line != NULL) {
+            b->adapter->notify(b->agent, line);
+            json_decref(line);
+        }
+    } else if (strcmp(f->update_type, "session.started") == 0) {
+        json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", f->session_id,
+                                 "session", json_object_get(f->payload, "session"));
+        if (line != NULL) {
+            b->adapter->notify(b->agent, line);
+            json_decref(line);
+        }
+    } else {
+        rl_bridge_log(RL_BLOG_DEBUG, "update %s: type %s ignored", f->update_id, f->update_type);
+    }
+    if (!turn_pending && id > b->processed_max)
+        b->processed_max = id;
+    send_ack(b);
+}
+
+static void on_frame(void *user, const char *text, size_t len)
+{
+    rl_bridge_t *b = user;
+    rl_frame_t f;
+    char err[128];
+
+    b->last_frame_at = now_ms();
+    if (rl_frame_parse(text, len, &f, err, sizeof(err)) != 0) {
+        rl_bridge_log(RL_BLOG_WARN, "ignored a frame: %s", err);
+        return;
+    }
+    switch (f.type) {
+    case RL_FRAME_READY:
+        snprintf(b->installation_id, sizeof(b->installation_id), "%s", f.installation_id);
+        rl_bridge_log(RL_BLOG_INFO, "connected as %s", b->installation_id);
+        rl_bridge_write_status("connected", b->options->server, b->installation_id);
+        break;
+    case RL_FRAME_PING:
+        /* spec (delivery rule 4): answer ping with pong. */
+        rl_ws_send_text(b->ws, "{\"type\":\"pong\"}", 15);
+        break;
+    case RL_FRAME_UPDATE:
+        handle_update(b, &f);
+        break;
+    case RL_FRAME_OTHER:
+        break;
+    }
+    rl_frame_free(&f);
+}
+
+/* ---- the connection ---------------------------------------------------------------------------- */
+
+static void socket_closed(rl_bridge_t *b);
+
+static void unpaired(rl_bridge_t *b, const char *how)
+{
+    fprintf(stderr,
+            "relay-bridge: the relay no longer accepts this bridge (%s): the installation was revoked or its "
+            "token "
+            "is invalid.\nrelay-bridge: pair again with: relay-bridge pair --server %s\n",
+            how, b->options->server);
+    b->exit_code = RL_BRIDGE_EXIT_UNPAIRED;
+    b->stopping = 1;
+}
+
+static void schedule_reconnect(rl_bridge_t *b)
+{
+    long delay = rl_backoff_next(&b->backoff);
+
+    b->reconnect_at = now_ms() + delay;
+    rl_bridge_log(RL_BLOG_INFO, "reconnecting in %ld ms", delay);
+    rl_bridge_write_status("connecting", b->options->server, b->installation_id);
+}
+
+static void connect_socket(rl_bridge_t *b)
+{
+    char url[1024], err[256];
+    rl_ws_options_t o = {.url = url,
+                         .token = b->options->token,
+                         .on_message = on_frame,
+                         .user = b,
+                         .max_message = 4 * 1024 * 1024};
+    long status = 0;
+    int result;
+
+    snprintf(url, sizeof(url), "%s/v1/bridge/ws", b->options->server);
+    result = rl_ws_connect(&o, &b->ws, &status, err, sizeof(err));
+    if (result == RL_WS_E_REFUSED && status == 401) {
+        /* spec (delivery rule 4 and Errors): 401 invalid_token, stop reconnecting. */
+        unpaired(b, "HTTP 401 invalid_token on connect");
+        return;
+    }
+    if (result != 0) {
+        rl_bridge_log(RL_BLOG_WARN, "connect failed: %s", err);
+        b->ws = NULL;
+        schedule_reconnect(b);
+        return;
+    }
+    /* spec (delivery rule 5): reset the backoff after a successful open. */
+    rl_backoff_reset(&b->backoff);
+    b->reconnect_at = -1;
+    b->last_frame_at = now_ms();
+    b->acked = 0;
+    /* Frames that came with the 101 answer are already read: handle them now, poll() will not say so. */
+    if (rl_ws_handle(b->ws) != 0)
+        socket_closed(b);
+}
+
+static void socket_closed(rl_bridge_t *b)
+{
+    int code = rl_ws_close_code(b->ws);
+
+    rl_bridge_log(RL_BLOG_WARN, "socket closed (%d %s)", code, rl_ws_close_reason(b->ws));
+    rl_ws_free(b->ws);
+    b->ws = NULL;
+    if (code == 4401) {
+        unpaired(b, "close code 4401");
+        return;
+    }
+    schedule_reconnect(b);
+}
+
+/* ---- results from the writer and signals ----------------------------------------------------------- */
+
+static void handle_results(rl_bridge_t *b)
+{
+    rl_rest_result_t *r = rl_rest_results(b->rest);
+
+    while (r != NULL) {
+        rl_rest_result_t *next = r->next;
+        if (r->call == RL_CALL_END && r->turn != NULL && r->turn->owner != NULL)
+            close_turn(b, r->turn->owner);
+        else if (!r->ok && r->turn != NULL && r->turn->dropped && r->turn->owner != NULL &&
+                 !((turn_state_t *)r->turn->owner)->ended) {
+            /* spec (client rule 4): the target is gone, so is the work for it: stop the agent's turn. */
+            rl_bridge_log(RL_BLOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id,
+                          r->code);
+            b->adapter->cancel(b->agent, r->turn->session_id, r->turn->interaction_id);
+        } else if (r->call == RL_CALL_REQUEST_APPROVAL) {
+            json_t *line = NULL;
+            const char *id = json_string_value(json_object_get(r->body, "approval_id"));
+            if (!r->ok)
+                line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id,
+                                 "decision", "deny", "session_id", json_object_get(r->body, "session_id"),
+                                 "interaction_id", json_object_get(r->body, "interaction_id"));
+            else if (json_is_true(json_object_get(r->result, "auto_resolved")))
+                line =
+                    json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision",
+                              gateway_decision(json_string_value(json_object_get(r->result, "decision"))),
+                              "session_id", json_object_get(r->body, "session_id"), "interaction_id",
+                              json_object_get(r->body, "interaction_id"));
+            if (line != NULL) {
+                if (!r->ok)
+                    json_object_set_new(line, "error", json_string(r->code));
+                b->adapter->notify(b->agent, line);
+                json_decref(line);
+            }
+        }
+        rl_rest_result_free(r);
+        r = next;
+    }
+    if (rl_rest_revoked(b->rest))
+        unpaired(b, "410 installation_revoked");
+}
+
+static void handle_signals(rl_bridge_t *b)
+{
+    struct signalfd_siginfo si;
+
+    while (read(b->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGCHLD) {
+            pid_t pid;
+            int status;
+            for (pid = waitpid(-1, &status, WNOHANG); pid > 0; pid = waitpid(-1, &status, WNOHANG))
+                b->adapter->child_exited(b->agent, pid, status);
+        } else {
+            rl_bridge_log(RL_BLOG_INFO, "stopping on signal %u", si.ssi_signo);
+            b->stopping = 1;
+        }
+    }
+}
+
+/* ---- the loop ---------------------------------------------------------------------------------- */
+
+static long next_timer(rl_bridge_t *b)
+{
+    long due = b->ws == NULL && b->reconnect_at >= 0 ? b->reconnect_at : -1;
+    turn_state_t *t;
+
+    if (b->ws != NULL)
+        due = b->last_frame_at + SILENCE_MS;
+    for (t = b->turns; t != NULL; t = t->next) {
+        long d = rl_batch_due(&t->batch);
+        if (d >= 0 && (due < 0 || d < due))
+            due = d;
+    }
+    return due;
+}
+
+static void run_timers(rl_bridge_t *b)
+{
+    long now = now_ms();
+    turn_state_t *t;
+
+    for (t = b->turns; t != NULL; t = t->next) {
+        long d = rl_batch_due(&t->batch);
+        if (d >= 0 && d <= now)
+            flush_turn(b, t, 0);
+    }
+    if (b->ws != NULL && now - b->last_frame_at >= SILENCE_MS) {
+        rl_bridge_log(RL_BLOG_WARN, "no frame from the relay for %ld s: reconnecting", SILENCE_MS / 1000);
+        rl_ws_free(b->ws);
+        b->ws = NULL;
+        schedule_reconnect(b);
+    } else if (b->ws == NULL && b->reconnect_at >= 0 && b->reconnect_at <= now && !b->stopping) {
+        connect_socket(b);
+    }
+}
+
+static void loop(rl_bridge_t *b)
+{
+    struct pollfd fds[MAX_WATCHES + 3];
+    watch_t snapshot[MAX_WATCHES];
+
+    while (!b->stopping) {
+        int n = 0, nw = b->nwatches, i, ws_slot = -1, timeout;
+        long due = next_timer(b);
+
+        fds[n++] = (struct pollfd){.fd = b->sigfd, .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = rl_rest_fd(b->rest), .events = POLLIN};
+        if (b->ws != NULL) {
+            ws_slot = n;
+            fds[n++] = (struct pollfd){.fd = rl_ws_fd(b->ws), .events = rl_ws_events(b->ws)};
+        }
+        memcpy(snapshot, b->watches, sizeof(watch_t) * (size_t)nw);
+        for (i = 0; i < nw; i++)
+            fds[n + i] = (struct pollfd){.fd = snapshot[i].fd, .events = snapshot[i].events};
+        timeout = due < 0 ? -1 : due <= now_ms() ? 0 : (int)(due - now_ms());
+        if (poll(fds, (nfds_t)(n + nw), timeout) < 0 && errno != EINTR) {
+            rl_bridge_fail(b, "poll failed");
+            break;
+        }
+        if (fds[0].revents != 0)
+            handle_signals(b);
+        if (fds[1].revents != 0)
+            handle_results(b);
+        if (ws_slot >= 0 && b->ws != NULL && fds[ws_slot].revents != 0 && rl_ws_handle(b->ws) != 0)
+            socket_closed(b);
+        for (i = 0; i < nw; i++) {
+            int k;
+            if (fds[n + i].revents == 0)
+                continue;
+            /* A callback may have unwatched this fd (or another): call only live watches. */
+            for (k = 0; k < b->nwatches; k++) {
+                if (b->watches[k].fd == snapshot[i].fd && b->watches[k].cb == snapshot[i].cb &&
+                    b->watches[k].user == snapshot[i].user) {
+                    snapshot[i].cb(snapshot[i].user, snapshot[i].fd, fds[n + i].revents);
+                    break;
+                }
+            }
+        }
+        run_timers(b);
+        /* Frames queued by this turn (acks, pongs) go out now. */
+        if (b->ws != NULL && (rl_ws_events(b->ws) & POLLOUT) && rl_ws_handle(b->ws) != 0)
+            socket_closed(b);
+    }
+}
+
+int rl_bridge_run(const rl_bridge_options_t *options)
+{
+    rl_bridge_t b;
+    rl_client_t *client = NULL;
+    const char *arg = NULL;
+    turn_state_t *t;
+
+    memset(&b, 0, sizeof(b));
+    b.options = options;
+    b.sigfd = -1;
+    b.reconnect_at = -1;
+    snprintf(b.installation_id, sizeof(b.installation_id), "%s",
+             options->installation_id != NULL ? options->installation_id : "");
+    b.adapter = rl_agent_find(options->agent, &arg);
+    if (b.adapter == NULL) {
+        fprintf(stderr, "relay-bridge: --agent must be exec:COMMAND, jsonl:COMMAND or openai:URL\n");
+        return RL_BRIDGE_EXIT_USAGE;
+    }
+    rl_backoff_init(&b.backoff, options->backoff_first_ms, options->backoff_cap_ms);
+    /* Threads inherit this mask: signals reach the loop through the signalfd only. */
+    sigemptyset(&blocked_signals);
+    sigaddset(&blocked_signals, SIGCHLD);
+    sigaddset(&blocked_signals, SIGINT);
+    sigaddset(&blocked_signals, SIGTERM);
+    sigaddset(&blocked_signals, SIGHUP);
+    sigprocmask(SIG_BLOCK, &blocked_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    b.sigfd = signalfd(-1, &blocked_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+    b.dedupe = rl_dedupe_new(0);
+    if (b.sigfd < 0 || b.dedupe == NULL || rl_client_new(options->server, NULL, &client) != 0) {
+        fprintf(stderr, "relay-bridge: cannot start (bad server URL or out of resources)\n");
+        b.exit_code = RL_BRIDGE_EXIT_ERROR;
+        goto out;
+    }
+    b.rest = rl_rest_start(client, options->token, NULL);
+    if (b.rest == NULL) {
+        rl_client_free(client);
+        b.exit_code = RL_BRIDGE_EXIT_ERROR;
+        goto out;
+    }
+    if (b.adapter->create(&b, arg, &b.agent) != 0) {
+        b.exit_code = RL_BRIDGE_EXIT_ERROR;
+        goto out;
+    }
+    rl_bridge_log(RL_BLOG_INFO, "starting with the %s agent", b.adapter->scheme);
+    connect_socket(&b);
+    loop(&b);
+out:
+    if (b.agent != NULL)
+        b.adapter->destroy(b.agent);
+    /* On a plain stop, give writes already queued (a turn's last deltas and its end) a moment to go out. */
+    if (b.rest != NULL && b.exit_code == RL_BRIDGE_EXIT_OK) {
+        long deadline = now_ms() + 5000;
+        while (rl_rest_pending(b.rest) > 0 && now_ms() < deadline)
+            poll(NULL, 0, 20);
+    }
+    if (b.ws != NULL) {
+        rl_ws_close(b.ws, 1000, "bridge stopping");
+        rl_ws_handle(b.ws);
+        rl_ws_free(b.ws);
+    }
+    rl_rest_stop(b.rest);
+    while (b.turns != NULL) {
+        t = b.turns;
+        b.turns = t->next;
+        rl_batch_free(&t->batch);
+        rl_turn_unref(t->turn);
+        free(t);
+    }
+    rl_dedupe_free(b.dedupe);
+    if (b.sigfd >= 0)
+        close(b.sigfd);
+    rl_bridge_write_status("stopped", options->server, b.installation_id);
+    return b.exit_code;
+}

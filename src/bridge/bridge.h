@@ -1,0 +1,34 @@
+/*
+ * relay-bridge's run loop: the socket to the relay, the delivery rules, the
+ * turns, and the agent adapter. One thread runs the loop (poll(2) over the
+ * socket, the writer's eventfd, a signalfd and the agent's descriptors);
+ * the REST writer (rest.h) and the openai adapter's requests run on their
+ * own threads.
+ */
+#ifndef RL_BRIDGE_BRIDGE_H
+#define RL_BRIDGE_BRIDGE_H
+
+typedef struct rl_bridge_options {
+    const char *server;          /* base URL of the relay */
+    const char *token;           /* the bridge token; never printed */
+    const char *installation_id; /* for the status file */
+    const char *agent;           /* --agent: exec:CMD, jsonl:CMD, openai:URL */
+    long delta_window_ms;        /* -1: 30; 0: no window, one delta per read */
+    long backoff_first_ms;       /* 0: 1000 */
+    long backoff_cap_ms;         /* 0: 30000 */
+} rl_bridge_options_t;
+
+enum {
+    RL_BRIDGE_EXIT_OK = 0,
+    RL_BRIDGE_EXIT_ERROR = 1,
+    RL_BRIDGE_EXIT_USAGE = 2,
+    RL_BRIDGE_EXIT_UNPAIRED = 3, /* the relay refused the token: pair again */
+};
+
+/* Runs until a signal (SIGINT, SIGTERM), a revoked token or a fatal agent error. An exit status. */
+int rl_bridge_run(const rl_bridge_options_t *options);
+
+/* Writes the status file that `relay-bridge status` reads. state: connected, connecting, stopped. */
+void rl_bridge_write_status(const char *state, const char *server, const char *installation_id);
+
+#endif

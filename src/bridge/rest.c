@@ -1,0 +1,454 @@
+#include <errno.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bridge/log.h"
+#include "bridge/rest.h"
+#include "client/retry.h"
+
+/* The relay's cap on one delta is 64 KiB; merged deltas stay below it. */
+#define MERGE_MAX (60 * 1024)
+
+/* One row per call: its route and its rate bucket (spec, Limits). */
+static const struct call_route {
+    const char *path;
+    const char *bucket;
+} routes[] = {
+    [RL_CALL_SEND_MESSAGE] = {"/v1/bridge/sendMessage", "msg"},
+    [RL_CALL_DELTA] = {"/v1/bridge/sendMessageDelta", "delta"},
+    [RL_CALL_END] = {"/v1/bridge/sendMessageEnd", "msg"},
+    [RL_CALL_CREATE_TASK] = {"/v1/bridge/createTask", "task"},
+    [RL_CALL_UPDATE_TASK] = {"/v1/bridge/updateTask", "task"},
+    [RL_CALL_FINISH_TASK] = {"/v1/bridge/finishTask", "task"},
+    [RL_CALL_REQUEST_APPROVAL] = {"/v1/bridge/requestApproval", "approval"},
+    [RL_CALL_SET_MANIFEST] = {"/v1/bridge/setManifest", "default"},
+};
+
+#define NBUCKETS 5
+static const char *const bucket_names[NBUCKETS] = {"msg", "delta", "task", "approval", "default"};
+
+typedef struct op {
+    struct op *next;
+    rl_call_t call;
+    rl_turn_t *turn;
+    json_t *body;
+} op_t;
+
+struct rl_rest {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    op_t *head, *tail;
+    int pending;
+    int stopping;
+    int revoked;
+    int efd;
+    rl_rest_result_t *results, *results_tail;
+    /* Writer thread only. */
+    rl_client_t *client;
+    char auth[256];
+    rl_retry_policy_t policy;
+    struct timespec bucket_ready[NBUCKETS]; /* monotonic time before which a bucket is empty */
+};
+
+rl_turn_t *rl_turn_new(const char *session_id, const char *interaction_id)
+{
+    rl_turn_t *turn = calloc(1, sizeof(*turn));
+
+    if (turn == NULL)
+        return NULL;
+    turn->refs = 1;
+    snprintf(turn->session_id, sizeof(turn->session_id), "%s", session_id);
+    snprintf(turn->interaction_id, sizeof(turn->interaction_id), "%s", interaction_id);
+    return turn;
+}
+
+void rl_turn_ref(rl_turn_t *turn)
+{
+    __atomic_add_fetch(&turn->refs, 1, __ATOMIC_RELAXED);
+}
+
+void rl_turn_unref(rl_turn_t *turn)
+{
+    if (turn != NULL && __atomic_sub_fetch(&turn->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(turn);
+}
+
+void rl_rest_new_key(char out[37])
+{
+    unsigned char r[16];
+
+    RAND_bytes(r, sizeof(r));
+    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
+    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1],
+             r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+}
+
+static int bucket_index(const char *name)
+{
+    int i;
+
+    for (i = 0; i < NBUCKETS; i++)
+        if (strcmp(bucket_names[i], name) == 0)
+            return i;
+    return NBUCKETS - 1;
+}
+
+static double jitter(void)
+{
+    unsigned int r;
+
+    RAND_bytes((unsigned char *)&r, sizeof(r));
+    return (double)r / 4294967296.0;
+}
+
+static void deadline_in(struct timespec *ts, long ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* Sleeps until deadline unless stopping. Called with the lock held. 0, or -1 when stopping. */
+static int sleep_until(rl_rest_t *rest, const struct timespec *deadline)
+{
+    while (!rest->stopping) {
+        if (pthread_cond_timedwait(&rest->cond, &rest->lock, deadline) == ETIMEDOUT)
+            return 0;
+    }
+    return -1;
+}
+
+static void post(rl_rest_t *rest, op_t *op, int ok, json_t *result, const char *code)
+{
+    rl_rest_result_t *r = calloc(1, sizeof(*r));
+    uint64_t one = 1;
+
+    if (r == NULL)
+        return;
+    r->call = op->call;
+    r->turn = op->turn;
+    if (r->turn != NULL)
+        rl_turn_ref(r->turn);
+    r->ok = ok;
+    r->body = json_incref(op->body);
+    r->result = json_incref(result);
+    snprintf(r->code, sizeof(r->code), "%s", code != NULL ? code : "");
+    pthread_mutex_lock(&rest->lock);
+    if (rest->results_tail != NULL)
+        rest->results_tail->next = r;
+    else
+        rest->results = r;
+    rest->results_tail = r;
+    pthread_mutex_unlock(&rest->lock);
+    if (write(rest->efd, &one, sizeof(one)) < 0)
+        rl_bridge_log(RL_BLOG_WARN, "could not wake the loop: %s", strerror(errno));
+}
+
+/* Merges deltas of the same message queued right behind op (lock held, before the first attempt). */
+static void merge_deltas(rl_rest_t *rest, op_t *op)
+{
+    const char *text = json_string_value(json_object_get(op->body, "delta"));
+    size_t len = json_string_length(json_object_get(op->body, "delta"));
+    char *merged;
+
+    if (text == NULL || rest->head == NULL || rest->head->call != RL_CALL_DELTA ||
+        rest->head->turn != op->turn)
+        return;
+    merged = malloc(MERGE_MAX + 1);
+    if (merged == NULL)
+        return;
+    memcpy(merged, text, len);
+    while (rest->head != NULL && rest->head->call == RL_CALL_DELTA && rest->head->turn == op->turn) {
+        op_t *next = rest->head;
+        json_t *d = json_object_get(next->body, "delta");
+        size_t n = json_string_length(d);
+        if (len + n > MERGE_MAX)
+            break;
+        memcpy(merged + len, json_string_value(d), n);
+        len += n;
+        rest->head = next->next;
+        if (rest->head == NULL)
+            rest->tail = NULL;
+        rest->pending--;
+        json_decref(next->body);
+        rl_turn_unref(next->turn);
+        free(next);
+    }
+    json_object_set_new(op->body, "delta", json_stringn(merged, len));
+    free(merged);
+}
+
+static void log_error(const char *path, const rl_client_response_t *response, int result, const char *code,
+                      const char *what)
+{
+    if (result != 0)
+        rl_bridge_log(RL_BLOG_WARN, "%s: %s (%s)", path, response->error, what);
+    else
+        rl_bridge_log(RL_BLOG_WARN, "%s: HTTP %ld %s request_id=%s (%s)", path, response->status,
+                      code != NULL ? code : "", response->request_id, what);
+}
+
+/* Makes one call with the spec's retry rules. Lock not held. */
+static void perform(rl_rest_t *rest, op_t *op)
+{
+    const struct call_route *route = &routes[op->call];
+    int bucket = bucket_index(route->bucket), attempt;
+    const char *headers[] = {rest->auth, "Content-Type: application/json", NULL};
+    char *text;
+
+    if (op->turn != NULL && op->turn->dropped) {
+        if (op->call == RL_CALL_END || op->call == RL_CALL_REQUEST_APPROVAL)
+            post(rest, op, 0, NULL, "dropped");
+        return;
+    }
+    if ((op->call == RL_CALL_DELTA || op->call == RL_CALL_END) && op->turn != NULL) {
+        if (op->turn->message_id[0] == '\0') {
+            /* The message never opened (its sendMessage failed): nothing to add to. */
+            if (op->call == RL_CALL_END)
+                post(rest, op, 0, NULL, "no_message");
+            return;
+        }
+        json_object_set_new(op->body, "message_id", json_string(op->turn->message_id));
+    }
+    text = json_dumps(op->body, JSON_COMPACT);
+    if (text == NULL)
+        return;
+    for (attempt = 1;; attempt++) {
+        rl_client_response_t response;
+        json_t *answer = NULL;
+        const char *code = NULL;
+        long delay = 0, wait_ms;
+        int result;
+
+        pthread_mutex_lock(&rest->lock);
+        if (sleep_until(rest, &rest->bucket_ready[bucket]) != 0) {
+            pthread_mutex_unlock(&rest->lock);
+            break;
+        }
+        pthread_mutex_unlock(&rest->lock);
+        result = rl_client_request(rest->client, "POST", route->path, headers, text, strlen(text), &response);
+        if (result == 0) {
+            answer = rl_client_json(&response, NULL, 0);
+            code = rl_client_error_code(answer);
+            /* spec: wait for Reset-After when Remaining is 0. */
+            wait_ms = rl_retry_bucket_wait_ms(&response);
+            if (wait_ms > 0) {
+                rl_bridge_log(RL_BLOG_DEBUG, "bucket %s empty: waiting %ld ms", route->bucket, wait_ms);
+                deadline_in(&rest->bucket_ready[bucket], wait_ms);
+            }
+        }
+        if (result == 0 && response.status >= 200 && response.status < 300) {
+            json_t *r = json_object_get(answer, "result");
+            if (op->call == RL_CALL_SEND_MESSAGE && op->turn != NULL)
+                snprintf(op->turn->message_id, sizeof(op->turn->message_id), "%s",
+                         json_string_value(json_object_get(r, "message_id")) != NULL
+                             ? json_string_value(json_object_get(r, "message_id"))
+                             : "");
+            if (op->call == RL_CALL_END || op->call == RL_CALL_REQUEST_APPROVAL)
+                post(rest, op, 1, r, NULL);
+            json_decref(answer);
+            rl_client_response_free(&response);
+            break;
+        }
+        if (rl_retry_decide(&rest->policy, attempt, result, &response, answer, jitter(), &delay) ==
+            RL_RETRY_AGAIN) {
+            struct timespec until;
+            log_error(route->path, &response, result, code, "retrying");
+            json_decref(answer);
+            rl_client_response_free(&response);
+            deadline_in(&until, delay);
+            pthread_mutex_lock(&rest->lock);
+            if (sleep_until(rest, &until) != 0) {
+                pthread_mutex_unlock(&rest->lock);
+                break;
+            }
+            pthread_mutex_unlock(&rest->lock);
+            continue;
+        }
+        log_error(route->path, &response, result, code, "giving up");
+        if (result == 0 &&
+            (response.status == 401 || (code != NULL && strcmp(code, "installation_revoked") == 0))) {
+            pthread_mutex_lock(&rest->lock);
+            rest->revoked = 1;
+            pthread_mutex_unlock(&rest->lock);
+        }
+        /* spec (client rule 4): 410 drops the in-flight work, the target is gone. */
+        if (op->turn != NULL && (op->call == RL_CALL_SEND_MESSAGE || (result == 0 && response.status == 410)))
+            op->turn->dropped = 1;
+        post(rest, op, 0, NULL, code != NULL ? code : result != 0 ? "no_answer" : "error");
+        json_decref(answer);
+        rl_client_response_free(&response);
+        break;
+    }
+    free(text);
+}
+
+static void *writer_main(void *arg)
+{
+    rl_rest_t *rest = arg;
+
+    pthread_mutex_lock(&rest->lock);
+    while (!rest->stopping) {
+        op_t *op = rest->head;
+        if (op == NULL) {
+            pthread_cond_wait(&rest->cond, &rest->lock);
+            continue;
+        }
+        rest->head = op->next;
+        if (rest->head == NULL)
+            rest->tail = NULL;
+        if (op->call == RL_CALL_DELTA)
+            merge_deltas(rest, op);
+        pthread_mutex_unlock(&rest->lock);
+        perform(rest, op);
+        json_decref(op->body);
+        rl_turn_unref(op->turn);
+        free(op);
+        pthread_mutex_lock(&rest->lock);
+        rest->pending--;
+    }
+    pthread_mutex_unlock(&rest->lock);
+    return NULL;
+}
+
+rl_rest_t *rl_rest_start(rl_client_t *client, const char *token, const rl_rest_options_t *options)
+{
+    rl_rest_t *rest = calloc(1, sizeof(*rest));
+    pthread_condattr_t attr;
+
+    if (rest == NULL)
+        return NULL;
+    rest->client = client;
+    snprintf(rest->auth, sizeof(rest->auth), "Authorization: Bearer %s", token);
+    rest->policy.backoff_ms =
+        options != NULL && options->retry_backoff_ms > 0 ? options->retry_backoff_ms : 1000;
+    rest->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&rest->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&rest->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    if (rest->efd < 0 || pthread_create(&rest->thread, NULL, writer_main, rest) != 0) {
+        if (rest->efd >= 0)
+            close(rest->efd);
+        free(rest);
+        return NULL;
+    }
+    return rest;
+}
+
+void rl_rest_stop(rl_rest_t *rest)
+{
+    rl_rest_result_t *r;
+
+    if (rest == NULL)
+        return;
+    pthread_mutex_lock(&rest->lock);
+    rest->stopping = 1;
+    pthread_cond_broadcast(&rest->cond);
+    pthread_mutex_unlock(&rest->lock);
+    pthread_join(rest->thread, NULL);
+    while (rest->head != NULL) {
+        op_t *op = rest->head;
+        rest->head = op->next;
+        json_decref(op->body);
+        rl_turn_unref(op->turn);
+        free(op);
+    }
+    r = rl_rest_results(rest);
+    while (r != NULL) {
+        rl_rest_result_t *next = r->next;
+        rl_rest_result_free(r);
+        r = next;
+    }
+    rl_client_free(rest->client);
+    close(rest->efd);
+    pthread_cond_destroy(&rest->cond);
+    pthread_mutex_destroy(&rest->lock);
+    memset(rest->auth, 0, sizeof(rest->auth));
+    free(rest);
+}
+
+int rl_rest_fd(const rl_rest_t *rest)
+{
+    return rest->efd;
+}
+
+void rl_rest_submit(rl_rest_t *rest, rl_call_t call, rl_turn_t *turn, json_t *body)
+{
+    op_t *op = calloc(1, sizeof(*op));
+
+    if (op == NULL) {
+        json_decref(body);
+        return;
+    }
+    op->call = call;
+    op->turn = turn;
+    if (turn != NULL)
+        rl_turn_ref(turn);
+    op->body = body;
+    pthread_mutex_lock(&rest->lock);
+    if (rest->tail != NULL)
+        rest->tail->next = op;
+    else
+        rest->head = op;
+    rest->tail = op;
+    rest->pending++;
+    pthread_cond_broadcast(&rest->cond);
+    pthread_mutex_unlock(&rest->lock);
+}
+
+rl_rest_result_t *rl_rest_results(rl_rest_t *rest)
+{
+    rl_rest_result_t *r;
+    uint64_t n;
+
+    if (read(rest->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+        rl_bridge_log(RL_BLOG_WARN, "eventfd: %s", strerror(errno));
+    pthread_mutex_lock(&rest->lock);
+    r = rest->results;
+    rest->results = rest->results_tail = NULL;
+    pthread_mutex_unlock(&rest->lock);
+    return r;
+}
+
+void rl_rest_result_free(rl_rest_result_t *r)
+{
+    rl_turn_unref(r->turn);
+    json_decref(r->body);
+    json_decref(r->result);
+    free(r);
+}
+
+int rl_rest_revoked(rl_rest_t *rest)
+{
+    int revoked;
+
+    pthread_mutex_lock(&rest->lock);
+    revoked = rest->revoked;
+    pthread_mutex_unlock(&rest->lock);
+    return revoked;
+}
+
+int rl_rest_pending(rl_rest_t *rest)
+{
+    int pending;
+
+    pthread_mutex_lock(&rest->lock);
+    pending = rest->pending;
+    pthread_mutex_unlock(&rest->lock);
+    return pending;
+}

@@ -1,0 +1,447 @@
+/*
+ * relay-bridge: pairs with a relay once, then runs the user's agent behind
+ * it (src/bridge/). Commands: pair, status, run, help, version.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef RL_HAVE_QRENCODE
+#include <qrencode.h>
+#endif
+
+#include "bridge/bridge.h"
+#include "bridge/log.h"
+#include "client/cli.h"
+#include "client/client.h"
+#include "client/credentials.h"
+#include "client/retry.h"
+#include "client/term.h"
+
+#define BRIDGE_VERSION "0.1.0"
+#define CREDENTIALS    "bridge"
+
+static struct {
+    rl_term_t out, err;
+    int json;
+} session;
+
+static int report(int status, const char *message)
+{
+    fprintf(stderr, "%srelay-bridge:%s %s\n", rl_term_style(&session.err, RL_TERM_RED),
+            rl_term_style(&session.err, RL_TERM_RESET), message);
+    return status;
+}
+
+static void print_json(json_t *doc)
+{
+    char *text = json_dumps(doc, JSON_COMPACT);
+    if (text != NULL) {
+        printf("%s\n", text);
+        fflush(stdout);
+    }
+    free(text);
+}
+
+static int parse_ms(const char *text, long *out)
+{
+    char *end;
+    long v;
+
+    if (text == NULL)
+        return 0;
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > 3600000)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* ---- pair ------------------------------------------------------------------------------------------ */
+
+/* POSTs body to path, retrying as the client rules say. The decoded answer, or NULL with a message printed.
+ */
+static json_t *post(rl_client_t *client, const char *path, json_t *body, long *status)
+{
+    const char *headers[] = {"Content-Type: application/json", NULL};
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_t *answer = NULL;
+    int attempt;
+
+    *status = 0;
+    for (attempt = 1; text != NULL; attempt++) {
+        rl_client_response_t response;
+        long delay = 0;
+        int result = rl_client_request(client, "POST", path, headers, text, strlen(text), &response);
+        answer = result == 0 ? rl_client_json(&response, NULL, 0) : NULL;
+        *status = result == 0 ? response.status : 0;
+        if (result == 0 && response.status < 300) {
+            rl_client_response_free(&response);
+            break;
+        }
+        if (rl_retry_decide(NULL, attempt, result, &response, answer, (double)rand() / RAND_MAX, &delay) ==
+            RL_RETRY_AGAIN) {
+            json_decref(answer);
+            answer = NULL;
+            rl_client_response_free(&response);
+            usleep((useconds_t)delay * 1000);
+            continue;
+        }
+        if (result != 0)
+            fprintf(stderr, "relay-bridge: %s: %s\n", path, response.error);
+        else if (response.status != 410)
+            fprintf(stderr, "relay-bridge: %s: HTTP %ld %s (request id %s)\n", path, response.status,
+                    rl_client_error_code(answer) != NULL ? rl_client_error_code(answer) : "",
+                    response.request_id);
+        rl_client_response_free(&response);
+        break;
+    }
+    free(text);
+    return answer;
+}
+
+static void show_qr(const char *url)
+{
+#ifdef RL_HAVE_QRENCODE
+    QRcode *qr = QRcode_encodeString(url, 0, QR_ECLEVEL_L, QR_MODE_8, 1);
+    int x, y;
+
+    if (qr == NULL)
+        return;
+    /* Two modules per character cell, upper and lower half blocks, with a quiet zone of 2. */
+    for (y = -2; y < qr->width + 2; y += 2) {
+        printf("  ");
+        for (x = -2; x < qr->width + 2; x++) {
+            int top = y >= 0 && y < qr->width && x >= 0 && x < qr->width && (qr->data[y * qr->width + x] & 1);
+            int bottom = y + 1 >= 0 && y + 1 < qr->width && x >= 0 && x < qr->width &&
+                         (qr->data[(y + 1) * qr->width + x] & 1);
+            printf("%s", top && bottom ? " " : top ? "\u2584" : bottom ? "\u2580" : "\u2588");
+        }
+        printf("\n");
+    }
+    QRcode_free(qr);
+#else
+    (void)url;
+#endif
+}
+
+static void show_code(const char *code, const char *claim_url, long expires_in)
+{
+    if (session.json || !session.out.tty) {
+        json_t *doc = json_pack("{s:s, s:s, s:i}", "code", code, "claim_url", claim_url, "expires_in_s",
+                                (int)expires_in);
+        print_json(doc);
+        json_decref(doc);
+        return;
+    }
+    printf("\nEnter this code in your Relay app to pair this bridge:\n\n    %s",
+           rl_term_style(&session.out, RL_TERM_BOLD));
+    for (const char *c = code; *c != '\0'; c++)
+        printf("%c ", *c);
+    printf("%s\n\n", rl_term_style(&session.out, RL_TERM_RESET));
+    show_qr(claim_url);
+    printf("Or open %s\nThe code is valid for %ld seconds. Waiting...\n", claim_url, expires_in);
+    fflush(stdout);
+}
+
+static int run_pair(const rl_cli_args_t *args)
+{
+    const char *server = rl_cli_value(args, "server"), *name = rl_cli_value(args, "name");
+    char host[256] = "relay-bridge", claim_url[1200], message[300];
+    rl_client_t *client = NULL;
+    json_t *answer, *body, *saved;
+    const char *code, *poll_token;
+    long status;
+    int result = 1;
+    time_t expires;
+
+    if (server == NULL)
+        return report(2, "pair needs --server URL");
+    if (name == NULL) {
+        gethostname(host, sizeof(host) - 1);
+        name = host;
+    }
+    if (rl_client_new(server, NULL, &client) != 0)
+        return report(2, "--server must be an http:// or https:// URL");
+    body = json_pack("{s:s, s:s}", "connector_type", "relay-bridge", "host_label", name);
+    answer = post(client, "/v1/pairing/start", body, &status);
+    json_decref(body);
+    code = json_string_value(json_object_get(json_object_get(answer, "result"), "code"));
+    poll_token = json_string_value(json_object_get(json_object_get(answer, "result"), "poll_token"));
+    if (code == NULL || poll_token == NULL) {
+        report(1, "the relay did not start pairing");
+        goto out;
+    }
+    expires = (time_t)json_integer_value(json_object_get(json_object_get(answer, "result"), "expires_at"));
+    snprintf(claim_url, sizeof(claim_url), "%s/pair?code=%s", rl_client_base(client), code);
+    show_code(code, claim_url, (long)(expires - time(NULL)));
+    body = json_pack("{s:s}", "poll_token", poll_token);
+    for (;;) {
+        json_t *poll, *r;
+        const char *state;
+        sleep(1);
+        poll = post(client, "/v1/pairing/poll", body, &status);
+        r = json_object_get(poll, "result");
+        state = json_string_value(json_object_get(r, "status"));
+        if (status == 410) {
+            report(1, "the code expired before it was claimed: run relay-bridge pair again");
+            json_decref(poll);
+            break;
+        }
+        if (state != NULL && strcmp(state, "paired") == 0) {
+            const char *inst = json_string_value(json_object_get(r, "installation_id"));
+            saved =
+                json_pack("{s:s, s:s, s:O, s:s, s:I}", "server", rl_client_base(client), "installation_id",
+                          inst != NULL ? inst : "", "token", json_object_get(r, "token"), "host_label", name,
+                          "paired_at", (json_int_t)time(NULL));
+            if (saved == NULL || rl_credentials_save(CREDENTIALS, saved) != 0) {
+                report(1, "could not save the credentials");
+            } else {
+                char path[512] = "";
+                rl_credentials_path(CREDENTIALS, path, sizeof(path));
+                if (session.json || !session.out.tty) {
+                    json_t *doc = json_pack("{s:s, s:s, s:s}", "status", "paired", "installation_id",
+                                            inst != NULL ? inst : "", "credentials", path);
+                    print_json(doc);
+                    json_decref(doc);
+                } else {
+                    printf("Paired: installation %s. Credentials saved in %s.\nStart the bridge with: "
+                           "relay-bridge run --agent exec:COMMAND\n",
+                           inst != NULL ? inst : "", path);
+                }
+                result = 0;
+            }
+            json_decref(saved);
+            json_decref(poll);
+            break;
+        }
+        if (state == NULL && status != 0 && status != 429 && status < 500) {
+            snprintf(message, sizeof(message), "pairing failed (HTTP %ld)", status);
+            report(1, message);
+            json_decref(poll);
+            break;
+        }
+        json_decref(poll);
+    }
+    json_decref(body);
+out:
+    json_decref(answer);
+    rl_client_free(client);
+    return result;
+}
+
+/* ---- status ---------------------------------------------------------------------------------------- */
+
+static int run_status(const rl_cli_args_t *args)
+{
+    json_t *cred = rl_credentials_load(CREDENTIALS), *st = rl_credentials_load("bridge-status");
+    const char *state = json_string_value(json_object_get(st, "state"));
+    int pid = (int)json_integer_value(json_object_get(st, "pid"));
+    int alive = pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+    const char *connection = state == NULL || !alive ? "not running" : state;
+    const char *inst = json_string_value(json_object_get(cred, "installation_id"));
+
+    (void)args;
+    if (session.json || !session.out.tty) {
+        json_t *doc =
+            json_pack("{s:b, s:s?, s:s?, s:s, s:b}", "paired", cred != NULL, "installation_id", inst,
+                      "server", json_string_value(json_object_get(cred, "server")), "connection", connection,
+                      "connected", alive && state != NULL && strcmp(state, "connected") == 0);
+        print_json(doc);
+        json_decref(doc);
+    } else if (cred == NULL) {
+        printf("Not paired. Pair with: relay-bridge pair --server URL\n");
+    } else {
+        printf("Paired with %s as installation %s.\nBridge: %s",
+               json_string_value(json_object_get(cred, "server")), inst != NULL ? inst : "?", connection);
+        if (alive)
+            printf(" (pid %d)", pid);
+        printf("\n");
+    }
+    json_decref(cred);
+    json_decref(st);
+    return cred != NULL ? 0 : 3;
+}
+
+/* ---- run ------------------------------------------------------------------------------------------- */
+
+static int run_run(const rl_cli_args_t *args)
+{
+    json_t *cred = rl_credentials_load(CREDENTIALS);
+    rl_bridge_options_t o = {.delta_window_ms = -1};
+    const char *level = rl_cli_value(args, "log-level");
+    int result;
+
+    if (cred == NULL) {
+        if (errno == EPERM)
+            return report(1, "the credentials file may be read by others: fix its mode (chmod 600)");
+        return report(3, "not paired: run relay-bridge pair --server URL first");
+    }
+    o.server = json_string_value(json_object_get(cred, "server"));
+    o.token = json_string_value(json_object_get(cred, "token"));
+    o.installation_id = json_string_value(json_object_get(cred, "installation_id"));
+    o.agent = rl_cli_value(args, "agent");
+    if (o.server == NULL || o.token == NULL) {
+        json_decref(cred);
+        return report(3, "the credentials file is incomplete: pair again");
+    }
+    if (o.agent == NULL) {
+        json_decref(cred);
+        return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND or openai:URL");
+    }
+    if (parse_ms(rl_cli_value(args, "delta-window"), &o.delta_window_ms) != 0 ||
+        parse_ms(rl_cli_value(args, "backoff-first"), &o.backoff_first_ms) != 0 ||
+        parse_ms(rl_cli_value(args, "backoff-cap"), &o.backoff_cap_ms) != 0) {
+        json_decref(cred);
+        return report(2, "durations are milliseconds, 0 to 3600000");
+    }
+    if (level != NULL) {
+        static const char *const names[] = {"debug", "info", "warn", "error"};
+        int i;
+        for (i = 0; i < 4 && strcmp(names[i], level) != 0; i++)
+            ;
+        if (i == 4) {
+            json_decref(cred);
+            return report(2, "--log-level is debug, info, warn or error");
+        }
+        rl_bridge_log_level((rl_blog_level_t)i);
+    }
+    result = rl_bridge_run(&o);
+    json_decref(cred);
+    return result;
+}
+
+/* ---- help, version, table ------------------------------------------------------------------------- */
+
+static const rl_cli_program_t program;
+
+static int run_help(const rl_cli_args_t *args)
+{
+    const rl_cli_command_t *command = NULL;
+
+    if (args->npositional > 0) {
+        command = rl_cli_find(&program, args->positional[0]);
+        if (command == NULL)
+            return report(2, "no such command (see relay-bridge help)");
+    }
+    if (session.json) {
+        json_t *manifest = rl_cli_manifest(&program, command);
+        print_json(manifest);
+        json_decref(manifest);
+        return 0;
+    }
+    rl_cli_help(stdout, &session.out, &program, command);
+    return 0;
+}
+
+static int run_version(const rl_cli_args_t *args)
+{
+    (void)args;
+    printf("relay-bridge %s\n", BRIDGE_VERSION);
+    return 0;
+}
+
+static const rl_cli_flag_t global_flags[] = {
+    {"json", 0, NULL, "print JSON (the default when stdout is not a terminal)"},
+    {"help", 'h', NULL, "show help for the command"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t pair_flags[] = {
+    {"server", 's', "URL", "base URL of the relay (https://relay.example.com)"},
+    {"name", 'n', "NAME", "how this machine is labelled in the app (default: the host name)"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t run_flags[] = {
+    {"agent", 'a', "AGENT", "exec:COMMAND, jsonl:COMMAND or openai:URL"},
+    {"log-level", 0, "LEVEL", "debug, info (default), warn or error"},
+    {"delta-window", 0, "MS", "text delta batching window (default 30)"},
+    {"backoff-first", 0, "MS", "first reconnect delay (default 1000)"},
+    {"backoff-cap", 0, "MS", "longest reconnect delay (default 30000)"},
+    {NULL, 0, NULL, NULL},
+};
+static const char *const pair_examples[] = {
+    "relay-bridge pair --server https://relay.example.com --name laptop", NULL};
+static const char *const run_examples[] = {
+    "relay-bridge run --agent 'exec:ollama run llama3'",
+    "relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'",
+    "relay-bridge run --agent openai:http://127.0.0.1:8080",
+    NULL,
+};
+static const char *const status_examples[] = {"relay-bridge status", "relay-bridge status --json", NULL};
+
+static const rl_cli_command_t commands[] = {
+    {"pair", "--server URL [--name NAME]", 0, 0, "pair this machine with a relay",
+     "Shows a 7-letter code (and a QR code on a terminal) to claim from the app, waits until it is claimed, "
+     "and "
+     "saves the bridge token in the config folder with mode 0600. The token is never printed.",
+     pair_flags, pair_examples, run_pair},
+    {"status", "", 0, 0, "say whether this machine is paired and whether the bridge is connected",
+     "Connected means a running relay-bridge (its pid alive) last wrote \"connected\" in its status file, "
+     "which "
+     "it updates on every connect and disconnect.",
+     NULL, status_examples, run_status},
+    {"run", "--agent AGENT", 0, 0, "connect to the relay and run the agent for each message",
+     "Stops with exit status 3 when the relay revokes the installation or refuses its token: pair again.",
+     run_flags, run_examples, run_run},
+    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL,
+     run_help},
+    {"version", "", 0, 0, "show the version", NULL, NULL, NULL, run_version},
+};
+static const rl_cli_env_t environment[] = {
+    {"RELAY_CONFIG_DIR", "folder of the credentials and status files (default ~/.config/relay)"},
+    {"HTTPS_PROXY", "proxy for the socket and the REST calls (read by libcurl)"},
+    {"OPENAI_API_KEY", "bearer token sent to an openai: agent"},
+    {"OPENAI_MODEL", "model name sent to an openai: agent (default \"default\")"},
+    {"NO_COLOR", "no colours on a terminal"},
+    {NULL, NULL},
+};
+static const rl_cli_exit_t exit_codes[] = {
+    {0, "success (run: stopped by a signal)"},
+    {1, "a runtime error"},
+    {2, "a usage error"},
+    {3, "not paired, or the relay revoked the installation: pair again"},
+    {0, NULL},
+};
+static const rl_cli_program_t program = {
+    "relay-bridge",
+    BRIDGE_VERSION,
+    "run your agent behind a Relay",
+    commands,
+    sizeof(commands) / sizeof(commands[0]),
+    global_flags,
+    environment,
+    exit_codes,
+};
+
+int main(int argc, char **argv)
+{
+    rl_cli_args_t args;
+    char err[300];
+    rl_client_t *warm = NULL;
+
+    rl_term_detect(STDOUT_FILENO, &session.out);
+    rl_term_detect(STDERR_FILENO, &session.err);
+    /* rl_client_new initialises libcurl, which must happen before any thread starts. */
+    if (rl_client_new("http://127.0.0.1", NULL, &warm) == 0)
+        rl_client_free(warm);
+    if (rl_cli_parse(&program, argc, argv, &args, err, sizeof(err)) != 0)
+        return report(2, err);
+    session.json = rl_cli_value(&args, "json") != NULL;
+    if (rl_cli_value(&args, "help") != NULL || args.command == NULL) {
+        rl_cli_args_t help = args;
+        help.command = rl_cli_find(&program, "help");
+        help.npositional = 0;
+        if (args.command != NULL && strcmp(args.command->name, "help") != 0) {
+            help.positional[0] = args.command->name;
+            help.npositional = 1;
+        }
+        run_help(&help);
+        return args.command == NULL && rl_cli_value(&args, "help") == NULL ? 2 : 0;
+    }
+    return args.command->run(&args);
+}
