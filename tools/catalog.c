@@ -103,8 +103,8 @@ static int fetch(const char *path, rl_client_response_t *response)
         json_t *extra = json_pack("{s:i}", "status", (int)response->status);
         if (code != NULL)
             json_object_set_new(extra, "code", json_string(code));
-        snprintf(message, sizeof(message), "%s (HTTP %ld)",
-                 said != NULL ? said : "the catalog refused the request", response->status);
+        snprintf(message, sizeof(message), "%s (HTTP %ld)", said != NULL ? said : "the catalog refused the request",
+                 response->status);
         report(EXIT_RUNTIME, message, extra);
         json_decref(body);
         rl_client_response_free(response);
@@ -171,8 +171,7 @@ static int run_search(const rl_cli_args_t *args)
     }
     if (type != NULL && rl_catalog_type_parse(type, strlen(type)) < 0) {
         snprintf(message, sizeof(message),
-                 "--type must be a catalog type, singular or plural (see catalog help search), not '%.40s'",
-                 type);
+                 "--type must be a catalog type, singular or plural (see catalog help search), not '%.40s'", type);
         return report(EXIT_USAGE, message, NULL);
     }
     if (per != NULL) {
@@ -254,8 +253,8 @@ static void show_entity(const json_t *doc)
     const char *key;
     size_t i;
 
-    printf("%s%s%s  %s%s/%s%s\n", style(RL_TERM_BOLD), str(doc, "title"), style(RL_TERM_RESET),
-           style(RL_TERM_DIM), str(doc, "type"), str(doc, "slug"), style(RL_TERM_RESET));
+    printf("%s%s%s  %s%s/%s%s\n", style(RL_TERM_BOLD), str(doc, "title"), style(RL_TERM_RESET), style(RL_TERM_DIM),
+           str(doc, "type"), str(doc, "slug"), style(RL_TERM_RESET));
     rl_term_wrap(stdout, &session.out, str(doc, "summary"), 0);
     if (json_object_get(doc, "description") != NULL) {
         putchar('\n');
@@ -297,8 +296,8 @@ static void show_entity(const json_t *doc)
         printf(":\n");
         json_array_foreach(list, i, ref)
         {
-            printf("    %s  %s%s/%s%s\n", str(ref, "title"), style(RL_TERM_DIM), str(ref, "type"),
-                   str(ref, "slug"), style(RL_TERM_RESET));
+            printf("    %s  %s%s/%s%s\n", str(ref, "title"), style(RL_TERM_DIM), str(ref, "type"), str(ref, "slug"),
+                   style(RL_TERM_RESET));
         }
     }
     if (json_array_size(json_object_get(doc, "scores")) > 0)
@@ -314,11 +313,10 @@ static int run_get(const rl_cli_args_t *args)
     json_t *doc;
 
     if (type < 0) {
-        snprintf(
-            message, sizeof(message),
-            "'%.40s' is not a catalog type; use one of eval, model, tool, leaderboard, organization, person, "
-            "capability, paper (or their plurals)",
-            name);
+        snprintf(message, sizeof(message),
+                 "'%.40s' is not a catalog type; use one of eval, model, tool, leaderboard, organization, person, "
+                 "capability, paper (or their plurals)",
+                 name);
         return report(EXIT_USAGE, message, NULL);
     }
     slug = rl_client_escape(args->positional[1]);
@@ -383,9 +381,9 @@ static int run_paper(const rl_cli_args_t *args)
         status = write_file(output, response.body, response.len);
         if (status == EXIT_OK && strcmp(output, "-") != 0) {
             if (session.json) {
-                json_t *summary = json_pack("{s:s, s:s, s:s, s:I, s:s}", "slug", args->positional[0],
-                                            "format", format, "content_type", response.content_type, "bytes",
-                                            (json_int_t)response.len, "path", output);
+                json_t *summary =
+                    json_pack("{s:s, s:s, s:s, s:I, s:s}", "slug", args->positional[0], "format", format,
+                              "content_type", response.content_type, "bytes", (json_int_t)response.len, "path", output);
                 print_json(summary);
                 json_decref(summary);
             } else {
@@ -393,9 +391,9 @@ static int run_paper(const rl_cli_args_t *args)
             }
         }
     } else if (session.json) {
-        json_t *answer = json_pack("{s:s, s:s, s:s, s:I, s:s#}", "slug", args->positional[0], "format",
-                                   format, "content_type", response.content_type, "bytes",
-                                   (json_int_t)response.len, "text", response.body, (int)response.len);
+        json_t *answer = json_pack("{s:s, s:s, s:s, s:I, s:s#}", "slug", args->positional[0], "format", format,
+                                   "content_type", response.content_type, "bytes", (json_int_t)response.len, "text",
+                                   response.body, (int)response.len);
         if (answer == NULL)
             status = report(EXIT_RUNTIME, "the paper's text is not valid UTF-8", NULL);
         else
@@ -426,21 +424,20 @@ static int run_api(const rl_cli_args_t *args)
         json_decref(index);
         return EXIT_OK;
     }
-    printf("%s%s%s at %s (API %s)\n", style(RL_TERM_BOLD), str(index, "name"), style(RL_TERM_RESET),
-           session.base, str(index, "api_version"));
+    printf("%s%s%s at %s (API %s)\n", style(RL_TERM_BOLD), str(index, "name"), style(RL_TERM_RESET), session.base,
+           str(index, "api_version"));
     rl_term_wrap(stdout, &session.out, str(index, "description"), 0);
     printf("\n%sEndpoints%s\n", style(RL_TERM_CYAN), style(RL_TERM_RESET));
     json_array_foreach(json_object_get(index, "endpoints"), i, row)
     {
-        printf("  %s%s %s%s\n", style(RL_TERM_BOLD), str(row, "method"), str(row, "path"),
-               style(RL_TERM_RESET));
+        printf("  %s%s %s%s\n", style(RL_TERM_BOLD), str(row, "method"), str(row, "path"), style(RL_TERM_RESET));
         rl_term_wrap(stdout, &session.out, str(row, "description"), 4);
     }
     printf("\n%sTypes%s\n", style(RL_TERM_CYAN), style(RL_TERM_RESET));
     json_array_foreach(json_object_get(index, "types"), i, row)
     {
-        printf("  %-16s %5lld  %s\n", str(row, "type"),
-               (long long)json_integer_value(json_object_get(row, "count")), str(row, "url"));
+        printf("  %-16s %5lld  %s\n", str(row, "type"), (long long)json_integer_value(json_object_get(row, "count")),
+               str(row, "url"));
     }
     json_decref(index);
     return EXIT_OK;
@@ -467,8 +464,8 @@ static int run_help(const rl_cli_args_t *args)
             json_object_set_new(manifest, "types", json_array());
             for (int t = 0; t < RL_CATALOG_TYPE_COUNT; ++t)
                 json_array_append_new(json_object_get(manifest, "types"),
-                                      json_pack("{s:s, s:s}", "plural", rl_catalog_types[t].plural,
-                                                "singular", rl_catalog_types[t].singular));
+                                      json_pack("{s:s, s:s}", "plural", rl_catalog_types[t].plural, "singular",
+                                                rl_catalog_types[t].singular));
         }
         print_json(manifest);
         json_decref(manifest);
@@ -481,9 +478,8 @@ static int run_help(const rl_cli_args_t *args)
 static int run_version(const rl_cli_args_t *args)
 {
     if (session.json) {
-        json_t *version =
-            json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", "catalog", "version", CATALOG_VERSION, "api", "v1",
-                      "base", session.base, "base_default", RL_CATALOG_BASE_DEFAULT);
+        json_t *version = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", "catalog", "version", CATALOG_VERSION, "api",
+                                    "v1", "base", session.base, "base_default", RL_CATALOG_BASE_DEFAULT);
         print_json(version);
         json_decref(version);
     } else {
@@ -550,8 +546,8 @@ static const rl_cli_command_t commands[] = {
      "FILE.",
      paper_flags, paper_examples, run_paper},
     {"api", "", 0, 0, "list the API's endpoints and the entity types", NULL, NULL, api_examples, run_api},
-    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command, flag and example", NULL,
-     NULL, help_examples, run_help},
+    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command, flag and example", NULL, NULL,
+     help_examples, run_help},
     {"version", "", 0, 0, "show the client's version and the base URL it uses", NULL, NULL, version_examples,
      run_version},
 };

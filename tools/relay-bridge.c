@@ -96,8 +96,7 @@ static json_t *post(rl_client_t *client, const char *path, json_t *body, long *s
             fprintf(stderr, "relay-bridge: %s: %s\n", path, response.error);
         else if (response.status != 410)
             fprintf(stderr, "relay-bridge: %s: HTTP %ld %s (request id %s)\n", path, response.status,
-                    rl_client_error_code(answer) != NULL ? rl_client_error_code(answer) : "",
-                    response.request_id);
+                    rl_client_error_code(answer) != NULL ? rl_client_error_code(answer) : "", response.request_id);
         rl_client_response_free(&response);
         break;
     }
@@ -118,8 +117,8 @@ static void show_qr(const char *url)
         printf("  ");
         for (x = -2; x < qr->width + 2; x++) {
             int top = y >= 0 && y < qr->width && x >= 0 && x < qr->width && (qr->data[y * qr->width + x] & 1);
-            int bottom = y + 1 >= 0 && y + 1 < qr->width && x >= 0 && x < qr->width &&
-                         (qr->data[(y + 1) * qr->width + x] & 1);
+            int bottom =
+                y + 1 >= 0 && y + 1 < qr->width && x >= 0 && x < qr->width && (qr->data[(y + 1) * qr->width + x] & 1);
             printf("%s", top && bottom ? " " : top ? "\u2584" : bottom ? "\u2580" : "\u2588");
         }
         printf("\n");
@@ -133,8 +132,8 @@ static void show_qr(const char *url)
 static void show_code(const char *code, const char *claim_url, long expires_in)
 {
     if (session.json || !session.out.tty) {
-        json_t *doc = json_pack("{s:s, s:s, s:i}", "code", code, "claim_url", claim_url, "expires_in_s",
-                                (int)expires_in);
+        json_t *doc =
+            json_pack("{s:s, s:s, s:i}", "code", code, "claim_url", claim_url, "expires_in_s", (int)expires_in);
         print_json(doc);
         json_decref(doc);
         return;
@@ -195,10 +194,9 @@ static int run_pair(const rl_cli_args_t *args)
         }
         if (state != NULL && strcmp(state, "paired") == 0) {
             const char *inst = json_string_value(json_object_get(r, "installation_id"));
-            saved =
-                json_pack("{s:s, s:s, s:O, s:s, s:I}", "server", rl_client_base(client), "installation_id",
-                          inst != NULL ? inst : "", "token", json_object_get(r, "token"), "host_label", name,
-                          "paired_at", (json_int_t)time(NULL));
+            saved = json_pack("{s:s, s:s, s:O, s:s, s:I}", "server", rl_client_base(client), "installation_id",
+                              inst != NULL ? inst : "", "token", json_object_get(r, "token"), "host_label", name,
+                              "paired_at", (json_int_t)time(NULL));
             if (saved == NULL || rl_credentials_save(CREDENTIALS, saved) != 0) {
                 report(1, "could not save the credentials");
             } else {
@@ -248,17 +246,16 @@ static int run_status(const rl_cli_args_t *args)
 
     (void)args;
     if (session.json || !session.out.tty) {
-        json_t *doc =
-            json_pack("{s:b, s:s?, s:s?, s:s, s:b}", "paired", cred != NULL, "installation_id", inst,
-                      "server", json_string_value(json_object_get(cred, "server")), "connection", connection,
-                      "connected", alive && state != NULL && strcmp(state, "connected") == 0);
+        json_t *doc = json_pack("{s:b, s:s?, s:s?, s:s, s:b}", "paired", cred != NULL, "installation_id", inst,
+                                "server", json_string_value(json_object_get(cred, "server")), "connection", connection,
+                                "connected", alive && state != NULL && strcmp(state, "connected") == 0);
         print_json(doc);
         json_decref(doc);
     } else if (cred == NULL) {
         printf("Not paired. Pair with: relay-bridge pair --server URL\n");
     } else {
-        printf("Paired with %s as installation %s.\nBridge: %s",
-               json_string_value(json_object_get(cred, "server")), inst != NULL ? inst : "?", connection);
+        printf("Paired with %s as installation %s.\nBridge: %s", json_string_value(json_object_get(cred, "server")),
+               inst != NULL ? inst : "?", connection);
         if (alive)
             printf(" (pid %d)", pid);
         printf("\n");
@@ -364,8 +361,7 @@ static const rl_cli_flag_t run_flags[] = {
     {"backoff-cap", 0, "MS", "longest reconnect delay (default 30000)"},
     {NULL, 0, NULL, NULL},
 };
-static const char *const pair_examples[] = {
-    "relay-bridge pair --server https://relay.example.com --name laptop", NULL};
+static const char *const pair_examples[] = {"relay-bridge pair --server https://relay.example.com --name laptop", NULL};
 static const char *const run_examples[] = {
     "relay-bridge run --agent 'exec:ollama run llama3'",
     "relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'",
@@ -386,10 +382,9 @@ static const rl_cli_command_t commands[] = {
      "it updates on every connect and disconnect.",
      NULL, status_examples, run_status},
     {"run", "--agent AGENT", 0, 0, "connect to the relay and run the agent for each message",
-     "Stops with exit status 3 when the relay revokes the installation or refuses its token: pair again.",
-     run_flags, run_examples, run_run},
-    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL,
-     run_help},
+     "Stops with exit status 3 when the relay revokes the installation or refuses its token: pair again.", run_flags,
+     run_examples, run_run},
+    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL, run_help},
     {"version", "", 0, 0, "show the version", NULL, NULL, NULL, run_version},
 };
 static const rl_cli_env_t environment[] = {

@@ -184,8 +184,8 @@ static int api(const char *method, const char *path, json_t *body, json_t **resu
         *result = NULL;
     if (connect_client() != 0) {
         error->transport = 1;
-        snprintf(error->message, sizeof(error->message),
-                 "the server must be an http:// or https:// URL, not '%.200s'", ctx.server);
+        snprintf(error->message, sizeof(error->message), "the server must be an http:// or https:// URL, not '%.200s'",
+                 ctx.server);
         return -1;
     }
     snprintf(authorization, sizeof(authorization), "Authorization: Bearer %s", ctx.token);
@@ -196,21 +196,18 @@ static int api(const char *method, const char *path, json_t *body, json_t **resu
         /* spec: rate limits: wait for X-RateLimit-Reset-After when the last answer left the bucket empty. */
         if (bucket_ready_at > now_ms())
             sleep_ms((long)(bucket_ready_at - now_ms()));
-        rc = rl_client_request(ctx.client, method, path, headers, text, text != NULL ? strlen(text) : 0,
-                               &response);
+        rc = rl_client_request(ctx.client, method, path, headers, text, text != NULL ? strlen(text) : 0, &response);
         answer = rc == 0 ? rl_client_json(&response, err, sizeof(err)) : NULL;
         if (rc == 0 && response.status == 200 && rl_retry_bucket_wait_ms(&response) > 0)
             bucket_ready_at = now_ms() + rl_retry_bucket_wait_ms(&response);
-        if (rl_retry_decide(&policy, attempt, rc, &response, answer,
-                            (double)rand() / ((double)RAND_MAX + 1.0), &delay) == RL_RETRY_DONE ||
+        if (rl_retry_decide(&policy, attempt, rc, &response, answer, (double)rand() / ((double)RAND_MAX + 1.0),
+                            &delay) == RL_RETRY_DONE ||
             attempt >= MAX_ATTEMPTS)
             break;
         if (response.request_id[0] != '\0')
-            note("relay: HTTP %ld (request %s); retrying in %ld ms", response.status, response.request_id,
-                 delay);
+            note("relay: HTTP %ld (request %s); retrying in %ld ms", response.status, response.request_id, delay);
         else
-            note("relay: %s; retrying in %ld ms", response.error[0] != '\0' ? response.error : "no answer",
-                 delay);
+            note("relay: %s; retrying in %ld ms", response.error[0] != '\0' ? response.error : "no answer", delay);
         json_decref(answer);
         answer = NULL;
         rl_client_response_free(&response);
@@ -226,8 +223,7 @@ static int api(const char *method, const char *path, json_t *body, json_t **resu
     if (response.status != 200 || answer == NULL || !json_is_true(json_object_get(answer, "ok"))) {
         const char *code = rl_client_error_code(answer), *said = rl_client_error_message(answer);
         snprintf(error->code, sizeof(error->code), "%s", code != NULL ? code : "");
-        snprintf(error->message, sizeof(error->message), "%s",
-                 said != NULL ? said : "the relay refused the request");
+        snprintf(error->message, sizeof(error->message), "%s", said != NULL ? said : "the relay refused the request");
         goto out;
     }
     if (result != NULL) {
@@ -251,8 +247,7 @@ static int report_api(const api_error_t *error)
     if (error->transport)
         return report(EXIT_RUNTIME, error->message, NULL);
     snprintf(message, sizeof(message), "%s (HTTP %ld %s, request %s)", error->message, error->status,
-             error->code[0] != '\0' ? error->code : "error",
-             error->request_id[0] != '\0' ? error->request_id : "-");
+             error->code[0] != '\0' ? error->code : "error", error->request_id[0] != '\0' ? error->request_id : "-");
     extra = json_pack("{s:i, s:s, s:s}", "status", (int)error->status, "code", error->code, "request_id",
                       error->request_id);
     return report(EXIT_RUNTIME, message, extra);
@@ -280,8 +275,7 @@ static int need_login(void)
     if (ctx.credentials == NULL)
         ctx.credentials = rl_credentials_load(CREDENTIALS);
     if (ctx.credentials == NULL && errno == EPERM)
-        return report(EXIT_RUNTIME, "the credentials file may be read by others; fix its mode (chmod 600)",
-                      NULL);
+        return report(EXIT_RUNTIME, "the credentials file may be read by others; fix its mode (chmod 600)", NULL);
     ctx.server = server != NULL && server[0] != '\0' ? server : str(ctx.credentials, "server");
     ctx.token = token != NULL && token[0] != '\0' ? token : str(ctx.credentials, "token");
     if (ctx.server[0] == '\0' || ctx.token[0] == '\0')
@@ -308,20 +302,19 @@ static int run_login(const rl_cli_args_t *args)
         return report_api(&error);
     doc = json_pack("{s:s, s:s, s:O}", "server", rl_client_base(ctx.client), "token", token, "user_id",
                     json_object_get(json_object_get(me, "user"), "id"));
-    if (rl_credentials_save(CREDENTIALS, doc) != 0 ||
-        rl_credentials_path(CREDENTIALS, path, sizeof(path)) != 0) {
+    if (rl_credentials_save(CREDENTIALS, doc) != 0 || rl_credentials_path(CREDENTIALS, path, sizeof(path)) != 0) {
         json_decref(doc);
         json_decref(me);
         return report(EXIT_RUNTIME, "cannot write the credentials file", NULL);
     }
     if (ctx.json) {
-        json_t *out = json_pack("{s:s, s:s, s:s}", "server", rl_client_base(ctx.client), "user_id",
-                                str(doc, "user_id"), "credentials", path);
+        json_t *out = json_pack("{s:s, s:s, s:s}", "server", rl_client_base(ctx.client), "user_id", str(doc, "user_id"),
+                                "credentials", path);
         print_json(out);
         json_decref(out);
     } else {
-        printf("logged in to %s as %s%s%s\ncredentials saved in %s\n", rl_client_base(ctx.client),
-               style(RL_TERM_BOLD), str(doc, "user_id"), style(RL_TERM_RESET), path);
+        printf("logged in to %s as %s%s%s\ncredentials saved in %s\n", rl_client_base(ctx.client), style(RL_TERM_BOLD),
+               str(doc, "user_id"), style(RL_TERM_RESET), path);
     }
     json_decref(doc);
     json_decref(me);
@@ -362,17 +355,15 @@ static int run_whoami(const rl_cli_args_t *args)
     if (status != EXIT_OK)
         return status;
     if (ctx.json) {
-        json_t *out =
-            json_pack("{s:s, s:O, s:i, s:i}", "server", ctx.server, "user", json_object_get(me, "user"),
-                      "installations", (int)json_array_size(json_object_get(me, "installations")), "sessions",
-                      (int)json_array_size(json_object_get(me, "sessions")));
+        json_t *out = json_pack("{s:s, s:O, s:i, s:i}", "server", ctx.server, "user", json_object_get(me, "user"),
+                                "installations", (int)json_array_size(json_object_get(me, "installations")), "sessions",
+                                (int)json_array_size(json_object_get(me, "sessions")));
         print_json(out);
         json_decref(out);
     } else {
         printf("%s%s%s on %s: %zu installation(s), %zu session(s)\n", style(RL_TERM_BOLD),
                str(json_object_get(me, "user"), "id"), style(RL_TERM_RESET), ctx.server,
-               json_array_size(json_object_get(me, "installations")),
-               json_array_size(json_object_get(me, "sessions")));
+               json_array_size(json_object_get(me, "installations")), json_array_size(json_object_get(me, "sessions")));
     }
     json_decref(me);
     return EXIT_OK;
@@ -393,12 +384,11 @@ static void show_installation(const json_t *inst)
 {
     const char *name = str(inst, "custom_display_name"), *emoji = str(inst, "custom_emoji");
 
-    printf("%s%s%s  %s%s%s%s  %s%s%s  %s(%s, %s)%s\n", style(RL_TERM_BOLD), str(inst, "id"),
-           style(RL_TERM_RESET), emoji, emoji[0] != '\0' ? " " : "",
-           name[0] != '\0' ? name : str(inst, "host_label"),
-           strcmp(str(inst, "state"), "revoked") == 0 ? " [revoked]" : "",
-           style(health_style(str(inst, "health"))), str(inst, "health"), style(RL_TERM_RESET),
-           style(RL_TERM_DIM), str(inst, "connector_type"), str(inst, "host_label"), style(RL_TERM_RESET));
+    printf("%s%s%s  %s%s%s%s  %s%s%s  %s(%s, %s)%s\n", style(RL_TERM_BOLD), str(inst, "id"), style(RL_TERM_RESET),
+           emoji, emoji[0] != '\0' ? " " : "", name[0] != '\0' ? name : str(inst, "host_label"),
+           strcmp(str(inst, "state"), "revoked") == 0 ? " [revoked]" : "", style(health_style(str(inst, "health"))),
+           str(inst, "health"), style(RL_TERM_RESET), style(RL_TERM_DIM), str(inst, "connector_type"),
+           str(inst, "host_label"), style(RL_TERM_RESET));
 }
 
 static int run_installations(const rl_cli_args_t *args)
@@ -518,9 +508,8 @@ static void show_session(const json_t *session)
     const char *title = str(session, "title");
 
     printf("%s%s%s  %s%s  %son %s%s\n", style(RL_TERM_BOLD), str(session, "id"), style(RL_TERM_RESET),
-           title[0] != '\0' ? title : "(untitled)",
-           strcmp(str(session, "state"), "archived") == 0 ? " [archived]" : "", style(RL_TERM_DIM),
-           str(session, "installation_id"), style(RL_TERM_RESET));
+           title[0] != '\0' ? title : "(untitled)", strcmp(str(session, "state"), "archived") == 0 ? " [archived]" : "",
+           style(RL_TERM_DIM), str(session, "installation_id"), style(RL_TERM_RESET));
 }
 
 static int run_sessions(const rl_cli_args_t *args)
@@ -702,8 +691,8 @@ static void show_approval(const json_t *approval)
         printf("  %scommand:%s %s\n", style(RL_TERM_DIM), style(RL_TERM_RESET), str(approval, "command"));
     if (str(approval, "host")[0] != '\0')
         printf("  %shost:%s %s\n", style(RL_TERM_DIM), style(RL_TERM_RESET), str(approval, "host"));
-    printf("  %ssession %s, action %s%s\n", style(RL_TERM_DIM), str(approval, "session_id"),
-           str(approval, "action"), style(RL_TERM_RESET));
+    printf("  %ssession %s, action %s%s\n", style(RL_TERM_DIM), str(approval, "session_id"), str(approval, "action"),
+           style(RL_TERM_RESET));
 }
 
 static int run_approvals(const rl_cli_args_t *args)
@@ -725,16 +714,15 @@ static int run_approvals(const rl_cli_args_t *args)
     } else {
         if (json_array_size(json_object_get(snapshot, "pending_approvals")) == 0)
             printf("no pending approvals\n");
-        json_array_foreach(json_object_get(snapshot, "pending_approvals"), i, approval)
-            show_approval(approval);
+        json_array_foreach(json_object_get(snapshot, "pending_approvals"), i, approval) show_approval(approval);
     }
     json_decref(snapshot);
     return EXIT_OK;
 }
 
 /* POSTs a decision; 0 or -1 with error filled. */
-static int decide(const char *approval_id, const char *decision, const char *scope, const char *value,
-                  json_t **result, api_error_t *error)
+static int decide(const char *approval_id, const char *decision, const char *scope, const char *value, json_t **result,
+                  api_error_t *error)
 {
     char path[512];
     json_t *body = json_pack("{s:s}", "decision", decision);
@@ -779,9 +767,8 @@ static int run_decide(const rl_cli_args_t *args)
         print_json(result);
     } else {
         printf("%s: %s%s%s%s%s%s%s%s\n", args->positional[0], style(deny ? RL_TERM_RED : RL_TERM_GREEN),
-               str(result, "decision"), style(RL_TERM_RESET),
-               str(result, "scope")[0] != '\0' ? ", scope " : "", str(result, "scope"),
-               str(result, "scope_value")[0] != '\0' ? " " : "", str(result, "scope_value"),
+               str(result, "decision"), style(RL_TERM_RESET), str(result, "scope")[0] != '\0' ? ", scope " : "",
+               str(result, "scope"), str(result, "scope_value")[0] != '\0' ? " " : "", str(result, "scope_value"),
                json_is_true(json_object_get(result, "idempotent")) ? " (already decided)" : "");
     }
     json_decref(result);
@@ -913,8 +900,8 @@ static void answer_approval(live_t *live, const json_t *approval, const answer_t
         if (error.status == 410)
             note("relay: approval %s expired before the answer", str(approval, "approval_id"));
         else
-            note("relay: could not answer approval %s: %s (HTTP %ld, request %s)",
-                 str(approval, "approval_id"), error.message, error.status, error.request_id);
+            note("relay: could not answer approval %s: %s (HTTP %ld, request %s)", str(approval, "approval_id"),
+                 error.message, error.status, error.request_id);
         return;
     }
     if (answer->remember_session)
@@ -942,8 +929,7 @@ static void on_approval(live_t *live, const char *event_id, json_t *approval)
     }
     if (live->interactive && live->session_approved) {
         end_line(live);
-        printf("%sapproved for this session:%s %s\n", style(RL_TERM_DIM), style(RL_TERM_RESET),
-               str(approval, "title"));
+        printf("%sapproved for this session:%s %s\n", style(RL_TERM_DIM), style(RL_TERM_RESET), str(approval, "title"));
         answer_approval(live, approval, &answers[0]);
         return;
     }
@@ -969,8 +955,7 @@ static void approval_gone(live_t *live, const char *approval_id, const char *how
             json_array_remove(live->queue, i);
             if (i == 0 && live->prompting) {
                 live->prompting = 0;
-                printf("\n%sapproval %s %s elsewhere%s\n", style(RL_TERM_DIM), approval_id, how,
-                       style(RL_TERM_RESET));
+                printf("\n%sapproval %s %s elsewhere%s\n", style(RL_TERM_DIM), approval_id, how, style(RL_TERM_RESET));
                 show_prompt(live);
                 chat_prompt(live);
             }
@@ -995,8 +980,7 @@ static int fetch_snapshot(live_t *live)
             printf("%ssnapshot%s  %zu pending approval(s)\n", style(RL_TERM_CYAN), style(RL_TERM_RESET),
                    json_array_size(json_object_get(snapshot, "pending_approvals")));
     }
-    json_array_foreach(json_object_get(snapshot, "pending_approvals"), i, approval)
-        on_approval(live, NULL, approval);
+    json_array_foreach(json_object_get(snapshot, "pending_approvals"), i, approval) on_approval(live, NULL, approval);
     json_decref(snapshot);
     return EXIT_OK;
 }
@@ -1037,8 +1021,7 @@ static void finish_turn(live_t *live, const json_t *message, const char *source)
         json_t *done = json_pack(
             "{s:s, s:s, s:s, s:s, s:O, s:s}", "status", "final", "interaction_id", live->turn.interaction_id,
             "message_id", str(message, "message_id"), "text", str(message, "text"), "finish_reason",
-            json_object_get(message, "finish_reason") != NULL ? json_object_get(message, "finish_reason")
-                                                              : json_null(),
+            json_object_get(message, "finish_reason") != NULL ? json_object_get(message, "finish_reason") : json_null(),
             "source", source);
         emit(live, "done", NULL, done);
         json_decref(done);
@@ -1163,8 +1146,7 @@ static void on_task(live_t *live, const char *id, json_t *data, const char *mark
         return;
     end_line(live);
     printf("  %s%s task %s%s %s%s%s\n", style(colour), mark, name[0] != '\0' ? name : str(data, "kind"),
-           style(RL_TERM_RESET), what, str(data, "status_label")[0] != '\0' ? ": " : "",
-           str(data, "status_label"));
+           style(RL_TERM_RESET), what, str(data, "status_label")[0] != '\0' ? ": " : "", str(data, "status_label"));
     fflush(stdout);
 }
 
@@ -1232,8 +1214,8 @@ static void target_gone(live_t *live, const char *why)
     live->gone = why;
     live->turn.active = 0;
     if (ctx.json) {
-        json_t *done = json_pack("{s:s, s:s, s:s}", "status", "gone", "reason", why, "interaction_id",
-                                 live->turn.interaction_id);
+        json_t *done =
+            json_pack("{s:s, s:s, s:s}", "status", "gone", "reason", why, "interaction_id", live->turn.interaction_id);
         emit(live, "done", NULL, done);
         json_decref(done);
     }
@@ -1279,8 +1261,7 @@ static void show_watched(live_t *live, const rl_sse_event_t *event, json_t *data
 
     live->count++;
     if (ctx.json) {
-        json_t *line =
-            json_pack("{s:s, s:O}", "event", event->event, "data", data != NULL ? data : json_null());
+        json_t *line = json_pack("{s:s, s:O}", "event", event->event, "data", data != NULL ? data : json_null());
         if (event->has_id)
             json_object_set_new(line, "id", json_string(event->id));
         print_json(line);
@@ -1289,8 +1270,8 @@ static void show_watched(live_t *live, const rl_sse_event_t *event, json_t *data
     }
     clock_text((json_int_t)time(NULL) * 1000, when, sizeof(when));
     compact = data != NULL ? json_dumps(data, JSON_COMPACT) : NULL;
-    printf("%s%s%s %s%-20s%s %s\n", style(RL_TERM_DIM), when, style(RL_TERM_RESET), style(RL_TERM_CYAN),
-           event->event, style(RL_TERM_RESET), compact != NULL ? compact : event->data);
+    printf("%s%s%s %s%-20s%s %s\n", style(RL_TERM_DIM), when, style(RL_TERM_RESET), style(RL_TERM_CYAN), event->event,
+           style(RL_TERM_RESET), compact != NULL ? compact : event->data);
     free(compact);
     fflush(stdout);
 }
@@ -1480,8 +1461,7 @@ static int stream_failed(live_t *live, int result)
     if (result == RL_SSE_E_REFUSED)
         snprintf(message, sizeof(message), "the relay refused the event stream: %s (HTTP %ld, request %s)",
                  said != NULL ? said : "no reason given", status,
-                 rl_sse_stream_request_id(live->stream)[0] != '\0' ? rl_sse_stream_request_id(live->stream)
-                                                                   : "-");
+                 rl_sse_stream_request_id(live->stream)[0] != '\0' ? rl_sse_stream_request_id(live->stream) : "-");
     else
         snprintf(message, sizeof(message), "cannot attach the event stream of %s", ctx.server);
     json_decref(answer);
@@ -1519,8 +1499,7 @@ static int cold_start(live_t *live, json_t **history)
     json_array_foreach(json_object_get(me, "sessions"), i, session)
     {
         if (strcmp(str(session, "id"), live->session_id) == 0)
-            snprintf(live->installation_id, sizeof(live->installation_id), "%s",
-                     str(session, "installation_id"));
+            snprintf(live->installation_id, sizeof(live->installation_id), "%s", str(session, "installation_id"));
     }
     json_decref(me);
     status = fetch_history(live->session_id, 20, history);
@@ -1550,8 +1529,7 @@ static int send_text(live_t *live, const char *text)
     memset(&live->turn, 0, sizeof(live->turn));
     live->turn.active = 1;
     snprintf(live->turn.session_id, sizeof(live->turn.session_id), "%s", live->session_id);
-    snprintf(live->turn.interaction_id, sizeof(live->turn.interaction_id), "%s",
-             str(result, "interaction_id"));
+    snprintf(live->turn.interaction_id, sizeof(live->turn.interaction_id), "%s", str(result, "interaction_id"));
     if (ctx.json)
         emit(live, "sent", NULL, result);
     json_decref(result);
@@ -1567,15 +1545,13 @@ static void cancel_turn(live_t *live)
     id_path(path, sizeof(path), "/v1/me/sessions/%s/cancel", live->session_id);
     end_line(live);
     if (api("POST", path, body, &result, &error) != 0)
-        note("relay: could not cancel: %s (HTTP %ld, request %s)", error.message, error.status,
-             error.request_id);
+        note("relay: could not cancel: %s (HTTP %ld, request %s)", error.message, error.status, error.request_id);
     else
         json_decref(result);
     json_decref(body);
     live->turn.active = 0;
     if (ctx.json) {
-        json_t *done =
-            json_pack("{s:s, s:s}", "status", "cancelled", "interaction_id", live->turn.interaction_id);
+        json_t *done = json_pack("{s:s, s:s}", "status", "cancelled", "interaction_id", live->turn.interaction_id);
         emit(live, "done", NULL, done);
         json_decref(done);
     } else {
@@ -1695,12 +1671,10 @@ static void show_chat_intro(live_t *live, json_t *history)
             show_message(json_array_get(messages, i - 1));
     }
     /* A reply still streaming at start is a turn in flight: follow it (spec: client-side resume). */
-    if (newest != NULL && strcmp(str(newest, "role"), "agent") == 0 &&
-        strcmp(str(newest, "state"), "streaming") == 0) {
+    if (newest != NULL && strcmp(str(newest, "role"), "agent") == 0 && strcmp(str(newest, "state"), "streaming") == 0) {
         live->turn.active = 1;
         snprintf(live->turn.session_id, sizeof(live->turn.session_id), "%s", live->session_id);
-        snprintf(live->turn.interaction_id, sizeof(live->turn.interaction_id), "%s",
-                 str(newest, "interaction_id"));
+        snprintf(live->turn.interaction_id, sizeof(live->turn.interaction_id), "%s", str(newest, "interaction_id"));
         live->turn.printed = strlen(str(newest, "text"));
         start_polling(live);
     }
@@ -1842,8 +1816,7 @@ static int run_help(const rl_cli_args_t *args);
 static int run_version(const rl_cli_args_t *args)
 {
     if (ctx.json) {
-        json_t *version =
-            json_pack("{s:s, s:s, s:s}", "name", "relay", "version", RELAY_VERSION, "api", "v1");
+        json_t *version = json_pack("{s:s, s:s, s:s}", "name", "relay", "version", RELAY_VERSION, "api", "v1");
         print_json(version);
         json_decref(version);
     } else {
@@ -1900,17 +1873,16 @@ static const rl_cli_flag_t cancel_flags[] = {
 static const char *const login_examples[] = {
     "relay login --server http://127.0.0.1:8080 --token \"$(relayd token alice)\"", NULL};
 static const char *const pair_examples[] = {"relay pair ABCDEFG", NULL};
-static const char *const installation_examples[] = {
-    "relay installation rename inst_0123456789abcdef \"work laptop\"",
-    "relay installation emoji inst_0123456789abcdef 🐢", "relay installation revoke inst_0123456789abcdef",
-    NULL};
-static const char *const new_examples[] = {
-    "relay new --installation inst_0123456789abcdef --title \"release notes\"", NULL};
+static const char *const installation_examples[] = {"relay installation rename inst_0123456789abcdef \"work laptop\"",
+                                                    "relay installation emoji inst_0123456789abcdef 🐢",
+                                                    "relay installation revoke inst_0123456789abcdef", NULL};
+static const char *const new_examples[] = {"relay new --installation inst_0123456789abcdef --title \"release notes\"",
+                                           NULL};
 static const char *const send_examples[] = {"relay send ses_abc \"summarise the open issues\"",
                                             "relay send ses_abc \"run the tests\" --json", NULL};
 static const char *const chat_examples[] = {"relay chat ses_abc", NULL};
-static const char *const approve_examples[] = {
-    "relay approve apr_abc", "relay approve apr_abc --always --scope tool", "relay deny apr_abc", NULL};
+static const char *const approve_examples[] = {"relay approve apr_abc", "relay approve apr_abc --always --scope tool",
+                                               "relay deny apr_abc", NULL};
 static const char *const watch_examples[] = {"relay watch", "relay watch --json --count 5", NULL};
 static const char *const help_examples[] = {"relay help send", "relay help --json", NULL};
 
@@ -1919,27 +1891,23 @@ static const rl_cli_command_t commands[] = {
      "The credentials go to $RELAY_CONFIG_DIR/client.json, else the user's config folder (~/.config/relay).",
      login_flags, login_examples, run_login},
     {"logout", "", 0, 0, "forget the stored server and token", NULL, NULL, NULL, run_logout},
-    {"whoami", "", 0, 0, "show the user, the server and counts of installations and sessions", NULL, NULL,
-     NULL, run_whoami},
-    {"pair", "<code>", 1, 1, "claim the 7-letter pairing code a bridge shows", NULL, NULL, pair_examples,
-     run_pair},
-    {"installations", "", 0, 0, "list your installations (paired bridges) with their health", NULL, NULL,
-     NULL, run_installations},
-    {"installation", "rename|emoji|revoke <id> [value]", 2, 3,
-     "rename an installation, set its emoji, or revoke it",
-     "An empty value clears the name or emoji. Revoking disconnects the bridge for good.", NULL,
-     installation_examples, run_installation},
+    {"whoami", "", 0, 0, "show the user, the server and counts of installations and sessions", NULL, NULL, NULL,
+     run_whoami},
+    {"pair", "<code>", 1, 1, "claim the 7-letter pairing code a bridge shows", NULL, NULL, pair_examples, run_pair},
+    {"installations", "", 0, 0, "list your installations (paired bridges) with their health", NULL, NULL, NULL,
+     run_installations},
+    {"installation", "rename|emoji|revoke <id> [value]", 2, 3, "rename an installation, set its emoji, or revoke it",
+     "An empty value clears the name or emoji. Revoking disconnects the bridge for good.", NULL, installation_examples,
+     run_installation},
     {"sessions", "", 0, 0, "list sessions", NULL, sessions_flags, NULL, run_sessions},
     {"new", "", 0, 0, "start a session on an installation", NULL, new_flags, new_examples, run_new},
     {"rename", "<session> <title>", 2, 2, "rename a session (\"\" clears the title)", NULL, NULL, NULL,
      run_session_action},
     {"archive", "<session>", 1, 1, "archive a session", NULL, NULL, NULL, run_session_action},
     {"unarchive", "<session>", 1, 1, "bring an archived session back", NULL, NULL, NULL, run_session_action},
-    {"delete", "<session>", 1, 1, "delete a session (restorable for 24 h)", NULL, NULL, NULL,
-     run_session_action},
+    {"delete", "<session>", 1, 1, "delete a session (restorable for 24 h)", NULL, NULL, NULL, run_session_action},
     {"restore", "<session>", 1, 1, "restore a deleted session", NULL, NULL, NULL, run_session_action},
-    {"history", "<session>", 1, 1, "show a session's messages, oldest first", NULL, history_flags, NULL,
-     run_history},
+    {"history", "<session>", 1, 1, "show a session's messages, oldest first", NULL, history_flags, NULL, run_history},
     {"send", "<session> <text>", 2, 2, "send a message and stream the reply",
      "Prints the reply as it streams and task lines as they start and end; on a terminal it asks about "
      "approvals. Exit status: 0 when the reply was finalised, 3 when the turn ended without one (Ctrl-C "
@@ -1951,17 +1919,15 @@ static const rl_cli_command_t commands[] = {
      "for this session, a always approve this command (approve_always, scope tool), d deny. Ctrl-C cancels "
      "the reply in progress; Ctrl-C when no reply is in progress, Ctrl-D or /quit leaves.",
      NULL, chat_examples, run_chat},
-    {"cancel", "<session>", 1, 1, "ask the agent to stop the current turn", NULL, cancel_flags, NULL,
-     run_cancel},
+    {"cancel", "<session>", 1, 1, "ask the agent to stop the current turn", NULL, cancel_flags, NULL, run_cancel},
     {"approvals", "", 0, 0, "list pending approvals", NULL, NULL, NULL, run_approvals},
-    {"approve", "<approval>", 1, 1, "approve a pending approval", NULL, approve_flags, approve_examples,
-     run_decide},
+    {"approve", "<approval>", 1, 1, "approve a pending approval", NULL, approve_flags, approve_examples, run_decide},
     {"deny", "<approval>", 1, 1, "deny a pending approval", NULL, NULL, approve_examples, run_decide},
     {"watch", "", 0, 0, "print the raw event stream, one event per line",
      "Reconnects with Last-Event-ID after a drop; on resync it fetches and prints the snapshot.", watch_flags,
      watch_examples, run_watch},
-    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command, flag and example", NULL,
-     NULL, help_examples, run_help},
+    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command, flag and example", NULL, NULL,
+     help_examples, run_help},
     {"version", "", 0, 0, "show the client's version", NULL, NULL, NULL, run_version},
 };
 

@@ -127,8 +127,8 @@ static void finish_if_done(run_t *run)
             len--;
         run->err_tail[len] = '\0';
         if (WIFEXITED(run->status))
-            snprintf(text, sizeof(text), "[the agent failed with exit status %d%s%s]",
-                     WEXITSTATUS(run->status), len > 0 ? ": " : "", run->err_tail);
+            snprintf(text, sizeof(text), "[the agent failed with exit status %d%s%s]", WEXITSTATUS(run->status),
+                     len > 0 ? ": " : "", run->err_tail);
         else
             snprintf(text, sizeof(text), "[the agent was killed by signal %d]", WTERMSIG(run->status));
         rl_bridge_log(RL_BLOG_WARN, "agent for interaction %s: %s", run->turn->interaction_id, text);
@@ -222,8 +222,8 @@ static void exec_cancel(rl_agent_t *agent, const char *session_id, const char *i
             (interaction_id[0] != '\0' && strcmp(run->turn->interaction_id, interaction_id) != 0))
             continue;
         if (!run->exited) {
-            rl_bridge_log(RL_BLOG_INFO, "interaction %s: cancelled, stopping pid %d",
-                          run->turn->interaction_id, (int)run->pid);
+            rl_bridge_log(RL_BLOG_INFO, "interaction %s: cancelled, stopping pid %d", run->turn->interaction_id,
+                          (int)run->pid);
             run->cancelled = 1;
             kill(-run->pid, SIGTERM);
         }

@@ -162,12 +162,11 @@ static int jsonl_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
 static void jsonl_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
 {
     json_t *message = json_object_get(payload, "message");
-    json_t *line =
-        json_pack("{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?}", "type", "message", "session_id",
-                  turn->session_id, "interaction_id", turn->interaction_id, "message_id",
-                  json_object_get(message, "message_id"), "text", json_object_get(message, "text"),
-                  "attachments", json_object_get(message, "attachments"), "thought_level",
-                  json_object_get(message, "thought_level"), "session", json_object_get(payload, "session"));
+    json_t *line = json_pack("{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?}", "type", "message", "session_id",
+                             turn->session_id, "interaction_id", turn->interaction_id, "message_id",
+                             json_object_get(message, "message_id"), "text", json_object_get(message, "text"),
+                             "attachments", json_object_get(message, "attachments"), "thought_level",
+                             json_object_get(message, "thought_level"), "session", json_object_get(payload, "session"));
 
     if (line != NULL)
         send_line(agent, line);
@@ -176,8 +175,8 @@ static void jsonl_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
 
 static void jsonl_cancel(rl_agent_t *agent, const char *session_id, const char *interaction_id)
 {
-    json_t *line = json_pack("{s:s, s:s, s:s}", "type", "cancel", "session_id", session_id, "interaction_id",
-                             interaction_id);
+    json_t *line =
+        json_pack("{s:s, s:s, s:s}", "type", "cancel", "session_id", session_id, "interaction_id", interaction_id);
 
     if (line != NULL)
         send_line(agent, line);

@@ -81,8 +81,7 @@ static history_t *history_for(struct rl_agent *agent, const char *session_id)
     return h;
 }
 
-static void history_add(struct rl_agent *agent, const char *session_id, const char *role, const char *text,
-                        size_t len)
+static void history_add(struct rl_agent *agent, const char *session_id, const char *role, const char *text, size_t len)
 {
     history_t *h;
 
@@ -282,8 +281,7 @@ static void *call_main(void *arg)
         rl_bridge_log(RL_BLOG_WARN, "interaction %s: %s", call->interaction_id, text);
         end = json_pack("{s:s, s:s, s:s}", "type", "end", "finish_reason", "error", "error", text);
     } else {
-        history_add(agent, call->session_id, "assistant", call->reply != NULL ? call->reply : "",
-                    call->reply_len);
+        history_add(agent, call->session_id, "assistant", call->reply != NULL ? call->reply : "", call->reply_len);
         end = json_pack("{s:s, s:s}", "type", "end", "finish_reason",
                         call->finish_reason[0] != '\0' ? call->finish_reason : "stop");
         if (call->usage != NULL)
@@ -398,17 +396,15 @@ static void openai_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
     call->agent = agent;
     snprintf(call->session_id, sizeof(call->session_id), "%s", turn->session_id);
     snprintf(call->interaction_id, sizeof(call->interaction_id), "%s", turn->interaction_id);
-    history_add(agent, turn->session_id, "user",
-                json_string_value(text) != NULL ? json_string_value(text) : "", json_string_length(text));
+    history_add(agent, turn->session_id, "user", json_string_value(text) != NULL ? json_string_value(text) : "",
+                json_string_length(text));
     pthread_mutex_lock(&agent->lock);
     h = history_for(agent, turn->session_id);
-    call->request =
-        json_pack("{s:s, s:b, s:{s:b}, s:O}", "model", agent->model, "stream", 1, "stream_options",
-                  "include_usage", 1, "messages", h != NULL ? h->messages : json_array());
+    call->request = json_pack("{s:s, s:b, s:{s:b}, s:O}", "model", agent->model, "stream", 1, "stream_options",
+                              "include_usage", 1, "messages", h != NULL ? h->messages : json_array());
     pthread_mutex_unlock(&agent->lock);
     /* The history keeps growing on this thread: the request needs its own copy. */
-    json_object_set_new(call->request, "messages",
-                        json_deep_copy(json_object_get(call->request, "messages")));
+    json_object_set_new(call->request, "messages", json_deep_copy(json_object_get(call->request, "messages")));
     if (pthread_create(&call->thread, NULL, call_main, call) != 0) {
         json_decref(call->request);
         free(call);

@@ -83,10 +83,9 @@ void rl_bridge_child_signals(void)
 
 void rl_bridge_write_status(const char *state, const char *server, const char *installation_id)
 {
-    json_t *doc =
-        json_pack("{s:s, s:i, s:s, s:s, s:I}", "state", state, "pid", (int)getpid(), "server",
-                  server != NULL ? server : "", "installation_id",
-                  installation_id != NULL ? installation_id : "", "updated_at", (json_int_t)time(NULL));
+    json_t *doc = json_pack("{s:s, s:i, s:s, s:s, s:I}", "state", state, "pid", (int)getpid(), "server",
+                            server != NULL ? server : "", "installation_id",
+                            installation_id != NULL ? installation_id : "", "updated_at", (json_int_t)time(NULL));
 
     if (doc != NULL && rl_credentials_save("bridge-status", doc) != 0)
         rl_bridge_log(RL_BLOG_WARN, "could not write the status file: %s", strerror(errno));
@@ -172,8 +171,7 @@ static turn_state_t *find_turn(rl_bridge_t *b, const char *session_id, const cha
 }
 
 /* Opens a turn and its placeholder message (spec: sendMessage with empty text). */
-static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const char *interaction_id,
-                               uint64_t update_id)
+static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const char *interaction_id, uint64_t update_id)
 {
     turn_state_t *t = calloc(1, sizeof(*t));
     char key[37];
@@ -192,8 +190,8 @@ static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const cha
     b->turns = t;
     rl_rest_new_key(key);
     rl_rest_submit(b->rest, RL_CALL_SEND_MESSAGE, t->turn,
-                   json_pack("{s:s, s:s, s:s, s:s}", "session_id", session_id, "interaction_id",
-                             interaction_id, "text", "", "idempotency_key", key));
+                   json_pack("{s:s, s:s, s:s, s:s}", "session_id", session_id, "interaction_id", interaction_id, "text",
+                             "", "idempotency_key", key));
     return t;
 }
 
@@ -216,8 +214,7 @@ static void close_turn(rl_bridge_t *b, turn_state_t *done)
     send_ack(b);
 }
 
-static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
-                     const char *error_text);
+static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage, const char *error_text);
 
 static void submit_delta(rl_bridge_t *b, turn_state_t *t, char *text, size_t len)
 {
@@ -276,8 +273,7 @@ static const struct {
     {"error", NULL, NULL},
 };
 
-void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
-                   const char *error_text)
+void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage, const char *error_text)
 {
     const char *note = NULL;
     size_t i;
@@ -298,8 +294,7 @@ void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, j
     end_turn(b, turn, finish_reason, usage, error_text);
 }
 
-static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
-                     const char *error_text)
+static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage, const char *error_text)
 {
     turn_state_t *t = turn->owner;
     json_t *body;
@@ -343,8 +338,7 @@ static void copy_fields(json_t *body, json_t *line, const char *const *fields)
 
 static json_t *task_body(const rl_agent_line_t *line, const char *const *fields)
 {
-    json_t *body =
-        json_pack("{s:s, s:s}", "session_id", line->session_id, "interaction_id", line->interaction_id);
+    json_t *body = json_pack("{s:s, s:s}", "session_id", line->session_id, "interaction_id", line->interaction_id);
     copy_fields(body, line->root, fields);
     return body;
 }
@@ -352,10 +346,8 @@ static json_t *task_body(const rl_agent_line_t *line, const char *const *fields)
 void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
 {
     static const char *const task_start[] = {"task_id", "kind", "status_label", "args", "name", NULL};
-    static const char *const task_progress[] = {"task_id", "progress_percent", "partial_result",
-                                                "status_label", NULL};
-    static const char *const task_finish[] = {"task_id", "status",       "name", "error",
-                                              "result",  "status_label", NULL};
+    static const char *const task_progress[] = {"task_id", "progress_percent", "partial_result", "status_label", NULL};
+    static const char *const task_finish[] = {"task_id", "status", "name", "error", "result", "status_label", NULL};
     static const char *const approval[] = {"action",  "title", "message",      "severity",
                                            "command", "host",  "tool_call_id", NULL};
     turn_state_t *t = NULL;
@@ -466,8 +458,7 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
         json_t *message = json_object_get(f->payload, "message");
         turn_state_t *t;
         if (f->session_id[0] == '\0' || f->interaction_id[0] == '\0' || !json_is_object(message)) {
-            rl_bridge_log(RL_BLOG_WARN,
-                          "update %s: session.message without a session, interaction or message",
+            rl_bridge_log(RL_BLOG_WARN, "update %s: session.message without a session, interaction or message",
                           f->update_id);
         } else if (find_turn(b, f->session_id, f->interaction_id) != NULL) {
             rl_bridge_log(RL_BLOG_WARN, "update %s: interaction %s already has a turn", f->update_id,
@@ -501,8 +492,8 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
             json_decref(line);
         }
     } else if (strcmp(f->update_type, "session.started") == 0) {
-        json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", f->session_id,
-                                 "session", json_object_get(f->payload, "session"));
+        json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", f->session_id, "session",
+                                 json_object_get(f->payload, "session"));
         if (line != NULL) {
             b->adapter->notify(b->agent, line);
             json_decref(line);
@@ -572,11 +563,8 @@ static void schedule_reconnect(rl_bridge_t *b)
 static void connect_socket(rl_bridge_t *b)
 {
     char url[1024], err[256];
-    rl_ws_options_t o = {.url = url,
-                         .token = b->options->token,
-                         .on_message = on_frame,
-                         .user = b,
-                         .max_message = 4 * 1024 * 1024};
+    rl_ws_options_t o = {
+        .url = url, .token = b->options->token, .on_message = on_frame, .user = b, .max_message = 4 * 1024 * 1024};
     long status = 0;
     int result;
 
@@ -630,22 +618,20 @@ static void handle_results(rl_bridge_t *b)
         else if (!r->ok && r->turn != NULL && r->turn->dropped && r->turn->owner != NULL &&
                  !((turn_state_t *)r->turn->owner)->ended) {
             /* spec (client rule 4): the target is gone, so is the work for it: stop the agent's turn. */
-            rl_bridge_log(RL_BLOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id,
-                          r->code);
+            rl_bridge_log(RL_BLOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id, r->code);
             b->adapter->cancel(b->agent, r->turn->session_id, r->turn->interaction_id);
         } else if (r->call == RL_CALL_REQUEST_APPROVAL) {
             json_t *line = NULL;
             const char *id = json_string_value(json_object_get(r->body, "approval_id"));
             if (!r->ok)
-                line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id,
-                                 "decision", "deny", "session_id", json_object_get(r->body, "session_id"),
-                                 "interaction_id", json_object_get(r->body, "interaction_id"));
+                line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision", "deny",
+                                 "session_id", json_object_get(r->body, "session_id"), "interaction_id",
+                                 json_object_get(r->body, "interaction_id"));
             else if (json_is_true(json_object_get(r->result, "auto_resolved")))
-                line =
-                    json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision",
-                              gateway_decision(json_string_value(json_object_get(r->result, "decision"))),
-                              "session_id", json_object_get(r->body, "session_id"), "interaction_id",
-                              json_object_get(r->body, "interaction_id"));
+                line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision",
+                                 gateway_decision(json_string_value(json_object_get(r->result, "decision"))),
+                                 "session_id", json_object_get(r->body, "session_id"), "interaction_id",
+                                 json_object_get(r->body, "interaction_id"));
             if (line != NULL) {
                 if (!r->ok)
                     json_object_set_new(line, "error", json_string(r->code));

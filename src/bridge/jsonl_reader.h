@@ -22,7 +22,6 @@ void rl_jsonl_reader_free(rl_jsonl_reader_t *reader);
  * before it is dropped too). Returns 0, or -1 when a line passed the cap
  * (it is dropped; reading resumes after its newline).
  */
-int rl_jsonl_reader_feed(rl_jsonl_reader_t *reader, const char *bytes, size_t len, rl_jsonl_line_cb cb,
-                         void *user);
+int rl_jsonl_reader_feed(rl_jsonl_reader_t *reader, const char *bytes, size_t len, rl_jsonl_line_cb cb, void *user);
 
 #endif

@@ -88,8 +88,8 @@ void rl_rest_new_key(char out[37])
     RAND_bytes(r, sizeof(r));
     r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
     r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1],
-             r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
+             r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
 }
 
 static int bucket_index(const char *name)
@@ -164,8 +164,7 @@ static void merge_deltas(rl_rest_t *rest, op_t *op)
     size_t len = json_string_length(json_object_get(op->body, "delta"));
     char *merged;
 
-    if (text == NULL || rest->head == NULL || rest->head->call != RL_CALL_DELTA ||
-        rest->head->turn != op->turn)
+    if (text == NULL || rest->head == NULL || rest->head->call != RL_CALL_DELTA || rest->head->turn != op->turn)
         return;
     merged = malloc(MERGE_MAX + 1);
     if (merged == NULL)
@@ -263,8 +262,7 @@ static void perform(rl_rest_t *rest, op_t *op)
             rl_client_response_free(&response);
             break;
         }
-        if (rl_retry_decide(&rest->policy, attempt, result, &response, answer, jitter(), &delay) ==
-            RL_RETRY_AGAIN) {
+        if (rl_retry_decide(&rest->policy, attempt, result, &response, answer, jitter(), &delay) == RL_RETRY_AGAIN) {
             struct timespec until;
             log_error(route->path, &response, result, code, "retrying");
             json_decref(answer);
@@ -279,8 +277,7 @@ static void perform(rl_rest_t *rest, op_t *op)
             continue;
         }
         log_error(route->path, &response, result, code, "giving up");
-        if (result == 0 &&
-            (response.status == 401 || (code != NULL && strcmp(code, "installation_revoked") == 0))) {
+        if (result == 0 && (response.status == 401 || (code != NULL && strcmp(code, "installation_revoked") == 0))) {
             pthread_mutex_lock(&rest->lock);
             rest->revoked = 1;
             pthread_mutex_unlock(&rest->lock);
@@ -333,8 +330,7 @@ rl_rest_t *rl_rest_start(rl_client_t *client, const char *token, const rl_rest_o
         return NULL;
     rest->client = client;
     snprintf(rest->auth, sizeof(rest->auth), "Authorization: Bearer %s", token);
-    rest->policy.backoff_ms =
-        options != NULL && options->retry_backoff_ms > 0 ? options->retry_backoff_ms : 1000;
+    rest->policy.backoff_ms = options != NULL && options->retry_backoff_ms > 0 ? options->retry_backoff_ms : 1000;
     rest->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&rest->lock, NULL);
     pthread_condattr_init(&attr);

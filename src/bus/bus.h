@@ -51,9 +51,9 @@ typedef enum rl_bus_next_result {
 } rl_bus_next_result_t;
 
 typedef struct rl_bus_config {
-    size_t max_events;      /* replay buffer length per user */
-    int64_t max_age_ms;     /* replay buffer age */
-    size_t max_users;       /* cap on users with live state */
+    size_t max_events;  /* replay buffer length per user */
+    int64_t max_age_ms; /* replay buffer age */
+    size_t max_users;   /* cap on users with live state */
 } rl_bus_config_t;
 
 /* NULL on allocation failure. The config is copied. */
@@ -81,8 +81,7 @@ rl_bus_resume_t rl_bus_resume(rl_bus_t *bus, const char *user_id, int64_t last_e
  * Reads the user's first buffered event after after_id, for a stream that
  * replays at its reader's pace. The frame is borrowed: retain it to keep it.
  */
-rl_bus_next_result_t rl_bus_next(rl_bus_t *bus, const char *user_id, int64_t after_id, int64_t *id,
-                                 rl_blob_t **frame);
+rl_bus_next_result_t rl_bus_next(rl_bus_t *bus, const char *user_id, int64_t after_id, int64_t *id, rl_blob_t **frame);
 /* Detaches a subscriber; safe to call twice. */
 void rl_bus_unsubscribe(rl_bus_t *bus, rl_bus_subscriber_t *sub);
 /* Drops expired events and forgets idle users; call now and then. */

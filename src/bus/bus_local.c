@@ -223,8 +223,7 @@ rl_bus_resume_t rl_bus_resume(rl_bus_t *bus, const char *user_id, int64_t last_e
     return RL_BUS_RESUMED;
 }
 
-rl_bus_next_result_t rl_bus_next(rl_bus_t *bus, const char *user_id, int64_t after_id, int64_t *id,
-                                 rl_blob_t **frame)
+rl_bus_next_result_t rl_bus_next(rl_bus_t *bus, const char *user_id, int64_t after_id, int64_t *id, rl_blob_t **frame)
 {
     struct hub *hub = rl_strmap_get(bus->hubs, user_id);
     struct ring_entry *entry;

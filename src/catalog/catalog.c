@@ -108,8 +108,7 @@ static int load_entities(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_C
     sqlite3_int64 max_id = 0;
     int result = -1;
 
-    if (sqlite3_prepare_v2(catalog->db, "SELECT max(id), count(*) FROM entity", -1, &stmt, NULL) !=
-            SQLITE_OK ||
+    if (sqlite3_prepare_v2(catalog->db, "SELECT max(id), count(*) FROM entity", -1, &stmt, NULL) != SQLITE_OK ||
         sqlite3_step(stmt) != SQLITE_ROW)
         goto out;
     max_id = sqlite3_column_int64(stmt, 0);
@@ -122,8 +121,8 @@ static int load_entities(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_C
         goto out;
     if (sqlite3_prepare_v2(
             catalog->db,
-            "SELECT id, type, slug, title, summary, document FROM entity ORDER BY title COLLATE NOCASE, slug",
-            -1, &stmt, NULL) != SQLITE_OK)
+            "SELECT id, type, slug, title, summary, document FROM entity ORDER BY title COLLATE NOCASE, slug", -1,
+            &stmt, NULL) != SQLITE_OK)
         goto out;
     while (sqlite3_step(stmt) == SQLITE_ROW) {
         sqlite3_int64 id = sqlite3_column_int64(stmt, 0);
@@ -171,8 +170,8 @@ static int load_paper_files(rl_catalog_t *catalog)
     sqlite3_stmt *stmt = NULL;
     int result = -1;
 
-    if (sqlite3_prepare_v2(catalog->db, "SELECT slug, format, content_type, content FROM paper_file", -1,
-                           &stmt, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(catalog->db, "SELECT slug, format, content_type, content FROM paper_file", -1, &stmt,
+                           NULL) != SQLITE_OK)
         goto out;
     while (sqlite3_step(stmt) == SQLITE_ROW) {
         const rl_catalog_entity_t *entity =
@@ -214,10 +213,10 @@ static int build_listings(rl_catalog_t *catalog, json_t *parsed[RL_CATALOG_TYPE_
         size_t i;
         json_array_foreach(parsed[type], i, doc)
         {
-            json_array_append_new(
-                items, json_pack("{s:O, s:O, s:O, s:O}", "slug", json_object_get(doc, "slug"), "title",
-                                 json_object_get(doc, "title"), "summary", json_object_get(doc, "summary"),
-                                 "url", json_object_get(doc, "url")));
+            json_array_append_new(items,
+                                  json_pack("{s:O, s:O, s:O, s:O}", "slug", json_object_get(doc, "slug"), "title",
+                                            json_object_get(doc, "title"), "summary", json_object_get(doc, "summary"),
+                                            "url", json_object_get(doc, "url")));
         }
         if (set_json_body(&catalog->listings[type],
                           json_pack("{s:s, s:I, s:o}", "type", rl_catalog_types[type].plural, "count",
@@ -246,8 +245,7 @@ static int build_index(rl_catalog_t *catalog, const rl_catalog_endpoint_t *endpo
                                                (json_int_t)catalog->counts[type], "url", url));
         total += catalog->counts[type];
     }
-    dataset =
-        json_pack("{s:I, s:s}", "entities", (json_int_t)total, "built_at", built_at != NULL ? built_at : "");
+    dataset = json_pack("{s:I, s:s}", "entities", (json_int_t)total, "built_at", built_at != NULL ? built_at : "");
     if (summary != NULL) {
         json_t *parsed = json_loads(summary, 0, NULL);
         json_object_set(dataset, "scores", json_object_get(parsed, "scores"));
@@ -256,8 +254,7 @@ static int build_index(rl_catalog_t *catalog, const rl_catalog_endpoint_t *endpo
     free(built_at);
     free(summary);
     return set_json_body(&catalog->index,
-                         json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "name", "Relay catalog",
-                                   "description",
+                         json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "name", "Relay catalog", "description",
                                    "A read-only catalog of AI evaluations, models, tools, leaderboards, "
                                    "organizations, people, capabilities and papers.",
                                    "api_version", "v1", "endpoints", list, "types", types, "dataset", dataset,
@@ -297,13 +294,11 @@ int rl_catalog_open(const char *db_path, const char *base_url, const rl_catalog_
         rl_log_error("the catalog %s was built by another version; import it again", db_path);
         goto out;
     }
-    if (load_entities(catalog, parsed) != 0 || load_paper_files(catalog) != 0 ||
-        build_listings(catalog, parsed) != 0 || build_index(catalog, endpoints, nendpoints) != 0 ||
-        build_llms(catalog, parsed, base_url) != 0)
+    if (load_entities(catalog, parsed) != 0 || load_paper_files(catalog) != 0 || build_listings(catalog, parsed) != 0 ||
+        build_index(catalog, endpoints, nendpoints) != 0 || build_llms(catalog, parsed, base_url) != 0)
         goto out;
     /* Documents and files now live in their bodies; the in-memory database keeps only what search reads. */
-    if (sqlite3_exec(catalog->db, "DROP TABLE entity; DROP TABLE paper_file; VACUUM;", NULL, NULL, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_exec(catalog->db, "DROP TABLE entity; DROP TABLE paper_file; VACUUM;", NULL, NULL, NULL) != SQLITE_OK) {
         rl_log_error("cannot trim the in-memory catalog: %s", sqlite3_errmsg(catalog->db));
         goto out;
     }
@@ -376,8 +371,7 @@ void rl_catalog_close(rl_catalog_t *catalog)
     free(catalog);
 }
 
-const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type,
-                                           const char *slug)
+const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type, const char *slug)
 {
     char key[RL_CATALOG_SLUG_MAX + 32];
 
@@ -492,8 +486,7 @@ static void keep(ranking_t *ranking, int type, sqlite3_int64 id, double rank, si
  * itself ("swe bench" names swe-bench) comes first in its group whatever
  * bm25 says: people who type a name mean that thing.
  */
-static int rank_matches(rl_catalog_t *catalog, const char *match, const rl_catalog_search_t *search,
-                        ranking_t *ranking)
+static int rank_matches(rl_catalog_t *catalog, const char *match, const rl_catalog_search_t *search, ranking_t *ranking)
 {
     sqlite3_stmt *stmt = catalog->rank_stmt;
     sqlite3_int64 exact[RL_CATALOG_TYPE_COUNT] = {0};
@@ -579,25 +572,23 @@ int rl_catalog_search(rl_catalog_t *catalog, const rl_catalog_search_t *search, 
         }
         for (i = 0; i < ranking->kept[type]; ++i) {
             const hit_t *hit = &ranking->hits[type][i];
-            const rl_catalog_entity_t *entity = hit->id >= 1 && (size_t)hit->id <= catalog->nentities
-                                                    ? &catalog->entities[hit->id - 1]
-                                                    : NULL;
+            const rl_catalog_entity_t *entity =
+                hit->id >= 1 && (size_t)hit->id <= catalog->nentities ? &catalog->entities[hit->id - 1] : NULL;
             char url[160];
             if (entity == NULL || entity->slug == NULL)
                 continue;
             snprintf(url, sizeof(url), "/api/v1/%s/%s", rl_catalog_types[type].plural, entity->slug);
             json_array_append_new(hits, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:f}", "type",
-                                                  rl_catalog_types[type].plural, "slug", entity->slug,
-                                                  "title", entity->title, "summary", entity->summary, "url",
-                                                  url, "snippet", snippet(search->q, entity), "score",
-                                                  round(-hit->rank * 1e6) / 1e6));
+                                                  rl_catalog_types[type].plural, "slug", entity->slug, "title",
+                                                  entity->title, "summary", entity->summary, "url", url, "snippet",
+                                                  snippet(search->q, entity), "score", round(-hit->rank * 1e6) / 1e6));
         }
         json_object_set_new(results, rl_catalog_types[type].plural,
                             json_pack("{s:I, s:o}", "total", (json_int_t)ranking->total[type], "hits", hits));
     }
     answer = json_pack("{s:s, s:s?, s:i, s:s, s:I, s:o}", "query", search->q, "type",
-                       search->type >= 0 ? rl_catalog_types[search->type].plural : NULL, "per", search->per,
-                       "match", any ? "any" : "all", "total", (json_int_t)ranking->all, "results", results);
+                       search->type >= 0 ? rl_catalog_types[search->type].plural : NULL, "per", search->per, "match",
+                       any ? "any" : "all", "total", (json_int_t)ranking->all, "results", results);
     free(ranking);
     *body = answer != NULL ? json_dumps(answer, RL_CATALOG_JSON_FLAGS) : NULL;
     json_decref(answer);

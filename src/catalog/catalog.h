@@ -34,7 +34,7 @@ typedef struct rl_catalog_paper {
     int redistributable;
     char *licence_id;
     char *licence_title;
-    char *read_at; /* where to read it instead: arXiv or the paper's own URL; may be NULL */
+    char *read_at;                       /* where to read it instead: arXiv or the paper's own URL; may be NULL */
     const rl_catalog_body_t *text, *pdf; /* NULL when the catalog holds no such file */
 } rl_catalog_paper_t;
 
@@ -64,8 +64,7 @@ int rl_catalog_open(const char *db_path, const char *base_url, const rl_catalog_
 void rl_catalog_close(rl_catalog_t *catalog);
 
 /* The entity of type with slug, or NULL. slug needs no validation beforehand. */
-const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type,
-                                           const char *slug);
+const rl_catalog_entity_t *rl_catalog_find(const rl_catalog_t *catalog, rl_catalog_type_t type, const char *slug);
 /* GET /api/v1 */
 const rl_catalog_body_t *rl_catalog_index(const rl_catalog_t *catalog);
 /* GET /api/v1/<type>: every entity of a type with its summary. */

@@ -32,10 +32,10 @@ typedef struct setting {
     const char *help;
 } setting_t;
 
-#define SETTING(flag_, env_, field_, fallback_, help_)                                                       \
-    {                                                                                                        \
-        flag_, env_, offsetof(rl_catalog_settings_t, field_), sizeof(((rl_catalog_settings_t *)0)->field_),  \
-            fallback_, help_                                                                                 \
+#define SETTING(flag_, env_, field_, fallback_, help_)                                                                 \
+    {                                                                                                                  \
+        flag_, env_, offsetof(rl_catalog_settings_t, field_), sizeof(((rl_catalog_settings_t *)0)->field_), fallback_, \
+            help_                                                                                                      \
     }
 
 static const setting_t settings_table[] = {
@@ -55,15 +55,13 @@ static void usage(FILE *out)
 {
     size_t i;
 
-    fprintf(out,
-            "usage: catalogd [--import] [settings...]\n\n"
-            "Serves the catalog API (/api/v1, /llms.txt). With --import, rebuilds DATA/catalog.db from the\n"
-            "source folder and exits; otherwise imports first when the catalog is missing or older than\n"
-            "its sources.\n\nsettings (each also read from the environment variable shown):\n");
+    fprintf(out, "usage: catalogd [--import] [settings...]\n\n"
+                 "Serves the catalog API (/api/v1, /llms.txt). With --import, rebuilds DATA/catalog.db from the\n"
+                 "source folder and exits; otherwise imports first when the catalog is missing or older than\n"
+                 "its sources.\n\nsettings (each also read from the environment variable shown):\n");
     for (i = 0; i < NSETTINGS; ++i)
         fprintf(out, "  %-14s %-20s %s (default: %s)\n", settings_table[i].flag, settings_table[i].env,
-                settings_table[i].help,
-                settings_table[i].fallback[0] != '\0' ? settings_table[i].fallback : "none");
+                settings_table[i].help, settings_table[i].fallback[0] != '\0' ? settings_table[i].fallback : "none");
     fprintf(out, "  --import                            rebuild the catalog and exit\n"
                  "  --help, --version\n");
 }

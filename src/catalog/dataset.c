@@ -28,9 +28,7 @@ static int check_line(const char *s, size_t len)
 
 static int check_url(const char *s, size_t len)
 {
-    size_t i, scheme = len >= 8 && memcmp(s, "https://", 8) == 0  ? 8
-                       : len >= 7 && memcmp(s, "http://", 7) == 0 ? 7
-                                                                  : 0;
+    size_t i, scheme = len >= 8 && memcmp(s, "https://", 8) == 0 ? 8 : len >= 7 && memcmp(s, "http://", 7) == 0 ? 7 : 0;
 
     if (scheme == 0 || len == scheme || s[scheme] == '/')
         return 1;
@@ -98,8 +96,8 @@ static int check_path(const char *s, size_t len)
         return 1;
     for (i = 0; i < len; ++i) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-              c == '_' || c == '.' || c == '/'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.' || c == '/'))
             return 1;
         if (c == '/' && (i + 1 == len || s[i + 1] == '.' || s[i + 1] == '/'))
             return 1;
@@ -263,8 +261,7 @@ const rl_catalog_link_t rl_catalog_links[] = {
     {RL_CATALOG_TYPE_TOOL, "organization", 0, RL_CATALOG_TYPE_ORGANIZATION, "organization", "tools"},
     {RL_CATALOG_TYPE_TOOL, "evals", 1, RL_CATALOG_TYPE_EVAL, "evals", "tools"},
     {RL_CATALOG_TYPE_TOOL, "papers", 1, RL_CATALOG_TYPE_PAPER, "papers", "tools"},
-    {RL_CATALOG_TYPE_LEADERBOARD, "organization", 0, RL_CATALOG_TYPE_ORGANIZATION, "organization",
-     "leaderboards"},
+    {RL_CATALOG_TYPE_LEADERBOARD, "organization", 0, RL_CATALOG_TYPE_ORGANIZATION, "organization", "leaderboards"},
     {RL_CATALOG_TYPE_LEADERBOARD, "evals", 1, RL_CATALOG_TYPE_EVAL, "evals", "leaderboards"},
     {RL_CATALOG_TYPE_PERSON, "organizations", 1, RL_CATALOG_TYPE_ORGANIZATION, "organizations", "people"},
     {RL_CATALOG_TYPE_PAPER, "people", 1, RL_CATALOG_TYPE_PERSON, "authors", "papers"},
@@ -272,8 +269,7 @@ const rl_catalog_link_t rl_catalog_links[] = {
 };
 const size_t rl_catalog_nlinks = sizeof(rl_catalog_links) / sizeof(rl_catalog_links[0]);
 
-static const char *const core_names[] = {"slug",    "title",  "summary", "description",
-                                         "aliases", "source", NULL};
+static const char *const core_names[] = {"slug", "title", "summary", "description", "aliases", "source", NULL};
 static const char *const paper_names[] = {"licence", "text", "pdf", NULL};
 
 static const rl_field_t *find_field(const rl_schema_t *schema, const char *name)
@@ -334,11 +330,10 @@ typedef struct loader {
     size_t count;
 } loader_t;
 
-static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt,
-                    ...) __attribute__((format(printf, 5, 6)));
+static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt,
-                    ...)
+static void problem(loader_t *loader, const char *file, const char *field, const char *slug, const char *fmt, ...)
 {
     char message[512];
     va_list ap;
@@ -350,8 +345,7 @@ static void problem(loader_t *loader, const char *file, const char *field, const
     vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
     if (loader->count == RL_CATALOG_PROBLEMS_MAX + 1)
-        snprintf(message, sizeof(message), "and more problems; reporting stopped after %d",
-                 RL_CATALOG_PROBLEMS_MAX);
+        snprintf(message, sizeof(message), "and more problems; reporting stopped after %d", RL_CATALOG_PROBLEMS_MAX);
     item = json_pack("{s:s, s:s, s:s}", "file", file, "field", field, "message", message);
     if (item != NULL && slug != NULL)
         json_object_set_new(item, "slug", json_string(slug));
@@ -376,8 +370,8 @@ static int compare_paths(const void *a, const void *b)
 }
 
 /* Collects the relative paths of every *.json file under root/rel. */
-static int collect(loader_t *loader, const char *root, const char *rel, int depth, char ***paths,
-                   size_t *npaths, size_t *cap)
+static int collect(loader_t *loader, const char *root, const char *rel, int depth, char ***paths, size_t *npaths,
+                   size_t *cap)
 {
     char dirpath[4096], child[4096];
     struct dirent *entry;
@@ -423,8 +417,7 @@ static int collect(loader_t *loader, const char *root, const char *rel, int dept
     return 0;
 }
 
-char *rl_catalog_dataset_read_file(const char *dir, const char *rel, size_t cap, size_t *len,
-                                   const char **why)
+char *rl_catalog_dataset_read_file(const char *dir, const char *rel, size_t cap, size_t *len, const char **why)
 {
     char path[8192];
     FILE *fp;
@@ -479,8 +472,8 @@ static const rl_schema_t *section_schema(const char *name, int *kind)
 }
 
 /* Registers an item under its key, refusing duplicates. */
-static void remember(loader_t *loader, json_t *map, const char *what, const char *key, json_t *item,
-                     const char *file, const char *field)
+static void remember(loader_t *loader, json_t *map, const char *what, const char *key, json_t *item, const char *file,
+                     const char *field)
 {
     char origin_key[160];
     json_t *earlier;
@@ -512,8 +505,7 @@ static void load_item(loader_t *loader, const char *file, const char *section, s
     json_array_foreach(errors, i, error)
     {
         const char *at = json_string_value(json_object_get(error, "path"));
-        snprintf(path, sizeof(path), "%s%s%s", field, at != NULL && at[0] != '\0' ? "." : "",
-                 at != NULL ? at : "");
+        snprintf(path, sizeof(path), "%s%s%s", field, at != NULL && at[0] != '\0' ? "." : "", at != NULL ? at : "");
         problem(loader, file, path, slug, "%s", json_string_value(json_object_get(error, "message")));
     }
     json_decref(errors);
@@ -531,11 +523,10 @@ static void load_item(loader_t *loader, const char *file, const char *section, s
     if (kind >= 0)
         remember(loader, dataset->entities[kind], rl_catalog_types[kind].plural, slug, item, file, field);
     else if (kind == -2)
-        remember(loader, dataset->sources, "source", json_string_value(json_object_get(item, "id")), item,
-                 file, field);
+        remember(loader, dataset->sources, "source", json_string_value(json_object_get(item, "id")), item, file, field);
     else if (kind == -3)
-        remember(loader, dataset->licences, "licence", json_string_value(json_object_get(item, "id")), item,
-                 file, field);
+        remember(loader, dataset->licences, "licence", json_string_value(json_object_get(item, "id")), item, file,
+                 field);
     else {
         json_array_append(dataset->scores, item);
         json_array_append_new(loader->score_origins, json_pack("{s:s, s:s}", "file", file, "field", field));
@@ -558,8 +549,7 @@ static void load_file(loader_t *loader, const char *rel)
     root = json_loadb(bytes, len, JSON_REJECT_DUPLICATES, &jerr);
     free(bytes);
     if (root == NULL) {
-        problem(loader, rel, "", NULL, "not valid JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                jerr.text);
+        problem(loader, rel, "", NULL, "not valid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
         return;
     }
     if (!json_is_object(root)) {
@@ -664,12 +654,10 @@ static void check_paper_files(loader_t *loader, json_t *origin, const char *slug
         snprintf(path, sizeof(path), "%s.%s", json_string_value(json_object_get(origin, "field")), kinds[k]);
         if (!json_is_true(json_object_get(licence, "redistributable"))) {
             problem(loader, file, path, slug,
-                    "licence '%s' does not permit redistribution, so the catalog must not hold this file",
-                    licence_id);
+                    "licence '%s' does not permit redistribution, so the catalog must not hold this file", licence_id);
             continue;
         }
-        bytes =
-            rl_catalog_dataset_read_file(loader->dataset->dir, rel, RL_CATALOG_PAPER_FILE_MAX, &len, &why);
+        bytes = rl_catalog_dataset_read_file(loader->dataset->dir, rel, RL_CATALOG_PAPER_FILE_MAX, &len, &why);
         if (bytes == NULL) {
             problem(loader, file, path, slug, "cannot read %s: %s", rel, why);
             continue;
@@ -713,8 +701,8 @@ static void check_references(loader_t *loader)
                         char path[300];
                         if (!json_equal(json_array_get(value, k), item))
                             continue;
-                        snprintf(path, sizeof(path), "%s.%s",
-                                 json_string_value(json_object_get(origin, "field")), field);
+                        snprintf(path, sizeof(path), "%s.%s", json_string_value(json_object_get(origin, "field")),
+                                 field);
                         problem(loader, json_string_value(json_object_get(origin, "file")), path, slug,
                                 "'%s' is listed twice", json_string_value(item));
                     }
@@ -793,6 +781,5 @@ int rl_catalog_dataset_is_hidden(const rl_catalog_dataset_t *dataset, const json
 {
     const char *source = json_string_value(json_object_get(object, "source"));
 
-    return source != NULL &&
-           json_is_true(json_object_get(json_object_get(dataset->sources, source), "hidden"));
+    return source != NULL && json_is_true(json_object_get(json_object_get(dataset->sources, source), "hidden"));
 }

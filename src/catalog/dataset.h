@@ -80,8 +80,7 @@ int rl_catalog_dataset_is_hidden(const rl_catalog_dataset_t *dataset, const json
  * Reads the regular file dir/rel of at most cap bytes. Returns a malloc'd
  * copy (NUL added, not counted in *len), or NULL with the reason in *why.
  */
-char *rl_catalog_dataset_read_file(const char *dir, const char *rel, size_t cap, size_t *len,
-                                   const char **why);
+char *rl_catalog_dataset_read_file(const char *dir, const char *rel, size_t cap, size_t *len, const char **why);
 
 /* Formats a problem object as "file: field: message" into buf. */
 void rl_catalog_problem_format(const json_t *problem, char *buf, size_t bufsz);

@@ -55,14 +55,12 @@ static json_t *skeleton(const rl_catalog_dataset_t *dataset, rl_catalog_type_t t
         rl_catalog_role_t role = rl_catalog_dataset_role(type, key);
         if (role == RL_CATALOG_ROLE_ATTRIBUTE)
             json_object_set(attributes, key, value);
-        else if (role == RL_CATALOG_ROLE_LINK ||
-                 (role == RL_CATALOG_ROLE_CORE && strcmp(key, "homepage") == 0))
+        else if (role == RL_CATALOG_ROLE_LINK || (role == RL_CATALOG_ROLE_CORE && strcmp(key, "homepage") == 0))
             json_object_set(links, key, value);
     }
     if (type == RL_CATALOG_TYPE_PAPER) {
         const char *arxiv = json_string_value(json_object_get(entity, "arxiv"));
-        json_t *licence =
-            json_object_get(dataset->licences, json_string_value(json_object_get(entity, "licence")));
+        json_t *licence = json_object_get(dataset->licences, json_string_value(json_object_get(entity, "licence")));
         json_t *files = json_object();
         if (arxiv != NULL) {
             char url[64];
@@ -97,8 +95,7 @@ static json_t *skeleton(const rl_catalog_dataset_t *dataset, rl_catalog_type_t t
 
 static void relate(json_t *doc, const char *relation, json_t *ref)
 {
-    json_t *relationships = json_object_get(doc, "relationships"),
-           *list = json_object_get(relationships, relation);
+    json_t *relationships = json_object_get(doc, "relationships"), *list = json_object_get(relationships, relation);
 
     if (list == NULL) {
         list = json_array();
@@ -130,8 +127,7 @@ static void link_entities(const rl_catalog_dataset_t *dataset, json_t *documents
                 if (target == NULL)
                     continue;
                 relate(doc, link->relation, reference(link->to, named, target));
-                relate(json_object_get(documents[link->to], named), link->inverse,
-                       reference(link->from, slug, entity));
+                relate(json_object_get(documents[link->to], named), link->inverse, reference(link->from, slug, entity));
             }
             json_decref(single);
         }
@@ -187,9 +183,9 @@ static int by_eval_value_model(const void *a, const void *b)
 {
     int order = by_eval_then_value(a, b);
 
-    return order != 0 ? order
-                      : strcmp(text_at(*(json_t *const *)a, "model", "title"),
-                               text_at(*(json_t *const *)b, "model", "title"));
+    return order != 0
+               ? order
+               : strcmp(text_at(*(json_t *const *)a, "model", "title"), text_at(*(json_t *const *)b, "model", "title"));
 }
 
 static void sort_array(json_t *array, int (*compare)(const void *, const void *))
@@ -252,19 +248,18 @@ static void attach_scores(const rl_catalog_dataset_t *dataset, json_t *documents
         if (model == NULL || eval == NULL || rl_catalog_dataset_is_hidden(dataset, score))
             continue;
         row = score_row(score, reference(RL_CATALOG_TYPE_EVAL, eval_slug, eval), NULL);
-        json_array_append_new(
-            json_object_get(json_object_get(documents[RL_CATALOG_TYPE_MODEL], model_slug), "scores"), row);
+        json_array_append_new(json_object_get(json_object_get(documents[RL_CATALOG_TYPE_MODEL], model_slug), "scores"),
+                              row);
         row = score_row(score, NULL, reference(RL_CATALOG_TYPE_MODEL, model_slug, model));
-        json_array_append_new(
-            json_object_get(json_object_get(documents[RL_CATALOG_TYPE_EVAL], eval_slug), "scores"), row);
+        json_array_append_new(json_object_get(json_object_get(documents[RL_CATALOG_TYPE_EVAL], eval_slug), "scores"),
+                              row);
         /* A leaderboard's rows are the catalog's scores on the evals it ranks. */
         boards = json_object_get(
             json_object_get(json_object_get(documents[RL_CATALOG_TYPE_EVAL], eval_slug), "relationships"),
             "leaderboards");
         json_array_foreach(boards, j, board)
         {
-            json_t *doc =
-                json_object_get(documents[RL_CATALOG_TYPE_LEADERBOARD], text_at(board, "slug", NULL));
+            json_t *doc = json_object_get(documents[RL_CATALOG_TYPE_LEADERBOARD], text_at(board, "slug", NULL));
             row = score_row(score, reference(RL_CATALOG_TYPE_EVAL, eval_slug, eval),
                             reference(RL_CATALOG_TYPE_MODEL, model_slug, model));
             json_array_append_new(json_object_get(doc, "scores"), row);
@@ -299,9 +294,8 @@ int rl_catalog_documents_build(const rl_catalog_dataset_t *dataset, json_t *docu
         }
         qsort(slugs, count, sizeof(*slugs), compare_keys);
         for (i = 0; i < count; ++i)
-            json_object_set_new(
-                documents[type], slugs[i],
-                skeleton(dataset, type, slugs[i], json_object_get(dataset->entities[type], slugs[i])));
+            json_object_set_new(documents[type], slugs[i],
+                                skeleton(dataset, type, slugs[i], json_object_get(dataset->entities[type], slugs[i])));
         free(slugs);
     }
     link_entities(dataset, documents);

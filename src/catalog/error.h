@@ -14,16 +14,16 @@
 #ifndef RL_CATALOG_ERROR_H
 #define RL_CATALOG_ERROR_H
 
-#define RL_CATALOG_ERROR_MAP(X)                                                                              \
-    X(INVALID_QUERY, 400, "invalid_query", "the search query is missing or cannot be searched")              \
-    X(INVALID_PARAMETER, 400, "invalid_parameter", "a query parameter has a value outside its range")        \
-    X(NOT_REDISTRIBUTABLE, 403, "not_redistributable",                                                       \
-      "the paper's licence does not permit the catalog to redistribute it")                                  \
-    X(NOT_FOUND, 404, "not_found", "no such route")                                                          \
-    X(TYPE_NOT_FOUND, 404, "type_not_found", "no such entity type")                                          \
-    X(ENTITY_NOT_FOUND, 404, "entity_not_found", "no entity of this type has this slug")                     \
-    X(FILE_NOT_FOUND, 404, "file_not_found", "the catalog holds no such file for this paper")                \
-    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")               \
+#define RL_CATALOG_ERROR_MAP(X)                                                                                        \
+    X(INVALID_QUERY, 400, "invalid_query", "the search query is missing or cannot be searched")                        \
+    X(INVALID_PARAMETER, 400, "invalid_parameter", "a query parameter has a value outside its range")                  \
+    X(NOT_REDISTRIBUTABLE, 403, "not_redistributable",                                                                 \
+      "the paper's licence does not permit the catalog to redistribute it")                                            \
+    X(NOT_FOUND, 404, "not_found", "no such route")                                                                    \
+    X(TYPE_NOT_FOUND, 404, "type_not_found", "no such entity type")                                                    \
+    X(ENTITY_NOT_FOUND, 404, "entity_not_found", "no entity of this type has this slug")                               \
+    X(FILE_NOT_FOUND, 404, "file_not_found", "the catalog holds no such file for this paper")                          \
+    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")                         \
     X(INTERNAL, 500, "internal_error", "internal server error")
 
 typedef enum rl_catalog_error {

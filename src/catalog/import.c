@@ -101,9 +101,8 @@ int rl_catalog_import_is_stale(const char *source_dir, const char *db_path)
     stored = rl_catalog_meta_value(db, "source_fingerprint");
     absolute(source_dir, expected_dir);
     fingerprint_text(source_dir, print, sizeof(print));
-    stale = version == NULL || dir == NULL || stored == NULL ||
-            strcmp(version, RL_CATALOG_SCHEMA_VERSION) != 0 || strcmp(dir, expected_dir) != 0 ||
-            strcmp(stored, print) != 0;
+    stale = version == NULL || dir == NULL || stored == NULL || strcmp(version, RL_CATALOG_SCHEMA_VERSION) != 0 ||
+            strcmp(dir, expected_dir) != 0 || strcmp(stored, print) != 0;
 
 out:
     free(version);
@@ -191,8 +190,8 @@ out:
     return result;
 }
 
-static int put_file(writer_t *w, const char *dir, const char *slug, const char *format,
-                    const char *content_type, const char *rel)
+static int put_file(writer_t *w, const char *dir, const char *slug, const char *format, const char *content_type,
+                    const char *rel)
 {
     const char *why;
     size_t len;
@@ -213,8 +212,7 @@ static int put_file(writer_t *w, const char *dir, const char *slug, const char *
     return result;
 }
 
-static int write_catalog(writer_t *w, const rl_catalog_dataset_t *dataset, json_t *documents[],
-                         json_t *summary)
+static int write_catalog(writer_t *w, const rl_catalog_dataset_t *dataset, json_t *documents[], json_t *summary)
 {
     json_t *counts = json_object_get(summary, "entities");
     long long files = 0;
@@ -232,8 +230,7 @@ static int write_catalog(writer_t *w, const rl_catalog_dataset_t *dataset, json_
             json_t *paper = json_object_get(dataset->entities[type], slug);
             const char *text = json_string_value(json_object_get(paper, "text"));
             const char *pdf = json_string_value(json_object_get(paper, "pdf"));
-            if (text != NULL &&
-                put_file(w, dataset->dir, slug, "text", "text/plain; charset=utf-8", text) != 0)
+            if (text != NULL && put_file(w, dataset->dir, slug, "text", "text/plain; charset=utf-8", text) != 0)
                 return -1;
             if (pdf != NULL && put_file(w, dataset->dir, slug, "pdf", "application/pdf", pdf) != 0)
                 return -1;
@@ -301,18 +298,15 @@ int rl_catalog_import(const char *source_dir, const char *db_path, json_t *probl
         fail_sqlite(w.db, "schema");
         goto out;
     }
-    if (sqlite3_prepare_v2(w.db,
-                           "INSERT INTO entity (type, slug, title, summary, document) VALUES (?, ?, ?, ?, ?)",
-                           -1, &w.entity, NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v2(w.db, "INSERT INTO entity (type, slug, title, summary, document) VALUES (?, ?, ?, ?, ?)", -1,
+                           &w.entity, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w.db,
                            "INSERT INTO entity_fts (rowid, title, slug, aliases, summary, description, facts)"
                            " VALUES (?, ?, ?, ?, ?, ?, ?)",
                            -1, &w.fts, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w.db,
-                           "INSERT INTO paper_file (slug, format, content_type, content) VALUES (?, ?, ?, ?)",
-                           -1, &w.file, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w.db, "INSERT INTO meta (key, value) VALUES (?, ?)", -1, &w.meta, NULL) !=
-            SQLITE_OK) {
+        sqlite3_prepare_v2(w.db, "INSERT INTO paper_file (slug, format, content_type, content) VALUES (?, ?, ?, ?)", -1,
+                           &w.file, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w.db, "INSERT INTO meta (key, value) VALUES (?, ?)", -1, &w.meta, NULL) != SQLITE_OK) {
         fail_sqlite(w.db, "prepare");
         goto out;
     }
@@ -330,8 +324,8 @@ int rl_catalog_import(const char *source_dir, const char *db_path, json_t *probl
         goto out;
     }
     free(text);
-    if (sqlite3_exec(w.db, "COMMIT; INSERT INTO entity_fts (entity_fts) VALUES ('optimize');", NULL, NULL,
-                     NULL) != SQLITE_OK) {
+    if (sqlite3_exec(w.db, "COMMIT; INSERT INTO entity_fts (entity_fts) VALUES ('optimize');", NULL, NULL, NULL) !=
+        SQLITE_OK) {
         fail_sqlite(w.db, "commit");
         goto out;
     }

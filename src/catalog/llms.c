@@ -72,8 +72,7 @@ static void put_score(FILE *out, const json_t *row)
         fputs(" on ", out);
     if (eval != NULL)
         fprintf(out, "%s", text(eval, "title"));
-    fprintf(out, ": %g%s%s", json_number_value(json_object_get(row, "value")),
-            strcmp(unit, "%") == 0 ? "" : " ", unit);
+    fprintf(out, ": %g%s%s", json_number_value(json_object_get(row, "value")), strcmp(unit, "%") == 0 ? "" : " ", unit);
     if (json_object_get(row, "setting") != NULL)
         fprintf(out, " (%s)", text(row, "setting"));
     fprintf(out, ", reported at %s\n", text(row, "source_url"));
@@ -125,8 +124,7 @@ static void put_full_entity(FILE *out, const json_t *doc, const char *base_url)
         fputs(": ", out);
         json_array_foreach(list, i, ref)
         {
-            fprintf(out, "%s%s (%s/%s)", i > 0 ? "; " : "", text(ref, "title"), text(ref, "type"),
-                    text(ref, "slug"));
+            fprintf(out, "%s%s (%s/%s)", i > 0 ? "; " : "", text(ref, "title"), text(ref, "type"), text(ref, "slug"));
         }
         fputc('\n', out);
     }

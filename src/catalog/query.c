@@ -156,8 +156,8 @@ int rl_catalog_query_match(const char *q, int any, char *out, size_t outsz)
             return -1;
         for (i = 0; i < term.len; ++i) {
             /* spec of FTS5 strings: a double quote inside one is written twice. */
-            if (append(out, outsz, &used, term.base[i] == '"' ? "\"\"" : term.base + i,
-                       term.base[i] == '"' ? 2 : 1) != 0)
+            if (append(out, outsz, &used, term.base[i] == '"' ? "\"\"" : term.base + i, term.base[i] == '"' ? 2 : 1) !=
+                0)
                 return -1;
         }
         if (append(out, outsz, &used, "\"", 1) != 0)
@@ -165,8 +165,7 @@ int rl_catalog_query_match(const char *q, int any, char *out, size_t outsz)
         last = term;
         ++count;
         /* Only a term that runs to the very end of q can still be being typed. */
-        if (pos == len && ends_open && !(last.quoted && last.closed) &&
-            append(out, outsz, &used, "*", 1) != 0)
+        if (pos == len && ends_open && !(last.quoted && last.closed) && append(out, outsz, &used, "*", 1) != 0)
             return -1;
     }
     return count;
@@ -219,10 +218,9 @@ int rl_catalog_query_parse(const char *query, size_t len, rl_catalog_search_t *o
                     return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz, "type is given more than once");
                 out->type = value_len > 0 ? rl_catalog_type_parse(value, (size_t)value_len) : -1;
                 if (out->type < 0)
-                    return fail(
-                        RL_CATALOG_E_INVALID_PARAMETER, err, errsz,
-                        "type must be one of evals, models, tools, leaderboards, organizations, people, "
-                        "capabilities, papers (singular or plural)");
+                    return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz,
+                                "type must be one of evals, models, tools, leaderboards, organizations, people, "
+                                "capabilities, papers (singular or plural)");
             } else {
                 int per = 0, i;
                 if (seen_per++)
@@ -230,8 +228,7 @@ int rl_catalog_query_parse(const char *query, size_t len, rl_catalog_search_t *o
                 for (i = 0; i < value_len && i < 3 && value[i] >= '0' && value[i] <= '9'; ++i)
                     per = per * 10 + (value[i] - '0');
                 if (value_len <= 0 || i != value_len || per < 1 || per > RL_CATALOG_PER_MAX)
-                    return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz,
-                                "per must be an integer from 1 to 30");
+                    return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz, "per must be an integer from 1 to 30");
                 out->per = per;
             }
         }

@@ -125,8 +125,7 @@ static const rl_catalog_entity_t *find_entity(rl_call_t *call, int fixed_type)
     param(call, fixed_type < 0 ? 1 : 0, slug, sizeof(slug));
     entity = rl_catalog_find(catalog_of(call), type, slug);
     if (entity == NULL) {
-        snprintf(message, sizeof(message), "no %s has the slug '%.80s'", rl_catalog_types[type].singular,
-                 slug);
+        snprintf(message, sizeof(message), "no %s has the slug '%.80s'", rl_catalog_types[type].singular, slug);
         fail(call, RL_CATALOG_E_ENTITY_NOT_FOUND, message,
              json_pack("{s:s, s:s}", "type", rl_catalog_types[type].plural, "slug", slug));
     }
@@ -207,17 +206,16 @@ static void paper_file(rl_call_t *call, const char *format)
     if (entity == NULL)
         return;
     paper = entity->paper;
-    details = json_pack("{s:s, s:s, s:b}", "licence", paper->licence_id, "licence_title",
-                        paper->licence_title, "redistributable", paper->redistributable);
+    details = json_pack("{s:s, s:s, s:b}", "licence", paper->licence_id, "licence_title", paper->licence_title,
+                        "redistributable", paper->redistributable);
     if (paper->read_at != NULL)
         json_object_set_new(details, "read_at", json_string(paper->read_at));
     if (!paper->redistributable) {
-        snprintf(
-            message, sizeof(message),
-            "the catalog cannot serve this paper's %s because its licence does not permit redistribution "
-            "(licence: %s)%s%s",
-            format, paper->licence_title, paper->read_at != NULL ? "; read it at " : "",
-            paper->read_at != NULL ? paper->read_at : "");
+        snprintf(message, sizeof(message),
+                 "the catalog cannot serve this paper's %s because its licence does not permit redistribution "
+                 "(licence: %s)%s%s",
+                 format, paper->licence_title, paper->read_at != NULL ? "; read it at " : "",
+                 paper->read_at != NULL ? paper->read_at : "");
         fail(call, RL_CATALOG_E_NOT_REDISTRIBUTABLE, message, details);
         return;
     }
@@ -353,11 +351,10 @@ int rl_catalog_service_start(rl_catalog_service_t *service, h2o_loop_t *loop)
     else if (base[strlen(base) - 1] == '/')
         base[strlen(base) - 1] = '\0';
     /* The llms files carry absolute links, so the catalog is loaded once the address is known. */
-    if (rl_catalog_open(service->db_path, base, rl_catalog_endpoints, rl_catalog_nendpoints,
-                        &service->catalog) != 0)
+    if (rl_catalog_open(service->db_path, base, rl_catalog_endpoints, rl_catalog_nendpoints, &service->catalog) != 0)
         return -1;
-    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound,
-                                         "base_url", base, "db", service->db_path));
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound, "base_url", base,
+                                         "db", service->db_path));
     return 0;
 }
 

@@ -24,8 +24,7 @@ static const rl_cli_flag_t *find_in(const rl_cli_flag_t *flags, const char *name
     return NULL;
 }
 
-static const rl_cli_flag_t *find_flag(const rl_cli_args_t *args, const char *name, size_t len,
-                                      char short_name)
+static const rl_cli_flag_t *find_flag(const rl_cli_args_t *args, const char *name, size_t len, char short_name)
 {
     const rl_cli_flag_t *flag = find_in(args->program->global_flags, name, len, short_name);
 
@@ -34,8 +33,7 @@ static const rl_cli_flag_t *find_flag(const rl_cli_args_t *args, const char *nam
     return flag;
 }
 
-static int add_flag(rl_cli_args_t *args, const rl_cli_flag_t *flag, const char *value, char *err,
-                    size_t errsz)
+static int add_flag(rl_cli_args_t *args, const rl_cli_flag_t *flag, const char *value, char *err, size_t errsz)
 {
     int i;
 
@@ -99,8 +97,7 @@ static int parse_flag(rl_cli_args_t *args, int argc, char **argv, int *i, char *
     return add_flag(args, flag, value, err, errsz);
 }
 
-int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_args_t *args, char *err,
-                 size_t errsz)
+int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_args_t *args, char *err, size_t errsz)
 {
     int i, flags_done = 0;
 
@@ -166,13 +163,13 @@ static void help_flags(FILE *out, const rl_term_t *term, const rl_cli_flag_t *fl
     for (; flags != NULL && flags->name != NULL; ++flags) {
         char spec[64];
         if (flags->short_name != 0)
-            snprintf(spec, sizeof(spec), "-%c, --%s%s%s", flags->short_name, flags->name,
-                     flags->value ? " " : "", flags->value ? flags->value : "");
+            snprintf(spec, sizeof(spec), "-%c, --%s%s%s", flags->short_name, flags->name, flags->value ? " " : "",
+                     flags->value ? flags->value : "");
         else
             snprintf(spec, sizeof(spec), "    --%s%s%s", flags->name, flags->value ? " " : "",
                      flags->value ? flags->value : "");
-        fprintf(out, "  %s%-22s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec,
-                rl_term_style(term, RL_TERM_RESET), flags->help);
+        fprintf(out, "  %s%-22s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec, rl_term_style(term, RL_TERM_RESET),
+                flags->help);
     }
 }
 
@@ -181,9 +178,8 @@ static void help_command(FILE *out, const rl_term_t *term, const rl_cli_program_
 {
     const char *const *example;
 
-    fprintf(out, "%susage:%s %s %s%s%s\n\n%s\n", rl_term_style(term, RL_TERM_BOLD),
-            rl_term_style(term, RL_TERM_RESET), program->name, command->name,
-            command->usage[0] != '\0' ? " " : "", command->usage, command->summary);
+    fprintf(out, "%susage:%s %s %s%s%s\n\n%s\n", rl_term_style(term, RL_TERM_BOLD), rl_term_style(term, RL_TERM_RESET),
+            program->name, command->name, command->usage[0] != '\0' ? " " : "", command->usage, command->summary);
     if (command->details != NULL) {
         fputc('\n', out);
         rl_term_wrap(out, term, command->details, 0);
@@ -201,8 +197,7 @@ static void help_command(FILE *out, const rl_term_t *term, const rl_cli_program_
     }
 }
 
-void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program,
-                 const rl_cli_command_t *command)
+void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program, const rl_cli_command_t *command)
 {
     const rl_cli_env_t *env;
     const rl_cli_exit_t *code;
@@ -213,13 +208,13 @@ void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *progr
         return;
     }
     fprintf(out, "%s %s: %s\n\n%susage:%s %s <command> [arguments] [flags]\n\ncommands:\n", program->name,
-            program->version, program->summary, rl_term_style(term, RL_TERM_BOLD),
-            rl_term_style(term, RL_TERM_RESET), program->name);
+            program->version, program->summary, rl_term_style(term, RL_TERM_BOLD), rl_term_style(term, RL_TERM_RESET),
+            program->name);
     for (i = 0; i < program->ncommands; ++i) {
         char spec[64];
         snprintf(spec, sizeof(spec), "%s %s", program->commands[i].name, program->commands[i].usage);
-        fprintf(out, "  %s%-30s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec,
-                rl_term_style(term, RL_TERM_RESET), program->commands[i].summary);
+        fprintf(out, "  %s%-30s%s %s\n", rl_term_style(term, RL_TERM_BOLD), spec, rl_term_style(term, RL_TERM_RESET),
+                program->commands[i].summary);
     }
     fprintf(out, "\nglobal flags:\n");
     help_flags(out, term, program->global_flags);
@@ -233,8 +228,8 @@ void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *progr
         for (code = program->exit_codes; code->meaning != NULL; ++code)
             fprintf(out, "  %d  %s\n", code->code, code->meaning);
     }
-    fprintf(out, "\n'%s help <command>' tells more; '%s help --json' prints all of this as JSON.\n",
-            program->name, program->name);
+    fprintf(out, "\n'%s help <command>' tells more; '%s help --json' prints all of this as JSON.\n", program->name,
+            program->name);
 }
 
 static json_t *flags_json(const rl_cli_flag_t *flags)
@@ -267,8 +262,8 @@ static json_t *command_json(const rl_cli_program_t *program, const rl_cli_comman
 
     for (example = command->examples; example != NULL && *example != NULL; ++example)
         json_array_append_new(examples, json_string(*example));
-    snprintf(usage, sizeof(usage), "%s %s%s%s", program->name, command->name,
-             command->usage[0] != '\0' ? " " : "", command->usage);
+    snprintf(usage, sizeof(usage), "%s %s%s%s", program->name, command->name, command->usage[0] != '\0' ? " " : "",
+             command->usage);
     object = json_pack("{s:s, s:s, s:s}", "name", command->name, "usage", usage, "summary", command->summary);
     if (command->details != NULL)
         json_object_set_new(object, "details", json_string(command->details));
@@ -300,8 +295,8 @@ json_t *rl_cli_manifest(const rl_cli_program_t *program, const rl_cli_command_t 
     for (code = program->exit_codes; code != NULL && code->meaning != NULL; ++code)
         json_array_append_new(codes, json_pack("{s:i, s:s}", "code", code->code, "meaning", code->meaning));
     snprintf(usage, sizeof(usage), "%s <command> [arguments] [flags]", program->name);
-    manifest = json_pack("{s:s, s:s, s:s, s:s}", "name", program->name, "version", program->version,
-                         "summary", program->summary, "usage", usage);
+    manifest = json_pack("{s:s, s:s, s:s, s:s}", "name", program->name, "version", program->version, "summary",
+                         program->summary, "usage", usage);
     json_object_set_new(manifest, "global_flags", flags_json(program->global_flags));
     json_object_set_new(manifest, "commands", commands);
     json_object_set_new(manifest, "environment", env);

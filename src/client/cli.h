@@ -82,15 +82,13 @@ const rl_cli_command_t *rl_cli_find(const rl_cli_program_t *program, const char 
  * Without a command name, args->command is NULL and 0 is returned only when
  * flags alone were given (say --help). Strings point into argv.
  */
-int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_args_t *args, char *err,
-                 size_t errsz);
+int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_args_t *args, char *err, size_t errsz);
 
 /* The value of flag name ("" for a switch), or NULL when it was not given. */
 const char *rl_cli_value(const rl_cli_args_t *args, const char *name);
 
 /* Writes help for one command, or for the whole program when command is NULL. */
-void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program,
-                 const rl_cli_command_t *command);
+void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program, const rl_cli_command_t *command);
 
 /*
  * The machine-readable manifest: {"name", "version", "summary", "usage",

@@ -165,8 +165,7 @@ static int classify(CURLcode code, const capture_t *capture)
     }
 }
 
-int rl_client_get(rl_client_t *client, const char *path, const char *const *headers,
-                  rl_client_response_t *response)
+int rl_client_get(rl_client_t *client, const char *path, const char *const *headers, rl_client_response_t *response)
 {
     return rl_client_request(client, "GET", path, headers, NULL, 0, response);
 }
@@ -259,8 +258,8 @@ char *rl_client_escape(const char *s)
         return NULL;
     for (i = 0; i < len; ++i) {
         unsigned char c = (unsigned char)s[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-            c == '.' || c == '_' || c == '~') {
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+            c == '_' || c == '~') {
             out[used++] = (char)c;
         } else {
             out[used++] = '%';

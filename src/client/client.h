@@ -20,8 +20,8 @@ typedef struct rl_client rl_client_t;
 typedef struct rl_client_options {
     long connect_timeout_ms; /* 0: 5 s */
     long timeout_ms;         /* the whole exchange; 0: 30 s */
-    size_t max_body; /* bytes kept of a body; a larger one fails with RL_CLIENT_E_TOO_LARGE; 0: 64 MiB */
-    const char *user_agent; /* NULL: "relay-client" */
+    size_t max_body;         /* bytes kept of a body; a larger one fails with RL_CLIENT_E_TOO_LARGE; 0: 64 MiB */
+    const char *user_agent;  /* NULL: "relay-client" */
 } rl_client_options_t;
 
 typedef enum rl_client_error {
@@ -40,10 +40,10 @@ typedef struct rl_client_response {
     char content_type[128]; /* "" when absent */
     char error[256];        /* why the request failed, for people; "" on success */
     /* Headers the relay's clients act on ("" or -1 when absent). */
-    char request_id[72];      /* X-Request-ID: log it with every error (spec client rule 6) */
-    long retry_after_s;       /* Retry-After */
-    long ratelimit_limit;     /* X-RateLimit-Limit */
-    long ratelimit_remaining; /* X-RateLimit-Remaining */
+    char request_id[72];          /* X-Request-ID: log it with every error (spec client rule 6) */
+    long retry_after_s;           /* Retry-After */
+    long ratelimit_limit;         /* X-RateLimit-Limit */
+    long ratelimit_remaining;     /* X-RateLimit-Remaining */
     double ratelimit_reset_after; /* X-RateLimit-Reset-After, seconds; -1 when absent */
     char ratelimit_bucket[32];    /* X-RateLimit-Bucket */
 } rl_client_response_t;
@@ -65,8 +65,7 @@ const char *rl_client_base(const rl_client_t *client);
  * response->error saying why. Free the response with rl_client_response_free
  * in both cases.
  */
-int rl_client_get(rl_client_t *client, const char *path, const char *const *headers,
-                  rl_client_response_t *response);
+int rl_client_get(rl_client_t *client, const char *path, const char *const *headers, rl_client_response_t *response);
 /*
  * Any method: body (len bytes, may be NULL) is sent as is; give its type in
  * headers ("Content-Type: application/json"). Same contract as

@@ -70,8 +70,7 @@ int rl_credentials_save(const char *name, const json_t *doc)
     snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     len = strlen(text);
-    if (fd < 0 || write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) != 0 ||
-        close(fd) != 0) {
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) != 0 || close(fd) != 0) {
         saved = errno;
         if (fd >= 0)
             close(fd);

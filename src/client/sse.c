@@ -249,8 +249,8 @@ int rl_sse_stream_new(const rl_sse_options_t *options, rl_sse_stream_t **out)
     stream->on_event = options->on_event;
     stream->on_state = options->on_state;
     stream->user = options->user;
-    if (rl_sse_parser_init(&stream->parser, options->max_line, options->max_data, options->on_event,
-                           options->user) != RL_SSE_OK)
+    if (rl_sse_parser_init(&stream->parser, options->max_line, options->max_data, options->on_event, options->user) !=
+        RL_SSE_OK)
         goto out;
     if (options->last_event_id != NULL && strlen(options->last_event_id) < RL_SSE_ID_MAX)
         strcpy(stream->parser.last_id, options->last_event_id);

@@ -84,8 +84,7 @@ typedef enum rl_sse_state {
 } rl_sse_state_t;
 
 /* status: the HTTP status of the last answer (0 when none); why: for people. */
-typedef void (*rl_sse_on_state_t)(void *user, rl_sse_state_t state, long status, const char *why,
-                                  long reconnect_in_ms);
+typedef void (*rl_sse_on_state_t)(void *user, rl_sse_state_t state, long status, const char *why, long reconnect_in_ms);
 
 typedef struct rl_sse_options {
     const char *url;            /* the full URL of the stream */

@@ -46,8 +46,7 @@ static int columns_of(const char *s, size_t len)
     return n;
 }
 
-static void wrap(FILE *out, const rl_term_t *term, const char *text, int indent, int marked,
-                 rl_term_style_t style)
+static void wrap(FILE *out, const rl_term_t *term, const char *text, int indent, int marked, rl_term_style_t style)
 {
     int width = term->width - 1, column = 0, in_mark = 0;
     const char *p = text;
@@ -121,8 +120,7 @@ void rl_term_wrap(FILE *out, const rl_term_t *term, const char *text, int indent
     wrap(out, term, text, indent, 0, RL_TERM_RESET);
 }
 
-void rl_term_wrap_marked(FILE *out, const rl_term_t *term, const char *text, int indent,
-                         rl_term_style_t style)
+void rl_term_wrap_marked(FILE *out, const rl_term_t *term, const char *text, int indent, rl_term_style_t style)
 {
     wrap(out, term, text, indent, 1, style);
 }

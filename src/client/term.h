@@ -42,7 +42,6 @@ void rl_term_wrap(FILE *out, const rl_term_t *term, const char *text, int indent
  * As rl_term_wrap, and text marked **like this** is written in `style`
  * (bold when colour is off means plain text, the markers dropped).
  */
-void rl_term_wrap_marked(FILE *out, const rl_term_t *term, const char *text, int indent,
-                         rl_term_style_t style);
+void rl_term_wrap_marked(FILE *out, const rl_term_t *term, const char *text, int indent, rl_term_style_t style);
 
 #endif

@@ -211,8 +211,8 @@ static int split_url(const char *url, char *host, size_t hostsz, char *target, s
     return 0;
 }
 
-static int handshake(rl_ws_t *ws, const rl_ws_options_t *options, const char *url, long deadline,
-                     long *status, char *err, size_t errsz)
+static int handshake(rl_ws_t *ws, const rl_ws_options_t *options, const char *url, long deadline, long *status,
+                     char *err, size_t errsz)
 {
     unsigned char raw[16];
     char key[32], expect[29], got[64], host[256], target[1024];
@@ -342,8 +342,7 @@ int rl_ws_connect(const rl_ws_options_t *options, rl_ws_t **out, long *status, c
         result = RL_WS_E_CONNECT;
         goto fail;
     }
-    if (curl_easy_getinfo(ws->curl, CURLINFO_ACTIVESOCKET, &ws->fd) != CURLE_OK ||
-        ws->fd == CURL_SOCKET_BAD) {
+    if (curl_easy_getinfo(ws->curl, CURLINFO_ACTIVESOCKET, &ws->fd) != CURLE_OK || ws->fd == CURL_SOCKET_BAD) {
         snprintf(err, errsz, "no socket");
         result = RL_WS_E_CONNECT;
         goto fail;
@@ -355,8 +354,8 @@ int rl_ws_connect(const rl_ws_options_t *options, rl_ws_t **out, long *status, c
         result = RL_WS_E_CONNECT;
         goto fail;
     }
-    wslay_event_config_set_max_recv_msg_length(ws->ctx, options->max_message > 0 ? options->max_message
-                                                                                 : DEFAULT_MAX_MESSAGE);
+    wslay_event_config_set_max_recv_msg_length(ws->ctx,
+                                               options->max_message > 0 ? options->max_message : DEFAULT_MAX_MESSAGE);
     *out = ws;
     return 0;
 fail:
@@ -411,16 +410,14 @@ int rl_ws_handle(rl_ws_t *ws)
 
 int rl_ws_send_text(rl_ws_t *ws, const char *text, size_t len)
 {
-    struct wslay_event_msg msg = {
-        .opcode = WSLAY_TEXT_FRAME, .msg = (const uint8_t *)text, .msg_length = len};
+    struct wslay_event_msg msg = {.opcode = WSLAY_TEXT_FRAME, .msg = (const uint8_t *)text, .msg_length = len};
 
     return wslay_event_queue_msg(ws->ctx, &msg) == 0 ? 0 : -1;
 }
 
 void rl_ws_close(rl_ws_t *ws, int code, const char *reason)
 {
-    wslay_event_queue_close(ws->ctx, (uint16_t)code, (const uint8_t *)reason,
-                            reason != NULL ? strlen(reason) : 0);
+    wslay_event_queue_close(ws->ctx, (uint16_t)code, (const uint8_t *)reason, reason != NULL ? strlen(reason) : 0);
 }
 
 int rl_ws_close_code(const rl_ws_t *ws)

@@ -8,39 +8,39 @@
 #ifndef RL_COMMON_ERROR_H
 #define RL_COMMON_ERROR_H
 
-#define RL_ERROR_MAP(X)                                                                                      \
-    X(INVALID_REQUEST, 400, "invalid_request", "the request body is malformed or fails validation")           \
-    X(INVALID_TOKEN_LOCATION, 400, "invalid_token_location",                                                 \
-      "tokens must be sent in the Authorization header, never in the URL")                                   \
-    X(INVALID_TOKEN, 401, "invalid_token", "the token is unknown, malformed, expired or revoked")            \
-    X(INVALID_SIGNATURE, 401, "invalid_signature", "the request signature does not match")                   \
-    X(PERMISSION_DENIED, 403, "permission_denied", "the token does not grant this operation")                \
-    X(INSTALLATION_REVOKED, 403, "installation_revoked", "the installation has been revoked")                \
-    X(NOT_FOUND, 404, "not_found", "no such route")                                                           \
-    X(SESSION_NOT_FOUND, 404, "session_not_found", "the session does not exist")                             \
-    X(INTERACTION_NOT_FOUND, 404, "interaction_not_found", "the interaction does not exist")                 \
-    X(INSTALLATION_NOT_FOUND, 404, "installation_not_found", "the installation does not exist")              \
-    X(APPROVAL_NOT_FOUND, 404, "approval_not_found", "the approval does not exist")                          \
-    X(MESSAGE_NOT_FOUND, 404, "message_not_found", "the message does not exist")                             \
-    X(TASK_NOT_FOUND, 404, "task_not_found", "the task does not exist")                                      \
-    X(PAIRING_NOT_FOUND, 404, "pairing_not_found", "no pending pairing matches this code or poll token")     \
-    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")               \
-    X(IDEMPOTENCY_CONFLICT, 409, "idempotency_conflict",                                                     \
-      "this idempotency key was already used with a different body")                                        \
-    X(MESSAGE_FINALIZED, 409, "message_finalized", "the message is already finalised")                       \
-    X(TASK_FINISHED, 409, "task_finished", "the task has already ended")                                      \
-    X(APPROVAL_EXPIRED, 410, "approval_expired", "the approval expired before a decision")                   \
-    X(INSTALLATION_GONE, 410, "installation_revoked", "the installation was revoked")                        \
-    X(SESSION_DELETED, 410, "session_deleted", "the session was deleted")                                    \
-    X(INTERACTION_EXPIRED, 410, "interaction_expired", "the follow-up window of this interaction has closed") \
-    X(PAIRING_EXPIRED, 410, "pairing_expired", "the pairing code expired before it was claimed")             \
-    X(PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request body is too large")                          \
-    X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")         \
-    X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                   \
-    X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                     \
-    X(INTERNAL, 500, "internal_error", "internal server error")                                              \
-    X(UPSTREAM, 502, "upstream_error", "the bridge bus failed")                                              \
-    X(UNAVAILABLE, 503, "temporarily_unavailable", "the service is overloaded; retry later")                 \
+#define RL_ERROR_MAP(X)                                                                                                \
+    X(INVALID_REQUEST, 400, "invalid_request", "the request body is malformed or fails validation")                    \
+    X(INVALID_TOKEN_LOCATION, 400, "invalid_token_location",                                                           \
+      "tokens must be sent in the Authorization header, never in the URL")                                             \
+    X(INVALID_TOKEN, 401, "invalid_token", "the token is unknown, malformed, expired or revoked")                      \
+    X(INVALID_SIGNATURE, 401, "invalid_signature", "the request signature does not match")                             \
+    X(PERMISSION_DENIED, 403, "permission_denied", "the token does not grant this operation")                          \
+    X(INSTALLATION_REVOKED, 403, "installation_revoked", "the installation has been revoked")                          \
+    X(NOT_FOUND, 404, "not_found", "no such route")                                                                    \
+    X(SESSION_NOT_FOUND, 404, "session_not_found", "the session does not exist")                                       \
+    X(INTERACTION_NOT_FOUND, 404, "interaction_not_found", "the interaction does not exist")                           \
+    X(INSTALLATION_NOT_FOUND, 404, "installation_not_found", "the installation does not exist")                        \
+    X(APPROVAL_NOT_FOUND, 404, "approval_not_found", "the approval does not exist")                                    \
+    X(MESSAGE_NOT_FOUND, 404, "message_not_found", "the message does not exist")                                       \
+    X(TASK_NOT_FOUND, 404, "task_not_found", "the task does not exist")                                                \
+    X(PAIRING_NOT_FOUND, 404, "pairing_not_found", "no pending pairing matches this code or poll token")               \
+    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")                         \
+    X(IDEMPOTENCY_CONFLICT, 409, "idempotency_conflict",                                                               \
+      "this idempotency key was already used with a different body")                                                   \
+    X(MESSAGE_FINALIZED, 409, "message_finalized", "the message is already finalised")                                 \
+    X(TASK_FINISHED, 409, "task_finished", "the task has already ended")                                               \
+    X(APPROVAL_EXPIRED, 410, "approval_expired", "the approval expired before a decision")                             \
+    X(INSTALLATION_GONE, 410, "installation_revoked", "the installation was revoked")                                  \
+    X(SESSION_DELETED, 410, "session_deleted", "the session was deleted")                                              \
+    X(INTERACTION_EXPIRED, 410, "interaction_expired", "the follow-up window of this interaction has closed")          \
+    X(PAIRING_EXPIRED, 410, "pairing_expired", "the pairing code expired before it was claimed")                       \
+    X(PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request body is too large")                                    \
+    X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")                   \
+    X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                             \
+    X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                               \
+    X(INTERNAL, 500, "internal_error", "internal server error")                                                        \
+    X(UPSTREAM, 502, "upstream_error", "the bridge bus failed")                                                        \
+    X(UNAVAILABLE, 503, "temporarily_unavailable", "the service is overloaded; retry later")                           \
     X(AGENT_DEGRADED, 503, "agent_degraded", "the agent is not answering; retry later")
 
 typedef enum rl_error {
@@ -49,7 +49,7 @@ typedef enum rl_error {
     RL__ERROR_FIRST = -1000,
     RL_ERROR_MAP(RL__ERROR_ENUM)
 #undef RL__ERROR_ENUM
-    RL__ERROR_LAST
+        RL__ERROR_LAST
 } rl_error_t;
 
 /* HTTP status of an error; 500 for anything outside the table. */

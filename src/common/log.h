@@ -23,8 +23,8 @@ void rl_log(rl_log_level_t level, const char *fmt, ...) __attribute__((format(pr
 void rl_log_fields(rl_log_level_t level, json_t *fields);
 
 #define rl_log_debug(...) rl_log(RL_LOG_DEBUG, __VA_ARGS__)
-#define rl_log_info(...) rl_log(RL_LOG_INFO, __VA_ARGS__)
-#define rl_log_warn(...) rl_log(RL_LOG_WARN, __VA_ARGS__)
+#define rl_log_info(...)  rl_log(RL_LOG_INFO, __VA_ARGS__)
+#define rl_log_warn(...)  rl_log(RL_LOG_WARN, __VA_ARGS__)
 #define rl_log_error(...) rl_log(RL_LOG_ERROR, __VA_ARGS__)
 
 #endif

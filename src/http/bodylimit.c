@@ -22,9 +22,9 @@
 #include "http/server.h"
 
 struct phr_header;
-typedef int (*parse_request_fn)(const char *buf, size_t len, const char **method, size_t *method_len,
-                                const char **path, size_t *path_len, int *minor_version, struct phr_header *headers,
-                                size_t *num_headers, size_t last_len);
+typedef int (*parse_request_fn)(const char *buf, size_t len, const char **method, size_t *method_len, const char **path,
+                                size_t *path_len, int *minor_version, struct phr_header *headers, size_t *num_headers,
+                                size_t last_len);
 
 static rl_http_server_t *limited_server;
 static int wrapper_seen;

@@ -102,11 +102,10 @@ static void add_rate_headers(rl_call_t *call)
 
 static void log_access(rl_call_t *call)
 {
-    rl_log_fields(RL_LOG_INFO,
-                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id",
-                            call->request_id, "trace_id", call->trace_id, "method", call->method, "route",
-                            call->route_name, "status", call->status, "duration_ms",
-                            (double)(rl_clock_mono_us() - call->started_us) / 1000.0, "peer", call->peer));
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id",
+                                         call->request_id, "trace_id", call->trace_id, "method", call->method, "route",
+                                         call->route_name, "status", call->status, "duration_ms",
+                                         (double)(rl_clock_mono_us() - call->started_us) / 1000.0, "peer", call->peer));
 }
 
 static const char *reason_phrase(int status)
@@ -186,8 +185,7 @@ void rl_call_send(rl_call_t *call, int status, const char *content_type, const v
     /* A 304 has no body; its length is left for h2o to leave out. */
     req->res.content_length = status == 304 ? SIZE_MAX : body.len;
     if (content_type != NULL)
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
-                       strlen(content_type));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type, strlen(content_type));
     if (h2o_find_header(&req->res.headers, H2O_TOKEN_CACHE_CONTROL, -1) < 0)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
     rl__call_common_headers(call);

@@ -24,11 +24,11 @@ struct rl_http_server;
 
 typedef struct rl_call_rate {
     int set;
-    const char *bucket;    /* bucket id, e.g. "delta" */
-    const char *scope;     /* "installation", "user", "ip" */
-    long limit;            /* capacity */
-    long remaining;        /* whole tokens left after this request */
-    double reset_after;    /* seconds until the bucket is full */
+    const char *bucket;     /* bucket id, e.g. "delta" */
+    const char *scope;      /* "installation", "user", "ip" */
+    long limit;             /* capacity */
+    long remaining;         /* whole tokens left after this request */
+    double reset_after;     /* seconds until the bucket is full */
     int64_t retry_after_ms; /* only when limited: time until one token is back */
 } rl_call_rate_t;
 

@@ -46,8 +46,8 @@ static int method_listed(const char *list, const char *method)
 }
 
 rl_route_result_t rl_route_find(const rl_route_t *routes, size_t count, const char *method, size_t method_len,
-                                const char *path, size_t path_len, const rl_route_t **out,
-                                rl_route_param_t *params, char *allow, size_t allowsz)
+                                const char *path, size_t path_len, const rl_route_t **out, rl_route_param_t *params,
+                                char *allow, size_t allowsz)
 {
     rl_route_param_t scratch[RL_ROUTE_MAX_PARAMS];
     int path_seen = 0;

@@ -21,15 +21,15 @@ struct rl_schema;
 typedef int (*rl_route_handler_fn)(struct rl_call *call);
 
 typedef struct rl_route {
-    const char *method;              /* "GET", "POST", "PATCH", "DELETE" */
-    const char *pattern;             /* "/v1/me/sessions/:id/archive" */
+    const char *method;  /* "GET", "POST", "PATCH", "DELETE" */
+    const char *pattern; /* "/v1/me/sessions/:id/archive" */
     rl_route_handler_fn handler;
-    int auth;                        /* application-defined auth kind; 0 = none */
-    const char *bucket;              /* rate-limit bucket name, or NULL */
-    const struct rl_schema *body;    /* JSON body schema, or NULL when the body is ignored */
-    unsigned flags;                  /* RL_ROUTE_* */
-    size_t max_body;                 /* body limit of this route; 0 = the server's (JSON) limit */
-    int tag;                         /* handed to the handler as call->handler_tag (one handler, several rows) */
+    int auth;                     /* application-defined auth kind; 0 = none */
+    const char *bucket;           /* rate-limit bucket name, or NULL */
+    const struct rl_schema *body; /* JSON body schema, or NULL when the body is ignored */
+    unsigned flags;               /* RL_ROUTE_* */
+    size_t max_body;              /* body limit of this route; 0 = the server's (JSON) limit */
+    int tag;                      /* handed to the handler as call->handler_tag (one handler, several rows) */
 } rl_route_t;
 
 /* The route takes its body raw (not JSON) and reads it itself. */
@@ -54,7 +54,7 @@ typedef enum rl_route_result {
  * allowsz bytes.
  */
 rl_route_result_t rl_route_find(const rl_route_t *routes, size_t count, const char *method, size_t method_len,
-                                const char *path, size_t path_len, const rl_route_t **out,
-                                rl_route_param_t *params, char *allow, size_t allowsz);
+                                const char *path, size_t path_len, const rl_route_t **out, rl_route_param_t *params,
+                                char *allow, size_t allowsz);
 
 #endif

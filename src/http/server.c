@@ -13,7 +13,7 @@
 #include "http/server.h"
 #include "http/validate.h"
 
-#define MAX_LISTENERS 4
+#define MAX_LISTENERS          4
 #define RL_HTTP_MMAP_THRESHOLD (4 * 1024 * 1024)
 
 struct rl_http_server {
@@ -74,8 +74,8 @@ static void correlate(h2o_req_t *req, char *request_id, char *traceparent, char 
     rl_traceparent_t incoming;
     int have_trace = 0;
 
-    if (index >= 0 && rl_request_id_is_valid(req->headers.entries[index].value.base,
-                                             req->headers.entries[index].value.len)) {
+    if (index >= 0 &&
+        rl_request_id_is_valid(req->headers.entries[index].value.base, req->headers.entries[index].value.len)) {
         memcpy(request_id, req->headers.entries[index].value.base, req->headers.entries[index].value.len);
         request_id[req->headers.entries[index].value.len] = '\0';
     } else {
@@ -83,8 +83,8 @@ static void correlate(h2o_req_t *req, char *request_id, char *traceparent, char 
     }
     index = h2o_find_header_by_str(&req->headers, H2O_STRLIT("traceparent"), -1);
     if (index >= 0)
-        have_trace = rl_traceparent_parse(req->headers.entries[index].value.base,
-                                          req->headers.entries[index].value.len, &incoming) == 0;
+        have_trace = rl_traceparent_parse(req->headers.entries[index].value.base, req->headers.entries[index].value.len,
+                                          &incoming) == 0;
     rl_traceparent_respond(have_trace ? &incoming : NULL, traceparent, trace_id);
 }
 
@@ -282,9 +282,9 @@ static void api_error_on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_o
     if (index >= 0)
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("tracestate"), 1, NULL,
                               req->headers.entries[index].value.base, req->headers.entries[index].value.len);
-    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s#, s:s, s:i}", "msg", "request", "request_id",
-                                         request_id, "trace_id", trace_id, "method", req->method.base,
-                                         (int)req->method.len, "route", "-", "status", req->res.status));
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s#, s:s, s:i}", "msg", "request", "request_id", request_id,
+                                         "trace_id", trace_id, "method", req->method.base, (int)req->method.len,
+                                         "route", "-", "status", req->res.status));
     h2o_setup_next_ostream(req, &ostream->super.next);
 }
 

@@ -40,7 +40,7 @@ typedef struct rl_http_config {
      * for credentials in the URL. "/v1/" for relayd.
      */
     const char *api_prefix;
-    size_t max_body;           /* larger request bodies get 413 before they are read */
+    size_t max_body;             /* larger request bodies get 413 before they are read */
     uint64_t request_timeout_ms; /* a request head or body slower than this is cut off */
     /*
      * Optional: returns 1 when a path or query carries a credential, which

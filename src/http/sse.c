@@ -20,8 +20,8 @@ struct rl_sse {
     rl_blob_t *inflight[MAX_BATCH];
     size_t ninflight;
     int sending;
-    int ending;  /* rl_sse_end was asked */
-    int ended;   /* on_end has run */
+    int ending; /* rl_sse_end was asked */
+    int ended;  /* on_end has run */
     h2o_timeout_entry_t heartbeat;
 };
 
@@ -183,8 +183,7 @@ rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
                    H2O_STRLIT("text/event-stream; charset=utf-8"));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
-    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-accel-buffering"), 0, NULL,
-                          H2O_STRLIT("no"));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-accel-buffering"), 0, NULL, H2O_STRLIT("no"));
     rl__call_common_headers(call);
     rl__call_log(call);
     h2o_start_response(req, &sse->generator);
@@ -198,8 +197,7 @@ static void cut_off(rl_sse_t *sse)
 {
     rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:I, s:I}", "msg", "event stream cut off: reader too slow",
                                          "request_id", sse->call->request_id, "queued_frames",
-                                         (json_int_t)sse->queue_count, "queued_bytes",
-                                         (json_int_t)sse->queued_bytes));
+                                         (json_int_t)sse->queue_count, "queued_bytes", (json_int_t)sse->queued_bytes));
     end_once(sse, "too slow");
     release_all(sse);
     /*

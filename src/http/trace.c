@@ -12,8 +12,8 @@ int rl_request_id_is_valid(const char *value, size_t len)
         return 0;
     for (i = 0; i < len; ++i) {
         char c = value[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == ':' || c == '-'))
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == ':' || c == '-'))
             return 0;
     }
     return 1;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RL_REQUEST_ID_MAX 64
+#define RL_REQUEST_ID_MAX  64
 #define RL_TRACEPARENT_LEN 55
 
 typedef struct rl_traceparent {

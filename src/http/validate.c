@@ -69,8 +69,7 @@ static int is_full(const validation_t *v)
     return v->count >= RL_VALIDATE_MAX_ERRORS;
 }
 
-static void add_problem(validation_t *v, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void add_problem(validation_t *v, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static void add_problem(validation_t *v, const char *code, const char *fmt, ...)
 {
@@ -159,9 +158,8 @@ static void leave(validation_t *v)
 static const char *received_name(const json_t *value)
 {
     static const char *const names[] = {
-        [JSON_OBJECT] = "object",  [JSON_ARRAY] = "array", [JSON_STRING] = "string",
-        [JSON_INTEGER] = "number", [JSON_REAL] = "number", [JSON_TRUE] = "boolean",
-        [JSON_FALSE] = "boolean",  [JSON_NULL] = "null",
+        [JSON_OBJECT] = "object", [JSON_ARRAY] = "array",  [JSON_STRING] = "string", [JSON_INTEGER] = "number",
+        [JSON_REAL] = "number",   [JSON_TRUE] = "boolean", [JSON_FALSE] = "boolean", [JSON_NULL] = "null",
     };
 
     return names[json_typeof(value)];
@@ -271,8 +269,8 @@ static void check_enum(validation_t *v, const rl_field_t *field, const char *s, 
     }
     format_enum_list(field->enum_values, expected, sizeof(expected));
     shown = utf8_prefix(s, len, ECHO_MAX);
-    add_problem(v, "invalid_enum_value", "Invalid enum value. Expected %s, received '%.*s%s'", expected,
-                (int)shown, s, shown < len ? "..." : "");
+    add_problem(v, "invalid_enum_value", "Invalid enum value. Expected %s, received '%.*s%s'", expected, (int)shown, s,
+                shown < len ? "..." : "");
 }
 
 static void refine_string(validation_t *v, const rl_field_t *field, const json_t *value)
@@ -291,8 +289,7 @@ static void refine_string(validation_t *v, const rl_field_t *field, const json_t
     if (field->max_len != 0 && chars > field->max_len)
         add_problem(v, "too_big", "String must contain at most %zu character(s)", field->max_len);
     if (field->check != NULL && field->check(s, len) != 0)
-        add_problem(v, "invalid_string", "%s",
-                    field->check_message != NULL ? field->check_message : "Invalid");
+        add_problem(v, "invalid_string", "%s", field->check_message != NULL ? field->check_message : "Invalid");
 }
 
 static void report_bounds(validation_t *v, const rl_field_t *field, int below, int above)
@@ -313,8 +310,7 @@ static void refine_integer(validation_t *v, const rl_field_t *field, const json_
 {
     json_int_t n = json_integer_value(value);
 
-    report_bounds(v, field, field->has_min && int_below(n, field->min),
-                  field->has_max && int_above(n, field->max));
+    report_bounds(v, field, field->has_min && int_below(n, field->min), field->has_max && int_above(n, field->max));
 }
 
 static void refine_number(validation_t *v, const rl_field_t *field, const json_t *value)
@@ -399,8 +395,7 @@ static const struct field_type {
     [RL_FT_ANY] = {"any", accepts_any, NULL},
 };
 
-static void report_type(validation_t *v, const struct field_type *type, const rl_field_t *field,
-                        const json_t *value)
+static void report_type(validation_t *v, const struct field_type *type, const rl_field_t *field, const json_t *value)
 {
     const char *received = received_name(value);
     char expected[MESSAGE_MAX / 2];
@@ -479,8 +474,7 @@ static void report_parse_error(json_t *errors, const json_error_t *jerr)
     if (json_error_code(jerr) == json_error_null_character)
         snprintf(text, sizeof(text), "\\u0000 is not allowed in strings");
     if (jerr->line > 0)
-        add_problem(&v, "invalid_json", "Invalid JSON at line %d, column %d: %s", jerr->line, jerr->column,
-                    text);
+        add_problem(&v, "invalid_json", "Invalid JSON at line %d, column %d: %s", jerr->line, jerr->column, text);
     else
         add_problem(&v, "invalid_json", "Invalid JSON: %s", text);
 }
@@ -499,8 +493,8 @@ static int parse_body(const char *bytes, size_t len, json_t **body, json_t *erro
     return RL_E_INVALID_REQUEST;
 }
 
-int rl_validate_body(const rl_schema_t *schema, const char *bytes, size_t len, int empty_is_object,
-                     json_t **out, json_t *errors)
+int rl_validate_body(const rl_schema_t *schema, const char *bytes, size_t len, int empty_is_object, json_t **out,
+                     json_t *errors)
 {
     json_t *body = NULL;
     int result;

@@ -148,7 +148,7 @@ int rl_validate_json(const rl_schema_t *schema, const json_t *body, json_t *erro
  * is one invalid_json item at path "" naming jansson's line and column), or
  * RL_E_INTERNAL when memory ran out before anything could be said.
  */
-int rl_validate_body(const rl_schema_t *schema, const char *bytes, size_t len, int empty_is_object,
-                     json_t **out, json_t *errors);
+int rl_validate_body(const rl_schema_t *schema, const char *bytes, size_t len, int empty_is_object, json_t **out,
+                     json_t *errors);
 
 #endif

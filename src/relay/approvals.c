@@ -29,8 +29,8 @@ const rl_schema_t rl_approval_decide_schema = RL_SCHEMA(decide_fields);
 
 json_t *rl_approval_view(json_t *approval)
 {
-    static const char *const fields[] = {"approval_id", "installation_id", "agent_id", "session_id", "interaction_id",
-                                         "action",      "title",           "message",  "severity",   "command",
+    static const char *const fields[] = {"approval_id", "installation_id", "agent_id",   "session_id", "interaction_id",
+                                         "action",      "title",           "message",    "severity",   "command",
                                          "host",        "tool_call_id",    "expires_at", "ts"};
     json_t *view = json_object();
     size_t i;
@@ -44,10 +44,10 @@ json_t *rl_approval_view(json_t *approval)
 
 static json_t *resolution(json_t *approval)
 {
-    json_t *event = json_pack("{s:O, s:O, s:O, s:O}", "approval_id", json_object_get(approval, "approval_id"),
-                              "decision", json_object_get(approval, "decision"), "session_id",
-                              json_object_get(approval, "session_id"), "interaction_id",
-                              json_object_get(approval, "interaction_id"));
+    json_t *event =
+        json_pack("{s:O, s:O, s:O, s:O}", "approval_id", json_object_get(approval, "approval_id"), "decision",
+                  json_object_get(approval, "decision"), "session_id", json_object_get(approval, "session_id"),
+                  "interaction_id", json_object_get(approval, "interaction_id"));
 
     if (json_is_string(json_object_get(approval, "scope")))
         json_object_set(event, "scope", json_object_get(approval, "scope"));
@@ -106,10 +106,9 @@ static void on_snapshot(int result, json_t *value, void *arg)
     } else {
         json_t *pending = json_array(), *approval;
         size_t i;
-        json_array_foreach (json_object_get(value, "approvals"), i, approval)
+        json_array_foreach(json_object_get(value, "approvals"), i, approval)
             json_array_append_new(pending, rl_approval_view(approval));
-        rl_call_reply(call, json_pack("{s:I, s:o}", "ts", (json_int_t)rl_clock_now_ms(), "pending_approvals",
-                                      pending));
+        rl_call_reply(call, json_pack("{s:I, s:o}", "ts", (json_int_t)rl_clock_now_ms(), "pending_approvals", pending));
     }
     json_decref(value);
     rl_call_release(call);
@@ -150,9 +149,8 @@ static void on_due(int result, json_t *value, void *arg)
 
     relay->approvals_sweeping = 0;
     if (result == 0) {
-        json_array_foreach (json_object_get(value, "approvals"), i, approval)
-            rl_store_approval_expire(relay->store, json_string_value(json_object_get(approval, "approval_id")), now,
-                                     on_expired, relay);
+        json_array_foreach(json_object_get(value, "approvals"), i, approval) rl_store_approval_expire(
+            relay->store, json_string_value(json_object_get(approval, "approval_id")), now, on_expired, relay);
     }
     json_decref(value);
 }

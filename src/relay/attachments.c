@@ -28,12 +28,12 @@
 #include "relay/attachments.h"
 #include "relay/relay.h"
 
-#define SLICE (1024 * 1024)
-#define KEY_CHARS 24
-#define URL_KEY_FILE "url.key"
+#define SLICE          (1024 * 1024)
+#define KEY_CHARS      24
+#define URL_KEY_FILE   "url.key"
 #define NAME_MAX_BYTES 255
 #define MIME_MAX_BYTES 255
-#define LINK_REFUSED "no such file, or the link is wrong or has expired"
+#define LINK_REFUSED   "no such file, or the link is wrong or has expired"
 
 int rl_attachments_open(rl_relay_t *relay)
 {
@@ -57,8 +57,9 @@ int rl_attachments_open(rl_relay_t *relay)
         rl_log_error("cannot create %s: %s", path, strerror(errno));
         return -1;
     }
-    if ((size_t)snprintf(h2o_socket_buffer_mmap_settings.fn_template, sizeof(h2o_socket_buffer_mmap_settings.fn_template),
-                         "%s/upload.XXXXXX", path) >= sizeof(h2o_socket_buffer_mmap_settings.fn_template)) {
+    if ((size_t)snprintf(h2o_socket_buffer_mmap_settings.fn_template,
+                         sizeof(h2o_socket_buffer_mmap_settings.fn_template), "%s/upload.XXXXXX",
+                         path) >= sizeof(h2o_socket_buffer_mmap_settings.fn_template)) {
         rl_log_error("the data folder path is too long");
         return -1;
     }
@@ -125,14 +126,14 @@ void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
     json_t *item;
     size_t i;
 
-    json_array_foreach (attachments, i, item) {
+    json_array_foreach(attachments, i, item)
+    {
         const char *key = json_string_value(json_object_get(item, "key"));
         char signature[33], url[1024];
         if (key == NULL)
             continue;
         sign(relay, key, expires, signature);
-        snprintf(url, sizeof(url), "%s/v1/files/%s?exp=%lld&sig=%s", relay->config.public_url, key, expires,
-                 signature);
+        snprintf(url, sizeof(url), "%s/v1/files/%s?exp=%lld&sig=%s", relay->config.public_url, key, expires, signature);
         json_object_set_new(item, "url", json_string(url));
         json_object_set_new(item, "url_expires_at", json_integer(expires * 1000));
     }
@@ -316,7 +317,8 @@ static void on_file_meta(int result, json_t *row, void *arg)
         call->responded = 1;
         call->status = 200;
         rl__call_common_headers(call);
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("private, max-age=3600"));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                       H2O_STRLIT("private, max-age=3600"));
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"), 0, NULL,
                               H2O_STRLIT("nosniff"));
         rl__call_log(call);

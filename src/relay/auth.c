@@ -15,7 +15,7 @@
 #include "relay/token.h"
 
 #define KNOWN_USERS_MAX 100000
-#define VERIFIED_MAX 100000
+#define VERIFIED_MAX    100000
 /* A verified user token is trusted for this long (or until its exp, if sooner). */
 #define VERIFIED_TTL_MS (5 * 60 * 1000)
 /* A bridge token's installation is looked up again after this long; a revoke here drops it at once. */
@@ -78,8 +78,7 @@ static void on_user_ensured(int result, json_t *value, void *arg)
     rl_call_release(call);
 }
 
-static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_claims_t *claims,
-                       const char **why)
+static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_claims_t *claims, const char **why)
 {
     rl_jwks_t *keys;
     char digest[RL_TOKEN_HASH_HEX + 1];
@@ -150,8 +149,7 @@ static void on_installation(int result, json_t *row, void *arg)
         struct bridge_entry *entry = calloc(1, sizeof(*entry));
         if (entry != NULL) {
             snprintf(entry->secret_hash, sizeof(entry->secret_hash), "%s", hash != NULL ? hash : "");
-            snprintf(entry->user_id, sizeof(entry->user_id), "%s",
-                     json_string_value(json_object_get(row, "user_id")));
+            snprintf(entry->user_id, sizeof(entry->user_id), "%s", json_string_value(json_object_get(row, "user_id")));
             entry->revoked = state != NULL && strcmp(state, "revoked") == 0;
             entry->until_ms = rl_clock_now_ms() + BRIDGE_TTL_MS;
             err = judge_bridge(call, &lookup->token, entry, lookup->want_installation);
@@ -232,8 +230,8 @@ void rl_relay_authenticate(rl_call_t *call)
         return;
     }
     /* A valid user token on a bridge route lacks the bridge scope; anything else is not a token at all. */
-    rl_call_proceed(call, verify_user(relay, value, len, &claims, &why) == 0 ? RL_E_PERMISSION_DENIED
-                                                                               : RL_E_INVALID_TOKEN);
+    rl_call_proceed(call,
+                    verify_user(relay, value, len, &claims, &why) == 0 ? RL_E_PERMISSION_DENIED : RL_E_INVALID_TOKEN);
 }
 
 int rl_relay_limit(rl_call_t *call)

@@ -19,8 +19,8 @@
 #include "relay/relay.h"
 #include "relay/token.h"
 
-#define ID_CHARS 20
-#define TEXT_MAX 100000
+#define ID_CHARS  20
+#define TEXT_MAX  100000
 #define DELTA_MAX 65536
 
 static const char *const finish_reasons[] = {"stop", "length", "content_filter", "tool_call", NULL};
@@ -28,12 +28,9 @@ static const char *const task_statuses[] = {"completed", "failed", "cancelled", 
 static const char *const severities[] = {"low", "medium", "high", NULL};
 
 static const rl_field_t usage_fields[] = {
-    RL_FIELD_INTEGER_MIN("input_tokens", 0, 0),
-    RL_FIELD_INTEGER_MIN("output_tokens", 0, 0),
-    RL_FIELD_NUMBER_MIN("estimated_cost_usd", 0, 0),
-    RL_FIELD_STRING("model", 0, 0, 128),
-    RL_FIELD_STRING("provider", 0, 0, 128),
-    RL_FIELD_END,
+    RL_FIELD_INTEGER_MIN("input_tokens", 0, 0),      RL_FIELD_INTEGER_MIN("output_tokens", 0, 0),
+    RL_FIELD_NUMBER_MIN("estimated_cost_usd", 0, 0), RL_FIELD_STRING("model", 0, 0, 128),
+    RL_FIELD_STRING("provider", 0, 0, 128),          RL_FIELD_END,
 };
 static const rl_schema_t usage_schema = RL_SCHEMA(usage_fields);
 
@@ -79,8 +76,8 @@ static const rl_field_t send_end_fields[] = {
 };
 const rl_schema_t rl_send_end_schema = RL_SCHEMA(send_end_fields);
 
-#define TASK_TARGET                                                                                          \
-    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64), RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64), \
+#define TASK_TARGET                                                                                                    \
+    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64), RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),      \
         RL_FIELD_STRING("task_id", RL_F_REQUIRED, 1, 256)
 
 static const rl_field_t create_task_fields[] = {
@@ -225,8 +222,8 @@ static void on_message_opened(int result, json_t *value, void *arg)
 int rl_bridge_send_message(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    struct write *write = write_new(call, "sendMessage", body_string(call, "session_id"),
-                                    body_string(call, "idempotency_key"));
+    struct write *write =
+        write_new(call, "sendMessage", body_string(call, "session_id"), body_string(call, "idempotency_key"));
 
     if (write == NULL)
         return RL_E_INTERNAL;
@@ -282,21 +279,23 @@ static void on_task(int result, json_t *value, void *arg)
     } else if (!answer(call, value)) {
         json_t *task = json_object_get(value, "task"), *event;
         const char *name = "task_created";
-        event = json_pack("{s:O, s:O, s:O, s:O}", "task_id", json_object_get(task, "task_id"), "session_id",
-                          json_object_get(task, "session_id"), "interaction_id", json_object_get(task, "interaction_id"),
-                          "status_label", json_object_get(task, "status_label"));
+        event =
+            json_pack("{s:O, s:O, s:O, s:O}", "task_id", json_object_get(task, "task_id"), "session_id",
+                      json_object_get(task, "session_id"), "interaction_id", json_object_get(task, "interaction_id"),
+                      "status_label", json_object_get(task, "status_label"));
         if (step == RL_TASK_CREATE) {
             json_object_set(event, "kind", json_object_get(task, "kind"));
-            json_object_set(event, "args", json_object_get(call->body, "args") != NULL
-                                               ? json_object_get(call->body, "args")
-                                               : json_null());
+            json_object_set(event, "args",
+                            json_object_get(call->body, "args") != NULL ? json_object_get(call->body, "args")
+                                                                        : json_null());
             if (json_is_string(json_object_get(task, "name")))
                 json_object_set(event, "name", json_object_get(task, "name"));
         } else if (step == RL_TASK_UPDATE) {
             name = "task_progress";
-            json_object_set(event, "progress_percent", json_object_get(call->body, "progress_percent") != NULL
-                                                           ? json_object_get(call->body, "progress_percent")
-                                                           : json_null());
+            json_object_set(event, "progress_percent",
+                            json_object_get(call->body, "progress_percent") != NULL
+                                ? json_object_get(call->body, "progress_percent")
+                                : json_null());
             if (json_object_get(call->body, "partial_result") != NULL)
                 json_object_set(event, "partial_result", json_object_get(call->body, "partial_result"));
         } else {

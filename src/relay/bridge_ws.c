@@ -19,11 +19,11 @@
 #include "relay/bridge_ws.h"
 #include "relay/relay.h"
 
-#define FRAME_MAX (64 * 1024)    /* the largest frame a bridge may send */
-#define QUEUED_MAX 1024          /* frames waiting for a bridge that does not read */
-#define FETCH_BATCH 128
-#define SOCKETS_MAX 200000
-#define MISSED_PONGS_MAX 3       /* spec: after three missed pongs the socket closes with 4001 */
+#define FRAME_MAX        (64 * 1024) /* the largest frame a bridge may send */
+#define QUEUED_MAX       1024        /* frames waiting for a bridge that does not read */
+#define FETCH_BATCH      128
+#define SOCKETS_MAX      200000
+#define MISSED_PONGS_MAX 3 /* spec: after three missed pongs the socket closes with 4001 */
 
 enum health { HEALTH_HEALTHY, HEALTH_DEGRADED };
 
@@ -55,8 +55,8 @@ static void publish_health(struct bridge_socket *sock, const char *status)
 
 const char *rl_bridge_health(rl_relay_t *relay, const char *installation_id)
 {
-    struct bridge_socket *sock = relay->bridge_sockets != NULL ? rl_strmap_get(relay->bridge_sockets, installation_id)
-                                                               : NULL;
+    struct bridge_socket *sock =
+        relay->bridge_sockets != NULL ? rl_strmap_get(relay->bridge_sockets, installation_id) : NULL;
 
     if (sock == NULL)
         return "offline";
@@ -164,8 +164,8 @@ static json_t *update_frame(struct bridge_socket *sock, json_t *row)
         rl_attachments_hydrate(sock->relay, json_object_get(message, "attachments"));
     return json_pack("{s:s, s:{s:s, s:O, s:O, s:O, s:s, s:s, s:O}}", "type", "update", "update", "update_id", id,
                      "type", json_object_get(row, "type"), "session_id", json_object_get(row, "session_id"),
-                     "interaction_id", json_object_get(row, "interaction_id"), "installation_id",
-                     sock->installation_id, "created_at", created, "payload", payload);
+                     "interaction_id", json_object_get(row, "interaction_id"), "installation_id", sock->installation_id,
+                     "created_at", created, "payload", payload);
 }
 
 static void fetch(struct bridge_socket *sock);
@@ -178,7 +178,8 @@ static void on_fetched(int result, json_t *value, void *arg)
 
     sock->fetching = 0;
     if (!sock->gone && result == 0) {
-        json_array_foreach (updates, i, row) {
+        json_array_foreach(updates, i, row)
+        {
             int64_t id = json_integer_value(json_object_get(row, "update_id"));
             if (id <= sock->sent_up_to)
                 continue;

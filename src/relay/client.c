@@ -20,11 +20,11 @@
 #include "relay/relay.h"
 #include "relay/token.h"
 
-#define ID_CHARS 20
-#define TITLE_MAX 200
-#define TEXT_MAX 100000
+#define ID_CHARS        20
+#define TITLE_MAX       200
+#define TEXT_MAX        100000
 #define HISTORY_DEFAULT 50
-#define HISTORY_MAX 100
+#define HISTORY_MAX     100
 
 static int check_installation_id(const char *s, size_t len)
 {
@@ -97,11 +97,10 @@ json_t *rl_installation_view(rl_relay_t *relay, json_t *row)
 json_t *rl_session_view(rl_relay_t *relay, json_t *row)
 {
     json_t *deleted_at = json_object_get(row, "deleted_at");
-    json_t *view = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(row, "id"),
-                             "installation_id", json_object_get(row, "installation_id"), "title",
-                             json_object_get(row, "title"), "state", json_object_get(row, "state"), "created_at",
-                             json_object_get(row, "created_at"), "updated_at", json_object_get(row, "updated_at"),
-                             "deleted_at", deleted_at);
+    json_t *view = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(row, "id"), "installation_id",
+                             json_object_get(row, "installation_id"), "title", json_object_get(row, "title"), "state",
+                             json_object_get(row, "state"), "created_at", json_object_get(row, "created_at"),
+                             "updated_at", json_object_get(row, "updated_at"), "deleted_at", deleted_at);
 
     /* brief: a deleted session can be restored for the grace period, then it is purged. */
     json_object_set_new(view, "restore_until",
@@ -147,9 +146,9 @@ static void on_me(int result, json_t *value, void *arg)
     if (result != 0) {
         rl_call_fail(call, result, NULL);
     } else {
-        json_array_foreach (json_object_get(value, "installations"), i, item)
+        json_array_foreach(json_object_get(value, "installations"), i, item)
             json_array_append_new(installations, rl_installation_view(relay, json_incref(item)));
-        json_array_foreach (json_object_get(value, "sessions"), i, item)
+        json_array_foreach(json_object_get(value, "sessions"), i, item)
             json_array_append_new(sessions, rl_session_view(relay, json_incref(item)));
         rl_call_reply(call, json_pack("{s:O, s:O, s:O}", "user", json_object_get(value, "user"), "installations",
                                       installations, "sessions", sessions));
@@ -303,16 +302,16 @@ static void on_history(int result, json_t *value, void *arg)
 
     if (result != 0) {
         if (result == RL_E_MESSAGE_NOT_FOUND)
-            rl_call_fail_full(call, RL_E_INVALID_REQUEST, "the cursor is not a message of this session",
-                              json_pack("[{s:s, s:s, s:s}]", "path", "before", "code", "invalid_string", "message",
-                                        "Unknown cursor"),
-                              NULL);
+            rl_call_fail_full(
+                call, RL_E_INVALID_REQUEST, "the cursor is not a message of this session",
+                json_pack("[{s:s, s:s, s:s}]", "path", "before", "code", "invalid_string", "message", "Unknown cursor"),
+                NULL);
         else
             rl_call_fail(call, result, NULL);
     } else {
         json_t *message;
         size_t i;
-        json_array_foreach (json_object_get(value, "messages"), i, message)
+        json_array_foreach(json_object_get(value, "messages"), i, message)
             rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
         rl_call_reply(call, json_incref(value));
     }
@@ -352,8 +351,8 @@ int rl_messages_list(rl_call_t *call)
         json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code", "invalid_type", "message",
                                                 "Expected integer, received string"));
     }
-    if (rl_query_param(req, "before", before, sizeof(before)) == -1 || (before[0] == '\0' && req->query_at != SIZE_MAX &&
-                                                                      rl_query_param(req, "before", value, sizeof(value)) == 0))
+    if (rl_query_param(req, "before", before, sizeof(before)) == -1 ||
+        (before[0] == '\0' && req->query_at != SIZE_MAX && rl_query_param(req, "before", value, sizeof(value)) == 0))
         json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "before", "code", "invalid_string",
                                                 "message", "Invalid cursor"));
     if (json_array_size(errors) > 0) {
@@ -527,8 +526,7 @@ int rl_installation_patch(rl_call_t *call)
         return 0;
     }
     rl_call_hold(call);
-    rl_store_installation_patch(relay->store, call->principal, installation_id, &patch, on_installation_patched,
-                                call);
+    rl_store_installation_patch(relay->store, call->principal, installation_id, &patch, on_installation_patched, call);
     return 0;
 }
 

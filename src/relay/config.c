@@ -17,10 +17,18 @@ struct setting {
     const char *help;
 };
 
-#define STRING(name, field, fallback, help)                                                                  \
-    {name, SETTING_STRING, offsetof(rl_config_t, field), sizeof(((rl_config_t *)0)->field), fallback, help}
-#define DURATION(name, field, fallback, help) {name, SETTING_DURATION, offsetof(rl_config_t, field), 0, fallback, help}
-#define COUNT(name, field, fallback, help) {name, SETTING_COUNT, offsetof(rl_config_t, field), 0, fallback, help}
+#define STRING(name, field, fallback, help)                                                                            \
+    {                                                                                                                  \
+        name, SETTING_STRING, offsetof(rl_config_t, field), sizeof(((rl_config_t *)0)->field), fallback, help          \
+    }
+#define DURATION(name, field, fallback, help)                                                                          \
+    {                                                                                                                  \
+        name, SETTING_DURATION, offsetof(rl_config_t, field), 0, fallback, help                                        \
+    }
+#define COUNT(name, field, fallback, help)                                                                             \
+    {                                                                                                                  \
+        name, SETTING_COUNT, offsetof(rl_config_t, field), 0, fallback, help                                           \
+    }
 
 static const struct setting settings[] = {
     STRING("listen", listen, "127.0.0.1:8080", "address to listen on, HOST:PORT"),

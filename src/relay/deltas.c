@@ -26,10 +26,10 @@
 #include "relay/relay.h"
 #include "relay/token.h"
 
-#define DELTA_FLUSH_MS 100
-#define OPEN_MESSAGES_MAX 100000
+#define DELTA_FLUSH_MS       100
+#define OPEN_MESSAGES_MAX    100000
 #define KEYS_PER_MESSAGE_MAX 100000
-#define IDLE_MS (5 * 60 * 1000)
+#define IDLE_MS              (5 * 60 * 1000)
 
 struct waiting {
     rl_call_t *call;
@@ -233,8 +233,7 @@ static void on_loaded(int result, json_t *value, void *arg)
         message->next_seq = json_integer_value(json_object_get(value, "next_seq"));
         message->deleted = json_is_true(json_object_get(value, "deleted"));
         message->finalized = strcmp(json_string_value(json_object_get(value, "state")), "streaming") != 0;
-        json_object_foreach (json_object_get(value, "keys"), key, hash)
-            json_object_set(message->keys, key, hash);
+        json_object_foreach(json_object_get(value, "keys"), key, hash) json_object_set(message->keys, key, hash);
     }
     for (w = message->waiting; w != NULL; w = next) {
         next = w->next;

@@ -15,8 +15,8 @@ void rl_deltas_sweep(struct rl_relay *relay, int64_t now_ms);
 /* A session was deleted: its messages' records must be reloaded. */
 void rl_deltas_forget_session(struct rl_relay *relay, const char *session_id);
 /* sendMessage opened a message: its record starts empty without asking the store. */
-void rl_deltas_opened(struct rl_relay *relay, const char *message_id, const char *installation_id,
-                      const char *user_id, json_t *session_id, json_t *interaction_id);
+void rl_deltas_opened(struct rl_relay *relay, const char *message_id, const char *installation_id, const char *user_id,
+                      json_t *session_id, json_t *interaction_id);
 /* sendMessageEnd finalised a message: later deltas get 409. */
 void rl_deltas_finalized(struct rl_relay *relay, const char *message_id);
 

@@ -150,8 +150,7 @@ static size_t body_write(char *data, size_t size, size_t count, void *userdata)
     return len;
 }
 
-static int fetch_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                          curl_off_t ulnow)
+static int fetch_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
     rl_jwks_source_t *source = userdata;
 
@@ -241,8 +240,7 @@ static void *refresh_main(void *arg)
             rl_log_debug("user-token keys: %zu from %s", rl_jwks_count(keys), source->origin);
             source_swap(source, keys);
         } else if (!atomic_load(&source->stopping)) {
-            rl_log_warn("user-token keys: refresh from %s failed, keeping the previous set: %s",
-                        source->origin, err);
+            rl_log_warn("user-token keys: refresh from %s failed, keeping the previous set: %s", source->origin, err);
         }
         pthread_mutex_lock(&source->lock);
     }

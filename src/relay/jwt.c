@@ -510,8 +510,7 @@ static int signature_verify(const struct key_kind *kind, EVP_PKEY *pkey, const s
         goto out;
     if (kind->type == KEY_RSA && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1)
         goto out;
-    ok = EVP_DigestVerify(ctx, sig, sig_len, (const unsigned char *)jws->signing_input,
-                          jws->signing_input_len) == 1;
+    ok = EVP_DigestVerify(ctx, sig, sig_len, (const unsigned char *)jws->signing_input, jws->signing_input_len) == 1;
 out:
     EVP_MD_CTX_free(ctx);
     return ok;
@@ -631,9 +630,7 @@ static int64_t clamp_add(int64_t a, int64_t b)
 static const char *claims_check(const json_t *payload, const rl_jwt_policy_t *policy, int64_t now_s,
                                 rl_jwt_claims_t *claims)
 {
-    int64_t leeway = policy->leeway_s < 0              ? 0
-                     : policy->leeway_s > LEEWAY_MAX_S ? LEEWAY_MAX_S
-                                                       : policy->leeway_s;
+    int64_t leeway = policy->leeway_s < 0 ? 0 : policy->leeway_s > LEEWAY_MAX_S ? LEEWAY_MAX_S : policy->leeway_s;
     int64_t earliest = clamp_add(now_s, -leeway), latest = clamp_add(now_s, leeway);
     const json_t *aud = json_object_get(payload, "aud");
     const json_t *sub = json_object_get(payload, "sub");
@@ -668,8 +665,8 @@ static const char *claims_check(const json_t *payload, const rl_jwt_policy_t *po
     return NULL;
 }
 
-int rl_jwt_verify(const rl_jwks_t *keys, const rl_jwt_policy_t *policy, const char *token, size_t len,
-                  int64_t now_s, rl_jwt_claims_t *claims, const char **why)
+int rl_jwt_verify(const rl_jwks_t *keys, const rl_jwt_policy_t *policy, const char *token, size_t len, int64_t now_s,
+                  rl_jwt_claims_t *claims, const char **why)
 {
     struct jws *jws = NULL;
     const struct key_kind *kind;
@@ -866,8 +863,7 @@ static int issuer_thumbprint(rl_jwt_issuer_t *issuer)
     char canonical[128];
     unsigned char digest[32];
     size_t digest_len = 0;
-    int len = snprintf(canonical, sizeof(canonical), "{\"crv\":\"Ed25519\",\"kty\":\"OKP\",\"x\":\"%s\"}",
-                       issuer->x);
+    int len = snprintf(canonical, sizeof(canonical), "{\"crv\":\"Ed25519\",\"kty\":\"OKP\",\"x\":\"%s\"}", issuer->x);
 
     if (len < 0 || (size_t)len >= sizeof(canonical) ||
         !EVP_Q_digest(NULL, "SHA256", NULL, canonical, (size_t)len, digest, &digest_len) ||
@@ -959,8 +955,8 @@ rl_jwks_t *rl_jwt_issuer_jwks(rl_jwt_issuer_t *issuer)
 
 char *rl_jwt_issuer_jwks_json(rl_jwt_issuer_t *issuer)
 {
-    json_t *doc = json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}", "keys", "kty", "OKP", "crv", "Ed25519",
-                            "x", issuer->x, "kid", issuer->kid, "use", "sig", "alg", "EdDSA");
+    json_t *doc = json_pack("{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}", "keys", "kty", "OKP", "crv", "Ed25519", "x",
+                            issuer->x, "kid", issuer->kid, "use", "sig", "alg", "EdDSA");
     char *text = json_text(doc);
 
     json_decref(doc);
@@ -984,8 +980,8 @@ static size_t segment_encode(const json_t *json, char *out, size_t room)
     return put;
 }
 
-char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub,
-                         int64_t iat, int64_t ttl_s)
+char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub, int64_t iat,
+                         int64_t ttl_s)
 {
     json_t *header = NULL, *payload = NULL;
     EVP_MD_CTX *ctx = NULL;
@@ -999,8 +995,8 @@ char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *a
         sub_check(sub, strlen(sub)) != NULL || ttl_s <= 0 || __builtin_add_overflow(iat, ttl_s, &exp))
         goto out;
     header = json_pack("{s:s, s:s, s:s}", "alg", "EdDSA", "typ", "JWT", "kid", issuer->kid);
-    payload = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", iss, "aud", aud, "sub", sub, "iat",
-                        (json_int_t)iat, "exp", (json_int_t)exp);
+    payload = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", iss, "aud", aud, "sub", sub, "iat", (json_int_t)iat, "exp",
+                        (json_int_t)exp);
     token = malloc(RL_JWT_TOKEN_MAX + 1);
     if (header == NULL || payload == NULL || token == NULL)
         goto out;

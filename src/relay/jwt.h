@@ -87,8 +87,8 @@ typedef struct rl_jwt_claims {
  * type fits the alg is tried. The signature is checked before any claim.
  * Never logs. Any thread; keys is only read.
  */
-int rl_jwt_verify(const rl_jwks_t *keys, const rl_jwt_policy_t *policy, const char *token, size_t len,
-                  int64_t now_s, rl_jwt_claims_t *claims, const char **why);
+int rl_jwt_verify(const rl_jwks_t *keys, const rl_jwt_policy_t *policy, const char *token, size_t len, int64_t now_s,
+                  rl_jwt_claims_t *claims, const char **why);
 
 /* The relay's own token issuer: one Ed25519 key in the data folder. Immutable once open. */
 typedef struct rl_jwt_issuer rl_jwt_issuer_t;
@@ -123,7 +123,7 @@ const char *rl_jwt_issuer_kid(const rl_jwt_issuer_t *issuer);
  * refused by rl_jwt_verify, ttl_s <= 0, exp overflows, or on allocation
  * failure. Any thread.
  */
-char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub,
-                         int64_t iat, int64_t ttl_s);
+char *rl_jwt_issuer_sign(rl_jwt_issuer_t *issuer, const char *iss, const char *aud, const char *sub, int64_t iat,
+                         int64_t ttl_s);
 
 #endif

@@ -39,7 +39,8 @@ static void on_manifest_stored(int result, json_t *value, void *arg)
     if (result != 0)
         rl_call_fail(call, result == RL_E_INSTALLATION_NOT_FOUND ? RL_E_INVALID_TOKEN : result, NULL);
     else
-        rl_call_reply(call, json_pack("{s:I}", "tools", (json_int_t)json_array_size(json_object_get(call->body, "tools"))));
+        rl_call_reply(call,
+                      json_pack("{s:I}", "tools", (json_int_t)json_array_size(json_object_get(call->body, "tools"))));
     rl_call_release(call);
 }
 

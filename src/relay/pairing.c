@@ -21,9 +21,9 @@
 #include "relay/relay.h"
 #include "relay/token.h"
 
-#define CODE_LEN 7
+#define CODE_LEN         7
 #define POLL_TOKEN_CHARS 32
-#define MINT_ATTEMPTS 5
+#define MINT_ATTEMPTS    5
 
 /* A claim may be typed with spaces, dashes or lower case; what remains must be 7 letters. */
 static int normalize_code(const char *in, size_t len, char *out)
@@ -108,8 +108,7 @@ static void on_start_inserted(int result, json_t *value, void *arg)
     } else {
         /* spec: expires_at is in epoch seconds, 120 s ahead. */
         rl_call_reply(call, json_pack("{s:s, s:I, s:s}", "code", start->code, "expires_at",
-                                      (json_int_t)(start->row.expires_at / 1000), "poll_token",
-                                      start->poll_token));
+                                      (json_int_t)(start->row.expires_at / 1000), "poll_token", start->poll_token));
     }
     rl_call_release(call);
     start_free(start);
@@ -166,8 +165,8 @@ static void on_polled(int result, json_t *value, void *arg)
         char whole[RL_TOKEN_MAX + RL_INSTALLATION_ID_LEN + 2];
         /* The secret was minted before the installation id was known; join them now. */
         snprintf(whole, sizeof(whole), "%s:%s", installation_id, poll->token);
-        rl_call_reply(call, json_pack("{s:s, s:s, s:s}", "status", "paired", "installation_id", installation_id,
-                                      "token", whole));
+        rl_call_reply(
+            call, json_pack("{s:s, s:s, s:s}", "status", "paired", "installation_id", installation_id, "token", whole));
         OPENSSL_cleanse(whole, sizeof(whole));
         rl_log_info("pairing delivered a token for installation %s", installation_id);
     } else {
@@ -213,8 +212,8 @@ static void on_claimed(int result, json_t *installation, void *arg)
         /* spec: claiming creates the installation and emits installation_created. */
         rl_relay_publish(call->app, call->principal, "installation_created",
                          json_pack("{s:O, s:O}", "installation_id", json_object_get(view, "id"), "installation", view));
-        rl_call_reply(call, json_pack("{s:O, s:o}", "installation_id", json_object_get(view, "id"), "installation",
-                                      view));
+        rl_call_reply(call,
+                      json_pack("{s:O, s:o}", "installation_id", json_object_get(view, "id"), "installation", view));
     }
     json_decref(installation);
     rl_call_release(call);

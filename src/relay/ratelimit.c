@@ -10,8 +10,8 @@
 
 /* spec: the bucket table; "pairing" and "claim" are ours, for the unauthenticated pairing routes. */
 static const rl_bucket_spec_t buckets[] = {
-    {"msg", 30, 10},     {"delta", 200, 100}, {"task", 60, 30},  {"approval", 10, 2},
-    {"memory", 60, 20},  {"default", 30, 10}, {"pairing", 20, 1}, {"claim", 5, 0.1},
+    {"msg", 30, 10},    {"delta", 200, 100}, {"task", 60, 30},   {"approval", 10, 2},
+    {"memory", 60, 20}, {"default", 30, 10}, {"pairing", 20, 1}, {"claim", 5, 0.1},
 };
 
 struct bucket_state {
@@ -80,8 +80,8 @@ void rl_ratelimit_sweep(rl_ratelimit_t *limiter, int64_t now_ms)
     rl_strmap_sweep(limiter->states, is_full, &now_ms, free);
 }
 
-int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket,
-                      int64_t now_ms, rl_call_rate_t *rate)
+int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket, int64_t now_ms,
+                      rl_call_rate_t *rate)
 {
     const rl_bucket_spec_t *spec = rl_ratelimit_bucket(bucket);
     struct bucket_state *state;

@@ -33,8 +33,8 @@ const rl_bucket_spec_t *rl_ratelimit_bucket(const char *name);
  * rate->retry_after_ms set. When the cap on live buckets is reached and no
  * idle bucket can be dropped, the request is refused (fail closed).
  */
-int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket,
-                      int64_t now_ms, rl_call_rate_t *rate);
+int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket, int64_t now_ms,
+                      rl_call_rate_t *rate);
 /* Drops buckets that have refilled completely; call now and then. */
 void rl_ratelimit_sweep(rl_ratelimit_t *limiter, int64_t now_ms);
 

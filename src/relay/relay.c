@@ -12,10 +12,10 @@
 #include "relay/token.h"
 
 #define HOUSEKEEPING_MS 60000
-#define RATE_KEYS_MAX 200000
+#define RATE_KEYS_MAX   200000
 #define KNOWN_USERS_MAX 100000
-#define MAX_JSON_BODY (1024 * 1024)
-#define BUS_USERS_MAX 1000000
+#define MAX_JSON_BODY   (1024 * 1024)
+#define BUS_USERS_MAX   1000000
 
 static void on_purged(int result, json_t *value, void *arg)
 {
@@ -50,9 +50,9 @@ static int open_keys(rl_relay_t *relay)
         relay->policy.issuer = config->jwt_issuer;
         relay->policy.audience = config->jwt_audience;
         relay->policy.leeway_s = 30;
-        return config->jwks_file[0] != '\0' ? rl_jwks_source_open_file(config->jwks_file, &relay->jwks)
-                                             : rl_jwks_source_open_url(config->jwks_url, config->jwks_refresh,
-                                                                       &relay->jwks);
+        return config->jwks_file[0] != '\0'
+                   ? rl_jwks_source_open_file(config->jwks_file, &relay->jwks)
+                   : rl_jwks_source_open_url(config->jwks_url, config->jwks_refresh, &relay->jwks);
     }
     /* brief: the embedded default is its own issuer, verified by the same code as an external one. */
     if (rl_jwt_issuer_open(config->data, &issuer) != 0)
@@ -118,8 +118,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->housekeeping_started = 1;
     relay->housekeeping.cb = on_housekeeping;
     h2o_timeout_link(loop, &relay->housekeeping_timeout, &relay->housekeeping);
-    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data",
-                                         config->data));
+    rl_log_fields(RL_LOG_INFO,
+                  json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data", config->data));
     return 0;
 }
 

@@ -28,7 +28,7 @@ enum rl_auth_kind {
 enum rl_principal_kind { RL_PRINCIPAL_NONE = 0, RL_PRINCIPAL_USER, RL_PRINCIPAL_INSTALLATION };
 
 /* The embedded issuer's names, used when no external provider is configured. */
-#define RL_EMBEDDED_ISSUER "relayd"
+#define RL_EMBEDDED_ISSUER   "relayd"
 #define RL_EMBEDDED_AUDIENCE "relay"
 
 struct rl_relay;
@@ -49,8 +49,8 @@ typedef struct rl_relay {
     h2o_timeout_entry_t housekeeping;
     int housekeeping_started;
     rl_bus_t *bus;
-    unsigned char url_key[32];  /* signs attachment download URLs */
-    h2o_timeout_t zero_timeout; /* runs work on the next loop turn */
+    unsigned char url_key[32];       /* signs attachment download URLs */
+    h2o_timeout_t zero_timeout;      /* runs work on the next loop turn */
     h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
     /*
      * Hooks for the bridge channel: an update was queued for an installation,
@@ -122,9 +122,8 @@ int rl_bridge_request_approval(rl_call_t *call);
 int rl_bridge_upload(rl_call_t *call);
 int rl_approval_decide(rl_call_t *call);
 int rl_snapshot_get(rl_call_t *call);
-extern const struct rl_schema rl_send_message_schema, rl_send_delta_schema, rl_send_end_schema,
-    rl_create_task_schema, rl_update_task_schema, rl_finish_task_schema, rl_request_approval_schema,
-    rl_approval_decide_schema;
+extern const struct rl_schema rl_send_message_schema, rl_send_delta_schema, rl_send_end_schema, rl_create_task_schema,
+    rl_update_task_schema, rl_finish_task_schema, rl_request_approval_schema, rl_approval_decide_schema;
 /* An approval as the stream and the snapshot show it (new reference). */
 json_t *rl_approval_view(json_t *approval);
 /* Starts and stops the expiry sweep. */

@@ -20,7 +20,7 @@
 
 /* A reader this far behind on live events is cut off; it resumes with Last-Event-ID. */
 #define STREAM_MAX_FRAMES 4096
-#define STREAM_MAX_BYTES (8 * 1024 * 1024)
+#define STREAM_MAX_BYTES  (8 * 1024 * 1024)
 /* While catching up, the queue is refilled from the ring up to about this much. */
 #define REPLAY_LOW_WATER (256 * 1024)
 
@@ -38,9 +38,10 @@ struct stream {
 static int send_resync(struct stream *stream, int64_t newest)
 {
     char text[160];
-    int len = snprintf(text, sizeof(text),
-                       "id: %lld\nevent: resync\ndata: {\"reason\":\"buffer_gap\",\"snapshot\":\"/v1/me/snapshot\"}\n\n",
-                       (long long)newest);
+    int len =
+        snprintf(text, sizeof(text),
+                 "id: %lld\nevent: resync\ndata: {\"reason\":\"buffer_gap\",\"snapshot\":\"/v1/me/snapshot\"}\n\n",
+                 (long long)newest);
 
     stream->cursor = newest;
     return rl_sse_send_text(stream->sse, text, (size_t)len);

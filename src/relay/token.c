@@ -118,8 +118,8 @@ static int looks_like_jwt(const char *s, size_t len)
 
 int rl_url_carries_token(const char *url, size_t len)
 {
-    static const char *const credential_names[] = {"token=", "access_token=", "bearer=", "auth=",
-                                                   "authorization=", "api_key=", "apikey=", NULL};
+    static const char *const credential_names[] = {
+        "token=", "access_token=", "bearer=", "auth=", "authorization=", "api_key=", "apikey=", NULL};
     const char *query = memchr(url, '?', len);
     size_t i;
 

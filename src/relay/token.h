@@ -9,14 +9,14 @@
 
 #include <stddef.h>
 
-#define RL_INSTALLATION_ID_LEN 21 /* "inst_" + 16 */
-#define RL_TOKEN_SECRET_CHARS 40  /* base62 characters we mint; the spec asks for 32 or more */
-#define RL_TOKEN_MAX 256          /* longer input is refused before any work */
-#define RL_TOKEN_HASH_HEX 64
+#define RL_INSTALLATION_ID_LEN 21  /* "inst_" + 16 */
+#define RL_TOKEN_SECRET_CHARS  40  /* base62 characters we mint; the spec asks for 32 or more */
+#define RL_TOKEN_MAX           256 /* longer input is refused before any work */
+#define RL_TOKEN_HASH_HEX      64
 
 typedef struct rl_bridge_token {
     char installation_id[RL_INSTALLATION_ID_LEN + 1];
-    char env[5];                        /* "live" or "test" */
+    char env[5];                             /* "live" or "test" */
     char secret_hash[RL_TOKEN_HASH_HEX + 1]; /* hex SHA-256 of the part after the colon */
 } rl_bridge_token_t;
 

@@ -55,8 +55,8 @@ typedef struct rl_message_send {
     const char *interaction_id; /* minted by the caller */
     const char *message_id;     /* minted by the caller */
     const char *text;
-    const char *attachments;    /* JSON array text, "[]" when none */
-    const char *reply_to;       /* NULL for none */
+    const char *attachments; /* JSON array text, "[]" when none */
+    const char *reply_to;    /* NULL for none */
     const char *thought_level;
     int64_t now;
 } rl_message_send_t;
@@ -82,8 +82,8 @@ typedef struct rl_attachment_new {
  * the write fails with RL_E_IDEMPOTENCY_CONFLICT. key NULL: no idempotency.
  */
 typedef struct rl_idempotency {
-    const char *owner;     /* the installation */
-    const char *scope;     /* e.g. "sendMessage:ses_..." */
+    const char *owner; /* the installation */
+    const char *scope; /* e.g. "sendMessage:ses_..." */
     const char *key;
     const char *body_hash; /* hex SHA-256 of the canonical body */
 } rl_idempotency_t;
@@ -106,8 +106,8 @@ struct rl_store_ops {
     void (*flush)(rl_store_t *store);
     void (*user_ensure)(rl_store_t *store, const char *user_id, int64_t now, rl_store_cb cb, void *arg);
     void (*pairing_insert)(rl_store_t *store, const rl_pairing_new_t *pairing, rl_store_cb cb, void *arg);
-    void (*pairing_claim)(rl_store_t *store, const char *code_hash, const char *user_id, int64_t now,
-                          rl_store_cb cb, void *arg);
+    void (*pairing_claim)(rl_store_t *store, const char *code_hash, const char *user_id, int64_t now, rl_store_cb cb,
+                          void *arg);
     void (*pairing_poll)(rl_store_t *store, const char *poll_hash, const char *token_hash, const char *token_env,
                          int64_t now, rl_store_cb cb, void *arg);
     void (*installation_get)(rl_store_t *store, const char *installation_id, rl_store_cb cb, void *arg);
@@ -122,10 +122,10 @@ struct rl_store_ops {
     void (*session_create)(rl_store_t *store, const rl_session_new_t *session, rl_store_cb cb, void *arg);
     void (*session_change)(rl_store_t *store, const char *user_id, const char *session_id, rl_session_op_t op,
                            const char *title, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg);
-    void (*session_cancel)(rl_store_t *store, const char *user_id, const char *session_id,
-                           const char *interaction_id, int64_t now, rl_store_cb cb, void *arg);
-    void (*messages_list)(rl_store_t *store, const char *user_id, const char *session_id, int limit,
-                          const char *before, rl_store_cb cb, void *arg);
+    void (*session_cancel)(rl_store_t *store, const char *user_id, const char *session_id, const char *interaction_id,
+                           int64_t now, rl_store_cb cb, void *arg);
+    void (*messages_list)(rl_store_t *store, const char *user_id, const char *session_id, int limit, const char *before,
+                          rl_store_cb cb, void *arg);
     void (*message_send)(rl_store_t *store, const rl_message_send_t *send, rl_store_cb cb, void *arg);
     void (*attachment_insert)(rl_store_t *store, const rl_attachment_new_t *attachment, rl_store_cb cb, void *arg);
     void (*attachment_get)(rl_store_t *store, const char *key, rl_store_cb cb, void *arg);
@@ -145,11 +145,11 @@ struct rl_store_ops {
                             const char *scope, const char *scope_value, int64_t now, rl_store_cb cb, void *arg);
     void (*approval_expire)(rl_store_t *store, const char *approval_id, int64_t now, rl_store_cb cb, void *arg);
     void (*approvals_pending)(rl_store_t *store, const char *user_id, int64_t due_before, rl_store_cb cb, void *arg);
-    void (*updates_list)(rl_store_t *store, const char *installation_id, int64_t after_id, int64_t since_ms,
-                         int limit, rl_store_cb cb, void *arg);
-    void (*updates_ack)(rl_store_t *store, const char *installation_id, int64_t up_to, rl_store_cb cb, void *arg);
-    void (*purge_bridge)(rl_store_t *store, int64_t now, int64_t idempotency_ttl, int64_t replay_window,
+    void (*updates_list)(rl_store_t *store, const char *installation_id, int64_t after_id, int64_t since_ms, int limit,
                          rl_store_cb cb, void *arg);
+    void (*updates_ack)(rl_store_t *store, const char *installation_id, int64_t up_to, rl_store_cb cb, void *arg);
+    void (*purge_bridge)(rl_store_t *store, int64_t now, int64_t idempotency_ttl, int64_t replay_window, rl_store_cb cb,
+                         void *arg);
 };
 
 struct rl_store {
@@ -180,8 +180,7 @@ static inline void rl_store_flush(rl_store_t *store)
 }
 
 /* Creates the user on first sight; value NULL. */
-static inline void rl_store_user_ensure(rl_store_t *store, const char *user_id, int64_t now, rl_store_cb cb,
-                                        void *arg)
+static inline void rl_store_user_ensure(rl_store_t *store, const char *user_id, int64_t now, rl_store_cb cb, void *arg)
 {
     store->ops->user_ensure(store, user_id, now, cb, arg);
 }
@@ -196,8 +195,8 @@ static inline void rl_store_pairing_insert(rl_store_t *store, const rl_pairing_n
  * installation; value is the installation object. RL_E_PAIRING_NOT_FOUND for
  * an unknown, expired or consumed code.
  */
-static inline void rl_store_pairing_claim(rl_store_t *store, const char *code_hash, const char *user_id,
-                                          int64_t now, rl_store_cb cb, void *arg)
+static inline void rl_store_pairing_claim(rl_store_t *store, const char *code_hash, const char *user_id, int64_t now,
+                                          rl_store_cb cb, void *arg)
 {
     store->ops->pairing_claim(store, code_hash, user_id, now, cb, arg);
 }
@@ -213,8 +212,7 @@ static inline void rl_store_pairing_poll(rl_store_t *store, const char *poll_has
     store->ops->pairing_poll(store, poll_hash, token_hash, token_env, now, cb, arg);
 }
 /* value: the installation object, including "token_hash"; RL_E_INSTALLATION_NOT_FOUND. */
-static inline void rl_store_installation_get(rl_store_t *store, const char *installation_id, rl_store_cb cb,
-                                             void *arg)
+static inline void rl_store_installation_get(rl_store_t *store, const char *installation_id, rl_store_cb cb, void *arg)
 {
     store->ops->installation_get(store, installation_id, cb, arg);
 }
@@ -314,8 +312,8 @@ static inline void rl_store_session_get(rl_store_t *store, const char *user_id, 
     store->ops->session_get(store, user_id, session_id, cb, arg);
 }
 /* Records an uploaded attachment; value NULL. */
-static inline void rl_store_attachment_insert(rl_store_t *store, const rl_attachment_new_t *attachment,
-                                              rl_store_cb cb, void *arg)
+static inline void rl_store_attachment_insert(rl_store_t *store, const rl_attachment_new_t *attachment, rl_store_cb cb,
+                                              void *arg)
 {
     store->ops->attachment_insert(store, attachment, cb, arg);
 }
@@ -337,8 +335,8 @@ static inline void rl_store_attachment_get(rl_store_t *store, const char *key, r
  */
 /* Opens an agent message (placeholder " " when text is empty); adds "message". */
 static inline void rl_store_message_open(rl_store_t *store, const rl_idempotency_t *idem,
-                                         const rl_bridge_target_t *target, const char *message_id,
-                                         const char *user_id, json_t *body, rl_store_cb cb, void *arg)
+                                         const rl_bridge_target_t *target, const char *message_id, const char *user_id,
+                                         json_t *body, rl_store_cb cb, void *arg)
 {
     store->ops->message_open(store, idem, target, message_id, user_id, body, cb, arg);
 }
@@ -348,8 +346,8 @@ static inline void rl_store_message_open(rl_store_t *store, const rl_idempotency
  * keys: {idempotency key: body hash}} for the installation's agent message.
  * scope is the idempotency scope of its deltas. RL_E_MESSAGE_NOT_FOUND.
  */
-static inline void rl_store_message_stream_state(rl_store_t *store, const char *installation_id,
-                                                 const char *message_id, const char *scope, rl_store_cb cb, void *arg)
+static inline void rl_store_message_stream_state(rl_store_t *store, const char *installation_id, const char *message_id,
+                                                 const char *scope, rl_store_cb cb, void *arg)
 {
     store->ops->message_stream_state(store, installation_id, message_id, scope, cb, arg);
 }
@@ -373,9 +371,8 @@ static inline void rl_store_message_end(rl_store_t *store, const rl_idempotency_
  * finish of an unknown task), RL_E_TASK_FINISHED (after its end),
  * RL_E_TOOL_NOT_DECLARED (a name missing from the manifest).
  */
-static inline void rl_store_task_step(rl_store_t *store, const rl_idempotency_t *idem,
-                                      const rl_bridge_target_t *target, rl_task_step_t step, json_t *body,
-                                      rl_store_cb cb, void *arg)
+static inline void rl_store_task_step(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
+                                      rl_task_step_t step, json_t *body, rl_store_cb cb, void *arg)
 {
     store->ops->task_step(store, idem, target, step, body, cb, arg);
 }
@@ -423,14 +420,14 @@ static inline void rl_store_updates_list(rl_store_t *store, const char *installa
     store->ops->updates_list(store, installation_id, after_id, since_ms, limit, cb, arg);
 }
 /* Drops the installation's updates up to and including up_to; value NULL. */
-static inline void rl_store_updates_ack(rl_store_t *store, const char *installation_id, int64_t up_to,
-                                        rl_store_cb cb, void *arg)
+static inline void rl_store_updates_ack(rl_store_t *store, const char *installation_id, int64_t up_to, rl_store_cb cb,
+                                        void *arg)
 {
     store->ops->updates_ack(store, installation_id, up_to, cb, arg);
 }
 /* Drops idempotency records past their TTL, updates past the replay window and old tasks; value NULL. */
-static inline void rl_store_purge_bridge(rl_store_t *store, int64_t now, int64_t idempotency_ttl,
-                                         int64_t replay_window, rl_store_cb cb, void *arg)
+static inline void rl_store_purge_bridge(rl_store_t *store, int64_t now, int64_t idempotency_ttl, int64_t replay_window,
+                                         rl_store_cb cb, void *arg)
 {
     store->ops->purge_bridge(store, now, idempotency_ttl, replay_window, cb, arg);
 }

@@ -274,8 +274,9 @@ static json_t *row_object(sqlite3_stmt *stmt)
             json_object_set_new(row, name, json_null());
             break;
         default:
-            json_object_set_new(row, name, json_stringn((const char *)sqlite3_column_text(stmt, i),
-                                                        (size_t)sqlite3_column_bytes(stmt, i)));
+            json_object_set_new(
+                row, name,
+                json_stringn((const char *)sqlite3_column_text(stmt, i), (size_t)sqlite3_column_bytes(stmt, i)));
             break;
         }
     }
@@ -526,8 +527,8 @@ out:
         json_decref(installation);
 }
 
-static void sqlite_pairing_poll(rl_store_t *super, const char *poll_hash, const char *token_hash,
-                                const char *token_env, int64_t now, rl_store_cb cb, void *arg)
+static void sqlite_pairing_poll(rl_store_t *super, const char *poll_hash, const char *token_hash, const char *token_env,
+                                int64_t now, rl_store_cb cb, void *arg)
 {
     static const char find_sql[] = "SELECT state, installation_id, expires_at FROM pairings WHERE poll_hash = ?";
     static const char token_sql[] = "UPDATE installations SET token_hash = ?, token_env = ? WHERE id = ?";
@@ -747,8 +748,8 @@ static void sqlite_me_get(rl_store_t *super, const char *user_id, rl_store_cb cb
                                        " FROM sessions WHERE user_id = ? AND deleted_at IS NULL"
                                        " ORDER BY updated_at DESC, id";
     struct sqlite_store *store = (void *)super;
-    json_t *value = json_pack("{s:o, s:o, s:o}", "user", json_null(), "installations", json_array(), "sessions",
-                              json_array());
+    json_t *value =
+        json_pack("{s:o, s:o, s:o}", "user", json_null(), "installations", json_array(), "sessions", json_array());
     sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
@@ -817,8 +818,8 @@ out:
         json_decref(installation);
 }
 
-static void sqlite_installation_revoke(rl_store_t *super, const char *user_id, const char *installation_id,
-                                       int64_t now, rl_store_cb cb, void *arg)
+static void sqlite_installation_revoke(rl_store_t *super, const char *user_id, const char *installation_id, int64_t now,
+                                       rl_store_cb cb, void *arg)
 {
     static const char sql[] = "UPDATE installations SET state = 'revoked', revoked_at = ?"
                               " WHERE id = ? AND user_id = ? AND state != 'revoked'";
@@ -883,10 +884,10 @@ static void sqlite_session_create(rl_store_t *super, const rl_session_new_t *ses
     if ((result = select_session(store, session->user_id, session->session_id, &row)) != 0)
         goto end;
     /* spec: a new session reaches the bridge as session.started. */
-    result = enqueue_update(store, session->installation_id, "session.started", session->session_id, NULL,
-                            json_pack("{s:{s:s, s:O}}", "session", "id", session->session_id, "title",
-                                      json_object_get(row, "title")),
-                            session->now, &update_id);
+    result = enqueue_update(
+        store, session->installation_id, "session.started", session->session_id, NULL,
+        json_pack("{s:{s:s, s:O}}", "session", "id", session->session_id, "title", json_object_get(row, "title")),
+        session->now, &update_id);
     if (result == 0)
         value = json_pack("{s:O, s:I}", "session", row, "update_id", (json_int_t)update_id);
 end:
@@ -897,9 +898,8 @@ out:
     complete(store, cb, arg, result, result == 0 ? value : NULL, 1);
 }
 
-static void sqlite_session_change(rl_store_t *super, const char *user_id, const char *session_id,
-                                  rl_session_op_t op, const char *title, int64_t now, int64_t delete_grace,
-                                  rl_store_cb cb, void *arg)
+static void sqlite_session_change(rl_store_t *super, const char *user_id, const char *session_id, rl_session_op_t op,
+                                  const char *title, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg)
 {
     static const char rename_sql[] = "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?";
     static const char state_sql[] = "UPDATE sessions SET state = ?, updated_at = ? WHERE id = ?";
@@ -979,8 +979,7 @@ static int live_session(struct sqlite_store *store, const char *user_id, const c
         return result;
     if (!json_is_null(json_object_get(*session, "deleted_at")))
         return RL_E_SESSION_NOT_FOUND;
-    result = select_installation(store, json_string_value(json_object_get(*session, "installation_id")),
-                                 &installation);
+    result = select_installation(store, json_string_value(json_object_get(*session, "installation_id")), &installation);
     if (result == 0 && !installation_live(installation))
         result = RL_E_INSTALLATION_REVOKED;
     json_decref(installation);
@@ -1012,11 +1011,10 @@ static void sqlite_session_cancel(rl_store_t *super, const char *user_id, const 
         if (result != 0)
             goto end;
     }
-    result = enqueue_update(store, json_string_value(json_object_get(session, "installation_id")),
-                            "session.cancelled", session_id, interaction_id,
-                            interaction_id != NULL ? json_pack("{s:s}", "interaction_id", interaction_id)
-                                                   : json_object(),
-                            now, &update_id);
+    result = enqueue_update(
+        store, json_string_value(json_object_get(session, "installation_id")), "session.cancelled", session_id,
+        interaction_id, interaction_id != NULL ? json_pack("{s:s}", "interaction_id", interaction_id) : json_object(),
+        now, &update_id);
     if (result == 0)
         value = json_pack("{s:O, s:I}", "session", session, "update_id", (json_int_t)update_id);
 end:
@@ -1185,7 +1183,8 @@ static int resolve_attachments(struct sqlite_store *store, const char *user_id, 
         result = RL_E_INTERNAL;
         goto out;
     }
-    json_array_foreach (items, i, item) {
+    json_array_foreach(items, i, item)
+    {
         if ((stmt = prepare(store, sql)) == NULL) {
             result = RL_E_INTERNAL;
             goto out;
@@ -1276,12 +1275,11 @@ static void sqlite_message_send(rl_store_t *super, const rl_message_send_t *send
                         json_object_get(session, "title"), "message", "message_id", send->message_id, "text",
                         send->text, "attachments", json_object_get(message, "attachments"), "reply_to",
                         json_object_get(message, "reply_to"), "thought_level", send->thought_level);
-    result = enqueue_update(store, json_string_value(json_object_get(session, "installation_id")),
-                            "session.message", send->session_id, send->interaction_id, payload, send->now,
-                            &update_id);
+    result = enqueue_update(store, json_string_value(json_object_get(session, "installation_id")), "session.message",
+                            send->session_id, send->interaction_id, payload, send->now, &update_id);
     if (result == 0)
-        value = json_pack("{s:O, s:O, s:I}", "message", message, "session", session, "update_id",
-                          (json_int_t)update_id);
+        value =
+            json_pack("{s:O, s:O, s:I}", "message", message, "session", session, "update_id", (json_int_t)update_id);
 end:
     write_end(store, result);
 out:
@@ -1401,7 +1399,8 @@ static json_t *replay_value(json_t *cached)
 /* spec: writes land in a session of this installation that is not deleted, inside the follow-up window. */
 static int check_target(struct sqlite_store *store, const rl_bridge_target_t *target, json_t **session)
 {
-    static const char session_sql[] = "SELECT id, user_id, installation_id, title, deleted_at FROM sessions WHERE id = ?";
+    static const char session_sql[] =
+        "SELECT id, user_id, installation_id, title, deleted_at FROM sessions WHERE id = ?";
     static const char interaction_sql[] = "SELECT created_at FROM interactions WHERE id = ? AND session_id = ?";
     const char *owner;
     sqlite3_stmt *stmt;
@@ -1438,8 +1437,9 @@ static int check_target(struct sqlite_store *store, const rl_bridge_target_t *ta
 static void sqlite_message_open(rl_store_t *super, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
                                 const char *message_id, const char *user_id, json_t *body, rl_store_cb cb, void *arg)
 {
-    static const char sql[] = "INSERT INTO messages(id, session_id, interaction_id, role, text, attachments, reply_to,"
-                              " usage, state, created_at, placeholder) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, 'streaming', ?, ?)";
+    static const char sql[] =
+        "INSERT INTO messages(id, session_id, interaction_id, role, text, attachments, reply_to,"
+        " usage, state, created_at, placeholder) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, 'streaming', ?, ?)";
     struct sqlite_store *store = (void *)super;
     json_t *session = NULL, *cached = NULL, *message = NULL, *value = NULL, *response;
     const char *text = json_string_value(json_object_get(body, "text"));
@@ -1464,7 +1464,8 @@ static void sqlite_message_open(rl_store_t *super, const rl_idempotency_t *idem,
                                                       refs, &attachments)) != 0)
         goto end;
     result = RL_E_INTERNAL;
-    if (json_object_get(body, "usage") != NULL && (usage = json_dumps(json_object_get(body, "usage"), JSON_COMPACT)) == NULL)
+    if (json_object_get(body, "usage") != NULL &&
+        (usage = json_dumps(json_object_get(body, "usage"), JSON_COMPACT)) == NULL)
         goto end;
     if ((stmt = prepare(store, sql)) == NULL)
         goto end;
@@ -1501,12 +1502,12 @@ out:
 }
 
 /* The message with its session's owner, if it belongs to the installation. */
-static int bridge_message(struct sqlite_store *store, const char *installation_id, const char *message_id,
-                          json_t **row)
+static int bridge_message(struct sqlite_store *store, const char *installation_id, const char *message_id, json_t **row)
 {
-    static const char sql[] = "SELECT m.id AS message_id, m.session_id, m.interaction_id, m.state, m.text, m.placeholder,"
-                              " s.user_id, s.installation_id, s.deleted_at FROM messages m"
-                              " JOIN sessions s ON s.id = m.session_id WHERE m.id = ? AND m.role = 'agent'";
+    static const char sql[] =
+        "SELECT m.id AS message_id, m.session_id, m.interaction_id, m.state, m.text, m.placeholder,"
+        " s.user_id, s.installation_id, s.deleted_at FROM messages m"
+        " JOIN sessions s ON s.id = m.session_id WHERE m.id = ? AND m.role = 'agent'";
     sqlite3_stmt *stmt = prepare(store, sql);
     const char *owner;
     int rc;
@@ -1561,11 +1562,11 @@ static void sqlite_message_stream_state(rl_store_t *super, const char *installat
         json_object_set_new(keys, (const char *)sqlite3_column_text(stmt, 0),
                             json_string((const char *)sqlite3_column_text(stmt, 1)));
     sqlite3_reset(stmt);
-    value = json_pack("{s:O, s:O, s:O, s:O, s:O, s:b, s:I, s:O}", "message_id", json_object_get(row, "message_id"),
-                      "session_id", json_object_get(row, "session_id"), "interaction_id",
-                      json_object_get(row, "interaction_id"), "user_id", json_object_get(row, "user_id"), "state",
-                      json_object_get(row, "state"), "deleted", deleted, "next_seq", (json_int_t)next_seq, "keys",
-                      keys);
+    value =
+        json_pack("{s:O, s:O, s:O, s:O, s:O, s:b, s:I, s:O}", "message_id", json_object_get(row, "message_id"),
+                  "session_id", json_object_get(row, "session_id"), "interaction_id",
+                  json_object_get(row, "interaction_id"), "user_id", json_object_get(row, "user_id"), "state",
+                  json_object_get(row, "state"), "deleted", deleted, "next_seq", (json_int_t)next_seq, "keys", keys);
     result = value != NULL ? 0 : RL_E_INTERNAL;
 out:
     json_decref(row);
@@ -1585,7 +1586,8 @@ static void sqlite_deltas_append(rl_store_t *super, json_t *batch, int64_t now, 
 
     if (write_begin(store) != 0)
         goto out;
-    json_array_foreach (batch, i, item) {
+    json_array_foreach(batch, i, item)
+    {
         result = RL_E_INTERNAL;
         if ((stmt = prepare(store, delta_sql)) == NULL)
             goto end;
@@ -1643,7 +1645,8 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
                                      (int)json_integer_value(json_object_get(row, "placeholder")), &text)) != 0)
         goto end;
     result = RL_E_INTERNAL;
-    if (json_object_get(body, "usage") != NULL && (usage = json_dumps(json_object_get(body, "usage"), JSON_COMPACT)) == NULL)
+    if (json_object_get(body, "usage") != NULL &&
+        (usage = json_dumps(json_object_get(body, "usage"), JSON_COMPACT)) == NULL)
         goto end;
     if ((stmt = prepare(store, sql)) == NULL)
         goto end;
@@ -1699,7 +1702,8 @@ static int check_tool(struct sqlite_store *store, const char *installation_id, c
     tools = json_object_get(manifest, "tools");
     if (json_array_size(tools) > 0) {
         result = RL_E_TOOL_NOT_DECLARED;
-        json_array_foreach (tools, i, tool) {
+        json_array_foreach(tools, i, tool)
+        {
             const char *declared = json_string_value(json_object_get(tool, "name"));
             if (declared != NULL && strcmp(declared, name) == 0)
                 result = 0;
@@ -1714,10 +1718,12 @@ static void sqlite_task_step(rl_store_t *super, const rl_idempotency_t *idem, co
 {
     static const char find_sql[] = "SELECT task_id, session_id, interaction_id, kind, name, status, status_label"
                                    " FROM tasks WHERE installation_id = ? AND task_id = ?";
-    static const char create_sql[] = "INSERT INTO tasks(installation_id, task_id, session_id, interaction_id, kind, name,"
-                                     " status, status_label, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'created', ?, ?, ?)";
-    static const char update_sql[] = "UPDATE tasks SET status = ?, status_label = coalesce(?, status_label),"
-                                     " name = coalesce(?, name), updated_at = ? WHERE installation_id = ? AND task_id = ?";
+    static const char create_sql[] =
+        "INSERT INTO tasks(installation_id, task_id, session_id, interaction_id, kind, name,"
+        " status, status_label, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'created', ?, ?, ?)";
+    static const char update_sql[] =
+        "UPDATE tasks SET status = ?, status_label = coalesce(?, status_label),"
+        " name = coalesce(?, name), updated_at = ? WHERE installation_id = ? AND task_id = ?";
     struct sqlite_store *store = (void *)super;
     const char *task_id = json_string_value(json_object_get(body, "task_id"));
     const char *name = json_string_value(json_object_get(body, "name"));
@@ -1824,16 +1830,15 @@ static json_t *approval_object(struct sqlite_store *store, sqlite3_stmt *stmt)
 {
     json_t *row = row_object(stmt);
     json_t *request = json_loads(json_string_value(json_object_get(row, "request")), 0, NULL);
-    json_t *approval = json_pack("{s:O, s:O, s:n, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}",
-                                 "approval_id", json_object_get(row, "id"), "installation_id",
-                                 json_object_get(row, "installation_id"), "agent_id", "session_id",
-                                 json_object_get(row, "session_id"), "interaction_id",
-                                 json_object_get(row, "interaction_id"), "state", json_object_get(row, "state"),
-                                 "decision", json_object_get(row, "decision"), "scope", json_object_get(row, "scope"),
-                                 "scope_value", json_object_get(row, "scope_value"), "expires_at",
-                                 json_object_get(row, "expires_at"), "ts", json_object_get(row, "created_at"),
-                                 "resolved_at", json_object_get(row, "resolved_at"), "user_id",
-                                 json_object_get(row, "user_id"), "created_at", json_object_get(row, "created_at"));
+    json_t *approval =
+        json_pack("{s:O, s:O, s:n, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "approval_id",
+                  json_object_get(row, "id"), "installation_id", json_object_get(row, "installation_id"), "agent_id",
+                  "session_id", json_object_get(row, "session_id"), "interaction_id",
+                  json_object_get(row, "interaction_id"), "state", json_object_get(row, "state"), "decision",
+                  json_object_get(row, "decision"), "scope", json_object_get(row, "scope"), "scope_value",
+                  json_object_get(row, "scope_value"), "expires_at", json_object_get(row, "expires_at"), "ts",
+                  json_object_get(row, "created_at"), "resolved_at", json_object_get(row, "resolved_at"), "user_id",
+                  json_object_get(row, "user_id"), "created_at", json_object_get(row, "created_at"));
     const char *fields[] = {"action", "title", "message", "severity", "command", "host", "tool_call_id"};
     size_t i;
 
@@ -1879,9 +1884,10 @@ static void sqlite_approval_request(rl_store_t *super, const rl_idempotency_t *i
                                     json_t *body, int64_t expires_at, rl_store_cb cb, void *arg)
 {
     static const char grants_sql[] = "SELECT scope, scope_value FROM grants WHERE installation_id = ? AND action = ?";
-    static const char insert_sql[] = "INSERT INTO approvals(id, installation_id, user_id, session_id, interaction_id,"
-                                     " request, state, decision, scope, scope_value, created_at, expires_at, resolved_at)"
-                                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    static const char insert_sql[] =
+        "INSERT INTO approvals(id, installation_id, user_id, session_id, interaction_id,"
+        " request, state, decision, scope, scope_value, created_at, expires_at, resolved_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     struct sqlite_store *store = (void *)super;
     const char *approval_id = json_string_value(json_object_get(body, "approval_id"));
     json_t *session = NULL, *cached = NULL, *value = NULL, *approval = NULL, *response = NULL, *request;
@@ -1985,10 +1991,12 @@ static void sqlite_approval_decide(rl_store_t *super, const char *user_id, const
                                    const char *decision, const char *scope, const char *scope_value, int64_t now,
                                    rl_store_cb cb, void *arg)
 {
-    static const char resolve_sql[] = "UPDATE approvals SET state = 'resolved', decision = ?, scope = ?, scope_value = ?,"
-                                      " resolved_at = ? WHERE id = ? AND state = 'pending'";
-    static const char grant_sql[] = "INSERT OR IGNORE INTO grants(installation_id, action, scope, scope_value, created_at)"
-                                    " VALUES (?, ?, ?, ?, ?)";
+    static const char resolve_sql[] =
+        "UPDATE approvals SET state = 'resolved', decision = ?, scope = ?, scope_value = ?,"
+        " resolved_at = ? WHERE id = ? AND state = 'pending'";
+    static const char grant_sql[] =
+        "INSERT OR IGNORE INTO grants(installation_id, action, scope, scope_value, created_at)"
+        " VALUES (?, ?, ?, ?, ?)";
     struct sqlite_store *store = (void *)super;
     json_t *approval = NULL, *value = NULL, *update;
     const char *state, *owner, *installation_id;
@@ -2113,8 +2121,8 @@ static void sqlite_approval_expire(rl_store_t *super, const char *approval_id, i
                                 json_string_value(json_object_get(approval, "interaction_id")),
                                 json_pack("{s:s}", "approval_id", approval_id), now, &update_id);
     if (result == 0)
-        value = json_pack("{s:O, s:b, s:I}", "approval", approval, "changed", changed, "update_id",
-                          (json_int_t)update_id);
+        value =
+            json_pack("{s:O, s:b, s:I}", "approval", approval, "changed", changed, "update_id", (json_int_t)update_id);
 end:
     write_end(store, result);
 out:
@@ -2136,9 +2144,10 @@ static void sqlite_approvals_pending(rl_store_t *super, const char *user_id, int
     int result = RL_E_INTERNAL;
 
     if (user_sql[0] == '\0') {
-        snprintf(user_sql, sizeof(user_sql),
-                 "SELECT %s FROM approvals WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at",
-                 approval_columns);
+        snprintf(
+            user_sql, sizeof(user_sql),
+            "SELECT %s FROM approvals WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at",
+            approval_columns);
         snprintf(due_sql, sizeof(due_sql),
                  "SELECT %s FROM approvals WHERE state = 'pending' AND expires_at <= ? ORDER BY expires_at LIMIT 500",
                  approval_columns);
@@ -2163,8 +2172,9 @@ static void sqlite_approvals_pending(rl_store_t *super, const char *user_id, int
 static void sqlite_updates_list(rl_store_t *super, const char *installation_id, int64_t after_id, int64_t since_ms,
                                 int limit, rl_store_cb cb, void *arg)
 {
-    static const char sql[] = "SELECT update_id, type, session_id, interaction_id, payload, created_at FROM updates"
-                              " WHERE installation_id = ? AND update_id > ? AND created_at >= ? ORDER BY update_id LIMIT ?";
+    static const char sql[] =
+        "SELECT update_id, type, session_id, interaction_id, payload, created_at FROM updates"
+        " WHERE installation_id = ? AND update_id > ? AND created_at >= ? ORDER BY update_id LIMIT ?";
     struct sqlite_store *store = (void *)super;
     json_t *updates = json_array();
     sqlite3_stmt *stmt;
@@ -2189,8 +2199,7 @@ static void sqlite_updates_list(rl_store_t *super, const char *installation_id, 
         json_decref(updates);
 }
 
-static void sqlite_updates_ack(rl_store_t *super, const char *installation_id, int64_t up_to, rl_store_cb cb,
-                               void *arg)
+static void sqlite_updates_ack(rl_store_t *super, const char *installation_id, int64_t up_to, rl_store_cb cb, void *arg)
 {
     static const char drop_sql[] = "DELETE FROM updates WHERE installation_id = ? AND update_id <= ?";
     static const char mark_sql[] = "UPDATE installations SET acked_update_id = max(acked_update_id, ?) WHERE id = ?";
@@ -2385,8 +2394,8 @@ int rl_store__sqlite_open(const char *path, rl_store_t **out)
     store->path = strdup(path);
     pthread_mutex_init(&store->lock, NULL);
     pthread_cond_init(&store->wake, NULL);
-    if (sqlite3_open_v2(path, &store->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &store->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
         rl_log_error("cannot open the store at %s: %s", path, sqlite3_errmsg(store->db));
         goto fail;
     }

@@ -22,17 +22,16 @@ static void open_index(void)
     if (db != NULL)
         return;
     if (sqlite3_open(":memory:", &db) != SQLITE_OK ||
-        sqlite3_exec(
-            db,
-            "CREATE VIRTUAL TABLE t USING fts5(title, slug, body, tokenize = 'unicode61 remove_diacritics 2',"
-            " prefix = '2 3');"
-            "INSERT INTO t VALUES ('SWE-bench Verified', 'swe-bench-verified', 'human validated subset'),"
-            " ('GPT-4o', 'gpt-4o', 'OpenAI model'), ('Caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac', 'cafe', "
-            "'na\xc3\xafve');",
-            NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(
-            db, "SELECT rowid, snippet(t, -1, '**', '**', '...', 8) FROM t WHERE t MATCH ? ORDER BY rank", -1,
-            &stmt, NULL) != SQLITE_OK)
+        sqlite3_exec(db,
+                     "CREATE VIRTUAL TABLE t USING fts5(title, slug, body, tokenize = 'unicode61 remove_diacritics 2',"
+                     " prefix = '2 3');"
+                     "INSERT INTO t VALUES ('SWE-bench Verified', 'swe-bench-verified', 'human validated subset'),"
+                     " ('GPT-4o', 'gpt-4o', 'OpenAI model'), ('Caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac', 'cafe', "
+                     "'na\xc3\xafve');",
+                     NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT rowid, snippet(t, -1, '**', '**', '...', 8) FROM t WHERE t MATCH ? ORDER BY rank",
+                           -1, &stmt, NULL) != SQLITE_OK)
         abort();
 }
 
@@ -48,9 +47,8 @@ static void run(const char *expression)
         __builtin_trap();
 }
 
-static const char sample[] =
-    "SWE-bench Verified: a human-validated subset of 500 GitHub issues, caf\xc3\xa9 "
-    "na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac, with **stars** and \"quotes\" - the end.";
+static const char sample[] = "SWE-bench Verified: a human-validated subset of 500 GitHub issues, caf\xc3\xa9 "
+                             "na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac, with **stars** and \"quotes\" - the end.";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -66,8 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (search.per < 1 || search.per > RL_CATALOG_PER_MAX || search.type < -1 || search.type >= 8 ||
-        strlen(search.q) > RL_CATALOG_QUERY_MAX ||
-        !rl_catalog_query_text_is_valid(search.q, strlen(search.q)))
+        strlen(search.q) > RL_CATALOG_QUERY_MAX || !rl_catalog_query_text_is_valid(search.q, strlen(search.q)))
         __builtin_trap();
     for (any = 0; any <= 1; ++any) {
         terms = rl_catalog_query_match(search.q, any, match, sizeof(match));

@@ -33,11 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     result_whole = rl_sse_parser_feed(&whole, (const char *)data, size);
     step = size > 0 ? (size_t)data[0] % 7 + 1 : 1;
     for (at = 0; at < size && result_split == 0; at += step)
-        result_split =
-            rl_sse_parser_feed(&split, (const char *)data + at, size - at < step ? size - at : step);
+        result_split = rl_sse_parser_feed(&split, (const char *)data + at, size - at < step ? size - at : step);
     /* How the input is cut into chunks must not change what is parsed. */
-    if (result_whole != result_split || count_whole != count_split ||
-        strcmp(whole.last_id, split.last_id) != 0)
+    if (result_whole != result_split || count_whole != count_split || strcmp(whole.last_id, split.last_id) != 0)
         __builtin_trap();
     rl_sse_parser_free(&whole);
     rl_sse_parser_free(&split);

@@ -87,8 +87,7 @@ static void check_errors(const json_t *errors)
 
     json_array_foreach(errors, i, item)
     {
-        if (!json_is_string(json_object_get(item, "path")) ||
-            !json_is_string(json_object_get(item, "code")) ||
+        if (!json_is_string(json_object_get(item, "path")) || !json_is_string(json_object_get(item, "code")) ||
             !json_is_string(json_object_get(item, "message")))
             abort();
     }

@@ -26,11 +26,10 @@ static void test_update_frames(void **state)
 
     (void)state;
     assert_int_equal(
-        parse_frame(
-            "{\"type\":\"update\",\"update\":{\"update_id\":\"42\",\"type\":\"session.message\","
-            "\"session_id\":\"ses_1\",\"interaction_id\":\"int_1\",\"installation_id\":\"inst_1\","
-            "\"created_at\":\"2026-01-01T00:00:00.000Z\",\"payload\":{\"message\":{\"text\":\"hi\"}}}}",
-            &f),
+        parse_frame("{\"type\":\"update\",\"update\":{\"update_id\":\"42\",\"type\":\"session.message\","
+                    "\"session_id\":\"ses_1\",\"interaction_id\":\"int_1\",\"installation_id\":\"inst_1\","
+                    "\"created_at\":\"2026-01-01T00:00:00.000Z\",\"payload\":{\"message\":{\"text\":\"hi\"}}}}",
+                    &f),
         0);
     assert_int_equal(f.type, RL_FRAME_UPDATE);
     assert_string_equal(f.update_id, "42");
@@ -40,11 +39,10 @@ static void test_update_frames(void **state)
     assert_true(json_is_object(f.payload));
     rl_frame_free(&f);
     /* interaction_id null or absent reads "" */
-    assert_int_equal(
-        parse_frame("{\"type\":\"update\",\"update\":{\"update_id\":\"1\",\"type\":\"approval.expired\","
-                    "\"session_id\":\"s\",\"interaction_id\":null,\"payload\":{}}}",
-                    &f),
-        0);
+    assert_int_equal(parse_frame("{\"type\":\"update\",\"update\":{\"update_id\":\"1\",\"type\":\"approval.expired\","
+                                 "\"session_id\":\"s\",\"interaction_id\":null,\"payload\":{}}}",
+                                 &f),
+                     0);
     assert_string_equal(f.interaction_id, "");
     rl_frame_free(&f);
 }
@@ -95,8 +93,7 @@ static void test_agent_lines(void **state)
 
     (void)state;
     assert_int_equal(
-        parse_line("{\"type\":\"delta\",\"session_id\":\"s\",\"interaction_id\":\"i\",\"text\":\"x\"}", &l),
-        0);
+        parse_line("{\"type\":\"delta\",\"session_id\":\"s\",\"interaction_id\":\"i\",\"text\":\"x\"}", &l), 0);
     assert_int_equal(l.type, RL_LINE_DELTA);
     assert_string_equal(l.session_id, "s");
     rl_agent_line_free(&l);
@@ -109,11 +106,10 @@ static void test_agent_lines(void **state)
                      0);
     assert_int_equal(l.type, RL_LINE_TASK_FINISH);
     rl_agent_line_free(&l);
-    assert_int_equal(
-        parse_line("{\"type\":\"approval_request\",\"session_id\":\"s\",\"interaction_id\":\"i\","
-                   "\"action\":\"exec\",\"title\":\"t\"}",
-                   &l),
-        0);
+    assert_int_equal(parse_line("{\"type\":\"approval_request\",\"session_id\":\"s\",\"interaction_id\":\"i\","
+                                "\"action\":\"exec\",\"title\":\"t\"}",
+                                &l),
+                     0);
     assert_int_equal(l.type, RL_LINE_APPROVAL_REQUEST);
     rl_agent_line_free(&l);
 }
@@ -144,9 +140,8 @@ static void test_bad_agent_lines(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_update_frames),   cmocka_unit_test(test_other_frames),
-        cmocka_unit_test(test_bad_frames),      cmocka_unit_test(test_agent_lines),
-        cmocka_unit_test(test_bad_agent_lines),
+        cmocka_unit_test(test_update_frames), cmocka_unit_test(test_other_frames),    cmocka_unit_test(test_bad_frames),
+        cmocka_unit_test(test_agent_lines),   cmocka_unit_test(test_bad_agent_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -159,8 +159,11 @@ static void test_user_cap(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_live_delivery_and_encoding), cmocka_unit_test(test_exact_replay),
-        cmocka_unit_test(test_gaps), cmocka_unit_test(test_age_limit_and_sweep), cmocka_unit_test(test_user_cap),
+        cmocka_unit_test(test_live_delivery_and_encoding),
+        cmocka_unit_test(test_exact_replay),
+        cmocka_unit_test(test_gaps),
+        cmocka_unit_test(test_age_limit_and_sweep),
+        cmocka_unit_test(test_user_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,8 +102,7 @@ static void test_lookups_and_files(void **state)
     assert_null(rl_catalog_find(world->catalog, RL_CATALOG_TYPE_EVAL, "adder-1"));
     assert_non_null(rl_catalog_find(world->catalog, RL_CATALOG_TYPE_MODEL, "adder-1"));
     assert_int_equal(rl_catalog_count(world->catalog, RL_CATALOG_TYPE_MODEL), 2);
-    assert_memory_equal(rl_catalog_find(world->catalog, RL_CATALOG_TYPE_MODEL, "adder-1")->document.etag,
-                        "W/\"", 3);
+    assert_memory_equal(rl_catalog_find(world->catalog, RL_CATALOG_TYPE_MODEL, "adder-1")->document.etag, "W/\"", 3);
 }
 
 static json_t *search(world_t *world, const char *q, int type, int per)
@@ -145,9 +144,8 @@ static void test_search(void **state)
     /* A query that is a slug puts that entity first. */
     answer = search(world, "Adder 2", RL_CATALOG_TYPE_MODEL, 1);
     models = json_object_get(json_object_get(answer, "results"), "models");
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(models, "hits"), 0), "slug")),
-        "adder-2");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(models, "hits"), 0), "slug")),
+                        "adder-2");
     json_decref(answer);
 
     /* No entity has both words: any word may match then. */
@@ -165,8 +163,7 @@ static void test_search(void **state)
     answer = search(world, "numbers", -1, 5);
     assert_non_null(strstr(
         json_string_value(json_object_get(
-            json_array_get(
-                json_object_get(json_object_get(json_object_get(answer, "results"), "evals"), "hits"), 0),
+            json_array_get(json_object_get(json_object_get(json_object_get(answer, "results"), "evals"), "hits"), 0),
             "snippet")),
         "**numbers**"));
     json_decref(answer);
@@ -175,8 +172,7 @@ static void test_search(void **state)
 static void test_prebuilt_bodies(void **state)
 {
     world_t *world = *state;
-    const rl_catalog_body_t *llms = rl_catalog_llms(world->catalog, 0),
-                            *full = rl_catalog_llms(world->catalog, 1);
+    const rl_catalog_body_t *llms = rl_catalog_llms(world->catalog, 0), *full = rl_catalog_llms(world->catalog, 1);
     const rl_catalog_body_t *index = rl_catalog_index(world->catalog);
     const rl_catalog_body_t *listing = rl_catalog_listing(world->catalog, RL_CATALOG_TYPE_MODEL);
 

@@ -66,10 +66,10 @@ static void test_valid_fixture(void **state)
     assert_int_equal(json_array_size(problems), 0);
     assert_int_equal(json_object_size(dataset.entities[RL_CATALOG_TYPE_MODEL]), 3);
     assert_int_equal(json_array_size(dataset.scores), 4);
-    assert_true(rl_catalog_dataset_is_hidden(
-        &dataset, json_object_get(dataset.entities[RL_CATALOG_TYPE_MODEL], "ghost")));
-    assert_false(rl_catalog_dataset_is_hidden(
-        &dataset, json_object_get(dataset.entities[RL_CATALOG_TYPE_MODEL], "adder-1")));
+    assert_true(
+        rl_catalog_dataset_is_hidden(&dataset, json_object_get(dataset.entities[RL_CATALOG_TYPE_MODEL], "ghost")));
+    assert_false(
+        rl_catalog_dataset_is_hidden(&dataset, json_object_get(dataset.entities[RL_CATALOG_TYPE_MODEL], "adder-1")));
     assert_true(rl_catalog_dataset_is_hidden(
         &dataset, json_array_get(dataset.scores, 1))); /* files load in path order: hidden/ first */
     rl_catalog_dataset_free(&dataset);
@@ -79,35 +79,29 @@ static void test_valid_fixture(void **state)
 
 static void test_shape_problems(void **state)
 {
-    expect_problem(
-        "x.json",
-        "{\"models\": [{\"slug\": \"m\", \"title\": \"M\", \"summary\": \"s\", \"released\": \"2024\","
-        " \"open_weights\": true}]}",
-        "x.json: models[0].organization (m): Required");
+    expect_problem("x.json",
+                   "{\"models\": [{\"slug\": \"m\", \"title\": \"M\", \"summary\": \"s\", \"released\": \"2024\","
+                   " \"open_weights\": true}]}",
+                   "x.json: models[0].organization (m): Required");
     expect_problem("x.json",
                    "{\"models\": [{\"slug\": \"Bad Slug\", \"title\": \"M\", \"summary\": \"s\","
                    " \"organization\": \"acme\", \"released\": \"2024\", \"open_weights\": true}]}",
                    "x.json: models[0].slug (Bad Slug): must be lowercase");
-    expect_problem(
-        "x.json",
-        "{\"models\": [{\"slug\": \"m\", \"title\": \"M\", \"summary\": \"s\", \"organization\": \"acme\","
-        " \"released\": \"2024-13\", \"open_weights\": true}]}",
-        "models[0].released (m): must be a date");
-    expect_problem(
-        "x.json",
-        "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"s\", \"homepage\": \"ftp://x\"}]}",
-        "evals[0].homepage (e): must be an http");
     expect_problem("x.json",
-                   "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"two\\nlines\"}]}",
+                   "{\"models\": [{\"slug\": \"m\", \"title\": \"M\", \"summary\": \"s\", \"organization\": \"acme\","
+                   " \"released\": \"2024-13\", \"open_weights\": true}]}",
+                   "models[0].released (m): must be a date");
+    expect_problem("x.json",
+                   "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"s\", \"homepage\": \"ftp://x\"}]}",
+                   "evals[0].homepage (e): must be an http");
+    expect_problem("x.json", "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"two\\nlines\"}]}",
                    "evals[0].summary (e): must be one line");
-    expect_problem(
-        "x.json",
-        "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"s\", \"metrc\": \"typo\"}]}",
-        "evals[0].metrc (e): unknown field");
-    expect_problem(
-        "x.json",
-        "{\"tools\": [{\"slug\": \"t\", \"title\": \"T\", \"summary\": \"s\", \"kind\": \"toaster\"}]}",
-        "tools[0].kind (t):");
+    expect_problem("x.json",
+                   "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"s\", \"metrc\": \"typo\"}]}",
+                   "evals[0].metrc (e): unknown field");
+    expect_problem("x.json",
+                   "{\"tools\": [{\"slug\": \"t\", \"title\": \"T\", \"summary\": \"s\", \"kind\": \"toaster\"}]}",
+                   "tools[0].kind (t):");
     expect_problem("x.json",
                    "{\"papers\": [{\"slug\": \"p\", \"title\": \"P\", \"summary\": \"s\", \"year\": 2020,"
                    " \"authors\": [\"A\"], \"licence\": \"cc-by-4.0\", \"arxiv\": \"1234\"}]}",
@@ -125,11 +119,10 @@ static void test_shape_problems(void **state)
 
 static void test_reference_problems(void **state)
 {
-    expect_problem(
-        "x.json",
-        "{\"models\": [{\"slug\": \"m\", \"title\": \"M\", \"summary\": \"s\", \"organization\": \"acne\","
-        " \"released\": \"2024\", \"open_weights\": true}]}",
-        "x.json: models[0].organization (m): no organization has the slug 'acne'");
+    expect_problem("x.json",
+                   "{\"models\": [{\"slug\": \"m\", \"title\": \"M\", \"summary\": \"s\", \"organization\": \"acne\","
+                   " \"released\": \"2024\", \"open_weights\": true}]}",
+                   "x.json: models[0].organization (m): no organization has the slug 'acne'");
     expect_problem("x.json",
                    "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"s\","
                    " \"capabilities\": [\"maths\", \"chess\"]}]}",
@@ -142,14 +135,12 @@ static void test_reference_problems(void **state)
                    "{\"scores\": [{\"model\": \"adder-9\", \"eval\": \"sums\", \"value\": 1,"
                    " \"source_url\": \"https://a.example\"}]}",
                    "x.json: scores[0].model: no model has the slug 'adder-9'");
-    expect_problem(
-        "x.json",
-        "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"s\", \"source\": \"nowhere\"}]}",
-        "evals[0].source (e): no source has the id 'nowhere'");
+    expect_problem("x.json",
+                   "{\"evals\": [{\"slug\": \"e\", \"title\": \"E\", \"summary\": \"s\", \"source\": \"nowhere\"}]}",
+                   "evals[0].source (e): no source has the id 'nowhere'");
     expect_problem("x.json", "{\"evals\": [{\"slug\": \"sums\", \"title\": \"E\", \"summary\": \"s\"}]}",
                    "x.json: evals[0] (sums): 'sums' is used twice: also by main.json evals[0]");
-    expect_problem("x.json",
-                   "{\"licences\": [{\"id\": \"closed\", \"title\": \"Again\", \"redistributable\": true}]}",
+    expect_problem("x.json", "{\"licences\": [{\"id\": \"closed\", \"title\": \"Again\", \"redistributable\": true}]}",
                    "'closed' is used twice");
 }
 

@@ -110,8 +110,7 @@ static void test_scores(void **state)
     assert_string_equal(json_string_value(json_object_get(row, "unit")), "%");
     assert_int_equal(json_array_size(model_scores), 1);
     assert_string_equal(
-        json_string_value(json_object_get(json_object_get(json_array_get(model_scores, 0), "eval"), "slug")),
-        "sums");
+        json_string_value(json_object_get(json_object_get(json_array_get(model_scores, 0), "eval"), "slug")), "sums");
     assert_true(json_number_value(json_object_get(json_array_get(model_scores, 0), "value")) == 50.5);
     assert_int_equal(json_array_size(board_scores), 2);
     assert_non_null(json_object_get(json_array_get(board_scores, 0), "eval"));
@@ -120,8 +119,7 @@ static void test_scores(void **state)
 
 static void test_papers(void **state)
 {
-    json_t *open = doc(RL_CATALOG_TYPE_PAPER, "open-paper"),
-           *closed = doc(RL_CATALOG_TYPE_PAPER, "closed-paper");
+    json_t *open = doc(RL_CATALOG_TYPE_PAPER, "open-paper"), *closed = doc(RL_CATALOG_TYPE_PAPER, "closed-paper");
 
     assert_true(json_is_true(json_object_get(json_object_get(open, "licence"), "redistributable")));
     assert_string_equal(json_string_value(json_object_get(json_object_get(open, "files"), "text")),

@@ -19,16 +19,15 @@ static int setup(void **state)
         docs[type] = json_array();
     json_array_append_new(
         docs[RL_CATALOG_TYPE_EVAL],
-        json_loads(
-            "{\"type\": \"evals\", \"slug\": \"e\", \"title\": \"E [v2]\", \"summary\": \"An eval.\","
-            " \"description\": \"Longer words.\", \"url\": \"/api/v1/evals/e\","
-            " \"attributes\": {\"items\": 10, \"metric\": \"accuracy\"}, \"links\": {\"homepage\": "
-            "\"https://e.example\"},"
-            " \"relationships\": {\"papers\": [{\"type\": \"papers\", \"slug\": \"p\", \"title\": \"P\", "
-            "\"url\": \"/api/v1/papers/p\"}]},"
-            " \"scores\": [{\"model\": {\"slug\": \"m\", \"title\": \"M\"}, \"value\": 88.7, \"unit\": \"%\","
-            "              \"setting\": \"5-shot\", \"source_url\": \"https://m.example\"}]}",
-            0, NULL));
+        json_loads("{\"type\": \"evals\", \"slug\": \"e\", \"title\": \"E [v2]\", \"summary\": \"An eval.\","
+                   " \"description\": \"Longer words.\", \"url\": \"/api/v1/evals/e\","
+                   " \"attributes\": {\"items\": 10, \"metric\": \"accuracy\"}, \"links\": {\"homepage\": "
+                   "\"https://e.example\"},"
+                   " \"relationships\": {\"papers\": [{\"type\": \"papers\", \"slug\": \"p\", \"title\": \"P\", "
+                   "\"url\": \"/api/v1/papers/p\"}]},"
+                   " \"scores\": [{\"model\": {\"slug\": \"m\", \"title\": \"M\"}, \"value\": 88.7, \"unit\": \"%\","
+                   "              \"setting\": \"5-shot\", \"source_url\": \"https://m.example\"}]}",
+                   0, NULL));
     json_array_append_new(
         docs[RL_CATALOG_TYPE_MODEL],
         json_loads("{\"type\": \"models\", \"slug\": \"m\", \"title\": \"M\", \"summary\": \"A model.\","
@@ -68,13 +67,12 @@ static void test_full(void **state)
     char *text = rl_catalog_llms_render(docs, "http://h", 1, &len);
 
     assert_non_null(strstr(text, "# Relay catalog (full text)\n"));
-    assert_non_null(
-        strstr(text, "### E [v2]\n\nhttp://h/api/v1/evals/e (evals/e)\n\nAn eval.\n\nLonger words.\n"));
+    assert_non_null(strstr(text, "### E [v2]\n\nhttp://h/api/v1/evals/e (evals/e)\n\nAn eval.\n\nLonger words.\n"));
     assert_non_null(strstr(text, "- Items: 10\n"));
     assert_non_null(strstr(text, "- Homepage: https://e.example\n"));
     assert_non_null(strstr(text, "- Papers: P (papers/p)\n"));
-    assert_non_null(strstr(
-        text, "- Top scores (1 in the catalog):\n  - M: 88.7% (5-shot), reported at https://m.example\n"));
+    assert_non_null(
+        strstr(text, "- Top scores (1 in the catalog):\n  - M: 88.7% (5-shot), reported at https://m.example\n"));
     assert_non_null(strstr(text, "- Open weights: no\n"));
     free(text);
 }

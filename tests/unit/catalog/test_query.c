@@ -109,17 +109,15 @@ static int run_match(const char *expression)
 
     if (db == NULL) {
         assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
-        assert_int_equal(
-            sqlite3_exec(db,
-                         "CREATE VIRTUAL TABLE t USING fts5(title, body,"
-                         " tokenize = 'unicode61 remove_diacritics 2');"
-                         "INSERT INTO t VALUES ('GPT-4o', 'OpenAI model'),"
-                         " ('SWE-bench Verified', 'human validated'), ('Caf\xc3\xa9', 'na\xc3\xafve');",
-                         NULL, NULL, NULL),
-            SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db,
+                                      "CREATE VIRTUAL TABLE t USING fts5(title, body,"
+                                      " tokenize = 'unicode61 remove_diacritics 2');"
+                                      "INSERT INTO t VALUES ('GPT-4o', 'OpenAI model'),"
+                                      " ('SWE-bench Verified', 'human validated'), ('Caf\xc3\xa9', 'na\xc3\xafve');",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
     }
-    assert_int_equal(sqlite3_prepare_v2(db, "SELECT title FROM t WHERE t MATCH ?", -1, &stmt, NULL),
-                     SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT title FROM t WHERE t MATCH ?", -1, &stmt, NULL), SQLITE_OK);
     sqlite3_bind_text(stmt, 1, expression, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
         ++rows;

@@ -31,9 +31,8 @@ static void test_marks_and_prefix(void **state)
 
 static void test_window(void **state)
 {
-    const char *text =
-        "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 target w12 w13 w14 w15 w16 w17 w18 w19 w20 w21 w22 w23 w24 "
-        "w25 w26 w27 w28 w29 w30.";
+    const char *text = "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 target w12 w13 w14 w15 w16 w17 w18 w19 w20 w21 w22 w23 w24 "
+                       "w25 w26 w27 w28 w29 w30.";
     const char *out = snip("target", text);
 
     assert_string_equal(out, "…w7 w8 w9 w10 **target** w12 w13 w14 w15 w16 w17 w18 w19 w20 w21 w22 w23 w24…");

@@ -15,8 +15,7 @@ static int run_nothing(const rl_cli_args_t *args)
     return 0;
 }
 
-static const rl_cli_flag_t globals[] = {
-    {"json", 0, NULL, "JSON"}, {"help", 'h', NULL, "help"}, {NULL, 0, NULL, NULL}};
+static const rl_cli_flag_t globals[] = {{"json", 0, NULL, "JSON"}, {"help", 'h', NULL, "help"}, {NULL, 0, NULL, NULL}};
 static const rl_cli_flag_t search_flags[] = {
     {"type", 't', "TYPE", "a type"}, {"per", 0, "N", "how many"}, {NULL, 0, NULL, NULL}};
 static const char *const search_examples[] = {"tool search x", NULL};
@@ -48,8 +47,7 @@ static void test_parse_accepts(void **state)
     rl_cli_args_t args;
     char err[200];
 
-    assert_int_equal(
-        parse(&args, err, "search", "swe", "bench", "--type", "evals", "--per=3", "--json", NULL), 0);
+    assert_int_equal(parse(&args, err, "search", "swe", "bench", "--type", "evals", "--per=3", "--json", NULL), 0);
     assert_string_equal(args.command->name, "search");
     assert_int_equal(args.npositional, 2);
     assert_string_equal(args.positional[1], "bench");
@@ -126,13 +124,10 @@ static void test_help_and_manifest(void **state)
     assert_string_equal(json_string_value(json_object_get(search, "usage")), "tool search <query>");
     assert_true(json_is_null(json_object_get(json_object_get(search, "arguments"), "max")));
     assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(search, "flags"), 0), "short")),
-        "-t");
-    assert_string_equal(json_string_value(json_array_get(json_object_get(search, "examples"), 0)),
-                        "tool search x");
-    assert_int_equal(json_integer_value(
-                         json_object_get(json_array_get(json_object_get(manifest, "exit_codes"), 1), "code")),
-                     2);
+        json_string_value(json_object_get(json_array_get(json_object_get(search, "flags"), 0), "short")), "-t");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(search, "examples"), 0)), "tool search x");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_array_get(json_object_get(manifest, "exit_codes"), 1), "code")), 2);
     assert_int_equal(json_array_size(json_object_get(manifest, "global_flags")), 2);
     json_decref(manifest);
     manifest = rl_cli_manifest(&program, &commands[2]);

@@ -58,8 +58,7 @@ static void test_json_and_envelopes(void **state)
     char err[200];
     json_t *body;
 
-    response.body =
-        strdup("{\"ok\":false,\"error\":{\"code\":\"entity_not_found\",\"message\":\"no model\"}}");
+    response.body = strdup("{\"ok\":false,\"error\":{\"code\":\"entity_not_found\",\"message\":\"no model\"}}");
     response.len = strlen(response.body);
     body = rl_client_json(&response, err, sizeof(err));
     assert_non_null(body);

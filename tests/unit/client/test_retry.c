@@ -120,8 +120,10 @@ static void test_credentials(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_client_errors_are_final), cmocka_unit_test(test_rate_limited_waits_with_jitter),
-        cmocka_unit_test(test_server_errors_back_off_three_times), cmocka_unit_test(test_bucket_wait),
+        cmocka_unit_test(test_client_errors_are_final),
+        cmocka_unit_test(test_rate_limited_waits_with_jitter),
+        cmocka_unit_test(test_server_errors_back_off_three_times),
+        cmocka_unit_test(test_bucket_wait),
         cmocka_unit_test(test_credentials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -153,8 +153,7 @@ static void test_caps(void **state)
     assert_int_equal(feed(&parser, "data: ok\n\n", 0), 0);
     assert_int_equal(seen.n, 1);
     /* Data lines that are each short but add up past 24 bytes are refused too. */
-    assert_int_equal(feed(&parser, "data: 0123456789\ndata: 0123456789\ndata: 0123\n", 0),
-                     RL_SSE_E_TOO_LARGE);
+    assert_int_equal(feed(&parser, "data: 0123456789\ndata: 0123456789\ndata: 0123\n", 0), RL_SSE_E_TOO_LARGE);
     assert_int_equal(feed(&parser, "\n", 0), 0);
     assert_int_equal(seen.n, 1);
     /* Up to the caps is fine: a 16-byte line, 24 bytes of data with their newlines. */

@@ -49,8 +49,8 @@ static void test_base64url(void **state)
 {
     static const struct {
         const char *plain, *encoded;
-    } vectors[] = {{"", ""}, {"f", "Zg"}, {"fo", "Zm8"}, {"foo", "Zm9v"}, {"foob", "Zm9vYg"},
-                   {"fooba", "Zm9vYmE"}, {"foobar", "Zm9vYmFy"}, {"\xfb\xff", "-_8"}};
+    } vectors[] = {{"", ""},           {"f", "Zg"},          {"fo", "Zm8"},          {"foo", "Zm9v"},
+                   {"foob", "Zm9vYg"}, {"fooba", "Zm9vYmE"}, {"foobar", "Zm9vYmFy"}, {"\xfb\xff", "-_8"}};
     char out[64];
     unsigned char back[64];
 
@@ -144,8 +144,8 @@ static void test_strmap(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration), cmocka_unit_test(test_base64url), cmocka_unit_test(test_rand_ids),
-        cmocka_unit_test(test_error_table), cmocka_unit_test(test_iso8601), cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_duration),    cmocka_unit_test(test_base64url), cmocka_unit_test(test_rand_ids),
+        cmocka_unit_test(test_error_table), cmocka_unit_test(test_iso8601),   cmocka_unit_test(test_strmap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,8 +23,8 @@ static const rl_route_t routes[] = {
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
-static rl_route_result_t find(const char *method, const char *path, const rl_route_t **route,
-                              rl_route_param_t *params, char *allow)
+static rl_route_result_t find(const char *method, const char *path, const rl_route_t **route, rl_route_param_t *params,
+                              char *allow)
 {
     return rl_route_find(routes, NROUTES, method, strlen(method), path, strlen(path), route, params, allow, 64);
 }

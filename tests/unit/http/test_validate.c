@@ -117,7 +117,7 @@ static void assert_valid_at(const rl_schema_t *schema, const char *text, const c
     json_decref(errors);
 }
 
-#define assert_problem(errors, index, path, code, message)                                                   \
+#define assert_problem(errors, index, path, code, message)                                                             \
     assert_problem_at(errors, index, path, code, message, __FILE__, __LINE__)
 static void assert_problem_at(const json_t *errors, size_t index, const char *path, const char *code,
                               const char *message, const char *file, int line)
@@ -132,8 +132,7 @@ static void assert_problem_at(const json_t *errors, size_t index, const char *pa
 }
 
 /* Expects exactly one problem for text. */
-#define assert_one(schema, text, path, code, message)                                                        \
-    assert_one_at(schema, text, path, code, message, __LINE__)
+#define assert_one(schema, text, path, code, message) assert_one_at(schema, text, path, code, message, __LINE__)
 static void assert_one_at(const rl_schema_t *schema, const char *text, const char *path, const char *code,
                           const char *message, int line)
 {
@@ -152,12 +151,11 @@ static const char *message_of(const json_t *errors, size_t index)
 
 static void test_valid_body_is_returned(void **state)
 {
-    const char *text =
-        TASK_OK ",\"title\":null,\"idempotency_key\":\"k-1\",\"progress_percent\":12.5,"
-                "\"count\":-4,\"final\":false,\"usage\":{\"input_tokens\":0,\"estimated_cost_usd\":0.25,"
-                "\"model\":\"m\"},\"args\":{\"any\":[1,\"x\"]},\"attachments\":[{\"key\":\"k\","
-                "\"mime\":\"image/png\",\"size\":26214400,\"name\":null}],\"tags\":[\"a\"],"
-                "\"result\":{\"deep\":[[[]]]},\"unknown\":{\"ignored\":true}}";
+    const char *text = TASK_OK ",\"title\":null,\"idempotency_key\":\"k-1\",\"progress_percent\":12.5,"
+                               "\"count\":-4,\"final\":false,\"usage\":{\"input_tokens\":0,\"estimated_cost_usd\":0.25,"
+                               "\"model\":\"m\"},\"args\":{\"any\":[1,\"x\"]},\"attachments\":[{\"key\":\"k\","
+                               "\"mime\":\"image/png\",\"size\":26214400,\"name\":null}],\"tags\":[\"a\"],"
+                               "\"result\":{\"deep\":[[[]]]},\"unknown\":{\"ignored\":true}}";
     json_t *errors = json_array();
     json_t *body = NULL;
 
@@ -188,20 +186,15 @@ static void test_type_mismatch_names(void **state)
 {
     assert_one(&task_schema, "{\"task_id\":5,\"severity\":\"low\"}", "task_id", "invalid_type",
                "Expected string, received number");
-    assert_one(&task_schema, TASK_OK ",\"title\":1.5}", "title", "invalid_type",
-               "Expected string, received number");
-    assert_one(&task_schema, TASK_OK ",\"title\":true}", "title", "invalid_type",
-               "Expected string, received boolean");
-    assert_one(&task_schema, TASK_OK ",\"title\":[]}", "title", "invalid_type",
-               "Expected string, received array");
-    assert_one(&task_schema, TASK_OK ",\"title\":{}}", "title", "invalid_type",
-               "Expected string, received object");
+    assert_one(&task_schema, TASK_OK ",\"title\":1.5}", "title", "invalid_type", "Expected string, received number");
+    assert_one(&task_schema, TASK_OK ",\"title\":true}", "title", "invalid_type", "Expected string, received boolean");
+    assert_one(&task_schema, TASK_OK ",\"title\":[]}", "title", "invalid_type", "Expected string, received array");
+    assert_one(&task_schema, TASK_OK ",\"title\":{}}", "title", "invalid_type", "Expected string, received object");
     assert_one(&task_schema, TASK_OK ",\"progress_percent\":\"50\"}", "progress_percent", "invalid_type",
                "Expected number, received string");
     assert_one(&task_schema, TASK_OK ",\"final\":\"yes\"}", "final", "invalid_type",
                "Expected boolean, received string");
-    assert_one(&task_schema, TASK_OK ",\"args\":[]}", "args", "invalid_type",
-               "Expected object, received array");
+    assert_one(&task_schema, TASK_OK ",\"args\":[]}", "args", "invalid_type", "Expected object, received array");
     assert_one(&task_schema, TASK_OK ",\"attachments\":{}}", "attachments", "invalid_type",
                "Expected array, received object");
     assert_valid(&task_schema, TASK_OK ",\"final\":true,\"result\":\"anything\"}");
@@ -211,14 +204,11 @@ static void test_null_vs_nullable(void **state)
 {
     assert_one(&task_schema, "{\"task_id\":null,\"severity\":\"low\"}", "task_id", "invalid_type",
                "Expected string, received null");
-    assert_one(&task_schema, TASK_OK ",\"usage\":null}", "usage", "invalid_type",
-               "Expected object, received null");
-    assert_one(&task_schema, TASK_OK ",\"count\":null}", "count", "invalid_type",
-               "Expected integer, received null");
+    assert_one(&task_schema, TASK_OK ",\"usage\":null}", "usage", "invalid_type", "Expected object, received null");
+    assert_one(&task_schema, TASK_OK ",\"count\":null}", "count", "invalid_type", "Expected integer, received null");
     assert_valid(&task_schema, TASK_OK ",\"title\":null}");
     assert_valid(&task_schema, TASK_OK ",\"result\":null}");
-    assert_valid(&task_schema,
-                 TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":1,\"name\":null}]}");
+    assert_valid(&task_schema, TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":1,\"name\":null}]}");
 }
 
 static void test_string_length_counts_code_points(void **state)
@@ -246,30 +236,24 @@ static void test_string_length_counts_code_points(void **state)
         strcat(title, "\xf0\x9f\x98\x80");
     snprintf(text, sizeof(text), TASK_OK ",\"title\":\"%s\"}", title);
     assert_valid(&task_schema, text);
-    assert_valid(&optional_schema,
-                 "{\"note\":\"\\ud83d\\ude00\\ud83d\\ude00\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9x"
-                 "yz\"}");
+    assert_valid(&optional_schema, "{\"note\":\"\\ud83d\\ude00\\ud83d\\ude00\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9x"
+                                   "yz\"}");
     assert_one(&optional_schema, "{\"note\":\"\\ud83d\\ude00abcdefghij\"}", "note", "too_big",
                "String must contain at most 10 character(s)");
 }
 
 static void test_integer(void **state)
 {
-    assert_one(&task_schema, TASK_OK ",\"count\":3.0}", "count", "invalid_type",
-               "Expected integer, received float");
-    assert_one(&task_schema, TASK_OK ",\"count\":1.5}", "count", "invalid_type",
-               "Expected integer, received float");
-    assert_one(&task_schema, TASK_OK ",\"count\":1e2}", "count", "invalid_type",
-               "Expected integer, received float");
-    assert_one(&task_schema, TASK_OK ",\"count\":\"3\"}", "count", "invalid_type",
-               "Expected integer, received string");
+    assert_one(&task_schema, TASK_OK ",\"count\":3.0}", "count", "invalid_type", "Expected integer, received float");
+    assert_one(&task_schema, TASK_OK ",\"count\":1.5}", "count", "invalid_type", "Expected integer, received float");
+    assert_one(&task_schema, TASK_OK ",\"count\":1e2}", "count", "invalid_type", "Expected integer, received float");
+    assert_one(&task_schema, TASK_OK ",\"count\":\"3\"}", "count", "invalid_type", "Expected integer, received string");
     assert_valid(&task_schema, TASK_OK ",\"count\":9223372036854775807}");
     assert_valid(&task_schema, TASK_OK ",\"count\":-9223372036854775808}");
     assert_valid(&task_schema, TASK_OK ",\"count\":-0}");
 
     assert_valid(&task_schema, TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":0}]}");
-    assert_valid(&task_schema,
-                 TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":26214400}]}");
+    assert_valid(&task_schema, TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":26214400}]}");
     assert_one(&task_schema, TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":26214401}]}",
                "attachments.0.size", "too_big", "Number must be less than or equal to 26214400");
     assert_one(&task_schema, TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":-1}]}",
@@ -295,8 +279,7 @@ static void test_integer_bounds_are_exact(void **state)
     };
     static const rl_schema_t big_schema = RL_SCHEMA(big_fields);
 
-    assert_one(&fraction_schema, "{\"n\":2}", "n", "too_small",
-               "Number must be greater than or equal to 2.5");
+    assert_one(&fraction_schema, "{\"n\":2}", "n", "too_small", "Number must be greater than or equal to 2.5");
     assert_valid(&fraction_schema, "{\"n\":3}");
     assert_valid(&fraction_schema, "{\"n\":7}");
     assert_one(&fraction_schema, "{\"n\":8}", "n", "too_big", "Number must be less than or equal to 7.5");
@@ -316,10 +299,8 @@ static void test_number(void **state)
     static const rl_schema_t ratio_schema = RL_SCHEMA(ratio_fields);
 
     /* Bounds print with the fewest digits that read back as the same double. */
-    assert_one(&ratio_schema, "{\"ratio\":0.05}", "ratio", "too_small",
-               "Number must be greater than or equal to 0.1");
-    assert_one(&ratio_schema, "{\"ratio\":1}", "ratio", "too_big",
-               "Number must be less than or equal to 0.3");
+    assert_one(&ratio_schema, "{\"ratio\":0.05}", "ratio", "too_small", "Number must be greater than or equal to 0.1");
+    assert_one(&ratio_schema, "{\"ratio\":1}", "ratio", "too_big", "Number must be less than or equal to 0.3");
     assert_valid(&ratio_schema, "{\"ratio\":0.3}");
     assert_valid(&task_schema, TASK_OK ",\"progress_percent\":0}");
     assert_valid(&task_schema, TASK_OK ",\"progress_percent\":100}");
@@ -350,11 +331,10 @@ static void test_enum(void **state)
                "Expected 'low' | 'medium' | 'high', received null");
 
     /* A long received value is echoed only in part, cut at a character boundary. */
-    snprintf(
-        text, sizeof(text), "{\"task_id\":\"t\",\"severity\":\"%s\"}",
-        "a\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
-        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
-        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+    snprintf(text, sizeof(text), "{\"task_id\":\"t\",\"severity\":\"%s\"}",
+             "a\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+             "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+             "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
     assert_int_equal(run(&task_schema, text, &errors), RL_E_INVALID_REQUEST);
     message = message_of(errors, 0);
     assert_non_null(message);
@@ -382,9 +362,8 @@ static void test_custom_check(void **state)
 
     /* Like zod, the length rule and the check are both reported. */
     assert_int_equal(run(&task_schema,
-                         TASK_OK
-                         ",\"idempotency_key\":\"\\u00e9xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+                         TASK_OK ",\"idempotency_key\":\"\\u00e9xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
                          &errors),
                      RL_E_INVALID_REQUEST);
     assert_int_equal(json_array_size(errors), 2);
@@ -397,9 +376,8 @@ static void test_nested_object_paths(void **state)
 {
     json_t *errors;
 
-    assert_int_equal(
-        run(&task_schema, TASK_OK ",\"usage\":{\"model\":5,\"input_tokens\":-1,\"x\":1}}", &errors),
-        RL_E_INVALID_REQUEST);
+    assert_int_equal(run(&task_schema, TASK_OK ",\"usage\":{\"model\":5,\"input_tokens\":-1,\"x\":1}}", &errors),
+                     RL_E_INVALID_REQUEST);
     assert_int_equal(json_array_size(errors), 2);
     assert_problem(errors, 0, "usage.input_tokens", "too_small", "Number must be greater than or equal to 0");
     assert_problem(errors, 1, "usage.model", "invalid_type", "Expected string, received number");
@@ -433,15 +411,13 @@ static void test_array_bounds_and_scalar_items(void **state)
 {
     json_t *errors;
 
-    assert_one(&task_schema, TASK_OK ",\"tags\":[]}", "tags", "too_small",
-               "Array must contain at least 1 element(s)");
+    assert_one(&task_schema, TASK_OK ",\"tags\":[]}", "tags", "too_small", "Array must contain at least 1 element(s)");
     assert_valid(&task_schema, TASK_OK ",\"tags\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]}");
 
     /* Like zod, the size problem comes first and the items are still checked. */
-    assert_int_equal(run(&task_schema,
-                         TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":1},{},{},{}]}",
-                         &errors),
-                     RL_E_INVALID_REQUEST);
+    assert_int_equal(
+        run(&task_schema, TASK_OK ",\"attachments\":[{\"key\":\"k\",\"mime\":\"m\",\"size\":1},{},{},{}]}", &errors),
+        RL_E_INVALID_REQUEST);
     assert_int_equal(json_array_size(errors), 1 + 3 * 3);
     assert_problem(errors, 0, "attachments", "too_big", "Array must contain at most 3 element(s)");
     assert_problem(errors, 1, "attachments.1.key", "invalid_type", "Required");
@@ -476,14 +452,13 @@ static void assert_invalid_json_at(const char *text, size_t len, const char *fra
     json_t *body = (json_t *)&body; /* must be overwritten with NULL */
     const char *message;
 
-    _assert_int_equal(rl_validate_body(&task_schema, text, len, 1, &body, errors), RL_E_INVALID_REQUEST,
-                      __FILE__, line);
+    _assert_int_equal(rl_validate_body(&task_schema, text, len, 1, &body, errors), RL_E_INVALID_REQUEST, __FILE__,
+                      line);
     _assert_true(body == NULL, "body == NULL", __FILE__, line);
     _assert_int_equal(json_array_size(errors), 1, __FILE__, line);
-    _assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "path")), "", __FILE__,
-                         line);
-    _assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "code")),
-                         "invalid_json", __FILE__, line);
+    _assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "path")), "", __FILE__, line);
+    _assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "code")), "invalid_json",
+                         __FILE__, line);
     message = message_of(errors, 0);
     _assert_true(message != NULL && strstr(message, fragment) != NULL, fragment, __FILE__, line);
     for (; *message != '\0'; ++message)
@@ -584,8 +559,7 @@ static void test_multiple_errors_in_schema_order(void **state)
                    "Invalid enum value. Expected 'low' | 'medium' | 'high', received 'none'");
     assert_problem(errors, 3, "count", "invalid_type", "Expected integer, received string");
     assert_problem(errors, 4, "final", "invalid_type", "Expected boolean, received number");
-    assert_problem(errors, 5, "usage.estimated_cost_usd", "too_small",
-                   "Number must be greater than or equal to 0");
+    assert_problem(errors, 5, "usage.estimated_cost_usd", "too_small", "Number must be greater than or equal to 0");
     assert_problem(errors, 6, "tags.0", "invalid_type", "Expected string, received number");
     json_decref(errors);
 }
@@ -612,8 +586,7 @@ static void test_max_errors_cap(void **state)
     assert_int_equal(rl_validate_json(&list_schema, body, errors), RL_VALIDATE_MAX_ERRORS);
     assert_int_equal(json_array_size(errors), RL_VALIDATE_MAX_ERRORS);
     assert_problem(errors, 0, "list.0", "invalid_type", "Expected integer, received string");
-    assert_problem(errors, RL_VALIDATE_MAX_ERRORS - 1, "list.49", "invalid_type",
-                   "Expected integer, received string");
+    assert_problem(errors, RL_VALIDATE_MAX_ERRORS - 1, "list.49", "invalid_type", "Expected integer, received string");
 
     /* The cap is per call: problems already in the array do not count against it. */
     json_array_append_new(prefilled, json_string("earlier"));

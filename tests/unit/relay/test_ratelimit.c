@@ -13,8 +13,8 @@ static void test_spec_buckets(void **state)
     static const struct {
         const char *name;
         double capacity, refill;
-    } spec[] = {{"msg", 30, 10},   {"delta", 200, 100}, {"task", 60, 30},
-                {"approval", 10, 2}, {"memory", 60, 20}, {"default", 30, 10}};
+    } spec[] = {{"msg", 30, 10},     {"delta", 200, 100}, {"task", 60, 30},
+                {"approval", 10, 2}, {"memory", 60, 20},  {"default", 30, 10}};
 
     for (size_t i = 0; i < sizeof(spec) / sizeof(spec[0]); ++i) {
         const rl_bucket_spec_t *bucket = rl_ratelimit_bucket(spec[i].name);
@@ -40,8 +40,7 @@ static void test_burst_then_refill(void **state)
         assert_string_equal(rate.bucket, "approval");
         assert_string_equal(rate.scope, "installation");
     }
-    assert_int_equal(rl_ratelimit_take(limiter, "installation", "inst_a", "approval", now, &rate),
-                     RL_E_RATE_LIMITED);
+    assert_int_equal(rl_ratelimit_take(limiter, "installation", "inst_a", "approval", now, &rate), RL_E_RATE_LIMITED);
     assert_int_equal(rate.remaining, 0);
     /* 2 tokens a second: one is back after 500 ms. */
     assert_int_equal(rate.retry_after_ms, 500);

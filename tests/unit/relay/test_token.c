@@ -34,12 +34,12 @@ static void test_parse_invalid(void **state)
     static const char *const bad[] = {
         "",
         "inst_0123456789abcdef",
-        "inst_0123456789abcde:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUVW",  /* 15-char id */
-        "inst_0123456789abcdef:s_prod_0123456789ABCDEFGHIJKLMNOPQRSTUV",  /* env */
-        "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTU",   /* 31 chars */
-        "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTU!",  /* not base62 */
-        "inst_0123456789abcdef;s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV",  /* separator */
-        "INST_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV",  /* prefix case */
+        "inst_0123456789abcde:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUVW", /* 15-char id */
+        "inst_0123456789abcdef:s_prod_0123456789ABCDEFGHIJKLMNOPQRSTUV", /* env */
+        "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTU",  /* 31 chars */
+        "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTU!", /* not base62 */
+        "inst_0123456789abcdef;s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV", /* separator */
+        "INST_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV", /* prefix case */
         "inst_0123456789abcdef:x_live_0123456789ABCDEFGHIJKLMNOPQRSTUV",
         "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln",
     };
@@ -68,7 +68,8 @@ static void test_url_credentials(void **state)
 {
     static const char *const carrying[] = {
         "/v1/pairing/" GOOD,
-        "/v1/me?x=" "inst_0123456789abcdef%3As_live_abc",
+        "/v1/me?x="
+        "inst_0123456789abcdef%3As_live_abc",
         "/v1/me?token=abc",
         "/v1/me?a=1&access_token=abc",
         "/v1/me?x=eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl",
