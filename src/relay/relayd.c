@@ -96,19 +96,20 @@ static void print_banner(const rl_relay_t *relay)
 
     if (!isatty(STDOUT_FILENO))
         return;
+    while (data[0] == '.' && data[1] == '/')
+        data += 2;
     if (data[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
         printf("relayd is running at %s\n  data folder: %s/%s\n", relay->config.public_url, cwd, data);
     else
         printf("relayd is running at %s\n  data folder: %s\n", relay->config.public_url, data);
-    printf("\nNext steps:\n"
-           "  a user token:      ./build/relayd token alice --data %s\n"
-           "  a bridge pairs:    curl -s -X POST %s/v1/pairing/start -d "
-           "'{\"connector_type\":\"exec\",\"host_label\":\"laptop\"}'\n"
-           "  the user claims:   curl -s -X POST %s/v1/me/pairing/claim -H \"Authorization: Bearer $TOKEN\" "
-           "-d '{\"code\":\"ABCDEFG\"}'\n"
-           "  the bridge polls:  curl -s -X POST %s/v1/pairing/poll -d '{\"poll_token\":\"p_...\"}'\n"
+    printf("\nNext steps (README.md has the whole tour):\n"
+           "  sign in the client:  build/relay login --server %s --token \"$(build/relayd token alice --data %s | tail -1)\"\n"
+           "  pair a bridge:       build/relay-bridge pair --server %s\n"
+           "  claim its code:      build/relay pair CODE\n"
+           "  run an agent:        build/relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'\n"
+           "  chat:                build/relay new --installation inst_... && build/relay chat ses_...\n"
            "Stop with Ctrl-C.\n\n",
-           data, relay->config.public_url, relay->config.public_url, relay->config.public_url);
+           relay->config.public_url, data, relay->config.public_url);
     fflush(stdout);
 }
 
