@@ -39,6 +39,27 @@ static void on_housekeeping(h2o_timeout_entry_t *entry)
     h2o_timeout_link(relay->loop, &relay->housekeeping_timeout, &relay->housekeeping);
 }
 
+/*
+ * Completions answer requests and write to sockets. Run outside
+ * h2o_evloop_run (as they once were, right after it returned), a write that
+ * completed at once could meet the next epoll pass with h2o's socket state
+ * half updated, which h2o 2.2.5 asserts on under a burst of connections (the
+ * reconnect storm of bench/run.sh reproduced it every time). Inside the loop,
+ * in the timeout phase, they run like every other h2o callback.
+ */
+static void on_store_flush(h2o_timeout_entry_t *entry)
+{
+    rl_relay_t *relay = H2O_STRUCT_FROM_MEMBER(rl_relay_t, store_flush, entry);
+
+    rl_store_flush(relay->store);
+}
+
+void rl_relay_before_turn(rl_relay_t *relay)
+{
+    if (rl_store_pending(relay->store) && !h2o_timeout_is_linked(&relay->store_flush))
+        h2o_timeout_link(relay->loop, &relay->zero_timeout, &relay->store_flush);
+}
+
 static int open_keys(rl_relay_t *relay)
 {
     rl_config_t *config = &relay->config;
@@ -83,6 +104,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (rl_store_open(config->data, &relay->store) != 0 || open_keys(relay) != 0 || rl_attachments_open(relay) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
+    relay->store_flush.cb = on_store_flush;
     relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
     relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
     relay->verified_tokens = rl_strmap_new(KNOWN_USERS_MAX);
@@ -130,6 +152,8 @@ void rl_relay_stop(rl_relay_t *relay)
     rl_bridge_ws_dispose(relay);
     if (relay->server != NULL)
         rl_http_server_stop_listening(relay->server);
+    if (h2o_timeout_is_linked(&relay->store_flush))
+        h2o_timeout_unlink(&relay->store_flush);
     if (relay->housekeeping_started) {
         if (h2o_timeout_is_linked(&relay->housekeeping))
             h2o_timeout_unlink(&relay->housekeeping);

@@ -51,6 +51,7 @@ typedef struct rl_relay {
     rl_bus_t *bus;
     unsigned char url_key[32];       /* signs attachment download URLs */
     h2o_timeout_t zero_timeout;      /* runs work on the next loop turn */
+    h2o_timeout_entry_t store_flush;
     h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
     /*
      * Hooks for the bridge channel: an update was queued for an installation,
@@ -77,6 +78,12 @@ extern const size_t rl_relay_nroutes;
  * relay->config. Blocking (startup). 0 or -1 with the cause logged.
  */
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop);
+/*
+ * Call before each turn of the loop: when the store has work waiting, its
+ * flush (commit, then completions) runs inside the next turn, in h2o's
+ * timeout phase, like every other callback that touches sockets.
+ */
+void rl_relay_before_turn(rl_relay_t *relay);
 /* Stops listening, flushes the store and frees everything. */
 void rl_relay_stop(rl_relay_t *relay);
 

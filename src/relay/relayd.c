@@ -157,9 +157,8 @@ int main(int argc, char **argv)
     print_banner(&relay);
 
     while (!stopping) {
-        /* Work queued by this turn (store completions) must not wait for the next network event. */
-        h2o_evloop_run(loop, rl_store_pending(relay.store) ? 0 : INT32_MAX);
-        rl_store_flush(relay.store);
+        rl_relay_before_turn(&relay);
+        h2o_evloop_run(loop, INT32_MAX);
         rl_http_server_after_turn(relay.server);
     }
     rl_log_info("stopping");
