@@ -751,8 +751,11 @@ static void sqlite_me_get(rl_store_t *super, const char *user_id, rl_store_cb cb
     json_t *value =
         json_pack("{s:o, s:o, s:o}", "user", json_null(), "installations", json_array(), "sessions", json_array());
     sqlite3_stmt *stmt;
-    int result = RL_E_INTERNAL;
+    int result = RL_E_INTERNAL, own_txn = !store->in_txn;
 
+    /* Three reads in one transaction take SQLite's file lock once, not three times. */
+    if (own_txn && exec_sql(store->db, "BEGIN") != 0)
+        goto out;
     if ((stmt = prepare(store, user_sql)) == NULL)
         goto out;
     bind_text(stmt, 1, user_id);
@@ -773,6 +776,8 @@ static void sqlite_me_get(rl_store_t *super, const char *user_id, rl_store_cb cb
     sqlite3_reset(stmt);
     result = 0;
 out:
+    if (own_txn && !store->in_txn)
+        exec_sql(store->db, "COMMIT");
     if (result != 0) {
         json_decref(value);
         value = NULL;
@@ -2263,6 +2268,7 @@ static void *checkpoint_main(void *p)
 {
     struct sqlite_store *store = p;
     sqlite3 *db = NULL;
+    int rc, frames = 0, copied = 0;
 
     if (sqlite3_open_v2(store->path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         rl_log_error("sqlite checkpointer: cannot open %s", store->path);
@@ -2270,6 +2276,13 @@ static void *checkpoint_main(void *p)
         return NULL;
     }
     sqlite3_busy_timeout(db, 1000);
+    /*
+     * A connection learns that the database is in WAL mode only when it first
+     * reads it; until then a checkpoint succeeds and does nothing, and the WAL
+     * grows without bound (bench/PROFILE-NOTES.md, finding 1).
+     */
+    if (sqlite3_exec(db, "SELECT 1 FROM sqlite_master LIMIT 1", NULL, NULL, NULL) != SQLITE_OK)
+        rl_log_warn("sqlite checkpointer: cannot read %s: %s", store->path, sqlite3_errmsg(db));
     pthread_mutex_lock(&store->lock);
     while (!store->stopping) {
         struct timespec deadline;
@@ -2280,7 +2293,11 @@ static void *checkpoint_main(void *p)
             break;
         pthread_mutex_unlock(&store->lock);
         /* PASSIVE never blocks the writer; frames still in use are left for the next round. */
-        sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
+        if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+            rl_log_warn("sqlite checkpoint failed: %s", sqlite3_errstr(rc));
+        else if (frames > 0)
+            rl_log_debug("sqlite checkpoint: %d of %d WAL frames copied", copied, frames);
         pthread_mutex_lock(&store->lock);
     }
     pthread_mutex_unlock(&store->lock);
