@@ -16,6 +16,7 @@
 #include "catalog/dataset.h"
 #include "catalog/import.h"
 #include "catalog/service.h"
+#include "http/stop.h"
 #include "common/log.h"
 
 #ifndef RL_CATALOG_SOURCE_DEFAULT
@@ -47,9 +48,6 @@ static const setting_t settings_table[] = {
     SETTING("--log-level", "CATALOGD_LOG_LEVEL", log_level, "info", "debug, info, warn or error"),
 };
 #define NSETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
-
-static int stop_pipe[2] = {-1, -1};
-static volatile sig_atomic_t stopping;
 
 static void usage(FILE *out)
 {
@@ -160,23 +158,6 @@ static int import_command(const rl_catalog_settings_t *settings)
     return result == 0 ? 0 : 1;
 }
 
-static void on_signal(int signo)
-{
-    int saved = errno;
-    char byte = (char)signo;
-
-    stopping = 1;
-    if (write(stop_pipe[1], &byte, 1) < 0) {
-    }
-    errno = saved;
-}
-
-static void on_stop_readable(h2o_socket_t *sock, const char *err)
-{
-    /* The loop condition does the work; this only wakes the loop up. */
-    h2o_buffer_consume(&sock->input, sock->input->size);
-}
-
 int main(int argc, char **argv)
 {
     /*
@@ -188,8 +169,6 @@ int main(int argc, char **argv)
     static h2o_loop_t *loop;
     int import_only = 0, result;
     rl_log_level_t level;
-    struct sigaction sa;
-    h2o_socket_t *stop_sock;
 
     signal(SIGPIPE, SIG_IGN);
     result = parse_args(argc, argv, &service.settings, &import_only);
@@ -203,29 +182,20 @@ int main(int argc, char **argv)
     if (import_only)
         return import_command(&service.settings);
 
-    if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        perror("pipe");
+    loop = h2o_evloop_create();
+    if (rl_stop_install(loop) != 0) {
+        perror("catalogd: signal pipe");
         return 1;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    loop = h2o_evloop_create();
     if (rl_catalog_service_start(&service, loop) != 0) {
         rl_catalog_service_stop(&service);
         return 1;
     }
-    stop_sock = h2o_evloop_socket_create(loop, stop_pipe[0], 0);
-    h2o_socket_read_start(stop_sock, on_stop_readable);
-    while (!stopping)
+    while (!rl_stop_requested())
         h2o_evloop_run(loop, INT32_MAX);
     rl_log_info("stopping");
-    h2o_socket_read_stop(stop_sock);
-    h2o_socket_close(stop_sock);
+    rl_stop_remove();
     rl_catalog_service_stop(&service);
-    close(stop_pipe[1]);
     rl_log_info("stopped");
     return 0;
 }

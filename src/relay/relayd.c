@@ -14,27 +14,8 @@
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/log.h"
+#include "http/stop.h"
 #include "relay/relay.h"
-
-static int stop_pipe[2] = {-1, -1};
-static volatile sig_atomic_t stopping;
-
-static void on_signal(int signo)
-{
-    int saved = errno;
-    char byte = (char)signo;
-
-    stopping = 1;
-    if (write(stop_pipe[1], &byte, 1) < 0) {
-    }
-    errno = saved;
-}
-
-static void on_stop_readable(h2o_socket_t *sock, const char *err)
-{
-    /* The loop condition does the work; this only wakes the loop up. */
-    h2o_buffer_consume(&sock->input, sock->input->size);
-}
 
 static int token_command(int argc, char **argv)
 {
@@ -102,14 +83,15 @@ static void print_banner(const rl_relay_t *relay)
         printf("relayd is running at %s\n  data folder: %s/%s\n", relay->config.public_url, cwd, data);
     else
         printf("relayd is running at %s\n  data folder: %s\n", relay->config.public_url, data);
-    printf("\nNext steps (README.md has the whole tour):\n"
-           "  sign in the client:  build/relay login --server %s --token \"$(build/relayd token alice --data %s | tail -1)\"\n"
-           "  pair a bridge:       build/relay-bridge pair --server %s\n"
-           "  claim its code:      build/relay pair CODE\n"
-           "  run an agent:        build/relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'\n"
-           "  chat:                build/relay new --installation inst_... && build/relay chat ses_...\n"
-           "Stop with Ctrl-C.\n\n",
-           relay->config.public_url, data, relay->config.public_url);
+    printf(
+        "\nNext steps (README.md has the whole tour):\n"
+        "  sign in the client:  build/relay login --server %s --token \"$(build/relayd token alice --data %s | tail -1)\"\n"
+        "  pair a bridge:       build/relay-bridge pair --server %s\n"
+        "  claim its code:      build/relay pair CODE\n"
+        "  run an agent:        build/relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'\n"
+        "  chat:                build/relay new --installation inst_... && build/relay chat ses_...\n"
+        "Stop with Ctrl-C.\n\n",
+        relay->config.public_url, data, relay->config.public_url);
     fflush(stdout);
 }
 
@@ -117,8 +99,6 @@ int main(int argc, char **argv)
 {
     static rl_relay_t relay;
     rl_log_level_t level;
-    struct sigaction sa;
-    h2o_socket_t *stop_sock;
     h2o_loop_t *loop;
     int rest, result;
 
@@ -138,34 +118,25 @@ int main(int argc, char **argv)
     }
     rl_log_set_level(level);
 
-    if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        perror("pipe");
+    loop = h2o_evloop_create();
+    if (rl_stop_install(loop) != 0) {
+        perror("relayd: signal pipe");
         return 1;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    loop = h2o_evloop_create();
     if (rl_relay_start(&relay, loop) != 0) {
         rl_relay_stop(&relay);
         return 1;
     }
-    stop_sock = h2o_evloop_socket_create(loop, stop_pipe[0], 0);
-    h2o_socket_read_start(stop_sock, on_stop_readable);
     print_banner(&relay);
 
-    while (!stopping) {
+    while (!rl_stop_requested()) {
         rl_relay_before_turn(&relay);
         h2o_evloop_run(loop, INT32_MAX);
         rl_http_server_after_turn(relay.server);
     }
     rl_log_info("stopping");
-    h2o_socket_read_stop(stop_sock);
-    h2o_socket_close(stop_sock);
+    rl_stop_remove();
     rl_relay_stop(&relay);
-    close(stop_pipe[1]);
     rl_log_info("stopped");
     return 0;
 }
