@@ -3,6 +3,8 @@ import os
 import threading
 import uuid
 
+import requests
+
 from relaylib import wait_until
 from test_50_bridge_support import PYTHON, WAIT, paired, restart_on_same_port
 
@@ -70,14 +72,22 @@ def test_429_on_the_delta_bucket_keeps_every_delta_in_order(relay, user_token, t
                                                         "idempotency_key": str(uuid.uuid4())},
                             token=token).json()["result"]["message_id"]
     stop, empty = threading.Event(), threading.Event()
+    failures = []
 
     def drain():
-        # another writer of the same installation keeps the delta bucket empty meanwhile
-        while not stop.is_set():
-            r = relay.post("/v1/bridge/sendMessageDelta", {"message_id": message_id, "delta": "x",
-                                                           "idempotency_key": str(uuid.uuid4())}, token=token)
-            if r.status_code == 429:
-                empty.set()
+        # another writer of the same installation keeps the delta bucket empty meanwhile; one
+        # kept-alive connection per drainer, so that a long run cannot run out of local ports
+        try:
+            with requests.Session() as http:
+                while not stop.is_set():
+                    r = relay.post("/v1/bridge/sendMessageDelta", {"message_id": message_id, "delta": "x",
+                                                                   "idempotency_key": str(uuid.uuid4())},
+                                   token=token, session=http)
+                    if r.status_code == 429:
+                        empty.set()
+        except Exception as e:  # a dead drainer lets the bucket refill: say so instead of timing out
+            failures.append(repr(e))
+            raise
     drainers = [threading.Thread(target=drain) for _ in range(8)]
     try:
         session = user.create_session()
@@ -89,6 +99,7 @@ def test_429_on_the_delta_bucket_keeps_every_delta_in_order(relay, user_token, t
         # the bridge has no delta answer yet, so nothing tells it to wait: its first call meets a 429
         go.write_text("")
         bridge.wait_log("HTTP 429 rate_limited request_id=req_", timeout=30)
+        assert not failures, failures
         stop.set()
         reply = user.wait_reply(session, interaction, timeout=60)
         assert reply["text"] == "".join("%d," % n for n in range(400)), reply["text"]
