@@ -1,4 +1,6 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -54,9 +56,39 @@ static void on_store_flush(h2o_timeout_entry_t *entry)
     rl_store_flush(relay->store);
 }
 
+/* The store's worker has callbacks for us: they run here, like any other socket callback. */
+static void on_store_wake(h2o_socket_t *sock, const char *err)
+{
+    rl_relay_t *relay = sock->data;
+
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    if (err != NULL) {
+        rl_log_error("the store's wake-up pipe failed: %s", err);
+        abort();
+    }
+    rl_store_flush(relay->store);
+}
+
+static int watch_store(rl_relay_t *relay)
+{
+    int fd = rl_store_wake_fd(relay->store);
+
+    if (fd < 0)
+        return 0;
+    /* h2o closes what it watches; the store keeps its own descriptor. */
+    if ((fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        rl_log_error("cannot watch the store: %s", strerror(errno));
+        return -1;
+    }
+    relay->store_wake = h2o_evloop_socket_create(relay->loop, fd, 0);
+    relay->store_wake->data = relay;
+    h2o_socket_read_start(relay->store_wake, on_store_wake);
+    return 0;
+}
+
 void rl_relay_before_turn(rl_relay_t *relay)
 {
-    if (rl_store_pending(relay->store) && !h2o_timeout_is_linked(&relay->store_flush))
+    if (relay->store_wake == NULL && rl_store_pending(relay->store) && !h2o_timeout_is_linked(&relay->store_flush))
         h2o_timeout_link(relay->loop, &relay->zero_timeout, &relay->store_flush);
 }
 
@@ -105,6 +137,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;
+    if (watch_store(relay) != 0)
+        return -1;
     relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
     relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
     relay->verified_tokens = rl_strmap_new(KNOWN_USERS_MAX);
@@ -166,6 +200,12 @@ void rl_relay_stop(rl_relay_t *relay)
             h2o_timeout_unlink(&relay->delta_flush);
         rl_deltas_flush(relay);
     }
+    if (relay->store_wake != NULL) {
+        h2o_socket_read_stop(relay->store_wake);
+        h2o_socket_close(relay->store_wake);
+        relay->store_wake = NULL;
+    }
+    /* Closing waits for the worker to finish what was queued, then runs the last callbacks. */
     if (relay->store != NULL)
         rl_store_close(relay->store);
     relay->store = NULL;

@@ -51,7 +51,8 @@ typedef struct rl_relay {
     rl_bus_t *bus;
     unsigned char url_key[32];       /* signs attachment download URLs */
     h2o_timeout_t zero_timeout;      /* runs work on the next loop turn */
-    h2o_timeout_entry_t store_flush;
+    h2o_timeout_entry_t store_flush; /* a store without a wake fd: flush on the next turn */
+    h2o_socket_t *store_wake;        /* the store's wake fd (a dup), read by the loop */
     h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
     /*
      * Hooks for the bridge channel: an update was queued for an installation,

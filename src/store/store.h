@@ -12,8 +12,13 @@
  *   of the process (kill -9);
  * - an operation that fails leaves the store as it was.
  *
- * Backends batch: the loop calls rl_store_flush() after each turn, which
- * commits what the turn wrote and then runs the callbacks.
+ * rl_store_open gives the relay its backend wrapped in a worker thread
+ * (store_worker.c): operations are copied and queued, the worker runs them in
+ * order and commits them in batches, and rl_store_wake_fd() becomes readable
+ * when callbacks wait; the loop then calls rl_store_flush(), which runs them.
+ * A backend without a wake fd (SQLite used directly, as the unit tests do)
+ * completes during the call and its rl_store_flush() commits what was queued
+ * and then runs the callbacks.
  */
 #ifndef RL_STORE_STORE_H
 #define RL_STORE_STORE_H
@@ -104,6 +109,7 @@ struct rl_store_ops {
     void (*close)(rl_store_t *store);
     int (*pending)(rl_store_t *store);
     void (*flush)(rl_store_t *store);
+    int (*wake_fd)(rl_store_t *store); /* NULL when operations complete during the call */
     void (*user_ensure)(rl_store_t *store, const char *user_id, int64_t now, rl_store_cb cb, void *arg);
     void (*pairing_insert)(rl_store_t *store, const rl_pairing_new_t *pairing, rl_store_cb cb, void *arg);
     void (*pairing_claim)(rl_store_t *store, const char *code_hash, const char *user_id, int64_t now, rl_store_cb cb,
@@ -163,20 +169,29 @@ struct rl_store {
  */
 int rl_store_open(const char *location, rl_store_t **out);
 int rl_store__sqlite_open(const char *path, rl_store_t **out);
+/* Runs `inner` on a thread of its own; takes ownership of it, even on failure. */
+int rl_store__worker_open(rl_store_t *inner, rl_store_t **out);
+/* Blocks until every operation submitted so far has run its callback (tests, shutdown). */
+void rl_store_drain(rl_store_t *store);
 
 static inline void rl_store_close(rl_store_t *store)
 {
     store->ops->close(store);
 }
-/* 1 when completions or uncommitted writes are waiting for rl_store_flush. */
+/* Non-zero while an operation's callback has not run yet. */
 static inline int rl_store_pending(rl_store_t *store)
 {
     return store->ops->pending(store);
 }
-/* Commits the batch and runs every waiting callback, including ones queued by those callbacks. */
+/* Runs the callbacks that are ready; never waits for the worker. */
 static inline void rl_store_flush(rl_store_t *store)
 {
     store->ops->flush(store);
+}
+/* A descriptor that is readable when rl_store_flush has callbacks to run, or -1. */
+static inline int rl_store_wake_fd(rl_store_t *store)
+{
+    return store->ops->wake_fd != NULL ? store->ops->wake_fd(store) : -1;
 }
 
 /* Creates the user on first sight; value NULL. */

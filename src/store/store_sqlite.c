@@ -1,14 +1,14 @@
 /*
  * The embedded SQLite store.
  *
- * Everything runs on the loop thread against one connection in WAL mode with
- * synchronous=NORMAL: a commit is a write(2) into the WAL and no fsync, which
+ * Everything runs on one thread (relayd's store worker, store_worker.c)
+ * against one connection in WAL mode with synchronous=NORMAL: a commit is a write(2) into the WAL and no fsync, which
  * is durable against a crash of the process (the bar is kill -9), not against
- * power loss. Writes made during one loop turn share one transaction, each
+ * power loss. Writes queued between two flushes share one transaction, each
  * operation inside its own savepoint so that a failing one leaves no trace;
  * rl_store_flush commits and only then runs the callbacks. Checkpoints (the
  * only fsyncs) run on a background thread with its own connection, so the
- * loop never waits for the disk to flush.
+ * writer never waits for the disk to flush.
  */
 #include <errno.h>
 #include <pthread.h>
