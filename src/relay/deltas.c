@@ -61,7 +61,7 @@ static void message_free(void *p)
 int rl_deltas_init(rl_relay_t *relay)
 {
     relay->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
-    relay->pending_deltas = json_array();
+    relay->pending_deltas = rl_delta_batch_new();
     if (relay->open_messages == NULL || relay->pending_deltas == NULL)
         return -1;
     h2o_timeout_init(relay->loop, &relay->delta_flush_timeout, DELTA_FLUSH_MS);
@@ -77,11 +77,12 @@ static void on_flushed(int result, json_t *value, void *arg)
 
 void rl_deltas_flush(rl_relay_t *relay)
 {
-    if (relay->pending_deltas == NULL || json_array_size(relay->pending_deltas) == 0)
+    rl_delta_batch_t *next;
+
+    if (relay->pending_deltas == NULL || relay->pending_deltas->count == 0 || (next = rl_delta_batch_new()) == NULL)
         return;
     rl_store_deltas_append(relay->store, relay->pending_deltas, rl_clock_now_ms(), on_flushed, relay);
-    json_decref(relay->pending_deltas);
-    relay->pending_deltas = json_array();
+    relay->pending_deltas = next;
 }
 
 static void on_flush_timer(h2o_timeout_entry_t *entry)
@@ -197,13 +198,14 @@ static void apply(rl_relay_t *relay, struct open_message *message, rl_call_t *ca
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
     }
-    json_object_set_new(message->keys, key, json_string(body_hash));
     scope_of(message->message_id, scope, sizeof(scope));
-    json_array_append_new(relay->pending_deltas,
-                          json_pack("{s:s, s:I, s:O, s:s, s:s, s:s, s:s, s:{s:s}}", "message_id", message->message_id,
-                                    "seq", (json_int_t)message->next_seq++, "delta", delta, "owner",
-                                    message->installation_id, "scope", scope, "key", key, "body_hash", body_hash,
-                                    "response", "message_id", message->message_id));
+    if (rl_delta_batch_add(relay->pending_deltas, message->message_id, message->next_seq, json_string_value(delta),
+                           json_string_length(delta), message->installation_id, scope, key, body_hash) != 0) {
+        rl_call_fail(call, RL_E_INTERNAL, NULL);
+        return;
+    }
+    message->next_seq++;
+    json_object_set_new(message->keys, key, json_string(body_hash));
     if (!h2o_timeout_is_linked(&relay->delta_flush)) {
         relay->delta_flush.cb = on_flush_timer;
         h2o_timeout_link(relay->loop, &relay->delta_flush_timeout, &relay->delta_flush);

@@ -200,6 +200,8 @@ void rl_relay_stop(rl_relay_t *relay)
             h2o_timeout_unlink(&relay->delta_flush);
         rl_deltas_flush(relay);
     }
+    rl_delta_batch_free(relay->pending_deltas);
+    relay->pending_deltas = NULL;
     if (relay->store_wake != NULL) {
         h2o_socket_read_stop(relay->store_wake);
         h2o_socket_close(relay->store_wake);

@@ -62,7 +62,7 @@ typedef struct rl_relay {
     void (*on_installation_revoked)(struct rl_relay *relay, const char *installation_id);
     rl_strmap_t *bridge_sockets; /* installation id -> its socket (relay/bridge_ws.c) */
     rl_strmap_t *open_messages;  /* message id -> what its deltas are checked against (relay/deltas.c) */
-    json_t *pending_deltas;      /* applied and answered, not yet persisted */
+    rl_delta_batch_t *pending_deltas; /* applied and answered, not yet persisted */
     h2o_timeout_t delta_flush_timeout;
     h2o_timeout_entry_t delta_flush;
     h2o_timeout_t ping_timeout, pong_timeout;

@@ -104,6 +104,30 @@ typedef struct rl_bridge_target {
 
 typedef enum rl_task_step { RL_TASK_CREATE, RL_TASK_UPDATE, RL_TASK_FINISH } rl_task_step_t;
 
+/*
+ * Streamed deltas applied and acknowledged, waiting to be persisted: one
+ * allocation per delta, strings inside it, so that building a batch on the
+ * loop costs a memcpy and handing it to the store costs nothing.
+ */
+typedef struct rl_delta_row {
+    struct rl_delta_row *next;
+    int64_t seq;
+    const char *message_id, *owner, *scope, *key, *body_hash, *delta; /* all into text[] */
+    size_t delta_len;
+    char text[];
+} rl_delta_row_t;
+
+typedef struct rl_delta_batch {
+    rl_delta_row_t *head, **tail;
+    size_t count;
+} rl_delta_batch_t;
+
+rl_delta_batch_t *rl_delta_batch_new(void);
+/* Copies one delta in; 0, or -1 when out of memory. */
+int rl_delta_batch_add(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
+                       size_t delta_len, const char *owner, const char *scope, const char *key, const char *body_hash);
+void rl_delta_batch_free(rl_delta_batch_t *batch);
+
 struct rl_store_ops {
     const char *name;
     void (*close)(rl_store_t *store);
@@ -140,7 +164,7 @@ struct rl_store_ops {
                          const char *message_id, const char *user_id, json_t *body, rl_store_cb cb, void *arg);
     void (*message_stream_state)(rl_store_t *store, const char *installation_id, const char *message_id,
                                  const char *scope, rl_store_cb cb, void *arg);
-    void (*deltas_append)(rl_store_t *store, json_t *batch, int64_t now, rl_store_cb cb, void *arg);
+    void (*deltas_append)(rl_store_t *store, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb, void *arg);
     void (*message_end)(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
                         const char *message_id, json_t *body, int64_t now, rl_store_cb cb, void *arg);
     void (*task_step)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
@@ -367,11 +391,12 @@ static inline void rl_store_message_stream_state(rl_store_t *store, const char *
     store->ops->message_stream_state(store, installation_id, message_id, scope, cb, arg);
 }
 /*
- * Persists deltas already applied and acknowledged: batch is an array of
- * {message_id, seq, delta, owner, scope, key, body_hash, response} (not
- * stolen). value NULL.
+ * Persists deltas already applied and acknowledged, each with the idempotency
+ * record of its key (replayed as {message_id}). Takes the batch: the caller
+ * must not touch it after the call. value NULL.
  */
-static inline void rl_store_deltas_append(rl_store_t *store, json_t *batch, int64_t now, rl_store_cb cb, void *arg)
+static inline void rl_store_deltas_append(rl_store_t *store, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb,
+                                          void *arg)
 {
     store->ops->deltas_append(store, batch, now, cb, arg);
 }

@@ -1579,40 +1579,40 @@ out:
     complete(store, cb, arg, result, result == 0 ? value : NULL, 0);
 }
 
-static void sqlite_deltas_append(rl_store_t *super, json_t *batch, int64_t now, rl_store_cb cb, void *arg)
+static void sqlite_deltas_append(rl_store_t *super, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb,
+                                 void *arg)
 {
     static const char delta_sql[] = "INSERT OR IGNORE INTO message_deltas(message_id, seq, delta) VALUES (?, ?, ?)";
     struct sqlite_store *store = (void *)super;
+    const rl_delta_row_t *row;
     rl_idempotency_t idem;
-    json_t *item, *response;
+    json_t *response;
     sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
-    size_t i;
 
     if (write_begin(store) != 0)
         goto out;
-    json_array_foreach(batch, i, item)
-    {
+    for (row = batch->head; row != NULL; row = row->next) {
         result = RL_E_INTERNAL;
         if ((stmt = prepare(store, delta_sql)) == NULL)
             goto end;
-        bind_text(stmt, 1, json_string_value(json_object_get(item, "message_id")));
-        sqlite3_bind_int64(stmt, 2, json_integer_value(json_object_get(item, "seq")));
-        bind_text(stmt, 3, json_string_value(json_object_get(item, "delta")));
+        bind_text(stmt, 1, row->message_id);
+        sqlite3_bind_int64(stmt, 2, row->seq);
+        sqlite3_bind_text(stmt, 3, row->delta, (int)row->delta_len, SQLITE_STATIC);
         if ((result = step_done(store, stmt)) != 0)
             goto end;
-        idem.owner = json_string_value(json_object_get(item, "owner"));
-        idem.scope = json_string_value(json_object_get(item, "scope"));
-        idem.key = json_string_value(json_object_get(item, "key"));
-        idem.body_hash = json_string_value(json_object_get(item, "body_hash"));
-        response = json_object_get(item, "response");
-        if ((result = idem_record(store, &idem, response, now)) != 0)
+        idem = (rl_idempotency_t){row->owner, row->scope, row->key, row->body_hash};
+        response = json_pack("{s:s}", "message_id", row->message_id);
+        result = response != NULL ? idem_record(store, &idem, response, now) : RL_E_INTERNAL;
+        json_decref(response);
+        if (result != 0)
             goto end;
     }
     result = 0;
 end:
     write_end(store, result);
 out:
+    rl_delta_batch_free(batch);
     complete(store, cb, arg, result, NULL, 1);
 }
 

@@ -41,6 +41,7 @@ struct job {
     int64_t n[JOB_NUMBERS];
     int k[2];
     json_t *body;
+    rl_delta_batch_t *batch;
     /* its outcome */
     int result;
     json_t *value;
@@ -125,6 +126,8 @@ static void job_free_args(struct job *job)
     }
     json_decref(job->body);
     job->body = NULL;
+    rl_delta_batch_free(job->batch);
+    job->batch = NULL;
 }
 
 static void job_free(struct job *job)
@@ -638,14 +641,17 @@ static void worker_message_stream_state(rl_store_t *super, const char *installat
 
 static void run_deltas_append(rl_store_t *inner, struct job *job)
 {
-    rl_store_deltas_append(inner, job->body, job->n[0], job_ran, job);
+    rl_delta_batch_t *batch = job->batch;
+
+    job->batch = NULL;
+    rl_store_deltas_append(inner, batch, job->n[0], job_ran, job);
 }
 
-static void worker_deltas_append(rl_store_t *super, json_t *batch, int64_t now, rl_store_cb cb, void *arg)
+static void worker_deltas_append(rl_store_t *super, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb, void *arg)
 {
     struct job *job = job_new(run_deltas_append, cb, arg);
 
-    job->body = body_copy(batch);
+    job->batch = batch; /* taken, not copied: the caller lets go of it */
     job->n[0] = now;
     submit(super, job);
 }
