@@ -207,6 +207,19 @@ static const char *const migrations[] = {
     "DROP TABLE idempotency;"
     "ALTER TABLE idempotency_new RENAME TO idempotency;"
     "CREATE INDEX idempotency_created ON idempotency(created_at);",
+    /*
+     * 5: a delta's idempotency key lives in its own row instead of a row of
+     * its own in `idempotency` (one B-tree insert per delta, not two); when
+     * the message ends, its keys move to one `delta_keys` row per message,
+     * kept as long as other idempotency records.
+     */
+    "ALTER TABLE message_deltas ADD COLUMN key TEXT;"
+    "ALTER TABLE message_deltas ADD COLUMN body_hash TEXT;"
+    "CREATE TABLE delta_keys ("
+    "  message_id TEXT PRIMARY KEY,"
+    "  keys TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX delta_keys_created ON delta_keys(created_at);",
 };
 
 static int exec_sql(sqlite3 *db, const char *sql)
@@ -1538,7 +1551,13 @@ static void sqlite_message_stream_state(rl_store_t *super, const char *installat
                                         const char *scope, rl_store_cb cb, void *arg)
 {
     static const char seq_sql[] = "SELECT coalesce(max(seq), 0) + 1 FROM message_deltas WHERE message_id = ?";
-    static const char keys_sql[] = "SELECT key, body_hash FROM idempotency WHERE owner = ? AND scope = ?";
+    /* A delta's key is in its row while the message streams, in delta_keys once it ended (schema 5), or in
+     * idempotency for deltas stored before schema 5. */
+    static const char keys_sql[] = "SELECT key, body_hash FROM idempotency WHERE owner = ? AND scope = ?"
+                                   " UNION ALL SELECT key, body_hash FROM message_deltas"
+                                   "  WHERE message_id = ? AND key IS NOT NULL"
+                                   " UNION ALL SELECT k.key, k.value FROM delta_keys, json_each(delta_keys.keys) AS k"
+                                   "  WHERE delta_keys.message_id = ?";
     struct sqlite_store *store = (void *)super;
     json_t *row = NULL, *keys = json_object(), *value = NULL;
     sqlite3_stmt *stmt;
@@ -1563,6 +1582,8 @@ static void sqlite_message_stream_state(rl_store_t *super, const char *installat
         goto out;
     bind_text(stmt, 1, installation_id);
     bind_text(stmt, 2, scope);
+    bind_text(stmt, 3, message_id);
+    bind_text(stmt, 4, message_id);
     while (sqlite3_step(stmt) == SQLITE_ROW)
         json_object_set_new(keys, (const char *)sqlite3_column_text(stmt, 0),
                             json_string((const char *)sqlite3_column_text(stmt, 1)));
@@ -1582,29 +1603,27 @@ out:
 static void sqlite_deltas_append(rl_store_t *super, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb,
                                  void *arg)
 {
-    static const char delta_sql[] = "INSERT OR IGNORE INTO message_deltas(message_id, seq, delta) VALUES (?, ?, ?)";
+    static const char delta_sql[] = "INSERT OR IGNORE INTO message_deltas(message_id, seq, delta, key, body_hash)"
+                                    " VALUES (?, ?, ?, ?, ?)";
     struct sqlite_store *store = (void *)super;
     const rl_delta_row_t *row;
-    rl_idempotency_t idem;
-    json_t *response;
     sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
     if (write_begin(store) != 0)
         goto out;
+    /* The key and body hash ride in the delta's row: its idempotency record (replayed as {message_id}). */
     for (row = batch->head; row != NULL; row = row->next) {
         result = RL_E_INTERNAL;
         if ((stmt = prepare(store, delta_sql)) == NULL)
             goto end;
-        bind_text(stmt, 1, row->message_id);
+        sqlite3_bind_text(stmt, 1, row->message_id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(stmt, 2, row->seq);
         sqlite3_bind_text(stmt, 3, row->delta, (int)row->delta_len, SQLITE_STATIC);
-        if ((result = step_done(store, stmt)) != 0)
-            goto end;
-        idem = (rl_idempotency_t){row->owner, row->scope, row->key, row->body_hash};
-        response = json_pack("{s:s}", "message_id", row->message_id);
-        result = response != NULL ? idem_record(store, &idem, response, now) : RL_E_INTERNAL;
-        json_decref(response);
+        sqlite3_bind_text(stmt, 4, row->key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 5, row->body_hash, -1, SQLITE_STATIC);
+        result = step_done(store, stmt);
+        sqlite3_clear_bindings(stmt);
         if (result != 0)
             goto end;
     }
@@ -1621,6 +1640,10 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
 {
     static const char sql[] = "UPDATE messages SET text = ?, usage = coalesce(?, usage), finish_reason = ?,"
                               " state = 'final', finalized_at = ?, placeholder = 0 WHERE id = ?";
+    /* The deltas' keys outlive their text: a replayed delta still answers idempotent. */
+    static const char keys_sql[] = "INSERT OR REPLACE INTO delta_keys(message_id, keys, created_at)"
+                                   " SELECT ?1, json_group_object(key, body_hash), ?2 FROM message_deltas"
+                                   " WHERE message_id = ?1 AND key IS NOT NULL HAVING count(*) > 0";
     static const char clear_sql[] = "DELETE FROM message_deltas WHERE message_id = ?";
     struct sqlite_store *store = (void *)super;
     json_t *row = NULL, *cached = NULL, *value = NULL, *message = NULL, *text = NULL, *response;
@@ -1660,6 +1683,13 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
     bind_text(stmt, 3, json_string_value(json_object_get(body, "finish_reason")));
     sqlite3_bind_int64(stmt, 4, now);
     bind_text(stmt, 5, message_id);
+    if ((result = step_done(store, stmt)) != 0)
+        goto end;
+    result = RL_E_INTERNAL;
+    if ((stmt = prepare(store, keys_sql)) == NULL)
+        goto end;
+    bind_text(stmt, 1, message_id);
+    sqlite3_bind_int64(stmt, 2, now);
     if ((result = step_done(store, stmt)) != 0)
         goto end;
     result = RL_E_INTERNAL;
@@ -2236,20 +2266,21 @@ static void sqlite_purge_bridge(rl_store_t *super, int64_t now, int64_t idempote
                                 rl_store_cb cb, void *arg)
 {
     static const char idem_sql[] = "DELETE FROM idempotency WHERE created_at < ?";
+    static const char delta_keys_sql[] = "DELETE FROM delta_keys WHERE created_at < ?";
     /* spec: updates older than the replay window are never replayed; the history covers them. */
     static const char updates_sql[] = "DELETE FROM updates WHERE created_at < ?";
     /* Tool calls are ephemeral; a day is plenty to catch late updates. */
     static const char tasks_sql[] = "DELETE FROM tasks WHERE updated_at < ?";
     struct sqlite_store *store = (void *)super;
-    const char *sqls[] = {idem_sql, updates_sql, tasks_sql};
-    int64_t limits[] = {now - idempotency_ttl, now - replay_window, now - 86400000};
+    const char *sqls[] = {idem_sql, delta_keys_sql, updates_sql, tasks_sql};
+    int64_t limits[] = {now - idempotency_ttl, now - idempotency_ttl, now - replay_window, now - 86400000};
     sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
     size_t i;
 
     if (write_begin(store) != 0)
         goto out;
-    for (i = 0; i < 3; ++i) {
+    for (i = 0; i < sizeof(sqls) / sizeof(sqls[0]); ++i) {
         result = RL_E_INTERNAL;
         if ((stmt = prepare(store, sqls[i])) == NULL)
             goto end;

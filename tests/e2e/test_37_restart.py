@@ -2,7 +2,7 @@
 finalised messages, idempotency records, grants, pending approvals and
 unacked updates are all still there, and nothing is duplicated."""
 from bridgelib import WAIT, Installation, key
-from relaylib import assert_ok, wait_until
+from relaylib import assert_error, assert_ok, wait_until
 
 
 def _acked(relay, inst, up_to):
@@ -145,3 +145,34 @@ def test_unacked_updates_survive_kill9_without_a_socket(relay, user_token):
     update = sock.next_update()
     assert update["update_id"] == "5" and update["interaction_id"] == interaction, update
     sock.close()
+
+
+def test_delta_keys_of_an_ended_message_survive_a_restart(relay, user_token):
+    """A finalised message's deltas are folded into its text; their idempotency keys are kept apart
+    (delta_keys), so that a delta replayed after a crash is still recognised, not refused or applied."""
+    inst = Installation(relay, user_token)
+    session = inst.create_session()
+    interaction, _ = inst.send(session, "question")
+    mid = inst.open_message(session, interaction)
+    keys = [key() for _ in range(3)]
+    for k, part in zip(keys, ["one ", "two ", "three"]):
+        assert assert_ok(inst.delta(mid, part, idem=k)) == {"message_id": mid}
+    # a second, still open message keeps its keys in its delta rows
+    open_mid = inst.open_message(session, interaction)
+    open_key = key()
+    assert_ok(inst.delta(open_mid, "half", idem=open_key))
+    assert assert_ok(inst.end(mid)) == {"message_id": mid}
+    assert relay.query("SELECT COUNT(*) FROM message_deltas WHERE message_id = ?", (mid,))[0][0] == 0
+    assert relay.query("SELECT COUNT(*) FROM delta_keys WHERE message_id = ?", (mid,))[0][0] == 1
+    relay.kill9()
+    relay.start()
+
+    assert inst.message(session, mid)["text"] == "one two three"
+    for k, part in zip(keys, ["one ", "two ", "three"]):
+        assert assert_ok(inst.delta(mid, part, idem=k)) == {"message_id": mid, "idempotent": True}
+    assert_error(inst.delta(mid, "other text", idem=keys[0]), 409, "idempotency_conflict")
+    # a new key on the ended message is refused, and changes nothing
+    assert_error(inst.delta(mid, "late", idem=key()), 409, "message_finalized")
+    assert assert_ok(inst.delta(open_mid, "half", idem=open_key)) == {"message_id": open_mid, "idempotent": True}
+    assert inst.message(session, mid)["text"] == "one two three"
+    assert inst.message(session, open_mid)["text"] == "half"
