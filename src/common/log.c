@@ -15,6 +15,11 @@ void rl_log_set_level(rl_log_level_t level)
     threshold = level;
 }
 
+int rl_log_enabled(rl_log_level_t level)
+{
+    return level >= threshold;
+}
+
 int rl_log_parse_level(const char *text, rl_log_level_t *level)
 {
     int i;

@@ -12,6 +12,8 @@ typedef enum rl_log_level { RL_LOG_DEBUG, RL_LOG_INFO, RL_LOG_WARN, RL_LOG_ERROR
 
 /* Lines below this level are dropped. Default RL_LOG_INFO. */
 void rl_log_set_level(rl_log_level_t level);
+/* Whether a line at this level would be written: lets callers skip building it. */
+int rl_log_enabled(rl_log_level_t level);
 /* Parses "debug", "info", "warn", "error"; returns 0 or -1. */
 int rl_log_parse_level(const char *text, rl_log_level_t *level);
 /* Logs {"time","level","msg"} with msg formatted printf-style. */

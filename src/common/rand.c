@@ -57,12 +57,16 @@ void rl_rand_bytes(void *out, size_t len)
 static void rand_alphabet(char *out, size_t len, const char *alphabet, unsigned size)
 {
     unsigned char pool[64];
-    size_t used = sizeof(pool), i = 0;
+    size_t used = 0, have = 0, i = 0;
     unsigned limit = 256 - 256 % size;
 
     while (i < len) {
-        if (used == sizeof(pool)) {
-            rl_rand_bytes(pool, sizeof(pool));
+        if (used == have) {
+            /* What is still needed plus a quarter for rejected bytes: most ids take one draw. */
+            have = len - i + (len - i) / 4 + 2;
+            if (have > sizeof(pool))
+                have = sizeof(pool);
+            rl_rand_bytes(pool, have);
             used = 0;
         }
         unsigned char byte = pool[used++];

@@ -102,6 +102,8 @@ static void add_rate_headers(rl_call_t *call)
 
 static void log_access(rl_call_t *call)
 {
+    if (!rl_log_enabled(RL_LOG_INFO))
+        return;
     rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id",
                                          call->request_id, "trace_id", call->trace_id, "method", call->method, "route",
                                          call->route_name, "status", call->status, "duration_ms",
@@ -210,9 +212,53 @@ static void send_envelope(rl_call_t *call, int status, json_t *envelope)
     free(text);
 }
 
+struct text_buf {
+    char *base;
+    size_t len, cap;
+    char local[2048];
+};
+
+static int text_append(const char *bytes, size_t len, void *arg)
+{
+    struct text_buf *buf = arg;
+
+    if (buf->len + len > buf->cap) {
+        size_t cap = (buf->len + len) * 2;
+        char *grown = buf->base == buf->local ? malloc(cap) : realloc(buf->base, cap);
+        if (grown == NULL)
+            return -1;
+        if (buf->base == buf->local)
+            memcpy(grown, buf->local, buf->len);
+        buf->base = grown;
+        buf->cap = cap;
+    }
+    memcpy(buf->base + buf->len, bytes, len);
+    buf->len += len;
+    return 0;
+}
+
+/* The success envelope, written around the result's own serialisation: no wrapper object, no extra copy. */
 void rl_call_reply(rl_call_t *call, json_t *result)
 {
-    send_envelope(call, 200, json_pack("{s:b, s:o}", "ok", 1, "result", result != NULL ? result : json_object()));
+    static const char head[] = "{\"ok\":true,\"result\":";
+    struct text_buf buf;
+
+    buf.base = buf.local;
+    buf.len = 0;
+    buf.cap = sizeof(buf.local);
+    if (result == NULL)
+        result = json_object();
+    text_append(head, sizeof(head) - 1, &buf);
+    if (result == NULL || json_dump_callback(result, text_append, &buf, JSON_COMPACT) != 0 ||
+        text_append("}", 1, &buf) != 0) {
+        static const char fallback[] = "{\"ok\":false,\"error\":{\"code\":\"internal_error\"}}";
+        rl_call_send(call, 500, "application/json; charset=utf-8", fallback, sizeof(fallback) - 1);
+    } else {
+        rl_call_send(call, 200, "application/json; charset=utf-8", buf.base, buf.len);
+    }
+    json_decref(result);
+    if (buf.base != buf.local)
+        free(buf.base);
 }
 
 void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *errors, json_t *details)
