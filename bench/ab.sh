@@ -3,6 +3,7 @@
 #
 #   bench/ab.sh OLD_RELAYD NEW_RELAYD [ROUNDS]
 #
+# AB_LOADS (default "5k 10k rest") picks the loads below.
 # Each round runs, for A then B, on a fresh data folder each:
 #   - streaming: relaybench at 5 000 deltas/s over 100 installations (the bench's "low" run),
 #   - streaming: relaybench at 10 000 deltas/s over 1 000 installations,
@@ -79,9 +80,14 @@ for r in $(seq 1 "$ROUNDS"); do
 	for which in A B; do
 		bin=$A
 		[ "$which" = B ] && bin=$B
-		stream "$which" "$bin" 5000 100
-		stream "$which" "$bin" 10000 1000
-		rest "$which" "$bin"
+		for load in ${AB_LOADS:-5k 10k rest}; do
+			case $load in
+			5k) stream "$which" "$bin" 5000 100 ;;
+			10k) stream "$which" "$bin" 10000 1000 ;;
+			20k) stream "$which" "$bin" 20000 1000 ;;
+			rest) rest "$which" "$bin" ;;
+			esac
+		done
 	done
 done | tee "$WORK/lines.txt"
 python3 - "$WORK/lines.txt" <<'EOF'
