@@ -59,9 +59,9 @@ stream() { # which binary rate installations
 	python3 - "$WORK/stream.jsonl" "$1" "$3" <<'EOF'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print("%-2s stream %6s/s  delivered %8.0f/s  p50 %9.1f us  p99 %10.1f us  max %10.1f us  relayd CPU %3.0f %%" % (
+print("%-2s stream %6s/s  delivered %8.0f/s  p50 %9.1f us  p99 %10.1f us  max %10.1f us  relayd CPU %3.0f %%  errors %d" % (
     sys.argv[2], sys.argv[3], r.get("delivered_rate", 0), r.get("e2e_p50_us", 0), r.get("e2e_p99_us", 0),
-    r.get("e2e_max_us", 0), 100 * r.get("server_cpu", 0)))
+    r.get("e2e_max_us", 0), 100 * r.get("server_cpu", 0), r.get("errors", 0)))
 EOF
 	stop
 }
