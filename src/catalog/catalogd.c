@@ -44,8 +44,11 @@ static const setting_t settings_table[] = {
     SETTING("--data", "CATALOGD_DATA", data, "data", "folder that holds catalog.db"),
     SETTING("--source", "CATALOGD_SOURCE", source, RL_CATALOG_SOURCE_DEFAULT, "dataset folder to import"),
     SETTING("--public-url", "CATALOGD_PUBLIC_URL", public_url, "",
-            "base of the absolute links in llms.txt (default http://<listen address>)"),
+            "base of the absolute links in llms.txt (default http(s)://<listen address>)"),
     SETTING("--log-level", "CATALOGD_LOG_LEVEL", log_level, "info", "debug, info, warn or error"),
+    SETTING("--tls-cert", "CATALOGD_TLS_CERT", tls_cert, "",
+            "PEM certificate chain: serve HTTPS (HTTP/2 and 1.1); SIGHUP reloads it"),
+    SETTING("--tls-key", "CATALOGD_TLS_KEY", tls_key, "", "PEM private key of --tls-cert"),
 };
 #define NSETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
 
@@ -191,8 +194,11 @@ int main(int argc, char **argv)
         rl_catalog_service_stop(&service);
         return 1;
     }
-    while (!rl_stop_requested())
+    while (!rl_stop_requested()) {
         h2o_evloop_run(loop, INT32_MAX);
+        if (rl_reload_requested())
+            rl_http_server_reload_tls(service.server);
+    }
     rl_log_info("stopping");
     rl_stop_remove();
     rl_catalog_service_stop(&service);

@@ -341,13 +341,19 @@ int rl_catalog_service_start(rl_catalog_service_t *service, h2o_loop_t *loop)
     service->http.request_timeout_ms = REQUEST_TIMEOUT_MS;
     service->http.compress = 1;
     service->http.app = service;
+    if ((settings->tls_cert[0] != '\0') != (settings->tls_key[0] != '\0')) {
+        rl_log_error("--tls-cert and --tls-key go together");
+        return -1;
+    }
+    service->http.tls_cert = settings->tls_cert;
+    service->http.tls_key = settings->tls_key;
     service->loop = loop;
     if (rl_http_server_create(loop, &service->http, &service->server) != 0 ||
         rl_http_server_listen(service->server, settings->listen, bound, sizeof(bound)) != 0)
         return -1;
     snprintf(base, sizeof(base), "%s", settings->public_url);
     if (base[0] == '\0')
-        snprintf(base, sizeof(base), "http://%s", bound);
+        snprintf(base, sizeof(base), "%s://%s", rl_http_server_tls(service->server) ? "https" : "http", bound);
     else if (base[strlen(base) - 1] == '/')
         base[strlen(base) - 1] = '\0';
     /* The llms files carry absolute links, so the catalog is loaded once the address is known. */

@@ -20,6 +20,8 @@ typedef struct rl_catalog_settings {
     char source[PATH_MAX]; /* the dataset folder imported into it */
     char public_url[512];  /* base of absolute links; empty = http://<bound address> */
     char log_level[16];
+    char tls_cert[PATH_MAX]; /* PEM chain: serve HTTPS; empty = plain HTTP */
+    char tls_key[PATH_MAX];
 } rl_catalog_settings_t;
 
 typedef struct rl_catalog_service {

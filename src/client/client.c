@@ -63,6 +63,16 @@ int rl_client_new(const char *base_url, const rl_client_options_t *options, rl_c
     return 0;
 }
 
+void rl_client_tls_setup(CURL *curl)
+{
+    const char *bundle = getenv("CURL_CA_BUNDLE");
+
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (bundle != NULL && bundle[0] != '\0')
+        curl_easy_setopt(curl, CURLOPT_CAINFO, bundle);
+}
+
 void rl_client_free(rl_client_t *client)
 {
     if (client == NULL)
@@ -195,6 +205,7 @@ int rl_client_request(rl_client_t *client, const char *method, const char *path,
         list = curl_slist_append(list, *headers);
 
     curl_easy_reset(curl);
+    rl_client_tls_setup(curl);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);

@@ -3,6 +3,7 @@
  * reconnecting libcurl stream around it. See sse.h.
  */
 #include "client/sse.h"
+#include "client/client.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -369,6 +370,7 @@ static int start_connection(rl_sse_stream_t *stream)
         snprintf(last_id, sizeof(last_id), "Last-Event-ID: %s", stream->parser.last_id);
         stream->request_headers = curl_slist_append(stream->request_headers, last_id);
     }
+    rl_client_tls_setup(stream->easy);
     curl_easy_setopt(stream->easy, CURLOPT_URL, stream->url);
     curl_easy_setopt(stream->easy, CURLOPT_HTTPHEADER, stream->request_headers);
     curl_easy_setopt(stream->easy, CURLOPT_USERAGENT, stream->user_agent);

@@ -11,6 +11,7 @@
 #include <wslay/wslay.h>
 
 #include "client/ws.h"
+#include "client/client.h"
 
 #define DEFAULT_TIMEOUT_MS  10000L
 #define DEFAULT_MAX_MESSAGE (1024u * 1024u)
@@ -327,6 +328,7 @@ int rl_ws_connect(const rl_ws_options_t *options, rl_ws_t **out, long *status, c
         result = RL_WS_E_CONNECT;
         goto fail;
     }
+    rl_client_tls_setup(ws->curl);
     curl_easy_setopt(ws->curl, CURLOPT_URL, url);
     curl_easy_setopt(ws->curl, CURLOPT_CONNECT_ONLY, 1L);
     /* Through a proxy (HTTPS_PROXY and friends, read by curl), tunnel with CONNECT. */

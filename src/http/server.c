@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "http/server.h"
+#include "http/tls.h"
 #include "http/validate.h"
 
 #define MAX_LISTENERS          4
@@ -335,7 +336,32 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     h2o_context_init(&server->context, loop, &server->globalconf);
     server->accept_ctx.ctx = &server->context;
     server->accept_ctx.hosts = server->globalconf.hosts;
+    if (rl_http_server_tls(server) &&
+        (server->accept_ctx.ssl_ctx = rl_http_tls_context(config->tls_cert, config->tls_key)) == NULL)
+        return -1;
     *out = server;
+    return 0;
+}
+
+int rl_http_server_tls(const rl_http_server_t *server)
+{
+    const rl_http_config_t *config = server->config;
+
+    return config->tls_cert != NULL && config->tls_cert[0] != '\0';
+}
+
+int rl_http_server_reload_tls(rl_http_server_t *server)
+{
+    SSL_CTX *fresh, *old = server->accept_ctx.ssl_ctx;
+
+    if (!rl_http_server_tls(server))
+        return 0;
+    if ((fresh = rl_http_tls_context(server->config->tls_cert, server->config->tls_key)) == NULL)
+        return -1;
+    /* Connections already accepted hold their own reference to the old context. */
+    server->accept_ctx.ssl_ctx = fresh;
+    SSL_CTX_free(old);
+    rl_log_info("TLS certificate reloaded from %s", server->config->tls_cert);
     return 0;
 }
 

@@ -49,6 +49,8 @@ typedef struct rl_http_config {
     int (*url_carries_credentials)(const char *url, size_t len);
     /* Gzip 200 responses of compressible types (text, JSON) for clients that accept it. */
     int compress;
+    /* PEM certificate chain and private key: serve HTTPS (h2 and http/1.1 by ALPN). NULL or "" for plain HTTP. */
+    const char *tls_cert, *tls_key;
     rl_http_hooks_t hooks;
     void *app;
 } rl_http_config_t;
@@ -61,6 +63,14 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
  * a message logged.
  */
 int rl_http_server_listen(rl_http_server_t *server, const char *hostport, char *bound, size_t boundsz);
+/*
+ * Loads the certificate and key files again (after a renewal): new
+ * connections get them, open ones keep theirs. 0, or -1 with the reason
+ * logged and the old ones still served. 0 when the server has no TLS.
+ */
+int rl_http_server_reload_tls(rl_http_server_t *server);
+/* Whether the server speaks TLS. */
+int rl_http_server_tls(const rl_http_server_t *server);
 /* Stops accepting new connections; open ones are left to finish or to be closed with the loop. */
 void rl_http_server_stop_listening(rl_http_server_t *server);
 h2o_context_t *rl_http_server_context(rl_http_server_t *server);

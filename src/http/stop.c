@@ -7,7 +7,7 @@
 #include "http/stop.h"
 
 static int wake_pipe[2] = {-1, -1};
-static volatile sig_atomic_t requested;
+static volatile sig_atomic_t requested, reload;
 static h2o_socket_t *wake_sock;
 
 static void on_signal(int signo)
@@ -15,7 +15,10 @@ static void on_signal(int signo)
     int saved = errno;
     char byte = (char)signo;
 
-    requested = 1;
+    if (signo == SIGHUP)
+        reload = 1;
+    else
+        requested = 1;
     /* Async-signal-safe: a lost byte only means the loop is already awake. */
     if (wake_pipe[1] >= 0 && write(wake_pipe[1], &byte, 1) < 0) {
     }
@@ -40,12 +43,21 @@ int rl_stop_install(h2o_loop_t *loop)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     return 0;
 }
 
 int rl_stop_requested(void)
 {
     return requested;
+}
+
+int rl_reload_requested(void)
+{
+    if (!reload)
+        return 0;
+    reload = 0;
+    return 1;
 }
 
 void rl_stop_remove(void)

@@ -14,6 +14,8 @@ typedef struct rl_config {
     char data[1024];
     char log_level[16];
     char public_url[512];
+    char tls_cert[1024]; /* "" for plain HTTP */
+    char tls_key[1024];
     char token_env[8];
     /* User tokens: an external OpenID Connect issuer, or the embedded one when no JWKS is set. */
     char jwt_issuer[512];

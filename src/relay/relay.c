@@ -129,6 +129,24 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     char bound[300];
 
     relay->loop = loop;
+    /* The server (and its TLS files) first: bad settings are refused before anything is written. */
+    relay->http.routes = rl_relay_routes;
+    relay->http.nroutes = rl_relay_nroutes;
+    relay->http.api_prefix = "/v1/";
+    relay->http.max_body = MAX_JSON_BODY;
+    relay->http.request_timeout_ms = (uint64_t)config->request_timeout;
+    relay->http.url_carries_credentials = rl_url_carries_token;
+    relay->http.hooks.authenticate = rl_relay_authenticate;
+    relay->http.hooks.limit = rl_relay_limit;
+    relay->http.app = relay;
+    if ((config->tls_cert[0] != '\0') != (config->tls_key[0] != '\0')) {
+        rl_log_error("--tls-cert and --tls-key go together");
+        return -1;
+    }
+    relay->http.tls_cert = config->tls_cert;
+    relay->http.tls_key = config->tls_key;
+    if (rl_http_server_create(loop, &relay->http, &relay->server) != 0)
+        return -1;
     if (mkdir(config->data, 0700) != 0 && errno != EEXIST) {
         rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
         return -1;
@@ -155,20 +173,11 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     rl_approvals_start(relay);
 
-    relay->http.routes = rl_relay_routes;
-    relay->http.nroutes = rl_relay_nroutes;
-    relay->http.api_prefix = "/v1/";
-    relay->http.max_body = MAX_JSON_BODY;
-    relay->http.request_timeout_ms = (uint64_t)config->request_timeout;
-    relay->http.url_carries_credentials = rl_url_carries_token;
-    relay->http.hooks.authenticate = rl_relay_authenticate;
-    relay->http.hooks.limit = rl_relay_limit;
-    relay->http.app = relay;
-    if (rl_http_server_create(loop, &relay->http, &relay->server) != 0 ||
-        rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
+    if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
         return -1;
     if (config->public_url[0] == '\0')
-        snprintf(config->public_url, sizeof(config->public_url), "http://%s", bound);
+        snprintf(config->public_url, sizeof(config->public_url), "%s://%s",
+                 rl_http_server_tls(relay->server) ? "https" : "http", bound);
 
     h2o_timeout_init(loop, &relay->housekeeping_timeout, HOUSEKEEPING_MS);
     relay->housekeeping_started = 1;

@@ -133,6 +133,9 @@ int main(int argc, char **argv)
         rl_relay_before_turn(&relay);
         h2o_evloop_run(loop, INT32_MAX);
         rl_http_server_after_turn(relay.server);
+        /* SIGHUP: a renewed certificate is picked up without dropping a connection. */
+        if (rl_reload_requested())
+            rl_http_server_reload_tls(relay.server);
     }
     rl_log_info("stopping");
     rl_stop_remove();

@@ -64,7 +64,8 @@ class Catalogd:
         while time.monotonic() < deadline:
             for line in self.log_lines():
                 if line.get("msg") == "listening":
-                    self.base = "http://" + line["address"]
+                    scheme = "https://" if "--tls-cert" in self.args else "http://"
+                    self.base = scheme + line["address"]
                     return self
             if self.proc.poll() is not None:
                 raise AssertionError("catalogd exited with %d:\n%s" % (self.proc.returncode, self.log_text()))

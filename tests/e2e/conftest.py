@@ -23,11 +23,11 @@ def relayd(tmp_path):
     started = []
     counter = [0]
 
-    def factory(*flags, env=None, data=None, start=True):
+    def factory(*flags, env=None, data=None, start=True, ca=None):
         counter[0] += 1
         data_dir = data or (tmp_path / ("data%d" % counter[0]))
         log_path = tmp_path / ("relayd%d.log" % counter[0])
-        relay = Relay(data_dir, log_path, flags, env)
+        relay = Relay(data_dir, log_path, flags, env, ca=ca)
         started.append(relay)
         if start:
             relay.start()

@@ -134,11 +134,14 @@ class Relay:
     the same log file, appended.
     """
 
-    def __init__(self, data_dir, log_path, args=(), env=None):
+    def __init__(self, data_dir, log_path, args=(), env=None, ca=None):
         self.data = data_dir
         self.log_path = log_path
         self.args = list(args)
         self.env = dict(env or {})
+        # With --tls-cert the relay speaks HTTPS; `ca` is the PEM file requests trust for it.
+        self.scheme = "https" if "--tls-cert" in self.args else "http"
+        self.ca = str(ca) if ca is not None else None
         self.proc = None
         self.port = None
         self.exit_codes = []
@@ -175,7 +178,7 @@ class Relay:
             if rc is not None:
                 raise _StartFailed("exited with status %d" % rc)
             try:
-                r = requests.get(self.url("/healthz"), timeout=1 * SLOW)
+                r = requests.get(self.url("/healthz"), timeout=1 * SLOW, verify=self.ca or True)
                 if r.status_code == 200:
                     return
             except requests.RequestException:
@@ -265,10 +268,11 @@ class Relay:
 
     # -- HTTP ------------------------------------------------------------
     def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
+        return "%s://127.0.0.1:%d%s" % (self.scheme, self.port, path)
 
     def request(self, method, path, session=None, **kw):
         kw.setdefault("timeout", HTTP_TIMEOUT)
+        kw.setdefault("verify", self.ca or True)
         caller = session or requests
         return caller.request(method, self.url(path), **kw)
 
