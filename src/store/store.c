@@ -71,8 +71,7 @@ int rl_delta_batch_add(rl_delta_batch_t *batch, const char *message_id, int64_t 
                        size_t delta_len, const char *owner, const char *scope, const char *key, const char *body_hash)
 {
     size_t lens[5] = {strlen(message_id), strlen(owner), strlen(scope), strlen(key), strlen(body_hash)};
-    rl_delta_row_t *row =
-        malloc(sizeof(*row) + lens[0] + lens[1] + lens[2] + lens[3] + lens[4] + delta_len + 6);
+    rl_delta_row_t *row = malloc(sizeof(*row) + lens[0] + lens[1] + lens[2] + lens[3] + lens[4] + delta_len + 6);
     char *at;
 
     if (row == NULL)

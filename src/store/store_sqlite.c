@@ -1600,8 +1600,7 @@ out:
     complete(store, cb, arg, result, result == 0 ? value : NULL, 0);
 }
 
-static void sqlite_deltas_append(rl_store_t *super, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb,
-                                 void *arg)
+static void sqlite_deltas_append(rl_store_t *super, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb, void *arg)
 {
     static const char delta_sql[] = "INSERT OR IGNORE INTO message_deltas(message_id, seq, delta, key, body_hash)"
                                     " VALUES (?, ?, ?, ?, ?)";

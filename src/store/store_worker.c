@@ -324,8 +324,8 @@ static void run_pairing_poll(rl_store_t *inner, struct job *job)
     rl_store_pairing_poll(inner, job->s[0], job->s[1], job->s[2], job->n[0], job_ran, job);
 }
 
-static void worker_pairing_poll(rl_store_t *super, const char *poll_hash, const char *token_hash,
-                                const char *token_env, int64_t now, rl_store_cb cb, void *arg)
+static void worker_pairing_poll(rl_store_t *super, const char *poll_hash, const char *token_hash, const char *token_env,
+                                int64_t now, rl_store_cb cb, void *arg)
 {
     struct job *job = job_new(run_pairing_poll, cb, arg);
 
@@ -417,8 +417,8 @@ static void run_installation_revoke(rl_store_t *inner, struct job *job)
     rl_store_installation_revoke(inner, job->s[0], job->s[1], job->n[0], job_ran, job);
 }
 
-static void worker_installation_revoke(rl_store_t *super, const char *user_id, const char *installation_id,
-                                       int64_t now, rl_store_cb cb, void *arg)
+static void worker_installation_revoke(rl_store_t *super, const char *user_id, const char *installation_id, int64_t now,
+                                       rl_store_cb cb, void *arg)
 {
     struct job *job = job_new(run_installation_revoke, cb, arg);
 
@@ -787,8 +787,7 @@ static void run_updates_ack(rl_store_t *inner, struct job *job)
     rl_store_updates_ack(inner, job->s[0], job->n[0], job_ran, job);
 }
 
-static void worker_updates_ack(rl_store_t *super, const char *installation_id, int64_t up_to, rl_store_cb cb,
-                               void *arg)
+static void worker_updates_ack(rl_store_t *super, const char *installation_id, int64_t up_to, rl_store_cb cb, void *arg)
 {
     struct job *job = job_new(run_updates_ack, cb, arg);
 

@@ -317,8 +317,9 @@ static void test_worker_close_finishes_queued_work(void **state)
     json_decref(out.value);
 }
 
-#define BOTH(test) cmocka_unit_test_setup_teardown(test, setup_direct, teardown), \
-                   cmocka_unit_test_setup_teardown(test, setup_worker, teardown)
+#define BOTH(test)                                                                                                     \
+    cmocka_unit_test_setup_teardown(test, setup_direct, teardown),                                                     \
+        cmocka_unit_test_setup_teardown(test, setup_worker, teardown)
 
 int main(void)
 {
