@@ -192,9 +192,26 @@ void rl_relay_stop(rl_relay_t *relay)
 {
     if (relay->loop != NULL)
         rl_approvals_stop(relay);
-    rl_bridge_ws_dispose(relay);
     if (relay->server != NULL)
         rl_http_server_stop_listening(relay->server);
+    /*
+     * Everything already accepted finishes first, while the sockets, the
+     * open-message records and the pending batch its callbacks use are still
+     * there: deltas answered but not yet persisted are written, and a
+     * callback that queues more work (or answers a delta that waited for
+     * its record) is waited for too.
+     */
+    if (relay->store != NULL && relay->open_messages != NULL && relay->pending_deltas != NULL) {
+        if (h2o_timeout_is_linked(&relay->delta_flush))
+            h2o_timeout_unlink(&relay->delta_flush);
+        do {
+            rl_deltas_flush(relay);
+            rl_store_drain(relay->store);
+        } while (relay->pending_deltas->count > 0);
+    } else if (relay->store != NULL) {
+        rl_store_drain(relay->store);
+    }
+    rl_bridge_ws_dispose(relay);
     if (h2o_timeout_is_linked(&relay->store_flush))
         h2o_timeout_unlink(&relay->store_flush);
     if (relay->housekeeping_started) {
@@ -203,12 +220,6 @@ void rl_relay_stop(rl_relay_t *relay)
         h2o_timeout_dispose(relay->loop, &relay->housekeeping_timeout);
         relay->housekeeping_started = 0;
     }
-    /* Deltas answered but not yet persisted go first; then the store runs the last batch's callbacks. */
-    if (relay->store != NULL && relay->open_messages != NULL) {
-        if (h2o_timeout_is_linked(&relay->delta_flush))
-            h2o_timeout_unlink(&relay->delta_flush);
-        rl_deltas_flush(relay);
-    }
     rl_delta_batch_free(relay->pending_deltas);
     relay->pending_deltas = NULL;
     if (relay->store_wake != NULL) {
@@ -216,7 +227,7 @@ void rl_relay_stop(rl_relay_t *relay)
         h2o_socket_close(relay->store_wake);
         relay->store_wake = NULL;
     }
-    /* Closing waits for the worker to finish what was queued, then runs the last callbacks. */
+    /* Nothing is queued any more: closing stops the worker and checkpoints. */
     if (relay->store != NULL)
         rl_store_close(relay->store);
     relay->store = NULL;

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -162,7 +163,11 @@ static void job_ran(int result, json_t *value, void *arg)
 static void *worker_main(void *p)
 {
     struct worker_store *store = p;
+    sigset_t all;
 
+    /* Signals belong to the loop thread (stop.c); none should interrupt a query here. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     pthread_mutex_lock(&store->lock);
     for (;;) {
         struct job *job, *next;
@@ -233,6 +238,8 @@ static void worker_close(rl_store_t *super)
     struct worker_store *store = (void *)super;
 
     if (store->thread_running) {
+        /* Callbacks may queue more work; all of it runs before the worker stops. */
+        rl_store_drain(super);
         pthread_mutex_lock(&store->lock);
         store->stopping = 1;
         pthread_cond_signal(&store->wake);
