@@ -238,6 +238,7 @@ static void on_message_ended(int result, json_t *value, void *arg)
     struct write *write = arg;
     rl_call_t *call = write->call;
 
+    rl_deltas_ending(call->app, body_string(call, "message_id"), 0);
     if (result != 0) {
         rl_call_fail(call, result, NULL);
     } else if (!answer(call, value)) {
@@ -261,6 +262,7 @@ int rl_bridge_send_end(rl_call_t *call)
         return RL_E_INTERNAL;
     /* The deltas answered so far land before the end that folds them into the canonical text. */
     rl_deltas_flush(relay);
+    rl_deltas_ending(relay, message_id, 1);
     rl_store_message_end(relay->store, &write->idem, call->principal, message_id, call->body, write->target.now,
                          on_message_ended, write);
     return 0;

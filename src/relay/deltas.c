@@ -44,6 +44,7 @@ struct open_message {
     json_t *keys; /* idempotency key -> body hash */
     int64_t next_seq;
     int loading, finalized, deleted;
+    int ending; /* sendMessageEnd calls in the store */
     struct waiting *waiting, **waiting_tail;
     int64_t used_ms;
 };
@@ -128,6 +129,18 @@ void rl_deltas_finalized(rl_relay_t *relay, const char *message_id)
         message->finalized = 1;
 }
 
+void rl_deltas_ending(rl_relay_t *relay, const char *message_id, int ending)
+{
+    struct open_message *message = rl_strmap_get(relay->open_messages, message_id);
+
+    if (message == NULL || message->loading)
+        return;
+    if (ending)
+        message->ending++;
+    else if (message->ending > 0)
+        message->ending--;
+}
+
 void rl_deltas_opened(rl_relay_t *relay, const char *message_id, const char *installation_id, const char *user_id,
                       json_t *session_id, json_t *interaction_id)
 {
@@ -190,7 +203,7 @@ static void apply(rl_relay_t *relay, struct open_message *message, rl_call_t *ca
         rl_call_fail(call, RL_E_SESSION_DELETED, NULL);
         return;
     }
-    if (message->finalized) {
+    if (message->finalized || message->ending > 0) {
         rl_call_fail(call, RL_E_MESSAGE_FINALIZED, NULL);
         return;
     }

@@ -19,5 +19,11 @@ void rl_deltas_opened(struct rl_relay *relay, const char *message_id, const char
                       json_t *session_id, json_t *interaction_id);
 /* sendMessageEnd finalised a message: later deltas get 409. */
 void rl_deltas_finalized(struct rl_relay *relay, const char *message_id);
+/*
+ * A sendMessageEnd for the message is in the store (ending = 1) or has come
+ * back (ending = 0): meanwhile a new delta is refused like one after the end,
+ * so that nothing is answered that the end would not fold in.
+ */
+void rl_deltas_ending(struct rl_relay *relay, const char *message_id, int ending);
 
 #endif
