@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1642,7 +1643,7 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
     /* The deltas' keys outlive their text: a replayed delta still answers idempotent. */
     static const char keys_sql[] = "INSERT OR REPLACE INTO delta_keys(message_id, keys, created_at)"
                                    " SELECT ?1, json_group_object(key, body_hash), ?2 FROM message_deltas"
-                                   " WHERE message_id = ?1 AND key IS NOT NULL HAVING count(*) > 0";
+                                   " WHERE message_id = ?1 AND key IS NOT NULL GROUP BY message_id";
     static const char clear_sql[] = "DELETE FROM message_deltas WHERE message_id = ?";
     struct sqlite_store *store = (void *)super;
     json_t *row = NULL, *cached = NULL, *value = NULL, *message = NULL, *text = NULL, *response;
@@ -2299,6 +2300,10 @@ static void *checkpoint_main(void *p)
     struct sqlite_store *store = p;
     sqlite3 *db = NULL;
     int rc, frames = 0, copied = 0;
+    sigset_t all;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
 
     if (sqlite3_open_v2(store->path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         rl_log_error("sqlite checkpointer: cannot open %s", store->path);
@@ -2449,7 +2454,14 @@ int rl_store__sqlite_open(const char *path, rl_store_t **out)
     sqlite3_busy_timeout(store->db, 5000);
     if (exec_sql(store->db, "PRAGMA journal_mode=WAL") != 0 || exec_sql(store->db, "PRAGMA synchronous=NORMAL") != 0 ||
         exec_sql(store->db, "PRAGMA foreign_keys=ON") != 0 ||
-        exec_sql(store->db, "PRAGMA journal_size_limit=67108864") != 0 || migrate(store) != 0)
+        exec_sql(store->db, "PRAGMA journal_size_limit=67108864") != 0 ||
+        /*
+         * A batch of a few hundred deltas dirties pages all over two B-trees; with
+         * SQLite's default 2 MiB cache the writer spilled pages in the middle of
+         * its transaction (sqlite3PcacheFetchStress in the profile). 64 MiB keeps
+         * a batch in memory until its commit.
+         */
+        exec_sql(store->db, "PRAGMA cache_size=-65536") != 0 || migrate(store) != 0)
         goto fail;
     /* Checkpoints belong to the background thread, never to a commit on the loop. */
     sqlite3_wal_autocheckpoint(store->db, 0);
