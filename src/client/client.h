@@ -57,10 +57,10 @@ typedef struct rl_client_response {
 int rl_client_new(const char *base_url, const rl_client_options_t *options, rl_client_t **out);
 void rl_client_free(rl_client_t *client);
 /*
- * TLS trust for a curl handle of the client core: the system's CA store, or
- * the PEM bundle named by CURL_CA_BUNDLE (as the curl tool reads it) for a
- * relay whose certificate comes from a private CA. Peer and host name are
- * always verified.
+ * TLS trust for a curl handle of the client core: the system's CA store;
+ * CURL_CA_BUNDLE (as the curl tool reads it) names a PEM bundle to use
+ * instead of the default bundle file, for a relay whose certificate comes
+ * from a private CA. Peer and host name are always verified.
  */
 void rl_client_tls_setup(CURL *curl);
 /* The base URL as normalised by rl_client_new. */

@@ -249,7 +249,7 @@ void rl_call_reply(rl_call_t *call, json_t *result)
     if (result == NULL)
         result = json_object();
     text_append(head, sizeof(head) - 1, &buf);
-    if (result == NULL || json_dump_callback(result, text_append, &buf, JSON_COMPACT) != 0 ||
+    if (result == NULL || json_dump_callback(result, text_append, &buf, JSON_COMPACT | JSON_ENCODE_ANY) != 0 ||
         text_append("}", 1, &buf) != 0) {
         static const char fallback[] = "{\"ok\":false,\"error\":{\"code\":\"internal_error\"}}";
         rl_call_send(call, 500, "application/json; charset=utf-8", fallback, sizeof(fallback) - 1);

@@ -27,7 +27,11 @@ static void log_openssl(const char *what, const char *path)
 
 SSL_CTX *rl_http_tls_context(const char *cert_file, const char *key_file)
 {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    SSL_CTX *ctx;
+
+    /* Failed handshakes leave errors behind; the ones logged below must be this call's. */
+    ERR_clear_error();
+    ctx = SSL_CTX_new(TLS_server_method());
 
     if (ctx == NULL) {
         log_openssl("cannot create a context", "");
@@ -58,7 +62,8 @@ SSL_CTX *rl_http_tls_context(const char *cert_file, const char *key_file)
         log_openssl("the private key does not match the certificate in", cert_file);
         goto fail;
     }
-    h2o_ssl_register_alpn_protocols(ctx, h2o_http2_alpn_protocols);
+    /* h2 first, then http/1.1: a client offering only http/1.1 gets a proper ALPN answer. */
+    h2o_ssl_register_alpn_protocols(ctx, h2o_alpn_protocols);
     return ctx;
 fail:
     SSL_CTX_free(ctx);
