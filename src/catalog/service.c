@@ -341,10 +341,6 @@ int rl_catalog_service_start(rl_catalog_service_t *service, h2o_loop_t *loop)
     service->http.request_timeout_ms = REQUEST_TIMEOUT_MS;
     service->http.compress = 1;
     service->http.app = service;
-    if ((settings->tls_cert[0] != '\0') != (settings->tls_key[0] != '\0')) {
-        rl_log_error("--tls-cert and --tls-key go together");
-        return -1;
-    }
     service->http.tls_cert = settings->tls_cert;
     service->http.tls_key = settings->tls_key;
     service->loop = loop;

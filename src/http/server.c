@@ -336,6 +336,10 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     h2o_context_init(&server->context, loop, &server->globalconf);
     server->accept_ctx.ctx = &server->context;
     server->accept_ctx.hosts = server->globalconf.hosts;
+    if (rl_http_server_tls(server) != (config->tls_key != NULL && config->tls_key[0] != '\0')) {
+        rl_log_error("--tls-cert and --tls-key go together");
+        return -1;
+    }
     if (rl_http_server_tls(server) &&
         (server->accept_ctx.ssl_ctx = rl_http_tls_context(config->tls_cert, config->tls_key)) == NULL)
         return -1;

@@ -139,10 +139,6 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->http.hooks.authenticate = rl_relay_authenticate;
     relay->http.hooks.limit = rl_relay_limit;
     relay->http.app = relay;
-    if ((config->tls_cert[0] != '\0') != (config->tls_key[0] != '\0')) {
-        rl_log_error("--tls-cert and --tls-key go together");
-        return -1;
-    }
     relay->http.tls_cert = config->tls_cert;
     relay->http.tls_key = config->tls_key;
     if (rl_http_server_create(loop, &relay->http, &relay->server) != 0)
