@@ -24,6 +24,8 @@ struct rl_http_server {
     h2o_accept_ctx_t accept_ctx;
     h2o_socket_t *listeners[MAX_LISTENERS];
     size_t nlisteners;
+    SSL_CTX **retired_tls; /* contexts replaced by a reload, kept until the server goes (see reload) */
+    size_t nretired_tls;
 };
 
 struct route_handler {
@@ -356,15 +358,24 @@ int rl_http_server_tls(const rl_http_server_t *server)
 
 int rl_http_server_reload_tls(rl_http_server_t *server)
 {
-    SSL_CTX *fresh, *old = server->accept_ctx.ssl_ctx;
+    SSL_CTX *fresh, *old = server->accept_ctx.ssl_ctx, **retired;
 
     if (!rl_http_server_tls(server))
         return 0;
+    retired = realloc(server->retired_tls, (server->nretired_tls + 1) * sizeof(*retired));
+    if (retired == NULL)
+        return -1;
+    server->retired_tls = retired;
     if ((fresh = rl_http_tls_context(server->config->tls_cert, server->config->tls_key)) == NULL)
         return -1;
-    /* Connections already accepted hold their own reference to the old context. */
+    /*
+     * The old context is not freed: h2o 2.2.5 keeps the raw pointer of a
+     * connection accepted before now and calls SSL_new with it only when the
+     * client's first bytes arrive, without taking a reference. A context is a
+     * few KiB and reloads come every few weeks.
+     */
     server->accept_ctx.ssl_ctx = fresh;
-    SSL_CTX_free(old);
+    server->retired_tls[server->nretired_tls++] = old;
     rl_log_info("TLS certificate reloaded from %s", server->config->tls_cert);
     return 0;
 }
@@ -471,5 +482,10 @@ void rl_http_server_free(rl_http_server_t *server)
     rl_http_server_stop_listening(server);
     h2o_context_dispose(&server->context);
     h2o_config_dispose(&server->globalconf);
+    /* Open connections hold their own references; these are only the server's. */
+    SSL_CTX_free(server->accept_ctx.ssl_ctx);
+    for (size_t i = 0; i < server->nretired_tls; ++i)
+        SSL_CTX_free(server->retired_tls[i]);
+    free(server->retired_tls);
     free(server);
 }

@@ -162,6 +162,8 @@ def test_sighup_reloads_a_renewed_certificate(relayd, pki):
     cert, key = pki.server(10, name="live")
     relay = relayd("--tls-cert", str(cert), "--tls-key", str(key), ca=pki.ca)
     assert _peer_serial(relay, pki.ca) == 10
+    # accepted before the reload, its ClientHello sent after: h2o starts its TLS state only then
+    early = socket.create_connection(("127.0.0.1", relay.port), timeout=10 * SLOW)
 
     renewed_cert, renewed_key = pki.server(11, name="renewed")
     os.replace(renewed_cert, cert)
@@ -169,6 +171,8 @@ def test_sighup_reloads_a_renewed_certificate(relayd, pki):
     relay.proc.send_signal(signal.SIGHUP)
     wait_until(lambda: _peer_serial(relay, pki.ca) == 11, WAIT, what="the renewed certificate")
     assert "TLS certificate reloaded" in relay.log_text()
+    with ssl.create_default_context(cafile=str(pki.ca)).wrap_socket(early, server_hostname="127.0.0.1") as tls:
+        assert x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number == 10
 
     # a broken renewal is refused and the working certificate stays
     cert.write_text("not a certificate\n")
