@@ -221,6 +221,13 @@ static const char *const migrations[] = {
     "  keys TEXT NOT NULL,"
     "  created_at INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX delta_keys_created ON delta_keys(created_at);",
+    /*
+     * 6: a batch writes one row per message, not per delta: the row holds
+     * the deltas of seq..seq_last joined, and their keys as a JSON array of
+     * [key, body hash] pairs (rows of schema 5 keep key and body_hash).
+     */
+    "ALTER TABLE message_deltas ADD COLUMN seq_last INTEGER;"
+    "ALTER TABLE message_deltas ADD COLUMN keys TEXT;",
 };
 
 static int exec_sql(sqlite3 *db, const char *sql)
@@ -1050,6 +1057,16 @@ static const char message_columns[] = "id, session_id, interaction_id, role, tex
  * The text of an open message: its deltas in order, after the opening text
  * unless that was the placeholder (which the first delta replaces).
  */
+/*
+ * The (key, body_hash) pairs of a message's stored deltas, ?3 being the
+ * message id: schema 6 rows carry a JSON array of pairs, schema 5 rows one pair.
+ */
+#define DELTA_KEYS_OF_MESSAGE                                                                                          \
+    "SELECT key, body_hash FROM message_deltas WHERE message_id = ?3 AND key IS NOT NULL"                              \
+    " UNION ALL SELECT json_extract(p.value, '$[0]'), json_extract(p.value, '$[1]')"                                   \
+    " FROM message_deltas, json_each(message_deltas.keys) AS p"                                                        \
+    " WHERE message_deltas.message_id = ?3 AND message_deltas.keys IS NOT NULL"
+
 static int streamed_text(struct sqlite_store *store, const char *message_id, const char *opening, int placeholder,
                          json_t **out)
 {
@@ -1551,14 +1568,16 @@ static int bridge_message(struct sqlite_store *store, const char *installation_i
 static void sqlite_message_stream_state(rl_store_t *super, const char *installation_id, const char *message_id,
                                         const char *scope, rl_store_cb cb, void *arg)
 {
-    static const char seq_sql[] = "SELECT coalesce(max(seq), 0) + 1 FROM message_deltas WHERE message_id = ?";
-    /* A delta's key is in its row while the message streams, in delta_keys once it ended (schema 5), or in
-     * idempotency for deltas stored before schema 5. */
-    static const char keys_sql[] = "SELECT key, body_hash FROM idempotency WHERE owner = ? AND scope = ?"
-                                   " UNION ALL SELECT key, body_hash FROM message_deltas"
-                                   "  WHERE message_id = ? AND key IS NOT NULL"
+    static const char seq_sql[] =
+        "SELECT coalesce(max(coalesce(seq_last, seq)), 0) + 1 FROM message_deltas WHERE message_id = ?";
+    /*
+     * A delta's key is in its batch's row while the message streams (schema 6: keys; schema 5: key),
+     * in delta_keys once it ended, or in idempotency for deltas stored before schema 5.
+     */
+    static const char keys_sql[] = "SELECT key, body_hash FROM idempotency WHERE owner = ?1 AND scope = ?2"
+                                   " UNION ALL " DELTA_KEYS_OF_MESSAGE
                                    " UNION ALL SELECT k.key, k.value FROM delta_keys, json_each(delta_keys.keys) AS k"
-                                   "  WHERE delta_keys.message_id = ?";
+                                   "  WHERE delta_keys.message_id = ?3";
     struct sqlite_store *store = (void *)super;
     json_t *row = NULL, *keys = json_object(), *value = NULL;
     sqlite3_stmt *stmt;
@@ -1584,7 +1603,6 @@ static void sqlite_message_stream_state(rl_store_t *super, const char *installat
     bind_text(stmt, 1, installation_id);
     bind_text(stmt, 2, scope);
     bind_text(stmt, 3, message_id);
-    bind_text(stmt, 4, message_id);
     while (sqlite3_step(stmt) == SQLITE_ROW)
         json_object_set_new(keys, (const char *)sqlite3_column_text(stmt, 0),
                             json_string((const char *)sqlite3_column_text(stmt, 1)));
@@ -1601,36 +1619,80 @@ out:
     complete(store, cb, arg, result, result == 0 ? value : NULL, 0);
 }
 
-static void sqlite_deltas_append(rl_store_t *super, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb, void *arg)
+static int by_message_then_seq(const void *a, const void *b)
 {
-    static const char delta_sql[] = "INSERT OR IGNORE INTO message_deltas(message_id, seq, delta, key, body_hash)"
-                                    " VALUES (?, ?, ?, ?, ?)";
-    struct sqlite_store *store = (void *)super;
-    const rl_delta_row_t *row;
+    const rl_delta_row_t *x = *(const rl_delta_row_t *const *)a, *y = *(const rl_delta_row_t *const *)b;
+    int order = strcmp(x->message_id, y->message_id);
+
+    return order != 0 ? order : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Writes the run rows[0..n) of one message's consecutive deltas as one row. */
+static int write_delta_run(struct sqlite_store *store, const rl_delta_row_t *const *rows, size_t n)
+{
+    static const char sql[] = "INSERT OR IGNORE INTO message_deltas(message_id, seq, seq_last, delta, keys)"
+                              " VALUES (?, ?, ?, ?, ?)";
+    json_t *keys = json_array();
+    char *text = NULL, *keys_text = NULL;
+    size_t len = 0, i;
     sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
-    if (write_begin(store) != 0)
+    for (i = 0; i < n; ++i)
+        len += rows[i]->delta_len;
+    if (keys == NULL || (text = malloc(len + 1)) == NULL)
         goto out;
-    /* The key and body hash ride in the delta's row: its idempotency record (replayed as {message_id}). */
-    for (row = batch->head; row != NULL; row = row->next) {
-        result = RL_E_INTERNAL;
-        if ((stmt = prepare(store, delta_sql)) == NULL)
-            goto end;
-        sqlite3_bind_text(stmt, 1, row->message_id, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(stmt, 2, row->seq);
-        sqlite3_bind_text(stmt, 3, row->delta, (int)row->delta_len, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 4, row->key, -1, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 5, row->body_hash, -1, SQLITE_STATIC);
-        result = step_done(store, stmt);
-        sqlite3_clear_bindings(stmt);
-        if (result != 0)
-            goto end;
+    for (len = 0, i = 0; i < n; ++i) {
+        memcpy(text + len, rows[i]->delta, rows[i]->delta_len);
+        len += rows[i]->delta_len;
+        /* The key and body hash are the delta's idempotency record (replayed as {message_id}). */
+        if (json_array_append_new(keys, json_pack("[s, s]", rows[i]->key, rows[i]->body_hash)) != 0)
+            goto out;
     }
+    if ((keys_text = json_dumps(keys, JSON_COMPACT)) == NULL || (stmt = prepare(store, sql)) == NULL)
+        goto out;
+    sqlite3_bind_text(stmt, 1, rows[0]->message_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, rows[0]->seq);
+    sqlite3_bind_int64(stmt, 3, rows[n - 1]->seq);
+    sqlite3_bind_text(stmt, 4, text, (int)len, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 5, keys_text, -1, SQLITE_STATIC);
+    result = step_done(store, stmt);
+    sqlite3_clear_bindings(stmt);
+out:
+    json_decref(keys);
+    free(text);
+    free(keys_text);
+    return result;
+}
+
+static void sqlite_deltas_append(rl_store_t *super, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb, void *arg)
+{
+    struct sqlite_store *store = (void *)super;
+    const rl_delta_row_t **rows = calloc(batch->count > 0 ? batch->count : 1, sizeof(*rows)), *row;
+    size_t n = 0, start, end;
+    int result = RL_E_INTERNAL;
+
+    if (rows == NULL || write_begin(store) != 0)
+        goto out;
+    /*
+     * One row per message and batch: at 50 deltas/s a message gets five per
+     * 100 ms batch, and every row costs a B-tree insert and its WAL pages.
+     * A run is cut where seqs are not consecutive (they always are today).
+     */
+    for (row = batch->head; row != NULL; row = row->next)
+        rows[n++] = row;
+    qsort(rows, n, sizeof(*rows), by_message_then_seq);
     result = 0;
-end:
+    for (start = 0; start < n && result == 0; start = end) {
+        for (end = start + 1; end < n && strcmp(rows[end]->message_id, rows[start]->message_id) == 0 &&
+                              rows[end]->seq == rows[end - 1]->seq + 1;
+             ++end) {
+        }
+        result = write_delta_run(store, rows + start, end - start);
+    }
     write_end(store, result);
 out:
+    free(rows);
     rl_delta_batch_free(batch);
     complete(store, cb, arg, result, NULL, 1);
 }
@@ -1642,8 +1704,8 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
                               " state = 'final', finalized_at = ?, placeholder = 0 WHERE id = ?";
     /* The deltas' keys outlive their text: a replayed delta still answers idempotent. */
     static const char keys_sql[] = "INSERT OR REPLACE INTO delta_keys(message_id, keys, created_at)"
-                                   " SELECT ?1, json_group_object(key, body_hash), ?2 FROM message_deltas"
-                                   " WHERE message_id = ?1 AND key IS NOT NULL GROUP BY message_id";
+                                   " SELECT ?1, json_group_object(key, body_hash), ?2 FROM (" DELTA_KEYS_OF_MESSAGE ")"
+                                   " GROUP BY ?1"; /* no deltas, no row */
     static const char clear_sql[] = "DELETE FROM message_deltas WHERE message_id = ?";
     struct sqlite_store *store = (void *)super;
     json_t *row = NULL, *cached = NULL, *value = NULL, *message = NULL, *text = NULL, *response;
@@ -1688,8 +1750,9 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
     result = RL_E_INTERNAL;
     if ((stmt = prepare(store, keys_sql)) == NULL)
         goto end;
-    bind_text(stmt, 1, message_id);
+    bind_text(stmt, 3, message_id);
     sqlite3_bind_int64(stmt, 2, now);
+    bind_text(stmt, 1, message_id);
     if ((result = step_done(store, stmt)) != 0)
         goto end;
     result = RL_E_INTERNAL;

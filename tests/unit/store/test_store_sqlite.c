@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "common/error.h"
 #include "store/store.h"
@@ -212,6 +213,48 @@ static void test_reopen_keeps_data(void **state)
     json_decref(out.value);
 }
 
+static void test_a_delta_batch_is_one_row_per_message(void **state)
+{
+    rl_store_t *store = *state;
+    struct outcome out = {0};
+    rl_delta_batch_t *batch = rl_delta_batch_new();
+    char path[96];
+    sqlite3 *db;
+    sqlite3_stmt *stmt;
+
+    /* two messages' deltas interleaved, as they arrive */
+    assert_int_equal(rl_delta_batch_add(batch, "msg_a", 1, "one ", 4, "inst", "message:msg_a", "ka1", "ha1"), 0);
+    assert_int_equal(rl_delta_batch_add(batch, "msg_b", 1, "uno ", 4, "inst", "message:msg_b", "kb1", "hb1"), 0);
+    assert_int_equal(rl_delta_batch_add(batch, "msg_a", 2, "two ", 4, "inst", "message:msg_a", "ka2", "ha2"), 0);
+    assert_int_equal(rl_delta_batch_add(batch, "msg_a", 3, "three", 5, "inst", "message:msg_a", "ka3", "ha3"), 0);
+    assert_int_equal(rl_delta_batch_add(batch, "msg_b", 2, "dos", 3, "inst", "message:msg_b", "kb2", "hb2"), 0);
+    rl_store_deltas_append(store, batch, 1000, record, &out);
+    rl_store_drain(store);
+    assert_int_equal(out.result, 0);
+
+    snprintf(path, sizeof(path), "%s/relay.db", folder);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT message_id, seq, seq_last, delta, keys FROM message_deltas"
+                                        " ORDER BY message_id, seq",
+                                        -1, &stmt, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 0), "msg_a");
+    assert_int_equal(sqlite3_column_int64(stmt, 1), 1);
+    assert_int_equal(sqlite3_column_int64(stmt, 2), 3);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 3), "one two three");
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 4),
+                        "[[\"ka1\",\"ha1\"],[\"ka2\",\"ha2\"],[\"ka3\",\"ha3\"]]");
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 0), "msg_b");
+    assert_int_equal(sqlite3_column_int64(stmt, 2), 2);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 3), "uno dos");
+    assert_int_equal(sqlite3_step(stmt), SQLITE_DONE);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+}
+
 /* -- the worker ----------------------------------------------------------------------------- */
 
 struct ordered {
@@ -329,6 +372,7 @@ int main(void)
         BOTH(test_pairing_expiry_and_collision),
         BOTH(test_failed_write_leaves_no_trace),
         BOTH(test_reopen_keeps_data),
+        BOTH(test_a_delta_batch_is_one_row_per_message),
         cmocka_unit_test_setup_teardown(test_worker_runs_callbacks_in_order_on_the_flushing_thread, setup_worker,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_worker_wakes_the_loop_through_its_fd, setup_worker, teardown),
