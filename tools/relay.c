@@ -423,27 +423,39 @@ static int print_result(json_t *result, const char *human_fmt, const char *id)
     return EXIT_OK;
 }
 
-static int run_pair(const rl_cli_args_t *args)
+/*
+ * One call whose answer carries one object to show: JSON as it came, or the
+ * label and the object's line on a terminal. body is stolen.
+ */
+static int call_and_show(const char *method, const char *path, json_t *body, const char *label, const char *key,
+                         void (*show)(const json_t *object))
 {
     api_error_t error;
-    json_t *body, *result;
-    int status = need_login();
+    json_t *result;
+    int status = api(method, path, body, &result, &error);
 
-    if (status != EXIT_OK)
-        return status;
-    body = json_pack("{s:s}", "code", args->positional[0]);
-    status = api("POST", "/v1/me/pairing/claim", body, &result, &error);
     json_decref(body);
     if (status != 0)
         return report_api(&error);
     if (ctx.json) {
         print_json(result);
     } else {
-        printf("paired: ");
-        show_installation(json_object_get(result, "installation"));
+        printf("%s", label);
+        show(json_object_get(result, key));
     }
     json_decref(result);
     return EXIT_OK;
+}
+
+static int run_pair(const rl_cli_args_t *args)
+{
+    json_t *body;
+    int status = need_login();
+
+    if (status != EXIT_OK)
+        return status;
+    body = json_pack("{s:s}", "code", args->positional[0]);
+    return call_and_show("POST", "/v1/me/pairing/claim", body, "paired: ", "installation", show_installation);
 }
 
 /* The subcommands of `installation`, one row each. */
@@ -545,8 +557,7 @@ static int run_sessions(const rl_cli_args_t *args)
 static int run_new(const rl_cli_args_t *args)
 {
     const char *installation = rl_cli_value(args, "installation"), *title = rl_cli_value(args, "title");
-    api_error_t error;
-    json_t *body, *result;
+    json_t *body;
     int status;
 
     if (installation == NULL)
@@ -557,18 +568,7 @@ static int run_new(const rl_cli_args_t *args)
     body = json_pack("{s:s}", "installation_id", installation);
     if (title != NULL)
         json_object_set_new(body, "title", json_string(title));
-    status = api("POST", "/v1/me/sessions", body, &result, &error);
-    json_decref(body);
-    if (status != 0)
-        return report_api(&error);
-    if (ctx.json) {
-        print_json(result);
-    } else {
-        printf("new session: ");
-        show_session(json_object_get(result, "session"));
-    }
-    json_decref(result);
-    return EXIT_OK;
+    return call_and_show("POST", "/v1/me/sessions", body, "new session: ", "session", show_session);
 }
 
 /* The one-call session commands, one row each. */

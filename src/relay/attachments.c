@@ -35,6 +35,16 @@
 #define MIME_MAX_BYTES 255
 #define LINK_REFUSED   "no such file, or the link is wrong or has expired"
 
+static const rl_field_t attachment_ref_fields[] = {
+    RL_FIELD_STRING("key", RL_F_REQUIRED, 1, 128),
+    RL_FIELD_STRING("mime", 0, 1, 255),
+    RL_FIELD_INTEGER_RANGE("size", 0, 0, RL_ATTACHMENT_MAX),
+    RL_FIELD_STRING("name", RL_F_NULLABLE, 0, 255),
+    RL_FIELD_END,
+};
+static const rl_schema_t attachment_ref_schema = RL_SCHEMA(attachment_ref_fields);
+const rl_field_t rl_attachment_ref_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &attachment_ref_schema);
+
 int rl_attachments_open(rl_relay_t *relay)
 {
     char path[1200];

@@ -5,10 +5,14 @@
 #include <jansson.h>
 
 #include "http/call.h"
+#include "http/validate.h"
 
 struct rl_relay;
 
 #define RL_ATTACHMENT_MAX (25 * 1024 * 1024)
+
+/* One item of an "attachments" array in a send or sendMessage body: {key, mime?, size?, name?}. */
+extern const rl_field_t rl_attachment_ref_item;
 
 /* Creates DATA/attachments and loads (or makes) the URL signing key. Startup; 0 or -1. */
 int rl_attachments_open(struct rl_relay *relay);

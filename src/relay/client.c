@@ -53,19 +53,9 @@ const rl_schema_t rl_session_cancel_schema = RL_SCHEMA(session_cancel_fields);
 
 static const char *const thought_levels[] = {"default", "extended", "max", NULL};
 
-static const rl_field_t attachment_ref_fields[] = {
-    RL_FIELD_STRING("key", RL_F_REQUIRED, 1, 128),
-    RL_FIELD_STRING("mime", 0, 1, 255),
-    RL_FIELD_INTEGER_RANGE("size", 0, 0, 26214400),
-    RL_FIELD_STRING("name", RL_F_NULLABLE, 0, 255),
-    RL_FIELD_END,
-};
-static const rl_schema_t attachment_ref_schema = RL_SCHEMA(attachment_ref_fields);
-static const rl_field_t attachment_ref_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &attachment_ref_schema);
-
 static const rl_field_t message_send_fields[] = {
     RL_FIELD_STRING("text", RL_F_REQUIRED, 0, TEXT_MAX),
-    RL_FIELD_ARRAY("attachments", 0, 0, 10, &attachment_ref_item),
+    RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
     RL_FIELD_ENUM("thought_level", 0, thought_levels),
     RL_FIELD_END,

@@ -11,6 +11,7 @@
  * writer never waits for the disk to flush.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -379,6 +380,33 @@ static int step_done(struct sqlite_store *store, sqlite3_stmt *stmt)
     return RL_E_INTERNAL;
 }
 
+/*
+ * Prepares sql, binds its parameters from the varargs as types says ('s' a
+ * string or NULL, 'I' an int64_t, 'i' an int), and steps it to the end: the
+ * common shape of a write. 0, RL_E_IDEMPOTENCY_CONFLICT on a constraint, or
+ * RL_E_INTERNAL.
+ */
+static int exec_bound(struct sqlite_store *store, const char *sql, const char *types, ...)
+{
+    sqlite3_stmt *stmt = prepare(store, sql);
+    va_list ap;
+    int index = 1;
+
+    if (stmt == NULL)
+        return RL_E_INTERNAL;
+    va_start(ap, types);
+    for (; *types != '\0'; ++types, ++index) {
+        if (*types == 's')
+            bind_text(stmt, index, va_arg(ap, const char *));
+        else if (*types == 'I')
+            sqlite3_bind_int64(stmt, index, va_arg(ap, int64_t));
+        else
+            sqlite3_bind_int(stmt, index, va_arg(ap, int));
+    }
+    va_end(ap);
+    return step_done(store, stmt);
+}
+
 static int sqlite_pending(rl_store_t *super)
 {
     struct sqlite_store *store = (void *)super;
@@ -445,29 +473,16 @@ static void sqlite_pairing_insert(rl_store_t *super, const rl_pairing_new_t *pai
         "INSERT INTO pairings(poll_hash, code_hash, installation_id, connector_type, host_label, state,"
         " created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)";
     struct sqlite_store *store = (void *)super;
-    sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
     if (write_begin(store) != 0)
         goto out;
     /* A code that expired unclaimed may be minted again. */
-    if ((stmt = prepare(store, clear_sql)) == NULL)
+    if ((result = exec_bound(store, clear_sql, "sI", pairing->code_hash, (int64_t)pairing->created_at)) != 0)
         goto end;
-    bind_text(stmt, 1, pairing->code_hash);
-    sqlite3_bind_int64(stmt, 2, pairing->created_at);
-    if ((result = step_done(store, stmt)) != 0)
-        goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, insert_sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, pairing->poll_hash);
-    bind_text(stmt, 2, pairing->code_hash);
-    bind_text(stmt, 3, pairing->installation_id);
-    bind_text(stmt, 4, pairing->connector_type);
-    bind_text(stmt, 5, pairing->host_label);
-    sqlite3_bind_int64(stmt, 6, pairing->created_at);
-    sqlite3_bind_int64(stmt, 7, pairing->expires_at);
-    result = step_done(store, stmt);
+    result = exec_bound(store, insert_sql, "sssssII", pairing->poll_hash, pairing->code_hash, pairing->installation_id,
+                        pairing->connector_type, pairing->host_label, (int64_t)pairing->created_at,
+                        (int64_t)pairing->expires_at);
 end:
     write_end(store, result);
 out:
@@ -515,29 +530,12 @@ static void sqlite_pairing_claim(rl_store_t *super, const char *code_hash, const
     snprintf(host_label, sizeof(host_label), "%s", (const char *)sqlite3_column_text(stmt, 2));
     sqlite3_reset(stmt);
 
-    if ((stmt = prepare(store, user_sql)) == NULL)
+    if ((result = exec_bound(store, user_sql, "sI", user_id, (int64_t)now)) != 0)
         goto end;
-    bind_text(stmt, 1, user_id);
-    sqlite3_bind_int64(stmt, 2, now);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, consume_sql, "sIs", user_id, (int64_t)now, code_hash)) != 0)
         goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, consume_sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, user_id);
-    sqlite3_bind_int64(stmt, 2, now);
-    bind_text(stmt, 3, code_hash);
-    if ((result = step_done(store, stmt)) != 0)
-        goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, create_sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, installation_id);
-    bind_text(stmt, 2, user_id);
-    bind_text(stmt, 3, connector_type);
-    bind_text(stmt, 4, host_label);
-    sqlite3_bind_int64(stmt, 5, now);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, create_sql, "ssssI", installation_id, user_id, connector_type, host_label,
+                             (int64_t)now)) != 0)
         goto end;
     result = select_installation(store, installation_id, &installation);
 end:
@@ -587,18 +585,9 @@ static void sqlite_pairing_poll(rl_store_t *super, const char *poll_hash, const 
         result = RL_E_PAIRING_NOT_FOUND;
         goto end;
     }
-    if ((stmt = prepare(store, token_sql)) == NULL)
+    if ((result = exec_bound(store, token_sql, "sss", token_hash, token_env, installation_id)) != 0)
         goto end;
-    bind_text(stmt, 1, token_hash);
-    bind_text(stmt, 2, token_env);
-    bind_text(stmt, 3, installation_id);
-    if ((result = step_done(store, stmt)) != 0)
-        goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, spend_sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, poll_hash);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, spend_sql, "s", poll_hash)) != 0)
         goto end;
     value = json_pack("{s:s, s:s}", "status", "paired", "installation_id", installation_id);
 end:
@@ -644,21 +633,13 @@ static void sqlite_purge(rl_store_t *super, int64_t now, int64_t delete_grace, r
     /* spec: a deleted session has a 24 h grace; then it goes, and its messages with it (ON DELETE CASCADE). */
     static const char sessions_sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?";
     struct sqlite_store *store = (void *)super;
-    sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL, purged = 0;
 
     if (write_begin(store) != 0)
         goto out;
-    if ((stmt = prepare(store, pairings_sql)) == NULL)
+    if ((result = exec_bound(store, pairings_sql, "I", (int64_t)(now - 3600 * 1000))) != 0)
         goto end;
-    sqlite3_bind_int64(stmt, 1, now - 3600 * 1000);
-    if ((result = step_done(store, stmt)) != 0)
-        goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, sessions_sql)) == NULL)
-        goto end;
-    sqlite3_bind_int64(stmt, 1, now - delete_grace);
-    result = step_done(store, stmt);
+    result = exec_bound(store, sessions_sql, "I", (int64_t)(now - delete_grace));
     purged = sqlite3_changes(store->db);
 end:
     write_end(store, result);
@@ -815,7 +796,6 @@ static void sqlite_installation_patch(rl_store_t *super, const char *user_id, co
                               " WHERE id = ? AND user_id = ?";
     struct sqlite_store *store = (void *)super;
     json_t *installation = NULL;
-    sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
     if (write_begin(store) != 0)
@@ -824,16 +804,8 @@ static void sqlite_installation_patch(rl_store_t *super, const char *user_id, co
         goto end;
     json_decref(installation);
     installation = NULL;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, sql)) == NULL)
-        goto end;
-    sqlite3_bind_int(stmt, 1, patch->set_name);
-    bind_text(stmt, 2, patch->name);
-    sqlite3_bind_int(stmt, 3, patch->set_emoji);
-    bind_text(stmt, 4, patch->emoji);
-    bind_text(stmt, 5, installation_id);
-    bind_text(stmt, 6, user_id);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, sql, "isisss", (int)(patch->set_name), patch->name, (int)(patch->set_emoji),
+                             patch->emoji, installation_id, user_id)) != 0)
         goto end;
     result = select_installation(store, installation_id, &installation);
 end:
@@ -851,7 +823,6 @@ static void sqlite_installation_revoke(rl_store_t *super, const char *user_id, c
                               " WHERE id = ? AND user_id = ? AND state != 'revoked'";
     struct sqlite_store *store = (void *)super;
     json_t *installation = NULL, *value = NULL;
-    sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL, changed = 0;
 
     if (write_begin(store) != 0)
@@ -860,13 +831,7 @@ static void sqlite_installation_revoke(rl_store_t *super, const char *user_id, c
         goto end;
     json_decref(installation);
     installation = NULL;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, sql)) == NULL)
-        goto end;
-    sqlite3_bind_int64(stmt, 1, now);
-    bind_text(stmt, 2, installation_id);
-    bind_text(stmt, 3, user_id);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, sql, "Iss", (int64_t)now, installation_id, user_id)) != 0)
         goto end;
     changed = sqlite3_changes(store->db) > 0;
     if ((result = select_installation(store, installation_id, &installation)) != 0)
@@ -884,7 +849,6 @@ static void sqlite_session_create(rl_store_t *super, const rl_session_new_t *ses
                               " updated_at) VALUES (?, ?, ?, ?, 'active', ?, ?)";
     struct sqlite_store *store = (void *)super;
     json_t *installation = NULL, *row = NULL, *value = NULL;
-    sqlite3_stmt *stmt;
     int64_t update_id = 0;
     int result = RL_E_INTERNAL;
 
@@ -896,16 +860,8 @@ static void sqlite_session_create(rl_store_t *super, const rl_session_new_t *ses
         result = RL_E_INSTALLATION_REVOKED;
         goto end;
     }
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, session->session_id);
-    bind_text(stmt, 2, session->user_id);
-    bind_text(stmt, 3, session->installation_id);
-    bind_text(stmt, 4, session->title);
-    sqlite3_bind_int64(stmt, 5, session->now);
-    sqlite3_bind_int64(stmt, 6, session->now);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, sql, "ssssII", session->session_id, session->user_id, session->installation_id,
+                             session->title, (int64_t)session->now, (int64_t)session->now)) != 0)
         goto end;
     if ((result = select_session(store, session->user_id, session->session_id, &row)) != 0)
         goto end;
@@ -1277,32 +1233,13 @@ static void sqlite_message_send(rl_store_t *super, const rl_message_send_t *send
             goto end;
         result = RL_E_INTERNAL;
     }
-    if ((stmt = prepare(store, interaction_sql)) == NULL)
+    if ((result = exec_bound(store, interaction_sql, "ssI", send->interaction_id, send->session_id,
+                             (int64_t)send->now)) != 0)
         goto end;
-    bind_text(stmt, 1, send->interaction_id);
-    bind_text(stmt, 2, send->session_id);
-    sqlite3_bind_int64(stmt, 3, send->now);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, message_sql, "ssssssII", send->message_id, send->session_id, send->interaction_id,
+                             send->text, attachments, send->reply_to, (int64_t)send->now, (int64_t)send->now)) != 0)
         goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, message_sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, send->message_id);
-    bind_text(stmt, 2, send->session_id);
-    bind_text(stmt, 3, send->interaction_id);
-    bind_text(stmt, 4, send->text);
-    bind_text(stmt, 5, attachments);
-    bind_text(stmt, 6, send->reply_to);
-    sqlite3_bind_int64(stmt, 7, send->now);
-    sqlite3_bind_int64(stmt, 8, send->now);
-    if ((result = step_done(store, stmt)) != 0)
-        goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, touch_sql)) == NULL)
-        goto end;
-    sqlite3_bind_int64(stmt, 1, send->now);
-    bind_text(stmt, 2, send->session_id);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, touch_sql, "Is", (int64_t)send->now, send->session_id)) != 0)
         goto end;
     if ((result = select_message(store, send->message_id, &message)) != 0)
         goto end;
@@ -1738,14 +1675,8 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
     if (json_object_get(body, "usage") != NULL &&
         (usage = json_dumps(json_object_get(body, "usage"), JSON_COMPACT)) == NULL)
         goto end;
-    if ((stmt = prepare(store, sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, json_string_value(text));
-    bind_text(stmt, 2, usage);
-    bind_text(stmt, 3, json_string_value(json_object_get(body, "finish_reason")));
-    sqlite3_bind_int64(stmt, 4, now);
-    bind_text(stmt, 5, message_id);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, sql, "sssIs", json_string_value(text), usage,
+                             json_string_value(json_object_get(body, "finish_reason")), (int64_t)now, message_id)) != 0)
         goto end;
     result = RL_E_INTERNAL;
     if ((stmt = prepare(store, keys_sql)) == NULL)
@@ -1755,11 +1686,7 @@ static void sqlite_message_end(rl_store_t *super, const rl_idempotency_t *idem, 
     bind_text(stmt, 1, message_id);
     if ((result = step_done(store, stmt)) != 0)
         goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, clear_sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, message_id);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, clear_sql, "s", message_id)) != 0)
         goto end;
     response = json_pack("{s:s}", "message_id", message_id);
     if ((result = idem_record(store, idem, response, now)) == 0 &&
@@ -2099,7 +2026,6 @@ static void sqlite_approval_decide(rl_store_t *super, const char *user_id, const
     json_t *approval = NULL, *value = NULL, *update;
     const char *state, *owner, *installation_id;
     int64_t update_id = 0;
-    sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
     if (write_begin(store) != 0)
@@ -2141,27 +2067,14 @@ static void sqlite_approval_decide(rl_store_t *super, const char *user_id, const
                 scope_value = "";
         }
     }
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, resolve_sql)) == NULL)
-        goto end;
-    bind_text(stmt, 1, decision);
-    bind_text(stmt, 2, scope);
-    bind_text(stmt, 3, scope_value);
-    sqlite3_bind_int64(stmt, 4, now);
-    bind_text(stmt, 5, approval_id);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, resolve_sql, "sssIs", decision, scope, scope_value, (int64_t)now, approval_id)) !=
+        0)
         goto end;
     if (strcmp(decision, "approve_always") == 0) {
         /* spec: approve_always stores a permanent grant for (action, scope, scope_value). */
-        result = RL_E_INTERNAL;
-        if ((stmt = prepare(store, grant_sql)) == NULL)
-            goto end;
-        bind_text(stmt, 1, installation_id);
-        bind_text(stmt, 2, json_string_value(json_object_get(approval, "action")));
-        bind_text(stmt, 3, scope != NULL ? scope : "all");
-        bind_text(stmt, 4, scope_value != NULL ? scope_value : "");
-        sqlite3_bind_int64(stmt, 5, now);
-        if ((result = step_done(store, stmt)) != 0)
+        if ((result = exec_bound(store, grant_sql, "ssssI", installation_id,
+                                 json_string_value(json_object_get(approval, "action")), scope != NULL ? scope : "all",
+                                 scope_value != NULL ? scope_value : "", (int64_t)now)) != 0)
             goto end;
     }
     update = json_pack("{s:s, s:s}", "approval_id", approval_id, "decision", decision);
@@ -2197,17 +2110,11 @@ static void sqlite_approval_expire(rl_store_t *super, const char *approval_id, i
     struct sqlite_store *store = (void *)super;
     json_t *approval = NULL, *value = NULL;
     int64_t update_id = 0;
-    sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL, changed;
 
     if (write_begin(store) != 0)
         goto out;
-    if ((stmt = prepare(store, sql)) == NULL)
-        goto end;
-    sqlite3_bind_int64(stmt, 1, now);
-    bind_text(stmt, 2, approval_id);
-    sqlite3_bind_int64(stmt, 3, now);
-    if ((result = step_done(store, stmt)) != 0)
+    if ((result = exec_bound(store, sql, "IsI", (int64_t)now, approval_id, (int64_t)now)) != 0)
         goto end;
     changed = sqlite3_changes(store->db) > 0;
     if ((result = select_approval(store, approval_id, &approval)) != 0)
@@ -2302,23 +2209,13 @@ static void sqlite_updates_ack(rl_store_t *super, const char *installation_id, i
     static const char drop_sql[] = "DELETE FROM updates WHERE installation_id = ? AND update_id <= ?";
     static const char mark_sql[] = "UPDATE installations SET acked_update_id = max(acked_update_id, ?) WHERE id = ?";
     struct sqlite_store *store = (void *)super;
-    sqlite3_stmt *stmt;
     int result = RL_E_INTERNAL;
 
     if (write_begin(store) != 0)
         goto out;
-    if ((stmt = prepare(store, drop_sql)) == NULL)
+    if ((result = exec_bound(store, drop_sql, "sI", installation_id, (int64_t)up_to)) != 0)
         goto end;
-    bind_text(stmt, 1, installation_id);
-    sqlite3_bind_int64(stmt, 2, up_to);
-    if ((result = step_done(store, stmt)) != 0)
-        goto end;
-    result = RL_E_INTERNAL;
-    if ((stmt = prepare(store, mark_sql)) == NULL)
-        goto end;
-    sqlite3_bind_int64(stmt, 1, up_to);
-    bind_text(stmt, 2, installation_id);
-    result = step_done(store, stmt);
+    result = exec_bound(store, mark_sql, "Is", (int64_t)up_to, installation_id);
 end:
     write_end(store, result);
 out:
