@@ -13,7 +13,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rand.h"
-#include "relay/approvals.h"
 #include "relay/attachments.h"
 #include "relay/auth.h"
 #include "relay/bridge_ws.h"
@@ -23,6 +22,7 @@
 #include "relay/installations.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
+#include "relay/sweeps.h"
 #include "relay/token.h"
 
 #define RATE_KEYS_MAX 200000
@@ -180,8 +180,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
     relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
-    relay->approvals = rl_approvals_start(relay);
-    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->approvals == NULL)
+    relay->sweeps = rl_sweeps_start(relay);
+    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
@@ -199,7 +199,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 
 void rl_relay_stop(rl_relay_t *relay)
 {
-    rl_approvals_stop(relay->approvals);
+    rl_sweeps_stop(relay->sweeps);
     rl_housekeeping_stop(relay->housekeeping);
     relay->housekeeping = NULL;
     if (relay->server != NULL)
@@ -222,8 +222,8 @@ void rl_relay_stop(rl_relay_t *relay)
         h2o_timeout_unlink(&relay->store_flush);
     rl_deltas_free(relay->deltas);
     relay->deltas = NULL;
-    rl_approvals_free(relay->approvals);
-    relay->approvals = NULL;
+    rl_sweeps_free(relay->sweeps);
+    relay->sweeps = NULL;
     if (relay->store_wake != NULL) {
         h2o_socket_read_stop(relay->store_wake);
         h2o_socket_close(relay->store_wake);

@@ -1,7 +1,7 @@
 /*
  * The relay application: its configuration and the parts it is made of,
  * tied to one event loop. Each part keeps its own state behind its own
- * header (auth.h, hub.h, bridge_ws.h, deltas.h, approvals.h, ...); this
+ * header (auth.h, hub.h, bridge_ws.h, deltas.h, sweeps.h, ...); this
  * struct only holds them together and is what route handlers reach through
  * call->app. Loop thread only.
  */
@@ -31,7 +31,7 @@ struct rl_auth;
 struct rl_hub;
 struct rl_bridge_ws;
 struct rl_deltas;
-struct rl_approvals;
+struct rl_sweeps;
 struct rl_housekeeping;
 
 typedef struct rl_relay {
@@ -45,7 +45,7 @@ typedef struct rl_relay {
     struct rl_auth *auth;           /* token verification and what it remembers (auth.c) */
     struct rl_bridge_ws *sockets;   /* bridge sockets of this node (bridge_ws.c) */
     struct rl_deltas *deltas;       /* open messages and their pending deltas (deltas.c) */
-    struct rl_approvals *approvals; /* the expiry sweep (approvals.c) */
+    struct rl_sweeps *sweeps;       /* the store's once-a-second sweeps (sweeps.c) */
     struct rl_housekeeping *housekeeping;
     unsigned char url_key[32]; /* signs attachment download URLs (attachments.c) */
     rl_http_config_t http;

@@ -230,6 +230,8 @@ static const char *const migrations[] = {
     "UPDATE message_deltas SET keys = json_array(json_array(key, body_hash)) WHERE keys IS NULL AND key IS NOT NULL;"
     "UPDATE message_deltas SET keys = '[]' WHERE keys IS NULL;"
     "UPDATE message_deltas SET seq_last = seq WHERE seq_last IS NULL;",
+    /* 8: the messages still streaming, for the sweep that ends those left open past their window. */
+    "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -802,6 +804,18 @@ static int sqlite_messages_page(rl_txn_t *txn, const char *session_id, const cha
                     (void **)rows, count);
 }
 
+static int sqlite_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
+{
+    static const char sql[] =
+        "SELECT m.id, m.session_id, m.interaction_id, m.role, m.text, m.attachments, m.reply_to, m.usage,"
+        " m.finish_reason, m.state, m.created_at, m.finalized_at, m.placeholder"
+        " FROM messages m LEFT JOIN interactions i ON i.id = m.interaction_id"
+        " WHERE m.state = 'streaming' AND coalesce(i.created_at, m.created_at) <= ? ORDER BY m.created_at LIMIT ?";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", at, limit), read_message, sizeof(**rows), (void **)rows,
+                    count);
+}
+
 /* ---- streamed deltas ---------------------------------------------------------------------------- */
 
 static void read_delta_run(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
@@ -1272,6 +1286,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .message_get = sqlite_message_get,
     .message_update = sqlite_message_update,
     .messages_page = sqlite_messages_page,
+    .messages_open_before = sqlite_messages_open_before,
     .delta_run_insert = sqlite_delta_run_insert,
     .delta_runs_of = sqlite_delta_runs_of,
     .delta_runs_delete = sqlite_delta_runs_delete,

@@ -281,6 +281,11 @@ struct rl_txn_ops {
      */
     int (*messages_page)(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
                          size_t *count);
+    /*
+     * Messages still streaming whose interaction (or, for one without, the
+     * message itself) was created at or before `at`, oldest first, at most limit.
+     */
+    int (*messages_open_before)(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count);
 
     /* streamed deltas of open messages; a run whose (message_id, seq) exists is ignored */
     int (*delta_run_insert)(rl_txn_t *txn, const rl_delta_run_row_t *row);
