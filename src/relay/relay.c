@@ -137,7 +137,7 @@ static int open_bus(rl_relay_t *relay)
         .handlers = {.event = on_bus_event, .signal = on_bus_signal, .ctx = relay},
     };
 
-    if (rl_bus_open("local", relay->loop, &config, &relay->bus) != 0)
+    if (rl_bus_open(relay->config.bus, relay->loop, &config, &relay->bus) != 0)
         return -1;
     rl_bus_join(relay->bus, RL_TOPIC_AUTH, 1);
     relay->hub = rl_hub_new(relay->bus, BUS_USERS_MAX);
@@ -169,8 +169,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
         return -1;
     }
-    if (rl_store_open(config->data, &relay->store) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
-        rl_attachments_open(relay) != 0)
+    if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
+        rl_auth_open(relay, &relay->auth) != 0 || rl_attachments_open(relay) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;
