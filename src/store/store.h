@@ -217,7 +217,9 @@ typedef struct rl_attachment_row {
  * Every function runs on the thread that owns the transaction and returns 0
  * or a negative RL_E_* error: RL_E_NOT_FOUND when a read by key finds no
  * row (or an update/delete by key changes none), RL_E_CONFLICT when an
- * insert meets a row with the same key, RL_E_INTERNAL for anything else
+ * insert meets a row with the same key, RL_E_UNAVAILABLE when the
+ * backend's server cannot be reached or the transaction must be tried again
+ * (a deadlock, a serialization failure), RL_E_INTERNAL for anything else
  * (logged by the backend). Lists are arrays in the arena, in the order the
  * function names. Reads inside a writing operation lock what they read
  * where the engine needs it (rl_txn_t.writing), so that a rule checked on a
