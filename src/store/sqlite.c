@@ -848,6 +848,23 @@ static int sqlite_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_
                     count);
 }
 
+static void read_int(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    *(int64_t *)out = sqlite3_column_int64(stmt, 0);
+}
+
+static int sqlite_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
+{
+    static const char sql[] = "SELECT seq_last FROM message_deltas WHERE message_id = ? ORDER BY seq DESC LIMIT 1";
+    int64_t last = 0;
+    int result = read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_int, &last);
+
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    *next = last + 1;
+    return 0;
+}
+
 static int sqlite_delta_runs_delete(rl_txn_t *txn, const char *message_id)
 {
     static const char sql[] = "DELETE FROM message_deltas WHERE message_id = ?";
@@ -1289,6 +1306,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .messages_open_before = sqlite_messages_open_before,
     .delta_run_insert = sqlite_delta_run_insert,
     .delta_runs_of = sqlite_delta_runs_of,
+    .delta_next_seq = sqlite_delta_next_seq,
     .delta_runs_delete = sqlite_delta_runs_delete,
     .delta_keys_put = sqlite_delta_keys_put,
     .delta_keys_get = sqlite_delta_keys_get,

@@ -289,9 +289,11 @@ struct rl_txn_ops {
      */
     int (*messages_open_before)(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count);
 
-    /* streamed deltas of open messages; a run whose (message_id, seq) exists is ignored */
+    /* streamed deltas of open messages, as runs that do not overlap; a run whose (message_id, seq) exists is ignored */
     int (*delta_run_insert)(rl_txn_t *txn, const rl_delta_run_row_t *row);
     int (*delta_runs_of)(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count); /* by seq */
+    /* The seq after the message's last stored delta: its last run's seq_last + 1, or 1 when none. */
+    int (*delta_next_seq)(rl_txn_t *txn, const char *message_id, int64_t *next);
     int (*delta_runs_delete)(rl_txn_t *txn, const char *message_id);
     /* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
     int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);

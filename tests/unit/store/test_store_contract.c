@@ -363,12 +363,17 @@ static void test_delta_runs_and_their_keys(void **state)
     rl_delta_run_row_t r2 = {"msg_a", 4, 4, "a\0b", 3, "[[\"k4\",\"h4\"]]"};
     rl_delta_run_row_t again = {"msg_a", 1, 1, "other", 5, "[]"}, *rows;
     const char *keys;
+    int64_t next = 0;
     size_t count;
 
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 1);
     assert_int_equal(RL_TXN(txn, delta_run_insert, &r2), 0);
     assert_int_equal(RL_TXN(txn, delta_run_insert, &r1), 0);
     /* A run whose (message, seq) is stored already is ignored: a retried batch is harmless. */
     assert_int_equal(RL_TXN(txn, delta_run_insert, &again), 0);
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 5);
     assert_int_equal(RL_TXN(txn, delta_runs_of, "msg_a", &rows, &count), 0);
     assert_int_equal(count, 2);
     assert_int_equal(rows[0].seq, 1);
