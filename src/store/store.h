@@ -342,6 +342,10 @@ struct rl_txn_ops {
     /* attachments */
     int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
     int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
+
+    /* secrets every node shares (the signing keys), by name; insert_ignore keeps an existing value */
+    int (*secret_insert_ignore)(rl_txn_t *txn, const char *name, const char *value, int64_t created_at);
+    int (*secret_get)(rl_txn_t *txn, const char *name, const char **value);
 };
 
 struct rl_txn {
