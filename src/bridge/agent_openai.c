@@ -24,7 +24,7 @@
 
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
-#include "bridge/log.h"
+#include "common/log.h"
 
 #define MAX_TOOL_CALLS 16
 #define MAX_HISTORY    200
@@ -278,7 +278,7 @@ static void *call_main(void *arg)
                      errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc));
         else
             snprintf(text, sizeof(text), "[the model server answered HTTP %ld]", status);
-        rl_bridge_log(RL_BLOG_WARN, "interaction %s: %s", call->interaction_id, text);
+        rl_log(RL_LOG_WARN, "interaction %s: %s", call->interaction_id, text);
         end = json_pack("{s:s, s:s, s:s}", "type", "end", "finish_reason", "error", "error", text);
     } else {
         history_add(agent, call->session_id, "assistant", call->reply != NULL ? call->reply : "", call->reply_len);
@@ -333,7 +333,7 @@ static void on_line(void *user, const char *line, size_t len)
     char err[160];
 
     if (rl_agent_line_parse(line, len, &parsed, err, sizeof(err)) != 0) {
-        rl_bridge_log(RL_BLOG_WARN, "openai adapter line ignored: %s", err);
+        rl_log(RL_LOG_WARN, "openai adapter line ignored: %s", err);
         return;
     }
     rl_bridge_agent_line(agent->bridge, &parsed);
@@ -380,7 +380,7 @@ static int openai_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     pthread_mutex_init(&agent->lock, NULL);
     rl_jsonl_reader_init(&agent->reader, 1024 * 1024);
     rl_bridge_watch(bridge, agent->pipe_r, POLLIN, on_pipe, agent);
-    rl_bridge_log(RL_BLOG_INFO, "model server %s, model %s", agent->url, agent->model);
+    rl_log(RL_LOG_INFO, "model server %s, model %s", agent->url, agent->model);
     *out = agent;
     return 0;
 }
