@@ -337,6 +337,13 @@ static int run_paper(const rl_cli_args_t *args)
 
     if ((text != NULL) == (pdf != NULL))
         return report(EXIT_USAGE, "paper needs exactly one of --text and --pdf", NULL);
+    /*
+     * The text itself is this command's output, so that `catalog paper SLUG --text > paper.txt` holds the
+     * paper: raw, with errors on stderr, unless --json asks for the JSON object. A summary of a file written
+     * with -o follows the program's usual mode.
+     */
+    if (text != NULL && output == NULL && !cli.json_flag)
+        cli.json = 0;
     if (pdf != NULL && output == NULL)
         return report(EXIT_USAGE, "--pdf needs -o FILE (or -o - to write the PDF to stdout)", NULL);
     slug = rl_client_escape(args->positional[0]);
@@ -480,9 +487,8 @@ static const rl_cli_command_t commands[] = {
      NULL, get_examples, run_get},
     {"paper", "<slug> --text|--pdf [-o FILE]", 1, 1, "fetch a paper's full text or PDF",
      "Only papers whose licence permits redistribution have them; for the others the catalog says why and "
-     "where "
-     "to read the paper. --text prints the text on a terminal and a JSON object otherwise; --pdf needs -o "
-     "FILE.",
+     "where to read the paper. --text writes the text to stdout, piped or not, and errors to stderr (with "
+     "--json, a JSON object holding the text, or the error); --pdf needs -o FILE.",
      paper_flags, paper_examples, run_paper},
     {"api", "", 0, 0, "list the API's endpoints and the entity types", NULL, NULL, api_examples, run_api},
     {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command, flag and example", NULL, NULL,

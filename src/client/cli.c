@@ -365,7 +365,8 @@ int rl_cli_run_help(const rl_cli_args_t *args)
             return rl_cli_report(cli, RL_CLI_EXIT_USAGE, message, NULL);
         }
     }
-    if (cli->json) {
+    /* Help is for reading, piped into a pager too: the manifest only when --json asks for it. */
+    if (cli->json_flag) {
         json_t *manifest = rl_cli_manifest(cli->program, command);
         if (command == NULL && cli->program->extend_manifest != NULL)
             cli->program->extend_manifest(manifest);

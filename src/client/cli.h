@@ -131,7 +131,10 @@ json_t *rl_cli_manifest(const rl_cli_program_t *program, const rl_cli_command_t 
  * args->cli).
  */
 int rl_cli_main(rl_cli_t *cli, const rl_cli_program_t *program, int argc, char **argv);
-/* The `help [command]` command, for a program's table: text, or the manifest in JSON mode. */
+/*
+ * The `help [command]` command, for a program's table: text, piped or not
+ * (help is read, often through a pager), or the manifest with --json.
+ */
 int rl_cli_run_help(const rl_cli_args_t *args);
 
 /* Writes value as one JSON line on stdout (indented on a terminal under RL_CLI_PRETTY_JSON) and flushes. */
