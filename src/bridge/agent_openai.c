@@ -24,6 +24,7 @@
 
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
+#include "client/client.h"
 #include "common/log.h"
 
 #define MAX_TOOL_CALLS 16
@@ -223,7 +224,6 @@ static void *call_main(void *arg)
     CURL *curl = curl_easy_init();
     struct curl_slist *headers = NULL;
     char *body = json_dumps(call->request, JSON_COMPACT);
-    char errbuf[CURL_ERROR_SIZE] = "";
     long status = 0;
     CURLcode rc = CURLE_FAILED_INIT;
     json_t *end;
@@ -245,7 +245,6 @@ static void *call_main(void *arg)
         curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
         curl_easy_setopt(curl, CURLOPT_XFERINFODATA, call);
-        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
         rc = curl_easy_perform(curl);
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     }
@@ -274,8 +273,7 @@ static void *call_main(void *arg)
     } else if (rc != CURLE_OK || status < 200 || status >= 300) {
         char text[CURL_ERROR_SIZE + 96];
         if (rc != CURLE_OK)
-            snprintf(text, sizeof(text), "[the model server failed: %s]",
-                     errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc));
+            snprintf(text, sizeof(text), "[the model server failed: %s]", rl_client_failure_text(rc));
         else
             snprintf(text, sizeof(text), "[the model server answered HTTP %ld]", status);
         rl_log(RL_LOG_WARN, "interaction %s: %s", call->interaction_id, text);

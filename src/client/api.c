@@ -72,9 +72,11 @@ static void retrying(void *user, int attempt, int result, const rl_client_respon
     if (response->request_id[0] != '\0')
         snprintf(line, sizeof(line), "HTTP %ld (request %s); retrying in %ld ms", response->status,
                  response->request_id, delay_ms);
+    else if (result != 0)
+        /* The error that ends the command names the server; the notes before it only count the tries. */
+        snprintf(line, sizeof(line), "no answer (try %d); retrying in %ld ms", attempt, delay_ms);
     else
-        snprintf(line, sizeof(line), "%s; retrying in %ld ms",
-                 response->error[0] != '\0' ? response->error : "no answer", delay_ms);
+        snprintf(line, sizeof(line), "HTTP %ld; retrying in %ld ms", response->status, delay_ms);
     api->note(api->note_user, line);
 }
 
@@ -96,7 +98,8 @@ int rl_api_call(rl_api_t *api, const char *method, const char *path, const json_
                           text != NULL ? strlen(text) : 0, &response, &answer);
     if (rc != 0) {
         error->transport = 1;
-        snprintf(error->message, sizeof(error->message), "%s (server %s)", response.error, rl_client_base(api->client));
+        /* response.error names the server already: once is enough. */
+        snprintf(error->message, sizeof(error->message), "%s", response.error);
         goto out;
     }
     error->status = response.status;
@@ -104,7 +107,17 @@ int rl_api_call(rl_api_t *api, const char *method, const char *path, const json_
     if (response.status != 200 || answer == NULL || !json_is_true(json_object_get(answer, "ok"))) {
         const char *code = rl_client_error_code(answer), *said = rl_client_error_message(answer);
         snprintf(error->code, sizeof(error->code), "%s", code != NULL ? code : "");
+        const json_t *first = json_array_get(json_object_get(json_object_get(answer, "error"), "errors"), 0);
         snprintf(error->message, sizeof(error->message), "%s", said != NULL ? said : "the relay refused the request");
+        /* A validation failure says which field and why: that is what the user can fix. */
+        if (json_is_string(json_object_get(first, "message")))
+            snprintf(error->message, sizeof(error->message), "%.120s (%s%s%.120s)",
+                     said != NULL ? said : "the relay refused the request",
+                     json_string_value(json_object_get(first, "path")) != NULL
+                         ? json_string_value(json_object_get(first, "path"))
+                         : "",
+                     json_string_length(json_object_get(first, "path")) > 0 ? ": " : "",
+                     json_string_value(json_object_get(first, "message")));
         goto out;
     }
     if (result != NULL)

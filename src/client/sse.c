@@ -433,7 +433,7 @@ static void reap(rl_sse_stream_t *stream)
         else if (msg->data.result == CURLE_OK)
             connection_ended(stream, "the server ended the stream");
         else
-            connection_ended(stream, curl_easy_strerror(msg->data.result));
+            connection_ended(stream, rl_client_failure_text(msg->data.result));
         return;
     }
 }

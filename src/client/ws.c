@@ -334,7 +334,7 @@ int rl_ws_connect(const rl_ws_options_t *options, rl_ws_t **out, long *status, c
     curl_easy_setopt(ws->curl, CURLOPT_SSL_ENABLE_ALPN, 0L);
     rc = curl_easy_perform(ws->curl);
     if (rc != CURLE_OK) {
-        snprintf(err, errsz, "%s", curl_easy_strerror(rc));
+        snprintf(err, errsz, "%s", rl_client_failure_text(rc));
         result = RL_WS_E_CONNECT;
         goto fail;
     }

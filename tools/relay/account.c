@@ -104,14 +104,43 @@ int relay_run_installations(const rl_cli_args_t *args)
     return EXIT_OK;
 }
 
+/*
+ * A pairing code as people type it: 7 letters, in any case, with dashes or
+ * spaces between them ("qwe-rtyu"). 0 with the letters in capitals in code,
+ * or -1.
+ */
+static int pairing_code(const char *typed, char code[8])
+{
+    size_t n = 0;
+
+    for (; *typed != '\0'; ++typed) {
+        char c = *typed;
+        if (c == '-' || c == ' ')
+            continue;
+        if (n == 7 || !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+            return -1;
+        code[n++] = c >= 'a' ? (char)(c - 'a' + 'A') : c;
+    }
+    code[n] = '\0';
+    return n == 7 ? 0 : -1;
+}
+
 int relay_run_pair(const rl_cli_args_t *args)
 {
+    char code[8], message[200];
     json_t *body;
-    int status = relay_need_login();
+    int status;
 
+    if (pairing_code(args->positional[0], code) != 0) {
+        snprintf(message, sizeof(message),
+                 "a pairing code is the 7 letters relay-bridge pair shows (such as QWERTYU), not '%.40s'",
+                 args->positional[0]);
+        return relay_report(EXIT_USAGE, message, NULL);
+    }
+    status = relay_need_login();
     if (status != EXIT_OK)
         return status;
-    body = json_pack("{s:s}", "code", args->positional[0]);
+    body = json_pack("{s:s}", "code", code);
     return relay_call_and_show("POST", "/v1/me/pairing/claim", body, "paired: ", "installation",
                                relay_show_installation);
 }
