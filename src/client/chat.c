@@ -448,7 +448,9 @@ static void finish_turn(rl_chat_t *chat, const json_t *message, const char *sour
     } else {
         show_reply_text(chat, str(message, "text"));
         rl_chat_end_line(chat);
-        if (str(message, "finish_reason")[0] != '\0' && strcmp(str(message, "finish_reason"), "stop") != 0)
+        if (str(message, "finish_reason")[0] == '\0')
+            note(chat, "(the reply did not finish: the agent failed or stopped before its end)");
+        else if (strcmp(str(message, "finish_reason"), "stop") != 0)
             note(chat, "(finished: %s)", str(message, "finish_reason"));
     }
     rl_chat_prompt(chat);

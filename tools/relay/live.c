@@ -333,8 +333,10 @@ static int send_status(live_t *live)
 {
     switch (rl_chat_outcome(live->chat)) {
     case RL_CHAT_COMPLETE:
-    case RL_CHAT_INCOMPLETE:
         return EXIT_OK;
+    case RL_CHAT_INCOMPLETE:
+        /* A reply that says "[the agent failed ...]" is no success, whatever the transport did. */
+        return EXIT_INCOMPLETE;
     case RL_CHAT_GONE:
         return relay_report(EXIT_RUNTIME, rl_chat_gone(live->chat), NULL);
     case RL_CHAT_CANCELLED:

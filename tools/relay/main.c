@@ -14,7 +14,7 @@
  * when stdout is not a terminal; in JSON mode an error is {"error": ...} on
  * stdout. Exit status 0 on success, 1 on a runtime or remote error, 2 on a
  * usage error, 3 when a turn ended without a final reply (cancelled, or no
- * reply in time).
+ * reply in time), 4 when the final reply did not finish (the agent failed).
  *
  * This file is the command table; relay.h says where the rest is.
  */
@@ -127,8 +127,10 @@ static const rl_cli_command_t commands[] = {
      relay_run_history},
     {"send", "<session> <text>", 2, 2, "send a message and stream the reply",
      "Prints the reply as it streams and task lines as they start and end; on a terminal it asks about "
-     "approvals. Exit status: 0 when the reply was finalised, 3 when the turn ended without one (Ctrl-C "
-     "cancels it; --timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
+     "approvals. Exit status: 0 when the reply finished (finish_reason stop or tool_call), 4 when it is final "
+     "but did not finish (no finish_reason: the agent failed, was cancelled at its end or its bridge gave up; "
+     "or length, content_filter), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
+     "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
      "message_delta, task_*, approval_*, resync, polled, and done {status, text, finish_reason, source}.",
      send_flags, send_examples, relay_run_send},
     {"chat", "<session>", 1, 1, "chat interactively in a session",
@@ -163,6 +165,7 @@ static const rl_cli_exit_t exit_codes[] = {
     {EXIT_RUNTIME, "runtime or remote error (unreachable relay, HTTP error, stream refused)"},
     {EXIT_USAGE, "usage error (unknown command or flag, wrong arguments)"},
     {EXIT_UNFINISHED, "send: the turn ended without a final reply (cancelled or timed out)"},
+    {EXIT_INCOMPLETE, "send: the reply is final but did not finish (the agent failed, or length, content_filter)"},
     {0, NULL},
 };
 

@@ -21,7 +21,8 @@ enum {
     EXIT_OK = RL_CLI_EXIT_OK,
     EXIT_RUNTIME = RL_CLI_EXIT_RUNTIME,
     EXIT_USAGE = RL_CLI_EXIT_USAGE,
-    EXIT_UNFINISHED = 3
+    EXIT_UNFINISHED = 3, /* send: no final reply (cancelled, or none in time) */
+    EXIT_INCOMPLETE = 4  /* send: a final reply that did not finish (the agent failed, or length, ...) */
 };
 
 /* The running program: its output, its login and its connection to the relay. */
