@@ -84,22 +84,35 @@ int relay_run_whoami(const rl_cli_args_t *args)
 
 int relay_run_installations(const rl_cli_args_t *args)
 {
+    int all = rl_cli_value(args, "all") != NULL;
     const json_t *inst;
-    json_t *me;
-    size_t i;
+    json_t *me, *list;
+    size_t i, hidden = 0;
     int status = relay_fetch_me(&me);
 
     if (status != EXIT_OK)
         return status;
+    /* A revoked installation can never answer again: it stays out of the list unless asked for. */
+    list = json_array();
+    json_array_foreach(json_object_get(me, "installations"), i, inst)
+    {
+        if (all || !relay_revoked(inst))
+            json_array_append(list, (json_t *)inst);
+        else
+            hidden++;
+    }
     if (relay.cli.json) {
-        json_t *out = json_pack("{s:O}", "installations", json_object_get(me, "installations"));
+        json_t *out = json_pack("{s:O}", "installations", list);
         relay_print_json(out);
         json_decref(out);
     } else {
-        if (json_array_size(json_object_get(me, "installations")) == 0)
+        if (json_array_size(list) == 0)
             printf("no installations yet: start relay-bridge pair on a machine, then relay pair CODE\n");
-        json_array_foreach(json_object_get(me, "installations"), i, inst) relay_show_installation(inst);
+        json_array_foreach(list, i, inst) relay_show_installation(inst);
+        if (hidden > 0)
+            rl_cli_note(&relay.cli, "(%zu revoked installation(s) not shown: relay installations --all)", hidden);
     }
+    json_decref(list);
     json_decref(me);
     return EXIT_OK;
 }

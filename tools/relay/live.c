@@ -407,13 +407,20 @@ out:
 
 int relay_run_chat(const rl_cli_args_t *args)
 {
-    const char *session_id = args->positional[0];
+    const char *session_id = args->npositional > 0 ? args->positional[0] : NULL;
     line_reader_t reader = {.len = 0};
     json_t *history = NULL;
-    char line[4096];
+    char line[4096], newest[128];
     live_t live;
     int status;
 
+    /* Without a session, the newest one: what a person coming back to the chat most likely wants. */
+    if (session_id == NULL) {
+        status = relay_newest_session(newest, sizeof(newest));
+        if (status != EXIT_OK)
+            return status;
+        session_id = newest;
+    }
     status = live_init(&live, RL_CHAT_CHAT, session_id, 1, 0);
     if (status != EXIT_OK)
         goto out;

@@ -52,12 +52,19 @@ static const rl_cli_flag_t login_flags[] = {
     {"token", 't', "TOKEN", "your user token (relayd token USER prints one for the embedded issuer)"},
     {NULL, 0, NULL, NULL},
 };
+static const rl_cli_flag_t installations_flags[] = {
+    {"all", 0, NULL, "revoked installations too"},
+    {NULL, 0, NULL, NULL},
+};
 static const rl_cli_flag_t sessions_flags[] = {
     {"archived", 'a', NULL, "list archived sessions instead of active ones"},
+    {"all", 0, NULL, "sessions of revoked installations too"},
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t new_flags[] = {
-    {"installation", 'i', "ID", "the installation (bridge) the session runs on"},
+    {"installation", 'i', "ID",
+     "the installation (bridge) the session runs on (default: the only one not revoked, or else the only "
+     "healthy one)"},
     {"title", 't', "TITLE", "a title"},
     {NULL, 0, NULL, NULL},
 };
@@ -91,11 +98,12 @@ static const char *const pair_examples[] = {"relay pair ABCDEFG", NULL};
 static const char *const installation_examples[] = {"relay installation rename inst_0123456789abcdef \"work laptop\"",
                                                     "relay installation emoji inst_0123456789abcdef 🐢",
                                                     "relay installation revoke inst_0123456789abcdef", NULL};
-static const char *const new_examples[] = {"relay new --installation inst_0123456789abcdef --title \"release notes\"",
+static const char *const new_examples[] = {"relay new --title \"release notes\"",
+                                           "relay new --installation inst_0123456789abcdef --title \"release notes\"",
                                            NULL};
 static const char *const send_examples[] = {"relay send ses_abc \"summarise the open issues\"",
                                             "relay send ses_abc \"run the tests\" --json", NULL};
-static const char *const chat_examples[] = {"relay chat ses_abc", NULL};
+static const char *const chat_examples[] = {"relay chat", "relay chat ses_abc", NULL};
 static const char *const approve_examples[] = {"relay approve apr_abc", "relay approve apr_abc --always --scope tool",
                                                "relay deny apr_abc", NULL};
 static const char *const watch_examples[] = {"relay watch", "relay watch --json --count 5", NULL};
@@ -110,13 +118,18 @@ static const rl_cli_command_t commands[] = {
      relay_run_whoami},
     {"pair", "<code>", 1, 1, "claim the 7-letter pairing code a bridge shows", NULL, NULL, pair_examples,
      relay_run_pair},
-    {"installations", "", 0, 0, "list your installations (paired bridges) with their health", NULL, NULL, NULL,
-     relay_run_installations},
+    {"installations", "", 0, 0, "list your installations (paired bridges) with their health",
+     "Revoked installations are left out unless --all is given.", installations_flags, NULL, relay_run_installations},
     {"installation", "rename|emoji|revoke <id> [value]", 2, 3, "rename an installation, set its emoji, or revoke it",
      "An empty value clears the name or emoji. Revoking disconnects the bridge for good.", NULL, installation_examples,
      relay_run_installation},
-    {"sessions", "", 0, 0, "list sessions", NULL, sessions_flags, NULL, relay_run_sessions},
-    {"new", "", 0, 0, "start a session on an installation", NULL, new_flags, new_examples, relay_run_new},
+    {"sessions", "", 0, 0, "list sessions",
+     "Active sessions, or archived ones with --archived; sessions of revoked installations only with --all.",
+     sessions_flags, NULL, relay_run_sessions},
+    {"new", "", 0, 0, "start a session on an installation",
+     "Without --installation the session runs on your only installation that is not revoked, or else on the "
+     "only healthy one; when several could, it asks you to choose.",
+     new_flags, new_examples, relay_run_new},
     {"rename", "<session> <title>", 2, 2, "rename a session (\"\" clears the title)", NULL, NULL, NULL,
      relay_run_session_action},
     {"archive", "<session>", 1, 1, "archive a session", NULL, NULL, NULL, relay_run_session_action},
@@ -133,7 +146,7 @@ static const rl_cli_command_t commands[] = {
      "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
      "message_delta, task_*, approval_*, resync, polled, and done {status, text, finish_reason, source}.",
      send_flags, send_examples, relay_run_send},
-    {"chat", "<session>", 1, 1, "chat interactively in a session",
+    {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
      "Type a message and watch the answer stream. Approvals are asked in place: o approve once, s approve "
      "for this session, a always approve this command (approve_always, scope tool), d deny. Ctrl-C cancels "
      "the reply in progress; Ctrl-C when no reply is in progress, Ctrl-D or /quit leaves.",

@@ -184,6 +184,24 @@ int relay_fetch_history(const char *session_id, int limit, json_t **result)
     return EXIT_OK;
 }
 
+int relay_revoked(const json_t *installation)
+{
+    return strcmp(rl_cli_str(installation, "state"), "revoked") == 0;
+}
+
+int relay_on_revoked(const json_t *me, const json_t *session)
+{
+    const json_t *inst;
+    size_t i;
+
+    json_array_foreach(json_object_get(me, "installations"), i, inst)
+    {
+        if (strcmp(rl_cli_str(inst, "id"), rl_cli_str(session, "installation_id")) == 0)
+            return relay_revoked(inst);
+    }
+    return 0;
+}
+
 int relay_parse_int(const char *text, int min, int max, int *out)
 {
     char *end;

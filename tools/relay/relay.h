@@ -63,6 +63,12 @@ int relay_call_and_show(const char *method, const char *path, json_t *body, cons
 /* GET /v1/me after relay_need_login; EXIT_OK with *me, or reported. */
 int relay_fetch_me(json_t **me);
 int relay_fetch_history(const char *session_id, int limit, json_t **result);
+/* The newest active session not on a revoked installation: EXIT_OK with its id in out, or reported. */
+int relay_newest_session(char *out, size_t outsz);
+/* An installation the relay revoked: left out of the default lists and choices. */
+int relay_revoked(const json_t *installation);
+/* Whether the session's installation (looked up in me) is revoked. */
+int relay_on_revoked(const json_t *me, const json_t *session);
 /* An integer flag from min to max; 0 (also when text is NULL, *out untouched) or -1. */
 int relay_parse_int(const char *text, int min, int max, int *out);
 

@@ -8,6 +8,7 @@
 int relay_run_sessions(const rl_cli_args_t *args)
 {
     const char *want = rl_cli_value(args, "archived") != NULL ? "archived" : "active";
+    int all = rl_cli_value(args, "all") != NULL;
     const json_t *session;
     json_t *me, *list;
     size_t i;
@@ -18,7 +19,7 @@ int relay_run_sessions(const rl_cli_args_t *args)
     list = json_array();
     json_array_foreach(json_object_get(me, "sessions"), i, session)
     {
-        if (strcmp(rl_cli_str(session, "state"), want) == 0)
+        if (strcmp(rl_cli_str(session, "state"), want) == 0 && (all || !relay_on_revoked(me, session)))
             json_array_append(list, (json_t *)session);
     }
     if (relay.cli.json) {
@@ -35,17 +36,70 @@ int relay_run_sessions(const rl_cli_args_t *args)
     return EXIT_OK;
 }
 
+/*
+ * The installation a new session runs on when none is given: the only one
+ * not revoked, or else the only healthy one. EXIT_OK with its id in out, or
+ * reported.
+ */
+static int default_installation(const json_t *me, char *out, size_t outsz)
+{
+    const json_t *inst, *live_one = NULL, *healthy_one = NULL;
+    size_t i, live = 0, healthy = 0;
+    char message[600], ids[400] = "";
+
+    json_array_foreach(json_object_get(me, "installations"), i, inst)
+    {
+        if (relay_revoked(inst))
+            continue;
+        live++;
+        live_one = inst;
+        if (strlen(ids) + 40 < sizeof(ids))
+            snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s%s", ids[0] != '\0' ? ", " : "",
+                     rl_cli_str(inst, "id"));
+        if (strcmp(rl_cli_str(inst, "health"), "healthy") == 0) {
+            healthy++;
+            healthy_one = inst;
+        }
+    }
+    if (live == 0)
+        return relay_report(EXIT_RUNTIME,
+                            "no installation to run a session on: start relay-bridge pair on a machine, "
+                            "then relay pair CODE",
+                            NULL);
+    if (live > 1 && healthy != 1) {
+        snprintf(message, sizeof(message),
+                 "%zu installations could run the session (%s), %zu of them healthy: choose one with "
+                 "--installation ID",
+                 live, ids, healthy);
+        return relay_report(EXIT_USAGE, message, NULL);
+    }
+    inst = live == 1 ? live_one : healthy_one;
+    snprintf(out, outsz, "%s", rl_cli_str(inst, "id"));
+    rl_cli_note(&relay.cli, "relay: on %s, %s", out,
+                live == 1 ? "your only installation" : "your only healthy installation");
+    return EXIT_OK;
+}
+
 int relay_run_new(const rl_cli_args_t *args)
 {
     const char *installation = rl_cli_value(args, "installation"), *title = rl_cli_value(args, "title");
+    char chosen[128];
     json_t *body;
     int status;
 
-    if (installation == NULL)
-        return relay_report(EXIT_USAGE, "new needs --installation ID (see relay installations)", NULL);
     status = relay_need_login();
     if (status != EXIT_OK)
         return status;
+    if (installation == NULL) {
+        json_t *me = NULL;
+        status = relay_fetch_me(&me);
+        if (status == EXIT_OK)
+            status = default_installation(me, chosen, sizeof(chosen));
+        json_decref(me);
+        if (status != EXIT_OK)
+            return status;
+        installation = chosen;
+    }
     body = json_pack("{s:s}", "installation_id", installation);
     if (title != NULL)
         json_object_set_new(body, "title", json_string(title));
@@ -141,4 +195,38 @@ int relay_run_cancel(const rl_cli_args_t *args)
     if (status != 0)
         return relay_report_api(&error);
     return relay_print_result(result, "asked the agent to stop the turn in %s\n", args->positional[0]);
+}
+
+int relay_newest_session(char *out, size_t outsz)
+{
+    const json_t *session, *newest = NULL;
+    json_int_t newest_at = -1;
+    json_t *me;
+    size_t i;
+    int status = relay_fetch_me(&me);
+
+    if (status != EXIT_OK)
+        return status;
+    json_array_foreach(json_object_get(me, "sessions"), i, session)
+    {
+        json_int_t at = json_integer_value(json_object_get(session, "updated_at"));
+        if (json_integer_value(json_object_get(session, "created_at")) > at)
+            at = json_integer_value(json_object_get(session, "created_at"));
+        if (strcmp(rl_cli_str(session, "state"), "active") != 0 || relay_on_revoked(me, session))
+            continue;
+        if (at > newest_at) {
+            newest = session;
+            newest_at = at;
+        }
+    }
+    if (newest == NULL) {
+        json_decref(me);
+        return relay_report(EXIT_RUNTIME, "no session to chat in yet: start one with relay new", NULL);
+    }
+    snprintf(out, outsz, "%s", rl_cli_str(newest, "id"));
+    rl_cli_note(&relay.cli, "relay: chatting in your newest session, %s%s%s%s (relay chat SESSION picks another)", out,
+                rl_cli_str(newest, "title")[0] != '\0' ? " \"" : "", rl_cli_str(newest, "title"),
+                rl_cli_str(newest, "title")[0] != '\0' ? "\"" : "");
+    json_decref(me);
+    return EXIT_OK;
 }
