@@ -6,6 +6,8 @@
 #include "common/clock.h"
 
 #define MAX_SEEN 256
+/* Tasks of the turns shown whose last label is remembered; older ones are forgotten first. */
+#define MAX_TASKS 64
 
 /* How an approval is answered from a terminal: the spec's decision mapping. */
 typedef struct answer {
@@ -18,8 +20,12 @@ typedef struct answer {
 
 static const answer_t answers[] = {
     {"o", "approve once", "approve", NULL, 0},
-    /* spec: client-only approveForSession is stored as approve (allow-once). */
-    {"s", "approve for this session", "approve", NULL, 1},
+    /*
+     * spec, decision mapping: the client-only approveForSession is stored as approve (allow-once), so the
+     * relay keeps no grant for it: this client answers the session's later requests itself, and only while
+     * it runs. The label says so (docs/api.md, Approvals).
+     */
+    {"s", "approve for this session while this chat is open", "approve", NULL, 1},
     /* spec: client-only approveCommandAlways is approve_always with scope tool. */
     {"a", "always approve this command", "approve_always", "tool", 0},
     {"d", "deny", "deny", NULL, 0},
@@ -45,6 +51,7 @@ struct rl_chat {
     int json;
     int interactive;
     int max_count, count;
+    int single_key;
     FILE *out, *err;
     rl_term_t out_term, err_term;
     rl_chat_ops_t ops;
@@ -61,6 +68,11 @@ struct rl_chat {
     int defer_approvals;      /* chat's cold start: the snapshot is read again once the history is shown */
     char installation_id[64]; /* of the session */
     const char *gone;         /* why the session can no longer answer (deleted, revoked), or NULL */
+    struct task_label {
+        char task_id[128];
+        char label[200];
+    } tasks[MAX_TASKS]; /* the last status_label each task showed, so that its end shows its own */
+    int ntasks;
 };
 
 /* ---- output ---- */
@@ -161,6 +173,7 @@ rl_chat_t *rl_chat_new(const rl_chat_options_t *options)
     chat->json = options->json;
     chat->interactive = options->interactive;
     chat->max_count = options->max_count;
+    chat->single_key = options->single_key;
     chat->out = options->out != NULL ? options->out : stdout;
     chat->err = options->err != NULL ? options->err : stderr;
     chat->out_term = options->out_term;
@@ -194,6 +207,11 @@ void rl_chat_defer_approvals(rl_chat_t *chat, int defer)
     chat->defer_approvals = defer;
 }
 
+void rl_chat_set_single_key(rl_chat_t *chat, int single_key)
+{
+    chat->single_key = single_key;
+}
+
 void rl_chat_set_interactive(rl_chat_t *chat, int interactive)
 {
     chat->interactive = interactive;
@@ -222,7 +240,9 @@ static void show_prompt(rl_chat_t *chat)
     for (i = 0; i < NANSWERS; ++i)
         fprintf(chat->out, "  %s[%s]%s %s", style(chat, RL_TERM_BOLD), answers[i].key, style(chat, RL_TERM_RESET),
                 answers[i].label);
-    fprintf(chat->out, "\nanswer> ");
+    fprintf(chat->out, "\n%s%s%s\nanswer> ", style(chat, RL_TERM_DIM),
+            chat->single_key ? "one key answers, no Enter needed" : "type the letter, then Enter",
+            style(chat, RL_TERM_RESET));
     fflush(chat->out);
     chat->prompting = 1;
 }
@@ -336,6 +356,9 @@ int rl_chat_answer(rl_chat_t *chat, const char *line)
 
     if (!chat->prompting)
         return 0;
+    /* The terminal echoed the key, and no Enter ended its line. */
+    if (chat->single_key)
+        fputc('\n', chat->out);
     for (i = 0; i < NANSWERS; ++i) {
         if (strcmp(line, answers[i].key) == 0 || strcmp(line, answers[i].label) == 0)
             break;
@@ -598,14 +621,47 @@ static void on_message_finalized(rl_chat_t *chat, const char *id, json_t *data)
     finish_turn(chat, data, "stream");
 }
 
-static void show_task(rl_chat_t *chat, json_t *data, const char *mark, rl_term_style_t colour, const char *what)
+/* The remembered label of a task, or a free slot for it (the oldest is reused when all are taken). */
+static struct task_label *task_slot(rl_chat_t *chat, const char *task_id)
 {
-    const char *name = str(data, "name");
+    struct task_label *slot;
+    int i;
+
+    for (i = 0; i < chat->ntasks && i < MAX_TASKS; ++i) {
+        if (strcmp(chat->tasks[i].task_id, task_id) == 0)
+            return &chat->tasks[i];
+    }
+    slot = &chat->tasks[chat->ntasks++ % MAX_TASKS];
+    snprintf(slot->task_id, sizeof(slot->task_id), "%s", task_id);
+    slot->label[0] = '\0';
+    return slot;
+}
+
+/*
+ * The label to show with a task line. The relay keeps a task's last label, so an end event repeats the
+ * label of the last progress ("completed: halfway") unless the end brought its own: an end shows a label
+ * only when it is not the one the task already showed.
+ */
+static const char *task_label(rl_chat_t *chat, const json_t *data, int ended)
+{
+    struct task_label *slot = task_slot(chat, str(data, "task_id"));
+    const char *label = str(data, "status_label");
+
+    if (ended && strcmp(label, slot->label) == 0)
+        return "";
+    snprintf(slot->label, sizeof(slot->label), "%s", label);
+    return label;
+}
+
+static void show_task(rl_chat_t *chat, json_t *data, const char *mark, rl_term_style_t colour, const char *what,
+                      int ended)
+{
+    const char *name = str(data, "name"), *label = task_label(chat, data, ended);
 
     rl_chat_end_line(chat);
     fprintf(chat->out, "  %s%s task %s%s %s%s%s\n", style(chat, colour), mark,
-            name[0] != '\0' ? name : str(data, "kind"), style(chat, RL_TERM_RESET), what,
-            str(data, "status_label")[0] != '\0' ? ": " : "", str(data, "status_label"));
+            name[0] != '\0' ? name : str(data, "kind"), style(chat, RL_TERM_RESET), what, label[0] != '\0' ? ": " : "",
+            label);
     fflush(chat->out);
 }
 
@@ -617,6 +673,7 @@ static const struct task_event {
     const char *what;
 } task_events[] = {
     {"task_created", "▶", RL_TERM_CYAN, "started"},
+    {"task_progress", NULL, RL_TERM_RESET, NULL}, /* not shown: its label is remembered for the end */
     {"task_completed", "✓", RL_TERM_GREEN, "completed"},
     {"task_failed", "✗", RL_TERM_RED, "failed"},
     {"task_cancelled", "■", RL_TERM_YELLOW, "cancelled"},
@@ -631,10 +688,14 @@ static void on_task(rl_chat_t *chat, const char *event, const char *id, json_t *
     for (i = 0; i < sizeof(task_events) / sizeof(task_events[0]); ++i) {
         if (strcmp(task_events[i].event, event) != 0)
             continue;
-        if (chat->json)
+        if (task_events[i].mark == NULL) {
+            if (json_object_get(data, "status_label") != NULL)
+                task_label(chat, data, 0);
+        } else if (chat->json) {
             emit(chat, event, id, data);
-        else
-            show_task(chat, data, task_events[i].mark, task_events[i].colour, task_events[i].what);
+        } else {
+            show_task(chat, data, task_events[i].mark, task_events[i].colour, task_events[i].what, i > 1);
+        }
     }
 }
 

@@ -65,6 +65,7 @@ typedef struct rl_chat_options {
     int json;               /* one JSON object per line instead of the screen */
     int interactive;        /* approvals are asked on the terminal */
     int max_count;          /* watch: stop counting after this many events (0: no limit) */
+    int single_key;         /* an approval is answered with one key, no Enter (the program reads keys) */
     FILE *out, *err;        /* the screen or JSON lines, and notes for people */
     rl_term_t out_term, err_term;
     rl_chat_ops_t ops;
@@ -80,6 +81,8 @@ void rl_chat_free(rl_chat_t *chat);
 void rl_chat_set_installation(rl_chat_t *chat, const char *installation_id);
 /* While set, approvals are not handled (chat reads the snapshot again once the history is on screen). */
 void rl_chat_defer_approvals(rl_chat_t *chat, int defer);
+/* Whether approvals are answered with one key (the terminal gives keys) or a line. */
+void rl_chat_set_single_key(rl_chat_t *chat, int single_key);
 /* Whether approvals are asked here; a prompt nobody can answer any more is given up with 0. */
 void rl_chat_set_interactive(rl_chat_t *chat, int interactive);
 
@@ -106,8 +109,9 @@ void rl_chat_prompt(rl_chat_t *chat);
 /* Ends a line of streamed text, if one is open. */
 void rl_chat_end_line(rl_chat_t *chat);
 /*
- * A line typed while an approval is asked: 1 when it was taken as the
- * answer (or refused as one), 0 when no approval is asked.
+ * A line typed while an approval is asked, or one key ("s") in single_key
+ * mode: 1 when it was taken as the answer (or refused as one), 0 when no
+ * approval is asked.
  */
 int rl_chat_answer(rl_chat_t *chat, const char *line);
 

@@ -48,6 +48,12 @@ int relay_run_decide(const rl_cli_args_t *args)
         known |= strcmp(scopes[i], scope) == 0;
     if (!known)
         return relay_report(EXIT_USAGE, "--scope must be session, tool, domain or all", NULL);
+    /*
+     * spec, decision mapping: "always approve this command" is approve_always with scope tool, what the
+     * chat's a does; the relay's own default for a missing scope is all, a much wider grant.
+     */
+    if (always && scope == NULL)
+        scope = "tool";
     status = relay_need_login();
     if (status != EXIT_OK)
         return status;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "client/chat.h"
@@ -144,6 +145,78 @@ static int read_line(line_reader_t *reader, char *out, size_t outsz, int readabl
     return 1;
 }
 
+/*
+ * One key answers an approval on a terminal: while an approval is asked,
+ * the terminal leaves canonical mode so that a key arrives without Enter,
+ * and goes back to it (line editing for the chat's messages) once it is
+ * answered. Signals stay on: Ctrl-C still cancels.
+ */
+static struct termios saved_termios;
+static int keys_on; /* the terminal is in one-key mode */
+
+static void keys_mode(int on)
+{
+    struct termios raw;
+
+    if (on == keys_on)
+        return;
+    if (on) {
+        if (tcgetattr(STDIN_FILENO, &saved_termios) != 0)
+            return;
+        raw = saved_termios;
+        raw.c_lflag &= ~(tcflag_t)ICANON;
+        raw.c_cc[VMIN] = 1;
+        raw.c_cc[VTIME] = 0;
+        if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) != 0)
+            return;
+    } else {
+        tcsetattr(STDIN_FILENO, TCSANOW, &saved_termios);
+    }
+    keys_on = on;
+}
+
+static void keys_restore(void)
+{
+    keys_mode(0);
+}
+
+/*
+ * Reads what stdin has in one-key mode and answers the approval on screen
+ * with each key. Stops at the first key that is not an answer's business
+ * once no approval is asked any more: it stays in the buffer, the start of
+ * the next line.
+ */
+static void read_keys(line_reader_t *reader, rl_chat_t *chat, int readable)
+{
+    size_t used = 0;
+
+    if (readable && !reader->eof && reader->len < sizeof(reader->buf)) {
+        ssize_t got = read(STDIN_FILENO, reader->buf + reader->len, sizeof(reader->buf) - reader->len);
+        if (got <= 0 && !(got < 0 && (errno == EINTR || errno == EAGAIN)))
+            reader->eof = 1;
+        else if (got > 0)
+            reader->len += (size_t)got;
+    }
+    while (used < reader->len && rl_chat_prompting(chat)) {
+        char key[2] = {reader->buf[used++], '\0'};
+        if (key[0] == '\n' || key[0] == '\r' || key[0] == ' ')
+            continue;
+        rl_chat_answer(chat, key);
+    }
+    /* What came with the answer (the Enter of someone used to typing one) is not a message. */
+    while (used < reader->len && (reader->buf[used] == '\n' || reader->buf[used] == '\r'))
+        used++;
+    memmove(reader->buf, reader->buf + used, reader->len - used);
+    reader->len -= used;
+}
+
+/* Switches the terminal to one-key mode while an approval is asked, and back. */
+static void follow_prompt(rl_chat_t *chat, int tty)
+{
+    if (tty)
+        keys_mode(rl_chat_prompting(chat));
+}
+
 /* ---- the stream ---- */
 
 static void on_event(void *user, const rl_sse_event_t *event)
@@ -236,17 +309,20 @@ static int live_init(live_t *live, rl_chat_mode_t mode, const char *session_id, 
     options.err = stderr;
     options.out_term = relay.cli.out;
     options.err_term = relay.cli.err;
+    options.single_key = interactive && isatty(STDIN_FILENO);
     options.ops = (rl_chat_ops_t){op_decide, op_snapshot, op_history, op_failed, op_hello, live};
     live->chat = rl_chat_new(&options);
     if (live->chat == NULL)
         return relay_report(EXIT_RUNTIME, "out of memory", NULL);
     if (install_sigint() != 0)
         return relay_report(EXIT_RUNTIME, "cannot install the signal handler", NULL);
+    atexit(keys_restore);
     return EXIT_OK;
 }
 
 static void live_free(live_t *live)
 {
+    keys_mode(0);
     rl_sse_stream_free(live->stream);
     rl_chat_free(live->chat);
 }
@@ -350,7 +426,7 @@ int relay_run_send(const rl_cli_args_t *args)
 {
     const char *timeout_text = rl_cli_value(args, "timeout");
     line_reader_t reader = {.len = 0};
-    int interactive = !relay.cli.json && isatty(STDIN_FILENO) && relay.cli.out.tty;
+    int interactive = !relay.cli.json && isatty(STDIN_FILENO) && relay.cli.out.tty, tty = interactive;
     int64_t timeout = 0, deadline;
     json_t *history = NULL;
     live_t live;
@@ -385,10 +461,15 @@ int relay_run_send(const rl_cli_args_t *args)
             status = EXIT_UNFINISHED;
             goto out;
         }
+        if (interactive && keys_on) {
+            read_keys(&reader, live.chat, (ready & 2u) != 0);
+            ready = 0;
+        }
         while (interactive && read_line(&reader, line, sizeof(line), (ready & 2u) != 0)) {
             ready = 0;
             rl_chat_answer(live.chat, line);
         }
+        follow_prompt(live.chat, tty);
         if (interactive && reader.eof && rl_chat_prompting(live.chat)) {
             interactive = 0; /* nobody will answer here; someone may elsewhere */
             rl_chat_set_interactive(live.chat, 0);
@@ -411,6 +492,7 @@ int relay_run_chat(const rl_cli_args_t *args)
     line_reader_t reader = {.len = 0};
     json_t *history = NULL;
     char line[4096], newest[128];
+    int tty = isatty(STDIN_FILENO);
     live_t live;
     int status;
 
@@ -448,10 +530,16 @@ int relay_run_chat(const rl_cli_args_t *args)
             rl_cli_note(&relay.cli, "(Ctrl-C again to quit)");
             rl_chat_prompt(live.chat);
         }
-        while (read_line(&reader, line, sizeof(line), (ready & 2u) != 0)) {
+        if (keys_on) {
+            read_keys(&reader, live.chat, (ready & 2u) != 0);
             ready = 0;
-            if (rl_chat_answer(live.chat, line))
+        }
+        while (!keys_on && read_line(&reader, line, sizeof(line), (ready & 2u) != 0)) {
+            ready = 0;
+            if (rl_chat_answer(live.chat, line)) {
+                follow_prompt(live.chat, tty);
                 continue;
+            }
             if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0)
                 goto done;
             if (line[0] == '\0') {
@@ -465,6 +553,7 @@ int relay_run_chat(const rl_cli_args_t *args)
             if (send_text(&live, session_id, line) != EXIT_OK)
                 rl_chat_prompt(live.chat);
         }
+        follow_prompt(live.chat, tty);
         /* At the end of input (a script piped in), the reply in progress is still awaited. */
         if (reader.eof && reader.len == 0 && !rl_chat_turn_active(live.chat))
             break;

@@ -78,7 +78,7 @@ static const rl_cli_flag_t send_flags[] = {
 };
 static const rl_cli_flag_t approve_flags[] = {
     {"always", 0, NULL, "approve_always: a permanent grant for this action"},
-    {"scope", 0, "SCOPE", "with --always: session, tool, domain or all (default all)"},
+    {"scope", 0, "SCOPE", "with --always: session, tool, domain or all (default tool: this command, as the chat's a)"},
     {"value", 0, "VALUE", "with --always: the scope's value (default: taken from the request)"},
     {NULL, 0, NULL, NULL},
 };
@@ -147,9 +147,11 @@ static const rl_cli_command_t commands[] = {
      "message_delta, task_*, approval_*, resync, polled, and done {status, text, finish_reason, source}.",
      send_flags, send_examples, relay_run_send},
     {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
-     "Type a message and watch the answer stream. Approvals are asked in place: o approve once, s approve "
-     "for this session, a always approve this command (approve_always, scope tool), d deny. Ctrl-C cancels "
-     "the reply in progress; Ctrl-C when no reply is in progress, Ctrl-D or /quit leaves.",
+     "Type a message and watch the answer stream. Approvals are asked in place and answered with one key, "
+     "no Enter (a line when input is not a terminal): o approve once; s approve this request and, while "
+     "this chat is open, the session's later ones (each stored as approve: the relay keeps no grant for "
+     "it); a always approve this command (approve_always, scope tool); d deny. Ctrl-C cancels the reply in "
+     "progress; Ctrl-C when no reply is in progress, Ctrl-D or /quit leaves.",
      NULL, chat_examples, relay_run_chat},
     {"cancel", "<session>", 1, 1, "ask the agent to stop the current turn", NULL, cancel_flags, NULL, relay_run_cancel},
     {"approvals", "", 0, 0, "list pending approvals", NULL, NULL, NULL, relay_run_approvals},

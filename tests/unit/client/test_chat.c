@@ -349,6 +349,44 @@ static void test_the_screen_of_a_turn(void **state)
     stop(f);
 }
 
+static void test_a_finished_task_shows_its_status_not_its_last_progress(void **state)
+{
+    fixture_t *f = start(RL_CHAT_SEND, 0, 0, 0);
+
+    send_one(f);
+    event(f, "task_created", "1",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"t\",\"name\":\"shell\",\"status_label\":\"deciding\"}");
+    event(f, "task_progress", "2", "{\"interaction_id\":\"int_1\",\"task_id\":\"t\",\"status_label\":\"halfway\"}");
+    /* The relay repeats the last label on the end event: it is not the end's own. */
+    event(f, "task_completed", "3",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"t\",\"name\":\"shell\",\"status_label\":\"halfway\"}");
+    /* An end that brings its own label shows it. */
+    event(f, "task_created", "4", "{\"interaction_id\":\"int_1\",\"task_id\":\"u\",\"name\":\"copy\"}");
+    event(f, "task_failed", "5",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"u\",\"name\":\"copy\",\"status_label\":\"disk full\"}");
+    assert_string_equal(out(f), "  ▶ task shell started: deciding\n  ✓ task shell completed\n"
+                                "  ▶ task copy started\n  ✗ task copy failed: disk full\n");
+    stop(f);
+}
+
+static void test_one_key_answers_and_says_so(void **state)
+{
+    fixture_t *f = start(RL_CHAT_CHAT, 0, 1, 0);
+
+    rl_chat_set_single_key(f->chat, 1);
+    send_one(f);
+    event(f, "approval_requested", "1", "{\"approval_id\":\"apr_1\",\"session_id\":\"ses_1\",\"title\":\"Run\"}");
+    assert_non_null(strstr(out(f), "one key answers, no Enter needed\nanswer> "));
+    assert_int_equal(rl_chat_answer(f->chat, "d"), 1);
+    assert_non_null(strstr(out(f), "answer> \n✓ deny (deny)"));
+    stop(f);
+    f = start(RL_CHAT_CHAT, 0, 1, 0);
+    send_one(f);
+    event(f, "approval_requested", "1", "{\"approval_id\":\"apr_1\",\"session_id\":\"ses_1\",\"title\":\"Run\"}");
+    assert_non_null(strstr(out(f), "type the letter, then Enter\nanswer> "));
+    stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +399,8 @@ int main(void)
         cmocka_unit_test(test_a_deleted_session_ends_the_turn),
         cmocka_unit_test(test_watch_shows_every_event_up_to_its_count),
         cmocka_unit_test(test_the_screen_of_a_turn),
+        cmocka_unit_test(test_a_finished_task_shows_its_status_not_its_last_progress),
+        cmocka_unit_test(test_one_key_answers_and_says_so),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
