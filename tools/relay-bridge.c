@@ -106,11 +106,32 @@ static void show_qr(const char *url)
 #endif
 }
 
-static void show_code(const char *code, const char *claim_url, long expires_in)
+/*
+ * Whether the relay serves the page that claims a code (GET /pair, the web
+ * client's): one probe when the pairing screen opens, so that the screen
+ * never shows a link (or a QR code of one) that answers 404.
+ */
+static int claim_page_served(const char *base)
+{
+    /* A short wait: the screen is not held up for long by a relay that does not answer. */
+    rl_client_options_t options = {2000, 3000, 1024 * 1024, "relay-bridge/" BRIDGE_VERSION};
+    rl_client_response_t response;
+    rl_client_t *probe = NULL;
+    int served;
+
+    if (rl_client_new(base, &options, &probe) != 0)
+        return 0;
+    served = rl_client_get(probe, "/pair", NULL, &response) == 0 && response.status == 200;
+    rl_client_response_free(&response);
+    rl_client_free(probe);
+    return served;
+}
+
+static void show_code(const char *code, const char *claim_url, int claim_page, long expires_in)
 {
     if (machine_output()) {
-        json_t *doc =
-            json_pack("{s:s, s:s, s:i}", "code", code, "claim_url", claim_url, "expires_in_s", (int)expires_in);
+        json_t *doc = json_pack("{s:s, s:s, s:b, s:i}", "code", code, "claim_url", claim_url, "claim_page", claim_page,
+                                "expires_in_s", (int)expires_in);
         rl_cli_print_json(&cli, doc);
         json_decref(doc);
         return;
@@ -119,8 +140,13 @@ static void show_code(const char *code, const char *claim_url, long expires_in)
     for (const char *c = code; *c != '\0'; c++)
         printf("%c ", *c);
     printf("%s\n\n", rl_term_style(&cli.out, RL_TERM_RESET));
-    show_qr(claim_url);
-    printf("Or open %s\nThe code is valid for %ld seconds. Waiting...\n", claim_url, expires_in);
+    if (claim_page) {
+        show_qr(claim_url);
+        printf("Or open %s\n", claim_url);
+    } else {
+        printf("(with the terminal client: relay pair %s)\n", code);
+    }
+    printf("The code is valid for %ld seconds. Waiting...\n", expires_in);
     fflush(stdout);
 }
 
@@ -154,7 +180,7 @@ static int run_pair(const rl_cli_args_t *args)
     }
     expires = (time_t)json_integer_value(json_object_get(json_object_get(answer, "result"), "expires_at"));
     snprintf(claim_url, sizeof(claim_url), "%s/pair?code=%s", rl_client_base(client), code);
-    show_code(code, claim_url, (long)(expires - time(NULL)));
+    show_code(code, claim_url, claim_page_served(rl_client_base(client)), (long)(expires - time(NULL)));
     body = json_pack("{s:s}", "poll_token", poll_token);
     for (;;) {
         json_t *poll, *r;
