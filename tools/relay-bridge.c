@@ -272,7 +272,7 @@ static int run_status(const rl_cli_args_t *args)
 static int run_run(const rl_cli_args_t *args)
 {
     json_t *cred = rl_credentials_load(CREDENTIALS);
-    rl_bridge_options_t o = {.delta_window_ms = -1};
+    rl_bridge_options_t o = {.delta_window_ms = -1, .retry_window_ms = -1};
     const char *level = rl_cli_value(args, "log-level");
     int result;
 
@@ -295,9 +295,11 @@ static int run_run(const rl_cli_args_t *args)
     }
     if (parse_duration(rl_cli_value(args, "delta-window"), 3600000, &o.delta_window_ms) != 0 ||
         parse_duration(rl_cli_value(args, "backoff-first"), 3600000, &o.backoff_first_ms) != 0 ||
-        parse_duration(rl_cli_value(args, "backoff-cap"), 3600000, &o.backoff_cap_ms) != 0) {
+        parse_duration(rl_cli_value(args, "backoff-cap"), 3600000, &o.backoff_cap_ms) != 0 ||
+        parse_duration(rl_cli_value(args, "retry-window"), 24L * 3600000L, &o.retry_window_ms) != 0) {
         json_decref(cred);
-        return report(2, "durations are such as 30ms, 2s or 5m (a bare number is milliseconds), at most 1h");
+        return report(2, "durations are such as 30ms, 2s or 5m (a bare number is milliseconds), at most 1h (24h "
+                         "for --retry-window)");
     }
     if (level != NULL) {
         rl_log_level_t parsed;
@@ -337,6 +339,9 @@ static const rl_cli_flag_t run_flags[] = {
     {"delta-window", 0, "DURATION", "text delta batching window (default 30ms; 0: none)"},
     {"backoff-first", 0, "DURATION", "first reconnect delay (default 1s)"},
     {"backoff-cap", 0, "DURATION", "longest reconnect delay (default 30s)"},
+    {"retry-window", 0, "DURATION",
+     "how long a write is retried while the relay does not answer (default 30m, the follow-up window; 0: three "
+     "retries)"},
     {NULL, 0, NULL, NULL},
 };
 static const char *const pair_examples[] = {"relay-bridge pair --server https://relay.example.com --name laptop", NULL};

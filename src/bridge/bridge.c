@@ -15,6 +15,7 @@
 #include "bridge/batch.h"
 #include "bridge/bridge.h"
 #include "bridge/dedupe.h"
+#include "bridge/reply.h"
 #include "common/log.h"
 #include "bridge/rest.h"
 #include "client/credentials.h"
@@ -43,6 +44,7 @@ typedef struct turn_state {
     struct turn_state *next;
     rl_turn_t *turn;
     rl_batch_t batch;
+    rl_reply_t reply;   /* every delta sent, for the END's canonical text */
     uint64_t update_id; /* 0 when the agent opened the turn itself */
     int ended;
 } turn_state_t;
@@ -180,6 +182,7 @@ static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const cha
     t->turn->owner = t;
     t->update_id = update_id;
     rl_batch_init(&t->batch, b->options->delta_window_ms >= 0 ? b->options->delta_window_ms : 30);
+    rl_reply_init(&t->reply);
     t->next = b->turns;
     b->turns = t;
     rl_rest_new_key(key);
@@ -202,6 +205,7 @@ static void close_turn(rl_bridge_t *b, turn_state_t *done)
     if (done->update_id > b->processed_max)
         b->processed_max = done->update_id;
     rl_batch_free(&done->batch);
+    rl_reply_free(&done->reply);
     done->turn->owner = NULL;
     rl_turn_unref(done->turn);
     free(done);
@@ -215,6 +219,7 @@ static void submit_delta(rl_bridge_t *b, turn_state_t *t, char *text, size_t len
     char key[37];
 
     rl_rest_new_key(key);
+    rl_reply_append(&t->reply, text, len);
     rl_rest_submit(b->rest, RL_CALL_DELTA, t->turn,
                    json_pack("{s:s%, s:s}", "delta", text, len, "idempotency_key", key));
     free(text);
@@ -308,6 +313,15 @@ static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason,
         json_object_set_new(body, "finish_reason", json_string(finish_reason));
     if (json_is_object(usage))
         json_object_set(body, "usage", usage);
+    /*
+     * The whole text goes with the end, so that a delta lost during an outage leaves no hole in the stored
+     * reply. A reply longer than the relay's cap keeps its streamed text, and should a delta of it be lost,
+     * the writer ends it as incomplete with the start kept here.
+     */
+    if (!t->reply.overflow)
+        json_object_set_new(body, "text", rl_reply_canonical(&t->reply));
+    else
+        turn->incomplete_text = rl_reply_incomplete(&t->reply);
     rl_rest_submit(b->rest, RL_CALL_END, turn, body);
 }
 
@@ -742,6 +756,7 @@ static void loop(rl_bridge_t *b)
 int rl_bridge_run(const rl_bridge_options_t *options)
 {
     rl_bridge_t b;
+    rl_rest_options_t rest_options = {0};
     rl_client_t *client = NULL;
     const char *arg = NULL;
     turn_state_t *t;
@@ -773,7 +788,8 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
-    b.rest = rl_rest_start(client, options->token, NULL);
+    rest_options.outage_ms = options->retry_window_ms >= 0 ? options->retry_window_ms : RL_BRIDGE_RETRY_WINDOW_MS;
+    b.rest = rl_rest_start(client, options->token, &rest_options);
     if (b.rest == NULL) {
         rl_client_free(client);
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
@@ -805,6 +821,7 @@ out:
         t = b.turns;
         b.turns = t->next;
         rl_batch_free(&t->batch);
+        rl_reply_free(&t->reply);
         rl_turn_unref(t->turn);
         free(t);
     }

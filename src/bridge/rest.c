@@ -39,6 +39,7 @@ typedef struct op {
     rl_call_t call;
     rl_turn_t *turn;
     json_t *body;
+    size_t bytes; /* of a delta: its text, counted in queued_bytes while queued */
 } op_t;
 
 struct rl_rest {
@@ -47,6 +48,7 @@ struct rl_rest {
     pthread_cond_t cond;
     op_t *head, *tail;
     int pending;
+    size_t queued_bytes, max_queued; /* deltas waiting: see RL_REST_MAX_QUEUED */
     int stopping;
     int revoked;
     int efd;
@@ -77,8 +79,10 @@ void rl_turn_ref(rl_turn_t *turn)
 
 void rl_turn_unref(rl_turn_t *turn)
 {
-    if (turn != NULL && __atomic_sub_fetch(&turn->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (turn != NULL && __atomic_sub_fetch(&turn->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(turn->incomplete_text);
         free(turn);
+    }
 }
 
 void rl_rest_new_key(char out[37])
@@ -174,6 +178,7 @@ static void merge_deltas(rl_rest_t *rest, op_t *op)
         if (rest->head == NULL)
             rest->tail = NULL;
         rest->pending--;
+        rest->queued_bytes -= next->bytes;
         json_decref(next->body);
         rl_turn_unref(next->turn);
         free(next);
@@ -247,6 +252,19 @@ static void perform(rl_rest_t *rest, op_t *op)
         }
         json_object_set_new(op->body, "message_id", json_string(op->turn->message_id));
     }
+    /*
+     * A reply too long for a canonical text that also lost a delta cannot be stored whole: it ends with
+     * what arrived and says so, without a finish_reason, rather than with a silent hole.
+     */
+    if (op->call == RL_CALL_END && op->turn != NULL && op->turn->incomplete_text != NULL &&
+        __atomic_load_n(&op->turn->lost_text, __ATOMIC_ACQUIRE)) {
+        rl_log(RL_LOG_WARN,
+               "interaction %s: a delta was lost and the reply is too long to resend: ending it as "
+               "incomplete",
+               op->turn->interaction_id);
+        json_object_set_new(op->body, "text", json_string(op->turn->incomplete_text));
+        json_object_del(op->body, "finish_reason");
+    }
     text = json_dumps(op->body, JSON_COMPACT);
     if (text == NULL)
         return;
@@ -276,6 +294,8 @@ static void perform(rl_rest_t *rest, op_t *op)
     /* spec (client rule 4): 410 drops the in-flight work, the target is gone. */
     if (op->turn != NULL && (op->call == RL_CALL_SEND_MESSAGE || (result == 0 && response.status == 410)))
         op->turn->dropped = 1;
+    if (op->call == RL_CALL_DELTA && op->turn != NULL)
+        __atomic_store_n(&op->turn->lost_text, 1, __ATOMIC_RELEASE);
     post(rest, op, 0, NULL, code != NULL ? code : result != 0 ? "no_answer" : "error");
 out:
     json_decref(answer);
@@ -296,6 +316,7 @@ static void *writer_main(void *arg)
         rest->head = op->next;
         if (rest->head == NULL)
             rest->tail = NULL;
+        rest->queued_bytes -= op->bytes;
         if (op->call == RL_CALL_DELTA)
             merge_deltas(rest, op);
         pthread_mutex_unlock(&rest->lock);
@@ -320,6 +341,8 @@ rl_rest_t *rl_rest_start(rl_client_t *client, const char *token, const rl_rest_o
     rest->client = client;
     snprintf(rest->auth, sizeof(rest->auth), "Authorization: Bearer %s", token);
     rest->policy.backoff_ms = options != NULL && options->retry_backoff_ms > 0 ? options->retry_backoff_ms : 1000;
+    rest->policy.outage_ms = options != NULL ? options->outage_ms : 0;
+    rest->max_queued = options != NULL && options->max_queued > 0 ? options->max_queued : RL_REST_MAX_QUEUED;
     rest->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&rest->lock, NULL);
     pthread_condattr_init(&attr);
@@ -382,10 +405,26 @@ void rl_rest_submit(rl_rest_t *rest, rl_call_t call, rl_turn_t *turn, json_t *bo
     }
     op->call = call;
     op->turn = turn;
+    op->body = body;
+    if (call == RL_CALL_DELTA)
+        op->bytes = json_string_length(json_object_get(body, "delta"));
+    pthread_mutex_lock(&rest->lock);
+    if (op->bytes > 0 && rest->queued_bytes + op->bytes > rest->max_queued) {
+        size_t waiting = rest->queued_bytes;
+        pthread_mutex_unlock(&rest->lock);
+        /* The END's canonical text brings this text to the relay: dropping it loses no word. */
+        if (turn != NULL && !__atomic_exchange_n(&turn->lost_text, 1, __ATOMIC_ACQ_REL))
+            rl_log(RL_LOG_WARN,
+                   "interaction %s: %zu bytes of deltas are waiting for the relay: dropping new ones "
+                   "until the end of the message carries the whole text",
+                   turn->interaction_id, waiting);
+        json_decref(body);
+        free(op);
+        return;
+    }
     if (turn != NULL)
         rl_turn_ref(turn);
-    op->body = body;
-    pthread_mutex_lock(&rest->lock);
+    rest->queued_bytes += op->bytes;
     if (rest->tail != NULL)
         rest->tail->next = op;
     else

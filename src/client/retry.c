@@ -48,8 +48,11 @@ rl_retry_verdict_t rl_retry_decide_after(const rl_retry_policy_t *policy, int at
     }
     if (status != 0 && status < 500)
         return RL_RETRY_DONE;
-    if (result != 0 && policy != NULL && policy->outage_ms > 0) {
-        /* No answer at all: the relay may be restarting, so keep the write for the outage window. */
+    if ((result != 0 || status == 502 || status == 504) && policy != NULL && policy->outage_ms > 0) {
+        /*
+         * No answer at all, or a proxy in front saying the relay behind it gave none: the relay may be
+         * restarting, so keep the write for the outage window.
+         */
         long wait = attempt > 16 ? RL_RETRY_OUTAGE_BACKOFF_MAX_MS : backoff << (attempt - 1);
         if (elapsed_ms >= policy->outage_ms)
             return RL_RETRY_DONE;

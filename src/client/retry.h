@@ -10,9 +10,9 @@
  *   4. 410: stop, the target is gone;
  *   5. retries resend the same body, so idempotency keys are reused.
  * A policy may add an outage window: an attempt that got no answer at all
- * (the relay is down or restarting) is then retried, with a backoff doubling
- * to 30 s, until the window has passed since the first attempt, instead of
- * rule 3's three times.
+ * (the relay is down or restarting), or a 502 or 504 from a proxy in front
+ * of it, is then retried, with a backoff doubling to 30 s, until the window
+ * has passed since the first attempt, instead of rule 3's three times.
  * The decision functions are pure; any thread.
  */
 #ifndef RL_CLIENT_RETRY_H

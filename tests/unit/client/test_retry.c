@@ -99,7 +99,12 @@ static void test_outage_window_keeps_retrying_without_an_answer(void **state)
     assert_int_equal(delay, 30000);
     assert_int_equal(rl_retry_decide_after(&policy, 9, 60000, RL_CLIENT_E_CONNECT, &r, NULL, 0.5, &delay),
                      RL_RETRY_DONE);
-    /* An answer is not an outage: a 500 still gets three retries, a 4xx none. */
+    /* A proxy's 502 or 504 says the relay behind it is away: the same. */
+    r = answer(502, -1);
+    assert_int_equal(rl_retry_decide_after(&policy, 5, 1000, 0, &r, NULL, 0.5, &delay), RL_RETRY_AGAIN);
+    r = answer(504, -1);
+    assert_int_equal(rl_retry_decide_after(&policy, 5, 1000, 0, &r, NULL, 0.5, &delay), RL_RETRY_AGAIN);
+    /* An answer of the relay is not an outage: a 500 still gets three retries, a 4xx none. */
     r = answer(500, -1);
     assert_int_equal(rl_retry_decide_after(&policy, 4, 1000, 0, &r, NULL, 0.5, &delay), RL_RETRY_DONE);
     r = answer(404, -1);
