@@ -31,7 +31,8 @@ static void test_past_the_cap_only_whole_characters_are_kept(void **state)
 {
     size_t n = RL_REPLY_TEXT_MAX - 10, note = strlen(RL_REPLY_INCOMPLETE_NOTE);
     char *many = malloc(n), *incomplete;
-    const char *accents = "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";
+    const char *accents =
+        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";
     rl_reply_t reply;
 
     memset(many, 'a', n);
