@@ -33,6 +33,9 @@ struct rl_bridge_ws;
 struct rl_deltas;
 struct rl_approvals;
 struct rl_housekeeping;
+struct rl_webapp;
+struct rl_login;
+struct rl_push;
 
 typedef struct rl_relay {
     rl_config_t config;
@@ -47,6 +50,9 @@ typedef struct rl_relay {
     struct rl_deltas *deltas;       /* open messages and their pending deltas (deltas.c) */
     struct rl_approvals *approvals; /* the expiry sweep (approvals.c) */
     struct rl_housekeeping *housekeeping;
+    struct rl_webapp *webapp;  /* the web client's files and policy (webapp.c) */
+    struct rl_login *login;    /* sign-in links (login.c) */
+    struct rl_push *push;      /* Web Push to the users' devices (push.c) */
     unsigned char url_key[32]; /* signs attachment download URLs (attachments.c) */
     rl_http_config_t http;
     rl_http_server_t *server;

@@ -211,6 +211,18 @@ typedef struct rl_attachment_row {
     int64_t size, created_at;
 } rl_attachment_row_t;
 
+/* A sign-in link's code (the web client), kept as its SHA-256 only. */
+typedef struct rl_login_code_row {
+    const char *code_hash, *user_id;
+    int64_t created_at, expires_at;
+} rl_login_code_row_t;
+
+/* A browser's Web Push subscription: the push service's endpoint and the keys its messages are encrypted for. */
+typedef struct rl_push_subscription_row {
+    const char *endpoint, *user_id, *p256dh, *auth;
+    int64_t created_at;
+} rl_push_subscription_row_t;
+
 /* ---- transactions: what a backend implements --------------------------------------------------- */
 
 /*
@@ -320,6 +332,10 @@ struct rl_txn_ops {
     int (*grant_insert_ignore)(rl_txn_t *txn, const rl_grant_row_t *row);
     int (*grants_of)(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
                      size_t *count);
+    /* Every grant of the installation, by created_at. */
+    int (*grants_of_installation)(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count);
+    /* Deletes the grant with the row's installation_id, action, scope and scope_value. */
+    int (*grant_delete)(rl_txn_t *txn, const rl_grant_row_t *row);
 
     /* the bridge update queue: ids count up per installation */
     int (*update_append)(rl_txn_t *txn, rl_update_row_t *row); /* sets row->update_id */
@@ -333,6 +349,20 @@ struct rl_txn_ops {
     /* attachments */
     int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
     int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
+
+    /* the web client's sign-in codes, by code_hash */
+    int (*login_code_insert)(rl_txn_t *txn, const rl_login_code_row_t *row);
+    int (*login_code_get)(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out);
+    int (*login_code_delete)(rl_txn_t *txn, const char *code_hash);
+    int (*login_codes_purge)(rl_txn_t *txn, int64_t expired_before);
+
+    /* Web Push subscriptions, by endpoint */
+    int (*push_subscription_insert)(rl_txn_t *txn, const rl_push_subscription_row_t *row);
+    int (*push_subscription_get)(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out);
+    int (*push_subscription_delete)(rl_txn_t *txn, const char *endpoint);
+    /* The user's subscriptions, oldest first. */
+    int (*push_subscriptions_of_user)(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
+                                      size_t *count);
 };
 
 struct rl_txn {
