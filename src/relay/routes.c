@@ -82,6 +82,7 @@ const rl_route_t rl_relay_routes[] = {
     {"GET", "/app/:version/:name", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
     {"GET", "/v1/web/config", rl_webapp_config, RL_AUTH_NONE, "default", NULL, 0},
     {"POST", "/v1/login/exchange", rl_login_exchange, RL_AUTH_NONE, "login", &rl_login_exchange_schema, 0},
+    {"GET", "/v1/me/sessions", rl_sessions_list, RL_AUTH_USER, "default", NULL, 0},
     {"GET", "/v1/me/grants", rl_grants_list, RL_AUTH_USER, "default", NULL, 0},
     {"DELETE", "/v1/me/grants/:id", rl_grant_revoke, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/push-subscriptions", rl_push_subscribe, RL_AUTH_USER, "default", &rl_push_subscribe_schema, 0},

@@ -710,6 +710,16 @@ static int sqlite_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_sessio
     return read_all(TXN(txn), query(TXN(txn), sql, "s", user_id), read_session, sizeof(**rows), (void **)rows, count);
 }
 
+static int sqlite_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after,
+                                           rl_session_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE user_id = ? AND deleted_at > ?"
+                              " ORDER BY deleted_at DESC, id";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "sI", user_id, deleted_after), read_session, sizeof(**rows),
+                    (void **)rows, count);
+}
+
 static int sqlite_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
 {
     /* Interactions and messages go with their session (ON DELETE CASCADE). */
@@ -1386,6 +1396,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .session_get = sqlite_session_get,
     .session_update = sqlite_session_update,
     .sessions_of_user = sqlite_sessions_of_user,
+    .sessions_deleted_of_user = sqlite_sessions_deleted_of_user,
     .sessions_purge = sqlite_sessions_purge,
     .interaction_insert = sqlite_interaction_insert,
     .interaction_get = sqlite_interaction_get,

@@ -274,6 +274,9 @@ struct rl_txn_ops {
     int (*session_update)(rl_txn_t *txn, const rl_session_row_t *row); /* title, state, updated_at, deleted_at */
     /* The user's sessions that are not deleted, most recently updated first. */
     int (*sessions_of_user)(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count);
+    /* The user's sessions deleted after deleted_after (still restorable), most recently deleted first. */
+    int (*sessions_deleted_of_user)(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
+                                    size_t *count);
     /* Deletes sessions deleted at or before `before`, with their interactions and messages. */
     int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 

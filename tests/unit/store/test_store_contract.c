@@ -243,6 +243,19 @@ static void test_sessions_and_their_purge(void **state)
     assert_string_equal(rows[0].title, "renamed");
     assert_string_equal(rows[0].state, "archived");
     assert_string_equal(rows[1].id, "ses_2");
+    /* The deleted ones, most recently deleted first, after a time (the restore grace). */
+    s2.deleted_at = 6500;
+    assert_int_equal(RL_TXN(txn, session_update, &s2), 0);
+    assert_int_equal(RL_TXN(txn, sessions_deleted_of_user, "alice", 0, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].id, "ses_3");
+    assert_string_equal(rows[1].id, "ses_2");
+    assert_int_equal(RL_TXN(txn, sessions_deleted_of_user, "alice", 6500, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(RL_TXN(txn, sessions_deleted_of_user, "bob", 0, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    s2.deleted_at = RL_NO_TIME;
+    assert_int_equal(RL_TXN(txn, session_update, &s2), 0);
     /* A deleted session stays readable by id until it is purged, with what hangs off it. */
     assert_int_equal(RL_TXN(txn, session_get, "ses_3", &out), 0);
     assert_int_equal(out.deleted_at, 7000);
