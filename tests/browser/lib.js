@@ -245,5 +245,6 @@ export async function axe(page) {
   // The page's CSP allows only its own scripts: the test injects axe through the DevTools protocol instead.
   await page.evaluate(source);
   const result = await page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
-  return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id}: ${v.help}: ${v.nodes.slice(0, 3).map((n) => n.html).join(' | ')}`);
 }

@@ -1,7 +1,7 @@
 // One chat: the timeline (messages, tool calls, approvals), the composer with
 // attachments, cancel, and the session's own actions.
 import { api, post, patch, del, describe } from './api.js';
-import { store, on, chat, loadHistory, installationName, inFlight } from './state.js';
+import { store, on, chat, loadHistory, installationName, inFlight, pollInFlight } from './state.js';
 import { h, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
@@ -44,7 +44,7 @@ function updateMessage(el, m) {
   const body = h('div', { class: 'msg-body' });
   if (m.role === 'agent') body.append(renderMarkdown(text));
   else body.append(h('p', { class: 'msg-plain', text }));
-  if (m.state === 'streaming') body.append(h('span', { class: 'typing', 'aria-label': 'still writing' }, h('i'), h('i'), h('i')));
+  if (m.state === 'streaming') body.append(h('span', { class: 'typing', role: 'img', 'aria-label': 'still writing' }, h('i'), h('i'), h('i')));
   el.append(body);
   if (m.attachments && m.attachments.length)
     el.append(h('div', { class: 'attachments' }, m.attachments.map(attachmentView)));
@@ -343,7 +343,11 @@ export function chatView(main, sessionId) {
   }, 1000);
 
   header();
-  if (!c.loaded) loadHistory(sessionId).catch((err) => toast(describe(err), 'error'));
+  if (!c.loaded) {
+    loadHistory(sessionId).then(() => {
+      if (inFlight(sessionId).length) pollInFlight(sessionId);
+    }, (err) => toast(describe(err), 'error'));
+  }
   draw();
   scroller.scrollTop = scroller.scrollHeight;
   for (const a of store.approvals.values()) if (a.session_id === sessionId) autoApprove(a);

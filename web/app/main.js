@@ -74,10 +74,9 @@ function approvalsBadge() {
   const badge = document.getElementById('approvals-badge');
   if (!badge) return;
   const count = [...store.approvals.values()].filter((a) => a.status === 'pending').length;
-  badge.textContent = count ? String(count) : '';
+  clear(badge);
+  if (count) badge.append(String(count), h('span', { class: 'sr-only', text: ' waiting' }));
   badge.hidden = count === 0;
-  const link = badge.closest('a');
-  if (link) link.setAttribute('aria-label', count ? `Approvals, ${count} waiting` : 'Approvals');
 }
 
 function shell() {

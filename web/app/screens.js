@@ -283,8 +283,8 @@ export function pairView(main, code) {
 // ---- approvals ----
 
 export function approvalsView(main) {
-  const pending = h('div', { class: 'approvals-list', 'aria-label': 'Waiting for you' });
-  const done = h('div', { class: 'approvals-list', 'aria-label': 'Answered here' });
+  const pending = h('section', { class: 'approvals-list', 'aria-label': 'Waiting for you' });
+  const done = h('section', { class: 'approvals-list', 'aria-label': 'Answered here' });
   const empty = h('p', { class: 'empty', text: 'Nothing is waiting for your approval.' });
   main.append(screen('Approvals', pending, empty, h('h2', { class: 'section-title', text: 'Recent' }), done));
   const card = (a) => {

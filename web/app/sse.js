@@ -132,7 +132,7 @@ export class EventStream {
               if (name === 'hello') {
                 // Open: the backoff starts over, and a stream silent for two heartbeats is dead.
                 this.backoff = BACKOFF_START_MS;
-                silenceMs = Math.max(2 * (data.heartbeat_ms || 25000) + 5000, 10000);
+                silenceMs = Math.max(2 * (data.heartbeat_ms || 25000) + 3000, 4000);
                 arm();
                 this.setState('live');
               }

@@ -7,10 +7,18 @@
 // the snapshot is handled like a live approval_requested, by approval_id; a
 // resync reloads the same; an interaction that was in flight when the stream
 // dropped is polled every 3 s for up to 24 s.
+//
+// A reply the history shows mid-stream (a reload during a reply) is not
+// extended with live deltas: the deltas published between the history read
+// and the stream's start reach neither, so appending the later ones would
+// leave a hole. Its text comes from polling the history (every 3 s, as the
+// spec allows) until message_finalized brings the canonical text.
 import { get } from './api.js';
 
 const POLL_EVERY_MS = 3000;
 const POLL_FOR_MS = 24000;
+// A reply the history caught mid-stream is followed by polling until it ends, at most this long.
+const FOLLOW_FOR_MS = 10 * 60 * 1000;
 const HISTORY_PAGE = 50;
 
 export const store = {
@@ -58,6 +66,8 @@ function sortOrder(c) {
 function putMessage(message) {
   const c = chat(message.session_id);
   const known = c.messages.get(message.message_id);
+  // Seen from its start on the stream, a message follows its deltas.
+  if (!known) message = { ...message, fromHistory: false };
   // A delta may have arrived for a message the history read missed; the longer text wins while it streams.
   if (known && known.state === 'final' && message.state !== 'final') return;
   c.messages.set(message.message_id, { ...known, ...message });
@@ -138,7 +148,7 @@ const handlers = {
       // The history will bring it; meanwhile the delta has nowhere to go.
       return;
     }
-    if (message.state === 'final') return;
+    if (message.state === 'final' || message.fromHistory) return;
     // A placeholder reads " " until its first delta replaces it.
     message.text = message.placeholder_pending === false || message.text !== ' ' ? message.text + d.delta : d.delta;
     message.placeholder_pending = false;
@@ -193,10 +203,11 @@ export async function loadHistory(sessionId, older = false) {
       const page = await get(`/v1/me/sessions/${encodeURIComponent(sessionId)}/messages?${params}`);
       for (const message of page.messages) {
         const known = c.messages.get(message.message_id);
-        // Live deltas newer than the page are kept: the longer streaming text is the later one.
-        if (known && known.state !== 'final' && message.state !== 'final' && known.text.length > message.text.length)
+        const live = known && known.fromHistory === false;
+        // A reply followed live keeps its deltas when they are ahead of the page.
+        if (live && known.state !== 'final' && message.state !== 'final' && known.text.length >= message.text.length)
           continue;
-        c.messages.set(message.message_id, { ...known, ...message });
+        c.messages.set(message.message_id, { ...known, ...message, fromHistory: live ? false : message.state !== 'final' });
       }
       if (!older || !c.loaded) {
         c.hasMore = page.has_more;
@@ -236,9 +247,10 @@ export function pollInFlight(sessionId) {
     const started = Date.now();
     const timer = setInterval(async () => {
       const c = chat(sessionId);
-      const reply = [...c.messages.values()].find(
-        (m) => m.interaction_id === interactionId && m.role === 'agent' && m.state === 'final');
-      if (reply || Date.now() - started > POLL_FOR_MS) {
+      const replies = [...c.messages.values()].filter((m) => m.interaction_id === interactionId && m.role === 'agent');
+      const final = replies.some((m) => m.state === 'final');
+      const following = replies.some((m) => m.state === 'streaming' && m.fromHistory);
+      if (final || Date.now() - started > (following ? FOLLOW_FOR_MS : POLL_FOR_MS)) {
         stopPoll(sessionId, interactionId);
         return;
       }
@@ -269,6 +281,7 @@ export async function reload(openSessionId) {
     if (store.sessions.has(id)) await loadHistory(id).catch(() => {});
   }
   applySnapshot(await get('/v1/me/snapshot'));
+  for (const id of sessions) if (inFlight(id).length) pollInFlight(id);
 }
 
 export async function loadDeleted() {
