@@ -349,7 +349,11 @@ export function settingsView(main) {
     h('section', { class: 'settings-section', 'aria-labelledby': 'set-look' },
       h('h2', { id: 'set-look', text: 'Appearance' }),
       h('label', { for: 'theme', class: 'field-label', text: 'Theme' }), theme),
-    h('p', { class: 'version', text: `App version ${auth.config ? auth.config.version : ''}` })));
+    h('p', { class: 'version', id: 'app-version' })));
+  auth.loadConfig().then((config) => {
+    const version = document.getElementById('app-version');
+    if (version) version.textContent = `App version ${config.version}`;
+  }).catch(() => {});
 
   async function drawNotifications() {
     clear(notifications);
