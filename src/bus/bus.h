@@ -18,9 +18,14 @@
  * - Presence: which connection serves an installation's bridge socket and
  *   with what health, readable by every node.
  *
+ * - Shared counters and leases: token buckets that every node takes from
+ *   atomically (rate limits), and named leases that one node at a time
+ *   holds (the work that must run once across nodes).
+ *
  * Loop thread only. A backend may deliver an event inside publish (the
- * local one does) or later; read and presence_clear callbacks never run
- * inside the call. See docs/internals/bus.md.
+ * local one does) or later, and answer take and lease inside the call; read
+ * and presence_clear callbacks never run inside the call. See
+ * docs/internals/bus.md.
  */
 #ifndef RL_BUS_BUS_H
 #define RL_BUS_BUS_H
@@ -50,6 +55,15 @@ typedef struct rl_bus_read {
 typedef void (*rl_bus_read_cb)(int result, const rl_bus_read_t *read, void *arg);
 /* Whether presence_clear removed the installation's presence. */
 typedef void (*rl_bus_cleared_cb)(int cleared, void *arg);
+/*
+ * result 0: a token was taken; RL_E_RATE_LIMITED: none was left; another
+ * negative RL_E_* error: the bus cannot answer (nothing was taken). tokens is
+ * what the bucket holds after the call (fractional; meaningful for 0 and
+ * RL_E_RATE_LIMITED).
+ */
+typedef void (*rl_bus_take_cb)(int result, double tokens, void *arg);
+/* Whether this holder holds the lease now (0 too when the bus cannot answer). */
+typedef void (*rl_bus_lease_cb)(int held, void *arg);
 
 /* What the bus hands to this node. */
 typedef struct rl_bus_handlers {
@@ -64,6 +78,7 @@ typedef struct rl_bus_config {
     size_t max_events;  /* replay ring length per user */
     int64_t max_age_ms; /* replay ring age */
     size_t max_users;   /* cap on users with live state in this node */
+    size_t max_buckets; /* cap on token buckets this node keeps (the local bus) */
     rl_bus_handlers_t handlers;
 } rl_bus_config_t;
 
@@ -79,6 +94,9 @@ struct rl_bus_ops {
     void (*presence_clear)(rl_bus_t *bus, const char *installation_id, const char *owner, rl_bus_cleared_cb cb,
                            void *arg);
     const char *(*presence_get)(rl_bus_t *bus, const char *installation_id);
+    void (*take)(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
+                 rl_bus_take_cb cb, void *arg);
+    void (*lease)(rl_bus_t *bus, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb, void *arg);
     void (*sweep)(rl_bus_t *bus, int64_t now_ms);
 };
 
@@ -144,6 +162,25 @@ static inline void rl_bus_presence_clear(rl_bus_t *bus, const char *installation
 static inline const char *rl_bus_presence_get(rl_bus_t *bus, const char *installation_id)
 {
     return bus->ops->presence_get(bus, installation_id);
+}
+/*
+ * Takes one token from the bucket `key` (capacity tokens, refilled at
+ * refill_per_s; full when first seen). The bucket is shared by every node. A
+ * networked bus may count time by its own clock instead of now_ms.
+ */
+static inline void rl_bus_take(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
+                               rl_bus_take_cb cb, void *arg)
+{
+    bus->ops->take(bus, key, capacity, refill_per_s, now_ms, cb, arg);
+}
+/*
+ * Takes or renews the lease `name` for holder (unique across nodes) for
+ * ttl_ms, unless another holder has it; cb says whether holder holds it.
+ */
+static inline void rl_bus_lease(rl_bus_t *bus, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb,
+                                void *arg)
+{
+    bus->ops->lease(bus, name, holder, ttl_ms, cb, arg);
 }
 /* Drops what has expired; call now and then. */
 static inline void rl_bus_sweep(rl_bus_t *bus, int64_t now_ms)

@@ -1,10 +1,12 @@
 /*
  * The in-process bus: one node. Each user has a ring of its last events;
- * topics and presence are maps of this process. Events are delivered inside
+ * topics, presence and token buckets are maps of this process, and every
+ * lease is this node's. Events are delivered inside
  * publish (the streaming hot path pays no extra loop turn); reads, signals
  * and presence answers wait for the next turn of the loop, as a networked
  * bus's would, so that callers are written for both.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,11 @@ struct hub {
     unsigned listeners;
 };
 
+struct bucket {
+    double tokens, capacity, refill_per_s;
+    int64_t updated_ms;
+};
+
 struct presence {
     char owner[OWNER_MAX + 1];
     char health[16];
@@ -61,6 +68,7 @@ struct local_bus {
     rl_strmap_t *hubs;
     rl_strmap_t *topics;   /* topic -> join count (as a pointer-sized integer) */
     rl_strmap_t *presence; /* installation id -> struct presence */
+    rl_strmap_t *buckets;  /* bucket key -> struct bucket */
     int64_t highest_id;    /* the highest id any hub of this process has issued */
     struct deferred *deferred, **deferred_tail;
     h2o_timeout_t zero_timeout;
@@ -352,6 +360,66 @@ static const char *local_presence_get(rl_bus_t *super, const char *installation_
     return p != NULL ? p->health : "offline";
 }
 
+static void refill(struct bucket *bucket, int64_t now_ms)
+{
+    if (now_ms > bucket->updated_ms) {
+        bucket->tokens += (double)(now_ms - bucket->updated_ms) / 1000.0 * bucket->refill_per_s;
+        if (bucket->tokens > bucket->capacity)
+            bucket->tokens = bucket->capacity;
+        bucket->updated_ms = now_ms;
+    }
+}
+
+static int bucket_full(const char *key, void *value, void *arg)
+{
+    struct bucket *bucket = value;
+
+    refill(bucket, *(int64_t *)arg);
+    return bucket->tokens >= bucket->capacity;
+}
+
+static void local_take(rl_bus_t *super, const char *key, double capacity, double refill_per_s, int64_t now_ms,
+                       rl_bus_take_cb cb, void *arg)
+{
+    struct local_bus *bus = (void *)super;
+    struct bucket *bucket = rl_strmap_get(bus->buckets, key);
+
+    if (bucket == NULL) {
+        bucket = malloc(sizeof(*bucket));
+        if (bucket == NULL) {
+            cb(RL_E_INTERNAL, 0, arg);
+            return;
+        }
+        *bucket = (struct bucket){capacity, capacity, refill_per_s, now_ms};
+        if (rl_strmap_put(bus->buckets, key, bucket) != 0) {
+            /* Full: drop the buckets that refilled, then try once more; fail closed otherwise. */
+            rl_strmap_sweep(bus->buckets, bucket_full, &now_ms, free);
+            if (rl_strmap_put(bus->buckets, key, bucket) != 0) {
+                free(bucket);
+                rl_log_warn("rate limiter full; refusing a request");
+                cb(RL_E_RATE_LIMITED, 0, arg);
+                return;
+            }
+        }
+    }
+    bucket->capacity = capacity;
+    bucket->refill_per_s = refill_per_s;
+    refill(bucket, now_ms);
+    if (bucket->tokens >= 1.0) {
+        bucket->tokens -= 1.0;
+        cb(0, bucket->tokens, arg);
+    } else {
+        cb(RL_E_RATE_LIMITED, bucket->tokens, arg);
+    }
+}
+
+static void local_lease(rl_bus_t *super, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb,
+                        void *arg)
+{
+    /* One node: it holds every lease. */
+    cb(1, arg);
+}
+
 static int sweep_hub(const char *key, void *value, void *arg)
 {
     struct local_bus *bus = ((void **)arg)[0];
@@ -373,6 +441,7 @@ static void local_sweep(rl_bus_t *super, int64_t now_ms)
     void *state[2] = {bus, &now_ms};
 
     rl_strmap_sweep(bus->hubs, sweep_hub, state, hub_free);
+    rl_strmap_sweep(bus->buckets, bucket_full, &now_ms, free);
 }
 
 static void local_close(rl_bus_t *super)
@@ -391,6 +460,7 @@ static void local_close(rl_bus_t *super)
     rl_strmap_free(bus->hubs, hub_free);
     rl_strmap_free(bus->topics, NULL);
     rl_strmap_free(bus->presence, free);
+    rl_strmap_free(bus->buckets, free);
     free(bus);
 }
 
@@ -405,6 +475,8 @@ static const struct rl_bus_ops local_ops = {
     .presence_set = local_presence_set,
     .presence_clear = local_presence_clear,
     .presence_get = local_presence_get,
+    .take = local_take,
+    .lease = local_lease,
     .sweep = local_sweep,
 };
 
@@ -423,9 +495,10 @@ int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t
     bus->hubs = rl_strmap_new(config->max_users);
     bus->topics = rl_strmap_new(TOPICS_MAX);
     bus->presence = rl_strmap_new(PRESENCE_MAX);
+    bus->buckets = rl_strmap_new(config->max_buckets > 0 ? config->max_buckets : 200000);
     h2o_timeout_init(loop, &bus->zero_timeout, 0);
     bus->run_deferred.cb = on_deferred;
-    if (bus->hubs == NULL || bus->topics == NULL || bus->presence == NULL) {
+    if (bus->hubs == NULL || bus->topics == NULL || bus->presence == NULL || bus->buckets == NULL) {
         local_close(&bus->super);
         return -1;
     }

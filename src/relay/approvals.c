@@ -1,10 +1,10 @@
 /*
  * Approvals (spec "Approval"): the bridge's request, with grants that
  * resolve it at once; the user's decision; the snapshot of pending ones; and
- * their expiry. Expiry is a sweep of the store once a second, so it needs no
- * timers per approval and survives restarts: an approval expires within a
- * second of its expires_at, and a conditional state change means two sweeps
- * (or two nodes) never expire one twice.
+ * their expiry. Expiry is a sweep of the store once a second (sweeps.c), so
+ * it needs no timers per approval and survives restarts: an approval expires
+ * within a second of its expires_at, and the state is checked and changed in
+ * one transaction, so two sweeps (or two nodes) never expire one twice.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +23,12 @@
 #include "relay/updates.h"
 #include "relay/views.h"
 
-#define SWEEP_MS  1000
 #define SWEEP_MAX 500
 
 static const char *const decisions[] = {"approve", "approve_always", "deny", NULL};
 static const char *const scopes[] = {"session", "tool", "domain", "all", NULL};
-static const char *const severities[] = {"low", "medium", "high", NULL};
+/* spec: low, medium, high; critical comes from the protocol authors' connectors and ranks above high. */
+static const char *const severities[] = {"low", "medium", "high", "critical", NULL};
 
 static const rl_field_t decide_fields[] = {
     RL_FIELD_ENUM("decision", RL_F_REQUIRED, decisions),
@@ -53,13 +53,6 @@ static const rl_field_t request_approval_fields[] = {
     RL_FIELD_END,
 };
 const rl_schema_t rl_request_approval_schema = RL_SCHEMA(request_approval_fields);
-
-struct rl_approvals {
-    rl_relay_t *relay;
-    h2o_timeout_t period;
-    h2o_timeout_entry_t sweep;
-    int sweeping;
-};
 
 /* spec: approval_resolved (client) and approval.resolved (bridge) carry the same payload. */
 static json_t *resolution(json_t *approval)
@@ -381,15 +374,20 @@ static int expire_run(rl_txn_t *txn, rl_store_op_t *base)
 
 static const rl_store_op_type_t expire_type = RL_OP_TYPE(approvals_expire, 1, expire_run);
 
-static void on_expired(rl_store_op_t *base)
+rl_store_op_t *rl_approvals_expiry(rl_relay_t *relay, int64_t now)
+{
+    struct expire *op = rl_op_new(&expire_type, sizeof(*op));
+
+    op->now = now;
+    return &op->op.base;
+}
+
+void rl_approvals_expired(rl_relay_t *relay, rl_store_op_t *base)
 {
     struct expire *op = (void *)base;
-    rl_approvals_t *approvals = base->arg;
-    rl_relay_t *relay = approvals->relay;
     json_t *item;
     size_t i;
 
-    approvals->sweeping = 0;
     if (base->result != 0) {
         rl_log_warn("the approval expiry sweep failed; it runs again in a second");
         return;
@@ -405,46 +403,4 @@ static void on_expired(rl_store_op_t *base)
         rl_updates_notify(relay->bus, json_string_value(json_object_get(approval, "installation_id")),
                           json_integer_value(json_object_get(item, "update_id")));
     }
-}
-
-static void on_sweep(h2o_timeout_entry_t *entry)
-{
-    rl_approvals_t *approvals = H2O_STRUCT_FROM_MEMBER(rl_approvals_t, sweep, entry);
-    rl_relay_t *relay = approvals->relay;
-
-    if (!approvals->sweeping) {
-        struct expire *op = rl_op_new(&expire_type, sizeof(*op));
-        approvals->sweeping = 1;
-        op->now = rl_clock_now_ms();
-        rl_store_submit(relay->store, &op->op.base, on_expired, approvals);
-    }
-    h2o_timeout_link(relay->loop, &approvals->period, &approvals->sweep);
-}
-
-rl_approvals_t *rl_approvals_start(rl_relay_t *relay)
-{
-    rl_approvals_t *approvals = calloc(1, sizeof(*approvals));
-
-    if (approvals == NULL)
-        return NULL;
-    approvals->relay = relay;
-    h2o_timeout_init(relay->loop, &approvals->period, SWEEP_MS);
-    approvals->sweep.cb = on_sweep;
-    h2o_timeout_link(relay->loop, &approvals->period, &approvals->sweep);
-    return approvals;
-}
-
-void rl_approvals_stop(rl_approvals_t *approvals)
-{
-    if (approvals != NULL && h2o_timeout_is_linked(&approvals->sweep))
-        h2o_timeout_unlink(&approvals->sweep);
-}
-
-void rl_approvals_free(rl_approvals_t *approvals)
-{
-    if (approvals == NULL)
-        return;
-    rl_approvals_stop(approvals);
-    h2o_timeout_dispose(approvals->relay->loop, &approvals->period);
-    free(approvals);
 }

@@ -4,19 +4,17 @@
 
 #include "http/call.h"
 #include "http/validate.h"
+#include "store/store.h"
 
 struct rl_relay;
-typedef struct rl_approvals rl_approvals_t;
 
 int rl_bridge_request_approval(rl_call_t *call);
 int rl_approval_decide(rl_call_t *call);
 int rl_snapshot_get(rl_call_t *call);
 extern const rl_schema_t rl_request_approval_schema, rl_approval_decide_schema;
 
-/* Starts the expiry sweep (once a second); NULL when out of memory. */
-rl_approvals_t *rl_approvals_start(struct rl_relay *relay);
-/* Stops the sweep (shutdown: nothing new is queued); rl_approvals_free after the store drained. */
-void rl_approvals_stop(rl_approvals_t *approvals);
-void rl_approvals_free(rl_approvals_t *approvals);
+/* The expiry sweep (sweeps.c): an operation that expires what is due at now, and what follows its commit. */
+rl_store_op_t *rl_approvals_expiry(struct rl_relay *relay, int64_t now);
+void rl_approvals_expired(struct rl_relay *relay, rl_store_op_t *op);
 
 #endif

@@ -35,7 +35,36 @@
 #define TEXT_MAX  100000
 #define DELTA_MAX 65536
 
-static const char *const finish_reasons[] = {"stop", "length", "content_filter", "tool_call", NULL};
+/*
+ * spec: stop, length, content_filter, tool_call. The protocol authors'
+ * connectors also send their RFC's vocabulary: each is accepted and stored
+ * as what it means (docs/api.md). "incomplete" is the relay's own, for a
+ * message it had to end itself (rl_messages_lapse), never a bridge's.
+ */
+static const struct {
+    const char *sent, *stored;
+} finish_reason_map[] = {
+    {"stop", "stop"},           {"length", "length"},     {"content_filter", "content_filter"},
+    {"tool_call", "tool_call"}, {"error", "error"},       {"cancelled", "cancelled"},
+    {"end_turn", "stop"},       {"max_tokens", "length"}, {"stop_sequence", "stop"},
+    {"tool_use", "tool_call"},
+};
+static const char *const finish_reasons[] = {"stop",      "length",   "content_filter", "tool_call",     "error",
+                                             "cancelled", "end_turn", "max_tokens",     "stop_sequence", "tool_use",
+                                             NULL};
+
+#define FINISH_INCOMPLETE "incomplete"
+#define LAPSE_BATCH       100
+
+static const char *stored_finish_reason(const char *sent)
+{
+    size_t i;
+
+    for (i = 0; sent != NULL && i < sizeof(finish_reason_map) / sizeof(finish_reason_map[0]); ++i)
+        if (strcmp(sent, finish_reason_map[i].sent) == 0)
+            return finish_reason_map[i].stored;
+    return NULL;
+}
 static const char *const task_statuses[] = {"completed", "failed", "cancelled", NULL};
 
 static const rl_field_t usage_fields[] = {
@@ -291,23 +320,46 @@ static int message_end_check(rl_txn_t *txn, rl_bridge_write_t *w)
     return result;
 }
 
+/*
+ * In a transaction: a streaming message becomes final with text (NULL: its
+ * streamed text), and its deltas fold into the canonical text. Sets *view.
+ */
+static int finalize(rl_txn_t *txn, rl_message_row_t *message, const char *text, size_t len, const char *finish_reason,
+                    int64_t now, json_t **view)
+{
+    int result;
+
+    if (text == NULL && (result = rl_text_of(txn, message, &text, &len)) != 0)
+        return result;
+    message->text = text;
+    message->finish_reason = finish_reason;
+    message->state = "final";
+    message->finalized_at = now;
+    message->placeholder = 0;
+    if ((result = RL_TXN(txn, message_update, message)) != 0)
+        return result;
+    /* The deltas' keys outlive their text: a replayed delta still answers idempotent. */
+    if ((result = rl_deltas_fold(txn, message->id, now)) != 0)
+        return result;
+    *view = rl_view_message(message, text, len);
+    return 0;
+}
+
 static int message_end_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
     struct message_end *op = (void *)w;
     rl_message_row_t *message = &op->message;
     json_t *canonical = json_object_get(w->body, "text"), *usage = json_object_get(w->body, "usage");
+    const char *text = NULL;
     char *usage_text = NULL;
-    size_t len;
-    int result;
+    size_t len = 0;
 
     if (strcmp(message->state, "streaming") != 0)
         return RL_E_MESSAGE_FINALIZED;
     /* spec: the canonical text replaces the streamed one; without it, the streamed text is kept. */
     if (json_is_string(canonical)) {
-        message->text = rl_arena_strndup(txn->arena, json_string_value(canonical), json_string_length(canonical));
         len = json_string_length(canonical);
-    } else if ((result = rl_text_of(txn, message, &message->text, &len)) != 0) {
-        return result;
+        text = rl_arena_strndup(txn->arena, json_string_value(canonical), len);
     }
     if (usage != NULL) {
         if ((usage_text = json_dumps(usage, JSON_COMPACT)) == NULL)
@@ -315,18 +367,10 @@ static int message_end_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         message->usage = rl_arena_strdup(txn->arena, usage_text);
         free(usage_text);
     }
-    message->finish_reason = json_string_value(json_object_get(w->body, "finish_reason"));
-    message->state = "final";
-    message->finalized_at = w->target.now;
-    message->placeholder = 0;
-    if ((result = RL_TXN(txn, message_update, message)) != 0)
-        return result;
-    /* The deltas' keys outlive their text: a replayed delta still answers idempotent. */
-    if ((result = rl_deltas_fold(txn, op->message_id, w->target.now)) != 0)
-        return result;
     w->response = json_pack("{s:s}", "message_id", op->message_id);
-    w->op.value = rl_view_message(message, message->text, len);
-    return 0;
+    return finalize(txn, message, text, len,
+                    stored_finish_reason(json_string_value(json_object_get(w->body, "finish_reason"))), w->target.now,
+                    &w->op.value);
 }
 
 static int message_end_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -372,6 +416,78 @@ int rl_bridge_send_end(rl_call_t *call)
     rl_deltas_ending(relay->deltas, message_id, 1);
     rl_op_submit_for(call, op, on_message_ended);
     return 0;
+}
+
+/* ---- messages left open ---- */
+
+/*
+ * No message stays open for ever: an agent message still streaming when its
+ * interaction's follow-up window closes (the bridge may write to it no
+ * more) is ended by the relay with its streamed text and finish_reason
+ * "incomplete", and message_finalized tells the clients.
+ */
+struct lapse {
+    rl_op_t op; /* value: [{"message", "user_id", "deleted"}] */
+    int64_t at, now;
+};
+
+static int lapse_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct lapse *op = (void *)base;
+    rl_message_row_t *rows;
+    size_t count, i;
+    int result = RL_TXN(txn, messages_open_before, op->at, LAPSE_BATCH, &rows, &count);
+
+    if (result != 0)
+        return result;
+    op->op.value = json_array();
+    for (i = 0; i < count; ++i) {
+        rl_session_row_t session;
+        json_t *view = NULL;
+        if ((result = RL_TXN(txn, session_get, rows[i].session_id, &session)) != 0 ||
+            (result = finalize(txn, &rows[i], NULL, 0, FINISH_INCOMPLETE, op->now, &view)) != 0)
+            return result;
+        json_array_append_new(op->op.value, json_pack("{s:o, s:s, s:b}", "message", view, "user_id", session.user_id,
+                                                      "deleted", session.deleted_at != RL_NO_TIME));
+    }
+    return 0;
+}
+
+static const rl_store_op_type_t lapse_type = RL_OP_TYPE(messages_lapse, 1, lapse_run);
+
+rl_store_op_t *rl_messages_lapse(rl_relay_t *relay, int64_t now)
+{
+    struct lapse *op = rl_op_new(&lapse_type, sizeof(*op));
+
+    /* What was answered of these messages is in their text. */
+    rl_deltas_flush(relay->deltas);
+    op->at = now - relay->config.followup_window;
+    op->now = now;
+    return &op->op.base;
+}
+
+void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
+{
+    struct lapse *op = (void *)base;
+    json_t *item;
+    size_t i;
+
+    if (base->result != 0) {
+        rl_log_warn("ending messages left open failed; the sweep runs again in a second");
+        return;
+    }
+    json_array_foreach(op->op.value, i, item)
+    {
+        json_t *message = json_object_get(item, "message");
+        rl_deltas_finalized(relay->deltas, json_string_value(json_object_get(message, "message_id")));
+        rl_log_info("message %s was left open past its follow-up window; ended as incomplete",
+                    json_string_value(json_object_get(message, "message_id")));
+        if (json_is_true(json_object_get(item, "deleted")))
+            continue;
+        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
+        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")), "message_finalized",
+                       json_incref(message));
+    }
 }
 
 /* ---- tasks ---- */

@@ -48,6 +48,11 @@ void rl_bridge_write_dispose(rl_store_op_t *op);
 /* Answers the call with the write's response (marked idempotent on a replay); 1 when it was a replay. */
 int rl_bridge_write_answer(rl_call_t *call, rl_bridge_write_t *w);
 
+struct rl_relay;
+/* The sweep that ends messages left open past their follow-up window (sweeps.c): its operation, and what follows. */
+rl_store_op_t *rl_messages_lapse(struct rl_relay *relay, int64_t now);
+void rl_messages_lapsed(struct rl_relay *relay, rl_store_op_t *op);
+
 int rl_bridge_send_message(rl_call_t *call);
 int rl_bridge_send_end(rl_call_t *call);
 int rl_bridge_task(rl_call_t *call); /* route tag: rl_task_step_t */

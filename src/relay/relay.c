@@ -13,7 +13,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rand.h"
-#include "relay/approvals.h"
 #include "relay/attachments.h"
 #include "relay/auth.h"
 #include "relay/bridge_ws.h"
@@ -25,6 +24,7 @@
 #include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
+#include "relay/sweeps.h"
 #include "relay/token.h"
 #include "relay/webapp.h"
 
@@ -140,7 +140,7 @@ static int open_bus(rl_relay_t *relay)
         .handlers = {.event = on_bus_event, .signal = on_bus_signal, .ctx = relay},
     };
 
-    if (rl_bus_open("local", relay->loop, &config, &relay->bus) != 0)
+    if (rl_bus_open(relay->config.bus, relay->loop, &config, &relay->bus) != 0)
         return -1;
     rl_bus_join(relay->bus, RL_TOPIC_AUTH, 1);
     relay->hub = rl_hub_new(relay->bus, BUS_USERS_MAX);
@@ -172,8 +172,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
         return -1;
     }
-    if (rl_store_open(config->data, &relay->store) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
-        rl_attachments_open(relay) != 0)
+    if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
+        rl_auth_open(relay, &relay->auth) != 0 || rl_attachments_open(relay) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;
@@ -183,8 +183,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
     relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
-    relay->approvals = rl_approvals_start(relay);
-    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->approvals == NULL)
+    relay->sweeps = rl_sweeps_start(relay);
+    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
@@ -206,7 +206,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 
 void rl_relay_stop(rl_relay_t *relay)
 {
-    rl_approvals_stop(relay->approvals);
+    rl_sweeps_stop(relay->sweeps);
     rl_housekeeping_stop(relay->housekeeping);
     relay->housekeeping = NULL;
     if (relay->server != NULL)
@@ -232,8 +232,8 @@ void rl_relay_stop(rl_relay_t *relay)
         h2o_timeout_unlink(&relay->store_flush);
     rl_deltas_free(relay->deltas);
     relay->deltas = NULL;
-    rl_approvals_free(relay->approvals);
-    relay->approvals = NULL;
+    rl_sweeps_free(relay->sweeps);
+    relay->sweeps = NULL;
     if (relay->store_wake != NULL) {
         h2o_socket_read_stop(relay->store_wake);
         h2o_socket_close(relay->store_wake);

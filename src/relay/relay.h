@@ -1,7 +1,7 @@
 /*
  * The relay application: its configuration and the parts it is made of,
  * tied to one event loop. Each part keeps its own state behind its own
- * header (auth.h, hub.h, bridge_ws.h, deltas.h, approvals.h, ...); this
+ * header (auth.h, hub.h, bridge_ws.h, deltas.h, sweeps.h, ...); this
  * struct only holds them together and is what route handlers reach through
  * call->app. Loop thread only.
  */
@@ -31,7 +31,7 @@ struct rl_auth;
 struct rl_hub;
 struct rl_bridge_ws;
 struct rl_deltas;
-struct rl_approvals;
+struct rl_sweeps;
 struct rl_housekeeping;
 struct rl_webapp;
 struct rl_login;
@@ -48,7 +48,7 @@ typedef struct rl_relay {
     struct rl_auth *auth;           /* token verification and what it remembers (auth.c) */
     struct rl_bridge_ws *sockets;   /* bridge sockets of this node (bridge_ws.c) */
     struct rl_deltas *deltas;       /* open messages and their pending deltas (deltas.c) */
-    struct rl_approvals *approvals; /* the expiry sweep (approvals.c) */
+    struct rl_sweeps *sweeps;       /* the store's once-a-second sweeps (sweeps.c) */
     struct rl_housekeeping *housekeeping;
     struct rl_webapp *webapp;  /* the web client's files and policy (webapp.c) */
     struct rl_login *login;    /* sign-in links (login.c) */

@@ -230,8 +230,10 @@ static const char *const migrations[] = {
     "UPDATE message_deltas SET keys = json_array(json_array(key, body_hash)) WHERE keys IS NULL AND key IS NOT NULL;"
     "UPDATE message_deltas SET keys = '[]' WHERE keys IS NULL;"
     "UPDATE message_deltas SET seq_last = seq WHERE seq_last IS NULL;",
+    /* 8: the messages still streaming, for the sweep that ends those left open past their window. */
+    "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';",
     /*
-     * 8: the web client: sign-in codes (their SHA-256, single use, short
+     * 9: the web client: sign-in codes (their SHA-256, single use, short
      * lived) and Web Push subscriptions (the keys the messages are
      * encrypted for must be kept as they are).
      */
@@ -830,6 +832,18 @@ static int sqlite_messages_page(rl_txn_t *txn, const char *session_id, const cha
                     (void **)rows, count);
 }
 
+static int sqlite_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
+{
+    static const char sql[] =
+        "SELECT m.id, m.session_id, m.interaction_id, m.role, m.text, m.attachments, m.reply_to, m.usage,"
+        " m.finish_reason, m.state, m.created_at, m.finalized_at, m.placeholder"
+        " FROM messages m LEFT JOIN interactions i ON i.id = m.interaction_id"
+        " WHERE m.state = 'streaming' AND coalesce(i.created_at, m.created_at) <= ? ORDER BY m.created_at LIMIT ?";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", at, limit), read_message, sizeof(**rows), (void **)rows,
+                    count);
+}
+
 /* ---- streamed deltas ---------------------------------------------------------------------------- */
 
 static void read_delta_run(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
@@ -860,6 +874,23 @@ static int sqlite_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_
 
     return read_all(TXN(txn), query(TXN(txn), sql, "s", message_id), read_delta_run, sizeof(**rows), (void **)rows,
                     count);
+}
+
+static void read_int(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    *(int64_t *)out = sqlite3_column_int64(stmt, 0);
+}
+
+static int sqlite_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
+{
+    static const char sql[] = "SELECT seq_last FROM message_deltas WHERE message_id = ? ORDER BY seq DESC LIMIT 1";
+    int64_t last = 0;
+    int result = read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_int, &last);
+
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    *next = last + 1;
+    return 0;
 }
 
 static int sqlite_delta_runs_delete(rl_txn_t *txn, const char *message_id)
@@ -1404,8 +1435,10 @@ static const struct rl_txn_ops sqlite_ops = {
     .message_get = sqlite_message_get,
     .message_update = sqlite_message_update,
     .messages_page = sqlite_messages_page,
+    .messages_open_before = sqlite_messages_open_before,
     .delta_run_insert = sqlite_delta_run_insert,
     .delta_runs_of = sqlite_delta_runs_of,
+    .delta_next_seq = sqlite_delta_next_seq,
     .delta_runs_delete = sqlite_delta_runs_delete,
     .delta_keys_put = sqlite_delta_keys_put,
     .delta_keys_get = sqlite_delta_keys_get,

@@ -229,7 +229,9 @@ typedef struct rl_push_subscription_row {
  * Every function runs on the thread that owns the transaction and returns 0
  * or a negative RL_E_* error: RL_E_NOT_FOUND when a read by key finds no
  * row (or an update/delete by key changes none), RL_E_CONFLICT when an
- * insert meets a row with the same key, RL_E_INTERNAL for anything else
+ * insert meets a row with the same key, RL_E_UNAVAILABLE when the
+ * backend's server cannot be reached or the transaction must be tried again
+ * (a deadlock, a serialization failure), RL_E_INTERNAL for anything else
  * (logged by the backend). Lists are arrays in the arena, in the order the
  * function names. Reads inside a writing operation lock what they read
  * where the engine needs it (rl_txn_t.writing), so that a rule checked on a
@@ -296,10 +298,17 @@ struct rl_txn_ops {
      */
     int (*messages_page)(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
                          size_t *count);
+    /*
+     * Messages still streaming whose interaction (or, for one without, the
+     * message itself) was created at or before `at`, oldest first, at most limit.
+     */
+    int (*messages_open_before)(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count);
 
-    /* streamed deltas of open messages; a run whose (message_id, seq) exists is ignored */
+    /* streamed deltas of open messages, as runs that do not overlap; a run whose (message_id, seq) exists is ignored */
     int (*delta_run_insert)(rl_txn_t *txn, const rl_delta_run_row_t *row);
     int (*delta_runs_of)(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count); /* by seq */
+    /* The seq after the message's last stored delta: its last run's seq_last + 1, or 1 when none. */
+    int (*delta_next_seq)(rl_txn_t *txn, const char *message_id, int64_t *next);
     int (*delta_runs_delete)(rl_txn_t *txn, const char *message_id);
     /* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
     int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);

@@ -95,15 +95,20 @@ void rl_store_op_free(rl_store_op_t *op)
     free(op);
 }
 
-/* Runs one batch in one transaction. Every operation's result is set; writes fail together if the commit does. */
+/*
+ * Runs one batch in one transaction. Every operation's result is set; writes
+ * fail together if the commit does. A backend that cannot begin or commit
+ * because its server is unreachable says RL_E_UNAVAILABLE, and the
+ * operations answer that (503, retry later) rather than an internal error.
+ */
 static void run_batch(rl_txn_t *txn, rl_store_op_t *batch)
 {
     rl_store_op_t *op;
-    int began = txn->ops->begin(txn) == 0, wrote = 0;
+    int began = txn->ops->begin(txn), wrote = 0, committed;
 
     for (op = batch; op != NULL; op = op->next) {
-        if (!began) {
-            op->result = RL_E_INTERNAL;
+        if (began != 0) {
+            op->result = began == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
             continue;
         }
         txn->arena = &op->arena;
@@ -120,14 +125,15 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch)
     }
     txn->arena = NULL;
     txn->writing = 0;
-    if (!began)
+    if (began != 0)
         return;
-    if (txn->ops->commit(txn) != 0) {
+    committed = txn->ops->commit(txn);
+    if (committed != 0) {
         txn->ops->rollback(txn);
         /* Nothing of the batch is durable: no write may be answered as done. */
         for (op = batch; op != NULL && wrote; op = op->next)
             if (op->type->writes && op->result == 0)
-                op->result = RL_E_INTERNAL;
+                op->result = committed == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
     }
 }
 

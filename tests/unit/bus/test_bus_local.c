@@ -287,6 +287,88 @@ static void test_presence_belongs_to_its_owner(void **state)
     rl_bus_close(bus);
 }
 
+struct taken {
+    int calls, result;
+    double tokens;
+};
+
+static void on_taken(int result, double tokens, void *arg)
+{
+    struct taken *t = arg;
+
+    ++t->calls;
+    t->result = result;
+    t->tokens = tokens;
+}
+
+static void test_buckets_burst_then_refill(void **state)
+{
+    rl_bus_t *bus = bus_new(4, 60000, 10);
+    struct taken t = {0};
+    int i;
+
+    /* 10 tokens, 2 a second: a burst of ten, then one back every 500 ms. */
+    for (i = 0; i < 10; ++i) {
+        rl_bus_take(bus, "installation/inst_a/approval", 10, 2, 1000000, on_taken, &t);
+        turn();
+        assert_int_equal(t.result, 0);
+        assert_true(t.tokens > 8.99 - i && t.tokens < 9.01 - i);
+    }
+    rl_bus_take(bus, "installation/inst_a/approval", 10, 2, 1000000, on_taken, &t);
+    turn();
+    assert_int_equal(t.result, RL_E_RATE_LIMITED);
+    /* Another key is another bucket. */
+    rl_bus_take(bus, "installation/inst_b/approval", 10, 2, 1000000, on_taken, &t);
+    turn();
+    assert_int_equal(t.result, 0);
+    rl_bus_take(bus, "installation/inst_a/approval", 10, 2, 1000499, on_taken, &t);
+    turn();
+    assert_int_equal(t.result, RL_E_RATE_LIMITED);
+    rl_bus_take(bus, "installation/inst_a/approval", 10, 2, 1000500, on_taken, &t);
+    turn();
+    assert_int_equal(t.result, 0);
+    assert_int_equal(t.calls, 14);
+    rl_bus_close(bus);
+}
+
+static void test_buckets_are_capped_and_swept(void **state)
+{
+    rl_bus_config_t config = {.max_events = 4, .max_age_ms = 60000, .max_users = 10, .max_buckets = 2};
+    rl_bus_t *bus = NULL;
+    struct taken t = {0};
+
+    assert_int_equal(rl_bus_open("local", loop, &config, &bus), 0);
+    rl_bus_take(bus, "a", 5, 1, 1000, on_taken, &t);
+    turn();
+    rl_bus_take(bus, "b", 5, 1, 1000, on_taken, &t);
+    turn();
+    /* Full, and neither bucket has refilled: a third key fails closed. */
+    rl_bus_take(bus, "c", 5, 1, 1000, on_taken, &t);
+    turn();
+    assert_int_equal(t.result, RL_E_RATE_LIMITED);
+    /* Once the others refilled they are dropped to make room. */
+    rl_bus_take(bus, "c", 5, 1, 10000, on_taken, &t);
+    turn();
+    assert_int_equal(t.result, 0);
+    rl_bus_close(bus);
+}
+
+static void on_lease(int held, void *arg)
+{
+    *(int *)arg = held;
+}
+
+static void test_one_node_holds_every_lease(void **state)
+{
+    rl_bus_t *bus = bus_new(4, 60000, 10);
+    int held = -1;
+
+    rl_bus_lease(bus, "sweeps", "node_a", 3000, on_lease, &held);
+    turn();
+    assert_int_equal(held, 1);
+    rl_bus_close(bus);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +379,9 @@ int main(void)
         cmocka_unit_test(test_user_cap),
         cmocka_unit_test(test_signals_reach_joined_topics_on_the_next_turn),
         cmocka_unit_test(test_presence_belongs_to_its_owner),
+        cmocka_unit_test(test_buckets_burst_then_refill),
+        cmocka_unit_test(test_buckets_are_capped_and_swept),
+        cmocka_unit_test(test_one_node_holds_every_lease),
     };
     int failed;
 

@@ -319,6 +319,22 @@ static void test_interactions_and_messages(void **state)
     assert_int_equal(out.finalized_at, RL_NO_TIME);
     assert_int_equal(out.placeholder, 1);
     assert_string_equal(out.usage, "{\"input_tokens\":3}");
+    /* Still streaming: by its interaction's start, or its own without one. */
+    m = message("msg_open", "ses_1", "");
+    m.state = "streaming";
+    m.created_at = 1600;
+    assert_int_equal(RL_TXN(txn, message_insert, &m), 0);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 999, 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 1000, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(rows[0].id, "msg_other");
+    assert_int_equal(RL_TXN(txn, messages_open_before, 1500, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 1500, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    m.state = "final";
+    assert_int_equal(RL_TXN(txn, message_update, &m), 0);
     out.text = "final words";
     out.finish_reason = "stop";
     out.state = "final";
@@ -332,11 +348,14 @@ static void test_interactions_and_messages(void **state)
     assert_int_equal(out.finalized_at, 8000);
     assert_int_equal(out.placeholder, 0);
     assert_null(out.usage);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 9000, 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
     /* Newest first, in insertion order, a page at a time. */
-    assert_int_equal(RL_TXN(txn, messages_page, "ses_1", NULL, 2, &rows, &count), 0);
-    assert_int_equal(count, 2);
-    assert_string_equal(rows[0].id, "msg_5");
-    assert_string_equal(rows[1].id, "msg_4");
+    assert_int_equal(RL_TXN(txn, messages_page, "ses_1", NULL, 3, &rows, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].id, "msg_open");
+    assert_string_equal(rows[1].id, "msg_5");
+    assert_string_equal(rows[2].id, "msg_4");
     assert_int_equal(RL_TXN(txn, messages_page, "ses_1", "msg_4", 10, &rows, &count), 0);
     assert_int_equal(count, 3);
     assert_string_equal(rows[0].id, "msg_3");
@@ -357,12 +376,17 @@ static void test_delta_runs_and_their_keys(void **state)
     rl_delta_run_row_t r2 = {"msg_a", 4, 4, "a\0b", 3, "[[\"k4\",\"h4\"]]"};
     rl_delta_run_row_t again = {"msg_a", 1, 1, "other", 5, "[]"}, *rows;
     const char *keys;
+    int64_t next = 0;
     size_t count;
 
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 1);
     assert_int_equal(RL_TXN(txn, delta_run_insert, &r2), 0);
     assert_int_equal(RL_TXN(txn, delta_run_insert, &r1), 0);
     /* A run whose (message, seq) is stored already is ignored: a retried batch is harmless. */
     assert_int_equal(RL_TXN(txn, delta_run_insert, &again), 0);
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 5);
     assert_int_equal(RL_TXN(txn, delta_runs_of, "msg_a", &rows, &count), 0);
     assert_int_equal(count, 2);
     assert_int_equal(rows[0].seq, 1);
