@@ -720,6 +720,49 @@ static int run_approvals(const rl_cli_args_t *args)
     return EXIT_OK;
 }
 
+/* The permanent grants approve_always made (GET /v1/me/grants), and their revocation (docs/web.md). */
+static void show_grant(const json_t *grant)
+{
+    printf("%s  %s  %s %s  %s\n", str(grant, "id"), str(grant, "action"), str(grant, "scope"),
+           str(grant, "scope_value"), str(grant, "installation_id"));
+}
+
+static int run_grants(const rl_cli_args_t *args)
+{
+    api_error_t error;
+    const json_t *grant;
+    json_t *result;
+    size_t i;
+    int status = need_login();
+
+    if (status != EXIT_OK)
+        return status;
+    if (api("GET", "/v1/me/grants", NULL, &result, &error) != 0)
+        return report_api(&error);
+    if (ctx.json) {
+        print_json(result);
+    } else {
+        if (json_array_size(json_object_get(result, "grants")) == 0)
+            printf("no grants\n");
+        json_array_foreach(json_object_get(result, "grants"), i, grant) show_grant(grant);
+    }
+    json_decref(result);
+    return EXIT_OK;
+}
+
+static int run_grant(const rl_cli_args_t *args)
+{
+    char path[512];
+    int status = need_login();
+
+    if (status != EXIT_OK)
+        return status;
+    if (strcmp(args->positional[0], "revoke") != 0)
+        return report(EXIT_USAGE, "grant takes revoke <grant id>", NULL);
+    id_path(path, sizeof(path), "/v1/me/grants/%s", args->positional[1]);
+    return call_and_show("DELETE", path, NULL, "revoked: ", "grant", show_grant);
+}
+
 /* POSTs a decision; 0 or -1 with error filled. */
 static int decide(const char *approval_id, const char *decision, const char *scope, const char *value, json_t **result,
                   api_error_t *error)
@@ -1883,6 +1926,7 @@ static const char *const send_examples[] = {"relay send ses_abc \"summarise the 
 static const char *const chat_examples[] = {"relay chat ses_abc", NULL};
 static const char *const approve_examples[] = {"relay approve apr_abc", "relay approve apr_abc --always --scope tool",
                                                "relay deny apr_abc", NULL};
+static const char *const grant_examples[] = {"relay grants", "relay grant revoke grt_0123456789abcdef", NULL};
 static const char *const watch_examples[] = {"relay watch", "relay watch --json --count 5", NULL};
 static const char *const help_examples[] = {"relay help send", "relay help --json", NULL};
 
@@ -1923,6 +1967,9 @@ static const rl_cli_command_t commands[] = {
     {"approvals", "", 0, 0, "list pending approvals", NULL, NULL, NULL, run_approvals},
     {"approve", "<approval>", 1, 1, "approve a pending approval", NULL, approve_flags, approve_examples, run_decide},
     {"deny", "<approval>", 1, 1, "deny a pending approval", NULL, NULL, approve_examples, run_decide},
+    {"grants", "", 0, 0, "list the permanent grants approve_always made", NULL, NULL, NULL, run_grants},
+    {"grant", "revoke <grant>", 2, 2, "revoke a grant: the agent asks again for what it covered", NULL, NULL,
+     grant_examples, run_grant},
     {"watch", "", 0, 0, "print the raw event stream, one event per line",
      "Reconnects with Last-Event-ID after a drop; on resync it fetches and prints the snapshot.", watch_flags,
      watch_examples, run_watch},
