@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, sleep, PHONE, DESKTOP, WAIT, ROOT } from './lib.js';
 import { PushService } from './push_service.js';
+import { OidcProvider } from './oidc_provider.js';
 
 const AGENT = `jsonl:python3 ${join(ROOT, 'tests', 'browser', 'agent.py')}`;
 
@@ -352,6 +353,38 @@ test('push: an approval request with no stream open reaches the device, and open
   await sleep(500);
   assert.equal(push.byName('phone').requests.length, sent + 1);
   await context.close();
+});
+
+test('with an OpenID Connect provider: sign-in with PKCE, and a refresh before the token lapses', async () => {
+  const provider = await new OidcProvider({ clientId: 'relay-web', audience: 'relay-api', lifetimeS: 65 }).start();
+  const other = await new Relay(['--jwks-url', `${provider.issuer}/jwks`, '--jwt-issuer', provider.issuer,
+    '--jwt-audience', 'relay-web', '--oidc-client-id', 'relay-web']).start();
+  try {
+    const p = await newPage(browser, other, PHONE);
+    await p.goto(`${other.url}/`);
+    await p.click('.login button:has-text("Sign in")');
+    await p.waitForSelector('nav.tabs', { timeout: WAIT });
+    assert.equal(new URL(p.url()).search, '', 'the code and state leave the address bar');
+    const stored = await p.evaluate(() => JSON.parse(localStorage.getItem('relay.auth')));
+    assert.equal(stored.mode, 'oidc');
+    assert.equal(stored.user_id, 'alice-oidc');
+    assert.ok(stored.refresh_token);
+    await p.goto(`${other.url}/#/settings`);
+    await p.waitForSelector('text=Signed in as alice-oidc');
+    assert.deepEqual(provider.grants, ['authorization_code']);
+    // Within a minute of its expiry the token is refreshed before the next call.
+    await sleep(5500);
+    await p.goto(`${other.url}/#/machines`);
+    await p.goto(`${other.url}/#/settings`);
+    await waitFor('a refresh', () => provider.grants.includes('refresh_token'));
+    await p.waitForSelector('.settings-section');
+    assert.deepEqual(provider.errors, []);
+    collect(p);
+    await p.context().close();
+  } finally {
+    assert.equal(await other.close(), 0);
+    await provider.stop();
+  }
 });
 
 test('every main screen at phone and desktop size, light and dark, passes axe', async () => {
