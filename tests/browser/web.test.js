@@ -156,6 +156,35 @@ test('a chat streams the reply as it arrives, and renders markdown without runni
   collect(page);
 });
 
+test('attachments go up (a photo as from the camera) and show; a reply can be stopped', async () => {
+  await page.setInputFiles('#attach-camera', join(ROOT, 'web', 'app', 'icon-192.png'));
+  await page.setInputFiles('#attach-file', { name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('some notes\n') });
+  await page.waitForSelector('.chip-ready >> nth=1');
+  await composerSend(page, 'two files');
+  await waitReply(page, 'two files');
+  const bubble = page.locator('.msg-user').last();
+  const img = bubble.locator('.attachment-image img');
+  await img.waitFor();
+  assert.ok((await img.getAttribute('src')).startsWith(`${relay.url}/v1/files/`));
+  assert.ok(await img.evaluate((e) => e.complete && e.naturalWidth === 192), 'the picture loads from its signed link');
+  const file = bubble.locator('.attachment-file');
+  assert.match(await file.innerText(), /notes\.txt \(11 B\)/);
+  const download = await (await fetch(await file.getAttribute('href'))).text();
+  assert.equal(download, 'some notes\n');
+  await screenshot(page, 'phone-attachments');
+
+  await composerSend(page, 'slow 60');
+  await page.waitForSelector('button[aria-label="Stop the reply"]:not([hidden])');
+  await waitFor('word3', async () => /word3\b/.test(await lastAgentText(page)));
+  await page.click('button[aria-label="Stop the reply"]');
+  // The bridge ends a cancelled turn with what was said so far and says so (docs/bridge.md).
+  await waitFor('the stopped reply', async () => (await page.$$('.msg-agent.msg-streaming')).length === 0 &&
+    /\[cancelled\]/.test(await lastAgentText(page)));
+  assert.doesNotMatch(await lastAgentText(page), /word60/);
+  await page.waitForSelector('button[aria-label="Stop the reply"]', { state: 'hidden' });
+  collect(page);
+});
+
 async function approve(choice, command, expectedReply) {
   await composerSend(page, `run ${command}`);
   const card = await waitFor('the approval card', () => page.$('.approval-pending'));
