@@ -185,9 +185,15 @@ export function chatView(main, sessionId) {
     return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
   }
 
+  // Whether the reader follows the end of the chat; kept from their last scroll, since a picture that
+  // finishes loading grows the list after the draw that added it.
+  let stuck = true;
+  scroller.addEventListener('scroll', () => { stuck = nearBottom(); }, { passive: true });
+  list.addEventListener('load', () => { if (stuck) scroller.scrollTop = scroller.scrollHeight; }, true);
+
   function draw() {
     frame = 0;
-    const stick = nearBottom();
+    const stick = stuck || nearBottom();
     reconcile(list, timeline(sessionId), (item) => item.key,
       (item) => (item.kind === 'message' ? messageEl() : item.kind === 'task' ? taskEl() : approvalCard.create(item.value)),
       (el, item) => (item.kind === 'message' ? updateMessage(el, item.value) : item.kind === 'task' ? updateTask(el, item.value) : approvalCard.update(el, item.value)));
