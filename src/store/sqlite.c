@@ -232,8 +232,13 @@ static const char *const migrations[] = {
     "UPDATE message_deltas SET seq_last = seq WHERE seq_last IS NULL;",
     /* 8: the messages still streaming, for the sweep that ends those left open past their window. */
     "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';",
+    /* 9: the secrets every node of a relay shares: the token-signing and URL-signing keys. */
+    "CREATE TABLE secrets ("
+    "  name TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL) WITHOUT ROWID;",
     /*
-     * 9: the web client: sign-in codes (their SHA-256, single use, short
+     * 10: the web client: sign-in codes (their SHA-256, single use, short
      * lived) and Web Push subscriptions (the keys the messages are
      * encrypted for must be kept as they are).
      */
@@ -1245,6 +1250,22 @@ static int sqlite_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_r
     return read_one(TXN(txn), query(TXN(txn), sql, "s", key), read_attachment, out);
 }
 
+/* ---- secrets ---------------------------------------------------------------------------------- */
+
+static int sqlite_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
+{
+    static const char sql[] = "INSERT OR IGNORE INTO secrets(name, value, created_at) VALUES (?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssI", name, value, created_at);
+}
+
+static int sqlite_secret_get(rl_txn_t *txn, const char *name, const char **value)
+{
+    static const char sql[] = "SELECT value FROM secrets WHERE name = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", name), read_text, value);
+}
+
 /* ---- the web client: sign-in codes and push subscriptions ---------------------------------------- */
 
 static void read_login_code(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
@@ -1466,6 +1487,8 @@ static const struct rl_txn_ops sqlite_ops = {
     .updates_purge = sqlite_updates_purge,
     .attachment_insert = sqlite_attachment_insert,
     .attachment_get = sqlite_attachment_get,
+    .secret_insert_ignore = sqlite_secret_insert_ignore,
+    .secret_get = sqlite_secret_get,
     .login_code_insert = sqlite_login_code_insert,
     .login_code_get = sqlite_login_code_get,
     .login_code_delete = sqlite_login_code_delete,

@@ -362,6 +362,9 @@ struct rl_txn_ops {
     int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
     int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
 
+    /* secrets every node shares (the signing keys), by name; insert_ignore keeps an existing value */
+    int (*secret_insert_ignore)(rl_txn_t *txn, const char *name, const char *value, int64_t created_at);
+    int (*secret_get)(rl_txn_t *txn, const char *name, const char **value);
     /* the web client's sign-in codes, by code_hash */
     int (*login_code_insert)(rl_txn_t *txn, const rl_login_code_row_t *row);
     int (*login_code_get)(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out);

@@ -132,3 +132,14 @@ def test_bad_web_settings_are_refused(relayd, tmp_path):
     relay.start(expect_ready=False)
     assert relay.wait_exit(15) == 1
     assert "--web-connect-src" in relay.log_text()
+
+
+def test_nodes_of_one_relay_push_with_the_same_vapid_key(relayd, tmp_path):
+    # Browsers bind their subscriptions to one key: it lives in the store with the other signing keys.
+    store = "sqlite:%s" % os.path.join(str(tmp_path), "shared.db")
+    a = relayd("--store", store)
+    b = relayd("--store", store)
+    key_a = assert_ok(a.get("/v1/web/config"))["push"]["vapid_public_key"]
+    assert assert_ok(b.get("/v1/web/config"))["push"]["vapid_public_key"] == key_a
+    with open(os.path.join(str(a.data), "vapid.key"), "rb") as fa, open(os.path.join(str(b.data), "vapid.key"), "rb") as fb:
+        assert fa.read() == fb.read()
