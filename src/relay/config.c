@@ -219,7 +219,7 @@ void rl_config_usage(FILE *out)
 
     fprintf(out, "usage: relayd [--listen HOST:PORT] [--data DIR] [settings...]\n"
                  "       relayd token USER [--data DIR] [--ttl DURATION]\n"
-                 "       relayd login-link USER [--data DIR] [--ttl DURATION] [--public-url URL]\n\n"
+                 "       relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n\n"
                  "Runs the relay in the foreground; logs go to stderr as JSON lines.\n"
                  "Each setting may also come from the environment variable shown.\n\n");
     for (i = 0; i < NSETTINGS; ++i) {

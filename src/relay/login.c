@@ -208,7 +208,7 @@ static void show_qr(const char *url)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: relayd login-link USER [--data DIR] [--ttl DURATION] [--public-url URL]\n");
+    fprintf(stderr, "usage: relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n");
     return 2;
 }
 
@@ -216,6 +216,7 @@ int rl_login_link_command(int argc, char **argv)
 {
     const char *user = NULL, *data = getenv("RELAY_DATA"), *ttl_text = RL_LOGIN_TTL_DEFAULT;
     const char *public_url = getenv("RELAY_PUBLIC_URL"), *listen = getenv("RELAY_LISTEN");
+    const char *location = getenv("RELAY_STORE");
     char code[RL_LOGIN_CODE_CHARS + 1], hash[RL_TOKEN_HASH_HEX + 1], base[600];
     struct link_outcome outcome = {0, 0};
     struct code_insert *op;
@@ -231,6 +232,10 @@ int rl_login_link_command(int argc, char **argv)
             data = argv[++i];
         else if (strncmp(argv[i], "--data=", 7) == 0)
             data = argv[i] + 7;
+        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
+            location = argv[++i];
+        else if (strncmp(argv[i], "--store=", 8) == 0)
+            location = argv[i] + 8;
         else if (strcmp(argv[i], "--ttl") == 0 && i + 1 < argc)
             ttl_text = argv[++i];
         else if (strncmp(argv[i], "--ttl=", 6) == 0)
@@ -269,8 +274,11 @@ int rl_login_link_command(int argc, char **argv)
         fprintf(stderr, "relayd login-link: cannot create %s: %s\n", data, strerror(errno));
         return 1;
     }
-    /* A second connection beside a running relayd: SQLite's WAL lets it write between the relay's batches. */
-    if (rl_store_open_inline(data, &store) != 0)
+    /*
+     * The relay's own store (the one its nodes share, with --store); beside a running relayd, SQLite's WAL
+     * lets this second connection write between the relay's batches.
+     */
+    if (rl_store_open_inline(location != NULL && location[0] != '\0' ? location : data, &store) != 0)
         return 1;
     rl_rand_base62(code, RL_LOGIN_CODE_CHARS);
     rl_token_hash(code, RL_LOGIN_CODE_CHARS, hash);

@@ -28,7 +28,7 @@ int rl_login_exchange(rl_call_t *call);
 extern const rl_schema_t rl_login_exchange_schema;
 
 /*
- * `relayd login-link USER [--data DIR] [--ttl 10m] [--public-url URL]`:
+ * `relayd login-link USER [--data DIR] [--store URL] [--ttl 10m] [--public-url URL]`:
  * the link alone on stdout's last line (a QR code of it above, on a
  * terminal). Works beside a running relayd on the same folder. Returns the
  * exit status.

@@ -101,3 +101,14 @@ def test_the_link_uses_the_public_url_or_the_listen_address(relay, tmp_path):
                           timeout=15, env=env)
     assert proc.stdout.strip().startswith("https://relay.example.org/login#code="), proc.stdout
     assert os.path.exists(os.path.join(str(relay.data), "relay.db"))
+
+
+def test_a_link_made_for_a_shared_store_works_on_any_node(relayd, tmp_path):
+    store = "sqlite:%s" % os.path.join(str(tmp_path), "shared.db")
+    a = relayd("--store", store)
+    b = relayd("--store", store)
+    proc = subprocess.run([RELAYD, "login-link", "frank", "--data", str(a.data), "--store", store, "--public-url",
+                           a.url("")], capture_output=True, text=True, timeout=15 * SLOW, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    result = assert_ok(b.post("/v1/login/exchange", {"code": code_of(proc)}))
+    assert assert_ok(a.get("/v1/me", headers=bearer(result["token"])))["user"]["id"] == "frank"
