@@ -43,12 +43,12 @@ typedef struct rl_relay {
     char node_id[24]; /* this process, unique across the nodes of a relay */
     rl_store_t *store;
     rl_bus_t *bus;
-    struct rl_hub *hub;             /* client events (hub.c) */
-    struct rl_ratelimit *limiter;   /* token buckets (ratelimit.c) */
-    struct rl_auth *auth;           /* token verification and what it remembers (auth.c) */
-    struct rl_bridge_ws *sockets;   /* bridge sockets of this node (bridge_ws.c) */
-    struct rl_deltas *deltas;       /* open messages and their pending deltas (deltas.c) */
-    struct rl_sweeps *sweeps;       /* the store's once-a-second sweeps (sweeps.c) */
+    struct rl_hub *hub;           /* client events (hub.c) */
+    struct rl_ratelimit *limiter; /* token buckets (ratelimit.c) */
+    struct rl_auth *auth;         /* token verification and what it remembers (auth.c) */
+    struct rl_bridge_ws *sockets; /* bridge sockets of this node (bridge_ws.c) */
+    struct rl_deltas *deltas;     /* open messages and their pending deltas (deltas.c) */
+    struct rl_sweeps *sweeps;     /* the store's once-a-second sweeps (sweeps.c) */
     struct rl_housekeeping *housekeeping;
     struct rl_webapp *webapp;  /* the web client's files and policy (webapp.c) */
     struct rl_login *login;    /* sign-in links (login.c) */
