@@ -37,7 +37,9 @@ static int purge_run(rl_txn_t *txn, rl_store_op_t *base)
         (result = RL_TXN(txn, idempotency_purge, op->now - op->idempotency_ttl)) != 0 ||
         (result = RL_TXN(txn, delta_keys_purge, op->now - op->idempotency_ttl)) != 0 ||
         /* spec: updates older than the replay window are never replayed; the history covers them. */
-        (result = RL_TXN(txn, updates_purge, op->now - op->replay_window)) != 0)
+        (result = RL_TXN(txn, updates_purge, op->now - op->replay_window)) != 0 ||
+        /* The web client's sign-in codes live minutes (docs/web.md). */
+        (result = RL_TXN(txn, login_codes_purge, op->now)) != 0)
         return result;
     return RL_TXN(txn, tasks_purge, op->now - TASK_KEEP_MS);
 }

@@ -79,3 +79,48 @@ int relay_run_decide(const rl_cli_args_t *args)
     json_decref(result);
     return EXIT_OK;
 }
+
+/* The permanent grants approve_always made (GET /v1/me/grants), and their revocation (docs/web.md). */
+static void show_grant(const json_t *grant)
+{
+    printf("%s  %s  %s %s  %s\n", json_string_value(json_object_get(grant, "id")),
+           json_string_value(json_object_get(grant, "action")), json_string_value(json_object_get(grant, "scope")),
+           json_string_value(json_object_get(grant, "scope_value")),
+           json_string_value(json_object_get(grant, "installation_id")));
+}
+
+int relay_run_grants(const rl_cli_args_t *args)
+{
+    rl_api_error_t error;
+    const json_t *grant;
+    json_t *result;
+    size_t i;
+    int status = relay_need_login();
+
+    if (status != EXIT_OK)
+        return status;
+    if (relay_call("GET", "/v1/me/grants", NULL, &result, &error) != 0)
+        return relay_report_api(&error);
+    if (relay.cli.json) {
+        relay_print_json(result);
+    } else {
+        if (json_array_size(json_object_get(result, "grants")) == 0)
+            printf("no grants\n");
+        json_array_foreach(json_object_get(result, "grants"), i, grant) show_grant(grant);
+    }
+    json_decref(result);
+    return EXIT_OK;
+}
+
+int relay_run_grant(const rl_cli_args_t *args)
+{
+    char path[512];
+    int status = relay_need_login();
+
+    if (status != EXIT_OK)
+        return status;
+    if (strcmp(args->positional[0], "revoke") != 0)
+        return relay_report(EXIT_USAGE, "grant takes revoke <grant id>", NULL);
+    rl_api_path(path, sizeof(path), "/v1/me/grants/%s", args->positional[1]);
+    return relay_call_and_show("DELETE", path, NULL, "revoked: ", "grant", show_grant);
+}

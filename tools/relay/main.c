@@ -104,6 +104,7 @@ static const char *const new_examples[] = {"relay new --title \"release notes\""
 static const char *const send_examples[] = {"relay send ses_abc \"summarise the open issues\"",
                                             "relay send ses_abc \"run the tests\" --json", NULL};
 static const char *const chat_examples[] = {"relay chat", "relay chat ses_abc", NULL};
+static const char *const grant_examples[] = {"relay grants", "relay grant revoke grt_0123456789abcdef", NULL};
 static const char *const approve_examples[] = {"relay approve apr_abc", "relay approve apr_abc --always --scope tool",
                                                "relay deny apr_abc", NULL};
 static const char *const watch_examples[] = {"relay watch", "relay watch --json --count 5", NULL};
@@ -158,6 +159,9 @@ static const rl_cli_command_t commands[] = {
     {"approve", "<approval>", 1, 1, "approve a pending approval", NULL, approve_flags, approve_examples,
      relay_run_decide},
     {"deny", "<approval>", 1, 1, "deny a pending approval", NULL, NULL, approve_examples, relay_run_decide},
+    {"grants", "", 0, 0, "list the permanent grants approve_always made", NULL, NULL, NULL, relay_run_grants},
+    {"grant", "revoke <grant>", 2, 2, "revoke a grant: the agent asks again for what it covered", NULL, NULL,
+     grant_examples, relay_run_grant},
     {"watch", "", 0, 0, "print the raw event stream, one event per line",
      "Reconnects with Last-Event-ID after a drop; on resync it fetches and prints the snapshot.", watch_flags,
      watch_examples, relay_run_watch},
