@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/strmap.h"
+#include "http/sse.h"
 
 struct ring_entry {
     int64_t id;
@@ -137,35 +138,21 @@ int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, jso
     struct ring_entry *slot;
     h2o_linklist_t *node, *next;
     rl_blob_t *frame;
-    char *text, head[128];
-    size_t text_len;
-    int head_len;
 
     if (hub == NULL) {
         json_decref(data);
         rl_log_warn("event bus full: dropping %s for a user", name);
         return RL_E_UNAVAILABLE;
     }
-    text = data != NULL ? json_dumps(data, JSON_COMPACT) : strdup("{}");
+    /* The id is taken only once the record exists, so that a failed encoding leaves no gap. */
+    id = hub->last_id + 1;
+    frame = rl_sse_frame_new(id, name, data);
     json_decref(data);
-    if (text == NULL)
+    if (frame == NULL)
         return RL_E_INTERNAL;
-    id = ++hub->last_id;
+    hub->last_id = id;
     if (id > bus->highest_id)
         bus->highest_id = id;
-    head_len = snprintf(head, sizeof(head), "id: %lld\nevent: %s\ndata: ", (long long)id, name);
-    text_len = strlen(text);
-    frame = malloc(sizeof(*frame) + (size_t)head_len + text_len + 3);
-    if (frame == NULL) {
-        free(text);
-        return RL_E_INTERNAL;
-    }
-    frame->refs = 1;
-    frame->len = (size_t)head_len + text_len + 2;
-    memcpy(frame->bytes, head, (size_t)head_len);
-    memcpy(frame->bytes + head_len, text, text_len);
-    memcpy(frame->bytes + head_len + text_len, "\n\n", 3);
-    free(text);
 
     expire(bus, hub, now);
     if (hub->count == hub->capacity)

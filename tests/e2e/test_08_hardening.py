@@ -1,0 +1,114 @@
+"""Hardening (issue 11): what a hostile client or a careless operator setup
+must not break.  Each test here failed against relayd before its fix."""
+import base64
+import json
+import os
+import socket
+import stat
+import time
+
+import pytest
+import requests
+from cryptography.hazmat.primitives import serialization
+
+from relaylib import (
+    HTTP_TIMEOUT, assert_error, assert_ok, b64url, bearer, mint_token,
+)
+
+GOOD_START = {"connector_type": "test-connector", "host_label": "laptop"}
+
+
+# -- user tokens with any subject -------------------------------------------------
+
+def _embedded_token(relay, sub, ttl=600):
+    """A token signed with the embedded issuer's own key, for a subject that
+    `relayd token` itself would refuse to sign."""
+    with open(os.path.join(str(relay.data), "issuer.key"), "rb") as f:
+        key = serialization.load_pem_private_key(f.read(), password=None)
+    now = int(time.time())
+    head = {"alg": "EdDSA", "typ": "JWT"}
+    payload = {"iss": "relayd", "aud": "relay", "sub": sub, "iat": now, "exp": now + ttl}
+    signing_input = (b64url(json.dumps(head).encode()) + "." +
+                     b64url(json.dumps(payload, ensure_ascii=False).encode("utf-8")))
+    return signing_input + "." + b64url(key.sign(signing_input.encode("ascii")))
+
+
+def _first_record(relay, token):
+    """The raw bytes of the first record of the user's event stream (HTTP/1.1, chunked)."""
+    sock = socket.create_connection(("127.0.0.1", relay.port), timeout=HTTP_TIMEOUT)
+    try:
+        sock.sendall(("GET /v1/me/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n"
+                      % token).encode("ascii"))
+        raw = b""
+        while b"\r\n\r\n" not in raw:
+            raw += _recv(sock)
+        head, _, raw = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert b"transfer-encoding: chunked" in head.lower(), head
+        body = b""
+        while not body.endswith(b"\n\n"):
+            while b"\r\n" not in raw:
+                raw += _recv(sock)
+            size_line, _, raw = raw.partition(b"\r\n")
+            size = int(size_line, 16)
+            while len(raw) < size + 2:
+                raw += _recv(sock)
+            body += raw[:size]
+            raw = raw[size + 2:]
+            assert len(body) < 65536, "no record end in %r" % body[:200]
+        return body
+    finally:
+        sock.close()
+
+
+def _recv(sock):
+    data = sock.recv(65536)
+    assert data, "connection closed"
+    return data
+
+
+def _hello(record):
+    lines = record.decode("utf-8").split("\n")
+    assert lines[0] == "event: hello", record
+    assert lines[1].startswith("data: "), record
+    assert lines[2:] == ["", ""], "one data line and nothing after it: %r" % record
+    return json.loads(lines[1][len("data: "):])
+
+
+@pytest.mark.parametrize("sub", [
+    pytest.param("u" * 250, id="250-chars"),
+    pytest.param("x" * 255, id="255-chars"),
+    pytest.param('say"hi"', id="quotes"),
+    pytest.param('back\\slash', id="backslash"),
+    pytest.param('"},"user_id":"mallory', id="json-injection"),
+    pytest.param(("q\"\\" * 85), id="255-chars-all-escaped"),
+])
+def test_hello_carries_any_accepted_subject_exactly(relay, sub):
+    token = mint_token(relay.data, sub)
+    hello = _hello(_first_record(relay, token))
+    assert hello["user_id"] == sub
+    assert set(hello) == {"user_id", "ts", "heartbeat_ms"}
+
+
+@pytest.mark.parametrize("sub", [
+    pytest.param("x" * 256, id="256-chars"),
+    pytest.param("has space", id="space"),
+    pytest.param("tab\there", id="tab"),
+    pytest.param("line\nbreak", id="newline"),
+    pytest.param("nul\u0000byte", id="nul"),
+    pytest.param("caf\u00e9", id="non-ascii"),
+    pytest.param("del\u007f", id="delete"),
+    pytest.param("", id="empty"),
+])
+def test_subjects_outside_the_rule_are_refused_at_verification(relay, sub):
+    r = relay.get("/v1/me", headers=bearer(_embedded_token(relay, sub)))
+    assert_error(r, 401, "invalid_token")
+    r = requests.get(relay.url("/v1/me/stream"), headers=bearer(_embedded_token(relay, sub)), timeout=HTTP_TIMEOUT)
+    assert_error(r, 401, "invalid_token")
+
+
+def test_a_signed_subject_of_the_rule_is_accepted(relay):
+    """The signing helper above is sound: the same path with a good subject passes."""
+    sub = 'ok"sub\\' + "z" * 200
+    r = relay.get("/v1/me", headers=bearer(_embedded_token(relay, sub)))
+    assert assert_ok(r)["user"]["id"] == sub
