@@ -20,7 +20,7 @@
 #include "relay/token.h"
 
 #define ID_CHARS  20
-#define TEXT_MAX  100000
+#define TEXT_MAX  0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
 #define DELTA_MAX 65536
 
 static const char *const finish_reasons[] = {"stop", "length", "content_filter", "tool_call", NULL};

@@ -22,7 +22,7 @@
 
 #define ID_CHARS        20
 #define TITLE_MAX       200
-#define TEXT_MAX        100000
+#define TEXT_MAX        0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
 #define HISTORY_DEFAULT 50
 #define HISTORY_MAX     100
 

@@ -112,3 +112,32 @@ def test_a_signed_subject_of_the_rule_is_accepted(relay):
     sub = 'ok"sub\\' + "z" * 200
     r = relay.get("/v1/me", headers=bearer(_embedded_token(relay, sub)))
     assert assert_ok(r)["user"]["id"] == sub
+
+
+# -- item 12: the text of a message is bounded by the 1 MB body only ----------------
+
+def _session(relay, token):
+    inst, bridge_token, _ = relay.pair(token)
+    r = relay.post("/v1/me/sessions", {"installation_id": inst}, token=token)
+    return bridge_token, assert_ok(r)["session_id"]
+
+
+def test_a_900_kb_text_is_accepted_by_send_and_sendmessage(relay, user_token):
+    bridge_token, sid = _session(relay, user_token)
+    text = ("0123456789abcdef" * 57600)[:900 * 1000]
+    r = relay.post("/v1/me/sessions/%s/send" % sid, {"text": text}, token=user_token)
+    mid = assert_ok(r)["message_id"]
+    assert relay.query("SELECT length(text) FROM messages WHERE id = ?", (mid,)) == [(len(text),)]
+    r = relay.post("/v1/bridge/sendMessage", {"session_id": sid, "text": text, "idempotency_key": "k1"},
+                   token=bridge_token)
+    agent = assert_ok(r)["message_id"]
+    r = relay.post("/v1/bridge/sendMessageEnd", {"message_id": agent, "text": text + "!", "idempotency_key": "k2"},
+                   token=bridge_token)
+    assert_ok(r)
+    assert relay.query("SELECT length(text) FROM messages WHERE id = ?", (agent,)) == [(len(text) + 1,)]
+
+
+def test_the_body_limit_still_bounds_the_text(relay, user_token):
+    _, sid = _session(relay, user_token)
+    r = relay.post("/v1/me/sessions/%s/send" % sid, {"text": "x" * (1024 * 1024)}, token=user_token)
+    assert_error(r, 413, "payload_too_large")
