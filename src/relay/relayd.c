@@ -70,6 +70,25 @@ static int token_command(int argc, char **argv)
     return 0;
 }
 
+/*
+ * Every file relayd creates is its own (the umask in main). The folder itself
+ * may have come from an operator or a volume with looser modes; then other
+ * local users could list it, and reach any file an older relayd made
+ * readable, so say so once at start.
+ */
+static void check_data_folder(const char *path)
+{
+    struct stat st;
+    char mode[8];
+
+    if (stat(path, &st) != 0 || (st.st_mode & 077) == 0)
+        return;
+    snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
+    rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:s}", "msg",
+                                         "the data folder is open to other local users; make it private with chmod 700",
+                                         "path", path, "mode", mode));
+}
+
 static void print_banner(const rl_relay_t *relay)
 {
     char cwd[1024];
@@ -103,6 +122,8 @@ int main(int argc, char **argv)
     int rest, result;
 
     signal(SIGPIPE, SIG_IGN);
+    /* The store, its WAL, keys and uploads hold every chat: nothing relayd creates is for other users. */
+    umask(077);
     if (argc > 1 && strcmp(argv[1], "token") == 0)
         return token_command(argc, argv);
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);
@@ -127,6 +148,7 @@ int main(int argc, char **argv)
         rl_relay_stop(&relay);
         return 1;
     }
+    check_data_folder(relay.config.data);
     print_banner(&relay);
 
     while (!rl_stop_requested()) {

@@ -141,3 +141,44 @@ def test_the_body_limit_still_bounds_the_text(relay, user_token):
     _, sid = _session(relay, user_token)
     r = relay.post("/v1/me/sessions/%s/send" % sid, {"text": "x" * (1024 * 1024)}, token=user_token)
     assert_error(r, 413, "payload_too_large")
+
+
+# -- item 4: the data folder's files are the relay's alone --------------------------------
+
+def _modes(folder):
+    out = {}
+    for root, dirs, files in os.walk(str(folder)):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            out[os.path.relpath(path, str(folder))] = stat.S_IMODE(os.lstat(path).st_mode)
+    return out
+
+
+def _folder_warnings(relay):
+    return [r for r in relay.log_records() if r.get("level") == "warn" and "data folder" in r.get("msg", "")]
+
+
+def test_every_file_of_a_shared_looking_folder_is_private(relayd, tmp_path):
+    data = tmp_path / "open-data"
+    data.mkdir()
+    os.chmod(str(data), 0o755)
+    relay = relayd(data=data)
+    token = relay.token("alice")
+    _session(relay, token)
+    r = relay.post("/v1/me/attachments?name=a.txt", data=b"hello", token=token,
+                   headers={"Content-Type": "text/plain"})
+    assert_ok(r)
+    modes = _modes(data)
+    for name in ("relay.db", "relay.db-wal", "relay.db-shm", "issuer.key", "url.key"):
+        assert name in modes, sorted(modes)
+    loose = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
+    assert not loose, "readable by others: %r" % loose
+    warnings = _folder_warnings(relay)
+    assert len(warnings) == 1, relay.log_text()[-3000:]
+    assert warnings[0].get("mode") == "0755" and warnings[0].get("path") == str(data), warnings
+
+
+def test_a_private_folder_gives_no_warning(relayd, tmp_path):
+    relay = relayd(data=tmp_path / "fresh")
+    assert stat.S_IMODE(os.stat(str(tmp_path / "fresh")).st_mode) == 0o700
+    assert _folder_warnings(relay) == []
