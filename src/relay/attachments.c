@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,7 +25,6 @@
 #include "common/log.h"
 #include "common/rand.h"
 #include "http/query.h"
-#include "relay/attachments.h"
 #include "relay/attachments.h"
 #include "relay/relay.h"
 
@@ -311,6 +311,86 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
 
 /* ---- download ---- */
 
+/*
+ * Types a browser shows without running anything: these are served inline,
+ * everything else (HTML, SVG, XML, PDF, scripts, unknown) as a download, so
+ * that an upload never becomes a page on the relay's origin. Every download
+ * also carries "Content-Security-Policy: sandbox" (no script, a unique
+ * origin) and nosniff, in case a browser renders it anyway.
+ */
+static const char *const inline_types[] = {
+    "image/png", "image/jpeg", "image/gif",  "image/webp", "image/avif", "audio/mpeg",
+    "audio/ogg", "audio/wav",  "audio/webm", "audio/mp4",  "audio/aac",  "audio/flac",
+    "video/mp4", "video/webm", "video/ogg",  "text/plain", NULL,
+};
+
+/* The stored mime, when it is a plain header value (it came from a client); else octet-stream. */
+static const char *served_mime(const char *mime)
+{
+    size_t i;
+
+    if (mime == NULL || mime[0] == '\0')
+        return "application/octet-stream";
+    for (i = 0; mime[i] != '\0'; ++i) {
+        unsigned char c = (unsigned char)mime[i];
+        if (c < 0x20 || c > 0x7e)
+            return "application/octet-stream";
+    }
+    return mime;
+}
+
+static int shown_inline(const char *mime)
+{
+    size_t len = strcspn(mime, "; \t"), i;
+
+    for (i = 0; inline_types[i] != NULL; ++i) {
+        if (strlen(inline_types[i]) == len && strncasecmp(mime, inline_types[i], len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Content-Disposition with the upload's name, if any: filename*= carries it
+ * exactly (RFC 8187, percent-encoded UTF-8) and filename= an ASCII stand-in
+ * for old clients. Nothing of the name reaches the header unencoded.
+ */
+static h2o_iovec_t disposition(h2o_mem_pool_t *pool, int as_inline, const char *name)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    static const char quoted_head[] = "; filename=\"", extended_head[] = "\"; filename*=UTF-8''";
+    const char *kind = as_inline ? "inline" : "attachment";
+    size_t len = strlen(kind), i, name_len = name != NULL ? strlen(name) : 0;
+    char *out, *p;
+
+    if (name_len == 0)
+        return h2o_strdup(pool, kind, len);
+    out = h2o_mem_alloc_pool(pool, len + sizeof(quoted_head) + name_len + sizeof(extended_head) + 3 * name_len);
+    p = out;
+    memcpy(p, kind, len);
+    p += len;
+    memcpy(p, quoted_head, sizeof(quoted_head) - 1);
+    p += sizeof(quoted_head) - 1;
+    for (i = 0; i < name_len; ++i) {
+        unsigned char c = (unsigned char)name[i];
+        *p++ = (c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '%' && c != ';') ? (char)c : '_';
+    }
+    memcpy(p, extended_head, sizeof(extended_head) - 1);
+    p += sizeof(extended_head) - 1;
+    for (i = 0; i < name_len; ++i) {
+        unsigned char c = (unsigned char)name[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            (c != '\0' && strchr("!#$&+-.^_`|~", c) != NULL)) {
+            *p++ = (char)c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 15];
+        }
+    }
+    return h2o_iovec_init(out, (size_t)(p - out));
+}
+
 static void on_file_meta(int result, json_t *row, void *arg)
 {
     rl_call_t *call = arg;
@@ -321,7 +401,9 @@ static void on_file_meta(int result, json_t *row, void *arg)
         rl_call_fail(call, result == 0 ? RL_E_INTERNAL : RL_E_NOT_FOUND, LINK_REFUSED);
     } else {
         h2o_req_t *req = call->req;
-        const char *mime = json_string_value(json_object_get(row, "mime"));
+        const char *mime = served_mime(json_string_value(json_object_get(row, "mime")));
+        h2o_iovec_t shown =
+            disposition(&req->pool, shown_inline(mime), json_string_value(json_object_get(row, "name")));
         snprintf(path, sizeof(path), "%s/attachments/%s", relay->config.data,
                  json_string_value(json_object_get(row, "key")));
         call->responded = 1;
@@ -331,6 +413,9 @@ static void on_file_meta(int result, json_t *row, void *arg)
                        H2O_STRLIT("private, max-age=3600"));
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"), 0, NULL,
                               H2O_STRLIT("nosniff"));
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("content-security-policy"), 0, NULL,
+                              H2O_STRLIT("sandbox"));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_DISPOSITION, NULL, shown.base, shown.len);
         rl__call_log(call);
         if (h2o_file_send(req, 200, "OK", path, h2o_strdup(&req->pool, mime, SIZE_MAX), 0) != 0) {
             call->responded = 0;

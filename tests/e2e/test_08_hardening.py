@@ -3,6 +3,7 @@ must not break.  Each test here failed against relayd before its fix."""
 import base64
 import json
 import os
+import re
 import socket
 import stat
 import time
@@ -182,3 +183,51 @@ def test_a_private_folder_gives_no_warning(relayd, tmp_path):
     relay = relayd(data=tmp_path / "fresh")
     assert stat.S_IMODE(os.stat(str(tmp_path / "fresh")).st_mode) == 0o700
     assert _folder_warnings(relay) == []
+
+
+# -- item 8: uploads never run on the relay's origin ----------------------------------------------
+
+def _download(relay, token, sid, mime, name, body=b"<script>alert(document.domain)</script>"):
+    headers = {"Content-Type": mime} if mime is not None else {}
+    query = "?name=" + requests.utils.quote(name, safe="") if name else ""
+    r = relay.post("/v1/me/attachments" + query, data=body, token=token, headers=headers)
+    key = assert_ok(r)["key"]
+    assert_ok(relay.post("/v1/me/sessions/%s/send" % sid, {"text": "", "attachments": [{"key": key}]},
+                         token=token))
+    page = assert_ok(relay.get("/v1/me/sessions/%s/messages?limit=1" % sid, headers=bearer(token)))
+    url = page["messages"][0]["attachments"][0]["url"]
+    r = requests.get(url, timeout=HTTP_TIMEOUT)
+    assert r.status_code == 200, r.text
+    assert r.content == body
+    assert r.headers.get("X-Content-Type-Options") == "nosniff"
+    assert r.headers.get("Content-Security-Policy") == "sandbox", r.headers
+    return r
+
+
+@pytest.mark.parametrize("mime", ["text/html", "text/html; charset=utf-8", "image/svg+xml", "application/xhtml+xml",
+                                  "text/xml", "application/pdf", "application/javascript", "TEXT/HTML",
+                                  "application/octet-stream"])
+def test_active_types_are_served_as_downloads(relay, user_token, mime):
+    _, sid = _session(relay, user_token)
+    r = _download(relay, user_token, sid, mime, "page.html")
+    assert r.headers.get("Content-Disposition", "").startswith("attachment"), r.headers
+    assert "filename*=UTF-8''page.html" in r.headers["Content-Disposition"]
+
+
+@pytest.mark.parametrize("mime", ["image/png", "image/jpeg", "image/gif", "image/webp", "text/plain",
+                                  "text/plain; charset=utf-8", "audio/mpeg", "video/mp4", "IMAGE/PNG"])
+def test_safe_types_are_shown_inline_but_sandboxed(relay, user_token, mime):
+    _, sid = _session(relay, user_token)
+    r = _download(relay, user_token, sid, mime, None)
+    assert r.headers.get("Content-Disposition", "inline").startswith("inline"), r.headers
+    assert r.headers["Content-Type"] == mime
+
+
+def test_download_names_are_encoded_not_injected(relay, user_token):
+    _, sid = _session(relay, user_token)
+    name = 'a"; filename=evil.html; x="\u00e9t\u00e9 %.txt'
+    r = _download(relay, user_token, sid, "text/html", name)
+    disposition = r.headers["Content-Disposition"]
+    m = re.match(r'^attachment; filename="([^";\\%]*)"; filename\*=UTF-8\'\'([A-Za-z0-9!#$&+.^_`|~%-]*)$', disposition)
+    assert m, disposition
+    assert requests.utils.unquote(m.group(2)) == name
