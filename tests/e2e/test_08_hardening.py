@@ -13,7 +13,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 
 from relaylib import (
-    HTTP_TIMEOUT, assert_error, assert_ok, b64url, bearer, mint_token,
+    HTTP_TIMEOUT, assert_error, assert_ok, b64url, bearer, mint_token, raw_exchange,
 )
 
 GOOD_START = {"connector_type": "test-connector", "host_label": "laptop"}
@@ -231,3 +231,52 @@ def test_download_names_are_encoded_not_injected(relay, user_token):
     m = re.match(r'^attachment; filename="([^";\\%]*)"; filename\*=UTF-8\'\'([A-Za-z0-9!#$&+.^_`|~%-]*)$', disposition)
     assert m, disposition
     assert requests.utils.unquote(m.group(2)) == name
+
+
+# -- item 9: credentials in the URL are found whatever their percent-encoding --------------
+
+def _encoded_url_cases(user_token, bridge_token):
+    head, payload, sig = user_token.split(".")
+    inst, secret = bridge_token.split(":")
+    return [
+        ("jwt-dots-%2E", "/v1/me?x=%s%%2E%s%%2E%s" % (head, payload, sig)),
+        ("jwt-dots-%2e", "/v1/me?x=%s%%2e%s%%2e%s" % (head, payload, sig)),
+        ("jwt-eyJ-%65yJ", "/v1/me?x=%%65%s.%s.%s" % (head[1:], payload, sig)),
+        ("jwt-all-encoded", "/v1/me?x=" + "".join("%%%02X" % ord(c) for c in user_token)),
+        ("jwt-double-encoded", "/v1/me?x=%s%%252E%s%%252E%s" % (head, payload, sig)),
+        ("jwt-in-path-encoded", "/v1/me/sessions/%s%%2E%s%%2E%s" % (head, payload, sig)),
+        ("bridge-inst-%5F", "/v1/me?x=inst%%5F%s:%s" % (inst[5:], secret)),
+        ("bridge-s-%5F", "/v1/me?x=%s:s%%5F%s" % (inst, secret[2:])),
+        ("bridge-all-encoded", "/v1/me?x=" + "".join("%%%02x" % ord(c) for c in bridge_token)),
+        ("name-encoded", "/v1/me?%74oken=abc"),
+        ("name-underscore-encoded", "/v1/me?access%5Ftoken=abc"),
+    ]
+
+
+def _raw(relay, method, target, token, body=b""):
+    """One request sent byte for byte (an HTTP library would normalise the
+    percent-encoding of unreserved characters before sending)."""
+    head = ("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n"
+            "Connection: close\r\n\r\n" % (method, target, token, len(body))).encode("latin-1")
+    r = raw_exchange(relay.port, head + body)
+    assert r is not None, "no answer to %s %s" % (method, target)
+    return r
+
+
+def test_percent_encoded_credentials_in_the_url_are_refused(relay, user_token):
+    _, bridge_token, _ = relay.pair(user_token)
+    for name, path in _encoded_url_cases(user_token, bridge_token):
+        r = _raw(relay, "GET", path, user_token)
+        assert r.status_code == 400, (name, r.status_code, r.text)
+        assert_error(r, 400, "invalid_token_location")
+        r = _raw(relay, "POST", "/v1/bridge/setManifest" + path[len("/v1/me"):], bridge_token, b'{"tools":[]}')
+        assert r.status_code == 400, (name, r.status_code, r.text)
+        assert_error(r, 400, "invalid_token_location")
+
+
+def test_encoded_ordinary_queries_still_pass(relay, user_token):
+    _, sid = _session(relay, user_token)
+    r = _raw(relay, "GET", "/v1/me/sessions/%s/messages?limit=%%35" % sid, user_token)
+    assert_ok(r)
+    r = _raw(relay, "POST", "/v1/me/attachments?name=%65yJ%20notes%2Etxt", user_token, b"x")
+    assert assert_ok(r)["name"] == "eyJ notes.txt"
