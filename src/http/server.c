@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "http/head.h"
 #include "http/server.h"
 #include "http/tls.h"
 #include "http/validate.h"
@@ -173,6 +174,35 @@ void rl_call_proceed(rl_call_t *call, int err)
     run_handler(call);
 }
 
+/*
+ * Requests the HTTP core refuses before routing: a head that head.c marked
+ * (framing that a proxy could read differently, no Host; the connection is
+ * closed after the answer), two Authorization headers (which one would a
+ * proxy or a log have checked?), a path that decodes to a NUL byte (every
+ * C string after it would see a shorter id). Returns 1 when it answered.
+ */
+static int refuse_head(rl_call_t *call, h2o_req_t *req)
+{
+    const char *why = rl__http_head_refusal(req);
+    ssize_t first;
+
+    if (why != NULL) {
+        req->http1_is_persistent = 0;
+        rl_call_fail(call, RL_E_INVALID_REQUEST, why);
+        return 1;
+    }
+    first = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    if (first >= 0 && h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, first) >= 0) {
+        rl_call_fail(call, RL_E_INVALID_REQUEST, "more than one Authorization header");
+        return 1;
+    }
+    if (memchr(req->path_normalized.base, '\0', req->path_normalized.len) != NULL) {
+        rl_call_fail(call, RL_E_INVALID_REQUEST, "the path holds a NUL byte");
+        return 1;
+    }
+    return 0;
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     rl_http_server_t *server = ((struct route_handler *)self)->server;
@@ -199,6 +229,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     guard = h2o_mem_alloc_shared(&req->pool, sizeof(*guard), on_guard_dispose);
     guard->call = call;
 
+    if (refuse_head(call, req))
+        return 0;
     if (config->url_carries_credentials != NULL && under_prefix(server, path) &&
         config->url_carries_credentials(req->path.base, req->path.len)) {
         rl_call_fail(call, RL_E_INVALID_TOKEN_LOCATION, NULL);

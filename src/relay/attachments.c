@@ -426,6 +426,21 @@ static void on_file_meta(int result, json_t *row, void *arg)
     rl_call_release(call);
 }
 
+/*
+ * A signed link is served only as it was issued: the path as sent must be
+ * /v1/files/<key> exactly, with no trailing slash, escape (%00), dot segment
+ * or doubled slash that the router's normalisation would have let through.
+ */
+static int exact_link(const h2o_req_t *req, const char *key)
+{
+    static const char prefix[] = "/v1/files/";
+    size_t path_len = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    size_t key_len = strlen(key);
+
+    return path_len == sizeof(prefix) - 1 + key_len && memcmp(req->path.base, prefix, sizeof(prefix) - 1) == 0 &&
+           memcmp(req->path.base + sizeof(prefix) - 1, key, key_len) == 0;
+}
+
 int rl_attachment_download(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
@@ -433,7 +448,7 @@ int rl_attachment_download(rl_call_t *call)
     long long expires;
     char *tail;
 
-    if (rl_call_param(call, 0, key, sizeof(key)) != 0 || !valid_key(key) ||
+    if (rl_call_param(call, 0, key, sizeof(key)) != 0 || !valid_key(key) || !exact_link(call->req, key) ||
         rl_query_param(call->req, "exp", exp_text, sizeof(exp_text)) != 0 ||
         rl_query_param(call->req, "sig", signature, sizeof(signature)) != 0) {
         rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);

@@ -12,6 +12,7 @@ import pytest
 import requests
 from cryptography.hazmat.primitives import serialization
 
+import relaylib
 from relaylib import (
     HTTP_TIMEOUT, assert_error, assert_ok, b64url, bearer, mint_token, raw_exchange,
 )
@@ -280,3 +281,143 @@ def test_encoded_ordinary_queries_still_pass(relay, user_token):
     assert_ok(r)
     r = _raw(relay, "POST", "/v1/me/attachments?name=%65yJ%20notes%2Etxt", user_token, b"x")
     assert assert_ok(r)["name"] == "eyJ notes.txt"
+
+
+# -- items 6 and 11: request framing and the head ------------------------------------------
+
+def _send_raw(relay, data, timeout=HTTP_TIMEOUT):
+    """Sends bytes, reads one response; returns (response or None, whether the relay then closed)."""
+    sock = socket.create_connection(("127.0.0.1", relay.port), timeout=timeout)
+    try:
+        sock.sendall(data)
+        response = relaylib._read_response(sock, timeout)
+        sock.settimeout(2)
+        try:
+            rest = sock.recv(65536)
+            closed = rest == b""
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            closed = False
+        return response, closed
+    finally:
+        sock.close()
+
+
+def _assert_refused_and_closed(relay, data, status=400, code="invalid_request"):
+    before = relay.count("pairings")
+    r, closed = _send_raw(relay, data)
+    assert r is not None, "no answer"
+    assert_error(r, status, code)
+    assert r.headers.get("X-Request-ID", "").startswith("req_"), r.headers
+    assert closed, "the connection must be closed after a framing error"
+    assert relay.count("pairings") == before
+    return r
+
+
+START_BODY = json.dumps(GOOD_START).encode()
+SMUGGLED = b"GET /v1/me HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def _chunked(body):
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+def test_content_length_with_transfer_encoding_is_refused(relay):
+    body = _chunked(START_BODY)
+    for first, second in (("Content-Length: %d" % len(body), "Transfer-Encoding: chunked"),
+                          ("Transfer-Encoding: chunked", "Content-Length: %d" % len(body)),
+                          ("Content-Length: 5", "Transfer-Encoding: chunked")):
+        head = "POST /v1/pairing/start HTTP/1.1\r\nHost: x\r\n%s\r\n%s\r\n\r\n" % (first, second)
+        _assert_refused_and_closed(relay, head.encode() + body + SMUGGLED)
+
+
+def test_two_content_lengths_are_refused(relay):
+    for values in ((len(START_BODY), len(START_BODY) + 30), (len(START_BODY), len(START_BODY))):
+        head = "POST /v1/pairing/start HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nContent-Length: %d\r\n\r\n" % values
+        _assert_refused_and_closed(relay, head.encode() + START_BODY + b" " * 30 + SMUGGLED)
+
+
+def test_transfer_encoding_in_http_1_0_is_refused(relay):
+    head = b"POST /v1/pairing/start HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"
+    _assert_refused_and_closed(relay, head + _chunked(START_BODY))
+
+
+def test_a_bad_content_length_gets_the_envelope(relay):
+    head = b"POST /v1/pairing/start HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n"
+    _assert_refused_and_closed(relay, head + START_BODY)
+
+
+def test_http_1_1_without_host_is_refused(relay):
+    _assert_refused_and_closed(relay, b"GET /healthz HTTP/1.1\r\n\r\n")
+    head = "POST /v1/pairing/start HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(START_BODY)
+    _assert_refused_and_closed(relay, head.encode() + START_BODY)
+    # HTTP/1.0 has no Host requirement.
+    r, _ = _send_raw(relay, b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert_ok(r)
+
+
+def test_two_host_headers_are_refused(relay):
+    _assert_refused_and_closed(relay, b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+
+
+@pytest.mark.parametrize("raw", [
+    pytest.param(b"GET /v1/me HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-F%d: v\r\n" % i for i in range(150)) + b"\r\n",
+                 id="header-flood"),
+    pytest.param(b"GET /v1/me HTTP/1.1\r\nHost: x\r\nX-Bad: a\x00b\r\n\r\n", id="nul-in-header"),
+    pytest.param(b"GET /v1/me\r\n\r\n", id="http-0.9"),
+    pytest.param(b"GET /v1/me HTTP/1.1\r\nHost: x\r\nX-Big: " + b"y" * 420000 + b"\r\n\r\n", id="head-too-large"),
+    pytest.param(b"GET /v1/me HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n", id="space-in-name"),
+    pytest.param(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", id="tls-on-plain-port"),
+])
+def test_malformed_heads_get_the_envelope(relay, raw):
+    _assert_refused_and_closed(relay, raw)
+
+
+def test_the_connection_preface_of_http2_still_works(relay):
+    """The head hook leaves h2c prior knowledge to h2o."""
+    sock = socket.create_connection(("127.0.0.1", relay.port), timeout=HTTP_TIMEOUT)
+    try:
+        # The preface and an empty SETTINGS frame: the server answers with its own SETTINGS frame.
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        frame = sock.recv(9)
+        assert len(frame) == 9 and frame[3] == 4, frame
+    finally:
+        sock.close()
+
+
+def test_a_request_with_a_stray_marker_header_is_served(relay):
+    """The header relayd uses internally to carry a refusal cannot be sent by a client."""
+    r, closed = _send_raw(relay, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-RL-Refused: 1\r\nConnection: close\r\n\r\n")
+    assert_ok(r)
+
+
+def test_two_authorization_headers_are_refused(relay, user_token):
+    head = ("GET /v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAuthorization: Bearer %s\r\n\r\n"
+            % (user_token, relay.token("mallory")))
+    r, _ = _send_raw(relay, head.encode())
+    assert_error(r, 400, "invalid_request")
+    r, _ = _send_raw(relay, ("GET /v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+                             % user_token).encode())
+    assert_ok(r)
+
+
+def test_a_nul_in_the_path_is_refused(relay, user_token):
+    r, _ = _send_raw(relay, ("GET /v1/me/sessions/ses_abc%%00def HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                             "Connection: close\r\n\r\n" % user_token).encode())
+    assert_error(r, 400, "invalid_request")
+
+
+def test_file_links_are_exact(relay, user_token):
+    _, sid = _session(relay, user_token)
+    r = _download(relay, user_token, sid, "text/plain", "a.txt", body=b"secret bytes")
+    url = r.url
+    path_and_query = url[url.index("/v1/files/"):]
+    path, _, query = path_and_query.partition("?")
+    for bad in (path + "%00?" + query, path + "/?" + query, path + "%00.html?" + query,
+                path.replace("/v1/files/", "/v1/files//") + "?" + query, path + "/.?" + query):
+        r, _ = _send_raw(relay, ("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % bad).encode())
+        assert r is not None and r.status_code in (400, 404), (bad, r and r.status_code)
+        assert b"secret bytes" not in r.content, bad
+    r, _ = _send_raw(relay, ("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path_and_query).encode())
+    assert r.status_code == 200 and r.content == b"secret bytes"
