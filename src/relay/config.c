@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/duration.h"
+#include "http/peer.h"
 #include "relay/config.h"
 
 enum setting_kind { SETTING_STRING, SETTING_DURATION, SETTING_COUNT };
@@ -55,6 +56,12 @@ static const struct setting settings[] = {
     DURATION("request-timeout", request_timeout, "10s", "time a client has to send a request head and body"),
     DURATION("attachment-url-ttl", attachment_url_ttl, "1h", "lifetime of a signed attachment download URL"),
     COUNT("sse-buffer-events", sse_buffer_events, "256", "events kept per user for stream resume"),
+    COUNT("max-connections-per-address", max_connections_per_address, "256",
+          "open connections one client address (an IPv6 /64) may hold; trusted proxies are not counted"),
+    STRING("trusted-proxies", trusted_proxies, "",
+           "CIDR blocks of reverse proxies (10.0.0.0/8,::1): their forwarding header names the client"),
+    STRING("forwarded-header", forwarded_header, "x-forwarded-for",
+           "the header trusted proxies write: x-forwarded-for or forwarded"),
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -133,6 +140,8 @@ static const struct setting *find(const char *name, size_t len)
 
 int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *rest)
 {
+    rl_cidr_set_t proxies;
+    char error[256];
     size_t i;
     int a;
 
@@ -186,6 +195,16 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
     if ((config->jwks_file[0] != '\0' || config->jwks_url[0] != '\0') &&
         (config->jwt_issuer[0] == '\0' || config->jwt_audience[0] == '\0')) {
         fprintf(stderr, "relayd: --jwks-file and --jwks-url need --jwt-issuer and --jwt-audience\n");
+        return -1;
+    }
+    if (rl_cidr_set_parse(config->trusted_proxies, &proxies, error, sizeof(error)) != 0) {
+        fprintf(stderr, "relayd: --trusted-proxies: %s\n", error);
+        return -1;
+    }
+    rl_cidr_set_free(&proxies);
+    if (strcmp(config->forwarded_header, "x-forwarded-for") != 0 &&
+        strcmp(config->forwarded_header, "forwarded") != 0) {
+        fprintf(stderr, "relayd: --forwarded-header must be x-forwarded-for or forwarded\n");
         return -1;
     }
     if (config->jwks_file[0] != '\0' && config->jwks_url[0] != '\0') {

@@ -36,6 +36,10 @@ typedef struct rl_config {
     int64_t request_timeout;
     int64_t attachment_url_ttl;
     int64_t sse_buffer_events;
+    /* Abuse limits (docs/operations.md, Security). */
+    int64_t max_connections_per_address;
+    char trusted_proxies[4096]; /* CIDR blocks, comma-separated; "" for none */
+    char forwarded_header[32];  /* "x-forwarded-for" or "forwarded" */
 } rl_config_t;
 
 /*

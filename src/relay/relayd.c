@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,6 +90,31 @@ static void check_data_folder(const char *path)
                                          "path", path, "mode", mode));
 }
 
+/*
+ * Every stream and bridge socket is a descriptor, and the soft limit a shell
+ * hands down (often 1024) is far below what the relay is built to hold; the
+ * hard limit is what the operator allows, so take all of it.
+ */
+static void raise_descriptor_limit(void)
+{
+    struct rlimit limit;
+    rlim_t was;
+
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return;
+    was = limit.rlim_cur;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+            rl_log_warn("cannot raise the descriptor limit from %llu to %llu: %s", (unsigned long long)was,
+                        (unsigned long long)limit.rlim_max, strerror(errno));
+            limit.rlim_cur = was;
+        }
+    }
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:I, s:I}", "msg", "descriptor limit", "nofile",
+                                         (json_int_t)limit.rlim_cur, "was", (json_int_t)was));
+}
+
 static void print_banner(const rl_relay_t *relay)
 {
     char cwd[1024];
@@ -138,6 +164,7 @@ int main(int argc, char **argv)
         return 2;
     }
     rl_log_set_level(level);
+    raise_descriptor_limit();
 
     loop = h2o_evloop_create();
     if (rl_stop_install(loop) != 0) {
