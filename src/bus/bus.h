@@ -1,92 +1,197 @@
 /*
- * The client event bus: publish an event to a user, subscribe a stream to a
- * user. Each user has a sequence of events with increasing ids and a replay
- * buffer of the last N events or T milliseconds, whichever is smaller (spec:
- * 256 events or 5 minutes), so that a stream reconnecting with
- * Last-Event-ID gets exactly what it missed.
+ * The bus: everything one relay node tells the others, behind a seam that
+ * an in-process backend (bus_local.c, one node) and a networked one (several
+ * nodes) implement alike. Three services:
  *
- * This is the seam for running several relay nodes: the in-process backend
- * (bus_local.c) serves one node; a Redis backend would implement the same
- * functions. Loop thread only.
+ * - User events. Each user has one sequence of events with consecutive,
+ *   increasing ids shared by every node, and a replay ring of the last N
+ *   events or T milliseconds, whichever is smaller (spec: 256 events or 5
+ *   minutes). publish assigns the id; nodes that listen to a user get its
+ *   events through handlers.event, in id order; read gives what the ring
+ *   holds after an id, or says that it no longer can (a gap).
  *
- * Event ids: the first event a node publishes for a user gets an id derived
- * from the wall clock (milliseconds * 1000), and later ones count up from it,
- * so ids keep increasing for that user across restarts and a Last-Event-ID
- * from before a restart is recognised as a gap.
+ * - Signals: small JSON messages on named topics, for every node that joined
+ *   the topic (the sender included). Delivery is at most once and may be
+ *   later than the call; what must not be lost lives in the store, and a
+ *   signal only says "look again" or "act now".
+ *
+ * - Presence: which connection serves an installation's bridge socket and
+ *   with what health, readable by every node.
+ *
+ * - Shared counters and leases: token buckets that every node takes from
+ *   atomically (rate limits), and named leases that one node at a time
+ *   holds (the work that must run once across nodes).
+ *
+ * Loop thread only. A backend may deliver an event inside publish (the
+ * local one does) or later, and answer take and lease inside the call; read
+ * and presence_clear callbacks never run inside the call. See
+ * docs/internals/bus.md.
  */
 #ifndef RL_BUS_BUS_H
 #define RL_BUS_BUS_H
 
-#include <h2o/linklist.h>
+#include <h2o.h>
 #include <jansson.h>
 #include <stdint.h>
 
 #include "common/blob.h"
 
 typedef struct rl_bus rl_bus_t;
-typedef struct rl_bus_subscriber rl_bus_subscriber_t;
 
-struct rl_bus_subscriber {
-    /*
-     * Called with each live event for the subscriber's user, in id order.
-     * frame is the encoded SSE record ("id: ...\nevent: ...\ndata: ...\n\n");
-     * retain it to keep it past the call. deliver may call
-     * rl_bus_unsubscribe on itself.
-     */
-    void (*deliver)(rl_bus_subscriber_t *self, int64_t id, rl_blob_t *frame);
-    /* Owned by the bus while subscribed. */
-    h2o_linklist_t _link;
-    void *_hub;
-};
+typedef struct rl_bus_event {
+    int64_t id;
+    rl_blob_t *frame; /* the encoded SSE record ("id: ...\nevent: ...\ndata: ...\n\n") */
+} rl_bus_event_t;
 
-typedef enum rl_bus_resume {
-    RL_BUS_RESUMED, /* every event after the given id is still buffered */
-    RL_BUS_GAP,     /* events after it are no longer buffered (or it was never issued here): resync */
-} rl_bus_resume_t;
+/* What a read of a user's ring found. */
+typedef struct rl_bus_read {
+    int gap;        /* some event after after_id is no longer buffered (or after_id was never issued) */
+    int64_t newest; /* the user's newest event id, or the position before the first one to come */
+    size_t count;
+    rl_bus_event_t *events; /* in id order; borrowed for the callback: retain a frame to keep it */
+} rl_bus_read_t;
 
-typedef enum rl_bus_next_result {
-    RL_BUS_EVENT,     /* *id and *frame hold the next event */
-    RL_BUS_CAUGHT_UP, /* nothing after after_id yet */
-    RL_BUS_LOST,      /* the next event was evicted before it was read */
-} rl_bus_next_result_t;
+/* result 0 and *read, or a negative RL_E_* error (read is then NULL). */
+typedef void (*rl_bus_read_cb)(int result, const rl_bus_read_t *read, void *arg);
+/* Whether presence_clear removed the installation's presence. */
+typedef void (*rl_bus_cleared_cb)(int cleared, void *arg);
+/*
+ * result 0: a token was taken; RL_E_RATE_LIMITED: none was left; another
+ * negative RL_E_* error: the bus cannot answer (nothing was taken). tokens is
+ * what the bucket holds after the call (fractional; meaningful for 0 and
+ * RL_E_RATE_LIMITED).
+ */
+typedef void (*rl_bus_take_cb)(int result, double tokens, void *arg);
+/* Whether this holder holds the lease now (0 too when the bus cannot answer). */
+typedef void (*rl_bus_lease_cb)(int held, void *arg);
+
+/* What the bus hands to this node. */
+typedef struct rl_bus_handlers {
+    /* A live event of a user this node listens to (frame borrowed; retain to keep). */
+    void (*event)(void *ctx, const char *user_id, int64_t id, rl_blob_t *frame);
+    /* A signal on a topic this node joined (message borrowed). */
+    void (*signal)(void *ctx, const char *topic, json_t *message);
+    void *ctx;
+} rl_bus_handlers_t;
 
 typedef struct rl_bus_config {
-    size_t max_events;  /* replay buffer length per user */
-    int64_t max_age_ms; /* replay buffer age */
-    size_t max_users;   /* cap on users with live state */
+    size_t max_events;  /* replay ring length per user */
+    int64_t max_age_ms; /* replay ring age */
+    size_t max_users;   /* cap on users with live state in this node */
+    size_t max_buckets; /* cap on token buckets this node keeps (the local bus) */
+    rl_bus_handlers_t handlers;
 } rl_bus_config_t;
 
-/* NULL on allocation failure. The config is copied. */
-rl_bus_t *rl_bus_new(const rl_bus_config_t *config);
-/* Frees the bus; subscribers must have been unsubscribed. */
-void rl_bus_free(rl_bus_t *bus);
+struct rl_bus_ops {
+    const char *name;
+    void (*close)(rl_bus_t *bus);
+    void (*publish)(rl_bus_t *bus, const char *user_id, const char *name, json_t *data);
+    void (*read)(rl_bus_t *bus, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb, void *arg);
+    void (*listen)(rl_bus_t *bus, const char *user_id, int on);
+    void (*signal)(rl_bus_t *bus, const char *topic, json_t *message);
+    void (*join)(rl_bus_t *bus, const char *topic, int on);
+    void (*presence_set)(rl_bus_t *bus, const char *installation_id, const char *owner, const char *health);
+    void (*presence_clear)(rl_bus_t *bus, const char *installation_id, const char *owner, rl_bus_cleared_cb cb,
+                           void *arg);
+    const char *(*presence_get)(rl_bus_t *bus, const char *installation_id);
+    void (*take)(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
+                 rl_bus_take_cb cb, void *arg);
+    void (*lease)(rl_bus_t *bus, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb, void *arg);
+    void (*sweep)(rl_bus_t *bus, int64_t now_ms);
+};
+
+struct rl_bus {
+    const struct rl_bus_ops *ops;
+};
 
 /*
- * Publishes event `name` with `data` (stolen) to every stream of user_id and
- * to its replay buffer. The record is encoded once. Returns the event id, or
- * a negative error.
+ * Opens the bus at location: "local" (the default, one node). The config is
+ * copied. 0, or -1 with the cause logged.
  */
-int64_t rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t *data);
+int rl_bus_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);
+
+/* Closes the bus; no handler runs afterwards. */
+static inline void rl_bus_close(rl_bus_t *bus)
+{
+    if (bus != NULL)
+        bus->ops->close(bus);
+}
 /*
- * Subscribes to the user's live events. *newest receives the position of the
- * user's sequence: the latest event's id, or the id just before the first
- * one to come. 0, or a negative error when the bus is full.
+ * Publishes event `name` with `data` (stolen; NULL for {}) to the user: a
+ * new id, the ring, every node that listens. Failures are logged (the event
+ * is lost, which a client's resume turns into a resync).
  */
-int rl_bus_subscribe(rl_bus_t *bus, const char *user_id, rl_bus_subscriber_t *sub, int64_t *newest);
-/* The position of the user's sequence (see rl_bus_subscribe) without subscribing. */
-void rl_bus_subscribe_position(rl_bus_t *bus, const char *user_id, int64_t *newest);
-/* Whether everything after last_event_id can still be replayed for user_id. */
-rl_bus_resume_t rl_bus_resume(rl_bus_t *bus, const char *user_id, int64_t last_event_id);
+static inline void rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t *data)
+{
+    bus->ops->publish(bus, user_id, name, data);
+}
+/* Reads at most max events of the user's ring after after_id. */
+static inline void rl_bus_read(rl_bus_t *bus, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb,
+                               void *arg)
+{
+    bus->ops->read(bus, user_id, after_id, max, cb, arg);
+}
+/* Starts (on 1) or stops (on 0) this node's interest in a user's live events; calls nest. */
+static inline void rl_bus_listen(rl_bus_t *bus, const char *user_id, int on)
+{
+    bus->ops->listen(bus, user_id, on);
+}
+/* Sends message (stolen) to every node that joined topic. */
+static inline void rl_bus_signal(rl_bus_t *bus, const char *topic, json_t *message)
+{
+    bus->ops->signal(bus, topic, message);
+}
+/* Joins (on 1) or leaves (on 0) a topic; calls nest. */
+static inline void rl_bus_join(rl_bus_t *bus, const char *topic, int on)
+{
+    bus->ops->join(bus, topic, on);
+}
+/* Records that owner (a connection id unique across nodes) serves the installation, with health. */
+static inline void rl_bus_presence_set(rl_bus_t *bus, const char *installation_id, const char *owner,
+                                       const char *health)
+{
+    bus->ops->presence_set(bus, installation_id, owner, health);
+}
+/* Forgets the installation's presence if owner still holds it; cb says whether it did. */
+static inline void rl_bus_presence_clear(rl_bus_t *bus, const char *installation_id, const char *owner,
+                                         rl_bus_cleared_cb cb, void *arg)
+{
+    bus->ops->presence_clear(bus, installation_id, owner, cb, arg);
+}
+/* The installation's health as this node knows it: "healthy", "degraded" or "offline". */
+static inline const char *rl_bus_presence_get(rl_bus_t *bus, const char *installation_id)
+{
+    return bus->ops->presence_get(bus, installation_id);
+}
 /*
- * Reads the user's first buffered event after after_id, for a stream that
- * replays at its reader's pace. The frame is borrowed: retain it to keep it.
+ * Takes one token from the bucket `key` (capacity tokens, refilled at
+ * refill_per_s; full when first seen). The bucket is shared by every node. A
+ * networked bus may count time by its own clock instead of now_ms.
  */
-rl_bus_next_result_t rl_bus_next(rl_bus_t *bus, const char *user_id, int64_t after_id, int64_t *id, rl_blob_t **frame);
-/* Detaches a subscriber; safe to call twice. */
-void rl_bus_unsubscribe(rl_bus_t *bus, rl_bus_subscriber_t *sub);
-/* Drops expired events and forgets idle users; call now and then. */
-void rl_bus_sweep(rl_bus_t *bus, int64_t now_ms);
-/* Number of subscribers of a user (for tests and metrics). */
-size_t rl_bus_subscribers(rl_bus_t *bus, const char *user_id);
+static inline void rl_bus_take(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
+                               rl_bus_take_cb cb, void *arg)
+{
+    bus->ops->take(bus, key, capacity, refill_per_s, now_ms, cb, arg);
+}
+/*
+ * Takes or renews the lease `name` for holder (unique across nodes) for
+ * ttl_ms, unless another holder has it; cb says whether holder holds it.
+ */
+static inline void rl_bus_lease(rl_bus_t *bus, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb,
+                                void *arg)
+{
+    bus->ops->lease(bus, name, holder, ttl_ms, cb, arg);
+}
+/* Drops what has expired; call now and then. */
+static inline void rl_bus_sweep(rl_bus_t *bus, int64_t now_ms)
+{
+    bus->ops->sweep(bus, now_ms);
+}
+
+/* The SSE record of one event, encoded once (bus backends share it): NULL when out of memory. */
+rl_blob_t *rl_bus_frame(int64_t id, const char *name, json_t *data);
+
+/* Backends. */
+int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);
 
 #endif

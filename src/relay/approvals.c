@@ -1,8 +1,10 @@
 /*
- * Approvals from the client's side: the decision, the snapshot of pending
- * approvals, and their expiry. Expiry is a sweep of the store once a second,
- * so it needs no timers of its own and survives restarts: an approval
- * expires within a second of its expires_at.
+ * Approvals (spec "Approval"): the bridge's request, with grants that
+ * resolve it at once; the user's decision; the snapshot of pending ones; and
+ * their expiry. Expiry is a sweep of the store once a second (sweeps.c), so
+ * it needs no timers per approval and survives restarts: an approval expires
+ * within a second of its expires_at, and the state is checked and changed in
+ * one transaction, so two sweeps (or two nodes) never expire one twice.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +14,20 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "http/validate.h"
+#include "relay/approvals.h"
+#include "relay/bridge.h"
+#include "relay/grants.h"
+#include "relay/hub.h"
 #include "relay/relay.h"
+#include "relay/updates.h"
+#include "relay/views.h"
 
-#define SWEEP_MS 1000
+#define SWEEP_MAX 500
 
 static const char *const decisions[] = {"approve", "approve_always", "deny", NULL};
 static const char *const scopes[] = {"session", "tool", "domain", "all", NULL};
+/* spec: low, medium, high; critical comes from the protocol authors' connectors and ranks above high. */
+static const char *const severities[] = {"low", "medium", "high", "critical", NULL};
 
 static const rl_field_t decide_fields[] = {
     RL_FIELD_ENUM("decision", RL_F_REQUIRED, decisions),
@@ -27,21 +37,23 @@ static const rl_field_t decide_fields[] = {
 };
 const rl_schema_t rl_approval_decide_schema = RL_SCHEMA(decide_fields);
 
-json_t *rl_approval_view(json_t *approval)
-{
-    static const char *const fields[] = {"approval_id", "installation_id", "agent_id",   "session_id", "interaction_id",
-                                         "action",      "title",           "message",    "severity",   "command",
-                                         "host",        "tool_call_id",    "expires_at", "ts"};
-    json_t *view = json_object();
-    size_t i;
+static const rl_field_t request_approval_fields[] = {
+    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_STRING("approval_id", RL_F_REQUIRED, 1, 128),
+    RL_FIELD_STRING("action", RL_F_REQUIRED, 1, 128),
+    RL_FIELD_STRING("title", RL_F_REQUIRED, 1, 200),
+    RL_FIELD_STRING("message", RL_F_REQUIRED, 0, 4000),
+    RL_FIELD_STRING("command", RL_F_NULLABLE, 0, 8192),
+    RL_FIELD_STRING("host", RL_F_NULLABLE, 0, 255),
+    RL_FIELD_ENUM("severity", RL_F_REQUIRED, severities),
+    RL_FIELD_STRING("tool_call_id", RL_F_NULLABLE, 1, 128),
+    RL_FIELD_IDEMPOTENCY_KEY,
+    RL_FIELD_END,
+};
+const rl_schema_t rl_request_approval_schema = RL_SCHEMA(request_approval_fields);
 
-    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); ++i) {
-        json_t *field = json_object_get(approval, fields[i]);
-        json_object_set(view, fields[i], field != NULL ? field : json_null());
-    }
-    return view;
-}
-
+/* spec: approval_resolved (client) and approval.resolved (bridge) carry the same payload. */
 static json_t *resolution(json_t *approval)
 {
     json_t *event =
@@ -56,125 +68,335 @@ static json_t *resolution(json_t *approval)
     return event;
 }
 
-static void on_decided(int result, json_t *value, void *arg)
+/* ---- the bridge's request ---- */
+
+struct approval_request {
+    rl_bridge_write_t w;
+    int64_t expires_at;
+    int auto_resolved; /* result */
+};
+
+static int approval_request_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
-    rl_call_t *call = arg;
+    struct approval_request *op = (void *)w;
+    const char *approval_id = json_string_value(json_object_get(w->body, "approval_id"));
+    const char *action = json_string_value(json_object_get(w->body, "action"));
+    rl_approval_row_t approval;
+    rl_grant_row_t grant;
+    json_t *request;
+    char *request_text;
+    int result = RL_TXN(txn, approval_get, approval_id, &approval);
+
+    /* The id is taken (by another installation, or with another body under another key). */
+    if (result == 0)
+        return RL_E_IDEMPOTENCY_CONFLICT;
+    if (result != RL_E_NOT_FOUND)
+        return result;
+    result = rl_grant_find(txn, w->target.installation_id, action, w->body, &grant);
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    op->auto_resolved = result == 0;
+    request = json_pack("{s:O, s:O, s:O, s:O, s:O?, s:O?, s:O?}", "action", json_object_get(w->body, "action"), "title",
+                        json_object_get(w->body, "title"), "message", json_object_get(w->body, "message"), "severity",
+                        json_object_get(w->body, "severity"), "command", json_object_get(w->body, "command"), "host",
+                        json_object_get(w->body, "host"), "tool_call_id", json_object_get(w->body, "tool_call_id"));
+    request_text = json_dumps(request, JSON_COMPACT);
+    json_decref(request);
+    if (request_text == NULL)
+        return RL_E_INTERNAL;
+    approval = (rl_approval_row_t){
+        .id = approval_id,
+        .installation_id = w->target.installation_id,
+        .user_id = w->session.user_id,
+        .session_id = w->target.session_id,
+        .interaction_id = w->target.interaction_id,
+        .request = rl_arena_strdup(txn->arena, request_text),
+        .state = op->auto_resolved ? "resolved" : "pending",
+        .decision = op->auto_resolved ? "approve_always" : NULL,
+        .scope = op->auto_resolved ? grant.scope : NULL,
+        .scope_value = op->auto_resolved ? grant.scope_value : NULL,
+        .created_at = w->target.now,
+        .expires_at = op->expires_at,
+        .resolved_at = op->auto_resolved ? w->target.now : RL_NO_TIME,
+    };
+    free(request_text);
+    if ((result = RL_TXN(txn, approval_insert, &approval)) != 0)
+        return result;
+    if (op->auto_resolved) {
+        /* brief: an earlier approve_always grant resolves the request at once and still tells the bridge. */
+        w->response = json_pack("{s:s, s:b, s:s, s:s, s:s}", "approval_id", approval_id, "auto_resolved", 1, "decision",
+                                "approve_always", "scope", grant.scope, "scope_value", grant.scope_value);
+        result = rl_update_append(
+            txn, w->target.installation_id, "approval.resolved", w->target.session_id, w->target.interaction_id,
+            rl_update_approval_resolved(approval_id, "approve_always", grant.scope, grant.scope_value), w->target.now,
+            &w->op.update_id);
+    } else {
+        w->response = json_pack("{s:s, s:b, s:I}", "approval_id", approval_id, "auto_resolved", 0, "expires_at",
+                                (json_int_t)op->expires_at);
+    }
+    w->op.value = rl_view_approval(&approval);
+    return result;
+}
+
+static int approval_request_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    return rl_bridge_write_run(txn, (void *)base, NULL, approval_request_apply);
+}
+
+static const rl_store_op_type_t approval_request_type = {"approval_request", 1, approval_request_run,
+                                                         rl_bridge_write_dispose};
+
+static void on_approval_requested(rl_store_op_t *base)
+{
+    struct approval_request *op = (void *)base;
+    rl_call_t *call = base->arg;
     rl_relay_t *relay = call->app;
 
-    if (result != 0) {
-        rl_call_fail(call, result, NULL);
-    } else {
-        json_t *approval = json_object_get(value, "approval");
-        json_t *reply = resolution(approval);
-        if (json_is_true(json_object_get(value, "changed"))) {
-            /* spec: approval_resolved to the client and approval.resolved to the bridge, with the same payload. */
-            rl_relay_publish(relay, call->principal, "approval_resolved", json_incref(reply));
-            rl_relay_update_queued(relay, json_string_value(json_object_get(approval, "installation_id")),
-                                   json_integer_value(json_object_get(value, "update_id")));
-        } else {
-            /* brief: the first decision wins; a later one gets it back. */
-            json_object_set_new(reply, "idempotent", json_true());
-        }
-        rl_call_reply(call, reply);
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else if (!rl_bridge_write_answer(call, &op->w)) {
+        if (op->auto_resolved)
+            rl_updates_notify(relay->bus, call->principal, op->w.op.update_id);
+        else
+            rl_hub_publish(relay->hub, op->w.session.user_id, "approval_requested",
+                           rl_view_pending_approval(op->w.op.value));
     }
-    json_decref(value);
+    rl_call_release(call);
+}
+
+int rl_bridge_request_approval(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    struct approval_request *op = rl_bridge_write_new(call, &approval_request_type, sizeof(*op), "approval", "",
+                                                      rl_body_string(call, "approval_id"));
+
+    if (op == NULL)
+        return RL_E_INTERNAL;
+    op->expires_at = op->w.target.now + relay->config.approval_ttl;
+    rl_op_submit_for(call, op, on_approval_requested);
+    return 0;
+}
+
+/* ---- the user's decision ---- */
+
+struct approval_decide {
+    rl_op_t op;
+    const char *user_id, *approval_id, *decision, *scope, *scope_value;
+    int64_t now;
+    int changed;
+    const char *installation_id; /* result */
+};
+
+static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct approval_decide *op = (void *)base;
+    rl_approval_row_t approval;
+    json_t *view;
+    int result = RL_TXN(txn, approval_get, op->approval_id, &approval);
+
+    if (result == RL_E_NOT_FOUND ||
+        (result == 0 && (approval.user_id == NULL || strcmp(approval.user_id, op->user_id) != 0)))
+        return RL_E_APPROVAL_NOT_FOUND;
+    if (result != 0)
+        return result;
+    /* brief: the first decision wins; a later one gets it back. */
+    if (strcmp(approval.state, "resolved") == 0) {
+        op->op.value = rl_view_approval(&approval);
+        return 0;
+    }
+    if (strcmp(approval.state, "pending") != 0 || approval.expires_at <= op->now)
+        return RL_E_APPROVAL_EXPIRED;
+    view = rl_view_approval(&approval);
+    if (strcmp(op->decision, "approve_always") == 0)
+        rl_grant_of_decision(view, &op->scope, &op->scope_value);
+    approval.state = "resolved";
+    approval.decision = op->decision;
+    approval.scope = op->scope != NULL ? rl_arena_strdup(txn->arena, op->scope) : NULL;
+    approval.scope_value = op->scope_value != NULL ? rl_arena_strdup(txn->arena, op->scope_value) : NULL;
+    approval.resolved_at = op->now;
+    json_decref(view);
+    if ((result = RL_TXN(txn, approval_update, &approval)) != 0)
+        return result;
+    if (strcmp(op->decision, "approve_always") == 0) {
+        /* spec: approve_always stores a permanent grant for (action, scope, scope_value). */
+        json_t *request = rl_view_json(approval.request, json_object());
+        rl_grant_row_t grant = {approval.installation_id, json_string_value(json_object_get(request, "action")),
+                                approval.scope, approval.scope_value, op->now};
+        result = RL_TXN(txn, grant_insert_ignore, &grant);
+        json_decref(request);
+        if (result != 0)
+            return result;
+    }
+    if ((result = rl_update_append(
+             txn, approval.installation_id, "approval.resolved", approval.session_id, approval.interaction_id,
+             rl_update_approval_resolved(approval.id, approval.decision, approval.scope, approval.scope_value), op->now,
+             &op->op.update_id)) != 0)
+        return result;
+    op->changed = 1;
+    op->installation_id = approval.installation_id;
+    op->op.value = rl_view_approval(&approval);
+    return 0;
+}
+
+static const rl_store_op_type_t approval_decide_type = RL_OP_TYPE(approval_decide, 1, approval_decide_run);
+
+static void on_decided(rl_store_op_t *base)
+{
+    struct approval_decide *op = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+    json_t *reply;
+
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+        rl_call_release(call);
+        return;
+    }
+    reply = resolution(op->op.value);
+    if (op->changed) {
+        /* spec: approval_resolved to the client and approval.resolved to the bridge, with the same payload. */
+        rl_hub_publish(relay->hub, call->principal, "approval_resolved", json_incref(reply));
+        rl_updates_notify(relay->bus, op->installation_id, op->op.update_id);
+    } else {
+        json_object_set_new(reply, "idempotent", json_true());
+    }
+    rl_call_reply(call, reply);
     rl_call_release(call);
 }
 
 int rl_approval_decide(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
-    const char *scope = json_string_value(json_object_get(call->body, "scope"));
-    const char *scope_value = json_string_value(json_object_get(call->body, "scope_value"));
+    struct approval_decide *op;
     char approval_id[140];
 
     if (rl_call_param(call, 0, approval_id, sizeof(approval_id)) != 0)
         return RL_E_APPROVAL_NOT_FOUND;
-    rl_call_hold(call);
-    rl_store_approval_decide(relay->store, call->principal, approval_id,
-                             json_string_value(json_object_get(call->body, "decision")), scope, scope_value,
-                             rl_clock_now_ms(), on_decided, call);
+    op = rl_op_new(&approval_decide_type, sizeof(*op));
+    op->user_id = rl_op_str(op, call->principal);
+    op->approval_id = rl_op_str(op, approval_id);
+    op->decision = rl_op_str(op, rl_body_string(call, "decision"));
+    op->scope = rl_op_str(op, rl_body_string(call, "scope"));
+    op->scope_value = rl_op_str(op, rl_body_string(call, "scope_value"));
+    op->now = rl_clock_now_ms();
+    rl_op_submit_for(call, op, on_decided);
     return 0;
 }
 
-static void on_snapshot(int result, json_t *value, void *arg)
-{
-    rl_call_t *call = arg;
+/* ---- the snapshot ---- */
 
-    if (result != 0) {
-        rl_call_fail(call, result, NULL);
-    } else {
-        json_t *pending = json_array(), *approval;
-        size_t i;
-        json_array_foreach(json_object_get(value, "approvals"), i, approval)
-            json_array_append_new(pending, rl_approval_view(approval));
-        rl_call_reply(call, json_pack("{s:I, s:o}", "ts", (json_int_t)rl_clock_now_ms(), "pending_approvals", pending));
+struct snapshot {
+    rl_op_t op;
+    const char *user_id;
+    int64_t now;
+};
+
+static int snapshot_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct snapshot *op = (void *)base;
+    rl_approval_row_t *rows;
+    size_t count, i;
+    int result = RL_TXN(txn, approvals_pending_of_user, op->user_id, op->now, &rows, &count);
+
+    if (result != 0)
+        return result;
+    op->op.value = json_array();
+    for (i = 0; i < count; ++i) {
+        json_t *approval = rl_view_approval(&rows[i]);
+        json_array_append_new(op->op.value, rl_view_pending_approval(approval));
+        json_decref(approval);
     }
-    json_decref(value);
+    return 0;
+}
+
+static const rl_store_op_type_t snapshot_type = RL_OP_TYPE(approvals_pending, 0, snapshot_run);
+
+static void on_snapshot(rl_store_op_t *base)
+{
+    struct snapshot *op = (void *)base;
+    rl_call_t *call = base->arg;
+
+    if (base->result != 0)
+        rl_call_fail(call, base->result, NULL);
+    else
+        rl_call_reply(call,
+                      json_pack("{s:I, s:O}", "ts", (json_int_t)rl_clock_now_ms(), "pending_approvals", op->op.value));
     rl_call_release(call);
 }
 
 int rl_snapshot_get(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    struct snapshot *op = rl_op_new(&snapshot_type, sizeof(*op));
 
-    rl_call_hold(call);
-    rl_store_approvals_pending(relay->store, call->principal, rl_clock_now_ms(), on_snapshot, call);
+    op->user_id = rl_op_str(op, call->principal);
+    op->now = rl_clock_now_ms();
+    rl_op_submit_for(call, op, on_snapshot);
     return 0;
 }
 
-static void on_expired(int result, json_t *value, void *arg)
-{
-    rl_relay_t *relay = arg;
-    json_t *approval = json_object_get(value, "approval");
+/* ---- expiry ---- */
 
-    if (result == 0 && json_is_true(json_object_get(value, "changed"))) {
-        /* brief: approval_expired to the client, approval.expired to the bridge. */
-        rl_relay_publish(relay, json_string_value(json_object_get(approval, "user_id")), "approval_expired",
-                         json_pack("{s:O, s:O, s:O}", "approval_id", json_object_get(approval, "approval_id"),
-                                   "session_id", json_object_get(approval, "session_id"), "interaction_id",
-                                   json_object_get(approval, "interaction_id")));
-        rl_relay_update_queued(relay, json_string_value(json_object_get(approval, "installation_id")),
-                               json_integer_value(json_object_get(value, "update_id")));
+struct expire {
+    rl_op_t op;
+    int64_t now;
+    /* results: the approvals this sweep expired, each {approval, update_id} */
+};
+
+static int expire_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct expire *op = (void *)base;
+    rl_approval_row_t *rows;
+    size_t count, i;
+    int result = RL_TXN(txn, approvals_due, op->now, SWEEP_MAX, &rows, &count);
+
+    if (result != 0)
+        return result;
+    op->op.value = json_array();
+    for (i = 0; i < count; ++i) {
+        rl_approval_row_t *approval = &rows[i];
+        int64_t update_id = 0;
+        approval->state = "expired";
+        approval->resolved_at = op->now;
+        /* spec: the bridge hears approval.expired and denies the request to the agent. */
+        if ((result = RL_TXN(txn, approval_update, approval)) != 0 ||
+            (result = rl_update_append(txn, approval->installation_id, "approval.expired", approval->session_id,
+                                       approval->interaction_id, rl_update_approval_expired(approval->id), op->now,
+                                       &update_id)) != 0)
+            return result;
+        json_array_append_new(op->op.value, json_pack("{s:o, s:I}", "approval", rl_view_approval(approval), "update_id",
+                                                      (json_int_t)update_id));
     }
-    json_decref(value);
+    return 0;
 }
 
-static void on_due(int result, json_t *value, void *arg)
+static const rl_store_op_type_t expire_type = RL_OP_TYPE(approvals_expire, 1, expire_run);
+
+rl_store_op_t *rl_approvals_expiry(rl_relay_t *relay, int64_t now)
 {
-    rl_relay_t *relay = arg;
-    json_t *approval;
-    int64_t now = rl_clock_now_ms();
+    struct expire *op = rl_op_new(&expire_type, sizeof(*op));
+
+    op->now = now;
+    return &op->op.base;
+}
+
+void rl_approvals_expired(rl_relay_t *relay, rl_store_op_t *base)
+{
+    struct expire *op = (void *)base;
+    json_t *item;
     size_t i;
 
-    relay->approvals_sweeping = 0;
-    if (result == 0) {
-        json_array_foreach(json_object_get(value, "approvals"), i, approval) rl_store_approval_expire(
-            relay->store, json_string_value(json_object_get(approval, "approval_id")), now, on_expired, relay);
+    if (base->result != 0) {
+        rl_log_warn("the approval expiry sweep failed; it runs again in a second");
+        return;
     }
-    json_decref(value);
-}
-
-static void on_sweep(h2o_timeout_entry_t *entry)
-{
-    rl_relay_t *relay = H2O_STRUCT_FROM_MEMBER(rl_relay_t, approvals_sweep, entry);
-
-    if (!relay->approvals_sweeping) {
-        relay->approvals_sweeping = 1;
-        rl_store_approvals_pending(relay->store, NULL, rl_clock_now_ms(), on_due, relay);
+    json_array_foreach(op->op.value, i, item)
+    {
+        json_t *approval = json_object_get(item, "approval");
+        /* brief: approval_expired to the client, approval.expired to the bridge. */
+        rl_hub_publish(relay->hub, json_string_value(json_object_get(approval, "user_id")), "approval_expired",
+                       json_pack("{s:O, s:O, s:O}", "approval_id", json_object_get(approval, "approval_id"),
+                                 "session_id", json_object_get(approval, "session_id"), "interaction_id",
+                                 json_object_get(approval, "interaction_id")));
+        rl_updates_notify(relay->bus, json_string_value(json_object_get(approval, "installation_id")),
+                          json_integer_value(json_object_get(item, "update_id")));
     }
-    h2o_timeout_link(relay->loop, &relay->approval_timeout, &relay->approvals_sweep);
-}
-
-void rl_approvals_start(rl_relay_t *relay)
-{
-    h2o_timeout_init(relay->loop, &relay->approval_timeout, SWEEP_MS);
-    relay->approvals_sweep.cb = on_sweep;
-    h2o_timeout_link(relay->loop, &relay->approval_timeout, &relay->approvals_sweep);
-}
-
-void rl_approvals_stop(rl_relay_t *relay)
-{
-    if (h2o_timeout_is_linked(&relay->approvals_sweep))
-        h2o_timeout_unlink(&relay->approvals_sweep);
 }

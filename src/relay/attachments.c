@@ -26,6 +26,7 @@
 #include "common/rand.h"
 #include "http/query.h"
 #include "relay/attachments.h"
+#include "relay/ops.h"
 #include "relay/relay.h"
 
 #define SLICE          (1024 * 1024)
@@ -149,6 +150,29 @@ void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
     }
 }
 
+int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, json_t **resolved)
+{
+    json_t *items = json_array(), *ref;
+    rl_attachment_row_t row;
+    size_t i;
+    int result;
+
+    json_array_foreach(refs, i, ref)
+    {
+        result = RL_TXN(txn, attachment_get, json_string_value(json_object_get(ref, "key")), &row);
+        if (result == 0 && strcmp(row.user_id, user_id) != 0)
+            result = RL_E_NOT_FOUND;
+        if (result != 0) {
+            json_decref(items);
+            return result;
+        }
+        json_array_append_new(items, json_pack("{s:s, s:s, s:I, s:s?}", "key", row.key, "mime", row.mime, "size",
+                                               (json_int_t)row.size, "name", row.name));
+    }
+    *resolved = items;
+    return 0;
+}
+
 /* ---- upload ---- */
 
 struct upload {
@@ -176,14 +200,33 @@ static void upload_free(struct upload *upload, int keep_file)
     free(upload);
 }
 
-static void on_upload_recorded(int result, json_t *value, void *arg)
+struct attachment_op {
+    rl_op_t op;
+    rl_attachment_row_t row;
+};
+
+static int attachment_insert_run(rl_txn_t *txn, rl_store_op_t *base)
 {
-    struct upload *upload = arg;
+    return RL_TXN(txn, attachment_insert, &((struct attachment_op *)base)->row);
+}
+
+static int attachment_get_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct attachment_op *op = (void *)base;
+
+    return RL_TXN(txn, attachment_get, op->row.key, &op->row);
+}
+
+static const rl_store_op_type_t attachment_insert_type = RL_OP_TYPE(attachment_insert, 1, attachment_insert_run);
+static const rl_store_op_type_t attachment_get_type = RL_OP_TYPE(attachment_get, 0, attachment_get_run);
+
+static void on_upload_recorded(rl_store_op_t *base)
+{
+    struct upload *upload = base->arg;
     rl_call_t *call = upload->call;
 
-    json_decref(value);
-    if (result != 0) {
-        rl_call_fail(call, result, NULL);
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
         upload_free(upload, 0);
         return;
     }
@@ -196,7 +239,7 @@ static void upload_step(h2o_timeout_entry_t *entry)
 {
     struct upload *upload = H2O_STRUCT_FROM_MEMBER(struct upload, step, entry);
     rl_call_t *call = upload->call;
-    rl_attachment_new_t row;
+    struct attachment_op *op;
     size_t chunk;
     ssize_t done;
 
@@ -233,13 +276,14 @@ static void upload_step(h2o_timeout_entry_t *entry)
         upload_free(upload, 0);
         return;
     }
-    row.key = upload->key;
-    row.user_id = call->owner;
-    row.mime = upload->mime;
-    row.name = upload->has_name ? upload->name : NULL;
-    row.size = (int64_t)upload->written;
-    row.now = rl_clock_now_ms();
-    rl_store_attachment_insert(upload->relay->store, &row, on_upload_recorded, upload);
+    op = rl_op_new(&attachment_insert_type, sizeof(*op));
+    op->row.key = rl_op_str(op, upload->key);
+    op->row.user_id = rl_op_str(op, call->owner);
+    op->row.mime = rl_op_str(op, upload->mime);
+    op->row.name = upload->has_name ? rl_op_str(op, upload->name) : NULL;
+    op->row.size = (int64_t)upload->written;
+    op->row.created_at = rl_clock_now_ms();
+    rl_store_submit(upload->relay->store, &op->op.base, on_upload_recorded, upload);
 }
 
 static json_t *problem(const char *path, const char *code, const char *message)
@@ -391,21 +435,20 @@ static h2o_iovec_t disposition(h2o_mem_pool_t *pool, int as_inline, const char *
     return h2o_iovec_init(out, (size_t)(p - out));
 }
 
-static void on_file_meta(int result, json_t *row, void *arg)
+static void on_file_meta(rl_store_op_t *base)
 {
-    rl_call_t *call = arg;
+    struct attachment_op *op = (void *)base;
+    rl_call_t *call = base->arg;
     rl_relay_t *relay = call->app;
     char path[1200];
 
-    if (result != 0 || !rl_call_alive(call)) {
-        rl_call_fail(call, result == 0 ? RL_E_INTERNAL : RL_E_NOT_FOUND, LINK_REFUSED);
+    if (base->result != 0 || !rl_call_alive(call)) {
+        rl_call_fail(call, base->result == 0 ? RL_E_INTERNAL : RL_E_NOT_FOUND, LINK_REFUSED);
     } else {
         h2o_req_t *req = call->req;
-        const char *mime = served_mime(json_string_value(json_object_get(row, "mime")));
-        h2o_iovec_t shown =
-            disposition(&req->pool, shown_inline(mime), json_string_value(json_object_get(row, "name")));
-        snprintf(path, sizeof(path), "%s/attachments/%s", relay->config.data,
-                 json_string_value(json_object_get(row, "key")));
+        const char *mime = served_mime(op->row.mime);
+        h2o_iovec_t shown = disposition(&req->pool, shown_inline(mime), op->row.name);
+        snprintf(path, sizeof(path), "%s/attachments/%s", relay->config.data, op->row.key);
         call->responded = 1;
         call->status = 200;
         rl__call_common_headers(call);
@@ -422,7 +465,6 @@ static void on_file_meta(int result, json_t *row, void *arg)
             rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);
         }
     }
-    json_decref(row);
     rl_call_release(call);
 }
 
@@ -445,6 +487,7 @@ int rl_attachment_download(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
     char key[64], exp_text[24], signature[40], expected[33];
+    struct attachment_op *op;
     long long expires;
     char *tail;
 
@@ -462,7 +505,8 @@ int rl_attachment_download(rl_call_t *call)
         rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);
         return 0;
     }
-    rl_call_hold(call);
-    rl_store_attachment_get(relay->store, key, on_file_meta, call);
+    op = rl_op_new(&attachment_get_type, sizeof(*op));
+    op->row.key = rl_op_str(op, key);
+    rl_op_submit_for(call, op, on_file_meta);
     return 0;
 }

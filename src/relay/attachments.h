@@ -6,6 +6,7 @@
 
 #include "http/call.h"
 #include "http/validate.h"
+#include "store/store.h"
 
 struct rl_relay;
 
@@ -18,6 +19,13 @@ extern const rl_field_t rl_attachment_ref_item;
 int rl_attachments_open(struct rl_relay *relay);
 /* Adds "url" and "url_expires_at" to every {key, ...} item of an attachments array, in place. */
 void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
+/*
+ * In a transaction: resolves a message's attachment references (the items
+ * of refs) against the user's uploads; the stored mime, size and name win
+ * over what the sender claimed. *resolved is a new array. RL_E_NOT_FOUND for
+ * a key that is not one of the user's uploads.
+ */
+int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, json_t **resolved);
 /* POST /v1/me/attachments: the raw body is the file, Content-Type its mime, ?name= its name. */
 int rl_attachment_upload(rl_call_t *call);
 /* The same upload on behalf of user_id (a bridge uploads for its installation's user). */

@@ -11,6 +11,12 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/strmap.h"
+#include "relay/auth.h"
+#include "relay/jwks_source.h"
+#include "relay/jwt.h"
+#include "relay/ops.h"
+#include "relay/ratelimit.h"
 #include "relay/relay.h"
 #include "relay/token.h"
 
@@ -18,16 +24,16 @@
 #define VERIFIED_MAX    100000
 /* A verified user token is trusted for this long (or until its exp, if sooner). */
 #define VERIFIED_TTL_MS (5 * 60 * 1000)
-/* A bridge token's installation is looked up again after this long; a revoke here drops it at once. */
+/* A bridge token's installation is looked up again after this long; a revocation drops it at once. */
 #define BRIDGE_TTL_MS (30 * 1000)
 
 /*
  * Verifying a signature costs far more than the rest of a request, so a
  * verified user token is remembered by its SHA-256, and a bridge token's
- * installation row by its id. Both caches are of this process only: a
- * revocation on this node drops its entry at once (rl_auth_forget), one
- * elsewhere takes effect within BRIDGE_TTL_MS; a key removed from the JWKS
- * stops tokens signed with it within VERIFIED_TTL_MS.
+ * installation row by its id. Both caches are of this node: a revocation
+ * drops the entry here at once and travels on the bus's auth topic to every
+ * other node (installations.c, rl_auth_on_signal); a key removed from the
+ * JWKS stops tokens signed with it within VERIFIED_TTL_MS.
  */
 struct verified {
     char sub[RL_JWT_SUB_MAX + 1];
@@ -39,6 +45,14 @@ struct bridge_entry {
     char user_id[RL_PRINCIPAL_MAX + 1];
     int revoked;
     int64_t until_ms;
+};
+
+struct rl_auth {
+    rl_jwks_source_t *jwks;
+    rl_jwt_policy_t policy;
+    rl_strmap_t *known_users;     /* users already ensured in the store by this process */
+    rl_strmap_t *verified_tokens; /* SHA-256 of a verified user token -> its sub, until it lapses */
+    rl_strmap_t *bridge_tokens;   /* installation id -> its token hash, owner and state, briefly */
 };
 
 struct bridge_lookup {
@@ -60,25 +74,37 @@ static const char *bearer(const rl_call_t *call, size_t *len)
     return *len > 0 ? value : NULL;
 }
 
-static void on_user_ensured(int result, json_t *value, void *arg)
-{
-    rl_call_t *call = arg;
-    rl_relay_t *relay = call->app;
+struct user_ensure {
+    rl_op_t op;
+    rl_user_row_t row;
+};
 
-    json_decref(value);
-    if (result == 0) {
-        if (rl_strmap_size(relay->known_users) >= KNOWN_USERS_MAX) {
-            rl_strmap_free(relay->known_users, NULL);
-            relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
+static int user_ensure_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    return RL_TXN(txn, user_insert_ignore, &((struct user_ensure *)base)->row);
+}
+
+static const rl_store_op_type_t user_ensure_type = RL_OP_TYPE(user_ensure, 1, user_ensure_run);
+
+static void on_user_ensured(rl_store_op_t *base)
+{
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+    rl_auth_t *auth = relay->auth;
+
+    if (base->result == 0) {
+        if (rl_strmap_size(auth->known_users) >= KNOWN_USERS_MAX) {
+            rl_strmap_free(auth->known_users, NULL);
+            auth->known_users = rl_strmap_new(KNOWN_USERS_MAX);
         }
-        if (relay->known_users != NULL)
-            rl_strmap_put(relay->known_users, call->principal, relay);
+        if (auth->known_users != NULL)
+            rl_strmap_put(auth->known_users, call->principal, auth);
     }
-    rl_call_proceed(call, result);
+    rl_call_proceed(call, base->result);
     rl_call_release(call);
 }
 
-static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_claims_t *claims, const char **why)
+static int verify_user(rl_auth_t *auth, const char *token, size_t len, rl_jwt_claims_t *claims, const char **why)
 {
     rl_jwks_t *keys;
     char digest[RL_TOKEN_HASH_HEX + 1];
@@ -87,23 +113,23 @@ static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_
     int result;
 
     rl_token_hash(token, len, digest);
-    hit = relay->verified_tokens != NULL ? rl_strmap_get(relay->verified_tokens, digest) : NULL;
+    hit = auth->verified_tokens != NULL ? rl_strmap_get(auth->verified_tokens, digest) : NULL;
     if (hit != NULL && hit->until_ms > now) {
         memset(claims, 0, sizeof(*claims));
         memcpy(claims->sub, hit->sub, sizeof(claims->sub));
         return 0;
     }
-    keys = rl_jwks_source_get(relay->jwks);
+    keys = rl_jwks_source_get(auth->jwks);
     if (keys == NULL) {
         *why = "no_keys";
         return -1;
     }
-    result = rl_jwt_verify(keys, &relay->policy, token, len, rl_clock_now_ms() / 1000, claims, why);
+    result = rl_jwt_verify(keys, &auth->policy, token, len, rl_clock_now_ms() / 1000, claims, why);
     rl_jwks_unref(keys);
     /* A key we have never seen may be a rotation at the provider: fetch its set again soon. */
     if (result != 0 && strcmp(*why, "unknown_kid") == 0)
-        rl_jwks_source_refresh_soon(relay->jwks);
-    if (result == 0 && relay->verified_tokens != NULL) {
+        rl_jwks_source_refresh_soon(auth->jwks);
+    if (result == 0 && auth->verified_tokens != NULL) {
         struct verified *entry = hit != NULL ? hit : malloc(sizeof(*entry));
         if (entry != NULL) {
             memcpy(entry->sub, claims->sub, sizeof(entry->sub));
@@ -111,7 +137,7 @@ static int verify_user(rl_relay_t *relay, const char *token, size_t len, rl_jwt_
             /* exp counts in seconds; the leeway is not extended by the cache. */
             if (claims->exp > 0 && claims->exp * 1000 < entry->until_ms)
                 entry->until_ms = claims->exp * 1000;
-            if (hit == NULL && rl_strmap_put(relay->verified_tokens, digest, entry) != 0)
+            if (hit == NULL && rl_strmap_put(auth->verified_tokens, digest, entry) != 0)
                 free(entry);
         }
     }
@@ -136,33 +162,48 @@ static int judge_bridge(rl_call_t *call, const rl_bridge_token_t *token, const s
     return 0;
 }
 
-static void on_installation(int result, json_t *row, void *arg)
+struct installation_get {
+    rl_op_t op;
+    const char *id;
+    rl_installation_row_t row;
+    struct bridge_lookup *lookup;
+};
+
+static int installation_get_run(rl_txn_t *txn, rl_store_op_t *base)
 {
-    struct bridge_lookup *lookup = arg;
+    struct installation_get *op = (void *)base;
+
+    return RL_TXN(txn, installation_get, op->id, &op->row);
+}
+
+static const rl_store_op_type_t installation_get_type = RL_OP_TYPE(installation_get, 0, installation_get_run);
+
+static void on_installation(rl_store_op_t *base)
+{
+    struct installation_get *op = (void *)base;
+    struct bridge_lookup *lookup = op->lookup;
     rl_call_t *call = lookup->call;
     rl_relay_t *relay = call->app;
     int err = RL_E_INVALID_TOKEN;
 
-    if (result == 0) {
-        const char *hash = json_string_value(json_object_get(row, "token_hash"));
-        const char *state = json_string_value(json_object_get(row, "state"));
+    if (base->result == 0) {
         struct bridge_entry *entry = calloc(1, sizeof(*entry));
         if (entry != NULL) {
-            snprintf(entry->secret_hash, sizeof(entry->secret_hash), "%s", hash != NULL ? hash : "");
-            snprintf(entry->user_id, sizeof(entry->user_id), "%s", json_string_value(json_object_get(row, "user_id")));
-            entry->revoked = state != NULL && strcmp(state, "revoked") == 0;
+            snprintf(entry->secret_hash, sizeof(entry->secret_hash), "%s",
+                     op->row.token_hash != NULL ? op->row.token_hash : "");
+            snprintf(entry->user_id, sizeof(entry->user_id), "%s", op->row.user_id);
+            entry->revoked = strcmp(op->row.state, "revoked") == 0;
             entry->until_ms = rl_clock_now_ms() + BRIDGE_TTL_MS;
             err = judge_bridge(call, &lookup->token, entry, lookup->want_installation);
-            free(rl_strmap_remove(relay->bridge_tokens, lookup->token.installation_id));
-            if (rl_strmap_put(relay->bridge_tokens, lookup->token.installation_id, entry) != 0)
+            free(rl_strmap_remove(relay->auth->bridge_tokens, lookup->token.installation_id));
+            if (rl_strmap_put(relay->auth->bridge_tokens, lookup->token.installation_id, entry) != 0)
                 free(entry);
         } else {
             err = RL_E_INTERNAL;
         }
-    } else if (result != RL_E_INSTALLATION_NOT_FOUND) {
-        err = result;
+    } else if (base->result != RL_E_NOT_FOUND) {
+        err = base->result;
     }
-    json_decref(row);
     rl_call_proceed(call, err);
     rl_call_release(call);
     free(lookup);
@@ -170,15 +211,15 @@ static void on_installation(int result, json_t *row, void *arg)
 
 static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, const rl_bridge_token_t *token, int want_installation)
 {
-    struct bridge_entry *entry = rl_strmap_get(relay->bridge_tokens, token->installation_id);
+    struct bridge_entry *entry = rl_strmap_get(relay->auth->bridge_tokens, token->installation_id);
     struct bridge_lookup *lookup;
+    struct installation_get *op;
 
     if (entry != NULL && entry->until_ms > rl_clock_now_ms()) {
         rl_call_proceed(call, judge_bridge(call, token, entry, want_installation));
         return;
     }
     lookup = malloc(sizeof(*lookup));
-
     if (lookup == NULL) {
         rl_call_proceed(call, RL_E_INTERNAL);
         return;
@@ -186,8 +227,10 @@ static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, const rl_bridge_to
     lookup->call = call;
     lookup->token = *token;
     lookup->want_installation = want_installation;
-    rl_call_hold(call);
-    rl_store_installation_get(relay->store, token->installation_id, on_installation, lookup);
+    op = rl_op_new(&installation_get_type, sizeof(*op));
+    op->id = rl_op_str(op, token->installation_id);
+    op->lookup = lookup;
+    rl_op_submit_for(call, op, on_installation);
 }
 
 void rl_relay_authenticate(rl_call_t *call)
@@ -208,7 +251,7 @@ void rl_relay_authenticate(rl_call_t *call)
             lookup_bridge(relay, call, &token, 0);
             return;
         }
-        if (verify_user(relay, value, len, &claims, &why) != 0) {
+        if (verify_user(relay->auth, value, len, &claims, &why) != 0) {
             rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s}", "msg", "user token refused", "request_id",
                                                  call->request_id, "reason", why));
             rl_call_proceed(call, RL_E_INVALID_TOKEN);
@@ -216,13 +259,17 @@ void rl_relay_authenticate(rl_call_t *call)
         }
         call->principal_kind = RL_PRINCIPAL_USER;
         snprintf(call->principal, sizeof(call->principal), "%s", claims.sub);
-        if (relay->known_users != NULL && rl_strmap_get(relay->known_users, claims.sub) != NULL) {
+        if (relay->auth->known_users != NULL && rl_strmap_get(relay->auth->known_users, claims.sub) != NULL) {
             rl_call_proceed(call, 0);
             return;
         }
         /* spec/brief: users are created on first sight of their sub. */
-        rl_call_hold(call);
-        rl_store_user_ensure(relay->store, claims.sub, rl_clock_now_ms(), on_user_ensured, call);
+        {
+            struct user_ensure *op = rl_op_new(&user_ensure_type, sizeof(*op));
+            op->row.id = rl_op_str(op, claims.sub);
+            op->row.created_at = rl_clock_now_ms();
+            rl_op_submit_for(call, op, on_user_ensured);
+        }
         return;
     }
     if (rl_bridge_token_parse(value, len, &token) == 0) {
@@ -230,8 +277,8 @@ void rl_relay_authenticate(rl_call_t *call)
         return;
     }
     /* A valid user token on a bridge route lacks the bridge scope; anything else is not a token at all. */
-    rl_call_proceed(call,
-                    verify_user(relay, value, len, &claims, &why) == 0 ? RL_E_PERMISSION_DENIED : RL_E_INVALID_TOKEN);
+    rl_call_proceed(call, verify_user(relay->auth, value, len, &claims, &why) == 0 ? RL_E_PERMISSION_DENIED
+                                                                                   : RL_E_INVALID_TOKEN);
 }
 
 /*
@@ -265,9 +312,18 @@ int rl_relay_limit(rl_call_t *call)
     return result;
 }
 
-void rl_auth_forget_installation(rl_relay_t *relay, const char *installation_id)
+void rl_auth_forget_installation(rl_auth_t *auth, const char *installation_id)
 {
-    free(rl_strmap_remove(relay->bridge_tokens, installation_id));
+    free(rl_strmap_remove(auth->bridge_tokens, installation_id));
+}
+
+void rl_auth_on_signal(rl_auth_t *auth, json_t *message)
+{
+    const char *type = json_string_value(json_object_get(message, "type"));
+    const char *installation_id = json_string_value(json_object_get(message, "installation_id"));
+
+    if (type != NULL && strcmp(type, "installation_revoked") == 0 && installation_id != NULL)
+        rl_auth_forget_installation(auth, installation_id);
 }
 
 static int verified_lapsed(const char *key, void *value, void *arg)
@@ -280,8 +336,64 @@ static int bridge_lapsed(const char *key, void *value, void *arg)
     return ((struct bridge_entry *)value)->until_ms <= *(int64_t *)arg;
 }
 
-void rl_auth_sweep(rl_relay_t *relay, int64_t now_ms)
+void rl_auth_sweep(rl_auth_t *auth, int64_t now_ms)
 {
-    rl_strmap_sweep(relay->verified_tokens, verified_lapsed, &now_ms, free);
-    rl_strmap_sweep(relay->bridge_tokens, bridge_lapsed, &now_ms, free);
+    rl_strmap_sweep(auth->verified_tokens, verified_lapsed, &now_ms, free);
+    rl_strmap_sweep(auth->bridge_tokens, bridge_lapsed, &now_ms, free);
+}
+
+/* brief: an external OpenID Connect issuer's JWKS, or the embedded issuer's key; the same verifier for both. */
+int rl_auth_open(rl_relay_t *relay, rl_auth_t **out)
+{
+    rl_config_t *config = &relay->config;
+    rl_auth_t *auth = calloc(1, sizeof(*auth));
+    rl_jwt_issuer_t *issuer = NULL;
+    rl_jwks_t *keys;
+    int result = -1;
+
+    if (auth == NULL)
+        return -1;
+    auth->known_users = rl_strmap_new(KNOWN_USERS_MAX);
+    auth->verified_tokens = rl_strmap_new(VERIFIED_MAX);
+    auth->bridge_tokens = rl_strmap_new(KNOWN_USERS_MAX);
+    if (auth->known_users == NULL || auth->verified_tokens == NULL || auth->bridge_tokens == NULL)
+        goto out;
+    auth->policy.leeway_s = 30;
+    if (config->jwks_file[0] != '\0' || config->jwks_url[0] != '\0') {
+        auth->policy.issuer = config->jwt_issuer;
+        auth->policy.audience = config->jwt_audience;
+        result = config->jwks_file[0] != '\0'
+                     ? rl_jwks_source_open_file(config->jwks_file, &auth->jwks)
+                     : rl_jwks_source_open_url(config->jwks_url, config->jwks_refresh, &auth->jwks);
+        goto out;
+    }
+    if (rl_jwt_issuer_open(config->data, &issuer) != 0)
+        goto out;
+    keys = rl_jwt_issuer_jwks(issuer);
+    rl_jwt_issuer_free(issuer);
+    if (keys == NULL)
+        goto out;
+    auth->policy.issuer = RL_EMBEDDED_ISSUER;
+    auth->policy.audience = RL_EMBEDDED_AUDIENCE;
+    result = rl_jwks_source_open_static(keys, &auth->jwks);
+    rl_jwks_unref(keys);
+out:
+    if (result != 0) {
+        rl_auth_close(auth);
+        return -1;
+    }
+    *out = auth;
+    return 0;
+}
+
+void rl_auth_close(rl_auth_t *auth)
+{
+    if (auth == NULL)
+        return;
+    if (auth->jwks != NULL)
+        rl_jwks_source_close(auth->jwks);
+    rl_strmap_free(auth->known_users, NULL);
+    rl_strmap_free(auth->verified_tokens, free);
+    rl_strmap_free(auth->bridge_tokens, free);
+    free(auth);
 }

@@ -1,9 +1,15 @@
 /*
- * The bridge's REST writes under /v1/bridge: streamed messages, tasks, approval
- * requests and uploads. Every write of one (session, interaction) is applied
- * and published in arrival order: requests reach the store in the order h2o
- * hands them over and the store completes them in that order, so a delta
- * never overtakes its placeholder.
+ * The bridge's REST writes under /v1/bridge: streamed messages, tasks and
+ * uploads (approval requests are in approvals.c, deltas in deltas.c). Every
+ * write of one (session, interaction) is applied and published in arrival
+ * order: requests reach the store in the order h2o hands them over and the
+ * store completes them in that order, so a delta never overtakes its
+ * placeholder.
+ *
+ * Each write is one store operation whose run is rl_bridge_write_run: the
+ * target check, the idempotency check (a replay answers the stored
+ * response), the write itself, and the record of its answer, in one
+ * savepoint.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,17 +21,50 @@
 #include "common/rand.h"
 #include "http/validate.h"
 #include "relay/attachments.h"
+#include "relay/bridge.h"
 #include "relay/deltas.h"
+#include "relay/hub.h"
+#include "relay/manifest.h"
 #include "relay/relay.h"
+#include "relay/text.h"
 #include "relay/token.h"
+#include "relay/views.h"
 
 #define ID_CHARS  20
 #define TEXT_MAX  0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
 #define DELTA_MAX 65536
 
-static const char *const finish_reasons[] = {"stop", "length", "content_filter", "tool_call", NULL};
+/*
+ * spec: stop, length, content_filter, tool_call. The protocol authors'
+ * connectors also send their RFC's vocabulary: each is accepted and stored
+ * as what it means (docs/api.md). "incomplete" is the relay's own, for a
+ * message it had to end itself (rl_messages_lapse), never a bridge's.
+ */
+static const struct {
+    const char *sent, *stored;
+} finish_reason_map[] = {
+    {"stop", "stop"},           {"length", "length"},     {"content_filter", "content_filter"},
+    {"tool_call", "tool_call"}, {"error", "error"},       {"cancelled", "cancelled"},
+    {"end_turn", "stop"},       {"max_tokens", "length"}, {"stop_sequence", "stop"},
+    {"tool_use", "tool_call"},
+};
+static const char *const finish_reasons[] = {"stop",      "length",   "content_filter", "tool_call",     "error",
+                                             "cancelled", "end_turn", "max_tokens",     "stop_sequence", "tool_use",
+                                             NULL};
+
+#define FINISH_INCOMPLETE "incomplete"
+#define LAPSE_BATCH       100
+
+static const char *stored_finish_reason(const char *sent)
+{
+    size_t i;
+
+    for (i = 0; sent != NULL && i < sizeof(finish_reason_map) / sizeof(finish_reason_map[0]); ++i)
+        if (strcmp(sent, finish_reason_map[i].sent) == 0)
+            return finish_reason_map[i].stored;
+    return NULL;
+}
 static const char *const task_statuses[] = {"completed", "failed", "cancelled", NULL};
-static const char *const severities[] = {"low", "medium", "high", NULL};
 
 static const rl_field_t usage_fields[] = {
     RL_FIELD_INTEGER_MIN("input_tokens", 0, 0),      RL_FIELD_INTEGER_MIN("output_tokens", 0, 0),
@@ -34,8 +73,6 @@ static const rl_field_t usage_fields[] = {
 };
 static const rl_schema_t usage_schema = RL_SCHEMA(usage_fields);
 
-#define IDEMPOTENCY_KEY RL_FIELD_STRING("idempotency_key", RL_F_REQUIRED, 1, 256)
-
 static const rl_field_t send_message_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("interaction_id", RL_F_NULLABLE, 1, 64),
@@ -43,7 +80,7 @@ static const rl_field_t send_message_fields[] = {
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
-    IDEMPOTENCY_KEY,
+    RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
 const rl_schema_t rl_send_message_schema = RL_SCHEMA(send_message_fields);
@@ -51,7 +88,7 @@ const rl_schema_t rl_send_message_schema = RL_SCHEMA(send_message_fields);
 static const rl_field_t send_delta_fields[] = {
     RL_FIELD_STRING("message_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("delta", RL_F_REQUIRED, 0, DELTA_MAX),
-    IDEMPOTENCY_KEY,
+    RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
 const rl_schema_t rl_send_delta_schema = RL_SCHEMA(send_delta_fields);
@@ -61,7 +98,7 @@ static const rl_field_t send_end_fields[] = {
     RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
     RL_FIELD_ENUM("finish_reason", 0, finish_reasons),
-    IDEMPOTENCY_KEY,
+    RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
 const rl_schema_t rl_send_end_schema = RL_SCHEMA(send_end_fields);
@@ -101,273 +138,498 @@ static const rl_field_t finish_task_fields[] = {
 };
 const rl_schema_t rl_finish_task_schema = RL_SCHEMA(finish_task_fields);
 
-static const rl_field_t request_approval_fields[] = {
-    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("approval_id", RL_F_REQUIRED, 1, 128),
-    RL_FIELD_STRING("action", RL_F_REQUIRED, 1, 128),
-    RL_FIELD_STRING("title", RL_F_REQUIRED, 1, 200),
-    RL_FIELD_STRING("message", RL_F_REQUIRED, 0, 4000),
-    RL_FIELD_STRING("command", RL_F_NULLABLE, 0, 8192),
-    RL_FIELD_STRING("host", RL_F_NULLABLE, 0, 255),
-    RL_FIELD_ENUM("severity", RL_F_REQUIRED, severities),
-    RL_FIELD_STRING("tool_call_id", RL_F_NULLABLE, 1, 128),
-    IDEMPOTENCY_KEY,
-    RL_FIELD_END,
-};
-const rl_schema_t rl_request_approval_schema = RL_SCHEMA(request_approval_fields);
+/* ---- the common shape of a write ---- */
 
-static const char *body_string(const rl_call_t *call, const char *key)
+void rl_bridge_write_dispose(rl_store_op_t *base)
 {
-    return json_string_value(json_object_get(call->body, key));
+    rl_bridge_write_t *w = (void *)base;
+
+    json_decref(w->body);
+    json_decref(w->response);
+    rl_op_dispose(base);
 }
 
-/* The state a bridge write carries from its handler to its completion. */
-struct write {
-    rl_call_t *call;
-    char scope[320];
-    char body_hash[65];
-    rl_idempotency_t idem;
-    rl_bridge_target_t target;
-    char message_id[32];
-};
-
-/* spec: same key, same body gives the cached response; the body is compared through its canonical hash. */
-static struct write *write_new(rl_call_t *call, const char *scope_kind, const char *scope_id, const char *key)
+void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_t size, const char *scope_kind,
+                          const char *scope_id, const char *key)
 {
     rl_relay_t *relay = call->app;
-    struct write *write = calloc(1, sizeof(*write));
-    char *canonical;
+    rl_bridge_write_t *w;
+    rl_idempotency_t idem;
+    rl_bridge_target_t target;
+    char scope[320], body_hash[RL_BODY_HASH_HEX + 1];
 
-    if (write == NULL)
+    /* spec: same key, same body gives the cached response; the body is compared through its canonical hash. */
+    if (rl_idempotency_body_hash(call->body, body_hash) != 0)
         return NULL;
-    canonical = json_dumps(call->body, JSON_COMPACT | JSON_SORT_KEYS);
-    if (canonical == NULL) {
-        free(write);
-        return NULL;
+    w = rl_op_new(type, size);
+    snprintf(scope, sizeof(scope), "%s:%s", scope_kind, scope_id != NULL ? scope_id : "");
+    idem = (rl_idempotency_t){call->principal, scope, key, body_hash};
+    rl_idempotency_copy(&w->op.base.arena, &w->idem, &idem);
+    target =
+        (rl_bridge_target_t){call->principal, rl_body_string(call, "session_id"),
+                             rl_body_string(call, "interaction_id"), rl_clock_now_ms(), relay->config.followup_window};
+    rl_target_copy(&w->op.base.arena, &w->target, &target);
+    /* The validated body is never changed once a handler runs: the worker reads it alongside. */
+    w->body = json_incref(call->body);
+    return w;
+}
+
+static int target_check(rl_txn_t *txn, rl_bridge_write_t *w)
+{
+    return rl_target_check(txn, &w->target, &w->session);
+}
+
+int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn_t *, rl_bridge_write_t *),
+                        int (*apply)(rl_txn_t *, rl_bridge_write_t *))
+{
+    const char *stored = NULL;
+    int result = (check != NULL ? check : target_check)(txn, w);
+
+    if (result != 0)
+        return result;
+    result = rl_idempotency_check(txn, &w->idem, &stored);
+    if (result == 1) {
+        w->replay = 1;
+        w->response = json_loads(stored, 0, NULL);
+        return w->response != NULL ? 0 : RL_E_INTERNAL;
     }
-    rl_token_hash(canonical, strlen(canonical), write->body_hash);
-    free(canonical);
-    snprintf(write->scope, sizeof(write->scope), "%s:%s", scope_kind, scope_id != NULL ? scope_id : "");
-    write->call = call;
-    write->idem.owner = call->principal;
-    write->idem.scope = write->scope;
-    write->idem.key = key;
-    write->idem.body_hash = write->body_hash;
-    write->target.installation_id = call->principal;
-    write->target.session_id = body_string(call, "session_id");
-    write->target.interaction_id = body_string(call, "interaction_id");
-    write->target.now = rl_clock_now_ms();
-    write->target.followup_ms = relay->config.followup_window;
-    rl_call_hold(call);
-    return write;
+    if (result != 0 || (result = apply(txn, w)) != 0)
+        return result;
+    return rl_idempotency_record(txn, &w->idem, w->response, w->target.now);
 }
 
-static void write_done(struct write *write)
+int rl_bridge_write_answer(rl_call_t *call, rl_bridge_write_t *w)
 {
-    rl_call_release(write->call);
-    free(write);
-}
+    json_t *response = json_deep_copy(w->response);
 
-/* Answers a write: the stored response, marked when it is a replay. Returns 1 when it was a replay. */
-static int answer(rl_call_t *call, json_t *value)
-{
-    json_t *response = json_deep_copy(json_object_get(value, "response"));
-    int replay = json_is_true(json_object_get(value, "idempotent"));
-
-    if (replay)
+    if (w->replay)
         json_object_set_new(response, "idempotent", json_true());
     rl_call_reply(call, response);
-    return replay;
+    return w->replay;
 }
 
 /* ---- messages ---- */
 
-static void on_message_opened(int result, json_t *value, void *arg)
-{
-    struct write *write = arg;
-    rl_call_t *call = write->call;
+struct message_open {
+    rl_bridge_write_t w;
+    const char *message_id;
+};
 
-    if (result == RL_E_NOT_FOUND) {
+static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
+{
+    struct message_open *op = (void *)w;
+    const char *text = json_string_value(json_object_get(w->body, "text"));
+    json_t *refs = json_object_get(w->body, "attachments"), *none = json_array(), *attachments = NULL, *usage;
+    int placeholder = text == NULL || text[0] == '\0', result;
+    rl_message_row_t message = {0};
+    char *attachments_text, *usage_text = NULL;
+
+    result = rl_attachments_resolve(txn, w->session.user_id, refs != NULL ? refs : none, &attachments);
+    json_decref(none);
+    if (result != 0)
+        return result;
+    attachments_text = json_dumps(attachments, JSON_COMPACT);
+    json_decref(attachments);
+    usage = json_object_get(w->body, "usage");
+    if (attachments_text == NULL || (usage != NULL && (usage_text = json_dumps(usage, JSON_COMPACT)) == NULL)) {
+        free(attachments_text);
+        return RL_E_INTERNAL;
+    }
+    message.id = op->message_id;
+    message.session_id = w->target.session_id;
+    message.interaction_id = w->target.interaction_id;
+    message.role = "agent";
+    /* spec: a placeholder agent message has the text of a single space. */
+    message.text = placeholder ? RL_PLACEHOLDER_TEXT : text;
+    message.attachments = rl_arena_strdup(txn->arena, attachments_text);
+    message.reply_to = json_string_value(json_object_get(w->body, "reply_to"));
+    message.usage = rl_arena_strdup(txn->arena, usage_text);
+    message.state = "streaming";
+    message.created_at = w->target.now;
+    message.finalized_at = RL_NO_TIME;
+    message.placeholder = placeholder;
+    free(attachments_text);
+    free(usage_text);
+    if ((result = RL_TXN(txn, message_insert, &message)) != 0)
+        return result;
+    w->response = json_pack("{s:s}", "message_id", op->message_id);
+    w->op.value = rl_view_message(&message, message.text, strlen(message.text));
+    return 0;
+}
+
+static int message_open_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    return rl_bridge_write_run(txn, (void *)base, NULL, message_open_apply);
+}
+
+static const rl_store_op_type_t message_open_type = {"message_open", 1, message_open_run, rl_bridge_write_dispose};
+
+static void on_message_opened(rl_store_op_t *base)
+{
+    rl_bridge_write_t *w = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+
+    if (base->result == RL_E_NOT_FOUND) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           json_pack("[{s:s, s:s, s:s}]", "path", "attachments", "code", "invalid_string", "message",
                                     "Unknown attachment key"),
                           NULL);
-    } else if (result != 0) {
-        rl_call_fail(call, result, NULL);
-    } else if (!answer(call, value)) {
-        json_t *message = json_object_get(value, "message");
-        rl_deltas_opened(call->app, json_string_value(json_object_get(message, "message_id")), call->principal,
-                         json_string_value(json_object_get(value, "user_id")), json_object_get(message, "session_id"),
+    } else if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else if (!rl_bridge_write_answer(call, w)) {
+        json_t *message = w->op.value;
+        rl_deltas_opened(relay->deltas, json_string_value(json_object_get(message, "message_id")), call->principal,
+                         w->session.user_id, json_object_get(message, "session_id"),
                          json_object_get(message, "interaction_id"));
         /* spec: the agent placeholder is announced as message_added. */
-        rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
-        rl_relay_publish(call->app, json_string_value(json_object_get(value, "user_id")), "message_added",
-                         json_incref(message));
+        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
+        rl_hub_publish(relay->hub, w->session.user_id, "message_added", json_incref(message));
     }
-    json_decref(value);
-    write_done(write);
+    rl_call_release(call);
 }
 
 int rl_bridge_send_message(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
-    struct write *write =
-        write_new(call, "sendMessage", body_string(call, "session_id"), body_string(call, "idempotency_key"));
+    struct message_open *op =
+        rl_bridge_write_new(call, &message_open_type, sizeof(*op), "sendMessage", rl_body_string(call, "session_id"),
+                            rl_body_string(call, "idempotency_key"));
+    char message_id[32];
 
-    if (write == NULL)
+    if (op == NULL)
         return RL_E_INTERNAL;
-    rl_rand_id(write->message_id, sizeof(write->message_id), "msg_", ID_CHARS);
-    rl_store_message_open(relay->store, &write->idem, &write->target, write->message_id, call->owner, call->body,
-                          on_message_opened, write);
+    rl_rand_id(message_id, sizeof(message_id), "msg_", ID_CHARS);
+    op->message_id = rl_op_str(op, message_id);
+    rl_op_submit_for(call, op, on_message_opened);
     return 0;
 }
 
-static void on_message_ended(int result, json_t *value, void *arg)
-{
-    struct write *write = arg;
-    rl_call_t *call = write->call;
+struct message_end {
+    rl_bridge_write_t w;
+    const char *message_id;
+    rl_message_row_t message;
+};
 
-    rl_deltas_ending(call->app, body_string(call, "message_id"), 0);
-    if (result != 0) {
-        rl_call_fail(call, result, NULL);
-    } else if (!answer(call, value)) {
-        json_t *message = json_object_get(value, "message");
-        rl_deltas_finalized(call->app, json_string_value(json_object_get(message, "message_id")));
-        rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
-        rl_relay_publish(call->app, json_string_value(json_object_get(value, "user_id")), "message_finalized",
-                         json_incref(message));
+/* The message must be an agent message of this installation's, in a session not deleted. */
+static int message_end_check(rl_txn_t *txn, rl_bridge_write_t *w)
+{
+    struct message_end *op = (void *)w;
+    int result = rl_deltas_message_of(txn, w->target.installation_id, op->message_id, &op->message, &w->session);
+
+    return result;
+}
+
+/*
+ * In a transaction: a streaming message becomes final with text (NULL: its
+ * streamed text), and its deltas fold into the canonical text. Sets *view.
+ */
+static int finalize(rl_txn_t *txn, rl_message_row_t *message, const char *text, size_t len, const char *finish_reason,
+                    int64_t now, json_t **view)
+{
+    int result;
+
+    if (text == NULL && (result = rl_text_of(txn, message, &text, &len)) != 0)
+        return result;
+    message->text = text;
+    message->finish_reason = finish_reason;
+    message->state = "final";
+    message->finalized_at = now;
+    message->placeholder = 0;
+    if ((result = RL_TXN(txn, message_update, message)) != 0)
+        return result;
+    /* The deltas' keys outlive their text: a replayed delta still answers idempotent. */
+    if ((result = rl_deltas_fold(txn, message->id, now)) != 0)
+        return result;
+    *view = rl_view_message(message, text, len);
+    return 0;
+}
+
+static int message_end_apply(rl_txn_t *txn, rl_bridge_write_t *w)
+{
+    struct message_end *op = (void *)w;
+    rl_message_row_t *message = &op->message;
+    json_t *canonical = json_object_get(w->body, "text"), *usage = json_object_get(w->body, "usage");
+    const char *text = NULL;
+    char *usage_text = NULL;
+    size_t len = 0;
+
+    if (strcmp(message->state, "streaming") != 0)
+        return RL_E_MESSAGE_FINALIZED;
+    /* spec: the canonical text replaces the streamed one; without it, the streamed text is kept. */
+    if (json_is_string(canonical)) {
+        len = json_string_length(canonical);
+        text = rl_arena_strndup(txn->arena, json_string_value(canonical), len);
     }
-    json_decref(value);
-    write_done(write);
+    if (usage != NULL) {
+        if ((usage_text = json_dumps(usage, JSON_COMPACT)) == NULL)
+            return RL_E_INTERNAL;
+        message->usage = rl_arena_strdup(txn->arena, usage_text);
+        free(usage_text);
+    }
+    w->response = json_pack("{s:s}", "message_id", op->message_id);
+    return finalize(txn, message, text, len,
+                    stored_finish_reason(json_string_value(json_object_get(w->body, "finish_reason"))), w->target.now,
+                    &w->op.value);
+}
+
+static int message_end_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    return rl_bridge_write_run(txn, (void *)base, message_end_check, message_end_apply);
+}
+
+static const rl_store_op_type_t message_end_type = {"message_end", 1, message_end_run, rl_bridge_write_dispose};
+
+static void on_message_ended(rl_store_op_t *base)
+{
+    struct message_end *op = (void *)base;
+    rl_bridge_write_t *w = &op->w;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+
+    rl_deltas_ending(relay->deltas, op->message_id, 0);
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else if (!rl_bridge_write_answer(call, w)) {
+        json_t *message = w->op.value;
+        rl_deltas_finalized(relay->deltas, op->message_id);
+        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
+        rl_hub_publish(relay->hub, w->session.user_id, "message_finalized", json_incref(message));
+    }
+    rl_call_release(call);
 }
 
 int rl_bridge_send_end(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    const char *message_id = body_string(call, "message_id");
-    struct write *write = write_new(call, "message", message_id, body_string(call, "idempotency_key"));
+    const char *message_id = rl_body_string(call, "message_id");
+    struct message_end *op = rl_bridge_write_new(call, &message_end_type, sizeof(*op), "message", message_id,
+                                                 rl_body_string(call, "idempotency_key"));
 
-    if (write == NULL)
+    if (op == NULL)
         return RL_E_INTERNAL;
+    op->message_id = rl_op_str(op, message_id);
     /* The deltas answered so far land before the end that folds them into the canonical text. */
-    rl_deltas_flush(relay);
-    rl_deltas_ending(relay, message_id, 1);
-    rl_store_message_end(relay->store, &write->idem, call->principal, message_id, call->body, write->target.now,
-                         on_message_ended, write);
+    rl_deltas_flush(relay->deltas);
+    rl_deltas_ending(relay->deltas, message_id, 1);
+    rl_op_submit_for(call, op, on_message_ended);
     return 0;
+}
+
+/* ---- messages left open ---- */
+
+/*
+ * No message stays open for ever: an agent message still streaming when its
+ * interaction's follow-up window closes (the bridge may write to it no
+ * more) is ended by the relay with its streamed text and finish_reason
+ * "incomplete", and message_finalized tells the clients.
+ */
+struct lapse {
+    rl_op_t op; /* value: [{"message", "user_id", "deleted"}] */
+    int64_t at, now;
+};
+
+static int lapse_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct lapse *op = (void *)base;
+    rl_message_row_t *rows;
+    size_t count, i;
+    int result = RL_TXN(txn, messages_open_before, op->at, LAPSE_BATCH, &rows, &count);
+
+    if (result != 0)
+        return result;
+    op->op.value = json_array();
+    for (i = 0; i < count; ++i) {
+        rl_session_row_t session;
+        json_t *view = NULL;
+        if ((result = RL_TXN(txn, session_get, rows[i].session_id, &session)) != 0 ||
+            (result = finalize(txn, &rows[i], NULL, 0, FINISH_INCOMPLETE, op->now, &view)) != 0)
+            return result;
+        json_array_append_new(op->op.value, json_pack("{s:o, s:s, s:b}", "message", view, "user_id", session.user_id,
+                                                      "deleted", session.deleted_at != RL_NO_TIME));
+    }
+    return 0;
+}
+
+static const rl_store_op_type_t lapse_type = RL_OP_TYPE(messages_lapse, 1, lapse_run);
+
+rl_store_op_t *rl_messages_lapse(rl_relay_t *relay, int64_t now)
+{
+    struct lapse *op = rl_op_new(&lapse_type, sizeof(*op));
+
+    /* What was answered of these messages is in their text. */
+    rl_deltas_flush(relay->deltas);
+    op->at = now - relay->config.followup_window;
+    op->now = now;
+    return &op->op.base;
+}
+
+void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
+{
+    struct lapse *op = (void *)base;
+    json_t *item;
+    size_t i;
+
+    if (base->result != 0) {
+        rl_log_warn("ending messages left open failed; the sweep runs again in a second");
+        return;
+    }
+    json_array_foreach(op->op.value, i, item)
+    {
+        json_t *message = json_object_get(item, "message");
+        rl_deltas_finalized(relay->deltas, json_string_value(json_object_get(message, "message_id")));
+        rl_log_info("message %s was left open past its follow-up window; ended as incomplete",
+                    json_string_value(json_object_get(message, "message_id")));
+        if (json_is_true(json_object_get(item, "deleted")))
+            continue;
+        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
+        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")), "message_finalized",
+                       json_incref(message));
+    }
 }
 
 /* ---- tasks ---- */
 
-static void on_task(int result, json_t *value, void *arg)
-{
-    struct write *write = arg;
-    rl_call_t *call = write->call;
-    rl_task_step_t step = (rl_task_step_t)call->handler_tag;
+struct task_step {
+    rl_bridge_write_t w;
+    rl_task_step_t step;
+};
 
-    if (result != 0) {
-        rl_call_fail(call, result, NULL);
-    } else if (!answer(call, value)) {
-        json_t *task = json_object_get(value, "task"), *event;
-        const char *name = "task_created";
-        event =
-            json_pack("{s:O, s:O, s:O, s:O}", "task_id", json_object_get(task, "task_id"), "session_id",
-                      json_object_get(task, "session_id"), "interaction_id", json_object_get(task, "interaction_id"),
-                      "status_label", json_object_get(task, "status_label"));
-        if (step == RL_TASK_CREATE) {
-            json_object_set(event, "kind", json_object_get(task, "kind"));
-            json_object_set(event, "args",
-                            json_object_get(call->body, "args") != NULL ? json_object_get(call->body, "args")
-                                                                        : json_null());
-            if (json_is_string(json_object_get(task, "name")))
-                json_object_set(event, "name", json_object_get(task, "name"));
-        } else if (step == RL_TASK_UPDATE) {
-            name = "task_progress";
-            json_object_set(event, "progress_percent",
-                            json_object_get(call->body, "progress_percent") != NULL
-                                ? json_object_get(call->body, "progress_percent")
-                                : json_null());
-            if (json_object_get(call->body, "partial_result") != NULL)
-                json_object_set(event, "partial_result", json_object_get(call->body, "partial_result"));
-        } else {
-            const char *status = json_string_value(json_object_get(call->body, "status"));
-            name = strcmp(status, "completed") == 0 ? "task_completed"
-                   : strcmp(status, "failed") == 0  ? "task_failed"
-                                                    : "task_cancelled";
-            if (json_is_string(json_object_get(task, "name")))
-                json_object_set(event, "name", json_object_get(task, "name"));
-            if (json_object_get(call->body, "result") != NULL)
-                json_object_set(event, "result", json_object_get(call->body, "result"));
-            if (json_object_get(call->body, "error") != NULL)
-                json_object_set(event, "error", json_object_get(call->body, "error"));
-            json_object_set_new(event, "status", json_string(status));
-        }
-        rl_relay_publish(call->app, json_string_value(json_object_get(value, "user_id")), name, event);
+static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
+{
+    struct task_step *op = (void *)w;
+    const char *task_id = json_string_value(json_object_get(w->body, "task_id"));
+    const char *name = json_string_value(json_object_get(w->body, "name"));
+    const char *label = json_string_value(json_object_get(w->body, "status_label"));
+    rl_installation_row_t installation;
+    rl_task_row_t task;
+    int result;
+
+    if (name != NULL) {
+        if ((result = RL_TXN(txn, installation_get, w->target.installation_id, &installation)) != 0)
+            return result;
+        if (!rl_manifest_declares(installation.manifest, name))
+            return RL_E_TOOL_NOT_DECLARED;
     }
-    json_decref(value);
-    write_done(write);
+    result = RL_TXN(txn, task_get, w->target.installation_id, task_id, &task);
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    if (op->step == RL_TASK_CREATE) {
+        /* A second create of the same task with another body is the idempotency conflict of its scope. */
+        if (result == 0)
+            return RL_E_IDEMPOTENCY_CONFLICT;
+        task = (rl_task_row_t){w->target.installation_id,
+                               task_id,
+                               w->target.session_id,
+                               w->target.interaction_id,
+                               json_string_value(json_object_get(w->body, "kind")),
+                               name,
+                               "created",
+                               label,
+                               w->target.now,
+                               w->target.now};
+        result = RL_TXN(txn, task_insert, &task);
+    } else {
+        if (result != 0 || strcmp(task.session_id, w->target.session_id) != 0 ||
+            strcmp(task.interaction_id, w->target.interaction_id) != 0)
+            return RL_E_TASK_NOT_FOUND;
+        /* spec: created, then progress steps, then exactly one of completed, failed, cancelled. */
+        if (strcmp(task.status, "created") != 0 && strcmp(task.status, "progressing") != 0)
+            return RL_E_TASK_FINISHED;
+        task.status =
+            op->step == RL_TASK_UPDATE ? "progressing" : json_string_value(json_object_get(w->body, "status"));
+        if (label != NULL)
+            task.status_label = label;
+        if (name != NULL)
+            task.name = name;
+        task.updated_at = w->target.now;
+        result = RL_TXN(txn, task_update, &task);
+    }
+    if (result != 0)
+        return result;
+    w->response = json_pack("{s:s}", "task_id", task_id);
+    w->op.value = rl_view_task(&task);
+    return 0;
+}
+
+static int task_step_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    return rl_bridge_write_run(txn, (void *)base, NULL, task_step_apply);
+}
+
+static const rl_store_op_type_t task_step_type = {"task_step", 1, task_step_run, rl_bridge_write_dispose};
+
+/* The event of a task step, from the stored task and the step's body. */
+static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t step, json_t *task, json_t *body)
+{
+    const char *name = "task_created";
+    json_t *event =
+        json_pack("{s:O, s:O, s:O, s:O}", "task_id", json_object_get(task, "task_id"), "session_id",
+                  json_object_get(task, "session_id"), "interaction_id", json_object_get(task, "interaction_id"),
+                  "status_label", json_object_get(task, "status_label"));
+
+    if (step == RL_TASK_CREATE) {
+        json_object_set(event, "kind", json_object_get(task, "kind"));
+        json_object_set(event, "args",
+                        json_object_get(body, "args") != NULL ? json_object_get(body, "args") : json_null());
+        if (json_is_string(json_object_get(task, "name")))
+            json_object_set(event, "name", json_object_get(task, "name"));
+    } else if (step == RL_TASK_UPDATE) {
+        name = "task_progress";
+        json_object_set(event, "progress_percent",
+                        json_object_get(body, "progress_percent") != NULL ? json_object_get(body, "progress_percent")
+                                                                          : json_null());
+        if (json_object_get(body, "partial_result") != NULL)
+            json_object_set(event, "partial_result", json_object_get(body, "partial_result"));
+    } else {
+        const char *status = json_string_value(json_object_get(body, "status"));
+        name = strcmp(status, "completed") == 0 ? "task_completed"
+               : strcmp(status, "failed") == 0  ? "task_failed"
+                                                : "task_cancelled";
+        if (json_is_string(json_object_get(task, "name")))
+            json_object_set(event, "name", json_object_get(task, "name"));
+        if (json_object_get(body, "result") != NULL)
+            json_object_set(event, "result", json_object_get(body, "result"));
+        if (json_object_get(body, "error") != NULL)
+            json_object_set(event, "error", json_object_get(body, "error"));
+        json_object_set_new(event, "status", json_string(status));
+    }
+    rl_hub_publish(relay->hub, user_id, name, event);
+}
+
+static void on_task(rl_store_op_t *base)
+{
+    struct task_step *op = (void *)base;
+    rl_call_t *call = base->arg;
+
+    if (base->result != 0)
+        rl_call_fail(call, base->result, NULL);
+    else if (!rl_bridge_write_answer(call, &op->w))
+        publish_task(call->app, op->w.session.user_id, op->step, op->w.op.value, call->body);
+    rl_call_release(call);
 }
 
 /* The task routes: the row says which step of the lifecycle (call->handler_tag). */
 int rl_bridge_task(rl_call_t *call)
 {
     rl_task_step_t step = (rl_task_step_t)call->handler_tag;
-    rl_relay_t *relay = call->app;
-    const char *task_id = body_string(call, "task_id");
+    const char *task_id = rl_body_string(call, "task_id");
     const char *kinds[] = {"task.create", "task.update", "task.finish"};
-    struct write *write;
+    struct task_step *op;
 
     /*
      * spec: the idempotency scope of the task routes is the task id: a create
      * and a finish each happen once per task; updates are distinct events
      * unless they carry an idempotency_key.
      */
-    if (step == RL_TASK_UPDATE) {
-        char scope_id[300];
-        snprintf(scope_id, sizeof(scope_id), "%s", task_id);
-        write = write_new(call, kinds[step], scope_id, body_string(call, "idempotency_key"));
-    } else {
-        write = write_new(call, kinds[step], "", task_id);
-    }
-    if (write == NULL)
+    if (step == RL_TASK_UPDATE)
+        op = rl_bridge_write_new(call, &task_step_type, sizeof(*op), kinds[step], task_id,
+                                 rl_body_string(call, "idempotency_key"));
+    else
+        op = rl_bridge_write_new(call, &task_step_type, sizeof(*op), kinds[step], "", task_id);
+    if (op == NULL)
         return RL_E_INTERNAL;
-    rl_store_task_step(relay->store, &write->idem, &write->target, step, call->body, on_task, write);
-    return 0;
-}
-
-/* ---- approvals ---- */
-
-static void on_approval_requested(int result, json_t *value, void *arg)
-{
-    struct write *write = arg;
-    rl_call_t *call = write->call;
-    rl_relay_t *relay = call->app;
-
-    if (result != 0) {
-        rl_call_fail(call, result, NULL);
-    } else if (!answer(call, value)) {
-        json_t *approval = json_object_get(value, "approval");
-        if (json_is_true(json_object_get(value, "auto_resolved"))) {
-            rl_relay_update_queued(relay, call->principal, json_integer_value(json_object_get(value, "update_id")));
-        } else {
-            rl_relay_publish(relay, json_string_value(json_object_get(value, "user_id")), "approval_requested",
-                             rl_approval_view(approval));
-        }
-    }
-    json_decref(value);
-    write_done(write);
-}
-
-int rl_bridge_request_approval(rl_call_t *call)
-{
-    rl_relay_t *relay = call->app;
-    struct write *write = write_new(call, "approval", "", body_string(call, "approval_id"));
-
-    if (write == NULL)
-        return RL_E_INTERNAL;
-    rl_store_approval_request(relay->store, &write->idem, &write->target, call->body,
-                              write->target.now + relay->config.approval_ttl, on_approval_requested, write);
+    op->step = step;
+    rl_op_submit_for(call, op, on_task);
     return 0;
 }
 

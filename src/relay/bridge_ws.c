@@ -4,6 +4,12 @@
  * the replay window, in order, then follows new updates as they are queued,
  * always reading from the store after the last id it sent, so that replay
  * and live delivery can never reorder or skip.
+ *
+ * What other nodes need to know travels on the bus: the node holding an
+ * installation's socket joins the installation's topic, where "updates"
+ * (read the queue again) and "replaced" (a newer socket opened elsewhere)
+ * arrive; revocations arrive on the auth topic; the socket's health is its
+ * presence, which every node reads.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +23,10 @@
 #include "common/strmap.h"
 #include "relay/attachments.h"
 #include "relay/bridge_ws.h"
+#include "relay/hub.h"
+#include "relay/ops.h"
 #include "relay/relay.h"
+#include "relay/updates.h"
 
 #define FRAME_MAX        (64 * 1024) /* the largest frame a bridge may send */
 #define QUEUED_MAX       1024        /* frames waiting for a bridge that does not read */
@@ -27,40 +36,62 @@
 
 enum health { HEALTH_HEALTHY, HEALTH_DEGRADED };
 
+struct rl_bridge_ws {
+    rl_relay_t *relay;
+    rl_strmap_t *sockets; /* installation id -> its socket on this node */
+    h2o_timeout_t ping_timeout, pong_timeout;
+    uint64_t connections; /* counts sockets opened, for their owner ids */
+};
+
 struct bridge_socket {
     rl_relay_t *relay;
+    rl_bridge_ws_t *registry;
     h2o_websocket_conn_t *ws;
     char installation_id[32];
+    char owner[64]; /* this connection, unique across nodes (presence and replacement) */
     char user_id[RL_PRINCIPAL_MAX + 1];
     int64_t sent_up_to;
     unsigned pending; /* store operations in flight that hold this socket */
     int fetching, refetch;
     int awaiting_pong, missed_pongs;
     enum health health;
-    int closing; /* a close frame is queued */
-    int gone;    /* the connection is closed; free once pending drops to 0 */
+    int registered; /* the registry's socket for its installation, joined to its topic */
+    int closing;    /* a close frame is queued */
+    int gone;       /* the connection is closed; free once pending drops to 0 */
     h2o_timeout_entry_t ping_timer, pong_timer, close_timer;
 };
 
-static rl_strmap_t *sockets_of(rl_relay_t *relay)
+static void publish_health(rl_relay_t *relay, const char *user_id, const char *installation_id, const char *status)
 {
-    return relay->bridge_sockets;
+    rl_hub_publish(relay->hub, user_id, "agent_health_changed",
+                   json_pack("{s:s, s:s}", "installation_id", installation_id, "status", status));
 }
 
-static void publish_health(struct bridge_socket *sock, const char *status)
+/* Joins (on 1) or leaves the installation's topic, where updates and replacements are signalled. */
+static void join(struct bridge_socket *sock, int on)
 {
-    rl_relay_publish(sock->relay, sock->user_id, "agent_health_changed",
-                     json_pack("{s:s, s:s}", "installation_id", sock->installation_id, "status", status));
+    char topic[96];
+
+    rl_update_topic(sock->installation_id, topic, sizeof(topic));
+    rl_bus_join(sock->relay->bus, topic, on);
 }
 
-const char *rl_bridge_health(rl_relay_t *relay, const char *installation_id)
-{
-    struct bridge_socket *sock =
-        relay->bridge_sockets != NULL ? rl_strmap_get(relay->bridge_sockets, installation_id) : NULL;
+struct offline {
+    rl_relay_t *relay;
+    char installation_id[32];
+    char user_id[RL_PRINCIPAL_MAX + 1];
+};
 
-    if (sock == NULL)
-        return "offline";
-    return sock->health == HEALTH_HEALTHY ? "healthy" : "degraded";
+static void on_presence_cleared(int cleared, void *arg)
+{
+    struct offline *offline = arg;
+
+    /* Only if no newer socket (on this node or another) took the installation over. */
+    if (cleared) {
+        publish_health(offline->relay, offline->user_id, offline->installation_id, "offline");
+        rl_log_info("bridge %s disconnected", offline->installation_id);
+    }
+    free(offline);
 }
 
 static void unlink_timers(struct bridge_socket *sock)
@@ -80,18 +111,33 @@ static void release(struct bridge_socket *sock)
 }
 
 /* The connection is over: forget it, tell the user the agent is offline if no newer socket took its place. */
+/* The socket is no longer the one this node serves its installation with. */
+static void detach(struct bridge_socket *sock)
+{
+    if (!sock->registered)
+        return;
+    sock->registered = 0;
+    rl_strmap_remove(sock->registry->sockets, sock->installation_id);
+    join(sock, 0);
+}
+
 static void finish(struct bridge_socket *sock)
 {
-    rl_strmap_t *sockets = sockets_of(sock->relay);
+    struct offline *offline;
 
     if (sock->gone)
         return;
     sock->gone = 1;
     unlink_timers(sock);
-    if (sockets != NULL && rl_strmap_get(sockets, sock->installation_id) == sock) {
-        rl_strmap_remove(sockets, sock->installation_id);
-        publish_health(sock, "offline");
-        rl_log_info("bridge %s disconnected", sock->installation_id);
+    if (sock->registered) {
+        detach(sock);
+        if ((offline = calloc(1, sizeof(*offline))) != NULL) {
+            offline->relay = sock->relay;
+            memcpy(offline->installation_id, sock->installation_id, sizeof(offline->installation_id));
+            memcpy(offline->user_id, sock->user_id, sizeof(offline->user_id));
+        }
+        rl_bus_presence_clear(sock->relay->bus, sock->installation_id, sock->owner,
+                              offline != NULL ? on_presence_cleared : NULL, offline);
     }
     sock->ws = NULL;
     /* Drops the connection's own reference; store operations in flight hold theirs. */
@@ -116,7 +162,7 @@ static void close_with(struct bridge_socket *sock, uint16_t code, const char *re
     if (h2o_timeout_is_linked(&sock->pong_timer))
         h2o_timeout_unlink(&sock->pong_timer);
     /* A peer that never answers the close frame is dropped after the pong deadline. */
-    h2o_timeout_link(sock->relay->loop, &sock->relay->pong_timeout, &sock->close_timer);
+    h2o_timeout_link(sock->relay->loop, &sock->registry->pong_timeout, &sock->close_timer);
     proceed(sock);
 }
 
@@ -151,53 +197,72 @@ static int send_frame(struct bridge_socket *sock, json_t *frame)
     return result == 0 ? 0 : -1;
 }
 
-static json_t *update_frame(struct bridge_socket *sock, json_t *row)
+static json_t *update_frame(struct bridge_socket *sock, const rl_update_row_t *row)
 {
     char id[24], created[RL_ISO8601_LEN];
-    json_t *payload = json_object_get(row, "payload");
-    json_t *message = json_object_get(payload, "message");
+    json_t *payload = json_loads(row->payload, 0, NULL);
+    json_t *message;
 
-    snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(row, "update_id")));
-    rl_clock_iso8601(json_integer_value(json_object_get(row, "created_at")), created);
+    if (payload == NULL)
+        payload = json_object();
+    message = json_object_get(payload, "message");
+    snprintf(id, sizeof(id), "%lld", (long long)row->update_id);
+    rl_clock_iso8601(row->created_at, created);
     /* brief: delivery hydrates a signed, expiring URL for each attachment. */
     if (message != NULL)
         rl_attachments_hydrate(sock->relay, json_object_get(message, "attachments"));
-    return json_pack("{s:s, s:{s:s, s:O, s:O, s:O, s:s, s:s, s:O}}", "type", "update", "update", "update_id", id,
-                     "type", json_object_get(row, "type"), "session_id", json_object_get(row, "session_id"),
-                     "interaction_id", json_object_get(row, "interaction_id"), "installation_id", sock->installation_id,
-                     "created_at", created, "payload", payload);
+    return json_pack("{s:s, s:{s:s, s:s, s:s?, s:s?, s:s, s:s, s:o}}", "type", "update", "update", "update_id", id,
+                     "type", row->type, "session_id", row->session_id, "interaction_id", row->interaction_id,
+                     "installation_id", sock->installation_id, "created_at", created, "payload", payload);
 }
 
 static void fetch(struct bridge_socket *sock);
 
-static void on_fetched(int result, json_t *value, void *arg)
+struct updates_read {
+    rl_op_t op;
+    const char *installation_id;
+    int64_t after_id, since;
+    int limit;
+    rl_update_row_t *rows; /* results */
+    size_t count;
+};
+
+static int updates_read_run(rl_txn_t *txn, rl_store_op_t *base)
 {
-    struct bridge_socket *sock = arg;
-    json_t *updates = json_object_get(value, "updates"), *row;
-    size_t i, count = json_array_size(updates);
+    struct updates_read *op = (void *)base;
+
+    return RL_TXN(txn, updates_after, op->installation_id, op->after_id, op->since, op->limit, &op->rows, &op->count);
+}
+
+static const rl_store_op_type_t updates_read_type = RL_OP_TYPE(updates_list, 0, updates_read_run);
+
+static void on_fetched(rl_store_op_t *base)
+{
+    struct updates_read *op = (void *)base;
+    struct bridge_socket *sock = base->arg;
+    size_t i;
 
     sock->fetching = 0;
-    if (!sock->gone && result == 0) {
-        json_array_foreach(updates, i, row)
-        {
-            int64_t id = json_integer_value(json_object_get(row, "update_id"));
-            if (id <= sock->sent_up_to)
+    if (!sock->gone && base->result == 0) {
+        for (i = 0; i < op->count; ++i) {
+            if (op->rows[i].update_id <= sock->sent_up_to)
                 continue;
-            if (send_frame(sock, update_frame(sock, row)) != 0)
+            if (send_frame(sock, update_frame(sock, &op->rows[i])) != 0)
                 break;
-            sock->sent_up_to = id;
+            sock->sent_up_to = op->rows[i].update_id;
         }
-        if (count == FETCH_BATCH || sock->refetch) {
+        if (op->count == FETCH_BATCH || sock->refetch) {
             sock->refetch = 0;
             fetch(sock);
         }
     }
-    json_decref(value);
     release(sock);
 }
 
 static void fetch(struct bridge_socket *sock)
 {
+    struct updates_read *op;
+
     if (sock->gone || sock->closing)
         return;
     if (sock->fetching) {
@@ -206,44 +271,76 @@ static void fetch(struct bridge_socket *sock)
     }
     sock->fetching = 1;
     ++sock->pending;
+    op = rl_op_new(&updates_read_type, sizeof(*op));
+    op->installation_id = rl_op_str(op, sock->installation_id);
+    op->after_id = sock->sent_up_to;
     /* spec: on reconnect, unacknowledged updates from the last 5 minutes are replayed, in order. */
-    rl_store_updates_list(sock->relay->store, sock->installation_id, sock->sent_up_to,
-                          rl_clock_now_ms() - sock->relay->config.replay_window, FETCH_BATCH, on_fetched, sock);
+    op->since = rl_clock_now_ms() - sock->relay->config.replay_window;
+    op->limit = FETCH_BATCH;
+    rl_store_submit(sock->relay->store, &op->op.base, on_fetched, sock);
 }
 
-static void on_update_queued(rl_relay_t *relay, const char *installation_id, int64_t update_id)
+void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t *message)
 {
-    struct bridge_socket *sock = rl_strmap_get(relay->bridge_sockets, installation_id);
+    const char *type = json_string_value(json_object_get(message, "type"));
+    const char *installation_id = strchr(topic, ':') != NULL ? strchr(topic, ':') + 1 : "";
+    struct bridge_socket *sock = rl_strmap_get(registry->sockets, installation_id);
+    const char *owner = json_string_value(json_object_get(message, "owner"));
 
-    if (sock != NULL && update_id > sock->sent_up_to)
-        fetch(sock);
+    if (sock == NULL || type == NULL)
+        return;
+    if (strcmp(type, "updates") == 0) {
+        if (json_integer_value(json_object_get(message, "update_id")) > sock->sent_up_to)
+            fetch(sock);
+    } else if (strcmp(type, "replaced") == 0 && owner != NULL && strcmp(owner, sock->owner) != 0) {
+        /* A newer socket of this installation opened on another node: it takes over (and its presence). */
+        detach(sock);
+        close_with(sock, 1000, "replaced by a newer connection of this installation");
+    }
 }
 
-static void on_installation_revoked(rl_relay_t *relay, const char *installation_id)
+void rl_bridge_ws_revoked(rl_bridge_ws_t *registry, const char *installation_id)
 {
-    struct bridge_socket *sock = rl_strmap_get(relay->bridge_sockets, installation_id);
+    struct bridge_socket *sock = rl_strmap_get(registry->sockets, installation_id);
 
     /* spec: close code 4401 tells the bridge it is unauthorised and must not reconnect. */
     if (sock != NULL)
         close_with(sock, 4401, "installation revoked");
 }
 
-static void on_acked(int result, json_t *value, void *arg)
-{
-    struct bridge_socket *sock = arg;
+struct updates_ack {
+    rl_op_t op;
+    const char *installation_id;
+    int64_t up_to;
+};
 
-    json_decref(value);
-    if (result != 0 && !sock->gone)
+static int updates_ack_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct updates_ack *op = (void *)base;
+
+    return RL_TXN(txn, updates_ack, op->installation_id, op->up_to);
+}
+
+static const rl_store_op_type_t updates_ack_type = RL_OP_TYPE(updates_ack, 1, updates_ack_run);
+
+static void on_acked(rl_store_op_t *base)
+{
+    struct bridge_socket *sock = base->arg;
+
+    if (base->result != 0 && !sock->gone)
         rl_log_warn("bridge %s: could not record an ack", sock->installation_id);
     release(sock);
 }
 
 static void set_health(struct bridge_socket *sock, enum health health)
 {
+    const char *status = health == HEALTH_HEALTHY ? "healthy" : "degraded";
+
     if (sock->health == health)
         return;
     sock->health = health;
-    publish_health(sock, health == HEALTH_HEALTHY ? "healthy" : "degraded");
+    rl_bus_presence_set(sock->relay->bus, sock->installation_id, sock->owner, status);
+    publish_health(sock->relay, sock->user_id, sock->installation_id, status);
 }
 
 static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
@@ -265,8 +362,11 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
         long long up_to = text != NULL ? strtoll(text, &tail, 10) : 0;
         /* An ack can only cover what was sent; anything else is ignored. */
         if (text != NULL && *text != '\0' && *tail == '\0' && up_to > 0 && up_to <= sock->sent_up_to) {
+            struct updates_ack *op = rl_op_new(&updates_ack_type, sizeof(*op));
+            op->installation_id = rl_op_str(op, sock->installation_id);
+            op->up_to = up_to;
             ++sock->pending;
-            rl_store_updates_ack(sock->relay->store, sock->installation_id, up_to, on_acked, sock);
+            rl_store_submit(sock->relay->store, &op->op.base, on_acked, sock);
         } else {
             rl_log_info("bridge %s acked an update it was not sent", sock->installation_id);
         }
@@ -295,8 +395,8 @@ static void on_ping_timer(h2o_timeout_entry_t *entry)
     if (send_frame(sock, json_pack("{s:s}", "type", "ping")) == 0) {
         sock->awaiting_pong = 1;
         if (!h2o_timeout_is_linked(&sock->pong_timer))
-            h2o_timeout_link(sock->relay->loop, &sock->relay->pong_timeout, &sock->pong_timer);
-        h2o_timeout_link(sock->relay->loop, &sock->relay->ping_timeout, &sock->ping_timer);
+            h2o_timeout_link(sock->relay->loop, &sock->registry->pong_timeout, &sock->pong_timer);
+        h2o_timeout_link(sock->relay->loop, &sock->registry->ping_timeout, &sock->ping_timer);
     }
 }
 
@@ -328,10 +428,11 @@ static void on_close_timer(h2o_timeout_entry_t *entry)
 int rl_bridge_ws_open(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
+    rl_bridge_ws_t *registry = relay->sockets;
     h2o_req_t *req = call->req;
     struct bridge_socket *sock, *previous;
-    const char *client_key;
-    int was_online;
+    const char *client_key, *health;
+    char topic[96];
 
     if (req->version >= 0x200 || h2o_is_websocket_handshake(req, &client_key) != 0 || client_key == NULL) {
         rl_call_fail(call, RL_E_INVALID_REQUEST, "this route takes a WebSocket upgrade over HTTP/1.1");
@@ -341,25 +442,34 @@ int rl_bridge_ws_open(rl_call_t *call)
     if (sock == NULL)
         return RL_E_INTERNAL;
     sock->relay = relay;
+    sock->registry = registry;
     sock->pending = 1;
     snprintf(sock->installation_id, sizeof(sock->installation_id), "%.*s", (int)sizeof(sock->installation_id) - 1,
              call->principal);
     snprintf(sock->user_id, sizeof(sock->user_id), "%s", call->owner);
+    snprintf(sock->owner, sizeof(sock->owner), "%s:%llu", relay->node_id, (unsigned long long)++registry->connections);
     sock->ping_timer.cb = on_ping_timer;
     sock->pong_timer.cb = on_pong_timer;
     sock->close_timer.cb = on_close_timer;
 
-    previous = rl_strmap_get(relay->bridge_sockets, sock->installation_id);
-    was_online = previous != NULL;
+    /* What every node knows of the installation before this socket takes it over. */
+    health = rl_bus_presence_get(relay->bus, sock->installation_id);
+    previous = rl_strmap_get(registry->sockets, sock->installation_id);
     if (previous != NULL) {
-        rl_strmap_remove(relay->bridge_sockets, sock->installation_id);
+        detach(previous);
         close_with(previous, 1000, "replaced by a newer connection of this installation");
     }
-    if (rl_strmap_put(relay->bridge_sockets, sock->installation_id, sock) != 0) {
+    if (rl_strmap_put(registry->sockets, sock->installation_id, sock) != 0) {
         free(sock);
         rl_call_fail(call, RL_E_UNAVAILABLE, "too many bridge connections");
         return 0;
     }
+    sock->registered = 1;
+    join(sock, 1);
+    rl_bus_presence_set(relay->bus, sock->installation_id, sock->owner, "healthy");
+    /* A socket of this installation on another node closes: this one replaces it. */
+    rl_update_topic(sock->installation_id, topic, sizeof(topic));
+    rl_bus_signal(relay->bus, topic, json_pack("{s:s, s:s}", "type", "replaced", "owner", sock->owner));
 
     call->responded = 1;
     call->status = 101;
@@ -370,36 +480,45 @@ int rl_bridge_ws_open(rl_call_t *call)
     rl_log_info("bridge %s connected", sock->installation_id);
 
     send_frame(sock, json_pack("{s:s, s:s}", "type", "ready", "installation_id", sock->installation_id));
-    if (!was_online || (previous != NULL && previous->health != HEALTH_HEALTHY))
-        publish_health(sock, "healthy");
-    h2o_timeout_link(relay->loop, &relay->ping_timeout, &sock->ping_timer);
+    if (strcmp(health, "healthy") != 0)
+        publish_health(relay, sock->user_id, sock->installation_id, "healthy");
+    h2o_timeout_link(relay->loop, &registry->ping_timeout, &sock->ping_timer);
     fetch(sock);
     return 0;
 }
 
-int rl_bridge_ws_init(rl_relay_t *relay)
+rl_bridge_ws_t *rl_bridge_ws_new(rl_relay_t *relay)
 {
-    relay->bridge_sockets = rl_strmap_new(SOCKETS_MAX);
-    if (relay->bridge_sockets == NULL)
-        return -1;
-    h2o_timeout_init(relay->loop, &relay->ping_timeout, (uint64_t)relay->config.ws_ping_interval);
-    h2o_timeout_init(relay->loop, &relay->pong_timeout, (uint64_t)relay->config.ws_pong_timeout);
-    relay->on_update_queued = on_update_queued;
-    relay->on_installation_revoked = on_installation_revoked;
-    return 0;
+    rl_bridge_ws_t *registry = calloc(1, sizeof(*registry));
+
+    if (registry == NULL)
+        return NULL;
+    registry->relay = relay;
+    registry->sockets = rl_strmap_new(SOCKETS_MAX);
+    if (registry->sockets == NULL) {
+        free(registry);
+        return NULL;
+    }
+    h2o_timeout_init(relay->loop, &registry->ping_timeout, (uint64_t)relay->config.ws_ping_interval);
+    h2o_timeout_init(relay->loop, &registry->pong_timeout, (uint64_t)relay->config.ws_pong_timeout);
+    return registry;
 }
 
 static int going_away(const char *key, void *value, void *arg)
 {
-    close_with(value, 1001, "relay shutting down");
+    struct bridge_socket *sock = value;
+
+    /* The sweep removes the entry; the node no longer serves the installation. */
+    sock->registered = 0;
+    join(sock, 0);
+    rl_bus_presence_clear(sock->relay->bus, sock->installation_id, sock->owner, NULL, NULL);
+    close_with(sock, 1001, "relay shutting down");
     return 1;
 }
 
-void rl_bridge_ws_dispose(rl_relay_t *relay)
+void rl_bridge_ws_close_all(rl_bridge_ws_t *registry)
 {
-    if (relay->bridge_sockets == NULL)
+    if (registry == NULL)
         return;
-    rl_strmap_sweep(relay->bridge_sockets, going_away, NULL, NULL);
-    rl_strmap_free(relay->bridge_sockets, NULL);
-    relay->bridge_sockets = NULL;
+    rl_strmap_sweep(registry->sockets, going_away, registry, NULL);
 }

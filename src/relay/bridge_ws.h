@@ -2,24 +2,30 @@
  * The bridge's WebSocket (GET /v1/bridge/ws): delivery of updates, ping and
  * pong, and the agent health that follows them. Loop thread only.
  *
- * Which node holds an installation's socket, and so its health, is state of
- * this process: with several relay nodes, updates queued on one node reach a
- * socket on another only through a shared bus (docs/operations.md).
+ * The registry holds the sockets of this node. Which node holds an
+ * installation's socket, and its health, is the installation's presence on
+ * the bus; updates queued and revocations decided on any node reach the
+ * socket through bus signals (docs/internals/bus.md).
  */
 #ifndef RL_RELAY_BRIDGE_WS_H
 #define RL_RELAY_BRIDGE_WS_H
 
+#include <jansson.h>
+
 #include "http/call.h"
 
 struct rl_relay;
+typedef struct rl_bridge_ws rl_bridge_ws_t;
 
-/* Sets up the socket registry and registers the relay's bridge hooks. 0 or -1. */
-int rl_bridge_ws_init(struct rl_relay *relay);
-/* Closes every socket (going away) and frees the registry. */
-void rl_bridge_ws_dispose(struct rl_relay *relay);
+/* The registry of this node's sockets; NULL when out of memory. */
+rl_bridge_ws_t *rl_bridge_ws_new(struct rl_relay *relay);
+/* Closes every socket (going away); the sockets go with the connections. Shutdown. */
+void rl_bridge_ws_close_all(rl_bridge_ws_t *registry);
 /* The route handler: authenticates, upgrades, says ready, replays, then goes live. */
 int rl_bridge_ws_open(rl_call_t *call);
-/* "healthy", "degraded" or "offline". */
-const char *rl_bridge_health(struct rl_relay *relay, const char *installation_id);
+/* A signal on an installation's topic (updates, replaced). */
+void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t *message);
+/* The installation was revoked: its socket here, if any, closes with 4401. */
+void rl_bridge_ws_revoked(rl_bridge_ws_t *registry, const char *installation_id);
 
 #endif

@@ -12,6 +12,8 @@
 typedef struct rl_config {
     char listen[256];
     char data[1024];
+    char store[1024]; /* "" for the data folder's relay.db */
+    char bus[1024];
     char log_level[16];
     char public_url[512];
     char tls_cert[1024]; /* "" for plain HTTP */

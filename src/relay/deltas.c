@@ -1,18 +1,24 @@
 /*
- * Streamed deltas (POST /v1/bridge/sendMessageDelta) on the fast path.
+ * Streamed deltas (POST /v1/bridge/sendMessageDelta): answered only once
+ * durable, and right whichever node a call lands on.
  *
- * A delta is checked against an in-memory record of its open message (owner,
- * state, the idempotency keys its deltas used), published and answered at
- * once, and persisted with the other pending deltas in one transaction every
- * DELTA_FLUSH_MS, and always before the message's sendMessageEnd is applied.
- * A commit per delta wrote about 22 KB of WAL frames for 64 bytes of text
- * and capped the relay at a few thousand deltas a second; issue 4 allows an
- * open stream to lose its last fraction of a second in a crash, and
- * docs/api.md says exactly what is guaranteed.
+ * A delta is checked against a record of its open message (owner, state,
+ * the idempotency keys its deltas used, the next sequence number), kept in
+ * memory and loaded from the store on first use: a replay or a conflicting
+ * key is answered at once. A new delta takes the next sequence number and
+ * joins the pending batch; the batch goes to the store as one operation at
+ * the end of the loop turn, and while one is being written the next one
+ * gathers (group commit: the busier the relay, the bigger the batch). Only
+ * when its batch has committed is a delta answered and published, so a
+ * kill -9 loses nothing that was answered.
  *
- * The record is loaded from the store on first use; deltas that arrive while
- * it loads wait behind it, so order is kept. Records of this process only:
- * one relay node serves a message's deltas (docs/operations.md).
+ * The record is a cache: another node may have written to the message
+ * meanwhile. The batch checks each message in its transaction (the message
+ * still streaming, its session not deleted, and the store's next sequence
+ * number the one the record assumed; the message's row is locked while it
+ * is read, where the backend needs it). A message that moved on elsewhere
+ * has its record dropped and its deltas applied again against a fresh one,
+ * where a retry that another node already stored is now a replay.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +29,18 @@
 #include "common/log.h"
 #include "common/strmap.h"
 #include "relay/deltas.h"
+#include "relay/hub.h"
+#include "relay/idempotency.h"
+#include "relay/ops.h"
 #include "relay/relay.h"
-#include "relay/token.h"
 
-#define DELTA_FLUSH_MS       100
 #define OPEN_MESSAGES_MAX    100000
 #define KEYS_PER_MESSAGE_MAX 100000
 #define IDLE_MS              (5 * 60 * 1000)
+/* A batch this large goes to the store at once, even while another is being written. */
+#define BATCH_MAX 4096
+/* A retry of a delta still being written is asked to come back in this long (503). */
+#define RETRY_PENDING_MS 100
 
 struct waiting {
     rl_call_t *call;
@@ -37,11 +48,13 @@ struct waiting {
 };
 
 struct open_message {
+    unsigned refs; /* the map's, and one per delta in flight */
     char message_id[72];
     char installation_id[32];
     char user_id[RL_PRINCIPAL_MAX + 1];
     json_t *session_id, *interaction_id;
-    json_t *keys; /* idempotency key -> body hash */
+    json_t *keys;    /* stored deltas: idempotency key -> body hash */
+    json_t *pending; /* deltas being written: key -> body hash */
     int64_t next_seq;
     int loading, finalized, deleted;
     int ending; /* sendMessageEnd calls in the store */
@@ -49,62 +62,496 @@ struct open_message {
     int64_t used_ms;
 };
 
-static void message_free(void *p)
-{
-    struct open_message *message = p;
+struct rl_deltas {
+    rl_relay_t *relay;
+    rl_strmap_t *open_messages; /* message id -> its record */
+    rl_delta_batch_t *pending;  /* applied, waiting for the next batch */
+    unsigned inflight;          /* batches in the store */
+    h2o_timeout_entry_t turn_end;
+};
 
+static void record_unref(struct open_message *message)
+{
+    if (--message->refs > 0)
+        return;
     json_decref(message->session_id);
     json_decref(message->interaction_id);
     json_decref(message->keys);
+    json_decref(message->pending);
     free(message);
 }
 
-int rl_deltas_init(rl_relay_t *relay)
+/* The map's reference; the record lives on while deltas of it are in flight. */
+static void message_free(void *p)
 {
-    relay->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
-    relay->pending_deltas = rl_delta_batch_new();
-    if (relay->open_messages == NULL || relay->pending_deltas == NULL)
-        return -1;
-    h2o_timeout_init(relay->loop, &relay->delta_flush_timeout, DELTA_FLUSH_MS);
-    return 0;
+    record_unref(p);
 }
 
-static void on_flushed(int result, json_t *value, void *arg)
+static struct open_message *record_new(const char *message_id, const char *installation_id)
 {
-    json_decref(value);
+    struct open_message *message = calloc(1, sizeof(*message));
+
+    if (message == NULL)
+        return NULL;
+    message->refs = 1;
+    snprintf(message->message_id, sizeof(message->message_id), "%s", message_id);
+    snprintf(message->installation_id, sizeof(message->installation_id), "%.*s",
+             (int)sizeof(message->installation_id) - 1, installation_id);
+    message->keys = json_object();
+    message->pending = json_object();
+    message->next_seq = 1;
+    message->used_ms = rl_clock_now_ms();
+    message->waiting_tail = &message->waiting;
+    return message;
+}
+
+/* Drops the record from the map (the truth is in the store); deltas in flight keep their reference. */
+static void forget(rl_deltas_t *deltas, struct open_message *message)
+{
+    if (rl_strmap_get(deltas->open_messages, message->message_id) == message) {
+        rl_strmap_remove(deltas->open_messages, message->message_id);
+        record_unref(message);
+    }
+}
+
+/* ---- the batch ---- */
+
+rl_delta_batch_t *rl_delta_batch_new(void)
+{
+    rl_delta_batch_t *batch = calloc(1, sizeof(*batch));
+
+    if (batch != NULL)
+        batch->tail = &batch->head;
+    return batch;
+}
+
+/* Copies `len` bytes and a NUL to *at, returns where they went. */
+static const char *put(char **at, const char *text, size_t len)
+{
+    char *start = *at;
+
+    memcpy(start, text, len);
+    start[len] = '\0';
+    *at += len + 1;
+    return start;
+}
+
+int rl_delta_batch_add(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
+                       size_t delta_len, const char *key, const char *body_hash)
+{
+    return rl_delta_batch_add_for(batch, message_id, seq, delta, delta_len, key, body_hash, NULL, NULL) != NULL ? 0
+                                                                                                                : -1;
+}
+
+rl_delta_row_t *rl_delta_batch_add_for(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
+                                       size_t delta_len, const char *key, const char *body_hash, rl_call_t *call,
+                                       void *record)
+{
+    size_t lens[3] = {strlen(message_id), strlen(key), strlen(body_hash)};
+    rl_delta_row_t *row = malloc(sizeof(*row) + lens[0] + lens[1] + lens[2] + delta_len + 4);
+    char *at;
+
+    if (row == NULL)
+        return NULL;
+    at = row->text;
+    row->next = NULL;
+    row->seq = seq;
+    row->outcome = 0;
+    row->installation_id = NULL;
+    row->call = call;
+    row->record = record;
+    row->message_id = put(&at, message_id, lens[0]);
+    row->key = put(&at, key, lens[1]);
+    row->body_hash = put(&at, body_hash, lens[2]);
+    row->delta = put(&at, delta, delta_len);
+    row->delta_len = delta_len;
+    *batch->tail = row;
+    batch->tail = &row->next;
+    ++batch->count;
+    return row;
+}
+
+void rl_delta_batch_free(rl_delta_batch_t *batch)
+{
+    rl_delta_row_t *row, *next;
+
+    if (batch == NULL)
+        return;
+    for (row = batch->head; row != NULL; row = next) {
+        next = row->next;
+        free(row);
+    }
+    free(batch);
+}
+
+static int by_message_then_seq(const void *a, const void *b)
+{
+    const rl_delta_row_t *x = *(const rl_delta_row_t *const *)a, *y = *(const rl_delta_row_t *const *)b;
+    int order = strcmp(x->message_id, y->message_id);
+
+    return order != 0 ? order : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Writes the run rows[0..n) of one message's consecutive deltas as one row. */
+static int write_run(rl_txn_t *txn, rl_delta_row_t *const *rows, size_t n)
+{
+    json_t *keys = json_array();
+    rl_delta_run_row_t run = {rows[0]->message_id, rows[0]->seq, rows[n - 1]->seq, NULL, 0, NULL};
+    char *text = NULL, *keys_text = NULL;
+    size_t len = 0, i;
+    int result = RL_E_INTERNAL;
+
+    for (i = 0; i < n; ++i)
+        len += rows[i]->delta_len;
+    if (keys == NULL || (text = malloc(len + 1)) == NULL)
+        goto out;
+    for (len = 0, i = 0; i < n; ++i) {
+        memcpy(text + len, rows[i]->delta, rows[i]->delta_len);
+        len += rows[i]->delta_len;
+        /* The key and body hash are the delta's idempotency record (replayed as {message_id}). */
+        if (json_array_append_new(keys, json_pack("[s, s]", rows[i]->key, rows[i]->body_hash)) != 0)
+            goto out;
+    }
+    if ((keys_text = json_dumps(keys, JSON_COMPACT)) == NULL)
+        goto out;
+    run.text = text;
+    run.text_len = len;
+    run.keys = keys_text;
+    result = RL_TXN(txn, delta_run_insert, &run);
+out:
+    json_decref(keys);
+    free(text);
+    free(keys_text);
+    return result;
+}
+
+/*
+ * The rule every run of a message passes before it is written: the message
+ * is an agent message of this installation, its session is not deleted, it
+ * still streams, and its next stored seq is where the run starts (else
+ * another node wrote to it since the record was loaded: RL_E_CONFLICT).
+ */
+static int check_run(rl_txn_t *txn, const rl_delta_row_t *first)
+{
+    rl_message_row_t message;
+    rl_session_row_t session;
+    int64_t next = 0;
+    int result;
+
+    if (first->installation_id == NULL)
+        return 0;
+    if ((result = rl_deltas_message_of(txn, first->installation_id, first->message_id, &message, &session)) != 0)
+        return result;
+    if (strcmp(message.state, "streaming") != 0)
+        return RL_E_MESSAGE_FINALIZED;
+    if ((result = RL_TXN(txn, delta_next_seq, first->message_id, &next)) != 0)
+        return result;
+    return next == first->seq ? 0 : RL_E_CONFLICT;
+}
+
+int rl_delta_batch_write(rl_txn_t *txn, rl_delta_batch_t *batch)
+{
+    rl_delta_row_t **rows = calloc(batch->count > 0 ? batch->count : 1, sizeof(*rows)), *row;
+    size_t n = 0, start, end, i;
+    int result = 0;
+
+    if (rows == NULL)
+        return RL_E_INTERNAL;
+    /*
+     * One row per message and batch: at 50 deltas/s a message gets several
+     * per batch, and every row costs a B-tree insert and its WAL pages. A run
+     * is cut where seqs are not consecutive (they always are).
+     */
+    for (row = batch->head; row != NULL; row = row->next)
+        rows[n++] = row;
+    qsort(rows, n, sizeof(*rows), by_message_then_seq);
+    for (start = 0; start < n && result == 0; start = end) {
+        int outcome;
+        for (end = start + 1; end < n && strcmp(rows[end]->message_id, rows[start]->message_id) == 0 &&
+                              rows[end]->seq == rows[end - 1]->seq + 1;
+             ++end) {
+        }
+        /* A message's run that fails its rule is not written; the others of the batch are. */
+        outcome = check_run(txn, rows[start]);
+        if (outcome == 0)
+            result = write_run(txn, rows + start, end - start);
+        else if (outcome != RL_E_CONFLICT && outcome != RL_E_MESSAGE_FINALIZED && outcome != RL_E_SESSION_DELETED &&
+                 outcome != RL_E_MESSAGE_NOT_FOUND)
+            result = outcome;
+        for (i = start; i < end; ++i)
+            rows[i]->outcome = outcome;
+    }
+    free(rows);
+    return result;
+}
+
+/* ---- rules of stored deltas ---- */
+
+int rl_deltas_message_of(rl_txn_t *txn, const char *installation_id, const char *message_id, rl_message_row_t *message,
+                         rl_session_row_t *session)
+{
+    int result = RL_TXN(txn, message_get, message_id, message);
+
+    if (result == 0 && strcmp(message->role, "agent") != 0)
+        result = RL_E_NOT_FOUND;
+    if (result == 0)
+        result = RL_TXN(txn, session_get, message->session_id, session);
+    if (result == 0 && strcmp(session->installation_id, installation_id) != 0)
+        result = RL_E_NOT_FOUND;
     if (result != 0)
-        rl_log_error("persisting streamed deltas failed; the open messages miss them until their end");
+        return result == RL_E_NOT_FOUND ? RL_E_MESSAGE_NOT_FOUND : result;
+    return session->deleted_at != RL_NO_TIME ? RL_E_SESSION_DELETED : 0;
 }
 
-void rl_deltas_flush(rl_relay_t *relay)
+/* Adds the [key, body hash] pairs of a stored run to keys. */
+static void add_run_keys(json_t *keys, const char *pairs)
+{
+    json_t *parsed = pairs != NULL ? json_loads(pairs, 0, NULL) : NULL, *pair;
+    size_t i;
+
+    json_array_foreach(parsed, i, pair)
+    {
+        const char *key = json_string_value(json_array_get(pair, 0));
+        if (key != NULL)
+            json_object_set(keys, key, json_array_get(pair, 1));
+    }
+    json_decref(parsed);
+}
+
+int rl_deltas_fold(rl_txn_t *txn, const char *message_id, int64_t now)
+{
+    rl_delta_run_row_t *runs;
+    size_t count, i;
+    json_t *keys;
+    char *text;
+    int result = RL_TXN(txn, delta_runs_of, message_id, &runs, &count);
+
+    if (result != 0 || count == 0)
+        return result;
+    keys = json_object();
+    for (i = 0; i < count; ++i)
+        add_run_keys(keys, runs[i].keys);
+    text = json_dumps(keys, JSON_COMPACT);
+    json_decref(keys);
+    if (text == NULL)
+        return RL_E_INTERNAL;
+    result = RL_TXN(txn, delta_keys_put, message_id, text, now);
+    free(text);
+    return result != 0 ? result : RL_TXN(txn, delta_runs_delete, message_id);
+}
+
+/* ---- loading a record ---- */
+
+static void scope_of(const char *message_id, char *out, size_t outsz)
+{
+    /* The same idempotency scope as sendMessageEnd's (bridge.c): per message_id. */
+    snprintf(out, outsz, "message:%s", message_id);
+}
+
+struct stream_state {
+    rl_op_t op;
+    const char *installation_id, *message_id, *scope;
+    struct open_message *record;
+    /* results (op.value: the keys of its deltas, key -> body hash) */
+    rl_message_row_t message;
+    rl_session_row_t session;
+    int deleted;
+    int64_t next_seq;
+};
+
+static int stream_state_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct stream_state *op = (void *)base;
+    rl_idempotency_row_t *records;
+    rl_delta_run_row_t *runs;
+    const char *folded = NULL;
+    size_t count, i;
+    int result = rl_deltas_message_of(txn, op->installation_id, op->message_id, &op->message, &op->session);
+
+    /* A deleted session still answers, so that the delta can say 410 rather than 404. */
+    if (result == RL_E_SESSION_DELETED) {
+        op->deleted = 1;
+        result = 0;
+    }
+    if (result != 0)
+        return result;
+    op->op.value = json_object();
+    /*
+     * A delta's key is in its run while the message streams, in delta_keys
+     * once it ended, or in idempotency for deltas stored before schema 5.
+     */
+    if ((result = RL_TXN(txn, idempotency_of_scope, op->installation_id, op->scope, &records, &count)) != 0)
+        return result;
+    for (i = 0; i < count; ++i)
+        json_object_set_new(op->op.value, records[i].key, json_string(records[i].body_hash));
+    if ((result = RL_TXN(txn, delta_runs_of, op->message_id, &runs, &count)) != 0)
+        return result;
+    op->next_seq = 1;
+    for (i = 0; i < count; ++i) {
+        add_run_keys(op->op.value, runs[i].keys);
+        if (runs[i].seq_last >= op->next_seq)
+            op->next_seq = runs[i].seq_last + 1;
+    }
+    result = RL_TXN(txn, delta_keys_get, op->message_id, &folded);
+    if (result == 0) {
+        json_t *keys = json_loads(folded, 0, NULL);
+        json_object_update(op->op.value, keys);
+        json_decref(keys);
+    }
+    return result == RL_E_NOT_FOUND ? 0 : result;
+}
+
+
+static const rl_store_op_type_t stream_state_type = RL_OP_TYPE(message_stream_state, 0, stream_state_run);
+
+/* ---- batches ---- */
+
+struct append {
+    rl_op_t op;
+    rl_delta_batch_t *batch;
+};
+
+static int append_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    return rl_delta_batch_write(txn, ((struct append *)base)->batch);
+}
+
+static void append_dispose(rl_store_op_t *base)
+{
+    rl_delta_batch_free(((struct append *)base)->batch);
+    rl_op_dispose(base);
+}
+
+static const rl_store_op_type_t append_type = {"deltas_append", 1, append_run, append_dispose};
+
+static void submit(rl_deltas_t *deltas);
+static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call);
+static void dispatch(rl_deltas_t *deltas, rl_call_t *call);
+
+/* The answer to one delta of a committed batch, in arrival order. */
+static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
+{
+    struct open_message *message = row->record;
+    rl_call_t *call = row->call;
+    json_t *hash = json_object_get(message->pending, row->key);
+
+    if (hash != NULL && result == 0)
+        json_object_set(message->keys, row->key, hash);
+    json_object_del(message->pending, row->key);
+    if (result == 0) {
+        rl_hub_publish(deltas->relay->hub, message->user_id, "message_delta",
+                       json_pack("{s:O, s:s, s:s%, s:O, s:I}", "session_id", message->session_id, "message_id",
+                                 message->message_id, "delta", row->delta, row->delta_len, "interaction_id",
+                                 message->interaction_id, "ts", (json_int_t)rl_clock_now_ms()));
+        rl_call_reply(call, json_pack("{s:s}", "message_id", message->message_id));
+    } else if (result == RL_E_CONFLICT) {
+        /* Another node wrote to this message: what the store holds now decides (dispatch reloads it). */
+        forget(deltas, message);
+        dispatch(deltas, call);
+    } else {
+        if (result == RL_E_MESSAGE_FINALIZED)
+            message->finalized = 1;
+        else if (result == RL_E_SESSION_DELETED)
+            message->deleted = 1;
+        else
+            forget(deltas, message);
+        rl_call_fail(call, result, NULL);
+    }
+    rl_call_release(call);
+    record_unref(message);
+}
+
+static void on_written(rl_store_op_t *base)
+{
+    struct append *op = (void *)base;
+    rl_deltas_t *deltas = base->arg;
+    rl_delta_row_t *row;
+
+    --deltas->inflight;
+    /* The list is in arrival order: answers and events keep it. */
+    for (row = op->batch->head; row != NULL; row = row->next)
+        settle(deltas, row, base->result != 0 ? base->result : row->outcome);
+    if (deltas->inflight == 0)
+        submit(deltas);
+}
+
+/* Hands the pending batch to the store. */
+static void submit(rl_deltas_t *deltas)
 {
     rl_delta_batch_t *next;
+    struct append *op;
 
-    if (relay->pending_deltas == NULL || relay->pending_deltas->count == 0 || (next = rl_delta_batch_new()) == NULL)
+    if (deltas->pending->count == 0 || (next = rl_delta_batch_new()) == NULL)
         return;
-    rl_store_deltas_append(relay->store, relay->pending_deltas, rl_clock_now_ms(), on_flushed, relay);
-    relay->pending_deltas = next;
+    op = rl_op_new(&append_type, sizeof(*op));
+    op->batch = deltas->pending;
+    deltas->pending = next;
+    ++deltas->inflight;
+    rl_store_submit(deltas->relay->store, &op->op.base, on_written, deltas);
 }
 
-static void on_flush_timer(h2o_timeout_entry_t *entry)
+static void on_turn_end(h2o_timeout_entry_t *entry)
 {
-    rl_relay_t *relay = H2O_STRUCT_FROM_MEMBER(rl_relay_t, delta_flush, entry);
+    rl_deltas_t *deltas = H2O_STRUCT_FROM_MEMBER(rl_deltas_t, turn_end, entry);
 
-    rl_deltas_flush(relay);
+    /* While a batch is being written, the next one gathers; on_written sends it. */
+    if (deltas->inflight == 0)
+        submit(deltas);
 }
+
+void rl_deltas_flush(rl_deltas_t *deltas)
+{
+    if (deltas != NULL && deltas->pending != NULL)
+        submit(deltas);
+}
+
+size_t rl_deltas_pending(rl_deltas_t *deltas)
+{
+    return deltas != NULL && deltas->pending != NULL ? deltas->pending->count + deltas->inflight : 0;
+}
+
+rl_deltas_t *rl_deltas_new(rl_relay_t *relay)
+{
+    rl_deltas_t *deltas = calloc(1, sizeof(*deltas));
+
+    if (deltas == NULL)
+        return NULL;
+    deltas->relay = relay;
+    deltas->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
+    deltas->pending = rl_delta_batch_new();
+    if (deltas->open_messages == NULL || deltas->pending == NULL) {
+        rl_deltas_free(deltas);
+        return NULL;
+    }
+    deltas->turn_end.cb = on_turn_end;
+    return deltas;
+}
+
+void rl_deltas_free(rl_deltas_t *deltas)
+{
+    if (deltas == NULL)
+        return;
+    if (h2o_timeout_is_linked(&deltas->turn_end))
+        h2o_timeout_unlink(&deltas->turn_end);
+    rl_strmap_free(deltas->open_messages, message_free);
+    rl_delta_batch_free(deltas->pending);
+    free(deltas);
+}
+
+/* ---- records ---- */
 
 static int idle(const char *key, void *value, void *arg)
 {
     struct open_message *message = value;
 
-    return !message->loading && message->used_ms < *(int64_t *)arg;
+    return !message->loading && message->refs == 1 && message->used_ms < *(int64_t *)arg;
 }
 
-void rl_deltas_sweep(rl_relay_t *relay, int64_t now_ms)
+void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms)
 {
     int64_t before = now_ms - IDLE_MS;
 
-    rl_strmap_sweep(relay->open_messages, idle, &before, message_free);
+    rl_strmap_sweep(deltas->open_messages, idle, &before, message_free);
 }
 
 static int of_session(const char *key, void *value, void *arg)
@@ -115,23 +562,23 @@ static int of_session(const char *key, void *value, void *arg)
            strcmp(json_string_value(message->session_id), (const char *)arg) == 0;
 }
 
-void rl_deltas_forget_session(rl_relay_t *relay, const char *session_id)
+void rl_deltas_forget_session(rl_deltas_t *deltas, const char *session_id)
 {
     /* A deleted session's open messages answer 410 from now on: the next delta reloads the truth. */
-    rl_strmap_sweep(relay->open_messages, of_session, (void *)session_id, message_free);
+    rl_strmap_sweep(deltas->open_messages, of_session, (void *)session_id, message_free);
 }
 
-void rl_deltas_finalized(rl_relay_t *relay, const char *message_id)
+void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id)
 {
-    struct open_message *message = rl_strmap_get(relay->open_messages, message_id);
+    struct open_message *message = rl_strmap_get(deltas->open_messages, message_id);
 
     if (message != NULL && !message->loading)
         message->finalized = 1;
 }
 
-void rl_deltas_ending(rl_relay_t *relay, const char *message_id, int ending)
+void rl_deltas_ending(rl_deltas_t *deltas, const char *message_id, int ending)
 {
-    struct open_message *message = rl_strmap_get(relay->open_messages, message_id);
+    struct open_message *message = rl_strmap_get(deltas->open_messages, message_id);
 
     if (message == NULL || message->loading)
         return;
@@ -141,40 +588,28 @@ void rl_deltas_ending(rl_relay_t *relay, const char *message_id, int ending)
         message->ending--;
 }
 
-void rl_deltas_opened(rl_relay_t *relay, const char *message_id, const char *installation_id, const char *user_id,
+void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *installation_id, const char *user_id,
                       json_t *session_id, json_t *interaction_id)
 {
-    struct open_message *message = calloc(1, sizeof(*message));
+    struct open_message *message = record_new(message_id, installation_id);
 
     if (message == NULL)
         return;
-    snprintf(message->message_id, sizeof(message->message_id), "%s", message_id);
-    snprintf(message->installation_id, sizeof(message->installation_id), "%.*s",
-             (int)sizeof(message->installation_id) - 1, installation_id);
     snprintf(message->user_id, sizeof(message->user_id), "%s", user_id);
     message->session_id = json_incref(session_id);
     message->interaction_id = json_incref(interaction_id);
-    message->keys = json_object();
-    message->next_seq = 1;
-    message->used_ms = rl_clock_now_ms();
-    if (rl_strmap_put(relay->open_messages, message_id, message) != 0)
-        message_free(message);
+    if (rl_strmap_put(deltas->open_messages, message_id, message) != 0)
+        record_unref(message);
 }
 
-static void scope_of(const char *message_id, char *out, size_t outsz)
+/* Checks one delta against a loaded record; a new one joins the pending batch, answered once it is written. */
+static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call)
 {
-    /* The same idempotency scope as the store's message writes (bridge.c): per message_id. */
-    snprintf(out, outsz, "message:%s", message_id);
-}
-
-/* Applies one delta to a loaded record and answers it. */
-static void apply(rl_relay_t *relay, struct open_message *message, rl_call_t *call)
-{
-    const char *key = json_string_value(json_object_get(call->body, "idempotency_key"));
+    const char *key = rl_body_string(call, "idempotency_key");
     json_t *delta = json_object_get(call->body, "delta");
-    char body_hash[RL_TOKEN_HASH_HEX + 1], scope[96];
+    char body_hash[RL_BODY_HASH_HEX + 1];
+    rl_delta_row_t *row;
     const char *seen;
-    char *canonical;
 
     if (!rl_call_alive(call))
         return;
@@ -182,13 +617,10 @@ static void apply(rl_relay_t *relay, struct open_message *message, rl_call_t *ca
         rl_call_fail(call, RL_E_MESSAGE_NOT_FOUND, NULL);
         return;
     }
-    canonical = json_dumps(call->body, JSON_COMPACT | JSON_SORT_KEYS);
-    if (canonical == NULL) {
+    if (rl_idempotency_body_hash(call->body, body_hash) != 0) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);
         return;
     }
-    rl_token_hash(canonical, strlen(canonical), body_hash);
-    free(canonical);
     message->used_ms = rl_clock_now_ms();
     /* spec: the same key with the same body replays; another body is a conflict. */
     seen = json_string_value(json_object_get(message->keys, key));
@@ -199,6 +631,17 @@ static void apply(rl_relay_t *relay, struct open_message *message, rl_call_t *ca
             rl_call_reply(call, json_pack("{s:s, s:b}", "message_id", message->message_id, "idempotent", 1));
         return;
     }
+    seen = json_string_value(json_object_get(message->pending, key));
+    if (seen != NULL) {
+        /* The first of these is still being written: its answer is not known yet. */
+        if (strcmp(seen, body_hash) != 0) {
+            rl_call_fail(call, RL_E_IDEMPOTENCY_CONFLICT, NULL);
+        } else {
+            call->rate.retry_after_ms = RETRY_PENDING_MS;
+            rl_call_fail(call, RL_E_UNAVAILABLE, "this delta is still being written; retry");
+        }
+        return;
+    }
     if (message->deleted) {
         rl_call_fail(call, RL_E_SESSION_DELETED, NULL);
         return;
@@ -207,107 +650,112 @@ static void apply(rl_relay_t *relay, struct open_message *message, rl_call_t *ca
         rl_call_fail(call, RL_E_MESSAGE_FINALIZED, NULL);
         return;
     }
-    if (json_object_size(message->keys) >= KEYS_PER_MESSAGE_MAX) {
+    if (json_object_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
     }
-    scope_of(message->message_id, scope, sizeof(scope));
-    if (rl_delta_batch_add(relay->pending_deltas, message->message_id, message->next_seq, json_string_value(delta),
-                           json_string_length(delta), message->installation_id, scope, key, body_hash) != 0) {
+    row = rl_delta_batch_add_for(deltas->pending, message->message_id, message->next_seq, json_string_value(delta),
+                                 json_string_length(delta), key, body_hash, call, message);
+    if (row == NULL) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);
         return;
     }
+    /* The first delta of a message in a batch carries the checks for its run (check_run). */
+    row->installation_id = message->installation_id;
     message->next_seq++;
-    json_object_set_new(message->keys, key, json_string(body_hash));
-    if (!h2o_timeout_is_linked(&relay->delta_flush)) {
-        relay->delta_flush.cb = on_flush_timer;
-        h2o_timeout_link(relay->loop, &relay->delta_flush_timeout, &relay->delta_flush);
-    }
-    rl_relay_publish(relay, message->user_id, "message_delta",
-                     json_pack("{s:O, s:s, s:O, s:O, s:I}", "session_id", message->session_id, "message_id",
-                               message->message_id, "delta", delta, "interaction_id", message->interaction_id, "ts",
-                               (json_int_t)rl_clock_now_ms()));
-    rl_call_reply(call, json_pack("{s:s}", "message_id", message->message_id));
+    json_object_set_new(message->pending, key, json_string(body_hash));
+    ++message->refs;
+    rl_call_hold(call);
+    if (deltas->pending->count >= BATCH_MAX)
+        submit(deltas);
+    else if (!h2o_timeout_is_linked(&deltas->turn_end))
+        h2o_timeout_link(deltas->relay->loop, &deltas->relay->zero_timeout, &deltas->turn_end);
 }
 
-static void on_loaded(int result, json_t *value, void *arg)
+static void on_loaded(rl_store_op_t *base)
 {
-    struct open_message *message = arg;
-    rl_call_t *call = NULL;
-    rl_relay_t *relay = NULL;
+    struct stream_state *op = (void *)base;
+    struct open_message *message = op->record;
+    rl_deltas_t *deltas = base->arg;
     struct waiting *w, *next;
 
     message->loading = 0;
-    if (result == 0) {
-        const char *key;
-        json_t *hash;
-        snprintf(message->user_id, sizeof(message->user_id), "%s",
-                 json_string_value(json_object_get(value, "user_id")));
-        message->session_id = json_incref(json_object_get(value, "session_id"));
-        message->interaction_id = json_incref(json_object_get(value, "interaction_id"));
-        message->next_seq = json_integer_value(json_object_get(value, "next_seq"));
-        message->deleted = json_is_true(json_object_get(value, "deleted"));
-        message->finalized = strcmp(json_string_value(json_object_get(value, "state")), "streaming") != 0;
-        json_object_foreach(json_object_get(value, "keys"), key, hash) json_object_set(message->keys, key, hash);
+    if (base->result == 0) {
+        snprintf(message->user_id, sizeof(message->user_id), "%s", op->session.user_id);
+        message->session_id = json_string(op->message.session_id);
+        message->interaction_id =
+            op->message.interaction_id != NULL ? json_string(op->message.interaction_id) : json_null();
+        message->next_seq = op->next_seq;
+        message->deleted = op->deleted;
+        message->finalized = strcmp(op->message.state, "streaming") != 0;
+        json_object_update(message->keys, op->op.value);
     }
+    ++message->refs;
     for (w = message->waiting; w != NULL; w = next) {
         next = w->next;
-        call = w->call;
-        relay = call->app;
-        if (result != 0)
-            rl_call_fail(call, result, NULL);
+        if (base->result != 0)
+            rl_call_fail(w->call, base->result, NULL);
         else
-            apply(relay, message, call);
-        rl_call_release(call);
+            apply(deltas, message, w->call);
+        rl_call_release(w->call);
         free(w);
     }
     message->waiting = NULL;
-    json_decref(value);
+    message->waiting_tail = &message->waiting;
     /* A record that could not be loaded is not kept: the next delta asks the store again. */
-    if (result != 0 && relay != NULL && rl_strmap_get(relay->open_messages, message->message_id) == message) {
-        rl_strmap_remove(relay->open_messages, message->message_id);
-        message_free(message);
+    if (base->result != 0)
+        forget(deltas, message);
+    record_unref(message);
+}
+
+/* A delta for the record of its message: applied now, or once the record is loaded. */
+static void dispatch(rl_deltas_t *deltas, rl_call_t *call)
+{
+    const char *message_id = rl_body_string(call, "message_id");
+    struct open_message *message = rl_strmap_get(deltas->open_messages, message_id);
+    struct stream_state *op;
+    struct waiting *w;
+    char scope[96];
+
+    if (message != NULL && !message->loading) {
+        apply(deltas, message, call);
+        return;
     }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        rl_call_fail(call, RL_E_INTERNAL, NULL);
+        return;
+    }
+    if (message == NULL) {
+        message = record_new(message_id, call->principal);
+        if (message == NULL || rl_strmap_put(deltas->open_messages, message_id, message) != 0) {
+            if (message != NULL)
+                record_unref(message);
+            free(w);
+            rl_call_fail(call, RL_E_UNAVAILABLE, "too many messages are streaming");
+            return;
+        }
+        message->loading = 1;
+        op = rl_op_new(&stream_state_type, sizeof(*op));
+        op->installation_id = rl_op_str(op, call->principal);
+        op->message_id = rl_op_str(op, message_id);
+        scope_of(message_id, scope, sizeof(scope));
+        op->scope = rl_op_str(op, scope);
+        op->record = message;
+        /* Deltas of this message still pending go first, so that the store's next seq is right. */
+        submit(deltas);
+        rl_store_submit(deltas->relay->store, &op->op.base, on_loaded, deltas);
+    }
+    w->call = call;
+    rl_call_hold(call);
+    *message->waiting_tail = w;
+    message->waiting_tail = &w->next;
 }
 
 int rl_bridge_send_delta(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    const char *message_id = json_string_value(json_object_get(call->body, "message_id"));
-    struct open_message *message = rl_strmap_get(relay->open_messages, message_id);
-    struct waiting *w;
-    char scope[96];
 
-    if (message != NULL && !message->loading) {
-        apply(relay, message, call);
-        return 0;
-    }
-    if (message == NULL) {
-        message = calloc(1, sizeof(*message));
-        if (message == NULL)
-            return RL_E_INTERNAL;
-        snprintf(message->message_id, sizeof(message->message_id), "%s", message_id);
-        snprintf(message->installation_id, sizeof(message->installation_id), "%.*s",
-                 (int)sizeof(message->installation_id) - 1, call->principal);
-        message->keys = json_object();
-        message->loading = 1;
-        message->used_ms = rl_clock_now_ms();
-        message->waiting_tail = &message->waiting;
-        if (rl_strmap_put(relay->open_messages, message_id, message) != 0) {
-            message_free(message);
-            return RL_E_UNAVAILABLE;
-        }
-        scope_of(message_id, scope, sizeof(scope));
-        /* Pending deltas of an earlier life of this record go first, so the store's next seq is right. */
-        rl_deltas_flush(relay);
-        rl_store_message_stream_state(relay->store, call->principal, message_id, scope, on_loaded, message);
-    }
-    w = calloc(1, sizeof(*w));
-    if (w == NULL)
-        return RL_E_INTERNAL;
-    w->call = call;
-    rl_call_hold(call);
-    *message->waiting_tail = w;
-    message->waiting_tail = &w->next;
+    dispatch(relay->deltas, call);
     return 0;
 }

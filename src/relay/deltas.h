@@ -1,29 +1,100 @@
-/* Streamed deltas on the fast path (relay/deltas.c). Loop thread only. */
+/*
+ * Streamed deltas (POST /v1/bridge/sendMessageDelta), answered once durable, and
+ * the rules of a streamed message's stored deltas. Loop thread only, but for
+ * the functions marked "in a transaction", which run on the store's worker.
+ */
 #ifndef RL_RELAY_DELTAS_H
 #define RL_RELAY_DELTAS_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
-struct rl_relay;
+#include "http/call.h"
+#include "store/store.h"
 
-int rl_deltas_init(struct rl_relay *relay);
+struct rl_relay;
+typedef struct rl_deltas rl_deltas_t;
+
+/*
+ * Deltas applied and answered, waiting to be persisted: one allocation per
+ * delta with its strings inside, so that building a batch on the loop costs
+ * a memcpy and handing it to the store costs nothing.
+ */
+typedef struct rl_delta_row {
+    struct rl_delta_row *next;
+    int64_t seq;
+    const char *message_id, *key, *body_hash, *delta; /* all into text[] */
+    size_t delta_len;
+    /* The first delta of a message in a batch names its installation: its run is checked (deltas.c). */
+    const char *installation_id;
+    /* Set by the write: 0, or why this delta's run was not written. */
+    int outcome;
+    /* The loop's: the call waiting for the answer, and the message's record. */
+    rl_call_t *call;
+    void *record;
+    char text[];
+} rl_delta_row_t;
+
+typedef struct rl_delta_batch {
+    rl_delta_row_t *head, **tail;
+    size_t count;
+} rl_delta_batch_t;
+
+rl_delta_batch_t *rl_delta_batch_new(void);
+/* Copies one delta in; 0, or -1 when out of memory. */
+int rl_delta_batch_add(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
+                       size_t delta_len, const char *key, const char *body_hash);
+/* As rl_delta_batch_add, for a call waiting on it; the new row, or NULL. */
+rl_delta_row_t *rl_delta_batch_add_for(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
+                                       size_t delta_len, const char *key, const char *body_hash, rl_call_t *call,
+                                       void *record);
+void rl_delta_batch_free(rl_delta_batch_t *batch);
+/*
+ * In a transaction: writes a batch, one run (row) per message and run of
+ * consecutive seqs. A run whose first row names its installation is checked
+ * first, and its rows' outcome says why it was not written:
+ * RL_E_MESSAGE_NOT_FOUND, RL_E_SESSION_DELETED, RL_E_MESSAGE_FINALIZED, or
+ * RL_E_CONFLICT (the store's next seq is not where the run starts: another
+ * node wrote to the message). Other errors fail the whole write.
+ */
+int rl_delta_batch_write(rl_txn_t *txn, rl_delta_batch_t *batch);
+
+rl_deltas_t *rl_deltas_new(struct rl_relay *relay);
+void rl_deltas_free(rl_deltas_t *deltas);
+int rl_bridge_send_delta(rl_call_t *call);
 /* Queues every pending delta for the store now; what is queued after lands after them. */
-void rl_deltas_flush(struct rl_relay *relay);
+void rl_deltas_flush(rl_deltas_t *deltas);
+/* Deltas not yet answered: pending, or batches in the store. */
+size_t rl_deltas_pending(rl_deltas_t *deltas);
 /* Forgets records unused for a while; housekeeping. */
-void rl_deltas_sweep(struct rl_relay *relay, int64_t now_ms);
+void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms);
 /* A session was deleted: its messages' records must be reloaded. */
-void rl_deltas_forget_session(struct rl_relay *relay, const char *session_id);
+void rl_deltas_forget_session(rl_deltas_t *deltas, const char *session_id);
 /* sendMessage opened a message: its record starts empty without asking the store. */
-void rl_deltas_opened(struct rl_relay *relay, const char *message_id, const char *installation_id, const char *user_id,
+void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *installation_id, const char *user_id,
                       json_t *session_id, json_t *interaction_id);
 /* sendMessageEnd finalised a message: later deltas get 409. */
-void rl_deltas_finalized(struct rl_relay *relay, const char *message_id);
+void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id);
 /*
  * A sendMessageEnd for the message is in the store (ending = 1) or has come
  * back (ending = 0): meanwhile a new delta is refused like one after the end,
  * so that nothing is answered that the end would not fold in.
  */
-void rl_deltas_ending(struct rl_relay *relay, const char *message_id, int ending);
+void rl_deltas_ending(rl_deltas_t *deltas, const char *message_id, int ending);
+
+/*
+ * In a transaction: the installation's agent message and its session.
+ * RL_E_MESSAGE_NOT_FOUND (not an agent message of this installation),
+ * RL_E_SESSION_DELETED (its session is deleted; both rows are filled).
+ */
+int rl_deltas_message_of(rl_txn_t *txn, const char *installation_id, const char *message_id, rl_message_row_t *message,
+                         rl_session_row_t *session);
+/*
+ * In a transaction, when the message ends: its deltas' keys move into one
+ * record kept like other idempotency records (so a replayed delta still
+ * answers idempotent), and its delta rows go (its text is now canonical).
+ */
+int rl_deltas_fold(rl_txn_t *txn, const char *message_id, int64_t now);
 
 #endif

@@ -4,9 +4,12 @@
  * tool get 422 tool_not_declared (the task routes check it).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "http/validate.h"
+#include "relay/manifest.h"
+#include "relay/ops.h"
 #include "relay/relay.h"
 
 static const rl_field_t agent_fields[] = {
@@ -31,13 +34,48 @@ static const rl_field_t manifest_fields[] = {
 };
 const rl_schema_t rl_manifest_schema = RL_SCHEMA(manifest_fields);
 
-static void on_manifest_stored(int result, json_t *value, void *arg)
+int rl_manifest_declares(const char *manifest, const char *tool)
 {
-    rl_call_t *call = arg;
+    json_t *parsed = manifest != NULL ? json_loads(manifest, 0, NULL) : NULL;
+    json_t *tools = json_object_get(parsed, "tools"), *item;
+    int declared = json_array_size(tools) == 0;
+    size_t i;
 
-    json_decref(value);
+    json_array_foreach(tools, i, item)
+    {
+        const char *name = json_string_value(json_object_get(item, "name"));
+        if (name != NULL && strcmp(name, tool) == 0)
+            declared = 1;
+    }
+    json_decref(parsed);
+    return declared;
+}
+
+struct manifest_set {
+    rl_op_t op;
+    const char *installation_id, *manifest;
+};
+
+static int manifest_set_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct manifest_set *op = (void *)base;
+    rl_installation_row_t installation;
+    int result = RL_TXN(txn, installation_get, op->installation_id, &installation);
+
     if (result != 0)
-        rl_call_fail(call, result == RL_E_INSTALLATION_NOT_FOUND ? RL_E_INVALID_TOKEN : result, NULL);
+        return result == RL_E_NOT_FOUND ? RL_E_INSTALLATION_NOT_FOUND : result;
+    installation.manifest = op->manifest;
+    return RL_TXN(txn, installation_update, &installation);
+}
+
+static const rl_store_op_type_t manifest_set_type = RL_OP_TYPE(manifest_set, 1, manifest_set_run);
+
+static void on_manifest_stored(rl_store_op_t *base)
+{
+    rl_call_t *call = base->arg;
+
+    if (base->result != 0)
+        rl_call_fail(call, base->result == RL_E_INSTALLATION_NOT_FOUND ? RL_E_INVALID_TOKEN : base->result, NULL);
     else
         rl_call_reply(call,
                       json_pack("{s:I}", "tools", (json_int_t)json_array_size(json_object_get(call->body, "tools"))));
@@ -46,13 +84,15 @@ static void on_manifest_stored(int result, json_t *value, void *arg)
 
 int rl_manifest_set(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    struct manifest_set *op;
     char *text = json_dumps(call->body, JSON_COMPACT | JSON_SORT_KEYS);
 
     if (text == NULL)
         return RL_E_INTERNAL;
-    rl_call_hold(call);
-    rl_store_installation_set_manifest(relay->store, call->principal, text, on_manifest_stored, call);
+    op = rl_op_new(&manifest_set_type, sizeof(*op));
+    op->installation_id = rl_op_str(op, call->principal);
+    op->manifest = rl_op_str(op, text);
     free(text);
+    rl_op_submit_for(call, op, on_manifest_stored);
     return 0;
 }

@@ -1,45 +1,33 @@
+/*
+ * The relay's start and stop: the parts it is made of, in the order they
+ * depend on each other, and the two places where the outside comes in
+ * besides HTTP: the store's completions and the bus's deliveries.
+ */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/rand.h"
 #include "relay/attachments.h"
+#include "relay/auth.h"
 #include "relay/bridge_ws.h"
 #include "relay/deltas.h"
+#include "relay/housekeeping.h"
+#include "relay/hub.h"
+#include "relay/installations.h"
+#include "relay/ratelimit.h"
 #include "relay/relay.h"
+#include "relay/sweeps.h"
 #include "relay/token.h"
 
-#define HOUSEKEEPING_MS 60000
-#define RATE_KEYS_MAX   200000
-#define KNOWN_USERS_MAX 100000
-#define MAX_JSON_BODY   (1024 * 1024)
-#define BUS_USERS_MAX   1000000
-
-static void on_purged(int result, json_t *value, void *arg)
-{
-    json_decref(value);
-    if (result != 0)
-        rl_log_warn("store purge failed");
-}
-
-static void on_housekeeping(h2o_timeout_entry_t *entry)
-{
-    rl_relay_t *relay = H2O_STRUCT_FROM_MEMBER(rl_relay_t, housekeeping, entry);
-    int64_t now = rl_clock_now_ms();
-
-    rl_ratelimit_sweep(relay->limiter, now);
-    rl_bus_sweep(relay->bus, now);
-    rl_auth_sweep(relay, now);
-    rl_deltas_sweep(relay, now);
-    rl_store_purge_bridge(relay->store, now, relay->config.idempotency_ttl, relay->config.replay_window, on_purged,
-                          relay);
-    rl_store_purge(relay->store, now, relay->config.delete_grace, on_purged, relay);
-    h2o_timeout_link(relay->loop, &relay->housekeeping_timeout, &relay->housekeeping);
-}
+#define RATE_KEYS_MAX 200000
+#define MAX_JSON_BODY (1024 * 1024)
+#define BUS_USERS_MAX 1000000
 
 /*
  * Completions answer requests and write to sockets. Run outside
@@ -92,43 +80,77 @@ void rl_relay_before_turn(rl_relay_t *relay)
         h2o_timeout_link(relay->loop, &relay->zero_timeout, &relay->store_flush);
 }
 
-static int open_keys(rl_relay_t *relay)
-{
-    rl_config_t *config = &relay->config;
-    rl_jwt_issuer_t *issuer = NULL;
-    rl_jwks_t *keys;
-    int result;
+/* ---- the bus's deliveries ---- */
 
-    if (config->jwks_file[0] != '\0' || config->jwks_url[0] != '\0') {
-        relay->policy.issuer = config->jwt_issuer;
-        relay->policy.audience = config->jwt_audience;
-        relay->policy.leeway_s = 30;
-        return config->jwks_file[0] != '\0'
-                   ? rl_jwks_source_open_file(config->jwks_file, &relay->jwks)
-                   : rl_jwks_source_open_url(config->jwks_url, config->jwks_refresh, &relay->jwks);
+static void on_bus_event(void *ctx, const char *user_id, int64_t id, rl_blob_t *frame)
+{
+    rl_relay_t *relay = ctx;
+
+    rl_hub_deliver(relay->hub, user_id, id, frame);
+}
+
+static void on_auth_signal(rl_relay_t *relay, const char *topic, json_t *message)
+{
+    const char *installation_id = json_string_value(json_object_get(message, "installation_id"));
+
+    rl_auth_on_signal(relay->auth, message);
+    if (installation_id != NULL &&
+        strcmp(json_string_value(json_object_get(message, "type")), "installation_revoked") == 0)
+        rl_bridge_ws_revoked(relay->sockets, installation_id);
+}
+
+static void on_installation_signal(rl_relay_t *relay, const char *topic, json_t *message)
+{
+    rl_bridge_ws_on_signal(relay->sockets, topic, message);
+}
+
+/* Which part of the relay a topic belongs to, by its prefix. */
+static const struct {
+    const char *prefix;
+    void (*handle)(rl_relay_t *relay, const char *topic, json_t *message);
+} signal_routes[] = {
+    {RL_TOPIC_AUTH, on_auth_signal},
+    {"installation:", on_installation_signal},
+};
+
+static void on_bus_signal(void *ctx, const char *topic, json_t *message)
+{
+    rl_relay_t *relay = ctx;
+    size_t i;
+
+    if (json_string_value(json_object_get(message, "type")) == NULL)
+        return;
+    for (i = 0; i < sizeof(signal_routes) / sizeof(signal_routes[0]); ++i) {
+        if (strncmp(topic, signal_routes[i].prefix, strlen(signal_routes[i].prefix)) == 0) {
+            signal_routes[i].handle(relay, topic, message);
+            return;
+        }
     }
-    /* brief: the embedded default is its own issuer, verified by the same code as an external one. */
-    if (rl_jwt_issuer_open(config->data, &issuer) != 0)
+}
+
+static int open_bus(rl_relay_t *relay)
+{
+    rl_bus_config_t config = {
+        .max_events = (size_t)relay->config.sse_buffer_events,
+        .max_age_ms = relay->config.replay_window,
+        .max_users = BUS_USERS_MAX,
+        .handlers = {.event = on_bus_event, .signal = on_bus_signal, .ctx = relay},
+    };
+
+    if (rl_bus_open(relay->config.bus, relay->loop, &config, &relay->bus) != 0)
         return -1;
-    keys = rl_jwt_issuer_jwks(issuer);
-    rl_jwt_issuer_free(issuer);
-    if (keys == NULL)
-        return -1;
-    relay->policy.issuer = RL_EMBEDDED_ISSUER;
-    relay->policy.audience = RL_EMBEDDED_AUDIENCE;
-    relay->policy.leeway_s = 30;
-    result = rl_jwks_source_open_static(keys, &relay->jwks);
-    rl_jwks_unref(keys);
-    return result;
+    rl_bus_join(relay->bus, RL_TOPIC_AUTH, 1);
+    relay->hub = rl_hub_new(relay->bus, BUS_USERS_MAX);
+    return relay->hub != NULL ? 0 : -1;
 }
 
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
-    rl_bus_config_t bus_config;
     char bound[300];
 
     relay->loop = loop;
+    rl_rand_id(relay->node_id, sizeof(relay->node_id), "node_", 12);
     /* The server (and its TLS files) first: bad settings are refused before anything is written. */
     relay->http.routes = rl_relay_routes;
     relay->http.nroutes = rl_relay_nroutes;
@@ -150,38 +172,29 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
         return -1;
     }
-    if (rl_store_open(config->data, &relay->store) != 0 || open_keys(relay) != 0 || rl_attachments_open(relay) != 0)
+    if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
+        rl_auth_open(relay, &relay->auth) != 0 || rl_attachments_open(relay) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;
-    if (watch_store(relay) != 0)
+    if (watch_store(relay) != 0 || open_bus(relay) != 0)
         return -1;
     relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
-    relay->known_users = rl_strmap_new(KNOWN_USERS_MAX);
-    relay->verified_tokens = rl_strmap_new(KNOWN_USERS_MAX);
-    relay->bridge_tokens = rl_strmap_new(KNOWN_USERS_MAX);
-    bus_config.max_events = (size_t)config->sse_buffer_events;
-    bus_config.max_age_ms = config->replay_window;
-    bus_config.max_users = BUS_USERS_MAX;
-    relay->bus = rl_bus_new(&bus_config);
-    if (relay->limiter == NULL || relay->known_users == NULL || relay->bus == NULL || relay->verified_tokens == NULL ||
-        relay->bridge_tokens == NULL)
-        return -1;
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
-    if (rl_bridge_ws_init(relay) != 0 || rl_deltas_init(relay) != 0)
+    relay->sockets = rl_bridge_ws_new(relay);
+    relay->deltas = rl_deltas_new(relay);
+    relay->sweeps = rl_sweeps_start(relay);
+    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL)
         return -1;
-    rl_approvals_start(relay);
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
         return -1;
     if (config->public_url[0] == '\0')
         snprintf(config->public_url, sizeof(config->public_url), "%s://%s",
                  rl_http_server_tls(relay->server) ? "https" : "http", bound);
-
-    h2o_timeout_init(loop, &relay->housekeeping_timeout, HOUSEKEEPING_MS);
-    relay->housekeeping_started = 1;
-    relay->housekeeping.cb = on_housekeeping;
-    h2o_timeout_link(loop, &relay->housekeeping_timeout, &relay->housekeeping);
+    relay->housekeeping = rl_housekeeping_start(relay);
+    if (relay->housekeeping == NULL)
+        return -1;
     rl_log_fields(RL_LOG_INFO,
                   json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data", config->data));
     return 0;
@@ -189,8 +202,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 
 void rl_relay_stop(rl_relay_t *relay)
 {
-    if (relay->loop != NULL)
-        rl_approvals_stop(relay);
+    rl_sweeps_stop(relay->sweeps);
+    rl_housekeeping_stop(relay->housekeeping);
+    relay->housekeeping = NULL;
     if (relay->server != NULL)
         rl_http_server_stop_listening(relay->server);
     /*
@@ -200,42 +214,33 @@ void rl_relay_stop(rl_relay_t *relay)
      * callback that queues more work (or answers a delta that waited for
      * its record) is waited for too.
      */
-    if (relay->store != NULL && relay->open_messages != NULL && relay->pending_deltas != NULL) {
-        if (h2o_timeout_is_linked(&relay->delta_flush))
-            h2o_timeout_unlink(&relay->delta_flush);
+    if (relay->store != NULL) {
         do {
-            rl_deltas_flush(relay);
+            rl_deltas_flush(relay->deltas);
             rl_store_drain(relay->store);
-        } while (relay->pending_deltas->count > 0);
-    } else if (relay->store != NULL) {
-        rl_store_drain(relay->store);
+        } while (rl_deltas_pending(relay->deltas) > 0);
     }
-    rl_bridge_ws_dispose(relay);
+    rl_bridge_ws_close_all(relay->sockets);
     if (h2o_timeout_is_linked(&relay->store_flush))
         h2o_timeout_unlink(&relay->store_flush);
-    if (relay->housekeeping_started) {
-        if (h2o_timeout_is_linked(&relay->housekeeping))
-            h2o_timeout_unlink(&relay->housekeeping);
-        h2o_timeout_dispose(relay->loop, &relay->housekeeping_timeout);
-        relay->housekeeping_started = 0;
-    }
-    rl_delta_batch_free(relay->pending_deltas);
-    relay->pending_deltas = NULL;
+    rl_deltas_free(relay->deltas);
+    relay->deltas = NULL;
+    rl_sweeps_free(relay->sweeps);
+    relay->sweeps = NULL;
     if (relay->store_wake != NULL) {
         h2o_socket_read_stop(relay->store_wake);
         h2o_socket_close(relay->store_wake);
         relay->store_wake = NULL;
     }
     /* Nothing is queued any more: closing stops the worker and checkpoints. */
-    if (relay->store != NULL)
-        rl_store_close(relay->store);
+    rl_store_close(relay->store);
     relay->store = NULL;
-    if (relay->jwks != NULL)
-        rl_jwks_source_close(relay->jwks);
-    relay->jwks = NULL;
+    rl_auth_close(relay->auth);
+    relay->auth = NULL;
     /*
-     * The HTTP server and what hangs off live connections are left to the
-     * process exit: h2o 2.2.5 cannot dispose of a context while connections
-     * are open, and it has no call that closes them all.
+     * The HTTP server, the bus and what hangs off live connections (streams
+     * subscribed to the hub, bridge sockets) are left to the process exit:
+     * h2o 2.2.5 cannot dispose of a context while connections are open, and
+     * it has no call that closes them all.
      */
 }

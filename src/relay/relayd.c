@@ -16,6 +16,8 @@
 #include "common/duration.h"
 #include "common/log.h"
 #include "http/stop.h"
+#include "relay/auth.h"
+#include "relay/jwt.h"
 #include "relay/relay.h"
 
 static int token_command(int argc, char **argv)

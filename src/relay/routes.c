@@ -4,9 +4,19 @@
  */
 #include "common/error.h"
 #include "http/validate.h"
+#include "relay/approvals.h"
 #include "relay/attachments.h"
+#include "relay/bridge.h"
 #include "relay/bridge_ws.h"
+#include "relay/deltas.h"
+#include "relay/installations.h"
+#include "relay/manifest.h"
+#include "relay/me.h"
+#include "relay/messages.h"
+#include "relay/pairing.h"
 #include "relay/relay.h"
+#include "relay/sessions.h"
+#include "relay/stream.h"
 
 static int healthz(rl_call_t *call)
 {

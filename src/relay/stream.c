@@ -3,11 +3,15 @@
  * connect; with Last-Event-ID, exactly what followed it, or resync when that
  * is no longer buffered; then live events and heartbeats.
  *
- * A resuming stream replays at its reader's pace: it pulls the next events
- * from the user's ring whenever its queue has drained below a low-water mark,
- * and only switches to live delivery once it has caught up. So any backlog
- * the ring holds can be replayed to a slow client without overflowing its
- * queue, and the frames replayed are the ring's own, shared, not copies.
+ * Ids of a user's events are consecutive, so a stream always knows whether
+ * it missed one: it keeps a cursor (the last id it sent) and sends a live
+ * event only when it is the next one. Whenever it is behind (a resume, or a
+ * live event that skipped ids because the bus delivered out of step with a
+ * read), it pulls the missing events from the user's ring on the bus, at its
+ * reader's pace: the next batch only once its queue has drained below a
+ * low-water mark. So any backlog the ring holds can be replayed to a slow
+ * client without overflowing its queue, the frames sent are the ring's own,
+ * and a bus that delivers from another node cannot reorder or skip events.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,24 +20,34 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "http/sse.h"
+#include "relay/hub.h"
 #include "relay/relay.h"
+#include "relay/stream.h"
 
 /* A reader this far behind on live events is cut off; it resumes with Last-Event-ID. */
 #define STREAM_MAX_FRAMES 4096
 #define STREAM_MAX_BYTES  (8 * 1024 * 1024)
 /* While catching up, the queue is refilled from the ring up to about this much. */
 #define REPLAY_LOW_WATER (256 * 1024)
+#define READ_BATCH       64
 
 struct stream {
-    rl_bus_subscriber_t subscriber;
-    rl_relay_t *relay;
+    rl_hub_subscriber_t subscriber;
+    rl_hub_t *hub;
     rl_sse_t *sse;
     char user_id[RL_PRINCIPAL_MAX + 1];
-    int64_t cursor;  /* the last event id handed to the stream */
-    int catching_up; /* events after cursor are still to be pulled from the ring */
-    int pumping;     /* inside pump(): the stream may end meanwhile, freeing waits */
+    int64_t cursor;    /* the last event id sent; unknown (-1) until the first one */
+    int64_t live_seen; /* the highest live id seen while behind */
+    int catching_up;   /* events after cursor are to be read from the ring */
+    int reading;       /* a ring read is in flight: it owns a reference */
     int ended;
 };
+
+static void stream_free(struct stream *stream)
+{
+    if (!stream->reading)
+        free(stream);
+}
 
 static int send_resync(struct stream *stream, int64_t newest)
 {
@@ -49,43 +63,76 @@ static int send_resync(struct stream *stream, int64_t newest)
     return result;
 }
 
-/* Pulls from the ring while the queue has room; switches to live delivery once caught up. */
-static void pump(struct stream *stream)
-{
-    rl_bus_t *bus = stream->relay->bus;
+static void pull(struct stream *stream);
 
-    stream->pumping = 1;
-    while (!stream->ended && stream->catching_up && rl_sse_queued_bytes(stream->sse) < REPLAY_LOW_WATER) {
-        rl_blob_t *frame;
-        int64_t id, newest;
-        switch (rl_bus_next(bus, stream->user_id, stream->cursor, &id, &frame)) {
-        case RL_BUS_EVENT:
-            stream->cursor = id;
-            rl_sse_send(stream->sse, frame);
-            break;
-        case RL_BUS_CAUGHT_UP:
-            stream->catching_up = 0;
-            break;
-        case RL_BUS_LOST:
-            /* The ring moved on faster than this reader: say so, and go on from the newest event. */
-            stream->catching_up = 0;
-            rl_bus_subscribe_position(bus, stream->user_id, &newest);
-            send_resync(stream, newest);
-            break;
+static void on_read(int result, const rl_bus_read_t *read, void *arg)
+{
+    struct stream *stream = arg;
+    size_t i;
+
+    /* While reading is set, an end of the stream (on_end) leaves the freeing to this callback. */
+    if (stream->ended) {
+        free(stream);
+        return;
+    }
+    if (result != 0) {
+        /* The ring cannot be read now: end the stream; the client resumes from its cursor. */
+        stream->reading = 0;
+        rl_sse_end(stream->sse);
+        return;
+    }
+    if (read->gap) {
+        /* brief: the ring moved on (or never held that id): say so, and go on from the newest event. */
+        stream->catching_up = 0;
+        send_resync(stream, read->newest);
+    } else {
+        for (i = 0; i < read->count && !stream->ended; ++i) {
+            if (read->events[i].id <= stream->cursor)
+                continue;
+            stream->cursor = read->events[i].id;
+            rl_sse_send(stream->sse, read->events[i].frame);
         }
     }
-    stream->pumping = 0;
-    if (stream->ended)
+    stream->reading = 0;
+    if (stream->ended) {
         free(stream);
+        return;
+    }
+    if (!stream->catching_up)
+        return;
+    if (read->count < READ_BATCH && stream->cursor >= read->newest && stream->cursor >= stream->live_seen) {
+        stream->catching_up = 0;
+        return;
+    }
+    if (rl_sse_queued_bytes(stream->sse) < REPLAY_LOW_WATER)
+        pull(stream);
 }
 
-static void deliver(rl_bus_subscriber_t *subscriber, int64_t id, rl_blob_t *frame)
+/* Reads the next batch after the cursor; one read at a time. */
+static void pull(struct stream *stream)
+{
+    if (stream->reading || stream->ended)
+        return;
+    stream->reading = 1;
+    rl_bus_read(rl_hub_bus(stream->hub), stream->user_id, stream->cursor, READ_BATCH, on_read, stream);
+}
+
+static void deliver(rl_hub_subscriber_t *subscriber, int64_t id, rl_blob_t *frame)
 {
     struct stream *stream = H2O_STRUCT_FROM_MEMBER(struct stream, subscriber, subscriber);
 
-    /* While catching up, live events wait in the ring and are pulled in order. */
-    if (stream->ended || stream->catching_up)
+    if (stream->ended || (stream->cursor >= 0 && id <= stream->cursor))
         return;
+    if (stream->catching_up || (stream->cursor >= 0 && id != stream->cursor + 1)) {
+        /* Behind: the ring has this one too, and everything before it. */
+        if (id > stream->live_seen)
+            stream->live_seen = id;
+        if (!stream->catching_up) {
+            stream->catching_up = 1;
+            pull(stream);
+        }
+        return;
+    }
     stream->cursor = id;
     /* The stream may be gone after this call (cut off): nothing touches it afterwards. */
     rl_sse_send(stream->sse, frame);
@@ -96,7 +143,7 @@ static void on_drain(void *arg)
     struct stream *stream = arg;
 
     if (stream->catching_up)
-        pump(stream);
+        pull(stream);
 }
 
 static void on_end(void *arg, const char *why)
@@ -105,9 +152,8 @@ static void on_end(void *arg, const char *why)
 
     stream->ended = 1;
     stream->sse = NULL;
-    rl_bus_unsubscribe(stream->relay->bus, &stream->subscriber);
-    if (!stream->pumping)
-        free(stream);
+    rl_hub_unsubscribe(stream->hub, &stream->subscriber);
+    stream_free(stream);
 }
 
 /* Last-Event-ID is one of our decimal ids; anything else cannot be resumed. */
@@ -132,8 +178,8 @@ int rl_stream_open(rl_call_t *call)
     rl_relay_t *relay = call->app;
     struct stream *stream = calloc(1, sizeof(*stream));
     rl_sse_config_t config = {0};
-    int64_t last_id = 0, newest = 0;
-    int has_last = 0, resumable = 0, sent;
+    int64_t last_id = 0;
+    int has_last = 0, sent;
     const char *header;
     size_t header_len;
     json_t *hello;
@@ -144,11 +190,14 @@ int rl_stream_open(rl_call_t *call)
     header = rl_call_header(call, "last-event-id", &header_len);
     if (header != NULL) {
         has_last = 1;
-        resumable = parse_last_event_id(header, header_len, &last_id) == 0 &&
-                    rl_bus_resume(relay->bus, call->principal, last_id) == RL_BUS_RESUMED;
+        /* An id that cannot be ours is resumed from 0, which the ring answers with a gap: resync. */
+        if (parse_last_event_id(header, header_len, &last_id) != 0)
+            last_id = 0;
     }
-    stream->relay = relay;
+    stream->hub = relay->hub;
     stream->subscriber.deliver = deliver;
+    stream->cursor = -1;
+    stream->live_seen = -1;
     snprintf(stream->user_id, sizeof(stream->user_id), "%s", call->principal);
     config.max_queued_frames = STREAM_MAX_FRAMES;
     config.max_queued_bytes = STREAM_MAX_BYTES;
@@ -174,19 +223,15 @@ int rl_stream_open(rl_call_t *call)
     rl_blob_release(frame);
     if (sent != 0)
         return 0;
-    if (rl_bus_subscribe(relay->bus, call->principal, &stream->subscriber, &newest) != 0) {
+    if (rl_hub_subscribe(relay->hub, call->principal, &stream->subscriber) != 0) {
         rl_sse_end(stream->sse);
         return 0;
     }
-    if (has_last && !resumable) {
-        /* brief: when Last-Event-ID is older than the buffer, say so; the client fetches the snapshot. */
-        send_resync(stream, newest);
-    } else if (has_last) {
+    /* Without Last-Event-ID the stream starts with the next event, whatever its id. */
+    if (has_last) {
         stream->cursor = last_id;
         stream->catching_up = 1;
-        pump(stream);
-    } else {
-        stream->cursor = newest;
+        pull(stream);
     }
     return 0;
 }

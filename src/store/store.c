@@ -1,106 +1,49 @@
-#include <errno.h>
-#include <poll.h>
+/* Opening the store by its location: which backend, where. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
-#include "store/store.h"
+#include "store/backends.h"
 
-/* The relay's store: the backend on a thread of its own (store_worker.c). */
-static int open_on_worker(const char *path, rl_store_t **out)
-{
-    rl_store_t *inner;
+/* Where each kind of location goes; a location without a scheme is a data folder holding relay.db. */
+static const struct {
+    const char *scheme;
+    int (*open)(const char *rest, rl_txn_t **out);
+} backends[] = {
+    {"sqlite:", rl_store__sqlite_open},
+};
 
-    if (rl_store__sqlite_open(path, &inner) != 0)
-        return -1;
-    return rl_store__worker_open(inner, out);
-}
-
-int rl_store_open(const char *location, rl_store_t **out)
+int rl_store__backend_open(const char *location, rl_txn_t **out)
 {
     char path[4096];
+    size_t i;
 
-    if (strncmp(location, "sqlite:", 7) == 0)
-        return open_on_worker(location + 7, out);
+    for (i = 0; i < sizeof(backends) / sizeof(backends[0]); ++i) {
+        size_t len = strlen(backends[i].scheme);
+        if (strncmp(location, backends[i].scheme, len) == 0)
+            return backends[i].open(location + len, out);
+    }
     if (strstr(location, "://") != NULL) {
-        rl_log_error("unsupported store '%s': only the embedded SQLite store is available", location);
+        rl_log_error("unsupported store '%s': only the embedded SQLite store (sqlite:PATH) is available", location);
         return -1;
     }
     if ((size_t)snprintf(path, sizeof(path), "%s/relay.db", location) >= sizeof(path)) {
         rl_log_error("data folder path too long");
         return -1;
     }
-    return open_on_worker(path, out);
+    return rl_store__sqlite_open(path, out);
 }
 
-void rl_store_drain(rl_store_t *store)
+int rl_store_open(const char *location, rl_store_t **out)
 {
-    while (rl_store_pending(store)) {
-        int fd = rl_store_wake_fd(store);
-        if (fd >= 0) {
-            struct pollfd wait = {.fd = fd, .events = POLLIN};
-            if (poll(&wait, 1, -1) < 0 && errno != EINTR)
-                break;
-        }
-        rl_store_flush(store);
-    }
+    rl_txn_t *txn;
+
+    return rl_store__backend_open(location, &txn) == 0 ? rl_store__wrap(txn, 1, out) : -1;
 }
 
-rl_delta_batch_t *rl_delta_batch_new(void)
+int rl_store_open_inline(const char *location, rl_store_t **out)
 {
-    rl_delta_batch_t *batch = calloc(1, sizeof(*batch));
+    rl_txn_t *txn;
 
-    if (batch != NULL)
-        batch->tail = &batch->head;
-    return batch;
-}
-
-/* Copies `len` bytes and a NUL to *at, returns where they went. */
-static const char *put(char **at, const char *text, size_t len)
-{
-    char *start = *at;
-
-    memcpy(start, text, len);
-    start[len] = '\0';
-    *at += len + 1;
-    return start;
-}
-
-int rl_delta_batch_add(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
-                       size_t delta_len, const char *owner, const char *scope, const char *key, const char *body_hash)
-{
-    size_t lens[5] = {strlen(message_id), strlen(owner), strlen(scope), strlen(key), strlen(body_hash)};
-    rl_delta_row_t *row = malloc(sizeof(*row) + lens[0] + lens[1] + lens[2] + lens[3] + lens[4] + delta_len + 6);
-    char *at;
-
-    if (row == NULL)
-        return -1;
-    at = row->text;
-    row->next = NULL;
-    row->seq = seq;
-    row->message_id = put(&at, message_id, lens[0]);
-    row->owner = put(&at, owner, lens[1]);
-    row->scope = put(&at, scope, lens[2]);
-    row->key = put(&at, key, lens[3]);
-    row->body_hash = put(&at, body_hash, lens[4]);
-    row->delta = put(&at, delta, delta_len);
-    row->delta_len = delta_len;
-    *batch->tail = row;
-    batch->tail = &row->next;
-    ++batch->count;
-    return 0;
-}
-
-void rl_delta_batch_free(rl_delta_batch_t *batch)
-{
-    rl_delta_row_t *row, *next;
-
-    if (batch == NULL)
-        return;
-    for (row = batch->head; row != NULL; row = next) {
-        next = row->next;
-        free(row);
-    }
-    free(batch);
+    return rl_store__backend_open(location, &txn) == 0 ? rl_store__wrap(txn, 0, out) : -1;
 }

@@ -1,475 +1,362 @@
 /*
- * The store: every durable fact of the relay, behind an asynchronous
- * interface so that a networked backend (PostgreSQL) can plug in without
- * blocking the event loop.
+ * The store: every durable fact of the relay, behind an asynchronous seam
+ * that any backend (SQLite embedded, PostgreSQL) can sit behind.
+ *
+ * Two halves:
+ *
+ * - Operations (the relay's side). An operation is one struct that starts
+ *   with rl_store_op_t: its type (name, whether it writes, and the function
+ *   that runs it), its arguments and its results. The relay builds it on the
+ *   loop, rl_store_submit() queues it, a worker runs type->run inside a
+ *   transaction, and op->done runs later on the loop with op->result and the
+ *   filled results; the store frees the operation afterwards. The rules of
+ *   the relay live in those run functions (src/relay); the store knows none
+ *   of them.
+ *
+ * - Transactions (the backend's side). A backend implements rl_txn_ops:
+ *   begin, savepoints, commit, and typed reads and writes of rows. Nothing
+ *   else: no rule, no JSON. See docs/internals/store.md.
  *
  * Contract for every operation:
- * - it is called on the loop thread and never blocks on the network;
- * - its callback runs later, never inside the call itself, on the loop thread,
- *   with result 0 or a negative RL_E_* error and, on success, a JSON value
- *   (a new reference the callback owns; may be NULL for "nothing to return");
- * - a write's callback runs only after the write is durable against a crash
- *   of the process (kill -9);
- * - an operation that fails leaves the store as it was.
- *
- * rl_store_open gives the relay its backend wrapped in a worker thread
- * (store_worker.c): operations are copied and queued, the worker runs them in
- * order and commits them in batches, and rl_store_wake_fd() becomes readable
- * when callbacks wait; the loop then calls rl_store_flush(), which runs them.
- * A backend without a wake fd (SQLite used directly, as the unit tests do)
- * completes during the call and its rl_store_flush() commits what was queued
- * and then runs the callbacks.
+ * - rl_store_submit is called on the loop thread and never blocks;
+ * - done never runs inside the call: it runs from rl_store_flush on the loop
+ *   thread, in submission order;
+ * - an operation sees every operation submitted before it;
+ * - a write's done runs only after the write is durable against a crash of
+ *   the process (kill -9);
+ * - an operation whose run returns an error leaves the store as it was
+ *   (its savepoint is rolled back), and the others of its batch are kept.
  */
 #ifndef RL_STORE_STORE_H
 #define RL_STORE_STORE_H
 
-#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
+/* A nullable timestamp or count column that is NULL. */
+#define RL_NO_TIME INT64_MIN
+
+/* ---- memory of one operation ------------------------------------------------------------------ */
+
+/*
+ * A bump allocator owned by an operation: its arguments, and every row a
+ * backend reads for it, live here until the operation is freed. Not
+ * thread-safe; the loop fills it before submit and the worker after, which
+ * the queue's lock orders.
+ */
+typedef struct rl_arena_chunk rl_arena_chunk_t;
+typedef struct rl_arena {
+    rl_arena_chunk_t *head;
+} rl_arena_t;
+
+/* n bytes aligned for any type; aborts when memory is exhausted (as every queueing path does). */
+void *rl_arena_alloc(rl_arena_t *arena, size_t n);
+/* Copies of text (NULL stays NULL); the n variant copies len bytes and adds a NUL. */
+char *rl_arena_strdup(rl_arena_t *arena, const char *text);
+char *rl_arena_strndup(rl_arena_t *arena, const char *text, size_t len);
+/* Grows an array of elem-sized items held in the arena to at least n items (the old copy is left behind). */
+void *rl_arena_grow(rl_arena_t *arena, void *items, size_t count, size_t *capacity, size_t elem);
+void rl_arena_free(rl_arena_t *arena);
+
+/* ---- operations ------------------------------------------------------------------------------- */
+
 typedef struct rl_store rl_store_t;
-typedef void (*rl_store_cb)(int result, json_t *value, void *arg);
+typedef struct rl_txn rl_txn_t;
+typedef struct rl_store_op rl_store_op_t;
 
-typedef struct rl_pairing_new {
-    const char *poll_hash;       /* hex SHA-256 of the poll token */
-    const char *code_hash;       /* hex SHA-256 of the 7-letter code */
-    const char *installation_id; /* minted now, becomes the installation on claim */
-    const char *connector_type;
-    const char *host_label;
-    int64_t created_at, expires_at; /* ms */
-} rl_pairing_new_t;
-
-typedef enum rl_session_op {
-    RL_SESSION_RENAME,
-    RL_SESSION_ARCHIVE,
-    RL_SESSION_UNARCHIVE,
-    RL_SESSION_DELETE,
-    RL_SESSION_RESTORE,
-} rl_session_op_t;
-
-typedef struct rl_session_new {
-    const char *user_id;
-    const char *installation_id;
-    const char *session_id;
-    const char *title; /* NULL for none */
-    int64_t now;
-} rl_session_new_t;
-
-typedef struct rl_message_send {
-    const char *user_id;
-    const char *session_id;
-    const char *interaction_id; /* minted by the caller */
-    const char *message_id;     /* minted by the caller */
-    const char *text;
-    const char *attachments; /* JSON array text, "[]" when none */
-    const char *reply_to;    /* NULL for none */
-    const char *thought_level;
-    int64_t now;
-} rl_message_send_t;
-
-typedef struct rl_installation_patch {
-    int set_name, set_emoji;
-    const char *name, *emoji; /* NULL clears */
-} rl_installation_patch_t;
-
-typedef struct rl_attachment_new {
-    const char *key;
-    const char *user_id;
-    const char *mime;
-    const char *name; /* NULL for none */
-    int64_t size;
-    int64_t now;
-} rl_attachment_new_t;
-
-/*
- * Idempotency of one bridge write (spec "Limits"): a key is unique per
- * (owner, scope) for the idempotency TTL. The same key with the same body
- * gives back the stored response with "idempotent": true; with another body
- * the write fails with RL_E_IDEMPOTENCY_CONFLICT. key NULL: no idempotency.
- */
-typedef struct rl_idempotency {
-    const char *owner; /* the installation */
-    const char *scope; /* e.g. "sendMessage:ses_..." */
-    const char *key;
-    const char *body_hash; /* hex SHA-256 of the canonical body */
-} rl_idempotency_t;
-
-/* Where a bridge write lands, checked against the installation and the follow-up window. */
-typedef struct rl_bridge_target {
-    const char *installation_id;
-    const char *session_id;
-    const char *interaction_id; /* NULL when the route allows none */
-    int64_t now;
-    int64_t followup_ms;
-} rl_bridge_target_t;
-
-typedef enum rl_task_step { RL_TASK_CREATE, RL_TASK_UPDATE, RL_TASK_FINISH } rl_task_step_t;
-
-/*
- * Streamed deltas applied and acknowledged, waiting to be persisted: one
- * allocation per delta, strings inside it, so that building a batch on the
- * loop costs a memcpy and handing it to the store costs nothing.
- */
-typedef struct rl_delta_row {
-    struct rl_delta_row *next;
-    int64_t seq;
-    const char *message_id, *owner, *scope, *key, *body_hash, *delta; /* all into text[] */
-    size_t delta_len;
-    char text[];
-} rl_delta_row_t;
-
-typedef struct rl_delta_batch {
-    rl_delta_row_t *head, **tail;
-    size_t count;
-} rl_delta_batch_t;
-
-rl_delta_batch_t *rl_delta_batch_new(void);
-/* Copies one delta in; 0, or -1 when out of memory. */
-int rl_delta_batch_add(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
-                       size_t delta_len, const char *owner, const char *scope, const char *key, const char *body_hash);
-void rl_delta_batch_free(rl_delta_batch_t *batch);
-
-struct rl_store_ops {
+typedef struct rl_store_op_type {
     const char *name;
-    void (*close)(rl_store_t *store);
-    int (*pending)(rl_store_t *store);
-    void (*flush)(rl_store_t *store);
-    int (*wake_fd)(rl_store_t *store); /* NULL when operations complete during the call */
-    void (*user_ensure)(rl_store_t *store, const char *user_id, int64_t now, rl_store_cb cb, void *arg);
-    void (*pairing_insert)(rl_store_t *store, const rl_pairing_new_t *pairing, rl_store_cb cb, void *arg);
-    void (*pairing_claim)(rl_store_t *store, const char *code_hash, const char *user_id, int64_t now, rl_store_cb cb,
-                          void *arg);
-    void (*pairing_poll)(rl_store_t *store, const char *poll_hash, const char *token_hash, const char *token_env,
-                         int64_t now, rl_store_cb cb, void *arg);
-    void (*installation_get)(rl_store_t *store, const char *installation_id, rl_store_cb cb, void *arg);
-    void (*installation_set_manifest)(rl_store_t *store, const char *installation_id, const char *manifest,
-                                      rl_store_cb cb, void *arg);
-    void (*purge)(rl_store_t *store, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg);
-    void (*me_get)(rl_store_t *store, const char *user_id, rl_store_cb cb, void *arg);
-    void (*installation_patch)(rl_store_t *store, const char *user_id, const char *installation_id,
-                               const rl_installation_patch_t *patch, rl_store_cb cb, void *arg);
-    void (*installation_revoke)(rl_store_t *store, const char *user_id, const char *installation_id, int64_t now,
-                                rl_store_cb cb, void *arg);
-    void (*session_create)(rl_store_t *store, const rl_session_new_t *session, rl_store_cb cb, void *arg);
-    void (*session_change)(rl_store_t *store, const char *user_id, const char *session_id, rl_session_op_t op,
-                           const char *title, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg);
-    void (*session_cancel)(rl_store_t *store, const char *user_id, const char *session_id, const char *interaction_id,
-                           int64_t now, rl_store_cb cb, void *arg);
-    void (*messages_list)(rl_store_t *store, const char *user_id, const char *session_id, int limit, const char *before,
-                          rl_store_cb cb, void *arg);
-    void (*message_send)(rl_store_t *store, const rl_message_send_t *send, rl_store_cb cb, void *arg);
-    void (*attachment_insert)(rl_store_t *store, const rl_attachment_new_t *attachment, rl_store_cb cb, void *arg);
-    void (*attachment_get)(rl_store_t *store, const char *key, rl_store_cb cb, void *arg);
-    void (*session_get)(rl_store_t *store, const char *user_id, const char *session_id, rl_store_cb cb, void *arg);
-    void (*message_open)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
-                         const char *message_id, const char *user_id, json_t *body, rl_store_cb cb, void *arg);
-    void (*message_stream_state)(rl_store_t *store, const char *installation_id, const char *message_id,
-                                 const char *scope, rl_store_cb cb, void *arg);
-    void (*deltas_append)(rl_store_t *store, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb, void *arg);
-    void (*message_end)(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
-                        const char *message_id, json_t *body, int64_t now, rl_store_cb cb, void *arg);
-    void (*task_step)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
-                      rl_task_step_t step, json_t *body, rl_store_cb cb, void *arg);
-    void (*approval_request)(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
-                             json_t *body, int64_t expires_at, rl_store_cb cb, void *arg);
-    void (*approval_decide)(rl_store_t *store, const char *user_id, const char *approval_id, const char *decision,
-                            const char *scope, const char *scope_value, int64_t now, rl_store_cb cb, void *arg);
-    void (*approval_expire)(rl_store_t *store, const char *approval_id, int64_t now, rl_store_cb cb, void *arg);
-    void (*approvals_pending)(rl_store_t *store, const char *user_id, int64_t due_before, rl_store_cb cb, void *arg);
-    void (*updates_list)(rl_store_t *store, const char *installation_id, int64_t after_id, int64_t since_ms, int limit,
-                         rl_store_cb cb, void *arg);
-    void (*updates_ack)(rl_store_t *store, const char *installation_id, int64_t up_to, rl_store_cb cb, void *arg);
-    void (*purge_bridge)(rl_store_t *store, int64_t now, int64_t idempotency_ttl, int64_t replay_window, rl_store_cb cb,
-                         void *arg);
+    /* Runs inside a savepoint of its batch's transaction, and its done waits for the commit. */
+    int writes;
+    /* On the store's worker thread: reads and writes through txn, fills the op's results. 0 or RL_E_*. */
+    int (*run)(rl_txn_t *txn, rl_store_op_t *op);
+    /* Optional, on the loop thread: frees what the op owns outside its arena. */
+    void (*dispose)(rl_store_op_t *op);
+} rl_store_op_type_t;
+
+/* Called on the loop thread once the operation has run; the store frees it when this returns. */
+typedef void (*rl_store_done_cb)(rl_store_op_t *op);
+
+struct rl_store_op {
+    const rl_store_op_type_t *type;
+    rl_store_done_cb done;
+    void *arg;
+    int result;
+    rl_arena_t arena;
+    rl_store_op_t *next; /* the store's queues */
 };
 
-struct rl_store {
-    const struct rl_store_ops *ops;
-};
+/* A zeroed operation of size bytes (the type's own struct) with its type set; aborts when out of memory. */
+void *rl_store_op_new(const rl_store_op_type_t *type, size_t size);
+/* Frees an operation that was never submitted. */
+void rl_store_op_free(rl_store_op_t *op);
 
 /*
- * Opens the store named by location: a folder (the embedded SQLite default,
- * file relay.db inside it) or "sqlite:PATH". Applies pending schema
- * migrations. Blocking; call before the loop runs. 0 or -1 with a log line.
+ * Opens the store at location: "sqlite:PATH", or a data folder (its
+ * relay.db). The backend runs on a worker thread of its own. Blocking
+ * (start-up). 0 or -1 with the cause logged.
  */
 int rl_store_open(const char *location, rl_store_t **out);
-int rl_store__sqlite_open(const char *path, rl_store_t **out);
-/* Runs `inner` on a thread of its own; takes ownership of it, even on failure. */
-int rl_store__worker_open(rl_store_t *inner, rl_store_t **out);
-/* Blocks until every operation submitted so far has run its callback (tests, shutdown). */
+/*
+ * As rl_store_open without a thread: operations run when rl_store_flush is
+ * called, on the calling thread. For tests and one-shot commands.
+ */
+int rl_store_open_inline(const char *location, rl_store_t **out);
+/* Queues op; op->done(op) runs later (see the contract above). done may be NULL. */
+void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done, void *arg);
+/* Whether operations are queued or running, or done callbacks wait. */
+int rl_store_pending(rl_store_t *store);
+/* A descriptor that is readable when done callbacks wait, or -1 for an inline store. */
+int rl_store_wake_fd(rl_store_t *store);
+/* Runs the done callbacks that wait (inline: runs the queued operations first). */
+void rl_store_flush(rl_store_t *store);
+/* Blocks until nothing is pending, running callbacks as they come. */
 void rl_store_drain(rl_store_t *store);
+/* Drains, stops the worker and closes the backend. */
+void rl_store_close(rl_store_t *store);
+/* Operations queued and not yet taken by the worker (for shedding load and for metrics). */
+size_t rl_store_queued(rl_store_t *store);
 
-static inline void rl_store_close(rl_store_t *store)
-{
-    store->ops->close(store);
-}
-/* Non-zero while an operation's callback has not run yet. */
-static inline int rl_store_pending(rl_store_t *store)
-{
-    return store->ops->pending(store);
-}
-/* Runs the callbacks that are ready; never waits for the worker. */
-static inline void rl_store_flush(rl_store_t *store)
-{
-    store->ops->flush(store);
-}
-/* A descriptor that is readable when rl_store_flush has callbacks to run, or -1. */
-static inline int rl_store_wake_fd(rl_store_t *store)
-{
-    return store->ops->wake_fd != NULL ? store->ops->wake_fd(store) : -1;
-}
-
-/* Creates the user on first sight; value NULL. */
-static inline void rl_store_user_ensure(rl_store_t *store, const char *user_id, int64_t now, rl_store_cb cb, void *arg)
-{
-    store->ops->user_ensure(store, user_id, now, cb, arg);
-}
-/* Records a new pairing; RL_E_IDEMPOTENCY_CONFLICT when the code is already live (mint another). */
-static inline void rl_store_pairing_insert(rl_store_t *store, const rl_pairing_new_t *pairing, rl_store_cb cb,
-                                           void *arg)
-{
-    store->ops->pairing_insert(store, pairing, cb, arg);
-}
-/*
- * Consumes a pending, unexpired code for user_id and creates its
- * installation; value is the installation object. RL_E_PAIRING_NOT_FOUND for
- * an unknown, expired or consumed code.
- */
-static inline void rl_store_pairing_claim(rl_store_t *store, const char *code_hash, const char *user_id, int64_t now,
-                                          rl_store_cb cb, void *arg)
-{
-    store->ops->pairing_claim(store, code_hash, user_id, now, cb, arg);
-}
-/*
- * Polls a pairing: value {"status":"pending"} while unclaimed, or, once
- * claimed, stores token_hash on the installation and answers
- * {"status":"paired","installation_id":...}; after that the pairing is spent.
- * RL_E_PAIRING_EXPIRED past expiry, RL_E_PAIRING_NOT_FOUND for unknown or spent.
- */
-static inline void rl_store_pairing_poll(rl_store_t *store, const char *poll_hash, const char *token_hash,
-                                         const char *token_env, int64_t now, rl_store_cb cb, void *arg)
-{
-    store->ops->pairing_poll(store, poll_hash, token_hash, token_env, now, cb, arg);
-}
-/* value: the installation object, including "token_hash"; RL_E_INSTALLATION_NOT_FOUND. */
-static inline void rl_store_installation_get(rl_store_t *store, const char *installation_id, rl_store_cb cb, void *arg)
-{
-    store->ops->installation_get(store, installation_id, cb, arg);
-}
-/* Replaces the installation's agent manifest (JSON text); value NULL. RL_E_INSTALLATION_NOT_FOUND. */
-static inline void rl_store_installation_set_manifest(rl_store_t *store, const char *installation_id,
-                                                      const char *manifest, rl_store_cb cb, void *arg)
-{
-    store->ops->installation_set_manifest(store, installation_id, manifest, cb, arg);
-}
-/*
- * Removes expired, spent state: old pairings, and sessions (with their
- * messages) deleted more than delete_grace ago; value {"sessions": n}.
- */
-static inline void rl_store_purge(rl_store_t *store, int64_t now, int64_t delete_grace, rl_store_cb cb, void *arg)
-{
-    store->ops->purge(store, now, delete_grace, cb, arg);
-}
-/*
- * value {"user": {id, created_at}, "installations": [installation...],
- * "sessions": [session...]} with deleted sessions left out.
- */
-static inline void rl_store_me_get(rl_store_t *store, const char *user_id, rl_store_cb cb, void *arg)
-{
-    store->ops->me_get(store, user_id, cb, arg);
-}
-/* Sets the name and/or emoji of the user's installation; value the installation. RL_E_INSTALLATION_NOT_FOUND. */
-static inline void rl_store_installation_patch(rl_store_t *store, const char *user_id, const char *installation_id,
-                                               const rl_installation_patch_t *patch, rl_store_cb cb, void *arg)
-{
-    store->ops->installation_patch(store, user_id, installation_id, patch, cb, arg);
-}
-/*
- * Revokes the user's installation; value {"installation": ..., "changed":
- * bool} (false when it was already revoked). RL_E_INSTALLATION_NOT_FOUND.
- */
-static inline void rl_store_installation_revoke(rl_store_t *store, const char *user_id, const char *installation_id,
-                                                int64_t now, rl_store_cb cb, void *arg)
-{
-    store->ops->installation_revoke(store, user_id, installation_id, now, cb, arg);
-}
-/*
- * Creates a session on a live installation of the user and queues the
- * bridge update session.started; value {"session": ..., "update_id": n}.
- * RL_E_INSTALLATION_NOT_FOUND, RL_E_INSTALLATION_REVOKED.
- */
-static inline void rl_store_session_create(rl_store_t *store, const rl_session_new_t *session, rl_store_cb cb,
-                                           void *arg)
-{
-    store->ops->session_create(store, session, cb, arg);
-}
-/*
- * Applies a state-machine transition to the user's session; value
- * {"session": ..., "changed": bool}. Deleted sessions are not found except
- * by RL_SESSION_RESTORE within delete_grace. RL_E_SESSION_NOT_FOUND.
- */
-static inline void rl_store_session_change(rl_store_t *store, const char *user_id, const char *session_id,
-                                           rl_session_op_t op, const char *title, int64_t now, int64_t delete_grace,
-                                           rl_store_cb cb, void *arg)
-{
-    store->ops->session_change(store, user_id, session_id, op, title, now, delete_grace, cb, arg);
-}
-/*
- * Queues session.cancelled for the session's bridge; value {"session": ...,
- * "update_id": n}. RL_E_SESSION_NOT_FOUND, RL_E_INSTALLATION_REVOKED,
- * RL_E_INTERACTION_NOT_FOUND (an interaction_id not of this session).
- */
-static inline void rl_store_session_cancel(rl_store_t *store, const char *user_id, const char *session_id,
-                                           const char *interaction_id, int64_t now, rl_store_cb cb, void *arg)
-{
-    store->ops->session_cancel(store, user_id, session_id, interaction_id, now, cb, arg);
-}
-/*
- * A page of the session's messages, newest first, older than `before` (a
- * message id, or NULL); value {"messages": [...], "has_more": bool,
- * "next_cursor": id or null}. RL_E_SESSION_NOT_FOUND, RL_E_MESSAGE_NOT_FOUND
- * (an unknown cursor).
- */
-static inline void rl_store_messages_list(rl_store_t *store, const char *user_id, const char *session_id, int limit,
-                                          const char *before, rl_store_cb cb, void *arg)
-{
-    store->ops->messages_list(store, user_id, session_id, limit, before, cb, arg);
-}
-/*
- * Records the user's message and its interaction and queues session.message
- * for the bridge; value {"message": ..., "session": ..., "update_id": n}.
- * RL_E_SESSION_NOT_FOUND, RL_E_INSTALLATION_REVOKED, RL_E_MESSAGE_NOT_FOUND
- * (reply_to unknown in this session).
- */
-static inline void rl_store_message_send(rl_store_t *store, const rl_message_send_t *send, rl_store_cb cb, void *arg)
-{
-    store->ops->message_send(store, send, cb, arg);
-}
-/* The user's session, deleted or not; RL_E_SESSION_NOT_FOUND. */
-static inline void rl_store_session_get(rl_store_t *store, const char *user_id, const char *session_id, rl_store_cb cb,
-                                        void *arg)
-{
-    store->ops->session_get(store, user_id, session_id, cb, arg);
-}
-/* Records an uploaded attachment; value NULL. */
-static inline void rl_store_attachment_insert(rl_store_t *store, const rl_attachment_new_t *attachment, rl_store_cb cb,
-                                              void *arg)
-{
-    store->ops->attachment_insert(store, attachment, cb, arg);
-}
-/* value the attachment {key, user_id, mime, size, name, created_at}; RL_E_NOT_FOUND. */
-static inline void rl_store_attachment_get(rl_store_t *store, const char *key, rl_store_cb cb, void *arg)
-{
-    store->ops->attachment_get(store, key, cb, arg);
-}
+/* ---- rows -------------------------------------------------------------------------------------- */
 
 /*
- * The bridge's writes. Each one checks its target (session of this
- * installation, not deleted; interaction of that session, inside the
- * follow-up window), applies the idempotency rule, and on success answers
- * {"response": {...}, "idempotent": bool, "user_id": owner, ...} plus what
- * the caller needs to publish. A replay carries only response and
- * idempotent. Errors: RL_E_SESSION_NOT_FOUND, RL_E_SESSION_DELETED,
- * RL_E_INTERACTION_NOT_FOUND, RL_E_INTERACTION_EXPIRED,
- * RL_E_MESSAGE_NOT_FOUND, RL_E_IDEMPOTENCY_CONFLICT and those listed below.
+ * Rows are plain values: strings point into the operation's arena (NULL for
+ * a NULL column), timestamps are milliseconds (RL_NO_TIME for NULL). Columns
+ * that hold JSON (attachments, usage, manifest, request, payload, keys,
+ * response) are text the relay encodes and decodes.
  */
-/* Opens an agent message (placeholder " " when text is empty); adds "message". */
-static inline void rl_store_message_open(rl_store_t *store, const rl_idempotency_t *idem,
-                                         const rl_bridge_target_t *target, const char *message_id, const char *user_id,
-                                         json_t *body, rl_store_cb cb, void *arg)
-{
-    store->ops->message_open(store, idem, target, message_id, user_id, body, cb, arg);
-}
+typedef struct rl_user_row {
+    const char *id;
+    int64_t created_at;
+} rl_user_row_t;
+
+typedef struct rl_pairing_row {
+    const char *poll_hash, *code_hash, *installation_id, *connector_type, *host_label;
+    const char *state; /* pending, claimed, delivered */
+    const char *user_id;
+    int64_t created_at, expires_at, claimed_at;
+} rl_pairing_row_t;
+
+typedef struct rl_installation_row {
+    const char *id, *user_id, *token_hash, *token_env, *connector_type, *host_label;
+    const char *custom_display_name, *custom_emoji;
+    const char *state; /* live, revoked */
+    const char *manifest;
+    int64_t created_at, revoked_at;
+} rl_installation_row_t;
+
+typedef struct rl_session_row {
+    const char *id, *user_id, *installation_id, *title;
+    const char *state; /* active, archived */
+    int64_t created_at, updated_at, deleted_at;
+} rl_session_row_t;
+
+typedef struct rl_interaction_row {
+    const char *id, *session_id;
+    int64_t created_at;
+} rl_interaction_row_t;
+
+typedef struct rl_message_row {
+    const char *id, *session_id, *interaction_id;
+    const char *role; /* user, agent */
+    const char *text, *attachments, *reply_to, *usage, *finish_reason;
+    const char *state; /* streaming, final */
+    int64_t created_at, finalized_at;
+    int placeholder;
+} rl_message_row_t;
+
+/* Streamed deltas seq..seq_last of one message, joined, with keys: a JSON array of [key, body hash]. */
+typedef struct rl_delta_run_row {
+    const char *message_id;
+    int64_t seq, seq_last;
+    const char *text;
+    size_t text_len;
+    const char *keys;
+} rl_delta_run_row_t;
+
+typedef struct rl_task_row {
+    const char *installation_id, *task_id, *session_id, *interaction_id, *kind, *name;
+    const char *status; /* created, progressing, completed, failed, cancelled */
+    const char *status_label;
+    int64_t created_at, updated_at;
+} rl_task_row_t;
+
+typedef struct rl_approval_row {
+    const char *id, *installation_id, *user_id, *session_id, *interaction_id;
+    const char *request; /* the bridge's fields, JSON */
+    const char *state;   /* pending, resolved, expired */
+    const char *decision, *scope, *scope_value;
+    int64_t created_at, expires_at, resolved_at;
+} rl_approval_row_t;
+
+typedef struct rl_grant_row {
+    const char *installation_id, *action, *scope, *scope_value;
+    int64_t created_at;
+} rl_grant_row_t;
+
+typedef struct rl_idempotency_row {
+    const char *owner, *scope, *key, *body_hash, *response;
+    int64_t created_at;
+} rl_idempotency_row_t;
+
+typedef struct rl_update_row {
+    const char *installation_id;
+    int64_t update_id;
+    const char *type, *session_id, *interaction_id, *payload;
+    int64_t created_at;
+} rl_update_row_t;
+
+typedef struct rl_attachment_row {
+    const char *key, *user_id, *mime, *name;
+    int64_t size, created_at;
+} rl_attachment_row_t;
+
+/* ---- transactions: what a backend implements --------------------------------------------------- */
+
 /*
- * What a streamed message's deltas are checked against: value {message_id,
- * session_id, interaction_id, user_id, state, deleted (bool), next_seq,
- * keys: {idempotency key: body hash}} for the installation's agent message.
- * scope is the idempotency scope of its deltas. RL_E_MESSAGE_NOT_FOUND.
+ * Every function runs on the thread that owns the transaction and returns 0
+ * or a negative RL_E_* error: RL_E_NOT_FOUND when a read by key finds no
+ * row (or an update/delete by key changes none), RL_E_CONFLICT when an
+ * insert meets a row with the same key, RL_E_UNAVAILABLE when the
+ * backend's server cannot be reached or the transaction must be tried again
+ * (a deadlock, a serialization failure), RL_E_INTERNAL for anything else
+ * (logged by the backend). Lists are arrays in the arena, in the order the
+ * function names. Reads inside a writing operation lock what they read
+ * where the engine needs it (rl_txn_t.writing), so that a rule checked on a
+ * row still holds when the operation writes.
  */
-static inline void rl_store_message_stream_state(rl_store_t *store, const char *installation_id, const char *message_id,
-                                                 const char *scope, rl_store_cb cb, void *arg)
-{
-    store->ops->message_stream_state(store, installation_id, message_id, scope, cb, arg);
-}
-/*
- * Persists deltas already applied and acknowledged, each with the idempotency
- * record of its key (replayed as {message_id}). Takes the batch: the caller
- * must not touch it after the call. value NULL.
- */
-static inline void rl_store_deltas_append(rl_store_t *store, rl_delta_batch_t *batch, int64_t now, rl_store_cb cb,
-                                          void *arg)
-{
-    store->ops->deltas_append(store, batch, now, cb, arg);
-}
-/* Finalises a message with its canonical text and usage; adds "message". RL_E_MESSAGE_FINALIZED. */
-static inline void rl_store_message_end(rl_store_t *store, const rl_idempotency_t *idem, const char *installation_id,
-                                        const char *message_id, json_t *body, int64_t now, rl_store_cb cb, void *arg)
-{
-    store->ops->message_end(store, idem, installation_id, message_id, body, now, cb, arg);
-}
-/*
- * One step of a task's lifecycle; adds "task". RL_E_TASK_NOT_FOUND (update or
- * finish of an unknown task), RL_E_TASK_FINISHED (after its end),
- * RL_E_TOOL_NOT_DECLARED (a name missing from the manifest).
- */
-static inline void rl_store_task_step(rl_store_t *store, const rl_idempotency_t *idem, const rl_bridge_target_t *target,
-                                      rl_task_step_t step, json_t *body, rl_store_cb cb, void *arg)
-{
-    store->ops->task_step(store, idem, target, step, body, cb, arg);
-}
-/*
- * Records an approval request; adds "approval". When an approve_always grant
- * matches, the approval is resolved at once: adds "auto_resolved": true and
- * the queued "update_id" of approval.resolved.
- */
-static inline void rl_store_approval_request(rl_store_t *store, const rl_idempotency_t *idem,
-                                             const rl_bridge_target_t *target, json_t *body, int64_t expires_at,
-                                             rl_store_cb cb, void *arg)
-{
-    store->ops->approval_request(store, idem, target, body, expires_at, cb, arg);
-}
-/*
- * The user's decision on a pending approval; value {"approval", "changed",
- * "update_id"?}. The first decision wins: a later one answers the stored
- * approval with changed false. RL_E_APPROVAL_NOT_FOUND, RL_E_APPROVAL_EXPIRED.
- */
-static inline void rl_store_approval_decide(rl_store_t *store, const char *user_id, const char *approval_id,
-                                            const char *decision, const char *scope, const char *scope_value,
-                                            int64_t now, rl_store_cb cb, void *arg)
-{
-    store->ops->approval_decide(store, user_id, approval_id, decision, scope, scope_value, now, cb, arg);
-}
-/* Expires a pending approval that is due; value {"approval", "changed", "update_id"?, "user_id"}. */
-static inline void rl_store_approval_expire(rl_store_t *store, const char *approval_id, int64_t now, rl_store_cb cb,
-                                            void *arg)
-{
-    store->ops->approval_expire(store, approval_id, now, cb, arg);
-}
-/*
- * Pending approvals, oldest first: the user's (user_id set), or everyone's
- * that are due before due_before (user_id NULL). value {"approvals": [...]}.
- */
-static inline void rl_store_approvals_pending(rl_store_t *store, const char *user_id, int64_t due_before,
-                                              rl_store_cb cb, void *arg)
-{
-    store->ops->approvals_pending(store, user_id, due_before, cb, arg);
-}
-/* Unacknowledged updates after after_id created since since_ms, in order; value {"updates": [...]}. */
-static inline void rl_store_updates_list(rl_store_t *store, const char *installation_id, int64_t after_id,
-                                         int64_t since_ms, int limit, rl_store_cb cb, void *arg)
-{
-    store->ops->updates_list(store, installation_id, after_id, since_ms, limit, cb, arg);
-}
-/* Drops the installation's updates up to and including up_to; value NULL. */
-static inline void rl_store_updates_ack(rl_store_t *store, const char *installation_id, int64_t up_to, rl_store_cb cb,
-                                        void *arg)
-{
-    store->ops->updates_ack(store, installation_id, up_to, cb, arg);
-}
-/* Drops idempotency records past their TTL, updates past the replay window and old tasks; value NULL. */
-static inline void rl_store_purge_bridge(rl_store_t *store, int64_t now, int64_t idempotency_ttl, int64_t replay_window,
-                                         rl_store_cb cb, void *arg)
-{
-    store->ops->purge_bridge(store, now, idempotency_ttl, replay_window, cb, arg);
-}
+struct rl_txn_ops {
+    const char *name;
+
+    /* Transaction control, used by the store's worker only. */
+    int (*begin)(rl_txn_t *txn);
+    int (*commit)(rl_txn_t *txn);
+    void (*rollback)(rl_txn_t *txn);
+    int (*savepoint)(rl_txn_t *txn);
+    /* Ends the savepoint: keep 1 keeps its writes, 0 undoes them. */
+    void (*release)(rl_txn_t *txn, int keep);
+    void (*close)(rl_txn_t *txn);
+
+    /* users: insert_ignore keeps an existing row */
+    int (*user_insert_ignore)(rl_txn_t *txn, const rl_user_row_t *row);
+    int (*user_get)(rl_txn_t *txn, const char *id, rl_user_row_t *out);
+
+    /* pairings: at most one pending row per code_hash */
+    int (*pairing_insert)(rl_txn_t *txn, const rl_pairing_row_t *row);
+    int (*pairing_by_code)(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out); /* the pending one */
+    int (*pairing_by_poll)(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out);
+    int (*pairing_update)(rl_txn_t *txn, const rl_pairing_row_t *row); /* state, user_id, claimed_at by poll_hash */
+    /* Deletes the pending rows of code_hash that expired at or before `at`. */
+    int (*pairing_delete_lapsed)(rl_txn_t *txn, const char *code_hash, int64_t at);
+    int (*pairings_purge)(rl_txn_t *txn, int64_t expired_before);
+
+    /* installations */
+    int (*installation_insert)(rl_txn_t *txn, const rl_installation_row_t *row);
+    int (*installation_get)(rl_txn_t *txn, const char *id, rl_installation_row_t *out);
+    /* token_hash, token_env, custom_display_name, custom_emoji, state, manifest, revoked_at by id */
+    int (*installation_update)(rl_txn_t *txn, const rl_installation_row_t *row);
+    /* The user's installations by created_at, id. */
+    int (*installations_of_user)(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count);
+
+    /* sessions */
+    int (*session_insert)(rl_txn_t *txn, const rl_session_row_t *row);
+    int (*session_get)(rl_txn_t *txn, const char *id, rl_session_row_t *out);
+    int (*session_update)(rl_txn_t *txn, const rl_session_row_t *row); /* title, state, updated_at, deleted_at */
+    /* The user's sessions that are not deleted, most recently updated first. */
+    int (*sessions_of_user)(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count);
+    /* Deletes sessions deleted at or before `before`, with their interactions and messages. */
+    int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
+
+    /* interactions */
+    int (*interaction_insert)(rl_txn_t *txn, const rl_interaction_row_t *row);
+    int (*interaction_get)(rl_txn_t *txn, const char *id, rl_interaction_row_t *out);
+
+    /* messages */
+    int (*message_insert)(rl_txn_t *txn, const rl_message_row_t *row);
+    int (*message_get)(rl_txn_t *txn, const char *id, rl_message_row_t *out);
+    /* text, usage, finish_reason, state, finalized_at, placeholder by id */
+    int (*message_update)(rl_txn_t *txn, const rl_message_row_t *row);
+    /*
+     * Up to limit messages of the session in the order they were inserted,
+     * newest first, older than the message `before` (NULL: from the newest).
+     * RL_E_NOT_FOUND when before is not a message of the session.
+     */
+    int (*messages_page)(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
+                         size_t *count);
+    /*
+     * Messages still streaming whose interaction (or, for one without, the
+     * message itself) was created at or before `at`, oldest first, at most limit.
+     */
+    int (*messages_open_before)(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count);
+
+    /* streamed deltas of open messages, as runs that do not overlap; a run whose (message_id, seq) exists is ignored */
+    int (*delta_run_insert)(rl_txn_t *txn, const rl_delta_run_row_t *row);
+    int (*delta_runs_of)(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count); /* by seq */
+    /* The seq after the message's last stored delta: its last run's seq_last + 1, or 1 when none. */
+    int (*delta_next_seq)(rl_txn_t *txn, const char *message_id, int64_t *next);
+    int (*delta_runs_delete)(rl_txn_t *txn, const char *message_id);
+    /* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
+    int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
+    int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys);
+    int (*delta_keys_purge)(rl_txn_t *txn, int64_t created_before);
+
+    /* idempotency records */
+    int (*idempotency_get)(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
+                           rl_idempotency_row_t *out);
+    int (*idempotency_insert)(rl_txn_t *txn, const rl_idempotency_row_t *row);
+    int (*idempotency_of_scope)(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
+                                size_t *count);
+    int (*idempotency_purge)(rl_txn_t *txn, int64_t created_before);
+
+    /* tasks, keyed by (installation_id, task_id) */
+    int (*task_insert)(rl_txn_t *txn, const rl_task_row_t *row);
+    int (*task_get)(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out);
+    int (*task_update)(rl_txn_t *txn, const rl_task_row_t *row); /* status, status_label, name, updated_at */
+    int (*tasks_purge)(rl_txn_t *txn, int64_t updated_before);
+
+    /* approvals */
+    int (*approval_insert)(rl_txn_t *txn, const rl_approval_row_t *row);
+    int (*approval_get)(rl_txn_t *txn, const char *id, rl_approval_row_t *out);
+    /* state, decision, scope, scope_value, resolved_at by id */
+    int (*approval_update)(rl_txn_t *txn, const rl_approval_row_t *row);
+    /* The user's pending approvals that expire after `after`, oldest first. */
+    int (*approvals_pending_of_user)(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
+                                     size_t *count);
+    /* Anyone's pending approvals that expire at or before `at`, soonest first, at most limit. */
+    int (*approvals_due)(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count);
+
+    /* grants; insert_ignore keeps an existing (installation_id, action, scope, scope_value) */
+    int (*grant_insert_ignore)(rl_txn_t *txn, const rl_grant_row_t *row);
+    int (*grants_of)(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
+                     size_t *count);
+
+    /* the bridge update queue: ids count up per installation */
+    int (*update_append)(rl_txn_t *txn, rl_update_row_t *row); /* sets row->update_id */
+    /* Updates after after_id created at or after since, by id, at most limit. */
+    int (*updates_after)(rl_txn_t *txn, const char *installation_id, int64_t after_id, int64_t since, int limit,
+                         rl_update_row_t **rows, size_t *count);
+    /* Drops the installation's updates up to and including up_to, and remembers it as acknowledged. */
+    int (*updates_ack)(rl_txn_t *txn, const char *installation_id, int64_t up_to);
+    int (*updates_purge)(rl_txn_t *txn, int64_t created_before);
+
+    /* attachments */
+    int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
+    int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
+};
+
+struct rl_txn {
+    const struct rl_txn_ops *ops;
+    /* Set by the worker around each operation: where rows read go, and whether the operation writes. */
+    rl_arena_t *arena;
+    int writing;
+};
+
+/* A backend call: RL_TXN(txn, session_get, id, &row). */
+#define RL_TXN(txn, fn, ...) ((txn)->ops->fn((txn), __VA_ARGS__))
+
+/* The backend connection at location (see rl_store_open), migrated. 0 or -1 with the cause logged. */
+int rl_store__backend_open(const char *location, rl_txn_t **out);
+/* Wraps a backend connection into a store (worker.c): on a thread of its own, or inline. Takes txn. */
+int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out);
 
 #endif

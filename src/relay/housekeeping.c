@@ -1,0 +1,97 @@
+#include <stdlib.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "relay/auth.h"
+#include "relay/deltas.h"
+#include "relay/housekeeping.h"
+#include "relay/ops.h"
+#include "relay/ratelimit.h"
+#include "relay/relay.h"
+
+#define PERIOD_MS       60000
+#define PAIRING_KEEP_MS (3600 * 1000) /* a late poll still gets a clear answer for an hour */
+#define TASK_KEEP_MS    86400000      /* tool calls are ephemeral; a day is plenty to catch late updates */
+
+struct rl_housekeeping {
+    rl_relay_t *relay;
+    h2o_timeout_t period;
+    h2o_timeout_entry_t entry;
+};
+
+struct purge {
+    rl_op_t op;
+    int64_t now, delete_grace, idempotency_ttl, replay_window;
+    int64_t sessions; /* result */
+};
+
+static int purge_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct purge *op = (void *)base;
+    int result;
+
+    /* spec: a deleted session has a 24 h grace; then it goes, and its messages with it. */
+    if ((result = RL_TXN(txn, sessions_purge, op->now - op->delete_grace, &op->sessions)) != 0 ||
+        (result = RL_TXN(txn, pairings_purge, op->now - PAIRING_KEEP_MS)) != 0 ||
+        /* spec: idempotency keys are unique for 24 hours, then recycled. */
+        (result = RL_TXN(txn, idempotency_purge, op->now - op->idempotency_ttl)) != 0 ||
+        (result = RL_TXN(txn, delta_keys_purge, op->now - op->idempotency_ttl)) != 0 ||
+        /* spec: updates older than the replay window are never replayed; the history covers them. */
+        (result = RL_TXN(txn, updates_purge, op->now - op->replay_window)) != 0)
+        return result;
+    return RL_TXN(txn, tasks_purge, op->now - TASK_KEEP_MS);
+}
+
+static const rl_store_op_type_t purge_type = RL_OP_TYPE(purge, 1, purge_run);
+
+static void on_purged(rl_store_op_t *base)
+{
+    struct purge *op = (void *)base;
+
+    if (base->result != 0)
+        rl_log_warn("store purge failed");
+    else if (op->sessions > 0)
+        rl_log_info("purged %lld sessions past their delete grace", (long long)op->sessions);
+}
+
+static void on_period(h2o_timeout_entry_t *entry)
+{
+    rl_housekeeping_t *housekeeping = H2O_STRUCT_FROM_MEMBER(rl_housekeeping_t, entry, entry);
+    rl_relay_t *relay = housekeeping->relay;
+    int64_t now = rl_clock_now_ms();
+    struct purge *op = rl_op_new(&purge_type, sizeof(*op));
+
+    rl_ratelimit_sweep(relay->limiter, now);
+    rl_bus_sweep(relay->bus, now);
+    rl_auth_sweep(relay->auth, now);
+    rl_deltas_sweep(relay->deltas, now);
+    op->now = now;
+    op->delete_grace = relay->config.delete_grace;
+    op->idempotency_ttl = relay->config.idempotency_ttl;
+    op->replay_window = relay->config.replay_window;
+    rl_store_submit(relay->store, &op->op.base, on_purged, housekeeping);
+    h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
+}
+
+rl_housekeeping_t *rl_housekeeping_start(rl_relay_t *relay)
+{
+    rl_housekeeping_t *housekeeping = calloc(1, sizeof(*housekeeping));
+
+    if (housekeeping == NULL)
+        return NULL;
+    housekeeping->relay = relay;
+    h2o_timeout_init(relay->loop, &housekeeping->period, PERIOD_MS);
+    housekeeping->entry.cb = on_period;
+    h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
+    return housekeeping;
+}
+
+void rl_housekeeping_stop(rl_housekeeping_t *housekeeping)
+{
+    if (housekeeping == NULL)
+        return;
+    if (h2o_timeout_is_linked(&housekeeping->entry))
+        h2o_timeout_unlink(&housekeeping->entry);
+    h2o_timeout_dispose(housekeeping->relay->loop, &housekeeping->period);
+    free(housekeeping);
+}

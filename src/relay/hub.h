@@ -1,0 +1,48 @@
+/*
+ * The client event hub: the streams of this node, per user, and the door to
+ * the bus through which every event is published and every node's events
+ * arrive. The first stream of a user makes this node listen to that user on
+ * the bus; the last one stops it. Loop thread only.
+ */
+#ifndef RL_RELAY_HUB_H
+#define RL_RELAY_HUB_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "bus/bus.h"
+#include "common/blob.h"
+
+typedef struct rl_hub rl_hub_t;
+typedef struct rl_hub_subscriber rl_hub_subscriber_t;
+
+struct rl_hub_subscriber {
+    /*
+     * Each live event of the subscriber's user, in id order as the bus hands
+     * them (a subscriber checks for gaps itself). frame is borrowed: retain
+     * it to keep it. deliver may unsubscribe its own subscriber.
+     */
+    void (*deliver)(rl_hub_subscriber_t *self, int64_t id, rl_blob_t *frame);
+    /* The hub's. */
+    rl_hub_subscriber_t *_prev, *_next;
+    void *_user;
+};
+
+/* NULL when out of memory. The bus must outlive the hub. */
+rl_hub_t *rl_hub_new(rl_bus_t *bus, size_t max_users);
+/* Frees the hub; every subscriber must be gone. */
+void rl_hub_free(rl_hub_t *hub);
+/* Publishes an event to a user's streams on every node. Steals data. */
+void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data);
+/* 0, or RL_E_UNAVAILABLE when this node holds streams of too many users. */
+int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *sub);
+/* Detaches a subscriber; safe to call twice. */
+void rl_hub_unsubscribe(rl_hub_t *hub, rl_hub_subscriber_t *sub);
+/* The bus's event handler: hands a live event to the user's subscribers here. */
+void rl_hub_deliver(rl_hub_t *hub, const char *user_id, int64_t id, rl_blob_t *frame);
+/* Number of this node's subscribers of a user (tests, metrics). */
+size_t rl_hub_subscribers(rl_hub_t *hub, const char *user_id);
+/* The bus the hub publishes to (for reads of the ring). */
+rl_bus_t *rl_hub_bus(rl_hub_t *hub);
+
+#endif

@@ -1,0 +1,66 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "relay/idempotency.h"
+#include "relay/token.h"
+
+int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1])
+{
+    char *canonical = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+
+    if (canonical == NULL)
+        return -1;
+    rl_token_hash(canonical, strlen(canonical), out);
+    free(canonical);
+    return 0;
+}
+
+void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idempotency_t *src)
+{
+    dst->owner = rl_arena_strdup(arena, src->owner);
+    dst->scope = rl_arena_strdup(arena, src->scope);
+    dst->key = rl_arena_strdup(arena, src->key);
+    dst->body_hash = rl_arena_strdup(arena, src->body_hash);
+}
+
+int rl_idempotency_check(rl_txn_t *txn, const rl_idempotency_t *idem, const char **response)
+{
+    rl_idempotency_row_t row;
+    int result;
+
+    if (idem->key == NULL)
+        return 0;
+    result = RL_TXN(txn, idempotency_get, idem->owner, idem->scope, idem->key, &row);
+    if (result == RL_E_NOT_FOUND)
+        return 0;
+    if (result != 0)
+        return result;
+    /* spec: the same key with another body is a conflict. */
+    if (strcmp(row.body_hash, idem->body_hash) != 0)
+        return RL_E_IDEMPOTENCY_CONFLICT;
+    *response = row.response;
+    return 1;
+}
+
+int rl_idempotency_record(rl_txn_t *txn, const rl_idempotency_t *idem, json_t *response, int64_t now)
+{
+    rl_idempotency_row_t row;
+    char *text;
+    int result;
+
+    if (idem->key == NULL)
+        return 0;
+    text = json_dumps(response, JSON_COMPACT);
+    if (text == NULL)
+        return RL_E_INTERNAL;
+    row.owner = idem->owner;
+    row.scope = idem->scope;
+    row.key = idem->key;
+    row.body_hash = idem->body_hash;
+    row.response = text;
+    row.created_at = now;
+    result = RL_TXN(txn, idempotency_insert, &row);
+    free(text);
+    return result;
+}

@@ -1,0 +1,38 @@
+/*
+ * Idempotent bridge writes (spec "Limits"): a key is unique per (owner,
+ * scope) for the idempotency TTL. The same key with the same body replays
+ * the stored response with "idempotent": true; the same key with another body
+ * is 409 idempotency_conflict. The body is compared through the SHA-256 of
+ * its canonical JSON (keys sorted, compact).
+ */
+#ifndef RL_RELAY_IDEMPOTENCY_H
+#define RL_RELAY_IDEMPOTENCY_H
+
+#include <jansson.h>
+
+#include "store/store.h"
+
+#define RL_BODY_HASH_HEX 64
+
+typedef struct rl_idempotency {
+    const char *owner; /* the installation */
+    const char *scope; /* e.g. "sendMessage:ses_..." */
+    const char *key;   /* NULL: the write carries no key and is not idempotent */
+    const char *body_hash;
+} rl_idempotency_t;
+
+/* Hex SHA-256 of body's canonical JSON into out. 0, or -1 when out of memory. Any thread. */
+int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1]);
+/* Copies src into dst with its strings in arena. */
+void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idempotency_t *src);
+
+/*
+ * In a transaction: 0 when the key is new (or absent), 1 for a replay with
+ * *response the stored response (JSON text in the arena), or
+ * RL_E_IDEMPOTENCY_CONFLICT.
+ */
+int rl_idempotency_check(rl_txn_t *txn, const rl_idempotency_t *idem, const char **response);
+/* In a transaction: remembers response (not stolen) as the answer to the key. 0 or an error. */
+int rl_idempotency_record(rl_txn_t *txn, const rl_idempotency_t *idem, json_t *response, int64_t now);
+
+#endif

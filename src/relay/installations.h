@@ -1,0 +1,15 @@
+/* A user's installations: rename and emoji (PATCH), and revocation (DELETE). */
+#ifndef RL_RELAY_INSTALLATIONS_H
+#define RL_RELAY_INSTALLATIONS_H
+
+#include "http/call.h"
+#include "http/validate.h"
+
+int rl_installation_patch(rl_call_t *call);
+int rl_installation_revoke(rl_call_t *call);
+extern const rl_schema_t rl_installation_patch_schema;
+
+/* The topic every node joins for what concerns all of them (revocations, cache invalidation). */
+#define RL_TOPIC_AUTH "auth"
+
+#endif

@@ -1,0 +1,309 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/rand.h"
+#include "relay/deltas.h"
+#include "relay/hub.h"
+#include "relay/ops.h"
+#include "relay/relay.h"
+#include "relay/sessions.h"
+#include "relay/token.h"
+#include "relay/updates.h"
+#include "relay/views.h"
+
+#define ID_CHARS  20
+#define TITLE_MAX 200
+
+static int check_installation_id(const char *s, size_t len)
+{
+    return rl_installation_id_is_valid(s, len) ? 0 : -1;
+}
+
+static const rl_field_t session_create_fields[] = {
+    RL_FIELD_STRING_CHECK("installation_id", RL_F_REQUIRED, 1, 64, check_installation_id,
+                          "Installation ids look like inst_ followed by 16 letters or digits"),
+    RL_FIELD_STRING("title", RL_F_NULLABLE, 0, TITLE_MAX),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_session_create_schema = RL_SCHEMA(session_create_fields);
+
+static const rl_field_t session_rename_fields[] = {
+    RL_FIELD_STRING("title", RL_F_REQUIRED | RL_F_NULLABLE, 0, TITLE_MAX),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_session_rename_schema = RL_SCHEMA(session_rename_fields);
+
+static const rl_field_t session_cancel_fields[] = {
+    RL_FIELD_STRING("interaction_id", RL_F_NULLABLE, 1, 64),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_session_cancel_schema = RL_SCHEMA(session_cancel_fields);
+
+/* ---- create ---- */
+
+struct session_create {
+    rl_op_t op;
+    const char *user_id, *installation_id, *session_id, *title;
+    int64_t now, delete_grace;
+    const char *bridge; /* result: the installation to notify */
+};
+
+static int session_create_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct session_create *op = (void *)base;
+    rl_installation_row_t installation;
+    rl_session_row_t session = {op->session_id, op->user_id, op->installation_id, op->title, "active",
+                                op->now,        op->now,     RL_NO_TIME};
+    int result = RL_TXN(txn, installation_get, op->installation_id, &installation);
+
+    /* Another user's installation looks like none at all. */
+    if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(installation.user_id, op->user_id) != 0))
+        return RL_E_INSTALLATION_NOT_FOUND;
+    if (result != 0)
+        return result;
+    if (strcmp(installation.state, "live") != 0)
+        return RL_E_INSTALLATION_REVOKED;
+    if ((result = RL_TXN(txn, session_insert, &session)) != 0)
+        return result;
+    /* spec: a new session reaches the bridge as session.started. */
+    if ((result = rl_update_append(txn, op->installation_id, "session.started", op->session_id, NULL,
+                                   rl_update_session_started(&session), op->now, &op->op.update_id)) != 0)
+        return result;
+    op->bridge = op->installation_id;
+    op->op.value = rl_view_session(&session, op->delete_grace);
+    return 0;
+}
+
+static const rl_store_op_type_t session_create_type = RL_OP_TYPE(session_create, 1, session_create_run);
+
+static void on_session_created(rl_store_op_t *base)
+{
+    struct session_create *op = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+    json_t *session = op->op.value;
+
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else {
+        rl_hub_publish(relay->hub, call->principal, "session_created",
+                       json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "session", session));
+        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_call_reply(call, json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "session", session));
+    }
+    rl_call_release(call);
+}
+
+int rl_session_create(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    struct session_create *op = rl_op_new(&session_create_type, sizeof(*op));
+    char session_id[32];
+
+    rl_rand_id(session_id, sizeof(session_id), "ses_", ID_CHARS);
+    op->user_id = rl_op_str(op, call->principal);
+    op->installation_id = rl_op_str(op, rl_body_string(call, "installation_id"));
+    op->session_id = rl_op_str(op, session_id);
+    op->title = rl_op_str(op, rl_body_string(call, "title"));
+    op->now = rl_clock_now_ms();
+    op->delete_grace = relay->config.delete_grace;
+    rl_op_submit_for(call, op, on_session_created);
+    return 0;
+}
+
+/* ---- the state machine ---- */
+
+struct session_change {
+    rl_op_t op;
+    const char *user_id, *session_id, *title;
+    rl_session_op_t change;
+    int64_t now, delete_grace;
+    int changed;
+};
+
+/* The user's session, deleted or not; anyone else's is not found. */
+int rl_session_of_user(rl_txn_t *txn, const char *user_id, const char *session_id, rl_session_row_t *session)
+{
+    int result = RL_TXN(txn, session_get, session_id, session);
+
+    if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(session->user_id, user_id) != 0))
+        return RL_E_SESSION_NOT_FOUND;
+    return result;
+}
+
+static int session_change_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct session_change *op = (void *)base;
+    rl_session_row_t session;
+    int result = rl_session_of_user(txn, op->user_id, op->session_id, &session);
+
+    if (result != 0)
+        return result;
+    op->changed = 1;
+    if (op->change == RL_SESSION_RESTORE) {
+        /* brief: restore works inside the grace; afterwards the session is as good as purged. */
+        if (session.deleted_at == RL_NO_TIME)
+            op->changed = 0;
+        else if (session.deleted_at + op->delete_grace <= op->now)
+            return RL_E_SESSION_NOT_FOUND;
+        else
+            session.deleted_at = RL_NO_TIME;
+    } else if (session.deleted_at != RL_NO_TIME) {
+        /* Deleted sessions are not found by any route but restore. */
+        return RL_E_SESSION_NOT_FOUND;
+    } else if (op->change == RL_SESSION_RENAME) {
+        session.title = op->title;
+    } else if (op->change == RL_SESSION_ARCHIVE || op->change == RL_SESSION_UNARCHIVE) {
+        const char *target = op->change == RL_SESSION_ARCHIVE ? "archived" : "active";
+        if (strcmp(session.state, target) == 0)
+            op->changed = 0;
+        session.state = target;
+    } else {
+        session.deleted_at = op->now;
+    }
+    if (op->changed) {
+        session.updated_at = op->now;
+        if ((result = RL_TXN(txn, session_update, &session)) != 0)
+            return result;
+    }
+    op->op.value = rl_view_session(&session, op->delete_grace);
+    return 0;
+}
+
+static const rl_store_op_type_t session_change_type = RL_OP_TYPE(session_change, 1, session_change_run);
+
+static void on_session_changed(rl_store_op_t *base)
+{
+    struct session_change *op = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+    json_t *session = op->op.value, *id;
+
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+        rl_call_release(call);
+        return;
+    }
+    id = json_object_get(session, "id");
+    /* spec: each transition emits its event; a request that changes nothing emits none. */
+    if (op->change == RL_SESSION_RENAME) {
+        rl_hub_publish(relay->hub, call->principal, "session_renamed",
+                       json_pack("{s:O, s:O, s:O}", "session_id", id, "title", json_object_get(session, "title"),
+                                 "session", session));
+    } else if (op->changed && op->change == RL_SESSION_DELETE) {
+        rl_deltas_forget_session(relay->deltas, json_string_value(id));
+        rl_hub_publish(relay->hub, call->principal, "session_deleted",
+                       json_pack("{s:O, s:O, s:O}", "session_id", id, "deleted_at",
+                                 json_object_get(session, "deleted_at"), "restore_until",
+                                 json_object_get(session, "restore_until")));
+    } else if (op->changed) {
+        rl_hub_publish(relay->hub, call->principal, "session_updated",
+                       json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
+                                 "session", session));
+    }
+    rl_call_reply(call, json_pack("{s:O, s:O}", "session_id", id, "session", session));
+    rl_call_release(call);
+}
+
+/* The session state machine's transitions; the route row says which (call->handler_tag). */
+int rl_session_change(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    struct session_change *op;
+    char session_id[72];
+    int result = rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    op = rl_op_new(&session_change_type, sizeof(*op));
+    op->change = (rl_session_op_t)call->handler_tag;
+    op->user_id = rl_op_str(op, call->principal);
+    op->session_id = rl_op_str(op, session_id);
+    op->title = op->change == RL_SESSION_RENAME ? rl_op_str(op, rl_body_string(call, "title")) : NULL;
+    op->now = rl_clock_now_ms();
+    op->delete_grace = relay->config.delete_grace;
+    rl_op_submit_for(call, op, on_session_changed);
+    return 0;
+}
+
+/* ---- cancel ---- */
+
+struct session_cancel {
+    rl_op_t op;
+    const char *user_id, *session_id, *interaction_id;
+    int64_t now;
+    const char *bridge; /* result: the installation to notify */
+};
+
+int rl_session_live(rl_txn_t *txn, const char *user_id, const char *session_id, rl_session_row_t *session)
+{
+    rl_installation_row_t installation;
+    int result = rl_session_of_user(txn, user_id, session_id, session);
+
+    if (result != 0)
+        return result;
+    if (session->deleted_at != RL_NO_TIME)
+        return RL_E_SESSION_NOT_FOUND;
+    result = RL_TXN(txn, installation_get, session->installation_id, &installation);
+    if (result == 0 && strcmp(installation.state, "live") != 0)
+        result = RL_E_INSTALLATION_REVOKED;
+    return result == RL_E_NOT_FOUND ? RL_E_INSTALLATION_NOT_FOUND : result;
+}
+
+static int session_cancel_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct session_cancel *op = (void *)base;
+    rl_session_row_t session;
+    rl_interaction_row_t interaction;
+    int result = rl_session_live(txn, op->user_id, op->session_id, &session);
+
+    if (result != 0)
+        return result;
+    if (op->interaction_id != NULL) {
+        result = RL_TXN(txn, interaction_get, op->interaction_id, &interaction);
+        if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(interaction.session_id, op->session_id) != 0))
+            return RL_E_INTERACTION_NOT_FOUND;
+        if (result != 0)
+            return result;
+    }
+    op->bridge = session.installation_id;
+    return rl_update_append(txn, session.installation_id, "session.cancelled", op->session_id, op->interaction_id,
+                            rl_update_session_cancelled(op->interaction_id), op->now, &op->op.update_id);
+}
+
+static const rl_store_op_type_t session_cancel_type = RL_OP_TYPE(session_cancel, 1, session_cancel_run);
+
+static void on_session_cancelled(rl_store_op_t *base)
+{
+    struct session_cancel *op = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else {
+        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_call_reply(call,
+                      json_pack("{s:s, s:s?}", "session_id", op->session_id, "interaction_id", op->interaction_id));
+    }
+    rl_call_release(call);
+}
+
+int rl_session_cancel(rl_call_t *call)
+{
+    struct session_cancel *op;
+    char session_id[72];
+    int result = rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    op = rl_op_new(&session_cancel_type, sizeof(*op));
+    op->user_id = rl_op_str(op, call->principal);
+    op->session_id = rl_op_str(op, session_id);
+    op->interaction_id = rl_op_str(op, call->body != NULL ? rl_body_string(call, "interaction_id") : NULL);
+    op->now = rl_clock_now_ms();
+    rl_op_submit_for(call, op, on_session_cancelled);
+    return 0;
+}

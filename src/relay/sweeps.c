@@ -1,0 +1,89 @@
+#include <stdlib.h>
+
+#include "common/clock.h"
+#include "relay/approvals.h"
+#include "relay/bridge.h"
+#include "relay/relay.h"
+#include "relay/sweeps.h"
+
+#define PERIOD_MS 1000
+
+/* One row per sweep: the operation it submits, and what follows its commit on the loop. */
+static const struct {
+    const char *name;
+    rl_store_op_t *(*start)(rl_relay_t *relay, int64_t now);
+    void (*done)(rl_relay_t *relay, rl_store_op_t *op);
+} sweeps_table[] = {
+    {"approval expiry", rl_approvals_expiry, rl_approvals_expired},
+    {"messages left open", rl_messages_lapse, rl_messages_lapsed},
+};
+
+#define NSWEEPS (sizeof(sweeps_table) / sizeof(sweeps_table[0]))
+
+struct rl_sweeps {
+    rl_relay_t *relay;
+    h2o_timeout_t period;
+    h2o_timeout_entry_t tick;
+    struct sweep_run {
+        rl_sweeps_t *sweeps;
+        size_t index;
+        int running;
+    } runs[NSWEEPS];
+};
+
+static void on_swept(rl_store_op_t *op)
+{
+    struct sweep_run *run = op->arg;
+
+    run->running = 0;
+    sweeps_table[run->index].done(run->sweeps->relay, op);
+}
+
+static void on_tick(h2o_timeout_entry_t *entry)
+{
+    rl_sweeps_t *sweeps = H2O_STRUCT_FROM_MEMBER(rl_sweeps_t, tick, entry);
+    rl_relay_t *relay = sweeps->relay;
+    int64_t now = rl_clock_now_ms();
+    size_t i;
+
+    for (i = 0; i < NSWEEPS; ++i) {
+        if (sweeps->runs[i].running)
+            continue;
+        sweeps->runs[i].running = 1;
+        rl_store_submit(relay->store, sweeps_table[i].start(relay, now), on_swept, &sweeps->runs[i]);
+    }
+    h2o_timeout_link(relay->loop, &sweeps->period, &sweeps->tick);
+}
+
+rl_sweeps_t *rl_sweeps_start(rl_relay_t *relay)
+{
+    rl_sweeps_t *sweeps = calloc(1, sizeof(*sweeps));
+    size_t i;
+
+    if (sweeps == NULL)
+        return NULL;
+    sweeps->relay = relay;
+    for (i = 0; i < NSWEEPS; ++i) {
+        sweeps->runs[i].sweeps = sweeps;
+        sweeps->runs[i].index = i;
+    }
+    h2o_timeout_init(relay->loop, &sweeps->period, PERIOD_MS);
+    sweeps->tick.cb = on_tick;
+    h2o_timeout_link(relay->loop, &sweeps->period, &sweeps->tick);
+    return sweeps;
+}
+
+void rl_sweeps_stop(rl_sweeps_t *sweeps)
+{
+    if (sweeps != NULL && h2o_timeout_is_linked(&sweeps->tick))
+        h2o_timeout_unlink(&sweeps->tick);
+}
+
+void rl_sweeps_free(rl_sweeps_t *sweeps)
+{
+    if (sweeps == NULL)
+        return;
+    rl_sweeps_stop(sweeps);
+    h2o_timeout_dispose(sweeps->relay->loop, &sweeps->period);
+    free(sweeps);
+}

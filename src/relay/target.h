@@ -1,0 +1,25 @@
+/* Where a bridge write lands (spec "Errors": 404/410 for the session and the interaction). */
+#ifndef RL_RELAY_TARGET_H
+#define RL_RELAY_TARGET_H
+
+#include "store/store.h"
+
+typedef struct rl_bridge_target {
+    const char *installation_id;
+    const char *session_id;
+    const char *interaction_id; /* NULL when the route allows none */
+    int64_t now;
+    int64_t followup_ms;
+} rl_bridge_target_t;
+
+/* Copies src into dst with its strings in arena. */
+void rl_target_copy(rl_arena_t *arena, rl_bridge_target_t *dst, const rl_bridge_target_t *src);
+/*
+ * In a transaction: the session must be the installation's and not deleted,
+ * the interaction (when given) of that session and inside the follow-up
+ * window. Fills *session. RL_E_SESSION_NOT_FOUND, RL_E_SESSION_DELETED,
+ * RL_E_INTERACTION_NOT_FOUND, RL_E_INTERACTION_EXPIRED.
+ */
+int rl_target_check(rl_txn_t *txn, const rl_bridge_target_t *target, rl_session_row_t *session);
+
+#endif

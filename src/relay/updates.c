@@ -1,0 +1,66 @@
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "relay/updates.h"
+
+int rl_update_append(rl_txn_t *txn, const char *installation_id, const char *type, const char *session_id,
+                     const char *interaction_id, json_t *payload, int64_t now, int64_t *update_id)
+{
+    rl_update_row_t row = {installation_id, 0, type, session_id, interaction_id, NULL, now};
+    char *text = payload != NULL ? json_dumps(payload, JSON_COMPACT) : NULL;
+    int result;
+
+    json_decref(payload);
+    if (text == NULL)
+        return RL_E_INTERNAL;
+    row.payload = text;
+    result = RL_TXN(txn, update_append, &row);
+    free(text);
+    if (result == 0)
+        *update_id = row.update_id;
+    return result == RL_E_NOT_FOUND ? RL_E_INSTALLATION_NOT_FOUND : result;
+}
+
+json_t *rl_update_session_started(const rl_session_row_t *session)
+{
+    return json_pack("{s:{s:s, s:s?}}", "session", "id", session->id, "title", session->title);
+}
+
+json_t *rl_update_session_message(const rl_session_row_t *session, json_t *message, const char *thought_level)
+{
+    return json_pack("{s:{s:s, s:s?}, s:{s:O, s:O, s:O, s:O, s:s}}", "session", "id", session->id, "title",
+                     session->title, "message", "message_id", json_object_get(message, "message_id"), "text",
+                     json_object_get(message, "text"), "attachments", json_object_get(message, "attachments"),
+                     "reply_to", json_object_get(message, "reply_to"), "thought_level", thought_level);
+}
+
+json_t *rl_update_session_cancelled(const char *interaction_id)
+{
+    return interaction_id != NULL ? json_pack("{s:s}", "interaction_id", interaction_id) : json_object();
+}
+
+json_t *rl_update_approval_resolved(const char *approval_id, const char *decision, const char *scope,
+                                    const char *scope_value)
+{
+    return json_pack("{s:s, s:s, s:s*, s:s*}", "approval_id", approval_id, "decision", decision, "scope", scope,
+                     "scope_value", scope_value);
+}
+
+json_t *rl_update_approval_expired(const char *approval_id)
+{
+    return json_pack("{s:s}", "approval_id", approval_id);
+}
+
+void rl_update_topic(const char *installation_id, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "installation:%s", installation_id);
+}
+
+void rl_updates_notify(rl_bus_t *bus, const char *installation_id, int64_t update_id)
+{
+    char topic[96];
+
+    rl_update_topic(installation_id, topic, sizeof(topic));
+    rl_bus_signal(bus, topic, json_pack("{s:s, s:I}", "type", "updates", "update_id", (json_int_t)update_id));
+}

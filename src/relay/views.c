@@ -1,0 +1,98 @@
+#include <string.h>
+
+#include "relay/views.h"
+
+json_t *rl_view_time(int64_t at)
+{
+    return at == RL_NO_TIME ? json_null() : json_integer(at);
+}
+
+static json_t *text_or_null(const char *text)
+{
+    return text != NULL ? json_string(text) : json_null();
+}
+
+json_t *rl_view_json(const char *text, json_t *fallback)
+{
+    json_t *decoded = text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+
+    if (decoded == NULL)
+        return fallback;
+    json_decref(fallback);
+    return decoded;
+}
+
+json_t *rl_view_user(const rl_user_row_t *row)
+{
+    return json_pack("{s:s, s:I}", "id", row->id, "created_at", (json_int_t)row->created_at);
+}
+
+json_t *rl_view_installation(const rl_installation_row_t *row, const char *health)
+{
+    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:s}", "id", row->id, "custom_display_name",
+                     text_or_null(row->custom_display_name), "custom_emoji", text_or_null(row->custom_emoji),
+                     "connector_type", row->connector_type, "host_label", row->host_label, "state", row->state,
+                     "created_at", (json_int_t)row->created_at, "health", health);
+}
+
+json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace)
+{
+    return json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:o, s:o}", "id", row->id, "installation_id", row->installation_id,
+                     "title", text_or_null(row->title), "state", row->state, "created_at", (json_int_t)row->created_at,
+                     "updated_at", (json_int_t)row->updated_at, "deleted_at", rl_view_time(row->deleted_at),
+                     "restore_until",
+                     rl_view_time(row->deleted_at == RL_NO_TIME ? RL_NO_TIME : row->deleted_at + delete_grace));
+}
+
+json_t *rl_view_message(const rl_message_row_t *row, const char *text, size_t text_len)
+{
+    return json_pack("{s:s, s:s, s:o, s:s, s:s%, s:o, s:o, s:o, s:o, s:s, s:I, s:o}", "message_id", row->id,
+                     "session_id", row->session_id, "interaction_id", text_or_null(row->interaction_id), "role",
+                     row->role, "text", text, text_len, "attachments", rl_view_json(row->attachments, json_array()),
+                     "reply_to", text_or_null(row->reply_to), "usage", rl_view_json(row->usage, json_null()),
+                     "finish_reason", text_or_null(row->finish_reason), "state", row->state, "created_at",
+                     (json_int_t)row->created_at, "finalized_at", rl_view_time(row->finalized_at));
+}
+
+json_t *rl_view_approval(const rl_approval_row_t *row)
+{
+    static const char *const fields[] = {"action", "title", "message", "severity", "command", "host", "tool_call_id"};
+    json_t *request = rl_view_json(row->request, json_object());
+    json_t *approval = json_pack(
+        "{s:s, s:s, s:n, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I}", "approval_id", row->id,
+        "installation_id", row->installation_id, "agent_id", "session_id", row->session_id, "interaction_id",
+        row->interaction_id, "state", row->state, "decision", text_or_null(row->decision), "scope",
+        text_or_null(row->scope), "scope_value", text_or_null(row->scope_value), "expires_at",
+        (json_int_t)row->expires_at, "ts", (json_int_t)row->created_at, "resolved_at", rl_view_time(row->resolved_at),
+        "user_id", text_or_null(row->user_id), "created_at", (json_int_t)row->created_at);
+    size_t i;
+
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); ++i) {
+        json_t *field = json_object_get(request, fields[i]);
+        json_object_set(approval, fields[i], field != NULL ? field : json_null());
+    }
+    json_decref(request);
+    return approval;
+}
+
+json_t *rl_view_pending_approval(json_t *approval)
+{
+    static const char *const fields[] = {"approval_id", "installation_id", "agent_id",   "session_id", "interaction_id",
+                                         "action",      "title",           "message",    "severity",   "command",
+                                         "host",        "tool_call_id",    "expires_at", "ts"};
+    json_t *view = json_object();
+    size_t i;
+
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); ++i) {
+        json_t *field = json_object_get(approval, fields[i]);
+        json_object_set(view, fields[i], field != NULL ? field : json_null());
+    }
+    return view;
+}
+
+json_t *rl_view_task(const rl_task_row_t *row)
+{
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:s, s:o}", "task_id", row->task_id, "session_id", row->session_id,
+                     "interaction_id", row->interaction_id, "kind", text_or_null(row->kind), "name",
+                     text_or_null(row->name), "status", row->status, "status_label", text_or_null(row->status_label));
+}

@@ -1,0 +1,315 @@
+/*
+ * The store's worker: runs operations against a backend's transactions.
+ *
+ * It knows nothing of what an operation does. It takes every queued
+ * operation at once (a batch), opens one transaction, runs each operation in
+ * order (a writing one inside a savepoint, so that a failing one leaves no
+ * trace and does not take the others with it), commits once (group commit:
+ * the busier the relay, the bigger the batch), and hands the batch back to
+ * the loop, whose rl_store_flush runs the done callbacks in submission order.
+ * An operation therefore sees every operation submitted before it, and a
+ * write is answered only after its commit.
+ *
+ * Threaded (relayd): the batch runs on a thread of its own and one byte down
+ * a pipe wakes the loop, so that the loop never waits for a query, a lock or
+ * a commit. Inline (tests, one-shot commands): rl_store_flush runs the queued
+ * batch on the calling thread first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "store/store.h"
+
+struct op_list {
+    rl_store_op_t *head, *tail;
+    size_t count;
+};
+
+struct rl_store {
+    rl_txn_t *txn; /* the backend's connection: the worker's alone while it runs */
+    int threaded;
+    pthread_t thread;
+    int thread_running;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct op_list todo; /* loop -> worker, under lock */
+    struct op_list done; /* worker -> loop, under lock */
+    size_t outstanding;  /* submitted, done callback not yet run; loop only */
+    int stopping;
+    int pipe_read, pipe_write;
+};
+
+static void list_push(struct op_list *list, rl_store_op_t *op)
+{
+    op->next = NULL;
+    if (list->tail != NULL)
+        list->tail->next = op;
+    else
+        list->head = op;
+    list->tail = op;
+    ++list->count;
+}
+
+static void list_append(struct op_list *list, struct op_list *more)
+{
+    if (more->head == NULL)
+        return;
+    if (list->tail != NULL)
+        list->tail->next = more->head;
+    else
+        list->head = more->head;
+    list->tail = more->tail;
+    list->count += more->count;
+    more->head = more->tail = NULL;
+    more->count = 0;
+}
+
+void *rl_store_op_new(const rl_store_op_type_t *type, size_t size)
+{
+    rl_store_op_t *op = calloc(1, size < sizeof(*op) ? sizeof(*op) : size);
+
+    if (op == NULL) {
+        fputs("relay: out of memory queueing a store operation\n", stderr);
+        abort();
+    }
+    op->type = type;
+    return op;
+}
+
+void rl_store_op_free(rl_store_op_t *op)
+{
+    if (op == NULL)
+        return;
+    if (op->type->dispose != NULL)
+        op->type->dispose(op);
+    rl_arena_free(&op->arena);
+    free(op);
+}
+
+/*
+ * Runs one batch in one transaction. Every operation's result is set; writes
+ * fail together if the commit does. A backend that cannot begin or commit
+ * because its server is unreachable says RL_E_UNAVAILABLE, and the
+ * operations answer that (503, retry later) rather than an internal error.
+ */
+static void run_batch(rl_txn_t *txn, rl_store_op_t *batch)
+{
+    rl_store_op_t *op;
+    int began = txn->ops->begin(txn), wrote = 0, committed;
+
+    for (op = batch; op != NULL; op = op->next) {
+        if (began != 0) {
+            op->result = began == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
+            continue;
+        }
+        txn->arena = &op->arena;
+        txn->writing = op->type->writes;
+        if (op->type->writes && txn->ops->savepoint(txn) != 0) {
+            op->result = RL_E_INTERNAL;
+            continue;
+        }
+        op->result = op->type->run(txn, op);
+        if (op->type->writes) {
+            txn->ops->release(txn, op->result == 0);
+            wrote |= op->result == 0;
+        }
+    }
+    txn->arena = NULL;
+    txn->writing = 0;
+    if (began != 0)
+        return;
+    committed = txn->ops->commit(txn);
+    if (committed != 0) {
+        txn->ops->rollback(txn);
+        /* Nothing of the batch is durable: no write may be answered as done. */
+        for (op = batch; op != NULL && wrote; op = op->next)
+            if (op->type->writes && op->result == 0)
+                op->result = committed == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
+    }
+}
+
+static void *worker_main(void *p)
+{
+    rl_store_t *store = p;
+    sigset_t all;
+
+    /* Signals belong to the loop thread (src/http/stop.c); none should interrupt a query here. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    pthread_mutex_lock(&store->lock);
+    for (;;) {
+        struct op_list batch;
+        while (store->todo.head == NULL && !store->stopping)
+            pthread_cond_wait(&store->wake, &store->lock);
+        if (store->todo.head == NULL)
+            break;
+        batch = store->todo;
+        store->todo.head = store->todo.tail = NULL;
+        store->todo.count = 0;
+        pthread_mutex_unlock(&store->lock);
+        run_batch(store->txn, batch.head);
+        pthread_mutex_lock(&store->lock);
+        list_append(&store->done, &batch);
+        pthread_mutex_unlock(&store->lock);
+        /* A full pipe already says there is something to collect. */
+        if (write(store->pipe_write, "x", 1) < 0 && errno != EAGAIN) {
+        }
+        pthread_mutex_lock(&store->lock);
+    }
+    pthread_mutex_unlock(&store->lock);
+    return NULL;
+}
+
+void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done, void *arg)
+{
+    op->done = done;
+    op->arg = arg;
+    ++store->outstanding;
+    pthread_mutex_lock(&store->lock);
+    list_push(&store->todo, op);
+    if (store->threaded)
+        pthread_cond_signal(&store->wake);
+    pthread_mutex_unlock(&store->lock);
+}
+
+int rl_store_pending(rl_store_t *store)
+{
+    return store->outstanding > 0;
+}
+
+int rl_store_wake_fd(rl_store_t *store)
+{
+    return store->threaded ? store->pipe_read : -1;
+}
+
+size_t rl_store_queued(rl_store_t *store)
+{
+    size_t n;
+
+    pthread_mutex_lock(&store->lock);
+    n = store->todo.count;
+    pthread_mutex_unlock(&store->lock);
+    return n;
+}
+
+/* Runs the done callbacks of the finished operations, in order, and frees them. */
+static void complete(rl_store_t *store, rl_store_op_t *op)
+{
+    rl_store_op_t *next;
+
+    for (; op != NULL; op = next) {
+        next = op->next;
+        --store->outstanding;
+        if (op->done != NULL)
+            op->done(op);
+        rl_store_op_free(op);
+    }
+}
+
+void rl_store_flush(rl_store_t *store)
+{
+    struct op_list batch;
+    char sink[256];
+
+    if (!store->threaded) {
+        /* Done callbacks may queue more work: it runs in this flush too. */
+        while (store->todo.head != NULL) {
+            batch = store->todo;
+            store->todo.head = store->todo.tail = NULL;
+            store->todo.count = 0;
+            run_batch(store->txn, batch.head);
+            complete(store, batch.head);
+        }
+        return;
+    }
+    while (read(store->pipe_read, sink, sizeof(sink)) > 0) {
+    }
+    pthread_mutex_lock(&store->lock);
+    batch = store->done;
+    store->done.head = store->done.tail = NULL;
+    store->done.count = 0;
+    pthread_mutex_unlock(&store->lock);
+    complete(store, batch.head);
+}
+
+void rl_store_drain(rl_store_t *store)
+{
+    while (rl_store_pending(store)) {
+        int fd = rl_store_wake_fd(store);
+        if (fd >= 0) {
+            struct pollfd wait = {.fd = fd, .events = POLLIN};
+            if (poll(&wait, 1, -1) < 0 && errno != EINTR)
+                break;
+        }
+        rl_store_flush(store);
+    }
+}
+
+void rl_store_close(rl_store_t *store)
+{
+    if (store == NULL)
+        return;
+    if (store->thread_running) {
+        /* Callbacks may queue more work; all of it runs before the worker stops. */
+        rl_store_drain(store);
+        pthread_mutex_lock(&store->lock);
+        store->stopping = 1;
+        pthread_cond_signal(&store->wake);
+        pthread_mutex_unlock(&store->lock);
+        pthread_join(store->thread, NULL);
+        rl_store_flush(store);
+    } else {
+        rl_store_drain(store);
+    }
+    if (store->txn != NULL)
+        store->txn->ops->close(store->txn);
+    if (store->pipe_read >= 0)
+        close(store->pipe_read);
+    if (store->pipe_write >= 0)
+        close(store->pipe_write);
+    pthread_mutex_destroy(&store->lock);
+    pthread_cond_destroy(&store->wake);
+    free(store);
+}
+
+int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out)
+{
+    rl_store_t *store = calloc(1, sizeof(*store));
+    int fds[2];
+
+    if (store == NULL) {
+        txn->ops->close(txn);
+        return -1;
+    }
+    store->txn = txn;
+    store->threaded = threaded;
+    store->pipe_read = store->pipe_write = -1;
+    pthread_mutex_init(&store->lock, NULL);
+    pthread_cond_init(&store->wake, NULL);
+    if (threaded) {
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+            rl_log_error("cannot create the store's wake-up pipe: %s", strerror(errno));
+            rl_store_close(store);
+            return -1;
+        }
+        store->pipe_read = fds[0];
+        store->pipe_write = fds[1];
+        if (pthread_create(&store->thread, NULL, worker_main, store) != 0) {
+            rl_log_error("cannot start the store's worker thread");
+            rl_store_close(store);
+            return -1;
+        }
+        store->thread_running = 1;
+    }
+    *out = store;
+    return 0;
+}

@@ -1,0 +1,975 @@
+/*
+ * The store's contract: what every backend must do (each function of
+ * rl_txn_ops, transactions, savepoints, durability against a killed
+ * process) and what the worker guarantees over any backend (order,
+ * deferred completions, isolation of a failing operation, group commit,
+ * wake-ups, close). docs/internals/store.md is the prose of this file.
+ *
+ * The backend under test is SQLite in a fresh temporary folder per test;
+ * RL_TEST_STORE names another backend's location, which must be empty at
+ * the start of each test (RL_TEST_STORE_RESET, a shell command, is run
+ * before each test to make it so).
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/error.h"
+#include "store/store.h"
+
+static char folder[64];
+static char location[512];
+static rl_arena_t arena;
+
+static int setup(void **state)
+{
+    const char *other = getenv("RL_TEST_STORE"), *reset = getenv("RL_TEST_STORE_RESET");
+
+    strcpy(folder, "/tmp/rl-store-contract-XXXXXX");
+    assert_non_null(mkdtemp(folder));
+    if (other != NULL && other[0] != '\0') {
+        snprintf(location, sizeof(location), "%s", other);
+        if (reset != NULL && reset[0] != '\0')
+            assert_int_equal(system(reset), 0);
+    } else {
+        snprintf(location, sizeof(location), "sqlite:%s/relay.db", folder);
+    }
+    memset(&arena, 0, sizeof(arena));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+
+    rl_arena_free(&arena);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", folder);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+/* A backend connection with an open transaction, as the worker gives it to an operation. */
+static rl_txn_t *open_txn(void)
+{
+    rl_txn_t *txn = NULL;
+
+    assert_int_equal(rl_store__backend_open(location, &txn), 0);
+    txn->arena = &arena;
+    txn->writing = 1;
+    assert_int_equal(txn->ops->begin(txn), 0);
+    return txn;
+}
+
+static void commit_close(rl_txn_t *txn)
+{
+    assert_int_equal(txn->ops->commit(txn), 0);
+    txn->ops->close(txn);
+}
+
+/* ---- rows --------------------------------------------------------------------------------------- */
+
+static void test_users(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_user_row_t alice = {"alice", 1000}, again = {"alice", 2000}, out;
+
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &alice), 0);
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &again), 0);
+    assert_int_equal(RL_TXN(txn, user_get, "alice", &out), 0);
+    assert_string_equal(out.id, "alice");
+    /* insert_ignore keeps the row there was. */
+    assert_int_equal(out.created_at, 1000);
+    assert_int_equal(RL_TXN(txn, user_get, "bob", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static const rl_pairing_row_t pairing = {
+    "poll-1", "code-1", "inst_0123456789abcdef", "exec", "laptop", "pending", NULL, 1000, 121000, RL_NO_TIME};
+
+static void test_pairings(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_pairing_row_t second = pairing, out;
+
+    assert_int_equal(RL_TXN(txn, pairing_insert, &pairing), 0);
+    assert_int_equal(RL_TXN(txn, pairing_by_code, "code-1", &out), 0);
+    assert_string_equal(out.poll_hash, "poll-1");
+    assert_null(out.user_id);
+    assert_int_equal(out.claimed_at, RL_NO_TIME);
+    assert_int_equal(out.expires_at, 121000);
+    /* At most one pending pairing per code. */
+    second.poll_hash = "poll-2";
+    assert_int_equal(RL_TXN(txn, pairing_insert, &second), RL_E_CONFLICT);
+    /* A lapsed pending code goes; an unexpired one stays. */
+    assert_int_equal(RL_TXN(txn, pairing_delete_lapsed, "code-1", 120999), 0);
+    assert_int_equal(RL_TXN(txn, pairing_by_poll, "poll-1", &out), 0);
+    out.state = "claimed";
+    out.user_id = "alice";
+    out.claimed_at = 3000;
+    assert_int_equal(RL_TXN(txn, pairing_update, &out), 0);
+    /* by_code finds only the pending one. */
+    assert_int_equal(RL_TXN(txn, pairing_by_code, "code-1", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, pairing_by_poll, "poll-1", &out), 0);
+    assert_string_equal(out.state, "claimed");
+    assert_string_equal(out.user_id, "alice");
+    assert_int_equal(out.claimed_at, 3000);
+    /* Once claimed, the code may be pending again for another pairing. */
+    assert_int_equal(RL_TXN(txn, pairing_insert, &second), 0);
+    assert_int_equal(RL_TXN(txn, pairing_delete_lapsed, "code-1", 121000), 0);
+    assert_int_equal(RL_TXN(txn, pairing_by_poll, "poll-2", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, pairing_by_poll, "poll-1", &out), 0);
+    out.poll_hash = "poll-none";
+    assert_int_equal(RL_TXN(txn, pairing_update, &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, pairings_purge, 121001), 0);
+    assert_int_equal(RL_TXN(txn, pairing_by_poll, "poll-1", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static rl_installation_row_t installation(const char *id, const char *user, int64_t created_at)
+{
+    return (rl_installation_row_t){id,   user, NULL,   "live", "exec",     "laptop",
+                                   NULL, NULL, "live", NULL,   created_at, RL_NO_TIME};
+}
+
+/* Rows reference their parents (installations and sessions a user): a backend may check it. */
+static void users(rl_txn_t *txn)
+{
+    rl_user_row_t alice = {"alice", 1}, bob = {"bob", 1};
+
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &alice), 0);
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &bob), 0);
+}
+
+static void test_installations(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_installation_row_t a = installation("inst_b", "alice", 2000), b = installation("inst_a", "alice", 2000);
+    rl_installation_row_t c = installation("inst_c", "alice", 1000), d = installation("inst_d", "bob", 500), out, *rows;
+    size_t count;
+
+    users(txn);
+    assert_int_equal(RL_TXN(txn, installation_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, installation_insert, &a), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, installation_insert, &b), 0);
+    assert_int_equal(RL_TXN(txn, installation_insert, &c), 0);
+    assert_int_equal(RL_TXN(txn, installation_insert, &d), 0);
+    assert_int_equal(RL_TXN(txn, installation_get, "inst_b", &out), 0);
+    assert_null(out.token_hash);
+    assert_null(out.custom_display_name);
+    assert_null(out.manifest);
+    assert_int_equal(out.revoked_at, RL_NO_TIME);
+    out.token_hash = "hash";
+    out.token_env = "test";
+    out.custom_display_name = "Laptop";
+    out.custom_emoji = "x";
+    out.state = "revoked";
+    out.manifest = "{\"tools\":[]}";
+    out.revoked_at = 9000;
+    assert_int_equal(RL_TXN(txn, installation_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, installation_get, "inst_b", &out), 0);
+    assert_string_equal(out.token_hash, "hash");
+    assert_string_equal(out.token_env, "test");
+    assert_string_equal(out.custom_display_name, "Laptop");
+    assert_string_equal(out.custom_emoji, "x");
+    assert_string_equal(out.state, "revoked");
+    assert_string_equal(out.manifest, "{\"tools\":[]}");
+    assert_int_equal(out.revoked_at, 9000);
+    out.id = "inst_none";
+    assert_int_equal(RL_TXN(txn, installation_update, &out), RL_E_NOT_FOUND);
+    /* The user's installations by created_at, then id. */
+    assert_int_equal(RL_TXN(txn, installations_of_user, "alice", &rows, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].id, "inst_c");
+    assert_string_equal(rows[1].id, "inst_a");
+    assert_string_equal(rows[2].id, "inst_b");
+    assert_int_equal(RL_TXN(txn, installations_of_user, "carol", &rows, &count), 0);
+    assert_int_equal(count, 0);
+    commit_close(txn);
+}
+
+static rl_session_row_t session(const char *id, const char *user, int64_t updated_at)
+{
+    return (rl_session_row_t){id, user, "inst_a", NULL, "active", 1000, updated_at, RL_NO_TIME};
+}
+
+static rl_message_row_t message(const char *id, const char *session_id, const char *text)
+{
+    return (rl_message_row_t){id, session_id, "int_1", "agent", text, "[]", NULL, NULL, NULL, "final", 1000, 2000, 0};
+}
+
+static void test_sessions_and_their_purge(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_installation_row_t inst = installation("inst_a", "alice", 1000);
+    rl_user_row_t alice = {"alice", 1};
+    rl_session_row_t s1 = session("ses_1", "alice", 3000), s2 = session("ses_2", "alice", 4000),
+                     s3 = session("ses_3", "alice", 5000), out, *rows;
+    rl_interaction_row_t interaction = {"int_1", "ses_3", 1000};
+    rl_message_row_t m = message("msg_1", "ses_3", "hi");
+    int64_t purged = 0;
+    size_t count;
+
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &alice), 0);
+    assert_int_equal(RL_TXN(txn, installation_insert, &inst), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s1), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s2), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s3), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s3), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, interaction_insert, &interaction), 0);
+    assert_int_equal(RL_TXN(txn, message_insert, &m), 0);
+    assert_int_equal(RL_TXN(txn, session_get, "ses_1", &out), 0);
+    assert_null(out.title);
+    assert_int_equal(out.deleted_at, RL_NO_TIME);
+    out.title = "renamed";
+    out.state = "archived";
+    out.updated_at = 6000;
+    assert_int_equal(RL_TXN(txn, session_update, &out), 0);
+    s3.deleted_at = 7000;
+    assert_int_equal(RL_TXN(txn, session_update, &s3), 0);
+    /* Live sessions only, most recently updated first. */
+    assert_int_equal(RL_TXN(txn, sessions_of_user, "alice", &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].id, "ses_1");
+    assert_string_equal(rows[0].title, "renamed");
+    assert_string_equal(rows[0].state, "archived");
+    assert_string_equal(rows[1].id, "ses_2");
+    /* A deleted session stays readable by id until it is purged, with what hangs off it. */
+    assert_int_equal(RL_TXN(txn, session_get, "ses_3", &out), 0);
+    assert_int_equal(out.deleted_at, 7000);
+    assert_int_equal(RL_TXN(txn, sessions_purge, 6999, &purged), 0);
+    assert_int_equal(purged, 0);
+    assert_int_equal(RL_TXN(txn, sessions_purge, 7000, &purged), 0);
+    assert_int_equal(purged, 1);
+    assert_int_equal(RL_TXN(txn, session_get, "ses_3", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, interaction_get, "int_1", &interaction), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, message_get, "msg_1", &m), RL_E_NOT_FOUND);
+    out.id = "ses_none";
+    assert_int_equal(RL_TXN(txn, session_update, &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+/* Rows that messages and their deltas hang off. */
+static void parents(rl_txn_t *txn)
+{
+    rl_user_row_t alice = {"alice", 1};
+    rl_installation_row_t inst = installation("inst_a", "alice", 1000);
+    rl_session_row_t s1 = session("ses_1", "alice", 1000), s2 = session("ses_2", "alice", 1000);
+    rl_interaction_row_t interaction = {"int_1", "ses_1", 1500};
+
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &alice), 0);
+    assert_int_equal(RL_TXN(txn, installation_insert, &inst), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s1), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s2), 0);
+    assert_int_equal(RL_TXN(txn, interaction_insert, &interaction), 0);
+}
+
+static void test_interactions_and_messages(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_interaction_row_t interaction;
+    rl_message_row_t out, *rows, m;
+    char id[16], text[16];
+    size_t count;
+    int i;
+
+    parents(txn);
+    assert_int_equal(RL_TXN(txn, interaction_get, "int_1", &interaction), 0);
+    assert_string_equal(interaction.session_id, "ses_1");
+    assert_int_equal(interaction.created_at, 1500);
+    assert_int_equal(RL_TXN(txn, interaction_get, "int_none", &interaction), RL_E_NOT_FOUND);
+    for (i = 1; i <= 5; ++i) {
+        snprintf(id, sizeof(id), "msg_%d", i);
+        snprintf(text, sizeof(text), "text %d", i);
+        m = message(rl_arena_strdup(&arena, id), "ses_1", rl_arena_strdup(&arena, text));
+        assert_int_equal(RL_TXN(txn, message_insert, &m), 0);
+    }
+    m = message("msg_other", "ses_2", "elsewhere");
+    m.state = "streaming";
+    m.finalized_at = RL_NO_TIME;
+    m.placeholder = 1;
+    m.interaction_id = NULL;
+    m.usage = "{\"input_tokens\":3}";
+    assert_int_equal(RL_TXN(txn, message_insert, &m), 0);
+    assert_int_equal(RL_TXN(txn, message_insert, &m), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, message_get, "msg_other", &out), 0);
+    assert_null(out.interaction_id);
+    assert_int_equal(out.finalized_at, RL_NO_TIME);
+    assert_int_equal(out.placeholder, 1);
+    assert_string_equal(out.usage, "{\"input_tokens\":3}");
+    /* Still streaming: by its interaction's start, or its own without one. */
+    m = message("msg_open", "ses_1", "");
+    m.state = "streaming";
+    m.created_at = 1600;
+    assert_int_equal(RL_TXN(txn, message_insert, &m), 0);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 999, 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 1000, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(rows[0].id, "msg_other");
+    assert_int_equal(RL_TXN(txn, messages_open_before, 1500, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 1500, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    m.state = "final";
+    assert_int_equal(RL_TXN(txn, message_update, &m), 0);
+    out.text = "final words";
+    out.finish_reason = "stop";
+    out.state = "final";
+    out.finalized_at = 8000;
+    out.placeholder = 0;
+    out.usage = NULL;
+    assert_int_equal(RL_TXN(txn, message_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, message_get, "msg_other", &out), 0);
+    assert_string_equal(out.text, "final words");
+    assert_string_equal(out.finish_reason, "stop");
+    assert_int_equal(out.finalized_at, 8000);
+    assert_int_equal(out.placeholder, 0);
+    assert_null(out.usage);
+    assert_int_equal(RL_TXN(txn, messages_open_before, 9000, 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    /* Newest first, in insertion order, a page at a time. */
+    assert_int_equal(RL_TXN(txn, messages_page, "ses_1", NULL, 3, &rows, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].id, "msg_open");
+    assert_string_equal(rows[1].id, "msg_5");
+    assert_string_equal(rows[2].id, "msg_4");
+    assert_int_equal(RL_TXN(txn, messages_page, "ses_1", "msg_4", 10, &rows, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].id, "msg_3");
+    assert_string_equal(rows[2].id, "msg_1");
+    assert_int_equal(RL_TXN(txn, messages_page, "ses_1", "msg_1", 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    /* A cursor of another session is not a cursor here. */
+    assert_int_equal(RL_TXN(txn, messages_page, "ses_1", "msg_other", 10, &rows, &count), RL_E_NOT_FOUND);
+    out.id = "msg_none";
+    assert_int_equal(RL_TXN(txn, message_update, &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static void test_delta_runs_and_their_keys(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_delta_run_row_t r1 = {"msg_a", 1, 3, "one two three", 13, "[[\"k1\",\"h1\"],[\"k2\",\"h2\"],[\"k3\",\"h3\"]]"};
+    rl_delta_run_row_t r2 = {"msg_a", 4, 4, "a\0b", 3, "[[\"k4\",\"h4\"]]"};
+    rl_delta_run_row_t again = {"msg_a", 1, 1, "other", 5, "[]"}, *rows;
+    const char *keys;
+    int64_t next = 0;
+    size_t count;
+
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 1);
+    assert_int_equal(RL_TXN(txn, delta_run_insert, &r2), 0);
+    assert_int_equal(RL_TXN(txn, delta_run_insert, &r1), 0);
+    /* A run whose (message, seq) is stored already is ignored: a retried batch is harmless. */
+    assert_int_equal(RL_TXN(txn, delta_run_insert, &again), 0);
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 5);
+    assert_int_equal(RL_TXN(txn, delta_runs_of, "msg_a", &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(rows[0].seq, 1);
+    assert_int_equal(rows[0].seq_last, 3);
+    assert_int_equal(rows[0].text_len, 13);
+    assert_memory_equal(rows[0].text, "one two three", 13);
+    assert_string_equal(rows[0].keys, r1.keys);
+    /* Text is bytes with a length. */
+    assert_int_equal(rows[1].text_len, 3);
+    assert_memory_equal(rows[1].text, "a\0b", 3);
+    assert_int_equal(RL_TXN(txn, delta_runs_delete, "msg_a"), 0);
+    assert_int_equal(RL_TXN(txn, delta_runs_of, "msg_a", &rows, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, delta_keys_put, "msg_a", "{\"k1\":\"h1\"}", 5000), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_put, "msg_a", "{\"k2\":\"h2\"}", 6000), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), 0);
+    assert_string_equal(keys, "{\"k2\":\"h2\"}");
+    assert_int_equal(RL_TXN(txn, delta_keys_purge, 6000), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_purge, 6001), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static void test_idempotency_records(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_idempotency_row_t a = {"inst_a", "message:msg_1", "key-1", "hash-1", "{\"message_id\":\"msg_1\"}", 1000};
+    rl_idempotency_row_t b = {"inst_a", "message:msg_1", "key-2", "hash-2", "{}", 3000};
+    rl_idempotency_row_t other = {"inst_b", "message:msg_1", "key-1", "hash-9", "{}", 1000}, out, *rows;
+    size_t count;
+
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &a), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &b), 0);
+    /* Keys are per (owner, scope): another installation's same key is another record. */
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &other), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &out), 0);
+    assert_string_equal(out.body_hash, "hash-1");
+    assert_string_equal(out.response, "{\"message_id\":\"msg_1\"}");
+    assert_int_equal(out.created_at, 1000);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_2", "key-1", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_of_scope, "inst_a", "message:msg_1", &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(RL_TXN(txn, idempotency_purge, 2000), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-2", &out), 0);
+    commit_close(txn);
+}
+
+static void test_tasks(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_task_row_t task = {"inst_a", "call_1", "ses_1", "int_1", "exec", NULL, "created", "starting", 1000, 1000};
+    rl_task_row_t out;
+
+    assert_int_equal(RL_TXN(txn, task_insert, &task), 0);
+    assert_int_equal(RL_TXN(txn, task_insert, &task), RL_E_CONFLICT);
+    /* Task ids are the installation's: another one may reuse it. */
+    task.installation_id = "inst_b";
+    assert_int_equal(RL_TXN(txn, task_insert, &task), 0);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &out), 0);
+    assert_null(out.name);
+    assert_string_equal(out.status_label, "starting");
+    out.status = "completed";
+    out.name = "shell";
+    out.status_label = NULL;
+    out.updated_at = 2000;
+    assert_int_equal(RL_TXN(txn, task_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &out), 0);
+    assert_string_equal(out.status, "completed");
+    assert_string_equal(out.name, "shell");
+    assert_null(out.status_label);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_2", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, tasks_purge, 1500), 0);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_b", "call_1", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &out), 0);
+    commit_close(txn);
+}
+
+static rl_approval_row_t approval(const char *id, const char *user, int64_t created_at, int64_t expires_at)
+{
+    return (rl_approval_row_t){id,        "inst_a", user, "ses_1", "int_1",    "{\"action\":\"run\"}",
+                               "pending", NULL,     NULL, NULL,    created_at, expires_at,
+                               RL_NO_TIME};
+}
+
+static void test_approvals_and_grants(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_approval_row_t a = approval("apr_a", "alice", 1000, 9000), b = approval("apr_b", "alice", 2000, 5000);
+    rl_approval_row_t c = approval("apr_c", "bob", 3000, 4000), out, *rows;
+    rl_grant_row_t g1 = {"inst_a", "run", "tool", "ls", 1000}, g2 = {"inst_a", "run", "all", "", 2000},
+                   g3 = {"inst_a", "fetch", "domain", "example.org", 3000}, *grants;
+    size_t count;
+
+    assert_int_equal(RL_TXN(txn, approval_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, approval_insert, &a), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, approval_insert, &b), 0);
+    assert_int_equal(RL_TXN(txn, approval_insert, &c), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "apr_a", &out), 0);
+    assert_string_equal(out.request, "{\"action\":\"run\"}");
+    assert_null(out.decision);
+    assert_int_equal(out.resolved_at, RL_NO_TIME);
+    /* The user's pending approvals that expire after `after`, oldest first. */
+    assert_int_equal(RL_TXN(txn, approvals_pending_of_user, "alice", 4999, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].id, "apr_a");
+    assert_string_equal(rows[1].id, "apr_b");
+    assert_int_equal(RL_TXN(txn, approvals_pending_of_user, "alice", 5000, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    /* Anyone's due ones, soonest first, at most limit. */
+    assert_int_equal(RL_TXN(txn, approvals_due, 5000, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].id, "apr_c");
+    assert_string_equal(rows[1].id, "apr_b");
+    assert_int_equal(RL_TXN(txn, approvals_due, 5000, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    out = b;
+    out.state = "resolved";
+    out.decision = "approve_always";
+    out.scope = "tool";
+    out.scope_value = "ls";
+    out.resolved_at = 4500;
+    assert_int_equal(RL_TXN(txn, approval_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "apr_b", &out), 0);
+    assert_string_equal(out.decision, "approve_always");
+    assert_string_equal(out.scope_value, "ls");
+    assert_int_equal(out.resolved_at, 4500);
+    assert_int_equal(RL_TXN(txn, approvals_due, 5000, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    out.id = "apr_none";
+    assert_int_equal(RL_TXN(txn, approval_update, &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g1), 0);
+    assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g1), 0);
+    assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g2), 0);
+    assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g3), 0);
+    assert_int_equal(RL_TXN(txn, grants_of, "inst_a", "run", &grants, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(grants[0].scope, "tool");
+    assert_string_equal(grants[1].scope, "all");
+    assert_int_equal(RL_TXN(txn, grants_of, "inst_b", "run", &grants, &count), 0);
+    assert_int_equal(count, 0);
+    commit_close(txn);
+}
+
+static void test_the_update_queue(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_installation_row_t a = installation("inst_a", "alice", 1), b = installation("inst_b", "alice", 1);
+    rl_update_row_t row = {"inst_a", 0, "session.message", "ses_1", "int_1", "{\"n\":1}", 1000}, *rows;
+    size_t count;
+    int i;
+
+    users(txn);
+    assert_int_equal(RL_TXN(txn, installation_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, installation_insert, &b), 0);
+    /* Ids count up per installation, from 1. */
+    for (i = 1; i <= 3; ++i) {
+        row.created_at = 1000 * i;
+        assert_int_equal(RL_TXN(txn, update_append, &row), 0);
+        assert_int_equal(row.update_id, i);
+    }
+    row.installation_id = "inst_b";
+    row.session_id = NULL;
+    row.interaction_id = NULL;
+    assert_int_equal(RL_TXN(txn, update_append, &row), 0);
+    assert_int_equal(row.update_id, 1);
+    row.installation_id = "inst_none";
+    assert_int_equal(RL_TXN(txn, update_append, &row), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, updates_after, "inst_a", 1, 0, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(rows[0].update_id, 2);
+    assert_string_equal(rows[0].payload, "{\"n\":1}");
+    assert_string_equal(rows[0].interaction_id, "int_1");
+    assert_int_equal(RL_TXN(txn, updates_after, "inst_a", 0, 2000, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(RL_TXN(txn, updates_after, "inst_a", 0, 0, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(RL_TXN(txn, updates_after, "inst_b", 0, 0, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_null(rows[0].session_id);
+    assert_int_equal(RL_TXN(txn, updates_ack, "inst_a", 2), 0);
+    assert_int_equal(RL_TXN(txn, updates_after, "inst_a", 0, 0, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(rows[0].update_id, 3);
+    /* Acknowledged ids are never issued again. */
+    row.installation_id = "inst_a";
+    assert_int_equal(RL_TXN(txn, update_append, &row), 0);
+    assert_int_equal(row.update_id, 4);
+    assert_int_equal(RL_TXN(txn, updates_purge, 3001), 0);
+    assert_int_equal(RL_TXN(txn, updates_after, "inst_a", 0, 0, 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    commit_close(txn);
+}
+
+static void test_attachments(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_attachment_row_t a = {"att_1", "alice", "image/png", NULL, 1234, 1000}, out;
+
+    assert_int_equal(RL_TXN(txn, attachment_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &a), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_1", &out), 0);
+    assert_string_equal(out.user_id, "alice");
+    assert_string_equal(out.mime, "image/png");
+    assert_null(out.name);
+    assert_int_equal(out.size, 1234);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_2", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+/* ---- transactions -------------------------------------------------------------------------------- */
+
+static void test_a_savepoint_undoes_only_its_own_writes(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_user_row_t a = {"a", 1}, b = {"b", 2}, out;
+
+    assert_int_equal(txn->ops->savepoint(txn), 0);
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &a), 0);
+    txn->ops->release(txn, 1);
+    assert_int_equal(txn->ops->savepoint(txn), 0);
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &b), 0);
+    assert_int_equal(RL_TXN(txn, user_get, "b", &out), 0);
+    txn->ops->release(txn, 0);
+    assert_int_equal(RL_TXN(txn, user_get, "b", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+    txn = open_txn();
+    assert_int_equal(RL_TXN(txn, user_get, "a", &out), 0);
+    assert_int_equal(RL_TXN(txn, user_get, "b", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static void test_a_rollback_undoes_the_transaction(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_user_row_t a = {"a", 1}, out;
+
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &a), 0);
+    txn->ops->rollback(txn);
+    txn->ops->close(txn);
+    txn = open_txn();
+    assert_int_equal(RL_TXN(txn, user_get, "a", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+/* What a killed process committed is there after it; what it had not committed is not. */
+static void test_a_commit_survives_kill_9(void **state)
+{
+    rl_txn_t *txn;
+    rl_user_row_t out;
+    pid_t child = fork();
+    int status;
+
+    assert_true(child >= 0);
+    if (child == 0) {
+        rl_user_row_t kept = {"kept", 1}, lost = {"lost", 2};
+        txn = open_txn();
+        if (RL_TXN(txn, user_insert_ignore, &kept) != 0 || txn->ops->commit(txn) != 0 || txn->ops->begin(txn) != 0 ||
+            RL_TXN(txn, user_insert_ignore, &lost) != 0)
+            _exit(1);
+        raise(SIGKILL);
+        _exit(2);
+    }
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    txn = open_txn();
+    assert_int_equal(RL_TXN(txn, user_get, "kept", &out), 0);
+    assert_int_equal(RL_TXN(txn, user_get, "lost", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static void test_rows_read_stay_valid_in_the_arena(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_user_row_t a = {"first", 1}, b = {"second", 2}, out_a, out_b;
+
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &a), 0);
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &b), 0);
+    assert_int_equal(RL_TXN(txn, user_get, "first", &out_a), 0);
+    assert_int_equal(RL_TXN(txn, user_get, "second", &out_b), 0);
+    assert_string_equal(out_a.id, "first");
+    assert_string_equal(out_b.id, "second");
+    commit_close(txn);
+    /* And reopening runs no migration twice: the rows are still there. */
+    txn = open_txn();
+    assert_int_equal(RL_TXN(txn, user_get, "second", &out_b), 0);
+    commit_close(txn);
+}
+
+/* ---- the worker ---------------------------------------------------------------------------------- */
+
+struct log {
+    int seen[256];
+    int results[256];
+    int found[256];
+    int count;
+    pthread_t thread;
+    int wrong_thread;
+};
+
+struct test_op {
+    rl_store_op_t base;
+    const char *user;  /* inserts this user... */
+    const char *check; /* ...or reads this one */
+    int fail;          /* then fails */
+    int found;
+    int index;
+    struct log *log;
+};
+
+static int test_op_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct test_op *op = (void *)base;
+    rl_user_row_t row = {op->user, op->index};
+    int result = 0;
+
+    if (op->user != NULL)
+        result = RL_TXN(txn, user_insert_ignore, &row);
+    if (op->check != NULL) {
+        result = RL_TXN(txn, user_get, op->check, &row);
+        op->found = result == 0;
+        result = result == RL_E_NOT_FOUND ? 0 : result;
+    }
+    return op->fail ? RL_E_INTERNAL : result;
+}
+
+static const rl_store_op_type_t write_type = {"test_write", 1, test_op_run, NULL};
+static const rl_store_op_type_t read_type = {"test_read", 0, test_op_run, NULL};
+
+static void test_op_done(rl_store_op_t *base)
+{
+    struct test_op *op = (void *)base;
+    struct log *log = op->log;
+
+    log->seen[log->count] = op->index;
+    log->results[log->count] = base->result;
+    log->found[log->count] = op->found;
+    ++log->count;
+    if (!pthread_equal(pthread_self(), log->thread))
+        log->wrong_thread = 1;
+}
+
+static void submit(rl_store_t *store, struct log *log, int index, const char *user, const char *check, int fail)
+{
+    struct test_op *op = rl_store_op_new(user != NULL ? &write_type : &read_type, sizeof(*op));
+
+    /* The operation owns its arguments: copies in its arena. */
+    op->user = rl_arena_strdup(&op->base.arena, user);
+    op->check = rl_arena_strdup(&op->base.arena, check);
+    op->fail = fail;
+    op->index = index;
+    op->log = log;
+    rl_store_submit(store, &op->base, test_op_done, NULL);
+}
+
+static rl_store_t *open_store(int threaded)
+{
+    rl_store_t *store = NULL;
+    rl_txn_t *txn = NULL;
+
+    assert_int_equal(rl_store__backend_open(location, &txn), 0);
+    assert_int_equal(rl_store__wrap(txn, threaded, &store), 0);
+    return store;
+}
+
+static void worker_order_and_deferral(int threaded)
+{
+    rl_store_t *store = open_store(threaded);
+    struct log log = {.thread = pthread_self()};
+    int i;
+
+    for (i = 0; i < 64; ++i) {
+        /* Reads and writes interleaved: a read sees every write submitted before it. */
+        if (i % 2 == 0)
+            submit(store, &log, i, i == 0 ? "alice" : "bob", NULL, 0);
+        else
+            submit(store, &log, i, NULL, "alice", 0);
+    }
+    /* Never inside the call: only a flush runs the done callbacks. */
+    assert_int_equal(log.count, 0);
+    assert_true(rl_store_pending(store));
+    rl_store_drain(store);
+    assert_false(rl_store_pending(store));
+    assert_int_equal(log.count, 64);
+    assert_false(log.wrong_thread);
+    for (i = 0; i < 64; ++i) {
+        assert_int_equal(log.seen[i], i);
+        assert_int_equal(log.results[i], 0);
+        if (i % 2 == 1)
+            assert_true(log.found[i]);
+    }
+    rl_store_close(store);
+}
+
+static void test_worker_order_inline(void **state)
+{
+    worker_order_and_deferral(0);
+}
+
+static void test_worker_order_threaded(void **state)
+{
+    worker_order_and_deferral(1);
+}
+
+static void failing_operation_is_isolated(int threaded)
+{
+    rl_store_t *store = open_store(threaded);
+    struct log log = {.thread = pthread_self()};
+
+    submit(store, &log, 0, "a", NULL, 0);
+    submit(store, &log, 1, "b", NULL, 1);
+    submit(store, &log, 2, "c", NULL, 0);
+    submit(store, &log, 3, NULL, "b", 0);
+    submit(store, &log, 4, NULL, "c", 0);
+    rl_store_drain(store);
+    assert_int_equal(log.count, 5);
+    assert_int_equal(log.results[0], 0);
+    assert_int_equal(log.results[1], RL_E_INTERNAL);
+    assert_int_equal(log.results[2], 0);
+    /* The failed one left no trace; its neighbours in the batch were kept. */
+    assert_false(log.found[3]);
+    assert_true(log.found[4]);
+    rl_store_close(store);
+}
+
+static void test_failing_operation_inline(void **state)
+{
+    failing_operation_is_isolated(0);
+}
+
+static void test_failing_operation_threaded(void **state)
+{
+    failing_operation_is_isolated(1);
+}
+
+static void test_worker_wakes_the_loop_through_its_fd(void **state)
+{
+    rl_store_t *store = open_store(1);
+    struct log log = {.thread = pthread_self()};
+    struct pollfd wait = {.fd = rl_store_wake_fd(store), .events = POLLIN};
+
+    assert_true(wait.fd >= 0);
+    submit(store, &log, 0, "alice", NULL, 0);
+    assert_int_equal(poll(&wait, 1, 10000), 1);
+    assert_int_equal(log.count, 0);
+    rl_store_flush(store);
+    assert_int_equal(log.count, 1);
+    assert_false(rl_store_pending(store));
+    /* Nothing left: the flush emptied the fd. */
+    wait.revents = 0;
+    assert_int_equal(poll(&wait, 1, 0), 0);
+    rl_store_close(store);
+}
+
+static void test_close_finishes_queued_work(void **state)
+{
+    rl_store_t *store = open_store(1);
+    struct log log = {.thread = pthread_self()};
+
+    submit(store, &log, 0, "alice", NULL, 0);
+    rl_store_close(store);
+    /* Closing ran the callback after committing. */
+    assert_int_equal(log.count, 1);
+    assert_int_equal(log.results[0], 0);
+    store = open_store(1);
+    submit(store, &log, 1, NULL, "alice", 0);
+    rl_store_drain(store);
+    assert_true(log.found[1]);
+    rl_store_close(store);
+}
+
+/* A done callback that queues more work: drain waits for that too. */
+static void chain_done(rl_store_op_t *base)
+{
+    struct test_op *op = (void *)base;
+    struct test_op *next;
+
+    test_op_done(base);
+    if (op->index >= 10)
+        return;
+    next = rl_store_op_new(&read_type, sizeof(*next));
+    next->check = "nobody";
+    next->index = op->index + 1;
+    next->log = op->log;
+    rl_store_submit(base->arg, &next->base, chain_done, base->arg);
+}
+
+static void test_done_callbacks_may_submit(void **state)
+{
+    rl_store_t *store = open_store(1);
+    struct log log = {.thread = pthread_self()};
+    struct test_op *op = rl_store_op_new(&read_type, sizeof(*op));
+
+    op->check = "nobody";
+    op->log = &log;
+    rl_store_submit(store, &op->base, chain_done, store);
+    rl_store_drain(store);
+    assert_int_equal(log.count, 11);
+    assert_int_equal(log.seen[10], 10);
+    rl_store_close(store);
+}
+
+/* The real backend whose commit fails: no write of the batch may be answered as done. */
+static const struct rl_txn_ops *real_ops;
+static struct rl_txn_ops failing_ops;
+
+static int failing_commit(rl_txn_t *txn)
+{
+    real_ops->rollback(txn);
+    return RL_E_INTERNAL;
+}
+
+static void test_a_failed_commit_fails_every_write_of_its_batch(void **state)
+{
+    rl_store_t *store = NULL;
+    rl_txn_t *txn = NULL;
+    struct log log = {.thread = pthread_self()};
+
+    assert_int_equal(rl_store__backend_open(location, &txn), 0);
+    real_ops = txn->ops;
+    failing_ops = *txn->ops;
+    failing_ops.commit = failing_commit;
+    txn->ops = &failing_ops;
+    assert_int_equal(rl_store__wrap(txn, 0, &store), 0);
+    submit(store, &log, 0, "alice", NULL, 0);
+    submit(store, &log, 1, NULL, "alice", 0);
+    rl_store_drain(store);
+    assert_int_equal(log.results[0], RL_E_INTERNAL);
+    /* A read answers what it saw. */
+    assert_int_equal(log.results[1], 0);
+    rl_store_close(store);
+    store = open_store(0);
+    submit(store, &log, 2, NULL, "alice", 0);
+    rl_store_drain(store);
+    assert_false(log.found[2]);
+    rl_store_close(store);
+}
+
+/* Many operations from the loop while the worker runs batches: every one completes, in order. */
+static void test_worker_under_a_stream_of_operations(void **state)
+{
+    rl_store_t *store = open_store(1);
+    static struct log log;
+    char name[16];
+    int i;
+
+    memset(&log, 0, sizeof(log));
+    log.thread = pthread_self();
+    for (i = 0; i < 256; ++i) {
+        snprintf(name, sizeof(name), "u%d", i % 7);
+        submit(store, &log, i, i % 3 == 0 ? name : NULL, i % 3 == 0 ? NULL : "u0", 0);
+        if (i % 16 == 0)
+            rl_store_flush(store);
+    }
+    rl_store_drain(store);
+    assert_int_equal(log.count, 256);
+    for (i = 0; i < 256; ++i) {
+        assert_int_equal(log.seen[i], i);
+        assert_int_equal(log.results[i], 0);
+    }
+    rl_store_close(store);
+}
+
+#define TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        TEST(test_users),
+        TEST(test_pairings),
+        TEST(test_installations),
+        TEST(test_sessions_and_their_purge),
+        TEST(test_interactions_and_messages),
+        TEST(test_delta_runs_and_their_keys),
+        TEST(test_idempotency_records),
+        TEST(test_tasks),
+        TEST(test_approvals_and_grants),
+        TEST(test_the_update_queue),
+        TEST(test_attachments),
+        TEST(test_a_savepoint_undoes_only_its_own_writes),
+        TEST(test_a_rollback_undoes_the_transaction),
+        TEST(test_a_commit_survives_kill_9),
+        TEST(test_rows_read_stay_valid_in_the_arena),
+        TEST(test_worker_order_inline),
+        TEST(test_worker_order_threaded),
+        TEST(test_failing_operation_inline),
+        TEST(test_failing_operation_threaded),
+        TEST(test_worker_wakes_the_loop_through_its_fd),
+        TEST(test_close_finishes_queued_work),
+        TEST(test_done_callbacks_may_submit),
+        TEST(test_a_failed_commit_fails_every_write_of_its_batch),
+        TEST(test_worker_under_a_stream_of_operations),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
