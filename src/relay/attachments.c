@@ -153,6 +153,7 @@ void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
 int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, json_t **resolved)
 {
     json_t *items = json_array(), *ref;
+    const char *given;
     rl_attachment_row_t row;
     size_t i;
     int result;
@@ -166,8 +167,10 @@ int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, jso
             json_decref(items);
             return result;
         }
+        /* The name a message gives wins over the upload's (null or absent keeps it); mime and size are the file's. */
+        given = json_string_value(json_object_get(ref, "name"));
         json_array_append_new(items, json_pack("{s:s, s:s, s:I, s:s?}", "key", row.key, "mime", row.mime, "size",
-                                               (json_int_t)row.size, "name", row.name));
+                                               (json_int_t)row.size, "name", given != NULL ? given : row.name));
     }
     *resolved = items;
     return 0;

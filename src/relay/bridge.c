@@ -163,7 +163,8 @@ void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_
         return NULL;
     w = rl_op_new(type, size);
     snprintf(scope, sizeof(scope), "%s:%s", scope_kind, scope_id != NULL ? scope_id : "");
-    idem = (rl_idempotency_t){call->principal, scope, key, body_hash};
+    idem = (rl_idempotency_t){call->principal, scope, key, body_hash,
+                              rl_clock_now_ms() - relay->config.idempotency_ttl};
     rl_idempotency_copy(&w->op.base.arena, &w->idem, &idem);
     target =
         (rl_bridge_target_t){call->principal, rl_body_string(call, "session_id"),

@@ -879,16 +879,25 @@ static int sqlite_delta_keys_put(rl_txn_t *txn, const char *message_id, const ch
     return write_rows(TXN(txn), NULL, sql, "ssI", message_id, keys, created_at);
 }
 
-static void read_text(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+struct delta_keys_out {
+    const char **keys;
+    int64_t *created_at;
+};
+
+static void read_delta_keys(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
 {
-    *(const char **)out = col_text(t, stmt, 0);
+    struct delta_keys_out *row = out;
+
+    *row->keys = col_text(t, stmt, 0);
+    *row->created_at = sqlite3_column_int64(stmt, 1);
 }
 
-static int sqlite_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys)
+static int sqlite_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at)
 {
-    static const char sql[] = "SELECT keys FROM delta_keys WHERE message_id = ?";
+    static const char sql[] = "SELECT keys, created_at FROM delta_keys WHERE message_id = ?";
+    struct delta_keys_out out = {keys, created_at};
 
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_text, keys);
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_delta_keys, &out);
 }
 
 static int sqlite_delta_keys_purge(rl_txn_t *txn, int64_t created_before)
@@ -929,6 +938,13 @@ static int sqlite_idempotency_insert(rl_txn_t *txn, const rl_idempotency_row_t *
 
     return write_rows(TXN(txn), NULL, sql, "sssssI", row->owner, row->scope, row->key, row->body_hash, row->response,
                       row->created_at);
+}
+
+static int sqlite_idempotency_delete(rl_txn_t *txn, const char *owner, const char *scope, const char *key)
+{
+    static const char sql[] = "DELETE FROM idempotency WHERE owner = ? AND scope = ? AND key = ?";
+
+    return write_one(TXN(txn), sql, "sss", owner, scope, key);
 }
 
 static int sqlite_idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
@@ -1313,6 +1329,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .delta_keys_purge = sqlite_delta_keys_purge,
     .idempotency_get = sqlite_idempotency_get,
     .idempotency_insert = sqlite_idempotency_insert,
+    .idempotency_delete = sqlite_idempotency_delete,
     .idempotency_of_scope = sqlite_idempotency_of_scope,
     .idempotency_purge = sqlite_idempotency_purge,
     .task_insert = sqlite_task_insert,

@@ -297,13 +297,14 @@ struct rl_txn_ops {
     int (*delta_runs_delete)(rl_txn_t *txn, const char *message_id);
     /* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
     int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
-    int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys);
+    int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at);
     int (*delta_keys_purge)(rl_txn_t *txn, int64_t created_before);
 
     /* idempotency records */
     int (*idempotency_get)(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
                            rl_idempotency_row_t *out);
     int (*idempotency_insert)(rl_txn_t *txn, const rl_idempotency_row_t *row);
+    int (*idempotency_delete)(rl_txn_t *txn, const char *owner, const char *scope, const char *key);
     int (*idempotency_of_scope)(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
                                 size_t *count);
     int (*idempotency_purge)(rl_txn_t *txn, int64_t created_before);

@@ -421,3 +421,76 @@ def test_file_links_are_exact(relay, user_token):
         assert b"secret bytes" not in r.content, bad
     r, _ = _send_raw(relay, ("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path_and_query).encode())
     assert r.status_code == 200 and r.content == b"secret bytes"
+
+
+# -- item 11 (the store's part): a revoked installation cannot be renamed ---------------------
+
+def test_patch_on_a_revoked_installation_is_403(relay, user_token):
+    inst, _, _ = relay.pair(user_token)
+    path = "/v1/me/installations/%s" % inst
+    assert_ok(relay.request("DELETE", path, headers=bearer(user_token)))
+    before = relay.query("SELECT custom_display_name, custom_emoji, state FROM installations WHERE id = ?", (inst,))
+    r = relay.request("PATCH", path, json={"custom_display_name": "renamed"}, headers=bearer(user_token))
+    assert_error(r, 403, "installation_revoked")
+    assert relay.query("SELECT custom_display_name, custom_emoji, state FROM installations WHERE id = ?",
+                       (inst,)) == before
+    # Someone else's installation is still simply not found.
+    r = relay.request("PATCH", path, json={"custom_display_name": "x"}, headers=bearer(relay.token("bob")))
+    assert_error(r, 404, "installation_not_found")
+
+
+# -- item 14: the name a message gives an attachment is kept ------------------------------------
+
+def test_an_attachment_name_given_in_send_is_kept(relay, user_token):
+    _, sid = _session(relay, user_token)
+    key = assert_ok(relay.post("/v1/me/attachments", data=b"%PDF-1.4", token=user_token,
+                               headers={"Content-Type": "application/pdf"}))["key"]
+    named = assert_ok(relay.post("/v1/me/attachments?name=stored.txt", data=b"x", token=user_token,
+                                 headers={"Content-Type": "text/plain"}))["key"]
+    r = relay.post("/v1/me/sessions/%s/send" % sid,
+                   {"text": "", "attachments": [{"key": key, "name": "report.pdf"}, {"key": named},
+                                                {"key": named, "name": None}]}, token=user_token)
+    mid = assert_ok(r)["message_id"]
+    page = assert_ok(relay.get("/v1/me/sessions/%s/messages" % sid, headers=bearer(user_token)))
+    attachments = [m for m in page["messages"] if m["message_id"] == mid][0]["attachments"]
+    assert [a["name"] for a in attachments] == ["report.pdf", "stored.txt", "stored.txt"], attachments
+    assert attachments[0]["mime"] == "application/pdf" and attachments[0]["size"] == 8
+    payload = json.loads(relay.query("SELECT payload FROM updates WHERE type = 'session.message'")[0][0])
+    assert [a["name"] for a in payload["message"]["attachments"]] == ["report.pdf", "stored.txt", "stored.txt"]
+
+
+# -- item 13: an idempotency record past its lifetime is absent -------------------------------
+
+def test_an_idempotency_key_past_its_ttl_no_longer_replays(relayd):
+    relay = relayd("--idempotency-ttl", "2s")
+    token = relay.token("alice")
+    bridge_token, sid = _session(relay, token)
+    body = {"session_id": sid, "text": "hello", "idempotency_key": "k-1"}
+    first = assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token))
+    replay = assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token))
+    assert replay == dict(first, idempotent=True)
+    time.sleep(2.5)
+    # Long before housekeeping (every minute) removes it, an old record counts as absent.
+    again = assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token))
+    assert "idempotent" not in again and again["message_id"] != first["message_id"]
+    # The new write is remembered for its own lifetime, and a different body under the key is a new write too.
+    assert assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token)) == dict(again, idempotent=True)
+    time.sleep(2.5)
+    other = assert_ok(relay.post("/v1/bridge/sendMessage", dict(body, text="changed"), token=bridge_token))
+    assert "idempotent" not in other and other["message_id"] not in (first["message_id"], again["message_id"])
+    assert relay.query("SELECT COUNT(*) FROM messages WHERE session_id = ? AND role = 'agent'", (sid,)) == [(3,)]
+
+
+def test_a_delta_key_past_its_ttl_no_longer_replays(relayd):
+    relay = relayd("--idempotency-ttl", "2s")
+    token = relay.token("alice")
+    bridge_token, sid = _session(relay, token)
+    mid = assert_ok(relay.post("/v1/bridge/sendMessage", {"session_id": sid, "text": "", "idempotency_key": "m"},
+                               token=bridge_token))["message_id"]
+    delta = {"message_id": mid, "delta": "hi", "idempotency_key": "d-1"}
+    assert_ok(relay.post("/v1/bridge/sendMessageDelta", delta, token=bridge_token))
+    assert_ok(relay.post("/v1/bridge/sendMessageEnd", {"message_id": mid, "idempotency_key": "e"}, token=bridge_token))
+    assert assert_ok(relay.post("/v1/bridge/sendMessageDelta", delta, token=bridge_token)).get("idempotent") is True
+    time.sleep(2.5)
+    r = relay.post("/v1/bridge/sendMessageDelta", delta, token=bridge_token)
+    assert_error(r, 409, "message_finalized")

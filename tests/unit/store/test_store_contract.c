@@ -363,6 +363,7 @@ static void test_delta_runs_and_their_keys(void **state)
     rl_delta_run_row_t r2 = {"msg_a", 4, 4, "a\0b", 3, "[[\"k4\",\"h4\"]]"};
     rl_delta_run_row_t again = {"msg_a", 1, 1, "other", 5, "[]"}, *rows;
     const char *keys;
+    int64_t keys_at;
     int64_t next = 0;
     size_t count;
 
@@ -387,15 +388,16 @@ static void test_delta_runs_and_their_keys(void **state)
     assert_int_equal(RL_TXN(txn, delta_runs_delete, "msg_a"), 0);
     assert_int_equal(RL_TXN(txn, delta_runs_of, "msg_a", &rows, &count), 0);
     assert_int_equal(count, 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, delta_keys_put, "msg_a", "{\"k1\":\"h1\"}", 5000), 0);
     assert_int_equal(RL_TXN(txn, delta_keys_put, "msg_a", "{\"k2\":\"h2\"}", 6000), 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), 0);
     assert_string_equal(keys, "{\"k2\":\"h2\"}");
+    assert_int_equal(keys_at, 6000);
     assert_int_equal(RL_TXN(txn, delta_keys_purge, 6000), 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), 0);
     assert_int_equal(RL_TXN(txn, delta_keys_purge, 6001), 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), RL_E_NOT_FOUND);
     commit_close(txn);
 }
 
@@ -404,6 +406,7 @@ static void test_idempotency_records(void **state)
     rl_txn_t *txn = open_txn();
     rl_idempotency_row_t a = {"inst_a", "message:msg_1", "key-1", "hash-1", "{\"message_id\":\"msg_1\"}", 1000};
     rl_idempotency_row_t b = {"inst_a", "message:msg_1", "key-2", "hash-2", "{}", 3000};
+    rl_idempotency_row_t c = {"inst_a", "message:msg_1", "key-3", "hash-3", "{}", 4000};
     rl_idempotency_row_t other = {"inst_b", "message:msg_1", "key-1", "hash-9", "{}", 1000}, out, *rows;
     size_t count;
 
@@ -422,6 +425,13 @@ static void test_idempotency_records(void **state)
     assert_int_equal(RL_TXN(txn, idempotency_purge, 2000), 0);
     assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &out), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-2", &out), 0);
+    /* One record goes by its key (a lapsed one makes way for a new write), and only that one. */
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &c), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_delete, "inst_a", "message:msg_1", "key-2"), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_delete, "inst_a", "message:msg_1", "key-2"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-2", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-3", &out), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &b), 0);
     commit_close(txn);
 }
 
