@@ -36,6 +36,7 @@
     X(INTERACTION_EXPIRED, 410, "interaction_expired", "the follow-up window of this interaction has closed")          \
     X(PAIRING_EXPIRED, 410, "pairing_expired", "the pairing code expired before it was claimed")                       \
     X(PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request body is too large")                                    \
+    X(MESSAGE_TOO_LARGE, 413, "message_too_large", "the message's text would pass this relay's size limit")            \
     X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")                   \
     X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                             \
     X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                               \

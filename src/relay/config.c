@@ -58,6 +58,8 @@ static const struct setting settings[] = {
     DURATION("request-timeout", request_timeout, "10s", "time a client has to send a request head and body"),
     DURATION("attachment-url-ttl", attachment_url_ttl, "1h", "lifetime of a signed attachment download URL"),
     COUNT("sse-buffer-events", sse_buffer_events, "256", "events kept per user for stream resume"),
+    COUNT("max-message-bytes", max_message_bytes, "1048576",
+          "the longest text (in bytes) a message may hold, its deltas included; at most 4194304"),
     COUNT("max-connections-per-address", max_connections_per_address, "256",
           "open connections one client address (an IPv6 /64) may hold; trusted proxies are not counted"),
     STRING("trusted-proxies", trusted_proxies, "",
@@ -197,6 +199,11 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
     if ((config->jwks_file[0] != '\0' || config->jwks_url[0] != '\0') &&
         (config->jwt_issuer[0] == '\0' || config->jwt_audience[0] == '\0')) {
         fprintf(stderr, "relayd: --jwks-file and --jwks-url need --jwt-issuer and --jwt-audience\n");
+        return -1;
+    }
+    /* A message travels whole in message_finalized: it must fit an event stream's queue with room to spare. */
+    if (config->max_message_bytes > RL_MESSAGE_BYTES_MAX) {
+        fprintf(stderr, "relayd: --max-message-bytes may be at most %d\n", RL_MESSAGE_BYTES_MAX);
         return -1;
     }
     if (rl_cidr_set_parse(config->trusted_proxies, &proxies, error, sizeof(error)) != 0) {

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The largest --max-message-bytes: half of an event stream's 8 MiB queue. */
+#define RL_MESSAGE_BYTES_MAX (4 * 1024 * 1024)
+
 typedef struct rl_config {
     char listen[256];
     char data[1024];
@@ -40,6 +43,7 @@ typedef struct rl_config {
     int64_t sse_buffer_events;
     /* Abuse limits (docs/operations.md, Security). */
     int64_t max_connections_per_address;
+    int64_t max_message_bytes;  /* the longest text one message may hold, streamed or not */
     char trusted_proxies[4096]; /* CIDR blocks, comma-separated; "" for none */
     char forwarded_header[32];  /* "x-forwarded-for" or "forwarded" */
 } rl_config_t;

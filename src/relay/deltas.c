@@ -59,6 +59,7 @@ struct open_message {
     int loading, finalized, deleted;
     int ending;            /* sendMessageEnd calls in the store */
     int64_t keys_until_ms; /* an ended message's keys stop replaying then (--idempotency-ttl); 0 while it streams */
+    size_t text_bytes;     /* its text so far, stored and pending (--max-message-bytes) */
     struct waiting *waiting, **waiting_tail;
     int64_t used_ms;
 };
@@ -355,6 +356,7 @@ struct stream_state {
     int64_t now, ttl;
     struct open_message *record;
     int64_t keys_until; /* result: when the keys of an ended message lapse, or 0 */
+    size_t text_bytes;  /* result: the length of its text so far */
     /* results (op.value: the keys of its deltas, key -> body hash) */
     rl_message_row_t message;
     rl_session_row_t session;
@@ -394,7 +396,10 @@ static int stream_state_run(rl_txn_t *txn, rl_store_op_t *base)
     if ((result = RL_TXN(txn, delta_runs_of, op->message_id, &runs, &count)) != 0)
         return result;
     op->next_seq = 1;
+    /* The opening text counts unless it is the placeholder, which the first delta replaces. */
+    op->text_bytes = op->message.placeholder ? 0 : strlen(op->message.text);
     for (i = 0; i < count; ++i) {
+        op->text_bytes += runs[i].text_len;
         add_run_keys(op->op.value, runs[i].keys);
         if (runs[i].seq_last >= op->next_seq)
             op->next_seq = runs[i].seq_last + 1;
@@ -408,7 +413,6 @@ static int stream_state_run(rl_txn_t *txn, rl_store_op_t *base)
     }
     return result == RL_E_NOT_FOUND ? 0 : result;
 }
-
 
 static const rl_store_op_type_t stream_state_type = RL_OP_TYPE(message_stream_state, 0, stream_state_run);
 
@@ -457,6 +461,8 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
         forget(deltas, message);
         dispatch(deltas, call);
     } else {
+        /* The delta was not stored: its bytes no longer count. */
+        message->text_bytes -= row->delta_len < message->text_bytes ? row->delta_len : message->text_bytes;
         if (result == RL_E_MESSAGE_FINALIZED)
             message->finalized = 1;
         else if (result == RL_E_SESSION_DELETED)
@@ -599,7 +605,7 @@ void rl_deltas_ending(rl_deltas_t *deltas, const char *message_id, int ending)
 }
 
 void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *installation_id, const char *user_id,
-                      json_t *session_id, json_t *interaction_id)
+                      json_t *session_id, json_t *interaction_id, size_t text_bytes)
 {
     struct open_message *message = record_new(message_id, installation_id);
 
@@ -608,6 +614,7 @@ void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *i
     snprintf(message->user_id, sizeof(message->user_id), "%s", user_id);
     message->session_id = json_incref(session_id);
     message->interaction_id = json_incref(interaction_id);
+    message->text_bytes = text_bytes;
     if (rl_strmap_put(deltas->open_messages, message_id, message) != 0)
         record_unref(message);
 }
@@ -620,6 +627,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     char body_hash[RL_BODY_HASH_HEX + 1];
     rl_delta_row_t *row;
     const char *seen;
+    size_t cap;
 
     if (!rl_call_alive(call))
         return;
@@ -666,6 +674,12 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_MESSAGE_FINALIZED, NULL);
         return;
     }
+    /* A message's text has a cap (--max-message-bytes); the delta that would pass it is refused, not cut. */
+    cap = (size_t)deltas->relay->config.max_message_bytes;
+    if (message->text_bytes > cap || json_string_length(delta) > cap - message->text_bytes) {
+        rl_call_fail(call, RL_E_MESSAGE_TOO_LARGE, NULL);
+        return;
+    }
     if (json_object_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
@@ -679,6 +693,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     /* The first delta of a message in a batch carries the checks for its run (check_run). */
     row->installation_id = message->installation_id;
     message->next_seq++;
+    message->text_bytes += json_string_length(delta);
     json_object_set_new(message->pending, key, json_string(body_hash));
     ++message->refs;
     rl_call_hold(call);
@@ -705,6 +720,7 @@ static void on_loaded(rl_store_op_t *base)
         message->deleted = op->deleted;
         message->finalized = strcmp(op->message.state, "streaming") != 0;
         message->keys_until_ms = op->keys_until;
+        message->text_bytes = op->text_bytes;
         json_object_update(message->keys, op->op.value);
     }
     ++message->refs;

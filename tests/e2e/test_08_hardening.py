@@ -494,3 +494,75 @@ def test_a_delta_key_past_its_ttl_no_longer_replays(relayd):
     time.sleep(2.5)
     r = relay.post("/v1/bridge/sendMessageDelta", delta, token=bridge_token)
     assert_error(r, 409, "message_finalized")
+
+
+# -- item 10: a message's text has a cap, and history pages are bounded -----------------------
+
+def test_a_message_cannot_grow_past_its_cap(relayd):
+    relay = relayd("--max-message-bytes", "1000")
+    token = relay.token("alice")
+    bridge_token, sid = _session(relay, token)
+
+    def bridge(route, body):
+        return relay.post("/v1/bridge/" + route, body, token=bridge_token)
+
+    assert_error(relay.post("/v1/me/sessions/%s/send" % sid, {"text": "u" * 1001}, token=token),
+                 413, "message_too_large")
+    assert_ok(relay.post("/v1/me/sessions/%s/send" % sid, {"text": "u" * 1000}, token=token))
+    assert_error(bridge("sendMessage", {"session_id": sid, "text": "a" * 1001, "idempotency_key": "big"}),
+                 413, "message_too_large")
+    mid = assert_ok(bridge("sendMessage", {"session_id": sid, "text": "", "idempotency_key": "m"}))["message_id"]
+    for i, (size, status) in enumerate(((400, 200), (400, 200), (400, 413), (200, 200), (1, 413))):
+        r = bridge("sendMessageDelta", {"message_id": mid, "delta": str(i) * size, "idempotency_key": "d%d" % i})
+        if status == 200:
+            assert_ok(r)
+        else:
+            assert_error(r, 413, "message_too_large")
+    page = assert_ok(relay.get("/v1/me/sessions/%s/messages" % sid, headers=bearer(token)))
+    streamed = [m for m in page["messages"] if m["message_id"] == mid][0]
+    assert streamed["text"] == "0" * 400 + "1" * 400 + "3" * 200, len(streamed["text"])
+    # A refused delta left no key behind: with a smaller body it is a new delta, still over the cap.
+    assert_error(bridge("sendMessageDelta", {"message_id": mid, "delta": "z", "idempotency_key": "d2"}),
+                 413, "message_too_large")
+    assert_error(bridge("sendMessageEnd", {"message_id": mid, "text": "e" * 1001, "idempotency_key": "e1"}),
+                 413, "message_too_large")
+    assert_ok(bridge("sendMessageEnd", {"message_id": mid, "text": "e" * 1000, "idempotency_key": "e2"}))
+
+
+def test_a_message_streamed_on_an_opening_text_counts_it(relayd):
+    relay = relayd("--max-message-bytes", "100")
+    token = relay.token("alice")
+    bridge_token, sid = _session(relay, token)
+    mid = assert_ok(relay.post("/v1/bridge/sendMessage", {"session_id": sid, "text": "o" * 90, "idempotency_key": "m"},
+                               token=bridge_token))["message_id"]
+    assert_ok(relay.post("/v1/bridge/sendMessageDelta", {"message_id": mid, "delta": "d" * 10, "idempotency_key": "1"},
+                         token=bridge_token))
+    r = relay.post("/v1/bridge/sendMessageDelta", {"message_id": mid, "delta": "x", "idempotency_key": "2"},
+                   token=bridge_token)
+    assert_error(r, 413, "message_too_large")
+    # After a restart the record is loaded from the store, and counts the same.
+    relay.restart()
+    r = relay.post("/v1/bridge/sendMessageDelta", {"message_id": mid, "delta": "x", "idempotency_key": "3"},
+                   token=bridge_token)
+    assert_error(r, 413, "message_too_large")
+
+
+def test_history_pages_are_bounded_in_bytes(relay, user_token):
+    _, sid = _session(relay, user_token)
+    sent = []
+    for i in range(6):
+        sent.append(assert_ok(relay.post("/v1/me/sessions/%s/send" % sid, {"text": str(i) * 1000000},
+                                         token=user_token))["message_id"])
+    first = assert_ok(relay.get("/v1/me/sessions/%s/messages?limit=100" % sid, headers=bearer(user_token)))
+    assert first["has_more"] is True and 1 <= len(first["messages"]) <= 5, len(first["messages"])
+    assert sum(len(m["text"]) for m in first["messages"]) <= 4 * 1024 * 1024 + 1000000
+    rest = assert_ok(relay.get("/v1/me/sessions/%s/messages?limit=100&before=%s" % (sid, first["next_cursor"]),
+                               headers=bearer(user_token)))
+    assert rest["has_more"] is False
+    assert [m["message_id"] for m in first["messages"] + rest["messages"]] == sent[::-1]
+
+
+def test_the_message_cap_has_a_ceiling(tmp_path):
+    from relaylib import run_relayd
+    proc = run_relayd(["--data", str(tmp_path / "d"), "--max-message-bytes", "4194305"])
+    assert proc.returncode == 2 and "--max-message-bytes" in proc.stderr, proc.stderr
