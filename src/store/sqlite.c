@@ -232,6 +232,34 @@ static const char *const migrations[] = {
     "UPDATE message_deltas SET seq_last = seq WHERE seq_last IS NULL;",
     /* 8: the messages still streaming, for the sweep that ends those left open past their window. */
     "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';",
+    /*
+     * 9: an approval id is unique per installation, not across the relay
+     * (issue 11): one installation's ids neither block nor reveal another's.
+     * A user's decision finds the approval by (user_id, id).
+     */
+    "CREATE TABLE approvals_new ("
+    "  id TEXT NOT NULL,"
+    "  installation_id TEXT NOT NULL,"
+    "  user_id TEXT,"
+    "  session_id TEXT NOT NULL,"
+    "  interaction_id TEXT NOT NULL,"
+    "  request TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  decision TEXT,"
+    "  scope TEXT,"
+    "  scope_value TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  expires_at INTEGER NOT NULL,"
+    "  resolved_at INTEGER,"
+    "  PRIMARY KEY (installation_id, id));"
+    "INSERT INTO approvals_new(id, installation_id, user_id, session_id, interaction_id, request, state, decision,"
+    "  scope, scope_value, created_at, expires_at, resolved_at)"
+    "  SELECT id, installation_id, user_id, session_id, interaction_id, request, state, decision, scope, scope_value,"
+    "  created_at, expires_at, resolved_at FROM approvals;"
+    "DROP TABLE approvals;"
+    "ALTER TABLE approvals_new RENAME TO approvals;"
+    "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
+    "CREATE INDEX approvals_of_user ON approvals(user_id, id);",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -1051,20 +1079,30 @@ static int sqlite_approval_insert(rl_txn_t *txn, const rl_approval_row_t *row)
                       row->scope_value, row->created_at, row->expires_at, row->resolved_at);
 }
 
-static int sqlite_approval_get(rl_txn_t *txn, const char *id, rl_approval_row_t *out)
+static int sqlite_approval_get(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out)
 {
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE id = ?";
+    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE installation_id = ? AND id = ?";
 
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_approval, out);
+    return read_one(TXN(txn), query(TXN(txn), sql, "ss", installation_id, id), read_approval, out);
 }
 
 static int sqlite_approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
 {
     static const char sql[] = "UPDATE approvals SET state = ?, decision = ?, scope = ?, scope_value = ?,"
-                              " resolved_at = ? WHERE id = ?";
+                              " resolved_at = ? WHERE installation_id = ? AND id = ?";
 
-    return write_one(TXN(txn), sql, "ssssTs", row->state, row->decision, row->scope, row->scope_value, row->resolved_at,
-                     row->id);
+    return write_one(TXN(txn), sql, "ssssTss", row->state, row->decision, row->scope, row->scope_value,
+                     row->resolved_at, row->installation_id, row->id);
+}
+
+static int sqlite_approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
+                                          size_t *count)
+{
+    static const char sql[] =
+        "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE user_id = ? AND id = ? ORDER BY created_at, installation_id";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "ss", user_id, id), read_approval, sizeof(**rows), (void **)rows,
+                    count);
 }
 
 static int sqlite_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
@@ -1339,6 +1377,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .approval_insert = sqlite_approval_insert,
     .approval_get = sqlite_approval_get,
     .approval_update = sqlite_approval_update,
+    .approvals_of_user_by_id = sqlite_approvals_of_user_by_id,
     .approvals_pending_of_user = sqlite_approvals_pending_of_user,
     .approvals_due = sqlite_approvals_due,
     .grant_insert_ignore = sqlite_grant_insert_ignore,

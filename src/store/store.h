@@ -317,9 +317,13 @@ struct rl_txn_ops {
 
     /* approvals */
     int (*approval_insert)(rl_txn_t *txn, const rl_approval_row_t *row);
-    int (*approval_get)(rl_txn_t *txn, const char *id, rl_approval_row_t *out);
-    /* state, decision, scope, scope_value, resolved_at by id */
+    /* Approvals are keyed by (installation_id, id): two installations may use the same id. */
+    int (*approval_get)(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out);
+    /* state, decision, scope, scope_value, resolved_at by (installation_id, id) */
     int (*approval_update)(rl_txn_t *txn, const rl_approval_row_t *row);
+    /* The user's approvals called id (one per installation at most), oldest first. */
+    int (*approvals_of_user_by_id)(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
+                                   size_t *count);
     /* The user's pending approvals that expire after `after`, oldest first. */
     int (*approvals_pending_of_user)(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
                                      size_t *count);

@@ -566,3 +566,63 @@ def test_the_message_cap_has_a_ceiling(tmp_path):
     from relaylib import run_relayd
     proc = run_relayd(["--data", str(tmp_path / "d"), "--max-message-bytes", "4194305"])
     assert proc.returncode == 2 and "--max-message-bytes" in proc.stderr, proc.stderr
+
+
+# -- item 3: approval ids belong to their installation ----------------------------------------------
+
+def _approval_body(sid, iid, approval_id, key):
+    return {"session_id": sid, "interaction_id": iid, "approval_id": approval_id, "action": "exec",
+            "title": "Run", "message": "run it", "severity": "low", "command": "ls", "idempotency_key": key}
+
+
+def _turn(relay, token, inst=None):
+    """An installation (new unless given), a session and an interaction: (inst, bridge_token, sid, iid)."""
+    if inst is None:
+        inst = relay.pair(token)[:2]
+    installation_id, bridge_token = inst
+    sid = assert_ok(relay.post("/v1/me/sessions", {"installation_id": installation_id}, token=token))["session_id"]
+    iid = assert_ok(relay.post("/v1/me/sessions/%s/send" % sid, {"text": "go"}, token=token))["interaction_id"]
+    return installation_id, bridge_token, sid, iid
+
+
+def test_approval_ids_of_one_installation_do_not_touch_another(relay):
+    alice, bob = relay.token("alice"), relay.token("bob")
+    _, bob_bridge, bob_sid, bob_iid = _turn(relay, bob)
+    _, alice_bridge, alice_sid, alice_iid = _turn(relay, alice)
+    r = relay.post("/v1/bridge/requestApproval", _approval_body(bob_sid, bob_iid, "apr_X", "b1"), token=bob_bridge)
+    assert_ok(r)
+    # Alice's bridge may use the same id: nothing tells it that Bob's exists.
+    r = relay.post("/v1/bridge/requestApproval", _approval_body(alice_sid, alice_iid, "apr_X", "a1"),
+                   token=alice_bridge)
+    assert assert_ok(r)["auto_resolved"] is False
+    for token, sid in ((alice, alice_sid), (bob, bob_sid)):
+        pending = assert_ok(relay.get("/v1/me/snapshot", headers=bearer(token)))["pending_approvals"]
+        assert [(p["approval_id"], p["session_id"]) for p in pending] == [("apr_X", sid)], pending
+    # Each user decides their own.
+    r = relay.post("/v1/me/approvals/apr_X", {"decision": "deny"}, token=bob)
+    assert assert_ok(r)["session_id"] == bob_sid
+    assert assert_ok(relay.get("/v1/me/snapshot", headers=bearer(bob)))["pending_approvals"] == []
+    assert len(assert_ok(relay.get("/v1/me/snapshot", headers=bearer(alice)))["pending_approvals"]) == 1
+    r = relay.post("/v1/me/approvals/apr_X", {"decision": "approve"}, token=alice)
+    result = assert_ok(r)
+    assert result["session_id"] == alice_sid and result["decision"] == "approve" and "idempotent" not in result
+    # A replay of the request is still idempotent within the installation.
+    r = relay.post("/v1/bridge/requestApproval", _approval_body(alice_sid, alice_iid, "apr_X", "a1"),
+                   token=alice_bridge)
+    assert assert_ok(r).get("idempotent") is True
+
+
+def test_one_user_with_the_same_approval_id_on_two_installations(relay, user_token):
+    first = _turn(relay, user_token)
+    second = _turn(relay, user_token)
+    for installation_id, bridge_token, sid, iid in (first, second):
+        assert_ok(relay.post("/v1/bridge/requestApproval", _approval_body(sid, iid, "apr_Y", "k"), token=bridge_token))
+    r = relay.post("/v1/me/approvals/apr_Y", {"decision": "approve"}, token=user_token)
+    assert_error(r, 409, "approval_ambiguous")
+    r = relay.post("/v1/me/approvals/apr_Y", {"decision": "approve", "installation_id": second[0]}, token=user_token)
+    assert assert_ok(r)["session_id"] == second[2]
+    pending = assert_ok(relay.get("/v1/me/snapshot", headers=bearer(user_token)))["pending_approvals"]
+    assert [(p["approval_id"], p["installation_id"]) for p in pending] == [("apr_Y", first[0])]
+    r = relay.post("/v1/me/approvals/apr_Y", {"decision": "deny", "installation_id": "inst_" + "0" * 16},
+                   token=user_token)
+    assert_error(r, 404, "approval_not_found")

@@ -476,7 +476,7 @@ static void test_approvals_and_grants(void **state)
 {
     rl_txn_t *txn = open_txn();
     rl_approval_row_t a = approval("apr_a", "alice", 1000, 9000), b = approval("apr_b", "alice", 2000, 5000);
-    rl_approval_row_t c = approval("apr_c", "bob", 3000, 4000), out, *rows;
+    rl_approval_row_t c = approval("apr_c", "bob", 3000, 4000), out, other, *rows;
     rl_grant_row_t g1 = {"inst_a", "run", "tool", "ls", 1000}, g2 = {"inst_a", "run", "all", "", 2000},
                    g3 = {"inst_a", "fetch", "domain", "example.org", 3000}, *grants;
     size_t count;
@@ -485,7 +485,7 @@ static void test_approvals_and_grants(void **state)
     assert_int_equal(RL_TXN(txn, approval_insert, &a), RL_E_CONFLICT);
     assert_int_equal(RL_TXN(txn, approval_insert, &b), 0);
     assert_int_equal(RL_TXN(txn, approval_insert, &c), 0);
-    assert_int_equal(RL_TXN(txn, approval_get, "apr_a", &out), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_a", &out), 0);
     assert_string_equal(out.request, "{\"action\":\"run\"}");
     assert_null(out.decision);
     assert_int_equal(out.resolved_at, RL_NO_TIME);
@@ -510,7 +510,7 @@ static void test_approvals_and_grants(void **state)
     out.scope_value = "ls";
     out.resolved_at = 4500;
     assert_int_equal(RL_TXN(txn, approval_update, &out), 0);
-    assert_int_equal(RL_TXN(txn, approval_get, "apr_b", &out), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_b", &out), 0);
     assert_string_equal(out.decision, "approve_always");
     assert_string_equal(out.scope_value, "ls");
     assert_int_equal(out.resolved_at, 4500);
@@ -518,6 +518,27 @@ static void test_approvals_and_grants(void **state)
     assert_int_equal(count, 1);
     out.id = "apr_none";
     assert_int_equal(RL_TXN(txn, approval_update, &out), RL_E_NOT_FOUND);
+    /* An id is unique per installation only: another installation's apr_a is another approval. */
+    other = approval("apr_a", "alice", 6000, 9000);
+    other.installation_id = "inst_b";
+    assert_int_equal(RL_TXN(txn, approval_insert, &other), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_b", "apr_a", &out), 0);
+    assert_int_equal(out.created_at, 6000);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_c", "apr_a", &out), RL_E_NOT_FOUND);
+    out = other;
+    out.state = "resolved";
+    out.decision = "deny";
+    out.resolved_at = 6500;
+    assert_int_equal(RL_TXN(txn, approval_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_a", &out), 0);
+    assert_string_equal(out.state, "pending");
+    assert_int_equal(RL_TXN(txn, approvals_of_user_by_id, "alice", "apr_a", &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].installation_id, "inst_a");
+    assert_string_equal(rows[1].installation_id, "inst_b");
+    assert_string_equal(rows[1].state, "resolved");
+    assert_int_equal(RL_TXN(txn, approvals_of_user_by_id, "bob", "apr_a", &rows, &count), 0);
+    assert_int_equal(count, 0);
     assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g1), 0);
     assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g1), 0);
     assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g2), 0);
