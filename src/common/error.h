@@ -39,6 +39,7 @@
     X(PAIRING_EXPIRED, 410, "pairing_expired", "the pairing code expired before it was claimed")                       \
     X(PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request body is too large")                                    \
     X(MESSAGE_TOO_LARGE, 413, "message_too_large", "the message's text would pass this relay's size limit")            \
+    X(QUOTA_EXCEEDED, 413, "quota_exceeded", "this upload would pass your storage quota for attachments")              \
     X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")                   \
     X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                             \
     X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                               \

@@ -161,7 +161,8 @@ int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, jso
     json_array_foreach(refs, i, ref)
     {
         result = RL_TXN(txn, attachment_get, json_string_value(json_object_get(ref, "key")), &row);
-        if (result == 0 && strcmp(row.user_id, user_id) != 0)
+        /* Someone else's upload, or one on its way out, is not there. */
+        if (result == 0 && (strcmp(row.user_id, user_id) != 0 || row.doomed_at != RL_NO_TIME))
             result = RL_E_NOT_FOUND;
         if (result != 0) {
             json_decref(items);
@@ -174,6 +175,137 @@ int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, jso
     }
     *resolved = items;
     return 0;
+}
+
+int rl_attachments_use(rl_txn_t *txn, json_t *resolved, const char *session_id, int64_t now)
+{
+    json_t *item;
+    size_t i;
+    int result;
+
+    json_array_foreach(resolved, i, item)
+    {
+        if ((result = RL_TXN(txn, attachment_use, json_string_value(json_object_get(item, "key")), session_id, now)) !=
+            0)
+            return result;
+    }
+    return 0;
+}
+
+/* ---- removal ---- */
+
+/* At most this many attachments are marked, and this many removed, per sweep (one a second). */
+#define SWEEP_BATCH 256
+
+struct sweep {
+    rl_op_t op; /* value: the keys whose files go, then their rows */
+    int64_t now, delete_grace, unused_ttl;
+    int64_t sessions; /* result: sessions purged */
+};
+
+/*
+ * An attachment lives as long as a session references it; one never
+ * referenced, --unused-attachment-ttl after its upload. Removal has two
+ * steps so that a crash loses nothing and leaves nothing: the row is marked
+ * doomed (from then on it cannot be sent, downloaded or counted), the file
+ * is unlinked on the loop, and only then is the row deleted. A doomed row
+ * left by a crash is found by the next sweep and finished.
+ */
+static int sweep_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct sweep *op = (void *)base;
+    rl_attachment_row_t *rows;
+    size_t count, i;
+    int result;
+
+    /* brief: after the delete grace a session is purged, with its messages and what they reference. */
+    if ((result = RL_TXN(txn, sessions_purge, op->now - op->delete_grace, &op->sessions)) != 0 ||
+        (result = RL_TXN(txn, attachments_unreferenced, op->now - op->unused_ttl, SWEEP_BATCH, &rows, &count)) != 0)
+        return result;
+    for (i = 0; i < count; ++i) {
+        if ((result = RL_TXN(txn, attachment_doom, rows[i].key, op->now)) != 0 && result != RL_E_NOT_FOUND)
+            return result;
+    }
+    if ((result = RL_TXN(txn, attachments_doomed, SWEEP_BATCH, &rows, &count)) != 0)
+        return result;
+    op->op.value = json_array();
+    for (i = 0; i < count; ++i)
+        json_array_append_new(op->op.value, json_string(rows[i].key));
+    return 0;
+}
+
+static const rl_store_op_type_t sweep_type = RL_OP_TYPE(attachments_sweep, 1, sweep_run);
+
+rl_store_op_t *rl_attachments_sweep(rl_relay_t *relay, int64_t now)
+{
+    struct sweep *op = rl_op_new(&sweep_type, sizeof(*op));
+
+    op->now = now;
+    op->delete_grace = relay->config.delete_grace;
+    op->unused_ttl = relay->config.unused_attachment_ttl;
+    return &op->op.base;
+}
+
+struct forget {
+    rl_op_t op;
+    json_t *keys;
+};
+
+static int forget_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct forget *op = (void *)base;
+    json_t *key;
+    size_t i;
+    int result;
+
+    json_array_foreach(op->keys, i, key)
+    {
+        if ((result = RL_TXN(txn, attachment_delete, json_string_value(key))) != 0 && result != RL_E_NOT_FOUND)
+            return result;
+    }
+    return 0;
+}
+
+static void forget_dispose(rl_store_op_t *base)
+{
+    json_decref(((struct forget *)base)->keys);
+    rl_op_dispose(base);
+}
+
+static const rl_store_op_type_t forget_type = {"attachments_forget", 1, forget_run, forget_dispose};
+
+static void on_forgotten(rl_store_op_t *base)
+{
+    if (base->result != 0)
+        rl_log_warn("removed attachment files whose rows could not be deleted; the next sweep finishes them");
+}
+
+void rl_attachments_swept(rl_relay_t *relay, rl_store_op_t *base)
+{
+    struct sweep *op = (void *)base;
+    struct forget *forget;
+    char path[1200];
+    json_t *key;
+    size_t i;
+
+    if (base->result != 0) {
+        rl_log_warn("the sweep of deleted sessions and attachments failed; it runs again in a second");
+        return;
+    }
+    if (op->sessions > 0)
+        rl_log_info("purged %lld sessions past their delete grace", (long long)op->sessions);
+    if (json_array_size(op->op.value) == 0)
+        return;
+    json_array_foreach(op->op.value, i, key)
+    {
+        snprintf(path, sizeof(path), "%s/attachments/%s", relay->config.data, json_string_value(key));
+        if (unlink(path) != 0 && errno != ENOENT)
+            rl_log_warn("cannot remove %s: %s", path, strerror(errno));
+    }
+    rl_log_info("removed %zu attachments no message references", json_array_size(op->op.value));
+    forget = rl_op_new(&forget_type, sizeof(*forget));
+    forget->keys = json_incref(op->op.value);
+    rl_store_submit(relay->store, &forget->op.base, on_forgotten, relay);
 }
 
 /* ---- upload ---- */
@@ -206,11 +338,21 @@ static void upload_free(struct upload *upload, int keep_file)
 struct attachment_op {
     rl_op_t op;
     rl_attachment_row_t row;
+    int64_t quota; /* the user's storage quota (--attachment-quota) */
 };
 
 static int attachment_insert_run(rl_txn_t *txn, rl_store_op_t *base)
 {
-    return RL_TXN(txn, attachment_insert, &((struct attachment_op *)base)->row);
+    struct attachment_op *op = (void *)base;
+    int64_t used = 0;
+    int result = RL_TXN(txn, attachments_usage, op->row.user_id, &used);
+
+    if (result != 0)
+        return result;
+    /* Counted in the transaction that adds the file, so that concurrent uploads cannot both slip under. */
+    if (used + op->row.size > op->quota)
+        return RL_E_QUOTA_EXCEEDED;
+    return RL_TXN(txn, attachment_insert, &op->row);
 }
 
 static int attachment_get_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -228,6 +370,12 @@ static void on_upload_recorded(rl_store_op_t *base)
     struct upload *upload = base->arg;
     rl_call_t *call = upload->call;
 
+    if (base->result == RL_E_QUOTA_EXCEEDED) {
+        rl_call_fail_full(call, base->result, NULL, NULL,
+                          json_pack("{s:I}", "quota_bytes", (json_int_t)((struct attachment_op *)base)->quota));
+        upload_free(upload, 0);
+        return;
+    }
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
         upload_free(upload, 0);
@@ -286,6 +434,9 @@ static void upload_step(h2o_timeout_entry_t *entry)
     op->row.name = upload->has_name ? rl_op_str(op, upload->name) : NULL;
     op->row.size = (int64_t)upload->written;
     op->row.created_at = rl_clock_now_ms();
+    op->row.used_at = RL_NO_TIME;
+    op->row.doomed_at = RL_NO_TIME;
+    op->quota = upload->relay->config.attachment_quota;
     rl_store_submit(upload->relay->store, &op->op.base, on_upload_recorded, upload);
 }
 
@@ -445,6 +596,9 @@ static void on_file_meta(rl_store_op_t *base)
     rl_relay_t *relay = call->app;
     char path[1200];
 
+    /* A file on its way out (its session purged, or never used) is gone already for its links. */
+    if (base->result == 0 && op->row.doomed_at != RL_NO_TIME)
+        base->result = RL_E_NOT_FOUND;
     if (base->result != 0 || !rl_call_alive(call)) {
         rl_call_fail(call, base->result == 0 ? RL_E_INTERNAL : RL_E_NOT_FOUND, LINK_REFUSED);
     } else {

@@ -227,6 +227,9 @@ static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 
     result = rl_attachments_resolve(txn, w->session.user_id, refs != NULL ? refs : none, &attachments);
     json_decref(none);
+    /* The session now keeps these files: they go when it is purged, not before. */
+    if (result == 0 && (result = rl_attachments_use(txn, attachments, w->target.session_id, w->target.now)) != 0)
+        json_decref(attachments);
     if (result != 0)
         return result;
     attachments_text = json_dumps(attachments, JSON_COMPACT);

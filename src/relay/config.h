@@ -43,9 +43,11 @@ typedef struct rl_config {
     int64_t sse_buffer_events;
     /* Abuse limits (docs/operations.md, Security). */
     int64_t max_connections_per_address;
-    int64_t max_message_bytes;  /* the longest text one message may hold, streamed or not */
-    char trusted_proxies[4096]; /* CIDR blocks, comma-separated; "" for none */
-    char forwarded_header[32];  /* "x-forwarded-for" or "forwarded" */
+    int64_t max_message_bytes;     /* the longest text one message may hold, streamed or not */
+    int64_t attachment_quota;      /* bytes of attachments one user may keep */
+    int64_t unused_attachment_ttl; /* an upload no message references is removed after this */
+    char trusted_proxies[4096];    /* CIDR blocks, comma-separated; "" for none */
+    char forwarded_header[32];     /* "x-forwarded-for" or "forwarded" */
 } rl_config_t;
 
 /*

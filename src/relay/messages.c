@@ -190,6 +190,11 @@ static int send_run(rl_txn_t *txn, rl_store_op_t *base)
         return result;
     if ((result = rl_attachments_resolve(txn, op->user_id, op->refs, &attachments)) != 0)
         return result;
+    /* The session now keeps these files: they go when it is purged, not before. */
+    if ((result = rl_attachments_use(txn, attachments, op->session_id, op->now)) != 0) {
+        json_decref(attachments);
+        return result;
+    }
     if (op->reply_to != NULL) {
         result = RL_TXN(txn, message_get, op->reply_to, &reply_to);
         if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(reply_to.session_id, op->session_id) != 0))

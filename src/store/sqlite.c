@@ -260,6 +260,29 @@ static const char *const migrations[] = {
     "ALTER TABLE approvals_new RENAME TO approvals;"
     "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
     "CREATE INDEX approvals_of_user ON approvals(user_id, id);",
+    /*
+     * 10: attachments go when nothing references them any more (issue 11):
+     * which sessions use each one (kept with the session, gone with its
+     * purge), when it was first used, and when it was marked for removal
+     * (its file is unlinked before the row goes). The uses of messages
+     * stored before are filled in from their attachments.
+     */
+    "ALTER TABLE attachments ADD COLUMN used_at INTEGER;"
+    "ALTER TABLE attachments ADD COLUMN doomed_at INTEGER;"
+    "CREATE TABLE attachment_uses ("
+    "  key TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  PRIMARY KEY (key, session_id)) WITHOUT ROWID;"
+    "CREATE INDEX attachment_uses_session ON attachment_uses(session_id);"
+    "INSERT OR IGNORE INTO attachment_uses(key, session_id)"
+    "  SELECT json_extract(j.value, '$.key'), m.session_id FROM messages m, json_each(m.attachments) j"
+    "  WHERE m.attachments IS NOT NULL AND json_valid(m.attachments)"
+    "  AND json_extract(j.value, '$.key') IN (SELECT key FROM attachments);"
+    "UPDATE attachments SET used_at = created_at WHERE key IN (SELECT key FROM attachment_uses);"
+    "CREATE INDEX attachments_of_user ON attachments(user_id);"
+    "CREATE INDEX attachments_unused ON attachments(created_at) WHERE used_at IS NULL AND doomed_at IS NULL;"
+    "CREATE INDEX attachments_used ON attachments(used_at) WHERE used_at IS NOT NULL AND doomed_at IS NULL;"
+    "CREATE INDEX attachments_doomed ON attachments(doomed_at) WHERE doomed_at IS NOT NULL;",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -1235,22 +1258,80 @@ static void read_attachment(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
     row->size = sqlite3_column_int64(stmt, 3);
     row->name = col_text(t, stmt, 4);
     row->created_at = sqlite3_column_int64(stmt, 5);
+    row->used_at = col_time(stmt, 6);
+    row->doomed_at = col_time(stmt, 7);
 }
+
+#define ATTACHMENT_COLUMNS "key, user_id, mime, size, name, created_at, used_at, doomed_at"
 
 static int sqlite_attachment_insert(rl_txn_t *txn, const rl_attachment_row_t *row)
 {
-    static const char sql[] =
-        "INSERT INTO attachments(key, user_id, mime, size, name, created_at) VALUES (?, ?, ?, ?, ?, ?)";
+    static const char sql[] = "INSERT INTO attachments(" ATTACHMENT_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 
-    return write_rows(TXN(txn), NULL, sql, "sssIsI", row->key, row->user_id, row->mime, row->size, row->name,
-                      row->created_at);
+    return write_rows(TXN(txn), NULL, sql, "sssIsITT", row->key, row->user_id, row->mime, row->size, row->name,
+                      row->created_at, row->used_at, row->doomed_at);
 }
 
 static int sqlite_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t *out)
 {
-    static const char sql[] = "SELECT key, user_id, mime, size, name, created_at FROM attachments WHERE key = ?";
+    static const char sql[] = "SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE key = ?";
 
     return read_one(TXN(txn), query(TXN(txn), sql, "s", key), read_attachment, out);
+}
+
+static int sqlite_attachment_use(rl_txn_t *txn, const char *key, const char *session_id, int64_t now)
+{
+    static const char use[] = "INSERT OR IGNORE INTO attachment_uses(key, session_id) VALUES (?, ?)";
+    static const char first[] = "UPDATE attachments SET used_at = ? WHERE key = ? AND used_at IS NULL";
+    int result = write_rows(TXN(txn), NULL, use, "ss", key, session_id);
+
+    return result != 0 ? result : write_rows(TXN(txn), NULL, first, "Is", now, key);
+}
+
+static int sqlite_attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes)
+{
+    static const char sql[] = "SELECT COALESCE(SUM(size), 0) FROM attachments WHERE user_id = ? AND doomed_at IS NULL";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", user_id), read_int, bytes);
+}
+
+static int sqlite_attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
+                                           size_t *count)
+{
+    static const char sql[] =
+        "SELECT " ATTACHMENT_COLUMNS " FROM ("
+        " SELECT * FROM attachments a WHERE used_at IS NOT NULL AND doomed_at IS NULL"
+        "  AND NOT EXISTS (SELECT 1 FROM attachment_uses u WHERE u.key = a.key)"
+        " UNION ALL"
+        " SELECT * FROM attachments WHERE used_at IS NULL AND doomed_at IS NULL AND created_at < ?)"
+        " ORDER BY created_at LIMIT ?";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", unused_before, limit), read_attachment, sizeof(**rows),
+                    (void **)rows, count);
+}
+
+static int sqlite_attachment_doom(rl_txn_t *txn, const char *key, int64_t now)
+{
+    static const char sql[] = "UPDATE attachments SET doomed_at = ? WHERE key = ? AND doomed_at IS NULL";
+
+    return write_one(TXN(txn), sql, "Is", now, key);
+}
+
+static int sqlite_attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count)
+{
+    static const char sql[] =
+        "SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE doomed_at IS NOT NULL ORDER BY doomed_at LIMIT ?";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "i", limit), read_attachment, sizeof(**rows), (void **)rows, count);
+}
+
+static int sqlite_attachment_delete(rl_txn_t *txn, const char *key)
+{
+    static const char uses[] = "DELETE FROM attachment_uses WHERE key = ?";
+    static const char row[] = "DELETE FROM attachments WHERE key = ? AND doomed_at IS NOT NULL";
+    int result = write_one(TXN(txn), row, "s", key);
+
+    return result != 0 ? result : write_rows(TXN(txn), NULL, uses, "s", key);
 }
 
 /* ---- the connection ------------------------------------------------------------------------------ */
@@ -1388,6 +1469,12 @@ static const struct rl_txn_ops sqlite_ops = {
     .updates_purge = sqlite_updates_purge,
     .attachment_insert = sqlite_attachment_insert,
     .attachment_get = sqlite_attachment_get,
+    .attachment_use = sqlite_attachment_use,
+    .attachments_usage = sqlite_attachments_usage,
+    .attachments_unreferenced = sqlite_attachments_unreferenced,
+    .attachment_doom = sqlite_attachment_doom,
+    .attachments_doomed = sqlite_attachments_doomed,
+    .attachment_delete = sqlite_attachment_delete,
 };
 
 static int migrate(struct sqlite_txn *t)

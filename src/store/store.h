@@ -209,6 +209,8 @@ typedef struct rl_update_row {
 typedef struct rl_attachment_row {
     const char *key, *user_id, *mime, *name;
     int64_t size, created_at;
+    int64_t used_at;   /* when a message first referenced it; RL_NO_TIME while never */
+    int64_t doomed_at; /* when it was marked for removal (its file is going); RL_NO_TIME otherwise */
 } rl_attachment_row_t;
 
 /* ---- transactions: what a backend implements --------------------------------------------------- */
@@ -264,7 +266,7 @@ struct rl_txn_ops {
     int (*session_update)(rl_txn_t *txn, const rl_session_row_t *row); /* title, state, updated_at, deleted_at */
     /* The user's sessions that are not deleted, most recently updated first. */
     int (*sessions_of_user)(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count);
-    /* Deletes sessions deleted at or before `before`, with their interactions and messages. */
+    /* Deletes sessions deleted at or before `before`, with their interactions, messages and attachment uses. */
     int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 
     /* interactions */
@@ -347,6 +349,23 @@ struct rl_txn_ops {
     /* attachments */
     int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
     int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
+    /* Records that session references the attachment (kept once), and sets its used_at if it was never used. */
+    int (*attachment_use)(rl_txn_t *txn, const char *key, const char *session_id, int64_t now);
+    /* The total size of the user's attachments that are not doomed. */
+    int (*attachments_usage)(rl_txn_t *txn, const char *user_id, int64_t *bytes);
+    /*
+     * Attachments no session references, not doomed: those used once (their
+     * sessions are gone) and those never used and created before
+     * unused_before; oldest first, at most limit.
+     */
+    int (*attachments_unreferenced)(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
+                                    size_t *count);
+    /* Sets doomed_at of an attachment not yet doomed; RL_E_NOT_FOUND otherwise. */
+    int (*attachment_doom)(rl_txn_t *txn, const char *key, int64_t now);
+    /* Doomed attachments, longest doomed first, at most limit. */
+    int (*attachments_doomed)(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count);
+    /* Deletes a doomed attachment and its uses; RL_E_NOT_FOUND when there is none. */
+    int (*attachment_delete)(rl_txn_t *txn, const char *key);
 };
 
 struct rl_txn {

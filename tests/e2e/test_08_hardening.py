@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 
 import relaylib
 from relaylib import (
-    HTTP_TIMEOUT, assert_error, assert_ok, b64url, bearer, mint_token, raw_exchange,
+    HTTP_TIMEOUT, assert_error, assert_ok, b64url, bearer, mint_token, raw_exchange, wait_until,
 )
 
 GOOD_START = {"connector_type": "test-connector", "host_label": "laptop"}
@@ -626,3 +626,84 @@ def test_one_user_with_the_same_approval_id_on_two_installations(relay, user_tok
     r = relay.post("/v1/me/approvals/apr_Y", {"decision": "deny", "installation_id": "inst_" + "0" * 16},
                    token=user_token)
     assert_error(r, 404, "approval_not_found")
+
+
+# -- item 5: attachments have an end, and a quota ------------------------------------------------
+
+def _upload(relay, token, body, name=None):
+    query = "?name=" + name if name else ""
+    return relay.post("/v1/me/attachments" + query, data=body, token=token, headers={"Content-Type": "text/plain"})
+
+
+def _attachment_files(relay):
+    folder = os.path.join(str(relay.data), "attachments")
+    return sorted(os.listdir(folder))
+
+
+def _history_urls(relay, token, sid):
+    page = assert_ok(relay.get("/v1/me/sessions/%s/messages" % sid, headers=bearer(token)))
+    return [a["url"] for m in page["messages"] for a in m["attachments"]]
+
+
+def test_attachments_go_with_their_purged_session(relayd):
+    relay = relayd("--delete-grace", "2s")
+    token = relay.token("alice")
+    _, sid = _session(relay, token)
+    _, keep_sid = _session(relay, token)
+    only_here = assert_ok(_upload(relay, token, b"only in the deleted session"))["key"]
+    shared = assert_ok(_upload(relay, token, b"also in another session"))["key"]
+    assert_ok(relay.post("/v1/me/sessions/%s/send" % sid, {"text": "", "attachments": [{"key": only_here},
+                                                                                        {"key": shared}]},
+                         token=token))
+    assert_ok(relay.post("/v1/me/sessions/%s/send" % keep_sid, {"text": "", "attachments": [{"key": shared}]},
+                         token=token))
+    urls = _history_urls(relay, token, sid)
+    assert requests.get(urls[0], timeout=HTTP_TIMEOUT).status_code == 200
+    assert_ok(relay.request("DELETE", "/v1/me/sessions/%s" % sid, headers=bearer(token)))
+    # Within the grace the files stay (the session can be restored).
+    assert requests.get(urls[0], timeout=HTTP_TIMEOUT).status_code == 200
+    wait_until(lambda: only_here not in _attachment_files(relay), 10, what="the purged session's file to go")
+    assert relay.query("SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(0,)]
+    r = requests.get(urls[0], timeout=HTTP_TIMEOUT)
+    assert r.status_code == 404 and b"only in the deleted" not in r.content
+    assert relay.query("SELECT COUNT(*) FROM attachments WHERE key = ?", (only_here,)) == [(0,)]
+    # Its key cannot be sent again; the one another session still uses stays, file and link.
+    r = relay.post("/v1/me/sessions/%s/send" % keep_sid, {"text": "", "attachments": [{"key": only_here}]},
+                   token=token)
+    assert r.status_code == 400, r.text
+    assert shared in _attachment_files(relay)
+    kept = _history_urls(relay, token, keep_sid)
+    assert requests.get(kept[0], timeout=HTTP_TIMEOUT).content == b"also in another session"
+
+
+def test_uploads_never_sent_are_removed_after_their_ttl(relayd):
+    relay = relayd("--unused-attachment-ttl", "2s")
+    token = relay.token("alice")
+    _, sid = _session(relay, token)
+    unused = assert_ok(_upload(relay, token, b"never sent"))["key"]
+    sent = assert_ok(_upload(relay, token, b"sent"))["key"]
+    assert_ok(relay.post("/v1/me/sessions/%s/send" % sid, {"text": "", "attachments": [{"key": sent}]}, token=token))
+    wait_until(lambda: unused not in _attachment_files(relay), 10, what="the unused upload to go")
+    assert relay.query("SELECT key FROM attachments") == [(sent,)]
+    assert sent in _attachment_files(relay)
+    r = relay.post("/v1/me/sessions/%s/send" % sid, {"text": "", "attachments": [{"key": unused}]}, token=token)
+    assert r.status_code == 400, r.text
+    assert any(r["msg"].startswith("removed 1 attachments") for r in relay.log_records()), relay.log_text()[-2000:]
+
+
+def test_each_user_has_a_storage_quota(relayd):
+    relay = relayd("--attachment-quota", "10000", "--unused-attachment-ttl", "1h")
+    alice, bob = relay.token("alice"), relay.token("bob")
+    assert_ok(_upload(relay, alice, b"a" * 6000))
+    assert_ok(_upload(relay, alice, b"b" * 4000))
+    before = _attachment_files(relay)
+    r = _upload(relay, alice, b"c")
+    err = assert_error(r, 413, "quota_exceeded")
+    assert err["details"] == {"quota_bytes": 10000}
+    assert _attachment_files(relay) == before, "a refused upload leaves no file"
+    assert relay.query("SELECT COUNT(*) FROM attachments WHERE user_id = 'alice'") == [(2,)]
+    # Another user's quota is their own; a bridge's uploads count against its user.
+    assert_ok(_upload(relay, bob, b"x" * 10000))
+    _, bridge_token, _ = relay.pair(alice)
+    r = relay.post("/v1/bridge/uploadAttachment", data=b"z", token=bridge_token, headers={"Content-Type": "text/plain"})
+    assert_error(r, 413, "quota_exceeded")

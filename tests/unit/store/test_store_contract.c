@@ -602,10 +602,15 @@ static void test_the_update_queue(void **state)
     commit_close(txn);
 }
 
+static rl_attachment_row_t attachment(const char *key, const char *user, int64_t size, int64_t created_at)
+{
+    return (rl_attachment_row_t){key, user, "image/png", NULL, size, created_at, RL_NO_TIME, RL_NO_TIME};
+}
+
 static void test_attachments(void **state)
 {
     rl_txn_t *txn = open_txn();
-    rl_attachment_row_t a = {"att_1", "alice", "image/png", NULL, 1234, 1000}, out;
+    rl_attachment_row_t a = attachment("att_1", "alice", 1234, 1000), out;
 
     assert_int_equal(RL_TXN(txn, attachment_insert, &a), 0);
     assert_int_equal(RL_TXN(txn, attachment_insert, &a), RL_E_CONFLICT);
@@ -614,7 +619,89 @@ static void test_attachments(void **state)
     assert_string_equal(out.mime, "image/png");
     assert_null(out.name);
     assert_int_equal(out.size, 1234);
+    assert_int_equal(out.used_at, RL_NO_TIME);
+    assert_int_equal(out.doomed_at, RL_NO_TIME);
     assert_int_equal(RL_TXN(txn, attachment_get, "att_2", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static void test_attachment_lifetimes(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_installation_row_t inst = installation("inst_a", "alice", 1000);
+    rl_session_row_t s1 = session("ses_1", "alice", 1000), s2 = session("ses_2", "alice", 1000);
+    rl_attachment_row_t used = attachment("att_used", "alice", 100, 1000),
+                        twice = attachment("att_twice", "alice", 200, 1100),
+                        fresh = attachment("att_fresh", "alice", 400, 5000),
+                        old = attachment("att_old", "alice", 800, 1200), theirs = attachment("att_bob", "bob", 7, 1000),
+                        *rows, out;
+    int64_t bytes = -1, purged = 0;
+    size_t count;
+
+    users(txn);
+    assert_int_equal(RL_TXN(txn, installation_insert, &inst), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s1), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s2), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &used), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &twice), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &fresh), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &old), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &theirs), 0);
+    /* A use is kept once, and the first one dates the attachment's use. */
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_used", "ses_1", 2000), 0);
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_used", "ses_1", 2500), 0);
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_twice", "ses_1", 2100), 0);
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_twice", "ses_2", 2200), 0);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_used", &out), 0);
+    assert_int_equal(out.used_at, 2000);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_twice", &out), 0);
+    assert_int_equal(out.used_at, 2100);
+    assert_int_equal(RL_TXN(txn, attachments_usage, "alice", &bytes), 0);
+    assert_int_equal(bytes, 1500);
+    assert_int_equal(RL_TXN(txn, attachments_usage, "carol", &bytes), 0);
+    assert_int_equal(bytes, 0);
+    /* Nothing used is unreferenced while its sessions live; unused ones count from their creation. */
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 1000, 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 5001, 10, &rows, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].key, "att_bob");
+    assert_string_equal(rows[1].key, "att_old");
+    assert_string_equal(rows[2].key, "att_fresh");
+    /* A purged session takes its uses: what only it used is unreferenced now, however young. */
+    s1.deleted_at = 3000;
+    assert_int_equal(RL_TXN(txn, session_update, &s1), 0);
+    assert_int_equal(RL_TXN(txn, sessions_purge, 3000, &purged), 0);
+    assert_int_equal(purged, 1);
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 0, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(rows[0].key, "att_used");
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 1201, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    /* Doomed: out of the usage and of the unreferenced, listed until deleted. */
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_used", 6000), 0);
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_used", 6001), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_old", 6002), 0);
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_none", 6002), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachments_usage, "alice", &bytes), 0);
+    assert_int_equal(bytes, 600);
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 5001, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(RL_TXN(txn, attachments_doomed, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].key, "att_used");
+    assert_int_equal(rows[0].doomed_at, 6000);
+    assert_string_equal(rows[1].key, "att_old");
+    assert_int_equal(RL_TXN(txn, attachments_doomed, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    /* Only a doomed attachment is deleted. */
+    assert_int_equal(RL_TXN(txn, attachment_delete, "att_twice"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_delete, "att_used"), 0);
+    assert_int_equal(RL_TXN(txn, attachment_delete, "att_used"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_used", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_twice", &out), 0);
+    assert_int_equal(RL_TXN(txn, attachments_doomed, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
     commit_close(txn);
 }
 
@@ -987,6 +1074,7 @@ int main(void)
         TEST(test_approvals_and_grants),
         TEST(test_the_update_queue),
         TEST(test_attachments),
+        TEST(test_attachment_lifetimes),
         TEST(test_a_savepoint_undoes_only_its_own_writes),
         TEST(test_a_rollback_undoes_the_transaction),
         TEST(test_a_commit_survives_kill_9),
