@@ -35,6 +35,8 @@ static const struct setting settings[] = {
     STRING("listen", listen, "127.0.0.1:8080", "address to listen on, HOST:PORT"),
     STRING("data", data, "data", "data folder (SQLite store, signing key, attachments)"),
     STRING("store", store, "", "the store: sqlite:PATH or postgres://... (default: the data folder's relay.db)"),
+    STRING("attachments", attachments, "",
+           "folder of uploaded files (default DATA/attachments); several nodes must share one"),
     STRING("bus", bus, "local", "the bus between relay nodes: local (one node) or redis://[:password@]HOST:PORT/N"),
     STRING("log-level", log_level, "info", "debug, info, warn or error"),
     STRING("public-url", public_url, "", "base URL clients use to reach this relay (default http(s)://LISTEN)"),

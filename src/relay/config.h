@@ -17,6 +17,7 @@ typedef struct rl_config {
     char data[1024];
     char store[1024]; /* "" for the data folder's relay.db */
     char bus[1024];
+    char attachments[1024]; /* "" for DATA/attachments */
     char log_level[16];
     char public_url[512];
     char tls_cert[1024]; /* "" for plain HTTP */

@@ -48,21 +48,34 @@ static void on_purged(rl_store_op_t *base)
         rl_log_warn("store purge failed");
 }
 
+/* The purge changes what every node shares: one node runs it (the bus's lease). */
+static void on_lease(int held, void *arg)
+{
+    rl_housekeeping_t *housekeeping = arg;
+    rl_relay_t *relay = housekeeping->relay;
+    struct purge *op;
+
+    if (!held)
+        return;
+    op = rl_op_new(&purge_type, sizeof(*op));
+    op->now = rl_clock_now_ms();
+    op->idempotency_ttl = relay->config.idempotency_ttl;
+    op->replay_window = relay->config.replay_window;
+    rl_store_submit(relay->store, &op->op.base, on_purged, housekeeping);
+}
+
 static void on_period(h2o_timeout_entry_t *entry)
 {
     rl_housekeeping_t *housekeeping = H2O_STRUCT_FROM_MEMBER(rl_housekeeping_t, entry, entry);
     rl_relay_t *relay = housekeeping->relay;
     int64_t now = rl_clock_now_ms();
-    struct purge *op = rl_op_new(&purge_type, sizeof(*op));
 
+    /* What this node keeps for itself is trimmed here, on every node. */
     rl_ratelimit_sweep(relay->limiter, now);
     rl_bus_sweep(relay->bus, now);
     rl_auth_sweep(relay->auth, now);
     rl_deltas_sweep(relay->deltas, now);
-    op->now = now;
-    op->idempotency_ttl = relay->config.idempotency_ttl;
-    op->replay_window = relay->config.replay_window;
-    rl_store_submit(relay->store, &op->op.base, on_purged, housekeeping);
+    rl_bus_lease(relay->bus, "housekeeping", relay->node_id, 2 * PERIOD_MS, on_lease, housekeeping);
     h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
 }
 

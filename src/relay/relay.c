@@ -20,6 +20,7 @@
 #include "relay/housekeeping.h"
 #include "relay/hub.h"
 #include "relay/installations.h"
+#include "relay/keys.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
@@ -173,7 +174,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     }
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
-        rl_auth_open(relay, &relay->auth) != 0 || rl_attachments_open(relay) != 0)
+        rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
+        rl_attachments_open(relay) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;

@@ -232,8 +232,13 @@ static const char *const migrations[] = {
     "UPDATE message_deltas SET seq_last = seq WHERE seq_last IS NULL;",
     /* 8: the messages still streaming, for the sweep that ends those left open past their window. */
     "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';",
+    /* 9: the secrets every node of a relay shares: the token-signing and URL-signing keys. */
+    "CREATE TABLE secrets ("
+    "  name TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL) WITHOUT ROWID;",
     /*
-     * 9: an approval id is unique per installation, not across the relay
+     * 10: an approval id is unique per installation, not across the relay
      * (issue 11): one installation's ids neither block nor reveal another's.
      * A user's decision finds the approval by (user_id, id).
      */
@@ -261,7 +266,7 @@ static const char *const migrations[] = {
     "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
     "CREATE INDEX approvals_of_user ON approvals(user_id, id);",
     /*
-     * 10: attachments go when nothing references them any more (issue 11):
+     * 11: attachments go when nothing references them any more (issue 11):
      * which sessions use each one (kept with the session, gone with its
      * purge), when it was first used, and when it was marked for removal
      * (its file is unlinked before the row goes). The uses of messages
@@ -935,6 +940,11 @@ struct delta_keys_out {
     int64_t *created_at;
 };
 
+static void read_text(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    *(const char **)out = col_text(t, stmt, 0);
+}
+
 static void read_delta_keys(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
 {
     struct delta_keys_out *row = out;
@@ -1334,6 +1344,22 @@ static int sqlite_attachment_delete(rl_txn_t *txn, const char *key)
     return result != 0 ? result : write_rows(TXN(txn), NULL, uses, "s", key);
 }
 
+/* ---- secrets ---------------------------------------------------------------------------------- */
+
+static int sqlite_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
+{
+    static const char sql[] = "INSERT OR IGNORE INTO secrets(name, value, created_at) VALUES (?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssI", name, value, created_at);
+}
+
+static int sqlite_secret_get(rl_txn_t *txn, const char *name, const char **value)
+{
+    static const char sql[] = "SELECT value FROM secrets WHERE name = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", name), read_text, value);
+}
+
 /* ---- the connection ------------------------------------------------------------------------------ */
 
 /* Checkpoints on a thread of their own: they fsync, and no commit should wait for that. */
@@ -1469,6 +1495,8 @@ static const struct rl_txn_ops sqlite_ops = {
     .updates_purge = sqlite_updates_purge,
     .attachment_insert = sqlite_attachment_insert,
     .attachment_get = sqlite_attachment_get,
+    .secret_insert_ignore = sqlite_secret_insert_ignore,
+    .secret_get = sqlite_secret_get,
     .attachment_use = sqlite_attachment_use,
     .attachments_usage = sqlite_attachments_usage,
     .attachments_unreferenced = sqlite_attachments_unreferenced,

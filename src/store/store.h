@@ -349,6 +349,10 @@ struct rl_txn_ops {
     /* attachments */
     int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
     int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
+
+    /* secrets every node shares (the signing keys), by name; insert_ignore keeps an existing value */
+    int (*secret_insert_ignore)(rl_txn_t *txn, const char *name, const char *value, int64_t created_at);
+    int (*secret_get)(rl_txn_t *txn, const char *name, const char **value);
     /* Records that session references the attachment (kept once), and sets its used_at if it was never used. */
     int (*attachment_use)(rl_txn_t *txn, const char *key, const char *session_id, int64_t now);
     /* The total size of the user's attachments that are not doomed. */

@@ -705,6 +705,20 @@ static void test_attachment_lifetimes(void **state)
     commit_close(txn);
 }
 
+static void test_secrets(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    const char *value = NULL;
+
+    assert_int_equal(RL_TXN(txn, secret_get, "issuer.key", &value), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, secret_insert_ignore, "issuer.key", "first", 1000), 0);
+    /* The first value stays: every node ends up with the one that won. */
+    assert_int_equal(RL_TXN(txn, secret_insert_ignore, "issuer.key", "second", 2000), 0);
+    assert_int_equal(RL_TXN(txn, secret_get, "issuer.key", &value), 0);
+    assert_string_equal(value, "first");
+    commit_close(txn);
+}
+
 /* ---- transactions -------------------------------------------------------------------------------- */
 
 static void test_a_savepoint_undoes_only_its_own_writes(void **state)
@@ -1075,6 +1089,7 @@ int main(void)
         TEST(test_the_update_queue),
         TEST(test_attachments),
         TEST(test_attachment_lifetimes),
+        TEST(test_secrets),
         TEST(test_a_savepoint_undoes_only_its_own_writes),
         TEST(test_a_rollback_undoes_the_transaction),
         TEST(test_a_commit_survives_kill_9),

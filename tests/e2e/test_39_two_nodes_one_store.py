@@ -1,7 +1,10 @@
-"""Deltas are answered only once written, and stay right when two relayd
-processes write to one message: two nodes on one store (the same SQLite file
-here), a bridge whose calls alternate between them."""
+"""Two relayd processes on one store (the same SQLite file here), as nodes of
+one relay: they sign with the same keys, and a message whose deltas
+alternate between them stays whole; deltas are answered only once written."""
 import os
+import subprocess
+
+from relaylib import RELAYD, clean_env
 
 from bridgelib import WAIT, Installation, key
 from relaylib import assert_error, assert_ok
@@ -9,8 +12,9 @@ from relaylib import assert_error, assert_ok
 
 def two_nodes(relayd, tmp_path):
     store = "sqlite:%s" % os.path.join(str(tmp_path), "shared.db")
-    a = relayd("--store", store)
-    b = relayd("--store", store)
+    files = os.path.join(str(tmp_path), "shared-files")
+    a = relayd("--store", store, "--attachments", files)
+    b = relayd("--store", store, "--attachments", files)
     return a, b
 
 
@@ -68,3 +72,45 @@ def test_a_delta_is_durable_once_answered(relayd, tmp_path):
     relay.start()
     text = inst.message(session, mid)["text"]
     assert text == "".join("d%d " % n for n in range(30)), text
+
+
+def test_two_nodes_share_the_signing_keys(relayd, tmp_path):
+    a, b = two_nodes(relayd, tmp_path)
+    for name in ("issuer.key", "url.key"):
+        with open(os.path.join(str(a.data), name), "rb") as fa, open(os.path.join(str(b.data), name), "rb") as fb:
+            assert fa.read() == fb.read(), name
+        assert os.stat(os.path.join(str(b.data), name)).st_mode & 0o077 == 0
+    # A token minted by one node is good on the other, both ways.
+    for minter, other in ((a, b), (b, a)):
+        token = minter.token("carol")
+        r = other.get("/v1/me", headers={"Authorization": "Bearer " + token})
+        assert r.status_code == 200, r.text
+    # A signed download link made on one node opens on the other.
+    token = a.token("carol")
+    r = a.request("POST", "/v1/me/attachments", headers={"Authorization": "Bearer " + token,
+                                                        "Content-Type": "text/plain"}, data=b"shared")
+    upload = assert_ok(r)
+    inst = Installation(a, token)
+    session = inst.create_session()
+    inst.send(session, "see the file", attachments=[{"key": upload["key"]}])
+    url = inst.messages(session)[0]["attachments"][0]["url"]
+    path = url.split("://", 1)[1].split("/", 1)[1]
+    r = b.get("/" + path)
+    assert r.status_code == 200 and r.content == b"shared", r.text
+
+
+def test_a_node_whose_folder_has_another_key_is_refused(relayd, tmp_path):
+    store = "sqlite:%s" % os.path.join(str(tmp_path), "shared.db")
+    first = relayd("--store", store)
+    first.stop_ok()
+    # A folder that ran as a relay of its own has a key of its own.
+    alone = relayd()
+    alone.stop_ok()
+    joining = relayd("--store", store, data=alone.data, start=False)
+    joining.start(expect_ready=False)
+    assert joining.wait_exit(20) != 0
+    assert "differs from the issuer.key this relay's store holds" in joining.log_text()
+    # relayd token refuses it the same way, rather than print a token no node accepts.
+    proc = subprocess.run([RELAYD, "token", "dave", "--data", str(alone.data), "--store", store],
+                          capture_output=True, text=True, timeout=30, env=clean_env())
+    assert proc.returncode == 1 and "differs" in proc.stderr, proc.stderr
