@@ -31,7 +31,7 @@
     X(TASK_FINISHED, 409, "task_finished", "the task has already ended")                                               \
     X(CONFLICT, 409, "conflict", "a resource with this key already exists")                                            \
     X(APPROVAL_AMBIGUOUS, 409, "approval_ambiguous",                                                                   \
-      "several of your installations use this approval id; name one with installation_id")                            \
+      "several of your installations use this approval id; name one with installation_id")                             \
     X(APPROVAL_EXPIRED, 410, "approval_expired", "the approval expired before a decision")                             \
     X(INSTALLATION_GONE, 410, "installation_revoked", "the installation was revoked")                                  \
     X(SESSION_DELETED, 410, "session_deleted", "the session was deleted")                                              \

@@ -110,8 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
     bytes = part(&at, end, &len);
     subject = json_stringn((const char *)bytes, len);
     if (subject != NULL) {
-        data = json_pack("{s:O, s:I, s:I}", "user_id", subject, "ts", (json_int_t)len, "heartbeat_ms",
-                         (json_int_t)25000);
+        data =
+            json_pack("{s:O, s:I, s:I}", "user_id", subject, "ts", (json_int_t)len, "heartbeat_ms", (json_int_t)25000);
         encode(id, name, data);
         encode(id, "hello", data);
         json_decref(data);
