@@ -72,6 +72,12 @@ static const struct setting settings[] = {
            "CIDR blocks of reverse proxies (10.0.0.0/8,::1): their forwarding header names the client"),
     STRING("forwarded-header", forwarded_header, "x-forwarded-for",
            "the header trusted proxies write: x-forwarded-for or forwarded"),
+    STRING("oidc-client-id", oidc_client_id, "", "client id of the web app at --jwt-issuer (sign-in with PKCE)"),
+    STRING("oidc-scope", oidc_scope, "openid offline_access", "scopes the web app asks --jwt-issuer for"),
+    STRING("web-connect-src", web_connect_src, "", "more origins the web app may fetch from, space-separated"),
+    DURATION("web-token-ttl", web_token_ttl, "30d", "lifetime of the token a sign-in link is exchanged for"),
+    STRING("push-subject", push_subject, "", "contact sent to push services, mailto: or https: (default --public-url)"),
+    STRING("push-endpoints", push_endpoints, "https", "push services allowed: https, or any (plain http too)"),
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -222,6 +228,14 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
         fprintf(stderr, "relayd: --forwarded-header must be x-forwarded-for or forwarded\n");
         return -1;
     }
+    if (strcmp(config->push_endpoints, "https") != 0 && strcmp(config->push_endpoints, "any") != 0) {
+        fprintf(stderr, "relayd: --push-endpoints must be https or any\n");
+        return -1;
+    }
+    if (config->oidc_client_id[0] != '\0' && config->jwt_issuer[0] == '\0') {
+        fprintf(stderr, "relayd: --oidc-client-id needs --jwt-issuer (and --jwks-url or --jwks-file)\n");
+        return -1;
+    }
     if (config->jwks_file[0] != '\0' && config->jwks_url[0] != '\0') {
         fprintf(stderr, "relayd: give --jwks-file or --jwks-url, not both\n");
         return -1;
@@ -234,7 +248,8 @@ void rl_config_usage(FILE *out)
     size_t i;
 
     fprintf(out, "usage: relayd [--listen HOST:PORT] [--data DIR] [settings...]\n"
-                 "       relayd token USER [--data DIR] [--ttl DURATION]\n\n"
+                 "       relayd token USER [--data DIR] [--ttl DURATION]\n"
+                 "       relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n\n"
                  "Runs the relay in the foreground; logs go to stderr as JSON lines.\n"
                  "Each setting may also come from the environment variable shown.\n\n");
     for (i = 0; i < NSETTINGS; ++i) {

@@ -49,6 +49,13 @@ typedef struct rl_config {
     int64_t unused_attachment_ttl; /* an upload no message references is removed after this */
     char trusted_proxies[4096];    /* CIDR blocks, comma-separated; "" for none */
     char forwarded_header[32];     /* "x-forwarded-for" or "forwarded" */
+    /* The web client (docs/web.md). */
+    char oidc_client_id[256]; /* "" unless the app signs in through --jwt-issuer with PKCE */
+    char oidc_scope[256];
+    char web_connect_src[1024]; /* more origins the app may fetch from (an identity provider's token endpoint) */
+    int64_t web_token_ttl;      /* lifetime of a token exchanged for a sign-in link */
+    char push_subject[512];     /* VAPID contact; default the public URL */
+    char push_endpoints[8];     /* "https", or "any" to allow plain http push services (tests) */
 } rl_config_t;
 
 /*

@@ -5,6 +5,7 @@
 #include "relay/auth.h"
 #include "relay/deltas.h"
 #include "relay/housekeeping.h"
+#include "relay/me.h"
 #include "relay/ops.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
@@ -35,7 +36,9 @@ static int purge_run(rl_txn_t *txn, rl_store_op_t *base)
         (result = RL_TXN(txn, idempotency_purge, op->now - op->idempotency_ttl)) != 0 ||
         (result = RL_TXN(txn, delta_keys_purge, op->now - op->idempotency_ttl)) != 0 ||
         /* spec: updates older than the replay window are never replayed; the history covers them. */
-        (result = RL_TXN(txn, updates_purge, op->now - op->replay_window)) != 0)
+        (result = RL_TXN(txn, updates_purge, op->now - op->replay_window)) != 0 ||
+        /* The web client's sign-in codes live minutes (docs/web.md). */
+        (result = RL_TXN(txn, login_codes_purge, op->now)) != 0)
         return result;
     return RL_TXN(txn, tasks_purge, op->now - TASK_KEEP_MS);
 }
@@ -75,6 +78,7 @@ static void on_period(h2o_timeout_entry_t *entry)
     rl_bus_sweep(relay->bus, now);
     rl_auth_sweep(relay->auth, now);
     rl_deltas_sweep(relay->deltas, now);
+    rl_me_cache_sweep(relay->me_cache, now);
     rl_bus_lease(relay->bus, "housekeeping", relay->node_id, 2 * PERIOD_MS, on_lease, housekeeping);
     h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
 }

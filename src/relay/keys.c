@@ -48,6 +48,28 @@ static int make_issuer_key(unsigned char *out, size_t *len)
     return result;
 }
 
+/* A P-256 private key as unencrypted PEM PKCS#8: Web Push's VAPID key (webpush.c loads it). */
+static int make_vapid_key(unsigned char *out, size_t *len)
+{
+    EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    BIO *pem = BIO_new(BIO_s_secmem());
+    char *text;
+    long text_len;
+    int result = -1;
+
+    if (key != NULL && pem != NULL && PEM_write_bio_PrivateKey(pem, key, NULL, NULL, 0, NULL, NULL)) {
+        text_len = BIO_get_mem_data(pem, &text);
+        if (text_len > 0 && (size_t)text_len <= *len) {
+            memcpy(out, text, (size_t)text_len);
+            *len = (size_t)text_len;
+            result = 0;
+        }
+    }
+    EVP_PKEY_free(key);
+    BIO_free(pem);
+    return result;
+}
+
 static int make_url_key(unsigned char *out, size_t *len)
 {
     rl_rand_bytes(out, 32);
@@ -58,6 +80,8 @@ static int make_url_key(unsigned char *out, size_t *len)
 static const struct key keys[] = {
     {"issuer.key", make_issuer_key},
     {"url.key", make_url_key},
+    /* Browsers' push subscriptions are bound to it: every node must push with the same one (docs/web.md). */
+    {"vapid.key", make_vapid_key},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

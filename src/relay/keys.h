@@ -1,7 +1,8 @@
 /*
  * The relay's signing keys: the embedded issuer's Ed25519 key
- * (DATA/issuer.key, signs user tokens) and the URL-signing key
- * (DATA/url.key, signs attachment links). Every node of a relay must sign
+ * (DATA/issuer.key, signs user tokens), the URL-signing key
+ * (DATA/url.key, signs attachment links) and the Web Push VAPID key
+ * (DATA/vapid.key, P-256). Every node of a relay must sign
  * with the same ones, so the store holds them (its secrets), and each
  * node's data folder holds a copy (mode 0600), which is what the code that
  * signs reads.

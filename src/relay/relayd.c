@@ -16,6 +16,7 @@
 #include "common/duration.h"
 #include "common/log.h"
 #include "http/stop.h"
+#include "relay/login.h"
 #include "relay/auth.h"
 #include "relay/jwt.h"
 #include "relay/keys.h"
@@ -167,6 +168,8 @@ int main(int argc, char **argv)
     umask(077);
     if (argc > 1 && strcmp(argv[1], "token") == 0)
         return token_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "login-link") == 0)
+        return rl_login_link_command(argc, argv);
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);
     if (result != 0)
         return result > 0 ? 0 : 2;

@@ -213,6 +213,18 @@ typedef struct rl_attachment_row {
     int64_t doomed_at; /* when it was marked for removal (its file is going); RL_NO_TIME otherwise */
 } rl_attachment_row_t;
 
+/* A sign-in link's code (the web client), kept as its SHA-256 only. */
+typedef struct rl_login_code_row {
+    const char *code_hash, *user_id;
+    int64_t created_at, expires_at;
+} rl_login_code_row_t;
+
+/* A browser's Web Push subscription: the push service's endpoint and the keys its messages are encrypted for. */
+typedef struct rl_push_subscription_row {
+    const char *endpoint, *user_id, *p256dh, *auth;
+    int64_t created_at;
+} rl_push_subscription_row_t;
+
 /* ---- transactions: what a backend implements --------------------------------------------------- */
 
 /*
@@ -266,6 +278,9 @@ struct rl_txn_ops {
     int (*session_update)(rl_txn_t *txn, const rl_session_row_t *row); /* title, state, updated_at, deleted_at */
     /* The user's sessions that are not deleted, most recently updated first. */
     int (*sessions_of_user)(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count);
+    /* The user's sessions deleted after deleted_after (still restorable), most recently deleted first. */
+    int (*sessions_deleted_of_user)(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
+                                    size_t *count);
     /* Deletes sessions deleted at or before `before`, with their interactions, messages and attachment uses. */
     int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 
@@ -336,6 +351,10 @@ struct rl_txn_ops {
     int (*grant_insert_ignore)(rl_txn_t *txn, const rl_grant_row_t *row);
     int (*grants_of)(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
                      size_t *count);
+    /* Every grant of the installation, by created_at. */
+    int (*grants_of_installation)(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count);
+    /* Deletes the grant with the row's installation_id, action, scope and scope_value. */
+    int (*grant_delete)(rl_txn_t *txn, const rl_grant_row_t *row);
 
     /* the bridge update queue: ids count up per installation */
     int (*update_append)(rl_txn_t *txn, rl_update_row_t *row); /* sets row->update_id */
@@ -353,6 +372,19 @@ struct rl_txn_ops {
     /* secrets every node shares (the signing keys), by name; insert_ignore keeps an existing value */
     int (*secret_insert_ignore)(rl_txn_t *txn, const char *name, const char *value, int64_t created_at);
     int (*secret_get)(rl_txn_t *txn, const char *name, const char **value);
+    /* the web client's sign-in codes, by code_hash */
+    int (*login_code_insert)(rl_txn_t *txn, const rl_login_code_row_t *row);
+    int (*login_code_get)(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out);
+    int (*login_code_delete)(rl_txn_t *txn, const char *code_hash);
+    int (*login_codes_purge)(rl_txn_t *txn, int64_t expired_before);
+
+    /* Web Push subscriptions, by endpoint */
+    int (*push_subscription_insert)(rl_txn_t *txn, const rl_push_subscription_row_t *row);
+    int (*push_subscription_get)(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out);
+    int (*push_subscription_delete)(rl_txn_t *txn, const char *endpoint);
+    /* The user's subscriptions, oldest first. */
+    int (*push_subscriptions_of_user)(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
+                                      size_t *count);
     /* Records that session references the attachment (kept once), and sets its used_at if it was never used. */
     int (*attachment_use)(rl_txn_t *txn, const char *key, const char *session_id, int64_t now);
     /* The total size of the user's attachments that are not doomed. */
