@@ -103,5 +103,11 @@ void rl__call_log(rl_call_t *call);
  * error answers with it. Must be called exactly once per authenticate call.
  */
 void rl_call_proceed(rl_call_t *call, int err);
+/*
+ * Continues after the application's rate-limit hook, which fills call->rate
+ * and calls this exactly once, now or later: err 0 goes on to validation and
+ * the handler; RL_E_RATE_LIMITED (or any error) answers with it.
+ */
+void rl_call_limited(rl_call_t *call, int err);
 
 #endif

@@ -235,11 +235,21 @@ void rl_call_proceed(rl_call_t *call, int err)
         return;
     }
     if (call->route->bucket != NULL && server->config->hooks.limit != NULL) {
-        int limited = server->config->hooks.limit(call);
-        if (limited < 0) {
-            rl_call_fail(call, limited, NULL);
-            return;
-        }
+        rl_call_hold(call);
+        server->config->hooks.limit(call);
+        rl_call_release(call);
+        return;
+    }
+    run_handler(call);
+}
+
+void rl_call_limited(rl_call_t *call, int err)
+{
+    if (!rl_call_alive(call))
+        return;
+    if (err < 0) {
+        rl_call_fail(call, err, NULL);
+        return;
     }
     run_handler(call);
 }

@@ -26,9 +26,10 @@ typedef struct rl_http_hooks {
     void (*authenticate)(rl_call_t *call);
     /*
      * Called for routes with a bucket, after authentication. Fills call->rate
-     * and returns 0, or RL_E_RATE_LIMITED.
+     * and calls rl_call_limited(call, 0 or RL_E_RATE_LIMITED) exactly once,
+     * now or later (a shared bucket answers over the network).
      */
-    int (*limit)(rl_call_t *call);
+    void (*limit)(rl_call_t *call);
 } rl_http_hooks_t;
 
 typedef struct rl_http_config {

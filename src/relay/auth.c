@@ -285,31 +285,65 @@ void rl_relay_authenticate(rl_call_t *call)
  * Per-address buckets count the client's address group (an IPv6 /64; behind
  * trusted proxies, the client they name). An authenticated route whose
  * bucket also has a per-address row takes from both, the address first, and
- * reports whichever has less left.
+ * reports whichever has less left. Both takes may answer later (a shared
+ * bucket); the call is held meanwhile.
  */
-int rl_relay_limit(rl_call_t *call)
+struct limit {
+    rl_call_t *call;
+    rl_call_rate_t by_address;
+};
+
+static void limit_done(struct limit *limit, int result)
+{
+    rl_call_t *call = limit->call;
+
+    rl_call_limited(call, result);
+    rl_call_release(call);
+    free(limit);
+}
+
+static void on_principal_taken(int result, void *arg)
+{
+    struct limit *limit = arg;
+
+    if (result == 0 && limit->by_address.set && limit->by_address.remaining < limit->call->rate.remaining)
+        limit->call->rate = limit->by_address;
+    limit_done(limit, result);
+}
+
+static void on_address_taken(int result, void *arg)
+{
+    struct limit *limit = arg;
+    rl_call_t *call = limit->call;
+    rl_relay_t *relay = call->app;
+    const char *scope = call->principal_kind == RL_PRINCIPAL_USER ? "user" : "installation";
+
+    if (result != 0) {
+        call->rate = limit->by_address;
+        limit_done(limit, result);
+        return;
+    }
+    rl_ratelimit_take(relay->limiter, scope, call->principal, call->route->bucket, rl_clock_now_ms(), &call->rate,
+                      on_principal_taken, limit);
+}
+
+void rl_relay_limit(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    const char *scope = "ip", *owner = call->peer_group;
-    int64_t now = rl_clock_now_ms();
-    rl_call_rate_t by_address;
-    int result;
+    struct limit *limit = calloc(1, sizeof(*limit));
 
-    if (call->principal_kind == RL_PRINCIPAL_NONE)
-        return rl_ratelimit_take(relay->limiter, scope, owner, call->route->bucket, now, &call->rate);
-    result = rl_ratelimit_take_address(relay->limiter, call->peer_group, call->route->bucket, now, &by_address);
-    if (result != 0) {
-        call->rate = by_address;
-        return result;
+    if (limit == NULL) {
+        rl_call_limited(call, RL_E_INTERNAL);
+        return;
     }
-    if (call->principal_kind == RL_PRINCIPAL_USER)
-        scope = "user", owner = call->principal;
+    limit->call = call;
+    rl_call_hold(call);
+    if (call->principal_kind == RL_PRINCIPAL_NONE)
+        rl_ratelimit_take(relay->limiter, "ip", call->peer_group, call->route->bucket, rl_clock_now_ms(), &call->rate,
+                          on_principal_taken, limit);
     else
-        scope = "installation", owner = call->principal;
-    result = rl_ratelimit_take(relay->limiter, scope, owner, call->route->bucket, now, &call->rate);
-    if (result == 0 && by_address.set && by_address.remaining < call->rate.remaining)
-        call->rate = by_address;
-    return result;
+        rl_ratelimit_take_address(relay->limiter, call->peer_group, call->route->bucket, rl_clock_now_ms(),
+                                  &limit->by_address, on_address_taken, limit);
 }
 
 void rl_auth_forget_installation(rl_auth_t *auth, const char *installation_id)

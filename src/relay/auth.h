@@ -23,7 +23,7 @@ int rl_auth_open(struct rl_relay *relay, rl_auth_t **out);
 void rl_auth_close(rl_auth_t *auth);
 /* The server's hooks. */
 void rl_relay_authenticate(rl_call_t *call);
-int rl_relay_limit(rl_call_t *call);
+void rl_relay_limit(rl_call_t *call);
 /* Drops what is remembered of an installation's token (it was revoked). */
 void rl_auth_forget_installation(rl_auth_t *auth, const char *installation_id);
 /* A signal on the auth topic (installations.h): another node revoked an installation. */

@@ -74,7 +74,6 @@ static void on_period(h2o_timeout_entry_t *entry)
     int64_t now = rl_clock_now_ms();
 
     /* What this node keeps for itself is trimmed here, on every node. */
-    rl_ratelimit_sweep(relay->limiter, now);
     rl_bus_sweep(relay->bus, now);
     rl_auth_sweep(relay->auth, now);
     rl_deltas_sweep(relay->deltas, now);

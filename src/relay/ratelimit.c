@@ -27,14 +27,17 @@ static const rl_bucket_spec_t address_buckets[] = {
     {"claim", 10, 0.1},
 };
 
-struct bucket_state {
-    const rl_bucket_spec_t *spec;
-    double tokens;
-    int64_t updated_ms;
+struct rl_ratelimit {
+    rl_bus_t *bus;
 };
 
-struct rl_ratelimit {
-    rl_strmap_t *states;
+/* One take in flight: the bus may answer later (a shared bucket is a network round trip away). */
+struct take {
+    const rl_bucket_spec_t *spec;
+    const char *scope;
+    rl_call_rate_t *rate;
+    rl_ratelimit_cb cb;
+    void *arg;
 };
 
 const rl_bucket_spec_t *rl_ratelimit_bucket(const char *name)
@@ -59,115 +62,80 @@ const rl_bucket_spec_t *rl_ratelimit_address_bucket(const char *name)
     return NULL;
 }
 
-rl_ratelimit_t *rl_ratelimit_new(size_t max_keys)
+rl_ratelimit_t *rl_ratelimit_new(rl_bus_t *bus)
 {
     rl_ratelimit_t *limiter = calloc(1, sizeof(*limiter));
 
-    if (limiter == NULL)
-        return NULL;
-    limiter->states = rl_strmap_new(max_keys);
-    if (limiter->states == NULL) {
-        free(limiter);
-        return NULL;
-    }
+    if (limiter != NULL)
+        limiter->bus = bus;
     return limiter;
 }
 
 void rl_ratelimit_free(rl_ratelimit_t *limiter)
 {
-    if (limiter == NULL)
-        return;
-    rl_strmap_free(limiter->states, free);
     free(limiter);
 }
 
-static void refill(struct bucket_state *state, int64_t now_ms)
+void rl_ratelimit_fill(const rl_bucket_spec_t *spec, const char *scope, int result, double tokens, rl_call_rate_t *rate)
 {
-    if (now_ms > state->updated_ms) {
-        state->tokens += (double)(now_ms - state->updated_ms) / 1000.0 * state->spec->refill_per_s;
-        if (state->tokens > state->spec->capacity)
-            state->tokens = state->spec->capacity;
-        state->updated_ms = now_ms;
-    }
-}
-
-static int is_full(const char *key, void *value, void *arg)
-{
-    struct bucket_state *state = value;
-
-    refill(state, *(int64_t *)arg);
-    return state->tokens >= state->spec->capacity;
-}
-
-void rl_ratelimit_sweep(rl_ratelimit_t *limiter, int64_t now_ms)
-{
-    rl_strmap_sweep(limiter->states, is_full, &now_ms, free);
-}
-
-static int take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const rl_bucket_spec_t *spec,
-                int64_t now_ms, rl_call_rate_t *rate)
-{
-    struct bucket_state *state;
-    char key[512];
-    int result = 0;
-
-    snprintf(key, sizeof(key), "%s\x1f%s\x1f%s", scope, owner, spec->name);
-    state = rl_strmap_get(limiter->states, key);
-    if (state == NULL) {
-        state = malloc(sizeof(*state));
-        if (state != NULL) {
-            state->spec = spec;
-            state->tokens = spec->capacity;
-            state->updated_ms = now_ms;
-        }
-        if (state != NULL && rl_strmap_put(limiter->states, key, state) != 0) {
-            rl_ratelimit_sweep(limiter, now_ms);
-            if (rl_strmap_put(limiter->states, key, state) != 0) {
-                free(state);
-                state = NULL;
-            }
-        }
-    }
     rate->set = 1;
     rate->bucket = spec->name;
     rate->scope = scope;
     rate->limit = (long)spec->capacity;
-    if (state == NULL) {
-        rl_log_warn("rate limiter full; refusing a request on bucket %s", spec->name);
-        rate->remaining = 0;
-        rate->reset_after = spec->capacity / spec->refill_per_s;
-        rate->retry_after_ms = (int64_t)ceil(1000.0 / spec->refill_per_s);
-        return RL_E_RATE_LIMITED;
-    }
-    refill(state, now_ms);
-    if (state->tokens >= 1.0) {
-        state->tokens -= 1.0;
+    if (tokens < 0)
+        tokens = 0;
+    rate->remaining = (long)floor(tokens);
+    rate->reset_after = (spec->capacity - tokens) / spec->refill_per_s;
+    if (result == 0)
         rate->retry_after_ms = 0;
-    } else {
-        rate->retry_after_ms = (int64_t)ceil((1.0 - state->tokens) / spec->refill_per_s * 1000.0);
-        result = RL_E_RATE_LIMITED;
-    }
-    rate->remaining = (long)floor(state->tokens);
-    rate->reset_after = (spec->capacity - state->tokens) / spec->refill_per_s;
-    return result;
+    else if (result == RL_E_RATE_LIMITED)
+        rate->retry_after_ms = (int64_t)ceil((1.0 - tokens) / spec->refill_per_s * 1000.0);
+    else
+        rate->retry_after_ms = 1000; /* the bus cannot answer: try again in a second */
 }
 
-int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket, int64_t now_ms,
-                      rl_call_rate_t *rate)
+static void on_taken(int result, double tokens, void *arg)
+{
+    struct take *take = arg;
+
+    rl_ratelimit_fill(take->spec, take->scope, result, tokens, take->rate);
+    take->cb(result == 0 || result == RL_E_RATE_LIMITED ? result : RL_E_UNAVAILABLE, take->arg);
+    free(take);
+}
+
+static void take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const rl_bucket_spec_t *spec,
+                 int64_t now_ms, rl_call_rate_t *rate, rl_ratelimit_cb cb, void *arg)
+{
+    struct take *state = malloc(sizeof(*state));
+    char key[512];
+
+    if (state == NULL) {
+        rl_ratelimit_fill(spec, scope, RL_E_INTERNAL, 0, rate);
+        cb(RL_E_INTERNAL, arg);
+        return;
+    }
+    *state = (struct take){spec, scope, rate, cb, arg};
+    snprintf(key, sizeof(key), "%s\x1f%s\x1f%s", scope, owner, spec->name);
+    rl_bus_take(limiter->bus, key, spec->capacity, spec->refill_per_s, now_ms, on_taken, state);
+}
+
+void rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket,
+                       int64_t now_ms, rl_call_rate_t *rate, rl_ratelimit_cb cb, void *arg)
 {
     const rl_bucket_spec_t *spec = rl_ratelimit_bucket(bucket);
 
-    return take(limiter, scope, owner, spec != NULL ? spec : rl_ratelimit_bucket("default"), now_ms, rate);
+    take(limiter, scope, owner, spec != NULL ? spec : rl_ratelimit_bucket("default"), now_ms, rate, cb, arg);
 }
 
-int rl_ratelimit_take_address(rl_ratelimit_t *limiter, const char *address, const char *bucket, int64_t now_ms,
-                              rl_call_rate_t *rate)
+void rl_ratelimit_take_address(rl_ratelimit_t *limiter, const char *address, const char *bucket, int64_t now_ms,
+                               rl_call_rate_t *rate, rl_ratelimit_cb cb, void *arg)
 {
     const rl_bucket_spec_t *spec = rl_ratelimit_address_bucket(bucket);
 
     if (spec == NULL) {
         memset(rate, 0, sizeof(*rate));
-        return 0;
+        cb(0, arg);
+        return;
     }
-    return take(limiter, "ip", address, spec, now_ms, rate);
+    take(limiter, "ip", address, spec, now_ms, rate, cb, arg);
 }

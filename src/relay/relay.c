@@ -30,7 +30,7 @@
 #include "relay/token.h"
 #include "relay/webapp.h"
 
-#define RATE_KEYS_MAX 200000
+#define RATE_KEYS_MAX 200000 /* buckets the local bus keeps */
 #define MAX_JSON_BODY (1024 * 1024)
 #define BUS_USERS_MAX 1000000
 
@@ -139,6 +139,7 @@ static int open_bus(rl_relay_t *relay)
         .max_events = (size_t)relay->config.sse_buffer_events,
         .max_age_ms = relay->config.replay_window,
         .max_users = BUS_USERS_MAX,
+        .max_buckets = RATE_KEYS_MAX,
         .handlers = {.event = on_bus_event, .signal = on_bus_signal, .ctx = relay},
     };
 
@@ -185,7 +186,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->store_flush.cb = on_store_flush;
     if (watch_store(relay) != 0 || open_bus(relay) != 0)
         return -1;
-    relay->limiter = rl_ratelimit_new(RATE_KEYS_MAX);
+    relay->limiter = rl_ratelimit_new(relay->bus);
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
     relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
