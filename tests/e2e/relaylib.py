@@ -20,6 +20,9 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
 RELAYD = os.environ.get("RELAYD", "/work/main/build/relayd")
+# The store of the suite's relayd: "sqlite" (the data folder's relay.db) or "postgres" (a fresh
+# database per data folder, on a server the session starts: conftest.py, tests/support/pg.sh).
+STORE = os.environ.get("RELAY_TEST_STORE", "sqlite")
 SANITIZED = os.environ.get("RL_SANITIZED") == "1"
 SLOW = 3 if SANITIZED else 1
 # Timeout of a single HTTP call, and of waiting for a process to start or stop.
@@ -134,8 +137,10 @@ class Relay:
     the same log file, appended.
     """
 
-    def __init__(self, data_dir, log_path, args=(), env=None, ca=None):
+    def __init__(self, data_dir, log_path, args=(), env=None, ca=None, store=None):
         self.data = data_dir
+        # A postgres:// URL given as --store, or None for the data folder's SQLite store.
+        self.store = store
         self.log_path = log_path
         self.args = list(args)
         self.env = dict(env or {})
@@ -154,6 +159,8 @@ class Relay:
         for _attempt in range(3):
             self.port = free_port()
             argv = [RELAYD, "--listen", "127.0.0.1:%d" % self.port, "--data", str(self.data)]
+            if self.store is not None:
+                argv += ["--store", self.store]
             argv += self.args
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
@@ -255,7 +262,9 @@ class Relay:
         return os.path.join(str(self.data), "relay.db")
 
     def query(self, sql, params=()):
-        """Reads the store through a read-only SQLite connection."""
+        """Reads the store through a read-only connection: SQLite, or PostgreSQL with the same SQL."""
+        if self.store is not None:
+            return postgres_query(self.store, sql, params)
         uri = "file:%s?mode=ro" % self.db_path()
         conn = sqlite3.connect(uri, uri=True, timeout=HTTP_TIMEOUT)
         try:
@@ -320,6 +329,23 @@ class Relay:
 
 class _StartFailed(Exception):
     pass
+
+
+def postgres_query(url, sql, params=()):
+    """Runs a query of the suite (SQLite's `?` placeholders) on PostgreSQL; rows as tuples, BYTEA as bytes."""
+    import psycopg2
+
+    if params:
+        sql = sql.replace("%", "%%").replace("?", "%s")
+    conn = psycopg2.connect(url, connect_timeout=HTTP_TIMEOUT)
+    try:
+        conn.set_session(readonly=True, autocommit=True)
+        with conn.cursor() as cur:
+            cur.execute(sql, tuple(params) if params else None)
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
 
 
 # -- assertions ---------------------------------------------------------------
