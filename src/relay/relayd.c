@@ -1,6 +1,7 @@
 /*
- * relayd: the relay server, and `relayd token USER`, which prints a user
- * token signed by the embedded issuer.
+ * relayd: the relay server; `relayd token USER`, which prints a user token
+ * signed by the embedded issuer; and `relayd migrate`, which copies a SQLite
+ * store into PostgreSQL.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include "relay/auth.h"
 #include "relay/jwt.h"
 #include "relay/relay.h"
+#include "store/migrate.h"
 
 static int token_command(int argc, char **argv)
 {
@@ -72,6 +74,33 @@ static int token_command(int argc, char **argv)
     return 0;
 }
 
+/* relayd migrate --from sqlite:PATH --to postgres://...: the copy is src/store/migrate.c's. */
+static int migrate_command(int argc, char **argv)
+{
+    static const char usage[] = "usage: relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n";
+    const char *from = NULL, *to = NULL;
+    int i;
+
+    for (i = 2; i < argc; ++i) {
+        if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+            from = argv[++i];
+        else if (strncmp(argv[i], "--from=", 7) == 0)
+            from = argv[i] + 7;
+        else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc)
+            to = argv[++i];
+        else if (strncmp(argv[i], "--to=", 5) == 0)
+            to = argv[i] + 5;
+        else
+            break;
+    }
+    if (i < argc || from == NULL || to == NULL || strncmp(from, "sqlite:", 7) != 0 || from[7] == '\0' ||
+        (strncmp(to, "postgres://", 11) != 0 && strncmp(to, "postgresql://", 13) != 0)) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    return rl_store_migrate(from + 7, to);
+}
+
 static void print_banner(const rl_relay_t *relay)
 {
     char cwd[1024];
@@ -107,6 +136,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "token") == 0)
         return token_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+        return migrate_command(argc, argv);
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);
     if (result != 0)
         return result > 0 ? 0 : 2;
