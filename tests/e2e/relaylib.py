@@ -139,11 +139,14 @@ class Relay:
 
     def __init__(self, data_dir, log_path, args=(), env=None, ca=None, store=None):
         self.data = data_dir
-        # A postgres:// URL given as --store, or None for the data folder's SQLite store.
+        # A postgres:// URL, or None for the data folder's SQLite store.
         self.store = store
         self.log_path = log_path
         self.args = list(args)
         self.env = dict(env or {})
+        # Given through the environment, so that tests which start relayd with argv of their own keep it.
+        if store is not None:
+            self.env.setdefault("RELAY_STORE", store)
         # With --tls-cert the relay speaks HTTPS; `ca` is the PEM file requests trust for it.
         self.scheme = "https" if "--tls-cert" in self.args else "http"
         self.ca = str(ca) if ca is not None else None
@@ -159,8 +162,6 @@ class Relay:
         for _attempt in range(3):
             self.port = free_port()
             argv = [RELAYD, "--listen", "127.0.0.1:%d" % self.port, "--data", str(self.data)]
-            if self.store is not None:
-                argv += ["--store", self.store]
             argv += self.args
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
@@ -271,6 +272,33 @@ class Relay:
             return conn.execute(sql, params).fetchall()
         finally:
             conn.close()
+
+    def store_dump(self):
+        """Everything the store holds, as {where: bytes}: the SQLite files, or every PostgreSQL table as COPY text."""
+        if self.store is None:
+            out = {}
+            for suffix in ("", "-wal"):
+                path = self.db_path() + suffix
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        out[path] = f.read()
+            return out
+        import io
+        import psycopg2
+
+        conn = psycopg2.connect(self.store, connect_timeout=HTTP_TIMEOUT)
+        try:
+            conn.set_session(readonly=True, autocommit=True)
+            with conn.cursor() as cur:
+                cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+                out = {}
+                for (table,) in cur.fetchall():
+                    buf = io.BytesIO()
+                    cur.copy_expert('COPY "%s" TO STDOUT' % table, buf)
+                    out["postgres table %s" % table] = buf.getvalue()
+        finally:
+            conn.close()
+        return out
 
     def count(self, table):
         return self.query("SELECT COUNT(*) FROM %s" % table)[0][0]
