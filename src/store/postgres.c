@@ -47,6 +47,7 @@
 
 #define STMT_CACHE 128
 #define MAX_PARAMS 16
+#define STMT_NAME  24 /* "s" and a size_t */
 
 /* Type oids of pg_type, fixed since PostgreSQL's first releases. */
 #define OID_BYTEA 17
@@ -489,7 +490,7 @@ static int control(struct pg_txn *t, const char *sql, PGresult **out)
 }
 
 /* The name of sql's prepared statement on this connection, preparing it on first use; "" when the cache is full. */
-static int statement(struct pg_txn *t, const char *sql, const struct params *p, char name[16])
+static int statement(struct pg_txn *t, const char *sql, const struct params *p, char name[STMT_NAME])
 {
     PGresult *res;
     size_t i;
@@ -497,7 +498,7 @@ static int statement(struct pg_txn *t, const char *sql, const struct params *p, 
 
     for (i = 0; i < t->nprepared; ++i) {
         if (t->prepared[i] == sql) {
-            snprintf(name, 16, "s%zu", i);
+            snprintf(name, STMT_NAME, "s%zu", i);
             return 0;
         }
     }
@@ -506,7 +507,7 @@ static int statement(struct pg_txn *t, const char *sql, const struct params *p, 
         name[0] = '\0';
         return 0;
     }
-    snprintf(name, 16, "s%zu", t->nprepared);
+    snprintf(name, STMT_NAME, "s%zu", t->nprepared);
     if (!PQsendPrepare(t->conn, name, sql, p->n, p->types))
         return lose(t, PQerrorMessage(t->conn));
     res = await(t, &result);
@@ -527,7 +528,7 @@ static int run_va(struct pg_txn *t, PGresult **out, const char *sql, const char 
 {
     struct params p;
     PGresult *res;
-    char name[16];
+    char name[STMT_NAME];
     int result = 0, sent;
 
     *out = NULL;
