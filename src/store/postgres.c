@@ -74,7 +74,6 @@ struct pg_txn {
     /* The error that aborted the transaction (or the savepoint), until it is rolled back. */
     int failed;
     int in_txn, in_savepoint;
-    int ever_connected;
     /* The loss was logged and the connection is not back yet. */
     int lost;
     int64_t retry_at_us, backoff_ms;
@@ -816,7 +815,6 @@ static int connect_now(struct pg_txn *t, char *why, size_t whysz)
         t->conn = NULL;
         return -1;
     }
-    t->ever_connected = 1;
     return 0;
 }
 
