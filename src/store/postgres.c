@@ -1357,9 +1357,22 @@ static void read_idempotency(struct pg_txn *t, PGresult *res, int r, void *out)
 static int pg_idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
                               rl_idempotency_row_t *out)
 {
+    /*
+     * FOR UPDATE cannot lock a key that is not recorded yet, and a retried
+     * request may run on two nodes at once: the key itself is locked first
+     * (until the commit), so that the second waits for the first and finds
+     * its record (a replay) rather than meeting it at insert (a conflict).
+     * A separate statement: the read after it must take its snapshot once
+     * the lock is held.
+     */
+    static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3,"
+                                   " 0))";
     static const char *const sql[2] =
         BY_KEY("SELECT " IDEMPOTENCY_COLUMNS " FROM idempotency WHERE owner = $1 AND scope = $2 AND key = $3");
+    int result;
 
+    if (TXN(txn)->base.writing && (result = write_rows(TXN(txn), NULL, lock_sql, "sss", owner, scope, key)) != 0)
+        return result;
     return get_one(TXN(txn), read_idempotency, out, LOCKING(TXN(txn), sql), "sss", owner, scope, key);
 }
 

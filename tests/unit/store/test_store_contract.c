@@ -733,6 +733,16 @@ static int read_state(rl_txn_t *txn, struct racer *r)
     return result;
 }
 
+static int check_key(rl_txn_t *txn, struct racer *r)
+{
+    rl_idempotency_row_t row;
+    int result = RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &row);
+
+    if (result == 0)
+        snprintf(r->seen, sizeof(r->seen), "%s", row.response);
+    return result;
+}
+
 static int append_update(rl_txn_t *txn, struct racer *r)
 {
     rl_update_row_t row = {"inst_a", 0, "session.message", NULL, NULL, "{}", 1000};
@@ -777,6 +787,27 @@ static void test_a_written_row_waits_for_the_writers_commit(void **state)
     assert_int_equal(pthread_join(r.thread, NULL), 0);
     assert_int_equal(r.result, 0);
     assert_string_equal(r.seen, "revoked");
+}
+
+/*
+ * A retried request on two nodes: each checks its key, then records it. A
+ * key checked in a writing operation, recorded or not, holds until the
+ * commit: the second waits for the first's record and replays it.
+ */
+static void test_a_key_being_recorded_waits_for_its_commit(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_idempotency_row_t record = {"inst_a", "message:msg_1", "key-1", "hash-1", "{\"message_id\":\"msg_1\"}", 1000};
+    rl_idempotency_row_t out;
+    struct racer r = {.act = check_key};
+
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &record), 0);
+    race(&r);
+    commit_close(txn);
+    assert_int_equal(pthread_join(r.thread, NULL), 0);
+    assert_int_equal(r.result, 0);
+    assert_string_equal(r.seen, record.response);
 }
 
 static void test_update_ids_count_up_across_connections(void **state)
@@ -1090,6 +1121,7 @@ int main(void)
         TEST(test_rows_read_stay_valid_in_the_arena),
         TEST(test_a_failed_statement_is_undone_by_its_savepoint),
         TEST(test_a_written_row_waits_for_the_writers_commit),
+        TEST(test_a_key_being_recorded_waits_for_its_commit),
         TEST(test_update_ids_count_up_across_connections),
         TEST(test_worker_order_inline),
         TEST(test_worker_order_threaded),
