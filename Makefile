@@ -13,7 +13,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DRL_WERROR=ON
 endif
 
-.PHONY: all deps build run test test-unit test-e2e test-asan fuzz bench clean
+.PHONY: all deps build run test test-unit test-e2e test-browser test-asan fuzz bench clean
 
 all: build
 
@@ -30,7 +30,7 @@ run: build
 # Unit tests and fuzz-corpus replays (ctest), then the end-to-end suite, then
 # all of it again against the AddressSanitizer + UBSan build.
 test: build
-	@$(MAKE) --no-print-directory test-unit test-e2e BUILD=$(BUILD)
+	@$(MAKE) --no-print-directory test-unit test-e2e test-browser BUILD=$(BUILD)
 	@$(MAKE) --no-print-directory test-asan
 
 test-unit:
@@ -38,6 +38,12 @@ test-unit:
 
 test-e2e:
 	@RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
+
+# The web client in Debian's headless Chromium against the real relayd and relay-bridge (docs/web.md);
+# npm installs the pinned playwright-core and axe-core from the lock file, never a browser.
+test-browser:
+	@cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null
+	@cd tests/browser && RELAYD=$(abspath $(BUILD))/relayd node --test --test-concurrency=1 --test-reporter=spec
 
 test-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DRL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null

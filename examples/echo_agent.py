@@ -4,13 +4,17 @@
 Run it behind the bridge:
 
     relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'
+    relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py --delay 0.3'
 
-It declares one tool, answers every message by echoing it word by word, and
+It declares one tool, answers every message by echoing it word by word (with
+--delay SECONDS between words, so that the reply visibly streams and can be
+cancelled halfway; 0 by default), and
 for a message that starts with "run " asks the user's approval first, shows
 the command as a task, and reports the decision it got (allow-once,
 allow-always or deny). A cancel stops the turn it names. Python 3 standard
 library only.
 """
+import argparse
 import json
 import sys
 import threading
@@ -18,6 +22,7 @@ import time
 import uuid
 
 out_lock = threading.Lock()
+word_delay = 0.0  # seconds between two words of a reply: --delay
 waiting = {}     # approval_id -> (event, holder dict)
 cancelled = set()
 
@@ -58,12 +63,18 @@ def turn(msg):
             send(type="end", finish_reason="cancelled", **ids)
             return
         send(type="delta", text=(" " if n else "") + word, **ids)
-        time.sleep(float(msg.get("delay", 0)))
+        if n + 1 < len(words):
+            time.sleep(word_delay)
     send(type="end", finish_reason="stop", usage={"input_tokens": len(words), "output_tokens": len(words),
                                                   "model": "echo"}, **ids)
 
 
 def main():
+    global word_delay
+    parser = argparse.ArgumentParser(description="The echo agent of relay-bridge's jsonl protocol.")
+    parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS",
+                        help="pause between two words of a reply (default 0)")
+    word_delay = max(0.0, parser.parse_args().delay)
     send(type="manifest", agent={"name": "echo", "version": "1.0"},
          tools=[{"name": "shell", "description": "runs a shell command"}])
     for raw in sys.stdin:

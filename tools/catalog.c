@@ -22,53 +22,24 @@
 #endif
 #define CATALOG_VERSION "0.1.0"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = RL_CLI_EXIT_OK, EXIT_RUNTIME = RL_CLI_EXIT_RUNTIME, EXIT_USAGE = RL_CLI_EXIT_USAGE };
 
-typedef struct session {
-    int json;         /* JSON output */
-    rl_term_t out;    /* stdout */
-    rl_term_t err;    /* stderr */
-    const char *base; /* the catalog's base URL */
-} session_t;
+static rl_cli_t cli;
+static const char *base; /* the catalog's base URL */
 
-static session_t session;
-
-/* ---- output ---- */
+static int report(int status, const char *message, json_t *extra)
+{
+    return rl_cli_report(&cli, status, message, extra);
+}
 
 static void print_json(json_t *value)
 {
-    json_dumpf(value, stdout, (session.out.tty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_REAL_PRECISION(12));
-    fputc('\n', stdout);
-}
-
-/* Reports an error in the current output mode and returns status. Steals extra (more JSON fields, or NULL).
- */
-static int report(int status, const char *message, json_t *extra)
-{
-    if (session.json) {
-        json_t *error = json_pack("{s:s}", "error", message);
-        if (extra != NULL)
-            json_object_update(error, extra);
-        print_json(error);
-        json_decref(error);
-    } else {
-        fprintf(stderr, "%scatalog:%s %s\n", rl_term_style(&session.err, RL_TERM_RED),
-                rl_term_style(&session.err, RL_TERM_RESET), message);
-    }
-    json_decref(extra);
-    return status;
-}
-
-static const char *str(const json_t *object, const char *key)
-{
-    const char *value = json_string_value(json_object_get(object, key));
-
-    return value != NULL ? value : "";
+    rl_cli_print_json(&cli, value);
 }
 
 static const char *style(rl_term_style_t s)
 {
-    return rl_term_style(&session.out, s);
+    return rl_cli_style(&cli, s);
 }
 
 /* ---- requests ---- */
@@ -82,11 +53,10 @@ static int fetch(const char *path, rl_client_response_t *response)
     rl_client_options_t options = {5000, 30000, 64u * 1024u * 1024u, "catalog/" CATALOG_VERSION};
     rl_client_t *client = NULL;
     char message[512];
-    int result = rl_client_new(session.base, &options, &client);
+    int result = rl_client_new(base, &options, &client);
 
     if (result != 0) {
-        snprintf(message, sizeof(message), "CATALOG_BASE must be an http:// or https:// URL, not '%.200s'",
-                 session.base);
+        snprintf(message, sizeof(message), "CATALOG_BASE must be an http:// or https:// URL, not '%.200s'", base);
         return report(EXIT_USAGE, message, NULL);
     }
     result = rl_client_get(client, path, NULL, response);
@@ -137,7 +107,7 @@ static void show_search(const json_t *answer)
     printf("%s%lld result%s%s for \"%s\"%s\n", style(RL_TERM_BOLD),
            (long long)json_integer_value(json_object_get(answer, "total")),
            json_integer_value(json_object_get(answer, "total")) == 1 ? "" : "s",
-           strcmp(str(answer, "match"), "any") == 0 ? " matching any word" : "", str(answer, "query"),
+           strcmp(rl_cli_str(answer, "match"), "any") == 0 ? " matching any word" : "", rl_cli_str(answer, "query"),
            style(RL_TERM_RESET));
     json_object_foreach((json_t *)results, type, group)
     {
@@ -147,9 +117,9 @@ static void show_search(const json_t *answer)
                (long long)json_integer_value(json_object_get(group, "total")));
         json_array_foreach(json_object_get(group, "hits"), i, hit)
         {
-            printf("  %s%s%s  %s%s/%s%s\n", style(RL_TERM_BOLD), str(hit, "title"), style(RL_TERM_RESET),
-                   style(RL_TERM_DIM), str(hit, "type"), str(hit, "slug"), style(RL_TERM_RESET));
-            rl_term_wrap_marked(stdout, &session.out, str(hit, "snippet"), 4, RL_TERM_YELLOW);
+            printf("  %s%s%s  %s%s/%s%s\n", style(RL_TERM_BOLD), rl_cli_str(hit, "title"), style(RL_TERM_RESET),
+                   style(RL_TERM_DIM), rl_cli_str(hit, "type"), rl_cli_str(hit, "slug"), style(RL_TERM_RESET));
+            rl_term_wrap_marked(stdout, &cli.out, rl_cli_str(hit, "snippet"), 4, RL_TERM_YELLOW);
         }
     }
 }
@@ -190,7 +160,7 @@ static int run_search(const rl_cli_args_t *args)
     status = fetch_json(path, &answer);
     if (status != EXIT_OK)
         return status;
-    if (session.json)
+    if (cli.json)
         print_json(answer);
     else
         show_search(answer);
@@ -237,13 +207,13 @@ static void show_scores(const json_t *scores)
     {
         const json_t *model = json_object_get(row, "model"), *eval = json_object_get(row, "eval");
         char subject[160], value[48];
-        snprintf(subject, sizeof(subject), "%s%s%s", model != NULL ? str(model, "title") : "",
-                 model != NULL && eval != NULL ? " on " : "", eval != NULL ? str(eval, "title") : "");
+        snprintf(subject, sizeof(subject), "%s%s%s", model != NULL ? rl_cli_str(model, "title") : "",
+                 model != NULL && eval != NULL ? " on " : "", eval != NULL ? rl_cli_str(eval, "title") : "");
         snprintf(value, sizeof(value), "%g%s%s", json_number_value(json_object_get(row, "value")),
-                 strcmp(str(row, "unit"), "%") == 0 ? "" : " ", str(row, "unit"));
+                 strcmp(rl_cli_str(row, "unit"), "%") == 0 ? "" : " ", rl_cli_str(row, "unit"));
         printf("  %-40s %s%11s%s  %s\n", subject, style(RL_TERM_BOLD), value, style(RL_TERM_RESET),
-               str(row, "setting"));
-        printf("  %s%s%s\n", style(RL_TERM_DIM), str(row, "source_url"), style(RL_TERM_RESET));
+               rl_cli_str(row, "setting"));
+        printf("  %s%s%s\n", style(RL_TERM_DIM), rl_cli_str(row, "source_url"), style(RL_TERM_RESET));
     }
 }
 
@@ -253,12 +223,12 @@ static void show_entity(const json_t *doc)
     const char *key;
     size_t i;
 
-    printf("%s%s%s  %s%s/%s%s\n", style(RL_TERM_BOLD), str(doc, "title"), style(RL_TERM_RESET), style(RL_TERM_DIM),
-           str(doc, "type"), str(doc, "slug"), style(RL_TERM_RESET));
-    rl_term_wrap(stdout, &session.out, str(doc, "summary"), 0);
+    printf("%s%s%s  %s%s/%s%s\n", style(RL_TERM_BOLD), rl_cli_str(doc, "title"), style(RL_TERM_RESET),
+           style(RL_TERM_DIM), rl_cli_str(doc, "type"), rl_cli_str(doc, "slug"), style(RL_TERM_RESET));
+    rl_term_wrap(stdout, &cli.out, rl_cli_str(doc, "summary"), 0);
     if (json_object_get(doc, "description") != NULL) {
         putchar('\n');
-        rl_term_wrap(stdout, &session.out, str(doc, "description"), 0);
+        rl_term_wrap(stdout, &cli.out, rl_cli_str(doc, "description"), 0);
     }
     putchar('\n');
     if (json_array_size(json_object_get(doc, "aliases")) > 0) {
@@ -275,11 +245,11 @@ static void show_entity(const json_t *doc)
         putchar('\n');
     }
     if (licence != NULL)
-        printf("  Licence: %s%s\n", str(licence, "title"),
+        printf("  Licence: %s%s\n", rl_cli_str(licence, "title"),
                json_is_true(json_object_get(licence, "redistributable")) ? " (redistributable)" : "");
     json_object_foreach((json_t *)json_object_get(doc, "files"), key, value)
     {
-        printf("  Full %s: catalog paper %s --%s\n", key, str(doc, "slug"), key);
+        printf("  Full %s: catalog paper %s --%s\n", key, rl_cli_str(doc, "slug"), key);
     }
     json_object_foreach((json_t *)json_object_get(doc, "links"), key, value)
     {
@@ -296,8 +266,8 @@ static void show_entity(const json_t *doc)
         printf(":\n");
         json_array_foreach(list, i, ref)
         {
-            printf("    %s  %s%s/%s%s\n", str(ref, "title"), style(RL_TERM_DIM), str(ref, "type"), str(ref, "slug"),
-                   style(RL_TERM_RESET));
+            printf("    %s  %s%s/%s%s\n", rl_cli_str(ref, "title"), style(RL_TERM_DIM), rl_cli_str(ref, "type"),
+                   rl_cli_str(ref, "slug"), style(RL_TERM_RESET));
         }
     }
     if (json_array_size(json_object_get(doc, "scores")) > 0)
@@ -327,7 +297,7 @@ static int run_get(const rl_cli_args_t *args)
     status = fetch_json(path, &doc);
     if (status != EXIT_OK)
         return status;
-    if (session.json)
+    if (cli.json)
         print_json(doc);
     else
         show_entity(doc);
@@ -367,6 +337,13 @@ static int run_paper(const rl_cli_args_t *args)
 
     if ((text != NULL) == (pdf != NULL))
         return report(EXIT_USAGE, "paper needs exactly one of --text and --pdf", NULL);
+    /*
+     * The text itself is this command's output, so that `catalog paper SLUG --text > paper.txt` holds the
+     * paper: raw, with errors on stderr, unless --json asks for the JSON object. A summary of a file written
+     * with -o follows the program's usual mode.
+     */
+    if (text != NULL && output == NULL && !cli.json_flag)
+        cli.json = 0;
     if (pdf != NULL && output == NULL)
         return report(EXIT_USAGE, "--pdf needs -o FILE (or -o - to write the PDF to stdout)", NULL);
     slug = rl_client_escape(args->positional[0]);
@@ -380,7 +357,7 @@ static int run_paper(const rl_cli_args_t *args)
     if (output != NULL) {
         status = write_file(output, response.body, response.len);
         if (status == EXIT_OK && strcmp(output, "-") != 0) {
-            if (session.json) {
+            if (cli.json) {
                 json_t *summary =
                     json_pack("{s:s, s:s, s:s, s:I, s:s}", "slug", args->positional[0], "format", format,
                               "content_type", response.content_type, "bytes", (json_int_t)response.len, "path", output);
@@ -390,7 +367,7 @@ static int run_paper(const rl_cli_args_t *args)
                 printf("wrote %zu bytes (%s) to %s\n", response.len, response.content_type, output);
             }
         }
-    } else if (session.json) {
+    } else if (cli.json) {
         json_t *answer = json_pack("{s:s, s:s, s:s, s:I, s:s#}", "slug", args->positional[0], "format", format,
                                    "content_type", response.content_type, "bytes", (json_int_t)response.len, "text",
                                    response.body, (int)response.len);
@@ -419,71 +396,40 @@ static int run_api(const rl_cli_args_t *args)
 
     if (status != EXIT_OK)
         return status;
-    if (session.json) {
+    if (cli.json) {
         print_json(index);
         json_decref(index);
         return EXIT_OK;
     }
-    printf("%s%s%s at %s (API %s)\n", style(RL_TERM_BOLD), str(index, "name"), style(RL_TERM_RESET), session.base,
-           str(index, "api_version"));
-    rl_term_wrap(stdout, &session.out, str(index, "description"), 0);
+    printf("%s%s%s at %s (API %s)\n", style(RL_TERM_BOLD), rl_cli_str(index, "name"), style(RL_TERM_RESET), base,
+           rl_cli_str(index, "api_version"));
+    rl_term_wrap(stdout, &cli.out, rl_cli_str(index, "description"), 0);
     printf("\n%sEndpoints%s\n", style(RL_TERM_CYAN), style(RL_TERM_RESET));
     json_array_foreach(json_object_get(index, "endpoints"), i, row)
     {
-        printf("  %s%s %s%s\n", style(RL_TERM_BOLD), str(row, "method"), str(row, "path"), style(RL_TERM_RESET));
-        rl_term_wrap(stdout, &session.out, str(row, "description"), 4);
+        printf("  %s%s %s%s\n", style(RL_TERM_BOLD), rl_cli_str(row, "method"), rl_cli_str(row, "path"),
+               style(RL_TERM_RESET));
+        rl_term_wrap(stdout, &cli.out, rl_cli_str(row, "description"), 4);
     }
     printf("\n%sTypes%s\n", style(RL_TERM_CYAN), style(RL_TERM_RESET));
     json_array_foreach(json_object_get(index, "types"), i, row)
     {
-        printf("  %-16s %5lld  %s\n", str(row, "type"), (long long)json_integer_value(json_object_get(row, "count")),
-               str(row, "url"));
+        printf("  %-16s %5lld  %s\n", rl_cli_str(row, "type"),
+               (long long)json_integer_value(json_object_get(row, "count")), rl_cli_str(row, "url"));
     }
     json_decref(index);
     return EXIT_OK;
 }
 
-static const rl_cli_program_t program;
-
-static int run_help(const rl_cli_args_t *args)
-{
-    const rl_cli_command_t *command = NULL;
-    char message[200];
-
-    if (args->npositional > 0) {
-        command = rl_cli_find(&program, args->positional[0]);
-        if (command == NULL) {
-            snprintf(message, sizeof(message), "no command '%.60s' (see catalog help)", args->positional[0]);
-            return report(EXIT_USAGE, message, NULL);
-        }
-    }
-    if (session.json) {
-        json_t *manifest = rl_cli_manifest(&program, command);
-        if (command == NULL) {
-            json_object_set_new(manifest, "base_default", json_string(RL_CATALOG_BASE_DEFAULT));
-            json_object_set_new(manifest, "types", json_array());
-            for (int t = 0; t < RL_CATALOG_TYPE_COUNT; ++t)
-                json_array_append_new(json_object_get(manifest, "types"),
-                                      json_pack("{s:s, s:s}", "plural", rl_catalog_types[t].plural, "singular",
-                                                rl_catalog_types[t].singular));
-        }
-        print_json(manifest);
-        json_decref(manifest);
-        return EXIT_OK;
-    }
-    rl_cli_help(stdout, &session.out, &program, command);
-    return EXIT_OK;
-}
-
 static int run_version(const rl_cli_args_t *args)
 {
-    if (session.json) {
+    if (cli.json) {
         json_t *version = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", "catalog", "version", CATALOG_VERSION, "api",
-                                    "v1", "base", session.base, "base_default", RL_CATALOG_BASE_DEFAULT);
+                                    "v1", "base", base, "base_default", RL_CATALOG_BASE_DEFAULT);
         print_json(version);
         json_decref(version);
     } else {
-        printf("catalog %s (catalog API v1; base %s)\n", CATALOG_VERSION, session.base);
+        printf("catalog %s (catalog API v1; base %s)\n", CATALOG_VERSION, base);
     }
     return EXIT_OK;
 }
@@ -541,13 +487,12 @@ static const rl_cli_command_t commands[] = {
      NULL, get_examples, run_get},
     {"paper", "<slug> --text|--pdf [-o FILE]", 1, 1, "fetch a paper's full text or PDF",
      "Only papers whose licence permits redistribution have them; for the others the catalog says why and "
-     "where "
-     "to read the paper. --text prints the text on a terminal and a JSON object otherwise; --pdf needs -o "
-     "FILE.",
+     "where to read the paper. --text writes the text to stdout, piped or not, and errors to stderr (with "
+     "--json, a JSON object holding the text, or the error); --pdf needs -o FILE.",
      paper_flags, paper_examples, run_paper},
     {"api", "", 0, 0, "list the API's endpoints and the entity types", NULL, NULL, api_examples, run_api},
     {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command, flag and example", NULL, NULL,
-     help_examples, run_help},
+     help_examples, rl_cli_run_help},
     {"version", "", 0, 0, "show the client's version and the base URL it uses", NULL, NULL, version_examples,
      run_version},
 };
@@ -565,6 +510,18 @@ static const rl_cli_exit_t exit_codes[] = {
     {0, NULL},
 };
 
+/* help --json also gives the default base and the types, singular and plural. */
+static void extend_manifest(json_t *manifest)
+{
+    json_t *types = json_array();
+
+    json_object_set_new(manifest, "base_default", json_string(RL_CATALOG_BASE_DEFAULT));
+    for (int t = 0; t < RL_CATALOG_TYPE_COUNT; ++t)
+        json_array_append_new(types, json_pack("{s:s, s:s}", "plural", rl_catalog_types[t].plural, "singular",
+                                               rl_catalog_types[t].singular));
+    json_object_set_new(manifest, "types", types);
+}
+
 static const rl_cli_program_t program = {
     "catalog",
     CATALOG_VERSION,
@@ -574,44 +531,14 @@ static const rl_cli_program_t program = {
     global_flags,
     environment,
     exit_codes,
+    RL_CLI_JSON_WHEN_PIPED | RL_CLI_PRETTY_JSON,
+    extend_manifest,
 };
-
-/* JSON mode is settled before parsing, so that even a usage error comes out in the right form. */
-static int wants_json(int argc, char **argv)
-{
-    int i;
-
-    for (i = 1; i < argc && strcmp(argv[i], "--") != 0; ++i) {
-        if (strcmp(argv[i], "--json") == 0)
-            return 1;
-    }
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
-    const char *base = getenv("CATALOG_BASE");
-    rl_cli_args_t args;
-    char err[300];
+    const char *env_base = getenv("CATALOG_BASE");
 
-    rl_term_detect(STDOUT_FILENO, &session.out);
-    rl_term_detect(STDERR_FILENO, &session.err);
-    session.json = wants_json(argc, argv) || !session.out.tty;
-    session.base = base != NULL && base[0] != '\0' ? base : RL_CATALOG_BASE_DEFAULT;
-
-    if (rl_cli_parse(&program, argc, argv, &args, err, sizeof(err)) != 0)
-        return report(EXIT_USAGE, err, NULL);
-    if (rl_cli_value(&args, "help") != NULL) {
-        rl_cli_args_t help = args;
-        help.command = rl_cli_find(&program, "help");
-        help.npositional = 0;
-        if (args.command != NULL && strcmp(args.command->name, "help") != 0) {
-            help.positional[0] = args.command->name;
-            help.npositional = 1;
-        }
-        return run_help(&help);
-    }
-    if (args.command == NULL)
-        return report(EXIT_USAGE, "no command given (see catalog help)", NULL);
-    return args.command->run(&args);
+    base = env_base != NULL && env_base[0] != '\0' ? env_base : RL_CATALOG_BASE_DEFAULT;
+    return rl_cli_main(&cli, &program, argc, argv);
 }

@@ -15,92 +15,69 @@
 #endif
 
 #include "bridge/bridge.h"
-#include "bridge/log.h"
 #include "client/cli.h"
 #include "client/client.h"
 #include "client/credentials.h"
 #include "client/retry.h"
 #include "client/term.h"
+#include "common/duration.h"
+#include "common/log.h"
 
 #define BRIDGE_VERSION "0.1.0"
 #define CREDENTIALS    "bridge"
 
-static struct {
-    rl_term_t out, err;
-    int json;
-} session;
+static rl_cli_t cli;
 
 static int report(int status, const char *message)
 {
-    fprintf(stderr, "%srelay-bridge:%s %s\n", rl_term_style(&session.err, RL_TERM_RED),
-            rl_term_style(&session.err, RL_TERM_RESET), message);
-    return status;
+    return rl_cli_report(&cli, status, message, NULL);
 }
 
-static void print_json(json_t *doc)
+/* pair and status print JSON with --json and whenever stdout is not a terminal. */
+static int machine_output(void)
 {
-    char *text = json_dumps(doc, JSON_COMPACT);
-    if (text != NULL) {
-        printf("%s\n", text);
-        fflush(stdout);
-    }
-    free(text);
+    return cli.json || !cli.out.tty;
 }
 
-static int parse_ms(const char *text, long *out)
+/*
+ * A duration flag: "30ms", "2s", "5m" as relayd's settings take them, or a
+ * bare number of milliseconds (what these flags took first). NULL leaves *out.
+ */
+static int parse_duration(const char *text, long max_ms, long *out)
 {
-    char *end;
-    long v;
+    int64_t ms;
 
     if (text == NULL)
         return 0;
-    errno = 0;
-    v = strtol(text, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0 || v > 3600000)
+    if (rl_duration_parse_default(text, 1, &ms) != 0 || ms > max_ms)
         return -1;
-    *out = v;
+    *out = (long)ms;
     return 0;
 }
 
 /* ---- pair ------------------------------------------------------------------------------------------ */
 
-/* POSTs body to path, retrying as the client rules say. The decoded answer, or NULL with a message printed.
- */
+/* POSTs body to path, retrying as the client rules say. The decoded answer, or NULL with a message printed. */
 static json_t *post(rl_client_t *client, const char *path, json_t *body, long *status)
 {
     const char *headers[] = {"Content-Type: application/json", NULL};
     char *text = json_dumps(body, JSON_COMPACT);
+    rl_client_response_t response;
     json_t *answer = NULL;
-    int attempt;
+    int result;
 
     *status = 0;
-    for (attempt = 1; text != NULL; attempt++) {
-        rl_client_response_t response;
-        long delay = 0;
-        int result = rl_client_request(client, "POST", path, headers, text, strlen(text), &response);
-        answer = result == 0 ? rl_client_json(&response, NULL, 0) : NULL;
-        *status = result == 0 ? response.status : 0;
-        if (result == 0 && response.status < 300) {
-            rl_client_response_free(&response);
-            break;
-        }
-        if (rl_retry_decide(NULL, attempt, result, &response, answer, (double)rand() / RAND_MAX, &delay) ==
-            RL_RETRY_AGAIN) {
-            json_decref(answer);
-            answer = NULL;
-            rl_client_response_free(&response);
-            usleep((useconds_t)delay * 1000);
-            continue;
-        }
-        if (result != 0)
-            fprintf(stderr, "relay-bridge: %s: %s\n", path, response.error);
-        else if (response.status != 410)
-            fprintf(stderr, "relay-bridge: %s: HTTP %ld %s (request id %s)\n", path, response.status,
-                    rl_client_error_code(answer) != NULL ? rl_client_error_code(answer) : "", response.request_id);
-        rl_client_response_free(&response);
-        break;
-    }
+    if (text == NULL)
+        return NULL;
+    result = rl_retry_request(client, NULL, NULL, NULL, "POST", path, headers, text, strlen(text), &response, &answer);
     free(text);
+    *status = result == 0 ? response.status : 0;
+    if (result != 0)
+        fprintf(stderr, "relay-bridge: %s: %s\n", path, response.error);
+    else if (response.status >= 300 && response.status != 410)
+        fprintf(stderr, "relay-bridge: %s: HTTP %ld %s (request id %s)\n", path, response.status,
+                rl_client_error_code(answer) != NULL ? rl_client_error_code(answer) : "", response.request_id);
+    rl_client_response_free(&response);
     return answer;
 }
 
@@ -129,22 +106,47 @@ static void show_qr(const char *url)
 #endif
 }
 
-static void show_code(const char *code, const char *claim_url, long expires_in)
+/*
+ * Whether the relay serves the page that claims a code (GET /pair, the web
+ * client's): one probe when the pairing screen opens, so that the screen
+ * never shows a link (or a QR code of one) that answers 404.
+ */
+static int claim_page_served(const char *base)
 {
-    if (session.json || !session.out.tty) {
-        json_t *doc =
-            json_pack("{s:s, s:s, s:i}", "code", code, "claim_url", claim_url, "expires_in_s", (int)expires_in);
-        print_json(doc);
+    /* A short wait: the screen is not held up for long by a relay that does not answer. */
+    rl_client_options_t options = {2000, 3000, 1024 * 1024, "relay-bridge/" BRIDGE_VERSION};
+    rl_client_response_t response;
+    rl_client_t *probe = NULL;
+    int served;
+
+    if (rl_client_new(base, &options, &probe) != 0)
+        return 0;
+    served = rl_client_get(probe, "/pair", NULL, &response) == 0 && response.status == 200;
+    rl_client_response_free(&response);
+    rl_client_free(probe);
+    return served;
+}
+
+static void show_code(const char *code, const char *claim_url, int claim_page, long expires_in)
+{
+    if (machine_output()) {
+        json_t *doc = json_pack("{s:s, s:s, s:b, s:i}", "code", code, "claim_url", claim_url, "claim_page", claim_page,
+                                "expires_in_s", (int)expires_in);
+        rl_cli_print_json(&cli, doc);
         json_decref(doc);
         return;
     }
-    printf("\nEnter this code in your Relay app to pair this bridge:\n\n    %s",
-           rl_term_style(&session.out, RL_TERM_BOLD));
+    printf("\nEnter this code in your Relay app to pair this bridge:\n\n    %s", rl_term_style(&cli.out, RL_TERM_BOLD));
     for (const char *c = code; *c != '\0'; c++)
         printf("%c ", *c);
-    printf("%s\n\n", rl_term_style(&session.out, RL_TERM_RESET));
-    show_qr(claim_url);
-    printf("Or open %s\nThe code is valid for %ld seconds. Waiting...\n", claim_url, expires_in);
+    printf("%s\n\n", rl_term_style(&cli.out, RL_TERM_RESET));
+    if (claim_page) {
+        show_qr(claim_url);
+        printf("Or open %s\n", claim_url);
+    } else {
+        printf("(with the terminal client: relay pair %s)\n", code);
+    }
+    printf("The code is valid for %ld seconds. Waiting...\n", expires_in);
     fflush(stdout);
 }
 
@@ -178,7 +180,7 @@ static int run_pair(const rl_cli_args_t *args)
     }
     expires = (time_t)json_integer_value(json_object_get(json_object_get(answer, "result"), "expires_at"));
     snprintf(claim_url, sizeof(claim_url), "%s/pair?code=%s", rl_client_base(client), code);
-    show_code(code, claim_url, (long)(expires - time(NULL)));
+    show_code(code, claim_url, claim_page_served(rl_client_base(client)), (long)(expires - time(NULL)));
     body = json_pack("{s:s}", "poll_token", poll_token);
     for (;;) {
         json_t *poll, *r;
@@ -202,10 +204,10 @@ static int run_pair(const rl_cli_args_t *args)
             } else {
                 char path[512] = "";
                 rl_credentials_path(CREDENTIALS, path, sizeof(path));
-                if (session.json || !session.out.tty) {
+                if (machine_output()) {
                     json_t *doc = json_pack("{s:s, s:s, s:s}", "status", "paired", "installation_id",
                                             inst != NULL ? inst : "", "credentials", path);
-                    print_json(doc);
+                    rl_cli_print_json(&cli, doc);
                     json_decref(doc);
                 } else {
                     printf("Paired: installation %s. Credentials saved in %s.\nStart the bridge with: "
@@ -245,11 +247,11 @@ static int run_status(const rl_cli_args_t *args)
     const char *inst = json_string_value(json_object_get(cred, "installation_id"));
 
     (void)args;
-    if (session.json || !session.out.tty) {
+    if (machine_output()) {
         json_t *doc = json_pack("{s:b, s:s?, s:s?, s:s, s:b}", "paired", cred != NULL, "installation_id", inst,
                                 "server", json_string_value(json_object_get(cred, "server")), "connection", connection,
                                 "connected", alive && state != NULL && strcmp(state, "connected") == 0);
-        print_json(doc);
+        rl_cli_print_json(&cli, doc);
         json_decref(doc);
     } else if (cred == NULL) {
         printf("Not paired. Pair with: relay-bridge pair --server URL\n");
@@ -270,7 +272,7 @@ static int run_status(const rl_cli_args_t *args)
 static int run_run(const rl_cli_args_t *args)
 {
     json_t *cred = rl_credentials_load(CREDENTIALS);
-    rl_bridge_options_t o = {.delta_window_ms = -1};
+    rl_bridge_options_t o = {.delta_window_ms = -1, .retry_window_ms = -1};
     const char *level = rl_cli_value(args, "log-level");
     int result;
 
@@ -291,22 +293,21 @@ static int run_run(const rl_cli_args_t *args)
         json_decref(cred);
         return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND or openai:URL");
     }
-    if (parse_ms(rl_cli_value(args, "delta-window"), &o.delta_window_ms) != 0 ||
-        parse_ms(rl_cli_value(args, "backoff-first"), &o.backoff_first_ms) != 0 ||
-        parse_ms(rl_cli_value(args, "backoff-cap"), &o.backoff_cap_ms) != 0) {
+    if (parse_duration(rl_cli_value(args, "delta-window"), 3600000, &o.delta_window_ms) != 0 ||
+        parse_duration(rl_cli_value(args, "backoff-first"), 3600000, &o.backoff_first_ms) != 0 ||
+        parse_duration(rl_cli_value(args, "backoff-cap"), 3600000, &o.backoff_cap_ms) != 0 ||
+        parse_duration(rl_cli_value(args, "retry-window"), 24L * 3600000L, &o.retry_window_ms) != 0) {
         json_decref(cred);
-        return report(2, "durations are milliseconds, 0 to 3600000");
+        return report(2, "durations are such as 30ms, 2s or 5m (a bare number is milliseconds), at most 1h (24h "
+                         "for --retry-window)");
     }
     if (level != NULL) {
-        static const char *const names[] = {"debug", "info", "warn", "error"};
-        int i;
-        for (i = 0; i < 4 && strcmp(names[i], level) != 0; i++)
-            ;
-        if (i == 4) {
+        rl_log_level_t parsed;
+        if (rl_log_parse_level(level, &parsed) != 0) {
             json_decref(cred);
             return report(2, "--log-level is debug, info, warn or error");
         }
-        rl_bridge_log_level((rl_blog_level_t)i);
+        rl_log_set_level(parsed);
     }
     result = rl_bridge_run(&o);
     json_decref(cred);
@@ -314,27 +315,6 @@ static int run_run(const rl_cli_args_t *args)
 }
 
 /* ---- help, version, table ------------------------------------------------------------------------- */
-
-static const rl_cli_program_t program;
-
-static int run_help(const rl_cli_args_t *args)
-{
-    const rl_cli_command_t *command = NULL;
-
-    if (args->npositional > 0) {
-        command = rl_cli_find(&program, args->positional[0]);
-        if (command == NULL)
-            return report(2, "no such command (see relay-bridge help)");
-    }
-    if (session.json) {
-        json_t *manifest = rl_cli_manifest(&program, command);
-        print_json(manifest);
-        json_decref(manifest);
-        return 0;
-    }
-    rl_cli_help(stdout, &session.out, &program, command);
-    return 0;
-}
 
 static int run_version(const rl_cli_args_t *args)
 {
@@ -356,16 +336,19 @@ static const rl_cli_flag_t pair_flags[] = {
 static const rl_cli_flag_t run_flags[] = {
     {"agent", 'a', "AGENT", "exec:COMMAND, jsonl:COMMAND or openai:URL"},
     {"log-level", 0, "LEVEL", "debug, info (default), warn or error"},
-    {"delta-window", 0, "MS", "text delta batching window (default 30)"},
-    {"backoff-first", 0, "MS", "first reconnect delay (default 1000)"},
-    {"backoff-cap", 0, "MS", "longest reconnect delay (default 30000)"},
+    {"delta-window", 0, "DURATION", "text delta batching window (default 30ms; 0: none)"},
+    {"backoff-first", 0, "DURATION", "first reconnect delay (default 1s)"},
+    {"backoff-cap", 0, "DURATION", "longest reconnect delay (default 30s)"},
+    {"retry-window", 0, "DURATION",
+     "how long a write is retried while the relay does not answer (default 30m, the follow-up window; 0: three "
+     "retries)"},
     {NULL, 0, NULL, NULL},
 };
 static const char *const pair_examples[] = {"relay-bridge pair --server https://relay.example.com --name laptop", NULL};
 static const char *const run_examples[] = {
     "relay-bridge run --agent 'exec:ollama run llama3'",
     "relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'",
-    "relay-bridge run --agent openai:http://127.0.0.1:8080",
+    "relay-bridge run --agent openai:http://127.0.0.1:11434",
     NULL,
 };
 static const char *const status_examples[] = {"relay-bridge status", "relay-bridge status --json", NULL};
@@ -384,7 +367,8 @@ static const rl_cli_command_t commands[] = {
     {"run", "--agent AGENT", 0, 0, "connect to the relay and run the agent for each message",
      "Stops with exit status 3 when the relay revokes the installation or refuses its token: pair again.", run_flags,
      run_examples, run_run},
-    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL, run_help},
+    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL,
+     rl_cli_run_help},
     {"version", "", 0, 0, "show the version", NULL, NULL, NULL, run_version},
 };
 static const rl_cli_env_t environment[] = {
@@ -411,32 +395,17 @@ static const rl_cli_program_t program = {
     global_flags,
     environment,
     exit_codes,
+    RL_CLI_ERRORS_ON_STDERR,
+    NULL,
 };
 
 int main(int argc, char **argv)
 {
-    rl_cli_args_t args;
-    char err[300];
     rl_client_t *warm = NULL;
 
-    rl_term_detect(STDOUT_FILENO, &session.out);
-    rl_term_detect(STDERR_FILENO, &session.err);
+    rl_log_set_text("relay-bridge");
     /* rl_client_new initialises libcurl, which must happen before any thread starts. */
     if (rl_client_new("http://127.0.0.1", NULL, &warm) == 0)
         rl_client_free(warm);
-    if (rl_cli_parse(&program, argc, argv, &args, err, sizeof(err)) != 0)
-        return report(2, err);
-    session.json = rl_cli_value(&args, "json") != NULL;
-    if (rl_cli_value(&args, "help") != NULL || args.command == NULL) {
-        rl_cli_args_t help = args;
-        help.command = rl_cli_find(&program, "help");
-        help.npositional = 0;
-        if (args.command != NULL && strcmp(args.command->name, "help") != 0) {
-            help.positional[0] = args.command->name;
-            help.npositional = 1;
-        }
-        run_help(&help);
-        return args.command == NULL && rl_cli_value(&args, "help") == NULL ? 2 : 0;
-    }
-    return args.command->run(&args);
+    return rl_cli_main(&cli, &program, argc, argv);
 }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
-#include "bridge/log.h"
+#include "common/log.h"
 
 #define STDERR_TAIL 512
 
@@ -131,7 +131,7 @@ static void finish_if_done(run_t *run)
                      len > 0 ? ": " : "", run->err_tail);
         else
             snprintf(text, sizeof(text), "[the agent was killed by signal %d]", WTERMSIG(run->status));
-        rl_bridge_log(RL_BLOG_WARN, "agent for interaction %s: %s", run->turn->interaction_id, text);
+        rl_log(RL_LOG_WARN, "agent for interaction %s: %s", run->turn->interaction_id, text);
         rl_bridge_end(agent->bridge, run->turn, "error", NULL, text);
     }
     remove_run(agent, run);
@@ -197,10 +197,10 @@ static void exec_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
     agent->runs = run;
     rl_bridge_watch(agent->bridge, run->out_fd, POLLIN, on_stdout, run);
     rl_bridge_watch(agent->bridge, run->err_fd, POLLIN, on_stderr, run);
-    rl_bridge_log(RL_BLOG_INFO, "interaction %s: started the agent (pid %d)", turn->interaction_id, (int)pid);
+    rl_log(RL_LOG_INFO, "interaction %s: started the agent (pid %d)", turn->interaction_id, (int)pid);
     return;
 fail:
-    rl_bridge_log(RL_BLOG_ERROR, "could not start the agent: %s", strerror(errno));
+    rl_log(RL_LOG_ERROR, "could not start the agent: %s", strerror(errno));
     free(run);
     if (in_fd >= 0)
         close(in_fd);
@@ -222,8 +222,7 @@ static void exec_cancel(rl_agent_t *agent, const char *session_id, const char *i
             (interaction_id[0] != '\0' && strcmp(run->turn->interaction_id, interaction_id) != 0))
             continue;
         if (!run->exited) {
-            rl_bridge_log(RL_BLOG_INFO, "interaction %s: cancelled, stopping pid %d", run->turn->interaction_id,
-                          (int)run->pid);
+            rl_log(RL_LOG_INFO, "interaction %s: cancelled, stopping pid %d", run->turn->interaction_id, (int)run->pid);
             run->cancelled = 1;
             kill(-run->pid, SIGTERM);
         }

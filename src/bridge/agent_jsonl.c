@@ -17,7 +17,7 @@
 
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
-#include "bridge/log.h"
+#include "common/log.h"
 
 /* A cap on what waits for the agent to read; past it the agent is stuck. */
 #define MAX_PENDING_OUT (16u * 1024u * 1024u)
@@ -40,7 +40,7 @@ static void on_line(void *user, const char *line, size_t len)
     if (len == 0)
         return;
     if (rl_agent_line_parse(line, len, &parsed, err, sizeof(err)) != 0) {
-        rl_bridge_log(RL_BLOG_WARN, "agent line ignored: %s", err);
+        rl_log(RL_LOG_WARN, "agent line ignored: %s", err);
         return;
     }
     rl_bridge_agent_line(agent->bridge, &parsed);
@@ -56,7 +56,7 @@ static void on_stdout(void *user, int fd, short revents)
     n = read(fd, buf, sizeof(buf));
     if (n > 0) {
         if (rl_jsonl_reader_feed(&agent->reader, buf, (size_t)n, on_line, agent) != 0)
-            rl_bridge_log(RL_BLOG_WARN, "agent line too long: dropped");
+            rl_log(RL_LOG_WARN, "agent line too long: dropped");
         return;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -86,7 +86,7 @@ static void flush_out(struct rl_agent *agent)
             }
             if (errno == EINTR)
                 continue;
-            rl_bridge_log(RL_BLOG_WARN, "writing to the agent: %s", strerror(errno));
+            rl_log(RL_LOG_WARN, "writing to the agent: %s", strerror(errno));
             agent->pending_len = 0;
             break;
         }
@@ -135,7 +135,7 @@ static int jsonl_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     rl_jsonl_reader_init(&agent->reader, 1024 * 1024);
     agent->pid = fork();
     if (agent->pid < 0) {
-        rl_bridge_log(RL_BLOG_ERROR, "fork: %s", strerror(errno));
+        rl_log(RL_LOG_ERROR, "fork: %s", strerror(errno));
         return -1;
     }
     if (agent->pid == 0) {
@@ -154,7 +154,7 @@ static int jsonl_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     fcntl(agent->in_fd, F_SETFL, O_NONBLOCK);
     fcntl(agent->out_fd, F_SETFL, O_NONBLOCK);
     rl_bridge_watch(bridge, agent->out_fd, POLLIN, on_stdout, agent);
-    rl_bridge_log(RL_BLOG_INFO, "started the jsonl agent (pid %d)", (int)agent->pid);
+    rl_log(RL_LOG_INFO, "started the jsonl agent (pid %d)", (int)agent->pid);
     *out = agent;
     return 0;
 }

@@ -24,7 +24,8 @@
 
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
-#include "bridge/log.h"
+#include "client/client.h"
+#include "common/log.h"
 
 #define MAX_TOOL_CALLS 16
 #define MAX_HISTORY    200
@@ -223,7 +224,6 @@ static void *call_main(void *arg)
     CURL *curl = curl_easy_init();
     struct curl_slist *headers = NULL;
     char *body = json_dumps(call->request, JSON_COMPACT);
-    char errbuf[CURL_ERROR_SIZE] = "";
     long status = 0;
     CURLcode rc = CURLE_FAILED_INIT;
     json_t *end;
@@ -245,7 +245,6 @@ static void *call_main(void *arg)
         curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
         curl_easy_setopt(curl, CURLOPT_XFERINFODATA, call);
-        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
         rc = curl_easy_perform(curl);
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     }
@@ -274,11 +273,10 @@ static void *call_main(void *arg)
     } else if (rc != CURLE_OK || status < 200 || status >= 300) {
         char text[CURL_ERROR_SIZE + 96];
         if (rc != CURLE_OK)
-            snprintf(text, sizeof(text), "[the model server failed: %s]",
-                     errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc));
+            snprintf(text, sizeof(text), "[the model server failed: %s]", rl_client_failure_text(rc));
         else
             snprintf(text, sizeof(text), "[the model server answered HTTP %ld]", status);
-        rl_bridge_log(RL_BLOG_WARN, "interaction %s: %s", call->interaction_id, text);
+        rl_log(RL_LOG_WARN, "interaction %s: %s", call->interaction_id, text);
         end = json_pack("{s:s, s:s, s:s}", "type", "end", "finish_reason", "error", "error", text);
     } else {
         history_add(agent, call->session_id, "assistant", call->reply != NULL ? call->reply : "", call->reply_len);
@@ -333,7 +331,7 @@ static void on_line(void *user, const char *line, size_t len)
     char err[160];
 
     if (rl_agent_line_parse(line, len, &parsed, err, sizeof(err)) != 0) {
-        rl_bridge_log(RL_BLOG_WARN, "openai adapter line ignored: %s", err);
+        rl_log(RL_LOG_WARN, "openai adapter line ignored: %s", err);
         return;
     }
     rl_bridge_agent_line(agent->bridge, &parsed);
@@ -380,7 +378,7 @@ static int openai_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     pthread_mutex_init(&agent->lock, NULL);
     rl_jsonl_reader_init(&agent->reader, 1024 * 1024);
     rl_bridge_watch(bridge, agent->pipe_r, POLLIN, on_pipe, agent);
-    rl_bridge_log(RL_BLOG_INFO, "model server %s, model %s", agent->url, agent->model);
+    rl_log(RL_LOG_INFO, "model server %s, model %s", agent->url, agent->model);
     *out = agent;
     return 0;
 }

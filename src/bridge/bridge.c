@@ -11,13 +11,15 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
-#include "bridge/backoff.h"
+#include "client/backoff.h"
 #include "bridge/batch.h"
 #include "bridge/bridge.h"
 #include "bridge/dedupe.h"
-#include "bridge/log.h"
+#include "bridge/reply.h"
+#include "common/log.h"
 #include "bridge/rest.h"
 #include "client/credentials.h"
+#include "common/clock.h"
 #include "client/ws.h"
 
 #define MAX_WATCHES 256
@@ -42,6 +44,7 @@ typedef struct turn_state {
     struct turn_state *next;
     rl_turn_t *turn;
     rl_batch_t batch;
+    rl_reply_t reply;   /* every delta sent, for the END's canonical text */
     uint64_t update_id; /* 0 when the agent opened the turn itself */
     int ended;
 } turn_state_t;
@@ -69,13 +72,6 @@ struct rl_bridge {
 
 static sigset_t blocked_signals;
 
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-}
-
 void rl_bridge_child_signals(void)
 {
     sigprocmask(SIG_UNBLOCK, &blocked_signals, NULL);
@@ -88,7 +84,7 @@ void rl_bridge_write_status(const char *state, const char *server, const char *i
                             installation_id != NULL ? installation_id : "", "updated_at", (json_int_t)time(NULL));
 
     if (doc != NULL && rl_credentials_save("bridge-status", doc) != 0)
-        rl_bridge_log(RL_BLOG_WARN, "could not write the status file: %s", strerror(errno));
+        rl_log(RL_LOG_WARN, "could not write the status file: %s", strerror(errno));
     json_decref(doc);
 }
 
@@ -107,7 +103,7 @@ void rl_bridge_watch(rl_bridge_t *b, int fd, short events, rl_bridge_fd_cb cb, v
         }
     }
     if (b->nwatches == MAX_WATCHES) {
-        rl_bridge_log(RL_BLOG_ERROR, "too many agent descriptors");
+        rl_log(RL_LOG_ERROR, "too many agent descriptors");
         return;
     }
     b->watches[b->nwatches++] = (watch_t){fd, events, cb, user};
@@ -186,6 +182,7 @@ static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const cha
     t->turn->owner = t;
     t->update_id = update_id;
     rl_batch_init(&t->batch, b->options->delta_window_ms >= 0 ? b->options->delta_window_ms : 30);
+    rl_reply_init(&t->reply);
     t->next = b->turns;
     b->turns = t;
     rl_rest_new_key(key);
@@ -208,6 +205,7 @@ static void close_turn(rl_bridge_t *b, turn_state_t *done)
     if (done->update_id > b->processed_max)
         b->processed_max = done->update_id;
     rl_batch_free(&done->batch);
+    rl_reply_free(&done->reply);
     done->turn->owner = NULL;
     rl_turn_unref(done->turn);
     free(done);
@@ -221,6 +219,7 @@ static void submit_delta(rl_bridge_t *b, turn_state_t *t, char *text, size_t len
     char key[37];
 
     rl_rest_new_key(key);
+    rl_reply_append(&t->reply, text, len);
     rl_rest_submit(b->rest, RL_CALL_DELTA, t->turn,
                    json_pack("{s:s%, s:s}", "delta", text, len, "idempotency_key", key));
     free(text);
@@ -252,7 +251,7 @@ void rl_bridge_text(rl_bridge_t *b, rl_turn_t *turn, const char *bytes, size_t l
 
     if (t == NULL || t->ended || len == 0)
         return;
-    rl_batch_append(&t->batch, bytes, len, now_ms());
+    rl_batch_append(&t->batch, bytes, len, rl_clock_mono_ms());
 }
 
 /*
@@ -286,7 +285,7 @@ void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, j
         }
     }
     if (i == sizeof(finish_map) / sizeof(finish_map[0])) {
-        rl_bridge_log(RL_BLOG_DEBUG, "finish_reason %s unknown to the relay: left out", finish_reason);
+        rl_log(RL_LOG_DEBUG, "finish_reason %s unknown to the relay: left out", finish_reason);
         finish_reason = NULL;
     }
     if (error_text == NULL)
@@ -303,8 +302,8 @@ static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason,
     if (t == NULL || t->ended)
         return;
     if (error_text != NULL) {
-        rl_batch_append(&t->batch, "\n\n", 2, now_ms());
-        rl_batch_append(&t->batch, error_text, strlen(error_text), now_ms());
+        rl_batch_append(&t->batch, "\n\n", 2, rl_clock_mono_ms());
+        rl_batch_append(&t->batch, error_text, strlen(error_text), rl_clock_mono_ms());
     }
     flush_turn(b, t, 1);
     t->ended = 1;
@@ -314,12 +313,21 @@ static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason,
         json_object_set_new(body, "finish_reason", json_string(finish_reason));
     if (json_is_object(usage))
         json_object_set(body, "usage", usage);
+    /*
+     * The whole text goes with the end, so that a delta lost during an outage leaves no hole in the stored
+     * reply. A reply longer than the relay's cap keeps its streamed text, and should a delta of it be lost,
+     * the writer ends it as incomplete with the start kept here.
+     */
+    if (!t->reply.overflow)
+        json_object_set_new(body, "text", rl_reply_canonical(&t->reply));
+    else
+        turn->incomplete_text = rl_reply_incomplete(&t->reply);
     rl_rest_submit(b->rest, RL_CALL_END, turn, body);
 }
 
 void rl_bridge_fail(rl_bridge_t *b, const char *why)
 {
-    rl_bridge_log(RL_BLOG_ERROR, "%s", why);
+    rl_log(RL_LOG_ERROR, "%s", why);
     b->exit_code = RL_BRIDGE_EXIT_ERROR;
     b->stopping = 1;
 }
@@ -414,7 +422,7 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         break;
     }
     case RL_LINE_LOG:
-        rl_bridge_log(RL_BLOG_INFO, "agent: %s", json_string_value(json_object_get(line->root, "text")));
+        rl_log(RL_LOG_INFO, "agent: %s", json_string_value(json_object_get(line->root, "text")));
         break;
     }
     rl_agent_line_free(line);
@@ -449,20 +457,18 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
 
     /* spec (delivery rule 1): at least once; de-duplicate by update_id. */
     if (rl_dedupe_add(b->dedupe, f->update_id) == 0) {
-        rl_bridge_log(RL_BLOG_INFO, "update %s delivered again: skipped (already handled)", f->update_id);
+        rl_log(RL_LOG_INFO, "update %s delivered again: skipped (already handled)", f->update_id);
         send_ack(b);
         return;
     }
-    rl_bridge_log(RL_BLOG_DEBUG, "update %s %s", f->update_id, f->update_type);
+    rl_log(RL_LOG_DEBUG, "update %s %s", f->update_id, f->update_type);
     if (strcmp(f->update_type, "session.message") == 0) {
         json_t *message = json_object_get(f->payload, "message");
         turn_state_t *t;
         if (f->session_id[0] == '\0' || f->interaction_id[0] == '\0' || !json_is_object(message)) {
-            rl_bridge_log(RL_BLOG_WARN, "update %s: session.message without a session, interaction or message",
-                          f->update_id);
+            rl_log(RL_LOG_WARN, "update %s: session.message without a session, interaction or message", f->update_id);
         } else if (find_turn(b, f->session_id, f->interaction_id) != NULL) {
-            rl_bridge_log(RL_BLOG_WARN, "update %s: interaction %s already has a turn", f->update_id,
-                          f->interaction_id);
+            rl_log(RL_LOG_WARN, "update %s: interaction %s already has a turn", f->update_id, f->interaction_id);
         } else {
             t = open_turn(b, f->session_id, f->interaction_id, id);
             if (t != NULL) {
@@ -499,7 +505,7 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
             json_decref(line);
         }
     } else {
-        rl_bridge_log(RL_BLOG_DEBUG, "update %s: type %s ignored", f->update_id, f->update_type);
+        rl_log(RL_LOG_DEBUG, "update %s: type %s ignored", f->update_id, f->update_type);
     }
     if (!turn_pending && id > b->processed_max)
         b->processed_max = id;
@@ -512,15 +518,15 @@ static void on_frame(void *user, const char *text, size_t len)
     rl_frame_t f;
     char err[128];
 
-    b->last_frame_at = now_ms();
+    b->last_frame_at = rl_clock_mono_ms();
     if (rl_frame_parse(text, len, &f, err, sizeof(err)) != 0) {
-        rl_bridge_log(RL_BLOG_WARN, "ignored a frame: %s", err);
+        rl_log(RL_LOG_WARN, "ignored a frame: %s", err);
         return;
     }
     switch (f.type) {
     case RL_FRAME_READY:
         snprintf(b->installation_id, sizeof(b->installation_id), "%s", f.installation_id);
-        rl_bridge_log(RL_BLOG_INFO, "connected as %s", b->installation_id);
+        rl_log(RL_LOG_INFO, "connected as %s", b->installation_id);
         rl_bridge_write_status("connected", b->options->server, b->installation_id);
         break;
     case RL_FRAME_PING:
@@ -542,11 +548,9 @@ static void socket_closed(rl_bridge_t *b);
 
 static void unpaired(rl_bridge_t *b, const char *how)
 {
-    fprintf(stderr,
-            "relay-bridge: the relay no longer accepts this bridge (%s): the installation was revoked or its "
-            "token "
-            "is invalid.\nrelay-bridge: pair again with: relay-bridge pair --server %s\n",
-            how, b->options->server);
+    rl_log(RL_LOG_ERROR,
+           "the relay no longer accepts this bridge (%s): the installation was revoked or its token is invalid", how);
+    rl_log(RL_LOG_ERROR, "pair again with: relay-bridge pair --server %s", b->options->server);
     b->exit_code = RL_BRIDGE_EXIT_UNPAIRED;
     b->stopping = 1;
 }
@@ -555,8 +559,8 @@ static void schedule_reconnect(rl_bridge_t *b)
 {
     long delay = rl_backoff_next(&b->backoff);
 
-    b->reconnect_at = now_ms() + delay;
-    rl_bridge_log(RL_BLOG_INFO, "reconnecting in %ld ms", delay);
+    b->reconnect_at = rl_clock_mono_ms() + delay;
+    rl_log(RL_LOG_INFO, "reconnecting in %ld ms", delay);
     rl_bridge_write_status("connecting", b->options->server, b->installation_id);
 }
 
@@ -576,7 +580,7 @@ static void connect_socket(rl_bridge_t *b)
         return;
     }
     if (result != 0) {
-        rl_bridge_log(RL_BLOG_WARN, "connect failed: %s", err);
+        rl_log(RL_LOG_WARN, "connect failed: %s", err);
         b->ws = NULL;
         schedule_reconnect(b);
         return;
@@ -584,7 +588,7 @@ static void connect_socket(rl_bridge_t *b)
     /* spec (delivery rule 5): reset the backoff after a successful open. */
     rl_backoff_reset(&b->backoff);
     b->reconnect_at = -1;
-    b->last_frame_at = now_ms();
+    b->last_frame_at = rl_clock_mono_ms();
     b->acked = 0;
     /* Frames that came with the 101 answer are already read: handle them now, poll() will not say so. */
     if (rl_ws_handle(b->ws) != 0)
@@ -595,7 +599,7 @@ static void socket_closed(rl_bridge_t *b)
 {
     int code = rl_ws_close_code(b->ws);
 
-    rl_bridge_log(RL_BLOG_WARN, "socket closed (%d %s)", code, rl_ws_close_reason(b->ws));
+    rl_log(RL_LOG_WARN, "socket closed (%d %s)", code, rl_ws_close_reason(b->ws));
     rl_ws_free(b->ws);
     b->ws = NULL;
     if (code == 4401) {
@@ -618,7 +622,7 @@ static void handle_results(rl_bridge_t *b)
         else if (!r->ok && r->turn != NULL && r->turn->dropped && r->turn->owner != NULL &&
                  !((turn_state_t *)r->turn->owner)->ended) {
             /* spec (client rule 4): the target is gone, so is the work for it: stop the agent's turn. */
-            rl_bridge_log(RL_BLOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id, r->code);
+            rl_log(RL_LOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id, r->code);
             b->adapter->cancel(b->agent, r->turn->session_id, r->turn->interaction_id);
         } else if (r->call == RL_CALL_REQUEST_APPROVAL) {
             json_t *line = NULL;
@@ -657,7 +661,7 @@ static void handle_signals(rl_bridge_t *b)
             for (pid = waitpid(-1, &status, WNOHANG); pid > 0; pid = waitpid(-1, &status, WNOHANG))
                 b->adapter->child_exited(b->agent, pid, status);
         } else {
-            rl_bridge_log(RL_BLOG_INFO, "stopping on signal %u", si.ssi_signo);
+            rl_log(RL_LOG_INFO, "stopping on signal %u", si.ssi_signo);
             b->stopping = 1;
         }
     }
@@ -682,7 +686,7 @@ static long next_timer(rl_bridge_t *b)
 
 static void run_timers(rl_bridge_t *b)
 {
-    long now = now_ms();
+    long now = rl_clock_mono_ms();
     turn_state_t *t;
 
     for (t = b->turns; t != NULL; t = t->next) {
@@ -691,7 +695,7 @@ static void run_timers(rl_bridge_t *b)
             flush_turn(b, t, 0);
     }
     if (b->ws != NULL && now - b->last_frame_at >= SILENCE_MS) {
-        rl_bridge_log(RL_BLOG_WARN, "no frame from the relay for %ld s: reconnecting", SILENCE_MS / 1000);
+        rl_log(RL_LOG_WARN, "no frame from the relay for %ld s: reconnecting", SILENCE_MS / 1000);
         rl_ws_free(b->ws);
         b->ws = NULL;
         schedule_reconnect(b);
@@ -718,7 +722,7 @@ static void loop(rl_bridge_t *b)
         memcpy(snapshot, b->watches, sizeof(watch_t) * (size_t)nw);
         for (i = 0; i < nw; i++)
             fds[n + i] = (struct pollfd){.fd = snapshot[i].fd, .events = snapshot[i].events};
-        timeout = due < 0 ? -1 : due <= now_ms() ? 0 : (int)(due - now_ms());
+        timeout = due < 0 ? -1 : due <= rl_clock_mono_ms() ? 0 : (int)(due - rl_clock_mono_ms());
         if (poll(fds, (nfds_t)(n + nw), timeout) < 0 && errno != EINTR) {
             rl_bridge_fail(b, "poll failed");
             break;
@@ -752,6 +756,7 @@ static void loop(rl_bridge_t *b)
 int rl_bridge_run(const rl_bridge_options_t *options)
 {
     rl_bridge_t b;
+    rl_rest_options_t rest_options = {0};
     rl_client_t *client = NULL;
     const char *arg = NULL;
     turn_state_t *t;
@@ -764,7 +769,7 @@ int rl_bridge_run(const rl_bridge_options_t *options)
              options->installation_id != NULL ? options->installation_id : "");
     b.adapter = rl_agent_find(options->agent, &arg);
     if (b.adapter == NULL) {
-        fprintf(stderr, "relay-bridge: --agent must be exec:COMMAND, jsonl:COMMAND or openai:URL\n");
+        rl_log(RL_LOG_ERROR, "--agent must be exec:COMMAND, jsonl:COMMAND or openai:URL");
         return RL_BRIDGE_EXIT_USAGE;
     }
     rl_backoff_init(&b.backoff, options->backoff_first_ms, options->backoff_cap_ms);
@@ -779,11 +784,12 @@ int rl_bridge_run(const rl_bridge_options_t *options)
     b.sigfd = signalfd(-1, &blocked_signals, SFD_NONBLOCK | SFD_CLOEXEC);
     b.dedupe = rl_dedupe_new(0);
     if (b.sigfd < 0 || b.dedupe == NULL || rl_client_new(options->server, NULL, &client) != 0) {
-        fprintf(stderr, "relay-bridge: cannot start (bad server URL or out of resources)\n");
+        rl_log(RL_LOG_ERROR, "cannot start (bad server URL or out of resources)");
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
-    b.rest = rl_rest_start(client, options->token, NULL);
+    rest_options.outage_ms = options->retry_window_ms >= 0 ? options->retry_window_ms : RL_BRIDGE_RETRY_WINDOW_MS;
+    b.rest = rl_rest_start(client, options->token, &rest_options);
     if (b.rest == NULL) {
         rl_client_free(client);
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
@@ -793,7 +799,7 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
-    rl_bridge_log(RL_BLOG_INFO, "starting with the %s agent", b.adapter->scheme);
+    rl_log(RL_LOG_INFO, "starting with the %s agent", b.adapter->scheme);
     connect_socket(&b);
     loop(&b);
 out:
@@ -801,8 +807,8 @@ out:
         b.adapter->destroy(b.agent);
     /* On a plain stop, give writes already queued (a turn's last deltas and its end) a moment to go out. */
     if (b.rest != NULL && b.exit_code == RL_BRIDGE_EXIT_OK) {
-        long deadline = now_ms() + 5000;
-        while (rl_rest_pending(b.rest) > 0 && now_ms() < deadline)
+        long deadline = rl_clock_mono_ms() + 5000;
+        while (rl_rest_pending(b.rest) > 0 && rl_clock_mono_ms() < deadline)
             poll(NULL, 0, 20);
     }
     if (b.ws != NULL) {
@@ -815,6 +821,7 @@ out:
         t = b.turns;
         b.turns = t->next;
         rl_batch_free(&t->batch);
+        rl_reply_free(&t->reply);
         rl_turn_unref(t->turn);
         free(t);
     }

@@ -16,7 +16,12 @@ typedef struct rl_bridge_options {
     long delta_window_ms;        /* -1: 30; 0: no window, one delta per read */
     long backoff_first_ms;       /* 0: 1000 */
     long backoff_cap_ms;         /* 0: 30000 */
+    long retry_window_ms;        /* how long a write is retried while the relay gives no answer; -1: 30 min;
+                                    0: only the spec's three retries */
 } rl_bridge_options_t;
+
+/* The default retry window: the spec's follow-up window, past which the relay refuses the writes anyway. */
+#define RL_BRIDGE_RETRY_WINDOW_MS (30L * 60L * 1000L)
 
 enum {
     RL_BRIDGE_EXIT_OK = 0,

@@ -1,5 +1,4 @@
 #include <errno.h>
-#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,9 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bridge/log.h"
+#include "common/log.h"
 #include "bridge/rest.h"
 #include "client/retry.h"
+#include "common/rand.h"
 
 /* The relay's cap on one delta is 64 KiB; merged deltas stay below it. */
 #define MERGE_MAX (60 * 1024)
@@ -39,6 +39,7 @@ typedef struct op {
     rl_call_t call;
     rl_turn_t *turn;
     json_t *body;
+    size_t bytes; /* of a delta: its text, counted in queued_bytes while queued */
 } op_t;
 
 struct rl_rest {
@@ -47,6 +48,7 @@ struct rl_rest {
     pthread_cond_t cond;
     op_t *head, *tail;
     int pending;
+    size_t queued_bytes, max_queued; /* deltas waiting: see RL_REST_MAX_QUEUED */
     int stopping;
     int revoked;
     int efd;
@@ -55,7 +57,7 @@ struct rl_rest {
     rl_client_t *client;
     char auth[256];
     rl_retry_policy_t policy;
-    struct timespec bucket_ready[NBUCKETS]; /* monotonic time before which a bucket is empty */
+    rl_retry_bucket_t buckets[NBUCKETS];
 };
 
 rl_turn_t *rl_turn_new(const char *session_id, const char *interaction_id)
@@ -77,15 +79,17 @@ void rl_turn_ref(rl_turn_t *turn)
 
 void rl_turn_unref(rl_turn_t *turn)
 {
-    if (turn != NULL && __atomic_sub_fetch(&turn->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (turn != NULL && __atomic_sub_fetch(&turn->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(turn->incomplete_text);
         free(turn);
+    }
 }
 
 void rl_rest_new_key(char out[37])
 {
     unsigned char r[16];
 
-    RAND_bytes(r, sizeof(r));
+    rl_rand_bytes(r, sizeof(r));
     r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
     r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
     snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
@@ -100,14 +104,6 @@ static int bucket_index(const char *name)
         if (strcmp(bucket_names[i], name) == 0)
             return i;
     return NBUCKETS - 1;
-}
-
-static double jitter(void)
-{
-    unsigned int r;
-
-    RAND_bytes((unsigned char *)&r, sizeof(r));
-    return (double)r / 4294967296.0;
 }
 
 static void deadline_in(struct timespec *ts, long ms)
@@ -154,7 +150,7 @@ static void post(rl_rest_t *rest, op_t *op, int ok, json_t *result, const char *
     rest->results_tail = r;
     pthread_mutex_unlock(&rest->lock);
     if (write(rest->efd, &one, sizeof(one)) < 0)
-        rl_bridge_log(RL_BLOG_WARN, "could not wake the loop: %s", strerror(errno));
+        rl_log(RL_LOG_WARN, "could not wake the loop: %s", strerror(errno));
 }
 
 /* Merges deltas of the same message queued right behind op (lock held, before the first attempt). */
@@ -182,6 +178,7 @@ static void merge_deltas(rl_rest_t *rest, op_t *op)
         if (rest->head == NULL)
             rest->tail = NULL;
         rest->pending--;
+        rest->queued_bytes -= next->bytes;
         json_decref(next->body);
         rl_turn_unref(next->turn);
         free(next);
@@ -194,19 +191,52 @@ static void log_error(const char *path, const rl_client_response_t *response, in
                       const char *what)
 {
     if (result != 0)
-        rl_bridge_log(RL_BLOG_WARN, "%s: %s (%s)", path, response->error, what);
+        rl_log(RL_LOG_WARN, "%s: %s (%s)", path, response->error, what);
     else
-        rl_bridge_log(RL_BLOG_WARN, "%s: HTTP %ld %s request_id=%s (%s)", path, response->status,
-                      code != NULL ? code : "", response->request_id, what);
+        rl_log(RL_LOG_WARN, "%s: HTTP %ld %s request_id=%s (%s)", path, response->status, code != NULL ? code : "",
+               response->request_id, what);
+}
+
+/* What the retry hooks of one call need: the writer (for its waits) and the route (for the log). */
+typedef struct call_ctx {
+    rl_rest_t *rest;
+    const char *path;
+} call_ctx_t;
+
+/* The writer's waits (buckets, Retry-After, backoff) are timed waits on its condition variable, which a stop ends. */
+static int writer_wait(void *user, long ms)
+{
+    call_ctx_t *call = user;
+    struct timespec until;
+    int result;
+
+    deadline_in(&until, ms);
+    pthread_mutex_lock(&call->rest->lock);
+    result = sleep_until(call->rest, &until);
+    pthread_mutex_unlock(&call->rest->lock);
+    return result;
+}
+
+static void writer_retrying(void *user, int attempt, int result, const rl_client_response_t *response,
+                            const json_t *answer, long delay_ms)
+{
+    call_ctx_t *call = user;
+
+    log_error(call->path, response, result, rl_client_error_code(answer), "retrying");
 }
 
 /* Makes one call with the spec's retry rules. Lock not held. */
 static void perform(rl_rest_t *rest, op_t *op)
 {
     const struct call_route *route = &routes[op->call];
-    int bucket = bucket_index(route->bucket), attempt;
     const char *headers[] = {rest->auth, "Content-Type: application/json", NULL};
+    call_ctx_t call = {rest, route->path};
+    rl_retry_hooks_t hooks = {writer_wait, writer_retrying, &call};
+    rl_client_response_t response;
+    json_t *answer = NULL;
+    const char *code;
     char *text;
+    int result;
 
     if (op->turn != NULL && op->turn->dropped) {
         if (op->call == RL_CALL_END || op->call == RL_CALL_REQUEST_APPROVAL)
@@ -222,75 +252,54 @@ static void perform(rl_rest_t *rest, op_t *op)
         }
         json_object_set_new(op->body, "message_id", json_string(op->turn->message_id));
     }
+    /*
+     * A reply too long for a canonical text that also lost a delta cannot be stored whole: it ends with
+     * what arrived and says so, without a finish_reason, rather than with a silent hole.
+     */
+    if (op->call == RL_CALL_END && op->turn != NULL && op->turn->incomplete_text != NULL &&
+        __atomic_load_n(&op->turn->lost_text, __ATOMIC_ACQUIRE)) {
+        rl_log(RL_LOG_WARN,
+               "interaction %s: a delta was lost and the reply is too long to resend: ending it as "
+               "incomplete",
+               op->turn->interaction_id);
+        json_object_set_new(op->body, "text", json_string(op->turn->incomplete_text));
+        json_object_del(op->body, "finish_reason");
+    }
     text = json_dumps(op->body, JSON_COMPACT);
     if (text == NULL)
         return;
-    for (attempt = 1;; attempt++) {
-        rl_client_response_t response;
-        json_t *answer = NULL;
-        const char *code = NULL;
-        long delay = 0, wait_ms;
-        int result;
-
-        pthread_mutex_lock(&rest->lock);
-        if (sleep_until(rest, &rest->bucket_ready[bucket]) != 0) {
-            pthread_mutex_unlock(&rest->lock);
-            break;
-        }
-        pthread_mutex_unlock(&rest->lock);
-        result = rl_client_request(rest->client, "POST", route->path, headers, text, strlen(text), &response);
-        if (result == 0) {
-            answer = rl_client_json(&response, NULL, 0);
-            code = rl_client_error_code(answer);
-            /* spec: wait for Reset-After when Remaining is 0. */
-            wait_ms = rl_retry_bucket_wait_ms(&response);
-            if (wait_ms > 0) {
-                rl_bridge_log(RL_BLOG_DEBUG, "bucket %s empty: waiting %ld ms", route->bucket, wait_ms);
-                deadline_in(&rest->bucket_ready[bucket], wait_ms);
-            }
-        }
-        if (result == 0 && response.status >= 200 && response.status < 300) {
-            json_t *r = json_object_get(answer, "result");
-            if (op->call == RL_CALL_SEND_MESSAGE && op->turn != NULL)
-                snprintf(op->turn->message_id, sizeof(op->turn->message_id), "%s",
-                         json_string_value(json_object_get(r, "message_id")) != NULL
-                             ? json_string_value(json_object_get(r, "message_id"))
-                             : "");
-            if (op->call == RL_CALL_END || op->call == RL_CALL_REQUEST_APPROVAL)
-                post(rest, op, 1, r, NULL);
-            json_decref(answer);
-            rl_client_response_free(&response);
-            break;
-        }
-        if (rl_retry_decide(&rest->policy, attempt, result, &response, answer, jitter(), &delay) == RL_RETRY_AGAIN) {
-            struct timespec until;
-            log_error(route->path, &response, result, code, "retrying");
-            json_decref(answer);
-            rl_client_response_free(&response);
-            deadline_in(&until, delay);
-            pthread_mutex_lock(&rest->lock);
-            if (sleep_until(rest, &until) != 0) {
-                pthread_mutex_unlock(&rest->lock);
-                break;
-            }
-            pthread_mutex_unlock(&rest->lock);
-            continue;
-        }
-        log_error(route->path, &response, result, code, "giving up");
-        if (result == 0 && (response.status == 401 || (code != NULL && strcmp(code, "installation_revoked") == 0))) {
-            pthread_mutex_lock(&rest->lock);
-            rest->revoked = 1;
-            pthread_mutex_unlock(&rest->lock);
-        }
-        /* spec (client rule 4): 410 drops the in-flight work, the target is gone. */
-        if (op->turn != NULL && (op->call == RL_CALL_SEND_MESSAGE || (result == 0 && response.status == 410)))
-            op->turn->dropped = 1;
-        post(rest, op, 0, NULL, code != NULL ? code : result != 0 ? "no_answer" : "error");
-        json_decref(answer);
-        rl_client_response_free(&response);
-        break;
-    }
+    result = rl_retry_request(rest->client, &rest->policy, &rest->buckets[bucket_index(route->bucket)], &hooks, "POST",
+                              route->path, headers, text, strlen(text), &response, &answer);
     free(text);
+    if (result == RL_CLIENT_E_STOPPED)
+        goto out;
+    code = rl_client_error_code(answer);
+    if (result == 0 && response.status >= 200 && response.status < 300) {
+        json_t *r = json_object_get(answer, "result");
+        if (op->call == RL_CALL_SEND_MESSAGE && op->turn != NULL)
+            snprintf(op->turn->message_id, sizeof(op->turn->message_id), "%s",
+                     json_string_value(json_object_get(r, "message_id")) != NULL
+                         ? json_string_value(json_object_get(r, "message_id"))
+                         : "");
+        if (op->call == RL_CALL_END || op->call == RL_CALL_REQUEST_APPROVAL)
+            post(rest, op, 1, r, NULL);
+        goto out;
+    }
+    log_error(route->path, &response, result, code, "giving up");
+    if (result == 0 && (response.status == 401 || (code != NULL && strcmp(code, "installation_revoked") == 0))) {
+        pthread_mutex_lock(&rest->lock);
+        rest->revoked = 1;
+        pthread_mutex_unlock(&rest->lock);
+    }
+    /* spec (client rule 4): 410 drops the in-flight work, the target is gone. */
+    if (op->turn != NULL && (op->call == RL_CALL_SEND_MESSAGE || (result == 0 && response.status == 410)))
+        op->turn->dropped = 1;
+    if (op->call == RL_CALL_DELTA && op->turn != NULL)
+        __atomic_store_n(&op->turn->lost_text, 1, __ATOMIC_RELEASE);
+    post(rest, op, 0, NULL, code != NULL ? code : result != 0 ? "no_answer" : "error");
+out:
+    json_decref(answer);
+    rl_client_response_free(&response);
 }
 
 static void *writer_main(void *arg)
@@ -307,6 +316,7 @@ static void *writer_main(void *arg)
         rest->head = op->next;
         if (rest->head == NULL)
             rest->tail = NULL;
+        rest->queued_bytes -= op->bytes;
         if (op->call == RL_CALL_DELTA)
             merge_deltas(rest, op);
         pthread_mutex_unlock(&rest->lock);
@@ -331,6 +341,8 @@ rl_rest_t *rl_rest_start(rl_client_t *client, const char *token, const rl_rest_o
     rest->client = client;
     snprintf(rest->auth, sizeof(rest->auth), "Authorization: Bearer %s", token);
     rest->policy.backoff_ms = options != NULL && options->retry_backoff_ms > 0 ? options->retry_backoff_ms : 1000;
+    rest->policy.outage_ms = options != NULL ? options->outage_ms : 0;
+    rest->max_queued = options != NULL && options->max_queued > 0 ? options->max_queued : RL_REST_MAX_QUEUED;
     rest->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&rest->lock, NULL);
     pthread_condattr_init(&attr);
@@ -393,10 +405,26 @@ void rl_rest_submit(rl_rest_t *rest, rl_call_t call, rl_turn_t *turn, json_t *bo
     }
     op->call = call;
     op->turn = turn;
+    op->body = body;
+    if (call == RL_CALL_DELTA)
+        op->bytes = json_string_length(json_object_get(body, "delta"));
+    pthread_mutex_lock(&rest->lock);
+    if (op->bytes > 0 && rest->queued_bytes + op->bytes > rest->max_queued) {
+        size_t waiting = rest->queued_bytes;
+        pthread_mutex_unlock(&rest->lock);
+        /* The END's canonical text brings this text to the relay: dropping it loses no word. */
+        if (turn != NULL && !__atomic_exchange_n(&turn->lost_text, 1, __ATOMIC_ACQ_REL))
+            rl_log(RL_LOG_WARN,
+                   "interaction %s: %zu bytes of deltas are waiting for the relay: dropping new ones "
+                   "until the end of the message carries the whole text",
+                   turn->interaction_id, waiting);
+        json_decref(body);
+        free(op);
+        return;
+    }
     if (turn != NULL)
         rl_turn_ref(turn);
-    op->body = body;
-    pthread_mutex_lock(&rest->lock);
+    rest->queued_bytes += op->bytes;
     if (rest->tail != NULL)
         rest->tail->next = op;
     else
@@ -413,7 +441,7 @@ rl_rest_result_t *rl_rest_results(rl_rest_t *rest)
     uint64_t n;
 
     if (read(rest->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-        rl_bridge_log(RL_BLOG_WARN, "eventfd: %s", strerror(errno));
+        rl_log(RL_LOG_WARN, "eventfd: %s", strerror(errno));
     pthread_mutex_lock(&rest->lock);
     r = rest->results;
     rest->results = rest->results_tail = NULL;

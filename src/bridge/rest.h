@@ -34,7 +34,15 @@ typedef struct rl_turn {
     char session_id[64], interaction_id[64];
     char message_id[64]; /* written by the writer thread once sendMessage answered */
     int dropped;         /* writer thread: a 410 made the rest of the turn moot */
-    void *owner;         /* the loop's own data, untouched by the writer */
+    int lost_text;       /* atomic: a delta was not delivered (dropped from a full queue, or given up) */
+    /*
+     * Loop thread, set before the END is submitted, only for a reply longer
+     * than relayd's text cap: its start and the incomplete note. Should a
+     * delta have been lost, the writer ends the message with this text and no
+     * finish_reason instead of leaving a hole. Freed with the turn.
+     */
+    char *incomplete_text;
+    void *owner; /* the loop's own data, untouched by the writer */
 } rl_turn_t;
 
 rl_turn_t *rl_turn_new(const char *session_id, const char *interaction_id);
@@ -64,7 +72,16 @@ typedef struct rl_rest_result {
 
 typedef struct rl_rest_options {
     long retry_backoff_ms; /* first backoff of rule 3; 0: 1000 */
+    long outage_ms;        /* a call that gets no answer is retried this long (rl_retry_policy_t); 0: rule 3 only */
+    size_t max_queued;     /* bytes of deltas waiting in the queue; 0: RL_REST_MAX_QUEUED */
 } rl_rest_options_t;
+
+/*
+ * What the writer keeps of deltas not sent yet, during an outage of the
+ * relay say: past it a new delta is dropped (the turn's lost_text is set),
+ * because the message's END carries the whole text anyway (bridge/reply.h).
+ */
+#define RL_REST_MAX_QUEUED (16u * 1024u * 1024u)
 
 /*
  * Starts the writer over client (which it then owns: it is used on the

@@ -1,5 +1,7 @@
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/cli.h"
 
@@ -302,4 +304,127 @@ json_t *rl_cli_manifest(const rl_cli_program_t *program, const rl_cli_command_t 
     json_object_set_new(manifest, "environment", env);
     json_object_set_new(manifest, "exit_codes", codes);
     return manifest;
+}
+
+/* ---- the main of a program ---- */
+
+/* Whether --json comes before "--": settled before parsing, so that even a usage error comes out in the right form. */
+static int wants_json(int argc, char **argv)
+{
+    int i;
+
+    for (i = 1; i < argc && strcmp(argv[i], "--") != 0; ++i) {
+        if (strcmp(argv[i], "--json") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int rl_cli_main(rl_cli_t *cli, const rl_cli_program_t *program, int argc, char **argv)
+{
+    rl_cli_args_t args;
+    char err[300];
+
+    memset(cli, 0, sizeof(*cli));
+    cli->program = program;
+    rl_term_detect(STDOUT_FILENO, &cli->out);
+    rl_term_detect(STDERR_FILENO, &cli->err);
+    cli->json_flag = wants_json(argc, argv);
+    cli->json = cli->json_flag || ((program->output & RL_CLI_JSON_WHEN_PIPED) && !cli->out.tty);
+    if (rl_cli_parse(program, argc, argv, &args, err, sizeof(err)) != 0)
+        return rl_cli_report(cli, RL_CLI_EXIT_USAGE, err, NULL);
+    args.cli = cli;
+    if (rl_cli_value(&args, "help") != NULL) {
+        rl_cli_args_t help = args;
+        help.command = rl_cli_find(program, "help");
+        help.npositional = 0;
+        if (args.command != NULL && strcmp(args.command->name, "help") != 0) {
+            help.positional[0] = args.command->name;
+            help.npositional = 1;
+        }
+        return rl_cli_run_help(&help);
+    }
+    if (args.command == NULL) {
+        snprintf(err, sizeof(err), "no command given (see %s help)", program->name);
+        return rl_cli_report(cli, RL_CLI_EXIT_USAGE, err, NULL);
+    }
+    return args.command->run(&args);
+}
+
+int rl_cli_run_help(const rl_cli_args_t *args)
+{
+    const rl_cli_t *cli = args->cli;
+    const rl_cli_command_t *command = NULL;
+    char message[200];
+
+    if (args->npositional > 0) {
+        command = rl_cli_find(cli->program, args->positional[0]);
+        if (command == NULL) {
+            snprintf(message, sizeof(message), "no command '%.60s' (see %s help)", args->positional[0],
+                     cli->program->name);
+            return rl_cli_report(cli, RL_CLI_EXIT_USAGE, message, NULL);
+        }
+    }
+    /* Help is for reading, piped into a pager too: the manifest only when --json asks for it. */
+    if (cli->json_flag) {
+        json_t *manifest = rl_cli_manifest(cli->program, command);
+        if (command == NULL && cli->program->extend_manifest != NULL)
+            cli->program->extend_manifest(manifest);
+        rl_cli_print_json(cli, manifest);
+        json_decref(manifest);
+        return RL_CLI_EXIT_OK;
+    }
+    rl_cli_help(stdout, &cli->out, cli->program, command);
+    return RL_CLI_EXIT_OK;
+}
+
+/* ---- output ---- */
+
+void rl_cli_print_json(const rl_cli_t *cli, const json_t *value)
+{
+    size_t flags = JSON_REAL_PRECISION(12);
+
+    flags |= (cli->program->output & RL_CLI_PRETTY_JSON) && cli->out.tty ? JSON_INDENT(2) : JSON_COMPACT;
+    json_dumpf(value, stdout, flags);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+int rl_cli_report(const rl_cli_t *cli, int status, const char *message, json_t *extra)
+{
+    if (cli->json && !(cli->program->output & RL_CLI_ERRORS_ON_STDERR)) {
+        json_t *error = json_pack("{s:s}", "error", message);
+        if (extra != NULL)
+            json_object_update(error, extra);
+        rl_cli_print_json(cli, error);
+        json_decref(error);
+    } else {
+        fprintf(stderr, "%s%s:%s %s\n", rl_term_style(&cli->err, RL_TERM_RED), cli->program->name,
+                rl_term_style(&cli->err, RL_TERM_RESET), message);
+    }
+    json_decref(extra);
+    return status;
+}
+
+void rl_cli_note(const rl_cli_t *cli, const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs(rl_term_style(&cli->err, RL_TERM_DIM), stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", rl_term_style(&cli->err, RL_TERM_RESET));
+}
+
+const char *rl_cli_style(const rl_cli_t *cli, rl_term_style_t style)
+{
+    return rl_term_style(&cli->out, style);
+}
+
+const char *rl_cli_str(const json_t *object, const char *key)
+{
+    const char *value = json_string_value(json_object_get(object, key));
+
+    return value != NULL ? value : "";
 }

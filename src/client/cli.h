@@ -52,16 +52,27 @@ typedef struct rl_cli_exit {
     const char *meaning; /* NULL ends a table */
 } rl_cli_exit_t;
 
+/* How a program writes: see rl_cli_main. */
+enum {
+    RL_CLI_JSON_WHEN_PIPED = 1, /* JSON output when stdout is not a terminal, not only with --json */
+    RL_CLI_PRETTY_JSON = 2,     /* JSON written to a terminal is indented */
+    RL_CLI_ERRORS_ON_STDERR = 4 /* errors are text on stderr even in JSON mode (stdout carries data lines) */
+};
+
 typedef struct rl_cli_program {
     const char *name;
     const char *version;
     const char *summary;
     const rl_cli_command_t *commands;
     size_t ncommands;
-    const rl_cli_flag_t *global_flags; /* accepted by every command, ended by {NULL} */
-    const rl_cli_env_t *env;           /* documented environment variables, or NULL */
-    const rl_cli_exit_t *exit_codes;   /* ended by {0, NULL}; or NULL */
+    const rl_cli_flag_t *global_flags;         /* accepted by every command, ended by {NULL} */
+    const rl_cli_env_t *env;                   /* documented environment variables, or NULL */
+    const rl_cli_exit_t *exit_codes;           /* ended by {0, NULL}; or NULL */
+    int output;                                /* RL_CLI_* flags */
+    void (*extend_manifest)(json_t *manifest); /* adds program facts to `help --json`, or NULL */
 } rl_cli_program_t;
+
+struct rl_cli;
 
 typedef struct rl_cli_args {
     const rl_cli_program_t *program;
@@ -71,7 +82,20 @@ typedef struct rl_cli_args {
     const rl_cli_flag_t *flags[RL_CLI_MAX_FLAGS]; /* flags given, in order */
     const char *values[RL_CLI_MAX_FLAGS];         /* their values; "" for switches */
     int nflags;
+    struct rl_cli *cli; /* set by rl_cli_main; NULL after rl_cli_parse alone */
 } rl_cli_args_t;
+
+/* The output side of a running program, shared by its commands. */
+typedef struct rl_cli {
+    const rl_cli_program_t *program;
+    int json;      /* results as JSON: --json, or a pipe under RL_CLI_JSON_WHEN_PIPED */
+    int json_flag; /* --json was given */
+    rl_term_t out; /* stdout */
+    rl_term_t err; /* stderr */
+} rl_cli_t;
+
+/* Exit statuses every program shares; a program's own start at 3. */
+enum { RL_CLI_EXIT_OK = 0, RL_CLI_EXIT_RUNTIME = 1, RL_CLI_EXIT_USAGE = 2 };
 
 /* Finds a command by name, or NULL. */
 const rl_cli_command_t *rl_cli_find(const rl_cli_program_t *program, const char *name);
@@ -98,5 +122,34 @@ void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *progr
  * command, that command's object alone. A new reference.
  */
 json_t *rl_cli_manifest(const rl_cli_program_t *program, const rl_cli_command_t *command);
+
+/*
+ * The main of a program: looks at the terminals, settles the output mode
+ * (before parsing, so that a usage error already comes out in the right
+ * form), parses argv, answers --help and the `help` command, and runs the
+ * command. Returns the exit status. cli lives as long as the program (commands reach it through
+ * args->cli).
+ */
+int rl_cli_main(rl_cli_t *cli, const rl_cli_program_t *program, int argc, char **argv);
+/*
+ * The `help [command]` command, for a program's table: text, piped or not
+ * (help is read, often through a pager), or the manifest with --json.
+ */
+int rl_cli_run_help(const rl_cli_args_t *args);
+
+/* Writes value as one JSON line on stdout (indented on a terminal under RL_CLI_PRETTY_JSON) and flushes. */
+void rl_cli_print_json(const rl_cli_t *cli, const json_t *value);
+/*
+ * Reports an error and returns status: {"error": message, ...extra} on
+ * stdout in JSON mode, else "program: message" on stderr. Steals extra (more
+ * JSON fields, or NULL).
+ */
+int rl_cli_report(const rl_cli_t *cli, int status, const char *message, json_t *extra);
+/* A note for people on stderr, dimmed on a terminal; never in the JSON of stdout. */
+void rl_cli_note(const rl_cli_t *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The escape sequence of a style on stdout, or "". */
+const char *rl_cli_style(const rl_cli_t *cli, rl_term_style_t style);
+/* The string member key of object, or "" when it is absent or not a string. */
+const char *rl_cli_str(const json_t *object, const char *key);
 
 #endif

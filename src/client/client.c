@@ -170,9 +170,62 @@ static int classify(CURLcode code, const capture_t *capture)
         return RL_CLIENT_E_CONNECT;
     case CURLE_OPERATION_TIMEDOUT:
         return RL_CLIENT_E_TIMEOUT;
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+        return RL_CLIENT_E_TRUST;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        return RL_CLIENT_E_USAGE;
     default:
         return RL_CLIENT_E_TRANSFER;
     }
+}
+
+/* libcurl's failures in our words, one row each; a code not listed gets the last row's. */
+static const struct failure {
+    CURLcode code;
+    int reach; /* no answer could begin */
+    const char *text;
+} failures[] = {
+    {CURLE_COULDNT_RESOLVE_HOST, 1, "no such host name"},
+    {CURLE_COULDNT_RESOLVE_PROXY, 1, "the proxy's host name does not resolve"},
+    {CURLE_COULDNT_CONNECT, 1, "nothing answers there (is the server running, on that port?)"},
+    {CURLE_OPERATION_TIMEDOUT, 1, "no answer in time"},
+    {CURLE_SSL_CONNECT_ERROR, 1, "the TLS handshake failed (is it an HTTPS server?)"},
+    {CURLE_PEER_FAILED_VERIFICATION, 1,
+     "its certificate is not trusted (for a private CA, point CURL_CA_BUNDLE at its certificate)"},
+    {CURLE_SSL_CACERT_BADFILE, 1, "the CA bundle (CURL_CA_BUNDLE) cannot be read"},
+    {CURLE_UNSUPPORTED_PROTOCOL, 1, "the URL is not http:// or https://"},
+    {CURLE_URL_MALFORMAT, 1, "the URL is malformed"},
+    {CURLE_PARTIAL_FILE, 0, "the connection broke before the answer was complete"},
+    {CURLE_RECV_ERROR, 0, "the connection broke before the answer was complete"},
+    {CURLE_GOT_NOTHING, 0, "the server closed the connection without answering"},
+    {CURLE_SEND_ERROR, 0, "the connection broke while the request was being sent"},
+    {CURLE_WRITE_ERROR, 0, "the answer could not be kept"},
+    {CURLE_BAD_CONTENT_ENCODING, 0, "the answer's compression is broken"},
+    {CURLE_TOO_MANY_REDIRECTS, 0, "too many redirects"},
+    {CURLE_OK, 0, "the exchange failed"},
+};
+
+static const struct failure *failure_of(int code)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < sizeof(failures) / sizeof(failures[0]); ++i) {
+        if ((int)failures[i].code == code)
+            break;
+    }
+    return &failures[i];
+}
+
+const char *rl_client_failure_text(int curl_code)
+{
+    return failure_of(curl_code)->text;
+}
+
+int rl_client_failure_is_reach(int curl_code)
+{
+    return failure_of(curl_code)->reach;
 }
 
 int rl_client_get(rl_client_t *client, const char *path, const char *const *headers, rl_client_response_t *response)
@@ -237,9 +290,12 @@ int rl_client_request(rl_client_t *client, const char *method, const char *path,
         if (err == RL_CLIENT_E_TOO_LARGE)
             snprintf(response->error, sizeof(response->error), "the answer from %s is larger than %zu bytes",
                      client->base, client->options.max_body);
-        else
+        else if (rl_client_failure_is_reach(code))
             snprintf(response->error, sizeof(response->error), "cannot reach %s: %s", client->base,
-                     curl_easy_strerror(code));
+                     rl_client_failure_text(code));
+        else
+            snprintf(response->error, sizeof(response->error), "no complete answer from %s: %s", client->base,
+                     rl_client_failure_text(code));
         response->status = 0;
         return err;
     }

@@ -32,6 +32,8 @@ typedef enum rl_client_error {
     RL_CLIENT_E_TIMEOUT = -3,   /* no complete answer in time */
     RL_CLIENT_E_TOO_LARGE = -4, /* the body passed max_body */
     RL_CLIENT_E_TRANSFER = -5,  /* anything else on the wire */
+    RL_CLIENT_E_STOPPED = -6,   /* rl_retry_request: the caller stopped the retries */
+    RL_CLIENT_E_TRUST = -7,     /* the server's certificate is not trusted (or the CA bundle is unreadable) */
 } rl_client_error_t;
 
 typedef struct rl_client_response {
@@ -39,7 +41,7 @@ typedef struct rl_client_response {
     char *body;  /* NUL-terminated (the NUL is not counted in len); owned by the response */
     size_t len;
     char content_type[128]; /* "" when absent */
-    char error[256];        /* why the request failed, for people; "" on success */
+    char error[256];        /* why the request failed, for people, naming the server once; "" on success */
     /* Headers the relay's clients act on ("" or -1 when absent). */
     char request_id[72];          /* X-Request-ID: log it with every error (spec client rule 6) */
     long retry_after_s;           /* Retry-After */
@@ -82,6 +84,18 @@ int rl_client_get(rl_client_t *client, const char *path, const char *const *head
 int rl_client_request(rl_client_t *client, const char *method, const char *path, const char *const *headers,
                       const void *body, size_t len, rl_client_response_t *response);
 void rl_client_response_free(rl_client_response_t *response);
+
+/*
+ * Our words for a libcurl failure (a CURLcode), for people: what happened,
+ * without naming the server, never curl's own wording ("Transferred a
+ * partial file"). Static text.
+ */
+const char *rl_client_failure_text(int curl_code);
+/*
+ * Whether a libcurl failure happened before any answer could begin
+ * (resolution, connection, TLS): "cannot reach" is then the right verb.
+ */
+int rl_client_failure_is_reach(int curl_code);
 
 /* Percent-escapes s for a URL path segment or query value. Returns a malloc'd string, or NULL. */
 char *rl_client_escape(const char *s);

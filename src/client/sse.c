@@ -4,6 +4,8 @@
  */
 #include "client/sse.h"
 #include "client/client.h"
+#include "client/backoff.h"
+#include "common/clock.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -177,7 +179,7 @@ struct rl_sse_stream {
     char *url, *user_agent;
     char **headers;
     size_t nheaders;
-    long connect_timeout_ms, idle_timeout_ms, backoff_initial_ms, backoff_max_ms;
+    long connect_timeout_ms, idle_timeout_ms, backoff_initial_ms;
     int max_attempts;
     rl_sse_on_event_t on_event;
     rl_sse_on_state_t on_state;
@@ -193,20 +195,12 @@ struct rl_sse_stream {
     char error_body[ERROR_BODY_MAX + 1];
     char request_id[72]; /* X-Request-ID of the last answer (spec client rule 6: logged with errors) */
     size_t error_len;
-    long backoff_ms;         /* the wait before the next failed-connection retry */
+    rl_backoff_t backoff;    /* the wait before the next failed-connection retry */
     int failures;            /* consecutive connections that never answered 200 */
     int64_t next_attempt_at; /* monotonic ms; 0: now */
     int64_t last_read_at;
     int over; /* RL_SSE_E_* once the stream is over for good */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static char *copy(const char *s)
 {
@@ -243,9 +237,8 @@ int rl_sse_stream_new(const rl_sse_options_t *options, rl_sse_stream_t **out)
     }
     stream->connect_timeout_ms = options->connect_timeout_ms > 0 ? options->connect_timeout_ms : 5000;
     stream->idle_timeout_ms = options->idle_timeout_ms > 0 ? options->idle_timeout_ms : 60000;
-    stream->backoff_initial_ms = options->backoff_initial_ms > 0 ? options->backoff_initial_ms : 1000;
-    stream->backoff_max_ms = options->backoff_max_ms > 0 ? options->backoff_max_ms : 30000;
-    stream->backoff_ms = stream->backoff_initial_ms;
+    rl_backoff_init(&stream->backoff, options->backoff_initial_ms, options->backoff_max_ms);
+    stream->backoff_initial_ms = stream->backoff.first_ms;
     stream->max_attempts = options->max_attempts;
     stream->on_event = options->on_event;
     stream->on_state = options->on_state;
@@ -299,7 +292,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
     rl_sse_stream_t *stream = userdata;
     size_t len = size * nmemb;
 
-    stream->last_read_at = now_ms();
+    stream->last_read_at = rl_clock_mono_ms();
     if (stream->status == 0)
         curl_easy_getinfo(stream->easy, CURLINFO_RESPONSE_CODE, &stream->status);
     if (stream->status != 200) {
@@ -314,7 +307,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
         stream->connected = 1;
         /* spec: reconnect backoff resets after a successful open. */
         stream->failures = 0;
-        stream->backoff_ms = stream->backoff_initial_ms;
+        rl_backoff_reset(&stream->backoff);
         if (stream->on_state != NULL)
             stream->on_state(stream->user, RL_SSE_CONNECTED, 200, "connected", 0);
     }
@@ -382,7 +375,7 @@ static int start_connection(rl_sse_stream_t *stream)
     curl_easy_setopt(stream->easy, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(stream->easy, CURLOPT_HEADERDATA, stream);
     curl_easy_setopt(stream->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    stream->last_read_at = now_ms();
+    stream->last_read_at = rl_clock_mono_ms();
     if (curl_multi_add_handle(stream->multi, stream->easy) != CURLM_OK) {
         drop_connection(stream);
         return RL_SSE_E_NOMEM;
@@ -418,13 +411,11 @@ static void connection_ended(rl_sse_stream_t *stream, const char *why)
                 stream->on_state(stream->user, RL_SSE_DISCONNECTED, status, why, -1);
             return;
         }
-        delay = stream->backoff_ms;
-        stream->backoff_ms =
-            stream->backoff_ms * 2 < stream->backoff_max_ms ? stream->backoff_ms * 2 : stream->backoff_max_ms;
+        delay = rl_backoff_next(&stream->backoff);
     }
     if (retry_after > 0 && retry_after * 1000 > delay)
         delay = (long)retry_after * 1000;
-    stream->next_attempt_at = now_ms() + delay;
+    stream->next_attempt_at = rl_clock_mono_ms() + delay;
     if (stream->on_state != NULL)
         stream->on_state(stream->user, RL_SSE_DISCONNECTED, status, why, delay);
 }
@@ -442,7 +433,7 @@ static void reap(rl_sse_stream_t *stream)
         else if (msg->data.result == CURLE_OK)
             connection_ended(stream, "the server ended the stream");
         else
-            connection_ended(stream, curl_easy_strerror(msg->data.result));
+            connection_ended(stream, rl_client_failure_text(msg->data.result));
         return;
     }
 }
@@ -451,7 +442,7 @@ int rl_sse_stream_wait(rl_sse_stream_t *stream, const int *fds, int nfds, long t
 {
     struct curl_waitfd extra[MAX_WAIT_FDS];
     struct pollfd pfds[MAX_WAIT_FDS];
-    int64_t now = now_ms();
+    int64_t now = rl_clock_mono_ms();
     long wait = timeout_ms;
     int i, running;
 
@@ -488,7 +479,7 @@ int rl_sse_stream_wait(rl_sse_stream_t *stream, const int *fds, int nfds, long t
     if (stream->over != 0)
         return stream->over;
     if (stream->easy != NULL) {
-        long idle_left = (long)(stream->last_read_at + stream->idle_timeout_ms - now_ms());
+        long idle_left = (long)(stream->last_read_at + stream->idle_timeout_ms - rl_clock_mono_ms());
         if (idle_left < wait)
             wait = idle_left > 0 ? idle_left : 0;
     }
@@ -506,7 +497,7 @@ int rl_sse_stream_wait(rl_sse_stream_t *stream, const int *fds, int nfds, long t
     }
     curl_multi_perform(stream->multi, &running);
     reap(stream);
-    if (stream->easy != NULL && now_ms() - stream->last_read_at >= stream->idle_timeout_ms)
+    if (stream->easy != NULL && rl_clock_mono_ms() - stream->last_read_at >= stream->idle_timeout_ms)
         connection_ended(stream, "nothing arrived within the idle timeout");
     return stream->over;
 }

@@ -12,6 +12,7 @@
 
 #include "client/ws.h"
 #include "client/client.h"
+#include "common/clock.h"
 
 #define DEFAULT_TIMEOUT_MS  10000L
 #define DEFAULT_MAX_MESSAGE (1024u * 1024u)
@@ -32,13 +33,6 @@ struct rl_ws {
     int eof;
 };
 
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-}
-
 void rl_ws_accept_for(const char *key, char out[29])
 {
     static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -54,7 +48,7 @@ void rl_ws_accept_for(const char *key, char out[29])
 static int wait_fd(curl_socket_t fd, short events, long deadline)
 {
     struct pollfd p = {.fd = fd, .events = events};
-    long left = deadline - now_ms();
+    long left = deadline - (long)rl_clock_mono_ms();
 
     if (left <= 0)
         return -1;
@@ -304,7 +298,7 @@ int rl_ws_connect(const rl_ws_options_t *options, rl_ws_t **out, long *status, c
         .on_msg_recv_callback = on_msg,
     };
     long timeout = options->timeout_ms > 0 ? options->timeout_ms : DEFAULT_TIMEOUT_MS;
-    long deadline = now_ms() + timeout;
+    long deadline = (long)rl_clock_mono_ms() + timeout;
     char url[2048];
     rl_ws_t *ws;
     CURLcode rc;
@@ -340,7 +334,7 @@ int rl_ws_connect(const rl_ws_options_t *options, rl_ws_t **out, long *status, c
     curl_easy_setopt(ws->curl, CURLOPT_SSL_ENABLE_ALPN, 0L);
     rc = curl_easy_perform(ws->curl);
     if (rc != CURLE_OK) {
-        snprintf(err, errsz, "%s", curl_easy_strerror(rc));
+        snprintf(err, errsz, "%s", rl_client_failure_text(rc));
         result = RL_WS_E_CONNECT;
         goto fail;
     }

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -17,6 +18,21 @@ int64_t rl_clock_mono_us(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t rl_clock_mono_ms(void)
+{
+    return rl_clock_mono_us() / 1000;
+}
+
+void rl_clock_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    if (ms <= 0)
+        return;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 void rl_clock_iso8601(int64_t ms, char *buf)

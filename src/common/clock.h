@@ -8,6 +8,14 @@
 int64_t rl_clock_now_ms(void);
 /* Monotonic clock in microseconds, for durations only. */
 int64_t rl_clock_mono_us(void);
+/* Monotonic clock in milliseconds: deadlines and timers of the client programs. */
+int64_t rl_clock_mono_ms(void);
+/*
+ * Sleeps ms milliseconds, resuming after a signal interrupts it. For the
+ * blocking client programs only: the event loops of relayd and relay-bridge
+ * never sleep.
+ */
+void rl_clock_sleep_ms(long ms);
 /*
  * Formats epoch milliseconds as ISO 8601 UTC with millisecond precision
  * ("2026-11-21T05:56:20.123Z") into buf, which needs RL_ISO8601_LEN bytes.

@@ -10,6 +10,11 @@ static const struct {
 
 int rl_duration_parse(const char *text, int64_t *ms)
 {
+    return rl_duration_parse_default(text, 0, ms);
+}
+
+int rl_duration_parse_default(const char *text, int64_t bare_unit_ms, int64_t *ms)
+{
     int64_t value = 0;
     const char *p = text;
     size_t i;
@@ -21,6 +26,12 @@ int rl_duration_parse(const char *text, int64_t *ms)
             return -1;
         value = value * 10 + (*p - '0');
         ++p;
+    }
+    if (*p == '\0' && bare_unit_ms > 0) {
+        if (value > INT64_MAX / bare_unit_ms)
+            return -1;
+        *ms = value * bare_unit_ms;
+        return 0;
     }
     for (i = 0; i < sizeof(units) / sizeof(units[0]); ++i) {
         if (strcmp(p, units[i].suffix) == 0) {

@@ -24,6 +24,7 @@
     X(MESSAGE_NOT_FOUND, 404, "message_not_found", "the message does not exist")                                       \
     X(TASK_NOT_FOUND, 404, "task_not_found", "the task does not exist")                                                \
     X(PAIRING_NOT_FOUND, 404, "pairing_not_found", "no pending pairing matches this code or poll token")               \
+    X(GRANT_NOT_FOUND, 404, "grant_not_found", "the grant does not exist")                                             \
     X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")                         \
     X(IDEMPOTENCY_CONFLICT, 409, "idempotency_conflict",                                                               \
       "this idempotency key was already used with a different body")                                                   \

@@ -1,7 +1,9 @@
 /*
- * Structured logging: one JSON object per line on stderr. Loop thread and
- * helper threads may both log; each line is written with a single write(2).
- * Secrets must never be passed here: log ids, never tokens.
+ * Logging: one line per event on stderr. The daemons write one JSON object
+ * per line; the client programs switch to text lines that a person reads
+ * ("relay-bridge: warn: ..."). Loop thread and helper threads may both log;
+ * each line is written with a single write(2). Secrets must never be passed
+ * here: log ids, never tokens.
  */
 #ifndef RL_COMMON_LOG_H
 #define RL_COMMON_LOG_H
@@ -10,6 +12,12 @@
 
 typedef enum rl_log_level { RL_LOG_DEBUG, RL_LOG_INFO, RL_LOG_WARN, RL_LOG_ERROR } rl_log_level_t;
 
+/*
+ * Text lines instead of JSON from now on: "program: level: msg", then the
+ * other fields of rl_log_fields as key=value. NULL goes back to JSON (the
+ * default). Call it before starting threads.
+ */
+void rl_log_set_text(const char *program);
 /* Lines below this level are dropped. Default RL_LOG_INFO. */
 void rl_log_set_level(rl_log_level_t level);
 /* Whether a line at this level would be written: lets callers skip building it. */

@@ -18,6 +18,7 @@
 #include "relay/bridge.h"
 #include "relay/grants.h"
 #include "relay/hub.h"
+#include "relay/push.h"
 #include "relay/relay.h"
 #include "relay/updates.h"
 #include "relay/views.h"
@@ -157,9 +158,12 @@ static void on_approval_requested(rl_store_op_t *base)
     } else if (!rl_bridge_write_answer(call, &op->w)) {
         if (op->auto_resolved)
             rl_updates_notify(relay->bus, call->principal, op->w.op.update_id);
-        else
-            rl_hub_publish(relay->hub, op->w.session.user_id, "approval_requested",
-                           rl_view_pending_approval(op->w.op.value));
+        else {
+            json_t *event = rl_view_pending_approval(op->w.op.value);
+            /* The user's devices hear of it even with the app closed (docs/web.md). */
+            rl_push_approval_requested(relay->push, op->w.session.user_id, event);
+            rl_hub_publish(relay->hub, op->w.session.user_id, "approval_requested", event);
+        }
     }
     rl_call_release(call);
 }

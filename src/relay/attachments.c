@@ -3,7 +3,7 @@
  * a signed, expiring URL that every delivery of a message hydrates.
  *
  * An upload's body arrives in h2o's socket buffer, which is file-backed once
- * it grows past a few megabytes. It is copied into DATA/attachments one
+ * it grows past a few megabytes. It is copied into --attachments one
  * slice per loop turn, so that a large upload never holds the loop for long;
  * the file is written under a temporary name and renamed once complete.
  */
@@ -52,7 +52,14 @@ int rl_attachments_open(rl_relay_t *relay)
     int fd;
     ssize_t got;
 
-    snprintf(path, sizeof(path), "%s/attachments", relay->config.data);
+    /* Several nodes must share one folder (--attachments): each serves what any of them stored. */
+    if (relay->config.attachments[0] == '\0' &&
+        (size_t)snprintf(relay->config.attachments, sizeof(relay->config.attachments), "%s/attachments",
+                         relay->config.data) >= sizeof(relay->config.attachments)) {
+        rl_log_error("the data folder path is too long");
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s", relay->config.attachments);
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
         rl_log_error("cannot create %s: %s", path, strerror(errno));
         return -1;
@@ -338,7 +345,7 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
     upload->call = call;
     upload->relay = relay;
     rl_rand_id(upload->key, sizeof(upload->key), "att_", KEY_CHARS);
-    snprintf(upload->final_path, sizeof(upload->final_path), "%s/attachments/%s", relay->config.data, upload->key);
+    snprintf(upload->final_path, sizeof(upload->final_path), "%s/%s", relay->config.attachments, upload->key);
     snprintf(upload->part_path, sizeof(upload->part_path), "%s.part", upload->final_path);
     upload->fd = open(upload->part_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     rl_call_hold(call);
@@ -366,7 +373,7 @@ static void on_file_meta(rl_store_op_t *base)
     } else {
         h2o_req_t *req = call->req;
         const char *mime = op->row.mime;
-        snprintf(path, sizeof(path), "%s/attachments/%s", relay->config.data, op->row.key);
+        snprintf(path, sizeof(path), "%s/%s", relay->config.attachments, op->row.key);
         call->responded = 1;
         call->status = 200;
         rl__call_common_headers(call);

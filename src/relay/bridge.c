@@ -25,6 +25,7 @@
 #include "relay/deltas.h"
 #include "relay/hub.h"
 #include "relay/manifest.h"
+#include "relay/push.h"
 #include "relay/relay.h"
 #include "relay/text.h"
 #include "relay/token.h"
@@ -393,6 +394,8 @@ static void on_message_ended(rl_store_op_t *base)
         json_t *message = w->op.value;
         rl_deltas_finalized(relay->deltas, op->message_id);
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
+        /* A finished reply reaches the user's devices when no stream of theirs is open (docs/web.md). */
+        rl_push_reply_finalized(relay->push, w->session.user_id, message);
         rl_hub_publish(relay->hub, w->session.user_id, "message_finalized", json_incref(message));
     }
     rl_call_release(call);

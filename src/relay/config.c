@@ -34,6 +34,8 @@ static const struct setting settings[] = {
     STRING("listen", listen, "127.0.0.1:8080", "address to listen on, HOST:PORT"),
     STRING("data", data, "data", "data folder (SQLite store, signing key, attachments)"),
     STRING("store", store, "", "the store: sqlite:PATH or postgres://... (default: the data folder's relay.db)"),
+    STRING("attachments", attachments, "",
+           "folder of uploaded files (default DATA/attachments); several nodes must share one"),
     STRING("bus", bus, "local", "the bus between relay nodes: local (one node) or redis://[:password@]HOST:PORT/N"),
     STRING("log-level", log_level, "info", "debug, info, warn or error"),
     STRING("public-url", public_url, "", "base URL clients use to reach this relay (default http(s)://LISTEN)"),
@@ -57,6 +59,16 @@ static const struct setting settings[] = {
     DURATION("request-timeout", request_timeout, "10s", "time a client has to send a request head and body"),
     DURATION("attachment-url-ttl", attachment_url_ttl, "1h", "lifetime of a signed attachment download URL"),
     COUNT("sse-buffer-events", sse_buffer_events, "256", "events kept per user for stream resume"),
+    COUNT("store-queue-max", store_queue_max, "4096",
+          "store operations waiting for the database past which requests get 503 at once"),
+    COUNT("delta-backlog-max", delta_backlog_max, "16384",
+          "streamed deltas not yet stored past which new ones get 503 at once"),
+    STRING("oidc-client-id", oidc_client_id, "", "client id of the web app at --jwt-issuer (sign-in with PKCE)"),
+    STRING("oidc-scope", oidc_scope, "openid offline_access", "scopes the web app asks --jwt-issuer for"),
+    STRING("web-connect-src", web_connect_src, "", "more origins the web app may fetch from, space-separated"),
+    DURATION("web-token-ttl", web_token_ttl, "30d", "lifetime of the token a sign-in link is exchanged for"),
+    STRING("push-subject", push_subject, "", "contact sent to push services, mailto: or https: (default --public-url)"),
+    STRING("push-endpoints", push_endpoints, "https", "push services allowed: https, or any (plain http too)"),
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -190,6 +202,14 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
         fprintf(stderr, "relayd: --jwks-file and --jwks-url need --jwt-issuer and --jwt-audience\n");
         return -1;
     }
+    if (strcmp(config->push_endpoints, "https") != 0 && strcmp(config->push_endpoints, "any") != 0) {
+        fprintf(stderr, "relayd: --push-endpoints must be https or any\n");
+        return -1;
+    }
+    if (config->oidc_client_id[0] != '\0' && config->jwt_issuer[0] == '\0') {
+        fprintf(stderr, "relayd: --oidc-client-id needs --jwt-issuer (and --jwks-url or --jwks-file)\n");
+        return -1;
+    }
     if (config->jwks_file[0] != '\0' && config->jwks_url[0] != '\0') {
         fprintf(stderr, "relayd: give --jwks-file or --jwks-url, not both\n");
         return -1;
@@ -202,7 +222,8 @@ void rl_config_usage(FILE *out)
     size_t i;
 
     fprintf(out, "usage: relayd [--listen HOST:PORT] [--data DIR] [settings...]\n"
-                 "       relayd token USER [--data DIR] [--ttl DURATION]\n\n"
+                 "       relayd token USER [--data DIR] [--ttl DURATION]\n"
+                 "       relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n\n"
                  "Runs the relay in the foreground; logs go to stderr as JSON lines.\n"
                  "Each setting may also come from the environment variable shown.\n\n");
     for (i = 0; i < NSETTINGS; ++i) {

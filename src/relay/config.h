@@ -14,6 +14,7 @@ typedef struct rl_config {
     char data[1024];
     char store[1024]; /* "" for the data folder's relay.db */
     char bus[1024];
+    char attachments[1024]; /* "" for DATA/attachments */
     char log_level[16];
     char public_url[512];
     char tls_cert[1024]; /* "" for plain HTTP */
@@ -38,6 +39,15 @@ typedef struct rl_config {
     int64_t request_timeout;
     int64_t attachment_url_ttl;
     int64_t sse_buffer_events;
+    int64_t store_queue_max; /* shedding: see config.c */
+    int64_t delta_backlog_max;
+    /* The web client (docs/web.md). */
+    char oidc_client_id[256]; /* "" unless the app signs in through --jwt-issuer with PKCE */
+    char oidc_scope[256];
+    char web_connect_src[1024]; /* more origins the app may fetch from (an identity provider's token endpoint) */
+    int64_t web_token_ttl;      /* lifetime of a token exchanged for a sign-in link */
+    char push_subject[512];     /* VAPID contact; default the public URL */
+    char push_endpoints[8];     /* "https", or "any" to allow plain http push services (tests) */
 } rl_config_t;
 
 /*

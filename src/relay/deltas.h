@@ -1,5 +1,5 @@
 /*
- * Streamed deltas (POST /v1/bridge/sendMessageDelta) on the fast path, and
+ * Streamed deltas (POST /v1/bridge/sendMessageDelta), answered once durable, and
  * the rules of a streamed message's stored deltas. Loop thread only, but for
  * the functions marked "in a transaction", which run on the store's worker.
  */
@@ -26,6 +26,13 @@ typedef struct rl_delta_row {
     int64_t seq;
     const char *message_id, *key, *body_hash, *delta; /* all into text[] */
     size_t delta_len;
+    /* The first delta of a message in a batch names its installation: its run is checked (deltas.c). */
+    const char *installation_id;
+    /* Set by the write: 0, or why this delta's run was not written. */
+    int outcome;
+    /* The loop's: the call waiting for the answer, and the message's record. */
+    rl_call_t *call;
+    void *record;
     char text[];
 } rl_delta_row_t;
 
@@ -38,8 +45,19 @@ rl_delta_batch_t *rl_delta_batch_new(void);
 /* Copies one delta in; 0, or -1 when out of memory. */
 int rl_delta_batch_add(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
                        size_t delta_len, const char *key, const char *body_hash);
+/* As rl_delta_batch_add, for a call waiting on it; the new row, or NULL. */
+rl_delta_row_t *rl_delta_batch_add_for(rl_delta_batch_t *batch, const char *message_id, int64_t seq, const char *delta,
+                                       size_t delta_len, const char *key, const char *body_hash, rl_call_t *call,
+                                       void *record);
 void rl_delta_batch_free(rl_delta_batch_t *batch);
-/* In a transaction: writes a batch, one run (row) per message and run of consecutive seqs. */
+/*
+ * In a transaction: writes a batch, one run (row) per message and run of
+ * consecutive seqs. A run whose first row names its installation is checked
+ * first, and its rows' outcome says why it was not written:
+ * RL_E_MESSAGE_NOT_FOUND, RL_E_SESSION_DELETED, RL_E_MESSAGE_FINALIZED, or
+ * RL_E_CONFLICT (the store's next seq is not where the run starts: another
+ * node wrote to the message). Other errors fail the whole write.
+ */
 int rl_delta_batch_write(rl_txn_t *txn, rl_delta_batch_t *batch);
 
 rl_deltas_t *rl_deltas_new(struct rl_relay *relay);
@@ -47,7 +65,7 @@ void rl_deltas_free(rl_deltas_t *deltas);
 int rl_bridge_send_delta(rl_call_t *call);
 /* Queues every pending delta for the store now; what is queued after lands after them. */
 void rl_deltas_flush(rl_deltas_t *deltas);
-/* Deltas answered and not yet handed to the store. */
+/* Deltas not yet answered: pending, or batches in the store. */
 size_t rl_deltas_pending(rl_deltas_t *deltas);
 /* Forgets records unused for a while; housekeeping. */
 void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms);

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "http/call.h"
 #include "store/store.h"
 
 /*
@@ -25,5 +26,17 @@ int rl_grant_find(rl_txn_t *txn, const char *installation_id, const char *action
  * *value point into approval (a view) or are literals.
  */
 void rl_grant_of_decision(json_t *approval, const char **scope, const char **value);
+
+/*
+ * The user's grants, to see and revoke (docs/api.md): GET /v1/me/grants and
+ * DELETE /v1/me/grants/:id. A grant's id is "grt_" and 16 hex digits of a
+ * SHA-256 of its (installation, action, scope, scope_value), so ids need no
+ * storage and a grant made again after a revoke gets the same id.
+ */
+#define RL_GRANT_ID_LEN 20
+/* The grant's id into out (RL_GRANT_ID_LEN + 1 bytes). */
+void rl_grant_id(const rl_grant_row_t *grant, char *out);
+int rl_grants_list(rl_call_t *call);
+int rl_grant_revoke(rl_call_t *call);
 
 #endif

@@ -5,6 +5,7 @@
 #include "relay/auth.h"
 #include "relay/deltas.h"
 #include "relay/housekeeping.h"
+#include "relay/me.h"
 #include "relay/ops.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
@@ -37,7 +38,9 @@ static int purge_run(rl_txn_t *txn, rl_store_op_t *base)
         (result = RL_TXN(txn, idempotency_purge, op->now - op->idempotency_ttl)) != 0 ||
         (result = RL_TXN(txn, delta_keys_purge, op->now - op->idempotency_ttl)) != 0 ||
         /* spec: updates older than the replay window are never replayed; the history covers them. */
-        (result = RL_TXN(txn, updates_purge, op->now - op->replay_window)) != 0)
+        (result = RL_TXN(txn, updates_purge, op->now - op->replay_window)) != 0 ||
+        /* The web client's sign-in codes live minutes (docs/web.md). */
+        (result = RL_TXN(txn, login_codes_purge, op->now)) != 0)
         return result;
     return RL_TXN(txn, tasks_purge, op->now - TASK_KEEP_MS);
 }
@@ -54,22 +57,36 @@ static void on_purged(rl_store_op_t *base)
         rl_log_info("purged %lld sessions past their delete grace", (long long)op->sessions);
 }
 
+/* The purge changes what every node shares: one node runs it (the bus's lease). */
+static void on_lease(int held, void *arg)
+{
+    rl_housekeeping_t *housekeeping = arg;
+    rl_relay_t *relay = housekeeping->relay;
+    struct purge *op;
+
+    if (!held)
+        return;
+    op = rl_op_new(&purge_type, sizeof(*op));
+    op->now = rl_clock_now_ms();
+    op->delete_grace = relay->config.delete_grace;
+    op->idempotency_ttl = relay->config.idempotency_ttl;
+    op->replay_window = relay->config.replay_window;
+    rl_store_submit(relay->store, &op->op.base, on_purged, housekeeping);
+}
+
 static void on_period(h2o_timeout_entry_t *entry)
 {
     rl_housekeeping_t *housekeeping = H2O_STRUCT_FROM_MEMBER(rl_housekeeping_t, entry, entry);
     rl_relay_t *relay = housekeeping->relay;
     int64_t now = rl_clock_now_ms();
-    struct purge *op = rl_op_new(&purge_type, sizeof(*op));
 
+    /* What this node keeps for itself is trimmed here, on every node. */
     rl_ratelimit_sweep(relay->limiter, now);
     rl_bus_sweep(relay->bus, now);
     rl_auth_sweep(relay->auth, now);
     rl_deltas_sweep(relay->deltas, now);
-    op->now = now;
-    op->delete_grace = relay->config.delete_grace;
-    op->idempotency_ttl = relay->config.idempotency_ttl;
-    op->replay_window = relay->config.replay_window;
-    rl_store_submit(relay->store, &op->op.base, on_purged, housekeeping);
+    rl_me_cache_sweep(relay->me_cache, now);
+    rl_bus_lease(relay->bus, "housekeeping", relay->node_id, 2 * PERIOD_MS, on_lease, housekeeping);
     h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
 }
 

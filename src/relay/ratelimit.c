@@ -8,10 +8,13 @@
 #include "common/strmap.h"
 #include "relay/ratelimit.h"
 
-/* spec: the bucket table; "pairing" and "claim" are ours, for the unauthenticated pairing routes. */
+/*
+ * spec: the bucket table; "pairing" and "claim" are ours, for the unauthenticated pairing routes, and "login"
+ * for the web client's sign-in link exchange, per IP (docs/web.md).
+ */
 static const rl_bucket_spec_t buckets[] = {
-    {"msg", 30, 10},    {"delta", 200, 100}, {"task", 60, 30},   {"approval", 10, 2},
-    {"memory", 60, 20}, {"default", 30, 10}, {"pairing", 20, 1}, {"claim", 5, 0.1},
+    {"msg", 30, 10},     {"delta", 200, 100}, {"task", 60, 30},  {"approval", 10, 2}, {"memory", 60, 20},
+    {"default", 30, 10}, {"pairing", 20, 1},  {"claim", 5, 0.1}, {"login", 10, 0.5},
 };
 
 struct bucket_state {

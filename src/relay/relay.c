@@ -20,10 +20,15 @@
 #include "relay/housekeeping.h"
 #include "relay/hub.h"
 #include "relay/installations.h"
+#include "relay/keys.h"
+#include "relay/me.h"
+#include "relay/login.h"
+#include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
 #include "relay/token.h"
+#include "relay/webapp.h"
 
 #define RATE_KEYS_MAX 200000
 #define MAX_JSON_BODY (1024 * 1024)
@@ -170,7 +175,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     }
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
-        rl_auth_open(relay, &relay->auth) != 0 || rl_attachments_open(relay) != 0)
+        rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
+        rl_attachments_open(relay) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;
@@ -181,7 +187,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
     relay->sweeps = rl_sweeps_start(relay);
-    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL)
+    relay->me_cache = rl_me_cache_new(relay);
+    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL ||
+        relay->me_cache == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
@@ -191,6 +199,10 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
                  rl_http_server_tls(relay->server) ? "https" : "http", bound);
     relay->housekeeping = rl_housekeeping_start(relay);
     if (relay->housekeeping == NULL)
+        return -1;
+    /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
+    if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
+        rl_push_open(relay, &relay->push) != 0)
         return -1;
     rl_log_fields(RL_LOG_INFO,
                   json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data", config->data));
@@ -217,6 +229,9 @@ void rl_relay_stop(rl_relay_t *relay)
             rl_store_drain(relay->store);
         } while (rl_deltas_pending(relay->deltas) > 0);
     }
+    /* Its completions (the subscriptions a push goes to) ran in the drain; what it still sends is dropped. */
+    rl_push_close(relay->push);
+    relay->push = NULL;
     rl_bridge_ws_close_all(relay->sockets);
     if (h2o_timeout_is_linked(&relay->store_flush))
         h2o_timeout_unlink(&relay->store_flush);
@@ -234,6 +249,10 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->store = NULL;
     rl_auth_close(relay->auth);
     relay->auth = NULL;
+    rl_login_close(relay->login);
+    relay->login = NULL;
+    rl_webapp_close(relay->webapp);
+    relay->webapp = NULL;
     /*
      * The HTTP server, the bus and what hangs off live connections (streams
      * subscribed to the hub, bridge sockets) are left to the process exit:

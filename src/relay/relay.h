@@ -32,7 +32,11 @@ struct rl_hub;
 struct rl_bridge_ws;
 struct rl_deltas;
 struct rl_sweeps;
+struct rl_me_cache;
 struct rl_housekeeping;
+struct rl_webapp;
+struct rl_login;
+struct rl_push;
 
 typedef struct rl_relay {
     rl_config_t config;
@@ -40,13 +44,17 @@ typedef struct rl_relay {
     char node_id[24]; /* this process, unique across the nodes of a relay */
     rl_store_t *store;
     rl_bus_t *bus;
-    struct rl_hub *hub;             /* client events (hub.c) */
-    struct rl_ratelimit *limiter;   /* token buckets (ratelimit.c) */
-    struct rl_auth *auth;           /* token verification and what it remembers (auth.c) */
-    struct rl_bridge_ws *sockets;   /* bridge sockets of this node (bridge_ws.c) */
-    struct rl_deltas *deltas;       /* open messages and their pending deltas (deltas.c) */
-    struct rl_sweeps *sweeps;       /* the store's once-a-second sweeps (sweeps.c) */
+    struct rl_hub *hub;           /* client events (hub.c) */
+    struct rl_ratelimit *limiter; /* token buckets (ratelimit.c) */
+    struct rl_auth *auth;         /* token verification and what it remembers (auth.c) */
+    struct rl_bridge_ws *sockets; /* bridge sockets of this node (bridge_ws.c) */
+    struct rl_deltas *deltas;     /* open messages and their pending deltas (deltas.c) */
+    struct rl_sweeps *sweeps;     /* the store's once-a-second sweeps (sweeps.c) */
+    struct rl_me_cache *me_cache; /* answers of GET /v1/me (me.c) */
     struct rl_housekeeping *housekeeping;
+    struct rl_webapp *webapp;  /* the web client's files and policy (webapp.c) */
+    struct rl_login *login;    /* sign-in links (login.c) */
+    struct rl_push *push;      /* Web Push to the users' devices (push.c) */
     unsigned char url_key[32]; /* signs attachment download URLs (attachments.c) */
     rl_http_config_t http;
     rl_http_server_t *server;

@@ -16,15 +16,20 @@
 #include "common/duration.h"
 #include "common/log.h"
 #include "http/stop.h"
+#include "relay/login.h"
 #include "relay/auth.h"
 #include "relay/jwt.h"
+#include "relay/keys.h"
 #include "relay/relay.h"
 #include "store/migrate.h"
 
+#define TOKEN_USAGE "usage: relayd token USER [--data DIR] [--store URL] [--ttl DURATION]\n"
+
 static int token_command(int argc, char **argv)
 {
-    const char *user = NULL, *data = "data", *ttl_text = "30d";
+    const char *user = NULL, *data = "data", *ttl_text = "30d", *location = getenv("RELAY_STORE");
     rl_jwt_issuer_t *issuer = NULL;
+    rl_store_t *store = NULL;
     int64_t ttl_ms;
     char *token;
     int i;
@@ -36,6 +41,10 @@ static int token_command(int argc, char **argv)
             data = argv[++i];
         else if (strncmp(argv[i], "--data=", 7) == 0)
             data = argv[i] + 7;
+        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
+            location = argv[++i];
+        else if (strncmp(argv[i], "--store=", 8) == 0)
+            location = argv[i] + 8;
         else if (strcmp(argv[i], "--ttl") == 0 && i + 1 < argc)
             ttl_text = argv[++i];
         else if (strncmp(argv[i], "--ttl=", 6) == 0)
@@ -43,12 +52,12 @@ static int token_command(int argc, char **argv)
         else if (argv[i][0] != '-' && user == NULL)
             user = argv[i];
         else {
-            fprintf(stderr, "usage: relayd token USER [--data DIR] [--ttl DURATION]\n");
+            fprintf(stderr, TOKEN_USAGE);
             return 2;
         }
     }
     if (user == NULL) {
-        fprintf(stderr, "usage: relayd token USER [--data DIR] [--ttl DURATION]\n");
+        fprintf(stderr, TOKEN_USAGE);
         return 2;
     }
     if (rl_duration_parse(ttl_text, &ttl_ms) != 0 || ttl_ms < 1000) {
@@ -59,7 +68,12 @@ static int token_command(int argc, char **argv)
         fprintf(stderr, "relayd token: cannot create %s: %s\n", data, strerror(errno));
         return 1;
     }
-    if (rl_jwt_issuer_open(data, &issuer) != 0)
+    /* The issuer's key is the one every node of this relay shares: the store's (keys.c). */
+    if (rl_store_open_inline(location != NULL && location[0] != '\0' ? location : data, &store) != 0)
+        return 1;
+    i = rl_keys_sync(store, data);
+    rl_store_close(store);
+    if (i != 0 || rl_jwt_issuer_open(data, &issuer) != 0)
         return 1;
     token = rl_jwt_issuer_sign(issuer, RL_EMBEDDED_ISSUER, RL_EMBEDDED_AUDIENCE, user, rl_clock_now_ms() / 1000,
                                ttl_ms / 1000);
@@ -138,6 +152,8 @@ int main(int argc, char **argv)
         return token_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "migrate") == 0)
         return migrate_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "login-link") == 0)
+        return rl_login_link_command(argc, argv);
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);
     if (result != 0)
         return result > 0 ? 0 : 2;

@@ -9,14 +9,18 @@
 #include "relay/bridge.h"
 #include "relay/bridge_ws.h"
 #include "relay/deltas.h"
+#include "relay/grants.h"
 #include "relay/installations.h"
+#include "relay/login.h"
 #include "relay/manifest.h"
 #include "relay/me.h"
 #include "relay/messages.h"
 #include "relay/pairing.h"
+#include "relay/push.h"
 #include "relay/relay.h"
 #include "relay/sessions.h"
 #include "relay/stream.h"
+#include "relay/webapp.h"
 
 static int healthz(rl_call_t *call)
 {
@@ -69,6 +73,21 @@ const rl_route_t rl_relay_routes[] = {
      &rl_request_approval_schema, 0},
     {"POST", "/v1/bridge/uploadAttachment", rl_bridge_upload, RL_AUTH_BRIDGE, "default", NULL, RL_ROUTE_RAW_BODY,
      RL_ATTACHMENT_MAX},
+    /* The web client (docs/web.md): its files, how it signs in, grants and push subscriptions. */
+    {"GET", "/", rl_webapp_page, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/pair", rl_webapp_page, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/login", rl_webapp_page, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/sw.js", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/manifest.webmanifest", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/app/:version/:name", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/v1/web/config", rl_webapp_config, RL_AUTH_NONE, "default", NULL, 0},
+    {"POST", "/v1/login/exchange", rl_login_exchange, RL_AUTH_NONE, "login", &rl_login_exchange_schema, 0},
+    {"GET", "/v1/me/sessions", rl_sessions_list, RL_AUTH_USER, "default", NULL, 0},
+    {"GET", "/v1/me/grants", rl_grants_list, RL_AUTH_USER, "default", NULL, 0},
+    {"DELETE", "/v1/me/grants/:id", rl_grant_revoke, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/push-subscriptions", rl_push_subscribe, RL_AUTH_USER, "default", &rl_push_subscribe_schema, 0},
+    {"DELETE", "/v1/me/push-subscriptions", rl_push_unsubscribe, RL_AUTH_USER, "default", &rl_push_unsubscribe_schema,
+     0},
 };
 
 const size_t rl_relay_nroutes = sizeof(rl_relay_routes) / sizeof(rl_relay_routes[0]);

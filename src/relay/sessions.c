@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/rand.h"
+#include "http/query.h"
 #include "relay/deltas.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
@@ -305,5 +306,75 @@ int rl_session_cancel(rl_call_t *call)
     op->interaction_id = rl_op_str(op, call->body != NULL ? rl_body_string(call, "interaction_id") : NULL);
     op->now = rl_clock_now_ms();
     rl_op_submit_for(call, op, on_session_cancelled);
+    return 0;
+}
+
+/* ---- the list, deleted ones included (the web client's "restore" list) ---- */
+
+struct sessions_list {
+    rl_op_t op;
+    const char *user_id;
+    int deleted;
+    int64_t deleted_after;
+    rl_session_row_t *rows; /* result */
+    size_t count;
+};
+
+static int sessions_list_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct sessions_list *op = (void *)base;
+
+    if (op->deleted)
+        return RL_TXN(txn, sessions_deleted_of_user, op->user_id, op->deleted_after, &op->rows, &op->count);
+    return RL_TXN(txn, sessions_of_user, op->user_id, &op->rows, &op->count);
+}
+
+static const rl_store_op_type_t sessions_list_type = RL_OP_TYPE(sessions_list, 0, sessions_list_run);
+
+static void on_sessions_listed(rl_store_op_t *base)
+{
+    struct sessions_list *op = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+    json_t *sessions;
+    size_t i;
+
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else {
+        sessions = json_array();
+        for (i = 0; i < op->count; ++i)
+            json_array_append_new(sessions, rl_view_session(&op->rows[i], relay->config.delete_grace));
+        rl_call_reply(call, json_pack("{s:o}", "sessions", sessions));
+    }
+    rl_call_release(call);
+}
+
+int rl_sessions_list(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    struct sessions_list *op;
+    char state[16] = "";
+
+    switch (rl_query_param(call->req, "state", state, sizeof(state))) {
+    case 1:
+        break;
+    case 0:
+        if (strcmp(state, "deleted") == 0 || strcmp(state, "live") == 0)
+            break;
+        /* fall through */
+    default:
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "state", "code", "invalid_enum_value", "message",
+                                    "state must be live or deleted"),
+                          NULL);
+        return 0;
+    }
+    op = rl_op_new(&sessions_list_type, sizeof(*op));
+    op->user_id = rl_op_str(op, call->principal);
+    op->deleted = strcmp(state, "deleted") == 0;
+    /* brief: a deleted session can be restored for the grace period; after it, it is as good as gone. */
+    op->deleted_after = rl_clock_now_ms() - relay->config.delete_grace;
+    rl_op_submit_for(call, op, on_sessions_listed);
     return 0;
 }

@@ -29,6 +29,8 @@ int rl_session_live(rl_txn_t *txn, const char *user_id, const char *session_id, 
 int rl_session_create(rl_call_t *call);
 int rl_session_change(rl_call_t *call); /* route tag: rl_session_op_t */
 int rl_session_cancel(rl_call_t *call);
+/* GET /v1/me/sessions?state=deleted: the user's sessions (or those deleted and still restorable). */
+int rl_sessions_list(rl_call_t *call);
 extern const rl_schema_t rl_session_create_schema, rl_session_rename_schema, rl_session_cancel_schema;
 
 #endif

@@ -7,6 +7,8 @@
 #include "relay/sweeps.h"
 
 #define PERIOD_MS 1000
+/* One node runs the sweeps; if it goes, another takes over within this long. */
+#define LEASE_MS 3000
 
 /* One row per sweep: the operation it submits, and what follows its commit on the loop. */
 static const struct {
@@ -24,6 +26,8 @@ struct rl_sweeps {
     rl_relay_t *relay;
     h2o_timeout_t period;
     h2o_timeout_entry_t tick;
+    int asking;  /* a lease answer is awaited: it holds the struct */
+    int stopped; /* shutdown: no new sweep */
     struct sweep_run {
         rl_sweeps_t *sweeps;
         size_t index;
@@ -39,18 +43,33 @@ static void on_swept(rl_store_op_t *op)
     sweeps_table[run->index].done(run->sweeps->relay, op);
 }
 
-static void on_tick(h2o_timeout_entry_t *entry)
+/* The sweeps change what every node shares: one node at a time runs them (the bus's lease). */
+static void on_lease(int held, void *arg)
 {
-    rl_sweeps_t *sweeps = H2O_STRUCT_FROM_MEMBER(rl_sweeps_t, tick, entry);
+    rl_sweeps_t *sweeps = arg;
     rl_relay_t *relay = sweeps->relay;
     int64_t now = rl_clock_now_ms();
     size_t i;
 
+    sweeps->asking = 0;
+    if (!held || sweeps->stopped)
+        return;
     for (i = 0; i < NSWEEPS; ++i) {
         if (sweeps->runs[i].running)
             continue;
         sweeps->runs[i].running = 1;
         rl_store_submit(relay->store, sweeps_table[i].start(relay, now), on_swept, &sweeps->runs[i]);
+    }
+}
+
+static void on_tick(h2o_timeout_entry_t *entry)
+{
+    rl_sweeps_t *sweeps = H2O_STRUCT_FROM_MEMBER(rl_sweeps_t, tick, entry);
+    rl_relay_t *relay = sweeps->relay;
+
+    if (!sweeps->asking) {
+        sweeps->asking = 1;
+        rl_bus_lease(relay->bus, "sweeps", relay->node_id, LEASE_MS, on_lease, sweeps);
     }
     h2o_timeout_link(relay->loop, &sweeps->period, &sweeps->tick);
 }
@@ -75,7 +94,10 @@ rl_sweeps_t *rl_sweeps_start(rl_relay_t *relay)
 
 void rl_sweeps_stop(rl_sweeps_t *sweeps)
 {
-    if (sweeps != NULL && h2o_timeout_is_linked(&sweeps->tick))
+    if (sweeps == NULL)
+        return;
+    sweeps->stopped = 1;
+    if (h2o_timeout_is_linked(&sweeps->tick))
         h2o_timeout_unlink(&sweeps->tick);
 }
 

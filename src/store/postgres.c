@@ -89,12 +89,12 @@ struct pg_txn {
 /*
  * Each migration moves the schema one version up; they run in order, once,
  * each in a transaction that holds an advisory lock, so that nodes starting
- * together migrate once. Version 1 is the whole schema of SQLite version 8,
+ * together migrate once. Version 1 is the whole schema of SQLite version 10,
  * with the same tables and columns (the end-to-end tests read them by name);
  * a later SQLite migration gets its twin here.
  */
 static const char *const migrations[] = {
-    /* 1: every table of the relay as of SQLite schema 8. */
+    /* 1: every table of the relay as of SQLite schema 10. */
     "CREATE TABLE users ("
     "  id TEXT PRIMARY KEY,"
     "  created_at BIGINT NOT NULL);"
@@ -237,7 +237,26 @@ static const char *const migrations[] = {
     "  status_label TEXT,"
     "  created_at BIGINT NOT NULL,"
     "  updated_at BIGINT NOT NULL,"
-    "  PRIMARY KEY (installation_id, task_id));",
+    "  PRIMARY KEY (installation_id, task_id));"
+    /* The secrets every node of a relay shares: the token-signing and URL-signing keys. */
+    "CREATE TABLE secrets ("
+    "  name TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL,"
+    "  created_at BIGINT NOT NULL);"
+    /* The web client's sign-in codes (their SHA-256) and Web Push subscriptions. */
+    "CREATE TABLE login_codes ("
+    "  code_hash TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL,"
+    "  created_at BIGINT NOT NULL,"
+    "  expires_at BIGINT NOT NULL);"
+    "CREATE INDEX login_codes_expires ON login_codes(expires_at);"
+    "CREATE TABLE push_subscriptions ("
+    "  endpoint TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL REFERENCES users(id),"
+    "  p256dh TEXT NOT NULL,"
+    "  auth TEXT NOT NULL,"
+    "  created_at BIGINT NOT NULL);"
+    "CREATE INDEX push_subscriptions_user ON push_subscriptions(user_id, created_at);",
 };
 
 /* ---- waiting for the server, with a deadline --------------------------------------------------- */
@@ -1144,6 +1163,15 @@ static int pg_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_ro
     return get_all(TXN(txn), read_session, sizeof(**rows), (void **)rows, count, sql, "s", user_id);
 }
 
+static int pg_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after,
+                                       rl_session_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE user_id = $1 AND deleted_at > $2"
+                              " ORDER BY deleted_at DESC, id COLLATE \"C\"";
+
+    return get_all(TXN(txn), read_session, sizeof(**rows), (void **)rows, count, sql, "sI", user_id, deleted_after);
+}
+
 static int pg_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
 {
     /* Interactions and messages go with their session (ON DELETE CASCADE). */
@@ -1301,6 +1329,19 @@ static int pg_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_run_
         "SELECT message_id, seq, seq_last, delta, keys FROM message_deltas WHERE message_id = $1 ORDER BY seq";
 
     return get_all(TXN(txn), read_delta_run, sizeof(**rows), (void **)rows, count, sql, "s", message_id);
+}
+
+static int pg_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
+{
+    static const char *const sql[2] =
+        BY_KEY("SELECT seq_last FROM message_deltas WHERE message_id = $1 ORDER BY seq DESC LIMIT 1");
+    int64_t last = 0;
+    int result = get_one(TXN(txn), read_seq, &last, LOCKING(TXN(txn), sql), "s", message_id);
+
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    *next = last + 1;
+    return 0;
 }
 
 static int pg_delta_runs_delete(rl_txn_t *txn, const char *message_id)
@@ -1562,6 +1603,24 @@ static int pg_grants_of(rl_txn_t *txn, const char *installation_id, const char *
     return get_all(TXN(txn), read_grant, sizeof(**rows), (void **)rows, count, sql, "ss", installation_id, action);
 }
 
+static int pg_grants_of_installation(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count)
+{
+    static const char sql[] =
+        "SELECT installation_id, action, scope, scope_value, created_at FROM grants"
+        " WHERE installation_id = $1"
+        " ORDER BY created_at, action COLLATE \"C\", scope COLLATE \"C\", scope_value COLLATE \"C\"";
+
+    return get_all(TXN(txn), read_grant, sizeof(**rows), (void **)rows, count, sql, "s", installation_id);
+}
+
+static int pg_grant_delete(rl_txn_t *txn, const rl_grant_row_t *row)
+{
+    static const char sql[] =
+        "DELETE FROM grants WHERE installation_id = $1 AND action = $2 AND scope = $3 AND scope_value = $4";
+
+    return write_one(TXN(txn), sql, "ssss", row->installation_id, row->action, row->scope, row->scope_value);
+}
+
 /* ---- the update queue ---------------------------------------------------------------------------- */
 
 static void read_update(struct pg_txn *t, PGresult *res, int r, void *out)
@@ -1652,6 +1711,107 @@ static int pg_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t
     return get_one(TXN(txn), read_attachment, out, LOCKING(TXN(txn), sql), "s", key);
 }
 
+/* ---- secrets ------------------------------------------------------------------------------------- */
+
+static int pg_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
+{
+    static const char sql[] = "INSERT INTO secrets(name, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+
+    return write_rows(TXN(txn), NULL, sql, "ssI", name, value, created_at);
+}
+
+static int pg_secret_get(rl_txn_t *txn, const char *name, const char **value)
+{
+    static const char *const sql[2] = BY_KEY("SELECT value FROM secrets WHERE name = $1");
+
+    return get_one(TXN(txn), read_text, value, LOCKING(TXN(txn), sql), "s", name);
+}
+
+/* ---- the web client: sign-in codes and push subscriptions ---------------------------------------- */
+
+static void read_login_code(struct pg_txn *t, PGresult *res, int r, void *out)
+{
+    rl_login_code_row_t *row = out;
+
+    row->code_hash = col_text(t, res, r, 0);
+    row->user_id = col_text(t, res, r, 1);
+    row->created_at = col_int64(res, r, 2);
+    row->expires_at = col_int64(res, r, 3);
+}
+
+static int pg_login_code_insert(rl_txn_t *txn, const rl_login_code_row_t *row)
+{
+    static const char sql[] = "INSERT INTO login_codes(code_hash, user_id, created_at, expires_at)"
+                              " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+
+    return insert_row(TXN(txn), sql, "ssII", row->code_hash, row->user_id, row->created_at, row->expires_at);
+}
+
+static int pg_login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out)
+{
+    static const char *const sql[2] =
+        BY_KEY("SELECT code_hash, user_id, created_at, expires_at FROM login_codes WHERE code_hash = $1");
+
+    return get_one(TXN(txn), read_login_code, out, LOCKING(TXN(txn), sql), "s", code_hash);
+}
+
+static int pg_login_code_delete(rl_txn_t *txn, const char *code_hash)
+{
+    static const char sql[] = "DELETE FROM login_codes WHERE code_hash = $1";
+
+    return write_one(TXN(txn), sql, "s", code_hash);
+}
+
+static int pg_login_codes_purge(rl_txn_t *txn, int64_t expired_before)
+{
+    static const char sql[] = "DELETE FROM login_codes WHERE expires_at < $1";
+
+    return write_rows(TXN(txn), NULL, sql, "I", expired_before);
+}
+
+static void read_push_subscription(struct pg_txn *t, PGresult *res, int r, void *out)
+{
+    rl_push_subscription_row_t *row = out;
+
+    row->endpoint = col_text(t, res, r, 0);
+    row->user_id = col_text(t, res, r, 1);
+    row->p256dh = col_text(t, res, r, 2);
+    row->auth = col_text(t, res, r, 3);
+    row->created_at = col_int64(res, r, 4);
+}
+
+static int pg_push_subscription_insert(rl_txn_t *txn, const rl_push_subscription_row_t *row)
+{
+    static const char sql[] = "INSERT INTO push_subscriptions(endpoint, user_id, p256dh, auth, created_at)"
+                              " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
+
+    return insert_row(TXN(txn), sql, "ssssI", row->endpoint, row->user_id, row->p256dh, row->auth, row->created_at);
+}
+
+static int pg_push_subscription_get(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out)
+{
+    static const char *const sql[2] =
+        BY_KEY("SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions WHERE endpoint = $1");
+
+    return get_one(TXN(txn), read_push_subscription, out, LOCKING(TXN(txn), sql), "s", endpoint);
+}
+
+static int pg_push_subscription_delete(rl_txn_t *txn, const char *endpoint)
+{
+    static const char sql[] = "DELETE FROM push_subscriptions WHERE endpoint = $1";
+
+    return write_one(TXN(txn), sql, "s", endpoint);
+}
+
+static int pg_push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
+                                         size_t *count)
+{
+    static const char sql[] = "SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions"
+                              " WHERE user_id = $1 ORDER BY created_at, endpoint COLLATE \"C\"";
+
+    return get_all(TXN(txn), read_push_subscription, sizeof(**rows), (void **)rows, count, sql, "s", user_id);
+}
+
 /* ---- opening and closing -------------------------------------------------------------------------- */
 
 static void pg_close(rl_txn_t *txn)
@@ -1693,6 +1853,7 @@ static const struct rl_txn_ops pg_ops = {
     .session_get = pg_session_get,
     .session_update = pg_session_update,
     .sessions_of_user = pg_sessions_of_user,
+    .sessions_deleted_of_user = pg_sessions_deleted_of_user,
     .sessions_purge = pg_sessions_purge,
     .interaction_insert = pg_interaction_insert,
     .interaction_get = pg_interaction_get,
@@ -1703,6 +1864,7 @@ static const struct rl_txn_ops pg_ops = {
     .messages_open_before = pg_messages_open_before,
     .delta_run_insert = pg_delta_run_insert,
     .delta_runs_of = pg_delta_runs_of,
+    .delta_next_seq = pg_delta_next_seq,
     .delta_runs_delete = pg_delta_runs_delete,
     .delta_keys_put = pg_delta_keys_put,
     .delta_keys_get = pg_delta_keys_get,
@@ -1722,12 +1884,24 @@ static const struct rl_txn_ops pg_ops = {
     .approvals_due = pg_approvals_due,
     .grant_insert_ignore = pg_grant_insert_ignore,
     .grants_of = pg_grants_of,
+    .grants_of_installation = pg_grants_of_installation,
+    .grant_delete = pg_grant_delete,
     .update_append = pg_update_append,
     .updates_after = pg_updates_after,
     .updates_ack = pg_updates_ack,
     .updates_purge = pg_updates_purge,
     .attachment_insert = pg_attachment_insert,
     .attachment_get = pg_attachment_get,
+    .secret_insert_ignore = pg_secret_insert_ignore,
+    .secret_get = pg_secret_get,
+    .login_code_insert = pg_login_code_insert,
+    .login_code_get = pg_login_code_get,
+    .login_code_delete = pg_login_code_delete,
+    .login_codes_purge = pg_login_codes_purge,
+    .push_subscription_insert = pg_push_subscription_insert,
+    .push_subscription_get = pg_push_subscription_get,
+    .push_subscription_delete = pg_push_subscription_delete,
+    .push_subscriptions_of_user = pg_push_subscriptions_of_user,
 };
 
 static void read_version(struct pg_txn *t, PGresult *res, int r, void *out)

@@ -232,6 +232,29 @@ static const char *const migrations[] = {
     "UPDATE message_deltas SET seq_last = seq WHERE seq_last IS NULL;",
     /* 8: the messages still streaming, for the sweep that ends those left open past their window. */
     "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';",
+    /* 9: the secrets every node of a relay shares: the token-signing and URL-signing keys. */
+    "CREATE TABLE secrets ("
+    "  name TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL) WITHOUT ROWID;",
+    /*
+     * 10: the web client: sign-in codes (their SHA-256, single use, short
+     * lived) and Web Push subscriptions (the keys the messages are
+     * encrypted for must be kept as they are).
+     */
+    "CREATE TABLE login_codes ("
+    "  code_hash TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  expires_at INTEGER NOT NULL);"
+    "CREATE INDEX login_codes_expires ON login_codes(expires_at);"
+    "CREATE TABLE push_subscriptions ("
+    "  endpoint TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL REFERENCES users(id),"
+    "  p256dh TEXT NOT NULL,"
+    "  auth TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL);"
+    "CREATE INDEX push_subscriptions_user ON push_subscriptions(user_id, created_at);",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -694,6 +717,16 @@ static int sqlite_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_sessio
     return read_all(TXN(txn), query(TXN(txn), sql, "s", user_id), read_session, sizeof(**rows), (void **)rows, count);
 }
 
+static int sqlite_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after,
+                                           rl_session_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE user_id = ? AND deleted_at > ?"
+                              " ORDER BY deleted_at DESC, id";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "sI", user_id, deleted_after), read_session, sizeof(**rows),
+                    (void **)rows, count);
+}
+
 static int sqlite_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
 {
     /* Interactions and messages go with their session (ON DELETE CASCADE). */
@@ -846,6 +879,23 @@ static int sqlite_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_
 
     return read_all(TXN(txn), query(TXN(txn), sql, "s", message_id), read_delta_run, sizeof(**rows), (void **)rows,
                     count);
+}
+
+static void read_int(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    *(int64_t *)out = sqlite3_column_int64(stmt, 0);
+}
+
+static int sqlite_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
+{
+    static const char sql[] = "SELECT seq_last FROM message_deltas WHERE message_id = ? ORDER BY seq DESC LIMIT 1";
+    int64_t last = 0;
+    int result = read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_int, &last);
+
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    *next = last + 1;
+    return 0;
 }
 
 static int sqlite_delta_runs_delete(rl_txn_t *txn, const char *message_id)
@@ -1083,6 +1133,24 @@ static int sqlite_grants_of(rl_txn_t *txn, const char *installation_id, const ch
                     (void **)rows, count);
 }
 
+static int sqlite_grants_of_installation(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows,
+                                         size_t *count)
+{
+    static const char sql[] = "SELECT installation_id, action, scope, scope_value, created_at FROM grants"
+                              " WHERE installation_id = ? ORDER BY created_at, action, scope, scope_value";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "s", installation_id), read_grant, sizeof(**rows), (void **)rows,
+                    count);
+}
+
+static int sqlite_grant_delete(rl_txn_t *txn, const rl_grant_row_t *row)
+{
+    static const char sql[] =
+        "DELETE FROM grants WHERE installation_id = ? AND action = ? AND scope = ? AND scope_value = ?";
+
+    return write_one(TXN(txn), sql, "ssss", row->installation_id, row->action, row->scope, row->scope_value);
+}
+
 /* ---- the update queue ---------------------------------------------------------------------------- */
 
 static void read_update(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
@@ -1182,6 +1250,107 @@ static int sqlite_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_r
     return read_one(TXN(txn), query(TXN(txn), sql, "s", key), read_attachment, out);
 }
 
+/* ---- secrets ---------------------------------------------------------------------------------- */
+
+static int sqlite_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
+{
+    static const char sql[] = "INSERT OR IGNORE INTO secrets(name, value, created_at) VALUES (?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssI", name, value, created_at);
+}
+
+static int sqlite_secret_get(rl_txn_t *txn, const char *name, const char **value)
+{
+    static const char sql[] = "SELECT value FROM secrets WHERE name = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", name), read_text, value);
+}
+
+/* ---- the web client: sign-in codes and push subscriptions ---------------------------------------- */
+
+static void read_login_code(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    rl_login_code_row_t *row = out;
+
+    row->code_hash = col_text(t, stmt, 0);
+    row->user_id = col_text(t, stmt, 1);
+    row->created_at = sqlite3_column_int64(stmt, 2);
+    row->expires_at = sqlite3_column_int64(stmt, 3);
+}
+
+static int sqlite_login_code_insert(rl_txn_t *txn, const rl_login_code_row_t *row)
+{
+    static const char sql[] = "INSERT INTO login_codes(code_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssII", row->code_hash, row->user_id, row->created_at, row->expires_at);
+}
+
+static int sqlite_login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out)
+{
+    static const char sql[] = "SELECT code_hash, user_id, created_at, expires_at FROM login_codes WHERE code_hash = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", code_hash), read_login_code, out);
+}
+
+static int sqlite_login_code_delete(rl_txn_t *txn, const char *code_hash)
+{
+    static const char sql[] = "DELETE FROM login_codes WHERE code_hash = ?";
+
+    return write_one(TXN(txn), sql, "s", code_hash);
+}
+
+static int sqlite_login_codes_purge(rl_txn_t *txn, int64_t expired_before)
+{
+    static const char sql[] = "DELETE FROM login_codes WHERE expires_at < ?";
+
+    return write_rows(TXN(txn), NULL, sql, "I", expired_before);
+}
+
+static void read_push_subscription(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    rl_push_subscription_row_t *row = out;
+
+    row->endpoint = col_text(t, stmt, 0);
+    row->user_id = col_text(t, stmt, 1);
+    row->p256dh = col_text(t, stmt, 2);
+    row->auth = col_text(t, stmt, 3);
+    row->created_at = sqlite3_column_int64(stmt, 4);
+}
+
+static int sqlite_push_subscription_insert(rl_txn_t *txn, const rl_push_subscription_row_t *row)
+{
+    static const char sql[] =
+        "INSERT INTO push_subscriptions(endpoint, user_id, p256dh, auth, created_at) VALUES (?, ?, ?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssssI", row->endpoint, row->user_id, row->p256dh, row->auth,
+                      row->created_at);
+}
+
+static int sqlite_push_subscription_get(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out)
+{
+    static const char sql[] =
+        "SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions WHERE endpoint = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", endpoint), read_push_subscription, out);
+}
+
+static int sqlite_push_subscription_delete(rl_txn_t *txn, const char *endpoint)
+{
+    static const char sql[] = "DELETE FROM push_subscriptions WHERE endpoint = ?";
+
+    return write_one(TXN(txn), sql, "s", endpoint);
+}
+
+static int sqlite_push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
+                                             size_t *count)
+{
+    static const char sql[] = "SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions"
+                              " WHERE user_id = ? ORDER BY created_at, endpoint";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "s", user_id), read_push_subscription, sizeof(**rows), (void **)rows,
+                    count);
+}
+
 /* ---- the connection ------------------------------------------------------------------------------ */
 
 /* Checkpoints on a thread of their own: they fsync, and no commit should wait for that. */
@@ -1279,6 +1448,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .session_get = sqlite_session_get,
     .session_update = sqlite_session_update,
     .sessions_of_user = sqlite_sessions_of_user,
+    .sessions_deleted_of_user = sqlite_sessions_deleted_of_user,
     .sessions_purge = sqlite_sessions_purge,
     .interaction_insert = sqlite_interaction_insert,
     .interaction_get = sqlite_interaction_get,
@@ -1289,6 +1459,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .messages_open_before = sqlite_messages_open_before,
     .delta_run_insert = sqlite_delta_run_insert,
     .delta_runs_of = sqlite_delta_runs_of,
+    .delta_next_seq = sqlite_delta_next_seq,
     .delta_runs_delete = sqlite_delta_runs_delete,
     .delta_keys_put = sqlite_delta_keys_put,
     .delta_keys_get = sqlite_delta_keys_get,
@@ -1308,12 +1479,24 @@ static const struct rl_txn_ops sqlite_ops = {
     .approvals_due = sqlite_approvals_due,
     .grant_insert_ignore = sqlite_grant_insert_ignore,
     .grants_of = sqlite_grants_of,
+    .grants_of_installation = sqlite_grants_of_installation,
+    .grant_delete = sqlite_grant_delete,
     .update_append = sqlite_update_append,
     .updates_after = sqlite_updates_after,
     .updates_ack = sqlite_updates_ack,
     .updates_purge = sqlite_updates_purge,
     .attachment_insert = sqlite_attachment_insert,
     .attachment_get = sqlite_attachment_get,
+    .secret_insert_ignore = sqlite_secret_insert_ignore,
+    .secret_get = sqlite_secret_get,
+    .login_code_insert = sqlite_login_code_insert,
+    .login_code_get = sqlite_login_code_get,
+    .login_code_delete = sqlite_login_code_delete,
+    .login_codes_purge = sqlite_login_codes_purge,
+    .push_subscription_insert = sqlite_push_subscription_insert,
+    .push_subscription_get = sqlite_push_subscription_get,
+    .push_subscription_delete = sqlite_push_subscription_delete,
+    .push_subscriptions_of_user = sqlite_push_subscriptions_of_user,
 };
 
 static int migrate(struct sqlite_txn *t)

@@ -211,6 +211,18 @@ typedef struct rl_attachment_row {
     int64_t size, created_at;
 } rl_attachment_row_t;
 
+/* A sign-in link's code (the web client), kept as its SHA-256 only. */
+typedef struct rl_login_code_row {
+    const char *code_hash, *user_id;
+    int64_t created_at, expires_at;
+} rl_login_code_row_t;
+
+/* A browser's Web Push subscription: the push service's endpoint and the keys its messages are encrypted for. */
+typedef struct rl_push_subscription_row {
+    const char *endpoint, *user_id, *p256dh, *auth;
+    int64_t created_at;
+} rl_push_subscription_row_t;
+
 /* ---- transactions: what a backend implements --------------------------------------------------- */
 
 /*
@@ -264,6 +276,9 @@ struct rl_txn_ops {
     int (*session_update)(rl_txn_t *txn, const rl_session_row_t *row); /* title, state, updated_at, deleted_at */
     /* The user's sessions that are not deleted, most recently updated first. */
     int (*sessions_of_user)(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count);
+    /* The user's sessions deleted after deleted_after (still restorable), most recently deleted first. */
+    int (*sessions_deleted_of_user)(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
+                                    size_t *count);
     /* Deletes sessions deleted at or before `before`, with their interactions and messages. */
     int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 
@@ -289,9 +304,11 @@ struct rl_txn_ops {
      */
     int (*messages_open_before)(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count);
 
-    /* streamed deltas of open messages; a run whose (message_id, seq) exists is ignored */
+    /* streamed deltas of open messages, as runs that do not overlap; a run whose (message_id, seq) exists is ignored */
     int (*delta_run_insert)(rl_txn_t *txn, const rl_delta_run_row_t *row);
     int (*delta_runs_of)(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count); /* by seq */
+    /* The seq after the message's last stored delta: its last run's seq_last + 1, or 1 when none. */
+    int (*delta_next_seq)(rl_txn_t *txn, const char *message_id, int64_t *next);
     int (*delta_runs_delete)(rl_txn_t *txn, const char *message_id);
     /* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
     int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
@@ -327,6 +344,10 @@ struct rl_txn_ops {
     int (*grant_insert_ignore)(rl_txn_t *txn, const rl_grant_row_t *row);
     int (*grants_of)(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
                      size_t *count);
+    /* Every grant of the installation, by created_at. */
+    int (*grants_of_installation)(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count);
+    /* Deletes the grant with the row's installation_id, action, scope and scope_value. */
+    int (*grant_delete)(rl_txn_t *txn, const rl_grant_row_t *row);
 
     /* the bridge update queue: ids count up per installation */
     int (*update_append)(rl_txn_t *txn, rl_update_row_t *row); /* sets row->update_id */
@@ -340,6 +361,23 @@ struct rl_txn_ops {
     /* attachments */
     int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
     int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
+
+    /* secrets every node shares (the signing keys), by name; insert_ignore keeps an existing value */
+    int (*secret_insert_ignore)(rl_txn_t *txn, const char *name, const char *value, int64_t created_at);
+    int (*secret_get)(rl_txn_t *txn, const char *name, const char **value);
+    /* the web client's sign-in codes, by code_hash */
+    int (*login_code_insert)(rl_txn_t *txn, const rl_login_code_row_t *row);
+    int (*login_code_get)(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out);
+    int (*login_code_delete)(rl_txn_t *txn, const char *code_hash);
+    int (*login_codes_purge)(rl_txn_t *txn, int64_t expired_before);
+
+    /* Web Push subscriptions, by endpoint */
+    int (*push_subscription_insert)(rl_txn_t *txn, const rl_push_subscription_row_t *row);
+    int (*push_subscription_get)(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out);
+    int (*push_subscription_delete)(rl_txn_t *txn, const char *endpoint);
+    /* The user's subscriptions, oldest first. */
+    int (*push_subscriptions_of_user)(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
+                                      size_t *count);
 };
 
 struct rl_txn {

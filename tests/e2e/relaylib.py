@@ -90,11 +90,13 @@ def clean_env(extra=None):
     return env
 
 
-def mint_token(data_dir, user, ttl=None):
-    """`relayd token USER --data DIR`: the token is alone on stdout's last line."""
+def mint_token(data_dir, user, ttl=None, store=None):
+    """`relayd token USER --data DIR [--store URL]`: the token is alone on stdout's last line."""
     argv = [RELAYD, "token", user, "--data", str(data_dir)]
     if ttl is not None:
         argv += ["--ttl", ttl]
+    if store is not None:
+        argv += ["--store", store]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT, env=clean_env())
     assert proc.returncode == 0, "relayd token failed: %r %r" % (proc.stdout, proc.stderr)
     assert sanitizer_report(proc.stderr) is None, proc.stderr[-6000:]
@@ -152,6 +154,8 @@ class Relay:
         self.ca = str(ca) if ca is not None else None
         self.proc = None
         self.port = None
+        # A node behind a balancer keeps its port across restarts (tests/e2e/cluster.py).
+        self.fixed_port = None
         self.exit_codes = []
 
     # -- process control -------------------------------------------------
@@ -160,7 +164,7 @@ class Relay:
         full_env = clean_env(self.env)
         last_error = None
         for _attempt in range(3):
-            self.port = free_port()
+            self.port = self.fixed_port or free_port()
             argv = [RELAYD, "--listen", "127.0.0.1:%d" % self.port, "--data", str(self.data)]
             argv += self.args
             with open(self.log_path, "ab") as log:
@@ -325,7 +329,7 @@ class Relay:
         return self.request("POST", path, headers=h, **kw)
 
     def token(self, user, ttl=None):
-        return mint_token(self.data, user, ttl)
+        return mint_token(self.data, user, ttl, store=self.store)
 
     # -- the pairing flow --------------------------------------------------
     def pairing_start(self, connector_type="test-connector", host_label="test-host", **kw):

@@ -146,7 +146,8 @@ def test_get_errors(catalog):
 def test_paper_text_both_modes(catalog):
     with open(os.path.join(SOURCE, "papers", TEST_PAPER + ".txt"), encoding="utf-8") as f:
         text = f.read()
-    status, out, err = run(catalog.base, "paper", TEST_PAPER, "--text")
+    # Piped, --text is the text itself (test_22); the JSON object needs --json (issue 17, item 3).
+    status, out, err = run(catalog.base, "paper", TEST_PAPER, "--text", "--json")
     assert status == 0, err
     answer = json.loads(out)
     assert answer["text"] == text and answer["format"] == "text" and answer["bytes"] == len(text.encode())
@@ -172,7 +173,7 @@ def test_paper_pdf_to_a_file(catalog, tmp_path):
 
 
 def test_paper_errors(catalog, tmp_path):
-    body = json_error(catalog.base, 1, "paper", "mmlu-paper", "--text")
+    body = json_error(catalog.base, 1, "paper", "mmlu-paper", "--text", "--json")
     assert body["status"] == 403 and body["code"] == "not_redistributable"
     assert "https://arxiv.org/abs/2009.03300" in body["error"]
     assert json_error(catalog.base, 1, "paper", "relay-catalog-notes", "--pdf", "-o", str(tmp_path / "x"))["code"] == \
@@ -212,7 +213,7 @@ def test_help_both_modes(catalog):
 
 
 def test_help_json_manifest(catalog):
-    for args in (("help", "--json"), ("help",)):  # --json, or simply piped
+    for args in (("help", "--json"),):  # piped without --json, help is text (test_22; issue 17, item 3)
         status, out, _ = run(catalog.base, *args)
         assert status == 0
         manifest = json.loads(out)

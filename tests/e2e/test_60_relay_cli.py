@@ -323,7 +323,8 @@ def test_pair_installations_and_session_lifecycle(relay, tmp_path):
     finally:
         agent.close()
     cli.json("installation", "revoke", agent.id)
-    assert cli.json("installations")["installations"][0]["state"] == "revoked"
+    # Revoked installations are listed with --all only (issue 17, item 6; test_67).
+    assert cli.json("installations", "--all")["installations"][0]["state"] == "revoked"
 
 
 # ---- send ----------------------------------------------------------------------------------------

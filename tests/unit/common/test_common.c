@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/rand.h"
 #include "common/strmap.h"
 
@@ -43,6 +45,87 @@ static void test_duration(void **state)
     assert_string_equal(buf, "5m");
     rl_duration_format(1500, buf, sizeof(buf));
     assert_string_equal(buf, "1500ms");
+}
+
+static void test_duration_with_a_bare_unit(void **state)
+{
+    int64_t ms;
+
+    /* The flags of the client programs: a bare number in their old unit, or any unit. */
+    assert_int_equal(rl_duration_parse_default("90", 1000, &ms), 0);
+    assert_int_equal(ms, 90000);
+    assert_int_equal(rl_duration_parse_default("0", 1, &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(rl_duration_parse_default("1500ms", 1000, &ms), 0);
+    assert_int_equal(ms, 1500);
+    assert_int_equal(rl_duration_parse_default("5", 0, &ms), -1);
+    assert_int_equal(rl_duration_parse_default("soon", 1000, &ms), -1);
+    assert_int_equal(rl_duration_parse_default("", 1000, &ms), -1);
+    assert_int_equal(rl_duration_parse_default("9223372036854775807", 1000, &ms), -1);
+}
+
+static void test_clock(void **state)
+{
+    int64_t before = rl_clock_mono_ms();
+
+    rl_clock_sleep_ms(20);
+    assert_true(rl_clock_mono_ms() - before >= 20);
+    assert_true(rl_clock_mono_us() / 1000 >= rl_clock_mono_ms() - 1);
+}
+
+/* Runs fn with stderr going to a file and returns what it wrote (malloc'd). */
+static char *captured_stderr(void (*fn)(void))
+{
+    char path[] = "/tmp/rl-log-XXXXXX", *text;
+    int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+    FILE *fp;
+    long len;
+
+    dup2(fd, STDERR_FILENO);
+    fn();
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    fp = fdopen(fd, "r");
+    fseek(fp, 0, SEEK_END);
+    len = ftell(fp);
+    rewind(fp);
+    text = calloc(1, (size_t)len + 1);
+    assert_int_equal(fread(text, 1, (size_t)len, fp), (size_t)len);
+    fclose(fp);
+    unlink(path);
+    return text;
+}
+
+static void log_some_text(void)
+{
+    rl_log_set_text("relay-bridge");
+    rl_log_set_level(RL_LOG_INFO);
+    rl_log_debug("not shown");
+    rl_log_warn("reconnecting in %d ms", 1000);
+    rl_log_fields(RL_LOG_ERROR, json_pack("{s:s, s:i, s:s}", "msg", "gave up", "status", 410, "code", "gone"));
+    rl_log_set_text(NULL);
+}
+
+static void log_some_json(void)
+{
+    rl_log_info("one %s", "line");
+}
+
+static void test_log_lines(void **state)
+{
+    char *text = captured_stderr(log_some_text);
+    json_t *line;
+
+    assert_string_equal(text, "relay-bridge: warn: reconnecting in 1000 ms\n"
+                              "relay-bridge: error: gave up status=410 code=gone\n");
+    free(text);
+    text = captured_stderr(log_some_json);
+    line = json_loads(text, 0, NULL);
+    assert_non_null(line);
+    assert_string_equal(json_string_value(json_object_get(line, "level")), "info");
+    assert_string_equal(json_string_value(json_object_get(line, "msg")), "one line");
+    json_decref(line);
+    free(text);
 }
 
 static void test_base64url(void **state)
@@ -144,8 +227,15 @@ static void test_strmap(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration),    cmocka_unit_test(test_base64url), cmocka_unit_test(test_rand_ids),
-        cmocka_unit_test(test_error_table), cmocka_unit_test(test_iso8601),   cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_base64url),
+        cmocka_unit_test(test_rand_ids),
+        cmocka_unit_test(test_error_table),
+        cmocka_unit_test(test_iso8601),
+        cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_duration_with_a_bare_unit),
+        cmocka_unit_test(test_clock),
+        cmocka_unit_test(test_log_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

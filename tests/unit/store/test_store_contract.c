@@ -244,6 +244,19 @@ static void test_sessions_and_their_purge(void **state)
     assert_string_equal(rows[0].title, "renamed");
     assert_string_equal(rows[0].state, "archived");
     assert_string_equal(rows[1].id, "ses_2");
+    /* The deleted ones, most recently deleted first, after a time (the restore grace). */
+    s2.deleted_at = 6500;
+    assert_int_equal(RL_TXN(txn, session_update, &s2), 0);
+    assert_int_equal(RL_TXN(txn, sessions_deleted_of_user, "alice", 0, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].id, "ses_3");
+    assert_string_equal(rows[1].id, "ses_2");
+    assert_int_equal(RL_TXN(txn, sessions_deleted_of_user, "alice", 6500, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(RL_TXN(txn, sessions_deleted_of_user, "bob", 0, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    s2.deleted_at = RL_NO_TIME;
+    assert_int_equal(RL_TXN(txn, session_update, &s2), 0);
     /* A deleted session stays readable by id until it is purged, with what hangs off it. */
     assert_int_equal(RL_TXN(txn, session_get, "ses_3", &out), 0);
     assert_int_equal(out.deleted_at, 7000);
@@ -364,12 +377,17 @@ static void test_delta_runs_and_their_keys(void **state)
     rl_delta_run_row_t r2 = {"msg_a", 4, 4, "a\0b", 3, "[[\"k4\",\"h4\"]]"};
     rl_delta_run_row_t again = {"msg_a", 1, 1, "other", 5, "[]"}, *rows;
     const char *keys;
+    int64_t next = 0;
     size_t count;
 
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 1);
     assert_int_equal(RL_TXN(txn, delta_run_insert, &r2), 0);
     assert_int_equal(RL_TXN(txn, delta_run_insert, &r1), 0);
     /* A run whose (message, seq) is stored already is ignored: a retried batch is harmless. */
     assert_int_equal(RL_TXN(txn, delta_run_insert, &again), 0);
+    assert_int_equal(RL_TXN(txn, delta_next_seq, "msg_a", &next), 0);
+    assert_int_equal(next, 5);
     assert_int_equal(RL_TXN(txn, delta_runs_of, "msg_a", &rows, &count), 0);
     assert_int_equal(count, 2);
     assert_int_equal(rows[0].seq, 1);
@@ -514,6 +532,74 @@ static void test_approvals_and_grants(void **state)
     assert_string_equal(grants[1].scope, "all");
     assert_int_equal(RL_TXN(txn, grants_of, "inst_b", "run", &grants, &count), 0);
     assert_int_equal(count, 0);
+    /* Every grant of an installation, by created_at; a delete by the four keys. */
+    assert_int_equal(RL_TXN(txn, grants_of_installation, "inst_a", &grants, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(grants[0].scope_value, "ls");
+    assert_string_equal(grants[2].action, "fetch");
+    assert_int_equal(grants[2].created_at, 3000);
+    assert_int_equal(RL_TXN(txn, grant_delete, &g2), 0);
+    assert_int_equal(RL_TXN(txn, grant_delete, &g2), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, grants_of_installation, "inst_a", &grants, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(RL_TXN(txn, grants_of_installation, "inst_b", &grants, &count), 0);
+    assert_int_equal(count, 0);
+    commit_close(txn);
+}
+
+static void test_login_codes(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_login_code_row_t a = {"hash_a", "alice", 1000, 5000}, b = {"hash_b", "bob", 1000, 9000}, out;
+
+    assert_int_equal(RL_TXN(txn, login_code_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, login_code_insert, &a), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, login_code_insert, &b), 0);
+    assert_int_equal(RL_TXN(txn, login_code_get, "hash_a", &out), 0);
+    assert_string_equal(out.user_id, "alice");
+    assert_int_equal(out.created_at, 1000);
+    assert_int_equal(out.expires_at, 5000);
+    assert_int_equal(RL_TXN(txn, login_code_get, "hash_none", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, login_code_delete, "hash_a"), 0);
+    assert_int_equal(RL_TXN(txn, login_code_delete, "hash_a"), RL_E_NOT_FOUND);
+    /* The purge drops codes that expired before the given time. */
+    assert_int_equal(RL_TXN(txn, login_code_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, login_codes_purge, 6000), 0);
+    assert_int_equal(RL_TXN(txn, login_code_get, "hash_a", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, login_code_get, "hash_b", &out), 0);
+    commit_close(txn);
+}
+
+static void test_push_subscriptions(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_push_subscription_row_t a = {"https://push.example/a", "alice", "key_a", "auth_a", 2000};
+    rl_push_subscription_row_t b = {"https://push.example/b", "alice", "key_b", "auth_b", 1000};
+    rl_push_subscription_row_t c = {"https://push.example/c", "bob", "key_c", "auth_c", 500}, out, *rows;
+    size_t count;
+
+    users(txn);
+    assert_int_equal(RL_TXN(txn, push_subscription_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, push_subscription_insert, &a), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, push_subscription_insert, &b), 0);
+    assert_int_equal(RL_TXN(txn, push_subscription_insert, &c), 0);
+    assert_int_equal(RL_TXN(txn, push_subscription_get, "https://push.example/a", &out), 0);
+    assert_string_equal(out.user_id, "alice");
+    assert_string_equal(out.p256dh, "key_a");
+    assert_string_equal(out.auth, "auth_a");
+    assert_int_equal(out.created_at, 2000);
+    assert_int_equal(RL_TXN(txn, push_subscription_get, "https://push.example/none", &out), RL_E_NOT_FOUND);
+    /* The user's subscriptions, oldest first. */
+    assert_int_equal(RL_TXN(txn, push_subscriptions_of_user, "alice", &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].endpoint, "https://push.example/b");
+    assert_string_equal(rows[1].endpoint, "https://push.example/a");
+    assert_int_equal(RL_TXN(txn, push_subscription_delete, "https://push.example/b"), 0);
+    assert_int_equal(RL_TXN(txn, push_subscription_delete, "https://push.example/b"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, push_subscriptions_of_user, "alice", &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(RL_TXN(txn, push_subscriptions_of_user, "carol", &rows, &count), 0);
+    assert_int_equal(count, 0);
     commit_close(txn);
 }
 
@@ -580,6 +666,20 @@ static void test_attachments(void **state)
     assert_null(out.name);
     assert_int_equal(out.size, 1234);
     assert_int_equal(RL_TXN(txn, attachment_get, "att_2", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static void test_secrets(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    const char *value = NULL;
+
+    assert_int_equal(RL_TXN(txn, secret_get, "issuer.key", &value), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, secret_insert_ignore, "issuer.key", "first", 1000), 0);
+    /* The first value stays: every node ends up with the one that won. */
+    assert_int_equal(RL_TXN(txn, secret_insert_ignore, "issuer.key", "second", 2000), 0);
+    assert_int_equal(RL_TXN(txn, secret_get, "issuer.key", &value), 0);
+    assert_string_equal(value, "first");
     commit_close(txn);
 }
 
@@ -1115,6 +1215,9 @@ int main(void)
         TEST(test_approvals_and_grants),
         TEST(test_the_update_queue),
         TEST(test_attachments),
+        TEST(test_secrets),
+        TEST(test_login_codes),
+        TEST(test_push_subscriptions),
         TEST(test_a_savepoint_undoes_only_its_own_writes),
         TEST(test_a_rollback_undoes_the_transaction),
         TEST(test_a_commit_survives_kill_9),

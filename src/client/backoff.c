@@ -1,4 +1,4 @@
-#include "bridge/backoff.h"
+#include "client/backoff.h"
 
 void rl_backoff_init(rl_backoff_t *b, long first_ms, long cap_ms)
 {

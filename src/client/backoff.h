@@ -3,8 +3,8 @@
  * time, is capped at 30 s and is reset after a successful open.
  * Pure; one thread.
  */
-#ifndef RL_BRIDGE_BACKOFF_H
-#define RL_BRIDGE_BACKOFF_H
+#ifndef RL_CLIENT_BACKOFF_H
+#define RL_CLIENT_BACKOFF_H
 
 typedef struct rl_backoff {
     long first_ms, cap_ms, next_ms;

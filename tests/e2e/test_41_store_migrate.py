@@ -1,10 +1,11 @@
 """`relayd migrate`: a single node's SQLite store copied into PostgreSQL.
 
 A relayd on SQLite gets real data through its API, stops, is migrated, and a
-relayd on the copy (--store postgres://..., the same data folder for its
-signing keys) must serve the same history, accept the same tokens, apply the
-same grants and replay the same idempotent calls.  These tests start their
-own PostgreSQL server (the `postgres` fixture) whatever RELAY_TEST_STORE says.
+relayd on the copy (--store postgres://..., with a data folder of its own:
+the signing keys travel in the store) must serve the same history, accept
+the same tokens, apply the same grants and replay the same idempotent calls.
+These tests start their own PostgreSQL server (the `postgres` fixture)
+whatever RELAY_TEST_STORE says.
 """
 import json
 
@@ -66,6 +67,7 @@ def test_history_tokens_grants_and_replays_survive_the_move(relayd, postgres):
     assert tables["approvals"] == 1 and tables["grants"] == 1, tables
     assert tables["message_deltas"] >= 1 and tables["delta_keys"] == 1, tables
     assert tables["idempotency"] >= 3 and tables["updates"] == len(updates), tables
+    assert tables["secrets"] >= 2, tables
     assert summary["rows"] == sum(tables.values()), summary
     assert summary["schema_version"]["postgres"] >= 1, summary
 
@@ -74,7 +76,9 @@ def test_history_tokens_grants_and_replays_survive_the_move(relayd, postgres):
     assert again.returncode == 1, again.stdout
     assert "not empty" in again.stderr and summary_of(again)["ok"] is False, again.stderr
 
-    moved_relay = relayd(data=relay.data, store=url)
+    # A new node: a data folder of its own, the keys from the store. The user token minted before still works.
+    moved_relay = relayd(store=url)
+    assert moved_relay.data != relay.data
     moved = on(moved_relay, inst)
     # History, as the client sees it, in the same order and with the open message's streamed text.
     assert moved.messages(s) == history
@@ -132,4 +136,6 @@ def test_usage_errors_and_failures_leave_nothing_behind(tmp_path, relayd, postgr
     proc = migrate(relay.db_path(), with_password)
     assert proc.returncode == 0, proc.stderr
     assert "hunter2-secret" not in proc.stdout + proc.stderr
-    assert summary_of(proc)["rows"] == 0
+    # A relay that never served anyone: its signing keys, nothing else.
+    summary = summary_of(proc)
+    assert summary["tables"]["users"] == 0 and summary["rows"] == summary["tables"]["secrets"] > 0, summary

@@ -1,11 +1,11 @@
-/* spec delivery rule 5: 1 s doubling to a 30 s cap, reset after a successful open (bridge/backoff.c). */
+/* spec delivery rule 5: 1 s doubling to a 30 s cap, reset after a successful open (client/backoff.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 
 #include <cmocka.h>
 
-#include "bridge/backoff.h"
+#include "client/backoff.h"
 
 static void test_the_sequence_doubles_to_the_cap(void **state)
 {

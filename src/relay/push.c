@@ -1,0 +1,764 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+
+#include "common/base64.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "relay/hub.h"
+#include "relay/ops.h"
+#include "relay/push.h"
+#include "relay/relay.h"
+#include "relay/webpush.h"
+
+/* Pushes in flight at once; a push service answers in tens of milliseconds. */
+#define INFLIGHT_MAX 16
+#define TIMEOUT_MS   15000
+#define CONNECT_MS   5000
+/* A VAPID token is signed for 12 hours and reused for an origin until an hour before it lapses. */
+#define VAPID_TTL_S   (12 * 3600)
+#define VAPID_SPARE_S 3600
+#define VAPID_CACHE   16
+#define ORIGIN_MAX    512
+/* How much of a text a notification shows. */
+#define SNIPPET_CHARS 160
+/* A finished reply is worth a push for a day; an approval until it expires. */
+#define REPLY_TTL_S (24 * 3600)
+
+struct push_job {
+    struct push_job *next;
+    char *endpoint;
+    char *payload;
+    size_t payload_len;
+    unsigned char p256dh[RL_WEBPUSH_KEY_LEN];
+    unsigned char auth[RL_WEBPUSH_AUTH_LEN];
+    int64_t ttl_s;
+    const char *urgency; /* static */
+    /* the sender's, while in flight */
+    CURL *easy;
+    struct curl_slist *headers;
+    unsigned char *body;
+    /* the outcome */
+    long status;
+    int failed; /* no HTTP answer at all */
+};
+
+struct job_list {
+    struct push_job *head, *tail;
+};
+
+struct vapid_token {
+    char origin[ORIGIN_MAX];
+    char *authorization;
+    int64_t until_s;
+};
+
+struct rl_push {
+    rl_relay_t *relay;
+    rl_vapid_t *vapid;
+    int allow_http;
+    char subject[600];
+    CURLM *multi;
+    pthread_t thread;
+    int thread_running;
+    pthread_mutex_t lock; /* guards todo, done, stopping, queued */
+    struct job_list todo, done;
+    size_t queued; /* handed to the sender and not yet collected; loop only */
+    int stopping;
+    int pipe_read, pipe_write;
+    h2o_socket_t *wake;
+    struct vapid_token tokens[VAPID_CACHE]; /* sender only */
+    struct push_job *flying[INFLIGHT_MAX];  /* sender only, then the stopper after the join */
+    size_t dropped;                         /* loop only */
+};
+
+/* What an event turns into: the user's subscriptions are read, then each gets the payload. */
+struct push_targets {
+    rl_store_op_t base;
+    rl_push_t *push;
+    const char *user_id, *payload; /* in the arena */
+    int64_t ttl_s;
+    const char *urgency;
+    rl_push_subscription_row_t *rows; /* result */
+    size_t count;
+};
+
+static int push_targets_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct push_targets *op = (void *)base;
+
+    return RL_TXN(txn, push_subscriptions_of_user, op->user_id, &op->rows, &op->count);
+}
+
+static const rl_store_op_type_t push_targets_type = {"push_targets", 0, push_targets_run, NULL};
+
+/* A subscription the push service called gone, or one the user dropped (user_id set: only theirs). */
+struct push_forget {
+    rl_store_op_t base;
+    const char *user_id, *endpoint;
+    int removed; /* result */
+};
+
+static int push_forget_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct push_forget *op = (void *)base;
+    rl_push_subscription_row_t row;
+    int result = RL_TXN(txn, push_subscription_get, op->endpoint, &row);
+
+    /* Someone else's endpoint is as unknown as one that never was. */
+    if (result == RL_E_NOT_FOUND || (result == 0 && op->user_id != NULL && strcmp(row.user_id, op->user_id) != 0))
+        return 0;
+    if (result == 0)
+        result = RL_TXN(txn, push_subscription_delete, op->endpoint);
+    op->removed = result == 0;
+    return result;
+}
+
+static const rl_store_op_type_t push_forget_type = {"push_forget", 1, push_forget_run, NULL};
+
+/* A browser subscribes: its endpoint is (re)bound to this user, and the user keeps the newest few. */
+struct push_subscribe {
+    rl_store_op_t base;
+    rl_push_subscription_row_t row;
+    size_t keep;
+};
+
+static int push_subscribe_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct push_subscribe *op = (void *)base;
+    rl_push_subscription_row_t existing, *rows;
+    size_t count, i;
+    int result = RL_TXN(txn, push_subscription_get, op->row.endpoint, &existing);
+
+    /* The same browser may sign in as someone else: the endpoint follows the newest sign-in. */
+    if (result == 0)
+        result = RL_TXN(txn, push_subscription_delete, op->row.endpoint);
+    if ((result != 0 && result != RL_E_NOT_FOUND) || (result = RL_TXN(txn, push_subscription_insert, &op->row)) != 0 ||
+        (result = RL_TXN(txn, push_subscriptions_of_user, op->row.user_id, &rows, &count)) != 0)
+        return result;
+    for (i = 0; i + op->keep < count && result == 0; ++i)
+        result = RL_TXN(txn, push_subscription_delete, rows[i].endpoint);
+    return result;
+}
+
+static const rl_store_op_type_t push_subscribe_type = {"push_subscribe", 1, push_subscribe_run, NULL};
+
+static void list_push(struct job_list *list, struct push_job *job)
+{
+    job->next = NULL;
+    if (list->tail != NULL)
+        list->tail->next = job;
+    else
+        list->head = job;
+    list->tail = job;
+}
+
+static void job_free(struct push_job *job)
+{
+    if (job == NULL)
+        return;
+    free(job->endpoint);
+    if (job->payload != NULL) {
+        OPENSSL_cleanse(job->payload, job->payload_len);
+        free(job->payload);
+    }
+    curl_slist_free_all(job->headers);
+    free(job->body);
+    OPENSSL_cleanse(job->auth, sizeof(job->auth));
+    free(job);
+}
+
+/* scheme://host[:port]; what logs show of an endpoint, whose path is a capability. */
+static void origin_of(const char *url, char *out, size_t outsz)
+{
+    const char *host = strstr(url, "://");
+    size_t len = host != NULL ? (size_t)(host + 3 - url) + strcspn(host + 3, "/?#") : 0;
+
+    if (len == 0 || len >= outsz)
+        len = 0;
+    memcpy(out, url, len);
+    out[len] = '\0';
+}
+
+/* ---- the sender thread ---- */
+
+static const char *vapid_for(struct rl_push *push, const char *endpoint)
+{
+    char origin[ORIGIN_MAX];
+    int64_t now = rl_clock_now_ms() / 1000;
+    struct vapid_token *slot = NULL, *oldest = &push->tokens[0];
+    size_t i;
+
+    origin_of(endpoint, origin, sizeof(origin));
+    for (i = 0; i < VAPID_CACHE; ++i) {
+        struct vapid_token *token = &push->tokens[i];
+        if (strcmp(token->origin, origin) == 0) {
+            slot = token;
+            break;
+        }
+        if (token->until_s < oldest->until_s)
+            oldest = token;
+    }
+    if (slot != NULL && slot->authorization != NULL && slot->until_s - VAPID_SPARE_S > now)
+        return slot->authorization;
+    if (slot == NULL)
+        slot = oldest;
+    free(slot->authorization);
+    snprintf(slot->origin, sizeof(slot->origin), "%s", origin);
+    slot->authorization = rl_vapid_authorization(push->vapid, endpoint, push->subject, now, VAPID_TTL_S);
+    slot->until_s = now + VAPID_TTL_S;
+    return slot->authorization;
+}
+
+static size_t discard(char *data, size_t size, size_t count, void *arg)
+{
+    return size * count;
+}
+
+/* Encrypts and sets up one request; 0, or -1 when the job cannot be sent (it is then done, failed). */
+static int start_job(struct rl_push *push, struct push_job *job)
+{
+    char header[128];
+    const char *authorization = vapid_for(push, job->endpoint);
+    long len;
+
+    job->body = malloc(RL_WEBPUSH_BODY_LEN(job->payload_len));
+    if (authorization == NULL || job->body == NULL)
+        return -1;
+    len = rl_webpush_encrypt(job->p256dh, job->auth, NULL, NULL, job->payload, job->payload_len, job->body,
+                             RL_WEBPUSH_BODY_LEN(job->payload_len));
+    if (len < 0 || (job->easy = curl_easy_init()) == NULL)
+        return -1;
+    job->headers = curl_slist_append(job->headers, "Content-Type: application/octet-stream");
+    job->headers = curl_slist_append(job->headers, "Content-Encoding: aes128gcm");
+    snprintf(header, sizeof(header), "TTL: %lld", (long long)job->ttl_s);
+    job->headers = curl_slist_append(job->headers, header);
+    snprintf(header, sizeof(header), "Urgency: %s", job->urgency);
+    job->headers = curl_slist_append(job->headers, header);
+    job->headers = curl_slist_append(job->headers, "Expect:");
+    {
+        size_t alen = strlen(authorization) + 32;
+        char *line = malloc(alen);
+        if (line == NULL)
+            return -1;
+        snprintf(line, alen, "Authorization: %s", authorization);
+        job->headers = curl_slist_append(job->headers, line);
+        free(line);
+    }
+    curl_easy_setopt(job->easy, CURLOPT_URL, job->endpoint);
+    curl_easy_setopt(job->easy, CURLOPT_PROTOCOLS_STR, push->allow_http ? "http,https" : "https");
+    curl_easy_setopt(job->easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(job->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(job->easy, CURLOPT_TIMEOUT_MS, (long)TIMEOUT_MS);
+    curl_easy_setopt(job->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+    curl_easy_setopt(job->easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(job->easy, CURLOPT_POSTFIELDS, job->body);
+    curl_easy_setopt(job->easy, CURLOPT_POSTFIELDSIZE, len);
+    curl_easy_setopt(job->easy, CURLOPT_HTTPHEADER, job->headers);
+    curl_easy_setopt(job->easy, CURLOPT_USERAGENT, "relayd");
+    curl_easy_setopt(job->easy, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(job->easy, CURLOPT_PRIVATE, job);
+    if (curl_multi_add_handle(push->multi, job->easy) != CURLM_OK)
+        return -1;
+    return 0;
+}
+
+static void fly(struct rl_push *push, struct push_job *job, struct push_job *replace)
+{
+    size_t i;
+
+    for (i = 0; i < INFLIGHT_MAX; ++i) {
+        if (push->flying[i] == replace) {
+            push->flying[i] = job;
+            return;
+        }
+    }
+}
+
+static void finish_job(struct rl_push *push, struct push_job *job)
+{
+    fly(push, NULL, job);
+    if (job->easy != NULL) {
+        curl_multi_remove_handle(push->multi, job->easy);
+        curl_easy_cleanup(job->easy);
+        job->easy = NULL;
+    }
+    pthread_mutex_lock(&push->lock);
+    list_push(&push->done, job);
+    pthread_mutex_unlock(&push->lock);
+    /* A full pipe already says there is something to collect. */
+    if (write(push->pipe_write, "x", 1) < 0 && errno != EAGAIN) {
+    }
+}
+
+static void *sender_main(void *arg)
+{
+    struct rl_push *push = arg;
+    int inflight = 0;
+    sigset_t all;
+
+    /* Signals belong to the loop thread (src/http/stop.c). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    for (;;) {
+        struct push_job *job = NULL;
+        CURLMsg *msg;
+        int running = 0, left;
+
+        pthread_mutex_lock(&push->lock);
+        if (push->stopping) {
+            pthread_mutex_unlock(&push->lock);
+            break;
+        }
+        while (inflight < INFLIGHT_MAX && push->todo.head != NULL) {
+            job = push->todo.head;
+            push->todo.head = job->next;
+            if (push->todo.head == NULL)
+                push->todo.tail = NULL;
+            pthread_mutex_unlock(&push->lock);
+            if (start_job(push, job) == 0) {
+                fly(push, job, NULL);
+                ++inflight;
+            } else {
+                job->failed = 1;
+                finish_job(push, job);
+            }
+            pthread_mutex_lock(&push->lock);
+        }
+        pthread_mutex_unlock(&push->lock);
+        curl_multi_perform(push->multi, &running);
+        while ((msg = curl_multi_info_read(push->multi, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&job);
+            if (msg->data.result == CURLE_OK)
+                curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &job->status);
+            else
+                job->failed = 1;
+            --inflight;
+            finish_job(push, job);
+        }
+        curl_multi_poll(push->multi, NULL, 0, 1000, NULL);
+    }
+    return NULL;
+}
+
+/* ---- the loop's side ---- */
+
+static void on_forgotten(rl_store_op_t *base)
+{
+    if (base->result != 0)
+        rl_log_warn("could not delete an expired push subscription");
+}
+
+static void on_sender_done(h2o_socket_t *sock, const char *err)
+{
+    struct rl_push *push = sock->data;
+    struct push_job *job, *next;
+
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    if (err != NULL) {
+        rl_log_error("the push sender's pipe failed: %s", err);
+        return;
+    }
+    pthread_mutex_lock(&push->lock);
+    job = push->done.head;
+    push->done.head = push->done.tail = NULL;
+    pthread_mutex_unlock(&push->lock);
+    for (; job != NULL; job = next) {
+        char origin[ORIGIN_MAX];
+        next = job->next;
+        origin_of(job->endpoint, origin, sizeof(origin));
+        --push->queued;
+        if (job->status == 404 || job->status == 410) {
+            /* RFC 8030 §7.3: the subscription is gone for good; forget it. */
+            rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:i}", "msg", "push subscription expired", "push_service",
+                                                 origin, "status", (int)job->status));
+            struct push_forget *op = rl_store_op_new(&push_forget_type, sizeof(*op));
+            op->endpoint = rl_arena_strdup(&op->base.arena, job->endpoint);
+            rl_store_submit(push->relay->store, &op->base, on_forgotten, push);
+        } else if (job->failed || job->status < 200 || job->status >= 300) {
+            rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:i}", "msg", "push not accepted", "push_service", origin,
+                                                 "status", job->failed ? 0 : (int)job->status));
+        } else {
+            rl_log_fields(RL_LOG_DEBUG, json_pack("{s:s, s:s, s:i}", "msg", "push sent", "push_service", origin,
+                                                  "status", (int)job->status));
+        }
+        job_free(job);
+    }
+}
+
+int rl_push_open(rl_relay_t *relay, rl_push_t **out)
+{
+    struct rl_push *push = calloc(1, sizeof(*push));
+    int fds[2] = {-1, -1};
+    int err;
+
+    *out = NULL;
+    if (push == NULL)
+        return -1;
+    push->relay = relay;
+    push->pipe_read = push->pipe_write = -1;
+    pthread_mutex_init(&push->lock, NULL);
+    /* From here on, a failure leaves a push that rl_push_close can take apart (the relay's stop does). */
+    *out = push;
+    push->allow_http = strcmp(relay->config.push_endpoints, "any") == 0;
+    /* RFC 8292 §2.1: a contact for the push service, a mailto: or https: URI. */
+    snprintf(push->subject, sizeof(push->subject), "%s",
+             relay->config.push_subject[0] != '\0' ? relay->config.push_subject : relay->config.public_url);
+    if (rl_vapid_open(relay->config.data, &push->vapid) != 0)
+        return -1;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (push->multi = curl_multi_init()) == NULL) {
+        rl_log_error("push: cannot initialise libcurl");
+        return -1;
+    }
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        rl_log_error("push: %s", strerror(errno));
+        return -1;
+    }
+    push->pipe_read = fds[0];
+    push->pipe_write = fds[1];
+    /* h2o closes what it watches, so it gets a descriptor of its own. */
+    push->wake = h2o_evloop_socket_create(relay->loop, fcntl(fds[0], F_DUPFD_CLOEXEC, 0), 0);
+    push->wake->data = push;
+    h2o_socket_read_start(push->wake, on_sender_done);
+    if ((err = pthread_create(&push->thread, NULL, sender_main, push)) != 0) {
+        rl_log_error("push: cannot start the sender: %s", strerror(err));
+        return -1;
+    }
+    push->thread_running = 1;
+    return 0;
+}
+
+void rl_push_close(rl_push_t *push)
+{
+    struct push_job *job, *next;
+    size_t i;
+
+    if (push == NULL)
+        return;
+    if (push->thread_running) {
+        pthread_mutex_lock(&push->lock);
+        push->stopping = 1;
+        pthread_mutex_unlock(&push->lock);
+        curl_multi_wakeup(push->multi);
+        pthread_join(push->thread, NULL);
+    }
+    if (push->wake != NULL) {
+        h2o_socket_read_stop(push->wake);
+        h2o_socket_close(push->wake);
+    }
+    for (job = push->todo.head; job != NULL; job = next) {
+        next = job->next;
+        job_free(job);
+    }
+    for (job = push->done.head; job != NULL; job = next) {
+        next = job->next;
+        job_free(job);
+    }
+    /* The sender has stopped: what it had in flight is abandoned. */
+    for (i = 0; i < INFLIGHT_MAX; ++i) {
+        job = push->flying[i];
+        if (job == NULL)
+            continue;
+        if (job->easy != NULL) {
+            curl_multi_remove_handle(push->multi, job->easy);
+            curl_easy_cleanup(job->easy);
+        }
+        job_free(job);
+    }
+    if (push->multi != NULL) {
+        curl_multi_cleanup(push->multi);
+        curl_global_cleanup();
+    }
+    for (i = 0; i < VAPID_CACHE; ++i)
+        free(push->tokens[i].authorization);
+    if (push->pipe_read >= 0)
+        close(push->pipe_read);
+    if (push->pipe_write >= 0)
+        close(push->pipe_write);
+    rl_vapid_free(push->vapid);
+    pthread_mutex_destroy(&push->lock);
+    free(push);
+}
+
+const char *rl_push_public_key(rl_push_t *push)
+{
+    return push != NULL && push->vapid != NULL ? rl_vapid_public_key(push->vapid) : NULL;
+}
+
+static void enqueue(struct rl_push *push, const rl_push_subscription_row_t *subscription,
+                    const struct push_targets *pending)
+{
+    const char *endpoint = subscription->endpoint, *p256dh = subscription->p256dh, *auth = subscription->auth;
+    unsigned char key[RL_WEBPUSH_KEY_LEN + 3], secret[RL_WEBPUSH_AUTH_LEN + 3];
+    struct push_job *job;
+
+    if (endpoint == NULL || p256dh == NULL || auth == NULL || strlen(p256dh) > 88 || strlen(auth) > 24 ||
+        rl_base64url_decode(p256dh, strlen(p256dh), key) != RL_WEBPUSH_KEY_LEN ||
+        rl_base64url_decode(auth, strlen(auth), secret) != RL_WEBPUSH_AUTH_LEN)
+        return;
+    if (push->queued >= RL_PUSH_QUEUE_MAX) {
+        if (push->dropped++ % 100 == 0)
+            rl_log_warn("push: %zu pushes waiting for the push services; dropping (%zu so far)", push->queued,
+                        push->dropped);
+        return;
+    }
+    job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return;
+    job->endpoint = strdup(endpoint);
+    job->payload = strdup(pending->payload);
+    job->payload_len = strlen(pending->payload);
+    if (job->endpoint == NULL || job->payload == NULL) {
+        job_free(job);
+        return;
+    }
+    memcpy(job->p256dh, key, RL_WEBPUSH_KEY_LEN);
+    memcpy(job->auth, secret, RL_WEBPUSH_AUTH_LEN);
+    job->ttl_s = pending->ttl_s;
+    job->urgency = pending->urgency;
+    ++push->queued;
+    pthread_mutex_lock(&push->lock);
+    list_push(&push->todo, job);
+    pthread_mutex_unlock(&push->lock);
+    curl_multi_wakeup(push->multi);
+}
+
+static void on_targets(rl_store_op_t *base)
+{
+    struct push_targets *op = (void *)base;
+    size_t i;
+
+    if (base->result != 0) {
+        rl_log_warn("push: cannot read the subscriptions of a user");
+        return;
+    }
+    for (i = 0; i < op->count; ++i)
+        enqueue(op->push, &op->rows[i], op);
+}
+
+/* The first n code points of text, with an ellipsis when cut. */
+static json_t *snippet(const char *text, size_t n)
+{
+    size_t i = 0, chars = 0;
+    char *cut;
+    json_t *out;
+
+    if (text == NULL)
+        return json_string("");
+    while (text[i] != '\0' && chars < n) {
+        ++i;
+        while (((unsigned char)text[i] & 0xc0) == 0x80)
+            ++i;
+        ++chars;
+    }
+    if (text[i] == '\0')
+        return json_string(text);
+    cut = malloc(i + 4);
+    if (cut == NULL)
+        return json_string("");
+    memcpy(cut, text, i);
+    memcpy(cut + i, "\xe2\x80\xa6", 4);
+    out = json_string(cut);
+    free(cut);
+    return out;
+}
+
+/* Reads the user's subscriptions and queues note (stolen) for each. */
+static void push_to_user(rl_push_t *push, const char *user_id, json_t *note, int64_t ttl_s, const char *urgency)
+{
+    struct push_targets *op;
+    char *payload = note != NULL ? json_dumps(note, JSON_COMPACT) : NULL;
+
+    json_decref(note);
+    if (payload == NULL || strlen(payload) > RL_WEBPUSH_PAYLOAD_MAX) {
+        free(payload);
+        return;
+    }
+    op = rl_store_op_new(&push_targets_type, sizeof(*op));
+    op->push = push;
+    op->user_id = rl_arena_strdup(&op->base.arena, user_id);
+    op->payload = rl_arena_strdup(&op->base.arena, payload);
+    op->ttl_s = ttl_s;
+    op->urgency = urgency;
+    free(payload);
+    rl_store_submit(push->relay->store, &op->base, on_targets, push);
+}
+
+/* Where a notification takes the user: the app routes by fragment, which no server log sees. */
+static void session_url(json_t *data, char *url, size_t size)
+{
+    const char *session_id = json_string_value(json_object_get(data, "session_id"));
+
+    snprintf(url, size, "/#/s/%s", session_id != NULL ? session_id : "");
+}
+
+void rl_push_approval_requested(rl_push_t *push, const char *user_id, json_t *event)
+{
+    const char *command = json_string_value(json_object_get(event, "command"));
+    int64_t expires_at = json_integer_value(json_object_get(event, "expires_at")), ttl_s;
+    char url[160];
+
+    if (push == NULL)
+        return;
+    session_url(event, url, sizeof(url));
+    /* An approval is worth a push only while it can still be answered. */
+    ttl_s = (expires_at - rl_clock_now_ms()) / 1000;
+    push_to_user(
+        push, user_id,
+        json_pack("{s:s, s:o, s:o, s:O, s:O, s:O, s:s, s:I}", "kind", "approval", "title",
+                  snippet(json_string_value(json_object_get(event, "title")), 80), "body",
+                  snippet(command != NULL && command[0] != '\0' ? command
+                                                                : json_string_value(json_object_get(event, "message")),
+                          SNIPPET_CHARS),
+                  "severity", json_object_get(event, "severity"), "session_id", json_object_get(event, "session_id"),
+                  "approval_id", json_object_get(event, "approval_id"), "url", url, "expires_at",
+                  (json_int_t)expires_at),
+        ttl_s < 1 ? 1 : ttl_s, "high");
+}
+
+void rl_push_reply_finalized(rl_push_t *push, const char *user_id, json_t *message)
+{
+    const char *role = json_string_value(json_object_get(message, "role"));
+    char url[160];
+
+    /* A reply the user is watching needs no notification. */
+    if (push == NULL || role == NULL || strcmp(role, "agent") != 0 || rl_hub_subscribers(push->relay->hub, user_id) > 0)
+        return;
+    session_url(message, url, sizeof(url));
+    push_to_user(push, user_id,
+                 json_pack("{s:s, s:s, s:o, s:O, s:O, s:s}", "kind", "reply", "title", "New reply", "body",
+                           snippet(json_string_value(json_object_get(message, "text")), SNIPPET_CHARS), "session_id",
+                           json_object_get(message, "session_id"), "message_id", json_object_get(message, "message_id"),
+                           "url", url),
+                 REPLY_TTL_S, "normal");
+}
+
+/* ---- routes ---- */
+
+static int check_p256dh(const char *s, size_t len)
+{
+    unsigned char point[RL_WEBPUSH_KEY_LEN + 3];
+
+    return len <= 88 && rl_base64url_decode(s, len, point) == RL_WEBPUSH_KEY_LEN &&
+                   rl_webpush_point_is_valid(point, RL_WEBPUSH_KEY_LEN)
+               ? 0
+               : -1;
+}
+
+static int check_auth(const char *s, size_t len)
+{
+    unsigned char secret[RL_WEBPUSH_AUTH_LEN + 3];
+
+    return len <= 24 && rl_base64url_decode(s, len, secret) == RL_WEBPUSH_AUTH_LEN ? 0 : -1;
+}
+
+static int check_endpoint(const char *s, size_t len)
+{
+    size_t scheme = strncasecmp(s, "https://", 8) == 0 ? 8 : strncasecmp(s, "http://", 7) == 0 ? 7 : 0;
+    size_t i;
+
+    if (scheme == 0 || len <= scheme || s[scheme] == '/')
+        return -1;
+    for (i = 0; i < len; ++i) {
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return -1;
+    }
+    return 0;
+}
+
+static const rl_field_t keys_fields[] = {
+    RL_FIELD_STRING_CHECK("p256dh", RL_F_REQUIRED, 1, 88, check_p256dh,
+                          "p256dh must be the base64url of an uncompressed P-256 point (65 bytes)"),
+    RL_FIELD_STRING_CHECK("auth", RL_F_REQUIRED, 1, 24, check_auth, "auth must be the base64url of 16 bytes"),
+    RL_FIELD_END,
+};
+static const rl_schema_t keys_schema = RL_SCHEMA(keys_fields);
+
+static const rl_field_t subscribe_fields[] = {
+    RL_FIELD_STRING_CHECK("endpoint", RL_F_REQUIRED, 1, RL_PUSH_ENDPOINT_MAX, check_endpoint,
+                          "endpoint must be an absolute https URL"),
+    RL_FIELD_OBJECT("keys", RL_F_REQUIRED, &keys_schema),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_push_subscribe_schema = RL_SCHEMA(subscribe_fields);
+
+static const rl_field_t unsubscribe_fields[] = {
+    RL_FIELD_STRING("endpoint", RL_F_REQUIRED, 1, RL_PUSH_ENDPOINT_MAX),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_push_unsubscribe_schema = RL_SCHEMA(unsubscribe_fields);
+
+static void on_subscribed(rl_store_op_t *base)
+{
+    struct push_subscribe *op = (void *)base;
+    rl_call_t *call = base->arg;
+
+    if (base->result != 0)
+        rl_call_fail(call, base->result, NULL);
+    else
+        rl_call_reply(
+            call, json_pack("{s:s, s:I}", "endpoint", op->row.endpoint, "created_at", (json_int_t)op->row.created_at));
+    rl_call_release(call);
+}
+
+int rl_push_subscribe(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    const char *endpoint = rl_body_string(call, "endpoint");
+    json_t *keys = json_object_get(call->body, "keys");
+    struct push_subscribe *op;
+
+    if (relay->push == NULL)
+        return RL_E_INTERNAL;
+    /* Only the push services' https endpoints, unless the operator allows plain http (a test push service). */
+    if (!relay->push->allow_http && strncasecmp(endpoint, "https://", 8) != 0) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "endpoint", "code", "invalid_string", "message",
+                                    "endpoint must be an absolute https URL"),
+                          NULL);
+        return 0;
+    }
+    op = rl_store_op_new(&push_subscribe_type, sizeof(*op));
+    op->row.endpoint = rl_op_str(op, endpoint);
+    op->row.user_id = rl_op_str(op, call->principal);
+    op->row.p256dh = rl_op_str(op, json_string_value(json_object_get(keys, "p256dh")));
+    op->row.auth = rl_op_str(op, json_string_value(json_object_get(keys, "auth")));
+    op->row.created_at = rl_clock_now_ms();
+    op->keep = RL_PUSH_SUBSCRIPTIONS_MAX;
+    rl_op_submit_for(call, op, on_subscribed);
+    return 0;
+}
+
+static void on_unsubscribed(rl_store_op_t *base)
+{
+    struct push_forget *op = (void *)base;
+    rl_call_t *call = base->arg;
+
+    if (base->result != 0)
+        rl_call_fail(call, base->result, NULL);
+    else
+        rl_call_reply(call, json_pack("{s:b}", "removed", op->removed));
+    rl_call_release(call);
+}
+
+int rl_push_unsubscribe(rl_call_t *call)
+{
+    struct push_forget *op = rl_store_op_new(&push_forget_type, sizeof(*op));
+
+    op->user_id = rl_op_str(op, call->principal);
+    op->endpoint = rl_op_str(op, rl_body_string(call, "endpoint"));
+    rl_op_submit_for(call, op, on_unsubscribed);
+    return 0;
+}

@@ -1,0 +1,49 @@
+/*
+ * Web Push to the user's devices (docs/web.md): the subscription routes,
+ * which events become a push, and the sender.
+ *
+ * The loop decides and queues; a sender thread encrypts each message for its
+ * subscription (webpush.h), signs the VAPID token and POSTs it to the push
+ * service with libcurl, so that no crypto or network round trip ever runs on
+ * the loop. Outcomes come back through a pipe the loop watches: a
+ * subscription the push service calls gone (404, 410) is deleted. Loop
+ * thread only, except where noted.
+ */
+#ifndef RL_RELAY_PUSH_H
+#define RL_RELAY_PUSH_H
+
+#include <jansson.h>
+
+#include "http/call.h"
+#include "http/validate.h"
+
+struct rl_relay;
+
+/* Pushes waiting for the sender past this many are dropped (and logged): a stuck push service costs bounded memory. */
+#define RL_PUSH_QUEUE_MAX 1024
+/* Subscriptions kept per user; a new one past this replaces the oldest. */
+#define RL_PUSH_SUBSCRIPTIONS_MAX 20
+#define RL_PUSH_ENDPOINT_MAX      2048
+
+typedef struct rl_push rl_push_t;
+
+/* Loads (or creates) the VAPID key and starts the sender. Startup; 0 or -1 with the cause logged. */
+int rl_push_open(struct rl_relay *relay, rl_push_t **out);
+/* Stops the sender (pushes still queued are dropped) and frees what it holds. NULL is ignored. */
+void rl_push_close(rl_push_t *push);
+/* The VAPID public key (base64url): the app's applicationServerKey. NULL for a NULL push. */
+const char *rl_push_public_key(rl_push_t *push);
+/* An approval_requested event (borrowed) for the user: pushed to each of their subscriptions. */
+void rl_push_approval_requested(rl_push_t *push, const char *user_id, json_t *event);
+/*
+ * A finalised message (borrowed): an agent's reply is pushed when the user
+ * has no event stream open on this node (docs/web.md says why per node).
+ */
+void rl_push_reply_finalized(rl_push_t *push, const char *user_id, json_t *message);
+
+/* POST /v1/me/push-subscriptions {endpoint, keys: {p256dh, auth}} and DELETE with {endpoint}. */
+int rl_push_subscribe(rl_call_t *call);
+int rl_push_unsubscribe(rl_call_t *call);
+extern const rl_schema_t rl_push_subscribe_schema, rl_push_unsubscribe_schema;
+
+#endif

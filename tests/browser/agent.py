@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""The agent of the browser tests, behind relay-bridge's jsonl adapter (docs/bridge.md).
+
+- "slow N" streams N numbered words, one every 150 ms (a reply to reload or
+  cut in the middle of);
+- "run COMMAND" asks the user's approval, shows the command as a tool call
+  with progress, and answers with the decision it was given;
+- "markdown" answers with every construct the app renders, and some that
+  must stay text;
+- anything else is echoed back word by word.
+Python 3 standard library only.
+"""
+import json
+import sys
+import threading
+import time
+import uuid
+
+lock = threading.Lock()
+waiting = {}
+cancelled = set()
+
+MARKDOWN = """# Heading
+
+Some **bold**, *italic*, `inline code` and a [link](https://example.org/docs).
+
+- one
+- two
+
+```python
+print("hello")
+```
+
+<script>alert("not run")</script> <img src=x onerror=alert(1)> [bad](javascript:alert(1))
+"""
+
+
+def send(**line):
+    with lock:
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+
+def turn(msg):
+    ids = {"session_id": msg["session_id"], "interaction_id": msg["interaction_id"]}
+    text = msg.get("text") or ""
+    if text.startswith("run "):
+        command = text[4:]
+        approval_id = "apr_" + uuid.uuid4().hex
+        done = threading.Event()
+        holder = {}
+        waiting[approval_id] = (done, holder)
+        send(type="approval_request", approval_id=approval_id, action="exec", title="Run a command",
+             message="The test agent wants to run: " + command, severity="high", command=command,
+             host="build-box", **ids)
+        done.wait(600)
+        decision = holder.get("decision", "deny")
+        task_id = "task_" + uuid.uuid4().hex[:12]
+        send(type="task_start", task_id=task_id, kind="exec", name="shell", args={"command": command},
+             status_label="starting", **ids)
+        send(type="task_progress", task_id=task_id, progress_percent=50, status_label="halfway", **ids)
+        status = "cancelled" if decision == "deny" else "completed"
+        send(type="task_finish", task_id=task_id, status=status, name="shell", result={"decision": decision}, **ids)
+        send(type="delta", text="decision: " + decision, **ids)
+        send(type="end", finish_reason="stop", **ids)
+        return
+    if text.startswith("slow "):
+        words = ["word%d" % i for i in range(1, int(text.split()[1]) + 1)]
+        for n, word in enumerate(words):
+            if msg["interaction_id"] in cancelled:
+                send(type="end", finish_reason="cancelled", **ids)
+                return
+            send(type="delta", text=(" " if n else "") + word, **ids)
+            time.sleep(0.15)
+        send(type="end", finish_reason="stop", **ids)
+        return
+    if text == "markdown":
+        send(type="delta", text=MARKDOWN, **ids)
+        send(type="end", finish_reason="stop", **ids)
+        return
+    for n, word in enumerate(text.split(" ")):
+        send(type="delta", text=(" " if n else "") + word, **ids)
+    send(type="end", finish_reason="stop", **ids)
+
+
+def main():
+    send(type="manifest", agent={"name": "browser-test", "version": "1.0"},
+         tools=[{"name": "shell", "description": "runs a shell command"}])
+    for raw in sys.stdin:
+        msg = json.loads(raw)
+        kind = msg.get("type")
+        if kind == "message":
+            threading.Thread(target=turn, args=(msg,), daemon=True).start()
+        elif kind == "cancel":
+            cancelled.add(msg.get("interaction_id"))
+        elif kind == "approval":
+            entry = waiting.pop(msg["approval_id"], None)
+            if entry is not None:
+                entry[1]["decision"] = msg["decision"]
+                entry[0].set()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+/*
+ * relay: the terminal client of relayd, behaving as the spec's mobile client.
+ *
+ * Account and objects: login, whoami, pair, installations, sessions, history
+ * and the rest are one REST call each. send, chat and watch attach the event
+ * stream and follow the spec's client-side resume: /v1/me, the history, the
+ * snapshot, then the stream; pending approvals of the snapshot are handled
+ * like live approval_requested events, de-duplicated by approval_id; the
+ * stream reconnects with Last-Event-ID; on resync the snapshot is fetched
+ * again, and a turn in flight is looked for by polling the session's messages
+ * every 3 s for up to 24 s.
+ *
+ * Human output on a terminal (colour unless NO_COLOR), JSON with --json or
+ * when stdout is not a terminal; in JSON mode an error is {"error": ...} on
+ * stdout. Exit status 0 on success, 1 on a runtime or remote error, 2 on a
+ * usage error, 3 when a turn ended without a final reply (cancelled, or no
+ * reply in time), 4 when the final reply did not finish (the agent failed).
+ *
+ * This file is the command table; relay.h says where the rest is.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/api.h"
+#include "relay.h"
+
+/* ---- help and version ---- */
+
+static int run_version(const rl_cli_args_t *args)
+{
+    if (relay.cli.json) {
+        json_t *version = json_pack("{s:s, s:s, s:s}", "name", "relay", "version", RELAY_VERSION, "api", "v1");
+        relay_print_json(version);
+        json_decref(version);
+    } else {
+        printf("relay %s (relay API v1)\n", RELAY_VERSION);
+    }
+    return EXIT_OK;
+}
+
+/* ---- the command table ---- */
+
+static const rl_cli_flag_t global_flags[] = {
+    {"json", 0, NULL, "print JSON (the default when stdout is not a terminal)"},
+    {"help", 'h', NULL, "show help for the command"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t login_flags[] = {
+    {"server", 's', "URL", "the relay's base URL, such as http://127.0.0.1:8080"},
+    {"token", 't', "TOKEN", "your user token (relayd token USER prints one for the embedded issuer)"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t installations_flags[] = {
+    {"all", 0, NULL, "revoked installations too"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t sessions_flags[] = {
+    {"archived", 'a', NULL, "list archived sessions instead of active ones"},
+    {"all", 0, NULL, "sessions of revoked installations too"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t new_flags[] = {
+    {"installation", 'i', "ID",
+     "the installation (bridge) the session runs on (default: the only one not revoked, or else the only "
+     "healthy one)"},
+    {"title", 't', "TITLE", "a title"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t history_flags[] = {
+    {"limit", 'n', "N", "how many of the newest messages, 1 to 100 (default 50)"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t send_flags[] = {
+    {"timeout", 0, "DURATION", "give up waiting for the reply after this long (default 10m), exit status 3"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t approve_flags[] = {
+    {"always", 0, NULL, "approve_always: a permanent grant for this action"},
+    {"scope", 0, "SCOPE", "with --always: session, tool, domain or all (default tool: this command, as the chat's a)"},
+    {"value", 0, "VALUE", "with --always: the scope's value (default: taken from the request)"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t watch_flags[] = {
+    {"since", 0, "ID", "resume after this event id (Last-Event-ID)"},
+    {"count", 'n', "N", "exit after N events"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t cancel_flags[] = {
+    {"interaction", 0, "ID", "the interaction to cancel (default: the session's current one)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const char *const login_examples[] = {
+    "relay login --server http://127.0.0.1:8080 --token \"$(relayd token alice)\"", NULL};
+static const char *const pair_examples[] = {"relay pair ABCDEFG", NULL};
+static const char *const installation_examples[] = {"relay installation rename inst_0123456789abcdef \"work laptop\"",
+                                                    "relay installation emoji inst_0123456789abcdef 🐢",
+                                                    "relay installation revoke inst_0123456789abcdef", NULL};
+static const char *const new_examples[] = {"relay new --title \"release notes\"",
+                                           "relay new --installation inst_0123456789abcdef --title \"release notes\"",
+                                           NULL};
+static const char *const send_examples[] = {"relay send ses_abc \"summarise the open issues\"",
+                                            "relay send ses_abc \"run the tests\" --json", NULL};
+static const char *const chat_examples[] = {"relay chat", "relay chat ses_abc", NULL};
+static const char *const grant_examples[] = {"relay grants", "relay grant revoke grt_0123456789abcdef", NULL};
+static const char *const approve_examples[] = {"relay approve apr_abc", "relay approve apr_abc --always --scope tool",
+                                               "relay deny apr_abc", NULL};
+static const char *const watch_examples[] = {"relay watch", "relay watch --json --count 5", NULL};
+static const char *const help_examples[] = {"relay help send", "relay help --json", NULL};
+
+static const rl_cli_command_t commands[] = {
+    {"login", "", 0, 0, "check a server and token and store them (mode 0600)",
+     "The credentials go to $RELAY_CONFIG_DIR/client.json, else the user's config folder (~/.config/relay).",
+     login_flags, login_examples, relay_run_login},
+    {"logout", "", 0, 0, "forget the stored server and token", NULL, NULL, NULL, relay_run_logout},
+    {"whoami", "", 0, 0, "show the user, the server and counts of installations and sessions", NULL, NULL, NULL,
+     relay_run_whoami},
+    {"pair", "<code>", 1, 1, "claim the 7-letter pairing code a bridge shows", NULL, NULL, pair_examples,
+     relay_run_pair},
+    {"installations", "", 0, 0, "list your installations (paired bridges) with their health",
+     "Revoked installations are left out unless --all is given.", installations_flags, NULL, relay_run_installations},
+    {"installation", "rename|emoji|revoke <id> [value]", 2, 3, "rename an installation, set its emoji, or revoke it",
+     "An empty value clears the name or emoji. Revoking disconnects the bridge for good.", NULL, installation_examples,
+     relay_run_installation},
+    {"sessions", "", 0, 0, "list sessions",
+     "Active sessions, or archived ones with --archived; sessions of revoked installations only with --all.",
+     sessions_flags, NULL, relay_run_sessions},
+    {"new", "", 0, 0, "start a session on an installation",
+     "Without --installation the session runs on your only installation that is not revoked, or else on the "
+     "only healthy one; when several could, it asks you to choose.",
+     new_flags, new_examples, relay_run_new},
+    {"rename", "<session> <title>", 2, 2, "rename a session (\"\" clears the title)", NULL, NULL, NULL,
+     relay_run_session_action},
+    {"archive", "<session>", 1, 1, "archive a session", NULL, NULL, NULL, relay_run_session_action},
+    {"unarchive", "<session>", 1, 1, "bring an archived session back", NULL, NULL, NULL, relay_run_session_action},
+    {"delete", "<session>", 1, 1, "delete a session (restorable for 24 h)", NULL, NULL, NULL, relay_run_session_action},
+    {"restore", "<session>", 1, 1, "restore a deleted session", NULL, NULL, NULL, relay_run_session_action},
+    {"history", "<session>", 1, 1, "show a session's messages, oldest first", NULL, history_flags, NULL,
+     relay_run_history},
+    {"send", "<session> <text>", 2, 2, "send a message and stream the reply",
+     "Prints the reply as it streams and task lines as they start and end; on a terminal it asks about "
+     "approvals. Exit status: 0 when the reply finished (finish_reason stop or tool_call), 4 when it is final "
+     "but did not finish (no finish_reason: the agent failed, was cancelled at its end or its bridge gave up; "
+     "or length, content_filter), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
+     "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
+     "message_delta, task_*, approval_*, resync, polled, and done {status, text, finish_reason, source}.",
+     send_flags, send_examples, relay_run_send},
+    {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
+     "Type a message and watch the answer stream. Approvals are asked in place and answered with one key, "
+     "no Enter (a line when input is not a terminal): o approve once; s approve this request and, while "
+     "this chat is open, the session's later ones (each stored as approve: the relay keeps no grant for "
+     "it); a always approve this command (approve_always, scope tool); d deny. Ctrl-C cancels the reply in "
+     "progress; Ctrl-C when no reply is in progress, Ctrl-D or /quit leaves.",
+     NULL, chat_examples, relay_run_chat},
+    {"cancel", "<session>", 1, 1, "ask the agent to stop the current turn", NULL, cancel_flags, NULL, relay_run_cancel},
+    {"approvals", "", 0, 0, "list pending approvals", NULL, NULL, NULL, relay_run_approvals},
+    {"approve", "<approval>", 1, 1, "approve a pending approval", NULL, approve_flags, approve_examples,
+     relay_run_decide},
+    {"deny", "<approval>", 1, 1, "deny a pending approval", NULL, NULL, approve_examples, relay_run_decide},
+    {"grants", "", 0, 0, "list the permanent grants approve_always made", NULL, NULL, NULL, relay_run_grants},
+    {"grant", "revoke <grant>", 2, 2, "revoke a grant: the agent asks again for what it covered", NULL, NULL,
+     grant_examples, relay_run_grant},
+    {"watch", "", 0, 0, "print the raw event stream, one event per line",
+     "Reconnects with Last-Event-ID after a drop; on resync it fetches and prints the snapshot.", watch_flags,
+     watch_examples, relay_run_watch},
+    {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command, flag and example", NULL, NULL,
+     help_examples, rl_cli_run_help},
+    {"version", "", 0, 0, "show the client's version", NULL, NULL, NULL, run_version},
+};
+
+static const rl_cli_env_t environment[] = {
+    {"RELAY_CONFIG_DIR", "folder of the credentials file (default: the user's config folder)"},
+    {"RELAY_SERVER", "base URL of the relay, overriding the stored login"},
+    {"RELAY_TOKEN", "user token, overriding the stored login"},
+    {"RELAY_RECONNECT_MS", "first reconnect delay of the event stream (default 1000)"},
+    {"NO_COLOR", "when set to anything but the empty string, no colour"},
+    {NULL, NULL},
+};
+
+static const rl_cli_exit_t exit_codes[] = {
+    {EXIT_OK, "success"},
+    {EXIT_RUNTIME, "runtime or remote error (unreachable relay, HTTP error, stream refused)"},
+    {EXIT_USAGE, "usage error (unknown command or flag, wrong arguments)"},
+    {EXIT_UNFINISHED, "send: the turn ended without a final reply (cancelled or timed out)"},
+    {EXIT_INCOMPLETE, "send: the reply is final but did not finish (the agent failed, or length, content_filter)"},
+    {0, NULL},
+};
+
+static const rl_cli_program_t program = {
+    "relay",
+    RELAY_VERSION,
+    "the terminal client of the relay: chat with your agents, approve what they do",
+    commands,
+    sizeof(commands) / sizeof(commands[0]),
+    global_flags,
+    environment,
+    exit_codes,
+    RL_CLI_JSON_WHEN_PIPED,
+    NULL,
+};
+
+int main(int argc, char **argv)
+{
+    int status = rl_cli_main(&relay.cli, &program, argc, argv);
+
+    rl_api_free(relay.api);
+    json_decref(relay.credentials);
+    return status;
+}

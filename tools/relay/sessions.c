@@ -1,0 +1,232 @@
+/* relay: sessions and their history: sessions, new, rename, archive, unarchive, delete, restore, history, cancel. */
+#include <stdio.h>
+#include <string.h>
+
+#include "client/chat.h"
+#include "relay.h"
+
+int relay_run_sessions(const rl_cli_args_t *args)
+{
+    const char *want = rl_cli_value(args, "archived") != NULL ? "archived" : "active";
+    int all = rl_cli_value(args, "all") != NULL;
+    const json_t *session;
+    json_t *me, *list;
+    size_t i;
+    int status = relay_fetch_me(&me);
+
+    if (status != EXIT_OK)
+        return status;
+    list = json_array();
+    json_array_foreach(json_object_get(me, "sessions"), i, session)
+    {
+        if (strcmp(rl_cli_str(session, "state"), want) == 0 && (all || !relay_on_revoked(me, session)))
+            json_array_append(list, (json_t *)session);
+    }
+    if (relay.cli.json) {
+        json_t *out = json_pack("{s:O}", "sessions", list);
+        relay_print_json(out);
+        json_decref(out);
+    } else {
+        if (json_array_size(list) == 0)
+            printf("no %s sessions\n", want);
+        json_array_foreach(list, i, session) relay_show_session(session);
+    }
+    json_decref(list);
+    json_decref(me);
+    return EXIT_OK;
+}
+
+/*
+ * The installation a new session runs on when none is given: the only one
+ * not revoked, or else the only healthy one. EXIT_OK with its id in out, or
+ * reported.
+ */
+static int default_installation(const json_t *me, char *out, size_t outsz)
+{
+    const json_t *inst, *live_one = NULL, *healthy_one = NULL;
+    size_t i, live = 0, healthy = 0;
+    char message[600], ids[400] = "";
+
+    json_array_foreach(json_object_get(me, "installations"), i, inst)
+    {
+        if (relay_revoked(inst))
+            continue;
+        live++;
+        live_one = inst;
+        if (strlen(ids) + 40 < sizeof(ids))
+            snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s%s", ids[0] != '\0' ? ", " : "",
+                     rl_cli_str(inst, "id"));
+        if (strcmp(rl_cli_str(inst, "health"), "healthy") == 0) {
+            healthy++;
+            healthy_one = inst;
+        }
+    }
+    if (live == 0)
+        return relay_report(EXIT_RUNTIME,
+                            "no installation to run a session on: start relay-bridge pair on a machine, "
+                            "then relay pair CODE",
+                            NULL);
+    if (live > 1 && healthy != 1) {
+        snprintf(message, sizeof(message),
+                 "%zu installations could run the session (%s), %zu of them healthy: choose one with "
+                 "--installation ID",
+                 live, ids, healthy);
+        return relay_report(EXIT_USAGE, message, NULL);
+    }
+    inst = live == 1 ? live_one : healthy_one;
+    snprintf(out, outsz, "%s", rl_cli_str(inst, "id"));
+    rl_cli_note(&relay.cli, "relay: on %s, %s", out,
+                live == 1 ? "your only installation" : "your only healthy installation");
+    return EXIT_OK;
+}
+
+int relay_run_new(const rl_cli_args_t *args)
+{
+    const char *installation = rl_cli_value(args, "installation"), *title = rl_cli_value(args, "title");
+    char chosen[128];
+    json_t *body;
+    int status;
+
+    status = relay_need_login();
+    if (status != EXIT_OK)
+        return status;
+    if (installation == NULL) {
+        json_t *me = NULL;
+        status = relay_fetch_me(&me);
+        if (status == EXIT_OK)
+            status = default_installation(me, chosen, sizeof(chosen));
+        json_decref(me);
+        if (status != EXIT_OK)
+            return status;
+        installation = chosen;
+    }
+    body = json_pack("{s:s}", "installation_id", installation);
+    if (title != NULL)
+        json_object_set_new(body, "title", json_string(title));
+    return relay_call_and_show("POST", "/v1/me/sessions", body, "new session: ", "session", relay_show_session);
+}
+
+/* The one-call session commands, one row each. */
+typedef struct session_action {
+    const char *name;
+    const char *method;
+    const char *path; /* %s is the session id */
+    const char *done;
+} session_action_t;
+
+static const session_action_t session_actions[] = {
+    {"rename", "PATCH", "/v1/me/sessions/%s", "renamed %s\n"},
+    {"archive", "POST", "/v1/me/sessions/%s/archive", "archived %s\n"},
+    {"unarchive", "POST", "/v1/me/sessions/%s/unarchive", "unarchived %s\n"},
+    {"delete", "DELETE", "/v1/me/sessions/%s", "deleted %s (relay restore brings it back within 24 h)\n"},
+    {"restore", "POST", "/v1/me/sessions/%s/restore", "restored %s\n"},
+};
+
+int relay_run_session_action(const rl_cli_args_t *args)
+{
+    const session_action_t *action = NULL;
+    char path[512];
+    rl_api_error_t error;
+    json_t *body = NULL, *result;
+    size_t i;
+    int status = relay_need_login();
+
+    if (status != EXIT_OK)
+        return status;
+    for (i = 0; i < sizeof(session_actions) / sizeof(session_actions[0]); ++i) {
+        if (strcmp(session_actions[i].name, args->command->name) == 0)
+            action = &session_actions[i];
+    }
+    if (strcmp(action->name, "rename") == 0)
+        body = json_pack("{s:o}", "title",
+                         args->positional[1][0] != '\0' ? json_string(args->positional[1]) : json_null());
+    rl_api_path(path, sizeof(path), action->path, args->positional[0]);
+    status = relay_call(action->method, path, body, &result, &error);
+    json_decref(body);
+    if (status != 0)
+        return relay_report_api(&error);
+    return relay_print_result(result, action->done, args->positional[0]);
+}
+
+int relay_run_history(const rl_cli_args_t *args)
+{
+    int limit = 50, status;
+    json_t *result;
+    size_t i, n;
+
+    if (relay_parse_int(rl_cli_value(args, "limit"), 1, 100, &limit) != 0)
+        return relay_report(EXIT_USAGE, "--limit must be an integer from 1 to 100", NULL);
+    status = relay_need_login();
+    if (status != EXIT_OK)
+        return status;
+    status = relay_fetch_history(args->positional[0], limit, &result);
+    if (status != EXIT_OK)
+        return status;
+    if (relay.cli.json) {
+        relay_print_json(result);
+    } else {
+        const json_t *messages = json_object_get(result, "messages");
+        n = json_array_size(messages);
+        if (n == 0)
+            printf("no messages yet\n");
+        for (i = n; i > 0; --i)
+            rl_chat_print_message(stdout, &relay.cli.out, json_array_get(messages, i - 1));
+    }
+    json_decref(result);
+    return EXIT_OK;
+}
+
+int relay_run_cancel(const rl_cli_args_t *args)
+{
+    const char *interaction = rl_cli_value(args, "interaction");
+    char path[512];
+    rl_api_error_t error;
+    json_t *body, *result;
+    int status = relay_need_login();
+
+    if (status != EXIT_OK)
+        return status;
+    body = json_object();
+    if (interaction != NULL)
+        json_object_set_new(body, "interaction_id", json_string(interaction));
+    rl_api_path(path, sizeof(path), "/v1/me/sessions/%s/cancel", args->positional[0]);
+    status = relay_call("POST", path, body, &result, &error);
+    json_decref(body);
+    if (status != 0)
+        return relay_report_api(&error);
+    return relay_print_result(result, "asked the agent to stop the turn in %s\n", args->positional[0]);
+}
+
+int relay_newest_session(char *out, size_t outsz)
+{
+    const json_t *session, *newest = NULL;
+    json_int_t newest_at = -1;
+    json_t *me;
+    size_t i;
+    int status = relay_fetch_me(&me);
+
+    if (status != EXIT_OK)
+        return status;
+    json_array_foreach(json_object_get(me, "sessions"), i, session)
+    {
+        json_int_t at = json_integer_value(json_object_get(session, "updated_at"));
+        if (json_integer_value(json_object_get(session, "created_at")) > at)
+            at = json_integer_value(json_object_get(session, "created_at"));
+        if (strcmp(rl_cli_str(session, "state"), "active") != 0 || relay_on_revoked(me, session))
+            continue;
+        if (at > newest_at) {
+            newest = session;
+            newest_at = at;
+        }
+    }
+    if (newest == NULL) {
+        json_decref(me);
+        return relay_report(EXIT_RUNTIME, "no session to chat in yet: start one with relay new", NULL);
+    }
+    snprintf(out, outsz, "%s", rl_cli_str(newest, "id"));
+    rl_cli_note(&relay.cli, "relay: chatting in your newest session, %s%s%s%s (relay chat SESSION picks another)", out,
+                rl_cli_str(newest, "title")[0] != '\0' ? " \"" : "", rl_cli_str(newest, "title"),
+                rl_cli_str(newest, "title")[0] != '\0' ? "\"" : "");
+    json_decref(me);
+    return EXIT_OK;
+}

@@ -1,0 +1,126 @@
+// Approvals: the card that asks, its countdown, and the spec's four answers.
+//
+//   Approve once                 decision approve
+//   Approve for this session     decision approve, and this app answers the
+//                                session's later requests the same way (the
+//                                spec's client-only approveForSession)
+//   Always approve this command  decision approve_always, scope tool: a
+//                                permanent grant for that command (Settings
+//                                lists and revokes grants)
+//   Deny                         decision deny
+import { post, describe } from './api.js';
+import { store, emit } from './state.js';
+import { h, clear, toast, formatCountdown, announce } from './ui.js';
+
+const SESSION_KEY = 'relay.approve-session';
+
+function sessionsApproved() {
+  try {
+    return new Set(JSON.parse(localStorage.getItem(SESSION_KEY) || '[]'));
+  } catch (err) {
+    return new Set();
+  }
+}
+
+function rememberSession(sessionId) {
+  const set = sessionsApproved();
+  set.add(sessionId);
+  localStorage.setItem(SESSION_KEY, JSON.stringify([...set].slice(-200)));
+}
+
+export const CHOICES = [
+  { id: 'once', label: 'Approve once', body: { decision: 'approve' } },
+  { id: 'session', label: 'Approve for this session', body: { decision: 'approve' }, remember: true },
+  { id: 'always', label: 'Always approve this command', body: { decision: 'approve_always', scope: 'tool' } },
+  { id: 'deny', label: 'Deny', body: { decision: 'deny' } },
+];
+
+const busy = new Set();
+
+export async function decide(approval, choice) {
+  if (busy.has(approval.approval_id)) return;
+  busy.add(approval.approval_id);
+  try {
+    const result = await post(`/v1/me/approvals/${encodeURIComponent(approval.approval_id)}`, choice.body);
+    if (choice.remember) rememberSession(approval.session_id);
+    const known = store.approvals.get(approval.approval_id) || approval;
+    store.approvals.set(approval.approval_id, { ...known, status: 'resolved', decision: result.decision, scope: result.scope,
+      answered: result.idempotent ? null : choice.id });
+    emit('approvals', approval.approval_id);
+    emit(`messages:${approval.session_id}`);
+    announce(result.idempotent ? 'This request was already answered' : `${choice.label}: done`);
+  } catch (err) {
+    if (err.code === 'approval_expired') {
+      const known = store.approvals.get(approval.approval_id) || approval;
+      store.approvals.set(approval.approval_id, { ...known, status: 'expired' });
+      emit('approvals', approval.approval_id);
+      emit(`messages:${approval.session_id}`);
+    }
+    toast(describe(err), 'error');
+  } finally {
+    busy.delete(approval.approval_id);
+  }
+}
+
+// A later request in a session the user approved "for this session" is answered by this app at once.
+export function autoApprove(approval) {
+  if (approval.status !== 'pending' || !sessionsApproved().has(approval.session_id)) return;
+  decide(approval, { ...CHOICES[0], id: 'session-auto', label: 'Approved for this session' });
+}
+
+function outcome(a) {
+  if (a.status === 'expired') return 'Expired without an answer';
+  if (a.decision === 'deny') return 'Denied';
+  if (a.decision === 'approve_always') return `Always approved${a.scope === 'tool' ? ' (this command)' : ''}`;
+  if (a.answered === 'session' || a.answered === 'session-auto') return 'Approved for this session';
+  return 'Approved';
+}
+
+export const approvalCard = {
+  create() {
+    return h('section', { class: 'approval', role: 'group' });
+  },
+
+  update(el, a) {
+    const signature = `${a.status}|${a.decision}|${a.answered}`;
+    if (el.dataset.signature === signature) return;
+    el.dataset.signature = signature;
+    clear(el);
+    el.className = `approval approval-${a.status} severity-${a.severity || 'medium'}`;
+    el.dataset.expires = String(a.expires_at || 0);
+    el.setAttribute('aria-label', `Approval request: ${a.title || a.action}`);
+    el.append(h('div', { class: 'approval-head' },
+      h('span', { class: `severity severity-badge-${a.severity || 'medium'}`, text: `${(a.severity || 'medium')} risk` }),
+      h('strong', { class: 'approval-title', text: a.title || a.action || 'Approval' })));
+    if (a.message) el.append(h('p', { class: 'approval-message', text: a.message }));
+    if (a.command) el.append(h('pre', { class: 'code-block approval-command', tabindex: '0', 'aria-label': 'Command' }, h('code', { text: a.command })));
+    const facts = [];
+    if (a.host) facts.push(h('span', { text: `Host: ${a.host}` }));
+    if (a.action) facts.push(h('span', { text: `Action: ${a.action}` }));
+    if (facts.length) el.append(h('div', { class: 'approval-facts' }, facts));
+    if (a.status === 'pending') {
+      el.append(h('div', { class: 'countdown', 'aria-live': 'off' }));
+      el.append(h('div', { class: 'approval-actions' }, CHOICES.map((choice) =>
+        h('button', { type: 'button', class: `btn ${choice.id === 'deny' ? 'btn-danger' : choice.id === 'once' ? 'btn-primary' : ''}`,
+          dataset: { choice: choice.id }, text: choice.label,
+          onclick: (e) => {
+            for (const b of el.querySelectorAll('button')) b.disabled = true;
+            decide(store.approvals.get(a.approval_id) || a, choice).finally(() => {
+              if (el.isConnected) for (const b of el.querySelectorAll('button')) b.disabled = false;
+            });
+            e.stopPropagation();
+          } }))));
+      approvalCard.tick(el);
+    } else {
+      el.append(h('p', { class: 'approval-outcome', text: outcome(a) }));
+    }
+  },
+
+  tick(el) {
+    const counter = el.querySelector('.countdown');
+    if (!counter) return;
+    const left = Number(el.dataset.expires) - Date.now();
+    counter.textContent = left > 0 ? `Expires in ${formatCountdown(left)}` : 'Expiring…';
+    counter.classList.toggle('countdown-soon', left < 30000);
+  },
+};

@@ -1,0 +1,240 @@
+// The app's shell: sign-in, the routes (in the URL fragment), the connection
+// banner, and the event stream that keeps everything current.
+import { auth } from './auth.js';
+import { describe } from './api.js';
+import { EventStream } from './sse.js';
+import { store, on, applyEvent, reload, setConnection, pollInFlight, inFlight } from './state.js';
+import { h, clear, icon, toast, announce } from './ui.js';
+import { registerWorker } from './push.js';
+import * as screens from './screens.js';
+import { chatView } from './chat.js';
+
+const wide = window.matchMedia('(min-width: 960px)');
+let stream = null;
+let cleanup = null;
+let started = false;
+
+function route() {
+  const hash = location.hash.replace(/^#/, '') || '/';
+  const parts = hash.split('/').filter(Boolean).map(decodeURIComponent);
+  return { name: parts[0] || 'home', arg: parts[1] || null };
+}
+
+export function go(path) {
+  location.hash = `#${path}`;
+}
+
+const views = {
+  home: (main) => (wide.matches ? screens.welcomeView(main) : screens.sessionsView(main)),
+  s: (main, arg) => chatView(main, arg),
+  new: (main, arg) => screens.newChatView(main, arg),
+  machines: (main) => screens.installationsView(main),
+  pair: (main, arg) => screens.pairView(main, arg),
+  approvals: (main) => screens.approvalsView(main),
+  settings: (main) => screens.settingsView(main),
+};
+
+function render() {
+  const main = document.getElementById('main');
+  if (!main) return;
+  if (cleanup) cleanup();
+  cleanup = null;
+  clear(main);
+  const { name, arg } = route();
+  const view = views[name] || views.home;
+  cleanup = view(main, arg) || null;
+  for (const link of document.querySelectorAll('.tabs a')) {
+    const current = link.dataset.route === name || (name === 's' && link.dataset.route === 'home');
+    if (current) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  document.body.dataset.route = name;
+  // Screen readers land on the new screen's heading.
+  const heading = main.querySelector('h1');
+  if (heading) {
+    heading.setAttribute('tabindex', '-1');
+    if (document.activeElement === document.body || !main.contains(document.activeElement)) heading.focus({ preventScroll: true });
+  }
+}
+
+function banner() {
+  const el = document.getElementById('banner');
+  if (!el) return;
+  const state = store.connection;
+  const offline = state === 'offline' || !navigator.onLine;
+  el.hidden = !offline && state !== 'connecting';
+  el.className = `banner banner-${offline ? 'offline' : 'connecting'}`;
+  el.textContent = offline
+    ? `You are offline. Reconnecting${store.retryInMs ? ` in ${Math.ceil(store.retryInMs / 1000)} s` : ''}…`
+    : 'Connecting…';
+  document.body.dataset.connection = offline ? 'offline' : state;
+}
+
+function approvalsBadge() {
+  const badge = document.getElementById('approvals-badge');
+  if (!badge) return;
+  const count = [...store.approvals.values()].filter((a) => a.status === 'pending').length;
+  clear(badge);
+  if (count) badge.append(String(count), h('span', { class: 'sr-only', text: ' waiting' }));
+  badge.hidden = count === 0;
+}
+
+function shell() {
+  const app = document.getElementById('app');
+  clear(app);
+  const tab = (routeName, href, label, iconName, extra) =>
+    h('a', { href, dataset: { route: routeName } }, icon(iconName), h('span', { text: label }), extra || null);
+  app.append(
+    h('a', { class: 'skip-link', href: '#main', onclick: (e) => { e.preventDefault(); document.getElementById('main').focus(); }, text: 'Skip to content' }),
+    h('div', { id: 'banner', class: 'banner', role: 'status', 'aria-live': 'polite', hidden: true }),
+    h('div', { class: 'layout' },
+      h('nav', { class: 'tabs', 'aria-label': 'Sections' },
+        tab('home', '#/', 'Chats', 'chats'),
+        tab('machines', '#/machines', 'Machines', 'machines'),
+        tab('approvals', '#/approvals', 'Approvals', 'shield', h('span', { id: 'approvals-badge', class: 'badge', hidden: true })),
+        tab('settings', '#/settings', 'Settings', 'settings')),
+      h('aside', { id: 'sidebar', class: 'sidebar', 'aria-label': 'Chats' }),
+      h('main', { id: 'main', tabindex: '-1' })));
+  screens.sessionsList(document.getElementById('sidebar'), true);
+  banner();
+  approvalsBadge();
+}
+
+function startStream() {
+  if (stream) return;
+  stream = new EventStream({
+    onEvent: (name, data) => {
+      if (name === 'resync') {
+        // spec: the buffer no longer holds what we missed: reload history and the snapshot.
+        const { name: view, arg } = route();
+        reload(view === 's' ? arg : null).catch((err) => toast(describe(err), 'error'));
+        return;
+      }
+      if (name === 'approval_requested') announce(`Approval needed: ${data.title || data.action}`, true);
+      applyEvent(name, data);
+    },
+    onState: (state, detail) => {
+      const was = store.connection;
+      setConnection(state, detail);
+      if (state === 'live' && was !== 'live' && was !== 'idle') {
+        // Back after a drop: a reply in flight may have finished meanwhile.
+        for (const [sessionId, c] of store.chats) if (c.loaded && inFlight(sessionId).length) pollInFlight(sessionId);
+      }
+    },
+  });
+  stream.start();
+}
+
+async function startSignedIn() {
+  shell();
+  const { name, arg } = route();
+  try {
+    // spec: /v1/me, the history, the snapshot, then the stream.
+    await reload(name === 's' ? arg : null);
+  } catch (err) {
+    if (!auth.signedIn()) return;
+    toast(describe(err), 'error');
+  }
+  render();
+  startStream();
+}
+
+function showLogin(message) {
+  if (stream) {
+    stream.stop();
+    stream = null;
+  }
+  const app = document.getElementById('app');
+  clear(app);
+  const main = h('main', { id: 'main', class: 'login-main', tabindex: '-1' });
+  app.append(main);
+  screens.loginView(main, message);
+}
+
+// The paths the relay serves the app at besides /: a sign-in link, a provider's answer, a pairing link.
+async function arrive() {
+  const path = location.pathname;
+  if (path === '/pair') {
+    const code = new URLSearchParams(location.search).get('code') || '';
+    history.replaceState(null, '', `/#/pair/${encodeURIComponent(code)}`);
+  } else if (path === '/login') {
+    const fragment = new URLSearchParams(location.hash.replace(/^#/, ''));
+    const query = new URLSearchParams(location.search);
+    // Out of the address bar and the history at once: the code is spent, but it is still a secret until then.
+    history.replaceState(null, '', '/');
+    if (fragment.get('code')) {
+      try {
+        await auth.exchangeLink(fragment.get('code'));
+      } catch (err) {
+        return `This sign-in link cannot be used: ${describe(err)}`;
+      }
+    } else if (query.get('code') || query.get('error')) {
+      try {
+        await auth.completeOidc(query);
+      } catch (err) {
+        return `Sign-in failed: ${err.message}`;
+      }
+    }
+  }
+  return null;
+}
+
+async function boot() {
+  registerWorker();
+  const message = await arrive();
+  auth.onChange((value) => {
+    if (!value) showLogin('You were signed out. Sign in again to continue.');
+  });
+  window.addEventListener('hashchange', () => {
+    if (auth.signedIn()) render();
+  });
+  wide.addEventListener('change', () => auth.signedIn() && render());
+  window.addEventListener('online', () => {
+    banner();
+    if (stream) stream.nudge();
+  });
+  window.addEventListener('offline', banner);
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible' && stream && store.connection !== 'live') stream.nudge();
+  });
+  on('connection', banner);
+  on('approvals', approvalsBadge);
+  // A notification clicked while the app is open: the worker asks the page to go there.
+  if ('serviceWorker' in navigator) {
+    navigator.serviceWorker.addEventListener('message', (event) => {
+      if (event.data && event.data.type === 'open' && typeof event.data.url === 'string') {
+        const url = new URL(event.data.url, location.origin);
+        if (url.origin === location.origin) location.hash = url.hash;
+      }
+    });
+  }
+  if (auth.signedIn()) {
+    started = true;
+    await startSignedIn();
+  } else {
+    showLogin(message);
+  }
+}
+
+export function signedIn() {
+  if (started) {
+    shell();
+    render();
+    startStream();
+    reload(null).catch(() => {});
+    return;
+  }
+  started = true;
+  startSignedIn();
+}
+
+export function signOut() {
+  if (stream) {
+    stream.stop();
+    stream = null;
+  }
+  started = false;
+  auth.signOut();
+}
+
+boot();

@@ -1,0 +1,214 @@
+// Markdown to DOM, for agents' replies. It builds elements and text nodes
+// only (never innerHTML), keeps links to http, https and mailto, and shows
+// anything else as the text it is: nothing an agent writes can run script.
+// A small subset, the one chat replies use: paragraphs, headings, fenced and
+// indented code, lists, quotes, rules, emphasis, inline code and links.
+// It parses a reply in full on each render; a render per animation frame of
+// a streaming reply of a few kilobytes costs well under a millisecond.
+import { h } from './ui.js';
+
+const SAFE_URL = /^(https?:|mailto:)/i;
+
+function safeHref(url) {
+  const trimmed = url.trim();
+  if (SAFE_URL.test(trimmed)) return trimmed;
+  // A link within the relay itself (an attachment).
+  if (trimmed.startsWith('/') && !trimmed.startsWith('//')) return trimmed;
+  return null;
+}
+
+// Inline markup: `code`, **strong**, *em* or _em_, ~~del~~, [text](url), <url>, bare https:// links.
+function inline(text) {
+  const out = [];
+  let i = 0;
+  let plain = '';
+  const flush = () => {
+    if (plain) out.push(plain);
+    plain = '';
+  };
+  while (i < text.length) {
+    const c = text[i];
+    const rest = text.slice(i);
+    let m;
+    if (c === '\\' && i + 1 < text.length && /[\\`*_{}[\]()#+\-.!~<>]/.test(text[i + 1])) {
+      plain += text[i + 1];
+      i += 2;
+      continue;
+    }
+    if (c === '`' && (m = rest.match(/^(`+)([\s\S]*?[^`])\1(?!`)/))) {
+      flush();
+      out.push(h('code', { text: m[2].replace(/^ (.*) $/, '$1') }));
+      i += m[0].length;
+      continue;
+    }
+    if ((c === '*' || c === '_') && (m = rest.match(/^(\*\*|__)(?=\S)([\s\S]*?\S)\1/))) {
+      flush();
+      out.push(h('strong', null, inline(m[2])));
+      i += m[0].length;
+      continue;
+    }
+    if ((c === '*' || c === '_') && (m = rest.match(/^(\*|_)(?=\S)([\s\S]*?\S)\1(?!\1)/)) &&
+        (c === '*' || i === 0 || !/\w/.test(text[i - 1]))) {
+      flush();
+      out.push(h('em', null, inline(m[2])));
+      i += m[0].length;
+      continue;
+    }
+    if (c === '~' && (m = rest.match(/^~~(?=\S)([\s\S]*?\S)~~/))) {
+      flush();
+      out.push(h('del', null, inline(m[1])));
+      i += m[0].length;
+      continue;
+    }
+    if (c === '[' && (m = rest.match(/^\[([^\]]*)\]\(([^)\s]+)(?:\s+"[^"]*")?\)/))) {
+      flush();
+      const href = safeHref(m[2]);
+      out.push(href ? h('a', { href, target: '_blank', rel: 'noopener noreferrer nofollow' }, inline(m[1])) : m[0]);
+      i += m[0].length;
+      continue;
+    }
+    if (c === '<' && (m = rest.match(/^<(https?:\/\/[^>\s]+)>/))) {
+      flush();
+      out.push(h('a', { href: m[1], target: '_blank', rel: 'noopener noreferrer nofollow', text: m[1] }));
+      i += m[0].length;
+      continue;
+    }
+    if ((c === 'h' || c === 'H') && (i === 0 || /[\s(]/.test(text[i - 1])) &&
+        (m = rest.match(/^https?:\/\/[^\s<]+[^\s<.,:;"')\]]/i))) {
+      flush();
+      out.push(h('a', { href: m[0], target: '_blank', rel: 'noopener noreferrer nofollow', text: m[0] }));
+      i += m[0].length;
+      continue;
+    }
+    if (c === '\n') {
+      // A line break inside a paragraph: two trailing spaces or a backslash make it hard.
+      if (/ {2,}$/.test(plain)) {
+        plain = plain.replace(/ +$/, '');
+        flush();
+        out.push(h('br'));
+      } else {
+        plain += '\n';
+      }
+      i += 1;
+      continue;
+    }
+    plain += c;
+    i += 1;
+  }
+  flush();
+  return out;
+}
+
+const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)/;
+const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
+const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
+const BULLET = /^( {0,3})([-*+])\s+(.*)$/;
+const ORDERED = /^( {0,3})(\d{1,9})[.)]\s+(.*)$/;
+const QUOTE = /^ {0,3}>\s?(.*)$/;
+
+function blocks(lines) {
+  const out = [];
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    let m;
+    if (/^\s*$/.test(line)) {
+      i += 1;
+      continue;
+    }
+    if ((m = line.match(FENCE))) {
+      const fence = m[1];
+      const body = [];
+      i += 1;
+      while (i < lines.length && !new RegExp(`^ {0,3}${fence[0]}{${fence.length},}\\s*$`).test(lines[i])) {
+        body.push(lines[i]);
+        i += 1;
+      }
+      i += 1; // the closing fence (or the end of a reply still streaming)
+      const code = h('code', { text: body.join('\n') });
+      if (m[2]) code.className = `language-${m[2]}`;
+      out.push(h('pre', { class: 'code-block', tabindex: '0' }, code));
+      continue;
+    }
+    if (/^( {4}|\t)/.test(line)) {
+      const body = [];
+      while (i < lines.length && (/^( {4}|\t)/.test(lines[i]) || /^\s*$/.test(lines[i]))) {
+        body.push(lines[i].replace(/^( {4}|\t)/, ''));
+        i += 1;
+      }
+      while (body.length && /^\s*$/.test(body[body.length - 1])) body.pop();
+      out.push(h('pre', { class: 'code-block', tabindex: '0' }, h('code', { text: body.join('\n') })));
+      continue;
+    }
+    if ((m = line.match(HEADING))) {
+      // Headings inside a message stay below the page's own: h3 to h6.
+      const level = Math.min(m[1].length + 2, 6);
+      out.push(h(`h${level}`, null, inline(m[2])));
+      i += 1;
+      continue;
+    }
+    if (RULE.test(line)) {
+      out.push(h('hr'));
+      i += 1;
+      continue;
+    }
+    if (QUOTE.test(line)) {
+      const body = [];
+      while (i < lines.length && (m = lines[i].match(QUOTE))) {
+        body.push(m[1]);
+        i += 1;
+      }
+      out.push(h('blockquote', null, blocks(body)));
+      continue;
+    }
+    if (BULLET.test(line) || ORDERED.test(line)) {
+      const ordered = ORDERED.test(line);
+      const pattern = ordered ? ORDERED : BULLET;
+      const list = h(ordered ? 'ol' : 'ul');
+      if (ordered) {
+        const start = Number(line.match(ORDERED)[2]);
+        if (start !== 1) list.setAttribute('start', String(start));
+      }
+      while (i < lines.length && (m = lines[i].match(pattern))) {
+        const item = [m[3]];
+        i += 1;
+        // Continuation lines are indented; a nested list goes with its item.
+        while (i < lines.length && /^( {2,}|\t)\S/.test(lines[i]) && !pattern.test(lines[i])) {
+          item.push(lines[i].replace(/^( {2,4}|\t)/, ''));
+          i += 1;
+        }
+        while (i < lines.length && /^( {2,}|\t)([-*+]|\d+[.)])\s/.test(lines[i])) {
+          item.push(lines[i].replace(/^( {2,4}|\t)/, ''));
+          i += 1;
+        }
+        const task = item[0].match(/^\[([ xX])\]\s+(.*)$/);
+        const li = h('li');
+        if (task) {
+          li.append(h('input', { type: 'checkbox', disabled: true, checked: task[1] !== ' ', 'aria-label': 'done' }), ' ');
+          item[0] = task[2];
+        }
+        if (item.length === 1) li.append(...inline(item[0]));
+        else li.append(...blocks(item));
+        list.append(li);
+        if (i < lines.length && /^\s*$/.test(lines[i]) && i + 1 < lines.length && pattern.test(lines[i + 1])) i += 1;
+      }
+      out.push(list);
+      continue;
+    }
+    const para = [];
+    while (i < lines.length && !/^\s*$/.test(lines[i]) && !FENCE.test(lines[i]) && !HEADING.test(lines[i]) &&
+           !QUOTE.test(lines[i]) && !RULE.test(lines[i]) && !(para.length && (BULLET.test(lines[i]) || ORDERED.test(lines[i])))) {
+      para.push(lines[i]);
+      i += 1;
+    }
+    out.push(h('p', null, inline(para.join('\n'))));
+  }
+  return out;
+}
+
+// The rendered markdown as a fragment.
+export function renderMarkdown(text) {
+  const fragment = document.createDocumentFragment();
+  fragment.append(...blocks(String(text).replace(/\r\n?/g, '\n').split('\n')));
+  return fragment;
+}

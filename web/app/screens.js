@@ -1,0 +1,415 @@
+// The screens other than a chat: sign-in, chats, a new chat, machines,
+// pairing, approvals, settings.
+import { auth } from './auth.js';
+import { get, post, patch, del, describe } from './api.js';
+import { store, on, loadDeleted, loadGrants, installationName } from './state.js';
+import { h, clear, reconcile, icon, toast, ask, formatTime } from './ui.js';
+import { approvalCard } from './approvals.js';
+import { healthPill } from './chat.js';
+import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
+import { go, signedIn, signOut } from './main.js';
+
+function screen(title, ...children) {
+  return h('div', { class: 'screen' }, h('h1', { text: title }), children);
+}
+
+// ---- sign-in ----
+
+export function loginView(main, message) {
+  const box = h('div', { class: 'login' },
+    h('div', { class: 'login-brand' }, h('img', { src: document.querySelector('link[rel=icon]').href, alt: '', width: '56', height: '56' }),
+      h('h1', { text: 'Relay' })),
+    h('p', { class: 'lead', text: 'Chat with the agents on your own machines, and approve what they do.' }));
+  if (message) box.append(h('p', { class: 'notice', role: 'alert', text: message }));
+  const body = h('div', { class: 'login-body' }, h('p', { text: 'Loading…' }));
+  box.append(body);
+  main.append(box);
+  auth.loadConfig().then((config) => {
+    clear(body);
+    if (config.auth.mode === 'oidc') {
+      body.append(h('button', { type: 'button', class: 'btn btn-primary btn-wide', text: 'Sign in',
+        onclick: (e) => {
+          e.target.disabled = true;
+          auth.startOidc().catch((err) => {
+            e.target.disabled = false;
+            toast(`Sign-in could not start: ${err.message}`, 'error');
+          });
+        } }));
+    } else if (config.auth.mode === 'embedded') {
+      body.append(
+        h('p', { text: 'To sign in, open a sign-in link on this device. On the machine that runs the relay:' }),
+        h('pre', { class: 'code-block', tabindex: '0' }, h('code', { text: 'relayd login-link YOUR-NAME' })),
+        h('p', { text: 'It prints a link (and a QR code to scan with your phone). Each link works once, for ten minutes.' }));
+    } else {
+      body.append(h('p', { text: 'This relay signs users in with tokens from its identity provider; this app has no client id for it. Ask the operator to set --oidc-client-id.' }));
+    }
+  }).catch((err) => {
+    clear(body);
+    body.append(h('p', { class: 'notice', text: `The relay cannot be reached: ${describe(err)}` }));
+  });
+  if (auth.signedIn()) signedIn();
+}
+
+// ---- chats ----
+
+function sessionItem() {
+  return h('li', { class: 'session-item' });
+}
+
+function updateSessionItem(el, s) {
+  const inst = store.installations.get(s.installation_id);
+  const signature = JSON.stringify([s.title, s.state, s.updated_at, inst && inst.health, inst && inst.custom_emoji, inst && installationName(inst), location.hash]);
+  if (el.dataset.signature === signature) return;
+  el.dataset.signature = signature;
+  clear(el);
+  const current = location.hash === `#/s/${encodeURIComponent(s.id)}`;
+  el.append(h('a', { href: `#/s/${encodeURIComponent(s.id)}`, class: 'session-link', 'aria-current': current ? 'page' : null },
+    h('span', { class: 'avatar', 'aria-hidden': 'true' }, inst && inst.custom_emoji ? inst.custom_emoji : icon('chats')),
+    h('span', { class: 'session-text' },
+      h('span', { class: 'session-title', text: s.title || 'Untitled chat' }),
+      h('span', { class: 'session-sub', text: `${installationName(inst)} · ${formatTime(s.updated_at)}` })),
+    inst && inst.health !== 'healthy' ? healthPill(inst) : null));
+}
+
+function deletedItem() {
+  return h('li', { class: 'session-item session-deleted' });
+}
+
+function updateDeletedItem(el, s) {
+  clear(el);
+  el.append(h('div', { class: 'session-link' },
+    h('span', { class: 'avatar', 'aria-hidden': 'true' }, icon('chats')),
+    h('span', { class: 'session-text' },
+      h('span', { class: 'session-title', text: s.title || 'Untitled chat' }),
+      h('span', { class: 'session-sub', text: s.restore_until ? `Restorable until ${formatTime(s.restore_until)}` : 'Deleted' })),
+    h('button', { type: 'button', class: 'btn btn-small', text: 'Restore', 'aria-label': `Restore ${s.title || 'Untitled chat'}`,
+      onclick: async () => {
+        try {
+          await post(`/v1/me/sessions/${encodeURIComponent(s.id)}/restore`, {});
+          toast('Chat restored');
+        } catch (err) {
+          toast(describe(err), 'error');
+        }
+      } })));
+}
+
+// The list of chats with its filter; in the sidebar on a wide screen, the home screen on a phone.
+export function sessionsList(container, compact = false) {
+  let filter = 'active';
+  const tabs = h('div', { class: 'segmented', role: 'tablist', 'aria-label': 'Show chats' });
+  const list = h('ul', { class: 'sessions', 'aria-label': 'Chats' });
+  const empty = h('p', { class: 'empty', hidden: true });
+  const heading = compact ? h('h2', { class: 'sidebar-title', text: 'Chats' }) : h('h1', { text: 'Chats' });
+  container.append(h('div', { class: 'list-head' }, heading,
+    h('a', { class: 'btn btn-primary btn-small', href: '#/new' }, icon('plus'), h('span', { text: 'New chat' }))), tabs, list, empty);
+  for (const [id, label] of [['active', 'Active'], ['archived', 'Archived'], ['deleted', 'Deleted']]) {
+    tabs.append(h('button', { type: 'button', role: 'tab', dataset: { filter: id }, text: label,
+      onclick: () => {
+        filter = id;
+        if (id === 'deleted') loadDeleted().catch((err) => toast(describe(err), 'error'));
+        draw();
+      } }));
+  }
+  function draw() {
+    for (const b of tabs.children) b.setAttribute('aria-selected', String(b.dataset.filter === filter));
+    let items;
+    if (filter === 'deleted') {
+      items = [...store.deleted.values()].filter((s) => !s.restore_until || s.restore_until > Date.now());
+      reconcile(list, items, (s) => s.id, deletedItem, updateDeletedItem);
+    } else {
+      items = [...store.sessions.values()].filter((s) => s.state === filter).sort((a, b) => b.updated_at - a.updated_at);
+      reconcile(list, items, (s) => s.id, sessionItem, updateSessionItem);
+    }
+    empty.hidden = items.length > 0;
+    empty.textContent = filter === 'active'
+      ? (store.installations.size ? 'No chats yet. Start one with New chat.' : 'Pair a machine first, then start a chat with its agent.')
+      : filter === 'archived' ? 'No archived chats.' : 'No deleted chats to restore.';
+  }
+  const offs = [on('sessions', draw), on('installations', draw)];
+  window.addEventListener('hashchange', draw);
+  draw();
+  return () => {
+    for (const off of offs) off();
+    window.removeEventListener('hashchange', draw);
+  };
+}
+
+export function sessionsView(main) {
+  const box = h('div', { class: 'screen' });
+  main.append(box);
+  return sessionsList(box);
+}
+
+export function welcomeView(main) {
+  main.append(h('div', { class: 'screen welcome' },
+    h('h1', { text: 'Relay' }),
+    h('p', { class: 'lead', text: store.installations.size ? 'Pick a chat on the left, or start a new one.' : 'Pair a machine to start chatting with its agent.' }),
+    h('p', null, store.installations.size
+      ? h('a', { class: 'btn btn-primary', href: '#/new', text: 'New chat' })
+      : h('a', { class: 'btn btn-primary', href: '#/pair', text: 'Pair a machine' }))));
+  return null;
+}
+
+export function newChatView(main, installationId) {
+  const live = [...store.installations.values()].filter((i) => i.state !== 'revoked');
+  if (!live.length) {
+    main.append(screen('New chat', h('p', { text: 'No machine is paired yet.' }), h('a', { class: 'btn btn-primary', href: '#/pair', text: 'Pair a machine' })));
+    return null;
+  }
+  const select = h('select', { id: 'new-installation', required: true },
+    live.map((i) => h('option', { value: i.id, selected: i.id === installationId, text: `${i.custom_emoji ? `${i.custom_emoji} ` : ''}${installationName(i)} (${i.health})` })));
+  const title = h('input', { id: 'new-title', type: 'text', maxlength: '200', placeholder: 'Optional', autocomplete: 'off' });
+  const button = h('button', { type: 'submit', class: 'btn btn-primary', text: 'Start chat' });
+  main.append(screen('New chat',
+    h('form', { class: 'form', onsubmit: async (e) => {
+      e.preventDefault();
+      button.disabled = true;
+      try {
+        const result = await post('/v1/me/sessions', { installation_id: select.value, title: title.value.trim() || null });
+        store.sessions.set(result.session.id, result.session);
+        go(`/s/${result.session.id}`);
+      } catch (err) {
+        toast(describe(err), 'error');
+        button.disabled = false;
+      }
+    } },
+    h('label', { for: 'new-installation', class: 'field-label', text: 'Machine' }), select,
+    h('label', { for: 'new-title', class: 'field-label', text: 'Title' }), title,
+    h('div', { class: 'form-actions' }, h('a', { class: 'btn', href: '#/', text: 'Cancel' }), button))));
+  return null;
+}
+
+// ---- machines ----
+
+function installationItem() {
+  return h('li', { class: 'card installation' });
+}
+
+function updateInstallation(el, inst) {
+  clear(el);
+  const name = installationName(inst);
+  el.append(
+    h('div', { class: 'installation-head' },
+      h('span', { class: 'avatar', 'aria-hidden': 'true' }, inst.custom_emoji ? inst.custom_emoji : icon('machines')),
+      h('div', { class: 'installation-text' },
+        h('h2', { class: 'installation-name', text: name }),
+        h('p', { class: 'installation-sub', text: `${inst.host_label} · ${inst.connector_type} · paired ${formatTime(inst.created_at)}` })),
+      healthPill(inst)));
+  if (inst.state === 'revoked') return;
+  el.append(h('div', { class: 'card-actions' },
+    h('a', { class: 'btn btn-small btn-primary', href: `#/new/${encodeURIComponent(inst.id)}`, text: 'New chat' }),
+    h('button', { type: 'button', class: 'btn btn-small', text: 'Rename', 'aria-label': `Rename ${name}`,
+      onclick: async () => {
+        const value = await ask({ title: 'Rename machine', confirm: 'Save', input: { label: 'Name', value: inst.custom_display_name || '', max: 64 } });
+        if (value === null) return;
+        try {
+          await patch(`/v1/me/installations/${encodeURIComponent(inst.id)}`, { custom_display_name: value.trim() || null });
+        } catch (err) {
+          toast(describe(err), 'error');
+        }
+      } }),
+    h('button', { type: 'button', class: 'btn btn-small', text: 'Emoji', 'aria-label': `Choose an emoji for ${name}`,
+      onclick: async () => {
+        const value = await ask({ title: 'Emoji', confirm: 'Save', input: { label: 'One emoji', value: inst.custom_emoji || '', max: 16 } });
+        if (value === null) return;
+        try {
+          await patch(`/v1/me/installations/${encodeURIComponent(inst.id)}`, { custom_emoji: value.trim() || null });
+        } catch (err) {
+          toast(describe(err), 'error');
+        }
+      } }),
+    h('button', { type: 'button', class: 'btn btn-small btn-danger', text: 'Disconnect', 'aria-label': `Disconnect ${name}`,
+      onclick: async () => {
+        const ok = await ask({ title: `Disconnect ${name}?`, text: 'Its bridge stops at once and must be paired again. Its chats stay readable.', confirm: 'Disconnect', danger: true });
+        if (!ok) return;
+        try {
+          await del(`/v1/me/installations/${encodeURIComponent(inst.id)}`);
+          toast(`${name} disconnected`);
+        } catch (err) {
+          toast(describe(err), 'error');
+        }
+      } })));
+}
+
+export function installationsView(main) {
+  const list = h('ul', { class: 'cards', 'aria-label': 'Machines' });
+  const empty = h('p', { class: 'empty', text: 'No machine is paired yet.' });
+  main.append(h('div', { class: 'screen' },
+    h('div', { class: 'list-head' }, h('h1', { text: 'Machines' }),
+      h('a', { class: 'btn btn-primary btn-small', href: '#/pair' }, icon('plus'), h('span', { text: 'Pair a machine' }))),
+    list, empty));
+  function draw() {
+    const items = [...store.installations.values()].sort((a, b) =>
+      (a.state === 'revoked') - (b.state === 'revoked') || b.created_at - a.created_at);
+    reconcile(list, items, (i) => i.id, installationItem, updateInstallation);
+    empty.hidden = items.length > 0;
+  }
+  const off = on('installations', draw);
+  draw();
+  return off;
+}
+
+export function pairView(main, code) {
+  const input = h('input', { id: 'pair-code', type: 'text', inputmode: 'text', autocomplete: 'one-time-code', autocapitalize: 'characters',
+    spellcheck: 'false', maxlength: '12', pattern: '[A-Za-z \\-]{7,12}', required: true, value: code || '', 'aria-describedby': 'pair-help' });
+  const button = h('button', { type: 'submit', class: 'btn btn-primary', text: 'Pair' });
+  const result = h('div', { class: 'pair-result', role: 'status' });
+  main.append(screen('Pair a machine',
+    h('p', { id: 'pair-help', text: 'On the machine with your agent, run relay-bridge pair. It shows a 7-letter code (and a QR code that opens this page with the code filled in). Codes last two minutes.' }),
+    h('pre', { class: 'code-block', tabindex: '0' }, h('code', { text: `relay-bridge pair --server ${location.origin}` })),
+    h('form', { class: 'form', onsubmit: async (e) => {
+      e.preventDefault();
+      button.disabled = true;
+      clear(result);
+      try {
+        const answer = await post('/v1/me/pairing/claim', { code: input.value.trim() });
+        store.installations.set(answer.installation.id, answer.installation);
+        input.value = '';
+        result.append(h('p', { class: 'success', text: `Paired ${installationName(answer.installation)}. Start its bridge with relay-bridge run, then chat.` }),
+          h('a', { class: 'btn btn-primary', href: `#/new/${encodeURIComponent(answer.installation.id)}`, text: 'Start a chat' }));
+      } catch (err) {
+        result.append(h('p', { class: 'notice', role: 'alert', text: describe(err) }));
+      } finally {
+        button.disabled = false;
+      }
+    } },
+    h('label', { for: 'pair-code', class: 'field-label', text: 'Pairing code' }), input,
+    h('div', { class: 'form-actions' }, button)),
+    result));
+  if (!code) input.focus();
+  return null;
+}
+
+// ---- approvals ----
+
+export function approvalsView(main) {
+  const pending = h('section', { class: 'approvals-list', 'aria-label': 'Waiting for you' });
+  const done = h('section', { class: 'approvals-list', 'aria-label': 'Answered here' });
+  const empty = h('p', { class: 'empty', text: 'Nothing is waiting for your approval.' });
+  main.append(screen('Approvals', pending, empty, h('h2', { class: 'section-title', text: 'Recent' }), done));
+  const card = (a) => {
+    const el = approvalCard.create(a);
+    return el;
+  };
+  const withLink = (el, a) => {
+    approvalCard.update(el, a);
+    if (!el.querySelector('.approval-session')) {
+      const s = store.sessions.get(a.session_id);
+      el.append(h('a', { class: 'approval-session', href: `#/s/${encodeURIComponent(a.session_id)}`, text: `Open chat${s && s.title ? `: ${s.title}` : ''}` }));
+    }
+  };
+  function draw() {
+    const all = [...store.approvals.values()].sort((a, b) => (b.ts || b.seen_at) - (a.ts || a.seen_at));
+    const waiting = all.filter((a) => a.status === 'pending');
+    reconcile(pending, waiting, (a) => a.approval_id, card, withLink);
+    reconcile(done, all.filter((a) => a.status !== 'pending').slice(0, 20), (a) => a.approval_id, card, withLink);
+    empty.hidden = waiting.length > 0;
+    done.previousElementSibling.hidden = done.children.length === 0;
+  }
+  const off = on('approvals', draw);
+  const ticker = setInterval(() => {
+    for (const el of pending.querySelectorAll('.approval-pending')) approvalCard.tick(el);
+  }, 1000);
+  draw();
+  return () => {
+    off();
+    clearInterval(ticker);
+  };
+}
+
+// ---- settings ----
+
+export function settingsView(main) {
+  const notifications = h('div', { class: 'setting' });
+  const grants = h('ul', { class: 'cards', 'aria-label': 'Permanent approvals' });
+  const grantsEmpty = h('p', { class: 'empty', text: 'No command is approved for good.' });
+  const theme = h('select', { id: 'theme' },
+    [['system', 'Like the system'], ['light', 'Light'], ['dark', 'Dark']].map(([value, label]) =>
+      h('option', { value, text: label, selected: (localStorage.getItem('relay.theme') || 'system') === value })));
+  theme.addEventListener('change', () => {
+    localStorage.setItem('relay.theme', theme.value);
+    document.documentElement.dataset.theme = theme.value;
+  });
+  main.append(screen('Settings',
+    h('section', { class: 'settings-section', 'aria-labelledby': 'set-account' },
+      h('h2', { id: 'set-account', text: 'Account' }),
+      h('p', { text: `Signed in as ${auth.userId() || (store.user && store.user.id) || 'unknown'}` }),
+      h('button', { type: 'button', class: 'btn', text: 'Sign out', onclick: async () => {
+        await disablePush().catch(() => {});
+        signOut();
+      } })),
+    h('section', { class: 'settings-section', 'aria-labelledby': 'set-notify' },
+      h('h2', { id: 'set-notify', text: 'Notifications' }),
+      h('p', { text: 'Approval requests, and replies that finish while the app is closed.' }),
+      notifications),
+    h('section', { class: 'settings-section', 'aria-labelledby': 'set-grants' },
+      h('h2', { id: 'set-grants', text: 'Always approved' }),
+      h('p', { text: 'Requests these cover are approved without asking you.' }),
+      grants, grantsEmpty),
+    h('section', { class: 'settings-section', 'aria-labelledby': 'set-look' },
+      h('h2', { id: 'set-look', text: 'Appearance' }),
+      h('label', { for: 'theme', class: 'field-label', text: 'Theme' }), theme),
+    h('p', { class: 'version', id: 'app-version' })));
+  auth.loadConfig().then((config) => {
+    const version = document.getElementById('app-version');
+    if (version) version.textContent = `App version ${config.version}`;
+  }).catch(() => {});
+
+  async function drawNotifications() {
+    clear(notifications);
+    const status = await pushStatus().catch(() => 'unsupported');
+    const text = { on: 'On for this device.', off: 'Off for this device.', denied: 'Blocked in this browser\'s site settings.',
+      unsupported: pushSupported() ? 'Not available.' : 'This browser cannot receive notifications (on iPhone, add the app to the home screen first).' }[status];
+    notifications.append(h('p', { class: 'push-status', text }));
+    if (status === 'on' || status === 'off') {
+      notifications.append(h('button', { type: 'button', class: status === 'on' ? 'btn' : 'btn btn-primary', text: status === 'on' ? 'Turn off' : 'Turn on',
+        onclick: async (e) => {
+          e.target.disabled = true;
+          try {
+            if (status === 'on') await disablePush();
+            else await enablePush();
+          } catch (err) {
+            toast(describe(err), 'error');
+          }
+          drawNotifications();
+        } }));
+    }
+  }
+
+  function grantItem() {
+    return h('li', { class: 'card grant' });
+  }
+
+  function updateGrant(el, g) {
+    clear(el);
+    const inst = store.installations.get(g.installation_id);
+    const scope = { tool: 'this command', domain: 'this host', session: 'one chat', all: 'everything' }[g.scope] || g.scope;
+    el.append(
+      h('div', { class: 'grant-text' },
+        h('strong', { text: `${g.action}: ${scope}` }),
+        g.scope_value ? h('pre', { class: 'code-block', tabindex: '0' }, h('code', { text: g.scope_value })) : null,
+        h('span', { class: 'grant-sub', text: `${installationName(inst)} · since ${formatTime(g.created_at)}` })),
+      h('button', { type: 'button', class: 'btn btn-small btn-danger', text: 'Revoke', 'aria-label': `Revoke ${g.action} ${g.scope_value || scope}`,
+        onclick: async () => {
+          try {
+            await del(`/v1/me/grants/${encodeURIComponent(g.id)}`);
+            store.grants = store.grants.filter((x) => x.id !== g.id);
+            drawGrants();
+            toast('Revoked: it will ask again');
+          } catch (err) {
+            toast(describe(err), 'error');
+          }
+        } }));
+  }
+
+  function drawGrants() {
+    reconcile(grants, store.grants, (g) => g.id, grantItem, updateGrant);
+    grantsEmpty.hidden = store.grants.length > 0;
+  }
+
+  const off = on('grants', drawGrants);
+  drawGrants();
+  drawNotifications();
+  loadGrants().catch((err) => toast(describe(err), 'error'));
+  return off;
+}

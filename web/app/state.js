@@ -1,0 +1,308 @@
+// What the app knows, and how the relay's events change it. Views subscribe
+// to topics ('sessions', 'installations', 'messages:<session>', 'approvals',
+// 'grants', 'connection') and redraw what changed.
+//
+// Resume (spec "Client-side resume"): on start /v1/me, the open session's
+// history, then /v1/me/snapshot, then the stream; each pending approval of
+// the snapshot is handled like a live approval_requested, by approval_id; a
+// resync reloads the same; an interaction that was in flight when the stream
+// dropped is polled every 3 s for up to 24 s.
+//
+// A reply the history shows mid-stream (a reload during a reply) is not
+// extended with live deltas: the deltas published between the history read
+// and the stream's start reach neither, so appending the later ones would
+// leave a hole. Its text comes from polling the history (every 3 s, as the
+// spec allows) until message_finalized brings the canonical text.
+import { get } from './api.js';
+
+const POLL_EVERY_MS = 3000;
+const POLL_FOR_MS = 24000;
+// A reply the history caught mid-stream is followed by polling until it ends, at most this long.
+const FOLLOW_FOR_MS = 10 * 60 * 1000;
+const HISTORY_PAGE = 50;
+
+export const store = {
+  user: null,
+  installations: new Map(),
+  sessions: new Map(),
+  deleted: new Map(), // sessions deleted and still restorable
+  chats: new Map(), // session id -> { messages: Map, order: [], tasks: Map, loaded, hasMore, cursor }
+  approvals: new Map(),
+  grants: [],
+  connection: 'idle',
+  retryInMs: 0,
+  listeners: new Map(),
+  polls: new Map(),
+};
+
+export function on(topic, fn) {
+  if (!store.listeners.has(topic)) store.listeners.set(topic, new Set());
+  store.listeners.get(topic).add(fn);
+  return () => store.listeners.get(topic).delete(fn);
+}
+
+export function emit(topic, detail) {
+  const set = store.listeners.get(topic);
+  if (set) for (const fn of [...set]) fn(detail);
+  const any = store.listeners.get('*');
+  if (any) for (const fn of [...any]) fn(topic, detail);
+}
+
+export function chat(sessionId) {
+  let c = store.chats.get(sessionId);
+  if (!c) {
+    c = { messages: new Map(), order: [], tasks: new Map(), loaded: false, hasMore: false, cursor: null, loading: null };
+    store.chats.set(sessionId, c);
+  }
+  return c;
+}
+
+function sortOrder(c) {
+  c.order = [...c.messages.values()]
+    .sort((a, b) => a.created_at - b.created_at || (a.message_id < b.message_id ? -1 : 1))
+    .map((m) => m.message_id);
+}
+
+function putMessage(message) {
+  const c = chat(message.session_id);
+  const known = c.messages.get(message.message_id);
+  // Seen from its start on the stream, a message follows its deltas.
+  if (!known) message = { ...message, fromHistory: false };
+  // A delta may have arrived for a message the history read missed; the longer text wins while it streams.
+  if (known && known.state === 'final' && message.state !== 'final') return;
+  c.messages.set(message.message_id, { ...known, ...message });
+  if (!known) sortOrder(c);
+  emit(`messages:${message.session_id}`, message.message_id);
+}
+
+function putSession(session) {
+  if (!session || !session.id) return;
+  if (session.deleted_at) {
+    store.sessions.delete(session.id);
+    store.deleted.set(session.id, session);
+  } else {
+    store.deleted.delete(session.id);
+    store.sessions.set(session.id, session);
+  }
+  emit('sessions');
+}
+
+function putApproval(approval) {
+  const known = store.approvals.get(approval.approval_id);
+  store.approvals.set(approval.approval_id, {
+    status: 'pending',
+    ...known,
+    ...approval,
+    seen_at: (known && known.seen_at) || Date.now(),
+  });
+  emit('approvals', approval.approval_id);
+  emit(`messages:${approval.session_id}`);
+}
+
+export function applyMe(me) {
+  store.user = me.user;
+  store.installations = new Map(me.installations.map((i) => [i.id, i]));
+  store.sessions = new Map(me.sessions.map((s) => [s.id, s]));
+  emit('installations');
+  emit('sessions');
+}
+
+export function applySnapshot(snapshot) {
+  for (const approval of snapshot.pending_approvals || []) putApproval({ ...approval, status: 'pending' });
+  // Pending ones we knew of that the snapshot no longer lists were decided or expired meanwhile.
+  const pending = new Set((snapshot.pending_approvals || []).map((a) => a.approval_id));
+  for (const approval of store.approvals.values()) {
+    if (approval.status === 'pending' && !pending.has(approval.approval_id)) {
+      approval.status = approval.expires_at <= Date.now() ? 'expired' : 'resolved';
+      emit('approvals', approval.approval_id);
+      emit(`messages:${approval.session_id}`);
+    }
+  }
+}
+
+// The handlers of the stream's events.
+const handlers = {
+  installation_created: (d) => setInstallation(d.installation),
+  installation_updated: (d) => setInstallation(d.installation),
+  installation_revoked: (d) => setInstallation(d.installation),
+  agent_health_changed: (d) => {
+    const inst = store.installations.get(d.installation_id);
+    if (inst) setInstallation({ ...inst, health: d.status });
+  },
+  session_created: (d) => putSession(d.session),
+  session_renamed: (d) => putSession(d.session),
+  session_updated: (d) => putSession(d.session),
+  session_deleted: (d) => {
+    const known = store.sessions.get(d.session_id) || store.deleted.get(d.session_id) || { id: d.session_id };
+    putSession({ ...known, ...(d.session || {}), deleted_at: d.deleted_at, restore_until: d.restore_until });
+  },
+  message_added: (d) => putMessage(d),
+  message_finalized: (d) => {
+    putMessage(d);
+    stopPoll(d.session_id, d.interaction_id);
+  },
+  message_delta: (d) => {
+    const c = chat(d.session_id);
+    const message = c.messages.get(d.message_id);
+    if (!message) {
+      // The history will bring it; meanwhile the delta has nowhere to go.
+      return;
+    }
+    if (message.state === 'final' || message.fromHistory) return;
+    // A placeholder reads " " until its first delta replaces it.
+    message.text = message.placeholder_pending === false || message.text !== ' ' ? message.text + d.delta : d.delta;
+    message.placeholder_pending = false;
+    emit(`messages:${d.session_id}`, d.message_id);
+  },
+  task_created: (d) => putTask(d, 'created'),
+  task_progress: (d) => putTask(d, 'progressing'),
+  task_completed: (d) => putTask(d, 'completed'),
+  task_failed: (d) => putTask(d, 'failed'),
+  task_cancelled: (d) => putTask(d, 'cancelled'),
+  approval_requested: (d) => putApproval({ ...d, status: 'pending' }),
+  approval_resolved: (d) => {
+    const known = store.approvals.get(d.approval_id);
+    if (known) putApproval({ ...known, status: 'resolved', decision: d.decision, scope: d.scope });
+  },
+  approval_expired: (d) => {
+    const known = store.approvals.get(d.approval_id);
+    if (known && known.status === 'pending') putApproval({ ...known, status: 'expired' });
+  },
+  grant_revoked: (d) => {
+    store.grants = store.grants.filter((g) => g.id !== d.grant_id);
+    emit('grants');
+  },
+};
+
+function setInstallation(installation) {
+  if (!installation) return;
+  store.installations.set(installation.id, installation);
+  emit('installations');
+}
+
+function putTask(d, status) {
+  const c = chat(d.session_id);
+  const known = c.tasks.get(d.task_id) || { created_at: Date.now() };
+  c.tasks.set(d.task_id, { ...known, ...d, status: d.status || status });
+  emit(`messages:${d.session_id}`);
+}
+
+export function applyEvent(name, data) {
+  const handler = handlers[name];
+  if (handler) handler(data);
+}
+
+// A page of history, newest first from the relay; kept in order here.
+export async function loadHistory(sessionId, older = false) {
+  const c = chat(sessionId);
+  if (c.loading) return c.loading;
+  const params = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+  if (older && c.cursor) params.set('before', c.cursor);
+  c.loading = (async () => {
+    try {
+      const page = await get(`/v1/me/sessions/${encodeURIComponent(sessionId)}/messages?${params}`);
+      for (const message of page.messages) {
+        const known = c.messages.get(message.message_id);
+        const live = known && known.fromHistory === false;
+        // A reply followed live keeps its deltas when they are ahead of the page.
+        if (live && known.state !== 'final' && message.state !== 'final' && known.text.length >= message.text.length)
+          continue;
+        c.messages.set(message.message_id, { ...known, ...message, fromHistory: live ? false : message.state !== 'final' });
+      }
+      if (!older || !c.loaded) {
+        c.hasMore = page.has_more;
+        c.cursor = page.next_cursor;
+      } else {
+        c.hasMore = page.has_more;
+        c.cursor = page.next_cursor;
+      }
+      c.loaded = true;
+      sortOrder(c);
+      emit(`messages:${sessionId}`);
+    } finally {
+      c.loading = null;
+    }
+  })();
+  return c.loading;
+}
+
+// The interactions of a session whose agent reply is not final yet.
+export function inFlight(sessionId) {
+  const c = chat(sessionId);
+  const open = new Set();
+  const done = new Set();
+  for (const m of c.messages.values()) {
+    if (!m.interaction_id) continue;
+    if (m.role === 'agent' && m.state === 'final') done.add(m.interaction_id);
+    else if (m.role === 'user' || m.state === 'streaming') open.add(m.interaction_id);
+  }
+  return [...open].filter((id) => !done.has(id));
+}
+
+// spec: if an interaction was in flight, poll the session's messages every 3 s for up to 24 s.
+export function pollInFlight(sessionId) {
+  for (const interactionId of inFlight(sessionId)) {
+    const key = `${sessionId}/${interactionId}`;
+    if (store.polls.has(key)) continue;
+    const started = Date.now();
+    const timer = setInterval(async () => {
+      const c = chat(sessionId);
+      const replies = [...c.messages.values()].filter((m) => m.interaction_id === interactionId && m.role === 'agent');
+      const final = replies.some((m) => m.state === 'final');
+      const following = replies.some((m) => m.state === 'streaming' && m.fromHistory);
+      if (final || Date.now() - started > (following ? FOLLOW_FOR_MS : POLL_FOR_MS)) {
+        stopPoll(sessionId, interactionId);
+        return;
+      }
+      try {
+        await loadHistory(sessionId);
+      } catch (err) {
+        // The next tick tries again.
+      }
+    }, POLL_EVERY_MS);
+    store.polls.set(key, timer);
+  }
+}
+
+function stopPoll(sessionId, interactionId) {
+  const key = `${sessionId}/${interactionId}`;
+  if (store.polls.has(key)) {
+    clearInterval(store.polls.get(key));
+    store.polls.delete(key);
+  }
+}
+
+// Cold start and resync: the account, the open chats' history, then the snapshot.
+export async function reload(openSessionId) {
+  applyMe(await get('/v1/me'));
+  const sessions = new Set([...store.chats.keys()].filter((id) => chat(id).loaded));
+  if (openSessionId) sessions.add(openSessionId);
+  for (const id of sessions) {
+    if (store.sessions.has(id)) await loadHistory(id).catch(() => {});
+  }
+  applySnapshot(await get('/v1/me/snapshot'));
+  for (const id of sessions) if (inFlight(id).length) pollInFlight(id);
+}
+
+export async function loadDeleted() {
+  const result = await get('/v1/me/sessions?state=deleted');
+  store.deleted = new Map(result.sessions.map((s) => [s.id, s]));
+  emit('sessions');
+}
+
+export async function loadGrants() {
+  const result = await get('/v1/me/grants');
+  store.grants = result.grants;
+  emit('grants');
+}
+
+export function setConnection(state, detail) {
+  store.connection = state;
+  store.retryInMs = detail && detail.retryInMs ? detail.retryInMs : 0;
+  emit('connection');
+}
+
+export function installationName(inst) {
+  if (!inst) return 'Unknown machine';
+  return inst.custom_display_name || inst.host_label || inst.id;
+}
