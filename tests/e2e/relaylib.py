@@ -304,6 +304,11 @@ class Relay:
             conn.close()
         return out
 
+    def hold_store(self):
+        """Stalls the store from another connection, as a long transaction of another process would:
+        SQLite's write lock, or every PostgreSQL table locked. Returns an object whose release() ends it."""
+        return _StoreHold(self)
+
     def count(self, table):
         return self.query("SELECT COUNT(*) FROM %s" % table)[0][0]
 
@@ -361,6 +366,28 @@ class Relay:
 
 class _StartFailed(Exception):
     pass
+
+
+class _StoreHold:
+    def __init__(self, relay):
+        if relay.store is None:
+            self.conn = sqlite3.connect(relay.db_path(), timeout=10, isolation_level=None)
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        import psycopg2
+
+        self.conn = psycopg2.connect(relay.store, connect_timeout=HTTP_TIMEOUT)
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+            tables = ", ".join('"%s"' % name for (name,) in cur.fetchall())
+            cur.execute("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE" % tables)
+
+    def release(self):
+        if isinstance(self.conn, sqlite3.Connection):
+            self.conn.execute("ROLLBACK")
+        else:
+            self.conn.rollback()
+        self.conn.close()
 
 
 def postgres_query(url, sql, params=()):
