@@ -78,3 +78,12 @@ run-catalog: build
 bench-catalog: build
 	@./bench/catalog/run.sh $(BUILD)
 # ---- end of the catalog block --------------------------------------------------------------------
+
+# ---- PostgreSQL (issue 13) -----------------------------------------------------------------------
+.PHONY: test-e2e-postgres
+
+# The end-to-end suite with every relayd on PostgreSQL: a server started for the session on a Unix
+# socket in a temporary folder (tests/support/pg.sh), a fresh database per relayd data folder.
+test-e2e-postgres: build
+	@RELAY_TEST_STORE=postgres RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
+# ---- end of the PostgreSQL block -----------------------------------------------------------------

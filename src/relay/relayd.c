@@ -1,6 +1,7 @@
 /*
- * relayd: the relay server, and `relayd token USER`, which prints a user
- * token signed by the embedded issuer.
+ * relayd: the relay server; `relayd token USER`, which prints a user token
+ * signed by the embedded issuer; and `relayd migrate`, which copies a SQLite
+ * store into PostgreSQL.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include "relay/jwt.h"
 #include "relay/keys.h"
 #include "relay/relay.h"
+#include "store/migrate.h"
 
 #define TOKEN_USAGE "usage: relayd token USER [--data DIR] [--store URL] [--ttl DURATION]\n"
 
@@ -131,6 +133,33 @@ static void raise_descriptor_limit(void)
                                          (json_int_t)limit.rlim_cur, "was", (json_int_t)was));
 }
 
+/* relayd migrate --from sqlite:PATH --to postgres://...: the copy is src/store/migrate.c's. */
+static int migrate_command(int argc, char **argv)
+{
+    static const char usage[] = "usage: relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n";
+    const char *from = NULL, *to = NULL;
+    int i;
+
+    for (i = 2; i < argc; ++i) {
+        if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+            from = argv[++i];
+        else if (strncmp(argv[i], "--from=", 7) == 0)
+            from = argv[i] + 7;
+        else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc)
+            to = argv[++i];
+        else if (strncmp(argv[i], "--to=", 5) == 0)
+            to = argv[i] + 5;
+        else
+            break;
+    }
+    if (i < argc || from == NULL || to == NULL || strncmp(from, "sqlite:", 7) != 0 || from[7] == '\0' ||
+        (strncmp(to, "postgres://", 11) != 0 && strncmp(to, "postgresql://", 13) != 0)) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    return rl_store_migrate(from + 7, to);
+}
+
 static void print_banner(const rl_relay_t *relay)
 {
     char cwd[1024];
@@ -168,6 +197,8 @@ int main(int argc, char **argv)
     umask(077);
     if (argc > 1 && strcmp(argv[1], "token") == 0)
         return token_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+        return migrate_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "login-link") == 0)
         return rl_login_link_command(argc, argv);
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);

@@ -7,4 +7,20 @@
 /* SQLite (sqlite.c): the database file at path. */
 int rl_store__sqlite_open(const char *path, rl_txn_t **out);
 
+/*
+ * PostgreSQL (postgres.c): conninfo is a libpq connection URI, as given
+ * (postgres://user:password@host:port/db?..., or ?host=/dir for a Unix
+ * socket). Connects and migrates; blocking (start-up). The password is never
+ * logged.
+ */
+int rl_store__postgres_open(const char *conninfo, rl_txn_t **out);
+
+/*
+ * The libpq connection (PGconn) under a PostgreSQL backend connection, for
+ * `relayd migrate` (migrate.c); NULL for another backend. It is in
+ * non-blocking mode, and stays the backend's: close it with txn->ops->close.
+ */
+struct pg_conn;
+struct pg_conn *rl_store__postgres_conn(rl_txn_t *txn);
+
 #endif

@@ -5,12 +5,19 @@
 #include "common/log.h"
 #include "store/backends.h"
 
-/* Where each kind of location goes; a location without a scheme is a data folder holding relay.db. */
+/*
+ * Where each kind of location goes; a location without a scheme is a data
+ * folder holding relay.db. A backend whose location is a URL gets it whole
+ * (PostgreSQL: a libpq connection URI), the others what follows the scheme.
+ */
 static const struct {
     const char *scheme;
-    int (*open)(const char *rest, rl_txn_t **out);
+    int (*open)(const char *location, rl_txn_t **out);
+    int whole;
 } backends[] = {
-    {"sqlite:", rl_store__sqlite_open},
+    {"sqlite:", rl_store__sqlite_open, 0},
+    {"postgres://", rl_store__postgres_open, 1},
+    {"postgresql://", rl_store__postgres_open, 1},
 };
 
 int rl_store__backend_open(const char *location, rl_txn_t **out)
@@ -21,10 +28,12 @@ int rl_store__backend_open(const char *location, rl_txn_t **out)
     for (i = 0; i < sizeof(backends) / sizeof(backends[0]); ++i) {
         size_t len = strlen(backends[i].scheme);
         if (strncmp(location, backends[i].scheme, len) == 0)
-            return backends[i].open(location + len, out);
+            return backends[i].open(backends[i].whole ? location : location + len, out);
     }
     if (strstr(location, "://") != NULL) {
-        rl_log_error("unsupported store '%s': only the embedded SQLite store (sqlite:PATH) is available", location);
+        /* Only the scheme: the rest of a URL may carry a password. */
+        rl_log_error("unsupported store '%.*s://...': the store is sqlite:PATH or postgres://...",
+                     (int)(strstr(location, "://") - location), location);
         return -1;
     }
     if ((size_t)snprintf(path, sizeof(path), "%s/relay.db", location) >= sizeof(path)) {

@@ -107,14 +107,16 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch)
     int began = txn->ops->begin(txn), wrote = 0, committed;
 
     for (op = batch; op != NULL; op = op->next) {
+        int saved;
         if (began != 0) {
             op->result = began == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
             continue;
         }
         txn->arena = &op->arena;
         txn->writing = op->type->writes;
-        if (op->type->writes && txn->ops->savepoint(txn) != 0) {
-            op->result = RL_E_INTERNAL;
+        /* A connection lost earlier in the batch fails the savepoint: that is a 503 too. */
+        if (op->type->writes && (saved = txn->ops->savepoint(txn)) != 0) {
+            op->result = saved == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
             continue;
         }
         op->result = op->type->run(txn, op);

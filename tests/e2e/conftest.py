@@ -1,16 +1,71 @@
 """Fixtures of the relayd end-to-end suite.
 
-`relayd(*flags, env=None, data=None, start=True)` starts the real binary on a
-free loopback port with a fresh data folder and returns a relaylib.Relay.
-At teardown every relayd still running gets SIGTERM and must exit with status
-0, and no relayd's stderr may hold a sanitizer report (ASan makes the status
-nonzero; UBSan may only print).
+`relayd(*flags, env=None, data=None, start=True, store=None)` starts the real
+binary on a free loopback port with a fresh data folder and returns a
+relaylib.Relay. At teardown every relayd still running gets SIGTERM and must
+exit with status 0, and no relayd's stderr may hold a sanitizer report (ASan
+makes the status nonzero; UBSan may only print).
+
+The store is the data folder's SQLite database, or with RELAY_TEST_STORE=postgres
+(`make test-e2e-postgres`) a fresh PostgreSQL database per data folder, on a
+server started once per session (`postgres`, tests/support/pg.sh) and removed
+at its end; `store=` chooses for one relayd ("sqlite", "postgres" or a URL).
 """
 import os
+import subprocess
+import tempfile
 
 import pytest
 
-from relaylib import RELAYD, Relay, mint_token, sanitizer_report
+from relaylib import RELAYD, STORE, Relay, mint_token, sanitizer_report
+
+PG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "pg.sh")
+
+
+class PostgresServer:
+    """A throw-away PostgreSQL server (tests/support/pg.sh) on a Unix socket in a folder of its own."""
+
+    def __init__(self):
+        # Not under pytest's tmp_path: the server runs as an unprivileged user that must reach the folder.
+        self.dir = tempfile.mkdtemp(prefix="rl-pg-", dir="/tmp")
+        proc = subprocess.run([PG_SH, "start", self.dir], capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            subprocess.run([PG_SH, "stop", self.dir], capture_output=True, timeout=120)
+            raise AssertionError("cannot start PostgreSQL: %s" % proc.stderr)
+        self.count = 0
+
+    def _admin(self, sql):
+        import psycopg2
+
+        conn = psycopg2.connect(host=self.dir, user="relay", dbname="postgres", connect_timeout=10)
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(sql)
+        finally:
+            conn.close()
+
+    def database(self):
+        """A new empty database; its URL."""
+        self.count += 1
+        name = "relay_%d" % self.count
+        self._admin('CREATE DATABASE "%s"' % name)
+        return "postgres://relay@/%s?host=%s" % (name, self.dir)
+
+    def drop(self, url):
+        name = url.split("/")[3].split("?")[0]
+        self._admin('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
+
+    def stop(self):
+        subprocess.run([PG_SH, "stop", self.dir], capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """The session's PostgreSQL server, started on first use."""
+    server = PostgresServer()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -19,15 +74,27 @@ def _relayd_binary():
 
 
 @pytest.fixture
-def relayd(tmp_path):
+def relayd(tmp_path, request):
     started = []
     counter = [0]
+    # One PostgreSQL database per data folder: a relayd started again on its folder finds its store.
+    databases = {}
 
-    def factory(*flags, env=None, data=None, start=True, ca=None):
+    def store_of(data_dir, store):
+        store = store or STORE
+        if store == "sqlite":
+            return None
+        if store == "postgres":
+            if str(data_dir) not in databases:
+                databases[str(data_dir)] = request.getfixturevalue("postgres").database()
+            return databases[str(data_dir)]
+        return store
+
+    def factory(*flags, env=None, data=None, start=True, ca=None, store=None):
         counter[0] += 1
         data_dir = data or (tmp_path / ("data%d" % counter[0]))
         log_path = tmp_path / ("relayd%d.log" % counter[0])
-        relay = Relay(data_dir, log_path, flags, env, ca=ca)
+        relay = Relay(data_dir, log_path, flags, env, ca=ca, store=store_of(data_dir, store))
         started.append(relay)
         if start:
             relay.start()
@@ -46,6 +113,8 @@ def relayd(tmp_path):
         if report is not None:
             failures.append("sanitizer report from relayd on %s: %s\n%s"
                             % (relay.data, report, relay.log_text()[-6000:]))
+    for url in databases.values():
+        request.getfixturevalue("postgres").drop(url)
     assert not failures, "\n".join(failures)
 
 

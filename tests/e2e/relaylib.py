@@ -20,6 +20,9 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
 RELAYD = os.environ.get("RELAYD", "/work/main/build/relayd")
+# The store of the suite's relayd: "sqlite" (the data folder's relay.db) or "postgres" (a fresh
+# database per data folder, on a server the session starts: conftest.py, tests/support/pg.sh).
+STORE = os.environ.get("RELAY_TEST_STORE", "sqlite")
 SANITIZED = os.environ.get("RL_SANITIZED") == "1"
 SLOW = 3 if SANITIZED else 1
 # Timeout of a single HTTP call, and of waiting for a process to start or stop.
@@ -87,11 +90,13 @@ def clean_env(extra=None):
     return env
 
 
-def mint_token(data_dir, user, ttl=None):
-    """`relayd token USER --data DIR`: the token is alone on stdout's last line."""
+def mint_token(data_dir, user, ttl=None, store=None):
+    """`relayd token USER --data DIR [--store URL]`: the token is alone on stdout's last line."""
     argv = [RELAYD, "token", user, "--data", str(data_dir)]
     if ttl is not None:
         argv += ["--ttl", ttl]
+    if store is not None:
+        argv += ["--store", store]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT, env=clean_env())
     assert proc.returncode == 0, "relayd token failed: %r %r" % (proc.stdout, proc.stderr)
     assert sanitizer_report(proc.stderr) is None, proc.stderr[-6000:]
@@ -134,11 +139,16 @@ class Relay:
     the same log file, appended.
     """
 
-    def __init__(self, data_dir, log_path, args=(), env=None, ca=None):
+    def __init__(self, data_dir, log_path, args=(), env=None, ca=None, store=None):
         self.data = data_dir
+        # A postgres:// URL, or None for the data folder's SQLite store.
+        self.store = store
         self.log_path = log_path
         self.args = list(args)
         self.env = dict(env or {})
+        # Given through the environment, so that tests which start relayd with argv of their own keep it.
+        if store is not None:
+            self.env.setdefault("RELAY_STORE", store)
         # With --tls-cert the relay speaks HTTPS; `ca` is the PEM file requests trust for it.
         self.scheme = "https" if "--tls-cert" in self.args else "http"
         self.ca = str(ca) if ca is not None else None
@@ -257,13 +267,47 @@ class Relay:
         return os.path.join(str(self.data), "relay.db")
 
     def query(self, sql, params=()):
-        """Reads the store through a read-only SQLite connection."""
+        """Reads the store through a read-only connection: SQLite, or PostgreSQL with the same SQL."""
+        if self.store is not None:
+            return postgres_query(self.store, sql, params)
         uri = "file:%s?mode=ro" % self.db_path()
         conn = sqlite3.connect(uri, uri=True, timeout=HTTP_TIMEOUT)
         try:
             return conn.execute(sql, params).fetchall()
         finally:
             conn.close()
+
+    def store_dump(self):
+        """Everything the store holds, as {where: bytes}: the SQLite files, or every PostgreSQL table as COPY text."""
+        if self.store is None:
+            out = {}
+            for suffix in ("", "-wal"):
+                path = self.db_path() + suffix
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        out[path] = f.read()
+            return out
+        import io
+        import psycopg2
+
+        conn = psycopg2.connect(self.store, connect_timeout=HTTP_TIMEOUT)
+        try:
+            conn.set_session(readonly=True, autocommit=True)
+            with conn.cursor() as cur:
+                cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+                out = {}
+                for (table,) in cur.fetchall():
+                    buf = io.BytesIO()
+                    cur.copy_expert('COPY "%s" TO STDOUT' % table, buf)
+                    out["postgres table %s" % table] = buf.getvalue()
+        finally:
+            conn.close()
+        return out
+
+    def hold_store(self):
+        """Stalls the store from another connection, as a long transaction of another process would:
+        SQLite's write lock, or every PostgreSQL table locked. Returns an object whose release() ends it."""
+        return _StoreHold(self)
 
     def count(self, table):
         return self.query("SELECT COUNT(*) FROM %s" % table)[0][0]
@@ -290,7 +334,7 @@ class Relay:
         return self.request("POST", path, headers=h, **kw)
 
     def token(self, user, ttl=None):
-        return mint_token(self.data, user, ttl)
+        return mint_token(self.data, user, ttl, store=self.store)
 
     # -- the pairing flow --------------------------------------------------
     def pairing_start(self, connector_type="test-connector", host_label="test-host", **kw):
@@ -322,6 +366,45 @@ class Relay:
 
 class _StartFailed(Exception):
     pass
+
+
+class _StoreHold:
+    def __init__(self, relay):
+        if relay.store is None:
+            self.conn = sqlite3.connect(relay.db_path(), timeout=10, isolation_level=None)
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        import psycopg2
+
+        self.conn = psycopg2.connect(relay.store, connect_timeout=HTTP_TIMEOUT)
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+            tables = ", ".join('"%s"' % name for (name,) in cur.fetchall())
+            cur.execute("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE" % tables)
+
+    def release(self):
+        if isinstance(self.conn, sqlite3.Connection):
+            self.conn.execute("ROLLBACK")
+        else:
+            self.conn.rollback()
+        self.conn.close()
+
+
+def postgres_query(url, sql, params=()):
+    """Runs a query of the suite (SQLite's `?` placeholders) on PostgreSQL; rows as tuples, BYTEA as bytes."""
+    import psycopg2
+
+    if params:
+        sql = sql.replace("%", "%%").replace("?", "%s")
+    conn = psycopg2.connect(url, connect_timeout=HTTP_TIMEOUT)
+    try:
+        conn.set_session(readonly=True, autocommit=True)
+        with conn.cursor() as cur:
+            cur.execute(sql, tuple(params) if params else None)
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
 
 
 # -- assertions ---------------------------------------------------------------

@@ -16,6 +16,8 @@ LINK_RE = re.compile(r"^(http://127\.0\.0\.1:\d+)/login#code=([0-9A-Za-z]{32})$"
 
 def login_link(relay, user="alice", *extra, check=True):
     argv = [RELAYD, "login-link", user, "--data", str(relay.data), "--public-url", relay.url("")] + list(extra)
+    if relay.store is not None:
+        argv += ["--store", relay.store]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=15 * SLOW, env=clean_env())
     if check:
         assert proc.returncode == 0, proc.stderr

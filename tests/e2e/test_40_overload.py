@@ -1,8 +1,7 @@
 """Overload: when the store falls behind, requests are refused at once with 503
 and retry_after_ms (--store-queue-max, --delta-backlog-max) instead of queueing
 for seconds; what was accepted completes once the store catches up. The store
-is held back by holding SQLite's write lock from another connection."""
-import sqlite3
+is held back from another connection: SQLite's write lock, or PostgreSQL's tables locked."""
 import threading
 import time
 import uuid
@@ -11,16 +10,9 @@ from bridgelib import Installation
 from relaylib import assert_ok, bearer
 
 
-class WriteLock:
-    """Holds the relay database's write lock, as a long transaction of another process would."""
-
-    def __init__(self, relay):
-        self.conn = sqlite3.connect(relay.db_path(), timeout=10, isolation_level=None)
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def release(self):
-        self.conn.execute("ROLLBACK")
-        self.conn.close()
+def WriteLock(relay):
+    """Holds the relay's store back, as a long transaction of another process would (relaylib)."""
+    return relay.hold_store()
 
 
 def in_parallel(calls):

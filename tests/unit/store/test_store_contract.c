@@ -8,7 +8,8 @@
  * The backend under test is SQLite in a fresh temporary folder per test;
  * RL_TEST_STORE names another backend's location, which must be empty at
  * the start of each test (RL_TEST_STORE_RESET, a shell command, is run
- * before each test to make it so).
+ * before each test to make it so). ctest runs it against PostgreSQL as
+ * store/contract_postgres, with a server of its own (tests/support/pg.sh).
  */
 #include <poll.h>
 #include <pthread.h>
@@ -879,6 +880,169 @@ static void test_rows_read_stay_valid_in_the_arena(void **state)
     commit_close(txn);
 }
 
+/* A statement that fails (a row whose parent is missing) is undone with its savepoint; the transaction goes on. */
+static void test_a_failed_statement_is_undone_by_its_savepoint(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_session_row_t orphan = session("ses_x", "nobody", 1000), out_session;
+    rl_user_row_t a = {"a", 1}, b = {"b", 2}, out;
+
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &a), 0);
+    assert_int_equal(txn->ops->savepoint(txn), 0);
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &b), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &orphan), RL_E_CONFLICT);
+    txn->ops->release(txn, 0);
+    assert_int_equal(RL_TXN(txn, user_get, "a", &out), 0);
+    assert_int_equal(RL_TXN(txn, user_get, "b", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+    txn = open_txn();
+    assert_int_equal(RL_TXN(txn, user_get, "a", &out), 0);
+    assert_int_equal(RL_TXN(txn, session_get, "ses_x", &out_session), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+/*
+ * Two connections on one store, as two relayd nodes on one database: a
+ * writing operation of the second, on a row the first has written and not
+ * yet committed, waits for that commit and then sees it (SQLite: its begin
+ * waits for the write lock; a concurrent backend: its locking read waits
+ * for the row).
+ */
+struct racer {
+    pthread_t thread;
+    int (*act)(rl_txn_t *txn, struct racer *r);
+    int result;
+    int finished; /* atomic */
+    char seen[64];
+    int64_t update_id;
+};
+
+static void *racer_main(void *p)
+{
+    struct racer *r = p;
+    rl_arena_t own = {NULL};
+    rl_txn_t *txn = NULL;
+
+    r->result = rl_store__backend_open(location, &txn);
+    if (r->result == 0) {
+        txn->arena = &own;
+        txn->writing = 1;
+        r->result = txn->ops->begin(txn);
+        if (r->result == 0)
+            r->result = r->act(txn, r);
+        if (r->result == 0)
+            r->result = txn->ops->commit(txn);
+        else
+            txn->ops->rollback(txn);
+        txn->ops->close(txn);
+    }
+    rl_arena_free(&own);
+    __atomic_store_n(&r->finished, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static int read_state(rl_txn_t *txn, struct racer *r)
+{
+    rl_installation_row_t row;
+    int result = RL_TXN(txn, installation_get, "inst_a", &row);
+
+    if (result == 0)
+        snprintf(r->seen, sizeof(r->seen), "%s", row.state);
+    return result;
+}
+
+static int check_key(rl_txn_t *txn, struct racer *r)
+{
+    rl_idempotency_row_t row;
+    int result = RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &row);
+
+    if (result == 0)
+        snprintf(r->seen, sizeof(r->seen), "%s", row.response);
+    return result;
+}
+
+static int append_update(rl_txn_t *txn, struct racer *r)
+{
+    rl_update_row_t row = {"inst_a", 0, "session.message", NULL, NULL, "{}", 1000};
+    int result = RL_TXN(txn, update_append, &row);
+
+    r->update_id = row.update_id;
+    return result;
+}
+
+/* Starts r on a second connection and checks that it is still waiting after a while. */
+static void race(struct racer *r)
+{
+    assert_int_equal(pthread_create(&r->thread, NULL, racer_main, r), 0);
+    usleep(400 * 1000);
+    assert_false(__atomic_load_n(&r->finished, __ATOMIC_SEQ_CST));
+}
+
+static rl_txn_t *one_installation(void)
+{
+    rl_txn_t *txn = open_txn();
+    rl_installation_row_t inst = installation("inst_a", "alice", 1000);
+
+    users(txn);
+    assert_int_equal(RL_TXN(txn, installation_insert, &inst), 0);
+    assert_int_equal(txn->ops->commit(txn), 0);
+    assert_int_equal(txn->ops->begin(txn), 0);
+    return txn;
+}
+
+static void test_a_written_row_waits_for_the_writers_commit(void **state)
+{
+    rl_txn_t *txn = one_installation();
+    struct racer r = {.act = read_state};
+    rl_installation_row_t row;
+
+    assert_int_equal(RL_TXN(txn, installation_get, "inst_a", &row), 0);
+    row.state = "revoked";
+    row.revoked_at = 2000;
+    assert_int_equal(RL_TXN(txn, installation_update, &row), 0);
+    race(&r);
+    commit_close(txn);
+    assert_int_equal(pthread_join(r.thread, NULL), 0);
+    assert_int_equal(r.result, 0);
+    assert_string_equal(r.seen, "revoked");
+}
+
+/*
+ * A retried request on two nodes: each checks its key, then records it. A
+ * key checked in a writing operation, recorded or not, holds until the
+ * commit: the second waits for the first's record and replays it.
+ */
+static void test_a_key_being_recorded_waits_for_its_commit(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_idempotency_row_t record = {"inst_a", "message:msg_1", "key-1", "hash-1", "{\"message_id\":\"msg_1\"}", 1000};
+    rl_idempotency_row_t out;
+    struct racer r = {.act = check_key};
+
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &record), 0);
+    race(&r);
+    commit_close(txn);
+    assert_int_equal(pthread_join(r.thread, NULL), 0);
+    assert_int_equal(r.result, 0);
+    assert_string_equal(r.seen, record.response);
+}
+
+static void test_update_ids_count_up_across_connections(void **state)
+{
+    rl_txn_t *txn = one_installation();
+    struct racer r = {.act = append_update};
+    rl_update_row_t row = {"inst_a", 0, "session.message", NULL, NULL, "{}", 1000};
+
+    assert_int_equal(RL_TXN(txn, update_append, &row), 0);
+    assert_int_equal(row.update_id, 1);
+    race(&r);
+    commit_close(txn);
+    assert_int_equal(pthread_join(r.thread, NULL), 0);
+    assert_int_equal(r.result, 0);
+    assert_int_equal(r.update_id, 2);
+}
+
 /* ---- the worker ---------------------------------------------------------------------------------- */
 
 struct log {
@@ -1177,6 +1341,10 @@ int main(void)
         TEST(test_a_rollback_undoes_the_transaction),
         TEST(test_a_commit_survives_kill_9),
         TEST(test_rows_read_stay_valid_in_the_arena),
+        TEST(test_a_failed_statement_is_undone_by_its_savepoint),
+        TEST(test_a_written_row_waits_for_the_writers_commit),
+        TEST(test_a_key_being_recorded_waits_for_its_commit),
+        TEST(test_update_ids_count_up_across_connections),
         TEST(test_worker_order_inline),
         TEST(test_worker_order_threaded),
         TEST(test_failing_operation_inline),
