@@ -536,6 +536,17 @@ static void on_counted_close(void *data)
     }
 }
 
+/* Every accepted socket carries one of the two close hooks: that is how linger.c knows it. */
+static void on_uncounted_close(void *data)
+{
+    (void)data;
+}
+
+int rl__http_server_accepted(const h2o_socket_t *sock)
+{
+    return sock->on_close.cb == on_counted_close || sock->on_close.cb == on_uncounted_close;
+}
+
 /*
  * The per-address cap: returns 0 and counts the connection until its socket
  * closes, or -1 when its address already holds the maximum. Trusted proxies
@@ -551,6 +562,8 @@ static int admit(rl_http_server_t *server, h2o_socket_t *sock)
     rl_addr_t addr;
     char key[RL_ADDR_TEXT_MAX];
 
+    sock->on_close.cb = on_uncounted_close;
+    sock->on_close.data = NULL;
     if (table == NULL || h2o_socket_getpeername(sock, (struct sockaddr *)&ss) == 0 ||
         rl_addr_from_sockaddr((struct sockaddr *)&ss, &addr) != 0 ||
         rl_cidr_set_contains(&server->trusted_proxies, &addr))
@@ -645,6 +658,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
             server->starved_pauses = 0;
         }
         if (admit(server, sock) != 0) {
+            sock->on_close.cb = NULL; /* refused at once: nothing to linger for */
             h2o_socket_close(sock);
             continue;
         }
@@ -754,6 +768,7 @@ void rl_http_server_free(rl_http_server_t *server)
     if (server == NULL)
         return;
     rl_http_server_stop_listening(server);
+    rl__http_linger_close_all();
     h2o_timeout_dispose(server->context.loop, &server->accept_pause);
     h2o_context_dispose(&server->context);
     h2o_config_dispose(&server->globalconf);

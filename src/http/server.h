@@ -100,6 +100,11 @@ void rl__http_server_limit_for(rl_http_server_t *server, const char *method, siz
 void rl__http_bodylimit_attach(rl_http_server_t *server);
 /* 1 once an HTTP/1 head has gone through the per-route limit wrapper. */
 int rl__http_bodylimit_active(void);
+/* Internal (linger.c): whether the server accepted this socket (its connections linger at close). */
+int rl__http_server_accepted(const h2o_socket_t *sock);
+/* Internal (linger.c): connections lingering after their close, and closing them all. */
+size_t rl__http_lingering(void);
+void rl__http_linger_close_all(void);
 void rl_http_server_free(rl_http_server_t *server);
 
 #endif

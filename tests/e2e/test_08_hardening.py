@@ -145,6 +145,31 @@ def test_the_body_limit_still_bounds_the_text(relay, user_token):
     assert_error(r, 413, "payload_too_large")
 
 
+def test_an_early_413_reaches_a_client_still_sending_its_body(relay, user_token):
+    """relayd refuses an oversized body right after the head and closes; the
+    body's bytes still arriving must not turn that close into a reset that
+    throws the 413 away (the connection lingers, reading and dropping them)."""
+    _, sid = _session(relay, user_token)
+    size = 8 * 1024 * 1024
+    head = ("POST /v1/me/sessions/%s/send HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n" % (sid, user_token, size)).encode()
+    chunk = b"x" * 65536
+    with socket.create_connection(("127.0.0.1", relay.port), timeout=HTTP_TIMEOUT) as sock:
+        sock.sendall(head)
+        for _ in range(size // len(chunk)):
+            sock.sendall(chunk)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            part = sock.recv(65536)
+            assert part, "the connection ended before the answer: %r" % answer
+            answer += part
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    for _ in range(10):
+        r = relay.post("/v1/me/sessions/%s/send" % sid, {"text": "x" * (1024 * 1024)}, token=user_token)
+        assert_error(r, 413, "payload_too_large")
+
+
 # -- item 4: the data folder's files are the relay's alone --------------------------------
 
 def _modes(folder):
@@ -164,7 +189,7 @@ def test_every_file_of_a_shared_looking_folder_is_private(relayd, tmp_path):
     data = tmp_path / "open-data"
     data.mkdir()
     os.chmod(str(data), 0o755)
-    relay = relayd(data=data)
+    relay = relayd(data=data, store="sqlite")  # the store files under test are SQLite's
     token = relay.token("alice")
     _session(relay, token)
     r = relay.post("/v1/me/attachments?name=a.txt", data=b"hello", token=token,
