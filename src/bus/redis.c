@@ -57,7 +57,7 @@ struct rl_redis {
     enum state state;
     h2o_socket_t *sock;
     redisReader *reader;
-    size_t partial; /* bytes fed to the reader that belong to a reply not yet complete */
+    size_t partial; /* bytes fed to the reader since the end of the last complete reply */
     unsigned handshake_left;
     uint64_t connection;   /* increases with each connection: a callback can tell whether its connection ended */
     struct outbuf queued;  /* encoded commands not yet handed to the socket */
@@ -614,6 +614,7 @@ static int dispatch(rl_redis_t *r, redisReply *reply)
 static void read_replies(rl_redis_t *r, h2o_socket_t *sock, const char *err)
 {
     void *reply;
+    size_t left;
     int stop;
 
     if (err != NULL) {
@@ -638,8 +639,14 @@ static void read_replies(rl_redis_t *r, h2o_socket_t *sock, const char *err)
         }
         if (reply == NULL)
             break;
-        /* What is left in the reader belongs to the replies after this one. */
-        r->partial = r->reader->len - r->reader->pos;
+        /* What is left in the reader belongs to the replies after this one; the rest was this one. */
+        left = r->reader->len - r->reader->pos;
+        if (r->partial - left > r->config.max_reply_bytes) {
+            freeReplyObject(reply);
+            drop(r, "a reply larger than the cap");
+            return;
+        }
+        r->partial = left;
         stop = dispatch(r, reply);
         freeReplyObject(reply);
         if (stop)
