@@ -528,7 +528,8 @@ static void redis_read(rl_bus_t *super, const char *user_id, int64_t after_id, s
         goto fail;
     *op = (struct read_op){bus, cb, arg};
     snprintf(after, sizeof(after), "%lld", (long long)after_id);
-    snprintf(count, sizeof(count), "%zu", max < READ_MAX ? max : READ_MAX);
+    /* At least one: LIMIT 0 0 would answer nothing, which the script takes for a gap. */
+    snprintf(count, sizeof(count), "%zu", max == 0 ? 1 : max < READ_MAX ? max : READ_MAX);
     snprintf(age, sizeof(age), "%lld", (long long)bus->config.max_age_ms);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)bus->idle_ttl_ms);
     snprintf(budget, sizeof(budget), "%d", READ_BYTES);

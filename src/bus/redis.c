@@ -287,6 +287,8 @@ void rl_redis_script_init(rl_redis_script_t *script)
 
 static int outbuf_append(struct outbuf *b, const char *bytes, size_t len)
 {
+    if (len == 0)
+        return 0;
     if (b->len + len > b->cap) {
         size_t cap = b->cap > 0 ? b->cap : 4096;
         char *grown;
