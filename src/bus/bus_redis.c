@@ -38,11 +38,13 @@
 #define PRESENCE_LEASE_MS 15000         /* by default, a presence its node stops renewing lapses after this */
 #define RENEW_BATCH       256           /* installations renewed by one script call */
 #define SUBSCRIBE_BATCH   256           /* channels in one SUBSCRIBE */
+#define CATCH_UP_HELD     4096          /* live events held per user while catching up */
 #define REPLY_TIMEOUT_MS  2000
 #define KEEPALIVE_MS      5000
 #define QUEUE_BYTES       (64 * 1024 * 1024)
 #define REPLY_BYTES       (64 * 1024 * 1024)
 #define PENDING_MAX       100000
+#define START_WAIT_MS     2000 /* how long opening waits for Redis before the node starts anyway */
 
 /* ---- the scripts ----------------------------------------------------------------------------- */
 
@@ -315,7 +317,8 @@ struct redis_bus {
     char events_channel[32];    /* "relay:<db>:ev:", then the user */
     char signals_channel[32];   /* "relay:<db>:sig:", then the topic */
     char presence_channel[32];
-    rl_strmap_t *users;    /* user -> listen count */
+    rl_strmap_t *users;    /* user -> struct listener */
+    uint64_t listeners;    /* listeners created, for their generations */
     rl_strmap_t *topics;   /* topic -> join count */
     rl_strmap_t *presence; /* installation -> struct cached */
     rl_strmap_t *own;      /* installation -> struct own */
@@ -455,6 +458,7 @@ struct read_op {
     struct redis_bus *bus;
     rl_bus_read_cb cb;
     void *arg;
+    int internal; /* the bus's own read (listening): answered even when closing, so that it frees its state */
 };
 
 /* The id of a frame ("id: N\n..."), or -1. */
@@ -476,9 +480,9 @@ static void on_read_reply(redisReply *reply, void *arg)
     rl_bus_read_t read = {0};
     size_t i;
 
-    if (op->bus->closing)
+    if (op->bus->closing && !op->internal)
         goto out;
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+    if (op->bus->closing || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[1]->type != REDIS_REPLY_INTEGER) {
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
             rl_log_warn("redis bus: reading a ring failed: %s", reply->str);
@@ -516,17 +520,18 @@ out:
     free(op);
 }
 
-static void redis_read(rl_bus_t *super, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb, void *arg)
+static void read_ring(struct redis_bus *bus, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb,
+                      void *arg, int internal)
 {
-    struct redis_bus *bus = (void *)super;
     char counter[KEY_MAX], ring[KEY_MAX], after[24], count[24], age[24], ttl[24], budget[24];
     const char *argv[7];
     size_t lens[7], i;
     struct read_op *op = malloc(sizeof(*op));
+    struct deferred *d;
 
     if (op == NULL || event_keys(user_id, counter, ring) != 0)
         goto fail;
-    *op = (struct read_op){bus, cb, arg};
+    *op = (struct read_op){bus, cb, arg, internal};
     snprintf(after, sizeof(after), "%lld", (long long)after_id);
     /* At least one: LIMIT 0 0 would answer nothing, which the script takes for a gap. */
     snprintf(count, sizeof(count), "%zu", max == 0 ? 1 : max < READ_MAX ? max : READ_MAX);
@@ -541,7 +546,14 @@ static void redis_read(rl_bus_t *super, const char *user_id, int64_t after_id, s
         return;
 fail:
     free(op);
-    defer(bus, DEFER_READ, arg)->read_cb = cb;
+    d = defer(bus, DEFER_READ, arg);
+    d->read_cb = cb;
+    d->value = internal;
+}
+
+static void redis_read(rl_bus_t *super, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb, void *arg)
+{
+    read_ring((void *)super, user_id, after_id, max, cb, arg, 0);
 }
 
 /* ---- subscriptions --------------------------------------------------------------------------- */
@@ -584,12 +596,191 @@ static int nest(rl_strmap_t *map, const char *name, int on, const char *what)
     return 0;
 }
 
+/*
+ * Listening to a user. A SUBSCRIBE takes effect some time after the call,
+ * and on another connection than the PUBLISH of an event: an event
+ * published meanwhile would never reach this node. So listening starts by
+ * reading the user's newest id (the mark), and once the subscription is
+ * confirmed, reads from the ring what followed the mark and delivers it,
+ * holding back the live events that arrive meanwhile, then goes live: every
+ * event published after listen() is delivered, once, in order. After the
+ * subscription connection comes back, the same catch-up starts from the last
+ * event delivered, so that what was published while it was down is not
+ * missed either (as far as the ring still holds it).
+ */
+struct listener {
+    unsigned count;
+    uint64_t gen; /* tells this listener from an earlier one of the same user */
+    int marked, subscribed, reading, live, overflowed;
+    int64_t delivered; /* the newest id handed to this node (the mark at first); -1 when unknown */
+    size_t nheld;
+    rl_bus_event_t *held; /* live events that came while catching up */
+};
+
+struct listen_op {
+    struct redis_bus *bus;
+    uint64_t gen;
+    char user_id[];
+};
+
+static void drop_held(struct listener *l)
+{
+    size_t i;
+
+    for (i = 0; i < l->nheld; ++i)
+        rl_blob_release(l->held[i].frame);
+    l->nheld = 0;
+}
+
+static void listener_free(void *p)
+{
+    struct listener *l = p;
+
+    drop_held(l);
+    free(l->held);
+    free(l);
+}
+
+static struct listener *listener_of(struct redis_bus *bus, const char *user_id, uint64_t gen)
+{
+    struct listener *l = rl_strmap_get(bus->users, user_id);
+
+    return l != NULL && l->gen == gen ? l : NULL;
+}
+
+static struct listen_op *listen_op_new(struct redis_bus *bus, const char *user_id, uint64_t gen)
+{
+    size_t len = strlen(user_id);
+    struct listen_op *op = malloc(sizeof(*op) + len + 1);
+
+    if (op != NULL) {
+        op->bus = bus;
+        op->gen = gen;
+        memcpy(op->user_id, user_id, len + 1);
+    }
+    return op;
+}
+
+/* Hands one event to the relay; the listener may be gone afterwards (a stream that ended stops listening). */
+static struct listener *hand_over(struct redis_bus *bus, const char *user_id, uint64_t gen, int64_t id,
+                                  rl_blob_t *frame)
+{
+    struct listener *l = listener_of(bus, user_id, gen);
+
+    if (l == NULL || (l->delivered >= 0 && id <= l->delivered))
+        return l;
+    l->delivered = id;
+    if (bus->config.handlers.event != NULL)
+        bus->config.handlers.event(bus->config.handlers.ctx, user_id, id, frame);
+    return listener_of(bus, user_id, gen);
+}
+
+static void catch_up(struct redis_bus *bus, const char *user_id, struct listener *l);
+
+static void go_live(struct redis_bus *bus, const char *user_id, struct listener *l)
+{
+    rl_bus_event_t *held = l->held;
+    uint64_t gen = l->gen;
+    size_t i, n = l->nheld;
+
+    if (l->overflowed) {
+        /* Too much came meanwhile to hold: read the ring once more instead. */
+        l->overflowed = 0;
+        drop_held(l);
+        catch_up(bus, user_id, l);
+        return;
+    }
+    l->live = 1;
+    l->held = NULL;
+    l->nheld = 0;
+    for (i = 0; i < n; ++i) {
+        if (l != NULL)
+            l = hand_over(bus, user_id, gen, held[i].id, held[i].frame);
+        rl_blob_release(held[i].frame);
+    }
+    free(held);
+}
+
+static void on_caught_up(int result, const rl_bus_read_t *read, void *arg)
+{
+    struct listen_op *op = arg;
+    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->user_id, op->gen);
+    size_t i;
+
+    if (l == NULL)
+        goto out;
+    l->reading = 0;
+    if (result != 0 || read->gap || read->count == 0) {
+        /* Nothing (more) to catch up, or the ring cannot say: a stream notices a gap by the next id. */
+        go_live(op->bus, op->user_id, l);
+        goto out;
+    }
+    for (i = 0; i < read->count && l != NULL; ++i)
+        l = hand_over(op->bus, op->user_id, op->gen, read->events[i].id, read->events[i].frame);
+    if (l != NULL)
+        catch_up(op->bus, op->user_id, l);
+out:
+    free(op);
+}
+
+/* Reads what followed the last event delivered, once the mark is known and the subscription confirmed. */
+static void catch_up(struct redis_bus *bus, const char *user_id, struct listener *l)
+{
+    struct listen_op *op;
+
+    if (l->live || l->reading || !l->marked || !l->subscribed)
+        return;
+    if (l->delivered < 0 || (op = listen_op_new(bus, user_id, l->gen)) == NULL) {
+        go_live(bus, user_id, l);
+        return;
+    }
+    l->reading = 1;
+    read_ring(bus, user_id, l->delivered, READ_MAX, on_caught_up, op, 1);
+}
+
+static void on_marked(int result, const rl_bus_read_t *read, void *arg)
+{
+    struct listen_op *op = arg;
+    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->user_id, op->gen);
+
+    if (l != NULL) {
+        l->marked = 1;
+        l->delivered = result == 0 ? read->newest : -1;
+        catch_up(op->bus, op->user_id, l);
+    }
+    free(op);
+}
+
 static void redis_listen(rl_bus_t *super, const char *user_id, int on)
 {
     struct redis_bus *bus = (void *)super;
+    struct listener *l = rl_strmap_get(bus->users, user_id);
+    struct listen_op *op;
 
-    if (nest(bus->users, user_id, on, "users"))
-        subscription(bus, on ? "SUBSCRIBE" : "UNSUBSCRIBE", bus->events_channel, user_id);
+    if (!on) {
+        if (l != NULL && --l->count == 0) {
+            listener_free(rl_strmap_remove(bus->users, user_id));
+            subscription(bus, "UNSUBSCRIBE", bus->events_channel, user_id);
+        }
+        return;
+    }
+    if (l != NULL) {
+        ++l->count;
+        return;
+    }
+    if ((l = calloc(1, sizeof(*l))) == NULL || rl_strmap_put(bus->users, user_id, l) != 0) {
+        free(l);
+        rl_log_warn("redis bus: too many users listened to; one is not followed");
+        return;
+    }
+    l->count = 1;
+    l->gen = ++bus->listeners;
+    l->delivered = -1;
+    if ((op = listen_op_new(bus, user_id, l->gen)) != NULL)
+        read_ring(bus, user_id, 0, 1, on_marked, op, 1);
+    else
+        l->marked = 1;
+    subscription(bus, "SUBSCRIBE", bus->events_channel, user_id);
 }
 
 static void redis_join(rl_bus_t *super, const char *topic, int on)
@@ -658,12 +849,23 @@ static void on_sub_ready(rl_redis_t *redis, void *ctx)
     send_batch(&b);
 }
 
+static int unsubscribed(const char *user_id, void *value, void *arg)
+{
+    struct listener *l = value;
+
+    /* Events published from now on are missed here: catch up once subscribed again. */
+    l->subscribed = 0;
+    l->live = 0;
+    return 0;
+}
+
 static void on_sub_lost(rl_redis_t *redis, void *ctx)
 {
     struct redis_bus *bus = ctx;
 
     /* Changes published meanwhile are missed: the cache is loaded again once subscribed. */
     bus->presence_subscribed = 0;
+    rl_strmap_sweep(bus->users, unsubscribed, NULL, NULL);
 }
 
 /* ---- presence -------------------------------------------------------------------------------- */
@@ -1174,18 +1376,28 @@ static int starts_with(const redisReply *s, const char *prefix, size_t len)
 
 static void on_event_message(struct redis_bus *bus, const char *user_id, const redisReply *payload)
 {
+    struct listener *l = rl_strmap_get(bus->users, user_id);
     int64_t id = frame_id(payload->str, payload->len);
     rl_blob_t *frame;
 
     /* A message sent before an UNSUBSCRIBE took effect. */
-    if (rl_strmap_get(bus->users, user_id) == NULL)
+    if (l == NULL)
         return;
     if (id < 0 || (frame = rl_blob_new(payload->str, payload->len)) == NULL) {
         rl_log_warn("redis bus: an unreadable event for a user");
         return;
     }
-    if (bus->config.handlers.event != NULL)
-        bus->config.handlers.event(bus->config.handlers.ctx, user_id, id, frame);
+    if (l->live) {
+        hand_over(bus, user_id, l->gen, id, frame);
+    } else if (l->held == NULL && (l->held = calloc(CATCH_UP_HELD, sizeof(*l->held))) == NULL) {
+        l->overflowed = 1;
+    } else if (l->nheld == CATCH_UP_HELD) {
+        drop_held(l);
+        l->overflowed = 1;
+    } else {
+        l->held[l->nheld].id = id;
+        l->held[l->nheld++].frame = rl_blob_retain(frame);
+    }
     rl_blob_release(frame);
 }
 
@@ -1224,6 +1436,12 @@ static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
         bus->presence_subscribed = 1;
         bus->load_wanted = 1;
         maybe_load(bus);
+    } else if (strcmp(kind, "subscribe") == 0 && starts_with(channel, bus->events_channel, events_len)) {
+        struct listener *l = rl_strmap_get(bus->users, channel->str + events_len);
+        if (l != NULL) {
+            l->subscribed = 1;
+            catch_up(bus, channel->str + events_len, l);
+        }
     }
 }
 
@@ -1340,9 +1558,11 @@ static void redis_close(rl_bus_t *super)
         h2o_timeout_unlink(&bus->renew);
     for (d = bus->deferred; d != NULL; d = next) {
         next = d->next;
+        if (d->kind == DEFER_READ && d->value)
+            d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
         free(d);
     }
-    rl_strmap_free(bus->users, NULL);
+    rl_strmap_free(bus->users, listener_free);
     rl_strmap_free(bus->topics, NULL);
     rl_strmap_free(bus->presence, free);
     rl_strmap_free(bus->own, free);
@@ -1433,6 +1653,20 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
         return -1;
     }
     h2o_timeout_link(loop, rl_redis__loop_timeout(loop, (uint64_t)bus->renew_ms), &bus->renew);
+    /*
+     * Opening is part of starting a node, before it serves anyone: give
+     * Redis a moment, so that the first streams and events find the bus
+     * connected instead of racing its connections. A Redis that is not there
+     * yet does not stop the node; the bus comes up when Redis does.
+     */
+    {
+        int64_t deadline = mono_ms() + START_WAIT_MS;
+        while (!(rl_redis_ready(bus->cmd) && rl_redis_ready(bus->sub)) && mono_ms() < deadline)
+            h2o_evloop_run(loop, 10);
+        if (!rl_redis_ready(bus->cmd) || !rl_redis_ready(bus->sub))
+            rl_log_warn("redis bus at %s: not connected after %d ms; starting anyway", bus->location.display,
+                        START_WAIT_MS);
+    }
     *out = &bus->super;
     return 0;
 }

@@ -388,6 +388,43 @@ h2o_timeout_t *rl_redis__loop_timeout(h2o_loop_t *loop, uint64_t ms)
     return &timeouts[count++].timeout;
 }
 
+/*
+ * A socket is closed on the loop's next turn, not at once: h2o frees a
+ * closed socket when it next updates its sockets, and one closed outside a
+ * callback (rl_redis_free from the caller) may still sit in its list of
+ * sockets whose completions are pending, which it walks afterwards. Until
+ * then the socket's data is NULL, so that a completion still delivered finds
+ * no client.
+ */
+struct retired {
+    h2o_timeout_entry_t entry;
+    h2o_socket_t *sock;
+};
+
+static void on_retired(h2o_timeout_entry_t *entry)
+{
+    struct retired *retired = H2O_STRUCT_FROM_MEMBER(struct retired, entry, entry);
+
+    h2o_socket_close(retired->sock);
+    free(retired);
+}
+
+static void retire(h2o_loop_t *loop, h2o_socket_t *sock)
+{
+    struct retired *retired = calloc(1, sizeof(*retired));
+
+    sock->data = NULL;
+    if (h2o_socket_is_reading(sock))
+        h2o_socket_read_stop(sock);
+    if (retired == NULL) {
+        h2o_socket_close(sock);
+        return;
+    }
+    retired->sock = sock;
+    retired->entry.cb = on_retired;
+    h2o_timeout_link(loop, rl_redis__loop_timeout(loop, 0), &retired->entry);
+}
+
 /* ---- callbacks into the caller --------------------------------------------------------------- */
 
 static void destroy(rl_redis_t *r);
@@ -454,7 +491,7 @@ static void drop(rl_redis_t *r, const char *why)
     if (r->state == DOWN)
         return;
     if (r->sock != NULL) {
-        h2o_socket_close(r->sock);
+        retire(r->loop, r->sock);
         r->sock = NULL;
     }
     r->state = DOWN;
@@ -504,6 +541,8 @@ static void on_written(h2o_socket_t *sock, const char *err)
 {
     rl_redis_t *r = sock->data;
 
+    if (r == NULL)
+        return;
     enter(r);
     r->write_in_flight = 0;
     outbuf_reset(&r->writing);
@@ -662,6 +701,8 @@ static void on_read(h2o_socket_t *sock, const char *err)
 {
     rl_redis_t *r = sock->data;
 
+    if (r == NULL)
+        return;
     enter(r);
     read_replies(r, sock, err);
     leave(r);
@@ -724,6 +765,8 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     rl_redis_t *r = sock->data;
     struct outbuf first = {0};
 
+    if (r == NULL)
+        return;
     enter(r);
     if (err != NULL) {
         drop(r, err);
@@ -855,7 +898,7 @@ static void destroy(rl_redis_t *r)
     if (h2o_timeout_is_linked(&r->tick))
         h2o_timeout_unlink(&r->tick);
     if (r->sock != NULL)
-        h2o_socket_close(r->sock);
+        retire(r->loop, r->sock);
     redisReaderFree(r->reader);
     free(r->queued.bytes);
     free(r->writing.bytes);

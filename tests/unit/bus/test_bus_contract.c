@@ -247,6 +247,29 @@ static void test_live_delivery_and_encoding(void **state)
     rl_bus_close(bus);
 }
 
+static void test_an_event_right_after_listen_is_delivered(void **state)
+{
+    rl_bus_t *bus = bus_new(8, 60000, 100);
+    int64_t before = newest(bus, "dora");
+
+    /* No settling in between: what this node publishes after listen() reaches it, in order. */
+    rl_bus_listen(bus, "dora", 1);
+    publish(bus, "dora", 1);
+    publish(bus, "dora", 2);
+    wait_for(rec.count == 2);
+    assert_int_equal(rec.ids[0], before + 1);
+    assert_int_equal(rec.ids[1], before + 2);
+    settle(bus);
+    assert_int_equal(rec.count, 2);
+    /* Listening again after a stop: the same. */
+    rl_bus_listen(bus, "dora", 0);
+    rl_bus_listen(bus, "dora", 1);
+    publish(bus, "dora", 3);
+    wait_for(rec.count == 3);
+    assert_int_equal(rec.ids[2], before + 3);
+    rl_bus_close(bus);
+}
+
 static void test_exact_replay(void **state)
 {
     rl_bus_t *bus = bus_new(8, 60000, 100);
@@ -735,6 +758,7 @@ int main(void)
 {
     const struct CMUnitTest every_bus[] = {
         cmocka_unit_test_setup(test_live_delivery_and_encoding, setup),
+        cmocka_unit_test_setup(test_an_event_right_after_listen_is_delivered, setup),
         cmocka_unit_test_setup(test_exact_replay, setup),
         cmocka_unit_test_setup(test_gaps, setup),
         cmocka_unit_test_setup(test_age_limit_and_sweep, setup),
