@@ -39,6 +39,9 @@
 #define RENEW_BATCH       256           /* installations renewed by one script call */
 #define SUBSCRIBE_BATCH   256           /* channels in one SUBSCRIBE */
 #define CATCH_UP_HELD     4096          /* live events held per user while catching up */
+#define SIGNALS_LOGGED    16            /* signals a topic's log keeps for nodes that just joined */
+#define SIGNALS_LOG_MS    60000         /* and for how long */
+#define SIGNALS_HELD      64            /* live signals held per topic while reading its log */
 #define REPLY_TIMEOUT_MS  2000
 #define KEEPALIVE_MS      5000
 #define QUEUE_BYTES       (64 * 1024 * 1024)
@@ -265,8 +268,29 @@ static rl_redis_script_t presence_load_script = {
     "return out\n"};
 /* clang-format on */
 
+/*
+ * KEYS: the topic's counter and log (a list of its last messages, each
+ * "<seq> <message>"). ARGV: message, channel, log length, lifetime (ms). A
+ * node that just joined reads the log for what was sent between its join
+ * and its SUBSCRIBE taking effect (docs/internals/bus.md). A new counter
+ * starts from the clock, so that numbers keep growing after Redis lost its
+ * data.
+ */
+static rl_redis_script_t signal_script = {LUA_NOW "local seq = redis.call('INCR', KEYS[1])\n"
+                                                  "if seq == 1 then\n"
+                                                  "  seq = now * 1000\n"
+                                                  "  redis.call('SET', KEYS[1], string.format('%d', seq))\n"
+                                                  "end\n"
+                                                  "local item = string.format('%d', seq) .. ' ' .. ARGV[1]\n"
+                                                  "redis.call('RPUSH', KEYS[2], item)\n"
+                                                  "redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)\n"
+                                                  "redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
+                                                  "redis.call('PEXPIRE', KEYS[2], ARGV[4])\n"
+                                                  "redis.call('PUBLISH', ARGV[2], item)\n"
+                                                  "return seq\n"};
+
 static rl_redis_script_t *const scripts[] = {
-    &publish_script,      &read_script,           &take_script,           &lease_script,
+    &signal_script,       &publish_script,        &read_script,           &take_script,          &lease_script,
     &presence_set_script, &presence_clear_script, &presence_renew_script, &presence_load_script,
 };
 
@@ -319,7 +343,7 @@ struct redis_bus {
     char presence_channel[32];
     rl_strmap_t *users;    /* user -> struct listener */
     uint64_t listeners;    /* listeners created, for their generations */
-    rl_strmap_t *topics;   /* topic -> join count */
+    rl_strmap_t *topics;   /* topic -> struct joined */
     rl_strmap_t *presence; /* installation -> struct cached */
     rl_strmap_t *own;      /* installation -> struct own */
     int presence_subscribed, load_wanted, loading;
@@ -573,29 +597,6 @@ static void subscription(struct redis_bus *bus, const char *command, const char 
         rl_log_warn("redis bus: could not send %s for a channel", command);
 }
 
-/* Adds one (on) to name's count in map, or takes one away; 1 when the count left or reached zero. */
-static int nest(rl_strmap_t *map, const char *name, int on, const char *what)
-{
-    uintptr_t count = (uintptr_t)rl_strmap_get(map, name);
-
-    if (on) {
-        if (rl_strmap_put(map, name, (void *)(count + 1)) != 0) {
-            rl_log_warn("redis bus: too many %s; one is not followed", what);
-            return 0;
-        }
-        return count == 0;
-    }
-    if (count > 1) {
-        rl_strmap_put(map, name, (void *)(count - 1));
-        return 0;
-    }
-    if (count == 1) {
-        rl_strmap_remove(map, name);
-        return 1;
-    }
-    return 0;
-}
-
 /*
  * Listening to a user. A SUBSCRIBE takes effect some time after the call,
  * and on another connection than the PUBLISH of an event: an event
@@ -617,10 +618,11 @@ struct listener {
     rl_bus_event_t *held; /* live events that came while catching up */
 };
 
+/* A read on behalf of a listener or a joined topic, which may be gone when it is answered. */
 struct listen_op {
     struct redis_bus *bus;
     uint64_t gen;
-    char user_id[];
+    char name[]; /* the user or the topic */
 };
 
 static void drop_held(struct listener *l)
@@ -656,7 +658,7 @@ static struct listen_op *listen_op_new(struct redis_bus *bus, const char *user_i
     if (op != NULL) {
         op->bus = bus;
         op->gen = gen;
-        memcpy(op->user_id, user_id, len + 1);
+        memcpy(op->name, user_id, len + 1);
     }
     return op;
 }
@@ -704,7 +706,7 @@ static void go_live(struct redis_bus *bus, const char *user_id, struct listener 
 static void on_caught_up(int result, const rl_bus_read_t *read, void *arg)
 {
     struct listen_op *op = arg;
-    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->user_id, op->gen);
+    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->name, op->gen);
     size_t i;
 
     if (l == NULL)
@@ -712,13 +714,13 @@ static void on_caught_up(int result, const rl_bus_read_t *read, void *arg)
     l->reading = 0;
     if (result != 0 || read->gap || read->count == 0) {
         /* Nothing (more) to catch up, or the ring cannot say: a stream notices a gap by the next id. */
-        go_live(op->bus, op->user_id, l);
+        go_live(op->bus, op->name, l);
         goto out;
     }
     for (i = 0; i < read->count && l != NULL; ++i)
-        l = hand_over(op->bus, op->user_id, op->gen, read->events[i].id, read->events[i].frame);
+        l = hand_over(op->bus, op->name, op->gen, read->events[i].id, read->events[i].frame);
     if (l != NULL)
-        catch_up(op->bus, op->user_id, l);
+        catch_up(op->bus, op->name, l);
 out:
     free(op);
 }
@@ -741,12 +743,12 @@ static void catch_up(struct redis_bus *bus, const char *user_id, struct listener
 static void on_marked(int result, const rl_bus_read_t *read, void *arg)
 {
     struct listen_op *op = arg;
-    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->user_id, op->gen);
+    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->name, op->gen);
 
     if (l != NULL) {
         l->marked = 1;
         l->delivered = result == 0 ? read->newest : -1;
-        catch_up(op->bus, op->user_id, l);
+        catch_up(op->bus, op->name, l);
     }
     free(op);
 }
@@ -783,12 +785,185 @@ static void redis_listen(rl_bus_t *super, const char *user_id, int on)
     subscription(bus, "SUBSCRIBE", bus->events_channel, user_id);
 }
 
+/*
+ * Joining a topic, for the same reason as listening to a user: a signal
+ * sent between join() and the SUBSCRIBE taking effect would be lost. Each
+ * topic keeps a short log in Redis; joining reads the topic's counter (the
+ * mark), and once subscribed, delivers from the log what came after it,
+ * holding back what arrives live meanwhile. A signal is delivered at most
+ * once (numbers seen are skipped), also when the subscription connection
+ * comes back and the log is read again.
+ */
+struct joined {
+    unsigned count;
+    uint64_t gen;
+    int marked, subscribed, reading, live, overflowed;
+    int64_t delivered; /* the number of the last signal delivered (the mark at first); -1 when unknown */
+    size_t nheld;
+    char *held[SIGNALS_HELD]; /* "<seq> <message>" that came while catching up */
+};
+
+static void joined_free(void *p)
+{
+    struct joined *j = p;
+    size_t i;
+
+    for (i = 0; i < j->nheld; ++i)
+        free(j->held[i]);
+    free(j);
+}
+
+static struct joined *joined_of(struct redis_bus *bus, const char *topic, uint64_t gen)
+{
+    struct joined *j = rl_strmap_get(bus->topics, topic);
+
+    return j != NULL && j->gen == gen ? j : NULL;
+}
+
+/* Delivers one "<seq> <message>" unless seen; the topic may be left afterwards. */
+static struct joined *deliver_signal(struct redis_bus *bus, const char *topic, uint64_t gen, const char *item,
+                                     size_t len)
+{
+    struct joined *j = joined_of(bus, topic, gen);
+    const char *space = memchr(item, ' ', len);
+    int64_t seq = space != NULL ? strtoll(item, NULL, 10) : -1;
+    json_t *message;
+
+    if (j == NULL || seq < 0 || (j->delivered >= 0 && seq <= j->delivered))
+        return j;
+    j->delivered = seq;
+    message = json_loadb(space + 1, len - (size_t)(space + 1 - item), 0, NULL);
+    if (json_is_object(message) && bus->config.handlers.signal != NULL)
+        bus->config.handlers.signal(bus->config.handlers.ctx, topic, message);
+    else if (!json_is_object(message))
+        rl_log_warn("redis bus: an unreadable signal on a topic");
+    json_decref(message);
+    return joined_of(bus, topic, gen);
+}
+
+static void read_log(struct redis_bus *bus, const char *topic, struct joined *j);
+
+static void topic_live(struct redis_bus *bus, const char *topic, struct joined *j)
+{
+    char *held[SIGNALS_HELD];
+    uint64_t gen = j->gen;
+    size_t i, n = j->nheld;
+
+    if (j->overflowed) {
+        j->overflowed = 0;
+        for (i = 0; i < j->nheld; ++i)
+            free(j->held[i]);
+        j->nheld = 0;
+        read_log(bus, topic, j);
+        return;
+    }
+    j->live = 1;
+    memcpy(held, j->held, n * sizeof(held[0]));
+    j->nheld = 0;
+    for (i = 0; i < n; ++i) {
+        if (j != NULL)
+            j = deliver_signal(bus, topic, gen, held[i], strlen(held[i]));
+        free(held[i]);
+    }
+}
+
+static void on_log(redisReply *reply, void *arg)
+{
+    struct listen_op *op = arg;
+    struct joined *j = op->bus->closing ? NULL : joined_of(op->bus, op->name, op->gen);
+    size_t i;
+
+    if (j == NULL)
+        goto out;
+    j->reading = 0;
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY) {
+        for (i = 0; i < reply->elements && j != NULL; ++i) {
+            if (reply->element[i]->type == REDIS_REPLY_STRING)
+                j = deliver_signal(op->bus, op->name, op->gen, reply->element[i]->str, reply->element[i]->len);
+        }
+    }
+    if (j != NULL)
+        topic_live(op->bus, op->name, j);
+out:
+    free(op);
+}
+
+/* Reads the topic's log once the mark is known and the subscription confirmed. */
+static void read_log(struct redis_bus *bus, const char *topic, struct joined *j)
+{
+    char log[KEY_MAX];
+    const char *argv[4] = {"LRANGE", log, "0", "-1"};
+    size_t lens[4] = {6, 0, 1, 2};
+    struct listen_op *op;
+
+    if (j->live || j->reading || !j->marked || !j->subscribed)
+        return;
+    if (j->delivered < 0 || key(log, sizeof(log), "relay:sig:log:", topic) < 0 ||
+        (op = listen_op_new(bus, topic, j->gen)) == NULL) {
+        topic_live(bus, topic, j);
+        return;
+    }
+    lens[1] = strlen(log);
+    j->reading = 1;
+    if (rl_redis_command(bus->cmd, 4, argv, lens, on_log, op) != 0) {
+        free(op);
+        j->reading = 0;
+        topic_live(bus, topic, j);
+    }
+}
+
+static void on_topic_marked(redisReply *reply, void *arg)
+{
+    struct listen_op *op = arg;
+    struct joined *j = op->bus->closing ? NULL : joined_of(op->bus, op->name, op->gen);
+
+    if (j != NULL) {
+        j->marked = 1;
+        if (reply != NULL && reply->type == REDIS_REPLY_STRING)
+            j->delivered = strtoll(reply->str, NULL, 10);
+        else if (reply != NULL && reply->type == REDIS_REPLY_NIL)
+            j->delivered = 0;
+        read_log(op->bus, op->name, j);
+    }
+    free(op);
+}
+
 static void redis_join(rl_bus_t *super, const char *topic, int on)
 {
     struct redis_bus *bus = (void *)super;
+    struct joined *j = rl_strmap_get(bus->topics, topic);
+    char counter[KEY_MAX];
+    const char *argv[2] = {"GET", counter};
+    size_t lens[2] = {3, 0};
+    struct listen_op *op;
 
-    if (nest(bus->topics, topic, on, "topics"))
-        subscription(bus, on ? "SUBSCRIBE" : "UNSUBSCRIBE", bus->signals_channel, topic);
+    if (!on) {
+        if (j != NULL && --j->count == 0) {
+            joined_free(rl_strmap_remove(bus->topics, topic));
+            subscription(bus, "UNSUBSCRIBE", bus->signals_channel, topic);
+        }
+        return;
+    }
+    if (j != NULL) {
+        ++j->count;
+        return;
+    }
+    if (key(counter, sizeof(counter), "relay:sig:n:", topic) < 0 || (j = calloc(1, sizeof(*j))) == NULL ||
+        rl_strmap_put(bus->topics, topic, j) != 0) {
+        free(j);
+        rl_log_warn("redis bus: too many topics, or one too long; a topic is not joined");
+        return;
+    }
+    j->count = 1;
+    j->gen = ++bus->listeners;
+    j->delivered = -1;
+    lens[1] = strlen(counter);
+    if ((op = listen_op_new(bus, topic, j->gen)) == NULL ||
+        rl_redis_command(bus->cmd, 2, argv, lens, on_topic_marked, op) != 0) {
+        free(op);
+        j->marked = 1;
+    }
+    subscription(bus, "SUBSCRIBE", bus->signals_channel, topic);
 }
 
 /* Channels gathered for one SUBSCRIBE. */
@@ -859,6 +1034,16 @@ static int unsubscribed(const char *user_id, void *value, void *arg)
     return 0;
 }
 
+static int left(const char *topic, void *value, void *arg)
+{
+    struct joined *j = value;
+
+    /* Signals sent from now on are missed here: read the log once subscribed again. */
+    j->subscribed = 0;
+    j->live = 0;
+    return 0;
+}
+
 static void on_sub_lost(rl_redis_t *redis, void *ctx)
 {
     struct redis_bus *bus = ctx;
@@ -866,6 +1051,7 @@ static void on_sub_lost(rl_redis_t *redis, void *ctx)
     /* Changes published meanwhile are missed: the cache is loaded again once subscribed. */
     bus->presence_subscribed = 0;
     rl_strmap_sweep(bus->users, unsubscribed, NULL, NULL);
+    rl_strmap_sweep(bus->topics, left, NULL, NULL);
 }
 
 /* ---- presence -------------------------------------------------------------------------------- */
@@ -1353,17 +1539,23 @@ static void on_signalled(redisReply *reply, void *arg)
 static void redis_signal(rl_bus_t *super, const char *topic, json_t *message)
 {
     struct redis_bus *bus = (void *)super;
-    char channel[KEY_MAX], *text = json_dumps(message, JSON_COMPACT);
-    const char *argv[3] = {"PUBLISH", channel, text};
-    size_t lens[3];
+    char counter[KEY_MAX], log[KEY_MAX], channel[KEY_MAX], length[16], ttl[24];
+    char *text = json_dumps(message, JSON_COMPACT);
+    const char *argv[6] = {counter, log, text, channel, length, ttl};
+    size_t lens[6], i;
 
     json_decref(message);
-    if (text == NULL || key(channel, sizeof(channel), bus->signals_channel, topic) < 0) {
+    if (text == NULL || key(channel, sizeof(channel), bus->signals_channel, topic) < 0 ||
+        key(counter, sizeof(counter), "relay:sig:n:", topic) < 0 ||
+        key(log, sizeof(log), "relay:sig:log:", topic) < 0) {
         rl_log_warn("redis bus: a signal that cannot be sent");
         goto out;
     }
-    lens[0] = 7, lens[1] = strlen(channel), lens[2] = strlen(text);
-    if (rl_redis_command(bus->cmd, 3, argv, lens, on_signalled, bus) != 0)
+    snprintf(length, sizeof(length), "%d", SIGNALS_LOGGED);
+    snprintf(ttl, sizeof(ttl), "%d", SIGNALS_LOG_MS);
+    for (i = 0; i < 6; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &signal_script, 2, 6, argv, lens, on_signalled, bus) != 0)
         count_drop(bus, &bus->dropped_signals, "a signal");
 out:
     free(text);
@@ -1403,16 +1595,20 @@ static void on_event_message(struct redis_bus *bus, const char *user_id, const r
 
 static void on_signal_message(struct redis_bus *bus, const char *topic, const redisReply *payload)
 {
-    json_t *message;
+    struct joined *j = rl_strmap_get(bus->topics, topic);
+    char *item;
 
-    if (rl_strmap_get(bus->topics, topic) == NULL || bus->config.handlers.signal == NULL)
+    if (j == NULL)
         return;
-    message = json_loadb(payload->str, payload->len, 0, NULL);
-    if (json_is_object(message))
-        bus->config.handlers.signal(bus->config.handlers.ctx, topic, message);
-    else
-        rl_log_warn("redis bus: an unreadable signal on a topic");
-    json_decref(message);
+    if (j->live) {
+        deliver_signal(bus, topic, j->gen, payload->str, payload->len);
+    } else if (j->nheld == SIGNALS_HELD || (item = malloc(payload->len + 1)) == NULL) {
+        j->overflowed = 1;
+    } else {
+        memcpy(item, payload->str, payload->len);
+        item[payload->len] = '\0';
+        j->held[j->nheld++] = item;
+    }
 }
 
 static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
@@ -1436,6 +1632,12 @@ static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
         bus->presence_subscribed = 1;
         bus->load_wanted = 1;
         maybe_load(bus);
+    } else if (strcmp(kind, "subscribe") == 0 && starts_with(channel, bus->signals_channel, signals_len)) {
+        struct joined *j = rl_strmap_get(bus->topics, channel->str + signals_len);
+        if (j != NULL) {
+            j->subscribed = 1;
+            read_log(bus, channel->str + signals_len, j);
+        }
     } else if (strcmp(kind, "subscribe") == 0 && starts_with(channel, bus->events_channel, events_len)) {
         struct listener *l = rl_strmap_get(bus->users, channel->str + events_len);
         if (l != NULL) {
@@ -1563,7 +1765,7 @@ static void redis_close(rl_bus_t *super)
         free(d);
     }
     rl_strmap_free(bus->users, listener_free);
-    rl_strmap_free(bus->topics, NULL);
+    rl_strmap_free(bus->topics, joined_free);
     rl_strmap_free(bus->presence, free);
     rl_strmap_free(bus->own, free);
     free(bus);

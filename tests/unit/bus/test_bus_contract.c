@@ -383,6 +383,31 @@ static void test_signals_reach_joined_topics_on_the_next_turn(void **state)
     rl_bus_close(bus);
 }
 
+static void test_a_signal_right_after_join_is_delivered(void **state)
+{
+    rl_bus_t *bus = bus_new(4, 60000, 10);
+    int i;
+
+    /* No settling in between: what this node signals after join() reaches it, once, in order. */
+    rl_bus_join(bus, "installation:c", 1);
+    for (i = 0; i < 3; ++i)
+        rl_bus_signal(bus, "installation:c", json_pack("{s:s, s:i}", "type", "updates", "update_id", i + 1));
+    wait_for(rec.signals == 3);
+    assert_string_equal(rec.messages[0], "{\"type\":\"updates\",\"update_id\":1}");
+    assert_string_equal(rec.messages[2], "{\"type\":\"updates\",\"update_id\":3}");
+    settle(bus);
+    assert_int_equal(rec.signals, 3);
+    /* Joining again later does not bring back what was already sent. */
+    rl_bus_join(bus, "installation:c", 0);
+    rl_bus_join(bus, "installation:c", 1);
+    rl_bus_signal(bus, "installation:c", json_pack("{s:s}", "type", "replaced"));
+    wait_for(rec.signals == 4);
+    settle(bus);
+    assert_int_equal(rec.signals, 4);
+    assert_string_equal(rec.messages[3], "{\"type\":\"replaced\"}");
+    rl_bus_close(bus);
+}
+
 static void on_cleared(int cleared, void *arg)
 {
     *(int *)arg = cleared;
@@ -763,6 +788,7 @@ int main(void)
         cmocka_unit_test_setup(test_gaps, setup),
         cmocka_unit_test_setup(test_age_limit_and_sweep, setup),
         cmocka_unit_test_setup(test_signals_reach_joined_topics_on_the_next_turn, setup),
+        cmocka_unit_test_setup(test_a_signal_right_after_join_is_delivered, setup),
         cmocka_unit_test_setup(test_presence_belongs_to_its_owner, setup),
         cmocka_unit_test_setup(test_buckets_burst_then_refill, setup),
         cmocka_unit_test_setup(test_one_node_holds_every_lease, setup),
