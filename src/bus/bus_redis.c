@@ -9,6 +9,9 @@
  * to this node. Everything that must be atomic is one Lua script, run by
  * EVALSHA: an event's id, its place in the ring and its PUBLISH; a bucket's
  * refill and take; a lease's take or renewal; a presence's compare-and-set.
+ * Listening to a user and joining a topic catch up from the ring (or the
+ * topic's log) once the subscription is confirmed, so that nothing sent
+ * after the call is lost to the subscription taking effect later.
  *
  * Redis down or slow: publish and signal are dropped (logged once per
  * episode, counted), read and take answer RL_E_UNAVAILABLE, lease answers
