@@ -7,11 +7,36 @@
 #include "common/log.h"
 #include "http/sse.h"
 
+static int open_local(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
+{
+    return rl_bus__local_open(loop, config, out);
+}
+
+/* The backends by location: an exact name, or a URL scheme. */
+static const struct {
+    const char *prefix;
+    int exact;
+    int (*open)(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);
+} locations[] = {
+    {"", 1, open_local},
+    {"local", 1, open_local},
+    {"redis://", 0, rl_bus__redis_open},
+    {"unix://", 0, rl_bus__redis_open},
+};
+
 int rl_bus_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
 {
-    if (location == NULL || location[0] == '\0' || strcmp(location, "local") == 0)
-        return rl_bus__local_open(loop, config, out);
-    rl_log_error("unsupported bus '%s': only the in-process bus (local) is available", location);
+    size_t i;
+
+    if (location == NULL)
+        location = "";
+    for (i = 0; i < sizeof(locations) / sizeof(locations[0]); ++i) {
+        const char *prefix = locations[i].prefix;
+        if (locations[i].exact ? strcmp(location, prefix) == 0 : strncmp(location, prefix, strlen(prefix)) == 0)
+            return locations[i].open(location, loop, config, out);
+    }
+    /* Not repeated: a mistyped URL may still hold a password. */
+    rl_log_error("unsupported bus location: use local, redis://HOST:PORT/N or unix:///PATH?db=N");
     return -1;
 }
 

@@ -79,6 +79,12 @@ typedef struct rl_bus_config {
     int64_t max_age_ms; /* replay ring age */
     size_t max_users;   /* cap on users with live state in this node */
     size_t max_buckets; /* cap on token buckets this node keeps (the local bus) */
+    /*
+     * A networked bus: how long a presence outlives the last renewal of its
+     * node (a node that dies leaves nothing "healthy" for longer); 0 for
+     * the backend's default. The local bus has no use for it.
+     */
+    int64_t presence_lease_ms;
     rl_bus_handlers_t handlers;
 } rl_bus_config_t;
 
@@ -105,8 +111,11 @@ struct rl_bus {
 };
 
 /*
- * Opens the bus at location: "local" (the default, one node). The config is
- * copied. 0, or -1 with the cause logged.
+ * Opens the bus at location: "local" (the default, one node), or a Redis
+ * shared by several nodes, "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]" or
+ * "unix:///PATH[?db=N&password=P]" (bus_redis.c; it connects in the
+ * background and reconnects by itself). The config is copied. 0, or -1 with
+ * the cause logged.
  */
 int rl_bus_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);
 
@@ -193,5 +202,6 @@ rl_blob_t *rl_bus_frame(int64_t id, const char *name, json_t *data);
 
 /* Backends. */
 int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);
+int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);
 
 #endif

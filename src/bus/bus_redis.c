@@ -1,0 +1,1877 @@
+/*
+ * The Redis bus: every node on the same Redis (and database) shares one
+ * sequence of event ids per user, one replay ring, signals, presence, token
+ * buckets and leases. docs/internals/bus.md ("Redis backend") describes the
+ * keys, scripts and channels, and what happens when Redis fails.
+ *
+ * Two connections (redis.c): one for commands and scripts, one for
+ * SUBSCRIBE, whose messages carry live events, signals and presence changes
+ * to this node. Everything that must be atomic is one Lua script, run by
+ * EVALSHA: an event's id, its place in the ring and its PUBLISH; a bucket's
+ * refill and take; a lease's take or renewal; a presence's compare-and-set.
+ * Listening to a user and joining a topic catch up from the ring (or the
+ * topic's log) once the subscription is confirmed, so that nothing sent
+ * after the call is lost to the subscription taking effect later.
+ *
+ * Redis down or slow: publish and signal are dropped (logged once per
+ * episode, counted), read and take answer RL_E_UNAVAILABLE, lease answers
+ * "not held", presence_get answers from this node's cache. Both connections
+ * come back by themselves; subscriptions, this node's presences and the
+ * presence cache are restored then.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus/bus.h"
+#include "bus/redis.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/strmap.h"
+
+#define KEY_MAX           1200
+#define NAME_MAX_LEN      64
+#define USERS_MAX         1000000
+#define TOPICS_MAX        1000000
+#define PRESENCE_MAX      1000000
+#define OWNER_MAX         95
+#define READ_MAX          256           /* events in one read */
+#define READ_BYTES        (1024 * 1024) /* a read stops adding events past this many bytes */
+#define PRESENCE_LEASE_MS 15000         /* by default, a presence its node stops renewing lapses after this */
+#define RENEW_BATCH       256           /* installations renewed by one script call */
+#define SUBSCRIBE_BATCH   256           /* channels in one SUBSCRIBE */
+#define CATCH_UP_HELD     4096          /* live events held per user while catching up */
+#define SIGNALS_LOGGED    16            /* signals a topic's log keeps for nodes that just joined */
+#define SIGNALS_LOG_MS    60000         /* and for how long */
+#define SIGNALS_HELD      64            /* live signals held per topic while reading its log */
+#define REPLY_TIMEOUT_MS  2000
+#define KEEPALIVE_MS      5000
+#define QUEUE_BYTES       (64 * 1024 * 1024)
+#define REPLY_BYTES       (64 * 1024 * 1024)
+#define PENDING_MAX       100000
+#define START_WAIT_MS     2000 /* how long opening waits for Redis before the node starts anyway */
+
+/* ---- the scripts ----------------------------------------------------------------------------- */
+
+/* Redis's clock in milliseconds: ids, rings, buckets and leases follow one clock for every node. */
+#define LUA_NOW                                                                                                        \
+    "local t = redis.call('TIME')\n"                                                                                   \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+
+/*
+ * KEYS: the user's counter (hash: first, last) and ring (sorted set: score
+ * the id, member "<created ms> <frame>"). ARGV: name, data, ring length,
+ * ring age (ms), idle lifetime of the keys (ms), the user's channel. A new
+ * counter starts from the clock (ms * 1000), so that ids keep increasing
+ * after the keys of an idle user expired. Times only grow with ids, so the
+ * events too old to keep are a prefix of the ring.
+ */
+static rl_redis_script_t publish_script = {
+    LUA_NOW "local id = redis.call('HINCRBY', KEYS[1], 'last', 1)\n"
+            "if id == 1 then\n"
+            "  id = now * 1000\n"
+            "  redis.call('HSET', KEYS[1], 'first', string.format('%d', id), 'last', string.format('%d', id))\n"
+            "end\n"
+            "local sid = string.format('%d', id)\n"
+            "local frame = 'id: ' .. sid .. '\\nevent: ' .. ARGV[1] .. '\\ndata: ' .. ARGV[2] .. '\\n\\n'\n"
+            "redis.call('ZADD', KEYS[2], sid, string.format('%d', now) .. ' ' .. frame)\n"
+            "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', id - tonumber(ARGV[3])))\n"
+            "local cutoff = now - tonumber(ARGV[4])\n"
+            "while true do\n"
+            "  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+            "  if #oldest == 0 or tonumber(string.match(oldest[1], '^%d+')) >= cutoff then break end\n"
+            "  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, 0)\n"
+            "end\n"
+            "redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
+            "redis.call('PEXPIRE', KEYS[2], ARGV[5])\n"
+            "redis.call('PUBLISH', ARGV[6], frame)\n"
+            "return id\n"};
+
+/*
+ * KEYS: counter, ring. ARGV: after id, max events, ring age (ms), idle
+ * lifetime (ms), byte budget. Answers {gap, newest, members...}. Reading a
+ * user without a counter creates one, so that "newest" is the position
+ * before the first id to come. The replay is exact when after is an id the
+ * counter issued (or the one before its first) and the event after it is
+ * still in the ring and young enough: ids are consecutive and times grow
+ * with them, so then every later one is too.
+ */
+static rl_redis_script_t read_script = {
+    LUA_NOW "local h = redis.call('HMGET', KEYS[1], 'first', 'last')\n"
+            "local first, last = tonumber(h[1]), tonumber(h[2])\n"
+            "if first == nil or last == nil then\n"
+            "  first = now * 1000\n"
+            "  last = first - 1\n"
+            "  redis.call('HSET', KEYS[1], 'first', string.format('%d', first), 'last', string.format('%d', last))\n"
+            "  redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
+            "end\n"
+            "local after = tonumber(ARGV[1])\n"
+            "if after < first - 1 or after > last then return {1, last} end\n"
+            "if after == last then return {0, last} end\n"
+            "local items = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, "
+            "tonumber(ARGV[2]))\n"
+            "if #items == 0 or tonumber(items[2]) ~= after + 1 or\n"
+            "   tonumber(string.match(items[1], '^%d+')) < now - tonumber(ARGV[3]) then\n"
+            "  return {1, last}\n"
+            "end\n"
+            "local out, bytes = {0, last}, 0\n"
+            "for i = 1, #items, 2 do\n"
+            "  out[#out + 1] = items[i]\n"
+            "  bytes = bytes + #items[i]\n"
+            "  if bytes >= tonumber(ARGV[5]) then break end\n"
+            "end\n"
+            "return out\n"};
+
+/*
+ * KEYS: the bucket (hash: tokens, ms). ARGV: capacity, refill per second.
+ * Answers {taken, tokens left}. A bucket is forgotten (its key expires) when
+ * it would be full again: a missing bucket is a full one.
+ */
+static rl_redis_script_t take_script = {
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
+    "local capacity, rate = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    "local b = redis.call('HMGET', KEYS[1], 'tokens', 'ms')\n"
+    "local tokens, at = tonumber(b[1]), tonumber(b[2])\n"
+    "if tokens == nil or at == nil then tokens, at = capacity, now end\n"
+    "if now > at then\n"
+    "  tokens = math.min(capacity, tokens + (now - at) / 1000 * rate)\n"
+    "  at = now\n"
+    "end\n"
+    "local taken = 0\n"
+    "if tokens >= 1 then\n"
+    "  tokens = tokens - 1\n"
+    "  taken = 1\n"
+    "end\n"
+    "redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ms', string.format('%.17g', at))\n"
+    "local ttl = 86400000\n"
+    "if rate > 0 then ttl = math.ceil((capacity - tokens) / rate * 1000) + 1000 end\n"
+    "redis.call('PEXPIRE', KEYS[1], ttl)\n"
+    "return {taken, string.format('%.17g', tokens)}\n"};
+
+/* KEYS: the lease. ARGV: holder, lifetime (ms). 1 when holder holds it now. */
+static rl_redis_script_t lease_script = {
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n"};
+
+/*
+ * Presence: KEYS[1] a hash, installation -> "<seq> <health> <owner>";
+ * KEYS[2] a sorted set, installation -> when its lease lapses (Redis ms).
+ * Lapsed entries are removed by whichever script comes next; no message is
+ * sent for them, since every cache lapses them by itself. KEYS[3], where a
+ * script has it, numbers the changes; a new sequence starts from the clock,
+ * so that numbers keep growing after Redis lost its data.
+ */
+/* clang-format off */
+#define LUA_PRESENCE                                                                                                   \
+    LUA_NOW                                                                                                            \
+    "local function owner_of(value)\n"                                                                                 \
+    "  return value and string.match(value, '^%d+ %S+ (.+)$')\n"                                                       \
+    "end\n"                                                                                                            \
+    "local function next_seq()\n"                                                                                      \
+    "  local seq = redis.call('INCR', KEYS[3])\n"                                                                      \
+    "  if seq == 1 then\n"                                                                                             \
+    "    seq = now * 1000\n"                                                                                           \
+    "    redis.call('SET', KEYS[3], string.format('%d', seq))\n"                                                       \
+    "  end\n"                                                                                                          \
+    "  return seq\n"                                                                                                   \
+    "end\n"                                                                                                            \
+    "local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now), 'LIMIT', 0, 100)\n"         \
+    "for _, lapsed_id in ipairs(lapsed) do\n"                                                                          \
+    "  redis.call('HDEL', KEYS[1], lapsed_id)\n"                                                                       \
+    "  redis.call('ZREM', KEYS[2], lapsed_id)\n"                                                                       \
+    "end\n"
+
+/*
+ * KEYS: hash, leases, sequence, the installation's retired owners. ARGV:
+ * installation, owner, health, lease (ms), channel, mode. "take" (the relay
+ * says so: a new socket) replaces another owner, which is retired: an owner
+ * once replaced can never set the presence again, so that a late health
+ * change of an old socket cannot steal it back. "keep" (a node asserting
+ * again what it held before a reconnection) never replaces anyone. Answers
+ * {set, the value now}.
+ */
+static rl_redis_script_t presence_set_script = {
+    LUA_PRESENCE
+    "local current = redis.call('HGET', KEYS[1], ARGV[1])\n"
+    "local owner = owner_of(current)\n"
+    "if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 1 or (ARGV[6] == 'keep' and owner and owner ~= ARGV[2]) then\n"
+    "  return {0, current or ''}\n"
+    "end\n"
+    "if owner and owner ~= ARGV[2] then\n"
+    "  redis.call('SADD', KEYS[4], owner)\n"
+    "  redis.call('PEXPIRE', KEYS[4], 600000)\n"
+    "end\n"
+    "local seq = next_seq()\n"
+    "local value = string.format('%d', seq) .. ' ' .. ARGV[3] .. ' ' .. ARGV[2]\n"
+    "redis.call('HSET', KEYS[1], ARGV[1], value)\n"
+    "redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[4])), ARGV[1])\n"
+    "redis.call('PUBLISH', ARGV[5], cjson.encode({op = 'set', i = ARGV[1], o = ARGV[2], h = ARGV[3],\n"
+    "                                             s = string.format('%d', seq), t = tonumber(ARGV[4])}))\n"
+    "return {1, value}\n"};
+
+/*
+ * KEYS: hash, leases, sequence. ARGV: installation, owner, channel. The
+ * clear's number when owner held it and it is gone, else 0.
+ */
+static rl_redis_script_t presence_clear_script = {
+    LUA_PRESENCE
+    "if owner_of(redis.call('HGET', KEYS[1], ARGV[1])) ~= ARGV[2] then return 0 end\n"
+    "redis.call('HDEL', KEYS[1], ARGV[1])\n"
+    "redis.call('ZREM', KEYS[2], ARGV[1])\n"
+    "local seq = next_seq()\n"
+    "redis.call('PUBLISH', ARGV[3], cjson.encode({op = 'clear', i = ARGV[1], o = ARGV[2],\n"
+    "                                             s = string.format('%d', seq)}))\n"
+    "return seq\n"};
+
+/*
+ * KEYS: hash, leases, sequence. ARGV: lease (ms), channel, then
+ * installation and owner pairs. Answers one number per pair: 1 renewed, 0
+ * another owner has it, 2 nobody has it (it lapsed: set it again).
+ */
+static rl_redis_script_t presence_renew_script = {
+    LUA_PRESENCE
+    "local renewed, answer = {}, {}\n"
+    "for i = 3, #ARGV, 2 do\n"
+    "  local owner = owner_of(redis.call('HGET', KEYS[1], ARGV[i]))\n"
+    "  if owner == ARGV[i + 1] then\n"
+    "    redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[1])), ARGV[i])\n"
+    "    renewed[#renewed + 1] = ARGV[i]\n"
+    "    renewed[#renewed + 1] = ARGV[i + 1]\n"
+    "    answer[#answer + 1] = 1\n"
+    "  elseif owner then\n"
+    "    answer[#answer + 1] = 0\n"
+    "  else\n"
+    "    answer[#answer + 1] = 2\n"
+    "  end\n"
+    "end\n"
+    "if #renewed > 0 then\n"
+    "  redis.call('PUBLISH', ARGV[2], cjson.encode({op = 'renew', t = tonumber(ARGV[1]), r = renewed}))\n"
+    "end\n"
+    "return answer\n"};
+
+/* KEYS: hash, leases, sequence. Answers {sequence, then installation, value, ms left, for each live presence}. */
+static rl_redis_script_t presence_load_script = {
+    LUA_PRESENCE
+    "local out = {tonumber(redis.call('GET', KEYS[3]) or '0')}\n"
+    "local all = redis.call('HGETALL', KEYS[1])\n"
+    "for i = 1, #all, 2 do\n"
+    "  local expires = tonumber(redis.call('ZSCORE', KEYS[2], all[i]) or '0')\n"
+    "  if expires > now then\n"
+    "    out[#out + 1] = all[i]\n"
+    "    out[#out + 1] = all[i + 1]\n"
+    "    out[#out + 1] = expires - now\n"
+    "  end\n"
+    "end\n"
+    "return out\n"};
+/* clang-format on */
+
+/*
+ * KEYS: the topic's counter and log (a list of its last messages, each
+ * "<seq> <message>"). ARGV: message, channel, log length, lifetime (ms). A
+ * node that just joined reads the log for what was sent between its join
+ * and its SUBSCRIBE taking effect (docs/internals/bus.md). A new counter
+ * starts from the clock, so that numbers keep growing after Redis lost its
+ * data.
+ */
+static rl_redis_script_t signal_script = {LUA_NOW "local seq = redis.call('INCR', KEYS[1])\n"
+                                                  "if seq == 1 then\n"
+                                                  "  seq = now * 1000\n"
+                                                  "  redis.call('SET', KEYS[1], string.format('%d', seq))\n"
+                                                  "end\n"
+                                                  "local item = string.format('%d', seq) .. ' ' .. ARGV[1]\n"
+                                                  "redis.call('RPUSH', KEYS[2], item)\n"
+                                                  "redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)\n"
+                                                  "redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
+                                                  "redis.call('PEXPIRE', KEYS[2], ARGV[4])\n"
+                                                  "redis.call('PUBLISH', ARGV[2], item)\n"
+                                                  "return seq\n"};
+
+static rl_redis_script_t *const scripts[] = {
+    &signal_script,       &publish_script,        &read_script,           &take_script,          &lease_script,
+    &presence_set_script, &presence_clear_script, &presence_renew_script, &presence_load_script,
+};
+
+/* ---- the bus --------------------------------------------------------------------------------- */
+
+static const char PRESENCE_KEY[] = "relay:presence";
+static const char LEASES_KEY[] = "relay:presence:lease";
+static const char SEQUENCE_KEY[] = "relay:presence:seq";
+
+/* This node's view of an installation's presence. */
+struct cached {
+    int64_t seq;        /* of the last change applied (not bumped by this node's own unconfirmed ones) */
+    int64_t expires_ms; /* on this node's monotonic clock */
+    uint64_t load;      /* the presence load that last saw it */
+    int gone;           /* cleared: kept until expires_ms so that an older change cannot revive it */
+    char owner[OWNER_MAX + 1];
+    char health[16];
+};
+
+/* A presence this node set: renewed while it lasts, asserted again after a reconnection. */
+struct own {
+    char owner[OWNER_MAX + 1];
+    char health[16];
+    int take;    /* the relay's set has not reached Redis yet: assert it as a take-over */
+    int64_t seq; /* the number of its set, once confirmed (0 before) */
+};
+
+/* An answer that the bus gives on the next loop turn (never inside the call). */
+struct deferred {
+    struct deferred *next;
+    enum { DEFER_READ, DEFER_TAKE, DEFER_LEASE, DEFER_CLEARED } kind;
+    rl_bus_read_cb read_cb;
+    rl_bus_take_cb take_cb;
+    rl_bus_lease_cb lease_cb;
+    rl_bus_cleared_cb cleared_cb;
+    void *arg;
+    int value;
+};
+
+struct redis_bus {
+    rl_bus_t super;
+    rl_bus_config_t config;
+    h2o_loop_t *loop;
+    rl_redis_location_t location;
+    rl_redis_t *cmd, *sub;
+    int64_t idle_ttl_ms;
+    int64_t lease_ms, renew_ms; /* a presence's lease, and how often this node renews its own (a third of it) */
+    char events_channel[32];    /* "relay:<db>:ev:", then the user */
+    char signals_channel[32];   /* "relay:<db>:sig:", then the topic */
+    char presence_channel[32];
+    rl_strmap_t *users;    /* user -> struct listener */
+    uint64_t listeners;    /* listeners created, for their generations */
+    rl_strmap_t *topics;   /* topic -> struct joined */
+    rl_strmap_t *presence; /* installation -> struct cached */
+    rl_strmap_t *own;      /* installation -> struct own */
+    int presence_subscribed, load_wanted, loading;
+    uint64_t loads;
+    int dropping; /* an episode of dropped events or signals is under way (and was logged) */
+    uint64_t dropped_events, dropped_signals;
+    struct deferred *deferred, **deferred_tail;
+    h2o_timeout_entry_t run_deferred, renew;
+    int closing;
+};
+
+static int64_t mono_ms(void)
+{
+    return rl_clock_mono_us() / 1000;
+}
+
+/* Writes prefix + name into buf; -1 when it does not fit (a name that long is not the relay's). */
+static int key(char *buf, size_t size, const char *prefix, const char *name)
+{
+    int len = snprintf(buf, size, "%s%s", prefix, name);
+
+    return len < 0 || (size_t)len >= size ? -1 : len;
+}
+
+static void count_drop(struct redis_bus *bus, uint64_t *counter, const char *what)
+{
+    ++*counter;
+    if (!bus->dropping) {
+        bus->dropping = 1;
+        rl_log_warn("redis bus at %s: cannot send %s; events and signals are dropped until Redis answers again",
+                    bus->location.display, what);
+    }
+}
+
+/* ---- deferred answers ------------------------------------------------------------------------ */
+
+static struct deferred *defer(struct redis_bus *bus, int kind, void *arg)
+{
+    struct deferred *d = calloc(1, sizeof(*d));
+
+    if (d == NULL) {
+        rl_log_error("out of memory answering a bus call");
+        abort();
+    }
+    d->kind = kind;
+    d->arg = arg;
+    *bus->deferred_tail = d;
+    bus->deferred_tail = &d->next;
+    if (!h2o_timeout_is_linked(&bus->run_deferred))
+        h2o_timeout_link(bus->loop, rl_redis__loop_timeout(bus->loop, 0), &bus->run_deferred);
+    return d;
+}
+
+static void on_deferred(h2o_timeout_entry_t *entry)
+{
+    struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, run_deferred, entry);
+    struct deferred *d = bus->deferred, *next;
+
+    /* What these callbacks defer in turn runs on the next turn. */
+    bus->deferred = NULL;
+    bus->deferred_tail = &bus->deferred;
+    for (; d != NULL; d = next) {
+        next = d->next;
+        switch (d->kind) {
+        case DEFER_READ:
+            d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
+            break;
+        case DEFER_TAKE:
+            d->take_cb(RL_E_UNAVAILABLE, 0, d->arg);
+            break;
+        case DEFER_LEASE:
+            d->lease_cb(0, d->arg);
+            break;
+        case DEFER_CLEARED:
+            d->cleared_cb(d->value, d->arg);
+            break;
+        }
+        free(d);
+    }
+}
+
+/* ---- user events ----------------------------------------------------------------------------- */
+
+/* Formats the user's two keys; -1 when the user id is too long to be one of ours. */
+static int event_keys(const char *user_id, char *counter, char *ring)
+{
+    if (key(counter, KEY_MAX, "relay:ev:n:", user_id) < 0 || key(ring, KEY_MAX, "relay:ev:ring:", user_id) < 0) {
+        rl_log_warn("redis bus: a user id of %zu bytes is too long", strlen(user_id));
+        return -1;
+    }
+    return 0;
+}
+
+static void on_published(redisReply *reply, void *arg)
+{
+    struct redis_bus *bus = arg;
+
+    if (bus->closing)
+        return;
+    if (reply == NULL)
+        count_drop(bus, &bus->dropped_events, "an event");
+    else if (reply->type == REDIS_REPLY_ERROR)
+        rl_log_warn("redis bus: publishing an event failed: %s", reply->str);
+}
+
+static void redis_publish(rl_bus_t *super, const char *user_id, const char *name, json_t *data)
+{
+    struct redis_bus *bus = (void *)super;
+    char counter[KEY_MAX], ring[KEY_MAX], channel[KEY_MAX], events[24], age[24], ttl[24];
+    char *text = data != NULL ? json_dumps(data, JSON_COMPACT) : strdup("{}");
+    const char *argv[8];
+    size_t lens[8], i;
+
+    json_decref(data);
+    /* Event names are the relay's own short identifiers; a longer one is a bug, not data. */
+    if (text == NULL || strlen(name) > NAME_MAX_LEN || strchr(name, '\n') != NULL) {
+        rl_log_warn("could not encode %s", name);
+        goto out;
+    }
+    if (event_keys(user_id, counter, ring) != 0 || key(channel, sizeof(channel), bus->events_channel, user_id) < 0)
+        goto out;
+    snprintf(events, sizeof(events), "%zu", bus->config.max_events);
+    snprintf(age, sizeof(age), "%lld", (long long)bus->config.max_age_ms);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)bus->idle_ttl_ms);
+    argv[0] = counter, argv[1] = ring, argv[2] = name, argv[3] = text;
+    argv[4] = events, argv[5] = age, argv[6] = ttl, argv[7] = channel;
+    for (i = 0; i < 8; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &publish_script, 2, 8, argv, lens, on_published, bus) != 0)
+        count_drop(bus, &bus->dropped_events, "an event");
+out:
+    free(text);
+}
+
+struct read_op {
+    struct redis_bus *bus;
+    rl_bus_read_cb cb;
+    void *arg;
+    int internal; /* the bus's own read (listening): answered even when closing, so that it frees its state */
+};
+
+/* The id of a frame ("id: N\n..."), or -1. */
+static int64_t frame_id(const char *frame, size_t len)
+{
+    int64_t id = 0;
+    size_t i;
+
+    if (len < 6 || memcmp(frame, "id: ", 4) != 0)
+        return -1;
+    for (i = 4; i < len && i < 22 && frame[i] >= '0' && frame[i] <= '9'; ++i)
+        id = id * 10 + (frame[i] - '0');
+    return i > 4 && i < len && frame[i] == '\n' ? id : -1;
+}
+
+static void on_read_reply(redisReply *reply, void *arg)
+{
+    struct read_op *op = arg;
+    rl_bus_read_t read = {0};
+    size_t i;
+
+    if (op->bus->closing && !op->internal)
+        goto out;
+    if (op->bus->closing || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[1]->type != REDIS_REPLY_INTEGER) {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            rl_log_warn("redis bus: reading a ring failed: %s", reply->str);
+        op->cb(RL_E_UNAVAILABLE, NULL, op->arg);
+        goto out;
+    }
+    read.gap = reply->element[0]->integer != 0;
+    read.newest = reply->element[1]->integer;
+    read.events = calloc(reply->elements, sizeof(*read.events));
+    if (read.events == NULL) {
+        op->cb(RL_E_UNAVAILABLE, NULL, op->arg);
+        goto out;
+    }
+    for (i = 2; i < reply->elements; ++i) {
+        const redisReply *member = reply->element[i];
+        const char *space = member->type == REDIS_REPLY_STRING ? memchr(member->str, ' ', member->len) : NULL;
+        size_t len = space != NULL ? member->len - (size_t)(space + 1 - member->str) : 0;
+        int64_t id = space != NULL ? frame_id(space + 1, len) : -1;
+        rl_blob_t *frame = id >= 0 ? rl_blob_new(space + 1, len) : NULL;
+        if (frame == NULL)
+            break;
+        read.events[read.count].id = id;
+        read.events[read.count++].frame = frame;
+    }
+    if (i < reply->elements) {
+        rl_log_warn("redis bus: a ring holds an unreadable event");
+        op->cb(RL_E_UNAVAILABLE, NULL, op->arg);
+    } else {
+        op->cb(0, &read, op->arg);
+    }
+    for (i = 0; i < read.count; ++i)
+        rl_blob_release(read.events[i].frame);
+    free(read.events);
+out:
+    free(op);
+}
+
+static void read_ring(struct redis_bus *bus, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb,
+                      void *arg, int internal)
+{
+    char counter[KEY_MAX], ring[KEY_MAX], after[24], count[24], age[24], ttl[24], budget[24];
+    const char *argv[7];
+    size_t lens[7], i;
+    struct read_op *op = malloc(sizeof(*op));
+    struct deferred *d;
+
+    if (op == NULL || event_keys(user_id, counter, ring) != 0)
+        goto fail;
+    *op = (struct read_op){bus, cb, arg, internal};
+    snprintf(after, sizeof(after), "%lld", (long long)after_id);
+    /* At least one: LIMIT 0 0 would answer nothing, which the script takes for a gap. */
+    snprintf(count, sizeof(count), "%zu", max == 0 ? 1 : max < READ_MAX ? max : READ_MAX);
+    snprintf(age, sizeof(age), "%lld", (long long)bus->config.max_age_ms);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)bus->idle_ttl_ms);
+    snprintf(budget, sizeof(budget), "%d", READ_BYTES);
+    argv[0] = counter, argv[1] = ring, argv[2] = after, argv[3] = count;
+    argv[4] = age, argv[5] = ttl, argv[6] = budget;
+    for (i = 0; i < 7; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &read_script, 2, 7, argv, lens, on_read_reply, op) == 0)
+        return;
+fail:
+    free(op);
+    d = defer(bus, DEFER_READ, arg);
+    d->read_cb = cb;
+    d->value = internal;
+}
+
+static void redis_read(rl_bus_t *super, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb, void *arg)
+{
+    read_ring((void *)super, user_id, after_id, max, cb, arg, 0);
+}
+
+/* ---- subscriptions --------------------------------------------------------------------------- */
+
+/* Sends one SUBSCRIBE or UNSUBSCRIBE, if the subscription connection is up (else it is done on connection). */
+static void subscription(struct redis_bus *bus, const char *command, const char *prefix, const char *name)
+{
+    char channel[KEY_MAX];
+    const char *argv[2] = {command, channel};
+    size_t lens[2];
+
+    if (!rl_redis_ready(bus->sub) || key(channel, sizeof(channel), prefix, name) < 0)
+        return;
+    lens[0] = strlen(command);
+    lens[1] = strlen(channel);
+    if (rl_redis_subscription(bus->sub, 2, argv, lens) != 0)
+        rl_log_warn("redis bus: could not send %s for a channel", command);
+}
+
+/*
+ * Listening to a user. A SUBSCRIBE takes effect some time after the call,
+ * and on another connection than the PUBLISH of an event: an event
+ * published meanwhile would never reach this node. So listening starts by
+ * reading the user's newest id (the mark), and once the subscription is
+ * confirmed, reads from the ring what followed the mark and delivers it,
+ * holding back the live events that arrive meanwhile, then goes live: every
+ * event published after listen() is delivered, once, in order. After the
+ * subscription connection comes back, the same catch-up starts from the last
+ * event delivered, so that what was published while it was down is not
+ * missed either (as far as the ring still holds it).
+ */
+struct listener {
+    unsigned count;
+    uint64_t gen; /* tells this listener from an earlier one of the same user */
+    int marked, subscribed, reading, live, overflowed;
+    int64_t delivered; /* the newest id handed to this node (the mark at first); -1 when unknown */
+    size_t nheld;
+    rl_bus_event_t *held; /* live events that came while catching up */
+};
+
+/* A read on behalf of a listener or a joined topic, which may be gone when it is answered. */
+struct listen_op {
+    struct redis_bus *bus;
+    uint64_t gen;
+    char name[]; /* the user or the topic */
+};
+
+static void drop_held(struct listener *l)
+{
+    size_t i;
+
+    for (i = 0; i < l->nheld; ++i)
+        rl_blob_release(l->held[i].frame);
+    l->nheld = 0;
+}
+
+static void listener_free(void *p)
+{
+    struct listener *l = p;
+
+    drop_held(l);
+    free(l->held);
+    free(l);
+}
+
+static struct listener *listener_of(struct redis_bus *bus, const char *user_id, uint64_t gen)
+{
+    struct listener *l = rl_strmap_get(bus->users, user_id);
+
+    return l != NULL && l->gen == gen ? l : NULL;
+}
+
+static struct listen_op *listen_op_new(struct redis_bus *bus, const char *user_id, uint64_t gen)
+{
+    size_t len = strlen(user_id);
+    struct listen_op *op = malloc(sizeof(*op) + len + 1);
+
+    if (op != NULL) {
+        op->bus = bus;
+        op->gen = gen;
+        memcpy(op->name, user_id, len + 1);
+    }
+    return op;
+}
+
+/* Hands one event to the relay; the listener may be gone afterwards (a stream that ended stops listening). */
+static struct listener *hand_over(struct redis_bus *bus, const char *user_id, uint64_t gen, int64_t id,
+                                  rl_blob_t *frame)
+{
+    struct listener *l = listener_of(bus, user_id, gen);
+
+    if (l == NULL || (l->delivered >= 0 && id <= l->delivered))
+        return l;
+    l->delivered = id;
+    if (bus->config.handlers.event != NULL)
+        bus->config.handlers.event(bus->config.handlers.ctx, user_id, id, frame);
+    return listener_of(bus, user_id, gen);
+}
+
+static void catch_up(struct redis_bus *bus, const char *user_id, struct listener *l);
+
+static void go_live(struct redis_bus *bus, const char *user_id, struct listener *l)
+{
+    rl_bus_event_t *held = l->held;
+    uint64_t gen = l->gen;
+    size_t i, n = l->nheld;
+
+    if (l->overflowed) {
+        /* Too much came meanwhile to hold: read the ring once more instead. */
+        l->overflowed = 0;
+        drop_held(l);
+        catch_up(bus, user_id, l);
+        return;
+    }
+    l->live = 1;
+    l->held = NULL;
+    l->nheld = 0;
+    for (i = 0; i < n; ++i) {
+        if (l != NULL)
+            l = hand_over(bus, user_id, gen, held[i].id, held[i].frame);
+        rl_blob_release(held[i].frame);
+    }
+    free(held);
+}
+
+static void on_caught_up(int result, const rl_bus_read_t *read, void *arg)
+{
+    struct listen_op *op = arg;
+    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->name, op->gen);
+    size_t i;
+
+    if (l == NULL)
+        goto out;
+    l->reading = 0;
+    if (result != 0 || read->gap || read->count == 0) {
+        /* Nothing (more) to catch up, or the ring cannot say: a stream notices a gap by the next id. */
+        go_live(op->bus, op->name, l);
+        goto out;
+    }
+    for (i = 0; i < read->count && l != NULL; ++i)
+        l = hand_over(op->bus, op->name, op->gen, read->events[i].id, read->events[i].frame);
+    if (l != NULL)
+        catch_up(op->bus, op->name, l);
+out:
+    free(op);
+}
+
+/* Reads what followed the last event delivered, once the mark is known and the subscription confirmed. */
+static void catch_up(struct redis_bus *bus, const char *user_id, struct listener *l)
+{
+    struct listen_op *op;
+
+    if (l->live || l->reading || !l->marked || !l->subscribed)
+        return;
+    if (l->delivered < 0 || (op = listen_op_new(bus, user_id, l->gen)) == NULL) {
+        go_live(bus, user_id, l);
+        return;
+    }
+    l->reading = 1;
+    read_ring(bus, user_id, l->delivered, READ_MAX, on_caught_up, op, 1);
+}
+
+static void on_marked(int result, const rl_bus_read_t *read, void *arg)
+{
+    struct listen_op *op = arg;
+    struct listener *l = op->bus->closing ? NULL : listener_of(op->bus, op->name, op->gen);
+
+    if (l != NULL) {
+        l->marked = 1;
+        l->delivered = result == 0 ? read->newest : -1;
+        catch_up(op->bus, op->name, l);
+    }
+    free(op);
+}
+
+static void redis_listen(rl_bus_t *super, const char *user_id, int on)
+{
+    struct redis_bus *bus = (void *)super;
+    struct listener *l = rl_strmap_get(bus->users, user_id);
+    struct listen_op *op;
+
+    if (!on) {
+        if (l != NULL && --l->count == 0) {
+            listener_free(rl_strmap_remove(bus->users, user_id));
+            subscription(bus, "UNSUBSCRIBE", bus->events_channel, user_id);
+        }
+        return;
+    }
+    if (l != NULL) {
+        ++l->count;
+        return;
+    }
+    if ((l = calloc(1, sizeof(*l))) == NULL || rl_strmap_put(bus->users, user_id, l) != 0) {
+        free(l);
+        rl_log_warn("redis bus: too many users listened to; one is not followed");
+        return;
+    }
+    l->count = 1;
+    l->gen = ++bus->listeners;
+    l->delivered = -1;
+    if ((op = listen_op_new(bus, user_id, l->gen)) != NULL)
+        read_ring(bus, user_id, 0, 1, on_marked, op, 1);
+    else
+        l->marked = 1;
+    subscription(bus, "SUBSCRIBE", bus->events_channel, user_id);
+}
+
+/*
+ * Joining a topic, for the same reason as listening to a user: a signal
+ * sent between join() and the SUBSCRIBE taking effect would be lost. Each
+ * topic keeps a short log in Redis; joining reads the topic's counter (the
+ * mark), and once subscribed, delivers from the log what came after it,
+ * holding back what arrives live meanwhile. A signal is delivered at most
+ * once (numbers seen are skipped), also when the subscription connection
+ * comes back and the log is read again.
+ */
+struct joined {
+    unsigned count;
+    uint64_t gen;
+    int marked, subscribed, reading, live, overflowed;
+    int64_t delivered; /* the number of the last signal delivered (the mark at first); -1 when unknown */
+    size_t nheld;
+    char *held[SIGNALS_HELD]; /* "<seq> <message>" that came while catching up */
+};
+
+static void joined_free(void *p)
+{
+    struct joined *j = p;
+    size_t i;
+
+    for (i = 0; i < j->nheld; ++i)
+        free(j->held[i]);
+    free(j);
+}
+
+static struct joined *joined_of(struct redis_bus *bus, const char *topic, uint64_t gen)
+{
+    struct joined *j = rl_strmap_get(bus->topics, topic);
+
+    return j != NULL && j->gen == gen ? j : NULL;
+}
+
+/* Delivers one "<seq> <message>" unless seen; the topic may be left afterwards. */
+static struct joined *deliver_signal(struct redis_bus *bus, const char *topic, uint64_t gen, const char *item,
+                                     size_t len)
+{
+    struct joined *j = joined_of(bus, topic, gen);
+    const char *space = memchr(item, ' ', len);
+    int64_t seq = space != NULL ? strtoll(item, NULL, 10) : -1;
+    json_t *message;
+
+    if (j == NULL || seq < 0 || (j->delivered >= 0 && seq <= j->delivered))
+        return j;
+    j->delivered = seq;
+    message = json_loadb(space + 1, len - (size_t)(space + 1 - item), 0, NULL);
+    if (json_is_object(message) && bus->config.handlers.signal != NULL)
+        bus->config.handlers.signal(bus->config.handlers.ctx, topic, message);
+    else if (!json_is_object(message))
+        rl_log_warn("redis bus: an unreadable signal on a topic");
+    json_decref(message);
+    return joined_of(bus, topic, gen);
+}
+
+static void read_log(struct redis_bus *bus, const char *topic, struct joined *j);
+
+static void topic_live(struct redis_bus *bus, const char *topic, struct joined *j)
+{
+    char *held[SIGNALS_HELD];
+    uint64_t gen = j->gen;
+    size_t i, n = j->nheld;
+
+    if (j->overflowed) {
+        j->overflowed = 0;
+        for (i = 0; i < j->nheld; ++i)
+            free(j->held[i]);
+        j->nheld = 0;
+        read_log(bus, topic, j);
+        return;
+    }
+    j->live = 1;
+    memcpy(held, j->held, n * sizeof(held[0]));
+    j->nheld = 0;
+    for (i = 0; i < n; ++i) {
+        if (j != NULL)
+            j = deliver_signal(bus, topic, gen, held[i], strlen(held[i]));
+        free(held[i]);
+    }
+}
+
+static void on_log(redisReply *reply, void *arg)
+{
+    struct listen_op *op = arg;
+    struct joined *j = op->bus->closing ? NULL : joined_of(op->bus, op->name, op->gen);
+    size_t i;
+
+    if (j == NULL)
+        goto out;
+    j->reading = 0;
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY) {
+        for (i = 0; i < reply->elements && j != NULL; ++i) {
+            if (reply->element[i]->type == REDIS_REPLY_STRING)
+                j = deliver_signal(op->bus, op->name, op->gen, reply->element[i]->str, reply->element[i]->len);
+        }
+    }
+    if (j != NULL)
+        topic_live(op->bus, op->name, j);
+out:
+    free(op);
+}
+
+/* Reads the topic's log once the mark is known and the subscription confirmed. */
+static void read_log(struct redis_bus *bus, const char *topic, struct joined *j)
+{
+    char log[KEY_MAX];
+    const char *argv[4] = {"LRANGE", log, "0", "-1"};
+    size_t lens[4] = {6, 0, 1, 2};
+    struct listen_op *op;
+
+    if (j->live || j->reading || !j->marked || !j->subscribed)
+        return;
+    if (j->delivered < 0 || key(log, sizeof(log), "relay:sig:log:", topic) < 0 ||
+        (op = listen_op_new(bus, topic, j->gen)) == NULL) {
+        topic_live(bus, topic, j);
+        return;
+    }
+    lens[1] = strlen(log);
+    j->reading = 1;
+    if (rl_redis_command(bus->cmd, 4, argv, lens, on_log, op) != 0) {
+        free(op);
+        j->reading = 0;
+        topic_live(bus, topic, j);
+    }
+}
+
+static void on_topic_marked(redisReply *reply, void *arg)
+{
+    struct listen_op *op = arg;
+    struct joined *j = op->bus->closing ? NULL : joined_of(op->bus, op->name, op->gen);
+
+    if (j != NULL) {
+        j->marked = 1;
+        if (reply != NULL && reply->type == REDIS_REPLY_STRING)
+            j->delivered = strtoll(reply->str, NULL, 10);
+        else if (reply != NULL && reply->type == REDIS_REPLY_NIL)
+            j->delivered = 0;
+        read_log(op->bus, op->name, j);
+    }
+    free(op);
+}
+
+static void redis_join(rl_bus_t *super, const char *topic, int on)
+{
+    struct redis_bus *bus = (void *)super;
+    struct joined *j = rl_strmap_get(bus->topics, topic);
+    char counter[KEY_MAX];
+    const char *argv[2] = {"GET", counter};
+    size_t lens[2] = {3, 0};
+    struct listen_op *op;
+
+    if (!on) {
+        if (j != NULL && --j->count == 0) {
+            joined_free(rl_strmap_remove(bus->topics, topic));
+            subscription(bus, "UNSUBSCRIBE", bus->signals_channel, topic);
+        }
+        return;
+    }
+    if (j != NULL) {
+        ++j->count;
+        return;
+    }
+    if (key(counter, sizeof(counter), "relay:sig:n:", topic) < 0 || (j = calloc(1, sizeof(*j))) == NULL ||
+        rl_strmap_put(bus->topics, topic, j) != 0) {
+        free(j);
+        rl_log_warn("redis bus: too many topics, or one too long; a topic is not joined");
+        return;
+    }
+    j->count = 1;
+    j->gen = ++bus->listeners;
+    j->delivered = -1;
+    lens[1] = strlen(counter);
+    if ((op = listen_op_new(bus, topic, j->gen)) == NULL ||
+        rl_redis_command(bus->cmd, 2, argv, lens, on_topic_marked, op) != 0) {
+        free(op);
+        j->marked = 1;
+    }
+    subscription(bus, "SUBSCRIBE", bus->signals_channel, topic);
+}
+
+/* Channels gathered for one SUBSCRIBE. */
+struct batch {
+    struct redis_bus *bus;
+    const char *prefix;
+    char *channels[SUBSCRIBE_BATCH];
+    size_t count;
+};
+
+static void send_batch(struct batch *b)
+{
+    const char *argv[SUBSCRIBE_BATCH + 1];
+    size_t lens[SUBSCRIBE_BATCH + 1], i;
+
+    if (b->count == 0)
+        return;
+    argv[0] = "SUBSCRIBE";
+    lens[0] = 9;
+    for (i = 0; i < b->count; ++i) {
+        argv[i + 1] = b->channels[i];
+        lens[i + 1] = strlen(b->channels[i]);
+    }
+    if (rl_redis_subscription(b->bus->sub, (int)b->count + 1, argv, lens) != 0)
+        rl_log_warn("redis bus: could not subscribe again to %zu channels", b->count);
+    for (i = 0; i < b->count; ++i)
+        free(b->channels[i]);
+    b->count = 0;
+}
+
+static int add_to_batch(const char *name, void *value, void *arg)
+{
+    struct batch *b = arg;
+    size_t len = strlen(b->prefix) + strlen(name) + 1;
+    char *channel = malloc(len);
+
+    if (channel != NULL) {
+        snprintf(channel, len, "%s%s", b->prefix, name);
+        b->channels[b->count++] = channel;
+        if (b->count == SUBSCRIBE_BATCH)
+            send_batch(b);
+    }
+    return 0;
+}
+
+/* The subscription connection is (back) up: subscribe to everything this node follows. */
+static void on_sub_ready(rl_redis_t *redis, void *ctx)
+{
+    struct redis_bus *bus = ctx;
+    struct batch b = {.bus = bus, .prefix = ""};
+
+    add_to_batch(bus->presence_channel, NULL, &b);
+    b.prefix = bus->events_channel;
+    rl_strmap_sweep(bus->users, add_to_batch, &b, NULL);
+    send_batch(&b);
+    b.prefix = bus->signals_channel;
+    rl_strmap_sweep(bus->topics, add_to_batch, &b, NULL);
+    send_batch(&b);
+}
+
+static int unsubscribed(const char *user_id, void *value, void *arg)
+{
+    struct listener *l = value;
+
+    /* Events published from now on are missed here: catch up once subscribed again. */
+    l->subscribed = 0;
+    l->live = 0;
+    return 0;
+}
+
+static int left(const char *topic, void *value, void *arg)
+{
+    struct joined *j = value;
+
+    /* Signals sent from now on are missed here: read the log once subscribed again. */
+    j->subscribed = 0;
+    j->live = 0;
+    return 0;
+}
+
+static void on_sub_lost(rl_redis_t *redis, void *ctx)
+{
+    struct redis_bus *bus = ctx;
+
+    /* Changes published meanwhile are missed: the cache is loaded again once subscribed. */
+    bus->presence_subscribed = 0;
+    rl_strmap_sweep(bus->users, unsubscribed, NULL, NULL);
+    rl_strmap_sweep(bus->topics, left, NULL, NULL);
+}
+
+/* ---- presence -------------------------------------------------------------------------------- */
+
+/*
+ * Each node keeps two maps: its own presences (the bridge sockets it
+ * serves, known first-hand) and a cache of every presence, fed by the
+ * scripts' replies, the presence channel and a load on (re)connection.
+ * Every change in Redis carries a sequence number; the cache applies a
+ * change only when it is newer than what it holds, so messages and replies
+ * may arrive in any order. Sequence numbers start from the clock, like event
+ * ids, so that they keep increasing after Redis lost its data.
+ */
+
+static struct cached *cached_get(struct redis_bus *bus, const char *installation_id, int create)
+{
+    struct cached *c = rl_strmap_get(bus->presence, installation_id);
+
+    if (c != NULL || !create)
+        return c;
+    if ((c = calloc(1, sizeof(*c))) == NULL || rl_strmap_put(bus->presence, installation_id, c) != 0) {
+        free(c);
+        rl_log_warn("redis bus: too many installations present");
+        return NULL;
+    }
+    c->gone = 1;
+    return c;
+}
+
+/* Applies a change numbered seq (force: whatever the cache holds); health NULL for a clear. */
+static void apply(struct redis_bus *bus, const char *installation_id, int64_t seq, const char *owner,
+                  const char *health, int64_t lease_ms, int force)
+{
+    struct cached *c = cached_get(bus, installation_id, 1);
+
+    if (c == NULL)
+        return;
+    c->load = bus->loads;
+    if (!force && seq <= c->seq)
+        return;
+    c->seq = seq;
+    c->gone = health == NULL;
+    c->expires_ms = mono_ms() + lease_ms;
+    snprintf(c->owner, sizeof(c->owner), "%s", owner != NULL ? owner : "");
+    snprintf(c->health, sizeof(c->health), "%s", health != NULL ? health : "");
+}
+
+/* Parses a stored value "<seq> <health> <owner>". */
+static int parse_value(const char *value, int64_t *seq, char *health, char *owner)
+{
+    long long n;
+
+    if (sscanf(value, "%lld %15s %95s", &n, health, owner) != 3)
+        return -1;
+    *seq = n;
+    return 0;
+}
+
+static void on_presence_message(struct redis_bus *bus, const char *payload, size_t len)
+{
+    json_t *message = json_loadb(payload, len, 0, NULL);
+    const char *op = json_string_value(json_object_get(message, "op"));
+    const char *id = json_string_value(json_object_get(message, "i"));
+    const char *owner = json_string_value(json_object_get(message, "o"));
+    const char *health = json_string_value(json_object_get(message, "h"));
+    const char *seq = json_string_value(json_object_get(message, "s"));
+    int64_t lease = json_integer_value(json_object_get(message, "t"));
+    struct cached *c;
+
+    if (op == NULL) {
+        rl_log_warn("redis bus: an unreadable presence message");
+    } else if (strcmp(op, "set") == 0 && id != NULL && owner != NULL && health != NULL && seq != NULL) {
+        apply(bus, id, strtoll(seq, NULL, 10), owner, health, lease, 0);
+    } else if (strcmp(op, "clear") == 0 && id != NULL && seq != NULL) {
+        apply(bus, id, strtoll(seq, NULL, 10), owner, NULL, bus->lease_ms, 0);
+    } else if (strcmp(op, "renew") == 0) {
+        json_t *pairs = json_object_get(message, "r");
+        size_t i;
+        for (i = 0; i + 1 < json_array_size(pairs); i += 2) {
+            const char *renewed = json_string_value(json_array_get(pairs, i));
+            const char *by = json_string_value(json_array_get(pairs, i + 1));
+            c = renewed != NULL ? cached_get(bus, renewed, 0) : NULL;
+            if (c != NULL && !c->gone && by != NULL && strcmp(c->owner, by) == 0)
+                c->expires_ms = mono_ms() + lease;
+        }
+    }
+    json_decref(message);
+}
+
+struct set_op {
+    struct redis_bus *bus;
+    char owner[OWNER_MAX + 1];
+    char installation_id[];
+};
+
+static void on_presence_set(redisReply *reply, void *arg)
+{
+    struct set_op *op = arg;
+    struct redis_bus *bus = op->bus;
+    char health[16], owner[OWNER_MAX + 1];
+    struct own *own;
+    int64_t seq;
+
+    if (bus->closing || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[1]->type != REDIS_REPLY_STRING) {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            rl_log_warn("redis bus: setting a presence failed: %s", reply->str);
+        goto out;
+    }
+    own = rl_strmap_get(bus->own, op->installation_id);
+    if (own != NULL && strcmp(own->owner, op->owner) != 0)
+        own = NULL; /* a newer set of this node replaced it meanwhile: its own reply will tell */
+    if (reply->element[0]->integer == 1) {
+        if (parse_value(reply->element[1]->str, &seq, health, owner) != 0)
+            goto out;
+        if (own != NULL) {
+            own->take = 0;
+            own->seq = seq;
+        }
+        apply(bus, op->installation_id, seq, owner, health, bus->lease_ms, 0);
+        goto out;
+    }
+    /* Another owner holds it, or this one was replaced: this node no longer serves it. */
+    if (own != NULL)
+        free(rl_strmap_remove(bus->own, op->installation_id));
+    if (parse_value(reply->element[1]->str, &seq, health, owner) == 0)
+        apply(bus, op->installation_id, seq, owner, health, bus->lease_ms, 1);
+out:
+    free(op);
+}
+
+/* Runs the set script for one of this node's presences. */
+static void send_presence_set(struct redis_bus *bus, const char *installation_id, const struct own *own)
+{
+    char lease[24], retired[KEY_MAX];
+    const char *argv[10];
+    size_t lens[10], i, id_len = strlen(installation_id);
+    struct set_op *op;
+
+    if (key(retired, sizeof(retired), "relay:presence:retired:", installation_id) < 0 ||
+        (op = malloc(sizeof(*op) + id_len + 1)) == NULL)
+        return;
+    op->bus = bus;
+    memcpy(op->owner, own->owner, sizeof(op->owner));
+    memcpy(op->installation_id, installation_id, id_len + 1);
+    snprintf(lease, sizeof(lease), "%lld", (long long)bus->lease_ms);
+    argv[0] = PRESENCE_KEY, argv[1] = LEASES_KEY, argv[2] = SEQUENCE_KEY, argv[3] = retired;
+    argv[4] = installation_id, argv[5] = own->owner, argv[6] = own->health, argv[7] = lease;
+    argv[8] = bus->presence_channel, argv[9] = own->take ? "take" : "keep";
+    for (i = 0; i < 10; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &presence_set_script, 4, 10, argv, lens, on_presence_set, op) != 0)
+        free(op);
+}
+
+static void redis_presence_set(rl_bus_t *super, const char *installation_id, const char *owner, const char *health)
+{
+    struct redis_bus *bus = (void *)super;
+    struct own *own = rl_strmap_get(bus->own, installation_id);
+
+    if (strlen(owner) > OWNER_MAX || strlen(health) >= sizeof(own->health) || strchr(owner, ' ') != NULL ||
+        strchr(health, ' ') != NULL) {
+        rl_log_warn("redis bus: a presence owner or health that cannot be stored");
+        return;
+    }
+    if (own == NULL) {
+        if ((own = calloc(1, sizeof(*own))) == NULL || rl_strmap_put(bus->own, installation_id, own) != 0) {
+            free(own);
+            rl_log_warn("redis bus: too many installations present");
+            return;
+        }
+    }
+    snprintf(own->owner, sizeof(own->owner), "%s", owner);
+    snprintf(own->health, sizeof(own->health), "%s", health);
+    own->take = 1;
+    own->seq = 0;
+    send_presence_set(bus, installation_id, own);
+}
+
+struct clear_op {
+    struct redis_bus *bus;
+    rl_bus_cleared_cb cb;
+    void *arg;
+    int guess; /* what this node knew: the answer when Redis cannot give one */
+    char installation_id[];
+};
+
+static void on_presence_cleared(redisReply *reply, void *arg)
+{
+    struct clear_op *op = arg;
+    int cleared = op->guess;
+
+    if (op->bus->closing)
+        goto out;
+    if (reply != NULL && reply->type == REDIS_REPLY_INTEGER) {
+        cleared = reply->integer > 0;
+        /* The clear's own number: older changes still on their way cannot bring the presence back. */
+        if (cleared)
+            apply(op->bus, op->installation_id, reply->integer, NULL, NULL, op->bus->lease_ms, 0);
+    } else if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+        rl_log_warn("redis bus: clearing a presence failed: %s", reply->str);
+    }
+    if (op->cb != NULL)
+        op->cb(cleared, op->arg);
+out:
+    free(op);
+}
+
+static void redis_presence_clear(rl_bus_t *super, const char *installation_id, const char *owner, rl_bus_cleared_cb cb,
+                                 void *arg)
+{
+    struct redis_bus *bus = (void *)super;
+    struct own *own = rl_strmap_get(bus->own, installation_id);
+    struct cached *c = cached_get(bus, installation_id, 0);
+    const char *argv[6] = {PRESENCE_KEY, LEASES_KEY, SEQUENCE_KEY, installation_id, owner, bus->presence_channel};
+    size_t lens[6], i, id_len = strlen(installation_id);
+    struct clear_op *op = malloc(sizeof(*op) + id_len + 1);
+    int guess = 0;
+
+    if (op == NULL) {
+        rl_log_error("out of memory clearing a presence");
+        abort();
+    }
+    if (own != NULL && strcmp(own->owner, owner) == 0) {
+        free(rl_strmap_remove(bus->own, installation_id));
+        guess = 1;
+    }
+    if (c != NULL && !c->gone && strcmp(c->owner, owner) == 0) {
+        /* Gone at once in this node's view; the script's answer numbers the change. */
+        c->gone = 1;
+        c->expires_ms = mono_ms() + bus->lease_ms;
+        guess = 1;
+    }
+    *op = (struct clear_op){bus, cb, arg, guess};
+    memcpy(op->installation_id, installation_id, id_len + 1);
+    for (i = 0; i < 6; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &presence_clear_script, 3, 6, argv, lens, on_presence_cleared, op) == 0)
+        return;
+    free(op);
+    if (cb != NULL) {
+        struct deferred *d = defer(bus, DEFER_CLEARED, arg);
+        d->cleared_cb = cb;
+        d->value = guess;
+    }
+}
+
+static const char *redis_presence_get(rl_bus_t *super, const char *installation_id)
+{
+    struct redis_bus *bus = (void *)super;
+    struct cached *c = rl_strmap_get(bus->presence, installation_id);
+    struct own *own = rl_strmap_get(bus->own, installation_id);
+    int alive = c != NULL && !c->gone && c->expires_ms > mono_ms();
+
+    /*
+     * This node's own socket is known first-hand, and stays so while Redis
+     * cannot be reached; unless a change after its confirmed set shows that
+     * another socket took the installation over (this one is closing then).
+     */
+    if (own != NULL &&
+        !(own->seq > 0 && c != NULL && c->seq > own->seq && (c->gone || strcmp(c->owner, own->owner) != 0)))
+        return own->health;
+    return alive ? c->health : "offline";
+}
+
+struct load_sweep {
+    uint64_t load;
+    int64_t snapshot;
+};
+
+static int stale_after_load(const char *key, void *value, void *arg)
+{
+    struct cached *c = value;
+    struct load_sweep *sweep = arg;
+
+    return c->load != sweep->load && c->seq <= sweep->snapshot;
+}
+
+static void on_presence_loaded(redisReply *reply, void *arg)
+{
+    struct redis_bus *bus = arg;
+    char health[16], owner[OWNER_MAX + 1];
+    struct load_sweep sweep;
+    int64_t seq;
+    size_t i;
+
+    if (bus->closing)
+        return;
+    bus->loading = 0;
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER) {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            rl_log_warn("redis bus: loading presences failed: %s", reply->str);
+        return;
+    }
+    bus->load_wanted = 0;
+    ++bus->loads;
+    for (i = 1; i + 2 < reply->elements; i += 3) {
+        const redisReply *id = reply->element[i], *value = reply->element[i + 1], *left = reply->element[i + 2];
+        if (id->type == REDIS_REPLY_STRING && value->type == REDIS_REPLY_STRING && left->type == REDIS_REPLY_INTEGER &&
+            parse_value(value->str, &seq, health, owner) == 0) {
+            struct cached *c;
+            apply(bus, id->str, seq, owner, health, left->integer, 0);
+            /* A change the cache knew already: its lease is as the snapshot says. */
+            if ((c = cached_get(bus, id->str, 0)) != NULL && c->seq == seq && !c->gone)
+                c->expires_ms = mono_ms() + left->integer;
+        }
+    }
+    /* What the snapshot does not hold, and no change after it brought, was cleared or lapsed before it. */
+    sweep.load = bus->loads;
+    sweep.snapshot = reply->element[0]->integer;
+    rl_strmap_sweep(bus->presence, stale_after_load, &sweep, free);
+}
+
+/* Loads every presence into the cache, once subscribed to their changes (so that none falls in between). */
+static void maybe_load(struct redis_bus *bus)
+{
+    const char *argv[3] = {PRESENCE_KEY, LEASES_KEY, SEQUENCE_KEY};
+    size_t lens[3] = {strlen(PRESENCE_KEY), strlen(LEASES_KEY), strlen(SEQUENCE_KEY)};
+
+    if (!bus->load_wanted || bus->loading || !bus->presence_subscribed || !rl_redis_ready(bus->cmd))
+        return;
+    if (rl_redis_eval(bus->cmd, &presence_load_script, 3, 3, argv, lens, on_presence_loaded, bus) == 0)
+        bus->loading = 1;
+}
+
+/* Installations and owners sent in one renewal. */
+struct renew_op {
+    struct redis_bus *bus;
+    size_t count;
+    char *pairs[2 * RENEW_BATCH];
+};
+
+static void renew_op_free(struct renew_op *op)
+{
+    size_t i;
+
+    for (i = 0; i < op->count; ++i)
+        free(op->pairs[i]);
+    free(op);
+}
+
+static void on_renewed(redisReply *reply, void *arg)
+{
+    struct renew_op *op = arg;
+    struct redis_bus *bus = op->bus;
+    size_t i;
+
+    if (bus->closing || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != op->count / 2) {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            rl_log_warn("redis bus: renewing presences failed: %s", reply->str);
+        goto out;
+    }
+    for (i = 0; i < reply->elements; ++i) {
+        const char *id = op->pairs[2 * i], *owner = op->pairs[2 * i + 1];
+        struct own *own = rl_strmap_get(bus->own, id);
+        if (own == NULL || strcmp(own->owner, owner) != 0 || reply->element[i]->integer == 1)
+            continue;
+        if (reply->element[i]->integer == 0)
+            free(rl_strmap_remove(bus->own, id));
+        else
+            send_presence_set(bus, id, own);
+    }
+out:
+    renew_op_free(op);
+}
+
+static void send_renewal(struct redis_bus *bus, struct renew_op *op)
+{
+    const char *argv[5 + 2 * RENEW_BATCH];
+    size_t lens[5 + 2 * RENEW_BATCH], i;
+    char lease[24];
+
+    snprintf(lease, sizeof(lease), "%lld", (long long)bus->lease_ms);
+    argv[0] = PRESENCE_KEY, argv[1] = LEASES_KEY, argv[2] = SEQUENCE_KEY;
+    argv[3] = lease, argv[4] = bus->presence_channel;
+    for (i = 0; i < op->count; ++i)
+        argv[5 + i] = op->pairs[i];
+    for (i = 0; i < 5 + op->count; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &presence_renew_script, 3, (int)(5 + op->count), argv, lens, on_renewed, op) != 0)
+        renew_op_free(op);
+}
+
+struct renewal {
+    struct redis_bus *bus;
+    struct renew_op *op;
+};
+
+static int renew_own(const char *id, void *value, void *arg)
+{
+    struct renewal *r = arg;
+    struct own *own = value;
+    char *pair[2];
+
+    if (r->op == NULL && (r->op = calloc(1, sizeof(*r->op))) == NULL)
+        return 0;
+    r->op->bus = r->bus;
+    pair[0] = strdup(id);
+    pair[1] = strdup(own->owner);
+    if (pair[0] == NULL || pair[1] == NULL) {
+        free(pair[0]);
+        free(pair[1]);
+        return 0;
+    }
+    r->op->pairs[r->op->count++] = pair[0];
+    r->op->pairs[r->op->count++] = pair[1];
+    if (r->op->count == 2 * RENEW_BATCH) {
+        send_renewal(r->bus, r->op);
+        r->op = NULL;
+    }
+    return 0;
+}
+
+static int lapsed(const char *key, void *value, void *arg)
+{
+    struct cached *c = value;
+
+    return c->expires_ms <= *(int64_t *)arg;
+}
+
+static void prune_cache(struct redis_bus *bus)
+{
+    int64_t now = mono_ms();
+
+    rl_strmap_sweep(bus->presence, lapsed, &now, free);
+}
+
+/* Every third of a lease: renew this node's presences, drop the lapsed ones of the others. */
+static void on_renew(h2o_timeout_entry_t *entry)
+{
+    struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, renew, entry);
+    struct renewal r = {bus, NULL};
+
+    h2o_timeout_link(bus->loop, rl_redis__loop_timeout(bus->loop, (uint64_t)bus->renew_ms), &bus->renew);
+    if (rl_redis_ready(bus->cmd))
+        rl_strmap_sweep(bus->own, renew_own, &r, NULL);
+    if (r.op != NULL) {
+        if (r.op->count > 0)
+            send_renewal(bus, r.op);
+        else
+            free(r.op);
+    }
+    prune_cache(bus);
+    maybe_load(bus);
+}
+
+static int assert_own(const char *id, void *value, void *arg)
+{
+    send_presence_set(arg, id, value);
+    return 0;
+}
+
+/* The command connection is (back) up. */
+static void on_cmd_ready(rl_redis_t *redis, void *ctx)
+{
+    struct redis_bus *bus = ctx;
+
+    if (bus->dropping) {
+        rl_log_info("redis bus at %s: sending again; %llu events and %llu signals were dropped meanwhile",
+                    bus->location.display, (unsigned long long)bus->dropped_events,
+                    (unsigned long long)bus->dropped_signals);
+        bus->dropping = 0;
+        bus->dropped_events = bus->dropped_signals = 0;
+    }
+    /* Redis may have lost them (a restart without persistence), or they lapsed meanwhile. */
+    rl_strmap_sweep(bus->own, assert_own, bus, NULL);
+    maybe_load(bus);
+}
+
+/* ---- signals and messages -------------------------------------------------------------------- */
+
+static void on_signalled(redisReply *reply, void *arg)
+{
+    struct redis_bus *bus = arg;
+
+    if (bus->closing)
+        return;
+    if (reply == NULL)
+        count_drop(bus, &bus->dropped_signals, "a signal");
+    else if (reply->type == REDIS_REPLY_ERROR)
+        rl_log_warn("redis bus: a signal failed: %s", reply->str);
+}
+
+static void redis_signal(rl_bus_t *super, const char *topic, json_t *message)
+{
+    struct redis_bus *bus = (void *)super;
+    char counter[KEY_MAX], log[KEY_MAX], channel[KEY_MAX], length[16], ttl[24];
+    char *text = json_dumps(message, JSON_COMPACT);
+    const char *argv[6] = {counter, log, text, channel, length, ttl};
+    size_t lens[6], i;
+
+    json_decref(message);
+    if (text == NULL || key(channel, sizeof(channel), bus->signals_channel, topic) < 0 ||
+        key(counter, sizeof(counter), "relay:sig:n:", topic) < 0 ||
+        key(log, sizeof(log), "relay:sig:log:", topic) < 0) {
+        rl_log_warn("redis bus: a signal that cannot be sent");
+        goto out;
+    }
+    snprintf(length, sizeof(length), "%d", SIGNALS_LOGGED);
+    snprintf(ttl, sizeof(ttl), "%d", SIGNALS_LOG_MS);
+    for (i = 0; i < 6; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &signal_script, 2, 6, argv, lens, on_signalled, bus) != 0)
+        count_drop(bus, &bus->dropped_signals, "a signal");
+out:
+    free(text);
+}
+
+static int starts_with(const redisReply *s, const char *prefix, size_t len)
+{
+    return s->len >= len && memcmp(s->str, prefix, len) == 0;
+}
+
+static void on_event_message(struct redis_bus *bus, const char *user_id, const redisReply *payload)
+{
+    struct listener *l = rl_strmap_get(bus->users, user_id);
+    int64_t id = frame_id(payload->str, payload->len);
+    rl_blob_t *frame;
+
+    /* A message sent before an UNSUBSCRIBE took effect. */
+    if (l == NULL)
+        return;
+    if (id < 0 || (frame = rl_blob_new(payload->str, payload->len)) == NULL) {
+        rl_log_warn("redis bus: an unreadable event for a user");
+        return;
+    }
+    if (l->live) {
+        hand_over(bus, user_id, l->gen, id, frame);
+    } else if (l->held == NULL && (l->held = calloc(CATCH_UP_HELD, sizeof(*l->held))) == NULL) {
+        l->overflowed = 1;
+    } else if (l->nheld == CATCH_UP_HELD) {
+        drop_held(l);
+        l->overflowed = 1;
+    } else {
+        l->held[l->nheld].id = id;
+        l->held[l->nheld++].frame = rl_blob_retain(frame);
+    }
+    rl_blob_release(frame);
+}
+
+static void on_signal_message(struct redis_bus *bus, const char *topic, const redisReply *payload)
+{
+    struct joined *j = rl_strmap_get(bus->topics, topic);
+    char *item;
+
+    if (j == NULL)
+        return;
+    if (j->live) {
+        deliver_signal(bus, topic, j->gen, payload->str, payload->len);
+    } else if (j->nheld == SIGNALS_HELD || (item = malloc(payload->len + 1)) == NULL) {
+        j->overflowed = 1;
+    } else {
+        memcpy(item, payload->str, payload->len);
+        item[payload->len] = '\0';
+        j->held[j->nheld++] = item;
+    }
+}
+
+static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
+{
+    struct redis_bus *bus = ctx;
+    const char *kind = reply->element[0]->str;
+    const redisReply *channel = reply->elements >= 2 ? reply->element[1] : NULL;
+    size_t events_len = strlen(bus->events_channel), signals_len = strlen(bus->signals_channel);
+
+    if (channel == NULL || channel->type != REDIS_REPLY_STRING)
+        return;
+    if (strcmp(kind, "message") == 0 && reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_STRING) {
+        const redisReply *payload = reply->element[2];
+        if (starts_with(channel, bus->events_channel, events_len))
+            on_event_message(bus, channel->str + events_len, payload);
+        else if (starts_with(channel, bus->signals_channel, signals_len))
+            on_signal_message(bus, channel->str + signals_len, payload);
+        else if (strcmp(channel->str, bus->presence_channel) == 0)
+            on_presence_message(bus, payload->str, payload->len);
+    } else if (strcmp(kind, "subscribe") == 0 && strcmp(channel->str, bus->presence_channel) == 0) {
+        bus->presence_subscribed = 1;
+        bus->load_wanted = 1;
+        maybe_load(bus);
+    } else if (strcmp(kind, "subscribe") == 0 && starts_with(channel, bus->signals_channel, signals_len)) {
+        struct joined *j = rl_strmap_get(bus->topics, channel->str + signals_len);
+        if (j != NULL) {
+            j->subscribed = 1;
+            read_log(bus, channel->str + signals_len, j);
+        }
+    } else if (strcmp(kind, "subscribe") == 0 && starts_with(channel, bus->events_channel, events_len)) {
+        struct listener *l = rl_strmap_get(bus->users, channel->str + events_len);
+        if (l != NULL) {
+            l->subscribed = 1;
+            catch_up(bus, channel->str + events_len, l);
+        }
+    }
+}
+
+/* ---- buckets and leases ---------------------------------------------------------------------- */
+
+struct take_op {
+    struct redis_bus *bus;
+    rl_bus_take_cb cb;
+    void *arg;
+};
+
+static void on_taken(redisReply *reply, void *arg)
+{
+    struct take_op *op = arg;
+
+    if (op->bus->closing)
+        goto out;
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+        reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[1]->type == REDIS_REPLY_STRING) {
+        op->cb(reply->element[0]->integer == 1 ? 0 : RL_E_RATE_LIMITED, strtod(reply->element[1]->str, NULL), op->arg);
+    } else {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            rl_log_warn("redis bus: taking a token failed: %s", reply->str);
+        op->cb(RL_E_UNAVAILABLE, 0, op->arg);
+    }
+out:
+    free(op);
+}
+
+static void redis_take(rl_bus_t *super, const char *bucket, double capacity, double refill_per_s, int64_t now_ms,
+                       rl_bus_take_cb cb, void *arg)
+{
+    struct redis_bus *bus = (void *)super;
+    char name[KEY_MAX], cap[32], rate[32];
+    const char *argv[3] = {name, cap, rate};
+    size_t lens[3], i;
+    struct take_op *op = malloc(sizeof(*op));
+
+    /* Redis's clock counts, not now_ms: every node must refill a shared bucket alike. */
+    if (op == NULL || key(name, sizeof(name), "relay:bucket:", bucket) < 0)
+        goto fail;
+    *op = (struct take_op){bus, cb, arg};
+    snprintf(cap, sizeof(cap), "%.17g", capacity);
+    snprintf(rate, sizeof(rate), "%.17g", refill_per_s);
+    for (i = 0; i < 3; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &take_script, 1, 3, argv, lens, on_taken, op) == 0)
+        return;
+fail:
+    free(op);
+    defer(bus, DEFER_TAKE, arg)->take_cb = cb;
+}
+
+struct lease_op {
+    struct redis_bus *bus;
+    rl_bus_lease_cb cb;
+    void *arg;
+};
+
+static void on_leased(redisReply *reply, void *arg)
+{
+    struct lease_op *op = arg;
+
+    if (!op->bus->closing) {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            rl_log_warn("redis bus: taking a lease failed: %s", reply->str);
+        op->cb(reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1, op->arg);
+    }
+    free(op);
+}
+
+static void redis_lease(rl_bus_t *super, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb,
+                        void *arg)
+{
+    struct redis_bus *bus = (void *)super;
+    char lease[KEY_MAX], ttl[24];
+    const char *argv[3] = {lease, holder, ttl};
+    size_t lens[3], i;
+    struct lease_op *op = malloc(sizeof(*op));
+
+    if (op == NULL || key(lease, sizeof(lease), "relay:lease:", name) < 0 || ttl_ms <= 0)
+        goto fail;
+    *op = (struct lease_op){bus, cb, arg};
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    for (i = 0; i < 3; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &lease_script, 1, 3, argv, lens, on_leased, op) == 0)
+        return;
+fail:
+    free(op);
+    defer(bus, DEFER_LEASE, arg)->lease_cb = cb;
+}
+
+/* ---- the backend ----------------------------------------------------------------------------- */
+
+static void redis_sweep(rl_bus_t *super, int64_t now_ms)
+{
+    /* Redis expires the rings and buckets itself; this node only has its presence cache to prune. */
+    prune_cache((void *)super);
+}
+
+static void redis_close(rl_bus_t *super)
+{
+    struct redis_bus *bus = (void *)super;
+    struct deferred *d, *next;
+
+    /* The clients fail what waits for a reply; the callbacks see closing and only free their state. */
+    bus->closing = 1;
+    rl_redis_free(bus->cmd);
+    rl_redis_free(bus->sub);
+    if (h2o_timeout_is_linked(&bus->run_deferred))
+        h2o_timeout_unlink(&bus->run_deferred);
+    if (h2o_timeout_is_linked(&bus->renew))
+        h2o_timeout_unlink(&bus->renew);
+    for (d = bus->deferred; d != NULL; d = next) {
+        next = d->next;
+        if (d->kind == DEFER_READ && d->value)
+            d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
+        free(d);
+    }
+    rl_strmap_free(bus->users, listener_free);
+    rl_strmap_free(bus->topics, joined_free);
+    rl_strmap_free(bus->presence, free);
+    rl_strmap_free(bus->own, free);
+    free(bus);
+}
+
+static const struct rl_bus_ops redis_ops = {
+    .name = "redis",
+    .close = redis_close,
+    .publish = redis_publish,
+    .read = redis_read,
+    .listen = redis_listen,
+    .signal = redis_signal,
+    .join = redis_join,
+    .presence_set = redis_presence_set,
+    .presence_clear = redis_presence_clear,
+    .presence_get = redis_presence_get,
+    .take = redis_take,
+    .lease = redis_lease,
+    .sweep = redis_sweep,
+};
+
+int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
+{
+    static int scripts_ready;
+    struct redis_bus *bus;
+    rl_redis_config_t cmd = {
+        .name = "commands",
+        .scripts = scripts,
+        .nscripts = sizeof(scripts) / sizeof(scripts[0]),
+        .max_pending = PENDING_MAX,
+        .max_queued_bytes = QUEUE_BYTES,
+        .max_reply_bytes = REPLY_BYTES,
+        .reply_timeout_ms = REPLY_TIMEOUT_MS,
+        .keepalive_ms = KEEPALIVE_MS,
+        .on_ready = on_cmd_ready,
+    };
+    rl_redis_config_t sub = cmd;
+    const char *why = NULL;
+    size_t i;
+
+    if (!scripts_ready) {
+        for (i = 0; i < sizeof(scripts) / sizeof(scripts[0]); ++i)
+            rl_redis_script_init(scripts[i]);
+        scripts_ready = 1;
+    }
+    if ((bus = calloc(1, sizeof(*bus))) == NULL)
+        return -1;
+    /* The location is not repeated: it may hold a password. */
+    if (rl_redis_parse_location(location, &bus->location, &why) != 0) {
+        rl_log_error("bad bus location: %s", why);
+        free(bus);
+        return -1;
+    }
+    bus->super.ops = &redis_ops;
+    bus->config = *config;
+    if (bus->config.max_events == 0)
+        bus->config.max_events = 1;
+    bus->loop = loop;
+    /* A user's keys outlive a few replay windows of silence, then go. */
+    bus->idle_ttl_ms = 3 * bus->config.max_age_ms + 1000;
+    bus->lease_ms = config->presence_lease_ms > 0 ? config->presence_lease_ms : PRESENCE_LEASE_MS;
+    bus->renew_ms = bus->lease_ms / 3 > 0 ? bus->lease_ms / 3 : 1;
+    /* Channels, unlike keys, are shared by every database of a server: they carry the database's number. */
+    snprintf(bus->events_channel, sizeof(bus->events_channel), "relay:%d:ev:", bus->location.db);
+    snprintf(bus->signals_channel, sizeof(bus->signals_channel), "relay:%d:sig:", bus->location.db);
+    snprintf(bus->presence_channel, sizeof(bus->presence_channel), "relay:%d:presence", bus->location.db);
+    bus->users = rl_strmap_new(config->max_users > 0 ? config->max_users : USERS_MAX);
+    bus->topics = rl_strmap_new(TOPICS_MAX);
+    bus->presence = rl_strmap_new(PRESENCE_MAX);
+    bus->own = rl_strmap_new(PRESENCE_MAX);
+    bus->deferred_tail = &bus->deferred;
+    bus->run_deferred.cb = on_deferred;
+    bus->renew.cb = on_renew;
+    cmd.ctx = bus;
+    sub.name = "subscriptions";
+    sub.scripts = NULL;
+    sub.nscripts = 0;
+    sub.max_pending = 1000;
+    sub.on_ready = on_sub_ready;
+    sub.on_lost = on_sub_lost;
+    sub.on_push = on_push;
+    sub.ctx = bus;
+    if (bus->users == NULL || bus->topics == NULL || bus->presence == NULL || bus->own == NULL ||
+        rl_redis_new(loop, &bus->location, &cmd, &bus->cmd) != 0 ||
+        rl_redis_new(loop, &bus->location, &sub, &bus->sub) != 0) {
+        redis_close(&bus->super);
+        return -1;
+    }
+    h2o_timeout_link(loop, rl_redis__loop_timeout(loop, (uint64_t)bus->renew_ms), &bus->renew);
+    /*
+     * Opening is part of starting a node, before it serves anyone: give
+     * Redis a moment, so that the first streams and events find the bus
+     * connected instead of racing its connections. A Redis that is not there
+     * yet does not stop the node; the bus comes up when Redis does.
+     */
+    {
+        int64_t deadline = mono_ms() + START_WAIT_MS;
+        while (!(rl_redis_ready(bus->cmd) && rl_redis_ready(bus->sub)) && mono_ms() < deadline)
+            h2o_evloop_run(loop, 10);
+        if (!rl_redis_ready(bus->cmd) || !rl_redis_ready(bus->sub))
+            rl_log_warn("redis bus at %s: not connected after %d ms; starting anyway", bus->location.display,
+                        START_WAIT_MS);
+    }
+    *out = &bus->super;
+    return 0;
+}
