@@ -16,6 +16,7 @@
 #include "relay/attachments.h"
 #include "relay/auth.h"
 #include "relay/bridge_ws.h"
+#include "relay/datalock.h"
 #include "relay/deltas.h"
 #include "relay/housekeeping.h"
 #include "relay/hub.h"
@@ -28,6 +29,7 @@
 #include "relay/sweeps.h"
 #include "relay/token.h"
 #include "relay/webapp.h"
+#include "rl_version.h"
 
 #define RATE_KEYS_MAX 200000
 #define MAX_JSON_BODY (1024 * 1024)
@@ -151,7 +153,7 @@ static int open_bus(rl_relay_t *relay)
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
-    char bound[300];
+    char bound[300], why[4400];
 
     relay->loop = loop;
     rl_rand_id(relay->node_id, sizeof(relay->node_id), "node_", 12);
@@ -171,6 +173,12 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     if (mkdir(config->data, 0700) != 0 && errno != EEXIST) {
         rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
+        return -1;
+    }
+    /* One relayd per data folder; the lock goes with the process (docs/operations.md, "The data folder"). */
+    relay->datalock = rl_datalock_take(config->data, why, sizeof(why));
+    if (relay->datalock < 0) {
+        rl_log_error("%s", why);
         return -1;
     }
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
@@ -201,9 +209,23 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
         rl_push_open(relay, &relay->push) != 0)
         return -1;
-    rl_log_fields(RL_LOG_INFO,
-                  json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data", config->data));
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound, "data",
+                                         config->data, "version", RL_VERSION));
     return 0;
+}
+
+void rl_relay_shutdown_begin(rl_relay_t *relay)
+{
+    if (relay->server != NULL) {
+        rl_http_server_stop_listening(relay->server);
+        h2o_context_request_shutdown(rl_http_server_context(relay->server));
+    }
+    rl_bridge_ws_close_all(relay->sockets);
+}
+
+int rl_relay_quiet(rl_relay_t *relay)
+{
+    return rl_bridge_ws_count(relay->sockets) == 0;
 }
 
 void rl_relay_stop(rl_relay_t *relay)
