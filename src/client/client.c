@@ -170,6 +170,12 @@ static int classify(CURLcode code, const capture_t *capture)
         return RL_CLIENT_E_CONNECT;
     case CURLE_OPERATION_TIMEDOUT:
         return RL_CLIENT_E_TIMEOUT;
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+        return RL_CLIENT_E_TRUST;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        return RL_CLIENT_E_USAGE;
     default:
         return RL_CLIENT_E_TRANSFER;
     }

@@ -33,6 +33,7 @@ typedef enum rl_client_error {
     RL_CLIENT_E_TOO_LARGE = -4, /* the body passed max_body */
     RL_CLIENT_E_TRANSFER = -5,  /* anything else on the wire */
     RL_CLIENT_E_STOPPED = -6,   /* rl_retry_request: the caller stopped the retries */
+    RL_CLIENT_E_TRUST = -7,     /* the server's certificate is not trusted (or the CA bundle is unreadable) */
 } rl_client_error_t;
 
 typedef struct rl_client_response {

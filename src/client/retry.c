@@ -29,7 +29,9 @@ rl_retry_verdict_t rl_retry_decide_after(const rl_retry_policy_t *policy, int at
     long status = result == 0 ? response->status : 0;
 
     *delay_ms = 0;
-    if (result == RL_CLIENT_E_USAGE || result == RL_CLIENT_E_TOO_LARGE || result == RL_CLIENT_E_STOPPED)
+    /* What trying again cannot change: a bad URL, an untrusted certificate, an answer too large. */
+    if (result == RL_CLIENT_E_USAGE || result == RL_CLIENT_E_TOO_LARGE || result == RL_CLIENT_E_STOPPED ||
+        result == RL_CLIENT_E_TRUST)
         return RL_RETRY_DONE;
     if (status == 429 || status == 503) {
         long advised = -1;

@@ -41,6 +41,8 @@ typedef struct rl_config {
     int64_t shutdown_timeout; /* SIGTERM: how long requests in flight get to finish */
     int64_t attachment_url_ttl;
     int64_t sse_buffer_events;
+    int64_t store_queue_max; /* shedding: see config.c */
+    int64_t delta_backlog_max;
     /* The web client (docs/web.md). */
     char oidc_client_id[256]; /* "" unless the app signs in through --jwt-issuer with PKCE */
     char oidc_scope[256];

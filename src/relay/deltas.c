@@ -45,6 +45,13 @@
 #define BATCH_MAX       4096
 /* A retry of a delta still being written is asked to come back in this long (503). */
 #define RETRY_PENDING_MS 100
+/*
+ * Deltas not yet written (pending and in the store) past which new ones are
+ * refused at once (503): when the store falls behind, deltas are shed in
+ * milliseconds rather than queued for seconds.
+ */
+#define UNWRITTEN_MAX     16384
+#define OVERLOAD_RETRY_MS 250
 
 struct waiting {
     rl_call_t *call;
@@ -71,6 +78,7 @@ struct rl_deltas {
     rl_strmap_t *open_messages; /* message id -> its record */
     rl_delta_batch_t *pending;  /* applied, waiting for the next batch */
     unsigned inflight;          /* batches in the store */
+    size_t unwritten;           /* deltas pending or in the store */
     h2o_timeout_t group_commit;
     h2o_timeout_entry_t due;
 };
@@ -468,6 +476,7 @@ static void on_written(rl_store_op_t *base)
     rl_delta_row_t *row;
 
     --deltas->inflight;
+    deltas->unwritten -= op->batch->count;
     /* The list is in arrival order: answers and events keep it. */
     for (row = op->batch->head; row != NULL; row = row->next)
         settle(deltas, row, base->result != 0 ? base->result : row->outcome);
@@ -655,6 +664,11 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_MESSAGE_FINALIZED, NULL);
         return;
     }
+    if (deltas->unwritten >= (size_t)deltas->relay->config.delta_backlog_max) {
+        call->rate.retry_after_ms = OVERLOAD_RETRY_MS;
+        rl_call_fail(call, RL_E_UNAVAILABLE, "deltas arrive faster than they can be stored; retry");
+        return;
+    }
     if (json_object_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
@@ -668,6 +682,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     /* The first delta of a message in a batch carries the checks for its run (check_run). */
     row->installation_id = message->installation_id;
     message->next_seq++;
+    ++deltas->unwritten;
     json_object_set_new(message->pending, key, json_string(body_hash));
     ++message->refs;
     rl_call_hold(call);

@@ -5,6 +5,7 @@
 #include "relay/auth.h"
 #include "relay/deltas.h"
 #include "relay/housekeeping.h"
+#include "relay/me.h"
 #include "relay/ops.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
@@ -84,6 +85,7 @@ static void on_period(h2o_timeout_entry_t *entry)
     rl_bus_sweep(relay->bus, now);
     rl_auth_sweep(relay->auth, now);
     rl_deltas_sweep(relay->deltas, now);
+    rl_me_cache_sweep(relay->me_cache, now);
     rl_bus_lease(relay->bus, "housekeeping", relay->node_id, 2 * PERIOD_MS, on_lease, housekeeping);
     h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
 }

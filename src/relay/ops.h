@@ -44,7 +44,11 @@ static inline int rl_path_id(const rl_call_t *call, size_t i, char *buf, size_t 
 {
     return rl_call_param(call, i, buf, bufsz) == 0 ? 0 : not_found;
 }
-/* Submits an operation for a call: the call is held until done has run (done must release it). */
+/*
+ * Submits an operation for a call: the call is held until done has run
+ * (done must release it). When the store is too far behind, the operation is
+ * freed and the call answered 503 at once instead (done does not run).
+ */
 void rl_op_submit_for(rl_call_t *call, void *op, rl_store_done_cb done);
 
 #endif

@@ -22,6 +22,7 @@
 #include "relay/hub.h"
 #include "relay/installations.h"
 #include "relay/keys.h"
+#include "relay/me.h"
 #include "relay/login.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
@@ -194,7 +195,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
     relay->sweeps = rl_sweeps_start(relay);
-    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL)
+    relay->me_cache = rl_me_cache_new(relay);
+    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL ||
+        relay->me_cache == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)

@@ -144,6 +144,8 @@ class Relay:
         self.ca = str(ca) if ca is not None else None
         self.proc = None
         self.port = None
+        # A node behind a balancer keeps its port across restarts (tests/e2e/cluster.py).
+        self.fixed_port = None
         self.exit_codes = []
 
     # -- process control -------------------------------------------------
@@ -152,7 +154,7 @@ class Relay:
         full_env = clean_env(self.env)
         last_error = None
         for _attempt in range(3):
-            self.port = free_port()
+            self.port = self.fixed_port or free_port()
             argv = [RELAYD, "--listen", "127.0.0.1:%d" % self.port, "--data", str(self.data)]
             argv += self.args
             with open(self.log_path, "ab") as log:

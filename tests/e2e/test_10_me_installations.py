@@ -438,3 +438,37 @@ def test_revoke_installation(relay, user_token):
         drop_bridge(sock)
     rows = relay.query("SELECT state FROM installations WHERE id = ?", (inst,))
     assert rows == [("revoked",)]
+
+
+def test_me_shows_each_change_at_once_even_when_its_answer_is_kept(relay, user_token):
+    """GET /v1/me keeps its answer per user (me.c) and drops it on the user's next event: every change
+    below is asked right after a GET that was answered (and kept) before it."""
+    from bridgelib import Installation, wait_for_health
+
+    def me():
+        return assert_ok(relay.get("/v1/me", headers={"Authorization": "Bearer " + user_token}))
+
+    inst = Installation(relay, user_token)
+    me(), me()
+    session = inst.create_session("first")
+    assert [s["title"] for s in me()["sessions"]] == ["first"]
+    assert_ok(inst.client("PATCH", "/v1/me/sessions/%s" % session, {"title": "renamed"}))
+    assert [s["title"] for s in me()["sessions"]] == ["renamed"]
+    other = inst.create_session("second")
+    me()
+    inst.send(session, "bump")  # a send moves the session to the top
+    assert [s["id"] for s in me()["sessions"]] == [session, other]
+    assert_ok(inst.client("POST", "/v1/me/sessions/%s/archive" % other, {}))
+    assert {s["id"]: s["state"] for s in me()["sessions"]}[other] == "archived"
+    assert_ok(inst.client("DELETE", "/v1/me/sessions/%s" % other))
+    assert [s["id"] for s in me()["sessions"]] == [session]
+    assert_ok(inst.client("PATCH", "/v1/me/installations/%s" % inst.id, {"custom_display_name": "Desk"}))
+    assert me()["installations"][0]["custom_display_name"] == "Desk"
+    sock = inst.connect()
+    wait_for_health(inst, "healthy")
+    assert me()["installations"][0]["health"] == "healthy"
+    sock.close()
+    wait_for_health(inst, "offline")
+    assert me()["installations"][0]["health"] == "offline"
+    assert_ok(inst.client("DELETE", "/v1/me/installations/%s" % inst.id))
+    assert me()["installations"][0]["state"] == "revoked"

@@ -1,0 +1,95 @@
+"""Overload: when the store falls behind, requests are refused at once with 503
+and retry_after_ms (--store-queue-max, --delta-backlog-max) instead of queueing
+for seconds; what was accepted completes once the store catches up. The store
+is held back by holding SQLite's write lock from another connection."""
+import sqlite3
+import threading
+import time
+import uuid
+
+from bridgelib import Installation
+from relaylib import assert_ok, bearer
+
+
+class WriteLock:
+    """Holds the relay database's write lock, as a long transaction of another process would."""
+
+    def __init__(self, relay):
+        self.conn = sqlite3.connect(relay.db_path(), timeout=10, isolation_level=None)
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def release(self):
+        self.conn.execute("ROLLBACK")
+        self.conn.close()
+
+
+def in_parallel(calls):
+    """Runs the calls at once; returns (response, seconds) for each, in order."""
+    results = [None] * len(calls)
+
+    def run(i, call):
+        start = time.monotonic()
+        r = call()
+        results[i] = (r, time.monotonic() - start)
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+        time.sleep(0.01)
+    return threads, results
+
+
+def test_a_stalled_store_sheds_new_requests_at_once(relayd):
+    relay = relayd("--store-queue-max", "4")
+    token = relay.token("alice")
+    assert_ok(relay.get("/v1/me/snapshot", headers=bearer(token)))
+    lock = WriteLock(relay)
+    try:
+        threads, results = in_parallel([lambda: relay.get("/v1/me/snapshot", headers=bearer(token), timeout=15)
+                                        for _ in range(12)])
+        time.sleep(1.0)
+        answered = [x for x in results if x is not None]
+        shed = [(r, t) for r, t in answered if r.status_code == 503]
+        # The queue holds what the worker has not taken; past 4, the answer is at once.
+        assert len(shed) >= 4, [r.status_code for r, _ in answered]
+        for r, seconds in shed:
+            error = r.json()["error"]
+            assert error["code"] == "temporarily_unavailable" and error["retry_after_ms"] == 500, error
+            assert r.headers["Retry-After"] == "1"
+            assert seconds < 0.9, seconds
+    finally:
+        lock.release()
+    for t in threads:
+        t.join(20)
+    codes = [r.status_code for r, _ in results]
+    assert set(codes) <= {200, 503} and codes.count(200) >= 1, codes
+    assert_ok(relay.get("/v1/me/snapshot", headers=bearer(token)))
+
+
+def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
+    relay = relayd("--delta-backlog-max", "3")
+    inst = Installation(relay, relay.token("alice"))
+    session = inst.create_session()
+    interaction, _ = inst.send(session)
+    mid = inst.open_message(session, interaction)
+    lock = WriteLock(relay)
+    try:
+        keys = [str(uuid.uuid4()) for _ in range(8)]
+        threads, results = in_parallel([
+            (lambda k=k, n=n: relay.post("/v1/bridge/sendMessageDelta", {"message_id": mid, "delta": "d%d " % n,
+                                                                        "idempotency_key": k},
+                                         token=inst.token, timeout=15))
+            for n, k in enumerate(keys)])
+        time.sleep(1.0)
+        shed = [x[0] for x in results if x is not None and x[0].status_code == 503]
+        assert len(shed) == 5, [x[0].status_code for x in results if x is not None]
+        for r in shed:
+            assert r.json()["error"]["retry_after_ms"] == 250, r.text
+    finally:
+        lock.release()
+    for t in threads:
+        t.join(20)
+    accepted = [n for n, (r, _) in enumerate(results) if r.status_code == 200]
+    assert len(accepted) == 3, [r.status_code for r, _ in results]
+    # What was answered 200 is stored, in the order it arrived; what was shed is not.
+    assert inst.message(session, mid)["text"] == "".join("d%d " % n for n in accepted)
