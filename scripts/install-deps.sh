@@ -7,7 +7,8 @@ PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libh2o-evloop-dev libwslay-dev libuv1-dev libjansson-dev libsqlite3-dev libssl-dev \
 libcurl4-openssl-dev libcmocka-dev zlib1g-dev curl \
 python3 python3-pytest python3-requests python3-websockets python3-cryptography \
-tmux libqrencode-dev chromium fonts-dejavu-core nginx"
+tmux libqrencode-dev chromium fonts-dejavu-core nginx \
+help2man debhelper dpkg-dev fakeroot"
 
 missing=""
 for p in $PACKAGES; do
