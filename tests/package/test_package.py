@@ -240,7 +240,7 @@ def start_like_the_unit():
                             env=unit_environment(service), stdout=log, stderr=log, stdin=subprocess.DEVNULL)
 
 
-def wait_healthy(base, handle=None):
+def wait_healthy(base, handle=None, path="/healthz"):
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
         if handle is not None and handle.poll() is not None:
@@ -320,7 +320,7 @@ def test_the_catalog_serves_its_installed_dataset(relayd, tmp_path):
     proc = subprocess.Popen(["/usr/bin/catalogd", "--listen", "127.0.0.1:%d" % port, "--data", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_healthy("http://127.0.0.1:%d" % port)
+        wait_healthy("http://127.0.0.1:%d" % port, path="/api/v1")
         out = run(["/usr/bin/catalog", "search", "benchmark", "--json"],
                   env=dict(os.environ, CATALOG_BASE="http://127.0.0.1:%d" % port))
         assert json.loads(out.stdout), out.stdout
