@@ -5,6 +5,7 @@
 
 #include "bus/bus.h"
 #include "common/log.h"
+#include "http/sse.h"
 
 int rl_bus_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
 {
@@ -16,25 +17,6 @@ int rl_bus_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *c
 
 rl_blob_t *rl_bus_frame(int64_t id, const char *name, json_t *data)
 {
-    char head[128], *text = data != NULL ? json_dumps(data, JSON_COMPACT) : strdup("{}");
-    int head_len = snprintf(head, sizeof(head), "id: %lld\nevent: %s\ndata: ", (long long)id, name);
-    size_t text_len;
-    rl_blob_t *frame;
-
-    /* Event names are the relay's own short identifiers; a longer one is a bug, not data. */
-    if (text == NULL || head_len < 0 || (size_t)head_len >= sizeof(head)) {
-        free(text);
-        return NULL;
-    }
-    text_len = strlen(text);
-    frame = malloc(sizeof(*frame) + (size_t)head_len + text_len + 3);
-    if (frame != NULL) {
-        frame->refs = 1;
-        frame->len = (size_t)head_len + text_len + 2;
-        memcpy(frame->bytes, head, (size_t)head_len);
-        memcpy(frame->bytes + head_len, text, text_len);
-        memcpy(frame->bytes + head_len + text_len, "\n\n", 3);
-    }
-    free(text);
-    return frame;
+    /* One encoder builds every SSE record (src/http/sse.c): escaped JSON, never a truncated record. */
+    return rl_sse_frame_new(id, name, data);
 }

@@ -31,12 +31,16 @@
     X(MESSAGE_FINALIZED, 409, "message_finalized", "the message is already finalised")                                 \
     X(TASK_FINISHED, 409, "task_finished", "the task has already ended")                                               \
     X(CONFLICT, 409, "conflict", "a resource with this key already exists")                                            \
+    X(APPROVAL_AMBIGUOUS, 409, "approval_ambiguous",                                                                   \
+      "several of your installations use this approval id; name one with installation_id")                             \
     X(APPROVAL_EXPIRED, 410, "approval_expired", "the approval expired before a decision")                             \
     X(INSTALLATION_GONE, 410, "installation_revoked", "the installation was revoked")                                  \
     X(SESSION_DELETED, 410, "session_deleted", "the session was deleted")                                              \
     X(INTERACTION_EXPIRED, 410, "interaction_expired", "the follow-up window of this interaction has closed")          \
     X(PAIRING_EXPIRED, 410, "pairing_expired", "the pairing code expired before it was claimed")                       \
     X(PAYLOAD_TOO_LARGE, 413, "payload_too_large", "the request body is too large")                                    \
+    X(MESSAGE_TOO_LARGE, 413, "message_too_large", "the message's text would pass this relay's size limit")            \
+    X(QUOTA_EXCEEDED, 413, "quota_exceeded", "this upload would pass your storage quota for attachments")              \
     X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")                   \
     X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                             \
     X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                               \

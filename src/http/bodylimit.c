@@ -1,5 +1,6 @@
 /*
- * Per-route request body limits on top of h2o 2.2.5.
+ * Per-route request body limits on top of h2o 2.2.5, and the hook that the
+ * head checks of head.c run in.
  *
  * h2o checks a request's Content-Length against one global
  * max_request_entity_size right after it parses the request head, and offers
@@ -19,9 +20,9 @@
 #include <stddef.h>
 
 #include "common/log.h"
+#include "http/head.h"
 #include "http/server.h"
 
-struct phr_header;
 typedef int (*parse_request_fn)(const char *buf, size_t len, const char **method, size_t *method_len, const char **path,
                                 size_t *path_len, int *minor_version, struct phr_header *headers, size_t *num_headers,
                                 size_t last_len);
@@ -44,6 +45,7 @@ int phr_parse_request(const char *buf, size_t len, const char **method, size_t *
                       size_t last_len)
 {
     static parse_request_fn next;
+    size_t capacity = *num_headers;
     int result;
 
     if (next == NULL) {
@@ -55,6 +57,9 @@ int phr_parse_request(const char *buf, size_t len, const char **method, size_t *
     }
     wrapper_seen = 1;
     result = next(buf, len, method, method_len, path, path_len, minor_version, headers, num_headers, last_len);
+    /* The same hook serves the head checks against request smuggling (head.c). */
+    result = rl__http_head_check(buf, len, method, method_len, path, path_len, minor_version, headers, num_headers,
+                                 capacity, result);
     if (result > 0 && limited_server != NULL)
         rl__http_server_limit_for(limited_server, *method, *method_len, *path, *path_len);
     return result;

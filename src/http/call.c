@@ -102,12 +102,17 @@ static void add_rate_headers(rl_call_t *call)
 
 static void log_access(rl_call_t *call)
 {
+    json_t *fields;
+
     if (!rl_log_enabled(RL_LOG_INFO))
         return;
-    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id",
-                                         call->request_id, "trace_id", call->trace_id, "method", call->method, "route",
-                                         call->route_name, "status", call->status, "duration_ms",
-                                         (double)(rl_clock_mono_us() - call->started_us) / 1000.0, "peer", call->peer));
+    fields =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id", call->request_id,
+                  "trace_id", call->trace_id, "method", call->method, "route", call->route_name, "status", call->status,
+                  "duration_ms", (double)(rl_clock_mono_us() - call->started_us) / 1000.0, "peer", call->peer);
+    if (fields != NULL && call->via[0] != '\0')
+        json_object_set_new(fields, "via", json_string(call->via));
+    rl_log_fields(RL_LOG_INFO, fields);
 }
 
 static const char *reason_phrase(int status)

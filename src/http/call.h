@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include "http/peer.h"
 #include "http/route.h"
 #include "http/trace.h"
 
@@ -53,8 +54,10 @@ typedef struct rl_call {
     char request_id[RL_REQUEST_ID_MAX + 1];
     char trace_id[33];
     char traceparent[RL_TRACEPARENT_LEN + 1];
-    char peer[INET6_ADDRSTRLEN];
-    char route_name[96]; /* for the access log */
+    char peer[INET6_ADDRSTRLEN];       /* the client's address: behind trusted proxies, the one they name */
+    char peer_group[RL_ADDR_TEXT_MAX]; /* what per-address limits count it under (IPv6: its /64) */
+    char via[INET6_ADDRSTRLEN];        /* the trusted proxy it came through, or "" */
+    char route_name[96];               /* for the access log */
     char method[8];
     int64_t started_us;
     rl_call_rate_t rate;

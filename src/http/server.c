@@ -4,18 +4,47 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/strmap.h"
+#include "http/head.h"
+#include "http/peer.h"
 #include "http/server.h"
 #include "http/tls.h"
 #include "http/validate.h"
 
 #define MAX_LISTENERS          4
 #define RL_HTTP_MMAP_THRESHOLD (4 * 1024 * 1024)
+/* How long accepting stops when the process is out of descriptors. */
+#define ACCEPT_PAUSE_MS 100
+/* Running out of descriptors again within this long after the last time is the same episode (one log line). */
+#define STARVED_QUIET_US (10 * 1000000LL)
+/* Refused connections of the per-address cap are logged at most this often (with a count). */
+#define CAP_LOG_INTERVAL_US (60 * 1000000LL)
+/* Addresses tracked by the per-address cap; each holds an open connection, so the descriptor limit comes first. */
+#define ADDRESSES_MAX (1u << 22)
+
+/*
+ * Open connections per client address. Shared by the server and by every
+ * counted connection (whose close callback may run after the server is
+ * freed, at process exit), so it is freed by whichever lets go last.
+ */
+struct address_table {
+    rl_strmap_t *counts; /* address group -> struct address_count */
+    size_t refs;
+};
+
+struct address_count {
+    struct address_table *table;
+    size_t connections;
+    char key[RL_ADDR_TEXT_MAX];
+};
 
 struct rl_http_server {
     const rl_http_config_t *config;
@@ -26,6 +55,18 @@ struct rl_http_server {
     size_t nlisteners;
     SSL_CTX **retired_tls; /* contexts replaced by a reload, kept until the server goes (see reload) */
     size_t nretired_tls;
+    rl_cidr_set_t trusted_proxies;
+    rl_forwarded_kind_t forwarded;
+    const char *forwarded_name;      /* lower case, as h2o keeps request header names */
+    struct address_table *addresses; /* NULL without a per-address cap */
+    int64_t cap_logged_us;           /* when the cap last logged a refusal */
+    unsigned long cap_refused;       /* refusals since then */
+    /* Accepting paused because descriptors ran out (see on_accept). */
+    h2o_timeout_t accept_pause;
+    h2o_timeout_entry_t accept_resume;
+    int64_t starved_since_us; /* 0 outside such an episode */
+    int64_t starved_last_us;  /* the last accept that failed for want of descriptors */
+    unsigned long starved_pauses;
 };
 
 struct route_handler {
@@ -48,6 +89,8 @@ struct envelope_ostream {
     int sent;
 };
 
+static void on_accept_resume(h2o_timeout_entry_t *entry);
+
 static int under_prefix(const rl_http_server_t *server, h2o_iovec_t path)
 {
     const char *prefix = server->config->api_prefix;
@@ -56,18 +99,46 @@ static int under_prefix(const rl_http_server_t *server, h2o_iovec_t path)
     return len > 0 && path.len >= len && memcmp(path.base, prefix, len) == 0;
 }
 
-static void peer_address(h2o_req_t *req, char *out, size_t outsz)
+/* Most forwarding header lines one request may carry; more are not believed at all. */
+#define FORWARDED_LINES_MAX 16
+
+/*
+ * The call's client address: the socket's peer, or, when that peer is a
+ * trusted proxy, the client its forwarding header names (http/peer.h). A
+ * header that cannot be read leaves the proxy's own address: a request
+ * whose origin is unknown shares the proxy's limits rather than escape them.
+ */
+static void identify_peer(rl_http_server_t *server, h2o_req_t *req, rl_call_t *call)
 {
     struct sockaddr_storage ss;
     socklen_t len = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+    rl_addr_t direct, client;
 
-    out[0] = '\0';
-    if (len == 0)
+    call->peer[0] = call->peer_group[0] = call->via[0] = '\0';
+    if (len == 0 || rl_addr_from_sockaddr((struct sockaddr *)&ss, &direct) != 0)
         return;
-    if (ss.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)outsz);
-    else if (ss.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, (socklen_t)outsz);
+    client = direct;
+    if (server->trusted_proxies.count > 0 && rl_cidr_set_contains(&server->trusted_proxies, &direct)) {
+        const char *values[FORWARDED_LINES_MAX];
+        size_t lens[FORWARDED_LINES_MAX], n = 0;
+        ssize_t index = -1;
+        while ((index = h2o_find_header_by_str(&req->headers, server->forwarded_name, strlen(server->forwarded_name),
+                                               index)) >= 0 &&
+               n < FORWARDED_LINES_MAX + 1) {
+            if (n < FORWARDED_LINES_MAX) {
+                values[n] = req->headers.entries[index].value.base;
+                lens[n] = req->headers.entries[index].value.len;
+            }
+            ++n;
+        }
+        if (n > 0 && n <= FORWARDED_LINES_MAX &&
+            rl_forwarded_client(server->forwarded, values, lens, n, &server->trusted_proxies, &client) == 0)
+            rl_addr_format(&direct, call->via, sizeof(call->via));
+        else
+            client = direct;
+    }
+    rl_addr_format(&client, call->peer, sizeof(call->peer));
+    rl_addr_group(&client, call->peer_group, sizeof(call->peer_group));
 }
 
 /* Request id and traceparent, shared by calls and by h2o's own error responses. */
@@ -173,6 +244,35 @@ void rl_call_proceed(rl_call_t *call, int err)
     run_handler(call);
 }
 
+/*
+ * Requests the HTTP core refuses before routing: a head that head.c marked
+ * (framing that a proxy could read differently, no Host; the connection is
+ * closed after the answer), two Authorization headers (which one would a
+ * proxy or a log have checked?), a path that decodes to a NUL byte (every
+ * C string after it would see a shorter id). Returns 1 when it answered.
+ */
+static int refuse_head(rl_call_t *call, h2o_req_t *req)
+{
+    const char *why = rl__http_head_refusal(req);
+    ssize_t first;
+
+    if (why != NULL) {
+        req->http1_is_persistent = 0;
+        rl_call_fail(call, RL_E_INVALID_REQUEST, why);
+        return 1;
+    }
+    first = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    if (first >= 0 && h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, first) >= 0) {
+        rl_call_fail(call, RL_E_INVALID_REQUEST, "more than one Authorization header");
+        return 1;
+    }
+    if (memchr(req->path_normalized.base, '\0', req->path_normalized.len) != NULL) {
+        rl_call_fail(call, RL_E_INVALID_REQUEST, "the path holds a NUL byte");
+        return 1;
+    }
+    return 0;
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     rl_http_server_t *server = ((struct route_handler *)self)->server;
@@ -193,12 +293,14 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     call->started_us = rl_clock_mono_us();
     snprintf(call->method, sizeof(call->method), "%.*s", (int)req->method.len, req->method.base);
     snprintf(call->route_name, sizeof(call->route_name), "-");
-    peer_address(req, call->peer, sizeof(call->peer));
+    identify_peer(server, req, call);
     correlate(req, call->request_id, call->traceparent, call->trace_id);
     /* The guard lives in the request's pool: when h2o drops the request, the call learns of it. */
     guard = h2o_mem_alloc_shared(&req->pool, sizeof(*guard), on_guard_dispose);
     guard->call = call;
 
+    if (refuse_head(call, req))
+        return 0;
     if (config->url_carries_credentials != NULL && under_prefix(server, path) &&
         config->url_carries_credentials(req->path.base, req->path.len)) {
         rl_call_fail(call, RL_E_INVALID_TOKEN_LOCATION, NULL);
@@ -298,6 +400,7 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     h2o_pathconf_t *pathconf;
     struct route_handler *handler;
     struct api_error_filter *filter;
+    char error[256];
 
     if (server == NULL)
         return -1;
@@ -345,6 +448,29 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     if (rl_http_server_tls(server) &&
         (server->accept_ctx.ssl_ctx = rl_http_tls_context(config->tls_cert, config->tls_key)) == NULL)
         return -1;
+    if (rl_cidr_set_parse(config->trusted_proxies != NULL ? config->trusted_proxies : "", &server->trusted_proxies,
+                          error, sizeof(error)) != 0) {
+        rl_log_error("--trusted-proxies: %s", error);
+        return -1;
+    }
+    if (config->forwarded_header == NULL || strcasecmp(config->forwarded_header, "x-forwarded-for") == 0) {
+        server->forwarded = RL_FORWARDED_XFF;
+        server->forwarded_name = "x-forwarded-for";
+    } else if (strcasecmp(config->forwarded_header, "forwarded") == 0) {
+        server->forwarded = RL_FORWARDED_RFC7239;
+        server->forwarded_name = "forwarded";
+    } else {
+        rl_log_error("--forwarded-header must be x-forwarded-for or forwarded");
+        return -1;
+    }
+    if (config->max_connections_per_address > 0) {
+        server->addresses = calloc(1, sizeof(*server->addresses));
+        if (server->addresses == NULL || (server->addresses->counts = rl_strmap_new(ADDRESSES_MAX)) == NULL)
+            return -1;
+        server->addresses->refs = 1;
+    }
+    h2o_timeout_init(server->context.loop, &server->accept_pause, ACCEPT_PAUSE_MS);
+    server->accept_resume.cb = on_accept_resume;
     *out = server;
     return 0;
 }
@@ -380,6 +506,110 @@ int rl_http_server_reload_tls(rl_http_server_t *server)
     return 0;
 }
 
+static void address_table_release(struct address_table *table)
+{
+    if (--table->refs > 0)
+        return;
+    rl_strmap_free(table->counts, free);
+    free(table);
+}
+
+static void on_counted_close(void *data)
+{
+    struct address_count *count = data;
+    struct address_table *table = count->table;
+
+    if (--count->connections == 0) {
+        rl_strmap_remove(table->counts, count->key);
+        free(count);
+        address_table_release(table);
+    }
+}
+
+/*
+ * The per-address cap: returns 0 and counts the connection until its socket
+ * closes, or -1 when its address already holds the maximum. Trusted proxies
+ * carry many clients and are not counted; an address the table has no room
+ * for is let through (every tracked address holds a descriptor, so the
+ * table cannot fill before the descriptor limit does).
+ */
+static int admit(rl_http_server_t *server, h2o_socket_t *sock)
+{
+    struct address_table *table = server->addresses;
+    struct address_count *count;
+    struct sockaddr_storage ss;
+    rl_addr_t addr;
+    char key[RL_ADDR_TEXT_MAX];
+
+    if (table == NULL || h2o_socket_getpeername(sock, (struct sockaddr *)&ss) == 0 ||
+        rl_addr_from_sockaddr((struct sockaddr *)&ss, &addr) != 0 ||
+        rl_cidr_set_contains(&server->trusted_proxies, &addr))
+        return 0;
+    rl_addr_group(&addr, key, sizeof(key));
+    count = rl_strmap_get(table->counts, key);
+    if (count != NULL && count->connections >= server->config->max_connections_per_address) {
+        int64_t now = rl_clock_mono_us();
+        ++server->cap_refused;
+        if (server->cap_logged_us == 0 || now - server->cap_logged_us >= CAP_LOG_INTERVAL_US) {
+            rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:I, s:I}", "msg",
+                                                 "connection refused: its address holds the most it may", "address",
+                                                 key, "limit", (json_int_t)server->config->max_connections_per_address,
+                                                 "refused", (json_int_t)server->cap_refused));
+            server->cap_logged_us = now;
+            server->cap_refused = 0;
+        }
+        return -1;
+    }
+    if (count == NULL) {
+        count = calloc(1, sizeof(*count));
+        if (count == NULL)
+            return 0;
+        count->table = table;
+        snprintf(count->key, sizeof(count->key), "%s", key);
+        if (rl_strmap_put(table->counts, key, count) != 0) {
+            free(count);
+            return 0;
+        }
+        ++table->refs;
+    }
+    ++count->connections;
+    sock->on_close.cb = on_counted_close;
+    sock->on_close.data = count;
+    return 0;
+}
+
+static void listeners_read(rl_http_server_t *server, int on);
+
+static void on_accept_resume(h2o_timeout_entry_t *entry)
+{
+    rl_http_server_t *server = H2O_STRUCT_FROM_MEMBER(rl_http_server_t, accept_resume, entry);
+
+    listeners_read(server, 1);
+}
+
+/*
+ * Out of descriptors: the pending connection stays in the kernel's queue and
+ * the listener stays readable, so accepting again at once would spin a core
+ * until a descriptor frees up. Stop reading the listeners for a moment
+ * instead, and say so once per episode.
+ */
+static void pause_accepting(rl_http_server_t *server, int err)
+{
+    listeners_read(server, 0);
+    if (!h2o_timeout_is_linked(&server->accept_resume))
+        h2o_timeout_link(server->context.loop, &server->accept_pause, &server->accept_resume);
+    ++server->starved_pauses;
+    server->starved_last_us = rl_clock_mono_us();
+    if (server->starved_since_us == 0) {
+        struct rlimit limit;
+        json_int_t nofile = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? (json_int_t)limit.rlim_cur : -1;
+        server->starved_since_us = server->starved_last_us;
+        rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:I, s:i}", "msg",
+                                             "out of file descriptors: new connections wait until some close", "error",
+                                             strerror(err), "nofile", nofile, "retry_ms", ACCEPT_PAUSE_MS));
+    }
+}
+
 static void on_accept(h2o_socket_t *listener, const char *err)
 {
     rl_http_server_t *server = listener->data;
@@ -388,8 +618,28 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     if (err != NULL)
         return;
     /* Accept everything that is waiting; each new socket gets its own connection state in h2o. */
-    while ((sock = h2o_evloop_socket_accept(listener)) != NULL)
+    for (;;) {
+        sock = h2o_evloop_socket_accept(listener);
+        if (sock == NULL) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                pause_accepting(server, errno);
+            return;
+        }
+        /* An episode ends once accepting has worked for a while, not at the first descriptor that frees up. */
+        if (server->starved_since_us != 0 && rl_clock_mono_us() - server->starved_last_us >= STARVED_QUIET_US) {
+            rl_log_fields(RL_LOG_INFO,
+                          json_pack("{s:s, s:f, s:I}", "msg", "descriptors available again", "short_for_ms",
+                                    (double)(server->starved_last_us - server->starved_since_us) / 1000.0, "pauses",
+                                    (json_int_t)server->starved_pauses));
+            server->starved_since_us = 0;
+            server->starved_pauses = 0;
+        }
+        if (admit(server, sock) != 0) {
+            h2o_socket_close(sock);
+            continue;
+        }
         h2o_accept(&server->accept_ctx, sock);
+    }
 }
 
 static int split_hostport(const char *hostport, char *host, size_t hostsz, char *port, size_t portsz)
@@ -459,10 +709,24 @@ int rl_http_server_listen(rl_http_server_t *server, const char *hostport, char *
     return 0;
 }
 
+static void listeners_read(rl_http_server_t *server, int on)
+{
+    size_t i;
+
+    for (i = 0; i < server->nlisteners; ++i) {
+        if (on)
+            h2o_socket_read_start(server->listeners[i], on_accept);
+        else
+            h2o_socket_read_stop(server->listeners[i]);
+    }
+}
+
 void rl_http_server_stop_listening(rl_http_server_t *server)
 {
     size_t i;
 
+    if (h2o_timeout_is_linked(&server->accept_resume))
+        h2o_timeout_unlink(&server->accept_resume);
     for (i = 0; i < server->nlisteners; ++i) {
         h2o_socket_read_stop(server->listeners[i]);
         h2o_socket_close(server->listeners[i]);
@@ -480,6 +744,7 @@ void rl_http_server_free(rl_http_server_t *server)
     if (server == NULL)
         return;
     rl_http_server_stop_listening(server);
+    h2o_timeout_dispose(server->context.loop, &server->accept_pause);
     h2o_context_dispose(&server->context);
     h2o_config_dispose(&server->globalconf);
     /* Open connections hold their own references; these are only the server's. */
@@ -487,5 +752,8 @@ void rl_http_server_free(rl_http_server_t *server)
     for (size_t i = 0; i < server->nretired_tls; ++i)
         SSL_CTX_free(server->retired_tls[i]);
     free(server->retired_tls);
+    rl_cidr_set_free(&server->trusted_proxies);
+    if (server->addresses != NULL)
+        address_table_release(server->addresses);
     free(server);
 }

@@ -51,6 +51,20 @@ typedef struct rl_http_config {
     int compress;
     /* PEM certificate chain and private key: serve HTTPS (h2 and http/1.1 by ALPN). NULL or "" for plain HTTP. */
     const char *tls_cert, *tls_key;
+    /*
+     * Open connections one client address may hold (an IPv6 address counts
+     * as its /64); more are closed as soon as they are accepted. 0 for no
+     * cap. Connections from trusted proxies are not counted.
+     */
+    size_t max_connections_per_address;
+    /*
+     * Comma-separated CIDR blocks of reverse proxies (NULL or "" for none).
+     * A request whose direct peer is one of them takes its client address
+     * from forwarded_header ("x-forwarded-for" when NULL, or "forwarded"),
+     * the right-most entry that is not a trusted proxy (http/peer.h).
+     */
+    const char *trusted_proxies;
+    const char *forwarded_header;
     rl_http_hooks_t hooks;
     void *app;
 } rl_http_config_t;

@@ -10,11 +10,34 @@
 #define RL_HTTP_SSE_H
 
 #include <h2o.h>
+#include <jansson.h>
+#include <stdint.h>
 
 #include "common/blob.h"
 #include "http/call.h"
 
 typedef struct rl_sse rl_sse_t;
+
+/* The id of a record that carries no "id:" line (hello, heartbeat). */
+#define RL_SSE_NO_ID (-1)
+/* Longest event name rl_sse_frame_new accepts. */
+#define RL_SSE_NAME_MAX 64
+
+/*
+ * Encodes one event record, the only way records are built:
+ *   "id: <id>\n" (left out when id is RL_SSE_NO_ID), "event: <name>\n",
+ *   "data: <data as compact JSON>\n\n".
+ * The JSON encoder escapes every control character, so whatever strings data
+ * holds (quotes, newlines, a client's text) the record has exactly one data
+ * line and the client parses back the same value. name must be 1 to
+ * RL_SSE_NAME_MAX bytes of letters, digits, '_', '.' and '-'; data NULL
+ * encodes {}. data is only read (the caller keeps its reference).
+ *
+ * Returns a new blob with one reference, or NULL with the reason logged when
+ * the name is refused, data cannot be encoded, or memory runs out: a record
+ * is never truncated. Any thread (logging is thread-safe).
+ */
+rl_blob_t *rl_sse_frame_new(int64_t id, const char *name, const json_t *data);
 
 typedef struct rl_sse_config {
     size_t max_queued_frames;

@@ -34,6 +34,8 @@ static const rl_field_t decide_fields[] = {
     RL_FIELD_ENUM("decision", RL_F_REQUIRED, decisions),
     RL_FIELD_ENUM("scope", RL_F_NULLABLE, scopes),
     RL_FIELD_STRING("scope_value", RL_F_NULLABLE, 0, 8192),
+    /* ours: which installation's approval, when several of the user's use the same id */
+    RL_FIELD_STRING("installation_id", RL_F_NULLABLE, 1, 64),
     RL_FIELD_END,
 };
 const rl_schema_t rl_approval_decide_schema = RL_SCHEMA(decide_fields);
@@ -86,9 +88,10 @@ static int approval_request_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     rl_grant_row_t grant;
     json_t *request;
     char *request_text;
-    int result = RL_TXN(txn, approval_get, approval_id, &approval);
+    int result = RL_TXN(txn, approval_get, w->target.installation_id, approval_id, &approval);
 
-    /* The id is taken (by another installation, or with another body under another key). */
+    /* The id is taken by this installation, with another body under another key. Other installations' ids are theirs.
+     */
     if (result == 0)
         return RL_E_IDEMPOTENCY_CONFLICT;
     if (result != RL_E_NOT_FOUND)
@@ -186,6 +189,7 @@ int rl_bridge_request_approval(rl_call_t *call)
 struct approval_decide {
     rl_op_t op;
     const char *user_id, *approval_id, *decision, *scope, *scope_value;
+    const char *of_installation; /* NULL: whichever of the user's installations has the id */
     int64_t now;
     int changed;
     const char *installation_id; /* result */
@@ -194,15 +198,27 @@ struct approval_decide {
 static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct approval_decide *op = (void *)base;
-    rl_approval_row_t approval;
+    rl_approval_row_t approval, *rows, *found = NULL;
+    size_t count, i;
     json_t *view;
-    int result = RL_TXN(txn, approval_get, op->approval_id, &approval);
+    int result = RL_TXN(txn, approvals_of_user_by_id, op->user_id, op->approval_id, &rows, &count);
 
-    if (result == RL_E_NOT_FOUND ||
-        (result == 0 && (approval.user_id == NULL || strcmp(approval.user_id, op->user_id) != 0)))
-        return RL_E_APPROVAL_NOT_FOUND;
     if (result != 0)
         return result;
+    /*
+     * Approval ids are per installation: only the user's own installations
+     * are looked at, and when two of them use the id the user names one.
+     */
+    for (i = 0; i < count; ++i) {
+        if (op->of_installation != NULL && strcmp(rows[i].installation_id, op->of_installation) != 0)
+            continue;
+        if (found != NULL)
+            return RL_E_APPROVAL_AMBIGUOUS;
+        found = &rows[i];
+    }
+    if (found == NULL)
+        return RL_E_APPROVAL_NOT_FOUND;
+    approval = *found;
     /* brief: the first decision wins; a later one gets it back. */
     if (strcmp(approval.state, "resolved") == 0) {
         op->op.value = rl_view_approval(&approval);
@@ -281,6 +297,7 @@ int rl_approval_decide(rl_call_t *call)
     op->decision = rl_op_str(op, rl_body_string(call, "decision"));
     op->scope = rl_op_str(op, rl_body_string(call, "scope"));
     op->scope_value = rl_op_str(op, rl_body_string(call, "scope_value"));
+    op->of_installation = rl_op_str(op, rl_body_string(call, "installation_id"));
     op->now = rl_clock_now_ms();
     rl_op_submit_for(call, op, on_decided);
     return 0;

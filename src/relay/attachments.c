@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -159,6 +160,7 @@ void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
 int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, json_t **resolved)
 {
     json_t *items = json_array(), *ref;
+    const char *given;
     rl_attachment_row_t row;
     size_t i;
     int result;
@@ -166,17 +168,151 @@ int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, jso
     json_array_foreach(refs, i, ref)
     {
         result = RL_TXN(txn, attachment_get, json_string_value(json_object_get(ref, "key")), &row);
-        if (result == 0 && strcmp(row.user_id, user_id) != 0)
+        /* Someone else's upload, or one on its way out, is not there. */
+        if (result == 0 && (strcmp(row.user_id, user_id) != 0 || row.doomed_at != RL_NO_TIME))
             result = RL_E_NOT_FOUND;
         if (result != 0) {
             json_decref(items);
             return result;
         }
+        /* The name a message gives wins over the upload's (null or absent keeps it); mime and size are the file's. */
+        given = json_string_value(json_object_get(ref, "name"));
         json_array_append_new(items, json_pack("{s:s, s:s, s:I, s:s?}", "key", row.key, "mime", row.mime, "size",
-                                               (json_int_t)row.size, "name", row.name));
+                                               (json_int_t)row.size, "name", given != NULL ? given : row.name));
     }
     *resolved = items;
     return 0;
+}
+
+int rl_attachments_use(rl_txn_t *txn, json_t *resolved, const char *session_id, int64_t now)
+{
+    json_t *item;
+    size_t i;
+    int result;
+
+    json_array_foreach(resolved, i, item)
+    {
+        if ((result = RL_TXN(txn, attachment_use, json_string_value(json_object_get(item, "key")), session_id, now)) !=
+            0)
+            return result;
+    }
+    return 0;
+}
+
+/* ---- removal ---- */
+
+/* At most this many attachments are marked, and this many removed, per sweep (one a second). */
+#define SWEEP_BATCH 256
+
+struct sweep {
+    rl_op_t op; /* value: the keys whose files go, then their rows */
+    int64_t now, delete_grace, unused_ttl;
+    int64_t sessions; /* result: sessions purged */
+};
+
+/*
+ * An attachment lives as long as a session references it; one never
+ * referenced, --unused-attachment-ttl after its upload. Removal has two
+ * steps so that a crash loses nothing and leaves nothing: the row is marked
+ * doomed (from then on it cannot be sent, downloaded or counted), the file
+ * is unlinked on the loop, and only then is the row deleted. A doomed row
+ * left by a crash is found by the next sweep and finished.
+ */
+static int sweep_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct sweep *op = (void *)base;
+    rl_attachment_row_t *rows;
+    size_t count, i;
+    int result;
+
+    /* brief: after the delete grace a session is purged, with its messages and what they reference. */
+    if ((result = RL_TXN(txn, sessions_purge, op->now - op->delete_grace, &op->sessions)) != 0 ||
+        (result = RL_TXN(txn, attachments_unreferenced, op->now - op->unused_ttl, SWEEP_BATCH, &rows, &count)) != 0)
+        return result;
+    for (i = 0; i < count; ++i) {
+        if ((result = RL_TXN(txn, attachment_doom, rows[i].key, op->now)) != 0 && result != RL_E_NOT_FOUND)
+            return result;
+    }
+    if ((result = RL_TXN(txn, attachments_doomed, SWEEP_BATCH, &rows, &count)) != 0)
+        return result;
+    op->op.value = json_array();
+    for (i = 0; i < count; ++i)
+        json_array_append_new(op->op.value, json_string(rows[i].key));
+    return 0;
+}
+
+static const rl_store_op_type_t sweep_type = RL_OP_TYPE(attachments_sweep, 1, sweep_run);
+
+rl_store_op_t *rl_attachments_sweep(rl_relay_t *relay, int64_t now)
+{
+    struct sweep *op = rl_op_new(&sweep_type, sizeof(*op));
+
+    op->now = now;
+    op->delete_grace = relay->config.delete_grace;
+    op->unused_ttl = relay->config.unused_attachment_ttl;
+    return &op->op.base;
+}
+
+struct forget {
+    rl_op_t op;
+    json_t *keys;
+};
+
+static int forget_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct forget *op = (void *)base;
+    json_t *key;
+    size_t i;
+    int result;
+
+    json_array_foreach(op->keys, i, key)
+    {
+        if ((result = RL_TXN(txn, attachment_delete, json_string_value(key))) != 0 && result != RL_E_NOT_FOUND)
+            return result;
+    }
+    return 0;
+}
+
+static void forget_dispose(rl_store_op_t *base)
+{
+    json_decref(((struct forget *)base)->keys);
+    rl_op_dispose(base);
+}
+
+static const rl_store_op_type_t forget_type = {"attachments_forget", 1, forget_run, forget_dispose};
+
+static void on_forgotten(rl_store_op_t *base)
+{
+    if (base->result != 0)
+        rl_log_warn("removed attachment files whose rows could not be deleted; the next sweep finishes them");
+}
+
+void rl_attachments_swept(rl_relay_t *relay, rl_store_op_t *base)
+{
+    struct sweep *op = (void *)base;
+    struct forget *forget;
+    char path[1200];
+    json_t *key;
+    size_t i;
+
+    if (base->result != 0) {
+        rl_log_warn("the sweep of deleted sessions and attachments failed; it runs again in a second");
+        return;
+    }
+    if (op->sessions > 0)
+        rl_log_info("purged %lld sessions past their delete grace", (long long)op->sessions);
+    if (json_array_size(op->op.value) == 0)
+        return;
+    json_array_foreach(op->op.value, i, key)
+    {
+        snprintf(path, sizeof(path), "%s/%s", relay->config.attachments, json_string_value(key));
+        if (unlink(path) != 0 && errno != ENOENT)
+            rl_log_warn("cannot remove %s: %s", path, strerror(errno));
+    }
+    rl_log_info("removed %zu attachments no message references", json_array_size(op->op.value));
+    forget = rl_op_new(&forget_type, sizeof(*forget));
+    forget->keys = json_incref(op->op.value);
+    rl_store_submit(relay->store, &forget->op.base, on_forgotten, relay);
 }
 
 /* ---- upload ---- */
@@ -209,11 +345,21 @@ static void upload_free(struct upload *upload, int keep_file)
 struct attachment_op {
     rl_op_t op;
     rl_attachment_row_t row;
+    int64_t quota; /* the user's storage quota (--attachment-quota) */
 };
 
 static int attachment_insert_run(rl_txn_t *txn, rl_store_op_t *base)
 {
-    return RL_TXN(txn, attachment_insert, &((struct attachment_op *)base)->row);
+    struct attachment_op *op = (void *)base;
+    int64_t used = 0;
+    int result = RL_TXN(txn, attachments_usage, op->row.user_id, &used);
+
+    if (result != 0)
+        return result;
+    /* Counted in the transaction that adds the file, so that concurrent uploads cannot both slip under. */
+    if (used + op->row.size > op->quota)
+        return RL_E_QUOTA_EXCEEDED;
+    return RL_TXN(txn, attachment_insert, &op->row);
 }
 
 static int attachment_get_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -231,6 +377,12 @@ static void on_upload_recorded(rl_store_op_t *base)
     struct upload *upload = base->arg;
     rl_call_t *call = upload->call;
 
+    if (base->result == RL_E_QUOTA_EXCEEDED) {
+        rl_call_fail_full(call, base->result, NULL, NULL,
+                          json_pack("{s:I}", "quota_bytes", (json_int_t)((struct attachment_op *)base)->quota));
+        upload_free(upload, 0);
+        return;
+    }
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
         upload_free(upload, 0);
@@ -289,6 +441,9 @@ static void upload_step(h2o_timeout_entry_t *entry)
     op->row.name = upload->has_name ? rl_op_str(op, upload->name) : NULL;
     op->row.size = (int64_t)upload->written;
     op->row.created_at = rl_clock_now_ms();
+    op->row.used_at = RL_NO_TIME;
+    op->row.doomed_at = RL_NO_TIME;
+    op->quota = upload->relay->config.attachment_quota;
     rl_store_submit(upload->relay->store, &op->op.base, on_upload_recorded, upload);
 }
 
@@ -361,6 +516,86 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
 
 /* ---- download ---- */
 
+/*
+ * Types a browser shows without running anything: these are served inline,
+ * everything else (HTML, SVG, XML, PDF, scripts, unknown) as a download, so
+ * that an upload never becomes a page on the relay's origin. Every download
+ * also carries "Content-Security-Policy: sandbox" (no script, a unique
+ * origin) and nosniff, in case a browser renders it anyway.
+ */
+static const char *const inline_types[] = {
+    "image/png", "image/jpeg", "image/gif",  "image/webp", "image/avif", "audio/mpeg",
+    "audio/ogg", "audio/wav",  "audio/webm", "audio/mp4",  "audio/aac",  "audio/flac",
+    "video/mp4", "video/webm", "video/ogg",  "text/plain", NULL,
+};
+
+/* The stored mime, when it is a plain header value (it came from a client); else octet-stream. */
+static const char *served_mime(const char *mime)
+{
+    size_t i;
+
+    if (mime == NULL || mime[0] == '\0')
+        return "application/octet-stream";
+    for (i = 0; mime[i] != '\0'; ++i) {
+        unsigned char c = (unsigned char)mime[i];
+        if (c < 0x20 || c > 0x7e)
+            return "application/octet-stream";
+    }
+    return mime;
+}
+
+static int shown_inline(const char *mime)
+{
+    size_t len = strcspn(mime, "; \t"), i;
+
+    for (i = 0; inline_types[i] != NULL; ++i) {
+        if (strlen(inline_types[i]) == len && strncasecmp(mime, inline_types[i], len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Content-Disposition with the upload's name, if any: filename*= carries it
+ * exactly (RFC 8187, percent-encoded UTF-8) and filename= an ASCII stand-in
+ * for old clients. Nothing of the name reaches the header unencoded.
+ */
+static h2o_iovec_t disposition(h2o_mem_pool_t *pool, int as_inline, const char *name)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    static const char quoted_head[] = "; filename=\"", extended_head[] = "\"; filename*=UTF-8''";
+    const char *kind = as_inline ? "inline" : "attachment";
+    size_t len = strlen(kind), i, name_len = name != NULL ? strlen(name) : 0;
+    char *out, *p;
+
+    if (name_len == 0)
+        return h2o_strdup(pool, kind, len);
+    out = h2o_mem_alloc_pool(pool, len + sizeof(quoted_head) + name_len + sizeof(extended_head) + 3 * name_len);
+    p = out;
+    memcpy(p, kind, len);
+    p += len;
+    memcpy(p, quoted_head, sizeof(quoted_head) - 1);
+    p += sizeof(quoted_head) - 1;
+    for (i = 0; i < name_len; ++i) {
+        unsigned char c = (unsigned char)name[i];
+        *p++ = (c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '%' && c != ';') ? (char)c : '_';
+    }
+    memcpy(p, extended_head, sizeof(extended_head) - 1);
+    p += sizeof(extended_head) - 1;
+    for (i = 0; i < name_len; ++i) {
+        unsigned char c = (unsigned char)name[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            (c != '\0' && strchr("!#$&+-.^_`|~", c) != NULL)) {
+            *p++ = (char)c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 15];
+        }
+    }
+    return h2o_iovec_init(out, (size_t)(p - out));
+}
+
 static void on_file_meta(rl_store_op_t *base)
 {
     struct attachment_op *op = (void *)base;
@@ -368,11 +603,15 @@ static void on_file_meta(rl_store_op_t *base)
     rl_relay_t *relay = call->app;
     char path[1200];
 
+    /* A file on its way out (its session purged, or never used) is gone already for its links. */
+    if (base->result == 0 && op->row.doomed_at != RL_NO_TIME)
+        base->result = RL_E_NOT_FOUND;
     if (base->result != 0 || !rl_call_alive(call)) {
         rl_call_fail(call, base->result == 0 ? RL_E_INTERNAL : RL_E_NOT_FOUND, LINK_REFUSED);
     } else {
         h2o_req_t *req = call->req;
-        const char *mime = op->row.mime;
+        const char *mime = served_mime(op->row.mime);
+        h2o_iovec_t shown = disposition(&req->pool, shown_inline(mime), op->row.name);
         snprintf(path, sizeof(path), "%s/%s", relay->config.attachments, op->row.key);
         call->responded = 1;
         call->status = 200;
@@ -381,6 +620,9 @@ static void on_file_meta(rl_store_op_t *base)
                        H2O_STRLIT("private, max-age=3600"));
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"), 0, NULL,
                               H2O_STRLIT("nosniff"));
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("content-security-policy"), 0, NULL,
+                              H2O_STRLIT("sandbox"));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_DISPOSITION, NULL, shown.base, shown.len);
         rl__call_log(call);
         if (h2o_file_send(req, 200, "OK", path, h2o_strdup(&req->pool, mime, SIZE_MAX), 0) != 0) {
             call->responded = 0;
@@ -388,6 +630,21 @@ static void on_file_meta(rl_store_op_t *base)
         }
     }
     rl_call_release(call);
+}
+
+/*
+ * A signed link is served only as it was issued: the path as sent must be
+ * /v1/files/<key> exactly, with no trailing slash, escape (%00), dot segment
+ * or doubled slash that the router's normalisation would have let through.
+ */
+static int exact_link(const h2o_req_t *req, const char *key)
+{
+    static const char prefix[] = "/v1/files/";
+    size_t path_len = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    size_t key_len = strlen(key);
+
+    return path_len == sizeof(prefix) - 1 + key_len && memcmp(req->path.base, prefix, sizeof(prefix) - 1) == 0 &&
+           memcmp(req->path.base + sizeof(prefix) - 1, key, key_len) == 0;
 }
 
 int rl_attachment_download(rl_call_t *call)
@@ -398,7 +655,7 @@ int rl_attachment_download(rl_call_t *call)
     long long expires;
     char *tail;
 
-    if (rl_call_param(call, 0, key, sizeof(key)) != 0 || !valid_key(key) ||
+    if (rl_call_param(call, 0, key, sizeof(key)) != 0 || !valid_key(key) || !exact_link(call->req, key) ||
         rl_query_param(call->req, "exp", exp_text, sizeof(exp_text)) != 0 ||
         rl_query_param(call->req, "sig", signature, sizeof(signature)) != 0) {
         rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);

@@ -21,11 +21,26 @@ int rl_attachments_open(struct rl_relay *relay);
 void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
 /*
  * In a transaction: resolves a message's attachment references (the items
- * of refs) against the user's uploads; the stored mime, size and name win
- * over what the sender claimed. *resolved is a new array. RL_E_NOT_FOUND for
- * a key that is not one of the user's uploads.
+ * of refs) against the user's uploads; the stored mime and size win over
+ * what the sender claimed, and the stored name unless the item gives one.
+ * *resolved is a new array. RL_E_NOT_FOUND for a key that is not one of the
+ * user's uploads (or is being removed).
  */
 int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, json_t **resolved);
+/*
+ * In a writing transaction: records that session_id references each
+ * attachment of resolved (an array from rl_attachments_resolve), which keeps
+ * them as long as the session. 0 or an error.
+ */
+int rl_attachments_use(rl_txn_t *txn, json_t *resolved, const char *session_id, int64_t now);
+/*
+ * The sweep of sessions past their delete grace and of attachments nothing
+ * references any more (sweeps.c runs it every second): the operation to
+ * submit, and what follows its commit on the loop (the files are unlinked,
+ * then their rows deleted).
+ */
+rl_store_op_t *rl_attachments_sweep(struct rl_relay *relay, int64_t now);
+void rl_attachments_swept(struct rl_relay *relay, rl_store_op_t *op);
 /* POST /v1/me/attachments: the raw body is the file, Content-Type its mime, ?name= its name. */
 int rl_attachment_upload(rl_call_t *call);
 /* The same upload on behalf of user_id (a bridge uploads for its installation's user). */

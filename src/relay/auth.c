@@ -281,16 +281,35 @@ void rl_relay_authenticate(rl_call_t *call)
                                                                                    : RL_E_INVALID_TOKEN);
 }
 
+/*
+ * Per-address buckets count the client's address group (an IPv6 /64; behind
+ * trusted proxies, the client they name). An authenticated route whose
+ * bucket also has a per-address row takes from both, the address first, and
+ * reports whichever has less left.
+ */
 int rl_relay_limit(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    const char *scope = "ip", *owner = call->peer;
+    const char *scope = "ip", *owner = call->peer_group;
+    int64_t now = rl_clock_now_ms();
+    rl_call_rate_t by_address;
+    int result;
 
+    if (call->principal_kind == RL_PRINCIPAL_NONE)
+        return rl_ratelimit_take(relay->limiter, scope, owner, call->route->bucket, now, &call->rate);
+    result = rl_ratelimit_take_address(relay->limiter, call->peer_group, call->route->bucket, now, &by_address);
+    if (result != 0) {
+        call->rate = by_address;
+        return result;
+    }
     if (call->principal_kind == RL_PRINCIPAL_USER)
         scope = "user", owner = call->principal;
-    else if (call->principal_kind == RL_PRINCIPAL_INSTALLATION)
+    else
         scope = "installation", owner = call->principal;
-    return rl_ratelimit_take(relay->limiter, scope, owner, call->route->bucket, rl_clock_now_ms(), &call->rate);
+    result = rl_ratelimit_take(relay->limiter, scope, owner, call->route->bucket, now, &call->rate);
+    if (result == 0 && by_address.set && by_address.remaining < call->rate.remaining)
+        call->rate = by_address;
+    return result;
 }
 
 void rl_auth_forget_installation(rl_auth_t *auth, const char *installation_id)

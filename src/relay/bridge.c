@@ -32,7 +32,7 @@
 #include "relay/views.h"
 
 #define ID_CHARS  20
-#define TEXT_MAX  100000
+#define TEXT_MAX  0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
 #define DELTA_MAX 65536
 
 /*
@@ -164,7 +164,8 @@ void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_
         return NULL;
     w = rl_op_new(type, size);
     snprintf(scope, sizeof(scope), "%s:%s", scope_kind, scope_id != NULL ? scope_id : "");
-    idem = (rl_idempotency_t){call->principal, scope, key, body_hash};
+    idem =
+        (rl_idempotency_t){call->principal, scope, key, body_hash, rl_clock_now_ms() - relay->config.idempotency_ttl};
     rl_idempotency_copy(&w->op.base.arena, &w->idem, &idem);
     target =
         (rl_bridge_target_t){call->principal, rl_body_string(call, "session_id"),
@@ -227,6 +228,9 @@ static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 
     result = rl_attachments_resolve(txn, w->session.user_id, refs != NULL ? refs : none, &attachments);
     json_decref(none);
+    /* The session now keeps these files: they go when it is purged, not before. */
+    if (result == 0 && (result = rl_attachments_use(txn, attachments, w->target.session_id, w->target.now)) != 0)
+        json_decref(attachments);
     if (result != 0)
         return result;
     attachments_text = json_dumps(attachments, JSON_COMPACT);
@@ -282,7 +286,8 @@ static void on_message_opened(rl_store_op_t *base)
         json_t *message = w->op.value;
         rl_deltas_opened(relay->deltas, json_string_value(json_object_get(message, "message_id")), call->principal,
                          w->session.user_id, json_object_get(message, "session_id"),
-                         json_object_get(message, "interaction_id"));
+                         json_object_get(message, "interaction_id"),
+                         json_string_length(json_object_get(call->body, "text")));
         /* spec: the agent placeholder is announced as message_added. */
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
         rl_hub_publish(relay->hub, w->session.user_id, "message_added", json_incref(message));
@@ -290,13 +295,24 @@ static void on_message_opened(rl_store_op_t *base)
     rl_call_release(call);
 }
 
+/* A message's text has a cap (--max-message-bytes), whether it comes whole or in deltas (deltas.c). */
+static int text_too_long(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    const char *text = rl_body_string(call, "text");
+
+    return text != NULL && strlen(text) > (size_t)relay->config.max_message_bytes;
+}
+
 int rl_bridge_send_message(rl_call_t *call)
 {
-    struct message_open *op =
-        rl_bridge_write_new(call, &message_open_type, sizeof(*op), "sendMessage", rl_body_string(call, "session_id"),
-                            rl_body_string(call, "idempotency_key"));
+    struct message_open *op;
     char message_id[32];
 
+    if (text_too_long(call))
+        return RL_E_MESSAGE_TOO_LARGE;
+    op = rl_bridge_write_new(call, &message_open_type, sizeof(*op), "sendMessage", rl_body_string(call, "session_id"),
+                             rl_body_string(call, "idempotency_key"));
     if (op == NULL)
         return RL_E_INTERNAL;
     rl_rand_id(message_id, sizeof(message_id), "msg_", ID_CHARS);
@@ -405,9 +421,12 @@ int rl_bridge_send_end(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
     const char *message_id = rl_body_string(call, "message_id");
-    struct message_end *op = rl_bridge_write_new(call, &message_end_type, sizeof(*op), "message", message_id,
-                                                 rl_body_string(call, "idempotency_key"));
+    struct message_end *op;
 
+    if (text_too_long(call))
+        return RL_E_MESSAGE_TOO_LARGE;
+    op = rl_bridge_write_new(call, &message_end_type, sizeof(*op), "message", message_id,
+                             rl_body_string(call, "idempotency_key"));
     if (op == NULL)
         return RL_E_INTERNAL;
     op->message_id = rl_op_str(op, message_id);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/duration.h"
+#include "http/peer.h"
 #include "relay/config.h"
 
 enum setting_kind { SETTING_STRING, SETTING_DURATION, SETTING_COUNT };
@@ -65,6 +66,18 @@ static const struct setting settings[] = {
           "store operations waiting for the database past which requests get 503 at once"),
     COUNT("delta-backlog-max", delta_backlog_max, "16384",
           "streamed deltas not yet stored past which new ones get 503 at once"),
+    COUNT("max-message-bytes", max_message_bytes, "1048576",
+          "the longest text (in bytes) a message may hold, its deltas included; at most 4194304"),
+    COUNT("attachment-quota", attachment_quota, "1073741824",
+          "bytes of attachments one user may keep (uploads past it are refused with 413 quota_exceeded)"),
+    DURATION("unused-attachment-ttl", unused_attachment_ttl, "24h",
+             "time after which an upload no message references is removed"),
+    COUNT("max-connections-per-address", max_connections_per_address, "256",
+          "open connections one client address (an IPv6 /64) may hold; trusted proxies are not counted"),
+    STRING("trusted-proxies", trusted_proxies, "",
+           "CIDR blocks of reverse proxies (10.0.0.0/8,::1): their forwarding header names the client"),
+    STRING("forwarded-header", forwarded_header, "x-forwarded-for",
+           "the header trusted proxies write: x-forwarded-for or forwarded"),
     STRING("oidc-client-id", oidc_client_id, "", "client id of the web app at --jwt-issuer (sign-in with PKCE)"),
     STRING("oidc-scope", oidc_scope, "openid offline_access", "scopes the web app asks --jwt-issuer for"),
     STRING("web-connect-src", web_connect_src, "", "more origins the web app may fetch from, space-separated"),
@@ -151,6 +164,8 @@ static const struct setting *find(const char *name, size_t len)
 
 int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *rest)
 {
+    rl_cidr_set_t proxies;
+    char error[256];
     size_t i;
     int a;
 
@@ -214,6 +229,21 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
     if ((config->jwks_file[0] != '\0' || config->jwks_url[0] != '\0') &&
         (config->jwt_issuer[0] == '\0' || config->jwt_audience[0] == '\0')) {
         fprintf(stderr, "relayd: --jwks-file and --jwks-url need --jwt-issuer and --jwt-audience\n");
+        return -1;
+    }
+    /* A message travels whole in message_finalized: it must fit an event stream's queue with room to spare. */
+    if (config->max_message_bytes > RL_MESSAGE_BYTES_MAX) {
+        fprintf(stderr, "relayd: --max-message-bytes may be at most %d\n", RL_MESSAGE_BYTES_MAX);
+        return -1;
+    }
+    if (rl_cidr_set_parse(config->trusted_proxies, &proxies, error, sizeof(error)) != 0) {
+        fprintf(stderr, "relayd: --trusted-proxies: %s\n", error);
+        return -1;
+    }
+    rl_cidr_set_free(&proxies);
+    if (strcmp(config->forwarded_header, "x-forwarded-for") != 0 &&
+        strcmp(config->forwarded_header, "forwarded") != 0) {
+        fprintf(stderr, "relayd: --forwarded-header must be x-forwarded-for or forwarded\n");
         return -1;
     }
     if (strcmp(config->push_endpoints, "https") != 0 && strcmp(config->push_endpoints, "any") != 0) {

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The largest --max-message-bytes: half of an event stream's 8 MiB queue. */
+#define RL_MESSAGE_BYTES_MAX (4 * 1024 * 1024)
+
 typedef struct rl_config {
     char listen[256];
     char data[1024];
@@ -43,6 +46,13 @@ typedef struct rl_config {
     int64_t sse_buffer_events;
     int64_t store_queue_max; /* shedding: see config.c */
     int64_t delta_backlog_max;
+    /* Abuse limits (docs/operations.md, Security). */
+    int64_t max_connections_per_address;
+    int64_t max_message_bytes;     /* the longest text one message may hold, streamed or not */
+    int64_t attachment_quota;      /* bytes of attachments one user may keep */
+    int64_t unused_attachment_ttl; /* an upload no message references is removed after this */
+    char trusted_proxies[4096];    /* CIDR blocks, comma-separated; "" for none */
+    char forwarded_header[32];     /* "x-forwarded-for" or "forwarded" */
     /* The web client (docs/web.md). */
     char oidc_client_id[256]; /* "" unless the app signs in through --jwt-issuer with PKCE */
     char oidc_scope[256];

@@ -68,7 +68,9 @@ struct open_message {
     json_t *pending; /* deltas being written: key -> body hash */
     int64_t next_seq;
     int loading, finalized, deleted;
-    int ending; /* sendMessageEnd calls in the store */
+    int ending;            /* sendMessageEnd calls in the store */
+    int64_t keys_until_ms; /* an ended message's keys stop replaying then (--idempotency-ttl); 0 while it streams */
+    size_t text_bytes;     /* its text so far, stored and pending (--max-message-bytes) */
     struct waiting *waiting, **waiting_tail;
     int64_t used_ms;
 };
@@ -364,7 +366,10 @@ static void scope_of(const char *message_id, char *out, size_t outsz)
 struct stream_state {
     rl_op_t op;
     const char *installation_id, *message_id, *scope;
+    int64_t now, ttl;
     struct open_message *record;
+    int64_t keys_until; /* result: when the keys of an ended message lapse, or 0 */
+    size_t text_bytes;  /* result: the length of its text so far */
     /* results (op.value: the keys of its deltas, key -> body hash) */
     rl_message_row_t message;
     rl_session_row_t session;
@@ -378,6 +383,7 @@ static int stream_state_run(rl_txn_t *txn, rl_store_op_t *base)
     rl_idempotency_row_t *records;
     rl_delta_run_row_t *runs;
     const char *folded = NULL;
+    int64_t folded_at = 0;
     size_t count, i;
     int result = rl_deltas_message_of(txn, op->installation_id, op->message_id, &op->message, &op->session);
 
@@ -395,21 +401,28 @@ static int stream_state_run(rl_txn_t *txn, rl_store_op_t *base)
      */
     if ((result = RL_TXN(txn, idempotency_of_scope, op->installation_id, op->scope, &records, &count)) != 0)
         return result;
-    for (i = 0; i < count; ++i)
-        json_object_set_new(op->op.value, records[i].key, json_string(records[i].body_hash));
+    for (i = 0; i < count; ++i) {
+        /* A record past its lifetime counts as absent (housekeeping may not have removed it yet). */
+        if (records[i].created_at >= op->now - op->ttl)
+            json_object_set_new(op->op.value, records[i].key, json_string(records[i].body_hash));
+    }
     if ((result = RL_TXN(txn, delta_runs_of, op->message_id, &runs, &count)) != 0)
         return result;
     op->next_seq = 1;
+    /* The opening text counts unless it is the placeholder, which the first delta replaces. */
+    op->text_bytes = op->message.placeholder ? 0 : strlen(op->message.text);
     for (i = 0; i < count; ++i) {
+        op->text_bytes += runs[i].text_len;
         add_run_keys(op->op.value, runs[i].keys);
         if (runs[i].seq_last >= op->next_seq)
             op->next_seq = runs[i].seq_last + 1;
     }
-    result = RL_TXN(txn, delta_keys_get, op->message_id, &folded);
-    if (result == 0) {
+    result = RL_TXN(txn, delta_keys_get, op->message_id, &folded, &folded_at);
+    if (result == 0 && folded_at >= op->now - op->ttl) {
         json_t *keys = json_loads(folded, 0, NULL);
         json_object_update(op->op.value, keys);
         json_decref(keys);
+        op->keys_until = folded_at + op->ttl;
     }
     return result == RL_E_NOT_FOUND ? 0 : result;
 }
@@ -457,6 +470,8 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
         forget(deltas, message);
         dispatch(deltas, call);
     } else {
+        /* The delta was not stored: its bytes no longer count. */
+        message->text_bytes -= row->delta_len < message->text_bytes ? row->delta_len : message->text_bytes;
         if (result == RL_E_MESSAGE_FINALIZED)
             message->finalized = 1;
         else if (result == RL_E_SESSION_DELETED)
@@ -586,8 +601,10 @@ void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id)
 {
     struct open_message *message = rl_strmap_get(deltas->open_messages, message_id);
 
-    if (message != NULL && !message->loading)
+    if (message != NULL && !message->loading && !message->finalized) {
         message->finalized = 1;
+        message->keys_until_ms = rl_clock_now_ms() + deltas->relay->config.idempotency_ttl;
+    }
 }
 
 void rl_deltas_ending(rl_deltas_t *deltas, const char *message_id, int ending)
@@ -603,7 +620,7 @@ void rl_deltas_ending(rl_deltas_t *deltas, const char *message_id, int ending)
 }
 
 void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *installation_id, const char *user_id,
-                      json_t *session_id, json_t *interaction_id)
+                      json_t *session_id, json_t *interaction_id, size_t text_bytes)
 {
     struct open_message *message = record_new(message_id, installation_id);
 
@@ -612,6 +629,7 @@ void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *i
     snprintf(message->user_id, sizeof(message->user_id), "%s", user_id);
     message->session_id = json_incref(session_id);
     message->interaction_id = json_incref(interaction_id);
+    message->text_bytes = text_bytes;
     if (rl_strmap_put(deltas->open_messages, message_id, message) != 0)
         record_unref(message);
 }
@@ -624,6 +642,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     char body_hash[RL_BODY_HASH_HEX + 1];
     rl_delta_row_t *row;
     const char *seen;
+    size_t cap;
 
     if (!rl_call_alive(call))
         return;
@@ -636,8 +655,14 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         return;
     }
     message->used_ms = rl_clock_now_ms();
-    /* spec: the same key with the same body replays; another body is a conflict. */
-    seen = json_string_value(json_object_get(message->keys, key));
+    /*
+     * spec: the same key with the same body replays; another body is a
+     * conflict. An ended message's keys count for --idempotency-ttl after
+     * its end, like every other idempotency record.
+     */
+    seen = message->keys_until_ms == 0 || message->used_ms < message->keys_until_ms
+               ? json_string_value(json_object_get(message->keys, key))
+               : NULL;
     if (seen != NULL) {
         if (strcmp(seen, body_hash) != 0)
             rl_call_fail(call, RL_E_IDEMPOTENCY_CONFLICT, NULL);
@@ -669,6 +694,12 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_UNAVAILABLE, "deltas arrive faster than they can be stored; retry");
         return;
     }
+    /* A message's text has a cap (--max-message-bytes); the delta that would pass it is refused, not cut. */
+    cap = (size_t)deltas->relay->config.max_message_bytes;
+    if (message->text_bytes > cap || json_string_length(delta) > cap - message->text_bytes) {
+        rl_call_fail(call, RL_E_MESSAGE_TOO_LARGE, NULL);
+        return;
+    }
     if (json_object_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
@@ -683,6 +714,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     row->installation_id = message->installation_id;
     message->next_seq++;
     ++deltas->unwritten;
+    message->text_bytes += json_string_length(delta);
     json_object_set_new(message->pending, key, json_string(body_hash));
     ++message->refs;
     rl_call_hold(call);
@@ -716,6 +748,8 @@ static void on_loaded(rl_store_op_t *base)
         message->next_seq = op->next_seq;
         message->deleted = op->deleted;
         message->finalized = strcmp(op->message.state, "streaming") != 0;
+        message->keys_until_ms = op->keys_until;
+        message->text_bytes = op->text_bytes;
         json_object_update(message->keys, op->op.value);
     }
     ++message->refs;
@@ -769,6 +803,8 @@ static void dispatch(rl_deltas_t *deltas, rl_call_t *call)
         op->message_id = rl_op_str(op, message_id);
         scope_of(message_id, scope, sizeof(scope));
         op->scope = rl_op_str(op, scope);
+        op->now = rl_clock_now_ms();
+        op->ttl = deltas->relay->config.idempotency_ttl;
         op->record = message;
         /* Deltas of this message still pending go first, so that the store's next seq is right. */
         submit(deltas);

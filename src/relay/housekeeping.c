@@ -22,8 +22,7 @@ struct rl_housekeeping {
 
 struct purge {
     rl_op_t op;
-    int64_t now, delete_grace, idempotency_ttl, replay_window;
-    int64_t sessions; /* result */
+    int64_t now, idempotency_ttl, replay_window;
 };
 
 static int purge_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -31,9 +30,8 @@ static int purge_run(rl_txn_t *txn, rl_store_op_t *base)
     struct purge *op = (void *)base;
     int result;
 
-    /* spec: a deleted session has a 24 h grace; then it goes, and its messages with it. */
-    if ((result = RL_TXN(txn, sessions_purge, op->now - op->delete_grace, &op->sessions)) != 0 ||
-        (result = RL_TXN(txn, pairings_purge, op->now - PAIRING_KEEP_MS)) != 0 ||
+    /* Sessions past their delete grace go every second, with their attachments (attachments.c). */
+    if ((result = RL_TXN(txn, pairings_purge, op->now - PAIRING_KEEP_MS)) != 0 ||
         /* spec: idempotency keys are unique for 24 hours, then recycled. */
         (result = RL_TXN(txn, idempotency_purge, op->now - op->idempotency_ttl)) != 0 ||
         (result = RL_TXN(txn, delta_keys_purge, op->now - op->idempotency_ttl)) != 0 ||
@@ -49,12 +47,8 @@ static const rl_store_op_type_t purge_type = RL_OP_TYPE(purge, 1, purge_run);
 
 static void on_purged(rl_store_op_t *base)
 {
-    struct purge *op = (void *)base;
-
     if (base->result != 0)
         rl_log_warn("store purge failed");
-    else if (op->sessions > 0)
-        rl_log_info("purged %lld sessions past their delete grace", (long long)op->sessions);
 }
 
 /* The purge changes what every node shares: one node runs it (the bus's lease). */
@@ -68,7 +62,6 @@ static void on_lease(int held, void *arg)
         return;
     op = rl_op_new(&purge_type, sizeof(*op));
     op->now = rl_clock_now_ms();
-    op->delete_grace = relay->config.delete_grace;
     op->idempotency_ttl = relay->config.idempotency_ttl;
     op->replay_window = relay->config.replay_window;
     rl_store_submit(relay->store, &op->op.base, on_purged, housekeeping);

@@ -22,6 +22,7 @@ void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idem
     dst->scope = rl_arena_strdup(arena, src->scope);
     dst->key = rl_arena_strdup(arena, src->key);
     dst->body_hash = rl_arena_strdup(arena, src->body_hash);
+    dst->expired_before = src->expired_before;
 }
 
 int rl_idempotency_check(rl_txn_t *txn, const rl_idempotency_t *idem, const char **response)
@@ -36,6 +37,11 @@ int rl_idempotency_check(rl_txn_t *txn, const rl_idempotency_t *idem, const char
         return 0;
     if (result != 0)
         return result;
+    /* spec: keys are unique for 24 hours, then recycled: a lapsed record is absent even before housekeeping runs. */
+    if (row.created_at < idem->expired_before) {
+        result = RL_TXN(txn, idempotency_delete, idem->owner, idem->scope, idem->key);
+        return result == RL_E_NOT_FOUND ? 0 : result;
+    }
     /* spec: the same key with another body is a conflict. */
     if (strcmp(row.body_hash, idem->body_hash) != 0)
         return RL_E_IDEMPOTENCY_CONFLICT;

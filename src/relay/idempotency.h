@@ -9,6 +9,7 @@
 #define RL_RELAY_IDEMPOTENCY_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "store/store.h"
 
@@ -19,6 +20,11 @@ typedef struct rl_idempotency {
     const char *scope; /* e.g. "sendMessage:ses_..." */
     const char *key;   /* NULL: the write carries no key and is not idempotent */
     const char *body_hash;
+    /*
+     * Records created before this (now minus --idempotency-ttl) are past their
+     * lifetime and count as absent, whether or not housekeeping removed them.
+     */
+    int64_t expired_before;
 } rl_idempotency_t;
 
 /* Hex SHA-256 of body's canonical JSON into out. 0, or -1 when out of memory. Any thread. */
@@ -27,8 +33,9 @@ int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1]);
 void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idempotency_t *src);
 
 /*
- * In a transaction: 0 when the key is new (or absent), 1 for a replay with
- * *response the stored response (JSON text in the arena), or
+ * In a writing transaction: 0 when the key is new, absent or past its
+ * lifetime (a lapsed record is deleted, making way for this write's), 1 for
+ * a replay with *response the stored response (JSON text in the arena), or
  * RL_E_IDEMPOTENCY_CONFLICT.
  */
 int rl_idempotency_check(rl_txn_t *txn, const rl_idempotency_t *idem, const char **response);

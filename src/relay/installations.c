@@ -52,6 +52,9 @@ static int installation_change_run(rl_txn_t *txn, rl_store_op_t *base)
         op->row.state = "revoked";
         op->row.revoked_at = op->now;
     } else {
+        /* brief: a client acting on a revoked installation gets 403 installation_revoked. */
+        if (strcmp(op->row.state, "revoked") == 0)
+            return RL_E_INSTALLATION_REVOKED;
         if (op->set_name)
             op->row.custom_display_name = op->name;
         if (op->set_emoji)

@@ -601,7 +601,13 @@ static int claim_time(const json_t *payload, const char *name, int round_up, int
     return 0;
 }
 
-/* spec: sub becomes a user id: 1..255 bytes of printable ASCII without spaces. */
+/*
+ * sub becomes the user id (brief), and the rule for it is ours (docs/api.md):
+ * 1..255 bytes of printable ASCII without spaces. Quotes and backslashes are
+ * allowed; every place that shows the id (events, logs, JSON answers) goes
+ * through the JSON encoder. Control characters, spaces and non-ASCII bytes
+ * are refused here, so no id is ever altered on its way anywhere.
+ */
 static const char *sub_check(const char *sub, size_t len)
 {
     size_t i;

@@ -83,6 +83,7 @@ typedef struct rl_jwt_claims {
  *   "wrong_audience"   aud absent, or neither equal to nor an array containing policy->audience
  *   "missing_sub"      sub absent, not a string, or empty
  *   "bad_sub"          sub longer than RL_JWT_SUB_MAX or not printable ASCII without spaces
+ *                      (0x21..0x7e; '"' and '\\' are accepted and must be encoded by whoever shows them)
  * The key is chosen by the header's "kid" when present, else every key whose
  * type fits the alg is tried. The signature is checked before any claim.
  * Never logs. Any thread; keys is only read.

@@ -17,9 +17,15 @@
 #include "relay/views.h"
 
 #define ID_CHARS        20
-#define TEXT_MAX        100000
+#define TEXT_MAX        0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
 #define HISTORY_DEFAULT 50
 #define HISTORY_MAX     100
+/*
+ * A page stops taking messages once their texts pass this, so that a page
+ * is bounded whatever --limit asks: at most this plus one message
+ * (--max-message-bytes, at most 4 MiB).
+ */
+#define HISTORY_PAGE_BYTES (4 * 1024 * 1024)
 
 static const char *const thought_levels[] = {"default", "extended", "max", NULL};
 
@@ -51,7 +57,7 @@ static int history_run(rl_txn_t *txn, rl_store_op_t *base)
     rl_session_row_t session;
     rl_message_row_t *rows;
     json_t *messages;
-    size_t count, i, shown;
+    size_t count, i, shown, bytes;
     int result = rl_session_of_user(txn, op->user_id, op->session_id, &session);
 
     if (result != 0)
@@ -62,17 +68,18 @@ static int history_run(rl_txn_t *txn, rl_store_op_t *base)
     result = RL_TXN(txn, messages_page, op->session_id, op->before, op->limit + 1, &rows, &count);
     if (result != 0)
         return result == RL_E_NOT_FOUND ? RL_E_MESSAGE_NOT_FOUND : result;
-    shown = count > (size_t)op->limit ? (size_t)op->limit : count;
     messages = json_array();
-    for (i = 0; i < shown; ++i) {
+    for (i = 0, bytes = 0; i < count && i < (size_t)op->limit && (i == 0 || bytes < HISTORY_PAGE_BYTES); ++i) {
         const char *text;
         size_t len;
         if ((result = rl_text_of(txn, &rows[i], &text, &len)) != 0) {
             json_decref(messages);
             return result;
         }
+        bytes += len;
         json_array_append_new(messages, rl_view_message(&rows[i], text, len));
     }
+    shown = i;
     op->op.value = json_pack("{s:o, s:b, s:o}", "messages", messages, "has_more", count > shown, "next_cursor",
                              count > shown ? json_string(rows[shown - 1].id) : json_null());
     return 0;
@@ -183,6 +190,11 @@ static int send_run(rl_txn_t *txn, rl_store_op_t *base)
         return result;
     if ((result = rl_attachments_resolve(txn, op->user_id, op->refs, &attachments)) != 0)
         return result;
+    /* The session now keeps these files: they go when it is purged, not before. */
+    if ((result = rl_attachments_use(txn, attachments, op->session_id, op->now)) != 0) {
+        json_decref(attachments);
+        return result;
+    }
     if (op->reply_to != NULL) {
         result = RL_TXN(txn, message_get, op->reply_to, &reply_to);
         if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(reply_to.session_id, op->session_id) != 0))
@@ -325,6 +337,9 @@ int rl_message_send(rl_call_t *call)
     }
     if (rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND) != 0)
         return RL_E_SESSION_NOT_FOUND;
+    /* The same cap as an agent's message (--max-message-bytes). */
+    if (strlen(rl_body_string(call, "text")) > (size_t)((rl_relay_t *)call->app)->config.max_message_bytes)
+        return RL_E_MESSAGE_TOO_LARGE;
     op = rl_op_new(&send_target_type, sizeof(*op));
     op->user_id = rl_op_str(op, call->principal);
     op->session_id = rl_op_str(op, session_id);

@@ -17,6 +17,16 @@ static const rl_bucket_spec_t buckets[] = {
     {"default", 30, 10}, {"pairing", 20, 1},  {"claim", 5, 0.1}, {"login", 10, 0.5},
 };
 
+/*
+ * Buckets that an authenticated route also takes from per client address
+ * (brief: per-IP buckets guard the claim route), so that many accounts from
+ * one address do not multiply its rate. Their own figures: an office pairing
+ * a few machines at once stays under them.
+ */
+static const rl_bucket_spec_t address_buckets[] = {
+    {"claim", 10, 0.1},
+};
+
 struct bucket_state {
     const rl_bucket_spec_t *spec;
     double tokens;
@@ -34,6 +44,17 @@ const rl_bucket_spec_t *rl_ratelimit_bucket(const char *name)
     for (i = 0; i < sizeof(buckets) / sizeof(buckets[0]); ++i) {
         if (strcmp(buckets[i].name, name) == 0)
             return &buckets[i];
+    }
+    return NULL;
+}
+
+const rl_bucket_spec_t *rl_ratelimit_address_bucket(const char *name)
+{
+    size_t i;
+
+    for (i = 0; name != NULL && i < sizeof(address_buckets) / sizeof(address_buckets[0]); ++i) {
+        if (strcmp(address_buckets[i].name, name) == 0)
+            return &address_buckets[i];
     }
     return NULL;
 }
@@ -83,16 +104,13 @@ void rl_ratelimit_sweep(rl_ratelimit_t *limiter, int64_t now_ms)
     rl_strmap_sweep(limiter->states, is_full, &now_ms, free);
 }
 
-int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket, int64_t now_ms,
-                      rl_call_rate_t *rate)
+static int take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const rl_bucket_spec_t *spec,
+                int64_t now_ms, rl_call_rate_t *rate)
 {
-    const rl_bucket_spec_t *spec = rl_ratelimit_bucket(bucket);
     struct bucket_state *state;
     char key[512];
     int result = 0;
 
-    if (spec == NULL)
-        spec = rl_ratelimit_bucket("default");
     snprintf(key, sizeof(key), "%s\x1f%s\x1f%s", scope, owner, spec->name);
     state = rl_strmap_get(limiter->states, key);
     if (state == NULL) {
@@ -132,4 +150,24 @@ int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *ow
     rate->remaining = (long)floor(state->tokens);
     rate->reset_after = (spec->capacity - state->tokens) / spec->refill_per_s;
     return result;
+}
+
+int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket, int64_t now_ms,
+                      rl_call_rate_t *rate)
+{
+    const rl_bucket_spec_t *spec = rl_ratelimit_bucket(bucket);
+
+    return take(limiter, scope, owner, spec != NULL ? spec : rl_ratelimit_bucket("default"), now_ms, rate);
+}
+
+int rl_ratelimit_take_address(rl_ratelimit_t *limiter, const char *address, const char *bucket, int64_t now_ms,
+                              rl_call_rate_t *rate)
+{
+    const rl_bucket_spec_t *spec = rl_ratelimit_address_bucket(bucket);
+
+    if (spec == NULL) {
+        memset(rate, 0, sizeof(*rate));
+        return 0;
+    }
+    return take(limiter, "ip", address, spec, now_ms, rate);
 }

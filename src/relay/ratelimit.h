@@ -35,6 +35,19 @@ const rl_bucket_spec_t *rl_ratelimit_bucket(const char *name);
  */
 int rl_ratelimit_take(rl_ratelimit_t *limiter, const char *scope, const char *owner, const char *bucket, int64_t now_ms,
                       rl_call_rate_t *rate);
+/*
+ * The per-address row of a bucket that authenticated routes also take from
+ * per client address ("claim"), or NULL when the bucket has none.
+ */
+const rl_bucket_spec_t *rl_ratelimit_address_bucket(const char *name);
+/*
+ * For a bucket with a per-address row: takes one token from (ip, address,
+ * bucket) with that row's figures, as rl_ratelimit_take. For any other
+ * bucket it takes nothing, returns 0 and leaves rate->set 0. address is the
+ * client's address group (http/peer.h: an IPv6 /64).
+ */
+int rl_ratelimit_take_address(rl_ratelimit_t *limiter, const char *address, const char *bucket, int64_t now_ms,
+                              rl_call_rate_t *rate);
 /* Drops buckets that have refilled completely; call now and then. */
 void rl_ratelimit_sweep(rl_ratelimit_t *limiter, int64_t now_ms);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,6 +157,50 @@ static int migrate_check_command(int argc, char **argv)
     return 0;
 }
 
+/*
+ * Every file relayd creates is its own (the umask in main). The folder itself
+ * may have come from an operator or a volume with looser modes; then other
+ * local users could list it, and reach any file an older relayd made
+ * readable, so say so once at start.
+ */
+static void check_data_folder(const char *path)
+{
+    struct stat st;
+    char mode[8];
+
+    if (stat(path, &st) != 0 || (st.st_mode & 077) == 0)
+        return;
+    snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
+    rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:s}", "msg",
+                                         "the data folder is open to other local users; make it private with chmod 700",
+                                         "path", path, "mode", mode));
+}
+
+/*
+ * Every stream and bridge socket is a descriptor, and the soft limit a shell
+ * hands down (often 1024) is far below what the relay is built to hold; the
+ * hard limit is what the operator allows, so take all of it.
+ */
+static void raise_descriptor_limit(void)
+{
+    struct rlimit limit;
+    rlim_t was;
+
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return;
+    was = limit.rlim_cur;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+            rl_log_warn("cannot raise the descriptor limit from %llu to %llu: %s", (unsigned long long)was,
+                        (unsigned long long)limit.rlim_max, strerror(errno));
+            limit.rlim_cur = was;
+        }
+    }
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:I, s:I}", "msg", "descriptor limit", "nofile",
+                                         (json_int_t)limit.rlim_cur, "was", (json_int_t)was));
+}
+
 static void print_banner(const rl_relay_t *relay)
 {
     char cwd[1024];
@@ -220,6 +265,8 @@ int main(int argc, char **argv)
     int rest, result;
 
     signal(SIGPIPE, SIG_IGN);
+    /* The store, its WAL, keys and uploads hold every chat: nothing relayd creates is for other users. */
+    umask(077);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("relayd %s\n", RL_VERSION);
         return 0;
@@ -249,6 +296,7 @@ int main(int argc, char **argv)
     /* Checked by rl_config_load already. */
     rl_log_parse_format(relay.config.log_format, STDERR_FILENO, &format);
     rl_log_set_format(format);
+    raise_descriptor_limit();
 
     loop = h2o_evloop_create();
     if (rl_stop_install(loop) != 0) {
@@ -259,6 +307,7 @@ int main(int argc, char **argv)
         rl_relay_stop(&relay);
         return 1;
     }
+    check_data_folder(relay.config.data);
     print_banner(&relay);
 
     while (!rl_stop_requested()) {

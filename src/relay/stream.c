@@ -51,14 +51,16 @@ static void stream_free(struct stream *stream)
 
 static int send_resync(struct stream *stream, int64_t newest)
 {
-    char text[160];
-    int len =
-        snprintf(text, sizeof(text),
-                 "id: %lld\nevent: resync\ndata: {\"reason\":\"buffer_gap\",\"snapshot\":\"/v1/me/snapshot\"}\n\n",
-                 (long long)newest);
+    json_t *data = json_pack("{s:s, s:s}", "reason", "buffer_gap", "snapshot", "/v1/me/snapshot");
+    rl_blob_t *frame = data != NULL ? rl_sse_frame_new(newest, "resync", data) : NULL;
+    int result;
 
+    json_decref(data);
+    /* Before sending: a stream cut off inside rl_sse_send may be freed by then. */
     stream->cursor = newest;
-    return rl_sse_send_text(stream->sse, text, (size_t)len);
+    result = frame != NULL ? rl_sse_send(stream->sse, frame) : -1;
+    rl_blob_release(frame);
+    return result;
 }
 
 static void pull(struct stream *stream);
@@ -177,10 +179,11 @@ int rl_stream_open(rl_call_t *call)
     struct stream *stream = calloc(1, sizeof(*stream));
     rl_sse_config_t config = {0};
     int64_t last_id = 0;
+    int has_last = 0, sent;
     const char *header;
     size_t header_len;
-    char text[256];
-    int len, has_last = 0;
+    json_t *hello;
+    rl_blob_t *frame;
 
     if (stream == NULL)
         return RL_E_INTERNAL;
@@ -207,9 +210,18 @@ int rl_stream_open(rl_call_t *call)
         free(stream);
         return 0;
     }
-    len = snprintf(text, sizeof(text), "event: hello\ndata: {\"user_id\":\"%s\",\"ts\":%lld,\"heartbeat_ms\":%lld}\n\n",
-                   call->principal, (long long)rl_clock_now_ms(), (long long)relay->config.sse_heartbeat);
-    if (rl_sse_send_text(stream->sse, text, (size_t)len) != 0)
+    /* The user id is the token's subject: it goes through the JSON encoder like every other string. */
+    hello = json_pack("{s:s, s:I, s:I}", "user_id", call->principal, "ts", (json_int_t)rl_clock_now_ms(),
+                      "heartbeat_ms", (json_int_t)relay->config.sse_heartbeat);
+    frame = hello != NULL ? rl_sse_frame_new(RL_SSE_NO_ID, "hello", hello) : NULL;
+    json_decref(hello);
+    if (frame == NULL) {
+        rl_sse_end(stream->sse);
+        return 0;
+    }
+    sent = rl_sse_send(stream->sse, frame);
+    rl_blob_release(frame);
+    if (sent != 0)
         return 0;
     if (rl_hub_subscribe(relay->hub, call->principal, &stream->subscriber) != 0) {
         rl_sse_end(stream->sse);

@@ -2,6 +2,7 @@
 
 #include "common/clock.h"
 #include "relay/approvals.h"
+#include "relay/attachments.h"
 #include "relay/bridge.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
@@ -18,6 +19,7 @@ static const struct {
 } sweeps_table[] = {
     {"approval expiry", rl_approvals_expiry, rl_approvals_expired},
     {"messages left open", rl_messages_lapse, rl_messages_lapsed},
+    {"deleted sessions and unreferenced attachments", rl_attachments_sweep, rl_attachments_swept},
 };
 
 #define NSWEEPS (sizeof(sweeps_table) / sizeof(sweeps_table[0]))

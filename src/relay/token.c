@@ -1,6 +1,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -116,7 +117,8 @@ static int looks_like_jwt(const char *s, size_t len)
     return dots == 2;
 }
 
-int rl_url_carries_token(const char *url, size_t len)
+/* The checks on one spelling of the URL. */
+static int carries_token(const char *url, size_t len)
 {
     static const char *const credential_names[] = {
         "token=", "access_token=", "bearer=", "auth=", "authorization=", "api_key=", "apikey=", NULL};
@@ -149,4 +151,69 @@ int rl_url_carries_token(const char *url, size_t len)
         }
     }
     return 0;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes every valid %XX of buf in place; returns the new length. Malformed escapes stay as they are. */
+static size_t percent_decode(char *buf, size_t len)
+{
+    size_t in = 0, out = 0;
+
+    while (in < len) {
+        int high = in + 2 < len && buf[in] == '%' ? hex_value(buf[in + 1]) : -1;
+        int low = high >= 0 ? hex_value(buf[in + 2]) : -1;
+        if (low >= 0) {
+            buf[out++] = (char)(high << 4 | low);
+            in += 3;
+        } else {
+            buf[out++] = buf[in++];
+        }
+    }
+    return out;
+}
+
+/* A URL is decoded this many times at most: a token hidden under more layers is no longer usable as one. */
+#define DECODE_ROUNDS 3
+
+int rl_url_carries_token(const char *url, size_t len)
+{
+    char *decoded;
+    size_t n = len;
+    int round, found;
+
+    if (carries_token(url, len))
+        return 1;
+    if (memchr(url, '%', len) == NULL)
+        return 0;
+    /*
+     * A server decodes the URL before it looks at a value, so a token spelt
+     * with escapes (%2E for its dots, %65yJ for eyJ, inst%5F) is still a
+     * token in the URL: every decoded spelling is checked, up to a few
+     * layers deep. When memory runs out the request is refused, not let
+     * through.
+     */
+    decoded = malloc(len);
+    if (decoded == NULL)
+        return 1;
+    memcpy(decoded, url, len);
+    found = 0;
+    for (round = 0; round < DECODE_ROUNDS && !found; ++round) {
+        size_t before = n;
+        n = percent_decode(decoded, n);
+        if (n == before)
+            break;
+        found = carries_token(decoded, n);
+    }
+    free(decoded);
+    return found;
 }

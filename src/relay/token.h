@@ -36,8 +36,10 @@ int rl_token_hash_equal(const char *a, const char *b);
 void rl_token_hash(const void *bytes, size_t len, char *out);
 /*
  * Returns 1 when a URL path or query appears to carry a credential: a bridge
- * token (raw or percent-encoded colon), a JWT, or a query parameter named like
- * a credential (token, access_token, ...). Used for 400 invalid_token_location.
+ * token, a JWT, or a non-empty query parameter named like a credential
+ * (token, access_token, ...), as written or after percent-decoding (up to
+ * three layers of it, so %2E, %65yJ and %252E are all seen through). Used for
+ * 400 invalid_token_location. Returns 1 too when memory runs out.
  */
 int rl_url_carries_token(const char *url, size_t len);
 

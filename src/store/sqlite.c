@@ -259,6 +259,57 @@ static const char *const migrations[] = {
     "  auth TEXT NOT NULL,"
     "  created_at INTEGER NOT NULL);"
     "CREATE INDEX push_subscriptions_user ON push_subscriptions(user_id, created_at);",
+    /*
+     * 11: an approval id is unique per installation, not across the relay
+     * (issue 11): one installation's ids neither block nor reveal another's.
+     * A user's decision finds the approval by (user_id, id).
+     */
+    "CREATE TABLE approvals_new ("
+    "  id TEXT NOT NULL,"
+    "  installation_id TEXT NOT NULL,"
+    "  user_id TEXT,"
+    "  session_id TEXT NOT NULL,"
+    "  interaction_id TEXT NOT NULL,"
+    "  request TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  decision TEXT,"
+    "  scope TEXT,"
+    "  scope_value TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  expires_at INTEGER NOT NULL,"
+    "  resolved_at INTEGER,"
+    "  PRIMARY KEY (installation_id, id));"
+    "INSERT INTO approvals_new(id, installation_id, user_id, session_id, interaction_id, request, state, decision,"
+    "  scope, scope_value, created_at, expires_at, resolved_at)"
+    "  SELECT id, installation_id, user_id, session_id, interaction_id, request, state, decision, scope, scope_value,"
+    "  created_at, expires_at, resolved_at FROM approvals;"
+    "DROP TABLE approvals;"
+    "ALTER TABLE approvals_new RENAME TO approvals;"
+    "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
+    "CREATE INDEX approvals_of_user ON approvals(user_id, id);",
+    /*
+     * 12: attachments go when nothing references them any more (issue 11):
+     * which sessions use each one (kept with the session, gone with its
+     * purge), when it was first used, and when it was marked for removal
+     * (its file is unlinked before the row goes). The uses of messages
+     * stored before are filled in from their attachments.
+     */
+    "ALTER TABLE attachments ADD COLUMN used_at INTEGER;"
+    "ALTER TABLE attachments ADD COLUMN doomed_at INTEGER;"
+    "CREATE TABLE attachment_uses ("
+    "  key TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  PRIMARY KEY (key, session_id)) WITHOUT ROWID;"
+    "CREATE INDEX attachment_uses_session ON attachment_uses(session_id);"
+    "INSERT OR IGNORE INTO attachment_uses(key, session_id)"
+    "  SELECT json_extract(j.value, '$.key'), m.session_id FROM messages m, json_each(m.attachments) j"
+    "  WHERE m.attachments IS NOT NULL AND json_valid(m.attachments)"
+    "  AND json_extract(j.value, '$.key') IN (SELECT key FROM attachments);"
+    "UPDATE attachments SET used_at = created_at WHERE key IN (SELECT key FROM attachment_uses);"
+    "CREATE INDEX attachments_of_user ON attachments(user_id);"
+    "CREATE INDEX attachments_unused ON attachments(created_at) WHERE used_at IS NULL AND doomed_at IS NULL;"
+    "CREATE INDEX attachments_used ON attachments(used_at) WHERE used_at IS NOT NULL AND doomed_at IS NULL;"
+    "CREATE INDEX attachments_doomed ON attachments(doomed_at) WHERE doomed_at IS NOT NULL;",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -916,16 +967,30 @@ static int sqlite_delta_keys_put(rl_txn_t *txn, const char *message_id, const ch
     return write_rows(TXN(txn), NULL, sql, "ssI", message_id, keys, created_at);
 }
 
+struct delta_keys_out {
+    const char **keys;
+    int64_t *created_at;
+};
+
 static void read_text(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
 {
     *(const char **)out = col_text(t, stmt, 0);
 }
 
-static int sqlite_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys)
+static void read_delta_keys(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
 {
-    static const char sql[] = "SELECT keys FROM delta_keys WHERE message_id = ?";
+    struct delta_keys_out *row = out;
 
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_text, keys);
+    *row->keys = col_text(t, stmt, 0);
+    *row->created_at = sqlite3_column_int64(stmt, 1);
+}
+
+static int sqlite_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at)
+{
+    static const char sql[] = "SELECT keys, created_at FROM delta_keys WHERE message_id = ?";
+    struct delta_keys_out out = {keys, created_at};
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_delta_keys, &out);
 }
 
 static int sqlite_delta_keys_purge(rl_txn_t *txn, int64_t created_before)
@@ -966,6 +1031,13 @@ static int sqlite_idempotency_insert(rl_txn_t *txn, const rl_idempotency_row_t *
 
     return write_rows(TXN(txn), NULL, sql, "sssssI", row->owner, row->scope, row->key, row->body_hash, row->response,
                       row->created_at);
+}
+
+static int sqlite_idempotency_delete(rl_txn_t *txn, const char *owner, const char *scope, const char *key)
+{
+    static const char sql[] = "DELETE FROM idempotency WHERE owner = ? AND scope = ? AND key = ?";
+
+    return write_one(TXN(txn), sql, "sss", owner, scope, key);
 }
 
 static int sqlite_idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
@@ -1072,20 +1144,30 @@ static int sqlite_approval_insert(rl_txn_t *txn, const rl_approval_row_t *row)
                       row->scope_value, row->created_at, row->expires_at, row->resolved_at);
 }
 
-static int sqlite_approval_get(rl_txn_t *txn, const char *id, rl_approval_row_t *out)
+static int sqlite_approval_get(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out)
 {
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE id = ?";
+    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE installation_id = ? AND id = ?";
 
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_approval, out);
+    return read_one(TXN(txn), query(TXN(txn), sql, "ss", installation_id, id), read_approval, out);
 }
 
 static int sqlite_approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
 {
     static const char sql[] = "UPDATE approvals SET state = ?, decision = ?, scope = ?, scope_value = ?,"
-                              " resolved_at = ? WHERE id = ?";
+                              " resolved_at = ? WHERE installation_id = ? AND id = ?";
 
-    return write_one(TXN(txn), sql, "ssssTs", row->state, row->decision, row->scope, row->scope_value, row->resolved_at,
-                     row->id);
+    return write_one(TXN(txn), sql, "ssssTss", row->state, row->decision, row->scope, row->scope_value,
+                     row->resolved_at, row->installation_id, row->id);
+}
+
+static int sqlite_approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
+                                          size_t *count)
+{
+    static const char sql[] =
+        "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE user_id = ? AND id = ? ORDER BY created_at, installation_id";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "ss", user_id, id), read_approval, sizeof(**rows), (void **)rows,
+                    count);
 }
 
 static int sqlite_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
@@ -1236,22 +1318,80 @@ static void read_attachment(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
     row->size = sqlite3_column_int64(stmt, 3);
     row->name = col_text(t, stmt, 4);
     row->created_at = sqlite3_column_int64(stmt, 5);
+    row->used_at = col_time(stmt, 6);
+    row->doomed_at = col_time(stmt, 7);
 }
+
+#define ATTACHMENT_COLUMNS "key, user_id, mime, size, name, created_at, used_at, doomed_at"
 
 static int sqlite_attachment_insert(rl_txn_t *txn, const rl_attachment_row_t *row)
 {
-    static const char sql[] =
-        "INSERT INTO attachments(key, user_id, mime, size, name, created_at) VALUES (?, ?, ?, ?, ?, ?)";
+    static const char sql[] = "INSERT INTO attachments(" ATTACHMENT_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 
-    return write_rows(TXN(txn), NULL, sql, "sssIsI", row->key, row->user_id, row->mime, row->size, row->name,
-                      row->created_at);
+    return write_rows(TXN(txn), NULL, sql, "sssIsITT", row->key, row->user_id, row->mime, row->size, row->name,
+                      row->created_at, row->used_at, row->doomed_at);
 }
 
 static int sqlite_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t *out)
 {
-    static const char sql[] = "SELECT key, user_id, mime, size, name, created_at FROM attachments WHERE key = ?";
+    static const char sql[] = "SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE key = ?";
 
     return read_one(TXN(txn), query(TXN(txn), sql, "s", key), read_attachment, out);
+}
+
+static int sqlite_attachment_use(rl_txn_t *txn, const char *key, const char *session_id, int64_t now)
+{
+    static const char use[] = "INSERT OR IGNORE INTO attachment_uses(key, session_id) VALUES (?, ?)";
+    static const char first[] = "UPDATE attachments SET used_at = ? WHERE key = ? AND used_at IS NULL";
+    int result = write_rows(TXN(txn), NULL, use, "ss", key, session_id);
+
+    return result != 0 ? result : write_rows(TXN(txn), NULL, first, "Is", now, key);
+}
+
+static int sqlite_attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes)
+{
+    static const char sql[] = "SELECT COALESCE(SUM(size), 0) FROM attachments WHERE user_id = ? AND doomed_at IS NULL";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", user_id), read_int, bytes);
+}
+
+static int sqlite_attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
+                                           size_t *count)
+{
+    static const char sql[] =
+        "SELECT " ATTACHMENT_COLUMNS " FROM ("
+        " SELECT * FROM attachments a WHERE used_at IS NOT NULL AND doomed_at IS NULL"
+        "  AND NOT EXISTS (SELECT 1 FROM attachment_uses u WHERE u.key = a.key)"
+        " UNION ALL"
+        " SELECT * FROM attachments WHERE used_at IS NULL AND doomed_at IS NULL AND created_at < ?)"
+        " ORDER BY created_at LIMIT ?";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", unused_before, limit), read_attachment, sizeof(**rows),
+                    (void **)rows, count);
+}
+
+static int sqlite_attachment_doom(rl_txn_t *txn, const char *key, int64_t now)
+{
+    static const char sql[] = "UPDATE attachments SET doomed_at = ? WHERE key = ? AND doomed_at IS NULL";
+
+    return write_one(TXN(txn), sql, "Is", now, key);
+}
+
+static int sqlite_attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count)
+{
+    static const char sql[] =
+        "SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE doomed_at IS NOT NULL ORDER BY doomed_at LIMIT ?";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "i", limit), read_attachment, sizeof(**rows), (void **)rows, count);
+}
+
+static int sqlite_attachment_delete(rl_txn_t *txn, const char *key)
+{
+    static const char uses[] = "DELETE FROM attachment_uses WHERE key = ?";
+    static const char row[] = "DELETE FROM attachments WHERE key = ? AND doomed_at IS NOT NULL";
+    int result = write_one(TXN(txn), row, "s", key);
+
+    return result != 0 ? result : write_rows(TXN(txn), NULL, uses, "s", key);
 }
 
 /* ---- secrets ---------------------------------------------------------------------------------- */
@@ -1470,6 +1610,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .delta_keys_purge = sqlite_delta_keys_purge,
     .idempotency_get = sqlite_idempotency_get,
     .idempotency_insert = sqlite_idempotency_insert,
+    .idempotency_delete = sqlite_idempotency_delete,
     .idempotency_of_scope = sqlite_idempotency_of_scope,
     .idempotency_purge = sqlite_idempotency_purge,
     .task_insert = sqlite_task_insert,
@@ -1479,6 +1620,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .approval_insert = sqlite_approval_insert,
     .approval_get = sqlite_approval_get,
     .approval_update = sqlite_approval_update,
+    .approvals_of_user_by_id = sqlite_approvals_of_user_by_id,
     .approvals_pending_of_user = sqlite_approvals_pending_of_user,
     .approvals_due = sqlite_approvals_due,
     .grant_insert_ignore = sqlite_grant_insert_ignore,
@@ -1501,6 +1643,12 @@ static const struct rl_txn_ops sqlite_ops = {
     .push_subscription_get = sqlite_push_subscription_get,
     .push_subscription_delete = sqlite_push_subscription_delete,
     .push_subscriptions_of_user = sqlite_push_subscriptions_of_user,
+    .attachment_use = sqlite_attachment_use,
+    .attachments_usage = sqlite_attachments_usage,
+    .attachments_unreferenced = sqlite_attachments_unreferenced,
+    .attachment_doom = sqlite_attachment_doom,
+    .attachments_doomed = sqlite_attachments_doomed,
+    .attachment_delete = sqlite_attachment_delete,
 };
 
 static int migrate(struct sqlite_txn *t)

@@ -221,6 +221,8 @@ typedef struct rl_update_row {
 typedef struct rl_attachment_row {
     const char *key, *user_id, *mime, *name;
     int64_t size, created_at;
+    int64_t used_at;   /* when a message first referenced it; RL_NO_TIME while never */
+    int64_t doomed_at; /* when it was marked for removal (its file is going); RL_NO_TIME otherwise */
 } rl_attachment_row_t;
 
 /* A sign-in link's code (the web client), kept as its SHA-256 only. */
@@ -291,7 +293,7 @@ struct rl_txn_ops {
     /* The user's sessions deleted after deleted_after (still restorable), most recently deleted first. */
     int (*sessions_deleted_of_user)(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
                                     size_t *count);
-    /* Deletes sessions deleted at or before `before`, with their interactions and messages. */
+    /* Deletes sessions deleted at or before `before`, with their interactions, messages and attachment uses. */
     int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 
     /* interactions */
@@ -324,13 +326,14 @@ struct rl_txn_ops {
     int (*delta_runs_delete)(rl_txn_t *txn, const char *message_id);
     /* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
     int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
-    int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys);
+    int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at);
     int (*delta_keys_purge)(rl_txn_t *txn, int64_t created_before);
 
     /* idempotency records */
     int (*idempotency_get)(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
                            rl_idempotency_row_t *out);
     int (*idempotency_insert)(rl_txn_t *txn, const rl_idempotency_row_t *row);
+    int (*idempotency_delete)(rl_txn_t *txn, const char *owner, const char *scope, const char *key);
     int (*idempotency_of_scope)(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
                                 size_t *count);
     int (*idempotency_purge)(rl_txn_t *txn, int64_t created_before);
@@ -343,9 +346,13 @@ struct rl_txn_ops {
 
     /* approvals */
     int (*approval_insert)(rl_txn_t *txn, const rl_approval_row_t *row);
-    int (*approval_get)(rl_txn_t *txn, const char *id, rl_approval_row_t *out);
-    /* state, decision, scope, scope_value, resolved_at by id */
+    /* Approvals are keyed by (installation_id, id): two installations may use the same id. */
+    int (*approval_get)(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out);
+    /* state, decision, scope, scope_value, resolved_at by (installation_id, id) */
     int (*approval_update)(rl_txn_t *txn, const rl_approval_row_t *row);
+    /* The user's approvals called id (one per installation at most), oldest first. */
+    int (*approvals_of_user_by_id)(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
+                                   size_t *count);
     /* The user's pending approvals that expire after `after`, oldest first. */
     int (*approvals_pending_of_user)(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
                                      size_t *count);
@@ -390,6 +397,23 @@ struct rl_txn_ops {
     /* The user's subscriptions, oldest first. */
     int (*push_subscriptions_of_user)(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
                                       size_t *count);
+    /* Records that session references the attachment (kept once), and sets its used_at if it was never used. */
+    int (*attachment_use)(rl_txn_t *txn, const char *key, const char *session_id, int64_t now);
+    /* The total size of the user's attachments that are not doomed. */
+    int (*attachments_usage)(rl_txn_t *txn, const char *user_id, int64_t *bytes);
+    /*
+     * Attachments no session references, not doomed: those used once (their
+     * sessions are gone) and those never used and created before
+     * unused_before; oldest first, at most limit.
+     */
+    int (*attachments_unreferenced)(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
+                                    size_t *count);
+    /* Sets doomed_at of an attachment not yet doomed; RL_E_NOT_FOUND otherwise. */
+    int (*attachment_doom)(rl_txn_t *txn, const char *key, int64_t now);
+    /* Doomed attachments, longest doomed first, at most limit. */
+    int (*attachments_doomed)(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count);
+    /* Deletes a doomed attachment and its uses; RL_E_NOT_FOUND when there is none. */
+    int (*attachment_delete)(rl_txn_t *txn, const char *key);
 };
 
 struct rl_txn {

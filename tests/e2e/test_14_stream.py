@@ -482,10 +482,13 @@ class CutOff:
     a tiny receive buffer), one fast reader, and ~24 MB of events published quickly."""
 
     count, size = 375, 64000
+    PER_MESSAGE = 60  # 60 deltas of 64 000 characters: 3.84 MB, under the 4 MiB a message may hold
 
     def __init__(self, relayd):
         # A buffer longer than the scenario's events, so that the cut-off reader could resume exactly.
-        self.relay = relay = relayd("--sse-buffer-events", "1000")
+        # A message holds at most 4 MiB of text (--max-message-bytes, issue 11): the deltas are
+        # spread over several messages of PER_MESSAGE deltas each.
+        self.relay = relay = relayd("--sse-buffer-events", "1000", "--max-message-bytes", "4194304")
         self.token = token = relay.token("alice")
         inst, bridge_token, self.sid = pair_and_session(relay, token)
         # The slow reader: the receive buffer is set before connecting; reads the hello, then stops.
@@ -502,17 +505,19 @@ class CutOff:
             self.raw += chunk
         self.fast = FastStream(relay, token)
         # message_delta events carry their delta (at most 65536 characters), and the bridge's
-        # delta bucket allows a burst of 200 then 100/s. (A user's send is capped at 100 000
-        # characters and 30 + 10/s, too slow for this.)
+        # delta bucket allows a burst of 200 then 100/s. (A user's send goes at 30 + 10/s, too
+        # slow for this.)
         bridge = requests.Session()
         try:
             self.t0 = time.monotonic()
-            self.message_id = bridge_post(bridge, relay, bridge_token, "sendMessage",
-                                          {"session_id": self.sid, "text": "",
-                                           "idempotency_key": str(uuid.uuid4())})["message_id"]
+            self.message_ids = []
             for i in range(self.count):
+                if i % self.PER_MESSAGE == 0:
+                    self.message_ids.append(bridge_post(bridge, relay, bridge_token, "sendMessage",
+                                                        {"session_id": self.sid, "text": "",
+                                                         "idempotency_key": str(uuid.uuid4())})["message_id"])
                 bridge_post(bridge, relay, bridge_token, "sendMessageDelta",
-                            {"message_id": self.message_id, "delta": "%04d" % i + "x" * (self.size - 4),
+                            {"message_id": self.message_ids[-1], "delta": "%04d" % i + "x" * (self.size - 4),
                              "idempotency_key": "d%d" % i})
         finally:
             bridge.close()
@@ -562,8 +567,9 @@ def test_slow_reader_is_cut_off_and_others_keep_receiving(relayd):
     try:
         got = scenario.wait_fast()
         assert [e.data["delta"][:4] for e in got] == ["%04d" % i for i in range(scenario.count)]
-        assert all(len(e.data["delta"]) == scenario.size and e.data["message_id"] == scenario.message_id
-                   for e in got)
+        assert all(len(e.data["delta"]) == scenario.size
+                   and e.data["message_id"] == scenario.message_ids[i // scenario.PER_MESSAGE]
+                   for i, e in enumerate(got))
         assert time.monotonic() - scenario.t0 < 30 * SLOW
 
         records = scenario.drain_slow()

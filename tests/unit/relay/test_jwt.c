@@ -648,6 +648,12 @@ static void test_sub(void **state)
                                  &policy, &claims),
                   NULL);
     assert_string_equal(claims.sub, "auth0|abc:x@y.z");
+    /* Characters that JSON must escape are part of the rule: they are encoded, never refused or mangled. */
+    assert_reason(verdict_policy(token_with(ed_key, "EdDSA", "ed1",
+                                            claims_set(claims_default(), "sub", json_string("a\"b\\c</d>"))),
+                                 &policy, &claims),
+                  NULL);
+    assert_string_equal(claims.sub, "a\"b\\c</d>");
 }
 
 static void test_too_long(void **state)

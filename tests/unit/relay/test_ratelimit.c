@@ -67,12 +67,40 @@ static void test_cap_and_sweep(void **state)
     rl_ratelimit_free(limiter);
 }
 
+static void test_address_buckets(void **state)
+{
+    rl_ratelimit_t *limiter = rl_ratelimit_new(100);
+    rl_call_rate_t rate;
+    int i;
+
+    assert_non_null(rl_ratelimit_address_bucket("claim"));
+    assert_null(rl_ratelimit_address_bucket("default"));
+    assert_null(rl_ratelimit_address_bucket(NULL));
+    /* A bucket without a per-address row takes nothing. */
+    memset(&rate, 0xff, sizeof(rate));
+    assert_int_equal(rl_ratelimit_take_address(limiter, "192.0.2.1", "default", 0, &rate), 0);
+    assert_int_equal(rate.set, 0);
+    for (i = 0; i < 10; ++i)
+        assert_int_equal(rl_ratelimit_take_address(limiter, "192.0.2.1", "claim", 0, &rate), 0);
+    assert_int_equal(rl_ratelimit_take_address(limiter, "192.0.2.1", "claim", 0, &rate), RL_E_RATE_LIMITED);
+    assert_string_equal(rate.scope, "ip");
+    assert_string_equal(rate.bucket, "claim");
+    assert_int_equal(rate.limit, 10);
+    /* The per-user claim bucket of someone at that address is its own, and so is another address. */
+    assert_int_equal(rl_ratelimit_take(limiter, "user", "192.0.2.1", "claim", 0, &rate), 0);
+    assert_int_equal(rl_ratelimit_take_address(limiter, "2001:db8::/64", "claim", 0, &rate), 0);
+    /* The pairing bucket of the same address is a different one too. */
+    assert_int_equal(rl_ratelimit_take(limiter, "ip", "192.0.2.1", "pairing", 0, &rate), 0);
+    rl_ratelimit_free(limiter);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_buckets),
         cmocka_unit_test(test_burst_then_refill),
         cmocka_unit_test(test_cap_and_sweep),
+        cmocka_unit_test(test_address_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

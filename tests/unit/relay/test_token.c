@@ -73,6 +73,15 @@ static void test_url_credentials(void **state)
         "/v1/me?token=abc",
         "/v1/me?a=1&access_token=abc",
         "/v1/me?x=eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl",
+        /* The same, percent-encoded in the ways a server would decode. */
+        "/v1/me?x=eyJhbGciOiJFZERTQSJ9%2EeyJzdWIiOiJ4In0%2Ec2lnbmF0dXJl",
+        "/v1/me?x=%65yJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl",
+        "/v1/me?x=eyJhbGciOiJFZERTQSJ9%252EeyJzdWIiOiJ4In0%252Ec2lnbmF0dXJl",
+        "/v1/me/sessions/eyJhbGciOiJFZERTQSJ9%2eeyJzdWIiOiJ4In0%2ec2lnbmF0dXJl",
+        "/v1/me?x=inst%5F0123456789abcdef:s_live_abc",
+        "/v1/me?x=%69%6e%73%74%5f0123456789abcdef%3a%73_live_abc",
+        "/v1/me?%74oken=abc",
+        "/v1/me?access%5Ftoken=abc",
     };
     static const char *const clean[] = {
         "/v1/me",
@@ -80,6 +89,10 @@ static void test_url_credentials(void **state)
         "/v1/me?token=",
         "/v1/me/installations/inst_0123456789abcdef",
         "/v1/me?tokens_seen=1",
+        "/v1/me?name=%65yJ%20notes%2Etxt",
+        "/v1/me?x=%zz%4",
+        "/v1/me?x=%",
+        "/v1/me?x=%2525252E",
     };
 
     for (size_t i = 0; i < sizeof(carrying) / sizeof(carrying[0]); ++i)

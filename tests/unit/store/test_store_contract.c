@@ -376,6 +376,7 @@ static void test_delta_runs_and_their_keys(void **state)
     rl_delta_run_row_t r2 = {"msg_a", 4, 4, "a\0b", 3, "[[\"k4\",\"h4\"]]"};
     rl_delta_run_row_t again = {"msg_a", 1, 1, "other", 5, "[]"}, *rows;
     const char *keys;
+    int64_t keys_at;
     int64_t next = 0;
     size_t count;
 
@@ -400,15 +401,16 @@ static void test_delta_runs_and_their_keys(void **state)
     assert_int_equal(RL_TXN(txn, delta_runs_delete, "msg_a"), 0);
     assert_int_equal(RL_TXN(txn, delta_runs_of, "msg_a", &rows, &count), 0);
     assert_int_equal(count, 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, delta_keys_put, "msg_a", "{\"k1\":\"h1\"}", 5000), 0);
     assert_int_equal(RL_TXN(txn, delta_keys_put, "msg_a", "{\"k2\":\"h2\"}", 6000), 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), 0);
     assert_string_equal(keys, "{\"k2\":\"h2\"}");
+    assert_int_equal(keys_at, 6000);
     assert_int_equal(RL_TXN(txn, delta_keys_purge, 6000), 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), 0);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), 0);
     assert_int_equal(RL_TXN(txn, delta_keys_purge, 6001), 0);
-    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, delta_keys_get, "msg_a", &keys, &keys_at), RL_E_NOT_FOUND);
     commit_close(txn);
 }
 
@@ -417,6 +419,7 @@ static void test_idempotency_records(void **state)
     rl_txn_t *txn = open_txn();
     rl_idempotency_row_t a = {"inst_a", "message:msg_1", "key-1", "hash-1", "{\"message_id\":\"msg_1\"}", 1000};
     rl_idempotency_row_t b = {"inst_a", "message:msg_1", "key-2", "hash-2", "{}", 3000};
+    rl_idempotency_row_t c = {"inst_a", "message:msg_1", "key-3", "hash-3", "{}", 4000};
     rl_idempotency_row_t other = {"inst_b", "message:msg_1", "key-1", "hash-9", "{}", 1000}, out, *rows;
     size_t count;
 
@@ -435,6 +438,13 @@ static void test_idempotency_records(void **state)
     assert_int_equal(RL_TXN(txn, idempotency_purge, 2000), 0);
     assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &out), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-2", &out), 0);
+    /* One record goes by its key (a lapsed one makes way for a new write), and only that one. */
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &c), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_delete, "inst_a", "message:msg_1", "key-2"), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_delete, "inst_a", "message:msg_1", "key-2"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-2", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-3", &out), 0);
+    assert_int_equal(RL_TXN(txn, idempotency_insert, &b), 0);
     commit_close(txn);
 }
 
@@ -479,7 +489,7 @@ static void test_approvals_and_grants(void **state)
 {
     rl_txn_t *txn = open_txn();
     rl_approval_row_t a = approval("apr_a", "alice", 1000, 9000), b = approval("apr_b", "alice", 2000, 5000);
-    rl_approval_row_t c = approval("apr_c", "bob", 3000, 4000), out, *rows;
+    rl_approval_row_t c = approval("apr_c", "bob", 3000, 4000), out, other, *rows;
     rl_grant_row_t g1 = {"inst_a", "run", "tool", "ls", 1000}, g2 = {"inst_a", "run", "all", "", 2000},
                    g3 = {"inst_a", "fetch", "domain", "example.org", 3000}, *grants;
     size_t count;
@@ -488,7 +498,7 @@ static void test_approvals_and_grants(void **state)
     assert_int_equal(RL_TXN(txn, approval_insert, &a), RL_E_CONFLICT);
     assert_int_equal(RL_TXN(txn, approval_insert, &b), 0);
     assert_int_equal(RL_TXN(txn, approval_insert, &c), 0);
-    assert_int_equal(RL_TXN(txn, approval_get, "apr_a", &out), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_a", &out), 0);
     assert_string_equal(out.request, "{\"action\":\"run\"}");
     assert_null(out.decision);
     assert_int_equal(out.resolved_at, RL_NO_TIME);
@@ -513,7 +523,7 @@ static void test_approvals_and_grants(void **state)
     out.scope_value = "ls";
     out.resolved_at = 4500;
     assert_int_equal(RL_TXN(txn, approval_update, &out), 0);
-    assert_int_equal(RL_TXN(txn, approval_get, "apr_b", &out), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_b", &out), 0);
     assert_string_equal(out.decision, "approve_always");
     assert_string_equal(out.scope_value, "ls");
     assert_int_equal(out.resolved_at, 4500);
@@ -521,6 +531,27 @@ static void test_approvals_and_grants(void **state)
     assert_int_equal(count, 1);
     out.id = "apr_none";
     assert_int_equal(RL_TXN(txn, approval_update, &out), RL_E_NOT_FOUND);
+    /* An id is unique per installation only: another installation's apr_a is another approval. */
+    other = approval("apr_a", "alice", 6000, 9000);
+    other.installation_id = "inst_b";
+    assert_int_equal(RL_TXN(txn, approval_insert, &other), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_b", "apr_a", &out), 0);
+    assert_int_equal(out.created_at, 6000);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_c", "apr_a", &out), RL_E_NOT_FOUND);
+    out = other;
+    out.state = "resolved";
+    out.decision = "deny";
+    out.resolved_at = 6500;
+    assert_int_equal(RL_TXN(txn, approval_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_a", &out), 0);
+    assert_string_equal(out.state, "pending");
+    assert_int_equal(RL_TXN(txn, approvals_of_user_by_id, "alice", "apr_a", &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].installation_id, "inst_a");
+    assert_string_equal(rows[1].installation_id, "inst_b");
+    assert_string_equal(rows[1].state, "resolved");
+    assert_int_equal(RL_TXN(txn, approvals_of_user_by_id, "bob", "apr_a", &rows, &count), 0);
+    assert_int_equal(count, 0);
     assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g1), 0);
     assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g1), 0);
     assert_int_equal(RL_TXN(txn, grant_insert_ignore, &g2), 0);
@@ -652,10 +683,15 @@ static void test_the_update_queue(void **state)
     commit_close(txn);
 }
 
+static rl_attachment_row_t attachment(const char *key, const char *user, int64_t size, int64_t created_at)
+{
+    return (rl_attachment_row_t){key, user, "image/png", NULL, size, created_at, RL_NO_TIME, RL_NO_TIME};
+}
+
 static void test_attachments(void **state)
 {
     rl_txn_t *txn = open_txn();
-    rl_attachment_row_t a = {"att_1", "alice", "image/png", NULL, 1234, 1000}, out;
+    rl_attachment_row_t a = attachment("att_1", "alice", 1234, 1000), out;
 
     assert_int_equal(RL_TXN(txn, attachment_insert, &a), 0);
     assert_int_equal(RL_TXN(txn, attachment_insert, &a), RL_E_CONFLICT);
@@ -664,7 +700,89 @@ static void test_attachments(void **state)
     assert_string_equal(out.mime, "image/png");
     assert_null(out.name);
     assert_int_equal(out.size, 1234);
+    assert_int_equal(out.used_at, RL_NO_TIME);
+    assert_int_equal(out.doomed_at, RL_NO_TIME);
     assert_int_equal(RL_TXN(txn, attachment_get, "att_2", &out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
+static void test_attachment_lifetimes(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_installation_row_t inst = installation("inst_a", "alice", 1000);
+    rl_session_row_t s1 = session("ses_1", "alice", 1000), s2 = session("ses_2", "alice", 1000);
+    rl_attachment_row_t used = attachment("att_used", "alice", 100, 1000),
+                        twice = attachment("att_twice", "alice", 200, 1100),
+                        fresh = attachment("att_fresh", "alice", 400, 5000),
+                        old = attachment("att_old", "alice", 800, 1200), theirs = attachment("att_bob", "bob", 7, 1000),
+                        *rows, out;
+    int64_t bytes = -1, purged = 0;
+    size_t count;
+
+    users(txn);
+    assert_int_equal(RL_TXN(txn, installation_insert, &inst), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s1), 0);
+    assert_int_equal(RL_TXN(txn, session_insert, &s2), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &used), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &twice), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &fresh), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &old), 0);
+    assert_int_equal(RL_TXN(txn, attachment_insert, &theirs), 0);
+    /* A use is kept once, and the first one dates the attachment's use. */
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_used", "ses_1", 2000), 0);
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_used", "ses_1", 2500), 0);
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_twice", "ses_1", 2100), 0);
+    assert_int_equal(RL_TXN(txn, attachment_use, "att_twice", "ses_2", 2200), 0);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_used", &out), 0);
+    assert_int_equal(out.used_at, 2000);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_twice", &out), 0);
+    assert_int_equal(out.used_at, 2100);
+    assert_int_equal(RL_TXN(txn, attachments_usage, "alice", &bytes), 0);
+    assert_int_equal(bytes, 1500);
+    assert_int_equal(RL_TXN(txn, attachments_usage, "carol", &bytes), 0);
+    assert_int_equal(bytes, 0);
+    /* Nothing used is unreferenced while its sessions live; unused ones count from their creation. */
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 1000, 10, &rows, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 5001, 10, &rows, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].key, "att_bob");
+    assert_string_equal(rows[1].key, "att_old");
+    assert_string_equal(rows[2].key, "att_fresh");
+    /* A purged session takes its uses: what only it used is unreferenced now, however young. */
+    s1.deleted_at = 3000;
+    assert_int_equal(RL_TXN(txn, session_update, &s1), 0);
+    assert_int_equal(RL_TXN(txn, sessions_purge, 3000, &purged), 0);
+    assert_int_equal(purged, 1);
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 0, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(rows[0].key, "att_used");
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 1201, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    /* Doomed: out of the usage and of the unreferenced, listed until deleted. */
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_used", 6000), 0);
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_used", 6001), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_old", 6002), 0);
+    assert_int_equal(RL_TXN(txn, attachment_doom, "att_none", 6002), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachments_usage, "alice", &bytes), 0);
+    assert_int_equal(bytes, 600);
+    assert_int_equal(RL_TXN(txn, attachments_unreferenced, 5001, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(RL_TXN(txn, attachments_doomed, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].key, "att_used");
+    assert_int_equal(rows[0].doomed_at, 6000);
+    assert_string_equal(rows[1].key, "att_old");
+    assert_int_equal(RL_TXN(txn, attachments_doomed, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    /* Only a doomed attachment is deleted. */
+    assert_int_equal(RL_TXN(txn, attachment_delete, "att_twice"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_delete, "att_used"), 0);
+    assert_int_equal(RL_TXN(txn, attachment_delete, "att_used"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_used", &out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, attachment_get, "att_twice", &out), 0);
+    assert_int_equal(RL_TXN(txn, attachments_doomed, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
     commit_close(txn);
 }
 
@@ -1051,6 +1169,7 @@ int main(void)
         TEST(test_approvals_and_grants),
         TEST(test_the_update_queue),
         TEST(test_attachments),
+        TEST(test_attachment_lifetimes),
         TEST(test_secrets),
         TEST(test_login_codes),
         TEST(test_push_subscriptions),
