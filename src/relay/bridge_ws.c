@@ -533,6 +533,32 @@ void rl_bridge_ws_close_all(rl_bridge_ws_t *registry)
     rl_strmap_sweep(registry->sockets, going_away, registry, NULL);
 }
 
+struct health_counts {
+    size_t healthy, degraded;
+};
+
+static int count_health(const char *key, void *value, void *arg)
+{
+    const struct bridge_socket *sock = value;
+    struct health_counts *counts = arg;
+
+    if (sock->health == HEALTH_HEALTHY)
+        ++counts->healthy;
+    else
+        ++counts->degraded;
+    return 0;
+}
+
+void rl_bridge_ws_health(rl_bridge_ws_t *registry, size_t *healthy, size_t *degraded)
+{
+    struct health_counts counts = {0, 0};
+
+    if (registry != NULL)
+        rl_strmap_sweep(registry->sockets, count_health, &counts, NULL);
+    *healthy = counts.healthy;
+    *degraded = counts.degraded;
+}
+
 size_t rl_bridge_ws_count(const rl_bridge_ws_t *registry)
 {
     return registry != NULL ? registry->live : 0;

@@ -24,6 +24,7 @@
 #include "relay/keys.h"
 #include "relay/me.h"
 #include "relay/login.h"
+#include "relay/metrics.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
@@ -213,7 +214,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
     if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
-        rl_push_open(relay, &relay->push) != 0)
+        rl_push_open(relay, &relay->push) != 0 || rl_metrics_open(relay) != 0)
         return -1;
     rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound, "data",
                                          config->data, "version", RL_VERSION));
@@ -222,16 +223,15 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 
 void rl_relay_shutdown_begin(rl_relay_t *relay)
 {
-    if (relay->server != NULL) {
-        rl_http_server_stop_listening(relay->server);
-        h2o_context_request_shutdown(rl_http_server_context(relay->server));
-    }
+    rl_metrics_shutdown(relay);
+    if (relay->server != NULL)
+        rl_http_server_shutdown(relay->server);
     rl_bridge_ws_close_all(relay->sockets);
 }
 
 int rl_relay_quiet(rl_relay_t *relay)
 {
-    return rl_bridge_ws_count(relay->sockets) == 0;
+    return rl_bridge_ws_count(relay->sockets) == 0 && (relay->server == NULL || !rl_http_server_busy(relay->server));
 }
 
 void rl_relay_stop(rl_relay_t *relay)

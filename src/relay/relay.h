@@ -58,11 +58,13 @@ typedef struct rl_relay {
     unsigned char url_key[32]; /* signs attachment download URLs (attachments.c) */
     rl_http_config_t http;
     rl_http_server_t *server;
-    h2o_timeout_t zero_timeout;      /* runs work on the next loop turn */
-    h2o_timeout_entry_t store_flush; /* an inline store: flush on the next turn */
-    h2o_socket_t *store_wake;        /* the store's wake fd (a dup), read by the loop */
-    h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
-    int datalock;                    /* the data folder's lock (datalock.h), held until the process ends */
+    rl_http_config_t metrics_http;    /* --metrics-listen (metrics.c) */
+    rl_http_server_t *metrics_server; /* NULL when it is not set */
+    h2o_timeout_t zero_timeout;       /* runs work on the next loop turn */
+    h2o_timeout_entry_t store_flush;  /* an inline store: flush on the next turn */
+    h2o_socket_t *store_wake;         /* the store's wake fd (a dup), read by the loop */
+    h2o_timeout_t heartbeat_timeout;  /* shared by every event stream */
+    int datalock;                     /* the data folder's lock (datalock.h), held until the process ends */
 } rl_relay_t;
 
 extern const rl_route_t rl_relay_routes[];

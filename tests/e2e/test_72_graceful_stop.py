@@ -2,7 +2,11 @@
 relay-bridge reconnects at once on it instead of backing off; relayd exits 0 well before
 --shutdown-timeout when nothing else is under way."""
 import base64
+import http.client
+import json
 import os
+import re
+import signal
 import socket
 import time
 
@@ -77,3 +81,52 @@ def test_a_socket_that_never_answers_the_close_is_dropped_at_the_deadline(relayd
         assert "--shutdown-timeout (2000 ms) passed" in relay.log_text()
     finally:
         conn.close()
+
+
+def test_an_upload_under_way_finishes_and_event_streams_end_cleanly(relayd):
+    relay = relayd("--shutdown-timeout", "30s")
+    user = relay.token("alice")
+    # An event stream open when the stop comes: it must end with the chunked terminator, not a cut.
+    stream_conn = http.client.HTTPConnection("127.0.0.1", relay.port, timeout=WAIT)
+    stream_conn.request("GET", "/v1/me/stream", headers={"Authorization": "Bearer " + user,
+                                                         "Accept": "text/event-stream"})
+    stream = stream_conn.getresponse()
+    assert stream.status == 200
+    # An upload whose body is still arriving when SIGTERM comes.
+    body = os.urandom(8 * 1024 * 1024)
+    conn = socket.create_connection(("127.0.0.1", relay.port), timeout=WAIT)
+    conn.sendall(("POST /v1/me/attachments?name=big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  "Authorization: Bearer %s\r\nContent-Type: application/octet-stream\r\n"
+                  "Content-Length: %d\r\n\r\n" % (user, len(body))).encode())
+    conn.sendall(body[:1024 * 1024])
+    time.sleep(0.3 * SLOW)
+    relay.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5 * SLOW)
+    # Still there for the upload: the rest of the body goes in, the answer comes back.
+    for at in range(1024 * 1024, len(body), 1024 * 1024):
+        conn.sendall(body[at:at + 1024 * 1024])
+        time.sleep(0.05)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = conn.recv(65536)
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 200"), head[:300]
+    # The whole answer: its head was parsed before the stop, so h2o may keep the connection alive; it
+    # goes when relayd exits, after the answer.
+    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))
+    answer = head.split(b"\r\n\r\n", 1)[1]
+    while len(answer) < length:
+        chunk = conn.recv(65536)
+        assert chunk, answer
+        answer += chunk
+    assert json.loads(answer)["result"]["size"] == len(body), answer
+    conn.close()
+    # The stream ended cleanly: reading it to the end raises nothing (IncompleteRead would).
+    rest = stream.read()
+    assert isinstance(rest, bytes)
+    stream_conn.close()
+    assert relay.wait_exit(WAIT) == 0
+    assert "--shutdown-timeout" not in relay.log_text()
+    files = os.listdir(os.path.join(str(relay.data), "attachments"))
+    assert any(os.path.getsize(os.path.join(str(relay.data), "attachments", f)) == len(body) for f in files), files
