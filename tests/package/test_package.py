@@ -34,7 +34,7 @@ STATE = "/var/lib/relayd"
 BACKUPS = "/var/backups/relayd"
 ENV_FILE = "/etc/relayd/relayd.env"
 WAIT = 30
-LOG = "/tmp/relayd-package-test.log"
+LOG = None  # the installed relayd's log when this test starts it: in the test's folder (work)
 
 
 def run(argv, check=True, **kw):
@@ -133,7 +133,10 @@ class Machine:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("package")
+    global LOG
+    folder = tmp_path_factory.mktemp("package")
+    LOG = str(folder / "relayd.log")
+    return folder
 
 
 @pytest.fixture(scope="module")
