@@ -106,6 +106,18 @@ static int parse(int argc, char **argv, int with_store, struct options *o)
             return -1;
         o->folder = argv[i];
     }
+    /* "backup/" names the folder "backup": the work folder is made beside it, not inside. */
+    if (o->folder != NULL) {
+        static char trimmed[1024];
+        size_t len = strlen(o->folder);
+        while (len > 1 && o->folder[len - 1] == '/')
+            --len;
+        if (len < sizeof(trimmed)) {
+            memcpy(trimmed, o->folder, len);
+            trimmed[len] = '\0';
+            o->folder = trimmed;
+        }
+    }
     /* Short enough that every path made from them fits PATH_SIZE. */
     if (o->folder == NULL || o->folder[0] == '\0' || strlen(o->folder) > 1000 || strlen(o->data) > 1000 ||
         strlen(o->store) > 1000 || strlen(o->attachments) > 1000)

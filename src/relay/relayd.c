@@ -100,6 +100,20 @@ static int token_command(int argc, char **argv)
  * anything. Exit status 0 when a start would go ahead (with or without
  * migrating), 1 when it would be refused or the store cannot be read.
  */
+/* `relayd migrate` with --check and no --from: what a start would do, not a copy. */
+static int migrate_wants_check(int argc, char **argv)
+{
+    int i, check = 0;
+
+    for (i = 2; i < argc; ++i) {
+        if (strcmp(argv[i], "--check") == 0)
+            check = 1;
+        else if (strcmp(argv[i], "--from") == 0 || strncmp(argv[i], "--from=", 7) == 0)
+            return 0;
+    }
+    return check;
+}
+
 static int migrate_check_command(int argc, char **argv)
 {
     const char *data = getenv("RELAY_DATA") != NULL ? getenv("RELAY_DATA") : "data";
@@ -271,6 +285,9 @@ int main(int argc, char **argv)
         printf("relayd %s\n", RL_VERSION);
         return 0;
     }
+    /* `migrate --check` is this file's; `migrate --from ... --to ...` copies a store (store/migrate.c). */
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0 && migrate_wants_check(argc, argv))
+        return migrate_check_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "token") == 0)
         return token_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "login-link") == 0)
@@ -279,8 +296,10 @@ int main(int argc, char **argv)
         return rl_backup_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "restore") == 0)
         return rl_restore_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "migrate") == 0)
-        return migrate_check_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0) {
+        fputs(MIGRATE_CHECK_USAGE, stderr);
+        return 2;
+    }
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);
     if (result != 0)
         return result > 0 ? 0 : 2;

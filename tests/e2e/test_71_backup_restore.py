@@ -152,10 +152,12 @@ def test_bad_backups_and_restores_are_refused_and_leave_nothing(relayd, tmp_path
     assert not (tmp_path / "none").exists()
     assert run_relayd(["backup"]).returncode == 2
 
-    # An empty folder is a fine destination.
+    # An empty folder is a fine destination, with or without a trailing slash.
     good = tmp_path / "good"
     good.mkdir()
-    assert run_relayd(["backup", str(good), "--data", str(relay.data)]).returncode == 0
+    assert run_relayd(["backup", str(good) + "/", "--data", str(relay.data)]).returncode == 0
+    assert (good / "backup.json").exists() and not [n for n in os.listdir(str(good)) if ".partial-" in n]
+    assert not [n for n in os.listdir(str(tmp_path)) if ".partial-" in n]
 
     # Restore: not into a folder with something in it (the running relay's own folder, say).
     before = _tree(relay.data)

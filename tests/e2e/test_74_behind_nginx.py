@@ -181,7 +181,7 @@ def test_stream_socket_and_uploads_through_nginx(front, tmp_path):
         interaction = client.send(session, "through the proxy")
         assert client.wait_reply(session, interaction)["text"] == "through the proxy"
 
-        # Uploads: the largest allowed goes through; one over relayd's limit gets relayd's own envelope.
+        # Uploads: the largest allowed goes through; a larger one is refused by nginx, in relayd's envelope.
         body = os.urandom(MAX_UPLOAD)
         r = front.request("POST", "/v1/me/attachments?name=big.bin", data=body,
                           headers=dict(bearer(user), **{"Content-Type": "application/octet-stream"}), timeout=60)

@@ -140,6 +140,9 @@ def test_stream_socket_uploads_and_client_addresses_through_caddy(relayd, tmp_pa
             r = front.request("POST", "/v1/me/attachments?name=big.bin", data=os.urandom(MAX_UPLOAD),
                               headers=dict(bearer(user), **{"Content-Type": "application/octet-stream"}), timeout=60)
             assert assert_ok(r)["size"] == MAX_UPLOAD
+            r = front.request("POST", "/v1/me/attachments?name=bigger.bin", data=os.urandom(MAX_UPLOAD + 1),
+                              headers=dict(bearer(user), **{"Content-Type": "application/octet-stream"}), timeout=60)
+            assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.status_code
         finally:
             bridge.send_signal(signal.SIGTERM)
             assert bridge.wait(WAIT) == 0
