@@ -13,7 +13,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DRL_WERROR=ON
 endif
 
-.PHONY: all deps build run test test-unit test-e2e test-browser test-asan fuzz bench clean
+.PHONY: all deps build run install test test-unit test-e2e test-browser test-asan test-package fuzz bench clean
 
 all: build
 
@@ -24,8 +24,23 @@ build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-run: build
+# Only relayd (and the web client it embeds) is built, quietly: the compiler's lines go to
+# $(BUILD)/run-build.log and are shown only when the build fails.
+run: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@echo "building relayd (log: $(BUILD)/run-build.log)"
+	@cmake --build $(BUILD) -j$(JOBS) --target relayd >$(BUILD)/run-build.log 2>&1 || { tail -n 30 $(BUILD)/run-build.log; exit 1; }
 	@./scripts/run.sh $(BUILD)/relayd
+
+# The five programs, their manuals, docs, the catalog's dataset and the systemd units, under
+# $(DESTDIR)$(PREFIX), from a build folder of its own (RL_BUILD_TESTS=OFF: no tests, no fuzzers).
+PREFIX ?= /usr/local
+INSTALL_BUILD ?= build-install
+install: deps
+	@cmake -S . -B $(INSTALL_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRL_BUILD_TESTS=OFF \
+		-DCMAKE_INSTALL_PREFIX=$(PREFIX) -DRL_CATALOG_SOURCE=$(PREFIX)/share/relay/catalog $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(INSTALL_BUILD) -j$(JOBS)
+	@DESTDIR=$(DESTDIR) cmake --install $(INSTALL_BUILD)
 
 # Unit tests and fuzz-corpus replays (ctest), then the end-to-end suite, then
 # all of it again against the AddressSanitizer + UBSan build.
@@ -64,8 +79,13 @@ fuzz: deps
 bench:
 	@./bench/run.sh
 
+# The Debian packages, built with dpkg-buildpackage, installed with dpkg -i, the installed relayd
+# started and talked to, then everything removed again (tests/package; slow: minutes, root).
+test-package: deps
+	@$(PYTHON) -m pytest -q -s tests/package
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(INSTALL_BUILD)
 
 # ---- catalog (issue 7) ---------------------------------------------------------------------------
 .PHONY: run-catalog bench-catalog

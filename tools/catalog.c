@@ -16,11 +16,12 @@
 #include "client/cli.h"
 #include "client/client.h"
 #include "client/term.h"
+#include "rl_version.h"
 
 #ifndef RL_CATALOG_BASE_DEFAULT
 #define RL_CATALOG_BASE_DEFAULT "http://127.0.0.1:8090"
 #endif
-#define CATALOG_VERSION "0.1.0"
+#define CATALOG_VERSION RL_VERSION
 
 enum { EXIT_OK = RL_CLI_EXIT_OK, EXIT_RUNTIME = RL_CLI_EXIT_RUNTIME, EXIT_USAGE = RL_CLI_EXIT_USAGE };
 

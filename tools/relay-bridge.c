@@ -22,8 +22,9 @@
 #include "client/term.h"
 #include "common/duration.h"
 #include "common/log.h"
+#include "rl_version.h"
 
-#define BRIDGE_VERSION "0.1.0"
+#define BRIDGE_VERSION RL_VERSION
 #define CREDENTIALS    "bridge"
 
 static rl_cli_t cli;

@@ -6,8 +6,10 @@
  * measures (the first sight of a user writes it to the store).
  *
  * The pairing routes are limited per source address (20 burst, 1/s) and the
- * claim per user (5 burst): each installation has its own user, and every
- * `--per-ip` pairings move to the next loopback address, so the whole setup
+ * claim per user (5 burst) and per source address (10 burst): each
+ * installation has its own user, and every `--per-ip` pairings move to the
+ * next loopback address, the claims with them (a phone is not on the bridge's
+ * address, but neither are a thousand phones on one), so the whole setup
  * stays inside the bursts instead of waiting on them.
  */
 #include <stdio.h>
@@ -57,7 +59,7 @@ int mode_setup(int argc, char **argv)
     struct sockaddr_in dst;
     inst_rec_t *recs;
     loop_t *loop = loop_new();
-    conn_t *user_conn = NULL, *pair_conn = NULL;
+    conn_t *user_conn = NULL, *pair_conn = NULL, *claim_conn = NULL;
     struct in_addr src;
     int n;
     long i;
@@ -79,7 +81,8 @@ int mode_setup(int argc, char **argv)
 
         if (i % per_ip == 0) {
             conn_free(pair_conn);
-            pair_conn = NULL;
+            conn_free(claim_conn);
+            pair_conn = claim_conn = NULL;
             src = addr_plus(src_base, (unsigned)(i / per_ip));
         }
         snprintf(body, sizeof(body), "{\"connector_type\":\"bench\",\"host_label\":\"bench-%ld\"}", i);
@@ -90,7 +93,7 @@ int mode_setup(int argc, char **argv)
             die("pairing/start: unexpected answer %s", resp);
         free(resp);
         snprintf(body, sizeof(body), "{\"code\":\"%s\"}", code);
-        status = call(loop, &user_conn, &dst, NULL, "POST", "/v1/me/pairing/claim", r->user_token, body, &resp);
+        status = call(loop, &claim_conn, &dst, &src, "POST", "/v1/me/pairing/claim", r->user_token, body, &resp);
         need(status, resp, "pairing/claim");
         free(resp);
         snprintf(body, sizeof(body), "{\"poll_token\":\"%s\"}", poll_token);

@@ -606,6 +606,18 @@ static void socket_closed(rl_bridge_t *b)
         unpaired(b, "close code 4401");
         return;
     }
+    if (code == 1012) {
+        /*
+         * 1012 (service restart): relayd is stopping on purpose, and another
+         * node, or the same relay started again, takes the socket: try now,
+         * then back off from the first step if nobody answers yet.
+         */
+        rl_backoff_reset(&b->backoff);
+        b->reconnect_at = rl_clock_mono_ms();
+        rl_log(RL_LOG_INFO, "the relay is restarting: reconnecting now");
+        rl_bridge_write_status("connecting", b->options->server, b->installation_id);
+        return;
+    }
     schedule_reconnect(b);
 }
 

@@ -18,11 +18,12 @@
 #include "catalog/service.h"
 #include "http/stop.h"
 #include "common/log.h"
+#include "rl_version.h"
 
 #ifndef RL_CATALOG_SOURCE_DEFAULT
 #define RL_CATALOG_SOURCE_DEFAULT "data/catalog"
 #endif
-#define CATALOGD_VERSION "0.1.0"
+#define CATALOGD_VERSION RL_VERSION
 
 typedef struct setting {
     const char *flag; /* "--listen" */

@@ -331,6 +331,11 @@ int rl_cli_main(rl_cli_t *cli, const rl_cli_program_t *program, int argc, char *
     rl_term_detect(STDERR_FILENO, &cli->err);
     cli->json_flag = wants_json(argc, argv);
     cli->json = cli->json_flag || ((program->output & RL_CLI_JSON_WHEN_PIPED) && !cli->out.tty);
+    /* `PROGRAM --version`, as every program of the project answers it, is the version command. */
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0 && rl_cli_find(program, "version") != NULL) {
+        static char version_command[] = "version";
+        argv[1] = version_command;
+    }
     if (rl_cli_parse(program, argc, argv, &args, err, sizeof(err)) != 0)
         return rl_cli_report(cli, RL_CLI_EXIT_USAGE, err, NULL);
     args.cli = cli;

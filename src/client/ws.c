@@ -31,6 +31,10 @@ struct rl_ws {
     int close_code;
     char close_reason[128];
     int eof;
+    /* The close frame being read, byte by byte (see on_frame_chunk). */
+    int in_close;
+    unsigned char close_payload[2 + 127];
+    size_t close_got;
 };
 
 void rl_ws_accept_for(const char *key, char out[29])
@@ -172,6 +176,57 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
     }
 }
 
+/*
+ * The close frame's code is also read here, as its bytes arrive: wslay 1.1.1
+ * only knows the close codes of RFC 6455 and refuses later ones of the IANA
+ * registry, among them 1012 (service restart), which relayd sends when it
+ * stops, with a protocol error and without calling on_msg. The code seen
+ * here stands when on_msg never comes.
+ */
+static void on_frame_start(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_start_arg *arg,
+                           void *user)
+{
+    rl_ws_t *ws = user;
+
+    (void)ctx;
+    ws->in_close = arg->opcode == WSLAY_CONNECTION_CLOSE;
+    ws->close_got = 0;
+}
+
+static void on_frame_chunk(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_chunk_arg *arg,
+                           void *user)
+{
+    rl_ws_t *ws = user;
+    size_t n = arg->data_length;
+
+    (void)ctx;
+    if (!ws->in_close)
+        return;
+    if (n > sizeof(ws->close_payload) - ws->close_got)
+        n = sizeof(ws->close_payload) - ws->close_got;
+    memcpy(ws->close_payload + ws->close_got, arg->data, n);
+    ws->close_got += n;
+}
+
+static void on_frame_end(wslay_event_context_ptr ctx, void *user)
+{
+    rl_ws_t *ws = user;
+    size_t n;
+
+    (void)ctx;
+    if (!ws->in_close)
+        return;
+    ws->in_close = 0;
+    if (ws->close_got < 2) {
+        ws->close_code = 1005;
+        return;
+    }
+    ws->close_code = ws->close_payload[0] << 8 | ws->close_payload[1];
+    n = ws->close_got - 2 < sizeof(ws->close_reason) - 1 ? ws->close_got - 2 : sizeof(ws->close_reason) - 1;
+    memcpy(ws->close_reason, ws->close_payload + 2, n);
+    ws->close_reason[n] = '\0';
+}
+
 /* Turns ws:// and wss:// into the http(s):// URL curl connects to. */
 static int ws_curl_url(const char *url, char *out, size_t outsz)
 {
@@ -296,6 +351,9 @@ int rl_ws_connect(const rl_ws_options_t *options, rl_ws_t **out, long *status, c
         .send_callback = on_send,
         .genmask_callback = on_genmask,
         .on_msg_recv_callback = on_msg,
+        .on_frame_recv_start_callback = on_frame_start,
+        .on_frame_recv_chunk_callback = on_frame_chunk,
+        .on_frame_recv_end_callback = on_frame_end,
     };
     long timeout = options->timeout_ms > 0 ? options->timeout_ms : DEFAULT_TIMEOUT_MS;
     long deadline = (long)rl_clock_mono_ms() + timeout;

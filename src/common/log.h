@@ -18,6 +18,20 @@ typedef enum rl_log_level { RL_LOG_DEBUG, RL_LOG_INFO, RL_LOG_WARN, RL_LOG_ERROR
  * default). Call it before starting threads.
  */
 void rl_log_set_text(const char *program);
+
+/* The daemons' choice (relayd --log-format). */
+typedef enum rl_log_format { RL_LOG_FORMAT_JSON, RL_LOG_FORMAT_TEXT } rl_log_format_t;
+/*
+ * Parses "json", "text" or "auto"; auto is text when fd is a terminal and
+ * JSON otherwise (a service manager, a file, a pipe). 0 or -1.
+ */
+int rl_log_parse_format(const char *text, int fd, rl_log_format_t *format);
+/*
+ * A daemon's lines from now on: JSON, or text for a person at a terminal
+ * ("2025-01-02T03:04:05.678Z info  msg key=value ...", values with spaces
+ * quoted). Call it before starting threads.
+ */
+void rl_log_set_format(rl_log_format_t format);
 /* Lines below this level are dropped. Default RL_LOG_INFO. */
 void rl_log_set_level(rl_log_level_t level);
 /* Whether a line at this level would be written: lets callers skip building it. */
@@ -28,7 +42,8 @@ int rl_log_parse_level(const char *text, rl_log_level_t *level);
 void rl_log(rl_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * Logs the given object after adding "time" and "level" to it. Steals the
- * reference to fields.
+ * reference to fields. Real numbers (durations: duration_ms) are written as
+ * plain decimals with at most three decimals, never in exponent notation.
  */
 void rl_log_fields(rl_log_level_t level, json_t *fields);
 

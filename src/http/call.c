@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "http/call.h"
+#include "http/server.h"
 
 void rl_call_hold(rl_call_t *call)
 {
@@ -102,14 +103,16 @@ static void add_rate_headers(rl_call_t *call)
 
 static void log_access(rl_call_t *call)
 {
+    int64_t took_us = rl_clock_mono_us() - call->started_us;
     json_t *fields;
 
+    /* The metrics count every answer, logged or not (plain increments: server.c). */
+    rl__http_server_observe(call->server, call->route, call->status, took_us);
     if (!rl_log_enabled(RL_LOG_INFO))
         return;
-    fields =
-        json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id", call->request_id,
-                  "trace_id", call->trace_id, "method", call->method, "route", call->route_name, "status", call->status,
-                  "duration_ms", (double)(rl_clock_mono_us() - call->started_us) / 1000.0, "peer", call->peer);
+    fields = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:s}", "msg", "request", "request_id", call->request_id,
+                       "trace_id", call->trace_id, "method", call->method, "route", call->route_name, "status",
+                       call->status, "duration_ms", (double)took_us / 1000.0, "peer", call->peer);
     if (fields != NULL && call->via[0] != '\0')
         json_object_set_new(fields, "via", json_string(call->via));
     rl_log_fields(RL_LOG_INFO, fields);

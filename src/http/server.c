@@ -11,11 +11,13 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/histogram.h"
 #include "common/log.h"
 #include "common/strmap.h"
 #include "http/head.h"
 #include "http/peer.h"
 #include "http/server.h"
+#include "http/sse.h"
 #include "http/tls.h"
 #include "http/validate.h"
 
@@ -46,8 +48,23 @@ struct address_count {
     char key[RL_ADDR_TEXT_MAX];
 };
 
+/*
+ * What one route (or "none matched") has answered: counts by status, and
+ * latency. Plain integers on the loop thread: the metrics cost one
+ * increment per answer and a bucket search (docs/internals/http.md).
+ */
+#define STATUS_MIN 100
+#define STATUS_MAX 599
+struct route_stats {
+    uint64_t by_status[STATUS_MAX - STATUS_MIN + 1];
+    rl_histogram_t latency;
+};
+
 struct rl_http_server {
     const rl_http_config_t *config;
+    struct route_stats *stats; /* one per route, and the last for answers no route gave */
+    size_t in_flight;          /* requests from on_req until h2o disposes of them */
+    uint64_t refused_by_cap;   /* connections refused by the per-address cap, ever */
     h2o_globalconf_t globalconf;
     h2o_context_t context;
     h2o_accept_ctx_t accept_ctx;
@@ -166,6 +183,7 @@ static void on_guard_dispose(void *p)
 {
     struct call_guard *guard = p;
 
+    --guard->call->server->in_flight;
     guard->call->req = NULL;
     rl_call_release(guard->call);
 }
@@ -308,6 +326,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     /* The guard lives in the request's pool: when h2o drops the request, the call learns of it. */
     guard = h2o_mem_alloc_shared(&req->pool, sizeof(*guard), on_guard_dispose);
     guard->call = call;
+    ++server->in_flight;
 
     if (refuse_head(call, req))
         return 0;
@@ -397,6 +416,7 @@ static void api_error_on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_o
     if (index >= 0)
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("tracestate"), 1, NULL,
                               req->headers.entries[index].value.base, req->headers.entries[index].value.len);
+    rl__http_server_observe(server, NULL, req->res.status, -1);
     rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s#, s:s, s:i}", "msg", "request", "request_id", request_id,
                                          "trace_id", trace_id, "method", req->method.base, (int)req->method.len,
                                          "route", "-", "status", req->res.status));
@@ -415,6 +435,11 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     if (server == NULL)
         return -1;
     server->config = config;
+    server->stats = calloc(config->nroutes + 1, sizeof(*server->stats));
+    if (server->stats == NULL) {
+        free(server);
+        return -1;
+    }
     h2o_config_init(&server->globalconf);
     server->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("relay"));
     server->globalconf.max_request_entity_size = config->max_body;
@@ -573,6 +598,7 @@ static int admit(rl_http_server_t *server, h2o_socket_t *sock)
     if (count != NULL && count->connections >= server->config->max_connections_per_address) {
         int64_t now = rl_clock_mono_us();
         ++server->cap_refused;
+        ++server->refused_by_cap;
         if (server->cap_logged_us == 0 || now - server->cap_logged_us >= CAP_LOG_INTERVAL_US) {
             rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:I, s:I}", "msg",
                                                  "connection refused: its address holds the most it may", "address",
@@ -756,6 +782,157 @@ void rl_http_server_stop_listening(rl_http_server_t *server)
         h2o_socket_close(server->listeners[i]);
     }
     server->nlisteners = 0;
+}
+
+void rl__http_server_observe(rl_http_server_t *server, const rl_route_t *route, int status, int64_t took_us)
+{
+    struct route_stats *stats =
+        &server->stats[route != NULL ? (size_t)(route - server->config->routes) : server->config->nroutes];
+
+    if (status >= STATUS_MIN && status <= STATUS_MAX)
+        ++stats->by_status[status - STATUS_MIN];
+    if (took_us >= 0)
+        rl_histogram_observe_us(&stats->latency, (uint64_t)took_us);
+}
+
+uint64_t rl_http_server_answers(const rl_http_server_t *server, const rl_route_t *route, int status)
+{
+    size_t i = route != NULL ? (size_t)(route - server->config->routes) : server->config->nroutes;
+
+    if (status < STATUS_MIN || status > STATUS_MAX || i > server->config->nroutes)
+        return 0;
+    return server->stats[i].by_status[status - STATUS_MIN];
+}
+
+void rl_http_server_shutdown(rl_http_server_t *server)
+{
+    rl_http_server_stop_listening(server);
+    h2o_context_request_shutdown(&server->context);
+    rl_sse_end_all();
+}
+
+/*
+ * h2o 2.2.5 keeps its HTTP/1 connections on ctx->http1._conns, each linked
+ * right after its h2o_conn_t header and its socket pointer (lib/http1.c,
+ * struct st_h2o_http1_conn_t); the socket itself is public through the
+ * connection's callbacks. A connection is checked to belong to the context
+ * before it is read, as sse.c checks what it reaches the same way.
+ */
+#define HTTP1_LINK_OFFSET (sizeof(h2o_conn_t) + sizeof(h2o_socket_t *))
+
+static size_t count_links(const h2o_linklist_t *list)
+{
+    const h2o_linklist_t *node;
+    size_t n = 0;
+
+    for (node = list->next; node != list; node = node->next)
+        ++n;
+    return n;
+}
+
+int rl_http_server_busy(rl_http_server_t *server)
+{
+    h2o_linklist_t *list = &server->context.http1._conns, *node;
+
+    if (server->in_flight > 0)
+        return 1;
+    for (node = list->next; node != list; node = node->next) {
+        h2o_conn_t *conn = (h2o_conn_t *)((char *)node - HTTP1_LINK_OFFSET);
+        h2o_socket_t *sock;
+        if (conn->ctx != &server->context)
+            return 1; /* not the layout this was written for: do not pretend to know */
+        sock = conn->callbacks->get_socket != NULL ? conn->callbacks->get_socket(conn) : NULL;
+        if (sock != NULL && sock->input != NULL && sock->input->size > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A label value as the text format wants it: backslash, quote and newline escaped. */
+static void write_label(FILE *out, const char *value)
+{
+    for (; *value != '\0'; ++value) {
+        if (*value == '\\' || *value == '"')
+            fputc('\\', out);
+        if (*value == '\n') {
+            fputs("\\n", out);
+            continue;
+        }
+        fputc(*value, out);
+    }
+}
+
+static void route_labels(const rl_http_server_t *server, size_t i, char *out, size_t outsz)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    out[0] = '\0';
+    if (f == NULL)
+        return;
+    fputs("method=\"", f);
+    write_label(f, i < server->config->nroutes ? server->config->routes[i].method : "-");
+    fputs("\",route=\"", f);
+    write_label(f, i < server->config->nroutes ? server->config->routes[i].pattern : "-");
+    fputc('"', f);
+    if (fclose(f) == 0 && text != NULL)
+        snprintf(out, outsz, "%s", text);
+    free(text);
+}
+
+void rl_http_server_write_metrics(rl_http_server_t *server, FILE *out)
+{
+    char labels[512];
+    size_t i;
+    int code;
+
+    fputs("# HELP relay_http_connections Open client connections, by protocol (HTTP/1.1 or HTTP/2).\n"
+          "# TYPE relay_http_connections gauge\n",
+          out);
+    fprintf(out, "relay_http_connections{protocol=\"http1\"} %zu\n", count_links(&server->context.http1._conns));
+    fprintf(out, "relay_http_connections{protocol=\"http2\"} %zu\n", count_links(&server->context.http2._conns));
+    fputs("# HELP relay_http_connections_refused_total Connections closed at accept: their address held the most "
+          "it may (--max-connections-per-address).\n"
+          "# TYPE relay_http_connections_refused_total counter\n",
+          out);
+    fprintf(out, "relay_http_connections_refused_total %llu\n", (unsigned long long)server->refused_by_cap);
+    fputs("# HELP relay_http_requests_in_flight Requests being handled or answered (event streams included).\n"
+          "# TYPE relay_http_requests_in_flight gauge\n",
+          out);
+    fprintf(out, "relay_http_requests_in_flight %zu\n", server->in_flight);
+    fputs("# HELP relay_http_requests_total Answers, by route (the route table's pattern; \"-\": none matched), "
+          "method and status.\n"
+          "# TYPE relay_http_requests_total counter\n",
+          out);
+    for (i = 0; i <= server->config->nroutes; ++i) {
+        route_labels(server, i, labels, sizeof(labels));
+        for (code = STATUS_MIN; code <= STATUS_MAX; ++code) {
+            if (server->stats[i].by_status[code - STATUS_MIN] != 0)
+                fprintf(out, "relay_http_requests_total{%s,code=\"%d\"} %llu\n", labels, code,
+                        (unsigned long long)server->stats[i].by_status[code - STATUS_MIN]);
+        }
+    }
+    fputs("# HELP relay_rate_limit_refusals_total Requests refused by a rate-limit bucket (429), by route.\n"
+          "# TYPE relay_rate_limit_refusals_total counter\n",
+          out);
+    for (i = 0; i <= server->config->nroutes; ++i) {
+        if (server->stats[i].by_status[429 - STATUS_MIN] == 0)
+            continue;
+        route_labels(server, i, labels, sizeof(labels));
+        fprintf(out, "relay_rate_limit_refusals_total{%s} %llu\n", labels,
+                (unsigned long long)server->stats[i].by_status[429 - STATUS_MIN]);
+    }
+    fputs("# HELP relay_http_request_duration_seconds Time from a request's arrival at its route to its answer "
+          "(for an event stream or a socket: to its start), by route.\n"
+          "# TYPE relay_http_request_duration_seconds histogram\n",
+          out);
+    for (i = 0; i <= server->config->nroutes; ++i) {
+        if (server->stats[i].latency.count == 0)
+            continue;
+        route_labels(server, i, labels, sizeof(labels));
+        rl_histogram_write(out, "relay_http_request_duration_seconds", labels, &server->stats[i].latency);
+    }
 }
 
 h2o_context_t *rl_http_server_context(rl_http_server_t *server)

@@ -12,6 +12,8 @@
 
 #include <h2o.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "http/call.h"
 #include "http/route.h"
@@ -88,6 +90,29 @@ int rl_http_server_reload_tls(rl_http_server_t *server);
 int rl_http_server_tls(const rl_http_server_t *server);
 /* Stops accepting new connections; open ones are left to finish or to be closed with the loop. */
 void rl_http_server_stop_listening(rl_http_server_t *server);
+/*
+ * A graceful stop, first step: stops accepting, turns keep-alive off for
+ * the answers still to come and sends HTTP/2 GOAWAY, and ends every event
+ * stream cleanly (rl_sse_end_all). The loop must keep running until
+ * rl_http_server_busy() says 0 or the caller's deadline passes.
+ */
+void rl_http_server_shutdown(rl_http_server_t *server);
+/*
+ * 1 while something started before the stop is under way: a request being
+ * handled or answered, or an HTTP/1 connection part way through receiving a
+ * request (its head or body). Idle keep-alive connections do not count.
+ */
+int rl_http_server_busy(rl_http_server_t *server);
+/*
+ * The Prometheus text of this server: connections by protocol, requests in
+ * flight, requests by route, method and status, and latency histograms by
+ * route (docs/operations.md, "Monitoring"). Loop thread.
+ */
+void rl_http_server_write_metrics(rl_http_server_t *server, FILE *out);
+/* How many answers of route had this status (the metrics: deltas a second are sendMessageDelta's 200s). */
+uint64_t rl_http_server_answers(const rl_http_server_t *server, const rl_route_t *route, int status);
+/* Internal (call.c): counts one answer of route (NULL: none matched) with its status and latency. */
+void rl__http_server_observe(rl_http_server_t *server, const rl_route_t *route, int status, int64_t took_us);
 h2o_context_t *rl_http_server_context(rl_http_server_t *server);
 /*
  * Call after every turn of the event loop: puts the body limit back to the

@@ -25,7 +25,12 @@ struct rl_sse {
     int ending; /* rl_sse_end was asked */
     int ended;  /* on_end has run */
     h2o_timeout_entry_t heartbeat;
+    rl_sse_t *prev, *next; /* every live stream, for a graceful stop */
 };
+
+/* The live streams of this process, and what they have carried (loop thread only). */
+static rl_sse_t *live;
+static rl_sse_stats_t stats;
 
 /*
  * h2o 2.2.5 keeps the connection's socket right after the h2o_conn_t header
@@ -171,6 +176,13 @@ static void end_once(rl_sse_t *sse, const char *why)
 
 static void destroy(rl_sse_t *sse)
 {
+    if (sse->prev != NULL)
+        sse->prev->next = sse->next;
+    else
+        live = sse->next;
+    if (sse->next != NULL)
+        sse->next->prev = sse->prev;
+    --stats.open;
     release_all(sse);
     rl_call_release(sse->call);
     free(sse);
@@ -194,6 +206,7 @@ static void flush(rl_sse_t *sse)
         ++n;
     }
     if (n > 0) {
+        stats.frames_sent += n;
         sse->ninflight = n;
         sse->sending = 1;
         h2o_send(req, bufs, n, H2O_SEND_STATE_IN_PROGRESS);
@@ -244,6 +257,8 @@ static void on_heartbeat(h2o_timeout_entry_t *entry)
     rl_blob_t *frame = data != NULL ? rl_sse_frame_new(RL_SSE_NO_ID, "heartbeat", data) : NULL;
     int result = frame != NULL ? rl_sse_send(sse, frame) : -1;
 
+    if (result == 0)
+        ++stats.heartbeats;
     json_decref(data);
     rl_blob_release(frame);
     /* The stream may have ended inside rl_sse_send (cut off); then nothing here may touch it. */
@@ -263,6 +278,12 @@ rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
         return NULL;
     sse->generator.proceed = on_proceed;
     sse->generator.stop = on_stop;
+    sse->next = live;
+    if (live != NULL)
+        live->prev = sse;
+    live = sse;
+    ++stats.open;
+    ++stats.opened;
     sse->call = call;
     rl_call_hold(call);
     sse->config = *config;
@@ -292,6 +313,7 @@ static void cut_off(rl_sse_t *sse)
     rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:I, s:I}", "msg", "event stream cut off: reader too slow",
                                          "request_id", sse->call->request_id, "queued_frames",
                                          (json_int_t)sse->queue_count, "queued_bytes", (json_int_t)sse->queued_bytes));
+    ++stats.cut_off;
     end_once(sse, "too slow");
     release_all(sse);
     /*
@@ -356,4 +378,20 @@ void rl_sse_end(rl_sse_t *sse)
         return;
     sse->ending = 1;
     flush(sse);
+}
+
+void rl_sse_end_all(void)
+{
+    rl_sse_t *sse, *next;
+
+    /* rl_sse_end may free the stream at once; its successor is taken first. */
+    for (sse = live; sse != NULL; sse = next) {
+        next = sse->next;
+        rl_sse_end(sse);
+    }
+}
+
+void rl_sse_stats(rl_sse_stats_t *out)
+{
+    *out = stats;
 }

@@ -71,6 +71,22 @@ int rl_sse_send_text(rl_sse_t *sse, const char *text, size_t len);
 size_t rl_sse_queued_bytes(const rl_sse_t *sse);
 /* Ends the stream after what is queued has been written. */
 void rl_sse_end(rl_sse_t *sse);
+/*
+ * A graceful stop: every live stream ends as rl_sse_end ends one (what is
+ * queued is written, then the response finishes cleanly, so that clients
+ * reconnect with Last-Event-ID rather than see an error).
+ */
+void rl_sse_end_all(void);
+
+/* What the streams of this process have done, for the metrics. */
+typedef struct rl_sse_stats {
+    size_t open;          /* streams now */
+    uint64_t opened;      /* streams started */
+    uint64_t frames_sent; /* events and heartbeats handed to connections */
+    uint64_t heartbeats;  /* heartbeats queued */
+    uint64_t cut_off;     /* streams cut off because their reader fell behind */
+} rl_sse_stats_t;
+void rl_sse_stats(rl_sse_stats_t *out);
 
 /*
  * Cuts the connection that carries req (both directions), so that h2o

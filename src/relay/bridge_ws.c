@@ -41,6 +41,8 @@ struct rl_bridge_ws {
     rl_strmap_t *sockets; /* installation id -> its socket on this node */
     h2o_timeout_t ping_timeout, pong_timeout;
     uint64_t connections; /* counts sockets opened, for their owner ids */
+    size_t live;          /* sockets whose connection is not over */
+    int shutting_down;    /* rl_bridge_ws_close_all ran: no new sockets */
 };
 
 struct bridge_socket {
@@ -128,6 +130,7 @@ static void finish(struct bridge_socket *sock)
     if (sock->gone)
         return;
     sock->gone = 1;
+    --sock->registry->live;
     unlink_timers(sock);
     if (sock->registered) {
         detach(sock);
@@ -438,6 +441,10 @@ int rl_bridge_ws_open(rl_call_t *call)
         rl_call_fail(call, RL_E_INVALID_REQUEST, "this route takes a WebSocket upgrade over HTTP/1.1");
         return 0;
     }
+    if (registry->shutting_down) {
+        rl_call_fail(call, RL_E_UNAVAILABLE, "the relay is restarting");
+        return 0;
+    }
     sock = calloc(1, sizeof(*sock));
     if (sock == NULL)
         return RL_E_INTERNAL;
@@ -465,6 +472,7 @@ int rl_bridge_ws_open(rl_call_t *call)
         return 0;
     }
     sock->registered = 1;
+    ++registry->live;
     join(sock, 1);
     rl_bus_presence_set(relay->bus, sock->installation_id, sock->owner, "healthy");
     /* A socket of this installation on another node closes: this one replaces it. */
@@ -512,7 +520,8 @@ static int going_away(const char *key, void *value, void *arg)
     sock->registered = 0;
     join(sock, 0);
     rl_bus_presence_clear(sock->relay->bus, sock->installation_id, sock->owner, NULL, NULL);
-    close_with(sock, 1001, "relay shutting down");
+    /* 1012 (service restart): the bridge reconnects at once, to another node or to this relay started again. */
+    close_with(sock, 1012, "relay restarting");
     return 1;
 }
 
@@ -520,5 +529,37 @@ void rl_bridge_ws_close_all(rl_bridge_ws_t *registry)
 {
     if (registry == NULL)
         return;
+    registry->shutting_down = 1;
     rl_strmap_sweep(registry->sockets, going_away, registry, NULL);
+}
+
+struct health_counts {
+    size_t healthy, degraded;
+};
+
+static int count_health(const char *key, void *value, void *arg)
+{
+    const struct bridge_socket *sock = value;
+    struct health_counts *counts = arg;
+
+    if (sock->health == HEALTH_HEALTHY)
+        ++counts->healthy;
+    else
+        ++counts->degraded;
+    return 0;
+}
+
+void rl_bridge_ws_health(rl_bridge_ws_t *registry, size_t *healthy, size_t *degraded)
+{
+    struct health_counts counts = {0, 0};
+
+    if (registry != NULL)
+        rl_strmap_sweep(registry->sockets, count_health, &counts, NULL);
+    *healthy = counts.healthy;
+    *degraded = counts.degraded;
+}
+
+size_t rl_bridge_ws_count(const rl_bridge_ws_t *registry)
+{
+    return registry != NULL ? registry->live : 0;
 }

@@ -19,8 +19,16 @@ typedef struct rl_bridge_ws rl_bridge_ws_t;
 
 /* The registry of this node's sockets; NULL when out of memory. */
 rl_bridge_ws_t *rl_bridge_ws_new(struct rl_relay *relay);
-/* Closes every socket (going away); the sockets go with the connections. Shutdown. */
+/*
+ * Shutdown: closes every socket with 1012 (service restart), so that bridges
+ * reconnect at once; the sockets go as their close handshakes end (or after
+ * the pong deadline). Afterwards rl_bridge_ws_open refuses new upgrades.
+ */
 void rl_bridge_ws_close_all(rl_bridge_ws_t *registry);
+/* Sockets of this node not yet closed (shutdown waits for them). */
+size_t rl_bridge_ws_count(const rl_bridge_ws_t *registry);
+/* This node's registered sockets by health (the metrics); walks them all. */
+void rl_bridge_ws_health(rl_bridge_ws_t *registry, size_t *healthy, size_t *degraded);
 /* The route handler: authenticates, upgrades, says ready, replays, then goes live. */
 int rl_bridge_ws_open(rl_call_t *call);
 /* A signal on an installation's topic (updates, replaced). */

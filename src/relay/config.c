@@ -40,6 +40,7 @@ static const struct setting settings[] = {
     STRING("bus", bus, "local",
            "the bus between relay nodes: local (one node), redis://[:password@]HOST:PORT/N or unix:///PATH"),
     STRING("log-level", log_level, "info", "debug, info, warn or error"),
+    STRING("log-format", log_format, "auto", "json, text, or auto (text on a terminal, JSON otherwise)"),
     STRING("public-url", public_url, "", "base URL clients use to reach this relay (default http(s)://LISTEN)"),
     STRING("tls-cert", tls_cert, "", "PEM certificate chain: serve HTTPS (HTTP/2 and 1.1); SIGHUP reloads it"),
     STRING("tls-key", tls_key, "", "PEM private key of --tls-cert"),
@@ -59,6 +60,7 @@ static const struct setting settings[] = {
     DURATION("delete-grace", delete_grace, "24h", "time a deleted session can be restored"),
     DURATION("idempotency-ttl", idempotency_ttl, "24h", "time an idempotency key is remembered"),
     DURATION("request-timeout", request_timeout, "10s", "time a client has to send a request head and body"),
+    DURATION("shutdown-timeout", shutdown_timeout, "10s", "on SIGTERM, time requests in flight get to finish"),
     DURATION("attachment-url-ttl", attachment_url_ttl, "1h", "lifetime of a signed attachment download URL"),
     COUNT("sse-buffer-events", sse_buffer_events, "256", "events kept per user for stream resume"),
     COUNT("store-queue-max", store_queue_max, "4096",
@@ -83,6 +85,8 @@ static const struct setting settings[] = {
     DURATION("web-token-ttl", web_token_ttl, "30d", "lifetime of the token a sign-in link is exchanged for"),
     STRING("push-subject", push_subject, "", "contact sent to push services, mailto: or https: (default --public-url)"),
     STRING("push-endpoints", push_endpoints, "https", "push services allowed: https, or any (plain http too)"),
+    STRING("metrics-listen", metrics_listen, "",
+           "HOST:PORT of a listener serving Prometheus metrics at /metrics (off by default)"),
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -209,6 +213,16 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
                 config->listen);
         return -1;
     }
+    if (config->metrics_listen[0] != '\0' && !listen_syntax_ok(config->metrics_listen)) {
+        fprintf(stderr, "relayd: --metrics-listen must be HOST:PORT or [IPv6]:PORT, not '%s'\n",
+                config->metrics_listen);
+        return -1;
+    }
+    if (strcmp(config->log_format, "json") != 0 && strcmp(config->log_format, "text") != 0 &&
+        strcmp(config->log_format, "auto") != 0) {
+        fprintf(stderr, "relayd: --log-format must be json, text or auto\n");
+        return -1;
+    }
     if (strcmp(config->token_env, "live") != 0 && strcmp(config->token_env, "test") != 0) {
         fprintf(stderr, "relayd: --token-env must be live or test\n");
         return -1;
@@ -254,8 +268,13 @@ void rl_config_usage(FILE *out)
 
     fprintf(out, "usage: relayd [--listen HOST:PORT] [--data DIR] [settings...]\n"
                  "       relayd token USER [--data DIR] [--ttl DURATION]\n"
-                 "       relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n\n"
-                 "Runs the relay in the foreground; logs go to stderr as JSON lines.\n"
+                 "       relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n"
+                 "       relayd backup DEST [--data DIR] [--store sqlite:PATH] [--attachments DIR]\n"
+                 "       relayd restore SRC [--data DIR] [--attachments DIR]\n"
+                 "       relayd migrate --check [--data DIR] [--store sqlite:PATH]\n"
+                 "       relayd --version\n\n"
+                 "Runs the relay in the foreground; logs go to stderr, as text on a terminal and JSON lines\n"
+                 "otherwise (--log-format). SIGTERM stops it gracefully, SIGHUP reloads the TLS certificate.\n"
                  "Each setting may also come from the environment variable shown.\n\n");
     for (i = 0; i < NSETTINGS; ++i) {
         char name[64], flag[48];

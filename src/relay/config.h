@@ -19,6 +19,7 @@ typedef struct rl_config {
     char bus[1024];
     char attachments[1024]; /* "" for DATA/attachments */
     char log_level[16];
+    char log_format[8]; /* json, text, or auto: text on a terminal */
     char public_url[512];
     char tls_cert[1024]; /* "" for plain HTTP */
     char tls_key[1024];
@@ -40,6 +41,7 @@ typedef struct rl_config {
     int64_t delete_grace;
     int64_t idempotency_ttl;
     int64_t request_timeout;
+    int64_t shutdown_timeout; /* SIGTERM: how long requests in flight get to finish */
     int64_t attachment_url_ttl;
     int64_t sse_buffer_events;
     int64_t store_queue_max; /* shedding: see config.c */
@@ -58,6 +60,7 @@ typedef struct rl_config {
     int64_t web_token_ttl;      /* lifetime of a token exchanged for a sign-in link */
     char push_subject[512];     /* VAPID contact; default the public URL */
     char push_endpoints[8];     /* "https", or "any" to allow plain http push services (tests) */
+    char metrics_listen[256];   /* HOST:PORT of the Prometheus listener, "" for none */
 } rl_config_t;
 
 /*

@@ -16,6 +16,7 @@ struct user {
 struct rl_hub {
     rl_bus_t *bus;
     rl_strmap_t *users;
+    uint64_t published;
 };
 
 rl_hub_t *rl_hub_new(rl_bus_t *bus, size_t max_users)
@@ -56,7 +57,13 @@ rl_bus_t *rl_hub_bus(rl_hub_t *hub)
 
 void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data)
 {
+    ++hub->published;
     rl_bus_publish(hub->bus, user_id, name, data);
+}
+
+uint64_t rl_hub_published(const rl_hub_t *hub)
+{
+    return hub->published;
 }
 
 int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *sub)

@@ -44,5 +44,7 @@ void rl_hub_deliver(rl_hub_t *hub, const char *user_id, int64_t id, rl_blob_t *f
 size_t rl_hub_subscribers(rl_hub_t *hub, const char *user_id);
 /* The bus the hub publishes to (for reads of the ring). */
 rl_bus_t *rl_hub_bus(rl_hub_t *hub);
+/* Events this node has published, ever (the metrics). */
+uint64_t rl_hub_published(const rl_hub_t *hub);
 
 #endif

@@ -16,6 +16,7 @@
 #include "relay/attachments.h"
 #include "relay/auth.h"
 #include "relay/bridge_ws.h"
+#include "relay/datalock.h"
 #include "relay/deltas.h"
 #include "relay/housekeeping.h"
 #include "relay/hub.h"
@@ -23,12 +24,14 @@
 #include "relay/keys.h"
 #include "relay/me.h"
 #include "relay/login.h"
+#include "relay/metrics.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
 #include "relay/token.h"
 #include "relay/webapp.h"
+#include "rl_version.h"
 
 #define RATE_KEYS_MAX 200000 /* buckets the local bus keeps */
 #define MAX_JSON_BODY (1024 * 1024)
@@ -153,7 +156,7 @@ static int open_bus(rl_relay_t *relay)
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
-    char bound[300];
+    char bound[300], why[4400];
 
     relay->loop = loop;
     rl_rand_id(relay->node_id, sizeof(relay->node_id), "node_", 12);
@@ -176,6 +179,12 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     if (mkdir(config->data, 0700) != 0 && errno != EEXIST) {
         rl_log_error("cannot create the data folder %s: %s", config->data, strerror(errno));
+        return -1;
+    }
+    /* One relayd per data folder; the lock goes with the process (docs/operations.md, "The data folder"). */
+    relay->datalock = rl_datalock_take(config->data, why, sizeof(why));
+    if (relay->datalock < 0) {
+        rl_log_error("%s", why);
         return -1;
     }
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
@@ -206,11 +215,24 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
     if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
-        rl_push_open(relay, &relay->push) != 0)
+        rl_push_open(relay, &relay->push) != 0 || rl_metrics_open(relay) != 0)
         return -1;
-    rl_log_fields(RL_LOG_INFO,
-                  json_pack("{s:s, s:s, s:s}", "msg", "listening", "address", bound, "data", config->data));
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound, "data",
+                                         config->data, "version", RL_VERSION));
     return 0;
+}
+
+void rl_relay_shutdown_begin(rl_relay_t *relay)
+{
+    rl_metrics_shutdown(relay);
+    if (relay->server != NULL)
+        rl_http_server_shutdown(relay->server);
+    rl_bridge_ws_close_all(relay->sockets);
+}
+
+int rl_relay_quiet(rl_relay_t *relay)
+{
+    return rl_bridge_ws_count(relay->sockets) == 0 && (relay->server == NULL || !rl_http_server_busy(relay->server));
 }
 
 void rl_relay_stop(rl_relay_t *relay)

@@ -58,10 +58,13 @@ typedef struct rl_relay {
     unsigned char url_key[32]; /* signs attachment download URLs (attachments.c) */
     rl_http_config_t http;
     rl_http_server_t *server;
-    h2o_timeout_t zero_timeout;      /* runs work on the next loop turn */
-    h2o_timeout_entry_t store_flush; /* an inline store: flush on the next turn */
-    h2o_socket_t *store_wake;        /* the store's wake fd (a dup), read by the loop */
-    h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
+    rl_http_config_t metrics_http;    /* --metrics-listen (metrics.c) */
+    rl_http_server_t *metrics_server; /* NULL when it is not set */
+    h2o_timeout_t zero_timeout;       /* runs work on the next loop turn */
+    h2o_timeout_entry_t store_flush;  /* an inline store: flush on the next turn */
+    h2o_socket_t *store_wake;         /* the store's wake fd (a dup), read by the loop */
+    h2o_timeout_t heartbeat_timeout;  /* shared by every event stream */
+    int datalock;                     /* the data folder's lock (datalock.h), held until the process ends */
 } rl_relay_t;
 
 extern const rl_route_t rl_relay_routes[];
@@ -78,6 +81,16 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop);
  * like every other callback that touches sockets.
  */
 void rl_relay_before_turn(rl_relay_t *relay);
+/*
+ * SIGTERM, first step (docs/operations.md, "Stopping"): stops accepting
+ * connections, turns keep-alive off and sends HTTP/2 GOAWAY, and closes
+ * bridge sockets with 1012 so that bridges reconnect at once. The loop
+ * keeps running afterwards, so that requests in flight finish and the close
+ * handshakes complete, until rl_relay_quiet() or the shutdown timeout.
+ */
+void rl_relay_shutdown_begin(rl_relay_t *relay);
+/* 1 once nothing started before the shutdown is still going: no bridge socket open. */
+int rl_relay_quiet(rl_relay_t *relay);
 /* Stops listening, flushes the store and frees everything. */
 void rl_relay_stop(rl_relay_t *relay);
 

@@ -1,7 +1,9 @@
 /*
- * relayd: the relay server; `relayd token USER`, which prints a user token
- * signed by the embedded issuer; and `relayd migrate`, which copies a SQLite
- * store into PostgreSQL.
+ * relayd: the relay server, and its one-shot commands: `relayd token USER`
+ * prints a user token signed by the embedded issuer; `relayd backup` and
+ * `relayd restore` (backup.c); `relayd migrate --from ... --to ...` copies a
+ * SQLite store into PostgreSQL (store/migrate.c), and `relayd migrate
+ * --check` says what a start would do to the store's schema.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,10 +21,13 @@
 #include "http/stop.h"
 #include "relay/login.h"
 #include "relay/auth.h"
+#include "relay/backup.h"
 #include "relay/jwt.h"
 #include "relay/keys.h"
 #include "relay/relay.h"
+#include "rl_version.h"
 #include "store/migrate.h"
+#include "store/sqlite.h"
 
 #define TOKEN_USAGE "usage: relayd token USER [--data DIR] [--store URL] [--ttl DURATION]\n"
 
@@ -86,6 +91,85 @@ static int token_command(int argc, char **argv)
     }
     printf("%s\n", token);
     free(token);
+    return 0;
+}
+
+#define MIGRATE_CHECK_USAGE "usage: relayd migrate --check [--data DIR] [--store sqlite:PATH]\n"
+
+/*
+ * relayd migrate --check: what a start of this relayd would do to the
+ * store's schema (docs/operations.md, "Upgrades"), without changing
+ * anything. Exit status 0 when a start would go ahead (with or without
+ * migrating), 1 when it would be refused or the store cannot be read.
+ */
+/* `relayd migrate` with --check and no --from: what a start would do, not a copy. */
+static int migrate_wants_check(int argc, char **argv)
+{
+    int i, check = 0;
+
+    for (i = 2; i < argc; ++i) {
+        if (strcmp(argv[i], "--check") == 0)
+            check = 1;
+        else if (strcmp(argv[i], "--from") == 0 || strncmp(argv[i], "--from=", 7) == 0)
+            return 0;
+    }
+    return check;
+}
+
+static int migrate_check_command(int argc, char **argv)
+{
+    const char *data = getenv("RELAY_DATA") != NULL ? getenv("RELAY_DATA") : "data";
+    const char *location = getenv("RELAY_STORE") != NULL ? getenv("RELAY_STORE") : "";
+    int i, check = 0, version = 0, err_no = 0, target = rl_store_sqlite_target_version();
+    char path[4200], why[4400];
+
+    for (i = 2; i < argc; ++i) {
+        if (strcmp(argv[i], "--check") == 0)
+            check = 1;
+        else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
+            data = argv[++i];
+        else if (strncmp(argv[i], "--data=", 7) == 0)
+            data = argv[i] + 7;
+        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
+            location = argv[++i];
+        else if (strncmp(argv[i], "--store=", 8) == 0)
+            location = argv[i] + 8;
+        else
+            check = -1;
+    }
+    if (check != 1) {
+        fputs(MIGRATE_CHECK_USAGE, stderr);
+        return 2;
+    }
+    if (location[0] == '\0')
+        snprintf(path, sizeof(path), "%s/relay.db", data);
+    else if (strncmp(location, "sqlite:", 7) == 0 && location[7] != '\0')
+        snprintf(path, sizeof(path), "%s", location + 7);
+    else {
+        fprintf(stderr, "relayd migrate --check: unsupported store '%.*s:...' (sqlite:PATH, or the data folder's)\n",
+                (int)strcspn(location, ":"), location);
+        return 2;
+    }
+    if (rl_store_sqlite_version(path, &version, &err_no, why, sizeof(why)) != 0) {
+        if (err_no == ENOENT) {
+            printf("no store at %s yet: a start creates it at schema version %d\n", path, target);
+            return 0;
+        }
+        fprintf(stderr, "relayd migrate --check: %s\n", why);
+        return 1;
+    }
+    if (version > target) {
+        printf("the store at %s is at schema version %d, newer than this relayd (%d): a start would be refused. Run "
+               "the relayd that wrote it, or restore the backup taken before the upgrade\n",
+               path, version, target);
+        return 1;
+    }
+    if (version == target)
+        printf("the store at %s is at schema version %d, this relayd's: a start changes nothing\n", path, version);
+    else
+        printf("the store at %s is at schema version %d: a start migrates it to %d (%d migration%s, one transaction "
+               "each; no relayd older than this one can open it afterwards)\n",
+               path, version, target, target - version, target - version == 1 ? "" : "s");
     return 0;
 }
 
@@ -185,22 +269,68 @@ static void print_banner(const rl_relay_t *relay)
     fflush(stdout);
 }
 
+/* One turn of the loop, as long as the relay runs and while it stops. */
+static void turn(rl_relay_t *relay, h2o_loop_t *loop, int32_t max_wait)
+{
+    rl_relay_before_turn(relay);
+    h2o_evloop_run(loop, max_wait);
+    rl_http_server_after_turn(relay->server);
+}
+
+/*
+ * SIGTERM: no new connections, bridges told to reconnect elsewhere (1012),
+ * then the loop runs on until what was under way has ended, or
+ * --shutdown-timeout has passed; only then is the store drained and closed.
+ */
+static void shut_down(rl_relay_t *relay, h2o_loop_t *loop)
+{
+    int64_t deadline = rl_clock_mono_us() / 1000 + relay->config.shutdown_timeout;
+    int64_t left;
+
+    rl_log_info("stopping");
+    rl_relay_shutdown_begin(relay);
+    while (!rl_relay_quiet(relay) && (left = deadline - rl_clock_mono_us() / 1000) > 0)
+        turn(relay, loop, left < 100 ? (int32_t)left : 100);
+    if (!rl_relay_quiet(relay))
+        rl_log_warn("--shutdown-timeout (%lld ms) passed: closing what is still open",
+                    (long long)relay->config.shutdown_timeout);
+    rl_stop_remove();
+    rl_relay_stop(relay);
+    rl_log_info("stopped");
+}
+
 int main(int argc, char **argv)
 {
     static rl_relay_t relay;
     rl_log_level_t level;
+    rl_log_format_t format;
     h2o_loop_t *loop;
     int rest, result;
 
     signal(SIGPIPE, SIG_IGN);
     /* The store, its WAL, keys and uploads hold every chat: nothing relayd creates is for other users. */
     umask(077);
+    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        printf("relayd %s\n", RL_VERSION);
+        return 0;
+    }
+    /* `migrate --check` is this file's; `migrate --from ... --to ...` copies a store (store/migrate.c). */
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0 && migrate_wants_check(argc, argv))
+        return migrate_check_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "token") == 0)
         return token_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "migrate") == 0)
         return migrate_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "login-link") == 0)
         return rl_login_link_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "backup") == 0)
+        return rl_backup_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "restore") == 0)
+        return rl_restore_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0) {
+        fputs(MIGRATE_CHECK_USAGE, stderr);
+        return 2;
+    }
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);
     if (result != 0)
         return result > 0 ? 0 : 2;
@@ -213,6 +343,9 @@ int main(int argc, char **argv)
         return 2;
     }
     rl_log_set_level(level);
+    /* Checked by rl_config_load already. */
+    rl_log_parse_format(relay.config.log_format, STDERR_FILENO, &format);
+    rl_log_set_format(format);
     raise_descriptor_limit();
 
     loop = h2o_evloop_create();
@@ -228,16 +361,11 @@ int main(int argc, char **argv)
     print_banner(&relay);
 
     while (!rl_stop_requested()) {
-        rl_relay_before_turn(&relay);
-        h2o_evloop_run(loop, INT32_MAX);
-        rl_http_server_after_turn(relay.server);
+        turn(&relay, loop, INT32_MAX);
         /* SIGHUP: a renewed certificate is picked up without dropping a connection. */
         if (rl_reload_requested())
             rl_http_server_reload_tls(relay.server);
     }
-    rl_log_info("stopping");
-    rl_stop_remove();
-    rl_relay_stop(&relay);
-    rl_log_info("stopped");
+    shut_down(&relay, loop);
     return 0;
 }

@@ -14,6 +14,7 @@
  * each function must do for any backend.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -21,11 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "store/backends.h"
+#include "store/sqlite.h"
 
 #define STMT_CACHE 96
 
@@ -1754,4 +1758,178 @@ int rl_store__sqlite_open(const char *path, rl_txn_t **out)
 fail:
     sqlite_close(&t->base);
     return -1;
+}
+
+/* ---- one-shot access for relayd's commands (sqlite.h) --------------------------------------------- */
+
+int rl_store_sqlite_target_version(void)
+{
+    return (int)(sizeof(migrations) / sizeof(migrations[0]));
+}
+
+/*
+ * Opening a WAL database, even read-only, creates its -wal and -shm files
+ * when relayd is not running. Run as root against a folder that belongs to
+ * the service's user, those would be root's and the next start of relayd
+ * could not open them: they are given to the database's owner.
+ */
+static void give_side_files_to_owner(const char *path, const struct stat *db)
+{
+    static const char *const suffixes[] = {"-wal", "-shm"};
+    char side[4200];
+    struct stat st;
+    size_t i;
+
+    if (geteuid() != 0)
+        return;
+    for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); ++i) {
+        snprintf(side, sizeof(side), "%s%s", path, suffixes[i]);
+        if (stat(side, &st) == 0 && (st.st_uid != db->st_uid || st.st_gid != db->st_gid) &&
+            chown(side, db->st_uid, db->st_gid) != 0) {
+            /* Nothing better to do: the message of the next start names the file. */
+        }
+    }
+}
+
+/* A read-only connection to an existing database file; NULL with the reason in why. */
+static sqlite3 *open_existing(const char *path, struct stat *st, int *err_no, char *why, size_t whysz)
+{
+    sqlite3 *db = NULL;
+
+    if (err_no != NULL)
+        *err_no = 0;
+    if (stat(path, st) != 0) {
+        if (err_no != NULL)
+            *err_no = errno;
+        snprintf(why, whysz, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        snprintf(why, whysz, "cannot open %s: %s", path, db != NULL ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 10000);
+    return db;
+}
+
+static int read_version(sqlite3 *db, int *version, char *why, size_t whysz)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc;
+
+    *version = 0;
+    rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
+                            -1, &stmt, NULL);
+    if (rc != SQLITE_OK || sqlite3_step(stmt) != SQLITE_ROW) {
+        snprintf(why, whysz, "not a readable SQLite database: %s", sqlite3_errmsg(db));
+        sqlite3_finalize(stmt);
+        return -1;
+    }
+    rc = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    if (rc == 0)
+        return 0;
+    if (sqlite3_prepare_v2(db, "SELECT coalesce(max(version), 0) FROM schema_version", -1, &stmt, NULL) != SQLITE_OK ||
+        sqlite3_step(stmt) != SQLITE_ROW) {
+        snprintf(why, whysz, "cannot read the schema version: %s", sqlite3_errmsg(db));
+        sqlite3_finalize(stmt);
+        return -1;
+    }
+    *version = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    return 0;
+}
+
+int rl_store_sqlite_version(const char *path, int *version, int *err_no, char *why, size_t whysz)
+{
+    struct stat st;
+    sqlite3 *db = open_existing(path, &st, err_no, why, whysz);
+    int result;
+
+    if (db == NULL)
+        return -1;
+    result = read_version(db, version, why, whysz);
+    sqlite3_close(db);
+    give_side_files_to_owner(path, &st);
+    return result;
+}
+
+int rl_store_sqlite_copy(const char *src, const char *dest, int *version, char *why, size_t whysz)
+{
+    struct stat st;
+    sqlite3 *from = open_existing(src, &st, NULL, why, whysz), *to = NULL;
+    sqlite3_backup *backup = NULL;
+    sqlite3_stmt *stmt = NULL;
+    int result = -1, rc, fd;
+
+    if (from == NULL)
+        return -1;
+    if (access(dest, F_OK) == 0) {
+        snprintf(why, whysz, "%s already exists", dest);
+        goto out_keep;
+    }
+    if (sqlite3_open_v2(dest, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        snprintf(why, whysz, "cannot create %s: %s", dest, to != NULL ? sqlite3_errmsg(to) : "out of memory");
+        goto out;
+    }
+    backup = sqlite3_backup_init(to, "main", from, "main");
+    if (backup == NULL) {
+        snprintf(why, whysz, "cannot start the copy: %s", sqlite3_errmsg(to));
+        goto out;
+    }
+    /* All pages in one step: one read transaction, so one consistent state of the source. */
+    do {
+        rc = sqlite3_backup_step(backup, -1);
+        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+            sqlite3_sleep(50);
+    } while (rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+    rc = sqlite3_backup_finish(backup);
+    backup = NULL;
+    if (rc != SQLITE_OK) {
+        snprintf(why, whysz, "the copy failed: %s", sqlite3_errmsg(to));
+        goto out;
+    }
+    if (sqlite3_prepare_v2(to, "PRAGMA quick_check", -1, &stmt, NULL) != SQLITE_OK ||
+        sqlite3_step(stmt) != SQLITE_ROW || strcmp((const char *)sqlite3_column_text(stmt, 0), "ok") != 0) {
+        snprintf(why, whysz, "the copy does not pass PRAGMA quick_check: %s",
+                 stmt != NULL && sqlite3_column_text(stmt, 0) != NULL ? (const char *)sqlite3_column_text(stmt, 0)
+                                                                      : sqlite3_errmsg(to));
+        sqlite3_finalize(stmt);
+        goto out;
+    }
+    sqlite3_finalize(stmt);
+    if (read_version(to, version, why, whysz) != 0)
+        goto out;
+    /* The copy stands alone: its WAL folded in, one file on disk. */
+    if (exec_sql(to, "PRAGMA wal_checkpoint(TRUNCATE)") != 0) {
+        snprintf(why, whysz, "cannot finish %s", dest);
+        goto out;
+    }
+    result = 0;
+out:
+    if (to != NULL)
+        sqlite3_close(to);
+    if (result == 0) {
+        fd = open(dest, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) != 0) {
+            snprintf(why, whysz, "cannot flush %s to disk: %s", dest, strerror(errno));
+            result = -1;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    if (result != 0) {
+        char side[4200];
+        unlink(dest);
+        snprintf(side, sizeof(side), "%s-wal", dest);
+        unlink(side);
+        snprintf(side, sizeof(side), "%s-shm", dest);
+        unlink(side);
+    }
+out_keep:
+    sqlite3_close(from);
+    give_side_files_to_owner(src, &st);
+    return result;
 }

@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/histogram.h"
+
 /* A nullable timestamp or count column that is NULL. */
 #define RL_NO_TIME INT64_MIN
 
@@ -116,6 +118,16 @@ void rl_store_drain(rl_store_t *store);
 void rl_store_close(rl_store_t *store);
 /* Operations queued and not yet taken by the worker (for shedding load and for metrics). */
 size_t rl_store_queued(rl_store_t *store);
+
+/* What the worker has done so far, for the metrics (docs/operations.md, "Monitoring"). */
+typedef struct rl_store_figures {
+    uint64_t batches;      /* transactions run */
+    uint64_t operations;   /* operations run in them */
+    rl_histogram_t commit; /* time each commit took (the WAL write, or PostgreSQL's COMMIT) */
+    size_t queued;         /* operations waiting for the worker now */
+} rl_store_figures_t;
+/* Copies the figures, under the lock the worker already takes once per batch. Loop thread. */
+void rl_store_figures(rl_store_t *store, rl_store_figures_t *out);
 
 /* ---- rows -------------------------------------------------------------------------------------- */
 

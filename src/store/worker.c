@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "store/store.h"
@@ -46,6 +47,7 @@ struct rl_store {
     size_t outstanding;  /* submitted, done callback not yet run; loop only */
     int stopping;
     int pipe_read, pipe_write;
+    rl_store_figures_t figures; /* under lock: the worker writes them, a metrics scrape reads them */
 };
 
 static void list_push(struct op_list *list, rl_store_op_t *op)
@@ -101,10 +103,11 @@ void rl_store_op_free(rl_store_op_t *op)
  * because its server is unreachable says RL_E_UNAVAILABLE, and the
  * operations answer that (503, retry later) rather than an internal error.
  */
-static void run_batch(rl_txn_t *txn, rl_store_op_t *batch)
+static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us)
 {
     rl_store_op_t *op;
     int began = txn->ops->begin(txn), wrote = 0, committed;
+    int64_t commit_started;
 
     for (op = batch; op != NULL; op = op->next) {
         int saved;
@@ -129,7 +132,9 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch)
     txn->writing = 0;
     if (began != 0)
         return;
+    commit_started = rl_clock_mono_us();
     committed = txn->ops->commit(txn);
+    *commit_us = rl_clock_mono_us() - commit_started;
     if (committed != 0) {
         txn->ops->rollback(txn);
         /* Nothing of the batch is durable: no write may be answered as done. */
@@ -139,9 +144,19 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch)
     }
 }
 
+/* The figures of one batch; under the store's lock when threaded. */
+static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us)
+{
+    ++store->figures.batches;
+    store->figures.operations += operations;
+    if (commit_us >= 0)
+        rl_histogram_observe_us(&store->figures.commit, (uint64_t)commit_us);
+}
+
 static void *worker_main(void *p)
 {
     rl_store_t *store = p;
+    int64_t commit_us;
     sigset_t all;
 
     /* Signals belong to the loop thread (src/http/stop.c); none should interrupt a query here. */
@@ -158,8 +173,10 @@ static void *worker_main(void *p)
         store->todo.head = store->todo.tail = NULL;
         store->todo.count = 0;
         pthread_mutex_unlock(&store->lock);
-        run_batch(store->txn, batch.head);
+        commit_us = -1;
+        run_batch(store->txn, batch.head, &commit_us);
         pthread_mutex_lock(&store->lock);
+        count_batch(store, batch.count, commit_us);
         list_append(&store->done, &batch);
         pthread_mutex_unlock(&store->lock);
         /* A full pipe already says there is something to collect. */
@@ -193,6 +210,14 @@ int rl_store_wake_fd(rl_store_t *store)
     return store->threaded ? store->pipe_read : -1;
 }
 
+void rl_store_figures(rl_store_t *store, rl_store_figures_t *out)
+{
+    pthread_mutex_lock(&store->lock);
+    *out = store->figures;
+    out->queued = store->todo.count;
+    pthread_mutex_unlock(&store->lock);
+}
+
 size_t rl_store_queued(rl_store_t *store)
 {
     size_t n;
@@ -219,6 +244,7 @@ static void complete(rl_store_t *store, rl_store_op_t *op)
 
 void rl_store_flush(rl_store_t *store)
 {
+    int64_t commit_us;
     struct op_list batch;
     char sink[256];
 
@@ -228,7 +254,9 @@ void rl_store_flush(rl_store_t *store)
             batch = store->todo;
             store->todo.head = store->todo.tail = NULL;
             store->todo.count = 0;
-            run_batch(store->txn, batch.head);
+            commit_us = -1;
+            run_batch(store->txn, batch.head, &commit_us);
+            count_batch(store, batch.count, commit_us);
             complete(store, batch.head);
         }
         return;

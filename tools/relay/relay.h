@@ -12,8 +12,9 @@
 
 #include "client/api.h"
 #include "client/cli.h"
+#include "rl_version.h"
 
-#define RELAY_VERSION     "0.1.0"
+#define RELAY_VERSION     RL_VERSION
 #define RELAY_CREDENTIALS "client"
 #define RELAY_USER_AGENT  "relay/" RELAY_VERSION
 

@@ -1,0 +1,132 @@
+/*
+ * Every figure is read when scraped: the HTTP core's counters (server.c),
+ * the event streams' (sse.c), the hub's, the bridge sockets' health, and the
+ * store's worker figures, copied under the lock the worker takes anyway.
+ * Nothing here runs on the request path.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "http/sse.h"
+#include "relay/bridge_ws.h"
+#include "relay/hub.h"
+#include "relay/metrics.h"
+#include "relay/relay.h"
+#include "rl_version.h"
+
+static const rl_route_t *route_of(const rl_relay_t *relay, const char *method, const char *pattern)
+{
+    size_t i;
+
+    for (i = 0; i < relay->http.nroutes; ++i) {
+        if (strcmp(relay->http.routes[i].method, method) == 0 && strcmp(relay->http.routes[i].pattern, pattern) == 0)
+            return &relay->http.routes[i];
+    }
+    return NULL;
+}
+
+static void write_relay(rl_relay_t *relay, FILE *out)
+{
+    const rl_route_t *delta = route_of(relay, "POST", "/v1/bridge/sendMessageDelta");
+    size_t healthy, degraded;
+    rl_store_figures_t store;
+    rl_sse_stats_t streams;
+    char bus[32];
+
+    fprintf(out,
+            "# HELP relay_build_info The running relayd.\n# TYPE relay_build_info gauge\n"
+            "relay_build_info{version=\"%s\"} 1\n",
+            RL_VERSION);
+    rl_bridge_ws_health(relay->sockets, &healthy, &degraded);
+    fprintf(out,
+            "# HELP relay_bridge_sockets Bridge sockets held by this node, by health (healthy: answering pings; "
+            "degraded: missed pongs).\n# TYPE relay_bridge_sockets gauge\n"
+            "relay_bridge_sockets{health=\"healthy\"} %zu\nrelay_bridge_sockets{health=\"degraded\"} %zu\n",
+            healthy, degraded);
+    rl_sse_stats(&streams);
+    fprintf(
+        out,
+        "# HELP relay_event_streams Client event streams (GET /v1/me/stream) open on this node.\n"
+        "# TYPE relay_event_streams gauge\nrelay_event_streams %zu\n"
+        "# HELP relay_event_streams_cut_off_total Event streams cut off because their reader fell too far "
+        "behind.\n# TYPE relay_event_streams_cut_off_total counter\nrelay_event_streams_cut_off_total %llu\n"
+        "# HELP relay_events_published_total Events this node published to users' streams.\n"
+        "# TYPE relay_events_published_total counter\nrelay_events_published_total %llu\n"
+        "# HELP relay_events_delivered_total Events handed to client connections (one per stream that "
+        "carries it; heartbeats not counted).\n# TYPE relay_events_delivered_total counter\n"
+        "relay_events_delivered_total %llu\n",
+        streams.open, (unsigned long long)streams.cut_off, (unsigned long long)rl_hub_published(relay->hub),
+        (unsigned long long)(streams.frames_sent > streams.heartbeats ? streams.frames_sent - streams.heartbeats : 0));
+    fprintf(out,
+            "# HELP relay_deltas_total Streamed deltas accepted (sendMessageDelta answered 200); rate() gives "
+            "deltas a second.\n# TYPE relay_deltas_total counter\nrelay_deltas_total %llu\n",
+            (unsigned long long)(delta != NULL ? rl_http_server_answers(relay->server, delta, 200) : 0));
+    rl_store_figures(relay->store, &store);
+    fprintf(out,
+            "# HELP relay_store_queue_depth Store operations waiting for the store's worker.\n"
+            "# TYPE relay_store_queue_depth gauge\nrelay_store_queue_depth %zu\n"
+            "# HELP relay_store_batches_total Store transactions run (each a batch of operations, one commit).\n"
+            "# TYPE relay_store_batches_total counter\nrelay_store_batches_total %llu\n"
+            "# HELP relay_store_operations_total Store operations run.\n"
+            "# TYPE relay_store_operations_total counter\nrelay_store_operations_total %llu\n"
+            "# HELP relay_store_commit_duration_seconds Time each store commit took.\n"
+            "# TYPE relay_store_commit_duration_seconds histogram\n",
+            store.queued, (unsigned long long)store.batches, (unsigned long long)store.operations);
+    rl_histogram_write(out, "relay_store_commit_duration_seconds", "", &store.commit);
+    snprintf(bus, sizeof(bus), "%.*s", (int)strcspn(relay->config.bus, ":"), relay->config.bus);
+    fprintf(out,
+            "# HELP relay_bus_info The bus between relay nodes (local: one node; redis: shared).\n"
+            "# TYPE relay_bus_info gauge\nrelay_bus_info{backend=\"%s\"} 1\n",
+            bus[0] != '\0' ? bus : "local");
+}
+
+static int on_metrics(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+
+    if (out == NULL)
+        return RL_E_INTERNAL;
+    rl_http_server_write_metrics(relay->server, out);
+    write_relay(relay, out);
+    if (fclose(out) != 0 || text == NULL) {
+        free(text);
+        return RL_E_INTERNAL;
+    }
+    rl_call_send(call, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    free(text);
+    return 0;
+}
+
+static const rl_route_t metrics_routes[] = {
+    {"GET", "/metrics", on_metrics, 0, NULL, NULL, 0},
+};
+
+int rl_metrics_open(rl_relay_t *relay)
+{
+    char bound[300];
+
+    if (relay->config.metrics_listen[0] == '\0')
+        return 0;
+    relay->metrics_http.routes = metrics_routes;
+    relay->metrics_http.nroutes = sizeof(metrics_routes) / sizeof(metrics_routes[0]);
+    relay->metrics_http.max_body = 1024;
+    relay->metrics_http.request_timeout_ms = (uint64_t)relay->config.request_timeout;
+    relay->metrics_http.app = relay;
+    if (rl_http_server_create(relay->loop, &relay->metrics_http, &relay->metrics_server) != 0 ||
+        rl_http_server_listen(relay->metrics_server, relay->config.metrics_listen, bound, sizeof(bound)) != 0)
+        return -1;
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s}", "msg", "metrics listening", "address", bound));
+    return 0;
+}
+
+void rl_metrics_shutdown(rl_relay_t *relay)
+{
+    if (relay->metrics_server != NULL)
+        rl_http_server_stop_listening(relay->metrics_server);
+}
