@@ -220,7 +220,9 @@ static void raise_descriptor_limit(void)
 /* relayd migrate --from sqlite:PATH --to postgres://...: the copy is src/store/migrate.c's. */
 static int migrate_command(int argc, char **argv)
 {
-    static const char usage[] = "usage: relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n";
+    /* Both forms: a mistyped migrate may have meant either. */
+    static const char usage[] =
+        "usage: relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n" MIGRATE_CHECK_USAGE;
     const char *from = NULL, *to = NULL;
     int i;
 
