@@ -330,14 +330,22 @@ struct upload {
     char final_path[1200], part_path[1216];
 };
 
+/* A refused or failed upload leaves no file: removed before the answer goes out, not after. */
+static void upload_drop_files(struct upload *upload)
+{
+    if (upload->fd >= 0)
+        close(upload->fd);
+    upload->fd = -1;
+    unlink(upload->part_path);
+    unlink(upload->final_path);
+}
+
 static void upload_free(struct upload *upload, int keep_file)
 {
     if (upload->fd >= 0)
         close(upload->fd);
-    if (!keep_file) {
-        unlink(upload->part_path);
-        unlink(upload->final_path);
-    }
+    if (!keep_file)
+        upload_drop_files(upload);
     rl_call_release(upload->call);
     free(upload);
 }
@@ -378,12 +386,14 @@ static void on_upload_recorded(rl_store_op_t *base)
     rl_call_t *call = upload->call;
 
     if (base->result == RL_E_QUOTA_EXCEEDED) {
+        upload_drop_files(upload);
         rl_call_fail_full(call, base->result, NULL, NULL,
                           json_pack("{s:I}", "quota_bytes", (json_int_t)((struct attachment_op *)base)->quota));
         upload_free(upload, 0);
         return;
     }
     if (base->result != 0) {
+        upload_drop_files(upload);
         rl_call_fail(call, base->result, NULL);
         upload_free(upload, 0);
         return;
@@ -415,6 +425,7 @@ static void upload_step(h2o_timeout_entry_t *entry)
             continue;
         if (done <= 0) {
             rl_log_error("writing attachment %s: %s", upload->key, strerror(errno));
+            upload_drop_files(upload);
             rl_call_fail(call, RL_E_INTERNAL, "the attachment could not be stored");
             upload_free(upload, 0);
             return;
@@ -430,6 +441,7 @@ static void upload_step(h2o_timeout_entry_t *entry)
     close(upload->fd);
     upload->fd = -1;
     if (rename(upload->part_path, upload->final_path) != 0) {
+        upload_drop_files(upload);
         rl_call_fail(call, RL_E_INTERNAL, "the attachment could not be stored");
         upload_free(upload, 0);
         return;
