@@ -10,16 +10,26 @@ The store is the data folder's SQLite database, or with RELAY_TEST_STORE=postgre
 (`make test-e2e-postgres`) a fresh PostgreSQL database per data folder, on a
 server started once per session (`postgres`, tests/support/pg.sh) and removed
 at its end; `store=` chooses for one relayd ("sqlite", "postgres" or a URL).
+
+`redis_bus` gives a test Redis for `--bus`: a redis-server started once per
+session on a Unix socket in a temporary folder (tests/support/redis.sh) and
+stopped at its end; `redis_bus.url()` is a `unix://...?db=N` location on a
+logical database of its own, emptied when handed out, so that tests never see
+each other's events, presences, buckets or leases.
 """
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 import pytest
 
 from relaylib import RELAYD, STORE, Relay, mint_token, sanitizer_report
 
 PG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "pg.sh")
+REDIS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "redis.sh")
 
 
 class PostgresServer:
@@ -66,6 +76,120 @@ def postgres():
     server = PostgresServer()
     yield server
     server.stop()
+
+
+class RedisServer:
+    """A throw-away redis-server (tests/support/redis.sh): a Unix socket in a folder of its own, no TCP port,
+    no persistence, 16 logical databases."""
+
+    DATABASES = 16
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rl-redis-", dir="/tmp")
+        self.socket = os.path.join(self.dir, "redis.sock")
+        self.start()
+        # Database 0 is left alone: a test that forgets `?db=` then cannot meet another test's keys.
+        self.next_db = 1
+
+    def _sh(self, *args):
+        proc = subprocess.run([REDIS_SH] + list(args), capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise AssertionError("redis.sh %s failed: %s" % (" ".join(args), proc.stderr))
+
+    def start(self):
+        """Starts the server (again, after stop()) on the same socket; its data is gone."""
+        self._sh("start", self.dir)
+
+    def stop(self):
+        """SIGTERM, without saving; waits for the process to go."""
+        self._sh("stop", self.dir)
+
+    def kill(self):
+        """SIGKILL, as a crash would; start() brings a new, empty server."""
+        try:
+            with open(os.path.join(self.dir, "redis.pid")) as f:
+                pid = int(f.read().strip())
+        except FileNotFoundError:
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+        for name in ("redis.pid", "redis.sock"):
+            try:
+                os.unlink(os.path.join(self.dir, name))
+            except FileNotFoundError:
+                pass
+
+    def cli(self, *args, db=0):
+        """redis-cli on database `db`; its stdout (raw replies, one per line)."""
+        proc = subprocess.run(["redis-cli", "-s", self.socket, "-n", str(db), "--raw"] + [str(a) for a in args],
+                              capture_output=True, text=True, timeout=30)
+        if proc.returncode != 0:
+            raise AssertionError("redis-cli %r failed: %s" % (args, proc.stderr))
+        return proc.stdout
+
+    def database(self):
+        """The number of an emptied logical database, taken round robin from 1 to 15."""
+        db = self.next_db
+        self.next_db = self.next_db % (self.DATABASES - 1) + 1
+        self.cli("FLUSHDB", db=db)
+        return db
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisBus:
+    """One test's view of the session's Redis: `url()` hands out a location on a fresh database per call."""
+
+    def __init__(self, server):
+        self.server = server
+        self.given = []
+
+    def url(self):
+        """A new `unix:///.../redis.sock?db=N` for `--bus`, on an emptied database no other URL of this test
+        uses; nodes that must form one relay share one URL."""
+        if len(self.given) >= RedisServer.DATABASES - 1:
+            raise AssertionError("a test may use at most %d Redis databases" % (RedisServer.DATABASES - 1))
+        db = self.server.database()
+        self.given.append(db)
+        return "unix://%s?db=%d" % (self.server.socket, db)
+
+    @staticmethod
+    def db_of(url):
+        return int(url.rsplit("db=", 1)[1].split("&")[0])
+
+    def cli(self, url, *args):
+        """redis-cli on the database of `url`."""
+        return self.server.cli(*args, db=self.db_of(url))
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """The session's redis-server, started on first use and stopped at the end."""
+    server = RedisServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def redis_bus(redis_server):
+    """Redis for `--bus` in one test: `redis_bus.url()` is a location on a database of its own;
+    `redis_bus.server` stops, kills and starts the shared server (tests of Redis outages)."""
+    bus = RedisBus(redis_server)
+    yield bus
+    # A test that stopped the server gives the next test a running one.
+    if not os.path.exists(redis_server.socket):
+        redis_server.start()
 
 
 @pytest.fixture(scope="session", autouse=True)
