@@ -28,6 +28,7 @@
 #include "relay/attachments.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
+#include "relay/target.h"
 
 #define SLICE          (1024 * 1024)
 #define KEY_CHARS      24
@@ -354,6 +355,7 @@ struct attachment_op {
     rl_op_t op;
     rl_attachment_row_t row;
     int64_t quota; /* the user's storage quota (--attachment-quota) */
+    const char *installation_id; /* the uploading bridge's, or NULL for a user */
 };
 
 static int attachment_insert_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -362,6 +364,8 @@ static int attachment_insert_run(rl_txn_t *txn, rl_store_op_t *base)
     int64_t used = 0;
     int result = RL_TXN(txn, attachments_usage, op->row.user_id, &used);
 
+    if (result == 0 && op->installation_id != NULL)
+        result = rl_target_installation_check(txn, op->installation_id);
     if (result != 0)
         return result;
     /* Counted in the transaction that adds the file, so that concurrent uploads cannot both slip under. */
@@ -456,6 +460,8 @@ static void upload_step(h2o_timeout_entry_t *entry)
     op->row.used_at = RL_NO_TIME;
     op->row.doomed_at = RL_NO_TIME;
     op->quota = upload->relay->config.attachment_quota;
+    if (call->principal_kind == RL_PRINCIPAL_INSTALLATION)
+        op->installation_id = rl_op_str(op, call->principal);
     rl_store_submit(upload->relay->store, &op->op.base, on_upload_recorded, upload);
 }
 

@@ -215,7 +215,8 @@ static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, const rl_bridge_to
     struct bridge_lookup *lookup;
     struct installation_get *op;
 
-    if (entry != NULL && entry->until_ms > rl_clock_now_ms()) {
+    /* A socket is opened from the store's word alone: a cached entry may not know of a revocation on another node. */
+    if (entry != NULL && entry->until_ms > rl_clock_now_ms() && call->route->auth != RL_AUTH_BRIDGE_UPGRADE) {
         rl_call_proceed(call, judge_bridge(call, token, entry, want_installation));
         return;
     }

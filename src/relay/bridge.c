@@ -185,7 +185,10 @@ int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn
                         int (*apply)(rl_txn_t *, rl_bridge_write_t *))
 {
     const char *stored = NULL;
-    int result = (check != NULL ? check : target_check)(txn, w);
+    int result = rl_target_installation_check(txn, w->target.installation_id);
+
+    if (result == 0)
+        result = (check != NULL ? check : target_check)(txn, w);
 
     if (result != 0)
         return result;

@@ -44,6 +44,7 @@
 #include "relay/idempotency.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
+#include "relay/target.h"
 
 #define OPEN_MESSAGES_MAX    100000
 #define KEYS_PER_MESSAGE_MAX 100000
@@ -264,7 +265,8 @@ static int check_run(rl_txn_t *txn, const rl_delta_row_t *first)
 
     if (first->installation_id == NULL)
         return 0;
-    if ((result = rl_deltas_message_of(txn, first->installation_id, first->message_id, &message, &session)) != 0)
+    if ((result = rl_target_installation_check(txn, first->installation_id)) != 0 ||
+        (result = rl_deltas_message_of(txn, first->installation_id, first->message_id, &message, &session)) != 0)
         return result;
     if (strcmp(message.state, "streaming") != 0)
         return RL_E_MESSAGE_FINALIZED;

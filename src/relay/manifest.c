@@ -64,6 +64,9 @@ static int manifest_set_run(rl_txn_t *txn, rl_store_op_t *base)
 
     if (result != 0)
         return result == RL_E_NOT_FOUND ? RL_E_INSTALLATION_NOT_FOUND : result;
+    /* Revoked on another node whose word has not reached this one's cache yet (target.h). */
+    if (strcmp(installation.state, "revoked") == 0)
+        return RL_E_INSTALLATION_GONE;
     installation.manifest = op->manifest;
     return RL_TXN(txn, installation_update, &installation);
 }

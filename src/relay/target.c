@@ -12,6 +12,16 @@ void rl_target_copy(rl_arena_t *arena, rl_bridge_target_t *dst, const rl_bridge_
     dst->followup_ms = src->followup_ms;
 }
 
+int rl_target_installation_check(rl_txn_t *txn, const char *installation_id)
+{
+    rl_installation_row_t installation;
+    int result = RL_TXN(txn, installation_get, installation_id, &installation);
+
+    if (result != 0)
+        return result == RL_E_NOT_FOUND ? RL_E_INVALID_TOKEN : result;
+    return strcmp(installation.state, "revoked") == 0 ? RL_E_INSTALLATION_GONE : 0;
+}
+
 int rl_target_check(rl_txn_t *txn, const rl_bridge_target_t *target, rl_session_row_t *session)
 {
     rl_interaction_row_t interaction;

@@ -21,5 +21,13 @@ void rl_target_copy(rl_arena_t *arena, rl_bridge_target_t *dst, const rl_bridge_
  * RL_E_INTERACTION_NOT_FOUND, RL_E_INTERACTION_EXPIRED.
  */
 int rl_target_check(rl_txn_t *txn, const rl_bridge_target_t *target, rl_session_row_t *session);
+/*
+ * In a transaction: the installation a bridge writes as still stands.
+ * RL_E_INSTALLATION_GONE once revoked, RL_E_INVALID_TOKEN when it is not
+ * there. Every bridge write asks, because a node's cache of bridge tokens
+ * learns of a revocation made on another node only when the bus tells it;
+ * the store knows as soon as the revocation is answered.
+ */
+int rl_target_installation_check(rl_txn_t *txn, const char *installation_id);
 
 #endif

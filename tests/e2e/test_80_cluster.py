@@ -188,13 +188,34 @@ def test_revoke_on_b_closes_the_socket_on_a_with_4401_and_every_node_refuses_the
     inst = Installation(c.front, c.front.token("alice"))
     sock = Socket(a, inst.token)
     sock.expect_ready(inst.id)
+    session = inst.create_session()
+    interaction, _ = inst.send(session)
+    message = inst.open_message(session, interaction)
     # Every node has the token in its cache: a node that kept it for 30 s would still accept it below.
     for node in c.nodes:
         assert_ok(on(inst, node).post("setManifest", {"tools": []}))
+        assert_ok(on(inst, node).post("sendMessageDelta", {"message_id": message, "delta": "x",
+                                                            "idempotency_key": key()}))
     t0 = time.monotonic()
     assert_ok(on(inst, b).client("DELETE", "/v1/me/installations/%s" % inst.id))
+    # Every bridge write, on every node, right after the answer: the store has the last word.
+    writes = [
+        ("setManifest", {"tools": []}),
+        ("sendMessageDelta", {"message_id": message, "delta": "late", "idempotency_key": key()}),
+        ("sendMessage", {"session_id": session, "interaction_id": interaction, "text": "late",
+                         "idempotency_key": key()}),
+        ("sendMessageEnd", {"message_id": message, "idempotency_key": key(), "finish_reason": "stop"}),
+        ("createTask", {"session_id": session, "interaction_id": interaction, "task_id": "t-late",
+                        "kind": "exec"}),
+        ("requestApproval", inst.approval_body(session, interaction)),
+    ]
     for node in c.nodes:
-        assert_error(on(inst, node).post("setManifest", {"tools": []}), 410, "installation_revoked")
+        for route, body in writes:
+            assert_error(on(inst, node).post(route, body), 410, "installation_revoked")
+        r = node.post("/v1/bridge/uploadAttachment", data=b"late", token=inst.token,
+                      headers={"Content-Type": "text/plain"})
+        assert_error(r, 410, "installation_revoked")
+    assert c.front.query("SELECT COUNT(*) FROM attachments") == [(0,)]
     assert sock.wait_closed(WAIT) == 4401
     assert time.monotonic() - t0 < 2 * SLOW, "the socket closed %.1fs after the revoke" % (time.monotonic() - t0)
     for node in c.nodes:
