@@ -107,3 +107,13 @@ bench-catalog: build
 test-e2e-postgres: build
 	@RELAY_TEST_STORE=postgres RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
 # ---- end of the PostgreSQL block -----------------------------------------------------------------
+
+# ---- PostgreSQL + Redis, one node (issue 13) -----------------------------------------------------
+.PHONY: test-e2e-cluster
+
+# The end-to-end suite with every relayd on PostgreSQL and on a Redis bus: a PostgreSQL server and a
+# redis-server started for the session on Unix sockets in temporary folders (tests/support/pg.sh,
+# redis.sh), a fresh database of each per relayd data folder.
+test-e2e-cluster: build
+	@RELAY_TEST_STORE=postgres RELAY_TEST_BUS=redis RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
+# ---- end of the PostgreSQL + Redis block ---------------------------------------------------------
