@@ -11,16 +11,24 @@ The store is the data folder's SQLite database, or with RELAY_TEST_STORE=postgre
 server started once per session (`postgres`, tests/support/pg.sh) and removed
 at its end; `store=` chooses for one relayd ("sqlite", "postgres" or a URL).
 
-The bus is the local one, or with RELAY_TEST_BUS=redis (`make test-e2e-cluster`) a
-Redis database per data folder, on a redis-server started once per session
-(tests/support/redis.sh) and emptied before each test uses it; `bus=` chooses
-for one relayd ("local", "redis" or a location). Each relayd's bus location is
-`relay.bus` (None for the local bus).
+`redis_bus` gives a test Redis for `--bus`: a redis-server started once per
+session on a Unix socket in a temporary folder (tests/support/redis.sh) and
+stopped at its end; `redis_bus.url()` is a `unix://...?db=N` location on a
+logical database of its own, emptied when handed out, so that tests never see
+each other's events, presences, buckets or leases.
+
+The bus of every relayd is the local one, or with RELAY_TEST_BUS=redis (`make
+test-e2e-cluster`) a Redis database per data folder from `redis_bus` (emptied
+when first given out, so a relayd started again on its folder finds its bus);
+`bus=` chooses for one relayd ("local", "redis" or a location), and
+`relay.bus` is its location (None for the local bus).
 """
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -30,8 +38,6 @@ PG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"
 REDIS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "redis.sh")
 # The bus of the suite's relayd: "local" (in-process) or "redis" (a Redis database per data folder).
 BUS = os.environ.get("RELAY_TEST_BUS", "local")
-# redis.sh's server has 16 databases: a test may start relayd on at most this many data folders.
-REDIS_DATABASES = 16
 
 
 class PostgresServer:
@@ -81,33 +87,117 @@ def postgres():
 
 
 class RedisServer:
-    """A throw-away redis-server (tests/support/redis.sh) on a Unix socket in a folder of its own."""
+    """A throw-away redis-server (tests/support/redis.sh): a Unix socket in a folder of its own, no TCP port,
+    no persistence, 16 logical databases."""
+
+    DATABASES = 16
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="rl-redis-", dir="/tmp")
-        proc = subprocess.run(["sh", REDIS_SH, "start", self.dir], capture_output=True, text=True, timeout=60)
+        self.socket = os.path.join(self.dir, "redis.sock")
+        self.start()
+        # Database 0 is left alone: a test that forgets `?db=` then cannot meet another test's keys.
+        self.next_db = 1
+
+    def _sh(self, *args):
+        proc = subprocess.run([REDIS_SH] + list(args), capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
-            self.stop()
-            raise AssertionError("cannot start redis-server: %s" % proc.stderr)
+            raise AssertionError("redis.sh %s failed: %s" % (" ".join(args), proc.stderr))
 
-    def location(self, db=0):
-        return "unix://%s/redis.sock?db=%d" % (self.dir, db)
-
-    def flushdb(self, db):
-        subprocess.run(["redis-cli", "-s", os.path.join(self.dir, "redis.sock"), "-n", str(db), "flushdb"],
-                       check=True, capture_output=True, timeout=30)
+    def start(self):
+        """Starts the server (again, after stop()) on the same socket; its data is gone."""
+        self._sh("start", self.dir)
 
     def stop(self):
-        subprocess.run(["sh", REDIS_SH, "stop", self.dir], capture_output=True, timeout=60)
+        """SIGTERM, without saving; waits for the process to go."""
+        self._sh("stop", self.dir)
+
+    def kill(self):
+        """SIGKILL, as a crash would; start() brings a new, empty server."""
+        try:
+            with open(os.path.join(self.dir, "redis.pid")) as f:
+                pid = int(f.read().strip())
+        except FileNotFoundError:
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+        for name in ("redis.pid", "redis.sock"):
+            try:
+                os.unlink(os.path.join(self.dir, name))
+            except FileNotFoundError:
+                pass
+
+    def cli(self, *args, db=0):
+        """redis-cli on database `db`; its stdout (raw replies, one per line)."""
+        proc = subprocess.run(["redis-cli", "-s", self.socket, "-n", str(db), "--raw"] + [str(a) for a in args],
+                              capture_output=True, text=True, timeout=30)
+        if proc.returncode != 0:
+            raise AssertionError("redis-cli %r failed: %s" % (args, proc.stderr))
+        return proc.stdout
+
+    def database(self):
+        """The number of an emptied logical database, taken round robin from 1 to 15."""
+        db = self.next_db
+        self.next_db = self.next_db % (self.DATABASES - 1) + 1
+        self.cli("FLUSHDB", db=db)
+        return db
+
+    def close(self):
+        self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class RedisBus:
+    """One test's view of the session's Redis: `url()` hands out a location on a fresh database per call."""
+
+    def __init__(self, server):
+        self.server = server
+        self.given = []
+
+    def url(self):
+        """A new `unix:///.../redis.sock?db=N` for `--bus`, on an emptied database no other URL of this test
+        uses; nodes that must form one relay share one URL."""
+        if len(self.given) >= RedisServer.DATABASES - 1:
+            raise AssertionError("a test may use at most %d Redis databases" % (RedisServer.DATABASES - 1))
+        db = self.server.database()
+        self.given.append(db)
+        return "unix://%s?db=%d" % (self.server.socket, db)
+
+    @staticmethod
+    def db_of(url):
+        return int(url.rsplit("db=", 1)[1].split("&")[0])
+
+    def cli(self, url, *args):
+        """redis-cli on the database of `url`."""
+        return self.server.cli(*args, db=self.db_of(url))
+
+
 @pytest.fixture(scope="session")
-def _test_bus_redis():
-    """The session's Redis for RELAY_TEST_BUS=redis, started on first use."""
+def redis_server():
+    """The session's redis-server, started on first use and stopped at the end."""
     server = RedisServer()
     yield server
-    server.stop()
+    server.close()
+
+
+@pytest.fixture
+def redis_bus(redis_server):
+    """Redis for `--bus` in one test: `redis_bus.url()` is a location on a database of its own;
+    `redis_bus.server` stops, kills and starts the shared server (tests of Redis outages)."""
+    bus = RedisBus(redis_server)
+    yield bus
+    # A test that stopped the server gives the next test a running one.
+    if not os.path.exists(redis_server.socket):
+        redis_server.start()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -121,7 +211,7 @@ def relayd(tmp_path, request):
     counter = [0]
     # One PostgreSQL database per data folder: a relayd started again on its folder finds its store.
     databases = {}
-    # One Redis database per data folder, for the same reason, emptied when first given out.
+    # One Redis database per data folder, for the same reason.
     bus_databases = {}
 
     def store_of(data_dir, store):
@@ -139,12 +229,8 @@ def relayd(tmp_path, request):
         if bus == "local":
             return None
         if bus == "redis":
-            server = request.getfixturevalue("_test_bus_redis")
             if str(data_dir) not in bus_databases:
-                db = len(bus_databases)
-                assert db < REDIS_DATABASES, "more data folders than Redis databases in one test"
-                server.flushdb(db)
-                bus_databases[str(data_dir)] = server.location(db)
+                bus_databases[str(data_dir)] = request.getfixturevalue("redis_bus").url()
             return bus_databases[str(data_dir)]
         return bus
 
