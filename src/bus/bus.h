@@ -71,6 +71,13 @@ typedef struct rl_bus_handlers {
     void (*event)(void *ctx, const char *user_id, int64_t id, rl_blob_t *frame);
     /* A signal on a topic this node joined (message borrowed). */
     void (*signal)(void *ctx, const char *topic, json_t *message);
+    /*
+     * A networked bus: the presence of an installation lapsed (its node
+     * stopped renewing it: that node died or lost the bus) and nobody set it
+     * again. Each lapse goes to one node only, so that the user is told once.
+     * NULL to ignore.
+     */
+    void (*presence_lapsed)(void *ctx, const char *installation_id);
     void *ctx;
 } rl_bus_handlers_t;
 

@@ -162,10 +162,14 @@ static rl_redis_script_t lease_script = {
 /*
  * Presence: KEYS[1] a hash, installation -> "<seq> <health> <owner>";
  * KEYS[2] a sorted set, installation -> when its lease lapses (Redis ms).
- * Lapsed entries are removed by whichever script comes next; no message is
- * sent for them, since every cache lapses them by itself. KEYS[3], where a
- * script has it, numbers the changes; a new sequence starts from the clock,
- * so that numbers keep growing after Redis lost its data.
+ * Lapsed entries are moved by whichever script comes next to KEYS[1]
+ * ":lapsed" (a hash, installation -> its last value), where the lapse script
+ * hands each to exactly one node, which tells the user that the agent is
+ * offline (its node died: nobody else would). No presence message is sent
+ * for them, since every cache lapses them by itself. KEYS[3], where a script
+ * has it, numbers the changes; a new sequence starts from the clock, so that
+ * numbers keep growing after Redis lost its data. (The lapsed hash's name is
+ * made from KEYS[1] rather than passed: Redis Cluster is not supported.)
  */
 /* clang-format off */
 #define LUA_PRESENCE                                                                                                   \
@@ -183,6 +187,11 @@ static rl_redis_script_t lease_script = {
     "end\n"                                                                                                            \
     "local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now), 'LIMIT', 0, 100)\n"         \
     "for _, lapsed_id in ipairs(lapsed) do\n"                                                                          \
+    "  local value = redis.call('HGET', KEYS[1], lapsed_id)\n"                                                         \
+    "  if value then\n"                                                                                                \
+    "    redis.call('HSET', KEYS[1] .. ':lapsed', lapsed_id, value)\n"                                                 \
+    "    redis.call('PEXPIRE', KEYS[1] .. ':lapsed', 600000)\n"                                                        \
+    "  end\n"                                                                                                          \
     "  redis.call('HDEL', KEYS[1], lapsed_id)\n"                                                                       \
     "  redis.call('ZREM', KEYS[2], lapsed_id)\n"                                                                       \
     "end\n"
@@ -269,6 +278,22 @@ static rl_redis_script_t presence_load_script = {
     "  end\n"
     "end\n"
     "return out\n"};
+
+/*
+ * KEYS: hash, leases, sequence. Takes at most 256 lapsed presences off the
+ * lapsed hash and answers those that nobody set again since, each to this
+ * node only.
+ */
+static rl_redis_script_t presence_lapse_script = {
+    LUA_PRESENCE
+    "local lapsed_key = KEYS[1] .. ':lapsed'\n"
+    "local ids = redis.call('HKEYS', lapsed_key)\n"
+    "local out = {}\n"
+    "for i = 1, math.min(#ids, 256) do\n"
+    "  redis.call('HDEL', lapsed_key, ids[i])\n"
+    "  if redis.call('HEXISTS', KEYS[1], ids[i]) == 0 then out[#out + 1] = ids[i] end\n"
+    "end\n"
+    "return out\n"};
 /* clang-format on */
 
 /*
@@ -294,7 +319,7 @@ static rl_redis_script_t signal_script = {LUA_NOW "local seq = redis.call('INCR'
 
 static rl_redis_script_t *const scripts[] = {
     &signal_script,       &publish_script,        &read_script,           &take_script,          &lease_script,
-    &presence_set_script, &presence_clear_script, &presence_renew_script, &presence_load_script,
+    &presence_set_script, &presence_clear_script, &presence_renew_script, &presence_load_script, &presence_lapse_script,
 };
 
 /* ---- the bus --------------------------------------------------------------------------------- */
@@ -1483,6 +1508,31 @@ static void prune_cache(struct redis_bus *bus)
     rl_strmap_sweep(bus->presence, lapsed, &now, free);
 }
 
+static void on_lapse_claimed(redisReply *reply, void *arg)
+{
+    struct redis_bus *bus = arg;
+    size_t i;
+
+    if (bus->closing || reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            rl_log_warn("redis bus: taking lapsed presences failed: %s", reply->str);
+        return;
+    }
+    for (i = 0; i < reply->elements; ++i) {
+        if (reply->element[i]->type == REDIS_REPLY_STRING && bus->config.handlers.presence_lapsed != NULL)
+            bus->config.handlers.presence_lapsed(bus->config.handlers.ctx, reply->element[i]->str);
+    }
+}
+
+/* Takes the presences whose node stopped renewing them: each goes to one node, which says offline. */
+static void claim_lapsed(struct redis_bus *bus)
+{
+    const char *argv[3] = {PRESENCE_KEY, LEASES_KEY, SEQUENCE_KEY};
+    size_t lens[3] = {strlen(PRESENCE_KEY), strlen(LEASES_KEY), strlen(SEQUENCE_KEY)};
+
+    rl_redis_eval(bus->cmd, &presence_lapse_script, 3, 3, argv, lens, on_lapse_claimed, bus);
+}
+
 /* Every third of a lease: renew this node's presences, drop the lapsed ones of the others. */
 static void on_renew(h2o_timeout_entry_t *entry)
 {
@@ -1498,6 +1548,8 @@ static void on_renew(h2o_timeout_entry_t *entry)
         else
             free(r.op);
     }
+    if (rl_redis_ready(bus->cmd))
+        claim_lapsed(bus);
     prune_cache(bus);
     maybe_load(bus);
 }

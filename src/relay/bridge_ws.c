@@ -96,6 +96,47 @@ static void on_presence_cleared(int cleared, void *arg)
     free(offline);
 }
 
+/*
+ * A presence lapsed on the bus: the node that held the socket died (or lost
+ * the bus) without closing it, and this node was picked to tell the user.
+ * The bus knows installations, not users: the store says whose it is.
+ */
+struct lapsed {
+    rl_op_t op;
+    const char *installation_id;
+    rl_installation_row_t row;
+};
+
+static int lapsed_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct lapsed *op = (void *)base;
+
+    return RL_TXN(txn, installation_get, op->installation_id, &op->row);
+}
+
+static const rl_store_op_type_t lapsed_type = RL_OP_TYPE(presence_lapsed, 0, lapsed_run);
+
+static void on_lapsed_owner(rl_store_op_t *base)
+{
+    struct lapsed *op = (void *)base;
+    rl_relay_t *relay = base->arg;
+
+    /* A revoked installation was announced offline by its revocation; a socket that came back meanwhile is not. */
+    if (base->result != 0 || strcmp(op->row.state, "live") != 0 ||
+        strcmp(rl_bus_presence_get(relay->bus, op->installation_id), "offline") != 0)
+        return;
+    publish_health(relay, op->row.user_id, op->installation_id, "offline");
+    rl_log_info("bridge %s lost with its node (its presence lapsed)", op->installation_id);
+}
+
+void rl_bridge_ws_lapsed(rl_bridge_ws_t *registry, const char *installation_id)
+{
+    struct lapsed *op = rl_op_new(&lapsed_type, sizeof(*op));
+
+    op->installation_id = rl_op_str(op, installation_id);
+    rl_store_submit(registry->relay->store, &op->op.base, on_lapsed_owner, registry->relay);
+}
+
 static void unlink_timers(struct bridge_socket *sock)
 {
     if (h2o_timeout_is_linked(&sock->ping_timer))

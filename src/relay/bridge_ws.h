@@ -35,5 +35,11 @@ int rl_bridge_ws_open(rl_call_t *call);
 void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t *message);
 /* The installation was revoked: its socket here, if any, closes with 4401. */
 void rl_bridge_ws_revoked(rl_bridge_ws_t *registry, const char *installation_id);
+/*
+ * The bus says an installation's presence lapsed (its node is gone) and this
+ * node is the one to tell: publishes agent_health_changed offline to its
+ * user, unless a socket holds it again or it was revoked. Loop thread.
+ */
+void rl_bridge_ws_lapsed(rl_bridge_ws_t *registry, const char *installation_id);
 
 #endif

@@ -22,6 +22,14 @@
  * is read, where the backend needs it). A message that moved on elsewhere
  * has its record dropped and its deltas applied again against a fresh one,
  * where a retry that another node already stored is now a replay.
+ *
+ * On a shared bus (several nodes) a delta is published only once its batch
+ * committed, not when it joins the batch: this node's record may be stale,
+ * and a retry whose first attempt another node stored, or a delta to a
+ * message another node ended, looks new here until the store says
+ * otherwise. Publishing early, the user saw such a retry twice
+ * (tests/e2e/test_80). One node alone has the truth in its record and keeps
+ * publishing at once.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +91,7 @@ struct rl_deltas {
     size_t unwritten;           /* deltas pending or in the store */
     h2o_timeout_t group_commit;
     h2o_timeout_entry_t due;
+    int publish_on_commit; /* a shared bus: other nodes write to messages too (above) */
 };
 
 static void record_unref(struct open_message *message)
@@ -431,6 +440,15 @@ static const rl_store_op_type_t stream_state_type = RL_OP_TYPE(message_stream_st
 
 /* ---- batches ---- */
 
+/* spec: message_delta, to the user's streams. */
+static void publish_delta(rl_deltas_t *deltas, struct open_message *message, json_t *delta)
+{
+    rl_hub_publish(deltas->relay->hub, message->user_id, "message_delta",
+                   json_pack("{s:O, s:s, s:O, s:O, s:I}", "session_id", message->session_id, "message_id",
+                             message->message_id, "delta", delta, "interaction_id", message->interaction_id, "ts",
+                             (json_int_t)rl_clock_now_ms()));
+}
+
 struct append {
     rl_op_t op;
     rl_delta_batch_t *batch;
@@ -464,6 +482,8 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
         json_object_set(message->keys, row->key, hash);
     json_object_del(message->pending, row->key);
     if (result == 0) {
+        if (deltas->publish_on_commit)
+            publish_delta(deltas, message, json_object_get(call->body, "delta"));
         rl_call_reply(call, json_pack("{s:s}", "message_id", message->message_id));
     } else if (result == RL_E_CONFLICT) {
         /* Another node wrote to this message: what the store holds now decides (dispatch reloads it). */
@@ -543,6 +563,7 @@ rl_deltas_t *rl_deltas_new(rl_relay_t *relay)
     if (deltas == NULL)
         return NULL;
     deltas->relay = relay;
+    deltas->publish_on_commit = strcmp(relay->config.bus, "") != 0 && strcmp(relay->config.bus, "local") != 0;
     deltas->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
     deltas->pending = rl_delta_batch_new();
     if (deltas->open_messages == NULL || deltas->pending == NULL) {
@@ -719,12 +740,9 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     ++message->refs;
     rl_call_hold(call);
     /* Published once, even if a conflict with another node makes it go through here again. */
-    if (call->handler_tag == 0) {
+    if (call->handler_tag == 0 && !deltas->publish_on_commit) {
         call->handler_tag = 1;
-        rl_hub_publish(deltas->relay->hub, message->user_id, "message_delta",
-                       json_pack("{s:O, s:s, s:O, s:O, s:I}", "session_id", message->session_id, "message_id",
-                                 message->message_id, "delta", delta, "interaction_id", message->interaction_id, "ts",
-                                 (json_int_t)rl_clock_now_ms()));
+        publish_delta(deltas, message, delta);
     }
     if (deltas->pending->count >= BATCH_MAX)
         submit(deltas);

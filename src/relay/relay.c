@@ -136,6 +136,15 @@ static void on_bus_signal(void *ctx, const char *topic, json_t *message)
     }
 }
 
+static void on_presence_lapsed(void *ctx, const char *installation_id)
+{
+    rl_relay_t *relay = ctx;
+
+    /* Not before the relay has its sockets, nor after the store closed (shutdown). */
+    if (relay->sockets != NULL && relay->store != NULL)
+        rl_bridge_ws_lapsed(relay->sockets, installation_id);
+}
+
 static int open_bus(rl_relay_t *relay)
 {
     rl_bus_config_t config = {
@@ -143,7 +152,10 @@ static int open_bus(rl_relay_t *relay)
         .max_age_ms = relay->config.replay_window,
         .max_users = BUS_USERS_MAX,
         .max_buckets = RATE_KEYS_MAX,
-        .handlers = {.event = on_bus_event, .signal = on_bus_signal, .ctx = relay},
+        .handlers = {.event = on_bus_event,
+                     .signal = on_bus_signal,
+                     .presence_lapsed = on_presence_lapsed,
+                     .ctx = relay},
     };
 
     if (rl_bus_open(relay->config.bus, relay->loop, &config, &relay->bus) != 0)

@@ -15,7 +15,7 @@ import time
 
 import requests
 
-from relaylib import Relay, free_port, mint_token
+from relaylib import Relay, free_port
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -125,7 +125,7 @@ class Front:
     set_manifest = Relay.set_manifest
 
     def token(self, user, ttl=None):
-        return mint_token(self.data, user, ttl)
+        return self.cluster.nodes[0].token(user, ttl)
 
     def query(self, sql, params=()):
         return self.cluster.nodes[0].query(sql, params)
@@ -135,12 +135,14 @@ class Cluster:
     """n relayd nodes sharing a store, a bus and an attachments folder, behind a balancer."""
 
     def __init__(self, relayd, tmp_path, n, store, bus, extra=()):
+        os.makedirs(str(tmp_path), exist_ok=True)
         self.files = os.path.join(str(tmp_path), "shared-files")
         self.nodes = []
         self.ports = []
         for _ in range(n):
             port = free_port()
-            node = relayd("--store", store, "--bus", bus, "--attachments", self.files, *extra, start=False)
+            # The store by `store=`: the node's query() and token() then use it too.
+            node = relayd("--bus", bus, "--attachments", self.files, *extra, start=False, store=store)
             node.fixed_port = port
             node.start()
             self.nodes.append(node)
