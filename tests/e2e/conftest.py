@@ -238,13 +238,14 @@ def relayd(tmp_path, request):
         counter[0] += 1
         data_dir = data or (tmp_path / ("data%d" % counter[0]))
         log_path = tmp_path / ("relayd%d.log" % counter[0])
-        bus_location = bus_of(data_dir, bus)
+        # A relayd given a --bus of the test's own (a cluster's nodes) keeps it, and takes no database here.
+        bus_location = None if "--bus" in flags else bus_of(data_dir, bus)
         if bus_location is not None:
             # Through the environment, like the store, so that a --bus of the test's own wins.
             env = dict(env or {})
             env.setdefault("RELAY_BUS", bus_location)
         relay = Relay(data_dir, log_path, flags, env, ca=ca, store=store_of(data_dir, store))
-        relay.bus = bus_location
+        relay.bus = flags[list(flags).index("--bus") + 1] if "--bus" in flags else bus_location
         started.append(relay)
         if start:
             relay.start()
