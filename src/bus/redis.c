@@ -504,16 +504,20 @@ static void drop(rl_redis_t *r, const char *why)
     redisReaderFree(r->reader);
     r->reader = reader_new();
     r->retry_at = now + r->backoff;
-    r->backoff = r->backoff * 2 < BACKOFF_MAX ? r->backoff * 2 : BACKOFF_MAX;
+    /* Logged once per episode, with the back-off the attempts follow; the attempts themselves are quiet. */
     if (!r->logged_down) {
         if (was_ready)
-            rl_log_warn("redis (%s) at %s: connection lost (%s); reconnecting", r->config.name, r->location.display,
-                        why);
+            rl_log_warn("redis (%s) at %s: connection lost (%s); reconnecting in %llu ms, the back-off doubling to "
+                        "%d ms while it fails",
+                        r->config.name, r->location.display, why, (unsigned long long)r->backoff, BACKOFF_MAX);
         else
-            rl_log_warn("redis (%s) at %s: cannot connect (%s); retrying", r->config.name, r->location.display, why);
+            rl_log_warn("redis (%s) at %s: cannot connect (%s); retrying in %llu ms, the back-off doubling to %d ms "
+                        "while it fails",
+                        r->config.name, r->location.display, why, (unsigned long long)r->backoff, BACKOFF_MAX);
         r->logged_down = 1;
         r->down_since = now;
     }
+    r->backoff = r->backoff * 2 < BACKOFF_MAX ? r->backoff * 2 : BACKOFF_MAX;
     fail_pending(r);
     if (was_ready && !r->free_requested && r->config.on_lost != NULL)
         r->config.on_lost(r, r->config.ctx);

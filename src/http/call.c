@@ -8,6 +8,9 @@
 #include "http/call.h"
 #include "http/server.h"
 
+/* The retry_after_ms of a 503 whose cause did not say how long to wait. */
+#define UNAVAILABLE_RETRY_MS 1000
+
 void rl_call_hold(rl_call_t *call)
 {
     ++call->refs;
@@ -78,8 +81,13 @@ static void add_rate_headers(rl_call_t *call)
     char value[32];
     size_t len;
 
-    if (!rate->set)
+    if (!rate->set) {
+        /* A 503 of a route without a bucket still says when to come back (rl_call_fail_full). */
+        if (rate->retry_after_ms > 0)
+            rl_call_add_header(call, "retry-after", value,
+                               format_uint(value, (unsigned long long)((rate->retry_after_ms + 999) / 1000)));
         return;
+    }
     rl_call_add_header(call, "x-ratelimit-limit", value, format_uint(value, (unsigned long long)rate->limit));
     rl_call_add_header(call, "x-ratelimit-remaining", value,
                        format_uint(value, (unsigned long long)(rate->remaining > 0 ? rate->remaining : 0)));
@@ -279,7 +287,13 @@ void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *er
         json_object_set_new(error, "errors", errors);
     if (details != NULL)
         json_object_set_new(error, "details", details);
-    /* spec: retry_after_ms is set on 429 and 503. */
+    /*
+     * spec: retry_after_ms is set on 429 and 503. A 503 whose cause gave no
+     * time (the store or the bus could not be reached: they reconnect with a
+     * back-off of their own) says a second, in the body and in Retry-After.
+     */
+    if (status == 503 && call->rate.retry_after_ms <= 0)
+        call->rate.retry_after_ms = UNAVAILABLE_RETRY_MS;
     if ((status == 429 || status == 503) && call->rate.retry_after_ms > 0)
         json_object_set_new(error, "retry_after_ms", json_integer(call->rate.retry_after_ms));
     send_envelope(call, status, json_pack("{s:b, s:o}", "ok", 0, "error", error));

@@ -28,13 +28,23 @@ static const rl_route_t *route_of(const rl_relay_t *relay, const char *method, c
     return NULL;
 }
 
+/*
+ * The backend's name, not the location's scheme: a Redis bus may be reached
+ * through unix:///path, and neither its path nor a password belongs here.
+ */
+static const char *bus_backend(const char *location)
+{
+    if (location == NULL || location[0] == '\0' || strcmp(location, "local") == 0)
+        return "local";
+    return "redis";
+}
+
 static void write_relay(rl_relay_t *relay, FILE *out)
 {
     const rl_route_t *delta = route_of(relay, "POST", "/v1/bridge/sendMessageDelta");
     size_t healthy, degraded;
     rl_store_figures_t store;
     rl_sse_stats_t streams;
-    char bus[32];
 
     fprintf(out,
             "# HELP relay_build_info The running relayd.\n# TYPE relay_build_info gauge\n"
@@ -76,11 +86,10 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             "# TYPE relay_store_commit_duration_seconds histogram\n",
             store.queued, (unsigned long long)store.batches, (unsigned long long)store.operations);
     rl_histogram_write(out, "relay_store_commit_duration_seconds", "", &store.commit);
-    snprintf(bus, sizeof(bus), "%.*s", (int)strcspn(relay->config.bus, ":"), relay->config.bus);
     fprintf(out,
             "# HELP relay_bus_info The bus between relay nodes (local: one node; redis: shared).\n"
             "# TYPE relay_bus_info gauge\nrelay_bus_info{backend=\"%s\"} 1\n",
-            bus[0] != '\0' ? bus : "local");
+            bus_backend(relay->config.bus));
 }
 
 static int on_metrics(rl_call_t *call)

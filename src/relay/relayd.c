@@ -240,7 +240,9 @@ static int migrate_command(int argc, char **argv)
     }
     if (i < argc || from == NULL || to == NULL || strncmp(from, "sqlite:", 7) != 0 || from[7] == '\0' ||
         (strncmp(to, "postgres://", 11) != 0 && strncmp(to, "postgresql://", 13) != 0)) {
+        /* Neither form matched: both are shown (a mistyped --check lands here too). */
         fputs(usage, stderr);
+        fputs(MIGRATE_CHECK_USAGE, stderr);
         return 2;
     }
     return rl_store_migrate(from + 7, to);

@@ -74,8 +74,10 @@ struct pg_txn {
     /* The error that aborted the transaction (or the savepoint), until it is rolled back. */
     int failed;
     int in_txn, in_savepoint;
-    /* The loss was logged and the connection is not back yet. */
+    /* The loss was logged and the connection is not back yet: since when, and the attempts since. */
     int lost;
+    int64_t lost_at_us;
+    int attempts;
     int64_t retry_at_us, backoff_ms;
     /* How long one statement may take before the server counts as hung, and whether one did. */
     int wait_ms;
@@ -295,8 +297,12 @@ static void on_notice(void *arg, const char *message)
 static int lose(struct pg_txn *t, const char *why)
 {
     if (!t->lost) {
-        rl_log_warn("the store lost its PostgreSQL connection (%s): %.*s", t->where, (int)strcspn(why, "\n"), why);
+        rl_log_warn("the store lost its PostgreSQL connection (%s): %.*s; reconnecting, with a back-off of %d ms "
+                    "doubling to %d ms while it fails",
+                    t->where, (int)strcspn(why, "\n"), why, BACKOFF_FIRST_MS, BACKOFF_MAX_MS);
         t->lost = 1;
+        t->lost_at_us = rl_clock_mono_us();
+        t->attempts = 0;
     }
     PQfinish(t->conn);
     t->conn = NULL;
@@ -872,9 +878,15 @@ static int reconnect(struct pg_txn *t)
         return 0;
     if (now < t->retry_at_us)
         return RL_E_UNAVAILABLE;
+    ++t->attempts;
     if (connect_now(t, why, sizeof(why)) != 0) {
-        if (!t->lost)
-            rl_log_warn("the store cannot reach PostgreSQL (%s): %s", t->where, why);
+        if (!t->lost) {
+            rl_log_warn("the store cannot reach PostgreSQL (%s): %s; retrying, with a back-off of %d ms doubling to "
+                        "%d ms",
+                        t->where, why, BACKOFF_FIRST_MS, BACKOFF_MAX_MS);
+            t->lost_at_us = now;
+            t->attempts = 1;
+        }
         t->lost = 1;
         rl_log_debug("store reconnect failed, next try in %lld ms: %s", (long long)t->backoff_ms, why);
         t->retry_at_us = now + t->backoff_ms * 1000;
@@ -882,7 +894,8 @@ static int reconnect(struct pg_txn *t)
         return RL_E_UNAVAILABLE;
     }
     if (was_lost)
-        rl_log_info("the store's PostgreSQL connection (%s) is back", t->where);
+        rl_log_info("the store's PostgreSQL connection (%s) is back after %lld ms and %d attempts", t->where,
+                    (long long)((now - t->lost_at_us) / 1000), t->attempts);
     t->lost = 0;
     t->backoff_ms = BACKOFF_FIRST_MS;
     return 0;
@@ -1600,8 +1613,8 @@ static int pg_approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const 
     static const char *const sql[2] = BY_KEY("SELECT " APPROVAL_COLUMNS " FROM approvals WHERE user_id = $1 AND id = $2"
                                              " ORDER BY created_at, installation_id COLLATE \"C\"");
 
-    return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, LOCKING(TXN(txn), sql), "ss",
-                   user_id, id);
+    return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, LOCKING(TXN(txn), sql), "ss", user_id,
+                   id);
 }
 
 static int pg_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,

@@ -16,6 +16,12 @@ session on a Unix socket in a temporary folder (tests/support/redis.sh) and
 stopped at its end; `redis_bus.url()` is a `unix://...?db=N` location on a
 logical database of its own, emptied when handed out, so that tests never see
 each other's events, presences, buckets or leases.
+
+The bus of every relayd is the local one, or with RELAY_TEST_BUS=redis (`make
+test-e2e-cluster`) a Redis database per data folder from `redis_bus` (emptied
+when first given out, so a relayd started again on its folder finds its bus);
+`bus=` chooses for one relayd ("local", "redis" or a location), and
+`relay.bus` is its location (None for the local bus).
 """
 import os
 import shutil
@@ -30,6 +36,8 @@ from relaylib import RELAYD, STORE, Relay, mint_token, sanitizer_report
 
 PG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "pg.sh")
 REDIS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "redis.sh")
+# The bus of the suite's relayd: "local" (in-process) or "redis" (a Redis database per data folder).
+BUS = os.environ.get("RELAY_TEST_BUS", "local")
 
 
 class PostgresServer:
@@ -203,6 +211,8 @@ def relayd(tmp_path, request):
     counter = [0]
     # One PostgreSQL database per data folder: a relayd started again on its folder finds its store.
     databases = {}
+    # One Redis database per data folder, for the same reason.
+    bus_databases = {}
 
     def store_of(data_dir, store):
         store = store or STORE
@@ -214,11 +224,28 @@ def relayd(tmp_path, request):
             return databases[str(data_dir)]
         return store
 
-    def factory(*flags, env=None, data=None, start=True, ca=None, store=None):
+    def bus_of(data_dir, bus):
+        bus = bus or BUS
+        if bus == "local":
+            return None
+        if bus == "redis":
+            if str(data_dir) not in bus_databases:
+                bus_databases[str(data_dir)] = request.getfixturevalue("redis_bus").url()
+            return bus_databases[str(data_dir)]
+        return bus
+
+    def factory(*flags, env=None, data=None, start=True, ca=None, store=None, bus=None):
         counter[0] += 1
         data_dir = data or (tmp_path / ("data%d" % counter[0]))
         log_path = tmp_path / ("relayd%d.log" % counter[0])
+        # A relayd given a --bus of the test's own (a cluster's nodes) keeps it, and takes no database here.
+        bus_location = None if "--bus" in flags else bus_of(data_dir, bus)
+        if bus_location is not None:
+            # Through the environment, like the store, so that a --bus of the test's own wins.
+            env = dict(env or {})
+            env.setdefault("RELAY_BUS", bus_location)
         relay = Relay(data_dir, log_path, flags, env, ca=ca, store=store_of(data_dir, store))
+        relay.bus = flags[list(flags).index("--bus") + 1] if "--bus" in flags else bus_location
         started.append(relay)
         if start:
             relay.start()

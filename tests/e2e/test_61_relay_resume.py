@@ -24,7 +24,8 @@ def restart_on_same_port(relay, monkeypatch):
     assert relay.port == port
 
 
-def test_send_resumes_after_relay_restart_by_polling(relay, tmp_path, monkeypatch):
+def test_send_resumes_after_relay_restart_by_polling(relayd, tmp_path, monkeypatch):
+    relay = relayd(bus="local")  # the resync needs a ring that died with the process (a shared bus keeps it)
     cli = Cli(tmp_path)
     cli.login(relay)
     agent = pair_with_cli(cli, relay)
@@ -62,8 +63,9 @@ def test_send_resumes_after_relay_restart_by_polling(relay, tmp_path, monkeypatc
     assert "reconnecting" in "".join(send.stderr)
 
 
-def test_send_follows_live_events_after_a_plain_reconnect(relay, tmp_path, monkeypatch):
+def test_send_follows_live_events_after_a_plain_reconnect(relayd, tmp_path, monkeypatch):
     """A reply finalised after the client is back arrives on the stream itself."""
+    relay = relayd(bus="local")  # the resync needs a ring that died with the process (a shared bus keeps it)
     cli = Cli(tmp_path)
     cli.login(relay)
     agent = pair_with_cli(cli, relay)

@@ -96,7 +96,7 @@ def test_migrate_check_says_what_a_start_would_do_and_changes_nothing(relayd, tm
     target = int(re.search(r"schema version (\d+)", proc.stdout).group(1))
     assert not data.exists(), "--check created the data folder"
 
-    relay = relayd(data=data)
+    relay = relayd(data=data, store="sqlite")  # migrate --check of a data folder's SQLite store
     relay.stop_ok()
     db = os.path.join(str(data), "relay.db")
     before = _digest(db)

@@ -68,7 +68,7 @@ class DeltaLoad:
 
 
 def test_a_backup_under_write_load_restores_every_acknowledged_write(relayd, tmp_path):
-    relay = relayd()
+    relay = relayd(store="sqlite")  # relayd backup copies a data folder's SQLite store (PostgreSQL: pg_dump)
     user = relay.token("alice")
     inst = Installation(relay, user)
     session = inst.create_session(title="backed up")
@@ -103,7 +103,7 @@ def test_a_backup_under_write_load_restores_every_acknowledged_write(relayd, tmp
     relay.stop_ok()
 
     # Restored into a folder of its own, the relay is the same relay.
-    restored = relayd(data=tmp_path / "restored", start=False)
+    restored = relayd(data=tmp_path / "restored", start=False, store="sqlite")
     proc = run_relayd(["restore", str(dest), "--data", str(restored.data)])
     assert proc.returncode == 0, proc.stderr
     assert "restored %s into %s" % (dest, restored.data) in proc.stdout, proc.stdout
@@ -131,7 +131,7 @@ def test_a_backup_under_write_load_restores_every_acknowledged_write(relayd, tmp
 
 
 def test_bad_backups_and_restores_are_refused_and_leave_nothing(relayd, tmp_path):
-    relay = relayd()
+    relay = relayd(store="sqlite")  # relayd backup copies a data folder's SQLite store (PostgreSQL: pg_dump)
     relay.token("alice")
 
     # Into a folder that holds something: refused, the folder as it was.
