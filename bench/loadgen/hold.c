@@ -78,9 +78,7 @@ int mode_hold(int argc, char **argv)
     FILE *f;
 
     if (url == NULL || state == NULL || ready_path == NULL || parse_hostport(url, &dst) != 0)
-        die("hold needs --url HOST:PORT --state FILE --ready FILE [--sse N --sse-users A:B] [--ws A:B] [--tls 1]");
-    if (opt_long(argc, argv, "tls", 0) != 0 && net_tls_client() != 0)
-        die("cannot set up TLS");
+        die("hold needs --url HOST:PORT --state FILE --ready FILE [--sse N --sse-users A:B] [--ws A:B]");
     opt_range(argc, argv, "sse-users", &ua, &ub);
     opt_range(argc, argv, "ws", &wa, &wb);
     nrecs = state_read(state, &recs);
