@@ -530,20 +530,23 @@ fi
 
 # ---------------------------------------------------------------- overload
 
-# The highest rate relayd sustained in this run's ramp (or the last recorded one); without any, a
-# short ramp of its own finds it.
+# relayd's maximum in this run's ramp (or the last recorded one): the highest rate it sustained, or,
+# when the machine's load left it none, the most it delivered (rounded down to 500/s). Without any
+# ramp, a short ramp of its own finds it. Prints 0 when nothing was delivered at all.
 relayd_capacity() { # stream.jsonl
 	python3 - "$1" "$HERE" <<'EOF'
 import json, os, sys
 sys.path.insert(0, sys.argv[2])
 from report import sustained
-best = 0
+best = delivered = 0
 if os.path.exists(sys.argv[1]):
     for line in open(sys.argv[1]):
         d = json.loads(line)
-        if d.get("label") == "ramp" and d.get("target") == "relayd" and sustained(d):
-            best = max(best, d["rate"])
-print(int(best))
+        if d.get("label") == "ramp" and d.get("target") == "relayd" and not d.get("failed"):
+            delivered = max(delivered, d["delivered_rate"])
+            if sustained(d):
+                best = max(best, d["rate"])
+print(int(best) if best else int(delivered // 500 * 500))
 EOF
 }
 
@@ -558,6 +561,14 @@ if want overload; then
 		done
 		CAP=$(relayd_capacity "$WORK/overload-ramp.jsonl")
 	fi
+	if [ "$CAP" -le 0 ]; then
+		log "overload: relayd delivered nothing in the ramp; no overload run"
+		echo '{"label":"max","target":"relayd","rate":0,"installations":0,"failed":true}' >>"$OUT/overload.jsonl"
+		phase_end overload
+		CAP=skip
+	fi
+fi
+if want overload && [ "$CAP" != skip ]; then
 	OVER=$((CAP * 2))
 	# Every paired installation posts (3 000: up to 3 000 deltas in flight), so that relayd, not the
 	# generator's one-delta-per-bridge limit, decides what waits and what is refused.

@@ -327,6 +327,8 @@ int mode_stream(int argc, char **argv)
     /* --sub-url: the streams are read from another relay node than the one the deltas are posted to. */
     if (sub_url != NULL ? parse_hostport(sub_url, &sub_dst) != 0 : (sub_dst = R.dst, 0))
         die("--sub-url must be HOST:PORT");
+    if (!(rate > 0) || duration <= 0 || warmup < 0)
+        die("--rate and --duration must be positive");
     R.target = strcmp(target, "nchan") == 0 ? T_NCHAN : T_RELAYD;
     nrecs = state_read(state, &recs);
     if (nrecs < ninst)
