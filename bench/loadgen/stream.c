@@ -64,7 +64,7 @@ static struct {
     uint64_t status_503, retry_after, refused_win;
     int last_bad_status;
     char last_bad_body[200];
-    hist_t e2e, ack, shed;
+    hist_t e2e, ack, shed, svc;
 } R;
 
 static uint64_t ring_len(const struct inst *in)
@@ -168,6 +168,9 @@ static void on_pub_response(conn_t *c, int status, const char *body, size_t len)
     uint64_t now = now_ns();
 
     if (status >= 200 && status < 300) {
+        /* How long relayd itself took to answer (from the write): its own queue, not the schedule's. */
+        if (c->t0 >= R.t_meas && c->t0 < R.t_end)
+            hist_record(&R.svc, now - c->t_sent);
         R.acked++;
         if (c->t0 >= R.t_meas && c->t0 < R.t_end) {
             R.acked_win++;
@@ -349,6 +352,7 @@ int mode_stream(int argc, char **argv)
     hist_init(&R.e2e);
     hist_init(&R.ack);
     hist_init(&R.shed);
+    hist_init(&R.svc);
     R.loop = loop_new();
 
     /* Subscribers first, and wait until every stream is open. */
@@ -484,6 +488,8 @@ int mode_stream(int argc, char **argv)
     hist_json(&R.ack, "ack_", out);
     fputc(',', out);
     hist_json(&R.shed, "shed_", out);
+    fputc(',', out);
+    hist_json(&R.svc, "svc_", out);
     fprintf(out, "}\n");
     if (out != stdout)
         fclose(out);
