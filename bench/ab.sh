@@ -55,7 +55,7 @@ stream() { # which binary rate installations
 	"$GEN" setup --url "127.0.0.1:$PORT" --users "$WORK/users.tsv" --count 1000 --streaming 1000 \
 		--out "$WORK/state.tsv" 2>/dev/null
 	"$GEN" stream --url "127.0.0.1:$PORT" --target relayd --state "$WORK/state.tsv" --rate "$3" \
-		--installations "$4" --duration 6 --warmup 2 --conns 64 --delta-bytes 64 --label "$1" \
+		--installations "$4" --duration 6 --warmup 2 --conns "$4" --delta-bytes 64 --label "$1" \
 		--server-pids "$PID" --out "$WORK/stream.jsonl" 2>/dev/null
 	python3 - "$WORK/stream.jsonl" "$1" "$3" <<'EOF'
 import json, sys

@@ -61,7 +61,7 @@ report() { # perf.data out
 }
 
 stream_once() { # rate seconds label
-	"$GEN" stream --url "127.0.0.1:$PORT" --state "$WORK/state.tsv" --rate "$1" --installations "${INSTALLATIONS:-1000}" \
+	"$GEN" stream --url "127.0.0.1:$PORT" --state "$WORK/state.tsv" --rate "$1" --installations "${INSTALLATIONS:-1000}" --conns "${INSTALLATIONS:-1000}" \
 		--duration "$2" --warmup 1 --label "$3" --server-pids "$RPID" --out "$OUT/profile-stream.jsonl"
 }
 

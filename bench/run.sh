@@ -352,6 +352,9 @@ hold_scale() { # prefix state nodes(host:port,...) [more hold flags...]
 }
 prefix_octet=""
 
+# One publisher connection per installation, as each bridge has its own: a shared pool of 64 would cap
+# the deltas in flight at 64, and since a delta is answered once its batch is written (milliseconds, not
+# microseconds), the pool, not the relay, would set the rate.
 stream_run() { # label target rate installations seconds warmup [out url pids state sub-url]
 	local url pids out=${7:-$OUT/stream.jsonl} state=${10:-$WORK/state.tsv} sub=()
 	sync # relayd's WAL leaves dirty pages; neither peer should pay for the other's writeback
@@ -359,7 +362,7 @@ stream_run() { # label target rate installations seconds warmup [out url pids st
 	if [ "$2" = relayd ]; then url=${8:-127.0.0.1:$RELAY_PORT} pids=${9:-$MAIN_PID}; else url="127.0.0.1:$NGINX_PORT" pids=$NGINX_PIDS; fi
 	[ -n "${11:-}" ] && sub=(--sub-url "${11}")
 	if ! "$GEN" stream --url "$url" --target "$2" --state "$state" --rate "$3" --installations "$4" \
-		--duration "$5" --warmup "$6" --conns 64 --delta-bytes 64 --label "$1" --server-pids "$pids" \
+		--duration "$5" --warmup "$6" --conns "$4" --delta-bytes 64 --label "$1" --server-pids "$pids" \
 		"${sub[@]}" --out "$out" 2>"$WORK/stream.err"; then
 		echo "{\"label\":\"$1\",\"target\":\"$2\",\"rate\":$3,\"installations\":$4,\"failed\":true}" >>"$out"
 	fi

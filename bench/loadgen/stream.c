@@ -154,7 +154,13 @@ static void on_pub_close(conn_t *c, int err);
 
 static conn_t *new_pub(void)
 {
-    conn_t *c = conn_new(R.loop, CONN_HTTP, &R.dst, NULL);
+    /*
+     * Publishers come from 64 loopback addresses of their own, so that one connection per
+     * installation (--conns N, a bridge each) stays under relayd's per-address cap.
+     */
+    static unsigned opened;
+    struct in_addr src = addr_plus("127.5.0.1", opened++ % 64);
+    conn_t *c = conn_new(R.loop, CONN_HTTP, &R.dst, &src);
 
     if (c == NULL)
         die("cannot open a publisher connection");
