@@ -6,7 +6,8 @@
 # AB_LOADS (default "5k 10k rest") picks the loads below.
 # Each round runs, for A then B, on a fresh data folder each:
 #   - streaming: relaybench at 5 000 deltas/s over 100 installations (the bench's "low" run),
-#   - streaming: relaybench at 10 000 deltas/s over 1 000 installations,
+#   - streaming: relaybench at 10 000 deltas/s over 1 000 installations (also 20k and 50k: 20 000 and
+#     50 000 deltas/s over 1 000 installations),
 #   - REST: wrk -t2 -c64 on GET /v1/me.
 # Prints one line per run and the medians; the figures for a commit message or an issue note.
 # Uses the load generator that `make bench` builds (bench/build/loadgen).
@@ -54,7 +55,7 @@ stream() { # which binary rate installations
 	"$GEN" setup --url "127.0.0.1:$PORT" --users "$WORK/users.tsv" --count 1000 --streaming 1000 \
 		--out "$WORK/state.tsv" 2>/dev/null
 	"$GEN" stream --url "127.0.0.1:$PORT" --target relayd --state "$WORK/state.tsv" --rate "$3" \
-		--installations "$4" --duration 6 --warmup 2 --conns 64 --delta-bytes 64 --label "$1" \
+		--installations "$4" --duration 6 --warmup 2 --conns "$4" --delta-bytes 64 --label "$1" \
 		--server-pids "$PID" --out "$WORK/stream.jsonl" 2>/dev/null
 	python3 - "$WORK/stream.jsonl" "$1" "$3" <<'EOF'
 import json, sys
@@ -85,6 +86,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			5k) stream "$which" "$bin" 5000 100 ;;
 			10k) stream "$which" "$bin" 10000 1000 ;;
 			20k) stream "$which" "$bin" 20000 1000 ;;
+			50k) stream "$which" "$bin" 50000 1000 ;;
 			rest) rest "$which" "$bin" ;;
 			esac
 		done

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Profiles relayd under the benchmark's loads (see bench/PROFILE-NOTES.md).
 #
-#   bench/profile.sh stream [RATE] [SECONDS]   perf while relaybench streams deltas (default 4000/s, 6 s)
+#   bench/profile.sh stream [RATE] [SECONDS] [INSTALLATIONS]
+#                                              perf while relaybench streams deltas (default 4000/s, 6 s,
+#                                              over 1000 installations; the bench's 5 000/s bar uses 100)
 #   bench/profile.sh rest [SECONDS]            perf while wrk reads GET /v1/me (default 6 s)
 #   bench/profile.sh checkpoint [RATE]         the streaming run twice: as is, then with an outside
 #                                              process checkpointing the WAL every 200 ms
@@ -59,13 +61,13 @@ report() { # perf.data out
 }
 
 stream_once() { # rate seconds label
-	"$GEN" stream --url "127.0.0.1:$PORT" --state "$WORK/state.tsv" --rate "$1" --installations 1000 \
+	"$GEN" stream --url "127.0.0.1:$PORT" --state "$WORK/state.tsv" --rate "$1" --installations "${INSTALLATIONS:-1000}" --conns "${INSTALLATIONS:-1000}" \
 		--duration "$2" --warmup 1 --label "$3" --server-pids "$RPID" --out "$OUT/profile-stream.jsonl"
 }
 
 case "${1:-stream}" in
 stream)
-	RATE=${2:-4000} SECS=${3:-6}
+	RATE=${2:-4000} SECS=${3:-6} INSTALLATIONS=${4:-1000}
 	stream_once "$RATE" "$((SECS + 2))" profile &
 	G=$!
 	sleep 2

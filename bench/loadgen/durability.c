@@ -734,12 +734,13 @@ static void check_cycle(const struct vjournal *j, struct vcycle *vc, json_t *msg
         return;
     }
     /*
-     * Still streaming. docs/api.md: deltas are answered at once and persisted
-     * in batches at most 100 ms later, so a kill may lose the deltas answered
-     * in its last 100 ms (and their idempotency records). The text must be
-     * this cycle's deltas, each at most once, in order, never one that was
-     * not sent; every acknowledged delta that is missing is counted, inside
-     * or outside that window.
+     * Still streaming. docs/api.md: a delta is answered once its batch has
+     * committed, so no acknowledged delta may be missing. --delta-window-ms
+     * (default 0) counts apart the losses of deltas answered in the last
+     * milliseconds before the kill, for a relay that answers before it
+     * writes. The text must be this cycle's deltas, each at most once, in
+     * order, never one that was not sent; every acknowledged delta that is
+     * missing is counted, inside or outside that window.
      */
     {
         int idx[64], n = parse_deltas(text, j, vc, idx, 64), k, present[DELTAS_MAX] = {0};
@@ -937,9 +938,9 @@ int mode_verify(int argc, char **argv)
     int njournals = 0, i, k, c;
 
     memset(&V, 0, sizeof(V));
-    V.window_ms = opt_double(argc, argv, "delta-window-ms", 100);
+    V.window_ms = opt_double(argc, argv, "delta-window-ms", 0);
     if (url == NULL || state == NULL || parse_hostport(url, &V.dst) != 0)
-        die("verify needs --url --state --journal FILE [--journal FILE...] [--delta-window-ms 100]");
+        die("verify needs --url --state --journal FILE [--journal FILE...] [--delta-window-ms 0]");
     V.nrecs = state_read(state, &V.recs);
     V.loop = loop_new();
     signal(SIGPIPE, SIG_IGN);

@@ -64,7 +64,8 @@ static void on_ws_message(conn_t *c, const char *data, size_t len, uint64_t at)
 int mode_hold(int argc, char **argv)
 {
     const char *url = opt_str(argc, argv, "url", NULL), *state = opt_str(argc, argv, "state", NULL);
-    const char *ready_path = opt_str(argc, argv, "ready", NULL), *src_base = opt_str(argc, argv, "src-base", "127.2.0.1");
+    const char *ready_path = opt_str(argc, argv, "ready", NULL),
+               *src_base = opt_str(argc, argv, "src-base", "127.2.0.1");
     long src_count = opt_long(argc, argv, "src-count", 32), nsse = opt_long(argc, argv, "sse", 0);
     long concurrency = opt_long(argc, argv, "concurrency", 200);
     long ua = 0, ub = 0, wa = 0, wb = 0, total;
@@ -137,8 +138,9 @@ int mode_hold(int argc, char **argv)
     fclose(f);
     while (!stop)
         loop_poll(loop, 100000000);
-    printf("{\"established\":%ld,\"failed\":%ld,\"closed_by_server\":%ld,\"pings_answered\":%ld,\"ready_frames\":%ld}\n",
-           established, failed, closed_later, pings, ready_frames);
+    printf(
+        "{\"established\":%ld,\"failed\":%ld,\"closed_by_server\":%ld,\"pings_answered\":%ld,\"ready_frames\":%ld}\n",
+        established, failed, closed_later, pings, ready_frames);
     fflush(stdout);
     return 0;
 }

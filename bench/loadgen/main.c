@@ -18,7 +18,7 @@ static const struct {
     {"warm", mode_warm, "--url H:P --users FILE   (prints the GET /v1/me body size)"},
     {"stream", mode_stream,
      "--url H:P --state STATE --target relayd|nchan --rate R --installations N [--conns C --warmup S --duration S "
-     "--delta-bytes B --label L --server-pids P,P --out FILE]"},
+     "--delta-bytes B --label L --server-pids P,P --out FILE --sub-url H:P]"},
     {"hold", mode_hold, "--url H:P --state STATE --ready FILE [--sse N --sse-users A:B] [--ws A:B] [--src-base IP --src-count K]"},
     {"durability", mode_durability, "--url H:P --state STATE --inst A:B --pid PID --journal FILE [--round R --kill-after-ms T]"},
     {"verify", mode_verify, "--url H:P --state STATE --journal FILE [--journal FILE...]"},
@@ -31,11 +31,15 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2) {
         for (i = 0; i < sizeof(modes) / sizeof(modes[0]); ++i) {
-            if (strcmp(argv[1], modes[i].name) == 0)
-                return modes[i].run(argc - 2, argv + 2);
+            if (strcmp(argv[1], modes[i].name) != 0)
+                continue;
+            /* `--tls 1` in any mode: every connection it opens speaks TLS (relayd with --tls-cert). */
+            if (opt_long(argc - 2, argv + 2, "tls", 0) != 0 && net_tls_client() != 0)
+                die("cannot set up TLS");
+            return modes[i].run(argc - 2, argv + 2);
         }
     }
-    fprintf(stderr, "usage:\n");
+    fprintf(stderr, "usage (every mode also takes --tls 1):\n");
     for (i = 0; i < sizeof(modes) / sizeof(modes[0]); ++i)
         fprintf(stderr, "  relaybench %s %s\n", modes[i].name, modes[i].usage);
     return 2;

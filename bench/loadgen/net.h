@@ -58,9 +58,20 @@ struct conn {
     void *user;
     long idx;
     uint64_t t0, seq;
+    /* when the request now in flight was written (HTTP), and whether its answer carried Retry-After */
+    uint64_t t_sent;
+    int retry_after;
+    /* TLS (net_tls_client()): the session, and whether its handshake is still running */
+    void *ssl;
+    int handshaking;
 };
 
 loop_t *loop_new(void);
+/*
+ * Every connection opened after this call speaks TLS (any certificate is accepted: the benchmark
+ * talks to its own relayd on loopback; no ALPN, so HTTP/1.1). 0 or -1.
+ */
+int net_tls_client(void);
 /* Waits at most timeout_ns (-1: forever) and dispatches what is ready. */
 int loop_poll(loop_t *loop, int64_t timeout_ns);
 

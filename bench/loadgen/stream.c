@@ -60,9 +60,11 @@ static struct {
     /* counters */
     uint64_t scheduled, scheduled_win, acked, acked_win, delivered, delivered_win;
     uint64_t non2xx, rate_limited, errors, dropped, unsent, dups, max_backlog, sub_closed;
+    /* refusals (overload): 503s, refusals that named a Retry-After, refusals of deltas scheduled in the window */
+    uint64_t status_503, retry_after, refused_win;
     int last_bad_status;
     char last_bad_body[200];
-    hist_t e2e, ack;
+    hist_t e2e, ack, shed, svc;
 } R;
 
 static uint64_t ring_len(const struct inst *in)
@@ -95,8 +97,8 @@ static void send_next(struct inst *in, conn_t *c)
 
     in->head++;
     in->seq++;
-    dlen = snprintf(delta, sizeof(delta), "@@%llu:%d:%llu@", (unsigned long long)t, in->idx,
-                    (unsigned long long)in->seq);
+    dlen =
+        snprintf(delta, sizeof(delta), "@@%llu:%d:%llu@", (unsigned long long)t, in->idx, (unsigned long long)in->seq);
     while (dlen < R.delta_bytes)
         delta[dlen++] = 'x';
     delta[dlen] = '\0';
@@ -152,7 +154,13 @@ static void on_pub_close(conn_t *c, int err);
 
 static conn_t *new_pub(void)
 {
-    conn_t *c = conn_new(R.loop, CONN_HTTP, &R.dst, NULL);
+    /*
+     * Publishers come from 64 loopback addresses of their own, so that one connection per
+     * installation (--conns N, a bridge each) stays under relayd's per-address cap.
+     */
+    static unsigned opened;
+    struct in_addr src = addr_plus("127.5.0.1", opened++ % 64);
+    conn_t *c = conn_new(R.loop, CONN_HTTP, &R.dst, &src);
 
     if (c == NULL)
         die("cannot open a publisher connection");
@@ -166,12 +174,23 @@ static void on_pub_response(conn_t *c, int status, const char *body, size_t len)
     uint64_t now = now_ns();
 
     if (status >= 200 && status < 300) {
+        /* How long relayd itself took to answer (from the write): its own queue, not the schedule's. */
+        if (c->t0 >= R.t_meas && c->t0 < R.t_end)
+            hist_record(&R.svc, now - c->t_sent);
         R.acked++;
         if (c->t0 >= R.t_meas && c->t0 < R.t_end) {
             R.acked_win++;
             hist_record(&R.ack, now - c->t0);
         }
     } else {
+        /* A refusal's own latency, from when it was written: shedding must be quick, not a queue. */
+        hist_record(&R.shed, now - c->t_sent);
+        if (c->retry_after)
+            R.retry_after++;
+        if (c->t0 >= R.t_meas && c->t0 < R.t_end)
+            R.refused_win++;
+        if (status == 503)
+            R.status_503++;
         if (status == 429)
             R.rate_limited++;
         else
@@ -298,6 +317,8 @@ int mode_stream(int argc, char **argv)
     const char *url = opt_str(argc, argv, "url", NULL), *state = opt_str(argc, argv, "state", NULL);
     const char *target = opt_str(argc, argv, "target", "relayd"), *label = opt_str(argc, argv, "label", "");
     const char *server_pids = opt_str(argc, argv, "server-pids", NULL), *out_path = opt_str(argc, argv, "out", NULL);
+    const char *sub_url = opt_str(argc, argv, "sub-url", NULL);
+    struct sockaddr_in sub_dst;
     double rate = opt_double(argc, argv, "rate", 5000), warmup = opt_double(argc, argv, "warmup", 2);
     double duration = opt_double(argc, argv, "duration", 10);
     long ninst = opt_long(argc, argv, "installations", 100), nconns = opt_long(argc, argv, "conns", 64);
@@ -312,6 +333,11 @@ int mode_stream(int argc, char **argv)
     R.delta_bytes = (int)opt_long(argc, argv, "delta-bytes", 64);
     if (url == NULL || state == NULL || parse_hostport(url, &R.dst) != 0)
         die("stream needs --url HOST:PORT --state FILE [--target relayd|nchan] --rate R --installations N");
+    /* --sub-url: the streams are read from another relay node than the one the deltas are posted to. */
+    if (sub_url != NULL ? parse_hostport(sub_url, &sub_dst) != 0 : (sub_dst = R.dst, 0))
+        die("--sub-url must be HOST:PORT");
+    if (!(rate > 0) || duration <= 0 || warmup < 0)
+        die("--rate and --duration must be positive");
     R.target = strcmp(target, "nchan") == 0 ? T_NCHAN : T_RELAYD;
     nrecs = state_read(state, &recs);
     if (nrecs < ninst)
@@ -331,6 +357,8 @@ int mode_stream(int argc, char **argv)
     snprintf(R.nonce, sizeof(R.nonce), "%llx%x", (unsigned long long)time(NULL), (unsigned)getpid());
     hist_init(&R.e2e);
     hist_init(&R.ack);
+    hist_init(&R.shed);
+    hist_init(&R.svc);
     R.loop = loop_new();
 
     /* Subscribers first, and wait until every stream is open. */
@@ -341,7 +369,7 @@ int mode_stream(int argc, char **argv)
         int len;
         struct in_addr src = addr_plus("127.3.0.1", (unsigned)(i % 64));
 
-        R.subs[i] = conn_new(R.loop, CONN_SSE, &R.dst, &src);
+        R.subs[i] = conn_new(R.loop, CONN_SSE, &sub_dst, &src);
         if (R.subs[i] == NULL)
             die("cannot open subscriber %d", i);
         R.subs[i]->idx = i;
@@ -450,18 +478,24 @@ int mode_stream(int argc, char **argv)
             "\"delta_bytes\":%d,\"window_s\":%.3f,\"scheduled\":%llu,\"acked\":%llu,\"delivered\":%llu,"
             "\"ack_rate\":%.1f,\"delivered_rate\":%.1f,\"non2xx\":%llu,\"rate_limited\":%llu,\"errors\":%llu,"
             "\"dropped\":%llu,\"unsent\":%llu,\"lost\":%lld,\"dups\":%llu,\"max_backlog\":%llu,\"sub_closed\":%llu,"
-            "\"gen_cpu\":%.3f,\"server_cpu\":%.3f,\"last_bad_status\":%d,",
-            label, target, rate, R.n, R.nsubs, R.npubs, R.delta_bytes, duration,
-            (unsigned long long)R.scheduled_win, (unsigned long long)R.acked_win, (unsigned long long)R.delivered_win,
-            R.acked_win / duration, R.delivered_win / duration, (unsigned long long)R.non2xx,
-            (unsigned long long)R.rate_limited, (unsigned long long)R.errors, (unsigned long long)R.dropped,
-            (unsigned long long)R.unsent, (long long)R.acked - (long long)R.delivered, (unsigned long long)R.dups,
-            (unsigned long long)R.max_backlog, (unsigned long long)R.sub_closed,
-            (gen_cpu1 - gen_cpu0) / duration,
-            srv_cpu0 >= 0 && srv_cpu1 >= 0 ? (srv_cpu1 - srv_cpu0) / duration : -1.0, R.last_bad_status);
+            "\"gen_cpu\":%.3f,\"server_cpu\":%.3f,\"last_bad_status\":%d,\"status_503\":%llu,\"retry_after\":%llu,"
+            "\"refused_win\":%llu,\"refused_rate\":%.1f,\"two_nodes\":%s,",
+            label, target, rate, R.n, R.nsubs, R.npubs, R.delta_bytes, duration, (unsigned long long)R.scheduled_win,
+            (unsigned long long)R.acked_win, (unsigned long long)R.delivered_win, R.acked_win / duration,
+            R.delivered_win / duration, (unsigned long long)R.non2xx, (unsigned long long)R.rate_limited,
+            (unsigned long long)R.errors, (unsigned long long)R.dropped, (unsigned long long)R.unsent,
+            (long long)R.acked - (long long)R.delivered, (unsigned long long)R.dups, (unsigned long long)R.max_backlog,
+            (unsigned long long)R.sub_closed, (gen_cpu1 - gen_cpu0) / duration,
+            srv_cpu0 >= 0 && srv_cpu1 >= 0 ? (srv_cpu1 - srv_cpu0) / duration : -1.0, R.last_bad_status,
+            (unsigned long long)R.status_503, (unsigned long long)R.retry_after, (unsigned long long)R.refused_win,
+            R.refused_win / duration, sub_url != NULL ? "true" : "false");
     hist_json(&R.e2e, "e2e_", out);
     fputc(',', out);
     hist_json(&R.ack, "ack_", out);
+    fputc(',', out);
+    hist_json(&R.shed, "shed_", out);
+    fputc(',', out);
+    hist_json(&R.svc, "svc_", out);
     fprintf(out, "}\n");
     if (out != stdout)
         fclose(out);
@@ -472,8 +506,7 @@ int mode_stream(int argc, char **argv)
             hist_percentile(&R.e2e, 99) / 1e3, hist_percentile(&R.e2e, 99.9) / 1e3, R.e2e.max / 1e3,
             (unsigned long long)R.non2xx, (unsigned long long)R.rate_limited, (unsigned long long)R.errors,
             (long long)R.acked - (long long)R.delivered, (unsigned long long)R.dups, (unsigned long long)R.unsent,
-            100 * (gen_cpu1 - gen_cpu0) / duration,
-            srv_cpu0 >= 0 ? 100 * (srv_cpu1 - srv_cpu0) / duration : -1.0);
+            100 * (gen_cpu1 - gen_cpu0) / duration, srv_cpu0 >= 0 ? 100 * (srv_cpu1 - srv_cpu0) / duration : -1.0);
     if (R.last_bad_status != 0)
         fprintf(stderr, "stream: last refusal HTTP %d %s\n", R.last_bad_status, R.last_bad_body);
     for (i = 0; i < R.nsubs; ++i)
