@@ -954,6 +954,7 @@ void rl_http_server_free(rl_http_server_t *server)
     for (size_t i = 0; i < server->nretired_tls; ++i)
         SSL_CTX_free(server->retired_tls[i]);
     free(server->retired_tls);
+    free(server->stats);
     rl_cidr_set_free(&server->trusted_proxies);
     if (server->addresses != NULL)
         address_table_release(server->addresses);
