@@ -406,7 +406,11 @@ void rl_approvals_expired(rl_relay_t *relay, rl_store_op_t *base)
     size_t i;
 
     if (base->result != 0) {
-        rl_log_warn("the approval expiry sweep failed; it runs again in a second");
+        /* The store logs its own outage once (RL_E_UNAVAILABLE): the sweep meeting it is not news each second. */
+        if (base->result == RL_E_UNAVAILABLE)
+            rl_log_debug("the approval expiry sweep found the store unavailable; it runs again in a second");
+        else
+            rl_log_warn("the approval expiry sweep failed; it runs again in a second");
         return;
     }
     json_array_foreach(op->op.value, i, item)

@@ -297,7 +297,12 @@ void rl_attachments_swept(rl_relay_t *relay, rl_store_op_t *base)
     size_t i;
 
     if (base->result != 0) {
-        rl_log_warn("the sweep of deleted sessions and attachments failed; it runs again in a second");
+        /* The store logs its own outage once (RL_E_UNAVAILABLE): the sweep meeting it is not news each second. */
+        if (base->result == RL_E_UNAVAILABLE)
+            rl_log_debug("the sweep of deleted sessions and attachments found the store unavailable; it runs again "
+                         "in a second");
+        else
+            rl_log_warn("the sweep of deleted sessions and attachments failed; it runs again in a second");
         return;
     }
     if (op->sessions > 0)

@@ -495,7 +495,11 @@ void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
     size_t i;
 
     if (base->result != 0) {
-        rl_log_warn("ending messages left open failed; the sweep runs again in a second");
+        /* The store logs its own outage once (RL_E_UNAVAILABLE): the sweep meeting it is not news each second. */
+        if (base->result == RL_E_UNAVAILABLE)
+            rl_log_debug("ending messages left open found the store unavailable; the sweep runs again in a second");
+        else
+            rl_log_warn("ending messages left open failed; the sweep runs again in a second");
         return;
     }
     json_array_foreach(op->op.value, i, item)
