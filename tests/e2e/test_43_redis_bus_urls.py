@@ -4,57 +4,19 @@ user with a database number, and a Unix socket with its query. Each relayd
 must work through that server and database (a user's events travel through
 the bus and its keys land in the database named, nowhere else), and no
 password may reach the log."""
-import os
-import subprocess
-import tempfile
-import time
 import urllib.parse
 
 import pytest
 
 from bridgelib import Installation
-from relaylib import assert_ok, free_port
+from redislib import ACL_PASSWORD, PASSWORD, GuardedRedis
+from relaylib import assert_ok
 from streams import EventStream
-
-PASSWORD = "p@ss/w:rd?#1"          # every character a URL gives a meaning to
-ACL_PASSWORD = "acl-s3cret-%41"    # a '%' that must stay one once decoded
-
-
-class RedisServer:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="rl-redis-urls-")
-        self.port = free_port()
-        self.sock = os.path.join(self.dir, "redis.sock")
-        with open(os.path.join(self.dir, "redis.conf"), "w") as f:
-            f.write("bind 127.0.0.1\nport %d\nunixsocket %s\nunixsocketperm 700\ndir %s\n"
-                    "pidfile %s/redis.pid\nlogfile %s/redis.log\ndaemonize yes\nsave \"\"\nappendonly no\n"
-                    "databases 16\n" % (self.port, self.sock, self.dir, self.dir, self.dir))
-            # The default user needs PASSWORD; "relay" is an ACL user with a password of its own.
-            f.write("user default on >%s ~* &* +@all\n" % PASSWORD)
-            f.write("user relay on >%s ~* &* +@all\n" % ACL_PASSWORD)
-        subprocess.run(["redis-server", os.path.join(self.dir, "redis.conf")], check=True, timeout=30)
-        deadline = time.monotonic() + 10
-        while self.cli("PING") != "PONG":
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-
-    def cli(self, *args, db=0):
-        proc = subprocess.run(["redis-cli", "-s", self.sock, "--user", "default", "--pass", PASSWORD,
-                               "--no-auth-warning", "-n", str(db)] + list(args),
-                              capture_output=True, text=True, timeout=30)
-        return proc.stdout.strip()
-
-    def sizes(self):
-        return {db: int(self.cli("DBSIZE", db=db) or 0) for db in range(16)}
-
-    def stop(self):
-        self.cli("SHUTDOWN", "NOSAVE")
-        subprocess.run(["rm", "-rf", self.dir], timeout=30)
 
 
 @pytest.fixture
 def redis_server():
-    server = RedisServer()
+    server = GuardedRedis()
     yield server
     server.stop()
 
@@ -97,5 +59,5 @@ def test_an_acl_user_and_a_database(relayd, redis_server):
 
 def test_a_unix_socket_with_its_query(relayd, redis_server):
     # relayd --bus 'unix:///run/redis/redis.sock?db=0'       # a Unix socket (password=P, user=U)
-    url = "unix://%s?db=5&user=relay&password=%s" % (redis_server.sock, urllib.parse.quote(ACL_PASSWORD, safe=""))
+    url = "unix://%s?db=5&user=relay&password=%s" % (redis_server.socket, urllib.parse.quote(ACL_PASSWORD, safe=""))
     check(relayd("--bus", url), redis_server, 5)

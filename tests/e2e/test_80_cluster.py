@@ -12,16 +12,17 @@ must fail then.
 """
 import copy
 import os
-import subprocess
 import threading
 import time
 import uuid
+from urllib.parse import quote
 
 import pytest
 
 from bridgelib import WAIT, Installation, Socket, Stream, assert_rate_headers, handshake_status, key, raw_upgrade
 from cluster import Cluster
-from relaylib import SLOW, assert_error, assert_ok, free_port, run_relayd, wait_until
+from redislib import ACL_PASSWORD, PASSWORD, GuardedRedis
+from relaylib import SLOW, assert_error, assert_ok, run_relayd, wait_until
 
 BUS = os.environ.get("RELAY_TEST_CLUSTER_BUS")
 
@@ -393,32 +394,6 @@ def test_the_node_holding_a_bridge_dies_and_the_others_say_offline_once(cluster)
     stream.close()
 
 
-class TcpRedis:
-    """A redis-server on a loopback TCP port with a password and an ACL user, as docs/operations.md sets one up."""
-
-    PASSWORD = "Sesame-%s" % uuid.uuid4().hex[:8]
-
-    def __init__(self, tmp_path):
-        self.port = free_port()
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                                      "--requirepass", self.PASSWORD, "--save", "", "--appendonly", "no",
-                                      "--dir", str(tmp_path)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: self.cli("PING").strip() == "PONG", WAIT, interval=0.05, what="redis-server on TCP")
-        # The ACL user of the page: the relay's keys and channels only.
-        assert self.cli("ACL", "SETUSER", "relay", "on", ">" + self.PASSWORD, "~relay:*", "&relay:*",
-                        "+@all").strip() == "OK"
-
-    def cli(self, *args, db=0):
-        proc = subprocess.run(["redis-cli", "-p", str(self.port), "-a", self.PASSWORD, "--no-auth-warning",
-                               "-n", str(db), "--raw"] + list(args), capture_output=True, text=True, timeout=30)
-        return proc.stdout
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
 def test_the_commands_of_several_nodes_in_operations_md(relayd, postgres, tmp_path):
     # One SQLite node with some history...
     alone = relayd(store="sqlite")
@@ -432,15 +407,16 @@ def test_the_commands_of_several_nodes_in_operations_md(relayd, postgres, tmp_pa
     assert proc.returncode == 0, proc.stderr
 
     # Two nodes on it, on a Redis over TCP with a password (relayd --bus redis://:PASSWORD@HOST:6379/N) and
-    # with its ACL user (relayd --bus redis://relay:PASSWORD@HOST/N): one relay.
-    redis = TcpRedis(tmp_path)
+    # with its ACL user (relayd --bus redis://relay:PASSWORD@HOST/N): one relay. (pg_dump and pg_restore of
+    # such a store: test_42.)
+    redis = GuardedRedis()
     try:
         files = str(tmp_path / "shared-files")
-        buses = ("redis://:%s@127.0.0.1:%d/2" % (TcpRedis.PASSWORD, redis.port),
-                 "redis://relay:%s@127.0.0.1:%d/2" % (TcpRedis.PASSWORD, redis.port))
+        buses = ("redis://:%s@127.0.0.1:%d/2" % (quote(PASSWORD, safe=""), redis.port),
+                 "redis://relay:%s@127.0.0.1:%d/2" % (quote(ACL_PASSWORD, safe=""), redis.port))
         nodes = [relayd("--store", url, "--bus", bus, "--attachments", files, store="sqlite") for bus in buses]
         for node in nodes:
-            assert TcpRedis.PASSWORD not in node.log_text()
+            assert PASSWORD not in node.log_text() and ACL_PASSWORD not in node.log_text()
         moved = [on(inst, node) for node in nodes]
         for view in moved:
             assert [m["text"] for m in view.messages(session)] == ["kept across the move"]
@@ -448,24 +424,8 @@ def test_the_commands_of_several_nodes_in_operations_md(relayd, postgres, tmp_pa
         assert_ok(moved[0].client("PATCH", "/v1/me/sessions/%s" % session, {"title": "after the move"}))
         stream.wait_for("session_renamed", lambda d: d["title"] == "after the move", timeout=WAIT)
         stream.close()
-        assert redis.cli("EXISTS", "relay:ev:n:alice", db=2).strip() == "1"
+        assert redis.cli("EXISTS", "relay:ev:n:alice", db=2) == "1"
         for node in nodes:
             node.stop_ok()
     finally:
         redis.stop()
-
-    # A backup with PostgreSQL's tools (pg_dump --format=custom --file=relay.pgdump "$RELAY_STORE"),
-    # restored into another database (pg_restore --clean --if-exists --no-owner --dbname=...).
-    dump = str(tmp_path / "relay.pgdump")
-    proc = subprocess.run(["pg_dump", "--format=custom", "--file=" + dump, url], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    restored = postgres.database()
-    proc = subprocess.run(["pg_restore", "--clean", "--if-exists", "--no-owner", "--dbname=" + restored, dump],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    node = relayd("--store", restored, store="sqlite")
-    view = on(inst, node)
-    assert [m["text"] for m in view.messages(session)] == ["kept across the move"]
-    titles = [s["title"] for s in assert_ok(view.client("GET", "/v1/me"))["sessions"]]
-    assert titles == ["after the move"], titles
