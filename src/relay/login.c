@@ -10,6 +10,7 @@
 #include <qrencode.h>
 #endif
 
+#include "common/args.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/error.h"
@@ -228,23 +229,11 @@ int rl_login_link_command(int argc, char **argv)
     if (data == NULL)
         data = "data";
     for (i = 2; i < argc; ++i) {
-        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
-            data = argv[++i];
-        else if (strncmp(argv[i], "--data=", 7) == 0)
-            data = argv[i] + 7;
-        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
-            location = argv[++i];
-        else if (strncmp(argv[i], "--store=", 8) == 0)
-            location = argv[i] + 8;
-        else if (strcmp(argv[i], "--ttl") == 0 && i + 1 < argc)
-            ttl_text = argv[++i];
-        else if (strncmp(argv[i], "--ttl=", 6) == 0)
-            ttl_text = argv[i] + 6;
-        else if (strcmp(argv[i], "--public-url") == 0 && i + 1 < argc)
-            public_url = argv[++i];
-        else if (strncmp(argv[i], "--public-url=", 13) == 0)
-            public_url = argv[i] + 13;
-        else if (argv[i][0] != '-' && user == NULL)
+        if (rl_arg_value(argc, argv, &i, "--data", &data) || rl_arg_value(argc, argv, &i, "--store", &location) ||
+            rl_arg_value(argc, argv, &i, "--ttl", &ttl_text) ||
+            rl_arg_value(argc, argv, &i, "--public-url", &public_url))
+            continue;
+        if (argv[i][0] != '-' && user == NULL)
             user = argv[i];
         else
             return usage();

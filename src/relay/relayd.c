@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/args.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/log.h"
@@ -43,19 +44,10 @@ static int token_command(int argc, char **argv)
     if (getenv("RELAY_DATA") != NULL)
         data = getenv("RELAY_DATA");
     for (i = 2; i < argc; ++i) {
-        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
-            data = argv[++i];
-        else if (strncmp(argv[i], "--data=", 7) == 0)
-            data = argv[i] + 7;
-        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
-            location = argv[++i];
-        else if (strncmp(argv[i], "--store=", 8) == 0)
-            location = argv[i] + 8;
-        else if (strcmp(argv[i], "--ttl") == 0 && i + 1 < argc)
-            ttl_text = argv[++i];
-        else if (strncmp(argv[i], "--ttl=", 6) == 0)
-            ttl_text = argv[i] + 6;
-        else if (argv[i][0] != '-' && user == NULL)
+        if (rl_arg_value(argc, argv, &i, "--data", &data) || rl_arg_value(argc, argv, &i, "--store", &location) ||
+            rl_arg_value(argc, argv, &i, "--ttl", &ttl_text))
+            continue;
+        if (argv[i][0] != '-' && user == NULL)
             user = argv[i];
         else {
             fprintf(stderr, TOKEN_USAGE);
@@ -126,15 +118,7 @@ static int migrate_check_command(int argc, char **argv)
     for (i = 2; i < argc; ++i) {
         if (strcmp(argv[i], "--check") == 0)
             check = 1;
-        else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
-            data = argv[++i];
-        else if (strncmp(argv[i], "--data=", 7) == 0)
-            data = argv[i] + 7;
-        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
-            location = argv[++i];
-        else if (strncmp(argv[i], "--store=", 8) == 0)
-            location = argv[i] + 8;
-        else
+        else if (!rl_arg_value(argc, argv, &i, "--data", &data) && !rl_arg_value(argc, argv, &i, "--store", &location))
             check = -1;
     }
     if (check != 1) {
@@ -220,22 +204,12 @@ static void raise_descriptor_limit(void)
 /* relayd migrate --from sqlite:PATH --to postgres://...: the copy is src/store/migrate.c's. */
 static int migrate_command(int argc, char **argv)
 {
-    /* Both forms: a mistyped migrate may have meant either. */
-    static const char usage[] =
-        "usage: relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n" MIGRATE_CHECK_USAGE;
+    static const char usage[] = "usage: relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n";
     const char *from = NULL, *to = NULL;
     int i;
 
     for (i = 2; i < argc; ++i) {
-        if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
-            from = argv[++i];
-        else if (strncmp(argv[i], "--from=", 7) == 0)
-            from = argv[i] + 7;
-        else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc)
-            to = argv[++i];
-        else if (strncmp(argv[i], "--to=", 5) == 0)
-            to = argv[i] + 5;
-        else
+        if (!rl_arg_value(argc, argv, &i, "--from", &from) && !rl_arg_value(argc, argv, &i, "--to", &to))
             break;
     }
     if (i < argc || from == NULL || to == NULL || strncmp(from, "sqlite:", 7) != 0 || from[7] == '\0' ||
