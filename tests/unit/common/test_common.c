@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "common/args.h"
 #include "common/base64.h"
 #include "common/clock.h"
 #include "common/duration.h"
@@ -62,6 +63,40 @@ static void test_duration_with_a_bare_unit(void **state)
     assert_int_equal(rl_duration_parse_default("soon", 1000, &ms), -1);
     assert_int_equal(rl_duration_parse_default("", 1000, &ms), -1);
     assert_int_equal(rl_duration_parse_default("9223372036854775807", 1000, &ms), -1);
+}
+
+static void test_arg_value(void **state)
+{
+    char *argv[] = {"relayd", "token", "--data", "dir", "--store=sqlite:x", "--ttl", "--data=", "--datax=1", "--ttl"};
+    int argc = (int)(sizeof(argv) / sizeof(argv[0])), i = 2;
+    const char *value = NULL;
+
+    (void)state;
+    /* "NAME VALUE" moves onto the value. */
+    assert_int_equal(rl_arg_value(argc, argv, &i, "--data", &value), 1);
+    assert_int_equal(i, 3);
+    assert_string_equal(value, "dir");
+    /* "NAME=VALUE" stays where it is; another name does not match. */
+    i = 4;
+    assert_int_equal(rl_arg_value(argc, argv, &i, "--data", &value), 0);
+    assert_int_equal(rl_arg_value(argc, argv, &i, "--store", &value), 1);
+    assert_int_equal(i, 4);
+    assert_string_equal(value, "sqlite:x");
+    /* The next word is taken as the value even when it looks like an option (as before). */
+    i = 5;
+    assert_int_equal(rl_arg_value(argc, argv, &i, "--ttl", &value), 1);
+    assert_string_equal(value, "--data=");
+    /* An empty value after '=' is a value; a longer name is not this one; a NAME at the end has none. */
+    i = 6;
+    assert_int_equal(rl_arg_value(argc, argv, &i, "--data", &value), 1);
+    assert_string_equal(value, "");
+    i = 7;
+    assert_int_equal(rl_arg_value(argc, argv, &i, "--data", &value), 0);
+    i = 8;
+    value = NULL;
+    assert_int_equal(rl_arg_value(argc, argv, &i, "--ttl", &value), 0);
+    assert_null(value);
+    assert_int_equal(i, 8);
 }
 
 static void test_clock(void **state)
@@ -234,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_iso8601),
         cmocka_unit_test(test_strmap),
         cmocka_unit_test(test_duration_with_a_bare_unit),
+        cmocka_unit_test(test_arg_value),
         cmocka_unit_test(test_clock),
         cmocka_unit_test(test_log_lines),
     };
