@@ -167,9 +167,12 @@ void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_
     idem =
         (rl_idempotency_t){call->principal, scope, key, body_hash, rl_clock_now_ms() - relay->config.idempotency_ttl};
     rl_idempotency_copy(&w->op.base.arena, &w->idem, &idem);
-    target =
-        (rl_bridge_target_t){call->principal, rl_body_string(call, "session_id"),
-                             rl_body_string(call, "interaction_id"), rl_clock_now_ms(), relay->config.followup_window};
+    target = (rl_bridge_target_t){.installation_id = call->principal,
+                                  .session_id = rl_body_string(call, "session_id"),
+                                  .interaction_id = rl_body_string(call, "interaction_id"),
+                                  .now = rl_clock_now_ms(),
+                                  .followup_ms = relay->config.followup_window,
+                                  .shared = relay->shared};
     rl_target_copy(&w->op.base.arena, &w->target, &target);
     /* The validated body is never changed once a handler runs: the worker reads it alongside. */
     w->body = json_incref(call->body);
@@ -185,7 +188,7 @@ int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn
                         int (*apply)(rl_txn_t *, rl_bridge_write_t *))
 {
     const char *stored = NULL;
-    int result = rl_target_installation_check(txn, w->target.installation_id);
+    int result = w->target.shared ? rl_target_installation_check(txn, w->target.installation_id) : 0;
 
     if (result == 0)
         result = (check != NULL ? check : target_check)(txn, w);

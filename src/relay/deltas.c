@@ -256,7 +256,14 @@ out:
  * still streams, and its next stored seq is where the run starts (else
  * another node wrote to it since the record was loaded: RL_E_CONFLICT).
  */
-static int check_run(rl_txn_t *txn, const rl_delta_row_t *first)
+/* The answers of check_run that refuse one message's run, not the batch (a failure of the store). */
+static int run_refused(int outcome)
+{
+    return outcome == RL_E_CONFLICT || outcome == RL_E_MESSAGE_FINALIZED || outcome == RL_E_SESSION_DELETED ||
+           outcome == RL_E_MESSAGE_NOT_FOUND || outcome == RL_E_INSTALLATION_GONE || outcome == RL_E_INVALID_TOKEN;
+}
+
+static int check_run(rl_txn_t *txn, const rl_delta_batch_t *batch, const rl_delta_row_t *first)
 {
     rl_message_row_t message;
     rl_session_row_t session;
@@ -265,7 +272,8 @@ static int check_run(rl_txn_t *txn, const rl_delta_row_t *first)
 
     if (first->installation_id == NULL)
         return 0;
-    if ((result = rl_target_installation_check(txn, first->installation_id)) != 0 ||
+    /* Another node may have revoked the installation since this one's token cache last heard (target.h). */
+    if ((batch->shared && (result = rl_target_installation_check(txn, first->installation_id)) != 0) ||
         (result = rl_deltas_message_of(txn, first->installation_id, first->message_id, &message, &session)) != 0)
         return result;
     if (strcmp(message.state, "streaming") != 0)
@@ -298,11 +306,10 @@ int rl_delta_batch_write(rl_txn_t *txn, rl_delta_batch_t *batch)
              ++end) {
         }
         /* A message's run that fails its rule is not written; the others of the batch are. */
-        outcome = check_run(txn, rows[start]);
+        outcome = check_run(txn, batch, rows[start]);
         if (outcome == 0)
             result = write_run(txn, rows + start, end - start);
-        else if (outcome != RL_E_CONFLICT && outcome != RL_E_MESSAGE_FINALIZED && outcome != RL_E_SESSION_DELETED &&
-                 outcome != RL_E_MESSAGE_NOT_FOUND)
+        else if (!run_refused(outcome))
             result = outcome;
         for (i = start; i < end; ++i)
             rows[i]->outcome = outcome;
@@ -529,6 +536,7 @@ static void submit(rl_deltas_t *deltas)
 
     if (deltas->pending->count == 0 || (next = rl_delta_batch_new()) == NULL)
         return;
+    next->shared = deltas->relay->shared;
     if (h2o_timeout_is_linked(&deltas->due))
         h2o_timeout_unlink(&deltas->due);
     op = rl_op_new(&append_type, sizeof(*op));
@@ -565,13 +573,14 @@ rl_deltas_t *rl_deltas_new(rl_relay_t *relay)
     if (deltas == NULL)
         return NULL;
     deltas->relay = relay;
-    deltas->publish_on_commit = strcmp(relay->config.bus, "") != 0 && strcmp(relay->config.bus, "local") != 0;
+    deltas->publish_on_commit = relay->shared;
     deltas->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
     deltas->pending = rl_delta_batch_new();
     if (deltas->open_messages == NULL || deltas->pending == NULL) {
         rl_deltas_free(deltas);
         return NULL;
     }
+    deltas->pending->shared = relay->shared;
     h2o_timeout_init(relay->loop, &deltas->group_commit, GROUP_COMMIT_MS);
     deltas->due.cb = on_due;
     return deltas;

@@ -44,6 +44,12 @@ typedef struct rl_relay {
     char node_id[24]; /* this process, unique across the nodes of a relay */
     rl_store_t *store;
     rl_bus_t *bus;
+    /*
+     * Other nodes may share the store and the bus (any bus but "local"): a
+     * node's caches of open messages and bridge tokens may then be stale, and
+     * writes ask the store (deltas.c, target.h). One node alone skips that.
+     */
+    int shared;
     struct rl_hub *hub;           /* client events (hub.c) */
     struct rl_ratelimit *limiter; /* token buckets (ratelimit.c) */
     struct rl_auth *auth;         /* token verification and what it remembers (auth.c) */

@@ -10,6 +10,7 @@ void rl_target_copy(rl_arena_t *arena, rl_bridge_target_t *dst, const rl_bridge_
     dst->interaction_id = rl_arena_strdup(arena, src->interaction_id);
     dst->now = src->now;
     dst->followup_ms = src->followup_ms;
+    dst->shared = src->shared;
 }
 
 int rl_target_installation_check(rl_txn_t *txn, const char *installation_id)

@@ -10,6 +10,7 @@ typedef struct rl_bridge_target {
     const char *interaction_id; /* NULL when the route allows none */
     int64_t now;
     int64_t followup_ms;
+    int shared; /* other nodes write too: check the installation in the transaction (below) */
 } rl_bridge_target_t;
 
 /* Copies src into dst with its strings in arena. */
@@ -24,9 +25,11 @@ int rl_target_check(rl_txn_t *txn, const rl_bridge_target_t *target, rl_session_
 /*
  * In a transaction: the installation a bridge writes as still stands.
  * RL_E_INSTALLATION_GONE once revoked, RL_E_INVALID_TOKEN when it is not
- * there. Every bridge write asks, because a node's cache of bridge tokens
- * learns of a revocation made on another node only when the bus tells it;
- * the store knows as soon as the revocation is answered.
+ * there. Bridge writes ask when other nodes share the store (`shared`),
+ * because a node's cache of bridge tokens learns of a revocation made on
+ * another node only when the bus tells it, and the store knows as soon as
+ * the revocation is answered. One node alone drops the cache entry as it
+ * revokes, and skips the lookup.
  */
 int rl_target_installation_check(rl_txn_t *txn, const char *installation_id);
 
