@@ -67,6 +67,8 @@ static const struct setting settings[] = {
           "store operations waiting for the database past which requests get 503 at once"),
     COUNT("delta-backlog-max", delta_backlog_max, "16384",
           "streamed deltas not yet stored past which new ones get 503 at once"),
+    DURATION("delta-wait-max", delta_wait_max, "100ms",
+             "time the oldest streamed delta not yet stored may wait past which new ones get 503 at once"),
     COUNT("max-message-bytes", max_message_bytes, "1048576",
           "the longest text (in bytes) a message may hold, its deltas included; at most 4194304"),
     COUNT("attachment-quota", attachment_quota, "1073741824",

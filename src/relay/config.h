@@ -46,6 +46,7 @@ typedef struct rl_config {
     int64_t sse_buffer_events;
     int64_t store_queue_max; /* shedding: see config.c */
     int64_t delta_backlog_max;
+    int64_t delta_wait_max; /* ms */
     /* Abuse limits (docs/operations.md, Security). */
     int64_t max_connections_per_address;
     int64_t max_message_bytes;     /* the longest text one message may hold, streamed or not */

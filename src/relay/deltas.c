@@ -55,11 +55,13 @@
 /* A retry of a delta still being written is asked to come back in this long (503). */
 #define RETRY_PENDING_MS 100
 /*
- * Deltas not yet written (pending and in the store) past which new ones are
- * refused at once (503): when the store falls behind, deltas are shed in
- * milliseconds rather than queued for seconds.
+ * When the store falls behind, new deltas are refused at once (503 with
+ * this retry_after_ms) rather than queued for seconds: past
+ * --delta-backlog-max deltas not yet written, or once the oldest of them has
+ * waited longer than --delta-wait-max. The count alone never tripped in the
+ * benchmark: each bridge has one delta in flight, so 3 000 bridges at twice
+ * the store's pace hold 3 000 deltas, and each waited up to a second.
  */
-#define UNWRITTEN_MAX     16384
 #define OVERLOAD_RETRY_MS 250
 
 struct waiting {
@@ -89,6 +91,8 @@ struct rl_deltas {
     rl_strmap_t *open_messages; /* message id -> its record */
     rl_delta_batch_t *pending;  /* applied, waiting for the next batch */
     unsigned inflight;          /* batches in the store */
+    struct append *oldest;      /* the first of them (the store answers in order), or NULL */
+    struct append **newest;     /* where the next one is linked */
     size_t unwritten;           /* deltas pending or in the store */
     h2o_timeout_t group_commit;
     h2o_timeout_entry_t due;
@@ -190,6 +194,8 @@ rl_delta_row_t *rl_delta_batch_add_for(rl_delta_batch_t *batch, const char *mess
     row->body_hash = put(&at, body_hash, lens[2]);
     row->delta = put(&at, delta, delta_len);
     row->delta_len = delta_len;
+    if (batch->count == 0)
+        batch->first_ms = rl_clock_mono_ms();
     *batch->tail = row;
     batch->tail = &row->next;
     ++batch->count;
@@ -461,6 +467,7 @@ static void publish_delta(rl_deltas_t *deltas, struct open_message *message, jso
 struct append {
     rl_op_t op;
     rl_delta_batch_t *batch;
+    struct append *next; /* the batch submitted after this one, while both are in the store */
 };
 
 static int append_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -521,6 +528,8 @@ static void on_written(rl_store_op_t *base)
 
     --deltas->inflight;
     deltas->unwritten -= op->batch->count;
+    if ((deltas->oldest = op->next) == NULL)
+        deltas->newest = &deltas->oldest;
     /* The list is in arrival order: answers and events keep it. */
     for (row = op->batch->head; row != NULL; row = row->next)
         settle(deltas, row, base->result != 0 ? base->result : row->outcome);
@@ -543,6 +552,8 @@ static void submit(rl_deltas_t *deltas)
     op->batch = deltas->pending;
     deltas->pending = next;
     ++deltas->inflight;
+    *deltas->newest = op;
+    deltas->newest = &op->next;
     rl_store_submit(deltas->relay->store, &op->op.base, on_written, deltas);
 }
 
@@ -561,6 +572,14 @@ void rl_deltas_flush(rl_deltas_t *deltas)
         submit(deltas);
 }
 
+/* How long the oldest delta not yet written has waited, in ms. */
+static int64_t unwritten_wait_ms(const rl_deltas_t *deltas)
+{
+    const rl_delta_batch_t *batch = deltas->oldest != NULL ? deltas->oldest->batch : deltas->pending;
+
+    return batch->count > 0 ? rl_clock_mono_ms() - batch->first_ms : 0;
+}
+
 size_t rl_deltas_pending(rl_deltas_t *deltas)
 {
     return deltas != NULL && deltas->pending != NULL ? deltas->pending->count + deltas->inflight : 0;
@@ -574,6 +593,7 @@ rl_deltas_t *rl_deltas_new(rl_relay_t *relay)
         return NULL;
     deltas->relay = relay;
     deltas->publish_on_commit = relay->shared;
+    deltas->newest = &deltas->oldest;
     deltas->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
     deltas->pending = rl_delta_batch_new();
     if (deltas->open_messages == NULL || deltas->pending == NULL) {
@@ -721,7 +741,8 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_MESSAGE_FINALIZED, NULL);
         return;
     }
-    if (deltas->unwritten >= (size_t)deltas->relay->config.delta_backlog_max) {
+    if (deltas->unwritten >= (size_t)deltas->relay->config.delta_backlog_max ||
+        unwritten_wait_ms(deltas) > deltas->relay->config.delta_wait_max) {
         call->rate.retry_after_ms = OVERLOAD_RETRY_MS;
         rl_call_fail(call, RL_E_UNAVAILABLE, "deltas arrive faster than they can be stored; retry");
         return;

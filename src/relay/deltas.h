@@ -39,7 +39,8 @@ typedef struct rl_delta_row {
 typedef struct rl_delta_batch {
     rl_delta_row_t *head, **tail;
     size_t count;
-    int shared; /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
+    int shared;       /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
+    int64_t first_ms; /* when its first delta joined it (rl_clock_mono_ms) */
 } rl_delta_batch_t;
 
 rl_delta_batch_t *rl_delta_batch_new(void);

@@ -19,7 +19,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
-RELAYD = os.environ.get("RELAYD", "/work/main/build/relayd")
+RELAYD = os.environ.get("RELAYD", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "relayd"))
 # The store of the suite's relayd: "sqlite" (the data folder's relay.db) or "postgres" (a fresh
 # database per data folder, on a server the session starts: conftest.py, tests/support/pg.sh).
 STORE = os.environ.get("RELAY_TEST_STORE", "sqlite")

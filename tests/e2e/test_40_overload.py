@@ -85,3 +85,51 @@ def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
     assert len(accepted) == 3, [r.status_code for r, _ in results]
     # What was answered 200 is stored, in the order it arrived; what was shed is not.
     assert inst.message(session, mid)["text"] == "".join("d%d " % n for n in accepted)
+
+
+def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relayd):
+    # The backlog is far from full (one delta waits), but it has waited past --delta-wait-max:
+    # a bridge gets 503 at once instead of joining a queue that does not move.
+    relay = relayd("--delta-wait-max", "150ms")
+    inst = Installation(relay, relay.token("alice"))
+    session = inst.create_session()
+    interaction, _ = inst.send(session)
+    mid = inst.open_message(session, interaction)
+
+    def delta(n):
+        return lambda: relay.post("/v1/bridge/sendMessageDelta",
+                                  {"message_id": mid, "delta": "d%d " % n, "idempotency_key": str(uuid.uuid4())},
+                                  token=inst.token, timeout=15)
+
+    lock = WriteLock(relay)
+    try:
+        first, first_result = in_parallel([delta(0)])
+        # Under the limit: a second delta still joins the same wait.
+        time.sleep(0.05)
+        second, second_result = in_parallel([delta(1)])
+        time.sleep(0.3)
+        assert first_result[0] is None and second_result[0] is None, "answered while the store was held"
+        shed_threads, shed = in_parallel([delta(n) for n in range(2, 6)])
+        for t in shed_threads:
+            t.join(5)
+        for r, seconds in shed:
+            assert r.status_code == 503, r.text
+            error = r.json()["error"]
+            assert error["code"] == "temporarily_unavailable" and error["retry_after_ms"] == 250, error
+            assert r.headers["Retry-After"] == "1"
+            assert seconds < 0.5, seconds
+    finally:
+        lock.release()
+    for t in first + second:
+        t.join(20)
+    assert first_result[0][0].status_code == 200 and second_result[0][0].status_code == 200
+    # Once the store moves again, new deltas are taken: the wait is over.
+    assert_ok(delta(6)())
+    assert inst.message(session, mid)["text"] == "d0 d1 d6 "
+
+
+def test_the_delta_wait_limit_is_a_duration():
+    import subprocess
+    from relaylib import RELAYD
+    out = subprocess.run([RELAYD, "--delta-wait-max", "100", "--data", "/nonexistent"], capture_output=True, text=True)
+    assert out.returncode != 0 and "not a duration for delta-wait-max" in out.stderr, out.stderr
