@@ -86,12 +86,20 @@ struct rl_store_op {
     int result;
     rl_arena_t arena;
     rl_store_op_t *next; /* the store's queues */
+    int ran;             /* set by the worker once its batch has committed (rl_store_op_ran) */
 };
 
 /* A zeroed operation of size bytes (the type's own struct) with its type set; aborts when out of memory. */
 void *rl_store_op_new(const rl_store_op_type_t *type, size_t size);
 /* Frees an operation that was never submitted. */
 void rl_store_op_free(rl_store_op_t *op);
+/*
+ * Whether the worker has finished a submitted operation (its batch
+ * committed or failed), although the loop may not have run its done
+ * callback yet: how long a write waits for the store itself, apart from
+ * the loop's own lag.
+ */
+int rl_store_op_ran(const rl_store_op_t *op);
 
 /*
  * Opens the store at location: "sqlite:PATH", or a data folder (its

@@ -156,6 +156,7 @@ static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us)
 static void *worker_main(void *p)
 {
     rl_store_t *store = p;
+    rl_store_op_t *op;
     int64_t commit_us;
     sigset_t all;
 
@@ -175,6 +176,8 @@ static void *worker_main(void *p)
         pthread_mutex_unlock(&store->lock);
         commit_us = -1;
         run_batch(store->txn, batch.head, &commit_us);
+        for (op = batch.head; op != NULL; op = op->next)
+            __atomic_store_n(&op->ran, 1, __ATOMIC_RELEASE);
         pthread_mutex_lock(&store->lock);
         count_batch(store, batch.count, commit_us);
         list_append(&store->done, &batch);
@@ -186,6 +189,11 @@ static void *worker_main(void *p)
     }
     pthread_mutex_unlock(&store->lock);
     return NULL;
+}
+
+int rl_store_op_ran(const rl_store_op_t *op)
+{
+    return __atomic_load_n(&op->ran, __ATOMIC_ACQUIRE);
 }
 
 void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done, void *arg)
@@ -244,6 +252,7 @@ static void complete(rl_store_t *store, rl_store_op_t *op)
 
 void rl_store_flush(rl_store_t *store)
 {
+    rl_store_op_t *op;
     int64_t commit_us;
     struct op_list batch;
     char sink[256];
@@ -257,6 +266,8 @@ void rl_store_flush(rl_store_t *store)
             commit_us = -1;
             run_batch(store->txn, batch.head, &commit_us);
             count_batch(store, batch.count, commit_us);
+            for (op = batch.head; op != NULL; op = op->next)
+                op->ran = 1;
             complete(store, batch.head);
         }
         return;
