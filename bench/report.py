@@ -20,7 +20,7 @@ SUSTAIN_P99_US = 50_000
 # and refuses the rest quickly: every refusal names Retry-After and is answered in p99 under 100 ms.
 OVERLOAD_FRACTION = 0.90
 SHED_P99_US = 100_000
-# The WAL "stays bounded": the writer truncates it past 64 MiB; a peak under twice that shows checkpoints
+# The WAL "stays bounded": the checkpointer restarts it past 64 MiB; a peak under twice that shows checkpoints
 # keep up (at d701af1 it reached 430 MB).
 WAL_BOUND_MIB = 128
 
@@ -197,7 +197,7 @@ def main():
     if peaks:
         peak = max(peaks)
         rows.append(("Store: WAL peak size during the streaming (and overload) runs, sampled every 100 ms",
-                     f"{peak / 1048576:.1f} MiB", "—", "—", f"bounded: ≤ {WAL_BOUND_MIB} MiB (the writer truncates it past 64 MiB)",
+                     f"{peak / 1048576:.1f} MiB", "—", "—", f"bounded: ≤ {WAL_BOUND_MIB} MiB (the checkpointer restarts it past 64 MiB)",
                      verdict(peak <= WAL_BOUND_MIB * 1048576)))
     # overload
     if overload:

@@ -576,7 +576,7 @@ static int sqlite_begin(rl_txn_t *txn)
  * streaming p99).
  */
 #define WAL_FRAMES_MAX  16384 /* 64 MiB of 4 KiB pages */
-#define CHECKPOINT_STEP 256   /* frames (1 MiB) written between two wake-ups of the checkpointer */
+#define CHECKPOINT_STEP 1024  /* frames (4 MiB) written between two wake-ups of the checkpointer */
 
 static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
 {
