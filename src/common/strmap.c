@@ -11,9 +11,21 @@ struct entry {
     char key[];
 };
 
+/*
+ * The table doubles when it holds more entries than slots, and the entries
+ * move to the new table a few slots at a time (MOVE_STEP on each insertion),
+ * not all at once: a map of 64 000 keys moved in one go held the loop for
+ * milliseconds, and a hundred streamed messages whose maps doubled together
+ * held it for 20-50 ms (the streaming p99 of issue 16). While slots of the
+ * old table remain, an entry whose old slot is not moved yet is found there.
+ */
+#define MOVE_STEP 64
+
 struct rl_strmap {
     struct entry **slots;
     size_t nslots, size, max_entries;
+    struct entry **old; /* while growing: the previous table, its slots [moved, nold) not moved yet */
+    size_t nold, moved;
 };
 
 /* FNV-1a: keys here are short ids and addresses; seeding is unnecessary because sizes are capped. */
@@ -44,28 +56,44 @@ rl_strmap_t *rl_strmap_new(size_t max_entries)
     return map;
 }
 
+static void free_chain(struct entry *e, void (*free_value)(void *))
+{
+    struct entry *next;
+
+    for (; e != NULL; e = next) {
+        next = e->next;
+        if (free_value != NULL)
+            free_value(e->value);
+        free(e);
+    }
+}
+
 void rl_strmap_free(rl_strmap_t *map, void (*free_value)(void *))
 {
     size_t i;
 
     if (map == NULL)
         return;
-    for (i = 0; i < map->nslots; ++i) {
-        struct entry *e = map->slots[i], *next;
-        for (; e != NULL; e = next) {
-            next = e->next;
-            if (free_value != NULL)
-                free_value(e->value);
-            free(e);
-        }
-    }
+    for (i = 0; i < map->nslots; ++i)
+        free_chain(map->slots[i], free_value);
+    for (i = map->moved; map->old != NULL && i < map->nold; ++i)
+        free_chain(map->old[i], free_value);
     free(map->slots);
+    free(map->old);
     free(map);
+}
+
+/* The chain an entry of this hash is in, or goes to: the old table's while its slot is not moved yet. */
+static struct entry **chain(const rl_strmap_t *map, uint64_t hash)
+{
+    if (map->old != NULL && (hash & (map->nold - 1)) >= map->moved)
+        return &map->old[hash & (map->nold - 1)];
+    return &map->slots[hash & (map->nslots - 1)];
 }
 
 static struct entry **find(const rl_strmap_t *map, const char *key, uint64_t hash)
 {
-    struct entry **link = &map->slots[hash & (map->nslots - 1)];
+    struct entry **link = chain(map, hash);
 
     while (*link != NULL && ((*link)->hash != hash || strcmp((*link)->key, key) != 0))
         link = &(*link)->next;
@@ -79,22 +107,38 @@ void *rl_strmap_get(const rl_strmap_t *map, const char *key)
     return *link != NULL ? (*link)->value : NULL;
 }
 
+/* Moves up to MOVE_STEP slots of the old table into the new one; frees it once all have moved. */
+static void move_some(rl_strmap_t *map)
+{
+    size_t end = map->moved + MOVE_STEP < map->nold ? map->moved + MOVE_STEP : map->nold;
+
+    for (; map->moved < end; ++map->moved) {
+        struct entry *e = map->old[map->moved], *next;
+        for (; e != NULL; e = next) {
+            next = e->next;
+            e->next = map->slots[e->hash & (map->nslots - 1)];
+            map->slots[e->hash & (map->nslots - 1)] = e;
+        }
+        map->old[map->moved] = NULL;
+    }
+    if (map->moved == map->nold) {
+        free(map->old);
+        map->old = NULL;
+        map->nold = map->moved = 0;
+    }
+}
+
+/* Starts doubling the table: the entries move over the next insertions (move_some). */
 static void grow(rl_strmap_t *map)
 {
-    size_t nslots = map->nslots * 2, i;
+    size_t nslots = map->nslots * 2;
     struct entry **slots = calloc(nslots, sizeof(*slots));
 
     if (slots == NULL)
         return;
-    for (i = 0; i < map->nslots; ++i) {
-        struct entry *e = map->slots[i], *next;
-        for (; e != NULL; e = next) {
-            next = e->next;
-            e->next = slots[e->hash & (nslots - 1)];
-            slots[e->hash & (nslots - 1)] = e;
-        }
-    }
-    free(map->slots);
+    map->old = map->slots;
+    map->nold = map->nslots;
+    map->moved = 0;
     map->slots = slots;
     map->nslots = nslots;
 }
@@ -120,7 +164,14 @@ int rl_strmap_put(rl_strmap_t *map, const char *key, void *value)
     e->value = value;
     memcpy(e->key, key, len + 1);
     *link = e;
-    if (++map->size > map->nslots)
+    ++map->size;
+    /*
+     * The old table is gone before the next doubling: its nold slots move in
+     * nold / MOVE_STEP insertions, while the next doubling waits for nold more.
+     */
+    if (map->old != NULL)
+        move_some(map);
+    else if (map->size > map->nslots)
         grow(map);
     return 0;
 }
@@ -144,24 +195,30 @@ size_t rl_strmap_size(const rl_strmap_t *map)
     return map->size;
 }
 
+static void sweep_chain(rl_strmap_t *map, struct entry **link, int (*visit)(const char *key, void *value, void *arg),
+                        void *arg, void (*free_value)(void *))
+{
+    while (*link != NULL) {
+        struct entry *e = *link;
+        if (visit(e->key, e->value, arg)) {
+            *link = e->next;
+            if (free_value != NULL)
+                free_value(e->value);
+            free(e);
+            --map->size;
+        } else {
+            link = &e->next;
+        }
+    }
+}
+
 void rl_strmap_sweep(rl_strmap_t *map, int (*visit)(const char *key, void *value, void *arg), void *arg,
                      void (*free_value)(void *))
 {
     size_t i;
 
-    for (i = 0; i < map->nslots; ++i) {
-        struct entry **link = &map->slots[i];
-        while (*link != NULL) {
-            struct entry *e = *link;
-            if (visit(e->key, e->value, arg)) {
-                *link = e->next;
-                if (free_value != NULL)
-                    free_value(e->value);
-                free(e);
-                --map->size;
-            } else {
-                link = &e->next;
-            }
-        }
-    }
+    for (i = 0; i < map->nslots; ++i)
+        sweep_chain(map, &map->slots[i], visit, arg, free_value);
+    for (i = map->moved; map->old != NULL && i < map->nold; ++i)
+        sweep_chain(map, &map->old[i], visit, arg, free_value);
 }

@@ -75,7 +75,7 @@ struct open_message {
     char installation_id[32];
     char user_id[RL_PRINCIPAL_MAX + 1];
     json_t *session_id, *interaction_id;
-    json_t *keys;    /* stored deltas: idempotency key -> body hash */
+    rl_strmap_t *keys; /* stored deltas: idempotency key -> its body hash (a string of its own) */
     json_t *pending; /* deltas being written: key -> body hash */
     int64_t next_seq;
     int loading, finalized, deleted;
@@ -105,9 +105,23 @@ static void record_unref(struct open_message *message)
         return;
     json_decref(message->session_id);
     json_decref(message->interaction_id);
-    json_decref(message->keys);
+    rl_strmap_free(message->keys, free);
     json_decref(message->pending);
     free(message);
+}
+
+/* Remembers a stored delta's key and body hash (replays answer from them). */
+static void key_stored(struct open_message *message, const char *key, const char *body_hash)
+{
+    char *copy = body_hash != NULL ? strdup(body_hash) : NULL;
+    char *old = rl_strmap_get(message->keys, key);
+
+    if (copy == NULL)
+        return;
+    if (rl_strmap_put(message->keys, key, copy) != 0)
+        free(copy);
+    else
+        free(old);
 }
 
 /* The map's reference; the record lives on while deltas of it are in flight. */
@@ -126,8 +140,19 @@ static struct open_message *record_new(const char *message_id, const char *insta
     snprintf(message->message_id, sizeof(message->message_id), "%s", message_id);
     snprintf(message->installation_id, sizeof(message->installation_id), "%.*s",
              (int)sizeof(message->installation_id) - 1, installation_id);
-    message->keys = json_object();
+    /*
+     * Not a JSON object: a message that streams for minutes holds tens of
+     * thousands of keys, and jansson rehashes a whole object when it doubles
+     * (rl_strmap moves a few slots per insertion).
+     */
+    message->keys = rl_strmap_new(KEYS_PER_MESSAGE_MAX);
     message->pending = json_object();
+    if (message->keys == NULL || message->pending == NULL) {
+        rl_strmap_free(message->keys, free);
+        json_decref(message->pending);
+        free(message);
+        return NULL;
+    }
     message->next_seq = 1;
     message->used_ms = rl_clock_now_ms();
     message->waiting_tail = &message->waiting;
@@ -495,7 +520,7 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
     json_t *hash = json_object_get(message->pending, row->key);
 
     if (hash != NULL && result == 0)
-        json_object_set(message->keys, row->key, hash);
+        key_stored(message, row->key, json_string_value(hash));
     json_object_del(message->pending, row->key);
     if (result == 0) {
         if (deltas->publish_on_commit)
@@ -724,7 +749,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
      * its end, like every other idempotency record.
      */
     seen = message->keys_until_ms == 0 || message->used_ms < message->keys_until_ms
-               ? json_string_value(json_object_get(message->keys, key))
+               ? rl_strmap_get(message->keys, key)
                : NULL;
     if (seen != NULL) {
         if (strcmp(seen, body_hash) != 0)
@@ -764,7 +789,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_MESSAGE_TOO_LARGE, NULL);
         return;
     }
-    if (json_object_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
+    if (rl_strmap_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
     }
@@ -799,6 +824,8 @@ static void on_loaded(rl_store_op_t *base)
     struct open_message *message = op->record;
     rl_deltas_t *deltas = base->arg;
     struct waiting *w, *next;
+    const char *key;
+    json_t *hash;
 
     message->loading = 0;
     if (base->result == 0) {
@@ -811,7 +838,10 @@ static void on_loaded(rl_store_op_t *base)
         message->finalized = strcmp(op->message.state, "streaming") != 0;
         message->keys_until_ms = op->keys_until;
         message->text_bytes = op->text_bytes;
-        json_object_update(message->keys, op->op.value);
+        json_object_foreach(op->op.value, key, hash)
+        {
+            key_stored(message, key, json_string_value(hash));
+        }
     }
     ++message->refs;
     for (w = message->waiting; w != NULL; w = next) {

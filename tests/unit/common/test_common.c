@@ -225,6 +225,8 @@ static void test_iso8601(void **state)
     assert_string_equal(buf, "1970-01-01T00:00:00.000Z");
 }
 
+static size_t freed_values;
+
 static int drop_odd(const char *key, void *value, void *arg)
 {
     return ((intptr_t)value & 1) != 0;
@@ -259,6 +261,82 @@ static void test_strmap(void **state)
     rl_strmap_free(map, NULL);
 }
 
+static int drop_multiple_of_five(const char *key, void *value, void *arg)
+{
+    (void)key;
+    ++*(size_t *)arg;
+    return (intptr_t)value % 5 == 0;
+}
+
+static void count_free(void *value)
+{
+    (void)value;
+    ++freed_values;
+}
+
+/*
+ * The table doubles a few slots at a time (strmap.c): every entry stays
+ * reachable, removable and swept while part of it is still in the old table.
+ */
+/* Whether key-j is still in the map once key-i went in: every third was removed after its own
+ * insertion, every fifth by the last sweep (after key-swept). */
+static int strmap_holds(intptr_t j, intptr_t i, intptr_t swept)
+{
+    return !((j % 3 == 0 && j < i) || (j % 5 == 0 && j <= swept));
+}
+
+static void check_key(rl_strmap_t *map, intptr_t j, intptr_t i, intptr_t swept)
+{
+    char key[24];
+
+    snprintf(key, sizeof(key), "key-%ld", (long)j);
+    if (strmap_holds(j, i, swept))
+        assert_ptr_equal(rl_strmap_get(map, key), (void *)j);
+    else
+        assert_null(rl_strmap_get(map, key));
+}
+
+/*
+ * The table doubles a few slots at a time (strmap.c): every entry stays
+ * reachable, removable and swept while part of it is still in the old table.
+ */
+static void test_strmap_while_it_grows(void **state)
+{
+    rl_strmap_t *map = rl_strmap_new(200000);
+    size_t visited, expected = 0;
+    intptr_t i, j, swept = 0;
+    char key[24];
+
+    (void)state;
+    for (i = 1; i <= 100000; ++i) {
+        snprintf(key, sizeof(key), "key-%ld", (long)i);
+        assert_int_equal(rl_strmap_put(map, key, (void *)i), 0);
+        /* The last few, one from half-way back, and the first. */
+        for (j = i; j > 0 && j > i - 3; --j)
+            check_key(map, j, i, swept);
+        check_key(map, i / 2 + 1, i, swept);
+        check_key(map, 1, i, swept);
+        if (i % 3 == 0)
+            assert_ptr_equal(rl_strmap_remove(map, key), (void *)i);
+        /* A sweep in the middle of a doubling sees every entry once. */
+        if (i == 65 || i == 4100 || i == 70000) {
+            size_t before = rl_strmap_size(map);
+            visited = 0;
+            rl_strmap_sweep(map, drop_multiple_of_five, &visited, NULL);
+            assert_int_equal(visited, before);
+            swept = i;
+        }
+    }
+    for (j = 1; j <= 100000; ++j) {
+        check_key(map, j, i, swept);
+        expected += strmap_holds(j, i, swept);
+    }
+    assert_int_equal(rl_strmap_size(map), expected);
+    freed_values = 0;
+    rl_strmap_free(map, count_free);
+    assert_int_equal(freed_values, expected);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_error_table),
         cmocka_unit_test(test_iso8601),
         cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_strmap_while_it_grows),
         cmocka_unit_test(test_duration_with_a_bare_unit),
         cmocka_unit_test(test_arg_value),
         cmocka_unit_test(test_clock),
