@@ -110,7 +110,7 @@ struct rl_bus_ops {
     void (*take)(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
                  rl_bus_take_cb cb, void *arg);
     void (*lease)(rl_bus_t *bus, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb, void *arg);
-    void (*sweep)(rl_bus_t *bus, int64_t now_ms);
+    void (*sweep)(rl_bus_t *bus, int64_t now_ms, unsigned parts);
 };
 
 struct rl_bus {
@@ -201,7 +201,12 @@ static inline void rl_bus_lease(rl_bus_t *bus, const char *name, const char *hol
 /* Drops what has expired; call now and then. */
 static inline void rl_bus_sweep(rl_bus_t *bus, int64_t now_ms)
 {
-    bus->ops->sweep(bus, now_ms);
+    bus->ops->sweep(bus, now_ms, 1);
+}
+/* As rl_bus_sweep over one of `parts` shares of what the bus keeps (rl_strmap_sweep_part): the next one each call. */
+static inline void rl_bus_sweep_part(rl_bus_t *bus, int64_t now_ms, unsigned parts)
+{
+    bus->ops->sweep(bus, now_ms, parts);
 }
 
 /* The SSE record of one event, encoded once (bus backends share it): NULL when out of memory. */

@@ -435,13 +435,13 @@ static int sweep_hub(const char *key, void *value, void *arg)
     return hub->count == 0 && hub->listeners == 0;
 }
 
-static void local_sweep(rl_bus_t *super, int64_t now_ms)
+static void local_sweep(rl_bus_t *super, int64_t now_ms, unsigned parts)
 {
     struct local_bus *bus = (void *)super;
     void *state[2] = {bus, &now_ms};
 
-    rl_strmap_sweep(bus->hubs, sweep_hub, state, hub_free);
-    rl_strmap_sweep(bus->buckets, bucket_full, &now_ms, free);
+    rl_strmap_sweep_part(bus->hubs, sweep_hub, state, hub_free, parts);
+    rl_strmap_sweep_part(bus->buckets, bucket_full, &now_ms, free, parts);
 }
 
 static void local_close(rl_bus_t *super)

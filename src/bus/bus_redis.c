@@ -1794,10 +1794,13 @@ fail:
 
 /* ---- the backend ----------------------------------------------------------------------------- */
 
-static void redis_sweep(rl_bus_t *super, int64_t now_ms)
+static void redis_sweep(rl_bus_t *super, int64_t now_ms, unsigned parts)
 {
+    struct redis_bus *bus = (void *)super;
+    int64_t now = mono_ms();
+
     /* Redis expires the rings and buckets itself; this node only has its presence cache to prune. */
-    prune_cache((void *)super);
+    rl_strmap_sweep_part(bus->presence, lapsed, &now, free, parts);
 }
 
 static void redis_close(rl_bus_t *super)

@@ -26,6 +26,7 @@ struct rl_strmap {
     size_t nslots, size, max_entries;
     struct entry **old; /* while growing: the previous table, its slots [moved, nold) not moved yet */
     size_t nold, moved;
+    size_t part; /* the share rl_strmap_sweep_part visits next */
 };
 
 /* FNV-1a: keys here are short ids and addresses; seeding is unnecessary because sizes are capped. */
@@ -221,4 +222,20 @@ void rl_strmap_sweep(rl_strmap_t *map, int (*visit)(const char *key, void *value
         sweep_chain(map, &map->slots[i], visit, arg, free_value);
     for (i = map->moved; map->old != NULL && i < map->nold; ++i)
         sweep_chain(map, &map->old[i], visit, arg, free_value);
+}
+
+void rl_strmap_sweep_part(rl_strmap_t *map, int (*visit)(const char *key, void *value, void *arg), void *arg,
+                          void (*free_value)(void *), unsigned parts)
+{
+    size_t i, end;
+
+    if (parts <= 1) {
+        rl_strmap_sweep(map, visit, arg, free_value);
+        return;
+    }
+    map->part %= parts;
+    end = map->nslots * (map->part + 1) / parts;
+    for (i = map->nslots * map->part / parts; i < end; ++i)
+        sweep_chain(map, &map->slots[i], visit, arg, free_value);
+    ++map->part;
 }

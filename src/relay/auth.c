@@ -371,10 +371,10 @@ static int bridge_lapsed(const char *key, void *value, void *arg)
     return ((struct bridge_entry *)value)->until_ms <= *(int64_t *)arg;
 }
 
-void rl_auth_sweep(rl_auth_t *auth, int64_t now_ms)
+void rl_auth_sweep(rl_auth_t *auth, int64_t now_ms, unsigned parts)
 {
-    rl_strmap_sweep(auth->verified_tokens, verified_lapsed, &now_ms, free);
-    rl_strmap_sweep(auth->bridge_tokens, bridge_lapsed, &now_ms, free);
+    rl_strmap_sweep_part(auth->verified_tokens, verified_lapsed, &now_ms, free, parts);
+    rl_strmap_sweep_part(auth->bridge_tokens, bridge_lapsed, &now_ms, free, parts);
 }
 
 /* brief: an external OpenID Connect issuer's JWKS, or the embedded issuer's key; the same verifier for both. */

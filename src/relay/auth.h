@@ -29,6 +29,6 @@ void rl_auth_forget_installation(rl_auth_t *auth, const char *installation_id);
 /* A signal on the auth topic (installations.h): another node revoked an installation. */
 void rl_auth_on_signal(rl_auth_t *auth, json_t *message);
 /* Drops lapsed cache entries; housekeeping. */
-void rl_auth_sweep(rl_auth_t *auth, int64_t now_ms);
+void rl_auth_sweep(rl_auth_t *auth, int64_t now_ms, unsigned parts);
 
 #endif

@@ -664,11 +664,11 @@ static int idle(const char *key, void *value, void *arg)
     return !message->loading && message->refs == 1 && message->used_ms < *(int64_t *)arg;
 }
 
-void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms)
+void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms, unsigned parts)
 {
     int64_t before = now_ms - IDLE_MS;
 
-    rl_strmap_sweep(deltas->open_messages, idle, &before, message_free);
+    rl_strmap_sweep_part(deltas->open_messages, idle, &before, message_free, parts);
 }
 
 static int of_session(const char *key, void *value, void *arg)

@@ -70,7 +70,7 @@ void rl_deltas_flush(rl_deltas_t *deltas);
 /* Deltas not yet answered: pending, or batches in the store. */
 size_t rl_deltas_pending(rl_deltas_t *deltas);
 /* Forgets records unused for a while; housekeeping. */
-void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms);
+void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms, unsigned parts);
 /* A session was deleted: its messages' records must be reloaded. */
 void rl_deltas_forget_session(rl_deltas_t *deltas, const char *session_id);
 /* sendMessage opened a message: its record starts with text_bytes of text (0 for a placeholder), without asking the

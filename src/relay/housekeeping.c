@@ -11,6 +11,15 @@
 #include "relay/relay.h"
 
 #define PERIOD_MS       60000
+/*
+ * What this node keeps in memory (rate buckets, event rings, token and
+ * /v1/me caches, open-message records) is swept a sixtieth every second,
+ * each entry still once a minute: swept whole once a minute, 12 000 users'
+ * worth held the loop for 60 ms (29 ms of rate buckets, 26 ms of /v1/me
+ * entries), the streaming p99 of one round in three in the benchmark.
+ */
+#define TICK_MS   1000
+#define TICK_PARTS (PERIOD_MS / TICK_MS)
 #define PAIRING_KEEP_MS (3600 * 1000) /* a late poll still gets a clear answer for an hour */
 #define TASK_KEEP_MS    86400000      /* tool calls are ephemeral; a day is plenty to catch late updates */
 
@@ -18,6 +27,7 @@ struct rl_housekeeping {
     rl_relay_t *relay;
     h2o_timeout_t period;
     h2o_timeout_entry_t entry;
+    unsigned ticks; /* the store's purge runs every TICK_PARTS of them (PERIOD_MS) */
 };
 
 struct purge {
@@ -73,12 +83,13 @@ static void on_period(h2o_timeout_entry_t *entry)
     rl_relay_t *relay = housekeeping->relay;
     int64_t now = rl_clock_now_ms();
 
-    /* What this node keeps for itself is trimmed here, on every node. */
-    rl_bus_sweep(relay->bus, now);
-    rl_auth_sweep(relay->auth, now);
-    rl_deltas_sweep(relay->deltas, now);
-    rl_me_cache_sweep(relay->me_cache, now);
-    rl_bus_lease(relay->bus, "housekeeping", relay->node_id, 2 * PERIOD_MS, on_lease, housekeeping);
+    /* What this node keeps for itself is trimmed here, on every node, a share each tick. */
+    rl_bus_sweep_part(relay->bus, now, TICK_PARTS);
+    rl_auth_sweep(relay->auth, now, TICK_PARTS);
+    rl_deltas_sweep(relay->deltas, now, TICK_PARTS);
+    rl_me_cache_sweep(relay->me_cache, now, TICK_PARTS);
+    if (++housekeeping->ticks % TICK_PARTS == 0)
+        rl_bus_lease(relay->bus, "housekeeping", relay->node_id, 2 * PERIOD_MS, on_lease, housekeeping);
     h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
 }
 
@@ -89,7 +100,7 @@ rl_housekeeping_t *rl_housekeeping_start(rl_relay_t *relay)
     if (housekeeping == NULL)
         return NULL;
     housekeeping->relay = relay;
-    h2o_timeout_init(relay->loop, &housekeeping->period, PERIOD_MS);
+    h2o_timeout_init(relay->loop, &housekeeping->period, TICK_MS);
     housekeeping->entry.cb = on_period;
     h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);
     return housekeeping;

@@ -96,10 +96,10 @@ static int lapsed(const char *key, void *value, void *arg)
     return !entry->reading && entry->until_ms <= *(int64_t *)arg;
 }
 
-void rl_me_cache_sweep(rl_me_cache_t *cache, int64_t now_ms)
+void rl_me_cache_sweep(rl_me_cache_t *cache, int64_t now_ms, unsigned parts)
 {
     if (cache != NULL)
-        rl_strmap_sweep(cache->entries, lapsed, &now_ms, entry_free);
+        rl_strmap_sweep_part(cache->entries, lapsed, &now_ms, entry_free, parts);
 }
 
 void rl_me_cache_free(rl_me_cache_t *cache)

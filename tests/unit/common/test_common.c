@@ -337,6 +337,47 @@ static void test_strmap_while_it_grows(void **state)
     assert_int_equal(freed_values, expected);
 }
 
+static int count_visit(const char *key, void *value, void *arg)
+{
+    (void)key;
+    ++((unsigned char *)arg)[(intptr_t)value];
+    return 0;
+}
+
+static int drop_all(const char *key, void *value, void *arg)
+{
+    (void)key;
+    (void)value;
+    (void)arg;
+    return 1;
+}
+
+/* A sweep in parts (housekeeping sweeps a sixtieth a second) visits every entry once per round of parts. */
+static void test_strmap_sweep_in_parts(void **state)
+{
+    static unsigned char visits[10001];
+    rl_strmap_t *map = rl_strmap_new(20000);
+    char key[24];
+    intptr_t i;
+    unsigned part;
+
+    (void)state;
+    for (i = 1; i <= 10000; ++i) {
+        snprintf(key, sizeof(key), "key-%ld", (long)i);
+        assert_int_equal(rl_strmap_put(map, key, (void *)i), 0);
+    }
+    for (part = 0; part < 60; ++part)
+        rl_strmap_sweep_part(map, count_visit, visits, NULL, 60);
+    for (i = 1; i <= 10000; ++i)
+        assert_int_equal(visits[i], 1);
+    for (part = 0; part < 59; ++part)
+        rl_strmap_sweep_part(map, drop_all, NULL, NULL, 60);
+    assert_true(rl_strmap_size(map) > 0);
+    rl_strmap_sweep_part(map, drop_all, NULL, NULL, 60);
+    assert_int_equal(rl_strmap_size(map), 0);
+    rl_strmap_free(map, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_iso8601),
         cmocka_unit_test(test_strmap),
         cmocka_unit_test(test_strmap_while_it_grows),
+        cmocka_unit_test(test_strmap_sweep_in_parts),
         cmocka_unit_test(test_duration_with_a_bare_unit),
         cmocka_unit_test(test_arg_value),
         cmocka_unit_test(test_clock),
