@@ -709,7 +709,8 @@ def test_uploads_never_sent_are_removed_after_their_ttl(relayd):
     sent = assert_ok(_upload(relay, token, b"sent"))["key"]
     assert_ok(relay.post("/v1/me/sessions/%s/send" % sid, {"text": "", "attachments": [{"key": sent}]}, token=token))
     wait_until(lambda: unused not in _attachment_files(relay), 10, what="the unused upload to go")
-    assert relay.query("SELECT key FROM attachments") == [(sent,)]
+    # The row goes after the file, in the store's next batch (attachments.c: doomed, unlinked, then deleted).
+    wait_until(lambda: relay.query("SELECT key FROM attachments") == [(sent,)], 10, what="the unused upload's row to go")
     assert sent in _attachment_files(relay)
     r = relay.post("/v1/me/sessions/%s/send" % sid, {"text": "", "attachments": [{"key": unused}]}, token=token)
     assert r.status_code == 400, r.text

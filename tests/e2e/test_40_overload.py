@@ -31,6 +31,21 @@ def in_parallel(calls):
     return threads, results
 
 
+def streaming_message(relay):
+    """An installation of alice's with a message open in a new session: (installation, session, message id)."""
+    inst = Installation(relay, relay.token("alice"))
+    session = inst.create_session()
+    interaction, _ = inst.send(session)
+    return inst, session, inst.open_message(session, interaction)
+
+
+def delta_call(relay, inst, mid, n, key=None):
+    """A call that posts delta n ("dN ") of message mid, with its own key unless one is given."""
+    return lambda: relay.post("/v1/bridge/sendMessageDelta",
+                              {"message_id": mid, "delta": "d%d " % n, "idempotency_key": key or str(uuid.uuid4())},
+                              token=inst.token, timeout=15)
+
+
 def test_a_stalled_store_sheds_new_requests_at_once(relayd):
     relay = relayd("--store-queue-max", "4")
     token = relay.token("alice")
@@ -60,18 +75,10 @@ def test_a_stalled_store_sheds_new_requests_at_once(relayd):
 
 def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
     relay = relayd("--delta-backlog-max", "3")
-    inst = Installation(relay, relay.token("alice"))
-    session = inst.create_session()
-    interaction, _ = inst.send(session)
-    mid = inst.open_message(session, interaction)
+    inst, session, mid = streaming_message(relay)
     lock = WriteLock(relay)
     try:
-        keys = [str(uuid.uuid4()) for _ in range(8)]
-        threads, results = in_parallel([
-            (lambda k=k, n=n: relay.post("/v1/bridge/sendMessageDelta", {"message_id": mid, "delta": "d%d " % n,
-                                                                        "idempotency_key": k},
-                                         token=inst.token, timeout=15))
-            for n, k in enumerate(keys)])
+        threads, results = in_parallel([delta_call(relay, inst, mid, n) for n in range(8)])
         time.sleep(1.0)
         shed = [x[0] for x in results if x is not None and x[0].status_code == 503]
         assert len(shed) == 5, [x[0].status_code for x in results if x is not None]
@@ -91,15 +98,10 @@ def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relay
     # The backlog is far from full (one delta waits), but it has waited past --delta-wait-max:
     # a bridge gets 503 at once instead of joining a queue that does not move.
     relay = relayd("--delta-wait-max", "150ms")
-    inst = Installation(relay, relay.token("alice"))
-    session = inst.create_session()
-    interaction, _ = inst.send(session)
-    mid = inst.open_message(session, interaction)
+    inst, session, mid = streaming_message(relay)
 
     def delta(n):
-        return lambda: relay.post("/v1/bridge/sendMessageDelta",
-                                  {"message_id": mid, "delta": "d%d " % n, "idempotency_key": str(uuid.uuid4())},
-                                  token=inst.token, timeout=15)
+        return delta_call(relay, inst, mid, n)
 
     lock = WriteLock(relay)
     try:
