@@ -225,6 +225,26 @@ def read_messages(node, inst, session):
     return node.get("/v1/me/sessions/%s/messages?limit=5" % session, headers=bearer(inst.user))
 
 
+def assert_recovered(c, inst, session, pump, store, message_id, acked_before):
+    """Right after an outage ended: every node serves again within RECOVERY, the deltas that met it
+    were refused with 503 and a retry time, and every delta acknowledged is stored exactly once."""
+    up_at = time.monotonic()
+    for node in c.nodes:
+        wait_until(lambda: read_messages(node, inst, session).status_code == 200, RECOVERY,
+                   interval=0.2, what="node %d serving again" % node.port)
+    assert time.monotonic() - up_at < RECOVERY
+    pump.finish()
+    assert any(status == 503 for status, _, _ in pump.refusals), "no delta met the outage"
+    for status, body, retry_after in pump.refusals:
+        if status == 503:
+            assert body["error"]["code"] == "temporarily_unavailable" and body["error"]["retry_after_ms"] > 0, body
+            assert retry_after is not None and int(retry_after) >= 1
+    text, _ = stored_deltas(store, message_id)
+    for i in acked_before:
+        assert text.count(pump.texts[i]) == 1, i
+    assert_each_delta_once(store, pump)
+
+
 def log_lines(node, text):
     return [rec for rec in node.log_records() if text in rec.get("msg", "")]
 
@@ -295,24 +315,9 @@ def test_a_postgresql_restart_under_load_loses_nothing_and_recovers_by_itself(no
         time.sleep(max(0.0, OUTAGE - (time.monotonic() - down_at)))
     finally:
         subprocess.run([PG_SH, "up", own_postgres.dir], check=True, capture_output=True, timeout=60)
-    up_at = time.monotonic()
 
     # The relay serves again by itself, on every node, within the reconnection's back-off.
-    for node in c.nodes:
-        wait_until(lambda: read_messages(node, inst, session).status_code == 200, RECOVERY,
-                   interval=0.2, what="node %d serving again" % node.port)
-    assert time.monotonic() - up_at < RECOVERY
-
-    pump.finish()
-    assert any(status == 503 for status, _, _ in pump.refusals), "no delta met the outage"
-    for status, body, retry_after in pump.refusals:
-        if status == 503:
-            assert body["error"]["code"] == "temporarily_unavailable" and body["error"]["retry_after_ms"] > 0, body
-            assert retry_after is not None and int(retry_after) >= 1
-    text, _ = stored_deltas(store, message_id)
-    for i in acked_before:
-        assert text.count(pump.texts[i]) == 1, i
-    assert_each_delta_once(store, pump)
+    assert_recovered(c, inst, session, pump, store, message_id, acked_before)
 
     # The bridge's socket lived through it, and its updates flow again.
     assert_ok(inst.client("POST", "/v1/me/sessions/%s/cancel" % session, {}))
@@ -369,23 +374,8 @@ def test_a_redis_restart_under_load_loses_nothing_and_recovers_by_itself(nodes, 
         time.sleep(max(0.0, OUTAGE - (time.monotonic() - down_at)))
     finally:
         own_redis.start()
-    up_at = time.monotonic()
 
-    for node in c.nodes:
-        wait_until(lambda: read_messages(node, inst, session).status_code == 200, RECOVERY,
-                   interval=0.2, what="node %d serving again" % node.port)
-    assert time.monotonic() - up_at < RECOVERY
-
-    pump.finish()
-    assert any(status == 503 for status, _, _ in pump.refusals), "no delta met the outage"
-    for status, body, retry_after in pump.refusals:
-        if status == 503:
-            assert body["error"]["code"] == "temporarily_unavailable" and body["error"]["retry_after_ms"] > 0, body
-            assert retry_after is not None and int(retry_after) >= 1
-    text, _ = stored_deltas(store, message_id)
-    for i in acked_before:
-        assert text.count(pump.texts[i]) == 1, i
-    assert_each_delta_once(store, pump)
+    assert_recovered(c, inst, session, pump, store, message_id, acked_before)
 
     # Redis came back empty: the node holding the socket asserts its presence again, and signals reach
     # the socket again (an update queued through the balancer, whichever node takes the call).
