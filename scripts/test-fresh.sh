@@ -51,6 +51,7 @@ mirror=$(host_mirror | head -n 1)
 
 base=${FRESH_ROOT_DIR:-/var/tmp}
 root=$(mktemp -d "$base/relay-fresh.XXXXXX")
+chmod 755 "$root" # it becomes /: the tests' unprivileged users (PostgreSQL's) must get through it
 cleanup() {
 	status=$?
 	# Anything the run left behind inside the root (a server a test did not stop) goes first.
@@ -98,7 +99,7 @@ done
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 cp /etc/hosts "$root/etc/hosts" 2>/dev/null || true
 # An installed system has its package lists; debootstrap fetched only the main suite's.
-chroot "$root" apt-get update -q >/dev/null || die "apt-get update failed in the root"
+chroot "$root" apt-get update -q -o APT::Sandbox::User=root >/dev/null || die "apt-get update failed in the root"
 
 git clone -q "$repo" "$root/root/relay"
 git -C "$root/root/relay" checkout -q "$commit"
