@@ -27,9 +27,24 @@ def caddy_env(workdir):
 
 
 class Caddy:
+    # free_port() only finds a port that was free: with both end-to-end passes running at once,
+    # another server may take it before caddy binds it. Caddy then exits at once saying so, and
+    # gets another port.
+    ATTEMPTS = 5
+
     def __init__(self, workdir, relay_port):
         self.dir = workdir / "caddy"
         self.dir.mkdir()
+        for attempt in range(self.ATTEMPTS):
+            self._start(relay_port)
+            wait_until(self._up_or_exited, WAIT, what="caddy to answer")
+            if self.proc.poll() is None:
+                return
+            log = (self.dir / "caddy.log").read_text()
+            assert "address already in use" in log and attempt + 1 < self.ATTEMPTS, log[-3000:]
+            (self.dir / "caddy.log").unlink()
+
+    def _start(self, relay_port):
         self.port = free_port()
         with open(CADDYFILE) as f:
             text = f.read()
@@ -43,11 +58,12 @@ class Caddy:
         log = open(self.dir / "caddy.log", "ab")
         self.proc = subprocess.Popen([CADDY, "run", "--config", str(config), "--adapter", "caddyfile"],
                                      stdout=log, stderr=log, env=caddy_env(self.dir))
+        log.close()
         self.base = "http://127.0.0.1:%d" % self.port
-        wait_until(self._up, WAIT, what="caddy to answer")
 
-    def _up(self):
-        assert self.proc.poll() is None, (self.dir / "caddy.log").read_text()[-3000:]
+    def _up_or_exited(self):
+        if self.proc.poll() is not None:
+            return True
         try:
             return requests.get(self.base + "/healthz", timeout=1).status_code == 200
         except requests.RequestException:
