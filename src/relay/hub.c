@@ -17,6 +17,7 @@ struct rl_hub {
     rl_bus_t *bus;
     rl_strmap_t *users;
     uint64_t published;
+    size_t hooked; /* subscribers with a published hook: none, and a publish looks nothing up */
 };
 
 rl_hub_t *rl_hub_new(rl_bus_t *bus, size_t max_users)
@@ -55,10 +56,25 @@ rl_bus_t *rl_hub_bus(rl_hub_t *hub)
     return hub->bus;
 }
 
+static void user_release(rl_hub_t *hub, struct user *user);
+
 void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data)
 {
+    struct user *user;
+    rl_hub_subscriber_t *sub, *next;
+
     ++hub->published;
     rl_bus_publish(hub->bus, user_id, name, data);
+    if (hub->hooked == 0 || (user = rl_strmap_get(hub->users, user_id)) == NULL)
+        return;
+    user->delivering = 1;
+    for (sub = user->head; sub != NULL; sub = next) {
+        next = sub->_next;
+        if (sub->published != NULL)
+            sub->published(sub);
+    }
+    user->delivering = 0;
+    user_release(hub, user);
 }
 
 uint64_t rl_hub_published(const rl_hub_t *hub)
@@ -87,6 +103,8 @@ int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *su
     user->head = sub;
     sub->_user = user;
     ++user->count;
+    if (sub->published != NULL)
+        ++hub->hooked;
     return 0;
 }
 
@@ -115,6 +133,8 @@ void rl_hub_unsubscribe(rl_hub_t *hub, rl_hub_subscriber_t *sub)
     sub->_prev = sub->_next = NULL;
     sub->_user = NULL;
     --user->count;
+    if (sub->published != NULL)
+        --hub->hooked;
     user_release(hub, user);
 }
 

@@ -23,6 +23,13 @@ struct rl_hub_subscriber {
      * it to keep it. deliver may unsubscribe its own subscriber.
      */
     void (*deliver)(rl_hub_subscriber_t *self, int64_t id, rl_blob_t *frame);
+    /*
+     * Optional (NULL: not called): this node has just published an event of
+     * the subscriber's user, which the bus brings back later (a networked bus:
+     * after a round trip). For what must not outlive the node's own writes,
+     * such as a cached /v1/me answer. May unsubscribe its own subscriber.
+     */
+    void (*published)(rl_hub_subscriber_t *self);
     /* The hub's. */
     rl_hub_subscriber_t *_prev, *_next;
     void *_user;
@@ -32,7 +39,10 @@ struct rl_hub_subscriber {
 rl_hub_t *rl_hub_new(rl_bus_t *bus, size_t max_users);
 /* Frees the hub; every subscriber must be gone. */
 void rl_hub_free(rl_hub_t *hub);
-/* Publishes an event to a user's streams on every node. Steals data. */
+/*
+ * Publishes an event to a user's streams on every node. Steals data. The
+ * user's subscribers here that have a `published` hook hear of it at once.
+ */
 void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data);
 /* 0, or RL_E_UNAVAILABLE when this node holds streams of too many users. */
 int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *sub);

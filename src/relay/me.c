@@ -5,7 +5,8 @@
  * (installation_created/updated/revoked, agent_health_changed,
  * session_created/renamed/updated/deleted, message_added for a send, which
  * moves the session's updated_at). So a cached answer listens to its user's
- * events through the hub, as a stream does, and any event drops it; so does
+ * events through the hub, as a stream does, and any event drops it (one this
+ * node publishes as it is published, before a networked bus brings it back); so does
  * its age (CACHE_TTL_MS), which bounds what a networked bus could miss while
  * its subscription starts. An answer whose read raced an event is not kept.
  */
@@ -64,7 +65,7 @@ static void drop(struct entry *entry)
 }
 
 /* Any event of the user may change what /v1/me shows. */
-static void on_event(rl_hub_subscriber_t *subscriber, int64_t id, rl_blob_t *frame)
+static void on_published(rl_hub_subscriber_t *subscriber)
 {
     struct entry *entry = H2O_STRUCT_FROM_MEMBER(struct entry, subscriber, subscriber);
 
@@ -72,6 +73,13 @@ static void on_event(rl_hub_subscriber_t *subscriber, int64_t id, rl_blob_t *fra
         entry->dirty = 1;
     else
         drop(entry);
+}
+
+static void on_event(rl_hub_subscriber_t *subscriber, int64_t id, rl_blob_t *frame)
+{
+    (void)id;
+    (void)frame;
+    on_published(subscriber);
 }
 
 rl_me_cache_t *rl_me_cache_new(rl_relay_t *relay)
@@ -203,6 +211,8 @@ static struct entry *entry_new(rl_me_cache_t *cache, const char *user_id)
         return NULL;
     entry->cache = cache;
     entry->subscriber.deliver = on_event;
+    /* A change made on this node shows in the next /v1/me here at once, not after the bus's round trip. */
+    entry->subscriber.published = on_published;
     snprintf(entry->user_id, sizeof(entry->user_id), "%s", user_id);
     if (rl_hub_subscribe(cache->relay->hub, user_id, &entry->subscriber) != 0) {
         free(entry);
