@@ -273,8 +273,10 @@ void rl_config_usage(FILE *out)
                  "       relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n"
                  "       relayd backup DEST [--data DIR] [--store sqlite:PATH] [--attachments DIR]\n"
                  "       relayd restore SRC [--data DIR] [--attachments DIR]\n"
+                 "       relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n"
                  "       relayd migrate --check [--data DIR] [--store sqlite:PATH]\n"
-                 "       relayd --version\n\n"
+                 "       relayd --version\n"
+                 "       relayd COMMAND --help   (what one of the commands above does)\n\n"
                  "Runs the relay in the foreground; logs go to stderr, as text on a terminal and JSON lines\n"
                  "otherwise (--log-format). SIGTERM stops it gracefully, SIGHUP reloads the TLS certificate.\n"
                  "Each setting may also come from the environment variable shown.\n\n");

@@ -277,12 +277,78 @@ static void shut_down(rl_relay_t *relay, h2o_loop_t *loop)
     rl_log_info("stopped");
 }
 
+/* A one-shot command: its name after relayd, what --help prints, and the function that runs it. */
+struct command {
+    const char *name;
+    const char *help;
+    int (*run)(int argc, char **argv);
+};
+
+/* `migrate --check` is this file's; `migrate --from ... --to ...` copies a store (store/migrate.c). */
+static int migrate_either(int argc, char **argv)
+{
+    return migrate_wants_check(argc, argv) ? migrate_check_command(argc, argv) : migrate_command(argc, argv);
+}
+
+static const struct command commands[] = {
+    {"token",
+     TOKEN_USAGE "\nPrints a user token signed by the embedded issuer (the data folder's key, shared through the\n"
+                 "store), valid --ttl (default 30d). Clients sign in with it: relay login --token TOKEN.\n",
+     token_command},
+    {"login-link",
+     "usage: relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n"
+     "\nPrints a one-time sign-in link for the web client, and its QR code on a terminal; it is\n"
+     "valid --ttl (default 10m, at most 24h) and is exchanged for a user token (docs/web.md).\n",
+     rl_login_link_command},
+    {"backup",
+     "usage: relayd backup DEST [--data DIR] [--store sqlite:PATH] [--attachments DIR]\n"
+     "\nCopies the store, the keys and the attachments into the new folder DEST, online, while relayd\n"
+     "runs (docs/operations.md, \"Backups\").\n",
+     rl_backup_command},
+    {"restore",
+     "usage: relayd restore SRC [--data DIR] [--attachments DIR]\n"
+     "\nPuts a backup made by relayd backup into an empty data folder; start relayd on it afterwards.\n",
+     rl_restore_command},
+    {"migrate",
+     "usage: relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n"
+     "       relayd migrate --check [--data DIR] [--store sqlite:PATH]\n"
+     "\nThe first copies a SQLite store into an empty PostgreSQL database; the second says what a\n"
+     "start of this relayd would do to the store's schema, changing nothing (docs/operations.md).\n",
+     migrate_either},
+};
+
+/* Whether the command's arguments ask for its help: anywhere, as every other program takes it. */
+static int wants_help(int argc, char **argv)
+{
+    int i;
+
+    for (i = 2; i < argc; ++i) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * The one-shot commands open the store too, and a first one migrates it: a
+ * person at a terminal reads those lines as text, like relayd's own.
+ */
+static void set_command_log_format(void)
+{
+    const char *text = getenv("RELAY_LOG_FORMAT");
+    rl_log_format_t format;
+
+    if (rl_log_parse_format(text != NULL && text[0] != '\0' ? text : "auto", STDERR_FILENO, &format) == 0)
+        rl_log_set_format(format);
+}
+
 int main(int argc, char **argv)
 {
     static rl_relay_t relay;
     rl_log_level_t level;
     rl_log_format_t format;
     h2o_loop_t *loop;
+    size_t c;
     int rest, result;
 
     signal(SIGPIPE, SIG_IGN);
@@ -292,22 +358,15 @@ int main(int argc, char **argv)
         printf("relayd %s\n", RL_VERSION);
         return 0;
     }
-    /* `migrate --check` is this file's; `migrate --from ... --to ...` copies a store (store/migrate.c). */
-    if (argc > 1 && strcmp(argv[1], "migrate") == 0 && migrate_wants_check(argc, argv))
-        return migrate_check_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "token") == 0)
-        return token_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "migrate") == 0)
-        return migrate_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "login-link") == 0)
-        return rl_login_link_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "backup") == 0)
-        return rl_backup_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "restore") == 0)
-        return rl_restore_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "migrate") == 0) {
-        fputs(MIGRATE_CHECK_USAGE, stderr);
-        return 2;
+    for (c = 0; argc > 1 && c < sizeof(commands) / sizeof(commands[0]); ++c) {
+        if (strcmp(argv[1], commands[c].name) != 0)
+            continue;
+        if (wants_help(argc, argv)) {
+            fputs(commands[c].help, stdout);
+            return 0;
+        }
+        set_command_log_format();
+        return commands[c].run(argc, argv);
     }
     result = rl_config_load(&relay.config, argc, argv, 1, &rest);
     if (result != 0)
