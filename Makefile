@@ -24,12 +24,13 @@ build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-# Only relayd (and the web client it embeds) is built, quietly: the compiler's lines go to
-# $(BUILD)/run-build.log and are shown only when the build fails.
+# The programs of the README's tour (relayd with the web client it embeds, relay, relay-bridge), with
+# a line that shows the build's progress; the compiler's lines go to $(BUILD)/run-build.log and are
+# shown only when the build fails (scripts/run-build.sh).
+RUN_PROGRAMS = relayd relay relay-bridge
 run: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
-	@echo "building relayd (log: $(BUILD)/run-build.log)"
-	@cmake --build $(BUILD) -j$(JOBS) --target relayd >$(BUILD)/run-build.log 2>&1 || { tail -n 30 $(BUILD)/run-build.log; exit 1; }
+	@./scripts/run-build.sh $(BUILD) $(JOBS) $(RUN_PROGRAMS)
 	@./scripts/run.sh $(BUILD)/relayd
 
 # The five programs, their manuals, docs, the catalog's dataset and the systemd units, under

@@ -1,19 +1,29 @@
 #!/bin/sh
 # `make run`: starts relayd on its embedded default (SQLite in ./data, listening
-# on 127.0.0.1:8080) after printing a user token for a local user.
+# on 127.0.0.1:8080) after a short greeting: the relay's address and a user
+# token for a local user, as two export lines the README's tour goes on with.
 set -eu
 RELAYD=${1:-build/relayd}
 DATA=${RELAY_DATA:-data}
 USER_ID=${RELAY_LOCAL_USER:-local}
 LISTEN=${RELAY_LISTEN:-127.0.0.1:8080}
+PUBLIC_URL=${RELAY_PUBLIC_URL:-}
+TLS_CERT=${RELAY_TLS_CERT:-}
 prev=
 shift || true
 for arg in "$@"; do
 	case $prev$arg in
 	--listen=*) LISTEN=${arg#--listen=} ;;
 	--listen*) LISTEN=$arg ;;
+	--public-url=*) PUBLIC_URL=${arg#--public-url=} ;;
+	--public-url*) PUBLIC_URL=$arg ;;
+	--tls-cert=*) TLS_CERT=${arg#--tls-cert=} ;;
+	--tls-cert*) TLS_CERT=$arg ;;
 	esac
-	prev=$([ "$arg" = --listen ] && echo --listen || true)
+	case $arg in
+	--listen | --public-url | --tls-cert) prev=$arg ;;
+	*) prev= ;;
+	esac
 done
 
 # A port already taken is the usual first stumble: say so before anything else, and how to pick another.
@@ -39,12 +49,35 @@ MSG
 	exit 1
 fi
 
-token=$("$RELAYD" token "$USER_ID" --data "$DATA" | tail -n 1)
-cat <<MSG
-A user token for the local user '$USER_ID' (valid 30 days; make another with
-'$RELAYD token NAME --data $DATA'):
+# The address clients use, as relayd itself derives it (--public-url, else http(s)://LISTEN).
+if [ -n "$PUBLIC_URL" ]; then
+	url=${PUBLIC_URL%/}
+elif [ -n "$TLS_CERT" ]; then
+	url=https://$LISTEN
+else
+	url=http://$LISTEN
+fi
 
+# A first token creates and migrates the store: those log lines are for when it fails, not for a greeting.
+errors=$(mktemp)
+if ! token=$("$RELAYD" token "$USER_ID" --data "$DATA" 2>"$errors"); then
+	cat "$errors" >&2
+	rm -f "$errors"
+	echo "make run: $RELAYD token could not make a user token (above: why)" >&2
+	exit 1
+fi
+rm -f "$errors"
+cat <<MSG
+
+Starting relayd at $url with its data in $DATA (stop it with Ctrl-C).
+In another terminal, at the top of this repository, the README's tour goes on with:
+
+  export RELAY=$url
   export TOKEN=$token
+
+  build/relay login --server "\$RELAY" --token "\$TOKEN"
+
+TOKEN signs in the local user '$USER_ID' for 30 days (another user's: '$RELAYD token NAME --data $DATA').
 
 MSG
 exec "$RELAYD" --data "$DATA" "$@"

@@ -222,6 +222,10 @@ static int migrate_command(int argc, char **argv)
     return rl_store_migrate(from + 7, to);
 }
 
+/*
+ * On a terminal, once it listens: where, and where its data is. Short, as
+ * make run's greeting (scripts/run.sh) comes just before it with the rest.
+ */
 static void print_banner(const rl_relay_t *relay)
 {
     char cwd[1024];
@@ -235,15 +239,7 @@ static void print_banner(const rl_relay_t *relay)
         printf("relayd is running at %s\n  data folder: %s/%s\n", relay->config.public_url, cwd, data);
     else
         printf("relayd is running at %s\n  data folder: %s\n", relay->config.public_url, data);
-    printf(
-        "\nNext steps (README.md has the whole tour):\n"
-        "  sign in the client:  build/relay login --server %s --token \"$(build/relayd token alice --data %s | tail -1)\"\n"
-        "  pair a bridge:       build/relay-bridge pair --server %s\n"
-        "  claim its code:      build/relay pair CODE\n"
-        "  run an agent:        build/relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'\n"
-        "  chat:                build/relay new --installation inst_... && build/relay chat ses_...\n"
-        "Stop with Ctrl-C.\n\n",
-        relay->config.public_url, data, relay->config.public_url);
+    printf("What to do next: README.md, \"A two-minute tour\". Stop it with Ctrl-C.\n\n");
     fflush(stdout);
 }
 
