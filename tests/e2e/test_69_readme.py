@@ -1,8 +1,10 @@
 """The README and docs as a newcomer meets them (issue 17, items 4 and 9).
 
 The tour of README.md is run as written: its commands are read from the README, and only the
-server's address, the data folder and the pairing code are put in (the test's relayd listens on a
-free port with a temporary folder); the chat runs in tmux. It must show a reply streaming word by
+pairing code is put in. Its first command, `make run`, is scripts/run.sh on this build's relayd
+(test_77 checks the build it adds) on a free port, not 8080, with a temporary data folder; the
+other commands take the address and the token from the two export lines it prints, as a reader
+pastes them (issue 28, item 4). The chat runs in tmux. It must show a reply streaming word by
 word and a cancel. The docs link to docs/api.md, never to a spec outside the repository; every
 relative link resolves; no example points an agent at relayd's own port; the tour's user is the one
 `make run` prints a token for."""
@@ -11,9 +13,12 @@ import os
 import re
 import shlex
 import subprocess
+import signal
 import time
 
-from relaylib import RELAYD
+import requests
+
+from relaylib import RELAYD, START_TIMEOUT, clean_env, free_port, wait_until
 from test_50_bridge_support import RelayBridge
 from test_60_relay_cli import WAIT, Cli
 from test_62_relay_chat import screen, tmux, wait_screen  # noqa: F401 - tmux is a fixture
@@ -38,31 +43,66 @@ def tour_commands():
     return [line.strip() for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def local_command(line, relay):
-    """A tour command for this test: the test's relayd address and data folder, binaries of this build."""
-    line = line.replace("http://127.0.0.1:8080", relay.url(""))
-    line = re.sub(r"build/relayd token (\S+)", r"build/relayd token \1 --data %s" % shlex.quote(str(relay.data)),
-                  line)
+def local_command(line):
+    """A tour command for this test: the binaries of this build."""
     return line.replace("build/", BUILD + "/")
 
 
-def test_the_tour_streams_a_reply_word_by_word_and_cancels_one(relay, tmp_path, tmux):
+def make_run(tmp_path):
+    """What `make run` starts once it has built, on a port that is not 8080; returns the process and the
+    variables of the two export lines it printed."""
+    port = free_port()
+    env = clean_env({"RELAY_LISTEN": "127.0.0.1:%d" % port, "RELAY_DATA": str(tmp_path / "data")})
+    proc = subprocess.Popen([os.path.join(REPO, "scripts", "run.sh"), RELAYD], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    exports = {}
+    for line in proc.stdout:
+        match = re.match(r"  export (RELAY|TOKEN)=(\S+)$", line)
+        if match:
+            exports[match.group(1)] = match.group(2)
+        if len(exports) == 2:
+            break
+    assert exports.get("RELAY") == "http://127.0.0.1:%d" % port, exports
+
+    def healthy():
+        try:
+            return requests.get(exports["RELAY"] + "/healthz", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+    wait_until(healthy, START_TIMEOUT, what="make run's relayd to serve")
+    return proc, exports
+
+
+def test_the_tour_streams_a_reply_word_by_word_and_cancels_one(tmp_path, tmux):
     commands = tour_commands()
-    assert commands[0] == "build/relayd", commands
+    assert commands[0] == "make run", commands
+    # The address is the one make run printed, never written out.
+    assert not [c for c in commands if "8080" in c or "127.0.0.1" in c or "localhost" in c], commands
     login, pair_bridge, pair_code, run_bridge, new, chat = commands[1:]
-    bridge = RelayBridge(relay, tmp_path)
+    assert '--server "$RELAY"' in login and '--token "$TOKEN"' in login and '--server "$RELAY"' in pair_bridge
+    server, exports = make_run(tmp_path)
+    try:
+        run_the_tour(tmp_path, tmux, exports, login, pair_bridge, pair_code, run_bridge, new, chat)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(START_TIMEOUT)
+        server.stdout.close()
+
+
+def run_the_tour(tmp_path, tmux, exports, login, pair_bridge, pair_code, run_bridge, new, chat):
+    bridge = RelayBridge(None, tmp_path)
     cli = Cli(tmp_path)
-    env = dict(cli.env, RELAY_CONFIG_DIR=str(bridge.config))
+    env = dict(cli.env, RELAY_CONFIG_DIR=str(bridge.config), **exports)
     cli.env["RELAY_CONFIG_DIR"] = str(bridge.config)  # one config folder, as on one machine
 
     def sh(line, **kw):
-        return subprocess.run(["sh", "-c", local_command(line, relay)], cwd=REPO, env=env, capture_output=True,
+        return subprocess.run(["sh", "-c", local_command(line)], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=WAIT, **kw)
 
     proc = sh(login)
     assert proc.returncode == 0, (login, proc.stdout, proc.stderr)
     # Piped, the bridge prints its code as JSON: the code the README's QWERTYU stands for.
-    pairing = subprocess.Popen(["sh", "-c", local_command(pair_bridge, relay)], cwd=REPO, env=env,
+    pairing = subprocess.Popen(["sh", "-c", local_command(pair_bridge)], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         code = json.loads(pairing.stdout.readline())["code"]
@@ -77,7 +117,7 @@ def test_the_tour_streams_a_reply_word_by_word_and_cancels_one(relay, tmp_path, 
     agent = re.search(r"--agent '([^']+)'", run_bridge).group(1)
     bridge.proc = None
     bridge.log = open(bridge.log_path, "ab")
-    bridge.proc = subprocess.Popen(["sh", "-c", "exec " + local_command(run_bridge, relay)], cwd=REPO, env=env,
+    bridge.proc = subprocess.Popen(["sh", "-c", "exec " + local_command(run_bridge)], cwd=REPO, env=env,
                                    stdout=bridge.log, stderr=subprocess.STDOUT)
     try:
         bridge.wait_log("connected as")
@@ -90,7 +130,7 @@ def test_the_tour_streams_a_reply_word_by_word_and_cancels_one(relay, tmp_path, 
              "sh -c %s" % shlex.quote("trap '' INT; cd %s && env -u NO_COLOR LANG=C.UTF-8 RELAY_CONFIG_DIR=%s %s; "
                                       "echo \"relay exited with status $?\"; sleep 60"
                                       % (shlex.quote(REPO), shlex.quote(str(bridge.config)),
-                                         local_command(chat, relay))))
+                                         local_command(chat))))
         wait_screen(tmux, "you>")
         sentence = "the quick brown fox jumps over the lazy dog"
         assert sentence in read("README.md")
@@ -156,9 +196,16 @@ def test_no_example_points_an_agent_at_relayds_own_port():
         assert not re.search(r"openai:https?://(127\.0\.0\.1|localhost):8080", text), path
 
 
-def test_the_tour_uses_the_user_make_run_prints_a_token_for():
+def test_the_tour_and_the_pairing_calls_use_what_make_run_prints():
+    """The token of the tour is the one make run prints, and every address is $RELAY, so that
+    RELAY_LISTEN=... make run changes them all."""
     run = read("scripts/run.sh")
-    user = re.search(r"USER_ID=\$\{RELAY_LOCAL_USER:-(\w+)\}", run).group(1)
-    tokens = re.findall(r"relayd token (\w+)", " ".join(tour_commands()))
-    assert tokens == [user], (tokens, user)
-    assert "make run" in read("README.md")
+    assert "export RELAY=$url" in run and "export TOKEN=$token" in run
+    tour = " ".join(tour_commands())
+    assert "relayd token" not in tour and '"$TOKEN"' in tour, tour
+    readme = read("README.md")
+    two_commands = readme[readme.index("## Two commands"):readme.index("## Running relayd")]
+    assert "RELAY_LISTEN=127.0.0.1:8081 make run" in two_commands
+    assert re.findall(r"curl -s -X POST (\S+)", two_commands) == [
+        '"$RELAY/v1/pairing/start"', '"$RELAY/v1/me/pairing/claim"', '"$RELAY/v1/pairing/poll"']
+    assert "builds relayd, relay and relay-bridge" in two_commands
