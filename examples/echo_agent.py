@@ -8,14 +8,23 @@ Run it behind the bridge:
 
 It declares one tool, answers every message by echoing it word by word (with
 --delay SECONDS between words, so that the reply visibly streams and can be
-cancelled halfway; 0 by default), and
-for a message that starts with "run " asks the user's approval first, shows
-the command as a task, and reports the decision it got (allow-once,
-allow-always or deny). A cancel stops the turn it names. Python 3 standard
-library only.
+cancelled halfway; 0 by default), and for a message that starts with "run "
+asks the user's approval first. Approved (allow-once or allow-always), it
+runs the command with /bin/sh in its working folder (--workdir, by default
+the folder it was started in) as a task, streaming the output into the reply
+and the task's progress; the command gets --run-timeout seconds (10) and
+--output-cap bytes of output (65536), and is stopped past either. Denied, it
+runs nothing and says so. The reply names the decision it got (allow-once,
+allow-always or deny). A cancel stops the turn it names, a running command
+included. Python 3 standard library only.
 """
 import argparse
+import codecs
 import json
+import os
+import select
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -23,6 +32,10 @@ import uuid
 
 out_lock = threading.Lock()
 word_delay = 0.0  # seconds between two words of a reply: --delay
+workdir = "."     # where approved commands run: --workdir
+run_timeout = 10.0  # seconds an approved command may take: --run-timeout
+output_cap = 65536  # bytes of its output shown: --output-cap
+RESULT_TAIL = 4096  # bytes of output a task's progress and result carry: the reply has all of it
 waiting = {}     # approval_id -> (event, holder dict)
 cancelled = set()
 
@@ -47,15 +60,12 @@ def turn(msg):
              message="The echo agent wants to run: " + command, severity="medium", command=command, **ids)
         done.wait(600)
         decision = holder.get("decision", "deny")
-        task_id = "task_" + uuid.uuid4().hex[:12]
-        send(type="task_start", task_id=task_id, kind="exec", name="shell", args={"command": command},
-             status_label="deciding", **ids)
-        send(type="task_progress", task_id=task_id, progress_percent=50, status_label="halfway", **ids)
-        status = "cancelled" if decision == "deny" else "completed"
-        send(type="task_finish", task_id=task_id, status=status, name="shell",
-             result={"decision": decision}, **ids)
-        send(type="delta", text="decision: " + decision, **ids)
-        send(type="end", finish_reason="stop", **ids)
+        if decision == "deny":
+            # Refused or expired: nothing runs, and the reply says so.
+            send(type="delta", text="deny: `%s` was not run" % command, **ids)
+            send(type="end", finish_reason="stop", **ids)
+            return
+        run_approved(command, decision, ids)
         return
     words = text.split(" ")
     for n, word in enumerate(words):
@@ -69,12 +79,86 @@ def turn(msg):
                                                   "model": "echo"}, **ids)
 
 
+def run_approved(command, decision, ids):
+    """Runs an approved command as a task, its output streamed into the reply and the task."""
+    task_id = "task_" + uuid.uuid4().hex[:12]
+    folder = os.path.abspath(workdir)
+    send(type="task_start", task_id=task_id, kind="exec", name="shell", args={"command": command, "cwd": folder},
+         status_label="running", **ids)
+    send(type="delta", text="%s: `%s` in %s\n```\n" % (decision, command, folder), **ids)
+    # Its own process group, so that a time limit or a cancel stops what it started too.
+    proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + run_timeout
+    # A character cut in two by a read is joined again before it is sent.
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    shown, stopped = b"", None
+    while True:
+        if ids["interaction_id"] in cancelled:
+            stopped = "cancelled"
+        elif time.monotonic() >= deadline:
+            stopped = "timed out after %g s" % run_timeout
+        if stopped:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        if not select.select([proc.stdout], [], [], 0.1)[0]:
+            continue
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            break
+        if len(shown) + len(chunk) > output_cap:
+            chunk = chunk[:output_cap - len(shown)]
+            stopped = "output cut at %d bytes" % output_cap
+        shown += chunk
+        send(type="delta", text=decoder.decode(chunk), **ids)
+        send(type="task_progress", task_id=task_id, status_label="running",
+             partial_result={"output": shown[-RESULT_TAIL:].decode("utf-8", "replace")}, **ids)
+        if stopped:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    try:
+        # Its output closed, it may still run (a child holding nothing open): the time limit holds.
+        status = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        status = proc.wait()
+        stopped = stopped or "timed out after %g s" % run_timeout
+    proc.stdout.close()
+    tail = decoder.decode(b"", final=True) + ("" if shown.endswith(b"\n") or not shown else "\n")
+    result = {"decision": decision, "exit_status": status, "output": shown[-RESULT_TAIL:].decode("utf-8", "replace"),
+              "output_bytes": len(shown)}
+    if stopped == "cancelled":
+        send(type="task_finish", task_id=task_id, status="cancelled", name="shell", result=result, **ids)
+        send(type="delta", text=tail + "```\n", **ids)
+        send(type="end", finish_reason="cancelled", **ids)
+        return
+    if stopped:
+        result["stopped"] = stopped
+        send(type="task_finish", task_id=task_id, status="failed", name="shell", result=result, error=stopped, **ids)
+        send(type="delta", text=tail + "```\nstopped: " + stopped, **ids)
+    else:
+        send(type="task_finish", task_id=task_id, status="completed" if status == 0 else "failed", name="shell",
+             result=result, **ids)
+        send(type="delta", text=tail + "```\nexit status %d" % status, **ids)
+    send(type="end", finish_reason="stop", **ids)
+
+
 def main():
-    global word_delay
+    global word_delay, workdir, run_timeout, output_cap
     parser = argparse.ArgumentParser(description="The echo agent of relay-bridge's jsonl protocol.")
     parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS",
                         help="pause between two words of a reply (default 0)")
-    word_delay = max(0.0, parser.parse_args().delay)
+    parser.add_argument("--workdir", default=".", metavar="DIR",
+                        help="the folder approved commands run in (default: the current folder)")
+    parser.add_argument("--run-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="time an approved command may take before it is stopped (default 10)")
+    parser.add_argument("--output-cap", type=int, default=65536, metavar="BYTES",
+                        help="output of an approved command shown before it is stopped (default 65536)")
+    args = parser.parse_args()
+    word_delay = max(0.0, args.delay)
+    workdir = args.workdir
+    run_timeout = max(0.1, args.run_timeout)
+    output_cap = max(1, args.output_cap)
     send(type="manifest", agent={"name": "echo", "version": "1.0"},
          tools=[{"name": "shell", "description": "runs a shell command"}])
     for raw in sys.stdin:

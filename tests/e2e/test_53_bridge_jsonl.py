@@ -1,13 +1,25 @@
 """relay-bridge run --agent jsonl:COMMAND with examples/echo_agent.py: a turn,
 the manifest, tasks, approvals with each decision mapped to the gateway's
-word, and cancel."""
+word, an approved command run with its output streamed (issue 28, item 9), a
+denied one not run, and cancel."""
 import os
+import re
 
 from relaylib import wait_until
 from streams import EventStream
 from test_50_bridge_support import EXAMPLES, PYTHON, WAIT, paired
 
 ECHO = "jsonl:%s %s" % (PYTHON, os.path.join(EXAMPLES, "echo_agent.py"))
+
+
+def echo_in(folder, *flags):
+    """The echo agent with approved commands running in folder."""
+    return " ".join([ECHO, "--workdir", str(folder)] + list(flags))
+
+
+def ran(reply, decision, command, folder, output, ending="exit status 0"):
+    """The reply of an approved command: the decision, the command and folder, its output, how it ended."""
+    return reply["text"] == "%s: `%s` in %s\n```\n%s```\n%s" % (decision, command, folder, output, ending)
 
 
 def test_a_turn_streams_deltas_in_order_with_usage(relay, user_token, tmp_path):
@@ -39,25 +51,32 @@ def _approval_turn(user, stream, session, command):
 
 def test_approvals_map_each_decision_to_the_gateway_word(relay, user_token, tmp_path):
     bridge, user = paired(relay, user_token, tmp_path)
-    bridge.start(ECHO)
+    bridge.start(echo_in(tmp_path))
     stream = EventStream(relay, user_token)
     try:
         session = user.create_session()
         for decision, word in (("approve", "allow-once"), ("deny", "deny"), ("approve_always", "allow-always")):
-            interaction, approval_id = _approval_turn(user, stream, session, "ls /tmp/%s" % decision)
+            command = "echo %s" % decision
+            interaction, approval_id = _approval_turn(user, stream, session, command)
             user.decide(approval_id, decision)
             reply = user.wait_reply(session, interaction)
-            assert reply["text"] == "decision: " + word, (decision, reply)
-            # the task the agent declared went through setManifest's tool list
-            done = stream.wait_for("task_completed" if decision != "deny" else "task_cancelled",
-                                   lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+            if decision == "deny":
+                assert reply["text"] == "deny: `echo deny` was not run", reply
+                continue
+            assert ran(reply, word, command, tmp_path, decision + "\n"), (decision, reply)
+            # the task the agent declared went through setManifest's tool list, its output as its result
+            done = stream.wait_for("task_completed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
             assert done.data["name"] == "shell", done.data
+            assert done.data["result"] == {"decision": word, "exit_status": 0, "output": decision + "\n",
+                                           "output_bytes": len(decision) + 1}, done.data
             stream.wait_for("task_progress", lambda d: d["interaction_id"] == interaction
-                            and d["progress_percent"] == 50, timeout=WAIT)
+                            and d.get("partial_result") == {"output": decision + "\n"}, timeout=WAIT)
+        # a denial started no task
+        assert not [e for e in stream.events if e.name.startswith("task_") and "deny" in str(e.data)], stream.events
         # approve_always left a grant: the next request is answered by the relay at once
-        interaction = user.send(session, "run ls /tmp/again")
+        interaction = user.send(session, "run echo again")
         reply = user.wait_reply(session, interaction)
-        assert reply["text"] == "decision: allow-always", reply
+        assert ran(reply, "allow-always", "echo again", tmp_path, "again\n"), reply
         assert user.pending_approvals() == []
     finally:
         stream.close()
@@ -125,14 +144,83 @@ def test_an_expired_approval_reaches_the_agent(relayd, tmp_path):
     relay = relayd("--approval-ttl", "2s")
     token = mint_token(relay.data, "alice")
     bridge, user = paired(relay, token, tmp_path)
-    bridge.start(ECHO)
+    (tmp_path / "keep").write_text("kept")
+    bridge.start(echo_in(tmp_path))
     try:
         session = user.create_session()
-        interaction = user.send(session, "run rm -rf /tmp/nothing")
+        interaction = user.send(session, "run rm keep")
         wait_until(lambda: user.pending_approvals(), WAIT, what="a pending approval")
-        # nobody decides: the relay expires it and the agent treats that as a refusal
+        # nobody decides: the relay expires it and the agent treats that as a refusal, running nothing
         reply = user.wait_reply(session, interaction, timeout=WAIT)
-        assert reply["text"] == "decision: deny", reply
+        assert reply["text"] == "deny: `rm keep` was not run", reply
         assert user.pending_approvals() == []
+        assert (tmp_path / "keep").read_text() == "kept"
     finally:
+        assert bridge.stop() == 0
+
+
+def test_an_approved_command_runs_in_its_folder_streams_and_is_held_to_its_limits(relay, user_token, tmp_path):
+    """What approvals are for, in the tour: approved, the command runs where the agent works, its output
+    streams into the reply as it comes; a time limit and an output cap stop it; denied, nothing runs."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("hello\n")
+    bridge, user = paired(relay, user_token, tmp_path)
+    bridge.start(echo_in(folder, "--run-timeout", "2", "--output-cap", "1000"))
+    stream = EventStream(relay, user_token)
+    try:
+        session = user.create_session()
+
+        def approved(command):
+            interaction, approval_id = _approval_turn(user, stream, session, command)
+            user.decide(approval_id, "approve")
+            return interaction
+
+        # In its folder, and streamed: the first line reaches the user a second before the last.
+        interaction = approved("cat notes.txt; sleep 1; echo done > made.txt; pwd")
+        stream.wait_for("message_delta", lambda d: d["interaction_id"] == interaction and "hello" in d["delta"],
+                        timeout=WAIT)
+        assert not (folder / "made.txt").exists()
+        reply = user.wait_reply(session, interaction)
+        assert ran(reply, "allow-once", "cat notes.txt; sleep 1; echo done > made.txt; pwd", folder,
+                   "hello\n%s\n" % folder), reply
+        assert (folder / "made.txt").read_text() == "done\n"
+
+        # A failing command: its status, and the task failed.
+        interaction = approved("ls missing")
+        reply = user.wait_reply(session, interaction)
+        assert re.fullmatch(r"allow-once: `ls missing` in %s\n```\nls: .*missing.*\n```\nexit status 2" % re.escape(
+            str(folder)), reply["text"]), reply
+        failed = stream.wait_for("task_failed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert failed.data["result"]["exit_status"] == 2, failed.data
+
+        # The time limit: stopped, and what it started with it.
+        interaction = approved("sleep 30 & echo started; wait")
+        reply = user.wait_reply(session, interaction)
+        assert ran(reply, "allow-once", "sleep 30 & echo started; wait", folder, "started\n",
+                   "stopped: timed out after 2 s"), reply
+        failed = stream.wait_for("task_failed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert failed.data["error"] == "timed out after 2 s", failed.data
+
+        # The output cap: the first 1000 bytes, then stopped.
+        interaction = approved("yes")
+        reply = user.wait_reply(session, interaction)
+        assert ran(reply, "allow-once", "yes", folder, "y\n" * 500, "stopped: output cut at 1000 bytes"), reply
+
+        # Denied: nothing runs.
+        interaction, approval_id = _approval_turn(user, stream, session, "rm notes.txt")
+        user.decide(approval_id, "deny")
+        assert user.wait_reply(session, interaction)["text"] == "deny: `rm notes.txt` was not run"
+        assert (folder / "notes.txt").exists()
+
+        # A cancel stops a command that runs.
+        interaction = approved("echo going; sleep 30")
+        stream.wait_for("message_delta", lambda d: d["interaction_id"] == interaction and "going" in d["delta"],
+                        timeout=WAIT)
+        user.cancel(session, interaction)
+        reply = user.wait_reply(session, interaction, timeout=5)
+        assert reply["text"].endswith("[cancelled]") and "going" in reply["text"], reply
+        stream.wait_for("task_cancelled", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+    finally:
+        stream.close()
         assert bridge.stop() == 0

@@ -56,7 +56,10 @@ def test_send_and_approve_through_relay_bridge(relay, tmp_path):
         cli.json("approve", asked["approval_id"], "--always", "--scope", "tool")
         assert send.finish() == 0, (send.lines, "".join(send.stderr))
         # spec: approve_always reaches the agent's gateway as allow-always.
-        assert send.events("done")[0]["data"]["text"] == "decision: allow-always"
+        # The agent ran it (issue 28, item 9): its listing streamed into the reply.
+        ran = send.events("done")[0]["data"]["text"]
+        assert ran.startswith("allow-always: `ls -la` in /") and ran.endswith("```\nexit status 0"), ran
+        assert "\n```\ntotal " in ran, ran
         assert [t["data"]["name"] for t in send.events("task_completed")] == ["shell"]
 
         history = cli.json("history", ses)["messages"]
