@@ -85,6 +85,26 @@ static json_t *resolution(json_t *approval)
     return event;
 }
 
+/*
+ * ours: the spec asks nothing of the user for a request an approve_always
+ * grant answers, and says nothing to the client. Clients are told anyway,
+ * so that a chat can say in one line what its grant let through: the
+ * resolution, marked auto_resolved, with what was asked.
+ */
+static json_t *auto_resolution(json_t *approval)
+{
+    static const char *const asked[] = {"action", "title", "command"};
+    json_t *event = resolution(approval);
+    size_t i;
+
+    json_object_set_new(event, "auto_resolved", json_true());
+    for (i = 0; i < sizeof(asked) / sizeof(asked[0]); ++i) {
+        if (json_is_string(json_object_get(approval, asked[i])))
+            json_object_set(event, asked[i], json_object_get(approval, asked[i]));
+    }
+    return event;
+}
+
 /* ---- the bridge's request ---- */
 
 struct approval_request {
@@ -174,9 +194,10 @@ static void on_approval_requested(rl_store_op_t *base)
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else if (!rl_bridge_write_answer(call, &op->w)) {
-        if (op->auto_resolved)
+        if (op->auto_resolved) {
             rl_updates_notify(relay->bus, call->principal, op->w.op.update_id);
-        else {
+            rl_hub_publish(relay->hub, op->w.session.user_id, "approval_resolved", auto_resolution(op->w.op.value));
+        } else {
             json_t *event = rl_view_pending_approval(op->w.op.value);
             /* The user's devices hear of it even with the app closed (docs/web.md). */
             rl_push_approval_requested(relay->push, op->w.session.user_id, event);

@@ -139,6 +139,13 @@ def test_approve_always_tool_grant_resolves_the_same_command(relay, user_token):
     inst.barrier(t.stream, s)
     assert len(t.events(["approval_requested"])) == requested_before
     assert inst.snapshot()["pending_approvals"] == []
+    # ours (issue 28, item 7): the user's clients hear of it, marked, with what was asked, and no prompt.
+    told = [e.data for e in t.events(["approval_resolved"]) if e.data["approval_id"] == body2["approval_id"]]
+    assert len(told) == 1, told
+    assert told[0]["auto_resolved"] is True and told[0]["decision"] == "approve_always", told
+    assert told[0]["session_id"] == s and told[0]["interaction_id"] == i2, told
+    assert told[0]["command"] == "npm test" and told[0]["action"] == "exec" and told[0]["title"], told
+    assert told[0]["scope"] == "tool" and told[0]["scope_value"] == "npm test", told
 
     # another command, or another action with that command, still asks
     _, r = inst.request_approval(s, i2, action="exec", command="npm publish")
