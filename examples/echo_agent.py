@@ -127,19 +127,20 @@ def run_approved(command, decision, ids):
     tail = decoder.decode(b"", final=True) + ("" if shown.endswith(b"\n") or not shown else "\n")
     result = {"decision": decision, "exit_status": status, "output": shown[-RESULT_TAIL:].decode("utf-8", "replace"),
               "output_bytes": len(shown)}
+    # The reply's code block closes before the task's end, so that a terminal shows the task line after it.
     if stopped == "cancelled":
-        send(type="task_finish", task_id=task_id, status="cancelled", name="shell", result=result, **ids)
         send(type="delta", text=tail + "```\n", **ids)
+        send(type="task_finish", task_id=task_id, status="cancelled", name="shell", result=result, **ids)
         send(type="end", finish_reason="cancelled", **ids)
         return
     if stopped:
         result["stopped"] = stopped
-        send(type="task_finish", task_id=task_id, status="failed", name="shell", result=result, error=stopped, **ids)
         send(type="delta", text=tail + "```\nstopped: " + stopped, **ids)
+        send(type="task_finish", task_id=task_id, status="failed", name="shell", result=result, error=stopped, **ids)
     else:
+        send(type="delta", text=tail + "```\nexit status %d" % status, **ids)
         send(type="task_finish", task_id=task_id, status="completed" if status == 0 else "failed", name="shell",
              result=result, **ids)
-        send(type="delta", text=tail + "```\nexit status %d" % status, **ids)
     send(type="end", finish_reason="stop", **ids)
 
 

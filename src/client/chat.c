@@ -17,19 +17,20 @@ typedef struct answer {
     const char *decision;
     const char *scope;
     int remember_session; /* answer later approvals of this session the same way */
+    const char *said;     /* the line once the relay took the answer: a denial reads as one */
 } answer_t;
 
 static const answer_t answers[] = {
-    {"o", "approve once", "approve", NULL, 0},
+    {"o", "approve once", "approve", NULL, 0, "✓ approved once"},
     /*
      * spec, decision mapping: the client-only approveForSession is stored as approve (allow-once), so the
      * relay keeps no grant for it: this client answers the session's later requests itself, and only while
      * it runs. The label says so (docs/api.md, Approvals).
      */
-    {"s", "approve for this session while this chat is open", "approve", NULL, 1},
+    {"s", "approve for this session while this chat is open", "approve", NULL, 1, "✓ approved for this session"},
     /* spec: client-only approveCommandAlways is approve_always with scope tool. */
-    {"a", "always approve this command", "approve_always", "tool", 0},
-    {"d", "deny", "deny", NULL, 0},
+    {"a", "always approve this command", "approve_always", "tool", 0, "✓ always approved: a grant for this command"},
+    {"d", "deny", "deny", NULL, 0, "✗ denied"},
 };
 #define NANSWERS (sizeof(answers) / sizeof(answers[0]))
 
@@ -44,6 +45,7 @@ typedef struct turn {
     const char *source;   /* "stream" or "poll" */
     int64_t poll_until;   /* spec: poll every 3 s for up to 24 s */
     int64_t next_poll;
+    int64_t cancel_until; /* cancelled from chat: its reply is followed until final, up to this time */
 } turn_t;
 
 struct rl_chat {
@@ -57,8 +59,9 @@ struct rl_chat {
     rl_term_t out_term, err_term;
     rl_chat_ops_t ops;
 
-    int midline; /* the cursor is after streamed text */
-    int hello;   /* the stream said hello at least once */
+    int midline;  /* the cursor is after streamed text */
+    int in_reply; /* the reply's text is the last thing shown: its next line goes on without "agent>" */
+    int hello;    /* the stream said hello at least once */
     turn_t turn;
     int cancelled;
     char seen[MAX_SEEN][64]; /* approval ids handled, spec: de-duplicated by approval_id */
@@ -229,6 +232,8 @@ void rl_chat_end_line(rl_chat_t *chat)
         fputc('\n', chat->out);
         chat->midline = 0;
     }
+    /* Whatever is shown next comes between the reply's lines: the reply's next text is labelled again. */
+    chat->in_reply = 0;
 }
 
 static void show_prompt(rl_chat_t *chat)
@@ -293,8 +298,8 @@ static void answer_approval(rl_chat_t *chat, const json_t *approval, const answe
     }
     if (answer->remember_session)
         chat->session_approved = 1;
-    fprintf(chat->out, "%s✓ %s%s (%s)\n", style(chat, answer->decision[0] == 'd' ? RL_TERM_RED : RL_TERM_GREEN),
-            answer->label, style(chat, RL_TERM_RESET), str(result, "decision"));
+    fprintf(chat->out, "%s%s%s\n", style(chat, answer->decision[0] == 'd' ? RL_TERM_RED : RL_TERM_GREEN), answer->said,
+            style(chat, RL_TERM_RESET));
     fflush(chat->out);
     json_decref(result);
 }
@@ -318,7 +323,7 @@ static void on_approval(rl_chat_t *chat, const char *event_id, json_t *approval)
         rl_chat_end_line(chat);
         fprintf(chat->out, "%sapproved for this session:%s %s\n", style(chat, RL_TERM_DIM), style(chat, RL_TERM_RESET),
                 str(approval, "title"));
-        answer_approval(chat, approval, &answers[0]);
+        answer_approval(chat, approval, &answers[1]);
         return;
     }
     if (!chat->interactive) {
@@ -440,10 +445,11 @@ static void show_reply_text(rl_chat_t *chat, const char *text)
         return; /* spec: a placeholder's text is a single space */
     if (len > chat->turn.printed) {
         if (!chat->json) {
-            if (!chat->midline)
+            if (!chat->midline && !chat->in_reply)
                 fprintf(chat->out, "%sagent>%s ", style(chat, RL_TERM_CYAN), style(chat, RL_TERM_RESET));
             fputs(text + chat->turn.printed, chat->out);
             chat->midline = text[len - 1] != '\n';
+            chat->in_reply = 1;
             fflush(chat->out);
         }
         chat->turn.printed = len;
@@ -456,6 +462,12 @@ static int finished_whole(const json_t *message)
     const char *reason = str(message, "finish_reason");
 
     return strcmp(reason, "stop") == 0 || strcmp(reason, "tool_call") == 0;
+}
+
+static void show_cancelled(rl_chat_t *chat, const char *why)
+{
+    fprintf(chat->out, "%s■ turn cancelled%s%s\n", style(chat, RL_TERM_YELLOW), style(chat, RL_TERM_RESET), why);
+    fflush(chat->out);
 }
 
 static void finish_turn(rl_chat_t *chat, const json_t *message, const char *source)
@@ -475,7 +487,9 @@ static void finish_turn(rl_chat_t *chat, const json_t *message, const char *sour
     } else {
         show_reply_text(chat, str(message, "text"));
         rl_chat_end_line(chat);
-        if (str(message, "finish_reason")[0] == '\0')
+        if (chat->cancelled)
+            show_cancelled(chat, "");
+        else if (str(message, "finish_reason")[0] == '\0')
             note(chat, "(the reply did not finish: the agent failed or stopped before its end)");
         else if (strcmp(str(message, "finish_reason"), "stop") != 0)
             note(chat, "(finished: %s)", str(message, "finish_reason"));
@@ -518,6 +532,13 @@ static void poll_turn(rl_chat_t *chat)
 
 void rl_chat_tick(rl_chat_t *chat, int64_t now_ms)
 {
+    if (chat->turn.active && chat->turn.cancel_until != 0 && now_ms >= chat->turn.cancel_until) {
+        rl_chat_end_line(chat);
+        chat->turn.active = 0;
+        show_cancelled(chat, " (the agent has not stopped yet: what it sends from now on is stored, not shown)");
+        rl_chat_prompt(chat);
+        return;
+    }
     if (!chat->turn.active || chat->turn.poll_until == 0 || now_ms < chat->turn.next_poll)
         return;
     if (now_ms > chat->turn.poll_until)
@@ -528,15 +549,26 @@ void rl_chat_tick(rl_chat_t *chat, int64_t now_ms)
 
 void rl_chat_cancelled(rl_chat_t *chat)
 {
-    chat->turn.active = 0;
     chat->cancelled = 1;
+    /*
+     * What the agent streamed before it stopped, and the bridge's "[cancelled]", are stored with the reply:
+     * a chat shows them too, following the reply until it is final, so that the screen and the history
+     * match. A second Ctrl-C, or a reply that does not end in time, stops following. send ends at once:
+     * its exit status says the turn was cancelled.
+     */
+    if (chat->mode == RL_CHAT_CHAT && !chat->json && chat->turn.active && chat->turn.cancel_until == 0) {
+        chat->turn.cancel_until = rl_clock_mono_ms() + RL_CHAT_CANCEL_FOLLOW_MS;
+        start_polling(chat);
+        return;
+    }
+    chat->turn.active = 0;
+    rl_chat_end_line(chat);
     if (chat->json) {
         json_t *done = json_pack("{s:s, s:s}", "status", "cancelled", "interaction_id", chat->turn.interaction_id);
         emit(chat, "done", NULL, done);
         json_decref(done);
     } else {
-        fprintf(chat->out, "%s■ turn cancelled%s\n", style(chat, RL_TERM_YELLOW), style(chat, RL_TERM_RESET));
-        fflush(chat->out);
+        show_cancelled(chat, "");
     }
 }
 
@@ -610,10 +642,11 @@ static void on_message_delta(rl_chat_t *chat, const char *id, json_t *data)
     }
     if (delta[0] == '\0')
         return;
-    if (!chat->midline)
+    if (!chat->midline && !chat->in_reply)
         fprintf(chat->out, "%sagent>%s ", style(chat, RL_TERM_CYAN), style(chat, RL_TERM_RESET));
     fputs(delta, chat->out);
     chat->midline = delta[strlen(delta) - 1] != '\n';
+    chat->in_reply = 1;
     chat->turn.printed += strlen(delta);
     fflush(chat->out);
 }
@@ -748,8 +781,16 @@ static void on_approval_resolved(rl_chat_t *chat, const char *id, json_t *data)
 {
     if (chat->session_id == NULL || strcmp(str(data, "session_id"), chat->session_id) != 0)
         return;
-    if (chat->json)
+    if (chat->json) {
         emit(chat, "approval_resolved", id, data);
+    } else if (json_is_true(json_object_get(data, "auto_resolved"))) {
+        /* Nothing was asked here: a grant answered it (ours, docs/api.md), so one line says what it let through. */
+        rl_chat_end_line(chat);
+        fprintf(chat->out, "%s✓ approved by your \"always approve\" grant:%s %s\n", style(chat, RL_TERM_GREEN),
+                style(chat, RL_TERM_RESET),
+                str(data, "command")[0] != '\0' ? str(data, "command") : str(data, "title"));
+        fflush(chat->out);
+    }
     approval_gone(chat, str(data, "approval_id"), "answered");
 }
 

@@ -26,6 +26,8 @@
 /* spec: client-side resume, rule 2. */
 #define RL_CHAT_POLL_EVERY_MS  3000
 #define RL_CHAT_POLL_WINDOW_MS 24000
+/* How long chat follows a reply cancelled from it until the reply is final (rl_chat_cancelled). */
+#define RL_CHAT_CANCEL_FOLLOW_MS 5000
 
 typedef enum rl_chat_mode {
     RL_CHAT_WATCH, /* every event of the account, one per line */
@@ -100,7 +102,11 @@ int rl_chat_snapshot(rl_chat_t *chat);
 void rl_chat_intro(rl_chat_t *chat, const json_t *history);
 /* A message was sent: result is the send call's (interaction_id, message_id); its turn begins. */
 void rl_chat_sent(rl_chat_t *chat, const json_t *result);
-/* The turn in flight was cancelled from here (the cancel call was made). */
+/*
+ * The turn in flight was cancelled from here (the cancel call was made). send
+ * and watch end the turn at once; chat follows its reply until it is final,
+ * for RL_CHAT_CANCEL_FOLLOW_MS at most, or until a second call.
+ */
 void rl_chat_cancelled(rl_chat_t *chat);
 /* Polls for the turn's reply when the resume rule says it is time. now_ms is rl_clock_mono_ms(). */
 void rl_chat_tick(rl_chat_t *chat, int64_t now_ms);

@@ -149,7 +149,10 @@ def run_the_tour(tmp_path, tmux, exports, login, pair_bridge, pair_code, run_bri
         wait_screen(tmux, "you>")
         # Again, and Ctrl-C while it streams.
         tmux("send-keys", "-t", "chat", sentence, "Enter")
-        wait_screen(tmux, "agent> the quick")
+        # The second reply's start (the first reply's is on screen already).
+        deadline = time.monotonic() + WAIT
+        while screen(tmux).count("agent> the quick") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         tmux("send-keys", "-t", "chat", "C-c")
         wait_screen(tmux, "turn cancelled")
         def final_reply():
@@ -162,10 +165,63 @@ def run_the_tour(tmp_path, tmux, exports, login, pair_bridge, pair_code, run_bri
         replies = [final_reply()]
         assert replies[0]["text"].endswith("[cancelled]"), replies
         assert "lazy dog" not in replies[0]["text"], replies
+        # What the screen shows is what was stored (issue 28, item 6): the words the agent sent before it
+        # stopped and the [cancelled], then the line that says so.
+        shown = wait_screen(tmux, "you>")
+        cancelled = shown[shown.rindex("you> " + sentence):]
+        cancelled = cancelled[cancelled.index("agent> "):cancelled.index("■ turn cancelled")]
+        # (The terminal echoes the key as ^C where it was pressed; the reply goes on after it.)
+        assert cancelled.replace("^C", "") == "agent> %s\n" % replies[0]["text"], (cancelled, replies)
+
+        # run ls -la, always approved: the agent lists its folder (the repository, where the bridge runs).
+        approvals_tour(tmux, cli, session)
         tmux("send-keys", "-t", "chat", "C-c")
         wait_screen(tmux, "relay exited with status 0")
     finally:
         assert bridge.stop() == 0
+
+
+def prompt_ready(tmux):
+    """Waits for the chat's prompt on the last line: the reply before it has ended."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        shown = screen(tmux)
+        if shown.rstrip("\n").splitlines()[-1] == "you> ":
+            return shown
+        time.sleep(0.1)
+    raise AssertionError("no prompt on the last line:\n" + screen(tmux))
+
+
+def approvals_tour(tmux, cli, session):
+    """The tour's approvals in the chat: each answer said as what it is, a grant's answer in one line, and the
+    command's output in the reply (items 7 and 9)."""
+    tmux("send-keys", "-t", "chat", "run ls -la", "Enter")
+    wait_screen(tmux, "answer>")
+    tmux("send-keys", "-t", "chat", "a")
+    shown = wait_screen(tmux, "exit status 0")
+    assert "✓ always approved: a grant for this command" in shown, shown
+    assert "allow-always: `ls -la` in %s" % REPO in shown and "README.md" in shown, shown
+    prompt_ready(tmux)
+    # Again: the grant answers, and one line says so.
+    tmux("send-keys", "-t", "chat", "run ls -la", "Enter")
+    deadline = time.monotonic() + WAIT
+    while screen(tmux).count("exit status 0") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    shown = prompt_ready(tmux)
+    assert shown.count("exit status 0\n  ✓ task shell completed") == 2, shown
+    assert shown.count('✓ approved by your "always approve" grant: ls -la') == 1, shown
+    assert shown.count("answer>") == 1, shown
+    # Denied: said as a denial, and nothing ran.
+    tmux("send-keys", "-t", "chat", "run touch made-by-the-tour", "Enter")
+    deadline = time.monotonic() + WAIT
+    while screen(tmux).count("answer>") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    tmux("send-keys", "-t", "chat", "d")
+    shown = wait_screen(tmux, "was not run")
+    assert "✗ denied" in shown and "✓ deny" not in shown, shown
+    assert "deny: `touch made-by-the-tour` was not run" in shown, shown
+    assert not os.path.exists(os.path.join(REPO, "made-by-the-tour"))
+    prompt_ready(tmux)
 
 
 def _markdown_files():

@@ -382,12 +382,14 @@ static void cancel_turn(live_t *live, const char *session_id)
     json_t *body = json_pack("{s:s}", "interaction_id", rl_chat_interaction(live->chat)), *result;
 
     rl_api_path(path, sizeof(path), "/v1/me/sessions/%s/cancel", session_id);
-    rl_chat_end_line(live->chat);
-    if (relay_call("POST", path, body, &result, &error) != 0)
+    /* The line stays open: a chat shows the rest of the cancelled reply on it (rl_chat_cancelled). */
+    if (relay_call("POST", path, body, &result, &error) != 0) {
+        rl_chat_end_line(live->chat);
         rl_cli_note(&relay.cli, "relay: could not cancel: %s (HTTP %ld, request %s)", error.message, error.status,
                     error.request_id);
-    else
+    } else {
         json_decref(result);
+    }
     json_decref(body);
     rl_chat_cancelled(live->chat);
 }
@@ -527,8 +529,11 @@ int relay_run_chat(const rl_cli_args_t *args)
                 break;
             }
             cancel_turn(&live, session_id);
-            rl_cli_note(&relay.cli, "(Ctrl-C again to quit)");
-            rl_chat_prompt(live.chat);
+            /* The chat follows the cancelled reply to its stored end first (rl_chat_cancelled), then prompts. */
+            if (!rl_chat_turn_active(live.chat)) {
+                rl_cli_note(&relay.cli, "(Ctrl-C again to quit)");
+                rl_chat_prompt(live.chat);
+            }
         }
         if (keys_on) {
             read_keys(&reader, live.chat, (ready & 2u) != 0);

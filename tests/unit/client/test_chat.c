@@ -342,10 +342,83 @@ static void test_the_screen_of_a_turn(void **state)
     event(f, "message_delta", "2", "{\"interaction_id\":\"int_1\",\"delta\":\"two\"}");
     event(f, "task_created", "3",
           "{\"interaction_id\":\"int_1\",\"task_id\":\"t\",\"name\":\"deploy\",\"status_label\":\"rsync\"}");
-    rl_chat_end_line(f->chat);
     rl_chat_cancelled(f->chat);
     assert_int_equal(rl_chat_outcome(f->chat), RL_CHAT_CANCELLED);
-    assert_string_equal(out(f), "you> agent> one two\n  ▶ task deploy started: rsync\n■ turn cancelled\n");
+    /* Cancelled from the chat: the reply is followed to its stored end, which the screen then matches. */
+    assert_true(rl_chat_turn_active(f->chat));
+    event(f, "message_delta", "4", "{\"interaction_id\":\"int_1\",\"delta\":\" three\"}");
+    event(f, "message_finalized", "5",
+          "{\"interaction_id\":\"int_1\",\"role\":\"agent\",\"message_id\":\"msg_2\","
+          "\"text\":\"one two three [cancelled]\",\"finish_reason\":null}");
+    assert_false(rl_chat_turn_active(f->chat));
+    assert_int_equal(rl_chat_outcome(f->chat), RL_CHAT_CANCELLED);
+    assert_string_equal(out(f), "you> agent> one two\n  ▶ task deploy started: rsync\nagent>  three [cancelled]\n"
+                                "■ turn cancelled\nyou> ");
+    stop(f);
+}
+
+static void test_a_cancelled_reply_is_followed_for_a_while_only(void **state)
+{
+    fixture_t *f = start(RL_CHAT_CHAT, 0, 1, 0);
+
+    send_one(f);
+    event(f, "message_delta", "1", "{\"interaction_id\":\"int_1\",\"delta\":\"one\"}");
+    rl_chat_cancelled(f->chat);
+    rl_chat_tick(f->chat, rl_clock_mono_ms() + 1000);
+    assert_true(rl_chat_turn_active(f->chat));
+    /* The rest goes on the same line: the stored reply's text, as it was stored. */
+    event(f, "message_delta", "2", "{\"interaction_id\":\"int_1\",\"delta\":\" two\"}");
+    /* The agent never stops: the chat stops following and says so. */
+    rl_chat_tick(f->chat, rl_clock_mono_ms() + RL_CHAT_CANCEL_FOLLOW_MS + 1000);
+    assert_false(rl_chat_turn_active(f->chat));
+    assert_non_null(strstr(out(f), "agent> one two\n■ turn cancelled (the agent has not stopped yet"));
+    stop(f);
+    /* A second Ctrl-C stops following at once; send never follows. */
+    f = start(RL_CHAT_CHAT, 0, 1, 0);
+    send_one(f);
+    rl_chat_cancelled(f->chat);
+    rl_chat_cancelled(f->chat);
+    assert_false(rl_chat_turn_active(f->chat));
+    assert_string_equal(out(f), "■ turn cancelled\n");
+    stop(f);
+    f = start(RL_CHAT_SEND, 0, 0, 0);
+    send_one(f);
+    rl_chat_cancelled(f->chat);
+    assert_false(rl_chat_turn_active(f->chat));
+    assert_int_equal(rl_chat_outcome(f->chat), RL_CHAT_CANCELLED);
+    stop(f);
+}
+
+static void test_a_reply_s_lines_are_labelled_once(void **state)
+{
+    fixture_t *f = start(RL_CHAT_CHAT, 0, 1, 0);
+
+    send_one(f);
+    event(f, "message_delta", "1", "{\"interaction_id\":\"int_1\",\"delta\":\"ls:\\n\"}");
+    event(f, "message_delta", "2", "{\"interaction_id\":\"int_1\",\"delta\":\"a\\nb\\n\"}");
+    event(f, "task_created", "3", "{\"interaction_id\":\"int_1\",\"task_id\":\"t\",\"name\":\"shell\"}");
+    event(f, "message_delta", "4", "{\"interaction_id\":\"int_1\",\"delta\":\"done\"}");
+    /* An output's lines go on under the label; after a task line, the reply is labelled again. */
+    assert_string_equal(out(f), "agent> ls:\na\nb\n  ▶ task shell started\nagent> done");
+    stop(f);
+}
+
+static void test_a_grant_s_answer_is_one_line(void **state)
+{
+    fixture_t *f = start(RL_CHAT_CHAT, 0, 1, 0);
+
+    send_one(f);
+    event(f, "approval_resolved", "1",
+          "{\"approval_id\":\"apr_1\",\"session_id\":\"ses_1\",\"interaction_id\":\"int_1\","
+          "\"decision\":\"approve_always\",\"auto_resolved\":true,\"title\":\"Run a command\","
+          "\"command\":\"ls -la\"}");
+    assert_string_equal(out(f), "✓ approved by your \"always approve\" grant: ls -la\n");
+    /* A decision made elsewhere was shown where it was made: nothing here. */
+    event(f, "approval_resolved", "2",
+          "{\"approval_id\":\"apr_2\",\"session_id\":\"ses_1\",\"interaction_id\":\"int_1\","
+          "\"decision\":\"approve\"}");
+    assert_string_equal(out(f), "✓ approved by your \"always approve\" grant: ls -la\n");
+    assert_int_equal(json_array_size(f->decisions), 0);
     stop(f);
 }
 
@@ -417,7 +490,9 @@ static void test_one_key_answers_and_says_so(void **state)
     event(f, "approval_requested", "1", "{\"approval_id\":\"apr_1\",\"session_id\":\"ses_1\",\"title\":\"Run\"}");
     assert_non_null(strstr(out(f), "one key answers, no Enter needed\nanswer> "));
     assert_int_equal(rl_chat_answer(f->chat, "d"), 1);
-    assert_non_null(strstr(out(f), "answer> \n✓ deny (deny)"));
+    /* A denial reads as one. */
+    assert_non_null(strstr(out(f), "answer> \n✗ denied\n"));
+    assert_null(strstr(out(f), "✓"));
     stop(f);
     f = start(RL_CHAT_CHAT, 0, 1, 0);
     send_one(f);
@@ -437,6 +512,9 @@ int main(void)
         cmocka_unit_test(test_resync_reads_the_snapshot_and_polls_the_turn),
         cmocka_unit_test(test_a_deleted_session_ends_the_turn),
         cmocka_unit_test(test_watch_shows_every_event_up_to_its_count),
+        cmocka_unit_test(test_a_cancelled_reply_is_followed_for_a_while_only),
+        cmocka_unit_test(test_a_grant_s_answer_is_one_line),
+        cmocka_unit_test(test_a_reply_s_lines_are_labelled_once),
         cmocka_unit_test(test_the_screen_of_a_turn),
         cmocka_unit_test(test_a_finished_task_shows_its_status_not_its_last_progress),
         cmocka_unit_test(test_one_key_answers_and_says_so),
