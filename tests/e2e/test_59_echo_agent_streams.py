@@ -41,7 +41,8 @@ def test_a_reply_streams_word_by_word_and_ctrl_c_cancels_it(relay, tmp_path):
 
         def cancelled_reply():
             replies = [m for m in cli.json("history", ses)["messages"] if m["role"] == "agent"]
-            return replies[0] if replies and replies[0]["state"] == "final" else None
+            # history is oldest first: the cancelled reply is the last.
+            return replies[-1] if replies and replies[-1]["state"] == "final" else None
         deadline = time.monotonic() + WAIT
         while cancelled_reply() is None and time.monotonic() < deadline:
             time.sleep(0.1)
