@@ -11,15 +11,15 @@ It declares one tool, answers every message by echoing it word by word (with
 cancelled halfway; 0 by default), and for a message that starts with "run "
 asks the user's approval first. Approved (allow-once or allow-always), it
 runs the command with /bin/sh in its working folder (--workdir, by default
-the folder it was started in) as a task, streaming the output into the reply
-and the task's progress; the command gets --run-timeout seconds (10) and
---output-cap bytes of output (65536), and is stopped past either. Denied, it
-runs nothing and says so. The reply names the decision it got (allow-once,
-allow-always or deny). A cancel stops the turn it names, a running command
+the folder it was started in) as a task whose progress streams the output
+and whose result is all of it, as a terminal content block (docs/api.md);
+the command gets --run-timeout seconds (10) and --output-cap bytes of output
+(65536), and is stopped past either. Denied, it runs nothing. The reply
+names the decision it got (allow-once, allow-always or deny) and how the
+command ended. A cancel stops the turn it names, a running command
 included. Python 3 standard library only.
 """
 import argparse
-import codecs
 import json
 import os
 import select
@@ -35,7 +35,7 @@ word_delay = 0.0  # seconds between two words of a reply: --delay
 workdir = "."     # where approved commands run: --workdir
 run_timeout = 10.0  # seconds an approved command may take: --run-timeout
 output_cap = 65536  # bytes of its output shown: --output-cap
-RESULT_TAIL = 4096  # bytes of output a task's progress and result carry: the reply has all of it
+RESULT_TAIL = 4096  # bytes of output a task's progress carries: its result has all of it
 waiting = {}     # approval_id -> (event, holder dict)
 cancelled = set()
 
@@ -79,20 +79,25 @@ def turn(msg):
                                                   "model": "echo"}, **ids)
 
 
+def terminal(task_id, output, exit_code, truncated=False):
+    """The output as docs/api.md's terminal content block, which clients draw as command output."""
+    block = {"type": "terminal", "terminal_id": task_id, "output": output, "exit_code": exit_code}
+    if truncated:
+        block["truncated"] = True
+    return {"content": [block]}
+
+
 def run_approved(command, decision, ids):
-    """Runs an approved command as a task, its output streamed into the reply and the task."""
+    """Runs an approved command as a task whose progress streams its output; the reply says how it ended."""
     task_id = "task_" + uuid.uuid4().hex[:12]
     folder = os.path.abspath(workdir)
     send(type="task_start", task_id=task_id, kind="exec", name="shell", args={"command": command, "cwd": folder},
          status_label="running", **ids)
-    send(type="delta", text="%s: `%s` in %s\n```\n" % (decision, command, folder), **ids)
     # Its own process group, so that a time limit or a cancel stops what it started too.
     proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + run_timeout
-    # A character cut in two by a read is joined again before it is sent.
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    shown, stopped = b"", None
+    shown, stopped, reported = b"", None, 0.0
     while True:
         if ids["interaction_id"] in cancelled:
             stopped = "cancelled"
@@ -110,9 +115,11 @@ def run_approved(command, decision, ids):
             chunk = chunk[:output_cap - len(shown)]
             stopped = "output cut at %d bytes" % output_cap
         shown += chunk
-        send(type="delta", text=decoder.decode(chunk), **ids)
-        send(type="task_progress", task_id=task_id, status_label="running",
-             partial_result={"output": shown[-RESULT_TAIL:].decode("utf-8", "replace")}, **ids)
+        # The output so far, its last lines, at most five times a second: each progress carries all it shows.
+        if time.monotonic() - reported >= 0.2:
+            reported = time.monotonic()
+            send(type="task_progress", task_id=task_id, status_label="running",
+                 partial_result=terminal(task_id, tail_text(shown), None), **ids)
         if stopped:
             os.killpg(proc.pid, signal.SIGKILL)
             break
@@ -124,24 +131,33 @@ def run_approved(command, decision, ids):
         status = proc.wait()
         stopped = stopped or "timed out after %g s" % run_timeout
     proc.stdout.close()
-    tail = decoder.decode(b"", final=True) + ("" if shown.endswith(b"\n") or not shown else "\n")
-    result = {"decision": decision, "exit_status": status, "output": shown[-RESULT_TAIL:].decode("utf-8", "replace"),
-              "output_bytes": len(shown)}
-    # The reply's code block closes before the task's end, so that a terminal shows the task line after it.
+    exit_code = None if stopped else status
+    result = terminal(task_id, shown.decode("utf-8", "replace"), exit_code, truncated=bool(stopped)
+                      and stopped.startswith("output cut"))
+    result["raw_output"] = {"decision": decision, "exit_status": status, "output_bytes": len(shown)}
+    said = "%s: ran `%s` in %s" % (decision, command, folder)
     if stopped == "cancelled":
-        send(type="delta", text=tail + "```\n", **ids)
         send(type="task_finish", task_id=task_id, status="cancelled", name="shell", result=result, **ids)
+        send(type="delta", text=said + ": cancelled", **ids)
         send(type="end", finish_reason="cancelled", **ids)
         return
     if stopped:
-        result["stopped"] = stopped
-        send(type="delta", text=tail + "```\nstopped: " + stopped, **ids)
+        result["raw_output"]["stopped"] = stopped
         send(type="task_finish", task_id=task_id, status="failed", name="shell", result=result, error=stopped, **ids)
+        send(type="delta", text="%s: stopped, %s" % (said, stopped), **ids)
     else:
-        send(type="delta", text=tail + "```\nexit status %d" % status, **ids)
         send(type="task_finish", task_id=task_id, status="completed" if status == 0 else "failed", name="shell",
              result=result, **ids)
+        send(type="delta", text="%s: exit status %d" % (said, status), **ids)
     send(type="end", finish_reason="stop", **ids)
+
+
+def tail_text(output):
+    """The last RESULT_TAIL bytes of output as text, from a line's start when there is one."""
+    tail = output[-RESULT_TAIL:]
+    if len(tail) < len(output) and b"\n" in tail:
+        tail = tail[tail.index(b"\n") + 1:]
+    return tail.decode("utf-8", "replace")
 
 
 def main():

@@ -17,9 +17,16 @@ def echo_in(folder, *flags):
     return " ".join([ECHO, "--workdir", str(folder)] + list(flags))
 
 
-def ran(reply, decision, command, folder, output, ending="exit status 0"):
-    """The reply of an approved command: the decision, the command and folder, its output, how it ended."""
-    return reply["text"] == "%s: `%s` in %s\n```\n%s```\n%s" % (decision, command, folder, output, ending)
+def ran(reply, decision, command, folder, ending="exit status 0"):
+    """The reply of an approved command: the decision, the command and folder, how it ended."""
+    return reply["text"] == "%s: ran `%s` in %s: %s" % (decision, command, folder, ending)
+
+
+def terminal(event):
+    """The terminal block (docs/api.md, "Content blocks") of a task event's result or progress."""
+    value = event.data.get("result") or event.data.get("partial_result")
+    assert len(value["content"]) == 1 and value["content"][0]["type"] == "terminal", event.data
+    return value["content"][0]
 
 
 def test_a_turn_streams_deltas_in_order_with_usage(relay, user_token, tmp_path):
@@ -63,20 +70,22 @@ def test_approvals_map_each_decision_to_the_gateway_word(relay, user_token, tmp_
             if decision == "deny":
                 assert reply["text"] == "deny: `echo deny` was not run", reply
                 continue
-            assert ran(reply, word, command, tmp_path, decision + "\n"), (decision, reply)
+            assert ran(reply, word, command, tmp_path), (decision, reply)
             # the task the agent declared went through setManifest's tool list, its output as its result
             done = stream.wait_for("task_completed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
             assert done.data["name"] == "shell", done.data
-            assert done.data["result"] == {"decision": word, "exit_status": 0, "output": decision + "\n",
-                                           "output_bytes": len(decision) + 1}, done.data
-            stream.wait_for("task_progress", lambda d: d["interaction_id"] == interaction
-                            and d.get("partial_result") == {"output": decision + "\n"}, timeout=WAIT)
+            assert terminal(done) == {"type": "terminal", "terminal_id": done.data["task_id"],
+                                      "output": decision + "\n", "exit_code": 0}, done.data
+            assert done.data["result"]["raw_output"] == {"decision": word, "exit_status": 0,
+                                                         "output_bytes": len(decision) + 1}, done.data
+            progress = stream.wait_for("task_progress", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+            assert terminal(progress)["output"] == decision + "\n" and terminal(progress)["exit_code"] is None
         # a denial started no task
         assert not [e for e in stream.events if e.name.startswith("task_") and "deny" in str(e.data)], stream.events
         # approve_always left a grant: the next request is answered by the relay at once
         interaction = user.send(session, "run echo again")
         reply = user.wait_reply(session, interaction)
-        assert ran(reply, "allow-always", "echo again", tmp_path, "again\n"), reply
+        assert ran(reply, "allow-always", "echo again", tmp_path), reply
         assert user.pending_approvals() == []
     finally:
         stream.close()
@@ -161,7 +170,8 @@ def test_an_expired_approval_reaches_the_agent(relayd, tmp_path):
 
 def test_an_approved_command_runs_in_its_folder_streams_and_is_held_to_its_limits(relay, user_token, tmp_path):
     """What approvals are for, in the tour: approved, the command runs where the agent works, its output
-    streams into the reply as it comes; a time limit and an output cap stop it; denied, nothing runs."""
+    streams as the task's progress as it comes and is the task's result; a time limit and an output cap
+    stop it; denied, nothing runs."""
     folder = tmp_path / "work"
     folder.mkdir()
     (folder / "notes.txt").write_text("hello\n")
@@ -177,35 +187,40 @@ def test_an_approved_command_runs_in_its_folder_streams_and_is_held_to_its_limit
             return interaction
 
         # In its folder, and streamed: the first line reaches the user a second before the last.
-        interaction = approved("cat notes.txt; sleep 1; echo done > made.txt; pwd")
-        stream.wait_for("message_delta", lambda d: d["interaction_id"] == interaction and "hello" in d["delta"],
-                        timeout=WAIT)
+        command = "cat notes.txt; sleep 1; echo done > made.txt; pwd"
+        interaction = approved(command)
+        progress = stream.wait_for("task_progress", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert terminal(progress)["output"] == "hello\n", progress.data
         assert not (folder / "made.txt").exists()
         reply = user.wait_reply(session, interaction)
-        assert ran(reply, "allow-once", "cat notes.txt; sleep 1; echo done > made.txt; pwd", folder,
-                   "hello\n%s\n" % folder), reply
+        assert ran(reply, "allow-once", command, folder), reply
         assert (folder / "made.txt").read_text() == "done\n"
+        done = stream.wait_for("task_completed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert terminal(done)["output"] == "hello\n%s\n" % folder and terminal(done)["exit_code"] == 0, done.data
+        started = stream.wait_for("task_created", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert started.data["args"] == {"command": command, "cwd": str(folder)}, started.data
 
         # A failing command: its status, and the task failed.
         interaction = approved("ls missing")
         reply = user.wait_reply(session, interaction)
-        assert re.fullmatch(r"allow-once: `ls missing` in %s\n```\nls: .*missing.*\n```\nexit status 2" % re.escape(
-            str(folder)), reply["text"]), reply
+        assert ran(reply, "allow-once", "ls missing", folder, "exit status 2"), reply
         failed = stream.wait_for("task_failed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
-        assert failed.data["result"]["exit_status"] == 2, failed.data
+        assert terminal(failed)["exit_code"] == 2 and "missing" in terminal(failed)["output"], failed.data
 
         # The time limit: stopped, and what it started with it.
         interaction = approved("sleep 30 & echo started; wait")
         reply = user.wait_reply(session, interaction)
-        assert ran(reply, "allow-once", "sleep 30 & echo started; wait", folder, "started\n",
-                   "stopped: timed out after 2 s"), reply
+        assert ran(reply, "allow-once", "sleep 30 & echo started; wait", folder, "stopped, timed out after 2 s"), reply
         failed = stream.wait_for("task_failed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
         assert failed.data["error"] == "timed out after 2 s", failed.data
+        assert terminal(failed)["output"] == "started\n" and terminal(failed)["exit_code"] is None, failed.data
 
         # The output cap: the first 1000 bytes, then stopped.
         interaction = approved("yes")
         reply = user.wait_reply(session, interaction)
-        assert ran(reply, "allow-once", "yes", folder, "y\n" * 500, "stopped: output cut at 1000 bytes"), reply
+        assert ran(reply, "allow-once", "yes", folder, "stopped, output cut at 1000 bytes"), reply
+        failed = stream.wait_for("task_failed", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert terminal(failed)["output"] == "y\n" * 500 and terminal(failed)["truncated"] is True, failed.data
 
         # Denied: nothing runs.
         interaction, approval_id = _approval_turn(user, stream, session, "rm notes.txt")
@@ -215,12 +230,13 @@ def test_an_approved_command_runs_in_its_folder_streams_and_is_held_to_its_limit
 
         # A cancel stops a command that runs.
         interaction = approved("echo going; sleep 30")
-        stream.wait_for("message_delta", lambda d: d["interaction_id"] == interaction and "going" in d["delta"],
-                        timeout=WAIT)
+        stream.wait_for("task_progress", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
         user.cancel(session, interaction)
         reply = user.wait_reply(session, interaction, timeout=5)
-        assert reply["text"].endswith("[cancelled]") and "going" in reply["text"], reply
-        stream.wait_for("task_cancelled", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert reply["text"].startswith("allow-once: ran `echo going; sleep 30`"), reply
+        assert reply["text"].endswith("[cancelled]"), reply
+        cancelled = stream.wait_for("task_cancelled", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        assert terminal(cancelled)["output"] == "going\n", cancelled.data
     finally:
         stream.close()
         assert bridge.stop() == 0

@@ -56,10 +56,11 @@ def test_send_and_approve_through_relay_bridge(relay, tmp_path):
         cli.json("approve", asked["approval_id"], "--always", "--scope", "tool")
         assert send.finish() == 0, (send.lines, "".join(send.stderr))
         # spec: approve_always reaches the agent's gateway as allow-always.
-        # The agent ran it (issue 28, item 9): its listing streamed into the reply.
+        # The agent ran it (issue 28, item 9): the reply says so, the listing is the task's result.
         ran = send.events("done")[0]["data"]["text"]
-        assert ran.startswith("allow-always: `ls -la` in /") and ran.endswith("```\nexit status 0"), ran
-        assert "\n```\ntotal " in ran, ran
+        assert ran.startswith("allow-always: ran `ls -la` in /") and ran.endswith(": exit status 0"), ran
+        listing = send.events("task_completed")[0]["data"]["result"]["content"][0]
+        assert listing["type"] == "terminal" and listing["output"].startswith("total "), listing
         assert [t["data"]["name"] for t in send.events("task_completed")] == ["shell"]
 
         history = cli.json("history", ses)["messages"]

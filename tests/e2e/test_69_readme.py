@@ -198,17 +198,20 @@ def approvals_tour(tmux, cli, session):
     tmux("send-keys", "-t", "chat", "run ls -la", "Enter")
     wait_screen(tmux, "answer>")
     tmux("send-keys", "-t", "chat", "a")
-    shown = wait_screen(tmux, "exit status 0")
+    shown = wait_screen(tmux, "agent> allow-always: ran `ls -la` in %s: exit status 0" % REPO)
     assert "✓ always approved: a grant for this command" in shown, shown
-    assert "allow-always: `ls -la` in %s" % REPO in shown and "README.md" in shown, shown
+    # The listing is the task's output, under its line.
+    listing = shown[shown.index("✓ task shell completed"):shown.index("agent> allow-always")]
+    assert "README.md" in listing and "exit status 0" in listing, shown
     prompt_ready(tmux)
     # Again: the grant answers, and one line says so.
     tmux("send-keys", "-t", "chat", "run ls -la", "Enter")
     deadline = time.monotonic() + WAIT
-    while screen(tmux).count("exit status 0") < 2 and time.monotonic() < deadline:
+    while screen(tmux).count("agent> allow-always: ran `ls -la`") < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     shown = prompt_ready(tmux)
-    assert shown.count("exit status 0\n  ✓ task shell completed") == 2, shown
+    assert shown.count("agent> allow-always: ran `ls -la` in %s: exit status 0" % REPO) == 2, shown
+    assert shown.count("README.md") == 2, shown
     assert shown.count('✓ approved by your "always approve" grant: ls -la') == 1, shown
     assert shown.count("answer>") == 1, shown
     # Denied: said as a denial, and nothing ran.
