@@ -3,7 +3,6 @@ the manifest, tasks, approvals with each decision mapped to the gateway's
 word, an approved command run with its output streamed (issue 28, item 9), a
 denied one not run, and cancel."""
 import os
-import re
 
 from relaylib import wait_until
 from streams import EventStream
