@@ -69,7 +69,7 @@ fi
 rm -f "$errors"
 cat <<MSG
 
-Starting relayd at $url with its data in $DATA (stop it with Ctrl-C).
+Starting relayd at $url with its data in $DATA.
 In another terminal, at the top of this repository, the README's tour goes on with:
 
   export RELAY=$url
