@@ -11,6 +11,7 @@
 import { post, describe } from './api.js';
 import { store, emit } from './state.js';
 import { h, clear, toast, formatCountdown, announce } from './ui.js';
+import { renderBlocks } from './blocks.js';
 
 const SESSION_KEY = 'relay.approve-session';
 
@@ -82,7 +83,7 @@ export const approvalCard = {
   },
 
   update(el, a) {
-    const signature = `${a.status}|${a.decision}|${a.answered}`;
+    const signature = `${a.status}|${a.decision}|${a.answered}|${Array.isArray(a.content) ? a.content.length : 0}`;
     if (el.dataset.signature === signature) return;
     el.dataset.signature = signature;
     clear(el);
@@ -93,7 +94,17 @@ export const approvalCard = {
       h('span', { class: `severity severity-badge-${a.severity || 'medium'}`, text: `${(a.severity || 'medium')} risk` }),
       h('strong', { class: 'approval-title', text: a.title || a.action || 'Approval' })));
     if (a.message) el.append(h('p', { class: 'approval-message', text: a.message }));
-    if (a.command) el.append(h('pre', { class: 'code-block approval-command', tabindex: '0', 'aria-label': 'Command' }, h('code', { text: a.command })));
+    // What the agent wants to do, as it will be done (the diff of an edit, CONTRACT §3), above the answers.
+    const content = Array.isArray(a.content) ? a.content.filter((b) => b && typeof b === 'object') : [];
+    const diffPaths = new Set(content.filter((b) => b.type === 'diff').map((b) => b.path));
+    if (a.command && !diffPaths.has(a.command))
+      el.append(h('pre', { class: 'code-block approval-command', tabindex: '0', 'aria-label': a.action === 'execute' || a.action === 'exec' ? 'Command' : 'What it acts on' }, h('code', { text: a.command })));
+    if (content.length) {
+      const shown = renderBlocks(content, { kind: a.action });
+      el.append(a.status === 'pending'
+        ? h('div', { class: 'approval-content' }, shown)
+        : h('details', { class: 'task-detail approval-content' }, h('summary', { text: 'What was asked' }), shown));
+    }
     const facts = [];
     if (a.host) facts.push(h('span', { text: `Host: ${a.host}` }));
     if (a.action) facts.push(h('span', { text: `Action: ${a.action}` }));

@@ -302,7 +302,7 @@ export function approvalsView(main) {
     const all = [...store.approvals.values()].sort((a, b) => (b.ts || b.seen_at) - (a.ts || a.seen_at));
     const waiting = all.filter((a) => a.status === 'pending');
     reconcile(pending, waiting, (a) => a.approval_id, card, withLink);
-    reconcile(done, all.filter((a) => a.status !== 'pending').slice(0, 20), (a) => a.approval_id, card, withLink);
+    reconcile(done, all.filter((a) => a.status !== 'pending' && !a.fromTimeline).slice(0, 20), (a) => a.approval_id, card, withLink);
     empty.hidden = waiting.length > 0;
     done.previousElementSibling.hidden = done.children.length === 0;
   }

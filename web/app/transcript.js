@@ -118,6 +118,24 @@ export function itemAt(value) {
   return value.created_at || value.ts || value.seen_at || 0;
 }
 
+// Items the stream brings without a time of their own (tasks, approvals) are
+// dated when they arrive, never before what arrived earlier: `liveAt(last, now)`.
+// The stream delivers in the order things happened, so when a dated item
+// (a message) arrives, whatever arrived before it happened before it:
+// `pinBefore(undated, at)` moves undated items dated at or after `at` just
+// before it, keeping their order. Each value's `seen_at` is its date.
+export const TICK = 0.001;
+
+export function liveAt(last, now) {
+  return Math.max(now, (last || 0) + TICK);
+}
+
+export function pinBefore(undated, at) {
+  const late = undated.filter((v) => v.seen_at >= at).sort((x, y) => x.seen_at - y.seen_at);
+  late.forEach((v, i) => { v.seen_at = at - TICK * (late.length - i); });
+  return late.length;
+}
+
 const TYPE_RANK = { message: 0, task: 1, approval: 2 };
 
 // Items { type, at, id } in the order things happened; ties as the relay breaks

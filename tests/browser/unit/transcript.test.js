@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   mergeTask, mergeApproval, mergePageMessage, timelineEntry, orderItems, planEntries, thinkingText,
-  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS,
+  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore,
 } from '../../../web/app/transcript.js';
 import { commandQuery, filterCommands, commandIn } from '../../../web/app/commands.js';
 
@@ -76,6 +76,20 @@ test('order: by time, then message before task before approval, then id', () => 
     { type: 'message', at: 5, id: 'm1' }, { type: 'message', at: 1, id: 'm0' }, { type: 'task', at: 5, id: 't0' },
   ];
   assert.deepEqual(orderItems(items).map((i) => i.id), ['m0', 'm1', 't0', 't1', 'a1', 'm2']);
+});
+
+test('live dates: strictly after what arrived before; pinned before a message that arrives after', () => {
+  assert.equal(liveAt(0, 100), 100);
+  assert.ok(liveAt(100, 100) > 100);
+  assert.ok(liveAt(100, 50) > 100, 'a clock behind never dates an item before the one before it');
+  // A task and an approval seen at 105 and 106 (our clock ran ahead), then a message the relay dated 103.
+  const task = { type: 'task', id: 't', seen_at: 105 };
+  const approval = { type: 'approval', id: 'a', seen_at: 106 };
+  const older = { type: 'task', id: 'o', seen_at: 90 };
+  assert.equal(pinBefore([approval, task, older], 103), 2);
+  assert.ok(task.seen_at < approval.seen_at && approval.seen_at < 103 && older.seen_at === 90);
+  const order = orderItems([{ type: 'message', id: 'm', at: 103 }, ...[task, approval, older].map((v) => ({ ...v, at: v.seen_at }))]);
+  assert.deepEqual(order.map((i) => i.id), ['o', 't', 'a', 'm']);
 });
 
 test('plans: the latest list while running, the final one after; odd entries tamed', () => {
