@@ -40,6 +40,19 @@ static const rl_field_t decide_fields[] = {
 };
 const rl_schema_t rl_approval_decide_schema = RL_SCHEMA(decide_fields);
 
+/*
+ * ours: what the agent shows with its request, as content blocks (docs/api.md
+ * "Content blocks"): each an object with a string type, kept as sent; the
+ * 1 MB body limit bounds them.
+ */
+#define CONTENT_MAX 32
+static const rl_field_t content_block_fields[] = {
+    RL_FIELD_STRING("type", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_END,
+};
+static const rl_schema_t content_block_schema = RL_SCHEMA(content_block_fields);
+static const rl_field_t content_block_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &content_block_schema);
+
 static const rl_field_t request_approval_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),
@@ -51,6 +64,7 @@ static const rl_field_t request_approval_fields[] = {
     RL_FIELD_STRING("host", RL_F_NULLABLE, 0, 255),
     RL_FIELD_ENUM("severity", RL_F_REQUIRED, severities),
     RL_FIELD_STRING("tool_call_id", RL_F_NULLABLE, 1, 128),
+    RL_FIELD_ARRAY("content", RL_F_NULLABLE, 0, CONTENT_MAX, &content_block_item),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
@@ -100,10 +114,11 @@ static int approval_request_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     if (result != 0 && result != RL_E_NOT_FOUND)
         return result;
     op->auto_resolved = result == 0;
-    request = json_pack("{s:O, s:O, s:O, s:O, s:O?, s:O?, s:O?}", "action", json_object_get(w->body, "action"), "title",
-                        json_object_get(w->body, "title"), "message", json_object_get(w->body, "message"), "severity",
-                        json_object_get(w->body, "severity"), "command", json_object_get(w->body, "command"), "host",
-                        json_object_get(w->body, "host"), "tool_call_id", json_object_get(w->body, "tool_call_id"));
+    request = json_pack("{s:O, s:O, s:O, s:O, s:O?, s:O?, s:O?, s:O?}", "action", json_object_get(w->body, "action"),
+                        "title", json_object_get(w->body, "title"), "message", json_object_get(w->body, "message"),
+                        "severity", json_object_get(w->body, "severity"), "command",
+                        json_object_get(w->body, "command"), "host", json_object_get(w->body, "host"), "tool_call_id",
+                        json_object_get(w->body, "tool_call_id"), "content", json_object_get(w->body, "content"));
     request_text = json_dumps(request, JSON_COMPACT);
     json_decref(request);
     if (request_text == NULL)

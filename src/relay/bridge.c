@@ -526,12 +526,29 @@ struct task_step {
     rl_task_step_t step;
 };
 
+/* A JSON value of the body as a column's text in the arena: NULL when the body has no such key. */
+static int body_json(rl_txn_t *txn, json_t *body, const char *key, const char **out)
+{
+    json_t *value = json_object_get(body, key);
+    char *text;
+
+    *out = NULL;
+    if (value == NULL)
+        return 0;
+    if ((text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
+        return RL_E_INTERNAL;
+    *out = rl_arena_strdup(txn->arena, text);
+    free(text);
+    return 0;
+}
+
 static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
     struct task_step *op = (void *)w;
     const char *task_id = json_string_value(json_object_get(w->body, "task_id"));
     const char *name = json_string_value(json_object_get(w->body, "name"));
     const char *label = json_string_value(json_object_get(w->body, "status_label"));
+    const char *args, *partial, *outcome, *error;
     rl_installation_row_t installation;
     rl_task_row_t task;
     int result;
@@ -542,6 +559,12 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         if (!rl_manifest_declares(installation.manifest, name))
             return RL_E_TOOL_NOT_DECLARED;
     }
+    /* Each of these came in this body, so the 1 MB body limit bounds what a task keeps (docs/api.md). */
+    if ((result = body_json(txn, w->body, "args", &args)) != 0 ||
+        (result = body_json(txn, w->body, "partial_result", &partial)) != 0 ||
+        (result = body_json(txn, w->body, "result", &outcome)) != 0 ||
+        (result = body_json(txn, w->body, "error", &error)) != 0)
+        return result;
     result = RL_TXN(txn, task_get, w->target.installation_id, task_id, &task);
     if (result != 0 && result != RL_E_NOT_FOUND)
         return result;
@@ -549,16 +572,19 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         /* A second create of the same task with another body is the idempotency conflict of its scope. */
         if (result == 0)
             return RL_E_IDEMPOTENCY_CONFLICT;
-        task = (rl_task_row_t){w->target.installation_id,
-                               task_id,
-                               w->target.session_id,
-                               w->target.interaction_id,
-                               json_string_value(json_object_get(w->body, "kind")),
-                               name,
-                               "created",
-                               label,
-                               w->target.now,
-                               w->target.now};
+        task = (rl_task_row_t){
+            .installation_id = w->target.installation_id,
+            .task_id = task_id,
+            .session_id = w->target.session_id,
+            .interaction_id = w->target.interaction_id,
+            .kind = json_string_value(json_object_get(w->body, "kind")),
+            .name = name,
+            .status = "created",
+            .status_label = label,
+            .created_at = w->target.now,
+            .updated_at = w->target.now,
+            .args = args,
+        };
         result = RL_TXN(txn, task_insert, &task);
     } else {
         if (result != 0 || strcmp(task.session_id, w->target.session_id) != 0 ||
@@ -573,6 +599,13 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
             task.status_label = label;
         if (name != NULL)
             task.name = name;
+        /* The last partial result is kept (a step without one keeps the one before); the end sets the outcome. */
+        if (partial != NULL)
+            task.partial_result = partial;
+        if (op->step == RL_TASK_FINISH) {
+            task.result = outcome;
+            task.error = error;
+        }
         task.updated_at = w->target.now;
         result = RL_TXN(txn, task_update, &task);
     }
@@ -590,21 +623,22 @@ static int task_step_run(rl_txn_t *txn, rl_store_op_t *base)
 
 static const rl_store_op_type_t task_step_type = {"task_step", 1, task_step_run, rl_bridge_write_dispose};
 
-/* The event of a task step, from the stored task and the step's body. */
+/*
+ * The event of a task step, from the stored task and the step's body. Every
+ * one names the task's session, interaction, kind, name and label, so that a
+ * client may draw its card from whichever event it sees first (docs/api.md).
+ */
 static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t step, json_t *task, json_t *body)
 {
+    static const char *const shared[] = {"task_id", "session_id", "interaction_id", "kind", "name", "status_label"};
     const char *name = "task_created";
-    json_t *event =
-        json_pack("{s:O, s:O, s:O, s:O}", "task_id", json_object_get(task, "task_id"), "session_id",
-                  json_object_get(task, "session_id"), "interaction_id", json_object_get(task, "interaction_id"),
-                  "status_label", json_object_get(task, "status_label"));
+    json_t *event = json_object();
+    size_t i;
 
+    for (i = 0; i < sizeof(shared) / sizeof(shared[0]); ++i)
+        json_object_set(event, shared[i], json_object_get(task, shared[i]));
     if (step == RL_TASK_CREATE) {
-        json_object_set(event, "kind", json_object_get(task, "kind"));
-        json_object_set(event, "args",
-                        json_object_get(body, "args") != NULL ? json_object_get(body, "args") : json_null());
-        if (json_is_string(json_object_get(task, "name")))
-            json_object_set(event, "name", json_object_get(task, "name"));
+        json_object_set(event, "args", json_object_get(task, "args"));
     } else if (step == RL_TASK_UPDATE) {
         name = "task_progress";
         json_object_set(event, "progress_percent",
@@ -617,8 +651,6 @@ static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t 
         name = strcmp(status, "completed") == 0 ? "task_completed"
                : strcmp(status, "failed") == 0  ? "task_failed"
                                                 : "task_cancelled";
-        if (json_is_string(json_object_get(task, "name")))
-            json_object_set(event, "name", json_object_get(task, "name"));
         if (json_object_get(body, "result") != NULL)
             json_object_set(event, "result", json_object_get(body, "result"));
         if (json_object_get(body, "error") != NULL)

@@ -10,7 +10,7 @@
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
 
-#define PERIOD_MS       60000
+#define PERIOD_MS 60000
 /*
  * What this node keeps in memory (rate buckets, event rings, token and
  * /v1/me caches, open-message records) is swept a sixtieth every second,
@@ -18,10 +18,9 @@
  * worth held the loop for 60 ms (29 ms of rate buckets, 26 ms of /v1/me
  * entries), the streaming p99 of one round in three in the benchmark.
  */
-#define TICK_MS   1000
-#define TICK_PARTS (PERIOD_MS / TICK_MS)
+#define TICK_MS         1000
+#define TICK_PARTS      (PERIOD_MS / TICK_MS)
 #define PAIRING_KEEP_MS (3600 * 1000) /* a late poll still gets a clear answer for an hour */
-#define TASK_KEEP_MS    86400000      /* tool calls are ephemeral; a day is plenty to catch late updates */
 
 struct rl_housekeeping {
     rl_relay_t *relay;
@@ -50,7 +49,8 @@ static int purge_run(rl_txn_t *txn, rl_store_op_t *base)
         /* The web client's sign-in codes live minutes (docs/web.md). */
         (result = RL_TXN(txn, login_codes_purge, op->now)) != 0)
         return result;
-    return RL_TXN(txn, tasks_purge, op->now - TASK_KEEP_MS);
+    /* Tasks are kept as long as their session, which takes them when it is purged (attachments.c). */
+    return 0;
 }
 
 static const rl_store_op_type_t purge_type = RL_OP_TYPE(purge, 1, purge_run);

@@ -1,7 +1,8 @@
 /*
  * Housekeeping, once a minute: what lapsed goes (idempotency records past
- * their TTL, updates past the replay window, old tasks, pairings, sessions
- * past their delete grace), and the caches of this node are trimmed.
+ * their TTL, updates past the replay window, pairings, sign-in codes), and
+ * the caches of this node are trimmed. Sessions past their delete grace go
+ * with their messages, tasks and approvals in the attachment sweep.
  */
 #ifndef RL_RELAY_HOUSEKEEPING_H
 #define RL_RELAY_HOUSEKEEPING_H

@@ -2,19 +2,31 @@
  * POST /v1/bridge/setManifest (brief): the agent's name, version and the
  * tools it declares. Once a manifest lists tools, task calls naming another
  * tool get 422 tool_not_declared (the task routes check it).
+ *
+ * ours (issue 22): the agent's mode and the commands it offers (ACP's
+ * available commands, offered when the user types "/"). Each of agent, tools
+ * and commands that a call carries replaces the stored one, and one it
+ * leaves out is kept, so that a bridge can send the commands alone whenever
+ * the agent's list changes. A change of agent or commands is told to the
+ * user as installation_updated, since the Installation view shows both.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "http/validate.h"
+#include "relay/hub.h"
 #include "relay/manifest.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
+#include "relay/views.h"
+
+#define COMMANDS_MAX 200
 
 static const rl_field_t agent_fields[] = {
     RL_FIELD_STRING("name", RL_F_REQUIRED, 1, 128),
     RL_FIELD_STRING("version", 0, 0, 64),
+    RL_FIELD_STRING("mode", RL_F_NULLABLE, 0, 128),
     RL_FIELD_END,
 };
 static const rl_schema_t agent_schema = RL_SCHEMA(agent_fields);
@@ -27,9 +39,19 @@ static const rl_field_t tool_fields[] = {
 static const rl_schema_t tool_schema = RL_SCHEMA(tool_fields);
 static const rl_field_t tool_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &tool_schema);
 
+static const rl_field_t command_fields[] = {
+    RL_FIELD_STRING("name", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_STRING("description", RL_F_NULLABLE, 0, 500),
+    RL_FIELD_STRING("input_hint", RL_F_NULLABLE, 0, 200),
+    RL_FIELD_END,
+};
+static const rl_schema_t command_schema = RL_SCHEMA(command_fields);
+static const rl_field_t command_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &command_schema);
+
 static const rl_field_t manifest_fields[] = {
     RL_FIELD_OBJECT("agent", 0, &agent_schema),
-    RL_FIELD_ARRAY("tools", RL_F_REQUIRED, 0, 512, &tool_item),
+    RL_FIELD_ARRAY("tools", 0, 0, 512, &tool_item),
+    RL_FIELD_ARRAY("commands", 0, 0, COMMANDS_MAX, &command_item),
     RL_FIELD_END,
 };
 const rl_schema_t rl_manifest_schema = RL_SCHEMA(manifest_fields);
@@ -51,51 +73,93 @@ int rl_manifest_declares(const char *manifest, const char *tool)
     return declared;
 }
 
+/* The parts of a manifest, in the order the view shows them. */
+static const char *const parts[] = {"agent", "tools", "commands"};
+/* The parts the Installation view shows: a change of one is news to the user. */
+static const char *const shown[] = {"agent", "commands"};
+
 struct manifest_set {
     rl_op_t op;
-    const char *installation_id, *manifest;
+    const char *installation_id;
+    json_t *body; /* the call's body (a reference: never changed once submitted) */
+    /* results */
+    rl_installation_row_t installation;
+    int changed; /* agent or commands changed */
+    json_int_t tools;
 };
+
+static void manifest_set_dispose(rl_store_op_t *base)
+{
+    json_decref(((struct manifest_set *)base)->body);
+    rl_op_dispose(base);
+}
 
 static int manifest_set_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct manifest_set *op = (void *)base;
-    rl_installation_row_t installation;
-    int result = RL_TXN(txn, installation_get, op->installation_id, &installation);
+    rl_installation_row_t *installation = &op->installation;
+    json_t *stored, *manifest;
+    char *text;
+    size_t i;
+    int result = RL_TXN(txn, installation_get, op->installation_id, installation);
 
     if (result != 0)
         return result == RL_E_NOT_FOUND ? RL_E_INSTALLATION_NOT_FOUND : result;
     /* Revoked on another node whose word has not reached this one's cache yet (target.h). */
-    if (strcmp(installation.state, "revoked") == 0)
+    if (strcmp(installation->state, "revoked") == 0)
         return RL_E_INSTALLATION_GONE;
-    installation.manifest = op->manifest;
-    return RL_TXN(txn, installation_update, &installation);
+    stored = rl_view_json(installation->manifest, json_object());
+    manifest = json_object();
+    for (i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
+        json_t *part = json_object_get(op->body, parts[i]);
+        if (part == NULL)
+            part = json_object_get(stored, parts[i]);
+        if (part != NULL)
+            json_object_set(manifest, parts[i], part);
+    }
+    for (i = 0; i < sizeof(shown) / sizeof(shown[0]); ++i)
+        if (!json_equal(json_object_get(stored, shown[i]), json_object_get(manifest, shown[i])))
+            op->changed = 1;
+    op->tools = (json_int_t)json_array_size(json_object_get(manifest, "tools"));
+    text = json_dumps(manifest, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(stored);
+    json_decref(manifest);
+    if (text == NULL)
+        return RL_E_INTERNAL;
+    installation->manifest = rl_arena_strdup(txn->arena, text);
+    free(text);
+    return RL_TXN(txn, installation_update, installation);
 }
 
-static const rl_store_op_type_t manifest_set_type = RL_OP_TYPE(manifest_set, 1, manifest_set_run);
+static const rl_store_op_type_t manifest_set_type = {"manifest_set", 1, manifest_set_run, manifest_set_dispose};
 
 static void on_manifest_stored(rl_store_op_t *base)
 {
+    struct manifest_set *op = (void *)base;
     rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
 
-    if (base->result != 0)
+    if (base->result != 0) {
         rl_call_fail(call, base->result == RL_E_INSTALLATION_NOT_FOUND ? RL_E_INVALID_TOKEN : base->result, NULL);
-    else
-        rl_call_reply(call,
-                      json_pack("{s:I}", "tools", (json_int_t)json_array_size(json_object_get(call->body, "tools"))));
+    } else {
+        if (op->changed) {
+            json_t *view =
+                rl_view_installation(&op->installation, rl_bus_presence_get(relay->bus, op->installation.id));
+            rl_hub_publish(relay->hub, op->installation.user_id, "installation_updated",
+                           json_pack("{s:s, s:o}", "installation_id", op->installation.id, "installation", view));
+        }
+        rl_call_reply(call, json_pack("{s:I}", "tools", op->tools));
+    }
     rl_call_release(call);
 }
 
 int rl_manifest_set(rl_call_t *call)
 {
-    struct manifest_set *op;
-    char *text = json_dumps(call->body, JSON_COMPACT | JSON_SORT_KEYS);
+    struct manifest_set *op = rl_op_new(&manifest_set_type, sizeof(*op));
 
-    if (text == NULL)
-        return RL_E_INTERNAL;
-    op = rl_op_new(&manifest_set_type, sizeof(*op));
     op->installation_id = rl_op_str(op, call->principal);
-    op->manifest = rl_op_str(op, text);
-    free(text);
+    /* The validated body is never changed once a handler runs: the worker reads it alongside. */
+    op->body = json_incref(call->body);
     rl_op_submit_for(call, op, on_manifest_stored);
     return 0;
 }

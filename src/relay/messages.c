@@ -107,20 +107,13 @@ static void on_history(rl_store_op_t *base)
     rl_call_release(call);
 }
 
-int rl_messages_list(rl_call_t *call)
+int rl_page_query(rl_call_t *call, int *limit_out, char *before, size_t beforesz)
 {
-    rl_relay_t *relay = call->app;
     h2o_req_t *req = call->req;
-    char session_id[72], before[72] = "", value[80], *tail;
+    char value[80], *tail;
     json_t *errors = json_array();
     long limit = HISTORY_DEFAULT;
-    struct history *op;
-    int result = rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
 
-    if (result != 0) {
-        json_decref(errors);
-        return result;
-    }
     switch (rl_query_param(req, "limit", value, sizeof(value))) {
     case 1:
         break;
@@ -140,22 +133,38 @@ int rl_messages_list(rl_call_t *call)
         json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code", "invalid_type", "message",
                                                 "Expected integer, received string"));
     }
-    if (rl_query_param(req, "before", before, sizeof(before)) == -1 ||
+    before[0] = '\0';
+    if (rl_query_param(req, "before", before, beforesz) == -1 ||
         (before[0] == '\0' && req->query_at != SIZE_MAX && rl_query_param(req, "before", value, sizeof(value)) == 0))
         json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "before", "code", "invalid_string",
                                                 "message", "Invalid cursor"));
     if (json_array_size(errors) > 0) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, errors, NULL);
-        return 0;
+        return 1;
     }
     json_decref(errors);
+    *limit_out = (int)limit;
+    return 0;
+}
+
+int rl_messages_list(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    char session_id[72], before[72];
+    struct history *op;
+    int limit, result = rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0)
+        return result;
+    if (rl_page_query(call, &limit, before, sizeof(before)) != 0)
+        return 0;
     /* Deltas answered but not yet persisted are part of the history: they land before this read. */
     rl_deltas_flush(relay->deltas);
     op = rl_op_new(&history_type, sizeof(*op));
     op->user_id = rl_op_str(op, call->principal);
     op->session_id = rl_op_str(op, session_id);
     op->before = before[0] != '\0' ? rl_op_str(op, before) : NULL;
-    op->limit = (int)limit;
+    op->limit = limit;
     rl_op_submit_for(call, op, on_history);
     return 0;
 }

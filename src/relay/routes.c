@@ -20,6 +20,7 @@
 #include "relay/relay.h"
 #include "relay/sessions.h"
 #include "relay/stream.h"
+#include "relay/timeline.h"
 #include "relay/webapp.h"
 
 static int healthz(rl_call_t *call)
@@ -47,6 +48,7 @@ const rl_route_t rl_relay_routes[] = {
     {"POST", "/v1/me/sessions/:id/restore", rl_session_change, RL_AUTH_USER, "default", NULL, 0, 0, RL_SESSION_RESTORE},
     {"POST", "/v1/me/sessions/:id/cancel", rl_session_cancel, RL_AUTH_USER, "default", &rl_session_cancel_schema, 0},
     {"GET", "/v1/me/sessions/:id/messages", rl_messages_list, RL_AUTH_USER, "default", NULL, 0},
+    {"GET", "/v1/me/sessions/:id/timeline", rl_timeline_list, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/sessions/:id/send", rl_message_send, RL_AUTH_USER, "default", &rl_message_send_schema, 0},
     {"PATCH", "/v1/me/installations/:id", rl_installation_patch, RL_AUTH_USER, "default", &rl_installation_patch_schema,
      0},

@@ -27,12 +27,32 @@ json_t *rl_view_user(const rl_user_row_t *row)
     return json_pack("{s:s, s:I}", "id", row->id, "created_at", (json_int_t)row->created_at);
 }
 
+/* ours: the agent the manifest names ({name, version, mode} or null) and the commands it offers ([] when none). */
+static void manifest_parts(const char *manifest, json_t **agent, json_t **commands)
+{
+    json_t *parsed = rl_view_json(manifest, json_object()), *named = json_object_get(parsed, "agent");
+
+    *agent = json_null();
+    if (json_is_object(named)) {
+        json_t *version = json_object_get(named, "version"), *mode = json_object_get(named, "mode");
+        json_decref(*agent);
+        *agent = json_pack("{s:O, s:O, s:O}", "name", json_object_get(named, "name"), "version",
+                           version != NULL ? version : json_null(), "mode", mode != NULL ? mode : json_null());
+    }
+    *commands = json_object_get(parsed, "commands");
+    *commands = json_is_array(*commands) ? json_incref(*commands) : json_array();
+    json_decref(parsed);
+}
+
 json_t *rl_view_installation(const rl_installation_row_t *row, const char *health)
 {
-    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:s}", "id", row->id, "custom_display_name",
+    json_t *agent, *commands;
+
+    manifest_parts(row->manifest, &agent, &commands);
+    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o}", "id", row->id, "custom_display_name",
                      text_or_null(row->custom_display_name), "custom_emoji", text_or_null(row->custom_emoji),
                      "connector_type", row->connector_type, "host_label", row->host_label, "state", row->state,
-                     "created_at", (json_int_t)row->created_at, "health", health);
+                     "created_at", (json_int_t)row->created_at, "health", health, "agent", agent, "commands", commands);
 }
 
 json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace)
@@ -56,7 +76,8 @@ json_t *rl_view_message(const rl_message_row_t *row, const char *text, size_t te
 
 json_t *rl_view_approval(const rl_approval_row_t *row)
 {
-    static const char *const fields[] = {"action", "title", "message", "severity", "command", "host", "tool_call_id"};
+    static const char *const fields[] = {"action",  "title", "message",      "severity",
+                                         "command", "host",  "tool_call_id", "content"};
     json_t *request = rl_view_json(row->request, json_object());
     json_t *approval = json_pack(
         "{s:s, s:s, s:n, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I}", "approval_id", row->id,
@@ -79,7 +100,7 @@ json_t *rl_view_pending_approval(json_t *approval)
 {
     static const char *const fields[] = {"approval_id", "installation_id", "agent_id",   "session_id", "interaction_id",
                                          "action",      "title",           "message",    "severity",   "command",
-                                         "host",        "tool_call_id",    "expires_at", "ts"};
+                                         "host",        "tool_call_id",    "expires_at", "ts",         "content"};
     json_t *view = json_object();
     size_t i;
 
@@ -92,7 +113,11 @@ json_t *rl_view_pending_approval(json_t *approval)
 
 json_t *rl_view_task(const rl_task_row_t *row)
 {
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:s, s:o}", "task_id", row->task_id, "session_id", row->session_id,
-                     "interaction_id", row->interaction_id, "kind", text_or_null(row->kind), "name",
-                     text_or_null(row->name), "status", row->status, "status_label", text_or_null(row->status_label));
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I}", "task_id", row->task_id,
+                     "session_id", row->session_id, "interaction_id", row->interaction_id, "kind",
+                     text_or_null(row->kind), "name", text_or_null(row->name), "status", row->status, "status_label",
+                     text_or_null(row->status_label), "args", rl_view_json(row->args, json_null()), "partial_result",
+                     rl_view_json(row->partial_result, json_null()), "result", rl_view_json(row->result, json_null()),
+                     "error", rl_view_json(row->error, json_null()), "created_at", (json_int_t)row->created_at,
+                     "updated_at", (json_int_t)row->updated_at);
 }

@@ -17,7 +17,10 @@ json_t *rl_view_time(int64_t at);
 json_t *rl_view_json(const char *text, json_t *fallback);
 
 json_t *rl_view_user(const rl_user_row_t *row);
-/* health is the agent's: "healthy", "degraded" or "offline". The token hash never leaves the store. */
+/*
+ * health is the agent's: "healthy", "degraded" or "offline". The token hash
+ * never leaves the store. agent and commands come from the manifest.
+ */
 json_t *rl_view_installation(const rl_installation_row_t *row, const char *health);
 /* brief: a deleted session shows until when it can be restored (deleted_at + the grace). */
 json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace);
@@ -27,6 +30,7 @@ json_t *rl_view_message(const rl_message_row_t *row, const char *text, size_t te
 json_t *rl_view_approval(const rl_approval_row_t *row);
 /* The spec's pending-approval entry (snapshot, approval_requested) of an approval view. */
 json_t *rl_view_pending_approval(json_t *approval);
+/* The task with its args, last partial_result, result and error (null when none). */
 json_t *rl_view_task(const rl_task_row_t *row);
 
 #endif

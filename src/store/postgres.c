@@ -283,6 +283,20 @@ static const char *const migrations[] = {
     "CREATE INDEX attachments_unused ON attachments(created_at) WHERE used_at IS NULL AND doomed_at IS NULL;"
     "CREATE INDEX attachments_used ON attachments(used_at) WHERE used_at IS NOT NULL AND doomed_at IS NULL;"
     "CREATE INDEX attachments_doomed ON attachments(doomed_at) WHERE doomed_at IS NOT NULL;",
+    /*
+     * 4 (SQLite 13): a session's timeline: tasks keep their arguments and
+     * results for as long as their session and go with it, as approvals do;
+     * the three kinds are read by session in time order.
+     */
+    "ALTER TABLE tasks ADD COLUMN args TEXT;"
+    "ALTER TABLE tasks ADD COLUMN partial_result TEXT;"
+    "ALTER TABLE tasks ADD COLUMN result TEXT;"
+    "ALTER TABLE tasks ADD COLUMN error TEXT;"
+    "DELETE FROM tasks WHERE session_id NOT IN (SELECT id FROM sessions);"
+    "DELETE FROM approvals WHERE session_id NOT IN (SELECT id FROM sessions);"
+    "CREATE INDEX tasks_session ON tasks(session_id, created_at, task_id COLLATE \"C\");"
+    "CREATE INDEX approvals_session ON approvals(session_id, created_at, id COLLATE \"C\");"
+    "CREATE INDEX messages_session_time ON messages(session_id, created_at, seq);",
 };
 
 /* ---- waiting for the server, with a deadline --------------------------------------------------- */
@@ -1211,9 +1225,17 @@ static int pg_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64
 
 static int pg_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
 {
-    /* Interactions and messages go with their session (ON DELETE CASCADE). */
+    /* Interactions and messages go with their session (ON DELETE CASCADE); tasks and approvals have no such key. */
+    static const char tasks_sql[] = "DELETE FROM tasks WHERE session_id IN"
+                                    " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1)";
+    static const char approvals_sql[] = "DELETE FROM approvals WHERE session_id IN"
+                                        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1)";
     static const char sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1";
+    int result;
 
+    if ((result = write_rows(TXN(txn), NULL, tasks_sql, "I", deleted_before)) != 0 ||
+        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0)
+        return result;
     return write_rows(TXN(txn), purged, sql, "I", deleted_before);
 }
 
@@ -1316,6 +1338,19 @@ static int pg_messages_page(rl_txn_t *txn, const char *session_id, const char *b
         return result;
     }
     return get_all(t, read_message, sizeof(**rows), (void **)rows, count, page_sql, "sIi", session_id, cursor, limit);
+}
+
+static int pg_messages_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
+                               int limit, rl_message_row_t **rows, size_t *count)
+{
+    /* Insertion order is seq's; a missing before_id gives 0, below every seq. */
+    static const char sql[] =
+        "SELECT " MESSAGE_COLUMNS " FROM messages WHERE session_id = $1 AND (created_at < $2 OR (created_at = $2"
+        " AND seq < coalesce((SELECT seq FROM messages WHERE id = $3), 0)))"
+        " ORDER BY created_at DESC, seq DESC LIMIT $4";
+
+    return get_all(TXN(txn), read_message, sizeof(**rows), (void **)rows, count, sql, "sIsi", session_id, before_at,
+                   before_id, limit);
 }
 
 static int pg_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
@@ -1502,7 +1537,8 @@ static int pg_idempotency_purge(rl_txn_t *txn, int64_t created_before)
 /* ---- tasks ------------------------------------------------------------------------------------- */
 
 #define TASK_COLUMNS                                                                                                   \
-    "installation_id, task_id, session_id, interaction_id, kind, name, status, status_label, created_at, updated_at"
+    "installation_id, task_id, session_id, interaction_id, kind, name, status, status_label, created_at, updated_at,"  \
+    " args, partial_result, result, error"
 
 static void read_task(struct pg_txn *t, PGresult *res, int r, void *out)
 {
@@ -1518,16 +1554,20 @@ static void read_task(struct pg_txn *t, PGresult *res, int r, void *out)
     row->status_label = col_text(t, res, r, 7);
     row->created_at = col_int64(res, r, 8);
     row->updated_at = col_int64(res, r, 9);
+    row->args = col_text(t, res, r, 10);
+    row->partial_result = col_text(t, res, r, 11);
+    row->result = col_text(t, res, r, 12);
+    row->error = col_text(t, res, r, 13);
 }
 
 static int pg_task_insert(rl_txn_t *txn, const rl_task_row_t *row)
 {
-    static const char sql[] =
-        "INSERT INTO tasks(" TASK_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING";
+    static const char sql[] = "INSERT INTO tasks(" TASK_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
+                              " $11, $12, $13, $14) ON CONFLICT DO NOTHING";
 
-    return insert_row(TXN(txn), sql, "ssssssssII", row->installation_id, row->task_id, row->session_id,
+    return insert_row(TXN(txn), sql, "ssssssssIIssss", row->installation_id, row->task_id, row->session_id,
                       row->interaction_id, row->kind, row->name, row->status, row->status_label, row->created_at,
-                      row->updated_at);
+                      row->updated_at, row->args, row->partial_result, row->result, row->error);
 }
 
 static int pg_task_get(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out)
@@ -1540,18 +1580,24 @@ static int pg_task_get(rl_txn_t *txn, const char *installation_id, const char *t
 
 static int pg_task_update(rl_txn_t *txn, const rl_task_row_t *row)
 {
-    static const char sql[] = "UPDATE tasks SET status = $1, status_label = $2, name = $3, updated_at = $4"
-                              " WHERE installation_id = $5 AND task_id = $6";
+    static const char sql[] =
+        "UPDATE tasks SET status = $1, status_label = $2, name = $3, updated_at = $4,"
+        " partial_result = $5, result = $6, error = $7 WHERE installation_id = $8 AND task_id = $9";
 
-    return write_one(TXN(txn), sql, "sssIss", row->status, row->status_label, row->name, row->updated_at,
-                     row->installation_id, row->task_id);
+    return write_one(TXN(txn), sql, "sssIsssss", row->status, row->status_label, row->name, row->updated_at,
+                     row->partial_result, row->result, row->error, row->installation_id, row->task_id);
 }
 
-static int pg_tasks_purge(rl_txn_t *txn, int64_t updated_before)
+static int pg_tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+                            rl_task_row_t **rows, size_t *count)
 {
-    static const char sql[] = "DELETE FROM tasks WHERE updated_at < $1";
+    /* Bytewise, as SQLite compares: a NULL before_id makes the comparison NULL, so no task at before_at. */
+    static const char sql[] = "SELECT " TASK_COLUMNS " FROM tasks WHERE session_id = $1 AND (created_at < $2"
+                              " OR (created_at = $2 AND task_id COLLATE \"C\" < $3))"
+                              " ORDER BY created_at DESC, task_id COLLATE \"C\" DESC LIMIT $4";
 
-    return write_rows(TXN(txn), NULL, sql, "I", updated_before);
+    return get_all(TXN(txn), read_task, sizeof(**rows), (void **)rows, count, sql, "sIsi", session_id, before_at,
+                   before_id, limit);
 }
 
 /* ---- approvals and grants ------------------------------------------------------------------------ */
@@ -1624,6 +1670,17 @@ static int pg_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int6
                               " AND expires_at > $2 ORDER BY created_at, id COLLATE \"C\"";
 
     return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, sql, "sI", user_id, after);
+}
+
+static int pg_approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
+                                int limit, rl_approval_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE session_id = $1 AND (created_at < $2"
+                              " OR (created_at = $2 AND id COLLATE \"C\" < $3))"
+                              " ORDER BY created_at DESC, id COLLATE \"C\" DESC LIMIT $4";
+
+    return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, sql, "sIsi", session_id, before_at,
+                   before_id, limit);
 }
 
 static int pg_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count)
@@ -1990,6 +2047,7 @@ static const struct rl_txn_ops pg_ops = {
     .message_get = pg_message_get,
     .message_update = pg_message_update,
     .messages_page = pg_messages_page,
+    .messages_by_time = pg_messages_by_time,
     .messages_open_before = pg_messages_open_before,
     .delta_run_insert = pg_delta_run_insert,
     .delta_runs_of = pg_delta_runs_of,
@@ -2006,12 +2064,13 @@ static const struct rl_txn_ops pg_ops = {
     .task_insert = pg_task_insert,
     .task_get = pg_task_get,
     .task_update = pg_task_update,
-    .tasks_purge = pg_tasks_purge,
+    .tasks_by_time = pg_tasks_by_time,
     .approval_insert = pg_approval_insert,
     .approval_get = pg_approval_get,
     .approval_update = pg_approval_update,
     .approvals_of_user_by_id = pg_approvals_of_user_by_id,
     .approvals_pending_of_user = pg_approvals_pending_of_user,
+    .approvals_by_time = pg_approvals_by_time,
     .approvals_due = pg_approvals_due,
     .grant_insert_ignore = pg_grant_insert_ignore,
     .grants_of = pg_grants_of,

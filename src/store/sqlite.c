@@ -33,7 +33,7 @@
 #include "store/backends.h"
 #include "store/sqlite.h"
 
-#define STMT_CACHE 96
+#define STMT_CACHE 128
 
 struct sqlite_txn {
     rl_txn_t base;
@@ -46,9 +46,9 @@ struct sqlite_txn {
     size_t ncache;
     pthread_t checkpointer;
     int checkpointer_running;
-    int wal_told;   /* writer only: the WAL's frames when the checkpointer was last woken */
+    int wal_told;               /* writer only: the WAL's frames when the checkpointer was last woken */
     pthread_mutex_t restarting; /* held by the checkpointer while it restarts the WAL: no write begins */
-    int wal_frames; /* under lock: the WAL's frames after the last commit */
+    int wal_frames;             /* under lock: the WAL's frames after the last commit */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stopping;
@@ -315,6 +315,21 @@ static const char *const migrations[] = {
     "CREATE INDEX attachments_unused ON attachments(created_at) WHERE used_at IS NULL AND doomed_at IS NULL;"
     "CREATE INDEX attachments_used ON attachments(used_at) WHERE used_at IS NOT NULL AND doomed_at IS NULL;"
     "CREATE INDEX attachments_doomed ON attachments(doomed_at) WHERE doomed_at IS NOT NULL;",
+    /*
+     * 13: a session's timeline (issue 22): tasks keep their arguments and
+     * results (JSON text) for as long as their session, and go with it
+     * instead of a day after their last update; approvals go with their
+     * session too. Tasks and approvals are read by session in time order.
+     * Those whose session is already gone are dropped now.
+     */
+    "ALTER TABLE tasks ADD COLUMN args TEXT;"
+    "ALTER TABLE tasks ADD COLUMN partial_result TEXT;"
+    "ALTER TABLE tasks ADD COLUMN result TEXT;"
+    "ALTER TABLE tasks ADD COLUMN error TEXT;"
+    "DELETE FROM tasks WHERE session_id NOT IN (SELECT id FROM sessions);"
+    "DELETE FROM approvals WHERE session_id NOT IN (SELECT id FROM sessions);"
+    "CREATE INDEX tasks_session ON tasks(session_id, created_at, task_id);"
+    "CREATE INDEX approvals_session ON approvals(session_id, created_at, id);",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -827,9 +842,17 @@ static int sqlite_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, i
 
 static int sqlite_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
 {
-    /* Interactions and messages go with their session (ON DELETE CASCADE). */
+    /* Interactions and messages go with their session (ON DELETE CASCADE); tasks and approvals have no such key. */
+    static const char tasks_sql[] = "DELETE FROM tasks WHERE session_id IN"
+                                    " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?)";
+    static const char approvals_sql[] = "DELETE FROM approvals WHERE session_id IN"
+                                        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?)";
     static const char sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?";
+    int result;
 
+    if ((result = write_rows(TXN(txn), NULL, tasks_sql, "I", deleted_before)) != 0 ||
+        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0)
+        return result;
     return write_rows(TXN(txn), purged, sql, "I", deleted_before);
 }
 
@@ -933,6 +956,19 @@ static int sqlite_messages_page(rl_txn_t *txn, const char *session_id, const cha
     }
     return read_all(t, query(t, page_sql, "sIi", session_id, cursor, limit), read_message, sizeof(**rows),
                     (void **)rows, count);
+}
+
+static int sqlite_messages_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
+                                   int limit, rl_message_row_t **rows, size_t *count)
+{
+    /* Insertion order is the rowid's; a missing before_id gives -1, below every rowid. */
+    static const char sql[] =
+        "SELECT " MESSAGE_COLUMNS " FROM messages WHERE session_id = ?1 AND (created_at < ?2 OR (created_at = ?2"
+        " AND rowid < coalesce((SELECT rowid FROM messages WHERE id = ?3), -1)))"
+        " ORDER BY created_at DESC, rowid DESC LIMIT ?4";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "sIsi", session_id, before_at, before_id, limit), read_message,
+                    sizeof(**rows), (void **)rows, count);
 }
 
 static int sqlite_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
@@ -1102,7 +1138,8 @@ static int sqlite_idempotency_purge(rl_txn_t *txn, int64_t created_before)
 /* ---- tasks ------------------------------------------------------------------------------------- */
 
 #define TASK_COLUMNS                                                                                                   \
-    "installation_id, task_id, session_id, interaction_id, kind, name, status, status_label, created_at, updated_at"
+    "installation_id, task_id, session_id, interaction_id, kind, name, status, status_label, created_at, updated_at,"  \
+    " args, partial_result, result, error"
 
 static void read_task(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
 {
@@ -1118,15 +1155,19 @@ static void read_task(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
     row->status_label = col_text(t, stmt, 7);
     row->created_at = sqlite3_column_int64(stmt, 8);
     row->updated_at = sqlite3_column_int64(stmt, 9);
+    row->args = col_text(t, stmt, 10);
+    row->partial_result = col_text(t, stmt, 11);
+    row->result = col_text(t, stmt, 12);
+    row->error = col_text(t, stmt, 13);
 }
 
 static int sqlite_task_insert(rl_txn_t *txn, const rl_task_row_t *row)
 {
-    static const char sql[] = "INSERT INTO tasks(" TASK_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    static const char sql[] = "INSERT INTO tasks(" TASK_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-    return write_rows(TXN(txn), NULL, sql, "ssssssssII", row->installation_id, row->task_id, row->session_id,
+    return write_rows(TXN(txn), NULL, sql, "ssssssssIIssss", row->installation_id, row->task_id, row->session_id,
                       row->interaction_id, row->kind, row->name, row->status, row->status_label, row->created_at,
-                      row->updated_at);
+                      row->updated_at, row->args, row->partial_result, row->result, row->error);
 }
 
 static int sqlite_task_get(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out)
@@ -1138,18 +1179,22 @@ static int sqlite_task_get(rl_txn_t *txn, const char *installation_id, const cha
 
 static int sqlite_task_update(rl_txn_t *txn, const rl_task_row_t *row)
 {
-    static const char sql[] = "UPDATE tasks SET status = ?, status_label = ?, name = ?, updated_at = ?"
-                              " WHERE installation_id = ? AND task_id = ?";
+    static const char sql[] = "UPDATE tasks SET status = ?, status_label = ?, name = ?, updated_at = ?,"
+                              " partial_result = ?, result = ?, error = ? WHERE installation_id = ? AND task_id = ?";
 
-    return write_one(TXN(txn), sql, "sssIss", row->status, row->status_label, row->name, row->updated_at,
-                     row->installation_id, row->task_id);
+    return write_one(TXN(txn), sql, "sssIsssss", row->status, row->status_label, row->name, row->updated_at,
+                     row->partial_result, row->result, row->error, row->installation_id, row->task_id);
 }
 
-static int sqlite_tasks_purge(rl_txn_t *txn, int64_t updated_before)
+static int sqlite_tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
+                                int limit, rl_task_row_t **rows, size_t *count)
 {
-    static const char sql[] = "DELETE FROM tasks WHERE updated_at < ?";
+    /* A NULL before_id makes the comparison NULL: no task at before_at. */
+    static const char sql[] = "SELECT " TASK_COLUMNS " FROM tasks WHERE session_id = ?1 AND (created_at < ?2"
+                              " OR (created_at = ?2 AND task_id < ?3)) ORDER BY created_at DESC, task_id DESC LIMIT ?4";
 
-    return write_rows(TXN(txn), NULL, sql, "I", updated_before);
+    return read_all(TXN(txn), query(TXN(txn), sql, "sIsi", session_id, before_at, before_id, limit), read_task,
+                    sizeof(**rows), (void **)rows, count);
 }
 
 /* ---- approvals and grants ------------------------------------------------------------------------ */
@@ -1221,6 +1266,16 @@ static int sqlite_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, 
 
     return read_all(TXN(txn), query(TXN(txn), sql, "sI", user_id, after), read_approval, sizeof(**rows), (void **)rows,
                     count);
+}
+
+static int sqlite_approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
+                                    int limit, rl_approval_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE session_id = ?1 AND (created_at < ?2"
+                              " OR (created_at = ?2 AND id < ?3)) ORDER BY created_at DESC, id DESC LIMIT ?4";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "sIsi", session_id, before_at, before_id, limit), read_approval,
+                    sizeof(**rows), (void **)rows, count);
 }
 
 static int sqlite_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count)
@@ -1703,6 +1758,7 @@ static const struct rl_txn_ops sqlite_ops = {
     .message_get = sqlite_message_get,
     .message_update = sqlite_message_update,
     .messages_page = sqlite_messages_page,
+    .messages_by_time = sqlite_messages_by_time,
     .messages_open_before = sqlite_messages_open_before,
     .delta_run_insert = sqlite_delta_run_insert,
     .delta_runs_of = sqlite_delta_runs_of,
@@ -1719,12 +1775,13 @@ static const struct rl_txn_ops sqlite_ops = {
     .task_insert = sqlite_task_insert,
     .task_get = sqlite_task_get,
     .task_update = sqlite_task_update,
-    .tasks_purge = sqlite_tasks_purge,
+    .tasks_by_time = sqlite_tasks_by_time,
     .approval_insert = sqlite_approval_insert,
     .approval_get = sqlite_approval_get,
     .approval_update = sqlite_approval_update,
     .approvals_of_user_by_id = sqlite_approvals_of_user_by_id,
     .approvals_pending_of_user = sqlite_approvals_pending_of_user,
+    .approvals_by_time = sqlite_approvals_by_time,
     .approvals_due = sqlite_approvals_due,
     .grant_insert_ignore = sqlite_grant_insert_ignore,
     .grants_of = sqlite_grants_of,

@@ -194,11 +194,17 @@ typedef struct rl_delta_run_row {
     const char *keys;
 } rl_delta_run_row_t;
 
+/*
+ * A tool call, kept as long as its session. args, partial_result (the last
+ * one), result and error are the bridge's JSON values as text, NULL when it
+ * sent none: each came in one request body, so the 1 MB body limit bounds it.
+ */
 typedef struct rl_task_row {
     const char *installation_id, *task_id, *session_id, *interaction_id, *kind, *name;
     const char *status; /* created, progressing, completed, failed, cancelled */
     const char *status_label;
     int64_t created_at, updated_at;
+    const char *args, *partial_result, *result, *error;
 } rl_task_row_t;
 
 typedef struct rl_approval_row {
@@ -301,7 +307,10 @@ struct rl_txn_ops {
     /* The user's sessions deleted after deleted_after (still restorable), most recently deleted first. */
     int (*sessions_deleted_of_user)(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
                                     size_t *count);
-    /* Deletes sessions deleted at or before `before`, with their interactions, messages and attachment uses. */
+    /*
+     * Deletes sessions deleted at or before `before`, with their
+     * interactions, messages, tasks, approvals and attachment uses.
+     */
     int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 
     /* interactions */
@@ -320,6 +329,14 @@ struct rl_txn_ops {
      */
     int (*messages_page)(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
                          size_t *count);
+    /*
+     * The session's messages for its timeline, newest first: up to limit of
+     * those created before before_at, and those created at before_at that
+     * were inserted before the message before_id (NULL: none of them);
+     * ordered by created_at, then insertion, descending.
+     */
+    int (*messages_by_time)(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+                            rl_message_row_t **rows, size_t *count);
     /*
      * Messages still streaming whose interaction (or, for one without, the
      * message itself) was created at or before `at`, oldest first, at most limit.
@@ -349,8 +366,17 @@ struct rl_txn_ops {
     /* tasks, keyed by (installation_id, task_id) */
     int (*task_insert)(rl_txn_t *txn, const rl_task_row_t *row);
     int (*task_get)(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out);
-    int (*task_update)(rl_txn_t *txn, const rl_task_row_t *row); /* status, status_label, name, updated_at */
-    int (*tasks_purge)(rl_txn_t *txn, int64_t updated_before);
+    /* status, status_label, name, updated_at, partial_result, result, error by key */
+    int (*task_update)(rl_txn_t *txn, const rl_task_row_t *row);
+    /*
+     * The session's tasks for its timeline, newest first: up to limit of
+     * those created before before_at, and those created at before_at whose
+     * task_id sorts (bytewise) before before_id (NULL: none of them); ordered
+     * by created_at, then task_id, descending. Tasks go with their session
+     * (sessions_purge).
+     */
+    int (*tasks_by_time)(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+                         rl_task_row_t **rows, size_t *count);
 
     /* approvals */
     int (*approval_insert)(rl_txn_t *txn, const rl_approval_row_t *row);
@@ -364,6 +390,9 @@ struct rl_txn_ops {
     /* The user's pending approvals that expire after `after`, oldest first. */
     int (*approvals_pending_of_user)(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
                                      size_t *count);
+    /* As tasks_by_time, for the session's approvals, by created_at then id. */
+    int (*approvals_by_time)(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+                             rl_approval_row_t **rows, size_t *count);
     /* Anyone's pending approvals that expire at or before `at`, soonest first, at most limit. */
     int (*approvals_due)(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count);
 

@@ -10,8 +10,9 @@ from relaylib import (
 from streams import BridgeSocket, EventStream
 
 WAIT = 15 * SLOW
+# agent and commands are ours (issue 22): what the bridge's manifest says of its agent.
 INSTALLATION_KEYS = {"id", "custom_display_name", "custom_emoji", "connector_type", "host_label",
-                     "state", "health", "created_at"}
+                     "state", "health", "created_at", "agent", "commands"}
 SESSION_KEYS = {"id", "installation_id", "title", "state", "created_at", "updated_at", "deleted_at",
                 "restore_until"}
 INST_RE = re.compile(r"^inst_[0-9A-Za-z]{16}$")

@@ -55,7 +55,7 @@ def test_whole_turn_in_spec_order_with_a_task_inside(relay, user_token):
         assert isinstance(data["ts"], int) and abs(data["ts"] - time.time() * 1000) < 60000, data
     assert d1["ts"] <= d2["ts"]
     assert created == {"task_id": "call_1", "session_id": s, "interaction_id": i, "kind": "bash",
-                       "status_label": "listing", "args": {"cmd": "ls /tmp"}}, created
+                       "status_label": "listing", "args": {"cmd": "ls /tmp"}, "name": None}, created
     assert progress["task_id"] == "call_1" and progress["progress_percent"] == 50, progress
     assert progress["status_label"] == "half" and progress["session_id"] == s and progress["interaction_id"] == i
     assert completed["task_id"] == "call_1" and completed["result"] == {"files": 3}, completed

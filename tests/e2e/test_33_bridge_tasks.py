@@ -34,12 +34,14 @@ def test_task_lifecycle_events_carry_the_spec_payloads(relay, user_token):
     assert [n for n, _ in events] == ["task_created", "task_progress", "task_progress", "task_progress",
                                       "task_failed", "task_created", "task_cancelled", "task_created",
                                       "task_completed"], events
+    # ours (issue 22): every task event also names the task's kind and name, so a card can be drawn from any of them
     route = {"session_id": s, "interaction_id": i}
     created = events[0][1]
-    assert created == dict(route, task_id="toolu_01", kind="http", status_label="fetching",
+    assert created == dict(route, task_id="toolu_01", kind="http", status_label="fetching", name=None,
                            args={"url": "https://example.com", "n": [1, 2]}), created
     p0, p1, p2 = (d for _, d in events[1:4])
-    assert p0 == dict(route, task_id="toolu_01", progress_percent=0, status_label="connecting"), p0
+    assert p0 == dict(route, task_id="toolu_01", progress_percent=0, status_label="connecting", kind="http",
+                      name=None), p0
     assert p1["progress_percent"] == 62.5 and p1["partial_result"] == {"bytes": 1024}, p1
     assert p1["task_id"] == "toolu_01" and p1["session_id"] == s and p1["interaction_id"] == i, p1
     # the label stays what it was last set to
@@ -50,7 +52,7 @@ def test_task_lifecycle_events_carry_the_spec_payloads(relay, user_token):
     assert failed["session_id"] == s and failed["interaction_id"] == i and "status_label" in failed, failed
     assert "result" not in failed, failed
     created2 = events[5][1]
-    assert created2 == dict(route, task_id="toolu_02", kind="exec", status_label=None, args=None), created2
+    assert created2 == dict(route, task_id="toolu_02", kind="exec", status_label=None, args=None, name=None), created2
     cancelled = events[6][1]
     assert cancelled["task_id"] == "toolu_02" and cancelled["status_label"] == "stopped by user", cancelled
     assert cancelled["session_id"] == s and cancelled["interaction_id"] == i, cancelled

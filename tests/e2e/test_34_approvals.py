@@ -5,8 +5,9 @@ import time
 from bridgelib import WAIT, Turn, assert_rate_headers
 from relaylib import SLOW, assert_error, assert_ok
 
+# content is ours (issue 22): the blocks the agent shows with its request, null when it sends none.
 REQUESTED_FIELDS = {"approval_id", "installation_id", "agent_id", "session_id", "interaction_id", "action",
-                    "severity", "title", "message", "command", "host", "tool_call_id", "expires_at"}
+                    "severity", "title", "message", "command", "host", "tool_call_id", "expires_at", "content"}
 
 
 def _expected_view(t, body, expires_at):
@@ -14,7 +15,7 @@ def _expected_view(t, body, expires_at):
             "session_id": t.session, "interaction_id": t.interaction, "action": body["action"],
             "severity": body["severity"], "title": body["title"], "message": body["message"],
             "command": body["command"], "host": body["host"], "tool_call_id": body["tool_call_id"],
-            "expires_at": expires_at}
+            "expires_at": expires_at, "content": body.get("content")}
 
 
 def _no_more_updates(t):

@@ -28,7 +28,7 @@ static void test_failed_write_leaves_no_trace(void **state)
     struct manifest_set *op = rl_op_new(&manifest_set_type, sizeof(*op));
 
     op->installation_id = "inst_nobodyhere0000";
-    op->manifest = "{}";
+    op->body = json_object();
     assert_int_equal(run_op(store, op, NULL), RL_E_INSTALLATION_NOT_FOUND);
     assert_int_equal(run_op(store, rl_op_new(&get_type, sizeof(rl_op_t)), NULL), RL_E_NOT_FOUND);
 }

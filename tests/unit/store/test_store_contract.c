@@ -217,6 +217,11 @@ static void test_sessions_and_their_purge(void **state)
                      s3 = session("ses_3", "alice", 5000), out, *rows;
     rl_interaction_row_t interaction = {"int_1", "ses_3", 1000};
     rl_message_row_t m = message("msg_1", "ses_3", "hi");
+    rl_task_row_t t3 = {"inst_a", "call_3", "ses_3", "int_1", "read", NULL, "created", NULL, 1000, 1000};
+    rl_task_row_t t1 = {"inst_a", "call_1", "ses_1", "int_9", "read", NULL, "created", NULL, 1000, 1000}, task;
+    rl_approval_row_t a3 = {"apr_3", "inst_a", "alice", "ses_3", "int_1", "{}",      "pending",
+                            NULL,    NULL,     NULL,    1000,    9000,    RL_NO_TIME};
+    rl_approval_row_t a1 = a3, approval;
     int64_t purged = 0;
     size_t count;
 
@@ -228,6 +233,12 @@ static void test_sessions_and_their_purge(void **state)
     assert_int_equal(RL_TXN(txn, session_insert, &s3), RL_E_CONFLICT);
     assert_int_equal(RL_TXN(txn, interaction_insert, &interaction), 0);
     assert_int_equal(RL_TXN(txn, message_insert, &m), 0);
+    a1.id = "apr_1";
+    a1.session_id = "ses_1";
+    assert_int_equal(RL_TXN(txn, task_insert, &t3), 0);
+    assert_int_equal(RL_TXN(txn, task_insert, &t1), 0);
+    assert_int_equal(RL_TXN(txn, approval_insert, &a3), 0);
+    assert_int_equal(RL_TXN(txn, approval_insert, &a1), 0);
     assert_int_equal(RL_TXN(txn, session_get, "ses_1", &out), 0);
     assert_null(out.title);
     assert_int_equal(out.deleted_at, RL_NO_TIME);
@@ -267,6 +278,11 @@ static void test_sessions_and_their_purge(void **state)
     assert_int_equal(RL_TXN(txn, session_get, "ses_3", &out), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, interaction_get, "int_1", &interaction), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, message_get, "msg_1", &m), RL_E_NOT_FOUND);
+    /* Tasks and approvals live as long as their session; other sessions keep theirs. */
+    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_3", &task), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_3", &approval), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &task), 0);
+    assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_1", &approval), 0);
     out.id = "ses_none";
     assert_int_equal(RL_TXN(txn, session_update, &out), RL_E_NOT_FOUND);
     commit_close(txn);
@@ -449,33 +465,146 @@ static void test_idempotency_records(void **state)
     commit_close(txn);
 }
 
+/*
+ * A session's timeline reads each kind newest first, from a bound (before_at,
+ * before_id): created before before_at, or at before_at and before the key.
+ */
+static void test_timeline_reads_by_time(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_message_row_t m, *messages;
+    rl_task_row_t t = {"inst_a", NULL, "ses_1", "int_1", "read", NULL, "created", NULL, 0, 0}, *tasks;
+    rl_approval_row_t a = {NULL, "inst_a", "alice", "ses_1", "int_1", "{}",      "pending",
+                           NULL, NULL,     NULL,    0,       9000,    RL_NO_TIME},
+                      *approvals;
+    /* Inserted in this order; two at 2000 (insertion decides), one in another session. */
+    static const struct {
+        const char *id, *session;
+        int64_t at;
+    } ms[] = {{"msg_z", "ses_1", 1000},
+              {"msg_b", "ses_1", 2000},
+              {"msg_a", "ses_1", 2000},
+              {"msg_o", "ses_2", 2000},
+              {"msg_c", "ses_1", 3000}};
+    /* Keys compare bytewise: "B" before "a", whatever the database's collation says. */
+    static const char *const keys[] = {"a", "B", "c"};
+    size_t count, i;
+
+    parents(txn);
+    for (i = 0; i < sizeof(ms) / sizeof(ms[0]); ++i) {
+        m = message(ms[i].id, ms[i].session, "x");
+        m.created_at = ms[i].at;
+        assert_int_equal(RL_TXN(txn, message_insert, &m), 0);
+    }
+    for (i = 0; i < 3; ++i) {
+        t.task_id = keys[i];
+        t.created_at = t.updated_at = i < 2 ? 2000 : 1000;
+        assert_int_equal(RL_TXN(txn, task_insert, &t), 0);
+        a.id = keys[i];
+        a.created_at = i < 2 ? 2000 : 1000;
+        assert_int_equal(RL_TXN(txn, approval_insert, &a), 0);
+    }
+    t.task_id = "other";
+    t.session_id = "ses_2";
+    assert_int_equal(RL_TXN(txn, task_insert, &t), 0);
+
+    assert_int_equal(RL_TXN(txn, messages_by_time, "ses_1", INT64_MAX, NULL, 10, &messages, &count), 0);
+    assert_int_equal(count, 4);
+    assert_string_equal(messages[0].id, "msg_c");
+    assert_string_equal(messages[1].id, "msg_a");
+    assert_string_equal(messages[2].id, "msg_b");
+    assert_string_equal(messages[3].id, "msg_z");
+    assert_string_equal(messages[0].text, "x");
+    /* From msg_a on: msg_b (same instant, inserted before), then msg_z. */
+    assert_int_equal(RL_TXN(txn, messages_by_time, "ses_1", 2000, "msg_a", 10, &messages, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(messages[0].id, "msg_b");
+    assert_string_equal(messages[1].id, "msg_z");
+    /* No key: nothing at the instant itself. */
+    assert_int_equal(RL_TXN(txn, messages_by_time, "ses_1", 2000, NULL, 10, &messages, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(messages[0].id, "msg_z");
+    assert_int_equal(RL_TXN(txn, messages_by_time, "ses_1", 2001, NULL, 1, &messages, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(messages[0].id, "msg_a");
+
+    assert_int_equal(RL_TXN(txn, tasks_by_time, "ses_1", INT64_MAX, NULL, 10, &tasks, &count), 0);
+    assert_int_equal(count, 3);
+    assert_string_equal(tasks[0].task_id, "a");
+    assert_string_equal(tasks[1].task_id, "B");
+    assert_string_equal(tasks[2].task_id, "c");
+    assert_int_equal(RL_TXN(txn, tasks_by_time, "ses_1", 2000, "a", 10, &tasks, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(tasks[0].task_id, "B");
+    assert_int_equal(RL_TXN(txn, tasks_by_time, "ses_1", 2000, "B", 10, &tasks, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(tasks[0].task_id, "c");
+    assert_int_equal(RL_TXN(txn, tasks_by_time, "ses_1", 1000, NULL, 10, &tasks, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(RL_TXN(txn, tasks_by_time, "ses_2", INT64_MAX, NULL, 10, &tasks, &count), 0);
+    assert_int_equal(count, 1);
+
+    assert_int_equal(RL_TXN(txn, approvals_by_time, "ses_1", INT64_MAX, NULL, 2, &approvals, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(approvals[0].id, "a");
+    assert_string_equal(approvals[1].id, "B");
+    assert_int_equal(RL_TXN(txn, approvals_by_time, "ses_1", 2000, "B", 10, &approvals, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(approvals[0].id, "c");
+    assert_int_equal(RL_TXN(txn, approvals_by_time, "ses_2", INT64_MAX, NULL, 10, &approvals, &count), 0);
+    assert_int_equal(count, 0);
+    commit_close(txn);
+}
+
 static void test_tasks(void **state)
 {
     rl_txn_t *txn = open_txn();
     rl_task_row_t task = {"inst_a", "call_1", "ses_1", "int_1", "exec", NULL, "created", "starting", 1000, 1000};
     rl_task_row_t out;
 
+    task.args = "{\"cmd\":\"ls\"}";
     assert_int_equal(RL_TXN(txn, task_insert, &task), 0);
     assert_int_equal(RL_TXN(txn, task_insert, &task), RL_E_CONFLICT);
     /* Task ids are the installation's: another one may reuse it. */
     task.installation_id = "inst_b";
+    task.args = NULL;
     assert_int_equal(RL_TXN(txn, task_insert, &task), 0);
     assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &out), 0);
     assert_null(out.name);
     assert_string_equal(out.status_label, "starting");
-    out.status = "completed";
+    assert_string_equal(out.args, "{\"cmd\":\"ls\"}");
+    assert_null(out.partial_result);
+    assert_null(out.result);
+    assert_null(out.error);
+    out.status = "progressing";
+    out.partial_result = "{\"lines\":1}";
+    out.updated_at = 1500;
+    assert_int_equal(RL_TXN(txn, task_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &out), 0);
+    assert_string_equal(out.partial_result, "{\"lines\":1}");
+    out.status = "failed";
     out.name = "shell";
     out.status_label = NULL;
+    out.result = "\"half\"";
+    out.error = "{\"message\":\"exit 2\"}";
     out.updated_at = 2000;
     assert_int_equal(RL_TXN(txn, task_update, &out), 0);
     assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &out), 0);
-    assert_string_equal(out.status, "completed");
+    assert_string_equal(out.status, "failed");
     assert_string_equal(out.name, "shell");
     assert_null(out.status_label);
+    /* Every JSON column is kept as written, the arguments of the create included. */
+    assert_string_equal(out.args, "{\"cmd\":\"ls\"}");
+    assert_string_equal(out.partial_result, "{\"lines\":1}");
+    assert_string_equal(out.result, "\"half\"");
+    assert_string_equal(out.error, "{\"message\":\"exit 2\"}");
+    assert_int_equal(out.created_at, 1000);
+    assert_int_equal(out.updated_at, 2000);
     assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_2", &out), RL_E_NOT_FOUND);
-    assert_int_equal(RL_TXN(txn, tasks_purge, 1500), 0);
-    assert_int_equal(RL_TXN(txn, task_get, "inst_b", "call_1", &out), RL_E_NOT_FOUND);
-    assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &out), 0);
+    assert_int_equal(RL_TXN(txn, task_get, "inst_b", "call_1", &out), 0);
+    assert_null(out.args);
+    out.task_id = "call_2";
+    assert_int_equal(RL_TXN(txn, task_update, &out), RL_E_NOT_FOUND);
     commit_close(txn);
 }
 
@@ -1330,6 +1459,7 @@ int main(void)
         TEST(test_delta_runs_and_their_keys),
         TEST(test_idempotency_records),
         TEST(test_tasks),
+        TEST(test_timeline_reads_by_time),
         TEST(test_approvals_and_grants),
         TEST(test_the_update_queue),
         TEST(test_attachments),
