@@ -213,7 +213,7 @@ test('a plan is one checklist that changes in place; thinking stays folded', asy
   await waitFor('the first step done', async () => (await plan.locator('.plan-completed').count()) === 1);
   assert.equal(await plan.locator('.plan-in_progress').count(), 1);
   assert.match(await plan.innerText(), /1 of 3 done/);
-  await screenshot(page, 'phone390-light-plan');
+  await screenshot(page, 'phone390-light-plan-running');
   await bridge('finishTask', { ...ids(), task_id: planId, status: 'completed', result: { entries: entries(['completed', 'completed', 'completed']) } });
   await waitFor('all done', async () => /3 of 3 done/.test(await plan.innerText()));
   assert.equal(await page.locator('section.task-plan').count(), 1, 'one plan card, not one per update');
@@ -323,7 +323,7 @@ test('after a reload the chat is the same: messages, tool calls, plans and appro
   assert.ok(before.some((i) => i.includes('approval-resolved')), before.join('\n'));
   // Order: the reply that came after an approval sits below it.
   const at = (prefix) => before.findIndex((i) => i.startsWith(prefix));
-  assert.ok(at('a:apr_edit') > at('t:call_edit2'), 'the approval after the tool call it asks for');
+  assert.ok(at('a:apr_edit') > at('t:call_edit2'), `the approval after the tool call it asks for:\n${before.join('\n')}`);
   const edited = before.findIndex((i) => i.includes('Edited after your approval'));
   assert.ok(edited > at('a:apr_edit'), 'the reply below the approval');
   await page.reload();

@@ -4,6 +4,8 @@
 // composer offers them.
 
 export const MAX_OFFERED = 50;
+// A description matches from this many letters typed: one or two letters are in most sentences.
+export const DESCRIPTION_MIN = 3;
 
 // The command name being typed: "/" then no space yet. null when the composer holds anything else.
 export function commandQuery(value) {
@@ -23,7 +25,7 @@ function normalise(command) {
 }
 
 // The commands that match what was typed: names that start with it first, then
-// names that contain it, then descriptions that do; each group in the agent's order.
+// names that contain it, then descriptions that do (from DESCRIPTION_MIN letters); each group in the agent's order.
 export function filterCommands(commands, query, limit = MAX_OFFERED) {
   const list = (Array.isArray(commands) ? commands : []).map(normalise).filter(Boolean);
   const q = (query || '').toLowerCase();
@@ -36,7 +38,7 @@ export function filterCommands(commands, query, limit = MAX_OFFERED) {
     const name = c.name.toLowerCase();
     if (name.startsWith(q)) starts.push(c);
     else if (name.includes(q)) contains.push(c);
-    else if (q && c.description.toLowerCase().includes(q)) described.push(c);
+    else if (q.length >= DESCRIPTION_MIN && c.description.toLowerCase().includes(q)) described.push(c);
     else continue;
     seen.add(c.name);
   }

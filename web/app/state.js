@@ -117,14 +117,19 @@ function stampLive(sessionId) {
   return c.lastAt;
 }
 
-// A message arrived from the stream: the undated items that arrived before it happened before it.
+// A dated item (a message, an approval) arrived from the stream: the undated ones that arrived before it happened before it.
 function noteDated(sessionId, at) {
   const c = chat(sessionId);
   if (typeof at !== 'number') return;
   if (at > c.lastAt) c.lastAt = at;
-  const undated = [...c.tasks.values(), ...[...store.approvals.values()].filter((a) => a.session_id === sessionId)]
-    .filter((v) => !v.created_at && !v.ts);
-  pinBefore(undated, at);
+  const all = [...c.tasks.values(), ...[...store.approvals.values()].filter((a) => a.session_id === sessionId)];
+  const undated = all.filter((v) => !v.created_at && !v.ts);
+  let datedBefore = -Infinity;
+  for (const v of [...c.messages.values(), ...all]) {
+    const when = v.created_at || v.ts;
+    if (when && when < at && when > datedBefore) datedBefore = when;
+  }
+  pinBefore(undated, at, datedBefore);
 }
 
 function putApproval(approval) {
@@ -201,7 +206,11 @@ const handlers = {
   task_completed: (d) => putTask(d, 'completed'),
   task_failed: (d) => putTask(d, 'failed'),
   task_cancelled: (d) => putTask(d, 'cancelled'),
-  approval_requested: (d) => putApproval({ ...d, status: 'pending' }),
+  approval_requested: (d) => {
+    // Dated by the relay (`ts`, its creation): what arrived before it happened before it.
+    if (!store.approvals.has(d.approval_id)) noteDated(d.session_id, d.created_at || d.ts);
+    putApproval({ ...d, status: 'pending' });
+  },
   approval_resolved: (d) => {
     const known = store.approvals.get(d.approval_id);
     if (known) putApproval({ approval_id: d.approval_id, session_id: known.session_id, status: 'resolved', decision: d.decision, scope: d.scope });
@@ -247,6 +256,8 @@ function applyTimeline(sessionId, page) {
   for (const item of page.items || []) {
     const entry = timelineEntry(item);
     if (!entry) continue;
+    // What the stream brings next happened after what the relay has dated already.
+    if (typeof item.at === 'number' && item.at > c.lastAt) c.lastAt = item.at;
     if (entry.type === 'message') putPageMessage(c, entry.value);
     else if (entry.type === 'task') c.tasks.set(entry.value.task_id, mergeTask(c.tasks.get(entry.value.task_id), entry.value));
     else {

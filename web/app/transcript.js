@@ -123,16 +123,23 @@ export function itemAt(value) {
 // The stream delivers in the order things happened, so when a dated item
 // (a message) arrives, whatever arrived before it happened before it:
 // `pinBefore(undated, at)` moves undated items dated at or after `at` just
-// before it, keeping their order. Each value's `seen_at` is its date.
+// before it (after the latest item dated before it), keeping their order.
+// Each value's `seen_at` is its date.
 export const TICK = 0.001;
 
 export function liveAt(last, now) {
   return Math.max(now, (last || 0) + TICK);
 }
 
-export function pinBefore(undated, at) {
+export function pinBefore(undated, at, datedBefore = -Infinity) {
   const late = undated.filter((v) => v.seen_at >= at).sort((x, y) => x.seen_at - y.seen_at);
-  late.forEach((v, i) => { v.seen_at = at - TICK * (late.length - i); });
+  if (!late.length) return 0;
+  // Between the latest item left where it was (`datedBefore`: the latest dated one before `at`) and `at`,
+  // in their order: nothing that arrived earlier is passed.
+  let floor = datedBefore < at ? datedBefore : -Infinity;
+  for (const v of undated) if (v.seen_at < at && v.seen_at > floor) floor = v.seen_at;
+  const step = Number.isFinite(floor) ? (at - floor) / (late.length + 1) : TICK;
+  late.forEach((v, i) => { v.seen_at = Number.isFinite(floor) ? floor + step * (i + 1) : at - TICK * (late.length - i); });
   return late.length;
 }
 

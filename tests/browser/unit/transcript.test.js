@@ -90,6 +90,16 @@ test('live dates: strictly after what arrived before; pinned before a message th
   assert.ok(task.seen_at < approval.seen_at && approval.seen_at < 103 && older.seen_at === 90);
   const order = orderItems([{ type: 'message', id: 'm', at: 103 }, ...[task, approval, older].map((v) => ({ ...v, at: v.seen_at }))]);
   assert.deepEqual(order.map((i) => i.id), ['o', 't', 'a', 'm']);
+  // One left just below the message, one moved: the moved one stays after it.
+  const first = { id: 'f', seen_at: 102.9995 };
+  const second = { id: 's', seen_at: 103.5 };
+  pinBefore([second, first], 103);
+  assert.ok(first.seen_at === 102.9995 && second.seen_at > first.seen_at && second.seen_at < 103);
+  // Nor does a moved one pass a dated item (a message at 100) that came before it.
+  const late = { id: 'l', seen_at: 110 };
+  const early = { id: 'e', seen_at: 50 };
+  pinBefore([late, early], 103, 100);
+  assert.ok(late.seen_at > 100 && late.seen_at < 103 && early.seen_at === 50);
 });
 
 test('plans: the latest list while running, the final one after; odd entries tamed', () => {
@@ -152,6 +162,8 @@ test('commands: "/" at the start offers them, filtered as typed', () => {
   assert.deepEqual(filterCommands(commands, 'rev').map((c) => c.name), ['review', 'preview']);
   assert.deepEqual(filterCommands(commands, 'REV').map((c) => c.name), ['review', 'preview']);
   assert.deepEqual(filterCommands(commands, 'context').map((c) => c.name), ['compact']);
+  assert.deepEqual(filterCommands(commands, 're').map((c) => c.name), ['review', 'preview'], 'two letters match names only');
+  assert.deepEqual(filterCommands(commands, 'sum').map((c) => c.name), ['compact']);
   assert.deepEqual(filterCommands(commands, 'zzz'), []);
   assert.deepEqual(filterCommands(null, ''), []);
   assert.equal(filterCommands(commands, '', 2).length, 2);
