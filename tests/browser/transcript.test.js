@@ -381,6 +381,8 @@ test('screenshots at phone size, light and dark, pass axe', async () => {
       await p.locator('section.task[data-key="t:call_edit"]').scrollIntoViewIfNeeded();
       await sleep(150);
       await screenshot(p, `${size}-${scheme}-tool-diff`);
+      await p.locator('section.task[data-key="t:call_run"]').scrollIntoViewIfNeeded();
+      await screenshot(p, `${size}-${scheme}-tool-output`);
       await p.locator('.task-plan').first().scrollIntoViewIfNeeded();
       await screenshot(p, `${size}-${scheme}-plan`);
       await p.locator('[data-key="a:apr_edit"]').scrollIntoViewIfNeeded().catch(() => {});

@@ -206,7 +206,6 @@ export function chatView(main, sessionId) {
     const waiting = chosen && chosen.input_hint && input.value.trim() === `/${chosen.name}`;
     hint.hidden = !waiting;
     hint.textContent = waiting ? `/${chosen.name}: ${chosen.input_hint}` : '';
-    input.placeholder = waiting ? chosen.input_hint : 'Message';
   }
 
   function choose(i) {
