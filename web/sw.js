@@ -13,6 +13,7 @@ const SHELL = [
   `/app/${VERSION}/app.css`,
   `/app/${VERSION}/theme.js`,
   `/app/${VERSION}/main.js`,
+  `/app/${VERSION}/nav.js`,
   `/app/${VERSION}/api.js`,
   `/app/${VERSION}/auth.js`,
   `/app/${VERSION}/sse.js`,

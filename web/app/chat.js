@@ -8,7 +8,7 @@ import { approvalCard, autoApprove } from './approvals.js';
 import { taskCard } from './toolcall.js';
 import { itemAt, orderItems } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
-import { go } from './main.js';
+import { go } from './nav.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;

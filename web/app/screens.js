@@ -7,7 +7,7 @@ import { h, clear, reconcile, icon, toast, ask, formatTime } from './ui.js';
 import { approvalCard } from './approvals.js';
 import { healthPill } from './chat.js';
 import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
-import { go, signedIn, signOut } from './main.js';
+import { go, signedIn, signOut } from './nav.js';
 
 function screen(title, ...children) {
   return h('div', { class: 'screen' }, h('h1', { text: title }), children);
