@@ -372,6 +372,16 @@ test('a long chat: the older pages of the timeline come as the reader scrolls up
 });
 
 test('screenshots at phone size, light and dark, pass axe', async () => {
+  {
+    const p = await newPage(browser, relay, { width: 1280, height: 800 }, { colorScheme: 'dark' });
+    await signIn(p, relay);
+    await p.goto(`${relay.url}/#/s/${sessionId}`);
+    await p.waitForSelector('section.task[data-key="t:call_edit"] .diff');
+    await p.locator('section.task[data-key="t:call_edit"]').scrollIntoViewIfNeeded();
+    await screenshot(p, 'desktop-dark-tool-diff');
+    collect(p);
+    await p.context().close();
+  }
   for (const [size, viewport] of [['phone390', PHONE_390], ['phone360', PHONE_360]]) {
     for (const scheme of ['light', 'dark']) {
       const p = await newPage(browser, relay, viewport, { colorScheme: scheme });

@@ -38,8 +38,10 @@ const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
 function pathEl(path) {
   const text = typeof path === 'string' && path ? path : 'file';
   const cut = text.lastIndexOf('/') + 1;
+  // A long path breaks after a slash, not in the middle of a name.
+  const dirs = text.slice(0, cut - 1).split('/').map((d) => `${d}/`);
   return h('span', { class: 'diff-path' },
-    cut > 0 ? h('span', { class: 'diff-dir', text: text.slice(0, cut) }) : null,
+    cut > 0 ? h('span', { class: 'diff-dir' }, dirs.map((d) => [d, h('wbr')])) : null,
     h('strong', { text: text.slice(cut) }));
 }
 

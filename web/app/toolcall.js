@@ -89,12 +89,18 @@ function thinking(el, t) {
     text ? h('div', { class: 'thinking-text', text }) : h('p', { class: 'block-note', text: 'Nothing to show.' })));
 }
 
+// The task each card last showed: a merge makes a new object (transcript.js), so an unchanged task is the same
+// one, and a chat redrawn for every streamed delta does not re-serialise a 256 KiB diff each time.
+const shown = new WeakMap();
+
 export const taskCard = {
   create() {
     return h('section', { class: 'task' });
   },
 
   update(el, t) {
+    if (shown.get(el) === t) return;
+    shown.set(el, t);
     const signature = JSON.stringify([t.status, t.kind, t.name, t.progress_percent, t.status_label, t.args, t.partial_result, t.result, t.error]);
     if (el.dataset.signature === signature) return;
     el.dataset.signature = signature;
