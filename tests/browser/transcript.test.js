@@ -122,6 +122,9 @@ test('tool calls: a diff folded around its changes, command output, a new file, 
 
   await userSays('Make line 30 a word, and add a README');
   await agentSays('I will look at the file first.', 'tool_call');
+  // The turn goes on after a message that ended for a tool call: it can still be stopped.
+  await page.waitForSelector('button[aria-label="Stop the reply"]:not([hidden])');
+  assert.doesNotMatch(await page.locator('.msg-agent').last().innerText(), /tool_call/);
 
   // An edit: created, its diff while it runs, then done.
   await bridge('createTask', { ...ids(), task_id: 'call_edit', kind: 'edit', status_label: 'Edit src/numbers.js', args: { path: EDIT_DIFF.path } });
@@ -189,6 +192,7 @@ test('tool calls: a diff folded around its changes, command output, a new file, 
   assert.equal(await failed.locator('.pill').innerText(), 'Failed');
   assert.equal(await failed.locator('.task-error').innerText(), 'No such file');
   await agentSays('Done: line 30 reads "thirty" and README.md exists.');
+  await page.waitForSelector('button[aria-label="Stop the reply"]', { state: 'hidden' });
   await noStrays(page);
   assert.deepEqual(await axe(page), []);
   collect(page);

@@ -6,7 +6,7 @@ import { h, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
 import { taskCard } from './toolcall.js';
-import { itemAt, orderItems } from './transcript.js';
+import { itemAt, orderItems, endsTurn } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 
@@ -394,7 +394,7 @@ export function chatView(main, sessionId) {
   subscriptions.push(on(`messages:${sessionId}`, (id) => {
     schedule();
     const m = id && c.messages.get(id);
-    if (m && m.role === 'agent' && m.state === 'final' && m.finalized_at && Date.now() - m.finalized_at < 5000) announce('Reply finished');
+    if (endsTurn(m) && m.finalized_at && Date.now() - m.finalized_at < 5000) announce('Reply finished');
   }));
   subscriptions.push(on('sessions', () => {
     if (!store.sessions.has(sessionId)) {

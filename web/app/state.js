@@ -21,7 +21,7 @@
 // messages alone (GET .../messages), as before. How copies from the pages
 // and the stream merge is transcript.js's.
 import { get } from './api.js';
-import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore } from './transcript.js';
+import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn } from './transcript.js';
 
 const POLL_EVERY_MS = 3000;
 const POLL_FOR_MS = 24000;
@@ -327,7 +327,7 @@ export function inFlight(sessionId) {
   const done = new Set();
   for (const m of c.messages.values()) {
     if (!m.interaction_id) continue;
-    if (m.role === 'agent' && m.state === 'final') done.add(m.interaction_id);
+    if (endsTurn(m)) done.add(m.interaction_id);
     else if (m.role === 'user' || m.state === 'streaming') open.add(m.interaction_id);
   }
   return [...open].filter((id) => !done.has(id));
@@ -342,7 +342,7 @@ export function pollInFlight(sessionId) {
     const timer = setInterval(async () => {
       const c = chat(sessionId);
       const replies = [...c.messages.values()].filter((m) => m.interaction_id === interactionId && m.role === 'agent');
-      const final = replies.some((m) => m.state === 'final');
+      const final = replies.some(endsTurn);
       const following = replies.some((m) => m.state === 'streaming' && m.fromHistory);
       if (final || Date.now() - started > (following ? FOLLOW_FOR_MS : POLL_FOR_MS)) {
         stopPoll(sessionId, interactionId);

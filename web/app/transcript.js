@@ -113,6 +113,13 @@ export function mergePageMessage(known, message) {
   return { ...known, ...message, fromHistory: live ? false : message.state !== 'final' };
 }
 
+// Whether an agent message ends its turn. One that ended because the agent went on
+// to a tool call (CONTRACT §2: `finish_reason: "tool_call"`) does not: the turn goes
+// on, in the next message.
+export function endsTurn(m) {
+  return !!m && m.role === 'agent' && m.state === 'final' && m.finish_reason !== 'tool_call';
+}
+
 // When an item happened, for ordering: the relay's time when known, else when the app first saw it.
 export function itemAt(value) {
   return value.created_at || value.ts || value.seen_at || 0;

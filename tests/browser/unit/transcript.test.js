@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   mergeTask, mergeApproval, mergePageMessage, timelineEntry, orderItems, planEntries, thinkingText,
-  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore,
+  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn,
 } from '../../../web/app/transcript.js';
 import { commandQuery, filterCommands, commandIn } from '../../../web/app/commands.js';
 
@@ -68,6 +68,15 @@ test('page messages: a reply followed live keeps its deltas; a final one is neve
   assert.equal(mergePageMessage({ ...live, state: 'final', text: 'x' }, { message_id: 'm', state: 'streaming', text: 'x' }), null);
   assert.equal(mergePageMessage(undefined, { message_id: 'm', state: 'streaming', text: 'a' }).fromHistory, true);
   assert.equal(mergePageMessage(undefined, { message_id: 'm', state: 'final', text: 'a' }).fromHistory, false);
+});
+
+test('a turn goes on after a message that ended for a tool call', () => {
+  assert.equal(endsTurn({ role: 'agent', state: 'final', finish_reason: 'tool_call' }), false);
+  assert.equal(endsTurn({ role: 'agent', state: 'final', finish_reason: 'stop' }), true);
+  assert.equal(endsTurn({ role: 'agent', state: 'final', finish_reason: null }), true);
+  assert.equal(endsTurn({ role: 'agent', state: 'streaming' }), false);
+  assert.equal(endsTurn({ role: 'user', state: 'final' }), false);
+  assert.equal(endsTurn(undefined), false);
 });
 
 test('order: by time, then message before task before approval, then id', () => {
