@@ -170,10 +170,11 @@ test('tool calls: a diff folded around its changes, command output, a new file, 
   // A command and its output, monospace; then a new file; then one that fails.
   await bridge('createTask', { ...ids(), task_id: 'call_run', kind: 'execute', status_label: 'Run npm test', args: { command: 'npm test' } });
   await bridge('finishTask', { ...ids(), task_id: 'call_run', status: 'completed', name: 'Run npm test',
-    result: { content: [{ type: 'text', text: '> demo@1.0.0 test\n> node --test\n\n# pass 12\n# fail 0' }], locations: [], raw_output: { exit_code: 0 } } });
+    result: { content: [{ type: 'text', text: '```console\n> demo@1.0.0 test\n> node --test\n\n# pass 12\n# fail 0\n```' }], locations: [], raw_output: { exit_code: 0 } } });
   const run = page.locator('section.task[data-key="t:call_run"]');
   await waitFor('the command output', async () => (await run.locator('pre.block-output').count()) === 1);
   assert.match(await run.locator('pre.block-output').innerText(), /# pass 12/);
+  assert.doesNotMatch(await run.locator('pre.block-output').innerText(), /```/, 'the fence Claude Code wraps output in is not shown');
   assert.match(await run.locator('pre.block-output').evaluate((e) => getComputedStyle(e).fontFamily), /mono|Menlo|Consolas/i);
   assert.equal(await run.locator('.task-kind').textContent(), 'Run');
 

@@ -5,6 +5,7 @@
 // builds DOM, with h() and textContent like the rest of the app.
 import { h } from './ui.js';
 import { diffLines, hunks, stats } from './diff.js';
+import { unfence } from './transcript.js';
 
 // Lines shown at once in one diff; the rest waits behind a button (a new 5 000-line file must not stall a phone).
 const EAGER_LINES = 400;
@@ -95,14 +96,14 @@ export function diffView(block) {
 }
 
 function textView(block, monospace) {
-  const text = typeof block.text === 'string' ? block.text : '';
+  const text = typeof block.text === 'string' ? unfence(block.text) : '';
   return h('div', { class: 'block' },
     h('pre', { class: `code-block block-output${monospace ? '' : ' block-wrap'}`, tabindex: '0' }, h('code', { text })),
     block.truncated ? h('p', { class: 'block-note', text: 'Cut short: the agent sent only the start.' }) : null);
 }
 
 function terminalView(block) {
-  const output = typeof block.output === 'string' ? block.output : '';
+  const output = typeof block.output === 'string' ? unfence(block.output) : '';
   const exit = typeof block.exit_code === 'number' ? block.exit_code : null;
   return h('div', { class: 'block block-terminal' },
     output ? h('pre', { class: 'code-block block-output', tabindex: '0', 'aria-label': 'Terminal output' }, h('code', { text: output })) : null,

@@ -183,6 +183,14 @@ export function contentBlocks(task) {
   return [];
 }
 
+// A tool's text output wrapped whole in a markdown code fence (Claude Code sends a
+// command's output as "```console\n…\n```"): the text inside, since the block is
+// shown monospace anyway. Anything else is left as it is.
+export function unfence(text) {
+  const match = /^\s*(`{3,})[\w.+-]*[ \t]*\n([\s\S]*?)\n?\1\s*$/.exec(text);
+  return match && !match[2].includes(match[1]) ? match[2] : text;
+}
+
 // What is left of a result to show under "Result" once its blocks are shown:
 // an ACP result's raw output, or a result of another shape whole. null when nothing.
 export function resultDetail(task) {

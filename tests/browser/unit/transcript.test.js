@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   mergeTask, mergeApproval, mergePageMessage, timelineEntry, orderItems, planEntries, thinkingText,
-  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn,
+  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence,
 } from '../../../web/app/transcript.js';
 import { commandQuery, filterCommands, commandIn } from '../../../web/app/commands.js';
 
@@ -77,6 +77,15 @@ test('a turn goes on after a message that ended for a tool call', () => {
   assert.equal(endsTurn({ role: 'agent', state: 'streaming' }), false);
   assert.equal(endsTurn({ role: 'user', state: 'final' }), false);
   assert.equal(endsTurn(undefined), false);
+});
+
+test('a tool output fenced whole shows what is inside the fence', () => {
+  assert.equal(unfence('```console\ndone\n```'), 'done');
+  assert.equal(unfence('```\nUser refused permission to run tool\n```'), 'User refused permission to run tool');
+  assert.equal(unfence('````md\na ```b``` c\n````\n'), 'a ```b``` c');
+  assert.equal(unfence('```\na\n```\ntext after'), '```\na\n```\ntext after', 'not fenced whole');
+  assert.equal(unfence('```\na\n```\n```\nb\n```'), '```\na\n```\n```\nb\n```', 'two fences');
+  assert.equal(unfence('plain'), 'plain');
 });
 
 test('order: by time, then message before task before approval, then id', () => {
