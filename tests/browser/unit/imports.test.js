@@ -34,3 +34,9 @@ test('no import cycle among web/app modules', () => {
 test('no module turns a string into markup', () => {
   for (const f of modules) assert.doesNotMatch(source(f), /\.(innerHTML|outerHTML)\b|insertAdjacentHTML|document\.write/, f);
 });
+
+test('the service worker caches every module of the app, so that it starts offline', () => {
+  const worker = readFileSync(join(APP, '..', 'sw.js'), 'utf8');
+  const missing = modules.filter((f) => !worker.includes(`/app/\${VERSION}/${f}\``));
+  assert.deepEqual(missing, []);
+});
