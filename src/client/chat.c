@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "client/chat.h"
+#include "client/timeline.h"
 #include "common/clock.h"
 
 #define MAX_SEEN 256
@@ -157,6 +158,9 @@ void rl_chat_print_approval(FILE *out, const rl_term_t *term, const json_t *appr
     if (str(approval, "host")[0] != '\0')
         fprintf(out, "  %shost:%s %s\n", rl_term_style(term, RL_TERM_DIM), rl_term_style(term, RL_TERM_RESET),
                 str(approval, "host"));
+    /* What the agent shows with its request (the diff of the edit it asks to make): read before answering. */
+    if (json_is_array(json_object_get(approval, "content")))
+        rl_timeline_print_blocks(out, term, json_object_get(approval, "content"), 2);
     fprintf(out, "  %ssession %s, action %s%s\n", rl_term_style(term, RL_TERM_DIM), str(approval, "session_id"),
             str(approval, "action"), rl_term_style(term, RL_TERM_RESET));
 }
@@ -665,6 +669,33 @@ static void show_task(rl_chat_t *chat, json_t *data, const char *mark, rl_term_s
     fflush(chat->out);
 }
 
+/*
+ * Under a task's line: its arguments when it starts; when it ends, what it
+ * produced (diffs, command output, a plan's last state, text) and its error.
+ * A thought's text is left out: the reply says what came of it.
+ */
+static void show_task_details(rl_chat_t *chat, json_t *data, int started)
+{
+    const json_t *error = json_object_get(data, "error");
+
+    if (started) {
+        rl_timeline_print_args(chat->out, &chat->out_term, json_object_get(data, "args"), 4);
+    } else if (strcmp(str(data, "kind"), "think") != 0) {
+        rl_timeline_print_outcome(chat->out, &chat->out_term, json_object_get(data, "result"), 4);
+        if (error != NULL && !json_is_null(error)) {
+            char *text = json_is_string(error) || json_is_string(json_object_get(error, "message"))
+                             ? NULL
+                             : json_dumps(error, JSON_COMPACT | JSON_ENCODE_ANY);
+            fprintf(chat->out, "    %serror:%s %s\n", style(chat, RL_TERM_RED), style(chat, RL_TERM_RESET),
+                    json_is_string(error) ? json_string_value(error)
+                    : text != NULL        ? text
+                                          : str(error, "message"));
+            free(text);
+        }
+    }
+    fflush(chat->out);
+}
+
 /* The task events: one row each, with how the screen shows them. */
 static const struct task_event {
     const char *event;
@@ -691,10 +722,19 @@ static void on_task(rl_chat_t *chat, const char *event, const char *id, json_t *
         if (task_events[i].mark == NULL) {
             if (json_object_get(data, "status_label") != NULL)
                 task_label(chat, data, 0);
+            /* A plan is shown whole each time it changes, as a checklist (docs/api.md "Content blocks"). */
+            if (!chat->json && json_is_array(json_object_get(json_object_get(data, "partial_result"), "entries"))) {
+                rl_chat_end_line(chat);
+                fprintf(chat->out, "  %splan%s\n", style(chat, RL_TERM_CYAN), style(chat, RL_TERM_RESET));
+                rl_timeline_print_plan(chat->out, &chat->out_term,
+                                       json_object_get(json_object_get(data, "partial_result"), "entries"), 4);
+                fflush(chat->out);
+            }
         } else if (chat->json) {
             emit(chat, event, id, data);
         } else {
             show_task(chat, data, task_events[i].mark, task_events[i].colour, task_events[i].what, i > 1);
+            show_task_details(chat, data, i == 0);
         }
     }
 }

@@ -612,6 +612,10 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     if (result != 0)
         return result;
     w->response = json_pack("{s:s}", "task_id", task_id);
+    /* The event names the task and carries the step's own values from the body: the stored ones need no decoding. */
+    task.partial_result = task.result = task.error = NULL;
+    if (op->step != RL_TASK_CREATE)
+        task.args = NULL;
     w->op.value = rl_view_task(&task);
     return 0;
 }

@@ -10,7 +10,9 @@ Binary: RELAY_CLI, else `relay` next to RELAYD.
 """
 import json
 import os
+import pty
 import queue
+import select
 import subprocess
 import threading
 import time
@@ -362,8 +364,134 @@ def test_send_streams_the_reply_and_task_lines(relay, tmp_path):
     done = send.events("done")[0]["data"]
     assert done == {"status": "final", "interaction_id": sent["interaction_id"], "message_id": done["message_id"],
                     "text": "It is sunny.", "finish_reason": "stop", "source": "stream"}
-    history = cli.json("history", ses)["messages"]
-    assert [m["role"] for m in history] == ["agent", "user"]
+    # oldest first, as its help says (issue 28), the task between the user's message and the reply
+    history = cli.json("history", ses)
+    assert [m["role"] for m in history["messages"]] == ["user", "agent"]
+    assert [i["type"] for i in history["items"]] == ["message", "message", "task"], history
+    assert history["items"][2]["task"]["result"] == {"sky": "blue"}
+    agent.close()
+
+
+def on_terminal(cli, *args, colour=False):
+    """Runs relay with stdout and stderr on a pseudo-terminal: its human output. Returns (status, output)."""
+    env = dict(cli.env, TERM="xterm", COLUMNS="100")
+    if colour:
+        env.pop("NO_COLOR", None)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([RELAY_CLI] + list(args), stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env,
+                            close_fds=True)
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    status = proc.wait(timeout=WAIT)
+    return status, b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+
+
+def test_history_shows_the_timeline_with_diffs_plans_and_approvals(relay, tmp_path):
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    agent = pair_with_cli(cli, relay)
+    ses = new_session(cli, agent)
+    iid = assert_ok(relay.post("/v1/me/sessions/%s/send" % ses, {"text": "fix the test"},
+                               token=mint_token(relay.data, "alice")))["interaction_id"]
+    diff = {"type": "diff", "path": "/work/app.py", "old_text": "x = 1\ny = 2\n", "new_text": "x = 2\ny = 2\n"}
+    first = agent.open(ses, iid, "Let me look.")
+    agent.end(first, finish_reason="tool_call")
+    time.sleep(0.003)
+    agent.task("createTask", ses, iid, "call_1", kind="edit", status_label="Edit app.py", args={"path": "/work/app.py"})
+    time.sleep(0.003)
+    approval = agent.request_approval(ses, iid, action="edit", title="Edit app.py", command="/work/app.py",
+                                      content=[diff])
+    assert_ok(relay.post("/v1/me/approvals/%s" % approval["approval_id"], {"decision": "approve"},
+                         token=mint_token(relay.data, "alice")))
+    agent.task("finishTask", ses, iid, "call_1", status="completed", result={"content": [diff]})
+    time.sleep(0.003)
+    agent.task("createTask", ses, iid, "plan_" + iid, kind="plan", status_label="Plan")
+    agent.task("updateTask", ses, iid, "plan_" + iid, partial_result={"entries": [
+        {"content": "Edit app.py", "priority": "high", "status": "completed"},
+        {"content": "Run the tests", "priority": "medium", "status": "pending"}]})
+    time.sleep(0.003)
+    last = agent.open(ses, iid, "Done: x is 2 now.")
+    agent.end(last, finish_reason="stop")
+
+    history = cli.json("history", ses)
+    assert [i["type"] for i in history["items"]] == ["message", "message", "task", "approval", "task", "message"]
+    assert history["items"][3]["approval"]["decision"] == "approve"
+    assert history["items"][3]["approval"]["content"] == [diff]
+    assert [m["text"] for m in history["messages"]] == ["fix the test", "Let me look.", "Done: x is 2 now."]
+    assert history["has_more"] is False and history["next_cursor"] is None
+    # --limit takes the newest items, still shown oldest first
+    two = cli.json("history", ses, "--limit", "2")
+    assert [i["type"] for i in two["items"]] == ["task", "message"] and two["has_more"] is True
+
+    status, screen = on_terminal(cli, "history", ses)
+    assert status == 0, screen
+    assert "\x1b[" not in screen, screen
+    order = ["you>", "Let me look.", "✓ task Edit app.py completed, edit", "--- a/work/app.py",
+             "+++ b/work/app.py", "@@ -1,2 +1,2 @@", "-x = 1", "+x = 2", " y = 2",
+             "? approval Edit app.py medium → approved", "▶ plan Plan running", "[x] Edit app.py (high)",
+             "[ ] Run the tests", "Done: x is 2 now."]
+    at = [screen.find(text) for text in order]
+    assert all(i >= 0 for i in at) and at == sorted(at), (list(zip(order, at)), screen)
+
+    status, screen = on_terminal(cli, "history", ses, colour=True)
+    assert status == 0, screen
+    assert "\x1b[31m-x = 1\x1b[0m" in screen and "\x1b[32m+x = 2\x1b[0m" in screen, screen
+    agent.close()
+
+
+def test_send_on_a_terminal_shows_plans_diffs_and_output_as_they_come(relay, tmp_path):
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    agent = pair_with_cli(cli, relay)
+    ses = new_session(cli, agent)
+    diff = {"type": "diff", "path": "/work/app.py", "old_text": "x = 1\n", "new_text": "x = 2\n"}
+
+    def play():
+        iid = agent.next_update("session.message")["interaction_id"]
+        plan = "plan_" + iid
+        agent.task("createTask", ses, iid, plan, kind="plan", status_label="Plan")
+        agent.task("updateTask", ses, iid, plan, partial_result={"entries": [
+            {"content": "Edit app.py", "priority": "medium", "status": "in_progress"},
+            {"content": "Run the tests", "priority": "medium", "status": "pending"}]})
+        agent.task("createTask", ses, iid, "e1", kind="edit", status_label="Edit app.py", args={"path": "/work/app.py"})
+        agent.task("finishTask", ses, iid, "e1", status="completed", result={"content": [diff]})
+        agent.task("updateTask", ses, iid, plan, partial_result={"entries": [
+            {"content": "Edit app.py", "priority": "medium", "status": "completed"},
+            {"content": "Run the tests", "priority": "medium", "status": "in_progress"}]})
+        agent.task("createTask", ses, iid, "r1", kind="execute", status_label="pytest")
+        agent.task("finishTask", ses, iid, "r1", status="failed", error={"message": "exit status 1"},
+                   result={"content": [{"type": "terminal", "terminal_id": "t", "output": "1 failed",
+                                        "exit_code": 1}]})
+        agent.task("finishTask", ses, iid, plan, status="completed")
+        mid = agent.open(ses, iid, "One test still fails.")
+        agent.end(mid, finish_reason="stop")
+
+    join = in_thread(play)
+    status, screen = on_terminal(cli, "send", ses, "fix it")
+    join()
+    assert status == 0, screen
+    order = ["plan", "[~] Edit app.py", "[ ] Run the tests", "▶ task edit started: Edit app.py",
+             'args {"path":"/work/app.py"}', "✓ task edit completed", "--- a/work/app.py", "-x = 1", "+x = 2",
+             "[x] Edit app.py", "[~] Run the tests", "▶ task execute started: pytest", "✗ task execute failed", "1 failed", "exit status 1",
+             "error: exit status 1", "One test still fails."]
+    at, pos = [], 0
+    for text in order:
+        pos = screen.find(text, pos)
+        at.append(pos)
+    assert all(i >= 0 for i in at), (list(zip(order, at)), screen)
     agent.close()
 
 

@@ -60,6 +60,6 @@ def test_send_and_approve_through_relay_bridge(relay, tmp_path):
         assert [t["data"]["name"] for t in send.events("task_completed")] == ["shell"]
 
         history = cli.json("history", ses)["messages"]
-        assert [m["role"] for m in history] == ["agent", "user", "agent", "user"]
+        assert [m["role"] for m in history] == ["user", "agent", "user", "agent"]
     finally:
         assert bridge.stop() == 0

@@ -115,7 +115,7 @@ def test_the_tour_streams_a_reply_word_by_word_and_cancels_one(relay, tmp_path, 
         def final_reply():
             history = json.loads(cli.run("history", session).stdout)["messages"]
             replies = [m for m in history if m["role"] == "agent"]
-            return replies[0] if replies and replies[0]["state"] == "final" else None
+            return replies[-1] if replies and replies[-1]["state"] == "final" else None
         deadline = time.monotonic() + WAIT
         while final_reply() is None and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -69,7 +69,7 @@ static const rl_cli_flag_t new_flags[] = {
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t history_flags[] = {
-    {"limit", 'n', "N", "how many of the newest messages, 1 to 100 (default 50)"},
+    {"limit", 'n', "N", "how many of the newest items, 1 to 100 (default 50)"},
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t send_flags[] = {
@@ -137,8 +137,11 @@ static const rl_cli_command_t commands[] = {
     {"unarchive", "<session>", 1, 1, "bring an archived session back", NULL, NULL, NULL, relay_run_session_action},
     {"delete", "<session>", 1, 1, "delete a session (restorable for 24 h)", NULL, NULL, NULL, relay_run_session_action},
     {"restore", "<session>", 1, 1, "restore a deleted session", NULL, NULL, NULL, relay_run_session_action},
-    {"history", "<session>", 1, 1, "show a session's messages, oldest first", NULL, history_flags, NULL,
-     relay_run_history},
+    {"history", "<session>", 1, 1, "show a session's messages, tool calls and approvals, oldest first",
+     "The session's timeline: messages; tool calls with their status, arguments and results, a unified diff "
+     "for each edit (coloured on a terminal) and plans as checklists; approvals with what the agent showed "
+     "and the decision. With --json: {items, messages, has_more, next_cursor}, items and messages oldest first.",
+     history_flags, NULL, relay_run_history},
     {"send", "<session> <text>", 2, 2, "send a message and stream the reply",
      "Prints the reply as it streams and task lines as they start and end; on a terminal it asks about "
      "approvals. Exit status: 0 when the reply finished (finish_reason stop or tool_call), 4 when it is final "

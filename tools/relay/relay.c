@@ -184,6 +184,18 @@ int relay_fetch_history(const char *session_id, int limit, json_t **result)
     return EXIT_OK;
 }
 
+int relay_fetch_timeline(const char *session_id, int limit, json_t **result)
+{
+    char path[600], escaped_path[512];
+    rl_api_error_t error;
+
+    rl_api_path(escaped_path, sizeof(escaped_path), "/v1/me/sessions/%s/timeline", session_id);
+    snprintf(path, sizeof(path), "%s?limit=%d", escaped_path, limit);
+    if (relay_call("GET", path, NULL, result, &error) != 0)
+        return relay_report_api(&error);
+    return EXIT_OK;
+}
+
 int relay_revoked(const json_t *installation)
 {
     return strcmp(rl_cli_str(installation, "state"), "revoked") == 0;

@@ -64,6 +64,8 @@ int relay_call_and_show(const char *method, const char *path, json_t *body, cons
 /* GET /v1/me after relay_need_login; EXIT_OK with *me, or reported. */
 int relay_fetch_me(json_t **me);
 int relay_fetch_history(const char *session_id, int limit, json_t **result);
+/* GET /v1/me/sessions/:id/timeline?limit=N (newest first); EXIT_OK with *result, or reported. */
+int relay_fetch_timeline(const char *session_id, int limit, json_t **result);
 /* The newest active session not on a revoked installation: EXIT_OK with its id in out, or reported. */
 int relay_newest_session(char *out, size_t outsz);
 /* An installation the relay revoked: left out of the default lists and choices. */

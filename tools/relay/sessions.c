@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "client/chat.h"
+#include "client/timeline.h"
 #include "relay.h"
 
 int relay_run_sessions(const rl_cli_args_t *args)
@@ -148,30 +149,82 @@ int relay_run_session_action(const rl_cli_args_t *args)
     return relay_print_result(result, action->done, args->positional[0]);
 }
 
+/* How history shows each kind of timeline item: one row each. */
+static void show_message(const json_t *message)
+{
+    rl_chat_print_message(stdout, &relay.cli.out, message);
+}
+
+static void show_task(const json_t *task)
+{
+    rl_timeline_print_task(stdout, &relay.cli.out, task);
+}
+
+static void show_approval(const json_t *approval)
+{
+    rl_timeline_print_approval(stdout, &relay.cli.out, approval);
+}
+
+static const struct item_kind {
+    const char *type;
+    void (*show)(const json_t *object);
+} item_kinds[] = {
+    {"message", show_message},
+    {"task", show_task},
+    {"approval", show_approval},
+};
+
+/*
+ * The session's timeline, oldest first as the help says (the relay pages it
+ * newest first): on a terminal each item as chat shows it, with diffs and
+ * plans; as JSON {items, messages, has_more, next_cursor}, where messages
+ * are the items' messages (what this command printed before the timeline).
+ */
 int relay_run_history(const rl_cli_args_t *args)
 {
     int limit = 50, status;
-    json_t *result;
-    size_t i, n;
+    json_t *result, *items, *messages;
+    const json_t *item;
+    size_t i, k, n;
 
     if (relay_parse_int(rl_cli_value(args, "limit"), 1, 100, &limit) != 0)
         return relay_report(EXIT_USAGE, "--limit must be an integer from 1 to 100", NULL);
     status = relay_need_login();
     if (status != EXIT_OK)
         return status;
-    status = relay_fetch_history(args->positional[0], limit, &result);
+    status = relay_fetch_timeline(args->positional[0], limit, &result);
     if (status != EXIT_OK)
         return status;
+    items = json_array();
+    messages = json_array();
+    n = json_array_size(json_object_get(result, "items"));
+    for (i = n; i > 0; --i) {
+        item = json_array_get(json_object_get(result, "items"), i - 1);
+        json_array_append(items, (json_t *)item);
+        if (json_object_get(item, "message") != NULL)
+            json_array_append(messages, json_object_get(item, "message"));
+    }
     if (relay.cli.json) {
-        relay_print_json(result);
+        json_t *out =
+            json_pack("{s:O, s:O, s:O, s:O}", "items", items, "messages", messages, "has_more",
+                      json_object_get(result, "has_more"), "next_cursor", json_object_get(result, "next_cursor"));
+        relay_print_json(out);
+        json_decref(out);
     } else {
-        const json_t *messages = json_object_get(result, "messages");
-        n = json_array_size(messages);
         if (n == 0)
             printf("no messages yet\n");
-        for (i = n; i > 0; --i)
-            rl_chat_print_message(stdout, &relay.cli.out, json_array_get(messages, i - 1));
+        if (json_is_true(json_object_get(result, "has_more")))
+            rl_cli_note(&relay.cli, "relay: older items are not shown (--limit shows up to 100)");
+        json_array_foreach(items, i, item)
+        {
+            for (k = 0; k < sizeof(item_kinds) / sizeof(item_kinds[0]); ++k) {
+                if (strcmp(rl_cli_str(item, "type"), item_kinds[k].type) == 0)
+                    item_kinds[k].show(json_object_get(item, item_kinds[k].type));
+            }
+        }
     }
+    json_decref(items);
+    json_decref(messages);
     json_decref(result);
     return EXIT_OK;
 }

@@ -369,6 +369,45 @@ static void test_a_finished_task_shows_its_status_not_its_last_progress(void **s
     stop(f);
 }
 
+static void test_tool_calls_show_their_diffs_plans_and_output(void **state)
+{
+    fixture_t *f = start(RL_CHAT_CHAT, 0, 1, 0);
+    static const char diff[] = "{\"type\":\"diff\",\"path\":\"/w/a.py\",\"old_text\":\"x = 1\\n\","
+                               "\"new_text\":\"x = 2\\n\"}";
+
+    send_one(f);
+    event(f, "task_created", "1",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"p\",\"kind\":\"plan\",\"status_label\":\"Plan\"}");
+    event(f, "task_progress", "2",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"p\",\"kind\":\"plan\",\"partial_result\":{\"entries\":["
+          "{\"content\":\"Read a.py\",\"priority\":\"low\",\"status\":\"completed\"},"
+          "{\"content\":\"Edit a.py\",\"priority\":\"high\",\"status\":\"in_progress\"},"
+          "{\"content\":\"Test\",\"priority\":\"low\",\"status\":\"pending\"}]}}");
+    assert_non_null(strstr(out(f), "  plan\n    [x] Read a.py\n    [~] Edit a.py (high)\n    [ ] Test\n"));
+    event(f, "task_created", "3",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"e\",\"kind\":\"edit\",\"status_label\":\"Edit a.py\","
+          "\"args\":{\"path\":\"/w/a.py\"}}");
+    assert_non_null(strstr(out(f), "  ▶ task edit started: Edit a.py\n    args {\"path\":\"/w/a.py\"}\n"));
+    event(f, "task_completed", "4",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"e\",\"kind\":\"edit\",\"status_label\":\"Edit a.py\","
+          "\"name\":\"Edit a.py\",\"result\":{\"content\":[%s]}}",
+          diff);
+    assert_non_null(strstr(out(f), "  ✓ task Edit a.py completed\n    --- a/w/a.py\n    +++ b/w/a.py\n"
+                                   "    @@ -1,1 +1,1 @@\n    -x = 1\n    +x = 2\n"));
+    event(f, "task_created", "5", "{\"interaction_id\":\"int_1\",\"task_id\":\"r\",\"kind\":\"execute\"}");
+    event(f, "task_failed", "6",
+          "{\"interaction_id\":\"int_1\",\"task_id\":\"r\",\"kind\":\"execute\",\"result\":{\"content\":["
+          "{\"type\":\"terminal\",\"terminal_id\":\"t\",\"output\":\"1 failed\",\"exit_code\":1}]},"
+          "\"error\":{\"message\":\"exit status 1\"}}");
+    assert_non_null(strstr(out(f), "  ✗ task execute failed\n      1 failed\n    exit status 1\n"
+                                   "    error: exit status 1\n"));
+    /* The edit's diff is in the approval it asks for. */
+    event(f, "approval_requested", "7",
+          "{\"approval_id\":\"apr_1\",\"session_id\":\"ses_1\",\"title\":\"Edit a.py\",\"content\":[%s]}", diff);
+    assert_non_null(strstr(out(f), "Edit a.py\n  --- a/w/a.py\n  +++ b/w/a.py\n  @@ -1,1 +1,1 @@\n"));
+    stop(f);
+}
+
 static void test_one_key_answers_and_says_so(void **state)
 {
     fixture_t *f = start(RL_CHAT_CHAT, 0, 1, 0);
@@ -401,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_the_screen_of_a_turn),
         cmocka_unit_test(test_a_finished_task_shows_its_status_not_its_last_progress),
         cmocka_unit_test(test_one_key_answers_and_says_so),
+        cmocka_unit_test(test_tool_calls_show_their_diffs_plans_and_output),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
