@@ -356,6 +356,8 @@ export function chatView(main, sessionId) {
   input.addEventListener('input', () => {
     resize();
     if (dismissed !== null && input.value !== dismissed) dismissed = null;
+    // What was typed changed the list: its first entry is the one Enter takes.
+    active = 0;
     drawCommands();
   });
   input.addEventListener('keydown', (e) => {
