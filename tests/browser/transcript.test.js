@@ -280,7 +280,7 @@ test('an approval shows the pending edit\'s diff above its answers; a command sh
 
 // Waits on relayd's side of the contract (manifest `commands`, installation_updated, branch timeline).
 test('"/" in the composer offers the agent\'s commands, filtered, by keyboard and by touch', async () => {
-  await bridge('setManifest', { agent: { name: 'claude-code', version: '1.0' }, tools: [], commands: [
+  await bridge('setManifest', { agent: { name: 'claude-code', version: '1.0', mode: 'plan' }, tools: [], commands: [
     { name: 'review', description: 'Review the changes on this branch', input_hint: 'what to focus on' },
     { name: 'init', description: 'Write a CLAUDE.md for this project' },
     { name: 'compact', description: 'Summarise the conversation to free context' },
@@ -288,6 +288,8 @@ test('"/" in the composer offers the agent\'s commands, filtered, by keyboard an
   ] });
   await waitFor('the commands in /v1/me', async () =>
     ((await me('GET', '/v1/me')).installations.find((i) => i.id === installationId).commands || []).length === 4);
+  // The agent's mode shows beside the machine's name.
+  await waitFor('the mode in the header', async () => /Mode: plan/.test(await page.locator('.chat-subtitle').innerText()));
   const input = page.locator('.composer-input');
   await input.click();
   await input.type('/');

@@ -89,7 +89,7 @@ export function diffView(block) {
       break;
     }
   }
-  return h('section', { class: 'diff', 'aria-label': `${created ? 'New file' : 'Changes to'} ${path}` },
+  return h('div', { class: 'diff', role: 'group', 'aria-label': `${created ? 'New file' : 'Changes to'} ${path}` },
     head,
     notes.map((text) => h('p', { class: 'block-note', text })),
     ops.length ? h('div', { class: 'diff-body', tabindex: '0', role: 'region', 'aria-label': `Diff of ${path}` }, lines) : null);

@@ -145,6 +145,9 @@ export function chatView(main, sessionId) {
     clear(subtitle);
     subtitle.append(h('span', { text: `${inst && inst.custom_emoji ? `${inst.custom_emoji} ` : ''}${installationName(inst)}` }), ' ', healthPill(inst));
     if (s.state === 'archived') subtitle.append(' ', h('span', { class: 'pill', text: 'Archived' }));
+    // The agent's mode (ACP's current_mode_update, CONTRACT §2): "plan" and "default" behave very differently.
+    const mode = inst && inst.agent && typeof inst.agent.mode === 'string' ? inst.agent.mode : '';
+    if (mode) subtitle.append(' ', h('span', { class: 'pill pill-mode', text: `Mode: ${mode}` }));
     menu.querySelector('.archive-action').textContent = s.state === 'archived' ? 'Unarchive' : 'Archive';
     const gone = !inst || inst.state === 'revoked';
     revoked.hidden = !gone;
