@@ -405,6 +405,10 @@ test('screenshots at phone size, light and dark, pass axe', async () => {
       await p.locator('[data-key="a:apr_edit"]').scrollIntoViewIfNeeded().catch(() => {});
       await screenshot(p, `${size}-${scheme}-approval`);
       assert.deepEqual((await axe(p)).map((v) => `${size} ${scheme}: ${v}`), []);
+      await p.locator('.composer-input').type('/');
+      await p.locator('#composer-commands [role="option"]').first().waitFor();
+      await screenshot(p, `${size}-${scheme}-commands`);
+      assert.deepEqual((await axe(p)).map((v) => `${size} ${scheme} commands: ${v}`), []);
       collect(p);
       await p.context().close();
     }
