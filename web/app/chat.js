@@ -64,11 +64,11 @@ function timeline(sessionId) {
   const items = [];
   for (const id of c.order) {
     const m = c.messages.get(id);
-    items.push({ type: 'message', id, key: `m:${id}`, at: itemAt(m), value: m });
+    items.push({ type: 'message', id, key: `m:${id}`, at: itemAt(m), tie: m.tie, value: m });
   }
-  for (const t of c.tasks.values()) items.push({ type: 'task', id: t.task_id, key: `t:${t.task_id}`, at: itemAt(t), value: t });
+  for (const t of c.tasks.values()) items.push({ type: 'task', id: t.task_id, key: `t:${t.task_id}`, at: itemAt(t), tie: t.tie, value: t });
   for (const a of store.approvals.values()) {
-    if (a.session_id === sessionId) items.push({ type: 'approval', id: a.approval_id, key: `a:${a.approval_id}`, at: itemAt(a), value: a });
+    if (a.session_id === sessionId) items.push({ type: 'approval', id: a.approval_id, key: `a:${a.approval_id}`, at: itemAt(a), tie: a.tie, value: a });
   }
   return orderItems(items);
 }

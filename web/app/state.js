@@ -21,7 +21,7 @@
 // messages alone (GET .../messages), as before. How copies from the pages
 // and the stream merge is transcript.js's.
 import { get } from './api.js';
-import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn } from './transcript.js';
+import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn, ties } from './transcript.js';
 
 const POLL_EVERY_MS = 3000;
 const POLL_FOR_MS = 24000;
@@ -67,9 +67,12 @@ export function chat(sessionId) {
   return c;
 }
 
+// Order among items of one millisecond (transcript.js ties).
+const tie = ties();
+
 function sortOrder(c) {
   c.order = [...c.messages.values()]
-    .sort((a, b) => a.created_at - b.created_at || (a.message_id < b.message_id ? -1 : 1))
+    .sort((a, b) => a.created_at - b.created_at || (a.tie || 0) - (b.tie || 0) || (a.message_id < b.message_id ? -1 : 1))
     .map((m) => m.message_id);
 }
 
@@ -77,7 +80,7 @@ function putMessage(message) {
   const c = chat(message.session_id);
   const known = c.messages.get(message.message_id);
   // Seen from its start on the stream, a message follows its deltas.
-  if (!known) message = { ...message, fromHistory: false };
+  if (!known) message = { ...message, fromHistory: false, tie: tie.live() };
   // A delta may have arrived for a message the history read missed; the longer text wins while it streams.
   if (known && known.state === 'final' && message.state !== 'final') return;
   c.messages.set(message.message_id, { ...known, ...message });
@@ -245,25 +248,36 @@ export function applyEvent(name, data) {
   if (handler) handler(data);
 }
 
-function putPageMessage(c, message) {
+function putPageMessage(c, message, pageTie) {
   const merged = mergePageMessage(c.messages.get(message.message_id), message);
-  if (merged) c.messages.set(message.message_id, merged);
+  if (!merged) return;
+  if (merged.tie === undefined) merged.tie = pageTie;
+  c.messages.set(message.message_id, merged);
 }
 
 // A page of the timeline (newest first): every item merged into what the app knows.
 function applyTimeline(sessionId, page) {
   const c = chat(sessionId);
-  for (const item of page.items || []) {
+  const items = page.items || [];
+  const block = tie.page(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i];
     const entry = timelineEntry(item);
     if (!entry) continue;
     // What the stream brings next happened after what the relay has dated already.
     if (typeof item.at === 'number' && item.at > c.lastAt) c.lastAt = item.at;
-    if (entry.type === 'message') putPageMessage(c, entry.value);
-    else if (entry.type === 'task') c.tasks.set(entry.value.task_id, mergeTask(c.tasks.get(entry.value.task_id), entry.value));
+    if (entry.type === 'message') putPageMessage(c, entry.value, block - i);
+    else if (entry.type === 'task') {
+      const known = c.tasks.get(entry.value.task_id);
+      const merged = mergeTask(known, entry.value);
+      merged.tie = known && known.tie !== undefined ? known.tie : block - i;
+      c.tasks.set(entry.value.task_id, merged);
+    }
     else {
       const known = store.approvals.get(entry.value.approval_id);
       const merged = mergeApproval(known, { session_id: sessionId, ...entry.value });
       merged.seen_at = (known && known.seen_at) || merged.created_at;
+      merged.tie = known && known.tie !== undefined ? known.tie : block - i;
       // Read from the past, not answered on this device: the Approvals screen's "Answered here" leaves it out.
       if (!known) merged.fromTimeline = true;
       store.approvals.set(entry.value.approval_id, merged);
@@ -291,7 +305,8 @@ async function readPage(sessionId, before) {
   }
   const page = await get(`/v1/me/sessions/${id}/messages?${params}`);
   const c = chat(sessionId);
-  for (const message of page.messages) putPageMessage(c, message);
+  const block = tie.page(page.messages.length);
+  page.messages.forEach((message, i) => putPageMessage(c, message, block - i));
   return page;
 }
 

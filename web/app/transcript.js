@@ -152,10 +152,31 @@ export function pinBefore(undated, at, datedBefore = -Infinity) {
 
 const TYPE_RANK = { message: 0, task: 1, approval: 2 };
 
-// Items { type, at, id } in the order things happened; ties as the relay breaks
-// them (message before task before approval, then by id).
+// Items { type, at, id, tie } in the order things happened; ties as the relay
+// breaks them: message before task before approval, then the order the relay
+// keeps them in (`tie`: larger is later; see tieAfter), then by id.
 export function orderItems(items) {
-  return items.slice().sort((x, y) => x.at - y.at || TYPE_RANK[x.type] - TYPE_RANK[y.type] || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  return items.slice().sort((x, y) => x.at - y.at || TYPE_RANK[x.type] - TYPE_RANK[y.type] ||
+    (x.tie || 0) - (y.tie || 0) || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+}
+
+// Two items of one millisecond (a reply written 0 ms after its prompt) are in the
+// relay's order only as the app saw them come: each page lists them newest first,
+// the stream in the order they happened. `ties` hands out the numbers that keep
+// that order: live(), ever increasing, for what the stream brings; page(n), a block
+// below every earlier one, for the n items of a page read (the i-th, newest first,
+// gets block - i). An item keeps the first number it gets.
+export function ties() {
+  let live = 0;
+  let floor = 0;
+  return {
+    live: () => ++live,
+    page: (n) => {
+      const block = floor - 1;
+      floor = block - n;
+      return block;
+    },
+  };
 }
 
 // A plan task's entries (CONTRACT §2): the final list once it ended, else the latest.

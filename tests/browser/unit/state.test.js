@@ -100,3 +100,18 @@ test('live: a task seen before a message the relay dated earlier is placed befor
   assert.ok(t.seen_at > c.messages.get('m1').created_at, 'after the message before it');
   assert.ok(t.seen_at < c.messages.get('m2').created_at, 'before the message after it');
 });
+
+test('two messages of one millisecond keep the relay\'s order (a reply written 0 ms after its prompt)', async () => {
+  const prompt = message('msg_zzz', 50, { role: 'user' });
+  const reply = message('msg_aaa', 50);
+  routes = [[/\/timeline\?/, () => envelope(200, { items: [
+    { type: 'message', at: 50, cursor: 'c2', message: reply },
+    { type: 'message', at: 50, cursor: 'c1', message: prompt },
+  ], has_more: false, next_cursor: null })]];
+  await loadHistory('s1');
+  assert.deepEqual(chat('s1').order, ['msg_zzz', 'msg_aaa']);
+  // Live, the stream's order.
+  applyEvent('message_added', message('msg_yyy', 60, { role: 'user' }));
+  applyEvent('message_added', message('msg_bbb', 60));
+  assert.deepEqual(chat('s1').order.slice(2), ['msg_yyy', 'msg_bbb']);
+});

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   mergeTask, mergeApproval, mergePageMessage, timelineEntry, orderItems, planEntries, thinkingText,
-  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence,
+  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence, ties,
 } from '../../../web/app/transcript.js';
 import { commandQuery, filterCommands, commandIn } from '../../../web/app/commands.js';
 
@@ -86,6 +86,22 @@ test('a tool output fenced whole shows what is inside the fence', () => {
   assert.equal(unfence('```\na\n```\ntext after'), '```\na\n```\ntext after', 'not fenced whole');
   assert.equal(unfence('```\na\n```\n```\nb\n```'), '```\na\n```\n```\nb\n```', 'two fences');
   assert.equal(unfence('plain'), 'plain');
+});
+
+test('one millisecond, two messages: the relay\'s order, as pages and the stream show it', () => {
+  const tie = ties();
+  const first = tie.page(3); // a page of 3: its items get first, first - 1, first - 2 (newest first)
+  const second = tie.page(2); // an older page: below all of the first
+  assert.ok(second < first - 2);
+  assert.ok(tie.page(1) < second - 1);
+  const live = [tie.live(), tie.live()];
+  assert.ok(live[1] > live[0] && live[0] > first);
+  // A prompt and its reply in the same millisecond, read from a page (reply first, being newest).
+  const items = [
+    { type: 'message', at: 5, id: 'msg_Z', tie: first - 1 }, // the prompt (older)
+    { type: 'message', at: 5, id: 'msg_A', tie: first }, // the reply
+  ];
+  assert.deepEqual(orderItems(items).map((i) => i.id), ['msg_Z', 'msg_A']);
 });
 
 test('order: by time, then message before task before approval, then id', () => {
