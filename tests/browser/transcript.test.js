@@ -255,6 +255,15 @@ test('an approval shows the pending edit\'s diff above its answers; a command sh
   await card.locator('.diff').scrollIntoViewIfNeeded();
   await screenshot(page, 'phone390-light-approval-diff');
   assert.deepEqual(await axe(page), []);
+  // The Approvals screen shows the same diff.
+  await page.goto(`${relay.url}/#/approvals`);
+  await page.waitForSelector('.approvals-list .approval-pending .diff');
+  await screenshot(page, 'phone390-light-approvals-diff');
+  assert.deepEqual(await axe(page), []);
+  const wide = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, main: document.querySelector('main').scrollWidth, view: window.innerWidth }));
+  assert.ok(wide.page <= wide.view && wide.main <= wide.view, `the Approvals screen does not scroll sideways (${JSON.stringify(wide)})`);
+  await page.goto(`${relay.url}/#/s/${sessionId}`);
+  await card.waitFor();
   await card.locator('button[data-choice="once"]').click();
   await page.waitForSelector('[data-key="a:apr_edit"] .approval-outcome');
   const decided = await me('GET', '/v1/me/snapshot');
