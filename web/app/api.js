@@ -2,7 +2,17 @@
 // 429 and 503 wait for Retry-After (with about 25 % jitter), other 5xx are
 // retried up to three times with a growing delay where a retry cannot do a
 // thing twice, and every error keeps its X-Request-ID.
-import { auth } from './auth.js';
+//
+// The token comes from auth.js, which registers itself here (useCredentials)
+// rather than being imported: auth.js calls the API anonymously to sign in,
+// and the two must not import each other.
+
+// Signed out until auth.js says otherwise.
+let credentials = { token: async () => null, refresh: async () => false, expired: () => {} };
+
+export function useCredentials(provider) {
+  credentials = provider;
+}
 
 export class ApiError extends Error {
   constructor(status, body, requestId) {
@@ -26,7 +36,7 @@ export async function api(method, path, { body, raw, contentType, signal, anonym
   for (let attempt = 0; ; attempt++) {
     const headers = {};
     if (!anonymous) {
-      const token = await auth.token();
+      const token = await credentials.token();
       if (!token) throw new ApiError(401, { error: { code: 'invalid_token', message: 'Not signed in' } });
       headers.Authorization = `Bearer ${token}`;
     }
@@ -60,8 +70,8 @@ export async function api(method, path, { body, raw, contentType, signal, anonym
     const error = new ApiError(response.status, data, requestId);
     console.warn(`relay: ${method} ${path} -> ${response.status} ${error.code} (request id ${requestId})`);
     if (response.status === 401 && !anonymous) {
-      if (attempt === 0 && (await auth.refresh())) continue;
-      auth.expired();
+      if (attempt === 0 && (await credentials.refresh())) continue;
+      credentials.expired();
       throw error;
     }
     if ((response.status === 429 || response.status === 503) && attempt < 3 && error.code !== 'agent_degraded') {

@@ -11,6 +11,7 @@
 import { post, describe } from './api.js';
 import { store, emit } from './state.js';
 import { h, clear, toast, formatCountdown, announce } from './ui.js';
+import { renderBlocks } from './blocks.js';
 
 const SESSION_KEY = 'relay.approve-session';
 
@@ -68,10 +69,28 @@ export function autoApprove(approval) {
   decide(approval, { ...CHOICES[0], id: 'session-auto', label: 'Approved for this session' });
 }
 
+// Actions whose `command` is a command line; for the others (an edit's path, a URL) "always" covers that target.
+const COMMAND_ACTIONS = new Set(['exec', 'execute']);
+
+// "Always" is a grant on (action, command) (docs/api.md): the label says what it covers.
+const ALWAYS_LABELS = {
+  edit: 'Always approve edits to this file',
+  delete: 'Always approve deleting this',
+  move: 'Always approve moving this',
+  read: 'Always approve reading this',
+  search: 'Always approve this search',
+  fetch: 'Always approve fetching this',
+};
+
+function choiceLabel(choice, a) {
+  if (choice.id !== 'always' || !a.action || COMMAND_ACTIONS.has(a.action)) return choice.label;
+  return ALWAYS_LABELS[a.action] || 'Always approve this';
+}
+
 function outcome(a) {
   if (a.status === 'expired') return 'Expired without an answer';
   if (a.decision === 'deny') return 'Denied';
-  if (a.decision === 'approve_always') return `Always approved${a.scope === 'tool' ? ' (this command)' : ''}`;
+  if (a.decision === 'approve_always') return `Always approved${a.scope === 'tool' ? (COMMAND_ACTIONS.has(a.action) || !a.action ? ' (this command)' : ' (this target)') : ''}`;
   if (a.answered === 'session' || a.answered === 'session-auto') return 'Approved for this session';
   return 'Approved';
 }
@@ -82,7 +101,7 @@ export const approvalCard = {
   },
 
   update(el, a) {
-    const signature = `${a.status}|${a.decision}|${a.answered}`;
+    const signature = `${a.status}|${a.decision}|${a.answered}|${Array.isArray(a.content) ? a.content.length : 0}`;
     if (el.dataset.signature === signature) return;
     el.dataset.signature = signature;
     clear(el);
@@ -93,16 +112,29 @@ export const approvalCard = {
       h('span', { class: `severity severity-badge-${a.severity || 'medium'}`, text: `${(a.severity || 'medium')} risk` }),
       h('strong', { class: 'approval-title', text: a.title || a.action || 'Approval' })));
     if (a.message) el.append(h('p', { class: 'approval-message', text: a.message }));
-    if (a.command) el.append(h('pre', { class: 'code-block approval-command', tabindex: '0', 'aria-label': 'Command' }, h('code', { text: a.command })));
+    // What the agent wants to do, as it will be done (the diff of an edit, CONTRACT §3), just above the answers.
+    // The command is shown once: not again as a text block, nor as the path a diff already names.
+    const command = typeof a.command === 'string' ? a.command.trim() : '';
+    const content = (Array.isArray(a.content) ? a.content : []).filter((b) => b && typeof b === 'object' &&
+      !(b.type === 'text' && typeof b.text === 'string' && command && b.text.trim() === command));
+    const diffPaths = new Set(content.filter((b) => b.type === 'diff').map((b) => b.path));
+    if (command && !diffPaths.has(a.command))
+      el.append(h('pre', { class: 'code-block approval-command', tabindex: '0', 'aria-label': COMMAND_ACTIONS.has(a.action) ? 'Command' : 'What it acts on' }, h('code', { text: a.command })));
     const facts = [];
     if (a.host) facts.push(h('span', { text: `Host: ${a.host}` }));
     if (a.action) facts.push(h('span', { text: `Action: ${a.action}` }));
     if (facts.length) el.append(h('div', { class: 'approval-facts' }, facts));
+    if (content.length) {
+      const shown = renderBlocks(content, { kind: a.action });
+      el.append(a.status === 'pending'
+        ? h('div', { class: 'approval-content' }, shown)
+        : h('details', { class: 'task-detail approval-content' }, h('summary', { text: 'What was asked' }), shown));
+    }
     if (a.status === 'pending') {
       el.append(h('div', { class: 'countdown', 'aria-live': 'off' }));
       el.append(h('div', { class: 'approval-actions' }, CHOICES.map((choice) =>
         h('button', { type: 'button', class: `btn ${choice.id === 'deny' ? 'btn-danger' : choice.id === 'once' ? 'btn-primary' : ''}`,
-          dataset: { choice: choice.id }, text: choice.label,
+          dataset: { choice: choice.id }, text: choiceLabel(choice, a),
           onclick: (e) => {
             for (const b of el.querySelectorAll('button')) b.disabled = true;
             decide(store.approvals.get(a.approval_id) || a, choice).finally(() => {

@@ -11,7 +11,7 @@
 // whose one-time code is exchanged at POST /v1/login/exchange; or an OpenID
 // Connect provider, with the authorization-code flow and PKCE, refreshed with
 // its refresh token.
-import { api } from './api.js';
+import { api, useCredentials } from './api.js';
 
 const KEY = 'relay.auth';
 const PKCE_KEY = 'relay.pkce';
@@ -185,3 +185,6 @@ export const auth = {
     this.set(null);
   },
 };
+
+// The API's calls carry this token (api.js does not import this module: it would be a cycle).
+useCredentials(auth);

@@ -5,7 +5,10 @@ import { store, on, chat, loadHistory, installationName, inFlight, pollInFlight 
 import { h, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
-import { go } from './main.js';
+import { taskCard } from './toolcall.js';
+import { itemAt, orderItems, endsTurn } from './transcript.js';
+import { commandQuery, filterCommands, commandIn } from './commands.js';
+import { go } from './nav.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -49,51 +52,25 @@ function updateMessage(el, m) {
   if (m.attachments && m.attachments.length)
     el.append(h('div', { class: 'attachments' }, m.attachments.map(attachmentView)));
   const meta = [formatTime(m.created_at)];
-  if (m.finish_reason && m.finish_reason !== 'stop') meta.push(m.finish_reason === 'cancelled' ? 'cancelled' : `ended: ${m.finish_reason}`);
+  // A reply that paused for a tool call goes on in the next message (CONTRACT §2): nothing to say about its end.
+  if (m.finish_reason && m.finish_reason !== 'stop' && m.finish_reason !== 'tool_call') meta.push(m.finish_reason === 'cancelled' ? 'cancelled' : `ended: ${m.finish_reason}`);
   if (m.usage && m.usage.model) meta.push(m.usage.model);
   el.append(h('div', { class: 'msg-meta', text: meta.join(' · ') }));
 }
 
-function taskEl() {
-  return h('section', { class: 'task' });
-}
-
-function updateTask(el, t) {
-  const signature = JSON.stringify([t.status, t.progress_percent, t.status_label, t.result, t.error]);
-  if (el.dataset.signature === signature) return;
-  el.dataset.signature = signature;
-  clear(el);
-  el.className = `task task-${t.status}`;
-  const title = t.name || t.kind || 'Tool call';
-  const status = { created: 'Started', progressing: 'Running', completed: 'Done', failed: 'Failed', cancelled: 'Cancelled' }[t.status] || t.status;
-  el.setAttribute('aria-label', `Tool call ${title}: ${status}`);
-  el.append(h('div', { class: 'task-head' },
-    h('span', { class: 'task-kind', text: t.kind || 'tool' }),
-    h('strong', { class: 'task-name', text: title }),
-    h('span', { class: `pill pill-task-${t.status}`, text: status })));
-  if (t.status_label) el.append(h('div', { class: 'task-label', text: t.status_label }));
-  if (typeof t.progress_percent === 'number' && (t.status === 'progressing' || t.status === 'created'))
-    el.append(h('progress', { max: '100', value: String(t.progress_percent), 'aria-label': `${Math.round(t.progress_percent)} percent` }));
-  const detail = (label, value) => value === undefined || value === null ? null :
-    h('details', { class: 'task-detail' }, h('summary', { text: label }),
-      h('pre', { class: 'code-block', tabindex: '0' }, h('code', { text: typeof value === 'string' ? value : JSON.stringify(value, null, 2) })));
-  el.append(detail('Arguments', t.args), detail('Result', t.result), detail('Error', t.error));
-}
-
-// Timeline items of a session, in time order: messages, then each interaction's tools and approvals by time.
+// Timeline items of a session in the order things happened (transcript.js): messages, tool calls, approvals.
 function timeline(sessionId) {
   const c = chat(sessionId);
   const items = [];
   for (const id of c.order) {
     const m = c.messages.get(id);
-    items.push({ kind: 'message', key: `m:${id}`, at: m.created_at, value: m });
+    items.push({ type: 'message', id, key: `m:${id}`, at: itemAt(m), tie: m.tie, value: m });
   }
-  for (const t of c.tasks.values()) items.push({ kind: 'task', key: `t:${t.task_id}`, at: t.created_at, value: t });
+  for (const t of c.tasks.values()) items.push({ type: 'task', id: t.task_id, key: `t:${t.task_id}`, at: itemAt(t), tie: t.tie, value: t });
   for (const a of store.approvals.values()) {
-    if (a.session_id === sessionId) items.push({ kind: 'approval', key: `a:${a.approval_id}`, at: a.ts || a.seen_at, value: a });
+    if (a.session_id === sessionId) items.push({ type: 'approval', id: a.approval_id, key: `a:${a.approval_id}`, at: itemAt(a), tie: a.tie, value: a });
   }
-  items.sort((x, y) => x.at - y.at);
-  return items;
+  return orderItems(items);
 }
 
 export function chatView(main, sessionId) {
@@ -116,20 +93,14 @@ export function chatView(main, sessionId) {
   const subtitle = h('div', { class: 'chat-subtitle' });
   const list = h('div', { class: 'timeline', role: 'log', 'aria-label': 'Messages', 'aria-live': 'off' });
   const older = h('button', { class: 'btn btn-quiet older', type: 'button', hidden: true, text: 'Show earlier messages',
-    onclick: async () => {
-      older.disabled = true;
-      const before = list.scrollHeight;
-      try {
-        await loadHistory(sessionId, true);
-        list.scrollTop += list.scrollHeight - before;
-      } catch (err) {
-        toast(describe(err), 'error');
-      }
-      older.disabled = false;
-    } });
+    onclick: () => loadOlder() });
   const scroller = h('div', { class: 'scroller' }, older, list);
   const input = h('textarea', { id: 'composer-input', class: 'composer-input', rows: '1', placeholder: 'Message',
-    'aria-label': 'Message', maxlength: '100000', enterkeyhint: 'send' });
+    'aria-label': 'Message', maxlength: '100000', enterkeyhint: 'send',
+    'aria-autocomplete': 'list', 'aria-controls': 'composer-commands', 'aria-describedby': 'composer-hint' });
+  // The agent's commands, offered when the message starts with "/" (commands.js).
+  const commandList = h('ul', { id: 'composer-commands', class: 'commands', role: 'listbox', 'aria-label': 'Agent commands', hidden: true });
+  const hint = h('p', { id: 'composer-hint', class: 'composer-hint', hidden: true });
   const attachInput = h('input', { type: 'file', multiple: true, class: 'sr-only', id: 'attach-file', tabindex: '-1', 'aria-hidden': 'true' });
   const cameraInput = h('input', { type: 'file', accept: 'image/*', capture: 'environment', class: 'sr-only', id: 'attach-camera', tabindex: '-1', 'aria-hidden': 'true' });
   const chips = h('div', { class: 'chips', 'aria-label': 'Attachments to send' });
@@ -145,6 +116,7 @@ export function chatView(main, sessionId) {
     } }, icon('stop'));
   const revoked = h('p', { class: 'notice', hidden: true, text: 'This machine was disconnected. Pair it again to keep chatting.' });
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); submit(); } },
+    commandList, hint,
     chips,
     h('div', { class: 'composer-row' },
       h('button', { type: 'button', class: 'icon-btn', 'aria-label': 'Attach a file', onclick: () => attachInput.click() }, icon('attach')),
@@ -173,12 +145,82 @@ export function chatView(main, sessionId) {
     clear(subtitle);
     subtitle.append(h('span', { text: `${inst && inst.custom_emoji ? `${inst.custom_emoji} ` : ''}${installationName(inst)}` }), ' ', healthPill(inst));
     if (s.state === 'archived') subtitle.append(' ', h('span', { class: 'pill', text: 'Archived' }));
+    // The agent's mode (ACP's current_mode_update, CONTRACT §2): "plan" and "default" behave very differently.
+    const mode = inst && inst.agent && typeof inst.agent.mode === 'string' ? inst.agent.mode : '';
+    if (mode) subtitle.append(' ', h('span', { class: 'pill pill-mode', text: `Mode: ${mode}` }));
     menu.querySelector('.archive-action').textContent = s.state === 'archived' ? 'Unarchive' : 'Archive';
     const gone = !inst || inst.state === 'revoked';
     revoked.hidden = !gone;
     input.disabled = gone;
     send.disabled = gone;
     document.title = `${title.textContent} · Relay`;
+  }
+
+  // The page before the oldest one shown, keeping in view what the reader was looking at.
+  async function loadOlder() {
+    if (!c.hasMore || c.loading || older.disabled) return;
+    older.disabled = true;
+    const fromBottom = scroller.scrollHeight - scroller.scrollTop;
+    try {
+      await loadHistory(sessionId, true);
+      if (frame) cancelAnimationFrame(frame);
+      stuck = false;
+      draw();
+      scroller.scrollTop = scroller.scrollHeight - fromBottom;
+    } catch (err) {
+      toast(describe(err), 'error');
+    }
+    older.disabled = false;
+  }
+
+  let offered = [];
+  let active = -1;
+  let dismissed = null; // the text the list was closed on with Escape: not offered again until it changes
+
+  function agentCommands() {
+    const s = store.sessions.get(sessionId) || session;
+    const inst = store.installations.get(s.installation_id);
+    return inst && Array.isArray(inst.commands) ? inst.commands : [];
+  }
+
+  function drawCommands() {
+    const query = commandQuery(input.value);
+    offered = query === null || input.value === dismissed ? [] : filterCommands(agentCommands(), query);
+    if (active >= offered.length) active = offered.length - 1;
+    if (active < 0 && offered.length) active = 0;
+    clear(commandList);
+    commandList.hidden = offered.length === 0;
+    offered.forEach((command, i) => {
+      commandList.append(h('li', { id: `composer-command-${i}`, class: 'command', role: 'option', 'aria-selected': i === active ? 'true' : 'false',
+        onpointerdown: (e) => e.preventDefault(),
+        onclick: () => choose(i) },
+        h('span', { class: 'command-name', text: `/${command.name}` }),
+        command.description ? h('span', { class: 'command-description', text: command.description }) : null));
+    });
+    if (offered.length) {
+      input.setAttribute('aria-activedescendant', `composer-command-${active}`);
+      const current = commandList.children[active];
+      if (current) current.scrollIntoView({ block: 'nearest' });
+    } else {
+      input.removeAttribute('aria-activedescendant');
+    }
+    // After "/name ", what the command expects.
+    const chosen = commandIn(agentCommands(), input.value);
+    const waiting = chosen && chosen.input_hint && input.value.trim() === `/${chosen.name}`;
+    hint.hidden = !waiting;
+    hint.textContent = waiting ? `/${chosen.name}: ${chosen.input_hint}` : '';
+  }
+
+  function choose(i) {
+    const command = offered[i];
+    if (!command) return;
+    input.value = `/${command.name} `;
+    offered = [];
+    active = -1;
+    drawCommands();
+    resize();
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
   }
 
   function nearBottom() {
@@ -188,15 +230,19 @@ export function chatView(main, sessionId) {
   // Whether the reader follows the end of the chat; kept from their last scroll, since a picture that
   // finishes loading grows the list after the draw that added it.
   let stuck = true;
-  scroller.addEventListener('scroll', () => { stuck = nearBottom(); }, { passive: true });
+  scroller.addEventListener('scroll', () => {
+    stuck = nearBottom();
+    // Near the top, the page before comes by itself (the button stays for keyboards and screen readers).
+    if (scroller.scrollTop < 80 && c.hasMore && !c.loading) loadOlder();
+  }, { passive: true });
   list.addEventListener('load', () => { if (stuck) scroller.scrollTop = scroller.scrollHeight; }, true);
 
   function draw() {
     frame = 0;
     const stick = stuck || nearBottom();
     reconcile(list, timeline(sessionId), (item) => item.key,
-      (item) => (item.kind === 'message' ? messageEl() : item.kind === 'task' ? taskEl() : approvalCard.create(item.value)),
-      (el, item) => (item.kind === 'message' ? updateMessage(el, item.value) : item.kind === 'task' ? updateTask(el, item.value) : approvalCard.update(el, item.value)));
+      (item) => (item.type === 'message' ? messageEl() : item.type === 'task' ? taskCard.create(item.value) : approvalCard.create(item.value)),
+      (el, item) => (item.type === 'message' ? updateMessage(el, item.value) : item.type === 'task' ? taskCard.update(el, item.value) : approvalCard.update(el, item.value)));
     older.hidden = !c.hasMore;
     const open = inFlight(sessionId);
     const agentStreaming = [...c.messages.values()].find((m) => m.role === 'agent' && m.state === 'streaming');
@@ -256,6 +302,7 @@ export function chatView(main, sessionId) {
       if (!text && attachments.length === 0) return;
       await post(`/v1/me/sessions/${encodeURIComponent(sessionId)}/send`, { text, attachments });
       input.value = '';
+      drawCommands();
       pending.length = 0;
       drawChips();
       resize();
@@ -309,8 +356,33 @@ export function chatView(main, sessionId) {
     }
   }
 
-  input.addEventListener('input', resize);
+  input.addEventListener('input', () => {
+    resize();
+    if (dismissed !== null && input.value !== dismissed) dismissed = null;
+    // What was typed changed the list: its first entry is the one Enter takes.
+    active = 0;
+    drawCommands();
+  });
   input.addEventListener('keydown', (e) => {
+    if (offered.length && !e.isComposing) {
+      if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+        e.preventDefault();
+        active = (active + (e.key === 'ArrowDown' ? 1 : -1) + offered.length) % offered.length;
+        drawCommands();
+        return;
+      }
+      if (e.key === 'Enter' || e.key === 'Tab') {
+        e.preventDefault();
+        choose(Math.max(0, active));
+        return;
+      }
+      if (e.key === 'Escape') {
+        e.preventDefault();
+        dismissed = input.value;
+        drawCommands();
+        return;
+      }
+    }
     // Enter sends on a keyboard; Shift+Enter (and a phone's return key with enterkeyhint) make a new line.
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && window.matchMedia('(pointer: fine)').matches) {
       e.preventDefault();
@@ -327,7 +399,7 @@ export function chatView(main, sessionId) {
   subscriptions.push(on(`messages:${sessionId}`, (id) => {
     schedule();
     const m = id && c.messages.get(id);
-    if (m && m.role === 'agent' && m.state === 'final' && m.finalized_at && Date.now() - m.finalized_at < 5000) announce('Reply finished');
+    if (endsTurn(m) && m.finalized_at && Date.now() - m.finalized_at < 5000) announce('Reply finished');
   }));
   subscriptions.push(on('sessions', () => {
     if (!store.sessions.has(sessionId)) {
@@ -336,7 +408,10 @@ export function chatView(main, sessionId) {
     }
     header();
   }));
-  subscriptions.push(on('installations', header));
+  subscriptions.push(on('installations', () => {
+    header();
+    if (commandQuery(input.value) !== null || !hint.hidden) drawCommands();
+  }));
   subscriptions.push(on('approvals', (id) => {
     const a = id && store.approvals.get(id);
     if (a && a.session_id === sessionId) {

@@ -8,6 +8,7 @@ import { h, clear, icon, toast, announce } from './ui.js';
 import { registerWorker } from './push.js';
 import * as screens from './screens.js';
 import { chatView } from './chat.js';
+import { provideShell } from './nav.js';
 
 const wide = window.matchMedia('(min-width: 960px)');
 let stream = null;
@@ -18,10 +19,6 @@ function route() {
   const hash = location.hash.replace(/^#/, '') || '/';
   const parts = hash.split('/').filter(Boolean).map(decodeURIComponent);
   return { name: parts[0] || 'home', arg: parts[1] || null };
-}
-
-export function go(path) {
-  location.hash = `#${path}`;
 }
 
 const views = {
@@ -216,7 +213,7 @@ async function boot() {
   }
 }
 
-export function signedIn() {
+function signedIn() {
   if (started) {
     shell();
     render();
@@ -228,7 +225,7 @@ export function signedIn() {
   startSignedIn();
 }
 
-export function signOut() {
+function signOut() {
   if (stream) {
     stream.stop();
     stream = null;
@@ -237,4 +234,5 @@ export function signOut() {
   auth.signOut();
 }
 
+provideShell({ signedIn, signOut });
 boot();

@@ -7,7 +7,16 @@ import { h, clear, reconcile, icon, toast, ask, formatTime } from './ui.js';
 import { approvalCard } from './approvals.js';
 import { healthPill } from './chat.js';
 import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
-import { go, signedIn, signOut } from './main.js';
+import { go, signedIn, signOut } from './nav.js';
+
+// The agent a bridge runs, as its manifest names it (docs/api.md: the Installation's `agent`).
+function agentLine(inst) {
+  const agent = inst.agent;
+  if (!agent || typeof agent.name !== 'string' || !agent.name) return '';
+  const parts = [`Agent: ${agent.name}${typeof agent.version === 'string' && agent.version ? ` ${agent.version}` : ''}`];
+  if (typeof agent.mode === 'string' && agent.mode) parts.push(`mode ${agent.mode}`);
+  return parts.join(' · ');
+}
 
 function screen(title, ...children) {
   return h('div', { class: 'screen' }, h('h1', { text: title }), children);
@@ -193,7 +202,8 @@ function updateInstallation(el, inst) {
       h('span', { class: 'avatar', 'aria-hidden': 'true' }, inst.custom_emoji ? inst.custom_emoji : icon('machines')),
       h('div', { class: 'installation-text' },
         h('h2', { class: 'installation-name', text: name }),
-        h('p', { class: 'installation-sub', text: `${inst.host_label} · ${inst.connector_type} · paired ${formatTime(inst.created_at)}` })),
+        h('p', { class: 'installation-sub', text: `${inst.host_label} · ${inst.connector_type} · paired ${formatTime(inst.created_at)}` }),
+        agentLine(inst) ? h('p', { class: 'installation-sub', text: agentLine(inst) }) : null),
       healthPill(inst)));
   if (inst.state === 'revoked') return;
   el.append(h('div', { class: 'card-actions' },
@@ -302,7 +312,7 @@ export function approvalsView(main) {
     const all = [...store.approvals.values()].sort((a, b) => (b.ts || b.seen_at) - (a.ts || a.seen_at));
     const waiting = all.filter((a) => a.status === 'pending');
     reconcile(pending, waiting, (a) => a.approval_id, card, withLink);
-    reconcile(done, all.filter((a) => a.status !== 'pending').slice(0, 20), (a) => a.approval_id, card, withLink);
+    reconcile(done, all.filter((a) => a.status !== 'pending' && !a.fromTimeline).slice(0, 20), (a) => a.approval_id, card, withLink);
     empty.hidden = waiting.length > 0;
     done.previousElementSibling.hidden = done.children.length === 0;
   }

@@ -13,7 +13,15 @@
 // and the stream's start reach neither, so appending the later ones would
 // leave a hole. Its text comes from polling the history (every 3 s, as the
 // spec allows) until message_finalized brings the canonical text.
+//
+// A chat's history is its timeline (GET /v1/me/sessions/:id/timeline):
+// messages, tool calls and approvals with their decisions, in the order they
+// happened, so that a reload shows the conversation as it was. A relayd
+// older than that route answers 404 not_found; the app then reads the
+// messages alone (GET .../messages), as before. How copies from the pages
+// and the stream merge is transcript.js's.
 import { get } from './api.js';
+import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn, ties } from './transcript.js';
 
 const POLL_EVERY_MS = 3000;
 const POLL_FOR_MS = 24000;
@@ -27,6 +35,8 @@ export const store = {
   sessions: new Map(),
   deleted: new Map(), // sessions deleted and still restorable
   chats: new Map(), // session id -> { messages: Map, order: [], tasks: Map, loaded, hasMore, cursor }
+  timeline: null, // whether the relay serves the timeline route: null until known
+  skew: null, // the relay's clock minus ours (at least), from the stream's hello and heartbeats
   approvals: new Map(),
   grants: [],
   connection: 'idle',
@@ -51,15 +61,18 @@ export function emit(topic, detail) {
 export function chat(sessionId) {
   let c = store.chats.get(sessionId);
   if (!c) {
-    c = { messages: new Map(), order: [], tasks: new Map(), loaded: false, hasMore: false, cursor: null, loading: null };
+    c = { messages: new Map(), order: [], tasks: new Map(), loaded: false, hasMore: false, cursor: null, loading: null, lastAt: 0 };
     store.chats.set(sessionId, c);
   }
   return c;
 }
 
+// Order among items of one millisecond (transcript.js ties).
+const tie = ties();
+
 function sortOrder(c) {
   c.order = [...c.messages.values()]
-    .sort((a, b) => a.created_at - b.created_at || (a.message_id < b.message_id ? -1 : 1))
+    .sort((a, b) => a.created_at - b.created_at || (a.tie || 0) - (b.tie || 0) || (a.message_id < b.message_id ? -1 : 1))
     .map((m) => m.message_id);
 }
 
@@ -67,7 +80,7 @@ function putMessage(message) {
   const c = chat(message.session_id);
   const known = c.messages.get(message.message_id);
   // Seen from its start on the stream, a message follows its deltas.
-  if (!known) message = { ...message, fromHistory: false };
+  if (!known) message = { ...message, fromHistory: false, tie: tie.live() };
   // A delta may have arrived for a message the history read missed; the longer text wins while it streams.
   if (known && known.state === 'final' && message.state !== 'final') return;
   c.messages.set(message.message_id, { ...known, ...message });
@@ -87,14 +100,46 @@ function putSession(session) {
   emit('sessions');
 }
 
+// The relay's time now, as well as the app can tell. Each hello and heartbeat
+// carries the relay's time when it was sent, so ts - now is at most the true
+// offset; the largest seen is the closest.
+export function relayNow() {
+  return Date.now() + (store.skew || 0);
+}
+
+function clockSample(ts) {
+  if (typeof ts !== 'number') return;
+  const offset = ts - Date.now();
+  if (store.skew === null || offset > store.skew) store.skew = offset;
+}
+
+// The date of a task or approval the stream brings now (transcript.js liveAt).
+function stampLive(sessionId) {
+  const c = chat(sessionId);
+  c.lastAt = liveAt(c.lastAt, relayNow());
+  return c.lastAt;
+}
+
+// A dated item (a message, an approval) arrived from the stream: the undated ones that arrived before it happened before it.
+function noteDated(sessionId, at) {
+  const c = chat(sessionId);
+  if (typeof at !== 'number') return;
+  if (at > c.lastAt) c.lastAt = at;
+  const all = [...c.tasks.values(), ...[...store.approvals.values()].filter((a) => a.session_id === sessionId)];
+  const undated = all.filter((v) => !v.created_at && !v.ts);
+  let datedBefore = -Infinity;
+  for (const v of [...c.messages.values(), ...all]) {
+    const when = v.created_at || v.ts;
+    if (when && when < at && when > datedBefore) datedBefore = when;
+  }
+  pinBefore(undated, at, datedBefore);
+}
+
 function putApproval(approval) {
   const known = store.approvals.get(approval.approval_id);
-  store.approvals.set(approval.approval_id, {
-    status: 'pending',
-    ...known,
-    ...approval,
-    seen_at: (known && known.seen_at) || Date.now(),
-  });
+  const merged = mergeApproval(known, approval);
+  merged.seen_at = (known && known.seen_at) || stampLive(approval.session_id);
+  store.approvals.set(approval.approval_id, merged);
   emit('approvals', approval.approval_id);
   emit(`messages:${approval.session_id}`);
 }
@@ -122,6 +167,8 @@ export function applySnapshot(snapshot) {
 
 // The handlers of the stream's events.
 const handlers = {
+  hello: (d) => clockSample(d.ts),
+  heartbeat: (d) => clockSample(d.ts),
   installation_created: (d) => setInstallation(d.installation),
   installation_updated: (d) => setInstallation(d.installation),
   installation_revoked: (d) => setInstallation(d.installation),
@@ -136,7 +183,10 @@ const handlers = {
     const known = store.sessions.get(d.session_id) || store.deleted.get(d.session_id) || { id: d.session_id };
     putSession({ ...known, ...(d.session || {}), deleted_at: d.deleted_at, restore_until: d.restore_until });
   },
-  message_added: (d) => putMessage(d),
+  message_added: (d) => {
+    if (!chat(d.session_id).messages.has(d.message_id)) noteDated(d.session_id, d.created_at);
+    putMessage(d);
+  },
   message_finalized: (d) => {
     putMessage(d);
     stopPoll(d.session_id, d.interaction_id);
@@ -159,14 +209,18 @@ const handlers = {
   task_completed: (d) => putTask(d, 'completed'),
   task_failed: (d) => putTask(d, 'failed'),
   task_cancelled: (d) => putTask(d, 'cancelled'),
-  approval_requested: (d) => putApproval({ ...d, status: 'pending' }),
+  approval_requested: (d) => {
+    // Dated by the relay (`ts`, its creation): what arrived before it happened before it.
+    if (!store.approvals.has(d.approval_id)) noteDated(d.session_id, d.created_at || d.ts);
+    putApproval({ ...d, status: 'pending' });
+  },
   approval_resolved: (d) => {
     const known = store.approvals.get(d.approval_id);
-    if (known) putApproval({ ...known, status: 'resolved', decision: d.decision, scope: d.scope });
+    if (known) putApproval({ approval_id: d.approval_id, session_id: known.session_id, status: 'resolved', decision: d.decision, scope: d.scope });
   },
   approval_expired: (d) => {
     const known = store.approvals.get(d.approval_id);
-    if (known && known.status === 'pending') putApproval({ ...known, status: 'expired' });
+    if (known && known.status === 'pending') putApproval({ approval_id: d.approval_id, session_id: known.session_id, status: 'expired' });
   },
   grant_revoked: (d) => {
     store.grants = store.grants.filter((g) => g.id !== d.grant_id);
@@ -180,10 +234,12 @@ function setInstallation(installation) {
   emit('installations');
 }
 
+// A task event: its name says the status (a task_progress never reopens an ended task: transcript.js).
 function putTask(d, status) {
+  if (!d || !d.session_id || !d.task_id) return;
   const c = chat(d.session_id);
-  const known = c.tasks.get(d.task_id) || { created_at: Date.now() };
-  c.tasks.set(d.task_id, { ...known, ...d, status: d.status || status });
+  const known = c.tasks.get(d.task_id);
+  c.tasks.set(d.task_id, mergeTask(known, { ...d, status, seen_at: known ? undefined : stampLive(d.session_id) }));
   emit(`messages:${d.session_id}`);
 }
 
@@ -192,33 +248,86 @@ export function applyEvent(name, data) {
   if (handler) handler(data);
 }
 
-// A page of history, newest first from the relay; kept in order here.
+function putPageMessage(c, message, pageTie) {
+  const merged = mergePageMessage(c.messages.get(message.message_id), message);
+  if (!merged) return;
+  if (merged.tie === undefined) merged.tie = pageTie;
+  c.messages.set(message.message_id, merged);
+}
+
+// A page of the timeline (newest first): every item merged into what the app knows.
+function applyTimeline(sessionId, page) {
+  const c = chat(sessionId);
+  const items = page.items || [];
+  const block = tie.page(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i];
+    const entry = timelineEntry(item);
+    if (!entry) continue;
+    // What the stream brings next happened after what the relay has dated already.
+    if (typeof item.at === 'number' && item.at > c.lastAt) c.lastAt = item.at;
+    if (entry.type === 'message') putPageMessage(c, entry.value, block - i);
+    else if (entry.type === 'task') {
+      const known = c.tasks.get(entry.value.task_id);
+      const merged = mergeTask(known, entry.value);
+      merged.tie = known && known.tie !== undefined ? known.tie : block - i;
+      c.tasks.set(entry.value.task_id, merged);
+    }
+    else {
+      const known = store.approvals.get(entry.value.approval_id);
+      const merged = mergeApproval(known, { session_id: sessionId, ...entry.value });
+      merged.seen_at = (known && known.seen_at) || merged.created_at;
+      merged.tie = known && known.tie !== undefined ? known.tie : block - i;
+      // Read from the past, not answered on this device: the Approvals screen's "Answered here" leaves it out.
+      if (!known) merged.fromTimeline = true;
+      store.approvals.set(entry.value.approval_id, merged);
+    }
+  }
+}
+
+async function readPage(sessionId, before) {
+  const id = encodeURIComponent(sessionId);
+  const params = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+  if (before) params.set('before', before);
+  if (store.timeline !== false) {
+    try {
+      const page = await get(`/v1/me/sessions/${id}/timeline?${params}`);
+      store.timeline = true;
+      applyTimeline(sessionId, page);
+      return page;
+    } catch (err) {
+      // An older relay has no such route: its messages alone, from the first page.
+      if (!(err.status === 404 && err.code === 'not_found' && store.timeline === null)) throw err;
+      store.timeline = false;
+      params.delete('before');
+      before = null;
+    }
+  }
+  const page = await get(`/v1/me/sessions/${id}/messages?${params}`);
+  const c = chat(sessionId);
+  const block = tie.page(page.messages.length);
+  page.messages.forEach((message, i) => putPageMessage(c, message, block - i));
+  return page;
+}
+
+// A page of history (the timeline, or the messages of an older relay), newest first
+// from the relay; kept in order here. `older` reads the page before the oldest one read.
 export async function loadHistory(sessionId, older = false) {
   const c = chat(sessionId);
   if (c.loading) return c.loading;
-  const params = new URLSearchParams({ limit: String(HISTORY_PAGE) });
-  if (older && c.cursor) params.set('before', c.cursor);
+  if (older && !c.cursor) return null;
   c.loading = (async () => {
     try {
-      const page = await get(`/v1/me/sessions/${encodeURIComponent(sessionId)}/messages?${params}`);
-      for (const message of page.messages) {
-        const known = c.messages.get(message.message_id);
-        const live = known && known.fromHistory === false;
-        // A reply followed live keeps its deltas when they are ahead of the page.
-        if (live && known.state !== 'final' && message.state !== 'final' && known.text.length >= message.text.length)
-          continue;
-        c.messages.set(message.message_id, { ...known, ...message, fromHistory: live ? false : message.state !== 'final' });
-      }
-      if (!older || !c.loaded) {
+      const page = await readPage(sessionId, older ? c.cursor : null);
+      // A fresh first page (a poll, a resync) leaves alone how far back the reader has gone.
+      if (older || !c.loaded) {
         c.hasMore = page.has_more;
-        c.cursor = page.next_cursor;
-      } else {
-        c.hasMore = page.has_more;
-        c.cursor = page.next_cursor;
+        c.cursor = page.has_more ? page.next_cursor : null;
       }
       c.loaded = true;
       sortOrder(c);
       emit(`messages:${sessionId}`);
+      emit('approvals');
     } finally {
       c.loading = null;
     }
@@ -233,7 +342,7 @@ export function inFlight(sessionId) {
   const done = new Set();
   for (const m of c.messages.values()) {
     if (!m.interaction_id) continue;
-    if (m.role === 'agent' && m.state === 'final') done.add(m.interaction_id);
+    if (endsTurn(m)) done.add(m.interaction_id);
     else if (m.role === 'user' || m.state === 'streaming') open.add(m.interaction_id);
   }
   return [...open].filter((id) => !done.has(id));
@@ -248,7 +357,7 @@ export function pollInFlight(sessionId) {
     const timer = setInterval(async () => {
       const c = chat(sessionId);
       const replies = [...c.messages.values()].filter((m) => m.interaction_id === interactionId && m.role === 'agent');
-      const final = replies.some((m) => m.state === 'final');
+      const final = replies.some(endsTurn);
       const following = replies.some((m) => m.state === 'streaming' && m.fromHistory);
       if (final || Date.now() - started > (following ? FOLLOW_FOR_MS : POLL_FOR_MS)) {
         stopPoll(sessionId, interactionId);
