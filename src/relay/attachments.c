@@ -541,8 +541,9 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
 
 /*
  * Types a browser shows without running anything: these are served inline,
- * everything else (HTML, SVG, XML, PDF, scripts, unknown) as a download, so
- * that an upload never becomes a page on the relay's origin. Every download
+ * everything else (HTML, SVG, XML, PDF, scripts, styles, wasm, unknown) as a
+ * download of type application/octet-stream, so that an upload never becomes
+ * a page, a script or a stylesheet on the relay's origin. Every download
  * also carries "Content-Security-Policy: sandbox" (no script, a unique
  * origin) and nosniff, in case a browser renders it anyway.
  */
@@ -634,7 +635,8 @@ static void on_file_meta(rl_store_op_t *base)
     } else {
         h2o_req_t *req = call->req;
         const char *mime = served_mime(op->row.mime);
-        h2o_iovec_t shown = disposition(&req->pool, shown_inline(mime), op->row.name);
+        int as_inline = shown_inline(mime);
+        h2o_iovec_t shown = disposition(&req->pool, as_inline, op->row.name);
         snprintf(path, sizeof(path), "%s/%s", relay->config.attachments, op->row.key);
         call->responded = 1;
         call->status = 200;
@@ -647,6 +649,15 @@ static void on_file_meta(rl_store_op_t *base)
                               H2O_STRLIT("sandbox"));
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_DISPOSITION, NULL, shown.base, shown.len);
         rl__call_log(call);
+        /*
+         * Anything not shown inline goes out as bytes, whatever type it was
+         * uploaded with: the page's script-src 'self' would run an upload
+         * served as text/javascript from this origin, and a stylesheet or a
+         * wasm module likewise. The type the uploader gave stays in the
+         * message's attachment (mime) for clients to show.
+         */
+        if (!as_inline)
+            mime = "application/octet-stream";
         if (h2o_file_send(req, 200, "OK", path, h2o_strdup(&req->pool, mime, SIZE_MAX), 0) != 0) {
             call->responded = 0;
             rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);

@@ -232,12 +232,17 @@ def _download(relay, token, sid, mime, name, body=b"<script>alert(document.domai
 
 @pytest.mark.parametrize("mime", ["text/html", "text/html; charset=utf-8", "image/svg+xml", "application/xhtml+xml",
                                   "text/xml", "application/pdf", "application/javascript", "TEXT/HTML",
-                                  "application/octet-stream"])
+                                  "application/octet-stream", "text/javascript", "text/javascript; charset=utf-8",
+                                  "application/x-javascript", "text/ecmascript", "module", "text/css",
+                                  "application/wasm", "application/json", "image/svg+xml; charset=utf-8",
+                                  "application/manifest+json", "text/vtt", "multipart/x-mixed-replace"])
 def test_active_types_are_served_as_downloads(relay, user_token, mime):
     _, sid = _session(relay, user_token)
     r = _download(relay, user_token, sid, mime, "page.html")
     assert r.headers.get("Content-Disposition", "").startswith("attachment"), r.headers
     assert "filename*=UTF-8''page.html" in r.headers["Content-Disposition"]
+    # Issue 27, item 4: as bytes, never with a type a <script>, <link> or wasm import of this origin would take.
+    assert r.headers["Content-Type"] == "application/octet-stream", r.headers
 
 
 @pytest.mark.parametrize("mime", ["image/png", "image/jpeg", "image/gif", "image/webp", "text/plain",
