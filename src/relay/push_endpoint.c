@@ -1,7 +1,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -195,7 +194,7 @@ const char *rl_push_endpoint_check(const rl_push_policy_t *policy, const char *e
             return "endpoint's host is not a valid IPv6 address";
         memcpy(host, authority + 1, host_len);
         host[host_len] = '\0';
-        if (rl_addr_parse(host, host_len, &addr) != 0 || strchr(host, '.') != NULL || strchr(host, ':') == NULL)
+        if (strchr(host, ':') == NULL || rl_addr_parse(host, host_len, &addr) != 0)
             return "endpoint's host is not a valid IPv6 address";
         literal = 1;
     } else {
@@ -236,14 +235,14 @@ const char *rl_push_endpoint_check(const rl_push_policy_t *policy, const char *e
         }
     }
     if (p < end) {
-        char *tail;
         if (*p != ':' || p + 1 == end || end - p > 6)
             return "endpoint's port is not a number from 1 to 65535";
+        port = 0;
         for (i = 1; p + i < end; ++i) {
             if (p[i] < '0' || p[i] > '9')
                 return "endpoint's port is not a number from 1 to 65535";
+            port = port * 10 + (p[i] - '0');
         }
-        port = strtol(p + 1, &tail, 10);
         if (port < 1 || port > 65535)
             return "endpoint's port is not a number from 1 to 65535";
     }
