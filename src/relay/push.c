@@ -1024,7 +1024,7 @@ int rl_push_subscribe(rl_call_t *call)
 
     if (relay->push == NULL)
         return RL_E_INTERNAL;
-    /* spec of this relay: where a push may go (docs/operations.md, "Security"). */
+    /* Where a push may go: docs/operations.md, "Security", push endpoints. */
     why = rl_push_endpoint_check(&relay->push->policy, endpoint, strlen(endpoint));
     if (why != NULL) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
