@@ -778,6 +778,19 @@ static void enqueue(struct rl_push *push, const char *user_id, const rl_push_sub
         rl_base64url_decode(p256dh, strlen(p256dh), key) != RL_WEBPUSH_KEY_LEN ||
         rl_base64url_decode(auth, strlen(auth), secret) != RL_WEBPUSH_AUTH_LEN)
         return;
+    /*
+     * A subscription made before the policy was (or under a laxer one) is
+     * judged again: the decision rests on the URL alone, never on what the
+     * target would answer, so dropping it tells its owner nothing.
+     */
+    if (rl_push_endpoint_check(&push->policy, endpoint, strlen(endpoint)) != NULL) {
+        char origin[ORIGIN_MAX];
+        origin_of(endpoint, origin, sizeof(origin));
+        rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s}", "msg", "push subscription dropped: endpoint not allowed",
+                                             "push_service", origin));
+        forget_endpoint(push, endpoint);
+        return;
+    }
     if (endpoint_resting(push, endpoint)) {
         if (push->backed_off++ % 100 == 0)
             rl_log_info("push: skipped a push to an endpoint backing off after failures (%zu so far)",

@@ -347,3 +347,24 @@ def test_another_users_endpoint_is_not_taken_with_other_keys(relayd):
         assert relay.query("SELECT user_id FROM push_subscriptions") == [("bob",)]
     finally:
         service.close()
+
+
+def test_a_subscription_the_policy_no_longer_allows_is_dropped_unsent(relayd):
+    # Subscribed under --push-endpoints any (or before the policy existed), then served with the default one.
+    relay = push_relay(relayd)
+    token = mint_token(relay.data, "alice")
+    service = PushService()
+    try:
+        phone = service.subscribe("phone")
+        assert_ok(relay.post("/v1/me/push-subscriptions", phone.json(), token=token))
+        relay.stop()
+        relay.args = ["--push-subject", "mailto:ops@example.org"]
+        relay.start()
+        t = Turn(relay, token, stream=False)
+        assert_ok(t.inst.request_approval(t.session, t.interaction)[1])
+        wait_until(lambda: relay.count("push_subscriptions") == 0, WAIT, what="the subscription dropped")
+        assert phone.requests == [], "nothing is sent to an endpoint the policy refuses"
+        assert any(r.get("msg") == "push subscription dropped: endpoint not allowed" for r in relay.log_records())
+        t.close()
+    finally:
+        service.close()
