@@ -113,6 +113,41 @@ def test_a_user_whose_endpoints_hang_delays_nobody_else(relayd):
         tarpit.close()
 
 
+def test_many_users_aiming_at_one_hanging_host_leave_room_for_others(relayd):
+    # Five users, four endpoints each, all on one host that never answers: the host gets half the sender.
+    relay = relayd("--push-endpoints", "any", "--push-subject", "mailto:ops@example.org")
+    service, tarpit = PushService(), Tarpit()
+    service.vapid_key = assert_ok(relay.get("/v1/web/config"))["push"]["vapid_public_key"]
+    try:
+        keys = service.subscribe("template").json()
+        turns = []
+        for u in range(5):
+            token = mint_token(relay.data, "sybil%d" % u)
+            for n in range(4):
+                endpoint = "http://127.0.0.1:%d/push/s%d-%d" % (tarpit.port, u, n)
+                assert_ok(post_paced(relay, "/v1/me/push-subscriptions", subscription(endpoint, keys), token))
+            turns.append(Turn(relay, token, stream=False))
+        alice = mint_token(relay.data, "alice")
+        phone = service.subscribe("alice")
+        assert_ok(relay.post("/v1/me/push-subscriptions", phone.json(), token=alice))
+        friendly = Turn(relay, alice, stream=False)
+        for t in turns:
+            assert_ok(t.inst.request_approval(t.session, t.interaction)[1])
+        wait_until(lambda: len(tarpit.held) >= 16, WAIT, what="the hanging host's share taken")
+        started = time.monotonic()
+        assert_ok(friendly.inst.request_approval(friendly.session, friendly.interaction)[1])
+        wait_until(lambda: phone.messages, 5, interval=0.02, what="alice's push")
+        assert time.monotonic() - started < 2
+        assert service.failures == []
+        time.sleep(0.3)
+        assert len(tarpit.held) == 16, "one push service origin holds at most half of the sender"
+        for t in turns + [friendly]:
+            t.close()
+    finally:
+        service.close()
+        tarpit.close()
+
+
 def test_a_hanging_endpoint_times_out_and_backs_off(relayd):
     relay = relayd("--push-endpoints", "any", "--push-subject", "mailto:ops@example.org", "--push-timeout", "500ms",
                    "--push-backoff", "10s")
