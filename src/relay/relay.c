@@ -288,8 +288,8 @@ void rl_relay_stop(rl_relay_t *relay)
     rl_store_close(relay->store);
     relay->store = NULL;
     rl_auth_close(relay->auth);
-    rl_attachments_close(relay);
     relay->auth = NULL;
+    rl_attachments_close(relay);
     rl_login_close(relay->login);
     relay->login = NULL;
     rl_webapp_close(relay->webapp);
