@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +41,11 @@
 #define LINK_REFUSED   "no such file, or the link is wrong or has expired"
 /*
  * What this node learns of a user's attachment bytes (each upload's
- * transaction counts them) is trusted for a minute to refuse an upload from
- * its declared length. Another node's uploads only make the real count
- * higher, which the transaction still catches; removals (a sweep on any
- * node) make it lower, and this node's own sweeps forget every entry.
+ * transaction counts them) is trusted to refuse an upload from its declared
+ * length. Another node's uploads only make the real count higher, which the
+ * transaction still catches; removals make it lower, and they happen only in
+ * the sweeps: this node's own forget every entry, and with other nodes (whose
+ * sweeps this one does not see) an entry is trusted for a minute only.
  */
 #define USAGE_KNOWN_MAX 100000
 #define USAGE_TTL_MS    (60 * 1000)
@@ -157,7 +159,7 @@ static void usage_learn(rl_relay_t *relay, const char *user_id, int64_t bytes)
         }
     }
     known->bytes = bytes;
-    known->until_ms = now + USAGE_TTL_MS;
+    known->until_ms = relay->shared ? now + USAGE_TTL_MS : INT64_MAX;
 }
 
 int rl_attachments_head_limit(void *app, const rl_route_t *route, const char *authorization, size_t len,

@@ -22,9 +22,10 @@ int rl_attachments_open(struct rl_relay *relay);
 void rl_attachments_close(struct rl_relay *relay);
 /*
  * The server's head_limit hook (http/server.h) for the upload routes: when
- * this node knows the caller's credential and, from the last minute, how
- * many bytes of attachments their user keeps, it lowers the body limit to
- * what is left of --attachment-quota, so that an upload declared past it is
+ * this node knows the caller's credential and how many bytes of attachments
+ * their user keeps (learnt from their last upload here; with other nodes
+ * sharing the store, in the last minute), it lowers the body limit to what
+ * is left of --attachment-quota, so that an upload declared past it is
  * refused 413 quota_exceeded before its body is read. Otherwise the body is
  * read and the upload's transaction counts (as it always does anyway).
  */
