@@ -61,6 +61,6 @@ int phr_parse_request(const char *buf, size_t len, const char **method, size_t *
     result = rl__http_head_check(buf, len, method, method_len, path, path_len, minor_version, headers, num_headers,
                                  capacity, result);
     if (result > 0 && limited_server != NULL)
-        rl__http_server_limit_for(limited_server, *method, *method_len, *path, *path_len);
+        rl__http_server_limit_for(limited_server, *method, *method_len, *path, *path_len, headers, *num_headers);
     return result;
 }

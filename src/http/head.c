@@ -106,6 +106,39 @@ static enum refusal judge(const struct phr_header *headers, size_t num_headers, 
     return REFUSE_NONE;
 }
 
+/*
+ * A Content-Length of digits that h2o cannot hold (it reads at most 19, with
+ * the zeros in front) is a body too large, not a malformed head: it is
+ * rewritten to a length past every route's limit, so that h2o answers 413
+ * like for any other oversize body. Leading zeros are skipped first, as they
+ * say nothing. A value that is not all digits stays for h2o to refuse (400).
+ */
+static char huge_length[] = "999999999999999999";
+
+static void clamp_content_length(struct phr_header *headers, size_t num_headers)
+{
+    size_t i, k;
+
+    for (i = 0; i < num_headers; ++i) {
+        struct phr_header *header = &headers[i];
+        if (!name_is(header, "content-length", 14) || header->value_len == 0)
+            continue;
+        for (k = 0; k < header->value_len; ++k) {
+            if (header->value[k] < '0' || header->value[k] > '9')
+                return;
+        }
+        for (k = 0; k + 1 < header->value_len && header->value[k] == '0'; ++k) {
+        }
+        header->value += k;
+        header->value_len -= k;
+        if (header->value_len >= sizeof(huge_length)) {
+            header->value = huge_length;
+            header->value_len = sizeof(huge_length) - 1;
+        }
+        return;
+    }
+}
+
 static int is_tchar(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -189,8 +222,10 @@ int rl__http_head_check(const char *buf, size_t len, const char **method, size_t
     if (result > 0) {
         drop_markers(headers, num_headers);
         why = judge(headers, *num_headers, *minor_version);
-        if (why == REFUSE_NONE)
+        if (why == REFUSE_NONE) {
+            clamp_content_length(headers, *num_headers);
             return result;
+        }
         rewrite(headers, num_headers, 1, why);
         return result;
     }

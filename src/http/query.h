@@ -15,7 +15,11 @@ enum rl_url_error {
  * NUL-terminated). Returns the decoded length, or a negative rl_url_error.
  */
 int rl_url_decode(const char *src, size_t len, char *dst, size_t dstsz);
-/* Finds parameter name in the request's query and decodes it into out: 0 found, 1 absent, -1 malformed. */
+/*
+ * Finds parameter name in the request's query and decodes it into out: 0
+ * found, 1 absent, -1 malformed or given more than once (the name matched
+ * exactly, before any decoding).
+ */
 int rl_query_param(const h2o_req_t *req, const char *name, char *out, size_t outsz);
 
 #endif

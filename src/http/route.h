@@ -34,6 +34,8 @@ typedef struct rl_route {
 
 /* The route takes its body raw (not JSON) and reads it itself. */
 #define RL_ROUTE_RAW_BODY 0x1u
+/* The application may lower the body limit from the request head (rl_http_hooks_t.head_limit). */
+#define RL_ROUTE_HEAD_LIMIT 0x2u
 
 typedef struct rl_route_param {
     const char *base;

@@ -60,6 +60,9 @@ struct route_stats {
     rl_histogram_t latency;
 };
 
+/* The longest request path a lowered body limit is kept for; longer ones keep the route's limit. */
+#define HEAD_PATH_MAX 2048
+
 struct rl_http_server {
     const rl_http_config_t *config;
     struct route_stats *stats; /* one per route, and the last for answers no route gave */
@@ -84,6 +87,15 @@ struct rl_http_server {
     int64_t starved_since_us; /* 0 outside such an episode */
     int64_t starved_last_us;  /* the last accept that failed for want of descriptors */
     unsigned long starved_pauses;
+    /*
+     * A limit the head_limit hook set for the request whose head was parsed
+     * last: h2o's 413 for that request (at once, inside the same parse call)
+     * carries its error instead of payload_too_large. The request's path is
+     * kept to be sure the 413 is that request's (h2o keeps a copy of its own).
+     */
+    rl_http_head_limit_t head_refusal;
+    char head_refusal_path[HEAD_PATH_MAX];
+    size_t head_refusal_path_len; /* 0: no refusal set */
 };
 
 struct route_handler {
@@ -193,25 +205,56 @@ static size_t route_limit(const rl_http_server_t *server, const rl_route_t *rout
     return route->max_body != 0 ? route->max_body : server->config->max_body;
 }
 
-void rl__http_server_limit_for(rl_http_server_t *server, const char *method, size_t method_len, const char *path,
-                               size_t path_len)
+static void head_refusal_clear(rl_http_server_t *server)
 {
-    const char *query = memchr(path, '?', path_len);
+    json_decref(server->head_refusal.details);
+    memset(&server->head_refusal, 0, sizeof(server->head_refusal));
+    server->head_refusal_path_len = 0;
+}
+
+void rl__http_server_limit_for(rl_http_server_t *server, const char *method, size_t method_len, const char *path,
+                               size_t path_len, const struct phr_header *headers, size_t num_headers)
+{
+    const char *query = memchr(path, '?', path_len), *authorization = NULL, *full_path = path;
+    size_t full_len = path_len;
     rl_route_param_t params[RL_ROUTE_MAX_PARAMS];
     const rl_route_t *route = NULL;
-    size_t limit = server->config->max_body;
+    size_t limit = server->config->max_body, authorization_len = 0, i;
+    rl_http_head_limit_t lower = {0, 0, NULL};
 
+    head_refusal_clear(server);
     if (query != NULL)
         path_len = (size_t)(query - path);
     if (rl_route_find(server->config->routes, server->config->nroutes, method, method_len, path, path_len, &route,
                       params, NULL, 0) == RL_ROUTE_MATCHED)
         limit = route_limit(server, route);
+    if (route != NULL && (route->flags & RL_ROUTE_HEAD_LIMIT) != 0 && server->config->hooks.head_limit != NULL) {
+        for (i = 0; i < num_headers; ++i) {
+            if (headers[i].name_len == 13 && strncasecmp(headers[i].name, "authorization", 13) == 0) {
+                authorization = headers[i].value;
+                authorization_len = headers[i].value_len;
+                break;
+            }
+        }
+        if (full_len <= HEAD_PATH_MAX &&
+            server->config->hooks.head_limit(server->config->app, route, authorization, authorization_len, &lower) &&
+            lower.limit < limit) {
+            limit = lower.limit;
+            server->head_refusal = lower;
+            memcpy(server->head_refusal_path, full_path, full_len);
+            server->head_refusal_path_len = full_len;
+        } else {
+            json_decref(lower.details);
+        }
+    }
     server->globalconf.max_request_entity_size = limit;
 }
 
 void rl_http_server_after_turn(rl_http_server_t *server)
 {
     server->globalconf.max_request_entity_size = server->config->max_body;
+    if (server->head_refusal_path_len != 0)
+        head_refusal_clear(server);
 }
 
 static void run_handler(rl_call_t *call)
@@ -386,6 +429,7 @@ static void api_error_on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_o
     char request_id[RL_REQUEST_ID_MAX + 1], traceparent[RL_TRACEPARENT_LEN + 1], trace_id[33];
     int err = req->res.status == 413 ? RL_E_PAYLOAD_TOO_LARGE : RL_E_INVALID_REQUEST;
     struct envelope_ostream *ostream;
+    json_t *details = NULL;
     ssize_t index;
     json_t *envelope;
     char *text;
@@ -394,9 +438,19 @@ static void api_error_on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_o
         h2o_setup_next_ostream(req, slot);
         return;
     }
+    /* The 413 of a limit the application lowered from this request's head: its own error. */
+    if (req->res.status == 413 && server->head_refusal_path_len != 0 &&
+        req->input.path.len == server->head_refusal_path_len &&
+        memcmp(req->input.path.base, server->head_refusal_path, req->input.path.len) == 0 &&
+        rl_error_status(server->head_refusal.err) == 413) {
+        err = server->head_refusal.err;
+        details = json_incref(server->head_refusal.details);
+    }
     correlate(req, request_id, traceparent, trace_id);
     envelope = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", rl_error_code(err), "message",
                          rl_error_message(err));
+    if (details != NULL)
+        json_object_set_new(json_object_get(envelope, "error"), "details", details);
     text = json_dumps(envelope, JSON_COMPACT);
     json_decref(envelope);
     ostream = (void *)h2o_add_ostream(req, sizeof(*ostream), slot);
@@ -946,6 +1000,7 @@ void rl_http_server_free(rl_http_server_t *server)
         return;
     rl_http_server_stop_listening(server);
     rl__http_linger_close_all();
+    head_refusal_clear(server);
     h2o_timeout_dispose(server->context.loop, &server->accept_pause);
     h2o_context_dispose(&server->context);
     h2o_config_dispose(&server->globalconf);

@@ -19,6 +19,14 @@
 #include "http/route.h"
 
 typedef struct rl_http_server rl_http_server_t;
+struct phr_header;
+
+/* A lower body limit for one request, decided from its head (rl_http_hooks_t.head_limit). */
+typedef struct rl_http_head_limit {
+    size_t limit;    /* the most bytes this request's body may have */
+    int err;         /* what a longer body is refused with: an RL_E_* whose status is 413 */
+    json_t *details; /* that refusal's details, or NULL; the server takes the reference */
+} rl_http_head_limit_t;
 
 typedef struct rl_http_hooks {
     /*
@@ -32,6 +40,17 @@ typedef struct rl_http_hooks {
      * now or later (a shared bucket answers over the network).
      */
     void (*limit)(rl_call_t *call);
+    /*
+     * Optional, for routes flagged RL_ROUTE_HEAD_LIMIT, over HTTP/1: called
+     * on the loop as soon as a request head is parsed, before any of its
+     * body is read, with its Authorization header (NULL, 0 when absent).
+     * Returns 1 with *limit filled to lower the route's limit for this
+     * request (a declared Content-Length past it is refused at once, a
+     * chunked body as it passes it), or 0 to leave it. It must answer from
+     * what the application already knows: no I/O, nothing asynchronous.
+     */
+    int (*head_limit)(void *app, const rl_route_t *route, const char *authorization, size_t len,
+                      rl_http_head_limit_t *limit);
 } rl_http_hooks_t;
 
 typedef struct rl_http_config {
@@ -119,9 +138,12 @@ h2o_context_t *rl_http_server_context(rl_http_server_t *server);
  * JSON default (see bodylimit.c).
  */
 void rl_http_server_after_turn(rl_http_server_t *server);
-/* Internal (bodylimit.c): sets the body limit for the route that method and path name. */
+/*
+ * Internal (bodylimit.c): sets the body limit for the route that method and
+ * path name, lowered by the head_limit hook when the route asks for it.
+ */
 void rl__http_server_limit_for(rl_http_server_t *server, const char *method, size_t method_len, const char *path,
-                               size_t path_len);
+                               size_t path_len, const struct phr_header *headers, size_t num_headers);
 void rl__http_bodylimit_attach(rl_http_server_t *server);
 /* 1 once an HTTP/1 head has gone through the per-route limit wrapper. */
 int rl__http_bodylimit_active(void);

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +25,10 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/rand.h"
+#include "common/strmap.h"
 #include "http/query.h"
 #include "relay/attachments.h"
+#include "relay/auth.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
 #include "relay/target.h"
@@ -36,6 +39,21 @@
 #define NAME_MAX_BYTES 255
 #define MIME_MAX_BYTES 255
 #define LINK_REFUSED   "no such file, or the link is wrong or has expired"
+/*
+ * What this node learns of a user's attachment bytes (each upload's
+ * transaction counts them) is trusted to refuse an upload from its declared
+ * length. Another node's uploads only make the real count higher, which the
+ * transaction still catches; removals make it lower, and they happen only in
+ * the sweeps: this node's own forget every entry, and with other nodes (whose
+ * sweeps this one does not see) an entry is trusted for a minute only.
+ */
+#define USAGE_KNOWN_MAX 100000
+#define USAGE_TTL_MS    (60 * 1000)
+
+struct known_usage {
+    int64_t bytes;
+    int64_t until_ms;
+};
 
 static const rl_field_t attachment_ref_fields[] = {
     RL_FIELD_STRING("key", RL_F_REQUIRED, 1, 128),
@@ -110,6 +128,58 @@ int rl_attachments_open(rl_relay_t *relay)
         return -1;
     }
     return 0;
+}
+
+void rl_attachments_close(rl_relay_t *relay)
+{
+    rl_strmap_free(relay->attachment_usage, free);
+    relay->attachment_usage = NULL;
+}
+
+static int usage_lapsed(const char *key, void *value, void *arg)
+{
+    return ((const struct known_usage *)value)->until_ms <= *(const int64_t *)arg;
+}
+
+static void usage_learn(rl_relay_t *relay, const char *user_id, int64_t bytes)
+{
+    struct known_usage *known;
+    int64_t now = rl_clock_now_ms();
+
+    if (relay->attachment_usage == NULL && (relay->attachment_usage = rl_strmap_new(USAGE_KNOWN_MAX)) == NULL)
+        return;
+    known = rl_strmap_get(relay->attachment_usage, user_id);
+    if (known == NULL) {
+        if (rl_strmap_size(relay->attachment_usage) >= USAGE_KNOWN_MAX)
+            rl_strmap_sweep(relay->attachment_usage, usage_lapsed, &now, free);
+        known = malloc(sizeof(*known));
+        if (known == NULL || rl_strmap_put(relay->attachment_usage, user_id, known) != 0) {
+            free(known);
+            return;
+        }
+    }
+    known->bytes = bytes;
+    known->until_ms = relay->shared ? now + USAGE_TTL_MS : INT64_MAX;
+}
+
+int rl_attachments_head_limit(void *app, const rl_route_t *route, const char *authorization, size_t len,
+                              rl_http_head_limit_t *limit)
+{
+    rl_relay_t *relay = app;
+    char user[RL_PRINCIPAL_MAX + 1];
+    const struct known_usage *known;
+    int64_t quota = relay->config.attachment_quota;
+
+    if (relay->attachment_usage == NULL || rl_strmap_size(relay->attachment_usage) == 0 ||
+        rl_auth_known_owner(relay->auth, authorization, len, user, sizeof(user)) != 0)
+        return 0;
+    known = rl_strmap_get(relay->attachment_usage, user);
+    if (known == NULL || known->until_ms <= rl_clock_now_ms())
+        return 0;
+    limit->limit = known->bytes >= quota ? 0 : (size_t)(quota - known->bytes);
+    limit->err = RL_E_QUOTA_EXCEEDED;
+    limit->details = json_pack("{s:I}", "quota_bytes", (json_int_t)quota);
+    return 1;
 }
 
 static int valid_key(const char *key)
@@ -316,6 +386,9 @@ void rl_attachments_swept(rl_relay_t *relay, rl_store_op_t *base)
             rl_log_warn("cannot remove %s: %s", path, strerror(errno));
     }
     rl_log_info("removed %zu attachments no message references", json_array_size(op->op.value));
+    /* Whose bytes went is not known here: what this node knew of anyone's usage may now be too high. */
+    rl_strmap_free(relay->attachment_usage, free);
+    relay->attachment_usage = NULL;
     forget = rl_op_new(&forget_type, sizeof(*forget));
     forget->keys = json_incref(op->op.value);
     rl_store_submit(relay->store, &forget->op.base, on_forgotten, relay);
@@ -359,7 +432,8 @@ static void upload_free(struct upload *upload, int keep_file)
 struct attachment_op {
     rl_op_t op;
     rl_attachment_row_t row;
-    int64_t quota; /* the user's storage quota (--attachment-quota) */
+    int64_t quota;               /* the user's storage quota (--attachment-quota) */
+    int64_t used;                /* result: the user's bytes before this upload */
     const char *installation_id; /* the uploading bridge's, or NULL for a user */
 };
 
@@ -373,6 +447,7 @@ static int attachment_insert_run(rl_txn_t *txn, rl_store_op_t *base)
         result = rl_target_installation_check(txn, op->installation_id);
     if (result != 0)
         return result;
+    op->used = used;
     /* Counted in the transaction that adds the file, so that concurrent uploads cannot both slip under. */
     if (used + op->row.size > op->quota)
         return RL_E_QUOTA_EXCEEDED;
@@ -395,6 +470,7 @@ static void on_upload_recorded(rl_store_op_t *base)
     rl_call_t *call = upload->call;
 
     if (base->result == RL_E_QUOTA_EXCEEDED) {
+        usage_learn(upload->relay, call->owner, ((struct attachment_op *)base)->used);
         upload_drop_files(upload);
         rl_call_fail_full(call, base->result, NULL, NULL,
                           json_pack("{s:I}", "quota_bytes", (json_int_t)((struct attachment_op *)base)->quota));
@@ -407,6 +483,7 @@ static void on_upload_recorded(rl_store_op_t *base)
         upload_free(upload, 0);
         return;
     }
+    usage_learn(upload->relay, call->owner, ((struct attachment_op *)base)->used + (int64_t)upload->written);
     rl_call_reply(call, json_pack("{s:s, s:s, s:I, s:s?}", "key", upload->key, "mime", upload->mime, "size",
                                   (json_int_t)upload->written, "name", upload->has_name ? upload->name : NULL));
     upload_free(upload, 1);
@@ -541,8 +618,9 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
 
 /*
  * Types a browser shows without running anything: these are served inline,
- * everything else (HTML, SVG, XML, PDF, scripts, unknown) as a download, so
- * that an upload never becomes a page on the relay's origin. Every download
+ * everything else (HTML, SVG, XML, PDF, scripts, styles, wasm, unknown) as a
+ * download of type application/octet-stream, so that an upload never becomes
+ * a page, a script or a stylesheet on the relay's origin. Every download
  * also carries "Content-Security-Policy: sandbox" (no script, a unique
  * origin) and nosniff, in case a browser renders it anyway.
  */
@@ -634,7 +712,8 @@ static void on_file_meta(rl_store_op_t *base)
     } else {
         h2o_req_t *req = call->req;
         const char *mime = served_mime(op->row.mime);
-        h2o_iovec_t shown = disposition(&req->pool, shown_inline(mime), op->row.name);
+        int as_inline = shown_inline(mime);
+        h2o_iovec_t shown = disposition(&req->pool, as_inline, op->row.name);
         snprintf(path, sizeof(path), "%s/%s", relay->config.attachments, op->row.key);
         call->responded = 1;
         call->status = 200;
@@ -647,6 +726,15 @@ static void on_file_meta(rl_store_op_t *base)
                               H2O_STRLIT("sandbox"));
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_DISPOSITION, NULL, shown.base, shown.len);
         rl__call_log(call);
+        /*
+         * Anything not shown inline goes out as bytes, whatever type it was
+         * uploaded with: the page's script-src 'self' would run an upload
+         * served as text/javascript from this origin, and a stylesheet or a
+         * wasm module likewise. The type the uploader gave stays in the
+         * message's attachment (mime) for clients to show.
+         */
+        if (!as_inline)
+            mime = "application/octet-stream";
         if (h2o_file_send(req, 200, "OK", path, h2o_strdup(&req->pool, mime, SIZE_MAX), 0) != 0) {
             call->responded = 0;
             rl_call_fail(call, RL_E_NOT_FOUND, LINK_REFUSED);

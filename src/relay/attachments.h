@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "http/call.h"
+#include "http/server.h"
 #include "http/validate.h"
 #include "store/store.h"
 
@@ -17,6 +18,19 @@ extern const rl_field_t rl_attachment_ref_item;
 
 /* Creates DATA/attachments and loads (or makes) the URL signing key. Startup; 0 or -1. */
 int rl_attachments_open(struct rl_relay *relay);
+/* Frees what rl_attachments_open made. */
+void rl_attachments_close(struct rl_relay *relay);
+/*
+ * The server's head_limit hook (http/server.h) for the upload routes: when
+ * this node knows the caller's credential and how many bytes of attachments
+ * their user keeps (learnt from their last upload here; with other nodes
+ * sharing the store, in the last minute), it lowers the body limit to what
+ * is left of --attachment-quota, so that an upload declared past it is
+ * refused 413 quota_exceeded before its body is read. Otherwise the body is
+ * read and the upload's transaction counts (as it always does anyway).
+ */
+int rl_attachments_head_limit(void *app, const rl_route_t *route, const char *authorization, size_t len,
+                              rl_http_head_limit_t *limit);
 /* Adds "url" and "url_expires_at" to every {key, ...} item of an attachments array, in place. */
 void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
 /*

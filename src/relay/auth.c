@@ -282,6 +282,38 @@ void rl_relay_authenticate(rl_call_t *call)
                                                                                    : RL_E_INVALID_TOKEN);
 }
 
+int rl_auth_known_owner(rl_auth_t *auth, const char *authorization, size_t len, char *user, size_t usersz)
+{
+    char digest[RL_TOKEN_HASH_HEX + 1];
+    const struct verified *verified;
+    const struct bridge_entry *entry;
+    rl_bridge_token_t token;
+    int64_t now = rl_clock_now_ms();
+
+    if (authorization == NULL || len < 7 || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return -1;
+    authorization += 7;
+    len -= 7;
+    while (len > 0 && authorization[len - 1] == ' ')
+        --len;
+    if (len == 0)
+        return -1;
+    if (rl_bridge_token_parse(authorization, len, &token) == 0) {
+        entry = auth->bridge_tokens != NULL ? rl_strmap_get(auth->bridge_tokens, token.installation_id) : NULL;
+        if (entry == NULL || entry->until_ms <= now || entry->revoked || entry->secret_hash[0] == '\0' ||
+            !rl_token_hash_equal(entry->secret_hash, token.secret_hash))
+            return -1;
+        snprintf(user, usersz, "%s", entry->user_id);
+        return 0;
+    }
+    rl_token_hash(authorization, len, digest);
+    verified = auth->verified_tokens != NULL ? rl_strmap_get(auth->verified_tokens, digest) : NULL;
+    if (verified == NULL || verified->until_ms <= now)
+        return -1;
+    snprintf(user, usersz, "%s", verified->sub);
+    return 0;
+}
+
 /*
  * Per-address buckets count the client's address group (an IPv6 /64; behind
  * trusted proxies, the client they name). An authenticated route whose

@@ -28,6 +28,15 @@ void rl_relay_limit(rl_call_t *call);
 void rl_auth_forget_installation(rl_auth_t *auth, const char *installation_id);
 /* A signal on the auth topic (installations.h): another node revoked an installation. */
 void rl_auth_on_signal(rl_auth_t *auth, json_t *message);
+/*
+ * The user an Authorization header value ("Bearer ...") speaks for, from
+ * what this node remembers alone: a user token it verified and that has not
+ * lapsed, or a bridge token whose installation it looked up recently, is not
+ * revoked and whose secret matches. 0 with the user id in user (usersz
+ * bytes), or -1 when the credential is not one it knows (it is then checked
+ * the usual way, later). No I/O; loop thread.
+ */
+int rl_auth_known_owner(rl_auth_t *auth, const char *authorization, size_t len, char *user, size_t usersz);
 /* Drops lapsed cache entries; housekeeping. */
 void rl_auth_sweep(rl_auth_t *auth, int64_t now_ms, unsigned parts);
 

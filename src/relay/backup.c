@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -294,6 +295,52 @@ static void attachments_folder(const struct options *o, char *path, size_t paths
         join(path, pathsz, o->data, "attachments");
 }
 
+/*
+ * path with every symbolic link and dot segment resolved, also when path
+ * itself does not exist yet (its parent must). 0 or -1.
+ */
+static int resolve(const char *path, char *out)
+{
+    char parent[PATH_SIZE], *slash;
+    const char *base;
+
+    if (realpath(path, out) != NULL)
+        return 0;
+    if (strlen(path) >= sizeof(parent))
+        return -1;
+    memcpy(parent, path, strlen(path) + 1);
+    slash = strrchr(parent, '/');
+    if (slash == NULL) {
+        base = path;
+        memcpy(parent, ".", 2);
+    } else {
+        base = path + (slash - parent) + 1;
+        if (slash == parent)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+    }
+    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || realpath(parent, out) == NULL ||
+        strlen(out) + strlen(base) + 2 > PATH_MAX)
+        return -1;
+    if (strcmp(out, "/") != 0)
+        strcat(out, "/");
+    strcat(out, base);
+    return 0;
+}
+
+/* 1 when folder is root or lies under it (both resolved); a root that does not exist holds nothing. */
+static int inside(const char *folder, const char *root)
+{
+    char a[PATH_MAX + 1], b[PATH_MAX + 1];
+    size_t len;
+
+    if (resolve(folder, a) != 0 || realpath(root, b) == NULL)
+        return 0;
+    len = strlen(b);
+    return strncmp(a, b, len) == 0 && (a[len] == '\0' || a[len] == '/' || strcmp(b, "/") == 0);
+}
+
 static int write_manifest(const char *folder, json_t *manifest, char *why, size_t whysz)
 {
     char path[PATH_SIZE];
@@ -338,6 +385,20 @@ int rl_backup_command(int argc, char **argv)
                 "relayd backup: the store %.*s is not SQLite: back PostgreSQL up with pg_dump, and copy the "
                 "attachments folder (docs/operations.md, \"Backups\")\n",
                 (int)strcspn(o.store, ":"), o.store);
+        return 2;
+    }
+    /*
+     * A backup inside the data folder (or the attachments folder) would be
+     * copied into the next backup, and the one after, each one holding all
+     * the earlier ones; and it would share the fate of the disk it is meant
+     * to outlive.
+     */
+    attachments_folder(&o, from, sizeof(from));
+    if (inside(o.folder, o.data) || inside(o.folder, from)) {
+        fprintf(stderr,
+                "relayd backup: %s is inside the data folder or the attachments folder; give a folder outside "
+                "both\n",
+                o.folder);
         return 2;
     }
     /* Everything a backup holds is secret or personal: it is the service user's alone. */

@@ -86,7 +86,16 @@ static const struct setting settings[] = {
     STRING("web-connect-src", web_connect_src, "", "more origins the web app may fetch from, space-separated"),
     DURATION("web-token-ttl", web_token_ttl, "30d", "lifetime of the token a sign-in link is exchanged for"),
     STRING("push-subject", push_subject, "", "contact sent to push services, mailto: or https: (default --public-url)"),
-    STRING("push-endpoints", push_endpoints, "https", "push services allowed: https, or any (plain http too)"),
+    STRING("push-endpoints", push_endpoints, "https",
+           "push services allowed: https (port 443, public addresses), or any (http, any address: tests only)"),
+    STRING("push-networks", push_networks, "",
+           "CIDR blocks (10.0.0.0/8,fd00::/8) where push endpoints may also be, on any port: your own push service"),
+    DURATION("push-timeout", push_timeout, "10s", "time one push may take, connecting included"),
+    COUNT("push-user-max", push_user_max, "64",
+          "pushes one user may have waiting or in flight; past it theirs are dropped, nobody else's"),
+    DURATION("push-backoff", push_backoff, "1m",
+             "time a push endpoint is skipped after a failure, doubled after each further one (at most 1h)"),
+    COUNT("push-failures-max", push_failures_max, "5", "failed pushes in a row after which a subscription is deleted"),
     STRING("metrics-listen", metrics_listen, "",
            "HOST:PORT of a listener serving Prometheus metrics at /metrics (off by default)"),
 };
@@ -251,6 +260,15 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
     }
     if (strcmp(config->push_endpoints, "https") != 0 && strcmp(config->push_endpoints, "any") != 0) {
         fprintf(stderr, "relayd: --push-endpoints must be https or any\n");
+        return -1;
+    }
+    if (rl_cidr_set_parse(config->push_networks, &proxies, error, sizeof(error)) != 0) {
+        fprintf(stderr, "relayd: --push-networks: %s\n", error);
+        return -1;
+    }
+    rl_cidr_set_free(&proxies);
+    if (config->push_timeout < 100) {
+        fprintf(stderr, "relayd: --push-timeout must be at least 100ms\n");
         return -1;
     }
     if (config->oidc_client_id[0] != '\0' && config->jwt_issuer[0] == '\0') {

@@ -60,7 +60,12 @@ typedef struct rl_config {
     char web_connect_src[1024]; /* more origins the app may fetch from (an identity provider's token endpoint) */
     int64_t web_token_ttl;      /* lifetime of a token exchanged for a sign-in link */
     char push_subject[512];     /* VAPID contact; default the public URL */
-    char push_endpoints[8];     /* "https", or "any" to allow plain http push services (tests) */
+    char push_endpoints[8];     /* "https", or "any": plain http, any address and port (a test push service) */
+    char push_networks[4096];   /* CIDR blocks push endpoints may also reach (an operator's own push service) */
+    int64_t push_timeout;       /* ms one push may take, connection included */
+    int64_t push_user_max;      /* pushes one user may have waiting or in flight */
+    int64_t push_backoff;       /* ms an endpoint is skipped after its first failure, doubling after each */
+    int64_t push_failures_max;  /* failures in a row after which a subscription is dropped */
     char metrics_listen[256];   /* HOST:PORT of the Prometheus listener, "" for none */
 } rl_config_t;
 

@@ -15,16 +15,29 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/strmap.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
 #include "relay/push.h"
+#include "relay/push_endpoint.h"
 #include "relay/relay.h"
+#include "relay/token.h"
 #include "relay/webpush.h"
 
-/* Pushes in flight at once; a push service answers in tens of milliseconds. */
-#define INFLIGHT_MAX 16
-#define TIMEOUT_MS   15000
-#define CONNECT_MS   5000
+/*
+ * Pushes in flight at once; a push service answers in tens of milliseconds.
+ * One user may hold a few of them and one push service origin half, so that
+ * endpoints that never answer (one user's, or many users' aimed at one host)
+ * leave room for everyone else's.
+ */
+#define INFLIGHT_MAX        32
+#define USER_INFLIGHT_MAX   4
+#define ORIGIN_INFLIGHT_MAX (INFLIGHT_MAX / 2)
+#define CONNECT_MS_MAX      5000
+/* Endpoints whose pushes failed, remembered for their back-off; past this many, new ones are not. */
+#define HEALTH_MAX 100000
+/* The longest an endpoint is skipped after failures. */
+#define BACKOFF_MAX_MS (3600 * 1000)
 /* A VAPID token is signed for 12 hours and reused for an origin until an hour before it lapses. */
 #define VAPID_TTL_S   (12 * 3600)
 #define VAPID_SPARE_S 3600
@@ -35,8 +48,13 @@
 /* A finished reply is worth a push for a day; an approval until it expires. */
 #define REPLY_TTL_S (24 * 3600)
 
+struct push_user;
+
 struct push_job {
     struct push_job *next;
+    struct rl_push *push;
+    struct push_user *user; /* whose push it is; cleared once it is done */
+    char origin[ORIGIN_MAX];
     char *endpoint;
     char *payload;
     size_t payload_len;
@@ -50,11 +68,39 @@ struct push_job {
     unsigned char *body;
     /* the outcome */
     long status;
-    int failed; /* no HTTP answer at all */
+    int failed;  /* no HTTP answer at all */
+    int refused; /* an address it resolved to is outside the policy */
+    int counted; /* in its origin's load (sender only) */
 };
 
 struct job_list {
     struct push_job *head, *tail;
+};
+
+/*
+ * One user's pushes, waiting and in flight. The users with pushes waiting
+ * form a ring that the sender serves in turn, one push each, so that a user
+ * with a thousand pushes waiting delays another's first by one turn, not a
+ * thousand. Guarded by the push's lock.
+ */
+struct push_user {
+    char id[RL_PRINCIPAL_MAX + 1];
+    struct job_list todo;
+    size_t waiting, flying;
+    struct push_user *next; /* in the ring */
+    int in_ring;
+};
+
+/* Pushes in flight to one push service origin; sender only. */
+struct origin_load {
+    char origin[ORIGIN_MAX];
+    size_t flying;
+};
+
+/* An endpoint whose last pushes failed: skipped until retry_at_ms, dropped after --push-failures-max. Loop only. */
+struct endpoint_health {
+    int64_t failures;
+    int64_t retry_at_ms;
 };
 
 struct vapid_token {
@@ -66,20 +112,25 @@ struct vapid_token {
 struct rl_push {
     rl_relay_t *relay;
     rl_vapid_t *vapid;
-    int allow_http;
+    rl_push_policy_t policy; /* where pushes may go (push_endpoint.h); immutable once open */
     char subject[600];
     CURLM *multi;
     pthread_t thread;
     int thread_running;
-    pthread_mutex_t lock; /* guards todo, done, stopping, queued */
-    struct job_list todo, done;
-    size_t queued; /* handed to the sender and not yet collected; loop only */
+    pthread_mutex_t lock; /* guards users, ring, done, stopping, total */
+    rl_strmap_t *users;   /* user id -> struct push_user, while they have pushes waiting or in flight */
+    struct push_user *ring_head, *ring_tail;
+    size_t ring_count;
+    size_t total; /* pushes waiting or in flight, all users */
+    struct job_list done;
     int stopping;
     int pipe_read, pipe_write;
     h2o_socket_t *wake;
-    struct vapid_token tokens[VAPID_CACHE]; /* sender only */
-    struct push_job *flying[INFLIGHT_MAX];  /* sender only, then the stopper after the join */
-    size_t dropped;                         /* loop only */
+    struct vapid_token tokens[VAPID_CACHE];   /* sender only */
+    struct push_job *flying[INFLIGHT_MAX];    /* sender only, then the stopper after the join */
+    struct origin_load origins[INFLIGHT_MAX]; /* sender only */
+    rl_strmap_t *health;                      /* SHA-256 of an endpoint -> struct endpoint_health; loop only */
+    size_t dropped, dropped_user, backed_off; /* loop only */
 };
 
 /* What an event turns into: the user's subscriptions are read, then each gets the payload. */
@@ -133,6 +184,13 @@ struct push_subscribe {
     size_t keep;
 };
 
+static int same_secret(const char *a, const char *b)
+{
+    size_t len = a != NULL ? strlen(a) : 0;
+
+    return a != NULL && b != NULL && strlen(b) == len && CRYPTO_memcmp(a, b, len) == 0;
+}
+
 static int push_subscribe_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct push_subscribe *op = (void *)base;
@@ -140,7 +198,15 @@ static int push_subscribe_run(rl_txn_t *txn, rl_store_op_t *base)
     size_t count, i;
     int result = RL_TXN(txn, push_subscription_get, op->row.endpoint, &existing);
 
-    /* The same browser may sign in as someone else: the endpoint follows the newest sign-in. */
+    /*
+     * The same browser may sign in as someone else: the endpoint follows the
+     * newest sign-in, but only with the keys it has, which only that browser
+     * (and this store) knows. Knowing another user's endpoint alone must not
+     * turn their notifications off, nor put one's own on their screen.
+     */
+    if (result == 0 && strcmp(existing.user_id, op->row.user_id) != 0 &&
+        !(same_secret(existing.p256dh, op->row.p256dh) && same_secret(existing.auth, op->row.auth)))
+        return RL_E_CONFLICT;
     if (result == 0)
         result = RL_TXN(txn, push_subscription_delete, op->row.endpoint);
     if ((result != 0 && result != RL_E_NOT_FOUND) || (result = RL_TXN(txn, push_subscription_insert, &op->row)) != 0 ||
@@ -225,12 +291,29 @@ static size_t discard(char *data, size_t size, size_t count, void *arg)
     return size * count;
 }
 
+/*
+ * Every address libcurl is about to connect to, after it has resolved the
+ * endpoint's name: the address actually connected to is the one judged, so
+ * a name that resolved to a public address at subscription and to an
+ * internal one now (DNS rebinding) gets no connection.
+ */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *address)
+{
+    struct push_job *job = arg;
+
+    if (purpose != CURLSOCKTYPE_IPCXN || !rl_push_address_allowed(&job->push->policy, &address->addr)) {
+        job->refused = 1;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
 /* Encrypts and sets up one request; 0, or -1 when the job cannot be sent (it is then done, failed). */
 static int start_job(struct rl_push *push, struct push_job *job)
 {
     char header[128];
     const char *authorization = vapid_for(push, job->endpoint);
-    long len;
+    long len, timeout = (long)push->relay->config.push_timeout;
 
     job->body = malloc(RL_WEBPUSH_BODY_LEN(job->payload_len));
     if (authorization == NULL || job->body == NULL)
@@ -256,11 +339,15 @@ static int start_job(struct rl_push *push, struct push_job *job)
         free(line);
     }
     curl_easy_setopt(job->easy, CURLOPT_URL, job->endpoint);
-    curl_easy_setopt(job->easy, CURLOPT_PROTOCOLS_STR, push->allow_http ? "http,https" : "https");
+    curl_easy_setopt(job->easy, CURLOPT_PROTOCOLS_STR, push->policy.any ? "http,https" : "https");
     curl_easy_setopt(job->easy, CURLOPT_FOLLOWLOCATION, 0L);
+    /* A proxy from the environment would be the address connected to, and it would reach anywhere. */
+    curl_easy_setopt(job->easy, CURLOPT_PROXY, "");
+    curl_easy_setopt(job->easy, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(job->easy, CURLOPT_OPENSOCKETDATA, job);
     curl_easy_setopt(job->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(job->easy, CURLOPT_TIMEOUT_MS, (long)TIMEOUT_MS);
-    curl_easy_setopt(job->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+    curl_easy_setopt(job->easy, CURLOPT_TIMEOUT_MS, timeout);
+    curl_easy_setopt(job->easy, CURLOPT_CONNECTTIMEOUT_MS, timeout < CONNECT_MS_MAX ? timeout : (long)CONNECT_MS_MAX);
     curl_easy_setopt(job->easy, CURLOPT_POST, 1L);
     curl_easy_setopt(job->easy, CURLOPT_POSTFIELDS, job->body);
     curl_easy_setopt(job->easy, CURLOPT_POSTFIELDSIZE, len);
@@ -285,15 +372,106 @@ static void fly(struct rl_push *push, struct push_job *job, struct push_job *rep
     }
 }
 
+static struct origin_load *origin_load_of(struct rl_push *push, const char *origin, int create)
+{
+    size_t i;
+    struct origin_load *free_slot = NULL;
+
+    for (i = 0; i < INFLIGHT_MAX; ++i) {
+        struct origin_load *load = &push->origins[i];
+        if (load->flying > 0 && strcmp(load->origin, origin) == 0)
+            return load;
+        if (load->flying == 0 && free_slot == NULL)
+            free_slot = load;
+    }
+    if (create && free_slot != NULL)
+        snprintf(free_slot->origin, sizeof(free_slot->origin), "%s", origin);
+    return create ? free_slot : NULL;
+}
+
+static void ring_append(struct rl_push *push, struct push_user *user)
+{
+    user->next = NULL;
+    user->in_ring = 1;
+    if (push->ring_tail != NULL)
+        push->ring_tail->next = user;
+    else
+        push->ring_head = user;
+    push->ring_tail = user;
+    ++push->ring_count;
+}
+
+static struct push_user *ring_pop(struct rl_push *push)
+{
+    struct push_user *user = push->ring_head;
+
+    push->ring_head = user->next;
+    if (push->ring_head == NULL)
+        push->ring_tail = NULL;
+    user->next = NULL;
+    user->in_ring = 0;
+    --push->ring_count;
+    return user;
+}
+
+/*
+ * The next push to start, lock held: the users in turn, skipping one whose
+ * share of the pushes in flight is taken, or whose next push goes to an
+ * origin whose share is. NULL when none may start now.
+ */
+static struct push_job *next_job(struct rl_push *push)
+{
+    size_t tries, count = push->ring_count;
+
+    for (tries = 0; tries < count; ++tries) {
+        struct push_user *user = ring_pop(push);
+        struct push_job *job = user->todo.head;
+        struct origin_load *load = origin_load_of(push, job->origin, 0);
+        if (user->flying < USER_INFLIGHT_MAX && (load == NULL || load->flying < ORIGIN_INFLIGHT_MAX)) {
+            user->todo.head = job->next;
+            if (user->todo.head == NULL)
+                user->todo.tail = NULL;
+            --user->waiting;
+            ++user->flying;
+            if (user->todo.head != NULL)
+                ring_append(push, user);
+            return job;
+        }
+        ring_append(push, user);
+    }
+    return NULL;
+}
+
+static void user_free(void *value)
+{
+    struct push_user *user = value;
+    struct push_job *job, *next;
+
+    for (job = user->todo.head; job != NULL; job = next) {
+        next = job->next;
+        job_free(job);
+    }
+    free(user);
+}
+
 static void finish_job(struct rl_push *push, struct push_job *job)
 {
+    struct origin_load *load = origin_load_of(push, job->origin, 0);
+
     fly(push, NULL, job);
+    if (load != NULL && job->counted)
+        --load->flying;
     if (job->easy != NULL) {
         curl_multi_remove_handle(push->multi, job->easy);
         curl_easy_cleanup(job->easy);
         job->easy = NULL;
     }
     pthread_mutex_lock(&push->lock);
+    --job->user->flying;
+    --push->total;
+    if (job->user->flying == 0 && job->user->waiting == 0)
+        user_free(rl_strmap_remove(push->users, job->user->id));
+    job->user = NULL;
     list_push(&push->done, job);
     pthread_mutex_unlock(&push->lock);
     /* A full pipe already says there is something to collect. */
@@ -320,13 +498,14 @@ static void *sender_main(void *arg)
             pthread_mutex_unlock(&push->lock);
             break;
         }
-        while (inflight < INFLIGHT_MAX && push->todo.head != NULL) {
-            job = push->todo.head;
-            push->todo.head = job->next;
-            if (push->todo.head == NULL)
-                push->todo.tail = NULL;
+        while (inflight < INFLIGHT_MAX && (job = next_job(push)) != NULL) {
             pthread_mutex_unlock(&push->lock);
             if (start_job(push, job) == 0) {
+                struct origin_load *load = origin_load_of(push, job->origin, 1);
+                if (load != NULL) {
+                    ++load->flying;
+                    job->counted = 1;
+                }
                 fly(push, job, NULL);
                 ++inflight;
             } else {
@@ -361,6 +540,82 @@ static void on_forgotten(rl_store_op_t *base)
         rl_log_warn("could not delete an expired push subscription");
 }
 
+static void forget_endpoint(struct rl_push *push, const char *endpoint)
+{
+    struct push_forget *op = rl_store_op_new(&push_forget_type, sizeof(*op));
+
+    op->endpoint = rl_arena_strdup(&op->base.arena, endpoint);
+    rl_store_submit(push->relay->store, &op->base, on_forgotten, push);
+}
+
+static int health_lapsed(const char *key, void *value, void *arg)
+{
+    const struct endpoint_health *health = value;
+
+    return health->retry_at_ms + BACKOFF_MAX_MS < *(const int64_t *)arg;
+}
+
+/*
+ * A push that failed (no answer, a refused address, or a status other than
+ * 2xx, 404 and 410): its endpoint is skipped for --push-backoff, twice as
+ * long after each further failure, and its subscription is deleted after
+ * --push-failures-max in a row. Returns the failures so far, 0 once dropped.
+ */
+static int64_t endpoint_failed(struct rl_push *push, const char *endpoint)
+{
+    const rl_config_t *config = &push->relay->config;
+    char key[RL_TOKEN_HASH_HEX + 1];
+    struct endpoint_health *health;
+    int64_t now = rl_clock_now_ms(), backoff = config->push_backoff, failures;
+
+    rl_token_hash(endpoint, strlen(endpoint), key);
+    health = rl_strmap_get(push->health, key);
+    if (health == NULL) {
+        health = calloc(1, sizeof(*health));
+        if (health == NULL)
+            return 1;
+        if (rl_strmap_size(push->health) >= HEALTH_MAX)
+            rl_strmap_sweep(push->health, health_lapsed, &now, free);
+        if (rl_strmap_put(push->health, key, health) != 0) {
+            free(health);
+            return 1;
+        }
+    }
+    failures = ++health->failures;
+    if (failures >= config->push_failures_max) {
+        free(rl_strmap_remove(push->health, key));
+        forget_endpoint(push, endpoint);
+        return 0;
+    }
+    while (--failures > 0 && backoff < BACKOFF_MAX_MS)
+        backoff *= 2;
+    health->retry_at_ms = now + (backoff < BACKOFF_MAX_MS ? backoff : BACKOFF_MAX_MS);
+    return health->failures;
+}
+
+static void endpoint_answered(struct rl_push *push, const char *endpoint)
+{
+    char key[RL_TOKEN_HASH_HEX + 1];
+
+    if (rl_strmap_size(push->health) == 0)
+        return;
+    rl_token_hash(endpoint, strlen(endpoint), key);
+    free(rl_strmap_remove(push->health, key));
+}
+
+/* Whether the endpoint is in its back-off after failures: its pushes are not even queued meanwhile. */
+static int endpoint_resting(struct rl_push *push, const char *endpoint)
+{
+    char key[RL_TOKEN_HASH_HEX + 1];
+    struct endpoint_health *health;
+
+    if (rl_strmap_size(push->health) == 0)
+        return 0;
+    rl_token_hash(endpoint, strlen(endpoint), key);
+    health = rl_strmap_get(push->health, key);
+    return health != NULL && health->retry_at_ms > rl_clock_now_ms();
+}
+
 static void on_sender_done(h2o_socket_t *sock, const char *err)
 {
     struct rl_push *push = sock->data;
@@ -376,22 +631,27 @@ static void on_sender_done(h2o_socket_t *sock, const char *err)
     push->done.head = push->done.tail = NULL;
     pthread_mutex_unlock(&push->lock);
     for (; job != NULL; job = next) {
-        char origin[ORIGIN_MAX];
         next = job->next;
-        origin_of(job->endpoint, origin, sizeof(origin));
-        --push->queued;
         if (job->status == 404 || job->status == 410) {
             /* RFC 8030 §7.3: the subscription is gone for good; forget it. */
             rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:i}", "msg", "push subscription expired", "push_service",
-                                                 origin, "status", (int)job->status));
-            struct push_forget *op = rl_store_op_new(&push_forget_type, sizeof(*op));
-            op->endpoint = rl_arena_strdup(&op->base.arena, job->endpoint);
-            rl_store_submit(push->relay->store, &op->base, on_forgotten, push);
+                                                 job->origin, "status", (int)job->status));
+            endpoint_answered(push, job->endpoint);
+            forget_endpoint(push, job->endpoint);
         } else if (job->failed || job->status < 200 || job->status >= 300) {
-            rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s, s:i}", "msg", "push not accepted", "push_service", origin,
-                                                 "status", job->failed ? 0 : (int)job->status));
+            int64_t failures = endpoint_failed(push, job->endpoint);
+            rl_log_fields(
+                RL_LOG_WARN,
+                json_pack("{s:s, s:s, s:i, s:s, s:I}", "msg",
+                          failures == 0 ? "push subscription dropped after failed pushes" : "push not accepted",
+                          "push_service", job->origin, "status", job->failed ? 0 : (int)job->status, "reason",
+                          job->refused  ? "address not allowed (--push-endpoints, --push-networks)"
+                          : job->failed ? "no answer"
+                                        : "refused by the push service",
+                          "failures", (json_int_t)(failures == 0 ? push->relay->config.push_failures_max : failures)));
         } else {
-            rl_log_fields(RL_LOG_DEBUG, json_pack("{s:s, s:s, s:i}", "msg", "push sent", "push_service", origin,
+            endpoint_answered(push, job->endpoint);
+            rl_log_fields(RL_LOG_DEBUG, json_pack("{s:s, s:s, s:i}", "msg", "push sent", "push_service", job->origin,
                                                   "status", (int)job->status));
         }
         job_free(job);
@@ -401,6 +661,7 @@ static void on_sender_done(h2o_socket_t *sock, const char *err)
 int rl_push_open(rl_relay_t *relay, rl_push_t **out)
 {
     struct rl_push *push = calloc(1, sizeof(*push));
+    char error[256];
     int fds[2] = {-1, -1};
     int err;
 
@@ -412,7 +673,15 @@ int rl_push_open(rl_relay_t *relay, rl_push_t **out)
     pthread_mutex_init(&push->lock, NULL);
     /* From here on, a failure leaves a push that rl_push_close can take apart (the relay's stop does). */
     *out = push;
-    push->allow_http = strcmp(relay->config.push_endpoints, "any") == 0;
+    push->users = rl_strmap_new(RL_PUSH_QUEUE_MAX + INFLIGHT_MAX);
+    push->health = rl_strmap_new(HEALTH_MAX);
+    if (push->users == NULL || push->health == NULL)
+        return -1;
+    if (rl_push_policy_init(&push->policy, relay->config.push_endpoints, relay->config.push_networks, error,
+                            sizeof(error)) != 0) {
+        rl_log_error("push: %s", error);
+        return -1;
+    }
     /* RFC 8292 §2.1: a contact for the push service, a mailto: or https: URI. */
     snprintf(push->subject, sizeof(push->subject), "%s",
              relay->config.push_subject[0] != '\0' ? relay->config.push_subject : relay->config.public_url);
@@ -458,10 +727,9 @@ void rl_push_close(rl_push_t *push)
         h2o_socket_read_stop(push->wake);
         h2o_socket_close(push->wake);
     }
-    for (job = push->todo.head; job != NULL; job = next) {
-        next = job->next;
-        job_free(job);
-    }
+    if (push->users != NULL)
+        rl_strmap_free(push->users, user_free);
+    rl_strmap_free(push->health, free);
     for (job = push->done.head; job != NULL; job = next) {
         next = job->next;
         job_free(job);
@@ -488,6 +756,7 @@ void rl_push_close(rl_push_t *push)
     if (push->pipe_write >= 0)
         close(push->pipe_write);
     rl_vapid_free(push->vapid);
+    rl_push_policy_free(&push->policy);
     pthread_mutex_destroy(&push->lock);
     free(push);
 }
@@ -497,26 +766,41 @@ const char *rl_push_public_key(rl_push_t *push)
     return push != NULL && push->vapid != NULL ? rl_vapid_public_key(push->vapid) : NULL;
 }
 
-static void enqueue(struct rl_push *push, const rl_push_subscription_row_t *subscription,
+static void enqueue(struct rl_push *push, const char *user_id, const rl_push_subscription_row_t *subscription,
                     const struct push_targets *pending)
 {
     const char *endpoint = subscription->endpoint, *p256dh = subscription->p256dh, *auth = subscription->auth;
     unsigned char key[RL_WEBPUSH_KEY_LEN + 3], secret[RL_WEBPUSH_AUTH_LEN + 3];
+    struct push_user *user;
     struct push_job *job;
-
+    enum { QUEUED, DROP_USER, DROP_ALL } verdict = QUEUED;
     if (endpoint == NULL || p256dh == NULL || auth == NULL || strlen(p256dh) > 88 || strlen(auth) > 24 ||
         rl_base64url_decode(p256dh, strlen(p256dh), key) != RL_WEBPUSH_KEY_LEN ||
         rl_base64url_decode(auth, strlen(auth), secret) != RL_WEBPUSH_AUTH_LEN)
         return;
-    if (push->queued >= RL_PUSH_QUEUE_MAX) {
-        if (push->dropped++ % 100 == 0)
-            rl_log_warn("push: %zu pushes waiting for the push services; dropping (%zu so far)", push->queued,
-                        push->dropped);
+    /*
+     * A subscription made before the policy was (or under a laxer one) is
+     * judged again: the decision rests on the URL alone, never on what the
+     * target would answer, so dropping it tells its owner nothing.
+     */
+    if (rl_push_endpoint_check(&push->policy, endpoint, strlen(endpoint)) != NULL) {
+        char origin[ORIGIN_MAX];
+        origin_of(endpoint, origin, sizeof(origin));
+        rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:s}", "msg", "push subscription dropped: endpoint not allowed",
+                                             "push_service", origin));
+        forget_endpoint(push, endpoint);
+        return;
+    }
+    if (endpoint_resting(push, endpoint)) {
+        if (push->backed_off++ % 100 == 0)
+            rl_log_info("push: skipped a push to an endpoint backing off after failures (%zu so far)",
+                        push->backed_off);
         return;
     }
     job = calloc(1, sizeof(*job));
     if (job == NULL)
         return;
+    job->push = push;
     job->endpoint = strdup(endpoint);
     job->payload = strdup(pending->payload);
     job->payload_len = strlen(pending->payload);
@@ -524,15 +808,49 @@ static void enqueue(struct rl_push *push, const rl_push_subscription_row_t *subs
         job_free(job);
         return;
     }
+    origin_of(endpoint, job->origin, sizeof(job->origin));
     memcpy(job->p256dh, key, RL_WEBPUSH_KEY_LEN);
     memcpy(job->auth, secret, RL_WEBPUSH_AUTH_LEN);
     job->ttl_s = pending->ttl_s;
     job->urgency = pending->urgency;
-    ++push->queued;
     pthread_mutex_lock(&push->lock);
-    list_push(&push->todo, job);
+    user = rl_strmap_get(push->users, user_id);
+    if (push->total >= RL_PUSH_QUEUE_MAX) {
+        verdict = DROP_ALL;
+    } else if (user != NULL && user->waiting + user->flying >= (size_t)push->relay->config.push_user_max) {
+        verdict = DROP_USER;
+    } else if (user == NULL) {
+        user = calloc(1, sizeof(*user));
+        if (user != NULL)
+            snprintf(user->id, sizeof(user->id), "%s", user_id);
+        if (user == NULL || rl_strmap_put(push->users, user_id, user) != 0) {
+            free(user);
+            verdict = DROP_ALL;
+        }
+    }
+    if (verdict == QUEUED) {
+        job->user = user;
+        list_push(&user->todo, job);
+        ++user->waiting;
+        ++push->total;
+        if (!user->in_ring)
+            ring_append(push, user);
+    }
     pthread_mutex_unlock(&push->lock);
-    curl_multi_wakeup(push->multi);
+    if (verdict == QUEUED) {
+        curl_multi_wakeup(push->multi);
+        return;
+    }
+    job_free(job);
+    /* Only the user past their share loses pushes; the others' keep their place. */
+    if (verdict == DROP_USER && push->dropped_user++ % 100 == 0)
+        rl_log_fields(RL_LOG_WARN,
+                      json_pack("{s:s, s:s, s:I, s:I}", "msg", "push dropped: this user has too many waiting",
+                                "user_id", user_id, "limit", (json_int_t)push->relay->config.push_user_max, "dropped",
+                                (json_int_t)push->dropped_user));
+    if (verdict == DROP_ALL && push->dropped++ % 100 == 0)
+        rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:I, s:I}", "msg", "push dropped: too many waiting", "limit",
+                                             (json_int_t)RL_PUSH_QUEUE_MAX, "dropped", (json_int_t)push->dropped));
 }
 
 static void on_targets(rl_store_op_t *base)
@@ -545,7 +863,7 @@ static void on_targets(rl_store_op_t *base)
         return;
     }
     for (i = 0; i < op->count; ++i)
-        enqueue(op->push, &op->rows[i], op);
+        enqueue(op->push, op->user_id, &op->rows[i], op);
 }
 
 /* The first n code points of text, with an ellipsis when cut. */
@@ -664,18 +982,12 @@ static int check_auth(const char *s, size_t len)
     return len <= 24 && rl_base64url_decode(s, len, secret) == RL_WEBPUSH_AUTH_LEN ? 0 : -1;
 }
 
+/* The schema's part: the shape every policy shares. Where the URL may point is the policy's (rl_push_subscribe). */
 static int check_endpoint(const char *s, size_t len)
 {
-    size_t scheme = strncasecmp(s, "https://", 8) == 0 ? 8 : strncasecmp(s, "http://", 7) == 0 ? 7 : 0;
-    size_t i;
+    static const rl_push_policy_t lenient = {1, {0, NULL}};
 
-    if (scheme == 0 || len <= scheme || s[scheme] == '/')
-        return -1;
-    for (i = 0; i < len; ++i) {
-        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
-            return -1;
-    }
-    return 0;
+    return rl_push_endpoint_check(&lenient, s, len) == NULL ? 0 : -1;
 }
 
 static const rl_field_t keys_fields[] = {
@@ -688,7 +1000,7 @@ static const rl_schema_t keys_schema = RL_SCHEMA(keys_fields);
 
 static const rl_field_t subscribe_fields[] = {
     RL_FIELD_STRING_CHECK("endpoint", RL_F_REQUIRED, 1, RL_PUSH_ENDPOINT_MAX, check_endpoint,
-                          "endpoint must be an absolute https URL"),
+                          "endpoint must be an absolute http(s) URL with a host"),
     RL_FIELD_OBJECT("keys", RL_F_REQUIRED, &keys_schema),
     RL_FIELD_END,
 };
@@ -705,7 +1017,9 @@ static void on_subscribed(rl_store_op_t *base)
     struct push_subscribe *op = (void *)base;
     rl_call_t *call = base->arg;
 
-    if (base->result != 0)
+    if (base->result == RL_E_CONFLICT)
+        rl_call_fail(call, base->result, "another user holds this endpoint with other keys");
+    else if (base->result != 0)
         rl_call_fail(call, base->result, NULL);
     else
         rl_call_reply(
@@ -719,14 +1033,15 @@ int rl_push_subscribe(rl_call_t *call)
     const char *endpoint = rl_body_string(call, "endpoint");
     json_t *keys = json_object_get(call->body, "keys");
     struct push_subscribe *op;
+    const char *why;
 
     if (relay->push == NULL)
         return RL_E_INTERNAL;
-    /* Only the push services' https endpoints, unless the operator allows plain http (a test push service). */
-    if (!relay->push->allow_http && strncasecmp(endpoint, "https://", 8) != 0) {
+    /* Where a push may go: docs/operations.md, "Security", push endpoints. */
+    why = rl_push_endpoint_check(&relay->push->policy, endpoint, strlen(endpoint));
+    if (why != NULL) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
-                          json_pack("[{s:s, s:s, s:s}]", "path", "endpoint", "code", "invalid_string", "message",
-                                    "endpoint must be an absolute https URL"),
+                          json_pack("[{s:s, s:s, s:s}]", "path", "endpoint", "code", "invalid_string", "message", why),
                           NULL);
         return 0;
     }

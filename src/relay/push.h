@@ -5,9 +5,14 @@
  * The loop decides and queues; a sender thread encrypts each message for its
  * subscription (webpush.h), signs the VAPID token and POSTs it to the push
  * service with libcurl, so that no crypto or network round trip ever runs on
- * the loop. Outcomes come back through a pipe the loop watches: a
- * subscription the push service calls gone (404, 410) is deleted. Loop
- * thread only, except where noted.
+ * the loop (libcurl resolves names on threads of its own, so a slow DNS
+ * server stalls neither). Each user's pushes wait in a queue of their own,
+ * served in turn with a few in flight at most, so that one user's endpoints
+ * cannot starve anyone else's; every address connected to is checked
+ * against the policy of push_endpoint.h. Outcomes come back through a pipe
+ * the loop watches: a subscription the push service calls gone (404, 410)
+ * is deleted, and so is one whose pushes keep failing, after a back-off.
+ * Loop thread only, except where noted.
  */
 #ifndef RL_RELAY_PUSH_H
 #define RL_RELAY_PUSH_H
@@ -19,7 +24,11 @@
 
 struct rl_relay;
 
-/* Pushes waiting for the sender past this many are dropped (and logged): a stuck push service costs bounded memory. */
+/*
+ * Pushes waiting for the sender past this many, all users together, are
+ * dropped (and logged): a stuck push service costs bounded memory. Each user
+ * has a smaller share of it, --push-user-max.
+ */
 #define RL_PUSH_QUEUE_MAX 1024
 /* Subscriptions kept per user; a new one past this replaces the oldest. */
 #define RL_PUSH_SUBSCRIPTIONS_MAX 20
@@ -41,7 +50,11 @@ void rl_push_approval_requested(rl_push_t *push, const char *user_id, json_t *ev
  */
 void rl_push_reply_finalized(rl_push_t *push, const char *user_id, json_t *message);
 
-/* POST /v1/me/push-subscriptions {endpoint, keys: {p256dh, auth}} and DELETE with {endpoint}. */
+/*
+ * POST /v1/me/push-subscriptions {endpoint, keys: {p256dh, auth}} (the
+ * endpoint checked against the policy: 400; another user's endpoint with
+ * other keys: 409 conflict) and DELETE with {endpoint}.
+ */
 int rl_push_subscribe(rl_call_t *call);
 int rl_push_unsubscribe(rl_call_t *call);
 extern const rl_schema_t rl_push_subscribe_schema, rl_push_unsubscribe_schema;

@@ -182,6 +182,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->http.url_carries_credentials = rl_url_carries_token;
     relay->http.hooks.authenticate = rl_relay_authenticate;
     relay->http.hooks.limit = rl_relay_limit;
+    relay->http.hooks.head_limit = rl_attachments_head_limit;
     relay->http.app = relay;
     relay->http.tls_cert = config->tls_cert;
     relay->http.tls_key = config->tls_key;
@@ -288,6 +289,7 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->store = NULL;
     rl_auth_close(relay->auth);
     relay->auth = NULL;
+    rl_attachments_close(relay);
     rl_login_close(relay->login);
     relay->login = NULL;
     rl_webapp_close(relay->webapp);

@@ -37,6 +37,7 @@ struct rl_housekeeping;
 struct rl_webapp;
 struct rl_login;
 struct rl_push;
+struct rl_strmap;
 
 typedef struct rl_relay {
     rl_config_t config;
@@ -62,6 +63,8 @@ typedef struct rl_relay {
     struct rl_login *login;    /* sign-in links (login.c) */
     struct rl_push *push;      /* Web Push to the users' devices (push.c) */
     unsigned char url_key[32]; /* signs attachment download URLs (attachments.c) */
+    /* Each user's attachment bytes as this node last saw them (attachments.c). */
+    struct rl_strmap *attachment_usage;
     rl_http_config_t http;
     rl_http_server_t *server;
     rl_http_config_t metrics_http;    /* --metrics-listen (metrics.c) */

@@ -55,8 +55,8 @@ const rl_route_t rl_relay_routes[] = {
     {"DELETE", "/v1/me/installations/:id", rl_installation_revoke, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/approvals/:id", rl_approval_decide, RL_AUTH_USER, "default", &rl_approval_decide_schema, 0},
     {"GET", "/v1/me/snapshot", rl_snapshot_get, RL_AUTH_USER, "default", NULL, 0},
-    {"POST", "/v1/me/attachments", rl_attachment_upload, RL_AUTH_USER, "default", NULL, RL_ROUTE_RAW_BODY,
-     RL_ATTACHMENT_MAX},
+    {"POST", "/v1/me/attachments", rl_attachment_upload, RL_AUTH_USER, "default", NULL,
+     RL_ROUTE_RAW_BODY | RL_ROUTE_HEAD_LIMIT, RL_ATTACHMENT_MAX},
     /* Signed download links: the signature is the credential. */
     {"GET", "/v1/files/:key", rl_attachment_download, RL_AUTH_NONE, NULL, NULL, 0},
     /* Bridge REST. */
@@ -73,8 +73,8 @@ const rl_route_t rl_relay_routes[] = {
      RL_TASK_FINISH},
     {"POST", "/v1/bridge/requestApproval", rl_bridge_request_approval, RL_AUTH_BRIDGE, "approval",
      &rl_request_approval_schema, 0},
-    {"POST", "/v1/bridge/uploadAttachment", rl_bridge_upload, RL_AUTH_BRIDGE, "default", NULL, RL_ROUTE_RAW_BODY,
-     RL_ATTACHMENT_MAX},
+    {"POST", "/v1/bridge/uploadAttachment", rl_bridge_upload, RL_AUTH_BRIDGE, "default", NULL,
+     RL_ROUTE_RAW_BODY | RL_ROUTE_HEAD_LIMIT, RL_ATTACHMENT_MAX},
     /* The web client (docs/web.md): its files, how it signs in, grants and push subscriptions. */
     {"GET", "/", rl_webapp_page, RL_AUTH_NONE, NULL, NULL, 0},
     {"GET", "/pair", rl_webapp_page, RL_AUTH_NONE, NULL, NULL, 0},

@@ -232,12 +232,17 @@ def _download(relay, token, sid, mime, name, body=b"<script>alert(document.domai
 
 @pytest.mark.parametrize("mime", ["text/html", "text/html; charset=utf-8", "image/svg+xml", "application/xhtml+xml",
                                   "text/xml", "application/pdf", "application/javascript", "TEXT/HTML",
-                                  "application/octet-stream"])
+                                  "application/octet-stream", "text/javascript", "text/javascript; charset=utf-8",
+                                  "application/x-javascript", "text/ecmascript", "module", "text/css",
+                                  "application/wasm", "application/json", "image/svg+xml; charset=utf-8",
+                                  "application/manifest+json", "text/vtt", "multipart/x-mixed-replace"])
 def test_active_types_are_served_as_downloads(relay, user_token, mime):
     _, sid = _session(relay, user_token)
     r = _download(relay, user_token, sid, mime, "page.html")
     assert r.headers.get("Content-Disposition", "").startswith("attachment"), r.headers
     assert "filename*=UTF-8''page.html" in r.headers["Content-Disposition"]
+    # Issue 27, item 4: as bytes, never with a type a <script>, <link> or wasm import of this origin would take.
+    assert r.headers["Content-Type"] == "application/octet-stream", r.headers
 
 
 @pytest.mark.parametrize("mime", ["image/png", "image/jpeg", "image/gif", "image/webp", "text/plain",
@@ -733,3 +738,53 @@ def test_each_user_has_a_storage_quota(relayd):
     _, bridge_token, _ = relay.pair(alice)
     r = relay.post("/v1/bridge/uploadAttachment", data=b"z", token=bridge_token, headers={"Content-Type": "text/plain"})
     assert_error(r, 413, "quota_exceeded")
+
+
+# -- issue 27, item 6 -----------------------------------------------------------------
+
+def test_a_content_length_too_long_to_hold_is_413(relay, user_token):
+    for length in ("100000000000000000000", "9" * 40):
+        head = ("POST /v1/me/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                "Content-Type: application/json\r\nContent-Length: %s\r\n\r\n" % (user_token, length))
+        r = relaylib.raw_exchange(relay.port, head.encode())
+        assert_error(r, 413, "payload_too_large")
+    # Leading zeros say nothing: the body is read as its real length.
+    body = b'{"installation_id":"inst_0000000000000000"}'
+    head = ("POST /v1/me/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+            "Content-Length: %s\r\n\r\n" % (user_token, str(len(body)).rjust(25, "0")))
+    r = relaylib.raw_exchange(relay.port, head.encode(), [body])
+    assert r.status_code == 404, r.json()
+
+
+def test_a_query_key_given_twice_is_refused(relay, user_token):
+    r = relay.get("/v1/me/sessions?state=deleted&state=live", headers=relaylib.bearer(user_token))
+    errors = relaylib.validation_errors(r)
+    assert relaylib.find_error(errors, "state")
+    r = relay.get("/v1/me/sessions?state=live&state=live", headers=relaylib.bearer(user_token))
+    assert r.status_code == 400, r.text
+    _, sid = _session(relay, user_token)
+    r = relay.get("/v1/me/sessions/%s/messages?limit=1&limit=100" % sid, headers=relaylib.bearer(user_token))
+    assert relaylib.find_error(relaylib.validation_errors(r), "limit")
+    assert_ok(relay.get("/v1/me/sessions?state=deleted", headers=relaylib.bearer(user_token)))
+
+
+def test_a_download_link_with_a_key_given_twice_is_refused(relay, user_token):
+    _, sid = _session(relay, user_token)
+    r = _download(relay, user_token, sid, "image/png", None)
+    url = r.url
+    assert_error(requests.get(url + "&exp=1", timeout=HTTP_TIMEOUT), 404, "not_found")
+    assert_error(requests.get(url + "&sig=" + "0" * 32, timeout=HTTP_TIMEOUT), 404, "not_found")
+
+
+@pytest.mark.parametrize("route", [
+    ("GET", "/v1/me/sessions/%s/messages", None), ("POST", "/v1/me/sessions/%s/send", {"text": "hi"}),
+    ("POST", "/v1/me/sessions/%s/cancel", {}), ("PATCH", "/v1/me/sessions/%s", {"title": "x"}),
+    ("DELETE", "/v1/me/sessions/%s", None), ("POST", "/v1/me/sessions/%s/archive", None),
+    ("POST", "/v1/me/sessions/%s/restore", None), ("POST", "/v1/me/approvals/%s", {"decision": "approve"}),
+    ("PATCH", "/v1/me/installations/%s", {"name": "x"}), ("DELETE", "/v1/me/installations/%s", None),
+    ("DELETE", "/v1/me/grants/%s", None)], ids=lambda r: r[0] + " " + r[1])
+def test_a_10_kb_id_in_a_path_is_404(relay, user_token, route):
+    method, path, body = route
+    r = relay.request(method, path % ("s" * 10240), json=body, headers=relaylib.bearer(user_token))
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["code"].endswith("not_found"), r.text

@@ -354,3 +354,41 @@ def test_download_link_expires(relayd):
     assert fresh["url"] != att["url"]
     r = requests.get(fresh["url"], timeout=HTTP_TIMEOUT)
     assert r.status_code == 200 and r.content == b"short-lived"
+
+
+# -- issue 27, item 3: the quota from the declared length -------------------------------------
+
+def test_an_upload_past_the_quota_is_refused_before_its_body(relayd):
+    relay = relayd("--attachment-quota", "10000")
+    token = relay.token("alice")
+    assert_ok(upload(relay, token, b"a" * 6000))
+    # Only the head: the answer must come at once, from the declared length and what the user keeps.
+    started = time.monotonic()
+    r = raw_exchange(relay.port, head("/v1/me/attachments", 3000000, token), (), timeout=5)
+    assert r is not None, "connection closed without an answer"
+    err = assert_error(r, 413, "quota_exceeded")
+    assert err["details"] == {"quota_bytes": 10000}
+    assert time.monotonic() - started < 2
+    assert relay.count("attachments") == 1 and len(attachment_files(relay)) == 1
+    # What still fits is taken; exactly the rest, too.
+    assert_ok(upload(relay, token, b"b" * 3000))
+    r = raw_exchange(relay.port, head("/v1/me/attachments", 1001, token), (), timeout=5)
+    assert_error(r, 413, "quota_exceeded")
+    assert_ok(upload(relay, token, b"c" * 1000))
+    # At the quota, a bridge of the user's is refused from the head as well (its token known to this node).
+    _, bridge_token, _ = relay.pair(token)
+    relay.set_manifest(bridge_token)
+    r = raw_exchange(relay.port, head("/v1/bridge/uploadAttachment", 3000000, bridge_token), (), timeout=5)
+    assert r is not None, "connection closed without an answer"
+    assert_error(r, 413, "quota_exceeded")
+    # A chunked body declares no length: it is counted as it comes (and by the upload's transaction).
+    lines = ["POST /v1/me/attachments HTTP/1.1", "Host: 127.0.0.1", "Authorization: Bearer " + token,
+             "Content-Type: application/octet-stream", "Transfer-Encoding: chunked"]
+    r = raw_exchange(relay.port, ("\r\n".join(lines) + "\r\n\r\n").encode(),
+                     [b"10\r\n" + b"d" * 16 + b"\r\n", b"0\r\n\r\n"], timeout=5)
+    assert r is not None, "connection closed without an answer"
+    assert_error(r, 413, "quota_exceeded")
+    # Another user, and a token this node has not seen yet, are not refused from the head.
+    bob = relay.token("bob")
+    assert_ok(upload(relay, bob, b"x" * 10000))
+    assert relay.count("attachments") == 4

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from bridgelib import WAIT, Turn
-from relaylib import assert_ok, bearer, find_error, mint_token, validation_errors, wait_until
+from relaylib import assert_error, assert_ok, bearer, find_error, mint_token, run_relayd, validation_errors, wait_until
 
 
 def b64u(raw):
@@ -266,3 +266,105 @@ def test_an_unreachable_push_service_harms_nothing(relayd):
     assert relay.count("push_subscriptions") == 1
     assert_ok(t.inst.decide(body["approval_id"], "approve"))
     t.close()
+
+
+# Issue 27, item 2: push endpoints are URLs a user hands the relay, which then POSTs to them. By default only
+# https on port 443 to public unicast addresses (docs/operations.md, "Security").
+INWARD = [
+    "https://127.0.0.1:9/push/x", "https://127.0.0.1/push/x", "https://localhost/push/x", "https://LOCALHOST./x",
+    "https://push.localhost/x", "https://2130706433/x", "https://0x7f.1/x", "https://127.1/x", "https://0177.0.0.1/x",
+    "https://169.254.169.254/latest/meta-data", "https://10.0.0.1:6379/x", "https://10.0.0.1/x",
+    "https://192.168.1.1/x", "https://172.16.0.1/x", "https://100.64.0.1/x", "https://0.0.0.0/x",
+    "https://224.0.0.1/x", "https://255.255.255.255/x", "https://[fd00::1]/x", "https://[::1]/x", "https://[::]/x",
+    "https://[fe80::1]/x", "https://[::ffff:127.0.0.1]/x", "https://[::ffff:7f00:1]/x", "https://[64:ff9b::a00:1]/x",
+    "https://[2001:db8::1]/x", "https://[2002:7f00:1::1]/x", "https://[ff02::1]/x",
+    "https://user:secret@push.example.net/x", "https://push.example.net@127.0.0.1/x",
+    "https://push.example.net\\@127.0.0.1/x", "https://push.example.net:8443/x", "https://push.example.net:0/x",
+    "https://push.example.net:99999/x", "https://push.example.net:/x", "https://[fe80::1%25eth0]/x",
+    "https://1.2.3.4.5/x", "https://0x100000000/x", "https://pu%73h.example.net/x", "https://push..example.net/x",
+]
+OUTWARD = [
+    "https://push.example.net/wpush/abc", "https://fcm.googleapis.com/fcm/send/abc:def", "https://PUSH.example.net./x",
+    "https://push.example.net:443/x", "https://8.8.8.8/x", "https://[2606:4700:4700::1111]/x",
+    "https://[64:ff9b::808:808]/x", "https://updates.push.services.mozilla.com/wpush/v2/gAAAA",
+]
+
+
+def post_paced(relay, path, body, token):
+    """A POST that waits out the user's rate bucket: these tests send more than its burst."""
+    while True:
+        r = relay.post(path, body, token=token)
+        if r.status_code != 429:
+            return r
+        time.sleep(r.json()["error"]["retry_after_ms"] / 1000 + 0.01)
+
+
+def test_endpoints_that_point_inward_are_refused(relay, user_token):
+    body = {"keys": Subscription(PushServiceStub(), "x").json()["keys"]}
+    for endpoint in INWARD:
+        errors = validation_errors(post_paced(relay, "/v1/me/push-subscriptions", dict(body, endpoint=endpoint),
+                                              user_token))
+        assert find_error(errors, "endpoint")["code"] == "invalid_string", (endpoint, errors)
+    assert relay.count("push_subscriptions") == 0
+    for endpoint in OUTWARD:
+        assert_ok(post_paced(relay, "/v1/me/push-subscriptions", dict(body, endpoint=endpoint), user_token))
+    assert relay.count("push_subscriptions") == len(OUTWARD)
+
+
+def test_an_operators_own_network_can_be_allowed(relayd, tmp_path):
+    relay = relayd("--push-networks", "10.0.0.0/8,fd00::/8")
+    token = mint_token(relay.data, "alice")
+    body = Subscription(PushServiceStub(), "x").json()
+    for endpoint, ok in [("https://10.0.0.1:6379/x", True), ("https://[fd00::1]:8443/x", True),
+                         ("https://push.internal:8443/x", True), ("https://127.0.0.1/x", False),
+                         ("https://192.168.1.1/x", False), ("http://10.0.0.1/x", False)]:
+        r = relay.post("/v1/me/push-subscriptions", dict(body, endpoint=endpoint), token=token)
+        if ok:
+            assert_ok(r)
+        else:
+            assert find_error(validation_errors(r), "endpoint")["code"] == "invalid_string", endpoint
+    proc = run_relayd(["--data", str(tmp_path / "bad"), "--push-networks", "10.0.0.0/33"])
+    assert proc.returncode == 2 and "--push-networks" in proc.stderr
+
+
+class PushServiceStub:
+    origin = "https://push.example.net"
+
+
+def test_another_users_endpoint_is_not_taken_with_other_keys(relayd):
+    relay = push_relay(relayd)
+    alice, bob = mint_token(relay.data, "alice"), mint_token(relay.data, "bob")
+    service = PushService()
+    try:
+        phone = service.subscribe("phone").json()
+        assert_ok(relay.post("/v1/me/push-subscriptions", phone, token=alice))
+        # Bob knows the endpoint but not the browser's keys: refused, and alice keeps her notifications.
+        forged = dict(phone, keys=service.subscribe("other").json()["keys"])
+        assert_error(relay.post("/v1/me/push-subscriptions", forged, token=bob), 409, "conflict")
+        assert relay.query("SELECT user_id FROM push_subscriptions") == [("alice",)]
+        # The same browser signed in as bob (the same keys) takes it along, as before.
+        assert_ok(relay.post("/v1/me/push-subscriptions", phone, token=bob))
+        assert relay.query("SELECT user_id FROM push_subscriptions") == [("bob",)]
+    finally:
+        service.close()
+
+
+def test_a_subscription_the_policy_no_longer_allows_is_dropped_unsent(relayd):
+    # Subscribed under --push-endpoints any (or before the policy existed), then served with the default one.
+    relay = push_relay(relayd)
+    token = mint_token(relay.data, "alice")
+    service = PushService()
+    try:
+        phone = service.subscribe("phone")
+        assert_ok(relay.post("/v1/me/push-subscriptions", phone.json(), token=token))
+        relay.stop()
+        relay.args = ["--push-subject", "mailto:ops@example.org"]
+        relay.start()
+        t = Turn(relay, token, stream=False)
+        assert_ok(t.inst.request_approval(t.session, t.interaction)[1])
+        wait_until(lambda: relay.count("push_subscriptions") == 0, WAIT, what="the subscription dropped")
+        assert phone.requests == [], "nothing is sent to an endpoint the policy refuses"
+        assert any(r.get("msg") == "push subscription dropped: endpoint not allowed" for r in relay.log_records())
+        t.close()
+    finally:
+        service.close()

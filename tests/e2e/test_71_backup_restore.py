@@ -192,3 +192,28 @@ def test_bad_backups_and_restores_are_refused_and_leave_nothing(relayd, tmp_path
     assert proc.returncode == 1, proc.stdout
     assert os.listdir(str(target)) == [], os.listdir(str(target))
     assert run_relayd(["restore"]).returncode == 2
+
+
+def test_a_backup_inside_the_data_or_attachments_folder_is_refused(relayd, tmp_path):
+    # Issue 27, item 6: each backup would hold every earlier one, on the disk it is meant to outlive.
+    relay = relayd(store="sqlite")
+    relay.token("alice")
+    data = str(relay.data)
+    before = sorted(os.listdir(data))
+    link = tmp_path / "link-to-data"
+    os.symlink(data, str(link))
+    attachments = tmp_path / "shared-attachments"
+    attachments.mkdir()
+    for dest, extra in [(os.path.join(data, "backups", "nightly"), []), (os.path.join(data, "nightly"), []),
+                        (data, []), (data + "/", []), (os.path.join(data, "attachments", "b"), []),
+                        (os.path.join(data, "..", os.path.basename(data), "b"), []), (str(link / "b"), []),
+                        (str(attachments / "b"), ["--attachments", str(attachments)])]:
+        if dest.endswith("backups/nightly"):
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+        proc = run_relayd(["backup", dest, "--data", data] + extra)
+        assert proc.returncode == 2 and "inside the data folder" in proc.stderr, (dest, proc.stderr)
+        assert not os.path.exists(dest) or dest.rstrip("/") == data, dest
+    os.rmdir(os.path.join(data, "backups"))
+    assert sorted(os.listdir(data)) == before
+    # Beside the data folder is fine.
+    assert run_relayd(["backup", str(tmp_path / "beside"), "--data", data]).returncode == 0

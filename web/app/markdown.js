@@ -8,12 +8,19 @@
 import { h } from './ui.js';
 
 const SAFE_URL = /^(https?:|mailto:)/i;
+// A link within the relay itself (an attachment): a single '/', then a path.
+// Browsers read '//host' and '/\host' as another host, and drop tabs and line
+// breaks anywhere in a URL before reading it ('/\t/host' is '//host'), so a
+// URL with a control character is no link at all.
+const INTERNAL_URL = /^\/(?![/\\])/;
+const CONTROL = /[\u0000-\u001f\u007f]/;
 
-function safeHref(url) {
+// The href a markdown link may carry, or null: then it is shown as text.
+export function safeHref(url) {
   const trimmed = url.trim();
+  if (CONTROL.test(trimmed)) return null;
   if (SAFE_URL.test(trimmed)) return trimmed;
-  // A link within the relay itself (an attachment).
-  if (trimmed.startsWith('/') && !trimmed.startsWith('//')) return trimmed;
+  if (INTERNAL_URL.test(trimmed)) return trimmed;
   return null;
 }
 

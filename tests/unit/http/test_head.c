@@ -92,6 +92,33 @@ static void test_good_heads_pass_unchanged(void **state)
     assert_int_equal(marker(&head), 0);
 }
 
+/* Issue 27: a length of digits too long for h2o is a body too large (413 from h2o), not a malformed head. */
+static void test_huge_content_lengths_become_too_large(void **state)
+{
+    static const struct {
+        const char *sent, *seen;
+    } cases[] = {
+        {"100000000000000000000", "999999999999999999"},
+        {"99999999999999999999999999999999", "999999999999999999"},
+        {"999999999999999999", "999999999999999999"},
+        {"0000000000000000000000012", "12"},
+        {"0", "0"},
+        {"000", "0"},
+        {"12abc", "12abc"},
+        {"", ""},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        struct head head = parsed(1);
+        header(&head, "Host", "x");
+        header(&head, "Content-Length", cases[i].sent);
+        assert_int_equal(check(&head, "head", 42), 42);
+        assert_int_equal(marker(&head), 0);
+        assert_true(has(&head, "Content-Length", cases[i].seen));
+    }
+}
+
 static void test_framing_and_host_are_refused(void **state)
 {
     static const struct {
@@ -171,8 +198,11 @@ static void test_what_stays_with_h2o(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_heads_pass_unchanged),  cmocka_unit_test(test_framing_and_host_are_refused),
-        cmocka_unit_test(test_forged_markers_are_dropped), cmocka_unit_test(test_parser_rejections_become_requests),
+        cmocka_unit_test(test_good_heads_pass_unchanged),
+        cmocka_unit_test(test_huge_content_lengths_become_too_large),
+        cmocka_unit_test(test_framing_and_host_are_refused),
+        cmocka_unit_test(test_forged_markers_are_dropped),
+        cmocka_unit_test(test_parser_rejections_become_requests),
         cmocka_unit_test(test_what_stays_with_h2o),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
