@@ -484,8 +484,9 @@ static void on_plan(struct rl_agent *a, prompt_t *p, json_t *update)
             json_array_append_new(clean, entry);
     }
     plan_task_id(p, id, sizeof(id));
+    /* Every plan, not just the first, is news after the text before it (CONTRACT §2). */
+    rl_bridge_break(a->bridge, p->turn);
     if (!p->plan_open) {
-        rl_bridge_break(a->bridge, p->turn);
         emit(a, RL_LINE_TASK_START, p,
              json_pack("{s:s, s:s, s:s, s:s}", "type", "task_start", "task_id", id, "kind", "plan", "status_label",
                        "Plan"));
