@@ -683,9 +683,12 @@ static void on_update(struct rl_agent *a, json_t *params)
     rl_acp_update_t kind = rl_acp_update_of(json_string_value(json_object_get(update, "sessionUpdate")));
     prompt_t *p = running_prompt(s);
 
-    if (s == NULL || !json_is_object(update))
+    if (!json_is_object(update))
         return;
-    /* Commands and the mode belong to the agent, not to a turn: they apply whenever they come. */
+    /*
+     * Commands and the mode belong to the agent, not to a turn: they apply whenever they come, even for a session
+     * whose session/new answer is still on its way (agents announce their commands as soon as it is created).
+     */
     if (kind == RL_ACP_UPDATE_COMMANDS) {
         on_commands(a, update);
         return;
@@ -697,7 +700,7 @@ static void on_update(struct rl_agent *a, json_t *params)
         return;
     }
     /* spec (ACP session/load): the history is replayed as updates; the relay has it already. */
-    if (s->loading || p == NULL || kind == RL_ACP_UPDATE_IGNORE)
+    if (s == NULL || s->loading || p == NULL || kind == RL_ACP_UPDATE_IGNORE)
         return;
     if (kind != RL_ACP_UPDATE_THOUGHT)
         thought_close(a, p);

@@ -383,3 +383,48 @@ def test_stop_reasons_map_to_finish_reasons(relay, user_token, tmp_path):
         assert replies[0]["finish_reason"] == "length", replies
     finally:
         assert acp.close() == 0
+
+
+def test_malformed_messages_get_the_json_rpc_errors(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "garbage")
+        assert replies[0]["text"] == "sent garbage", replies
+        answers = [e["msg"] for e in acp.agent_log("in") if "error" in e["msg"]]
+        assert {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}} in answers, answers
+        assert {"jsonrpc": "2.0", "id": "bad-1", "error": {"code": -32600, "message": "Invalid Request"}} in answers
+        assert {"jsonrpc": "2.0", "id": 77, "error": {"code": -32600, "message": "Invalid Request"}} in answers
+        # the agent goes on working
+        _, replies = acp.turn(session, "still there")
+        assert replies[0]["text"] == "echo: still there", replies
+    finally:
+        assert acp.close() == 0
+
+
+def test_an_agent_that_needs_a_login_says_so(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path, agent_flags="--auth")
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "hello")
+        assert replies[0]["finish_reason"] == "error", replies
+        assert "the agent needs a login first" in replies[0]["text"], replies
+        log = acp.bridge.log_text()
+        assert "the acp agent needs a login before it can start a session" in log, log
+        assert "acp agent login method test-login: Test login - run: acp_agent.py login" in log, log
+    finally:
+        assert acp.close() == 0
+
+
+def test_without_load_session_a_restarted_bridge_starts_a_new_session(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path, agent_flags="--no-load")
+    try:
+        session = acp.user.create_session()
+        acp.turn(session, "whoami")
+        assert acp.bridge.stop() == 0
+        acp.start()
+        acp.turn(session, "whoami")
+        assert acp.agent_log("session_load") == []
+        assert len(acp.agent_log("session_new")) == 2
+    finally:
+        assert acp.close() == 0
