@@ -37,7 +37,8 @@ session/update notifications). With --log FILE (or $ACP_AGENT_LOG) every
 message in and out is appended as a JSON line, for the tests to read.
 Available commands are advertised after every session/new and session/load.
 --no-load: loadSession is not advertised; --auth: authMethods is not empty
-and session/new answers -32000 (authentication required).
+and session/new answers -32000 (authentication required); --images: the
+prompt capabilities image and embeddedContext are advertised.
 """
 import argparse
 import json
@@ -52,6 +53,7 @@ PARSER.add_argument("--state", default=os.environ.get("ACP_AGENT_STATE"))
 PARSER.add_argument("--log", default=os.environ.get("ACP_AGENT_LOG"))
 PARSER.add_argument("--no-load", action="store_true", help="do not advertise loadSession")
 PARSER.add_argument("--auth", action="store_true", help="session/new answers auth_required")
+PARSER.add_argument("--images", action="store_true", help="advertise promptCapabilities image and embeddedContext")
 ARGS = PARSER.parse_args()
 
 OUT = threading.Lock()
@@ -347,7 +349,8 @@ def on_initialize(rid, params):
     log("initialize", params=params)
     respond(rid, {"protocolVersion": 1,
                   "agentCapabilities": {"loadSession": not ARGS.no_load,
-                                        "promptCapabilities": {"image": False, "embeddedContext": False}},
+                                        "promptCapabilities": {"image": ARGS.images,
+                                                               "embeddedContext": ARGS.images}},
                   "agentInfo": {"name": "acp-test-agent", "version": "1.0"},
                   "authMethods": [{"id": "test-login", "name": "Test login",
                                    "description": "run: acp_agent.py login"}] if ARGS.auth else []})
@@ -389,8 +392,8 @@ def on_prompt(rid, params):
         return
     session["cancel"].clear()
     text = " ".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
-    links = [b for b in params["prompt"] if b.get("type") == "resource_link"]
-    log("prompt", session=sid, text=text, links=links)
+    blocks = [b for b in params["prompt"] if b.get("type") != "text"]
+    log("prompt", session=sid, text=text, blocks=blocks)
     session["history"].append(["user", text])
     words = text.split()
     scenario = SCENARIOS.get(words[0] if words else "", scenario_echo)

@@ -24,7 +24,7 @@ class Acp:
     def __init__(self, relay, token, tmp_path, agent_flags="", bridge_flags=(), name="bridge"):
         self.tmp = tmp_path
         self.cwd = tmp_path / "work"
-        self.cwd.mkdir(exist_ok=True)
+        self.cwd.mkdir(parents=True, exist_ok=True)
         self.state = tmp_path / "agent-state"
         self.log_path = tmp_path / "agent.log"
         self.bridge, self.user = paired(relay, token, tmp_path, name)
@@ -428,3 +428,42 @@ def test_without_load_session_a_restarted_bridge_starts_a_new_session(relay, use
         assert len(acp.agent_log("session_new")) == 2
     finally:
         assert acp.close() == 0
+
+
+def _upload(acp, data, mime, name):
+    r = acp.user.relay.request("POST", "/v1/me/attachments?name=" + name, data=data,
+                               headers={"Authorization": "Bearer " + acp.user.token, "Content-Type": mime})
+    return assert_ok(r)["key"]
+
+
+def test_attachments_as_links_or_inline_as_the_agent_accepts(relay, user_token, tmp_path):
+    import base64
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    for flags, inline in (("", False), ("--images", True)):
+        acp = Acp(relay, user_token, tmp_path / flags.strip("-") if flags else tmp_path / "plain", agent_flags=flags,
+                  name="bridge-" + (flags.strip("-") or "plain"))
+        try:
+            image = _upload(acp, png, "image/png", "shot.png")
+            notes = _upload(acp, "café notes\n".encode(), "text/plain", "notes.txt")
+            blob = _upload(acp, b"\x00\x01", "application/octet-stream", "blob.bin")
+            session = acp.user.create_session()
+            r = acp.user.call("POST", "/v1/me/sessions/%s/send" % session,
+                              {"text": "look", "attachments": [{"key": image}, {"key": notes}, {"key": blob}]})
+            interaction = assert_ok(r)["interaction_id"]
+            acp.wait_turn(session, interaction)
+            blocks = acp.agent_log("prompt")[-1]["blocks"]
+            assert len(blocks) == 3, blocks
+            if inline:
+                assert blocks[0]["type"] == "image" and blocks[0]["mimeType"] == "image/png", blocks
+                assert base64.b64decode(blocks[0]["data"]) == png
+                assert blocks[1]["type"] == "resource", blocks
+                assert blocks[1]["resource"]["text"] == "café notes\n", blocks
+                assert blocks[1]["resource"]["mimeType"] == "text/plain", blocks
+                assert blocks[2]["type"] == "resource_link", blocks
+            else:
+                assert [b["type"] for b in blocks] == ["resource_link"] * 3, blocks
+                assert [b["name"] for b in blocks] == ["shot.png", "notes.txt", "blob.bin"], blocks
+                assert blocks[0]["mimeType"] == "image/png" and blocks[0]["size"] == len(png), blocks
+                assert "/v1/files/%s?" % image in blocks[0]["uri"], blocks
+        finally:
+            assert acp.close() == 0
