@@ -296,8 +296,8 @@ static void send_manifest(struct rl_agent *a)
         json_object_set_new(agent, "mode", json_string(a->mode));
     /* No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c). */
     emit(a, RL_LINE_MANIFEST, NULL,
-         json_pack("{s:s, s:[], s:o, s:O}", "type", "manifest", "tools", "agent", agent, "commands",
-                   a->commands != NULL ? a->commands : json_array()));
+         json_pack("{s:s, s:[], s:o, s:o}", "type", "manifest", "tools", "agent", agent, "commands",
+                   a->commands != NULL ? json_incref(a->commands) : json_array()));
 }
 
 /* ---- state: which ACP session continues which relay session --------------------------------------- */
@@ -532,10 +532,10 @@ static void on_plan(struct rl_agent *a, prompt_t *p, json_t *update)
 static json_t *tool_result(tool_t *t, int with_raw_output)
 {
     size_t omitted;
-    json_t *result = json_pack(
-        "{s:o, s:O}", "content", rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted),
-        "locations",
-        json_is_array(json_object_get(t->call, "locations")) ? json_object_get(t->call, "locations") : json_array());
+    json_t *locations = json_object_get(t->call, "locations");
+    json_t *result = json_pack("{s:o, s:o}", "content",
+                               rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted),
+                               "locations", json_is_array(locations) ? json_incref(locations) : json_array());
     if (omitted > 0)
         json_object_set_new(result, "omitted", json_integer((json_int_t)omitted));
     if (with_raw_output && json_object_get(t->call, "rawOutput") != NULL &&
@@ -659,8 +659,8 @@ static void close_items(struct rl_agent *a, prompt_t *p, const char *tool_status
     if (p->plan_open) {
         plan_task_id(p, id, sizeof(id));
         emit(a, RL_LINE_TASK_FINISH, p,
-             json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", "task_finish", "task_id", id, "status", "completed",
-                       "result", "entries", p->plan_entries != NULL ? p->plan_entries : json_array()));
+             json_pack("{s:s, s:s, s:s, s:{s:o}}", "type", "task_finish", "task_id", id, "status", "completed",
+                       "result", "entries", p->plan_entries != NULL ? json_incref(p->plan_entries) : json_array()));
         p->plan_open = 0;
     }
     for (t = p->tools; t != NULL; t = t->next)
