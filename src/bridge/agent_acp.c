@@ -616,11 +616,29 @@ static const char *content_text(json_t *content)
     return NULL;
 }
 
+/*
+ * Whether an update of a call that goes on is worth an updateTask (CONTRACT
+ * §2: a new status, title or content). A call just created says it only when
+ * it brings content or is already running: its createTask said the rest.
+ */
+static int tool_progressed(json_t *update, int created)
+{
+    const char *status = json_string_value(json_object_get(update, "status"));
+
+    if (created)
+        return json_array_size(json_object_get(update, "content")) > 0 ||
+               json_array_size(json_object_get(update, "locations")) > 0 ||
+               (status != NULL && strcmp(status, "in_progress") == 0);
+    return status != NULL || json_is_array(json_object_get(update, "content")) ||
+           json_is_array(json_object_get(update, "locations")) || json_is_string(json_object_get(update, "title"));
+}
+
 static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update)
 {
     const char *id = json_string_value(json_object_get(update, "toolCallId"));
     tool_t *t = tool_find(p, id);
     const char *status;
+    int created = t == NULL;
 
     if (id == NULL || *id == '\0')
         return;
@@ -639,12 +657,11 @@ static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update)
         tool_finish(a, p, t, status, content_text(json_object_get(t->call, "content")));
         return;
     }
-    if (json_object_get(update, "content") != NULL || json_object_get(update, "locations") != NULL ||
-        json_object_get(update, "title") != NULL)
-        emit(a, RL_LINE_TASK_PROGRESS, p,
-             json_pack("{s:s, s:O, s:o, s:o}", "type", "task_progress", "task_id",
-                       json_object_get(t->call, "toolCallId"), "status_label",
-                       cut_string(tool_title(t), RL_ACP_LABEL_MAX), "partial_result", tool_result(t, 0)));
+    if (!tool_progressed(update, created))
+        return;
+    emit(a, RL_LINE_TASK_PROGRESS, p,
+         json_pack("{s:s, s:O, s:o, s:o}", "type", "task_progress", "task_id", json_object_get(t->call, "toolCallId"),
+                   "status_label", cut_string(tool_title(t), RL_ACP_LABEL_MAX), "partial_result", tool_result(t, 0)));
 }
 
 /* What is still open when the turn ends: thoughts and plans complete, tool calls end as status says. */
@@ -1302,11 +1319,12 @@ static void open_session(struct rl_agent *a, session_t *s)
 }
 
 /* Ends p's reply and takes it off its session; the next prompt of the session goes. */
-static void end_prompt(struct rl_agent *a, session_t *s, prompt_t *p, const char *finish_reason, const char *error_text)
+static void end_prompt(struct rl_agent *a, session_t *s, prompt_t *p, const char *finish_reason, json_t *usage,
+                       const char *error_text)
 {
     if (s->queue == p)
         s->running = 0;
-    rl_bridge_finish(a->bridge, p->turn, finish_reason, NULL, error_text);
+    rl_bridge_finish(a->bridge, p->turn, finish_reason, usage, error_text);
     prompt_free(a, s, p);
 }
 
@@ -1314,7 +1332,7 @@ static void fail_queue(struct rl_agent *a, session_t *s, const char *error_text)
 {
     while (s->queue != NULL) {
         close_items(a, s->queue, "failed", error_text);
-        end_prompt(a, s, s->queue, "error", error_text);
+        end_prompt(a, s, s->queue, "error", NULL, error_text);
     }
 }
 
@@ -1433,6 +1451,7 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     prompt_t *p = r->prompt;
     const char *stop = json_string_value(json_object_get(msg->result, "stopReason"));
     const char *finish;
+    json_t *usage;
     char why[300];
 
     if (s == NULL || p == NULL)
@@ -1440,14 +1459,16 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     if (msg->error != NULL && !p->cancelled) {
         snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
         close_items(a, p, "failed", why);
-        end_prompt(a, s, p, "error", why);
+        end_prompt(a, s, p, "error", NULL, why);
         pump(a, s);
         return;
     }
     /* spec (ACP cancellation): an agent may answer an aborted turn with an error; it was still a cancel. */
     finish = p->cancelled && (msg->error != NULL || stop == NULL) ? "cancelled" : rl_acp_finish_reason(stop);
+    usage = rl_acp_usage(json_object_get(msg->result, "usage"));
     close_items(a, p, strcmp(finish, "cancelled") == 0 ? "cancelled" : "completed", NULL);
-    end_prompt(a, s, p, finish, NULL);
+    end_prompt(a, s, p, finish, usage, NULL);
+    json_decref(usage);
     a->restart_delay_ms = RESTART_FIRST_MS;
     pump(a, s);
 }
@@ -1710,7 +1731,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
         s->loading = 0;
         if (p != NULL) {
             close_items(a, p, "failed", why);
-            end_prompt(a, s, p, "error", text);
+            end_prompt(a, s, p, "error", NULL, text);
         }
     }
 }
@@ -1814,7 +1835,7 @@ static void acp_cancel(rl_agent_t *a, const char *session_id, const char *intera
             }
             send_msg(a, rl_jsonrpc_notification("session/cancel", json_pack("{s:s}", "sessionId", s->acp_id)));
         } else {
-            end_prompt(a, s, p, "cancelled", NULL);
+            end_prompt(a, s, p, "cancelled", NULL, NULL);
         }
     }
 }
