@@ -1553,52 +1553,59 @@ static void on_line(void *user, const char *line, size_t len)
 
 /* ---- the process -------------------------------------------------------------------------------- */
 
-static void on_stdout(void *user, int fd, short revents)
+static void close_fd(struct rl_agent *a, int *fd)
 {
-    struct rl_agent *a = user;
-    char buf[65536];
-    ssize_t n;
+    if (*fd >= 0) {
+        rl_bridge_unwatch(a->bridge, *fd);
+        close(*fd);
+        *fd = -1;
+    }
+}
 
-    (void)revents;
-    n = read(fd, buf, sizeof(buf));
+/* One read of the agent's stdout: 1 when bytes came, 0 at the end (the pipe is then closed), -1 when none yet. */
+static int read_stdout(struct rl_agent *a)
+{
+    char buf[65536];
+    ssize_t n = read(a->out_fd, buf, sizeof(buf));
+
     if (n > 0) {
         if (rl_jsonl_reader_feed(&a->reader, buf, (size_t)n, on_line, a) != 0)
             rl_log(RL_LOG_WARN, "acp agent: a message longer than 8 MiB dropped");
-        return;
+        return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    rl_bridge_unwatch(a->bridge, fd);
-    close(fd);
-    a->out_fd = -1;
+        return -1;
+    close_fd(a, &a->out_fd);
+    return 0;
+}
+
+static void on_stdout(void *user, int fd, short revents)
+{
+    (void)fd;
+    (void)revents;
+    read_stdout(user);
 }
 
 static void err_flush(struct rl_agent *a)
 {
-    if (a->err_len > 0 || !a->err_skipping) {
-        a->err_line[a->err_len] = '\0';
-        if (a->err_len > 0)
-            rl_log(RL_LOG_INFO, "acp agent stderr: %s", a->err_line);
-    }
+    a->err_line[a->err_len] = '\0';
+    if (a->err_len > 0)
+        rl_log(RL_LOG_INFO, "acp agent stderr: %s", a->err_line);
     a->err_len = 0;
 }
 
-static void on_stderr(void *user, int fd, short revents)
+/* Like read_stdout: each line of stderr goes to the log, its first STDERR_LINE bytes. */
+static int read_stderr(struct rl_agent *a)
 {
-    struct rl_agent *a = user;
     char buf[4096];
-    ssize_t n, i;
+    ssize_t n = read(a->err_fd, buf, sizeof(buf)), i;
 
-    (void)revents;
-    n = read(fd, buf, sizeof(buf));
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return;
+            return -1;
         err_flush(a);
-        rl_bridge_unwatch(a->bridge, fd);
-        close(fd);
-        a->err_fd = -1;
-        return;
+        close_fd(a, &a->err_fd);
+        return 0;
     }
     for (i = 0; i < n; i++) {
         if (buf[i] == '\n') {
@@ -1616,6 +1623,32 @@ static void on_stderr(void *user, int fd, short revents)
             a->err_line[a->err_len++] = buf[i] == '\r' ? ' ' : buf[i];
         }
     }
+    return 1;
+}
+
+static void on_stderr(void *user, int fd, short revents)
+{
+    (void)fd;
+    (void)revents;
+    read_stderr(user);
+}
+
+/*
+ * What a dead agent wrote last is still in its pipes when its exit is
+ * reported: its last updates, and on stderr most often why it died. Read
+ * both before they are closed (bounded: another process of its group may
+ * still hold them open and write).
+ */
+static void drain(struct rl_agent *a)
+{
+    int i;
+
+    for (i = 0; i < 256 && a->out_fd >= 0 && read_stdout(a) > 0; i++)
+        ;
+    for (i = 0; i < 256 && a->err_fd >= 0 && read_stderr(a) > 0; i++)
+        ;
+    if (a->err_fd >= 0)
+        err_flush(a);
 }
 
 static void on_restart_timer(void *user, int fd, short revents)
@@ -1697,21 +1730,15 @@ fail:
     schedule_restart(a);
 }
 
-static void close_fd(struct rl_agent *a, int *fd)
-{
-    if (*fd >= 0) {
-        rl_bridge_unwatch(a->bridge, *fd);
-        close(*fd);
-        *fd = -1;
-    }
-}
-
 /* The process is gone: what it was doing ends with an error the user sees; what waits for it stays queued. */
 static void agent_gone(struct rl_agent *a, const char *why)
 {
     session_t *s;
     char text[300];
+    int started;
 
+    drain(a);
+    started = a->initialized;
     close_fd(a, &a->in_fd);
     close_fd(a, &a->out_fd);
     close_fd(a, &a->err_fd);
@@ -1732,6 +1759,11 @@ static void agent_gone(struct rl_agent *a, const char *why)
         if (p != NULL) {
             close_items(a, p, "failed", why);
             end_prompt(a, s, p, "error", NULL, text);
+        }
+        /* An agent that dies before it even answers initialize will most likely do so again: nobody waits for it. */
+        if (!started) {
+            snprintf(text, sizeof(text), "[the agent could not start: %s; see relay-bridge's log]", why);
+            fail_queue(a, s, text);
         }
     }
 }
@@ -1846,6 +1878,8 @@ static int acp_child_exited(rl_agent_t *a, pid_t pid, int status)
 
     if (pid != a->pid || pid <= 0)
         return 0;
+    /* What the agent started in its process group (npx starts node, say) goes with it. */
+    kill(-pid, SIGKILL);
     a->pid = -1;
     if (WIFEXITED(status))
         snprintf(why, sizeof(why), "the agent exited with status %d", WEXITSTATUS(status));

@@ -493,3 +493,29 @@ def test_sessions_run_side_by_side_and_prompts_of_one_session_in_turn(relay, use
         assert [t for _, t in prompts] == ["slow", "meanwhile", "queued one"], prompts
     finally:
         assert acp.close() == 0
+
+
+def test_an_agent_that_cannot_start_fails_the_message_and_says_why(relay, user_token, tmp_path):
+    bridge, user = paired(relay, user_token, tmp_path)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import sys\nsys.stderr.write('no API key configured\\n')\nsys.exit(5)\n")
+    bridge.start("acp:%s %s" % (PYTHON, broken))
+    try:
+        bridge.wait_log("acp agent stderr: no API key configured")
+        bridge.wait_log("the agent exited with status 5")
+        session = user.create_session()
+        interaction = user.send(session, "hello")
+        reply = user.wait_reply(session, interaction, timeout=WAIT + 10)
+        assert reply["finish_reason"] == "error", reply
+        assert "the agent could not start: the agent exited with status 5" in reply["text"], reply
+        assert "restarting the acp agent in 2000 ms" in bridge.log_text()
+    finally:
+        assert bridge.stop() == 0
+
+
+def test_a_cwd_that_does_not_exist_is_refused(relay, user_token, tmp_path):
+    bridge, _ = paired(relay, user_token, tmp_path)
+    bridge.start("acp:%s %s" % (PYTHON, AGENT), "--cwd", str(tmp_path / "nowhere"), wait_connected=False)
+    assert bridge.wait_exit() == 1
+    assert "--cwd %s: No such file or directory" % (tmp_path / "nowhere") in bridge.log_text()
+    bridge.stop()
