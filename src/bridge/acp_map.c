@@ -126,13 +126,19 @@ rl_acp_decision_t rl_acp_decision_of(const char *word)
 }
 
 /*
- * Each decision's option kinds, best first (CONTRACT §3). A plain approval
- * never takes an allow_always option: that would grant the agent more than
- * the user did. Expiry is a denial (spec: an expired approval denies).
+ * Each decision's option kinds, best first. A plain approval never takes an
+ * allow_always option: that would grant the agent more than the user did.
+ * Nor, first, does "approve always": an agent's own "always" is its scope,
+ * not the relay's (Claude Code's covers every later call of the tool, any
+ * file, any command), while the relay's grant covers the same tool on the
+ * same input only and answers those later requests itself (issue 22: "and
+ * nothing broader"). So allow_once, and allow_always only when the agent
+ * offers nothing else that allows. Expiry is a denial (spec: an expired
+ * approval denies).
  */
 static const char *const option_preferences[][3] = {
     [RL_ACP_APPROVE] = {"allow_once", NULL},
-    [RL_ACP_APPROVE_ALWAYS] = {"allow_always", "allow_once", NULL},
+    [RL_ACP_APPROVE_ALWAYS] = {"allow_once", "allow_always", NULL},
     [RL_ACP_DENY] = {"reject_once", "reject_always", NULL},
     [RL_ACP_EXPIRED] = {"reject_once", "reject_always", NULL},
 };

@@ -68,7 +68,8 @@ rl_acp_decision_t rl_acp_decision_of(const char *gateway_word);
  * The optionId (borrowed from options) of the permission option that
  * answers decision: the first offered option of the first kind in the
  * decision's preference list (approve: allow_once; approve_always:
- * allow_always, else allow_once; deny and expiry: reject_once, else
+ * allow_once, else allow_always, since the relay's grant, not the agent's
+ * own rule, answers later requests; deny and expiry: reject_once, else
  * reject_always). NULL when none is offered: answer "cancelled" then.
  */
 const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);

@@ -67,10 +67,13 @@
 #define FETCH_TEXT_MAX     (1024L * 1024L)
 #define FETCH_TIMEOUT_MS   20000L
 #define MAX_CONTENT_BLOCKS 32
+/* What the user reads when the agent wants a login the bridge cannot give it. */
+#define LOGIN_TEXT "[the agent needs a login first: see relay-bridge's log on the agent's machine]"
 
 typedef struct tool {
     struct tool *next;
     json_t *call; /* the ACP ToolCall as known so far (every update merged in) */
+    int created;  /* its createTask went out */
     int finished;
 } tool_t;
 
@@ -105,7 +108,10 @@ typedef struct session {
     prompt_t *queue; /* in arrival order */
 } session_t;
 
-typedef enum request_kind { REQ_INITIALIZE, REQ_NEW, REQ_LOAD, REQ_PROMPT } request_kind_t;
+typedef enum request_kind { REQ_INITIALIZE, REQ_AUTHENTICATE, REQ_NEW, REQ_LOAD, REQ_PROMPT } request_kind_t;
+
+/* authenticate, at most once per agent process (agent_t.auth). */
+typedef enum auth_state { AUTH_NONE, AUTH_PENDING, AUTH_DONE, AUTH_FAILED } auth_state_t;
 
 /* A request of ours the agent has not answered yet. */
 typedef struct request {
@@ -155,6 +161,7 @@ struct rl_agent {
     int initialized;
     int load_session, image, embedded_context;
     json_t *auth_methods;
+    auth_state_t auth;
     json_t *agent_info;
     char *mode;
     json_t *commands;
@@ -550,12 +557,15 @@ static const char *tool_title(tool_t *t)
     return title != NULL && *title != '\0' ? title : json_string_value(json_object_get(t->call, "toolCallId"));
 }
 
+static void tool_create(struct rl_agent *a, prompt_t *p, tool_t *t);
+
 static void tool_finish(struct rl_agent *a, prompt_t *p, tool_t *t, const char *status, const char *why)
 {
     json_t *line;
 
     if (t->finished)
         return;
+    tool_create(a, p, t);
     t->finished = 1;
     line = json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_finish", "task_id",
                      json_object_get(t->call, "toolCallId"), "status", status, "status_label",
@@ -579,11 +589,44 @@ static void tool_merge(tool_t *t, json_t *update)
     }
 }
 
-/* A tool call seen for the first time: its task is created. */
-static tool_t *tool_open(struct rl_agent *a, prompt_t *p, json_t *update)
+/* The task of a tool call: its createTask, once. */
+static void tool_create(struct rl_agent *a, prompt_t *p, tool_t *t)
+{
+    json_t *line, *args;
+
+    if (t->created)
+        return;
+    t->created = 1;
+    line = json_pack("{s:s, s:O, s:s, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
+                     "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
+                     cut_string(tool_title(t), RL_ACP_LABEL_MAX));
+    args = rl_acp_args(json_object_get(t->call, "rawInput"));
+    if (args != NULL)
+        json_object_set_new(line, "args", args);
+    emit(a, RL_LINE_TASK_START, p, line);
+}
+
+/*
+ * A tool call announced before its input is known (Claude Code announces it
+ * as the model starts writing it: rawInput {}, a generic title): its task is
+ * created at the call's next update, which brings the input, since a task's
+ * args cannot change after createTask.
+ */
+static int tool_premature(json_t *update)
+{
+    json_t *raw_input = json_object_get(update, "rawInput");
+    const char *status = json_string_value(json_object_get(update, "status"));
+
+    return (raw_input == NULL || json_is_null(raw_input) ||
+            (json_is_object(raw_input) && json_object_size(raw_input) == 0)) &&
+           json_array_size(json_object_get(update, "content")) == 0 &&
+           (status == NULL || strcmp(status, "pending") == 0);
+}
+
+/* A tool call seen for the first time: its task is created, now or (premature) at its next update. */
+static tool_t *tool_open(struct rl_agent *a, prompt_t *p, json_t *update, int may_wait)
 {
     tool_t *t = calloc(1, sizeof(*t));
-    json_t *line, *args;
 
     if (t == NULL)
         return NULL;
@@ -592,13 +635,8 @@ static tool_t *tool_open(struct rl_agent *a, prompt_t *p, json_t *update)
     t->next = p->tools;
     p->tools = t;
     rl_bridge_break(a->bridge, p->turn);
-    line = json_pack("{s:s, s:O, s:s, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
-                     "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
-                     cut_string(tool_title(t), RL_ACP_LABEL_MAX));
-    args = rl_acp_args(json_object_get(t->call, "rawInput"));
-    if (args != NULL)
-        json_object_set_new(line, "args", args);
-    emit(a, RL_LINE_TASK_START, p, line);
+    if (!may_wait || !tool_premature(update))
+        tool_create(a, p, t);
     return t;
 }
 
@@ -633,24 +671,25 @@ static int tool_progressed(json_t *update, int created)
            json_is_array(json_object_get(update, "locations")) || json_is_string(json_object_get(update, "title"));
 }
 
-static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update)
+static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update, int announced)
 {
     const char *id = json_string_value(json_object_get(update, "toolCallId"));
     tool_t *t = tool_find(p, id);
     const char *status;
-    int created = t == NULL;
+    int created = t == NULL || !t->created;
 
     if (id == NULL || *id == '\0')
         return;
     if (t == NULL) {
         /* An update of a call never announced is taken as its announcement. */
-        t = tool_open(a, p, update);
-        if (t == NULL)
+        t = tool_open(a, p, update, announced);
+        if (t == NULL || !t->created)
             return;
     } else {
         if (t->finished)
             return;
         tool_merge(t, update);
+        tool_create(a, p, t);
     }
     status = json_string_value(json_object_get(t->call, "status"));
     if (status != NULL && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0)) {
@@ -763,7 +802,7 @@ static void on_update(struct rl_agent *a, json_t *params)
         break;
     case RL_ACP_UPDATE_TOOL_CALL:
     case RL_ACP_UPDATE_TOOL_UPDATE:
-        on_tool(a, p, update);
+        on_tool(a, p, update, kind == RL_ACP_UPDATE_TOOL_CALL);
         break;
     case RL_ACP_UPDATE_PLAN:
         on_plan(a, p, update);
@@ -831,10 +870,12 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     }
     thought_close(a, p);
     t = tool_find(p, call_id);
-    if (t == NULL)
-        t = tool_open(a, p, call);
-    else
+    if (t == NULL) {
+        t = tool_open(a, p, call, 0);
+    } else {
         tool_merge(t, call);
+        tool_create(a, p, t);
+    }
     perm = calloc(1, sizeof(*perm));
     if (t == NULL || perm == NULL) {
         free(perm);
@@ -1399,6 +1440,77 @@ static void on_initialized(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
     }
 }
 
+/*
+ * The login the bridge can give on its own: a method of type "env_var"
+ * (Codex's, not yet in the public schema) whose variables are all set in
+ * the bridge's environment, so that the agent's key is one the user gave
+ * on purpose. Interactive methods ("agent", "terminal") are never tried.
+ */
+static const char *env_auth_method(struct rl_agent *a)
+{
+    json_t *method, *var;
+    size_t i, k;
+
+    json_array_foreach(a->auth_methods, i, method)
+    {
+        const char *type = json_string_value(json_object_get(method, "type"));
+        json_t *vars = json_object_get(method, "vars");
+        int ready = json_array_size(vars) > 0;
+
+        if (type == NULL || strcmp(type, "env_var") != 0 || json_string_value(json_object_get(method, "id")) == NULL)
+            continue;
+        json_array_foreach(vars, k, var)
+        {
+            const char *name =
+                json_is_string(var) ? json_string_value(var) : json_string_value(json_object_get(var, "name"));
+            const char *value = name != NULL ? getenv(name) : NULL;
+            if (value == NULL || *value == '\0')
+                ready = 0;
+        }
+        if (ready)
+            return json_string_value(json_object_get(method, "id"));
+    }
+    return NULL;
+}
+
+/*
+ * A session/new refused for want of a login: authenticate once with an
+ * env_var method, then sessions are opened again. 1 when that is under way
+ * (the session waits), 0 when the user must log in.
+ */
+static int authenticate(struct rl_agent *a)
+{
+    const char *method = env_auth_method(a);
+
+    if (a->auth == AUTH_PENDING)
+        return 1;
+    if (a->auth != AUTH_NONE || method == NULL)
+        return 0;
+    a->auth = AUTH_PENDING;
+    rl_log(RL_LOG_INFO, "acp agent wants a login: authenticate with %s (its variables are set)", method);
+    request(a, REQ_AUTHENTICATE, "authenticate", json_pack("{s:s}", "methodId", method), NULL, NULL);
+    return 1;
+}
+
+static void on_authenticated(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
+{
+    session_t *s;
+
+    a->auth = msg->error != NULL ? AUTH_FAILED : AUTH_DONE;
+    if (msg->error != NULL) {
+        rl_log(RL_LOG_ERROR, "acp agent refused authenticate: %s", rl_jsonrpc_error_message(msg));
+        log_auth(a);
+    }
+    for (s = a->sessions; s != NULL; s = s->next) {
+        if (s->state != SESSION_CLOSED || s->queue == NULL)
+            continue;
+        if (a->auth == AUTH_DONE)
+            open_session(a, s);
+        else
+            fail_queue(a, s, LOGIN_TEXT);
+    }
+}
+
 static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
 {
     session_t *s = r->session;
@@ -1425,8 +1537,10 @@ static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t
         if (msg->error != NULL || acp_id == NULL) {
             s->state = SESSION_CLOSED;
             if (rl_jsonrpc_error_code(msg) == RL_JSONRPC_AUTH_REQUIRED) {
+                if (authenticate(a))
+                    return;
                 log_auth(a);
-                fail_queue(a, s, "[the agent needs a login first: see relay-bridge's log on the agent's machine]");
+                fail_queue(a, s, LOGIN_TEXT);
                 return;
             }
             snprintf(why, sizeof(why), "[the agent could not start a session: %.200s]",
@@ -1457,7 +1571,13 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     if (s == NULL || p == NULL)
         return;
     if (msg->error != NULL && !p->cancelled) {
-        snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
+        /* Claude Code, say, creates sessions without a login and refuses the prompt. */
+        if (rl_jsonrpc_error_code(msg) == RL_JSONRPC_AUTH_REQUIRED) {
+            log_auth(a);
+            snprintf(why, sizeof(why), "%s", LOGIN_TEXT);
+        } else {
+            snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
+        }
         close_items(a, p, "failed", why);
         end_prompt(a, s, p, "error", NULL, why);
         pump(a, s);
@@ -1491,6 +1611,9 @@ static void on_response(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
     switch (r->kind) {
     case REQ_INITIALIZE:
         on_initialized(a, msg);
+        break;
+    case REQ_AUTHENTICATE:
+        on_authenticated(a, msg);
         break;
     case REQ_NEW:
     case REQ_LOAD:
@@ -1705,6 +1828,7 @@ static void spawn(struct rl_agent *a)
     fcntl(a->err_fd, F_SETFL, O_NONBLOCK);
     rl_jsonl_reader_free(&a->reader);
     rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
+    a->auth = AUTH_NONE;
     a->err_len = 0;
     a->err_skipping = 0;
     rl_bridge_watch(a->bridge, a->out_fd, POLLIN, on_stdout, a);

@@ -130,11 +130,12 @@ static void test_decisions_choose_the_offered_option_of_their_kind(void **state)
 
     (void)state;
     expect_option(all, RL_ACP_APPROVE, "allow_once");
-    expect_option(all, RL_ACP_APPROVE_ALWAYS, "allow_always");
+    /* the relay's grant, not the agent's own "always", answers the next identical request */
+    expect_option(all, RL_ACP_APPROVE_ALWAYS, "allow_once");
     expect_option(all, RL_ACP_DENY, "reject_once");
     expect_option(all, RL_ACP_EXPIRED, "reject_once");
-    /* fallbacks of CONTRACT §3 */
-    expect_option("allow_once reject_always", RL_ACP_APPROVE_ALWAYS, "allow_once");
+    /* fallbacks */
+    expect_option("allow_always reject_always", RL_ACP_APPROVE_ALWAYS, "allow_always");
     expect_option("allow_once reject_always", RL_ACP_DENY, "reject_always");
     expect_option("allow_once reject_always", RL_ACP_EXPIRED, "reject_always");
     /* a plain approval never grants more than once; no option at all: the caller answers cancelled */
