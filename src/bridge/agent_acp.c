@@ -180,7 +180,7 @@ static void spawn(struct rl_agent *a);
 static void open_session(struct rl_agent *a, session_t *s);
 static void pump(struct rl_agent *a, session_t *s);
 
-/* ---- writing to the agent ----------------------------------------------------------------------- */
+/* ---- writing to the agent --------------------------------------------------------------------- */
 
 static void flush_out(struct rl_agent *a);
 
@@ -267,7 +267,7 @@ static void answer_error(struct rl_agent *a, json_t *id, int code, const char *m
     send_msg(a, rl_jsonrpc_error(id, code, message));
 }
 
-/* ---- the relay's side: lines of the jsonl protocol ----------------------------------------------- */
+/* ---- the relay's side: lines of the jsonl protocol -------------------------------------------- */
 
 /* Hands a line (root stolen) to the loop, addressed to p's turn when p is given. */
 static void emit(struct rl_agent *a, rl_agent_line_type_t type, prompt_t *p, json_t *root)
@@ -307,7 +307,7 @@ static void send_manifest(struct rl_agent *a)
                    a->commands != NULL ? json_incref(a->commands) : json_array()));
 }
 
-/* ---- state: which ACP session continues which relay session --------------------------------------- */
+/* ---- state: which ACP session continues which relay session ----------------------------------- */
 
 static void state_load(struct rl_agent *a)
 {
@@ -345,7 +345,7 @@ static void state_set(struct rl_agent *a, const char *relay_id, const char *acp_
     state_save(a);
 }
 
-/* ---- sessions and prompts ---------------------------------------------------------------------- */
+/* ---- sessions and prompts --------------------------------------------------------------------- */
 
 static session_t *session_by_relay(struct rl_agent *a, const char *relay_id)
 {
@@ -426,7 +426,7 @@ static void prompt_free(struct rl_agent *a, session_t *s, prompt_t *p)
     free(p);
 }
 
-/* ---- thoughts, plans and tool calls as tasks ----------------------------------------------------- */
+/* ---- thoughts, plans and tool calls as tasks -------------------------------------------------- */
 
 static void thought_task_id(prompt_t *p, char *out, size_t outsz)
 {
@@ -723,7 +723,7 @@ static void close_items(struct rl_agent *a, prompt_t *p, const char *tool_status
         tool_finish(a, p, t, tool_status, why);
 }
 
-/* ---- session/update ---------------------------------------------------------------------------- */
+/* ---- session/update --------------------------------------------------------------------------- */
 
 static void on_commands(struct rl_agent *a, json_t *update)
 {
@@ -812,7 +812,7 @@ static void on_update(struct rl_agent *a, json_t *params)
     }
 }
 
-/* ---- permissions --------------------------------------------------------------------------------- */
+/* ---- permissions ------------------------------------------------------------------------------ */
 
 /* The verb of the approval's sentence for each tool kind. */
 static const struct {
@@ -856,7 +856,7 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     const char *kind, *verb = "use a tool:";
     permission_t *perm;
     tool_t *t;
-    char *command, key[37], message[4096];
+    char *command, key[37], message[8400];
     size_t omitted, i;
 
     if (!json_is_array(json_object_get(params, "options")) || call_id == NULL) {
@@ -895,15 +895,23 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
         if (strcmp(verbs[i].kind, kind) == 0)
             verb = verbs[i].verb;
     command = rl_acp_command_of(kind, t->call);
-    snprintf(message, sizeof(message), "The agent asks to %s %.3900s", verb, command != NULL ? command : "");
+    snprintf(message, sizeof(message), "The agent asks to %s %s", verb, command != NULL ? command : "");
     blocks = rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted);
     while (json_array_size(blocks) > MAX_CONTENT_BLOCKS)
         json_array_remove(blocks, MAX_CONTENT_BLOCKS);
-    line = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s?, s:O, s:o}", "type", "approval_request", "approval_id",
+    /* The relay's cap on message is 4000 characters: 4000 bytes, cut between two characters, fit. */
+    line = json_pack("{s:s, s:s, s:s, s:o, s:o, s:s, s:s?, s:O, s:o}", "type", "approval_request", "approval_id",
                      perm->approval_id, "action", kind, "title", cut_string(tool_title(t), RL_ACP_LABEL_MAX), "message",
-                     message, "severity", rl_acp_severity(kind), "command", command, "tool_call_id",
+                     cut_string(message, 4000), "severity", rl_acp_severity(kind), "command", command, "tool_call_id",
                      json_object_get(t->call, "toolCallId"), "content", blocks);
     free(command);
+    if (line == NULL) {
+        /* Nobody can be asked: the agent must not wait for ever. */
+        rl_log(RL_LOG_WARN, "acp: a permission request could not be passed on: answered cancelled");
+        answer_permission(a, perm, NULL);
+        permission_done(a, perm);
+        return;
+    }
     emit(a, RL_LINE_APPROVAL_REQUEST, p, line);
 }
 
@@ -932,7 +940,7 @@ static void acp_notify(rl_agent_t *a, json_t *line)
     }
 }
 
-/* ---- fs methods: inside the working folder only ---------------------------------------------------------- */
+/* ---- fs methods: inside the working folder only ----------------------------------------------- */
 
 static int inside_root(struct rl_agent *a, const char *resolved)
 {
@@ -1122,7 +1130,7 @@ out:
     send_msg(a, rl_jsonrpc_result(id, NULL));
 }
 
-/* ---- attachments fetched for the prompt ----------------------------------------------------------- */
+/* ---- attachments fetched for the prompt ------------------------------------------------------- */
 
 /* What to fetch of an attachment for an agent with these capabilities: "image", "text" or NULL (a link will do). */
 static const char *inline_kind(struct rl_agent *a, json_t *attachment, long *max)
@@ -1276,7 +1284,7 @@ static void fetch_start(struct rl_agent *a, prompt_t *p)
     a->fetches = f;
 }
 
-/* ---- the agent's messages ----------------------------------------------------------------------- */
+/* ---- the agent's messages --------------------------------------------------------------------- */
 
 /* Requests from the agent this client serves; any other is answered -32601 (JSON-RPC: method not found). */
 static const struct {
@@ -1674,7 +1682,7 @@ static void on_line(void *user, const char *line, size_t len)
     rl_jsonrpc_msg_free(&msg);
 }
 
-/* ---- the process -------------------------------------------------------------------------------- */
+/* ---- the process ------------------------------------------------------------------------------ */
 
 static void close_fd(struct rl_agent *a, int *fd)
 {
@@ -1892,7 +1900,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
     }
 }
 
-/* ---- the adapter -------------------------------------------------------------------------------- */
+/* ---- the adapter ------------------------------------------------------------------------------ */
 
 static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
 {
