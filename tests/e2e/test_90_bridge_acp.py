@@ -362,6 +362,31 @@ def test_a_restarted_bridge_continues_with_session_load(relay, user_token, tmp_p
         assert acp.close() == 0
 
 
+def test_a_session_the_agent_cannot_load_starts_afresh(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        acp.turn(session, "whoami")
+        first = acp.agent_log("session_new")[0]["session"]
+        assert acp.bridge.stop() == 0
+        for name in os.listdir(str(acp.state)):  # the agent forgets its sessions
+            os.unlink(os.path.join(str(acp.state), name))
+        acp.start()
+        _, replies = acp.turn(session, "whoami")
+        second = acp.agent_log("session_new")[-1]["session"]
+        assert second != first and replies[0]["text"] == "session " + second, replies
+        assert acp.agent_log("session_load")[-1] == dict(acp.agent_log("session_load")[-1], session=first,
+                                                          found=False)
+        assert "could not load session %s" % first in acp.bridge.log_text()
+        # the mapping now names the new session: the next start loads it
+        assert acp.bridge.stop() == 0
+        acp.start()
+        _, replies = acp.turn(session, "whoami")
+        assert replies[0]["text"] == "session " + second, replies
+    finally:
+        assert acp.close() == 0
+
+
 def test_fs_stays_inside_the_cwd_and_unknown_methods_are_refused(relay, user_token, tmp_path):
     acp = Acp(relay, user_token, tmp_path)
     try:
