@@ -80,6 +80,8 @@ const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
 #define RL_ACP_THOUGHT_MAX (64 * 1024)
 /* The relay's cap on status_label and approval title (docs/api.md). */
 #define RL_ACP_LABEL_MAX 200
+/* The relay's cap on a task's name. */
+#define RL_ACP_NAME_MAX 128
 
 /*
  * ACP tool call content (ToolCallContent[]) as the relay's blocks

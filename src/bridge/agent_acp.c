@@ -301,7 +301,10 @@ static void send_manifest(struct rl_agent *a)
         json_object_set_new(agent, "version", cut_string(version, 64));
     if (a->mode != NULL)
         json_object_set_new(agent, "mode", json_string(a->mode));
-    /* No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c). */
+    /*
+     * No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c),
+     * so a tool call's title can be its task's name (CONTRACT §2).
+     */
     emit(a, RL_LINE_MANIFEST, NULL,
          json_pack("{s:s, s:[], s:o, s:o}", "type", "manifest", "tools", "agent", agent, "commands",
                    a->commands != NULL ? json_incref(a->commands) : json_array()));
@@ -567,9 +570,10 @@ static void tool_finish(struct rl_agent *a, prompt_t *p, tool_t *t, const char *
         return;
     tool_create(a, p, t);
     t->finished = 1;
-    line = json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_finish", "task_id",
+    line = json_pack("{s:s, s:O, s:s, s:o, s:o, s:o}", "type", "task_finish", "task_id",
                      json_object_get(t->call, "toolCallId"), "status", status, "status_label",
-                     cut_string(tool_title(t), RL_ACP_LABEL_MAX), "result", tool_result(t, 1));
+                     cut_string(tool_title(t), RL_ACP_LABEL_MAX), "name", cut_string(tool_title(t), RL_ACP_NAME_MAX),
+                     "result", tool_result(t, 1));
     if (strcmp(status, "failed") == 0)
         json_object_set_new(line, "error", json_pack("{s:s}", "message", why != NULL ? why : "the tool call failed"));
     emit(a, RL_LINE_TASK_FINISH, p, line);
@@ -597,9 +601,10 @@ static void tool_create(struct rl_agent *a, prompt_t *p, tool_t *t)
     if (t->created)
         return;
     t->created = 1;
-    line = json_pack("{s:s, s:O, s:s, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
-                     "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
-                     cut_string(tool_title(t), RL_ACP_LABEL_MAX));
+    line =
+        json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
+                  "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
+                  cut_string(tool_title(t), RL_ACP_LABEL_MAX), "name", cut_string(tool_title(t), RL_ACP_NAME_MAX));
     args = rl_acp_args(json_object_get(t->call, "rawInput"));
     if (args != NULL)
         json_object_set_new(line, "args", args);

@@ -112,7 +112,7 @@ def test_tool_calls_become_tasks_and_text_after_them_a_new_message(relay, user_t
         created = {e["task_id"]: e for e in acp.events("task_created", interaction)}
         assert set(created) == {"call_read", "call_edit", "call_fail"}, created
         read = created["call_read"]
-        assert read["kind"] == "read" and read["status_label"] == "Read notes.txt", read
+        assert read["kind"] == "read" and read["status_label"] == read["name"] == "Read notes.txt", read
         assert read["args"] == {"path": "/tmp/notes.txt"}, read
         assert created["call_edit"]["kind"] == "edit" and created["call_fail"]["kind"] == "execute", created
         progress = [e for e in acp.events("task_progress", interaction) if e["task_id"] == "call_read"]
@@ -127,6 +127,7 @@ def test_tool_calls_become_tasks_and_text_after_them_a_new_message(relay, user_t
             {"type": "diff", "path": "/tmp/notes.txt", "old_text": "line one\n", "new_text": "line 1\n"}], done
         failed = acp.events("task_failed", interaction)
         assert len(failed) == 1 and failed[0]["task_id"] == "call_fail", failed
+        assert failed[0]["name"] == "Run make", failed
         assert failed[0]["error"] == {"message": "make: no targets"}, failed
         # everything in the order it happened: message, read, message, edit, fail, message
         tasks = sorted(created.values(), key=lambda e: list(created).index(e["task_id"]))
