@@ -158,6 +158,7 @@ struct rl_agent {
     char err_line[STDERR_LINE + 1];
     size_t err_len;
     int err_skipping;
+    int err_escape; /* inside a terminal escape sequence (colours): 1 after ESC, 2 inside CSI */
     int initialized;
     int load_session, image, embedded_context;
     json_t *auth_methods;
@@ -1730,6 +1731,24 @@ static void err_flush(struct rl_agent *a)
     a->err_len = 0;
 }
 
+/*
+ * Agents colour their stderr for a terminal (Codex does even into a pipe):
+ * the log gets the text without the escape sequences. 1 when c belongs to
+ * one.
+ */
+static int skip_escape(struct rl_agent *a, unsigned char c)
+{
+    if (a->err_escape == 0 && c != 0x1b)
+        return 0;
+    if (a->err_escape == 0)
+        a->err_escape = 1;
+    else if (a->err_escape == 1)
+        a->err_escape = c == '[' ? 2 : 0;
+    else if (c >= 0x40 && c <= 0x7e)
+        a->err_escape = 0; /* a CSI sequence ends with its final byte */
+    return 1;
+}
+
 /* Like read_stdout: each line of stderr goes to the log, its first STDERR_LINE bytes. */
 static int read_stderr(struct rl_agent *a)
 {
@@ -1749,14 +1768,15 @@ static int read_stderr(struct rl_agent *a)
                 err_flush(a);
             a->err_skipping = 0;
             a->err_len = 0;
-        } else if (a->err_skipping) {
+        } else if (a->err_skipping || skip_escape(a, (unsigned char)buf[i])) {
             continue;
         } else if (a->err_len == STDERR_LINE) {
             /* The log gets the start of a long line; the rest up to its newline is dropped. */
             err_flush(a);
             a->err_skipping = 1;
         } else {
-            a->err_line[a->err_len++] = buf[i] == '\r' ? ' ' : buf[i];
+            /* Other control characters would garble the log or the terminal showing it. */
+            a->err_line[a->err_len++] = (unsigned char)buf[i] < 0x20 || buf[i] == 0x7f ? ' ' : buf[i];
         }
     }
     return 1;
@@ -1844,6 +1864,7 @@ static void spawn(struct rl_agent *a)
     a->auth = AUTH_NONE;
     a->err_len = 0;
     a->err_skipping = 0;
+    a->err_escape = 0;
     rl_bridge_watch(a->bridge, a->out_fd, POLLIN, on_stdout, a);
     rl_bridge_watch(a->bridge, a->err_fd, POLLIN, on_stderr, a);
     rl_log(RL_LOG_INFO, "started the acp agent (pid %d) in %s", (int)a->pid, a->root);

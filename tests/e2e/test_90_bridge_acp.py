@@ -593,10 +593,11 @@ def test_sessions_run_side_by_side_and_prompts_of_one_session_in_turn(relay, use
 def test_an_agent_that_cannot_start_fails_the_message_and_says_why(relay, user_token, tmp_path):
     bridge, user = paired(relay, user_token, tmp_path)
     broken = tmp_path / "broken.py"
-    broken.write_text("import sys\nsys.stderr.write('no API key configured\\n')\nsys.exit(5)\n")
+    # coloured, as some agents write even into a pipe: the log gets the text
+    broken.write_text("import sys\nsys.stderr.write('\\x1b[31mno API key\\x1b[0m configured\\x07\\n')\nsys.exit(5)\n")
     bridge.start("acp:%s %s" % (PYTHON, broken))
     try:
-        bridge.wait_log("acp agent stderr: no API key configured")
+        bridge.wait_log("acp agent stderr: no API key configured \n")
         bridge.wait_log("the agent exited with status 5")
         session = user.create_session()
         interaction = user.send(session, "hello")
