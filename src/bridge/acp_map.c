@@ -286,12 +286,37 @@ static void text_add(text_t *t, const char *s)
     t->buf[t->len] = '\0';
 }
 
+/* argv of a shell running one command line ("/bin/bash", "-lc", "make test"): the line is what the user reads. */
+static const char *shell_line(json_t *argv)
+{
+    static const char *const shells[] = {"sh", "bash", "zsh", "dash", NULL};
+    static const char *const flags[] = {"-c", "-lc", "-ic", NULL};
+    const char *shell = json_string_value(json_array_get(argv, 0));
+    const char *flag = json_string_value(json_array_get(argv, 1));
+    const char *base = shell != NULL ? strrchr(shell, '/') : NULL;
+    int known_shell = 0, known_flag = 0;
+    size_t i;
+
+    if (json_array_size(argv) != 3 || shell == NULL || flag == NULL)
+        return NULL;
+    base = base != NULL ? base + 1 : shell;
+    for (i = 0; shells[i] != NULL; i++)
+        known_shell |= strcmp(base, shells[i]) == 0;
+    for (i = 0; flags[i] != NULL; i++)
+        known_flag |= strcmp(flag, flags[i]) == 0;
+    return known_shell && known_flag ? json_string_value(json_array_get(argv, 2)) : NULL;
+}
+
 /* A string, or an array of strings joined by spaces (a command given as argv). */
 static int add_words(text_t *t, json_t *v)
 {
     size_t i;
     json_t *w;
 
+    if (shell_line(v) != NULL) {
+        text_add(t, shell_line(v));
+        return 1;
+    }
     if (json_is_string(v)) {
         text_add(t, json_string_value(v));
         return 1;
