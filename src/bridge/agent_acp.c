@@ -26,13 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 
+#include "bridge/acp_fs.h"
 #include "bridge/acp_map.h"
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
@@ -51,8 +51,6 @@
 #define MAX_PENDING_OUT (16u * 1024u * 1024u)
 /* One line of the agent's stderr in the log; the rest of a longer line is cut. */
 #define STDERR_LINE 1024
-/* A file fs/read_text_file returns. */
-#define READ_MAX (8L * 1024L * 1024L)
 /* A thought's text is sent at most this often (CONTRACT §2). */
 #define THOUGHT_EVERY_MS 500
 #define RESTART_FIRST_MS 1000L
@@ -946,144 +944,16 @@ static void acp_notify(rl_agent_t *a, json_t *line)
     }
 }
 
-/* ---- fs methods: inside the working folder only ----------------------------------------------- */
-
-static int inside_root(struct rl_agent *a, const char *resolved)
-{
-    size_t n = strlen(a->root);
-
-    if (strcmp(a->root, "/") == 0)
-        return 1;
-    return strncmp(resolved, a->root, n) == 0 && (resolved[n] == '/' || resolved[n] == '\0');
-}
-
-/* A path with "." or ".." parts, or not absolute, is refused before anything is resolved. */
-static int plain_absolute(const char *path)
-{
-    const char *p = path;
-
-    if (path == NULL || path[0] != '/')
-        return 0;
-    while (*p != '\0') {
-        const char *end;
-        size_t n;
-        while (*p == '/')
-            p++;
-        end = strchr(p, '/');
-        n = end != NULL ? (size_t)(end - p) : strlen(p);
-        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-            return 0;
-        p += n;
-    }
-    return 1;
-}
-
-/*
- * Resolves path for reading or writing inside the working folder. Symbolic
- * links are followed (realpath) before the check, so a link cannot lead
- * out. A file to be written that does not exist yet is checked through its
- * folder. 0 with out filled, or a JSON-RPC error code with why set.
- */
-static int resolve(struct rl_agent *a, const char *path, int for_write, char *out, const char **why)
-{
-    char dir[PATH_MAX], parent[PATH_MAX];
-    const char *slash;
-
-    if (!plain_absolute(path) || strlen(path) >= PATH_MAX) {
-        *why = "the path must be absolute, without . or .. parts";
-        return RL_JSONRPC_INVALID_PARAMS;
-    }
-    if (realpath(path, out) != NULL) {
-        if (!inside_root(a, out)) {
-            *why = "the path is outside the session's working folder";
-            return RL_JSONRPC_INVALID_PARAMS;
-        }
-        return 0;
-    }
-    if (errno != ENOENT || !for_write) {
-        *why = errno == ENOENT ? "no such file" : strerror(errno);
-        return errno == ENOENT ? RL_JSONRPC_RESOURCE_NOT_FOUND : RL_JSONRPC_INTERNAL_ERROR;
-    }
-    slash = strrchr(path, '/');
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    if (realpath(dir[0] != '\0' ? dir : "/", parent) == NULL) {
-        *why = "the file's folder does not exist";
-        return RL_JSONRPC_RESOURCE_NOT_FOUND;
-    }
-    if (!inside_root(a, parent)) {
-        *why = "the path is outside the session's working folder";
-        return RL_JSONRPC_INVALID_PARAMS;
-    }
-    if (snprintf(out, PATH_MAX, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, slash + 1) >= PATH_MAX) {
-        *why = "the path is too long";
-        return RL_JSONRPC_INVALID_PARAMS;
-    }
-    return 0;
-}
-
-/* Lines [line, line + limit) of text (1-based; 0 or negative: from the start / to the end). */
-static json_t *slice_lines(const char *text, size_t len, json_int_t line, json_int_t limit)
-{
-    const char *start = text, *end = text + len;
-    json_int_t n;
-
-    for (n = 1; n < line && start < end; n++) {
-        const char *nl = memchr(start, '\n', (size_t)(end - start));
-        start = nl != NULL ? nl + 1 : end;
-    }
-    if (limit > 0) {
-        const char *stop = start;
-        for (n = 0; n < limit && stop < end; n++) {
-            const char *nl = memchr(stop, '\n', (size_t)(end - stop));
-            stop = nl != NULL ? nl + 1 : end;
-        }
-        end = stop;
-    }
-    return json_stringn(start, (size_t)(end - start));
-}
+/* ---- fs methods: inside the working folder only (acp_fs.c) ------------------------------------ */
 
 static void on_read(struct rl_agent *a, json_t *id, json_t *params)
 {
-    char resolved[PATH_MAX];
     const char *why = NULL;
-    int code = resolve(a, json_string_value(json_object_get(params, "path")), 0, resolved, &why);
-    struct stat st;
-    char *buf = NULL;
     json_t *content = NULL;
-    ssize_t got = 0;
-    int fd = -1;
+    int code = rl_acp_fs_read(a->root, json_string_value(json_object_get(params, "path")),
+                              json_integer_value(json_object_get(params, "line")),
+                              json_integer_value(json_object_get(params, "limit")), &content, &why);
 
-    if (code != 0)
-        goto out;
-    fd = open(resolved, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        code = RL_JSONRPC_RESOURCE_NOT_FOUND;
-        why = "not a readable file";
-        goto out;
-    }
-    if (st.st_size > READ_MAX) {
-        code = RL_JSONRPC_INVALID_PARAMS;
-        why = "the file is larger than 8 MiB";
-        goto out;
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    while (buf != NULL && got < st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)(st.st_size - got));
-        if (n <= 0)
-            break;
-        got += n;
-    }
-    content = buf != NULL ? slice_lines(buf, (size_t)got, json_integer_value(json_object_get(params, "line")),
-                                        json_integer_value(json_object_get(params, "limit")))
-                          : NULL;
-    if (content == NULL) {
-        code = RL_JSONRPC_INVALID_PARAMS;
-        why = "not a UTF-8 text file";
-    }
-out:
-    if (fd >= 0)
-        close(fd);
-    free(buf);
     if (code != 0) {
         rl_log(RL_LOG_INFO, "acp agent: fs/read_text_file refused: %s", why);
         answer_error(a, id, code, why);
@@ -1094,40 +964,12 @@ out:
 
 static void on_write(struct rl_agent *a, json_t *id, json_t *params)
 {
-    char resolved[PATH_MAX];
-    const char *why = NULL;
     json_t *content = json_object_get(params, "content");
-    int code = json_is_string(content)
-                   ? resolve(a, json_string_value(json_object_get(params, "path")), 1, resolved, &why)
-                   : RL_JSONRPC_INVALID_PARAMS;
-    size_t done = 0, len = json_string_length(content);
-    int fd = -1;
+    const char *why = "fs/write_text_file needs path and content";
+    int code = json_is_string(content) ? rl_acp_fs_write(a->root, json_string_value(json_object_get(params, "path")),
+                                                         json_string_value(content), json_string_length(content), &why)
+                                       : RL_JSONRPC_INVALID_PARAMS;
 
-    if (why == NULL && code != 0)
-        why = "fs/write_text_file needs path and content";
-    if (code != 0)
-        goto out;
-    /* O_NOFOLLOW: a link put in the checked path's place after the check is not followed out. */
-    fd = open(resolved, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        code = RL_JSONRPC_INTERNAL_ERROR;
-        why = strerror(errno);
-        goto out;
-    }
-    while (done < len) {
-        ssize_t n = write(fd, json_string_value(content) + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            code = RL_JSONRPC_INTERNAL_ERROR;
-            why = strerror(errno);
-            goto out;
-        }
-        done += (size_t)n;
-    }
-out:
-    if (fd >= 0)
-        close(fd);
     if (code != 0) {
         rl_log(RL_LOG_INFO, "acp agent: fs/write_text_file refused: %s", why);
         answer_error(a, id, code, why);
