@@ -861,7 +861,7 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     permission_t *perm;
     tool_t *t;
     char *command, key[37], message[8400];
-    size_t omitted, i;
+    size_t omitted, i, n;
 
     if (!json_is_array(json_object_get(params, "options")) || call_id == NULL) {
         answer_error(a, id, RL_JSONRPC_INVALID_PARAMS, "session/request_permission needs toolCall and options");
@@ -889,8 +889,13 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     perm->rpc_id = json_incref(id);
     perm->options = json_incref(json_object_get(params, "options"));
     perm->prompt = p;
+    /* apr_ and the 32 hex digits of a random UUID (CONTRACT §3). */
     rl_rest_new_key(key);
-    snprintf(perm->approval_id, sizeof(perm->approval_id), "apr_%.32s", key);
+    memcpy(perm->approval_id, "apr_", 4);
+    for (i = 0, n = 4; key[i] != '\0' && n < sizeof(perm->approval_id) - 1; i++)
+        if (key[i] != '-')
+            perm->approval_id[n++] = key[i];
+    perm->approval_id[n] = '\0';
     perm->next = a->permissions;
     a->permissions = perm;
 

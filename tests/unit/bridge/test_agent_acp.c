@@ -341,6 +341,7 @@ static void test_a_permission_request_and_each_answer(void **state)
                                 "\"diff\",\"path\":\"/w/a.c\",\"oldText\":\"a\",\"newText\":\"b\"}]},\"options\":[]}",
                                 0, NULL);
     json_t *id = json_string("r1"), *request, *answer, *decision;
+    const char *id_text;
     char *content;
 
     on_permission(f->agent, id, params);
@@ -356,7 +357,10 @@ static void test_a_permission_request_and_each_answer(void **state)
     assert_string_equal(json_string_value(json_object_get(request, "message")), "The agent asks to edit /w/a.c");
     assert_string_equal(json_string_value(json_object_get(request, "command")), "/w/a.c");
     assert_string_equal(json_string_value(json_object_get(request, "tool_call_id")), "c9");
-    assert_int_equal(strncmp(json_string_value(json_object_get(request, "approval_id")), "apr_", 4), 0);
+    id_text = json_string_value(json_object_get(request, "approval_id"));
+    assert_int_equal(strncmp(id_text, "apr_", 4), 0);
+    assert_int_equal(strlen(id_text), 36);
+    assert_int_equal(strspn(id_text + 4, "0123456789abcdef"), 32);
     content = json_dumps(json_object_get(request, "content"), JSON_COMPACT | JSON_SORT_KEYS);
     assert_string_equal(content, "[{\"new_text\":\"b\",\"old_text\":\"a\",\"path\":\"/w/a.c\",\"type\":\"diff\"}]");
     free(content);
