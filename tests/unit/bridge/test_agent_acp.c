@@ -429,6 +429,64 @@ static void test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn(vo
     assert_int_equal(f->session->running, 0);
 }
 
+static prompt_t *queue_another(fixture_t *f, const char *interaction)
+{
+    prompt_t *p = calloc(1, sizeof(*p));
+
+    p->turn = rl_turn_new("ses_1", interaction);
+    p->message = json_pack("{s:s}", "text", "later");
+    f->prompt->next = p;
+    return p;
+}
+
+static void test_a_waiting_message_cancelled_ends_at_once(void **state)
+{
+    fixture_t *f = *state;
+
+    queue_another(f, "int_2");
+    acp_cancel(f->agent, "ses_1", "int_2");
+    expect_calls("[{\"call\":\"finish\",\"finish_reason\":\"cancelled\",\"usage\":null,\"error\":null}]");
+    assert_ptr_equal(f->session->queue, f->prompt);
+    assert_null(f->prompt->next);
+    assert_int_equal(f->prompt->cancelled, 0);
+}
+
+static void test_a_dead_agent_ends_the_running_reply_and_keeps_the_rest(void **state)
+{
+    fixture_t *f = *state;
+    prompt_t *later = queue_another(f, "int_2");
+    char *why;
+
+    update(f, "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run\",\"kind\":\"execute\","
+              "\"rawInput\":{\"command\":\"make\"}}");
+    json_array_clear(calls);
+    f->agent->in_fd = -1; /* the pipe is the fixture's to close */
+    agent_gone(f->agent, "the agent exited with status 3");
+    why = taken();
+    assert_non_null(strstr(why, "\"status\":\"failed\""));
+    assert_non_null(strstr(why, "\"finish_reason\":\"error\""));
+    assert_non_null(strstr(why, "[the agent exited with status 3; relay-bridge restarts it: send the message again]"));
+    free(why);
+    /* the next message waits for the new process; its session is opened again then */
+    assert_ptr_equal(f->session->queue, later);
+    assert_int_equal(f->session->state, SESSION_CLOSED);
+    assert_int_equal(f->session->running, 0);
+}
+
+static void test_an_agent_that_dies_before_initialize_fails_what_waits(void **state)
+{
+    fixture_t *f = *state;
+
+    f->session->running = 0;
+    f->session->state = SESSION_CLOSED;
+    f->agent->initialized = 0;
+    f->agent->in_fd = -1;
+    agent_gone(f->agent, "the agent exited with status 127");
+    expect_calls("[{\"call\":\"finish\",\"finish_reason\":\"error\",\"usage\":null,\"error\":"
+                 "\"[the agent could not start: the agent exited with status 127; see relay-bridge's log]\"}]");
+    assert_null(f->session->queue);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +497,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_permission_request_and_each_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_waiting_message_cancelled_ends_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_dead_agent_ends_the_running_reply_and_keeps_the_rest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_agent_that_dies_before_initialize_fails_what_waits, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
