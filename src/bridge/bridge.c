@@ -296,8 +296,14 @@ void rl_bridge_break(rl_bridge_t *b, rl_turn_t *turn)
 {
     turn_state_t *t = turn->owner;
 
-    /* A message with no text yet has nothing to split: what follows still reads in order. */
-    if (t == NULL || t->ended || (t->reply.len == 0 && t->batch.len == 0))
+    /*
+     * Also a message with no text yet (the turn's placeholder, when the agent
+     * starts with a tool call): it is dated when it opened, so text streamed
+     * into it after the tool call would sit above the tool call in the
+     * session's timeline. It ends empty, as a tool call, and clients do not
+     * show an agent message that ended so with no text (docs/api.md).
+     */
+    if (t == NULL || t->ended)
         return;
     flush_turn(b, t, 1);
     t->broken = 1;

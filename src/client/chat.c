@@ -136,11 +136,22 @@ static void clock_text(json_int_t ms, char *out, size_t outsz)
     strftime(out, outsz, "%H:%M:%S", &tm);
 }
 
+int rl_chat_message_is_hidden(const json_t *message)
+{
+    const char *text = str(message, "text");
+
+    if (strcmp(str(message, "role"), "agent") != 0 || strcmp(str(message, "finish_reason"), "tool_call") != 0)
+        return 0;
+    return text[strspn(text, " \t\r\n")] == '\0';
+}
+
 void rl_chat_print_message(FILE *out, const rl_term_t *term, const json_t *message)
 {
     char when[32];
     int agent = strcmp(str(message, "role"), "agent") == 0;
 
+    if (rl_chat_message_is_hidden(message))
+        return;
     clock_text(json_integer_value(json_object_get(message, "created_at")), when, sizeof(when));
     fprintf(out, "%s%s%s %s%s%s%s\n", rl_term_style(term, RL_TERM_DIM), when, rl_term_style(term, RL_TERM_RESET),
             rl_term_style(term, agent ? RL_TERM_CYAN : RL_TERM_GREEN), agent ? "agent>" : "you>",

@@ -136,7 +136,13 @@ int rl_chat_count(const rl_chat_t *chat);
 /* The interaction of the turn in flight or last ended ("" before the first). */
 const char *rl_chat_interaction(const rl_chat_t *chat);
 
-/* Renderers shared with the one-call commands. */
+/*
+ * Whether a message is not shown: an agent message that ended as a tool call
+ * with no text, the placeholder of a turn that began with a tool call (the
+ * text after it is the next message). Pure.
+ */
+int rl_chat_message_is_hidden(const json_t *message);
+/* Renderers shared with the one-call commands; a hidden message prints nothing. */
 void rl_chat_print_message(FILE *out, const rl_term_t *term, const json_t *message);
 void rl_chat_print_approval(FILE *out, const rl_term_t *term, const json_t *approval);
 

@@ -71,7 +71,13 @@ class Acp:
                              and d.get("finish_reason") != "tool_call", timeout=timeout)
 
 def ordered(replies):
-    return sorted(replies, key=lambda m: m["created_at"])
+    """The agent messages a client shows, in the order they opened. A turn that begins with a tool call,
+    plan or thought ends its placeholder there, empty and as a tool call (docs/api.md): clients hide it."""
+    in_order = sorted(replies, key=lambda m: m["created_at"])
+    shown = [m for m in in_order if not (m["finish_reason"] == "tool_call" and not m["text"].strip())]
+    # Only a placeholder that another message follows is hidden: a turn never ends on one.
+    assert in_order[-1] in shown, replies
+    return shown
 
 
 def test_a_reply_streams_and_finishes(relay, user_token, tmp_path):
@@ -211,7 +217,7 @@ def test_plan_and_thoughts_are_tasks(relay, user_token, tmp_path):
         assert [x["status"] for x in done["result"]["entries"]] == ["completed"] * 3, done
 
         interaction, replies = acp.turn(session, "think hard")
-        assert [m["text"] for m in replies] == ["The answer is 42."], replies
+        assert [m["text"] for m in ordered(replies)] == ["The answer is 42."], replies
         think_id = "think_%s_1" % interaction
         created = acp.events("task_created", interaction)
         assert [(e["task_id"], e["kind"], e["status_label"]) for e in created] == [

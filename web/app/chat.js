@@ -6,7 +6,7 @@ import { h, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
 import { taskCard } from './toolcall.js';
-import { itemAt, orderItems, endsTurn } from './transcript.js';
+import { itemAt, orderItems, endsTurn, isHiddenMessage } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 
@@ -64,6 +64,7 @@ function timeline(sessionId) {
   const items = [];
   for (const id of c.order) {
     const m = c.messages.get(id);
+    if (isHiddenMessage(m)) continue;
     items.push({ type: 'message', id, key: `m:${id}`, at: itemAt(m), tie: m.tie, value: m });
   }
   for (const t of c.tasks.values()) items.push({ type: 'task', id: t.task_id, key: `t:${t.task_id}`, at: itemAt(t), tie: t.tie, value: t });

@@ -120,6 +120,12 @@ export function endsTurn(m) {
   return !!m && m.role === 'agent' && m.state === 'final' && m.finish_reason !== 'tool_call';
 }
 
+// Whether a message is not shown: a turn that begins with a tool call ends its placeholder
+// there, empty, as a tool call (docs/api.md); the text after the tool call is the next message.
+export function isHiddenMessage(m) {
+  return !!m && m.role === 'agent' && m.state === 'final' && m.finish_reason === 'tool_call' && !/\S/.test(m.text || '');
+}
+
 // When an item happened, for ordering: the relay's time when known, else when the app first saw it.
 export function itemAt(value) {
   return value.created_at || value.ts || value.seen_at || 0;

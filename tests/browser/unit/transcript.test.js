@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   mergeTask, mergeApproval, mergePageMessage, timelineEntry, orderItems, planEntries, thinkingText,
-  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence, ties,
+  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence, ties, isHiddenMessage,
 } from '../../../web/app/transcript.js';
 import { commandQuery, filterCommands, commandIn } from '../../../web/app/commands.js';
 
@@ -206,4 +206,14 @@ test('commands: "/" at the start offers them, filtered as typed', () => {
   assert.equal(commandIn(commands, '/init focus on tests').name, 'init');
   assert.equal(commandIn(commands, '/init'), null);
   assert.equal(commandIn(commands, '/nope x'), null);
+});
+
+test('the empty placeholder of a turn that began with a tool call is hidden, nothing else', () => {
+  const agent = (text, finish_reason, state = 'final') => ({ role: 'agent', text, finish_reason, state });
+  assert.equal(isHiddenMessage(agent(' ', 'tool_call')), true);
+  assert.equal(isHiddenMessage(agent('', 'tool_call')), true);
+  assert.equal(isHiddenMessage(agent('Reading the file.', 'tool_call')), false);
+  assert.equal(isHiddenMessage(agent(' ', 'stop')), false);
+  assert.equal(isHiddenMessage(agent(' ', null, 'streaming')), false);
+  assert.equal(isHiddenMessage({ role: 'user', text: ' ', finish_reason: 'tool_call', state: 'final' }), false);
 });

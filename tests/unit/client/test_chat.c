@@ -501,6 +501,40 @@ static void test_one_key_answers_and_says_so(void **state)
     stop(f);
 }
 
+/* A turn that began with a tool call leaves an empty placeholder ended as a tool call: not shown. */
+static void test_an_empty_tool_call_end_is_hidden(void **state)
+{
+    static const struct {
+        const char *json;
+        int hidden;
+    } cases[] = {
+        {"{\"role\":\"agent\",\"text\":\" \",\"finish_reason\":\"tool_call\"}", 1},
+        {"{\"role\":\"agent\",\"text\":\"\",\"finish_reason\":\"tool_call\"}", 1},
+        {"{\"role\":\"agent\",\"text\":\"Reading.\",\"finish_reason\":\"tool_call\"}", 0},
+        {"{\"role\":\"agent\",\"text\":\" \",\"finish_reason\":\"stop\"}", 0},
+        {"{\"role\":\"agent\",\"text\":\" \",\"finish_reason\":null}", 0},
+        {"{\"role\":\"user\",\"text\":\" \",\"finish_reason\":\"tool_call\"}", 0},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *message = json_loads(cases[i].json, 0, NULL);
+        char *printed = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&printed, &len);
+        rl_term_t term = {0};
+
+        assert_non_null(message);
+        assert_int_equal(rl_chat_message_is_hidden(message), cases[i].hidden);
+        rl_chat_print_message(out, &term, message);
+        fclose(out);
+        assert_int_equal(len == 0, cases[i].hidden);
+        free(printed);
+        json_decref(message);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -519,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_a_finished_task_shows_its_status_not_its_last_progress),
         cmocka_unit_test(test_one_key_answers_and_says_so),
         cmocka_unit_test(test_tool_calls_show_their_diffs_plans_and_output),
+        cmocka_unit_test(test_an_empty_tool_call_end_is_hidden),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
