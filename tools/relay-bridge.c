@@ -286,13 +286,14 @@ static int run_run(const rl_cli_args_t *args)
     o.token = json_string_value(json_object_get(cred, "token"));
     o.installation_id = json_string_value(json_object_get(cred, "installation_id"));
     o.agent = rl_cli_value(args, "agent");
+    o.cwd = rl_cli_value(args, "cwd");
     if (o.server == NULL || o.token == NULL) {
         json_decref(cred);
         return report(3, "the credentials file is incomplete: pair again");
     }
     if (o.agent == NULL) {
         json_decref(cred);
-        return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND or openai:URL");
+        return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL");
     }
     if (parse_duration(rl_cli_value(args, "delta-window"), 3600000, &o.delta_window_ms) != 0 ||
         parse_duration(rl_cli_value(args, "backoff-first"), 3600000, &o.backoff_first_ms) != 0 ||
@@ -335,7 +336,10 @@ static const rl_cli_flag_t pair_flags[] = {
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t run_flags[] = {
-    {"agent", 'a', "AGENT", "exec:COMMAND, jsonl:COMMAND or openai:URL"},
+    {"agent", 'a', "AGENT", "exec:COMMAND, jsonl:COMMAND, acp:COMMAND (Agent Client Protocol) or openai:URL"},
+    {"cwd", 0, "DIR",
+     "acp: the agent's working folder, the only one its file reads and writes may touch (default: the current "
+     "folder)"},
     {"log-level", 0, "LEVEL", "debug, info (default), warn or error"},
     {"delta-window", 0, "DURATION", "text delta batching window (default 30ms; 0: none)"},
     {"backoff-first", 0, "DURATION", "first reconnect delay (default 1s)"},
@@ -350,6 +354,7 @@ static const char *const run_examples[] = {
     "relay-bridge run --agent 'exec:ollama run llama3'",
     "relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'",
     "relay-bridge run --agent openai:http://127.0.0.1:11434",
+    "relay-bridge run --cwd ~/project --agent 'acp:npx @zed-industries/claude-agent-acp'",
     NULL,
 };
 static const char *const status_examples[] = {"relay-bridge status", "relay-bridge status --json", NULL};

@@ -2,7 +2,7 @@
 
 #include "bridge/agent.h"
 
-static const rl_agent_adapter_t *const adapters[] = {&rl_agent_exec, &rl_agent_jsonl, &rl_agent_openai};
+static const rl_agent_adapter_t *const adapters[] = {&rl_agent_exec, &rl_agent_jsonl, &rl_agent_openai, &rl_agent_acp};
 
 const rl_agent_adapter_t *rl_agent_find(const char *spec, const char **arg)
 {

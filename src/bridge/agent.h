@@ -34,7 +34,7 @@ typedef struct rl_agent_adapter {
 /* The adapter for spec ("exec:CMD"); *arg points after the colon. NULL when unknown. */
 const rl_agent_adapter_t *rl_agent_find(const char *spec, const char **arg);
 
-extern const rl_agent_adapter_t rl_agent_exec, rl_agent_jsonl, rl_agent_openai;
+extern const rl_agent_adapter_t rl_agent_exec, rl_agent_jsonl, rl_agent_openai, rl_agent_acp;
 
 /* Services of the loop to adapters (loop thread only). */
 typedef void (*rl_bridge_fd_cb)(void *user, int fd, short revents);
@@ -49,6 +49,25 @@ void rl_bridge_text(rl_bridge_t *bridge, rl_turn_t *turn, const char *bytes, siz
  */
 void rl_bridge_end(rl_bridge_t *bridge, rl_turn_t *turn, const char *finish_reason, json_t *usage,
                    const char *error_text);
+/*
+ * Like rl_bridge_end, but finish_reason is already relayd's word (docs/api.md
+ * "Finish reasons": stop, length, content_filter, tool_call, error,
+ * cancelled; NULL for none) and is sent as it is.
+ */
+void rl_bridge_finish(rl_bridge_t *bridge, rl_turn_t *turn, const char *finish_reason, json_t *usage,
+                      const char *error_text);
+/*
+ * Something other than text (a tool call, a plan) comes next in turn: when
+ * its current agent message has text, that message takes no more, and the
+ * next text of the turn opens a new agent message (sendMessage, same session
+ * and interaction) after ending this one with finish_reason "tool_call". The
+ * last message of the turn ends with the turn's own finish reason; the
+ * update is acked once the turn ends. A message without text is left as it
+ * is. Text not sent yet goes out first.
+ */
+void rl_bridge_break(rl_bridge_t *bridge, rl_turn_t *turn);
+/* --cwd, or NULL when not given. */
+const char *rl_bridge_cwd(const rl_bridge_t *bridge);
 /* One line of the jsonl protocol from the agent (also used by the openai adapter). Takes the line. */
 void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
 /* Stops the bridge: the agent cannot go on. */

@@ -39,14 +39,21 @@ typedef struct watch {
     void *user;
 } watch_t;
 
-/* The loop's side of a turn: its batch and the update it answers. */
+/*
+ * The loop's side of a turn: its batch and the update it answers. A turn is
+ * one agent message, or several when the adapter breaks it (rl_bridge_break):
+ * turn is the handle adapters hold, message the agent message text goes to
+ * now (the same rl_turn_t until a break opens a second message).
+ */
 typedef struct turn_state {
     struct turn_state *next;
     rl_turn_t *turn;
+    rl_turn_t *message; /* a reference */
     rl_batch_t batch;
-    rl_reply_t reply;   /* every delta sent, for the END's canonical text */
+    rl_reply_t reply;   /* every delta of the current message, for its END's canonical text */
     uint64_t update_id; /* 0 when the agent opened the turn itself */
     int ended;
+    int broken; /* the current message takes no more text: the next text opens another */
 } turn_state_t;
 
 struct rl_bridge {
@@ -180,6 +187,8 @@ static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const cha
         return NULL;
     }
     t->turn->owner = t;
+    t->message = t->turn;
+    rl_turn_ref(t->message);
     t->update_id = update_id;
     rl_batch_init(&t->batch, b->options->delta_window_ms >= 0 ? b->options->delta_window_ms : 30);
     rl_reply_init(&t->reply);
@@ -207,6 +216,8 @@ static void close_turn(rl_bridge_t *b, turn_state_t *done)
     rl_batch_free(&done->batch);
     rl_reply_free(&done->reply);
     done->turn->owner = NULL;
+    done->message->owner = NULL;
+    rl_turn_unref(done->message);
     rl_turn_unref(done->turn);
     free(done);
     send_ack(b);
@@ -220,7 +231,7 @@ static void submit_delta(rl_bridge_t *b, turn_state_t *t, char *text, size_t len
 
     rl_rest_new_key(key);
     rl_reply_append(&t->reply, text, len);
-    rl_rest_submit(b->rest, RL_CALL_DELTA, t->turn,
+    rl_rest_submit(b->rest, RL_CALL_DELTA, t->message,
                    json_pack("{s:s%, s:s}", "delta", text, len, "idempotency_key", key));
     free(text);
 }
@@ -245,13 +256,57 @@ static void flush_turn(rl_bridge_t *b, turn_state_t *t, int final)
     }
 }
 
+static void send_end(rl_bridge_t *b, turn_state_t *t, const char *finish_reason, json_t *usage,
+                     const char *error_text);
+
+/* The text after a break: the message before it ends as a tool call, and a new one opens in the same turn. */
+static void open_next_message(rl_bridge_t *b, turn_state_t *t)
+{
+    rl_turn_t *next = rl_turn_new(t->turn->session_id, t->turn->interaction_id);
+    char key[37];
+
+    if (next == NULL)
+        return;
+    send_end(b, t, "tool_call", NULL, NULL);
+    if (t->message != t->turn)
+        t->message->owner = NULL;
+    rl_turn_unref(t->message);
+    next->owner = t;
+    t->message = next;
+    t->broken = 0;
+    rl_reply_free(&t->reply);
+    rl_reply_init(&t->reply);
+    rl_rest_new_key(key);
+    rl_rest_submit(b->rest, RL_CALL_SEND_MESSAGE, next,
+                   json_pack("{s:s, s:s, s:s, s:s}", "session_id", next->session_id, "interaction_id",
+                             next->interaction_id, "text", "", "idempotency_key", key));
+}
+
 void rl_bridge_text(rl_bridge_t *b, rl_turn_t *turn, const char *bytes, size_t len)
 {
     turn_state_t *t = turn->owner;
 
     if (t == NULL || t->ended || len == 0)
         return;
+    if (t->broken)
+        open_next_message(b, t);
     rl_batch_append(&t->batch, bytes, len, rl_clock_mono_ms());
+}
+
+void rl_bridge_break(rl_bridge_t *b, rl_turn_t *turn)
+{
+    turn_state_t *t = turn->owner;
+
+    /* A message with no text yet has nothing to split: what follows still reads in order. */
+    if (t == NULL || t->ended || (t->reply.len == 0 && t->batch.len == 0))
+        return;
+    flush_turn(b, t, 1);
+    t->broken = 1;
+}
+
+const char *rl_bridge_cwd(const rl_bridge_t *b)
+{
+    return b->options->cwd;
 }
 
 /*
@@ -293,20 +348,35 @@ void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, j
     end_turn(b, turn, finish_reason, usage, error_text);
 }
 
+void rl_bridge_finish(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
+                      const char *error_text)
+{
+    end_turn(b, turn, finish_reason, usage, error_text);
+}
+
 static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage, const char *error_text)
 {
     turn_state_t *t = turn->owner;
-    json_t *body;
-    char key[37];
 
     if (t == NULL || t->ended)
         return;
+    send_end(b, t, finish_reason, usage, error_text);
+    t->ended = 1;
+}
+
+/* Ends the current message of t (the turn goes on unless the caller ends it). */
+static void send_end(rl_bridge_t *b, turn_state_t *t, const char *finish_reason, json_t *usage,
+                     const char *error_text)
+{
+    rl_turn_t *turn = t->message;
+    json_t *body;
+    char key[37];
+
     if (error_text != NULL) {
         rl_batch_append(&t->batch, "\n\n", 2, rl_clock_mono_ms());
         rl_batch_append(&t->batch, error_text, strlen(error_text), rl_clock_mono_ms());
     }
     flush_turn(b, t, 1);
-    t->ended = 1;
     rl_rest_new_key(key);
     body = json_pack("{s:s}", "idempotency_key", key);
     if (finish_reason != NULL)
@@ -356,8 +426,8 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
     static const char *const task_start[] = {"task_id", "kind", "status_label", "args", "name", NULL};
     static const char *const task_progress[] = {"task_id", "progress_percent", "partial_result", "status_label", NULL};
     static const char *const task_finish[] = {"task_id", "status", "name", "error", "result", "status_label", NULL};
-    static const char *const approval[] = {"action",  "title", "message",      "severity",
-                                           "command", "host",  "tool_call_id", NULL};
+    static const char *const approval[] = {"action", "title",        "message", "severity", "command",
+                                           "host",   "tool_call_id", "content", NULL};
     turn_state_t *t = NULL;
 
     if (line->session_id[0] != '\0') {
@@ -369,7 +439,7 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
     switch (line->type) {
     case RL_LINE_MANIFEST: {
         json_t *body = json_pack("{s:O}", "tools", json_object_get(line->root, "tools"));
-        copy_fields(body, line->root, (const char *const[]){"agent", NULL});
+        copy_fields(body, line->root, (const char *const[]){"agent", "commands", NULL});
         rl_rest_submit(b->rest, RL_CALL_SET_MANIFEST, NULL, body);
         break;
     }
@@ -629,7 +699,8 @@ static void handle_results(rl_bridge_t *b)
 
     while (r != NULL) {
         rl_rest_result_t *next = r->next;
-        if (r->call == RL_CALL_END && r->turn != NULL && r->turn->owner != NULL)
+        if (r->call == RL_CALL_END && r->turn != NULL && r->turn->owner != NULL &&
+            ((turn_state_t *)r->turn->owner)->ended && ((turn_state_t *)r->turn->owner)->message == r->turn)
             close_turn(b, r->turn->owner);
         else if (!r->ok && r->turn != NULL && r->turn->dropped && r->turn->owner != NULL &&
                  !((turn_state_t *)r->turn->owner)->ended) {
@@ -781,7 +852,7 @@ int rl_bridge_run(const rl_bridge_options_t *options)
              options->installation_id != NULL ? options->installation_id : "");
     b.adapter = rl_agent_find(options->agent, &arg);
     if (b.adapter == NULL) {
-        rl_log(RL_LOG_ERROR, "--agent must be exec:COMMAND, jsonl:COMMAND or openai:URL");
+        rl_log(RL_LOG_ERROR, "--agent must be exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL");
         return RL_BRIDGE_EXIT_USAGE;
     }
     rl_backoff_init(&b.backoff, options->backoff_first_ms, options->backoff_cap_ms);
@@ -834,6 +905,7 @@ out:
         b.turns = t->next;
         rl_batch_free(&t->batch);
         rl_reply_free(&t->reply);
+        rl_turn_unref(t->message);
         rl_turn_unref(t->turn);
         free(t);
     }

@@ -12,7 +12,8 @@ typedef struct rl_bridge_options {
     const char *server;          /* base URL of the relay */
     const char *token;           /* the bridge token; never printed */
     const char *installation_id; /* for the status file */
-    const char *agent;           /* --agent: exec:CMD, jsonl:CMD, openai:URL */
+    const char *agent;           /* --agent: exec:CMD, jsonl:CMD, acp:CMD, openai:URL */
+    const char *cwd;             /* --cwd: the acp agent's working folder; NULL: the bridge's own */
     long delta_window_ms;        /* -1: 30; 0: no window, one delta per read */
     long backoff_first_ms;       /* 0: 1000 */
     long backoff_cap_ms;         /* 0: 30000 */

@@ -1,0 +1,323 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge/acp_map.h"
+
+#define COMMAND_MAX 8192
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+const rl_acp_update_row_t rl_acp_updates[] = {
+    {"agent_message_chunk", RL_ACP_UPDATE_TEXT, "sendMessageDelta"},
+    {"agent_thought_chunk", RL_ACP_UPDATE_THOUGHT, "createTask/updateTask kind think"},
+    {"tool_call", RL_ACP_UPDATE_TOOL_CALL, "createTask"},
+    {"tool_call_update", RL_ACP_UPDATE_TOOL_UPDATE, "updateTask/finishTask"},
+    {"plan", RL_ACP_UPDATE_PLAN, "createTask/updateTask kind plan"},
+    {"available_commands_update", RL_ACP_UPDATE_COMMANDS, "setManifest commands"},
+    {"current_mode_update", RL_ACP_UPDATE_MODE, "setManifest agent.mode"},
+    /* Our own prompt, echoed; and on session/load the history, which the relay already has. */
+    {"user_message_chunk", RL_ACP_UPDATE_IGNORE, NULL},
+    /* Context size and cumulative cost of the whole session: not a turn's usage, so not sent as one. */
+    {"usage_update", RL_ACP_UPDATE_IGNORE, NULL},
+    {"config_option_update", RL_ACP_UPDATE_IGNORE, NULL},
+    {"session_info_update", RL_ACP_UPDATE_IGNORE, NULL},
+};
+const size_t rl_acp_updates_count = COUNT(rl_acp_updates);
+
+rl_acp_update_t rl_acp_update_of(const char *kind)
+{
+    size_t i;
+
+    for (i = 0; kind != NULL && i < COUNT(rl_acp_updates); i++)
+        if (strcmp(rl_acp_updates[i].kind, kind) == 0)
+            return rl_acp_updates[i].update;
+    return RL_ACP_UPDATE_IGNORE;
+}
+
+/* Words relayd's sendMessageEnd accepts (src/relay/bridge.c finish_reasons, docs/api.md "Finish reasons"). */
+static const struct {
+    const char *stop_reason, *finish_reason;
+} stop_reasons[] = {
+    {"end_turn", "stop"},          {"max_tokens", "length"},   {"max_turn_requests", "length"},
+    {"refusal", "content_filter"}, {"cancelled", "cancelled"},
+};
+
+const char *rl_acp_finish_reason(const char *stop_reason)
+{
+    size_t i;
+
+    for (i = 0; stop_reason != NULL && i < COUNT(stop_reasons); i++)
+        if (strcmp(stop_reasons[i].stop_reason, stop_reason) == 0)
+            return stop_reasons[i].finish_reason;
+    return "stop";
+}
+
+/* ACP's ToolKind, each with the severity of an approval for it (CONTRACT §3): what it can change or reach. */
+static const struct {
+    const char *kind, *severity;
+} tool_kinds[] = {
+    {"read", "low"},    {"search", "low"},   {"think", "low"},          {"fetch", "low"},    {"edit", "medium"},
+    {"move", "medium"}, {"other", "medium"}, {"switch_mode", "medium"}, {"execute", "high"}, {"delete", "high"},
+};
+
+const char *rl_acp_tool_kind(const char *kind)
+{
+    size_t i;
+
+    for (i = 0; kind != NULL && i < COUNT(tool_kinds); i++)
+        if (strcmp(tool_kinds[i].kind, kind) == 0)
+            return tool_kinds[i].kind;
+    return "other";
+}
+
+const char *rl_acp_severity(const char *kind)
+{
+    size_t i;
+
+    kind = rl_acp_tool_kind(kind);
+    for (i = 0; i < COUNT(tool_kinds); i++)
+        if (strcmp(tool_kinds[i].kind, kind) == 0)
+            return tool_kinds[i].severity;
+    return "medium";
+}
+
+/* The loop's gateway words (bridge.c decision_map). An unknown word is never taken as consent. */
+static const struct {
+    const char *word;
+    rl_acp_decision_t decision;
+} gateway_words[] = {
+    {"allow-once", RL_ACP_APPROVE},
+    {"allow-always", RL_ACP_APPROVE_ALWAYS},
+    {"deny", RL_ACP_DENY},
+};
+
+rl_acp_decision_t rl_acp_decision_of(const char *word)
+{
+    size_t i;
+
+    for (i = 0; word != NULL && i < COUNT(gateway_words); i++)
+        if (strcmp(gateway_words[i].word, word) == 0)
+            return gateway_words[i].decision;
+    return RL_ACP_DENY;
+}
+
+/*
+ * Each decision's option kinds, best first (CONTRACT §3). A plain approval
+ * never takes an allow_always option: that would grant the agent more than
+ * the user did. Expiry is a denial (spec: an expired approval denies).
+ */
+static const char *const option_preferences[][3] = {
+    [RL_ACP_APPROVE] = {"allow_once", NULL},
+    [RL_ACP_APPROVE_ALWAYS] = {"allow_always", "allow_once", NULL},
+    [RL_ACP_DENY] = {"reject_once", "reject_always", NULL},
+    [RL_ACP_EXPIRED] = {"reject_once", "reject_always", NULL},
+};
+
+const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision)
+{
+    size_t k, i;
+    json_t *option;
+
+    if ((unsigned)decision >= COUNT(option_preferences))
+        return NULL;
+    for (k = 0; option_preferences[decision][k] != NULL; k++) {
+        json_array_foreach(options, i, option)
+        {
+            const char *kind = json_string_value(json_object_get(option, "kind"));
+            const char *id = json_string_value(json_object_get(option, "optionId"));
+            if (kind != NULL && id != NULL && strcmp(kind, option_preferences[decision][k]) == 0)
+                return id;
+        }
+    }
+    return NULL;
+}
+
+/* ---- content ----------------------------------------------------------------------------------- */
+
+json_t *rl_acp_string_cut(const char *text, size_t len, size_t max, int *cut)
+{
+    json_t *s;
+
+    *cut = 0;
+    if (len > max) {
+        len = max;
+        /* Back off over continuation bytes so the cut falls between two characters. */
+        while (len > 0 && ((unsigned char)text[len] & 0xC0) == 0x80)
+            len--;
+        *cut = 1;
+    }
+    s = json_stringn(text, len);
+    return s != NULL ? s : json_string("");
+}
+
+/* Sets key to the string value cut at max; marks the block truncated when it was cut. */
+static void set_cut(json_t *block, const char *key, json_t *value, size_t max)
+{
+    int cut = 0;
+
+    if (!json_is_string(value)) {
+        json_object_set_new(block, key, json_null());
+        return;
+    }
+    json_object_set_new(block, key, rl_acp_string_cut(json_string_value(value), json_string_length(value), max, &cut));
+    if (cut)
+        json_object_set_new(block, "truncated", json_true());
+}
+
+/* An ACP ContentBlock inside tool call content: text and embedded text resources read as text. */
+static json_t *block_of_content(json_t *block, size_t max)
+{
+    const char *type = json_string_value(json_object_get(block, "type"));
+    json_t *out;
+
+    if (type == NULL)
+        return NULL;
+    if (strcmp(type, "text") == 0) {
+        out = json_pack("{s:s}", "type", "text");
+        set_cut(out, "text", json_object_get(block, "text"), max);
+        return out;
+    }
+    if (strcmp(type, "resource") == 0 && json_is_string(json_object_get(json_object_get(block, "resource"), "text"))) {
+        out = json_pack("{s:s}", "type", "text");
+        set_cut(out, "text", json_object_get(json_object_get(block, "resource"), "text"), max);
+        return out;
+    }
+    if (strcmp(type, "resource_link") == 0 && json_is_string(json_object_get(block, "uri"))) {
+        out = json_pack("{s:s}", "type", "text");
+        set_cut(out, "text", json_object_get(block, "uri"), max);
+        return out;
+    }
+    /* image, audio, a binary resource: not forwarded (CONTRACT §1). */
+    return NULL;
+}
+
+json_t *rl_acp_content(json_t *content, size_t max, size_t *omitted)
+{
+    json_t *blocks = json_array(), *item;
+    size_t i;
+
+    *omitted = 0;
+    json_array_foreach(content, i, item)
+    {
+        const char *type = json_string_value(json_object_get(item, "type"));
+        json_t *out = NULL;
+
+        if (type != NULL && strcmp(type, "content") == 0) {
+            out = block_of_content(json_object_get(item, "content"), max);
+        } else if (type != NULL && strcmp(type, "diff") == 0 && json_is_string(json_object_get(item, "path"))) {
+            out = json_pack("{s:s, s:O}", "type", "diff", "path", json_object_get(item, "path"));
+            /* oldText null or absent: a new file. */
+            set_cut(out, "old_text", json_object_get(item, "oldText"), max);
+            set_cut(out, "new_text", json_object_get(item, "newText"), max);
+            if (json_is_null(json_object_get(out, "new_text")))
+                json_object_set_new(out, "new_text", json_string(""));
+        }
+        /* A terminal needs terminal methods, which this bridge does not serve: nothing to show. */
+        if (out != NULL)
+            json_array_append_new(blocks, out);
+        else
+            (*omitted)++;
+    }
+    return blocks;
+}
+
+json_t *rl_acp_args(json_t *raw_input)
+{
+    if (raw_input == NULL || json_is_null(raw_input))
+        return NULL;
+    if (json_is_object(raw_input))
+        return json_incref(raw_input);
+    return json_pack("{s:O}", "input", raw_input);
+}
+
+/* ---- the input that identifies a tool call ------------------------------------------------------ */
+
+typedef struct text {
+    char buf[COMMAND_MAX + 1];
+    size_t len;
+} text_t;
+
+static void text_add(text_t *t, const char *s)
+{
+    size_t n;
+
+    if (s == NULL || *s == '\0')
+        return;
+    if (t->len > 0 && t->len < COMMAND_MAX)
+        t->buf[t->len++] = ' ';
+    n = strlen(s);
+    if (n > COMMAND_MAX - t->len) {
+        n = COMMAND_MAX - t->len;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+/* A string, or an array of strings joined by spaces (a command given as argv). */
+static int add_words(text_t *t, json_t *v)
+{
+    size_t i;
+    json_t *w;
+
+    if (json_is_string(v)) {
+        text_add(t, json_string_value(v));
+        return 1;
+    }
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return 0;
+    json_array_foreach(v, i, w) text_add(t, json_string_value(w));
+    return 1;
+}
+
+/* The first of keys that rawInput carries. Agents name their inputs differently (file_path, path, …). */
+static int add_first(text_t *t, json_t *raw_input, const char *const *keys)
+{
+    for (; *keys != NULL; keys++)
+        if (add_words(t, json_object_get(raw_input, *keys)))
+            return 1;
+    return 0;
+}
+
+static const char *const command_keys[] = {"command", "cmd", "commandLine", NULL};
+static const char *const path_keys[] = {"file_path", "path", "abs_path", "filePath", "notebook_path", NULL};
+static const char *const url_keys[] = {"url", "uri", NULL};
+
+/* Which inputs identify a tool of each kind; a kind absent here is identified by its title. */
+static const struct {
+    const char *kind;
+    const char *const *keys;
+    int locations; /* the paths in "locations" and in diffs also identify it */
+} identities[] = {
+    {"execute", command_keys, 0}, {"read", path_keys, 1}, {"edit", path_keys, 1},
+    {"delete", path_keys, 1},     {"move", path_keys, 1}, {"fetch", url_keys, 0},
+};
+
+char *rl_acp_command_of(const char *kind, json_t *tool_call)
+{
+    text_t t = {.len = 0};
+    json_t *raw_input = json_object_get(tool_call, "rawInput"), *item;
+    size_t i, k;
+
+    t.buf[0] = '\0';
+    kind = rl_acp_tool_kind(kind);
+    for (i = 0; i < COUNT(identities); i++) {
+        if (strcmp(identities[i].kind, kind) != 0)
+            continue;
+        if (!add_first(&t, raw_input, identities[i].keys) && identities[i].locations) {
+            json_array_foreach(json_object_get(tool_call, "locations"), k, item)
+                text_add(&t, json_string_value(json_object_get(item, "path")));
+            if (t.len == 0)
+                json_array_foreach(json_object_get(tool_call, "content"), k, item)
+                    text_add(&t, json_string_value(json_object_get(item, "path")));
+        }
+        if (strcmp(kind, "move") == 0)
+            add_first(&t, raw_input, (const char *const[]){"new_path", "destination", "to", NULL});
+        break;
+    }
+    if (t.len == 0)
+        text_add(&t, json_string_value(json_object_get(tool_call, "title")));
+    return strdup(t.buf);
+}

@@ -1,0 +1,100 @@
+/*
+ * The Agent Client Protocol's vocabulary mapped onto the relay's, as const
+ * tables (docs/bridge.md, "acp:COMMAND"; the shapes are those of
+ * /work/wt/CONTRACT.md §1-3): session/update kinds to bridge calls, a
+ * decision to the permission option that answers it, stop reasons to finish
+ * reasons, tool kinds to approval severities, and the normalisation of tool
+ * call content into the relay's content blocks. Pure functions over jansson
+ * values; any thread. The unit tests read these tables
+ * (tests/unit/bridge/test_acp_map.c).
+ */
+#ifndef RL_BRIDGE_ACP_MAP_H
+#define RL_BRIDGE_ACP_MAP_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* What the adapter does with one session/update kind. */
+typedef enum rl_acp_update {
+    RL_ACP_UPDATE_IGNORE,      /* user_message_chunk (our own prompt echoed), and kinds we do not know */
+    RL_ACP_UPDATE_TEXT,        /* agent_message_chunk: reply deltas */
+    RL_ACP_UPDATE_THOUGHT,     /* agent_thought_chunk: the turn's "think" task */
+    RL_ACP_UPDATE_TOOL_CALL,   /* tool_call: createTask (and finishTask when it arrives finished) */
+    RL_ACP_UPDATE_TOOL_UPDATE, /* tool_call_update: updateTask, or finishTask on completed/failed */
+    RL_ACP_UPDATE_PLAN,        /* plan: the turn's "plan" task */
+    RL_ACP_UPDATE_COMMANDS,    /* available_commands_update: setManifest commands */
+    RL_ACP_UPDATE_MODE,        /* current_mode_update: setManifest agent.mode */
+    RL_ACP_UPDATE_COUNT
+} rl_acp_update_t;
+
+typedef struct rl_acp_update_row {
+    const char *kind;       /* the sessionUpdate discriminator */
+    rl_acp_update_t update; /* what the adapter does */
+    const char *call;       /* the bridge call it becomes, for the docs and the tests */
+} rl_acp_update_row_t;
+
+extern const rl_acp_update_row_t rl_acp_updates[];
+extern const size_t rl_acp_updates_count;
+
+/* The row's action for kind; RL_ACP_UPDATE_IGNORE for NULL or an unknown kind. */
+rl_acp_update_t rl_acp_update_of(const char *kind);
+
+/* A stop reason of session/prompt to relayd's finish_reason (docs/api.md); anything else is "stop". */
+const char *rl_acp_finish_reason(const char *stop_reason);
+
+/* A tool kind as the relay gets it: one of ACP's ToolKind values, "other" for NULL or an unknown one. */
+const char *rl_acp_tool_kind(const char *kind);
+/* The approval severity of a tool kind (CONTRACT §3): low, medium or high. */
+const char *rl_acp_severity(const char *kind);
+
+/* The user's decision as the bridge loop hands it to an adapter (its "approval" lines), plus expiry. */
+typedef enum rl_acp_decision {
+    RL_ACP_APPROVE,
+    RL_ACP_APPROVE_ALWAYS,
+    RL_ACP_DENY,
+    RL_ACP_EXPIRED,
+} rl_acp_decision_t;
+
+/* The loop's gateway word ("allow-once", "allow-always", "deny") to a decision; anything else is a denial. */
+rl_acp_decision_t rl_acp_decision_of(const char *gateway_word);
+/*
+ * The optionId (borrowed from options) of the permission option that
+ * answers decision: the first offered option of the first kind in the
+ * decision's preference list (approve: allow_once; approve_always:
+ * allow_always, else allow_once; deny and expiry: reject_once, else
+ * reject_always). NULL when none is offered: answer "cancelled" then.
+ */
+const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
+
+/* Each text or diff field of a content block is cut to this many bytes (CONTRACT §1). */
+#define RL_ACP_FIELD_MAX (256 * 1024)
+/* A thought's text in its task: the start is kept (CONTRACT §2). */
+#define RL_ACP_THOUGHT_MAX (64 * 1024)
+/* The relay's cap on status_label and approval title (docs/api.md). */
+#define RL_ACP_LABEL_MAX 200
+
+/*
+ * ACP tool call content (ToolCallContent[]) as the relay's blocks
+ * (CONTRACT §1): text, diff {path, old_text, new_text}; images, audio and
+ * terminals (this bridge serves none) are left out and counted in
+ * *omitted. Each field is cut at max bytes on a UTF-8 boundary with
+ * "truncated": true. A new array (empty for NULL or a non-array).
+ */
+json_t *rl_acp_content(json_t *content, size_t max, size_t *omitted);
+
+/* rawInput as task args: an object as is (a new reference), anything else wrapped as {"input": …}; NULL for none. */
+json_t *rl_acp_args(json_t *raw_input);
+
+/*
+ * The input that identifies a tool call for the relay's "tool" grants
+ * (CONTRACT §3): execute: the command line; read, edit, delete, move: the
+ * path(s); fetch: the URL; otherwise, or when the input says nothing, the
+ * title. tool_call is the ACP ToolCall(Update) as known so far. A malloc'd
+ * string (at most 8192 bytes), or NULL when out of memory.
+ */
+char *rl_acp_command_of(const char *kind, json_t *tool_call);
+
+/* A new string of text cut to at most max bytes without splitting a UTF-8 sequence. */
+json_t *rl_acp_string_cut(const char *text, size_t len, size_t max, int *cut);
+
+#endif

@@ -1,0 +1,1679 @@
+/*
+ * The acp adapter: one agent process speaking the Agent Client Protocol
+ * (JSON-RPC 2.0, one message per line, on its stdin and stdout; the
+ * protocol is the public schema of agentclientprotocol/agent-client-protocol,
+ * version 1). docs/bridge.md, "acp:COMMAND", says what is served and how it
+ * maps; the vocabulary tables are in acp_map.c.
+ *
+ * One process serves every relay session: each gets its own ACP session,
+ * created (session/new) or, after a restart, loaded (session/load) when its
+ * first message arrives, and its prompts run one at a time. What the agent
+ * reports becomes the same internal lines the jsonl adapter produces
+ * (rl_bridge_agent_line), so tasks, approvals and the manifest take one path
+ * to the relay; text goes through the loop's delta batching. Writes to the
+ * agent are queued and written as the pipe takes them; its stdout is read
+ * line by line with a cap; its stderr goes to the log a line at a time. When
+ * the process dies, every running reply ends with an error, and it is
+ * started again after a back-off (1 s doubling to 30 s) by a timerfd the loop
+ * polls.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bridge/acp_map.h"
+#include "bridge/agent.h"
+#include "bridge/jsonl_reader.h"
+#include "bridge/jsonrpc.h"
+#include "client/credentials.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "rl_version.h"
+
+/* The protocol version this bridge speaks (ACP's initialize). */
+#define ACP_PROTOCOL_VERSION 1
+/* One message from the agent; a longer line is dropped (a whole file in a diff fits). */
+#define LINE_MAX_BYTES (8u * 1024u * 1024u)
+/* What waits for the agent to read; past it the agent is stuck. */
+#define MAX_PENDING_OUT (16u * 1024u * 1024u)
+/* One line of the agent's stderr in the log; the rest of a longer line is cut. */
+#define STDERR_LINE 1024
+/* A file fs/read_text_file returns. */
+#define READ_MAX (8L * 1024L * 1024L)
+/* A thought's text is sent at most this often (CONTRACT §2). */
+#define THOUGHT_EVERY_MS 500
+#define RESTART_FIRST_MS 1000L
+#define RESTART_CAP_MS   30000L
+/* The state file: relay session -> ACP session, in the config folder like bridge-status.json. */
+#define STATE_NAME "bridge-acp"
+/* Past this many sessions the oldest mappings are forgotten (a conversation then starts afresh). */
+#define STATE_MAX_SESSIONS 1000
+#define MAX_COMMANDS       200
+#define MAX_CONTENT_BLOCKS 32
+
+typedef struct tool {
+    struct tool *next;
+    json_t *call; /* the ACP ToolCall as known so far (every update merged in) */
+    int finished;
+} tool_t;
+
+/* One relay turn: waiting for its session, or running as a session/prompt. */
+typedef struct prompt {
+    struct prompt *next;
+    rl_turn_t *turn; /* a reference */
+    json_t *message; /* the update's message (a reference) */
+    int cancelled;
+    tool_t *tools;
+    int plan_open;
+    json_t *plan_entries;
+    int thoughts;     /* think tasks opened so far in the turn */
+    int thought_open; /* the current think task is not finished */
+    char *thought;
+    size_t thought_len;
+    long thought_sent_at;
+    int thought_dirty;
+} prompt_t;
+
+typedef enum session_state { SESSION_CLOSED, SESSION_OPENING, SESSION_READY } session_state_t;
+
+typedef struct session {
+    struct session *next;
+    char relay_id[64];
+    char *acp_id;
+    session_state_t state;
+    int loading;     /* a session/load is in flight: the history it replays is not news */
+    int running;     /* the first prompt is in session/prompt */
+    prompt_t *queue; /* in arrival order */
+} session_t;
+
+typedef enum request_kind { REQ_INITIALIZE, REQ_NEW, REQ_LOAD, REQ_PROMPT } request_kind_t;
+
+/* A request of ours the agent has not answered yet. */
+typedef struct request {
+    struct request *next;
+    json_int_t id;
+    request_kind_t kind;
+    session_t *session;
+    prompt_t *prompt;
+} request_t;
+
+/* A session/request_permission of the agent, waiting for the user. */
+typedef struct permission {
+    struct permission *next;
+    json_t *rpc_id;
+    char approval_id[48];
+    json_t *options;
+    prompt_t *prompt;
+} permission_t;
+
+struct rl_agent {
+    rl_bridge_t *bridge;
+    char *command;
+    char root[PATH_MAX]; /* the working folder, resolved: fs methods stay inside it */
+    pid_t pid;
+    int in_fd, out_fd, err_fd;
+    char *pending; /* bytes for the agent's stdin not written yet */
+    size_t pending_len;
+    rl_jsonl_reader_t reader;
+    char err_line[STDERR_LINE + 1];
+    size_t err_len;
+    int err_skipping;
+    int initialized;
+    int load_session, image, embedded_context;
+    json_t *auth_methods;
+    json_t *agent_info;
+    char *mode;
+    json_t *commands;
+    json_int_t next_id;
+    request_t *requests;
+    session_t *sessions;
+    permission_t *permissions;
+    int timer_fd;
+    long restart_delay_ms;
+    json_t *state; /* {"agent", "cwd", "sessions": {relay id: ACP id}} */
+};
+
+static void spawn(struct rl_agent *a);
+static void open_session(struct rl_agent *a, session_t *s);
+static void pump(struct rl_agent *a, session_t *s);
+
+/* ---- writing to the agent ----------------------------------------------------------------------- */
+
+static void flush_out(struct rl_agent *a);
+
+static void on_stdin(void *user, int fd, short revents)
+{
+    (void)fd;
+    (void)revents;
+    flush_out(user);
+}
+
+static void flush_out(struct rl_agent *a)
+{
+    while (a->pending_len > 0 && a->in_fd >= 0) {
+        ssize_t n = write(a->in_fd, a->pending, a->pending_len);
+        if (n < 0) {
+            if (errno == EAGAIN) {
+                rl_bridge_watch(a->bridge, a->in_fd, POLLOUT, on_stdin, a);
+                return;
+            }
+            if (errno == EINTR)
+                continue;
+            rl_log(RL_LOG_WARN, "writing to the acp agent: %s", strerror(errno));
+            a->pending_len = 0;
+            break;
+        }
+        memmove(a->pending, a->pending + n, a->pending_len - (size_t)n);
+        a->pending_len -= (size_t)n;
+    }
+    if (a->in_fd >= 0)
+        rl_bridge_unwatch(a->bridge, a->in_fd);
+}
+
+/* Queues one message (stolen) for the agent; dropped when no agent runs. */
+static void send_msg(struct rl_agent *a, json_t *msg)
+{
+    char *text = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
+    size_t len;
+    char *grown;
+
+    json_decref(msg);
+    if (text == NULL || a->in_fd < 0) {
+        free(text);
+        return;
+    }
+    len = strlen(text);
+    if (a->pending_len + len + 1 > MAX_PENDING_OUT) {
+        rl_log(RL_LOG_ERROR, "the acp agent does not read its input: stopping it");
+        kill(-a->pid, SIGKILL);
+        free(text);
+        return;
+    }
+    grown = realloc(a->pending, a->pending_len + len + 1);
+    if (grown != NULL) {
+        a->pending = grown;
+        memcpy(a->pending + a->pending_len, text, len);
+        a->pending[a->pending_len + len] = '\n';
+        a->pending_len += len + 1;
+        flush_out(a);
+    }
+    free(text);
+}
+
+static json_int_t request(struct rl_agent *a, request_kind_t kind, const char *method, json_t *params, session_t *s,
+                          prompt_t *p)
+{
+    request_t *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        json_decref(params);
+        return 0;
+    }
+    r->id = ++a->next_id;
+    r->kind = kind;
+    r->session = s;
+    r->prompt = p;
+    r->next = a->requests;
+    a->requests = r;
+    send_msg(a, rl_jsonrpc_request(r->id, method, params));
+    return r->id;
+}
+
+static void answer_error(struct rl_agent *a, json_t *id, int code, const char *message)
+{
+    send_msg(a, rl_jsonrpc_error(id, code, message));
+}
+
+/* ---- the relay's side: lines of the jsonl protocol ----------------------------------------------- */
+
+/* Hands a line (root stolen) to the loop, addressed to p's turn when p is given. */
+static void emit(struct rl_agent *a, rl_agent_line_type_t type, prompt_t *p, json_t *root)
+{
+    rl_agent_line_t line = {.type = type, .root = root, .session_id = "", .interaction_id = ""};
+
+    if (root == NULL)
+        return;
+    if (p != NULL) {
+        json_object_set_new(root, "session_id", json_string(p->turn->session_id));
+        json_object_set_new(root, "interaction_id", json_string(p->turn->interaction_id));
+        line.session_id = json_string_value(json_object_get(root, "session_id"));
+        line.interaction_id = json_string_value(json_object_get(root, "interaction_id"));
+    }
+    rl_bridge_agent_line(a->bridge, &line);
+}
+
+static json_t *cut_string(const char *text, size_t max)
+{
+    int cut;
+    return rl_acp_string_cut(text != NULL ? text : "", text != NULL ? strlen(text) : 0, max, &cut);
+}
+
+static void send_manifest(struct rl_agent *a)
+{
+    const char *name = json_string_value(json_object_get(a->agent_info, "name"));
+    const char *version = json_string_value(json_object_get(a->agent_info, "version"));
+    json_t *agent = json_pack("{s:o}", "name", cut_string(name != NULL && *name != '\0' ? name : "acp", 128));
+
+    if (version != NULL)
+        json_object_set_new(agent, "version", cut_string(version, 64));
+    if (a->mode != NULL)
+        json_object_set_new(agent, "mode", json_string(a->mode));
+    /* No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c). */
+    emit(a, RL_LINE_MANIFEST, NULL,
+         json_pack("{s:s, s:[], s:o, s:O}", "type", "manifest", "tools", "agent", agent, "commands",
+                   a->commands != NULL ? a->commands : json_array()));
+}
+
+/* ---- state: which ACP session continues which relay session --------------------------------------- */
+
+static void state_load(struct rl_agent *a)
+{
+    json_t *doc = rl_credentials_load(STATE_NAME);
+    const char *agent = json_string_value(json_object_get(doc, "agent"));
+    const char *cwd = json_string_value(json_object_get(doc, "cwd"));
+
+    /* Another agent, or another folder, has other sessions: start afresh. */
+    if (doc == NULL || agent == NULL || cwd == NULL || strcmp(agent, a->command) != 0 || strcmp(cwd, a->root) != 0 ||
+        !json_is_object(json_object_get(doc, "sessions"))) {
+        json_decref(doc);
+        doc = json_pack("{s:s, s:s, s:{}}", "agent", a->command, "cwd", a->root, "sessions");
+    }
+    a->state = doc;
+}
+
+static void state_save(struct rl_agent *a)
+{
+    if (a->state != NULL && rl_credentials_save(STATE_NAME, a->state) != 0)
+        rl_log(RL_LOG_WARN, "could not save the acp sessions (%s): a restarted bridge starts them afresh",
+               strerror(errno));
+}
+
+static void state_set(struct rl_agent *a, const char *relay_id, const char *acp_id)
+{
+    json_t *sessions = json_object_get(a->state, "sessions");
+
+    if (acp_id == NULL) {
+        json_object_del(sessions, relay_id);
+    } else {
+        if (json_object_size(sessions) >= STATE_MAX_SESSIONS)
+            json_object_clear(sessions);
+        json_object_set_new(sessions, relay_id, json_string(acp_id));
+    }
+    state_save(a);
+}
+
+/* ---- sessions and prompts ---------------------------------------------------------------------- */
+
+static session_t *session_by_relay(struct rl_agent *a, const char *relay_id)
+{
+    session_t *s;
+
+    for (s = a->sessions; s != NULL; s = s->next)
+        if (strcmp(s->relay_id, relay_id) == 0)
+            return s;
+    return NULL;
+}
+
+static session_t *session_by_acp(struct rl_agent *a, const char *acp_id)
+{
+    session_t *s;
+
+    for (s = a->sessions; acp_id != NULL && s != NULL; s = s->next)
+        if (s->acp_id != NULL && strcmp(s->acp_id, acp_id) == 0)
+            return s;
+    return NULL;
+}
+
+static prompt_t *running_prompt(session_t *s)
+{
+    return s != NULL && s->running ? s->queue : NULL;
+}
+
+static tool_t *tool_find(prompt_t *p, const char *id)
+{
+    tool_t *t;
+
+    for (t = p->tools; id != NULL && t != NULL; t = t->next)
+        if (strcmp(json_string_value(json_object_get(t->call, "toolCallId")), id) == 0)
+            return t;
+    return NULL;
+}
+
+/* Removes p from its session's queue and from every request and permission that names it. */
+static void prompt_free(struct rl_agent *a, session_t *s, prompt_t *p)
+{
+    prompt_t **pp;
+    request_t *r;
+    permission_t **perm;
+    tool_t *t;
+
+    for (pp = &s->queue; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    for (r = a->requests; r != NULL; r = r->next)
+        if (r->prompt == p)
+            r->prompt = NULL;
+    for (perm = &a->permissions; *perm != NULL;) {
+        permission_t *x = *perm;
+        if (x->prompt == p) {
+            *perm = x->next;
+            json_decref(x->rpc_id);
+            json_decref(x->options);
+            free(x);
+        } else {
+            perm = &x->next;
+        }
+    }
+    while (p->tools != NULL) {
+        t = p->tools;
+        p->tools = t->next;
+        json_decref(t->call);
+        free(t);
+    }
+    json_decref(p->plan_entries);
+    json_decref(p->message);
+    free(p->thought);
+    rl_turn_unref(p->turn);
+    free(p);
+}
+
+/* ---- thoughts, plans and tool calls as tasks ----------------------------------------------------- */
+
+static void thought_task_id(prompt_t *p, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "think_%s_%d", p->turn->interaction_id, p->thoughts);
+}
+
+static void thought_send(struct rl_agent *a, prompt_t *p)
+{
+    char id[128];
+    int cut;
+
+    thought_task_id(p, id, sizeof(id));
+    emit(a, RL_LINE_TASK_PROGRESS, p,
+         json_pack("{s:s, s:s, s:{s:o}}", "type", "task_progress", "task_id", id, "partial_result", "text",
+                   rl_acp_string_cut(p->thought != NULL ? p->thought : "", p->thought_len, RL_ACP_THOUGHT_MAX, &cut)));
+    p->thought_sent_at = rl_clock_mono_ms();
+    p->thought_dirty = 0;
+}
+
+/* The think task ends at the next update that is not a thought (CONTRACT §2). */
+static void thought_close(struct rl_agent *a, prompt_t *p)
+{
+    char id[128];
+    int cut;
+
+    if (!p->thought_open)
+        return;
+    thought_task_id(p, id, sizeof(id));
+    emit(a, RL_LINE_TASK_FINISH, p,
+         json_pack("{s:s, s:s, s:s, s:{s:o}}", "type", "task_finish", "task_id", id, "status", "completed", "result",
+                   "text",
+                   rl_acp_string_cut(p->thought != NULL ? p->thought : "", p->thought_len, RL_ACP_THOUGHT_MAX, &cut)));
+    p->thought_open = 0;
+    p->thought_len = 0;
+}
+
+static void on_thought(struct rl_agent *a, prompt_t *p, json_t *update)
+{
+    json_t *text = json_object_get(json_object_get(update, "content"), "text");
+    size_t len = json_string_length(text), keep;
+    char id[128];
+
+    if (!json_is_string(text) || len == 0)
+        return;
+    if (!p->thought_open) {
+        rl_bridge_break(a->bridge, p->turn);
+        p->thoughts++;
+        p->thought_open = 1;
+        p->thought_len = 0;
+        thought_task_id(p, id, sizeof(id));
+        emit(a, RL_LINE_TASK_START, p,
+             json_pack("{s:s, s:s, s:s, s:s}", "type", "task_start", "task_id", id, "kind", "think", "status_label",
+                       "Thinking"));
+        p->thought_sent_at = 0;
+    }
+    /* The start is kept: past the cap a thought's text stops growing (its task says so no more). */
+    keep = p->thought_len < RL_ACP_THOUGHT_MAX + 4 ? RL_ACP_THOUGHT_MAX + 4 - p->thought_len : 0;
+    if (keep > len)
+        keep = len;
+    if (keep > 0) {
+        char *grown = realloc(p->thought, p->thought_len + keep + 1);
+        if (grown == NULL)
+            return;
+        p->thought = grown;
+        memcpy(p->thought + p->thought_len, json_string_value(text), keep);
+        p->thought_len += keep;
+        p->thought[p->thought_len] = '\0';
+        p->thought_dirty = 1;
+    }
+    if (p->thought_dirty && rl_clock_mono_ms() - p->thought_sent_at >= THOUGHT_EVERY_MS)
+        thought_send(a, p);
+}
+
+static void plan_task_id(prompt_t *p, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "plan_%s", p->turn->interaction_id);
+}
+
+static void on_plan(struct rl_agent *a, prompt_t *p, json_t *update)
+{
+    json_t *entries = json_object_get(update, "entries"), *clean = json_array(), *item;
+    char id[128];
+    size_t i;
+
+    json_array_foreach(entries, i, item)
+    {
+        json_t *entry =
+            json_pack("{s:o, s:O?, s:O?}", "content",
+                      cut_string(json_string_value(json_object_get(item, "content")), RL_ACP_FIELD_MAX), "priority",
+                      json_object_get(item, "priority"), "status", json_object_get(item, "status"));
+        if (entry != NULL)
+            json_array_append_new(clean, entry);
+    }
+    plan_task_id(p, id, sizeof(id));
+    /* Every plan, not just the first, is news after the text before it (CONTRACT §2). */
+    rl_bridge_break(a->bridge, p->turn);
+    if (!p->plan_open) {
+        emit(a, RL_LINE_TASK_START, p,
+             json_pack("{s:s, s:s, s:s, s:s}", "type", "task_start", "task_id", id, "kind", "plan", "status_label",
+                       "Plan"));
+        p->plan_open = 1;
+    }
+    emit(a, RL_LINE_TASK_PROGRESS, p,
+         json_pack("{s:s, s:s, s:{s:O}}", "type", "task_progress", "task_id", id, "partial_result", "entries", clean));
+    json_decref(p->plan_entries);
+    p->plan_entries = clean;
+}
+
+/* The merged tool call's content as our blocks, with its locations. */
+static json_t *tool_result(tool_t *t, int with_raw_output)
+{
+    size_t omitted;
+    json_t *result = json_pack(
+        "{s:o, s:O}", "content", rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted),
+        "locations",
+        json_is_array(json_object_get(t->call, "locations")) ? json_object_get(t->call, "locations") : json_array());
+    if (omitted > 0)
+        json_object_set_new(result, "omitted", json_integer((json_int_t)omitted));
+    if (with_raw_output && json_object_get(t->call, "rawOutput") != NULL &&
+        !json_is_null(json_object_get(t->call, "rawOutput")))
+        json_object_set(result, "raw_output", json_object_get(t->call, "rawOutput"));
+    return result;
+}
+
+static const char *tool_title(tool_t *t)
+{
+    const char *title = json_string_value(json_object_get(t->call, "title"));
+    return title != NULL && *title != '\0' ? title : json_string_value(json_object_get(t->call, "toolCallId"));
+}
+
+static void tool_finish(struct rl_agent *a, prompt_t *p, tool_t *t, const char *status, const char *why)
+{
+    json_t *line;
+
+    if (t->finished)
+        return;
+    t->finished = 1;
+    line = json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_finish", "task_id",
+                     json_object_get(t->call, "toolCallId"), "status", status, "status_label",
+                     cut_string(tool_title(t), RL_ACP_LABEL_MAX), "result", tool_result(t, 1));
+    if (strcmp(status, "failed") == 0)
+        json_object_set_new(line, "error", json_pack("{s:s}", "message", why != NULL ? why : "the tool call failed"));
+    emit(a, RL_LINE_TASK_FINISH, p, line);
+}
+
+/* Merges the fields an update carries into what is known of the call (ACP: only changed fields are sent). */
+static void tool_merge(tool_t *t, json_t *update)
+{
+    static const char *const fields[] = {"title",     "kind",     "status",    "content",
+                                         "locations", "rawInput", "rawOutput", NULL};
+    const char *const *f;
+
+    for (f = fields; *f != NULL; f++) {
+        json_t *v = json_object_get(update, *f);
+        if (v != NULL && !json_is_null(v))
+            json_object_set(t->call, *f, v);
+    }
+}
+
+/* A tool call seen for the first time: its task is created. */
+static tool_t *tool_open(struct rl_agent *a, prompt_t *p, json_t *update)
+{
+    tool_t *t = calloc(1, sizeof(*t));
+    json_t *line, *args;
+
+    if (t == NULL)
+        return NULL;
+    t->call = json_pack("{s:O}", "toolCallId", json_object_get(update, "toolCallId"));
+    tool_merge(t, update);
+    t->next = p->tools;
+    p->tools = t;
+    rl_bridge_break(a->bridge, p->turn);
+    line = json_pack("{s:s, s:O, s:s, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
+                     "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
+                     cut_string(tool_title(t), RL_ACP_LABEL_MAX));
+    args = rl_acp_args(json_object_get(t->call, "rawInput"));
+    if (args != NULL)
+        json_object_set_new(line, "args", args);
+    emit(a, RL_LINE_TASK_START, p, line);
+    return t;
+}
+
+static const char *content_text(json_t *content)
+{
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(content, i, item)
+    {
+        const char *text = json_string_value(json_object_get(json_object_get(item, "content"), "text"));
+        if (text != NULL)
+            return text;
+    }
+    return NULL;
+}
+
+static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update)
+{
+    const char *id = json_string_value(json_object_get(update, "toolCallId"));
+    tool_t *t = tool_find(p, id);
+    const char *status;
+
+    if (id == NULL || *id == '\0')
+        return;
+    if (t == NULL) {
+        /* An update of a call never announced is taken as its announcement. */
+        t = tool_open(a, p, update);
+        if (t == NULL)
+            return;
+    } else {
+        if (t->finished)
+            return;
+        tool_merge(t, update);
+    }
+    status = json_string_value(json_object_get(t->call, "status"));
+    if (status != NULL && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0)) {
+        tool_finish(a, p, t, status, content_text(json_object_get(t->call, "content")));
+        return;
+    }
+    if (json_object_get(update, "content") != NULL || json_object_get(update, "locations") != NULL ||
+        json_object_get(update, "title") != NULL)
+        emit(a, RL_LINE_TASK_PROGRESS, p,
+             json_pack("{s:s, s:O, s:o, s:o}", "type", "task_progress", "task_id",
+                       json_object_get(t->call, "toolCallId"), "status_label",
+                       cut_string(tool_title(t), RL_ACP_LABEL_MAX), "partial_result", tool_result(t, 0)));
+}
+
+/* What is still open when the turn ends: thoughts and plans complete, tool calls end as status says. */
+static void close_items(struct rl_agent *a, prompt_t *p, const char *tool_status, const char *why)
+{
+    tool_t *t;
+    char id[128];
+
+    if (p->thought_open && p->thought_dirty)
+        thought_send(a, p);
+    thought_close(a, p);
+    if (p->plan_open) {
+        plan_task_id(p, id, sizeof(id));
+        emit(a, RL_LINE_TASK_FINISH, p,
+             json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", "task_finish", "task_id", id, "status", "completed",
+                       "result", "entries", p->plan_entries != NULL ? p->plan_entries : json_array()));
+        p->plan_open = 0;
+    }
+    for (t = p->tools; t != NULL; t = t->next)
+        tool_finish(a, p, t, tool_status, why);
+}
+
+/* ---- session/update ---------------------------------------------------------------------------- */
+
+static void on_commands(struct rl_agent *a, json_t *update)
+{
+    json_t *list = json_array(), *item;
+    size_t i;
+
+    json_array_foreach(json_object_get(update, "availableCommands"), i, item)
+    {
+        const char *name = json_string_value(json_object_get(item, "name"));
+        const char *description = json_string_value(json_object_get(item, "description"));
+        const char *hint = json_string_value(json_object_get(json_object_get(item, "input"), "hint"));
+        json_t *command;
+
+        if (name != NULL && name[0] == '/')
+            name++;
+        if (name == NULL || *name == '\0' || json_array_size(list) >= MAX_COMMANDS)
+            continue;
+        command = json_pack("{s:o}", "name", cut_string(name, 64));
+        if (description != NULL)
+            json_object_set_new(command, "description", cut_string(description, 500));
+        if (hint != NULL)
+            json_object_set_new(command, "input_hint", cut_string(hint, 200));
+        json_array_append_new(list, command);
+    }
+    json_decref(a->commands);
+    a->commands = list;
+    send_manifest(a);
+}
+
+static void set_mode(struct rl_agent *a, const char *mode)
+{
+    if (mode == NULL || (a->mode != NULL && strcmp(a->mode, mode) == 0))
+        return;
+    free(a->mode);
+    a->mode = strndup(mode, 64);
+    send_manifest(a);
+}
+
+static void on_update(struct rl_agent *a, json_t *params)
+{
+    session_t *s = session_by_acp(a, json_string_value(json_object_get(params, "sessionId")));
+    json_t *update = json_object_get(params, "update");
+    rl_acp_update_t kind = rl_acp_update_of(json_string_value(json_object_get(update, "sessionUpdate")));
+    prompt_t *p = running_prompt(s);
+
+    if (s == NULL || !json_is_object(update))
+        return;
+    /* Commands and the mode belong to the agent, not to a turn: they apply whenever they come. */
+    if (kind == RL_ACP_UPDATE_COMMANDS) {
+        on_commands(a, update);
+        return;
+    }
+    if (kind == RL_ACP_UPDATE_MODE) {
+        const char *mode = json_string_value(json_object_get(update, "currentModeId"));
+        /* The docs' example says modeId, the schema currentModeId: take either. */
+        set_mode(a, mode != NULL ? mode : json_string_value(json_object_get(update, "modeId")));
+        return;
+    }
+    /* spec (ACP session/load): the history is replayed as updates; the relay has it already. */
+    if (s->loading || p == NULL || kind == RL_ACP_UPDATE_IGNORE)
+        return;
+    if (kind != RL_ACP_UPDATE_THOUGHT)
+        thought_close(a, p);
+    switch (kind) {
+    case RL_ACP_UPDATE_TEXT: {
+        json_t *text = json_object_get(json_object_get(update, "content"), "text");
+        if (json_is_string(text))
+            rl_bridge_text(a->bridge, p->turn, json_string_value(text), json_string_length(text));
+        break;
+    }
+    case RL_ACP_UPDATE_THOUGHT:
+        on_thought(a, p, update);
+        break;
+    case RL_ACP_UPDATE_TOOL_CALL:
+    case RL_ACP_UPDATE_TOOL_UPDATE:
+        on_tool(a, p, update);
+        break;
+    case RL_ACP_UPDATE_PLAN:
+        on_plan(a, p, update);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- permissions --------------------------------------------------------------------------------- */
+
+/* The verb of the approval's sentence for each tool kind. */
+static const struct {
+    const char *kind, *verb;
+} verbs[] = {
+    {"read", "read"},         {"edit", "edit"},     {"delete", "delete"},
+    {"move", "move"},         {"search", "search"}, {"execute", "run"},
+    {"think", "think about"}, {"fetch", "fetch"},   {"switch_mode", "switch mode:"},
+    {"other", "use a tool:"},
+};
+
+static void answer_permission(struct rl_agent *a, permission_t *perm, const char *option_id)
+{
+    json_t *outcome = option_id != NULL ? json_pack("{s:s, s:s}", "outcome", "selected", "optionId", option_id)
+                                        : json_pack("{s:s}", "outcome", "cancelled");
+
+    send_msg(a, rl_jsonrpc_result(perm->rpc_id, json_pack("{s:o}", "outcome", outcome)));
+}
+
+static void permission_done(struct rl_agent *a, permission_t *done)
+{
+    permission_t **pp;
+
+    for (pp = &a->permissions; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == done) {
+            *pp = done->next;
+            break;
+        }
+    }
+    json_decref(done->rpc_id);
+    json_decref(done->options);
+    free(done);
+}
+
+static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
+{
+    session_t *s = session_by_acp(a, json_string_value(json_object_get(params, "sessionId")));
+    prompt_t *p = running_prompt(s);
+    json_t *call = json_object_get(params, "toolCall"), *line, *blocks;
+    const char *call_id = json_string_value(json_object_get(call, "toolCallId"));
+    const char *kind, *verb = "use a tool:";
+    permission_t *perm;
+    tool_t *t;
+    char *command, key[37], message[4096];
+    size_t omitted, i;
+
+    if (!json_is_array(json_object_get(params, "options")) || call_id == NULL) {
+        answer_error(a, id, RL_JSONRPC_INVALID_PARAMS, "session/request_permission needs toolCall and options");
+        return;
+    }
+    /* Outside a turn (a stale request, or one during session/load) nobody can be asked. */
+    if (p == NULL || p->cancelled || s->loading) {
+        send_msg(a, rl_jsonrpc_result(id, json_pack("{s:{s:s}}", "outcome", "outcome", "cancelled")));
+        return;
+    }
+    thought_close(a, p);
+    t = tool_find(p, call_id);
+    if (t == NULL)
+        t = tool_open(a, p, call);
+    else
+        tool_merge(t, call);
+    perm = calloc(1, sizeof(*perm));
+    if (t == NULL || perm == NULL) {
+        free(perm);
+        answer_error(a, id, RL_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    perm->rpc_id = json_incref(id);
+    perm->options = json_incref(json_object_get(params, "options"));
+    perm->prompt = p;
+    rl_rest_new_key(key);
+    snprintf(perm->approval_id, sizeof(perm->approval_id), "apr_%.32s", key);
+    perm->next = a->permissions;
+    a->permissions = perm;
+
+    kind = rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind")));
+    for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(verbs[i].kind, kind) == 0)
+            verb = verbs[i].verb;
+    command = rl_acp_command_of(kind, t->call);
+    snprintf(message, sizeof(message), "The agent asks to %s %.3900s", verb, command != NULL ? command : "");
+    blocks = rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted);
+    while (json_array_size(blocks) > MAX_CONTENT_BLOCKS)
+        json_array_remove(blocks, MAX_CONTENT_BLOCKS);
+    line = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s?, s:O, s:o}", "type", "approval_request", "approval_id",
+                     perm->approval_id, "action", kind, "title", cut_string(tool_title(t), RL_ACP_LABEL_MAX), "message",
+                     message, "severity", rl_acp_severity(kind), "command", command, "tool_call_id",
+                     json_object_get(t->call, "toolCallId"), "content", blocks);
+    free(command);
+    emit(a, RL_LINE_APPROVAL_REQUEST, p, line);
+}
+
+/* The relay's answer (a decision, an expiry, or an auto-resolution) reaches the agent's request. */
+static void acp_notify(rl_agent_t *a, json_t *line)
+{
+    const char *type = json_string_value(json_object_get(line, "type"));
+    const char *approval_id = json_string_value(json_object_get(line, "approval_id"));
+    rl_acp_decision_t decision;
+    permission_t *perm;
+
+    if (type == NULL || approval_id == NULL)
+        return;
+    if (strcmp(type, "approval") == 0)
+        decision = rl_acp_decision_of(json_string_value(json_object_get(line, "decision")));
+    else if (strcmp(type, "approval_expired") == 0)
+        decision = RL_ACP_EXPIRED;
+    else
+        return;
+    for (perm = a->permissions; perm != NULL; perm = perm->next) {
+        if (strcmp(perm->approval_id, approval_id) == 0) {
+            answer_permission(a, perm, rl_acp_option_for(perm->options, decision));
+            permission_done(a, perm);
+            return;
+        }
+    }
+}
+
+/* ---- fs methods: inside the working folder only ---------------------------------------------------------- */
+
+static int inside_root(struct rl_agent *a, const char *resolved)
+{
+    size_t n = strlen(a->root);
+
+    if (strcmp(a->root, "/") == 0)
+        return 1;
+    return strncmp(resolved, a->root, n) == 0 && (resolved[n] == '/' || resolved[n] == '\0');
+}
+
+/* A path with "." or ".." parts, or not absolute, is refused before anything is resolved. */
+static int plain_absolute(const char *path)
+{
+    const char *p = path;
+
+    if (path == NULL || path[0] != '/')
+        return 0;
+    while (*p != '\0') {
+        const char *end;
+        size_t n;
+        while (*p == '/')
+            p++;
+        end = strchr(p, '/');
+        n = end != NULL ? (size_t)(end - p) : strlen(p);
+        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
+/*
+ * Resolves path for reading or writing inside the working folder. Symbolic
+ * links are followed (realpath) before the check, so a link cannot lead
+ * out. A file to be written that does not exist yet is checked through its
+ * folder. 0 with out filled, or a JSON-RPC error code with why set.
+ */
+static int resolve(struct rl_agent *a, const char *path, int for_write, char *out, const char **why)
+{
+    char dir[PATH_MAX], parent[PATH_MAX];
+    const char *slash;
+
+    if (!plain_absolute(path) || strlen(path) >= PATH_MAX) {
+        *why = "the path must be absolute, without . or .. parts";
+        return RL_JSONRPC_INVALID_PARAMS;
+    }
+    if (realpath(path, out) != NULL) {
+        if (!inside_root(a, out)) {
+            *why = "the path is outside the session's working folder";
+            return RL_JSONRPC_INVALID_PARAMS;
+        }
+        return 0;
+    }
+    if (errno != ENOENT || !for_write) {
+        *why = errno == ENOENT ? "no such file" : strerror(errno);
+        return errno == ENOENT ? RL_JSONRPC_RESOURCE_NOT_FOUND : RL_JSONRPC_INTERNAL_ERROR;
+    }
+    slash = strrchr(path, '/');
+    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    if (realpath(dir[0] != '\0' ? dir : "/", parent) == NULL) {
+        *why = "the file's folder does not exist";
+        return RL_JSONRPC_RESOURCE_NOT_FOUND;
+    }
+    if (!inside_root(a, parent)) {
+        *why = "the path is outside the session's working folder";
+        return RL_JSONRPC_INVALID_PARAMS;
+    }
+    if (snprintf(out, PATH_MAX, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, slash + 1) >= PATH_MAX) {
+        *why = "the path is too long";
+        return RL_JSONRPC_INVALID_PARAMS;
+    }
+    return 0;
+}
+
+/* Lines [line, line + limit) of text (1-based; 0 or negative: from the start / to the end). */
+static json_t *slice_lines(const char *text, size_t len, json_int_t line, json_int_t limit)
+{
+    const char *start = text, *end = text + len;
+    json_int_t n;
+
+    for (n = 1; n < line && start < end; n++) {
+        const char *nl = memchr(start, '\n', (size_t)(end - start));
+        start = nl != NULL ? nl + 1 : end;
+    }
+    if (limit > 0) {
+        const char *stop = start;
+        for (n = 0; n < limit && stop < end; n++) {
+            const char *nl = memchr(stop, '\n', (size_t)(end - stop));
+            stop = nl != NULL ? nl + 1 : end;
+        }
+        end = stop;
+    }
+    return json_stringn(start, (size_t)(end - start));
+}
+
+static void on_read(struct rl_agent *a, json_t *id, json_t *params)
+{
+    char resolved[PATH_MAX];
+    const char *why = NULL;
+    int code = resolve(a, json_string_value(json_object_get(params, "path")), 0, resolved, &why);
+    struct stat st;
+    char *buf = NULL;
+    json_t *content = NULL;
+    ssize_t got = 0;
+    int fd = -1;
+
+    if (code != 0)
+        goto out;
+    fd = open(resolved, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        code = RL_JSONRPC_RESOURCE_NOT_FOUND;
+        why = "not a readable file";
+        goto out;
+    }
+    if (st.st_size > READ_MAX) {
+        code = RL_JSONRPC_INVALID_PARAMS;
+        why = "the file is larger than 8 MiB";
+        goto out;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    while (buf != NULL && got < st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)(st.st_size - got));
+        if (n <= 0)
+            break;
+        got += n;
+    }
+    content = buf != NULL ? slice_lines(buf, (size_t)got, json_integer_value(json_object_get(params, "line")),
+                                        json_integer_value(json_object_get(params, "limit")))
+                          : NULL;
+    if (content == NULL) {
+        code = RL_JSONRPC_INVALID_PARAMS;
+        why = "not a UTF-8 text file";
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    if (code != 0) {
+        rl_log(RL_LOG_INFO, "acp agent: fs/read_text_file refused: %s", why);
+        answer_error(a, id, code, why);
+        return;
+    }
+    send_msg(a, rl_jsonrpc_result(id, json_pack("{s:o}", "content", content)));
+}
+
+static void on_write(struct rl_agent *a, json_t *id, json_t *params)
+{
+    char resolved[PATH_MAX];
+    const char *why = NULL;
+    json_t *content = json_object_get(params, "content");
+    int code = json_is_string(content)
+                   ? resolve(a, json_string_value(json_object_get(params, "path")), 1, resolved, &why)
+                   : RL_JSONRPC_INVALID_PARAMS;
+    size_t done = 0, len = json_string_length(content);
+    int fd = -1;
+
+    if (why == NULL && code != 0)
+        why = "fs/write_text_file needs path and content";
+    if (code != 0)
+        goto out;
+    /* O_NOFOLLOW: a link put in the checked path's place after the check is not followed out. */
+    fd = open(resolved, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        code = RL_JSONRPC_INTERNAL_ERROR;
+        why = strerror(errno);
+        goto out;
+    }
+    while (done < len) {
+        ssize_t n = write(fd, json_string_value(content) + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            code = RL_JSONRPC_INTERNAL_ERROR;
+            why = strerror(errno);
+            goto out;
+        }
+        done += (size_t)n;
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    if (code != 0) {
+        rl_log(RL_LOG_INFO, "acp agent: fs/write_text_file refused: %s", why);
+        answer_error(a, id, code, why);
+        return;
+    }
+    send_msg(a, rl_jsonrpc_result(id, NULL));
+}
+
+/* ---- the agent's messages ----------------------------------------------------------------------- */
+
+/* Requests from the agent this client serves; any other is answered -32601 (JSON-RPC: method not found). */
+static const struct {
+    const char *method;
+    void (*serve)(struct rl_agent *a, json_t *id, json_t *params);
+} served[] = {
+    {"session/request_permission", on_permission},
+    {"fs/read_text_file", on_read},
+    {"fs/write_text_file", on_write},
+};
+
+/* The prompt a user message becomes: its text, then its attachments as the agent can take them. */
+static json_t *prompt_blocks(struct rl_agent *a, json_t *message)
+{
+    json_t *blocks = json_array(), *item;
+    const char *text = json_string_value(json_object_get(message, "text"));
+    size_t i;
+
+    (void)a;
+    if (text != NULL && *text != '\0')
+        json_array_append_new(blocks, json_pack("{s:s, s:s}", "type", "text", "text", text));
+    /* spec (ACP prompt capabilities): every agent takes resource_link; the file stays behind its link. */
+    json_array_foreach(json_object_get(message, "attachments"), i, item)
+    {
+        json_t *link = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?}", "type", "resource_link", "uri",
+                                 json_object_get(item, "url"), "name", json_object_get(item, "name"), "mimeType",
+                                 json_object_get(item, "mime"), "size", json_object_get(item, "size"));
+        if (link != NULL && json_is_string(json_object_get(link, "uri"))) {
+            if (!json_is_string(json_object_get(link, "name")))
+                json_object_set(link, "name", json_object_get(link, "uri"));
+            json_array_append_new(blocks, link);
+        } else {
+            json_decref(link);
+        }
+    }
+    if (json_array_size(blocks) == 0)
+        json_array_append_new(blocks, json_pack("{s:s, s:s}", "type", "text", "text", ""));
+    return blocks;
+}
+
+static void pump(struct rl_agent *a, session_t *s)
+{
+    prompt_t *p = s->queue;
+
+    if (!a->initialized || s->state != SESSION_READY || s->running || p == NULL)
+        return;
+    s->running = 1;
+    request(a, REQ_PROMPT, "session/prompt",
+            json_pack("{s:s, s:o}", "sessionId", s->acp_id, "prompt", prompt_blocks(a, p->message)), s, p);
+}
+
+static void open_session(struct rl_agent *a, session_t *s)
+{
+    const char *known;
+
+    if (!a->initialized || s->state != SESSION_CLOSED)
+        return;
+    known = s->acp_id != NULL ? s->acp_id
+                              : json_string_value(json_object_get(json_object_get(a->state, "sessions"), s->relay_id));
+    s->state = SESSION_OPENING;
+    /* spec (ACP session/load): only when the agent says it can. */
+    if (known != NULL && a->load_session) {
+        if (s->acp_id == NULL)
+            s->acp_id = strdup(known);
+        s->loading = 1;
+        request(a, REQ_LOAD, "session/load",
+                json_pack("{s:s, s:s, s:[]}", "sessionId", known, "cwd", a->root, "mcpServers"), s, NULL);
+        return;
+    }
+    request(a, REQ_NEW, "session/new", json_pack("{s:s, s:[]}", "cwd", a->root, "mcpServers"), s, NULL);
+}
+
+/* Ends p's reply and takes it off its session; the next prompt of the session goes. */
+static void end_prompt(struct rl_agent *a, session_t *s, prompt_t *p, const char *finish_reason, const char *error_text)
+{
+    if (s->queue == p)
+        s->running = 0;
+    rl_bridge_finish(a->bridge, p->turn, finish_reason, NULL, error_text);
+    prompt_free(a, s, p);
+}
+
+static void fail_queue(struct rl_agent *a, session_t *s, const char *error_text)
+{
+    while (s->queue != NULL) {
+        close_items(a, s->queue, "failed", error_text);
+        end_prompt(a, s, s->queue, "error", error_text);
+    }
+}
+
+static void log_auth(struct rl_agent *a)
+{
+    json_t *m;
+    size_t i;
+
+    rl_log(RL_LOG_ERROR, "the acp agent needs a login before it can start a session: log in with the agent's own "
+                         "command on this machine (as the user relay-bridge runs as), then send the message again");
+    json_array_foreach(a->auth_methods, i, m) rl_log(
+        RL_LOG_ERROR, "acp agent login method %s: %s%s%s", json_string_value(json_object_get(m, "id")),
+        json_string_value(json_object_get(m, "name")) != NULL ? json_string_value(json_object_get(m, "name")) : "",
+        json_string_value(json_object_get(m, "description")) != NULL ? " - " : "",
+        json_string_value(json_object_get(m, "description")) != NULL
+            ? json_string_value(json_object_get(m, "description"))
+            : "");
+}
+
+static void on_initialized(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
+{
+    json_t *caps = json_object_get(msg->result, "agentCapabilities");
+    json_t *prompt_caps = json_object_get(caps, "promptCapabilities");
+    json_int_t version = json_integer_value(json_object_get(msg->result, "protocolVersion"));
+    session_t *s;
+    char why[160];
+
+    if (msg->error != NULL) {
+        snprintf(why, sizeof(why), "the acp agent refused initialize: %.100s", rl_jsonrpc_error_message(msg));
+        rl_bridge_fail(a->bridge, why);
+        return;
+    }
+    if (version != ACP_PROTOCOL_VERSION) {
+        snprintf(why, sizeof(why), "the acp agent speaks protocol version %lld; relay-bridge speaks %d",
+                 (long long)version, ACP_PROTOCOL_VERSION);
+        rl_bridge_fail(a->bridge, why);
+        return;
+    }
+    a->initialized = 1;
+    a->load_session = json_is_true(json_object_get(caps, "loadSession"));
+    a->image = json_is_true(json_object_get(prompt_caps, "image"));
+    a->embedded_context = json_is_true(json_object_get(prompt_caps, "embeddedContext"));
+    json_decref(a->auth_methods);
+    a->auth_methods = json_incref(json_object_get(msg->result, "authMethods"));
+    json_decref(a->agent_info);
+    a->agent_info = json_incref(json_object_get(msg->result, "agentInfo"));
+    rl_log(RL_LOG_INFO, "acp agent %s %s ready (loadSession %s, images %s)",
+           json_string_value(json_object_get(a->agent_info, "name")) != NULL
+               ? json_string_value(json_object_get(a->agent_info, "name"))
+               : "(unnamed)",
+           json_string_value(json_object_get(a->agent_info, "version")) != NULL
+               ? json_string_value(json_object_get(a->agent_info, "version"))
+               : "",
+           a->load_session ? "yes" : "no", a->image ? "yes" : "no");
+    send_manifest(a);
+    for (s = a->sessions; s != NULL; s = s->next)
+        if (s->queue != NULL)
+            open_session(a, s);
+}
+
+static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
+{
+    session_t *s = r->session;
+    const char *acp_id;
+    char why[300];
+
+    if (s == NULL)
+        return;
+    if (r->kind == REQ_LOAD) {
+        s->loading = 0;
+        if (msg->error != NULL) {
+            rl_log(RL_LOG_WARN, "acp agent could not load session %s (%s): starting a new one", s->acp_id,
+                   rl_jsonrpc_error_message(msg));
+            free(s->acp_id);
+            s->acp_id = NULL;
+            state_set(a, s->relay_id, NULL);
+            s->state = SESSION_CLOSED;
+            open_session(a, s);
+            return;
+        }
+        rl_log(RL_LOG_INFO, "acp session %s loaded for relay session %s", s->acp_id, s->relay_id);
+    } else {
+        acp_id = json_string_value(json_object_get(msg->result, "sessionId"));
+        if (msg->error != NULL || acp_id == NULL) {
+            s->state = SESSION_CLOSED;
+            if (rl_jsonrpc_error_code(msg) == RL_JSONRPC_AUTH_REQUIRED) {
+                log_auth(a);
+                fail_queue(a, s, "[the agent needs a login first: see relay-bridge's log on the agent's machine]");
+                return;
+            }
+            snprintf(why, sizeof(why), "[the agent could not start a session: %.200s]",
+                     msg->error != NULL ? rl_jsonrpc_error_message(msg) : "no sessionId");
+            rl_log(RL_LOG_WARN, "%s", why);
+            fail_queue(a, s, why);
+            return;
+        }
+        free(s->acp_id);
+        s->acp_id = strdup(acp_id);
+        state_set(a, s->relay_id, acp_id);
+        set_mode(a, json_string_value(json_object_get(json_object_get(msg->result, "modes"), "currentModeId")));
+        rl_log(RL_LOG_INFO, "acp session %s opened for relay session %s", s->acp_id, s->relay_id);
+    }
+    s->state = SESSION_READY;
+    pump(a, s);
+}
+
+static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
+{
+    session_t *s = r->session;
+    prompt_t *p = r->prompt;
+    const char *stop = json_string_value(json_object_get(msg->result, "stopReason"));
+    const char *finish;
+    char why[300];
+
+    if (s == NULL || p == NULL)
+        return;
+    if (msg->error != NULL && !p->cancelled) {
+        snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
+        close_items(a, p, "failed", why);
+        end_prompt(a, s, p, "error", why);
+        pump(a, s);
+        return;
+    }
+    /* spec (ACP cancellation): an agent may answer an aborted turn with an error; it was still a cancel. */
+    finish = p->cancelled && (msg->error != NULL || stop == NULL) ? "cancelled" : rl_acp_finish_reason(stop);
+    close_items(a, p, strcmp(finish, "cancelled") == 0 ? "cancelled" : "completed", NULL);
+    end_prompt(a, s, p, finish, NULL);
+    a->restart_delay_ms = RESTART_FIRST_MS;
+    pump(a, s);
+}
+
+static void on_response(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
+{
+    request_t **rp, *r = NULL;
+
+    for (rp = &a->requests; json_is_integer(msg->id) && *rp != NULL; rp = &(*rp)->next) {
+        if ((*rp)->id == json_integer_value(msg->id)) {
+            r = *rp;
+            *rp = r->next;
+            break;
+        }
+    }
+    if (r == NULL) {
+        rl_log(RL_LOG_DEBUG, "acp agent answered a request we did not send");
+        return;
+    }
+    switch (r->kind) {
+    case REQ_INITIALIZE:
+        on_initialized(a, msg);
+        break;
+    case REQ_NEW:
+    case REQ_LOAD:
+        on_session_opened(a, r, msg);
+        break;
+    case REQ_PROMPT:
+        on_prompted(a, r, msg);
+        break;
+    }
+    free(r);
+}
+
+static void on_line(void *user, const char *line, size_t len)
+{
+    struct rl_agent *a = user;
+    rl_jsonrpc_msg_t msg;
+    json_t *bad_id = NULL;
+    char err[160];
+    size_t i;
+    int code;
+
+    if (len == 0)
+        return;
+    code = rl_jsonrpc_parse(line, len, &msg, &bad_id, err, sizeof(err));
+    if (code != 0) {
+        rl_log(RL_LOG_WARN, "acp agent: a message ignored: %s", err);
+        /* spec (JSON-RPC 2.0 §5.1): a parse error or an invalid request is answered, with the id when known. */
+        answer_error(a, bad_id, code, code == RL_JSONRPC_PARSE_ERROR ? "Parse error" : "Invalid Request");
+        json_decref(bad_id);
+        return;
+    }
+    switch (msg.kind) {
+    case RL_JSONRPC_RESPONSE:
+        on_response(a, &msg);
+        break;
+    case RL_JSONRPC_NOTIFICATION:
+        if (strcmp(msg.method, "session/update") == 0 && json_is_object(msg.params))
+            on_update(a, msg.params);
+        else
+            rl_log(RL_LOG_DEBUG, "acp agent: notification %s ignored", msg.method);
+        break;
+    case RL_JSONRPC_REQUEST:
+        for (i = 0; i < sizeof(served) / sizeof(served[0]); i++) {
+            if (strcmp(served[i].method, msg.method) == 0) {
+                if (json_is_object(msg.params))
+                    served[i].serve(a, msg.id, msg.params);
+                else
+                    answer_error(a, msg.id, RL_JSONRPC_INVALID_PARAMS, "params must be an object");
+                break;
+            }
+        }
+        if (i == sizeof(served) / sizeof(served[0])) {
+            rl_log(RL_LOG_INFO, "acp agent asked for %.80s, which relay-bridge does not serve", msg.method);
+            answer_error(a, msg.id, RL_JSONRPC_METHOD_NOT_FOUND, "Method not found");
+        }
+        break;
+    }
+    rl_jsonrpc_msg_free(&msg);
+}
+
+/* ---- the process -------------------------------------------------------------------------------- */
+
+static void on_stdout(void *user, int fd, short revents)
+{
+    struct rl_agent *a = user;
+    char buf[65536];
+    ssize_t n;
+
+    (void)revents;
+    n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+        if (rl_jsonl_reader_feed(&a->reader, buf, (size_t)n, on_line, a) != 0)
+            rl_log(RL_LOG_WARN, "acp agent: a message longer than 8 MiB dropped");
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    rl_bridge_unwatch(a->bridge, fd);
+    close(fd);
+    a->out_fd = -1;
+}
+
+static void err_flush(struct rl_agent *a)
+{
+    if (a->err_len > 0 || !a->err_skipping) {
+        a->err_line[a->err_len] = '\0';
+        if (a->err_len > 0)
+            rl_log(RL_LOG_INFO, "acp agent stderr: %s", a->err_line);
+    }
+    a->err_len = 0;
+}
+
+static void on_stderr(void *user, int fd, short revents)
+{
+    struct rl_agent *a = user;
+    char buf[4096];
+    ssize_t n, i;
+
+    (void)revents;
+    n = read(fd, buf, sizeof(buf));
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        err_flush(a);
+        rl_bridge_unwatch(a->bridge, fd);
+        close(fd);
+        a->err_fd = -1;
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        if (buf[i] == '\n') {
+            if (!a->err_skipping)
+                err_flush(a);
+            a->err_skipping = 0;
+            a->err_len = 0;
+        } else if (a->err_skipping) {
+            continue;
+        } else if (a->err_len == STDERR_LINE) {
+            /* The log gets the start of a long line; the rest up to its newline is dropped. */
+            err_flush(a);
+            a->err_skipping = 1;
+        } else {
+            a->err_line[a->err_len++] = buf[i] == '\r' ? ' ' : buf[i];
+        }
+    }
+}
+
+static void on_restart_timer(void *user, int fd, short revents)
+{
+    struct rl_agent *a = user;
+    uint64_t expirations;
+
+    (void)revents;
+    if (read(fd, &expirations, sizeof(expirations)) < 0 && errno == EAGAIN)
+        return;
+    rl_bridge_unwatch(a->bridge, fd);
+    spawn(a);
+}
+
+static void schedule_restart(struct rl_agent *a)
+{
+    struct itimerspec when = {{0, 0}, {a->restart_delay_ms / 1000, (a->restart_delay_ms % 1000) * 1000000L}};
+
+    rl_log(RL_LOG_WARN, "restarting the acp agent in %ld ms", a->restart_delay_ms);
+    timerfd_settime(a->timer_fd, 0, &when, NULL);
+    rl_bridge_watch(a->bridge, a->timer_fd, POLLIN, on_restart_timer, a);
+    a->restart_delay_ms = a->restart_delay_ms * 2 > RESTART_CAP_MS ? RESTART_CAP_MS : a->restart_delay_ms * 2;
+}
+
+static void spawn(struct rl_agent *a)
+{
+    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+
+    if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
+        goto fail;
+    a->pid = fork();
+    if (a->pid < 0)
+        goto fail;
+    if (a->pid == 0) {
+        setpgid(0, 0);
+        rl_bridge_child_signals();
+        dup2(in_pipe[0], 0);
+        dup2(out_pipe[1], 1);
+        dup2(err_pipe[1], 2);
+        if (chdir(a->root) != 0)
+            _exit(126);
+        execl("/bin/sh", "sh", "-c", a->command, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(a->pid, a->pid);
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    a->in_fd = in_pipe[1];
+    a->out_fd = out_pipe[0];
+    a->err_fd = err_pipe[0];
+    fcntl(a->in_fd, F_SETFL, O_NONBLOCK);
+    fcntl(a->out_fd, F_SETFL, O_NONBLOCK);
+    fcntl(a->err_fd, F_SETFL, O_NONBLOCK);
+    rl_jsonl_reader_free(&a->reader);
+    rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
+    a->err_len = 0;
+    a->err_skipping = 0;
+    rl_bridge_watch(a->bridge, a->out_fd, POLLIN, on_stdout, a);
+    rl_bridge_watch(a->bridge, a->err_fd, POLLIN, on_stderr, a);
+    rl_log(RL_LOG_INFO, "started the acp agent (pid %d) in %s", (int)a->pid, a->root);
+    request(a, REQ_INITIALIZE, "initialize",
+            json_pack("{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s, s:s}}", "protocolVersion", ACP_PROTOCOL_VERSION,
+                      "clientCapabilities", "fs", "readTextFile", 1, "writeTextFile", 1, "terminal", 0, "clientInfo",
+                      "name", "relay-bridge", "title", "Relay", "version", RL_VERSION),
+            NULL, NULL);
+    return;
+fail:
+    rl_log(RL_LOG_ERROR, "cannot start the acp agent: %s", strerror(errno));
+    for (int i = 0; i < 2; i++) {
+        if (in_pipe[i] >= 0)
+            close(in_pipe[i]);
+        if (out_pipe[i] >= 0)
+            close(out_pipe[i]);
+        if (err_pipe[i] >= 0)
+            close(err_pipe[i]);
+    }
+    a->pid = -1;
+    schedule_restart(a);
+}
+
+static void close_fd(struct rl_agent *a, int *fd)
+{
+    if (*fd >= 0) {
+        rl_bridge_unwatch(a->bridge, *fd);
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* The process is gone: what it was doing ends with an error the user sees; what waits for it stays queued. */
+static void agent_gone(struct rl_agent *a, const char *why)
+{
+    session_t *s;
+    char text[300];
+
+    close_fd(a, &a->in_fd);
+    close_fd(a, &a->out_fd);
+    close_fd(a, &a->err_fd);
+    a->pending_len = 0;
+    a->initialized = 0;
+    while (a->requests != NULL) {
+        request_t *r = a->requests;
+        a->requests = r->next;
+        free(r);
+    }
+    while (a->permissions != NULL)
+        permission_done(a, a->permissions);
+    snprintf(text, sizeof(text), "[%s; relay-bridge restarts it: send the message again]", why);
+    for (s = a->sessions; s != NULL; s = s->next) {
+        prompt_t *p = running_prompt(s);
+        s->state = SESSION_CLOSED;
+        s->loading = 0;
+        if (p != NULL) {
+            close_items(a, p, "failed", why);
+            end_prompt(a, s, p, "error", text);
+        }
+    }
+}
+
+/* ---- the adapter -------------------------------------------------------------------------------- */
+
+static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
+{
+    struct rl_agent *a = calloc(1, sizeof(*a));
+    const char *cwd = rl_bridge_cwd(bridge);
+
+    if (a == NULL)
+        return -1;
+    a->bridge = bridge;
+    a->in_fd = a->out_fd = a->err_fd = -1;
+    a->pid = -1;
+    a->restart_delay_ms = RESTART_FIRST_MS;
+    a->command = strdup(arg);
+    a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (realpath(cwd != NULL ? cwd : ".", a->root) == NULL) {
+        rl_log(RL_LOG_ERROR, "--cwd %s: %s", cwd != NULL ? cwd : ".", strerror(errno));
+        goto fail;
+    }
+    if (a->command == NULL || a->timer_fd < 0)
+        goto fail;
+    rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
+    state_load(a);
+    spawn(a);
+    *out = a;
+    return 0;
+fail:
+    if (a->timer_fd >= 0)
+        close(a->timer_fd);
+    free(a->command);
+    free(a);
+    return -1;
+}
+
+static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
+{
+    session_t *s = session_by_relay(a, turn->session_id);
+    prompt_t *p = calloc(1, sizeof(*p)), **tail;
+
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL) {
+            free(p);
+            rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
+            return;
+        }
+        snprintf(s->relay_id, sizeof(s->relay_id), "%s", turn->session_id);
+        s->next = a->sessions;
+        a->sessions = s;
+    }
+    if (p == NULL) {
+        rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
+        return;
+    }
+    rl_turn_ref(turn);
+    p->turn = turn;
+    p->message = json_incref(json_object_get(payload, "message"));
+    /* spec (ACP prompt turn): one prompt at a time per session; the next waits for the answer. */
+    for (tail = &s->queue; *tail != NULL; tail = &(*tail)->next)
+        ;
+    *tail = p;
+    open_session(a, s);
+    pump(a, s);
+}
+
+static void acp_cancel(rl_agent_t *a, const char *session_id, const char *interaction_id)
+{
+    session_t *s = session_by_relay(a, session_id);
+    prompt_t *p, *next;
+    permission_t *perm, *perm_next;
+
+    if (s == NULL)
+        return;
+    for (p = s->queue; p != NULL; p = next) {
+        next = p->next;
+        if (interaction_id[0] != '\0' && strcmp(p->turn->interaction_id, interaction_id) != 0)
+            continue;
+        if (p == running_prompt(s)) {
+            if (p->cancelled)
+                continue;
+            p->cancelled = 1;
+            /* spec (ACP cancellation): pending permission requests are answered "cancelled". */
+            for (perm = a->permissions; perm != NULL; perm = perm_next) {
+                perm_next = perm->next;
+                if (perm->prompt == p) {
+                    answer_permission(a, perm, NULL);
+                    permission_done(a, perm);
+                }
+            }
+            send_msg(a, rl_jsonrpc_notification("session/cancel", json_pack("{s:s}", "sessionId", s->acp_id)));
+        } else {
+            end_prompt(a, s, p, "cancelled", NULL);
+        }
+    }
+}
+
+static int acp_child_exited(rl_agent_t *a, pid_t pid, int status)
+{
+    char why[128];
+
+    if (pid != a->pid || pid <= 0)
+        return 0;
+    a->pid = -1;
+    if (WIFEXITED(status))
+        snprintf(why, sizeof(why), "the agent exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(why, sizeof(why), "the agent was killed by signal %d", WTERMSIG(status));
+    rl_log(RL_LOG_WARN, "%s", why);
+    agent_gone(a, why);
+    schedule_restart(a);
+    return 1;
+}
+
+static void acp_destroy(rl_agent_t *a)
+{
+    session_t *s;
+
+    if (a->pid > 0) {
+        kill(-a->pid, SIGTERM);
+        waitpid(a->pid, NULL, 0);
+    }
+    close_fd(a, &a->in_fd);
+    close_fd(a, &a->out_fd);
+    close_fd(a, &a->err_fd);
+    while (a->requests != NULL) {
+        request_t *r = a->requests;
+        a->requests = r->next;
+        free(r);
+    }
+    /*
+     * Turns still open are left as they are, as the other adapters leave them: their updates are not acked, so the
+     * relay hands them to the next bridge.
+     */
+    while (a->sessions != NULL) {
+        s = a->sessions;
+        a->sessions = s->next;
+        while (s->queue != NULL)
+            prompt_free(a, s, s->queue);
+        free(s->acp_id);
+        free(s);
+    }
+    if (a->timer_fd >= 0) {
+        rl_bridge_unwatch(a->bridge, a->timer_fd);
+        close(a->timer_fd);
+    }
+    rl_jsonl_reader_free(&a->reader);
+    json_decref(a->auth_methods);
+    json_decref(a->agent_info);
+    json_decref(a->commands);
+    json_decref(a->state);
+    free(a->mode);
+    free(a->pending);
+    free(a->command);
+    free(a);
+}
+
+const rl_agent_adapter_t rl_agent_acp = {
+    .scheme = "acp",
+    .create = acp_create,
+    .message = acp_message,
+    .cancel = acp_cancel,
+    .notify = acp_notify,
+    .child_exited = acp_child_exited,
+    .destroy = acp_destroy,
+};

@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""An Agent Client Protocol agent for the tests, written from the protocol's
+public schema (version 1): JSON-RPC 2.0, one message per line, on stdin and
+stdout. Python 3 standard library only.
+
+The first word of a prompt picks the scenario, so that a test chooses what
+the agent does:
+
+  (anything else)        streams "echo: TEXT" in a few chunks; end_turn
+  tools                  text, a read tool call (pending, in_progress with text,
+                         completed), more text, an edit tool call carrying a diff,
+                         last text
+  plan                   a plan of three entries, updated twice, with text between
+  think                  thought chunks, then the answer
+  mode                   current_mode_update to "code", then text
+  commands               a new available_commands_update, then text
+  write PATH TEXT        an edit tool call with its diff, a permission request
+                         offering all four option kinds; on allow_* the file is
+                         written through fs/write_text_file; the reply names the
+                         option chosen (or "cancelled")
+  run COMMAND            an execute tool call and a permission request; the reply
+                         names the option chosen
+  slow                   a tool call left in progress, then "." every 50 ms for
+                         30 s; honours session/cancel with stopReason cancelled
+  crash                  some text, then the process exits (status 3)
+  read PATH              fs/read_text_file; the reply is the content or the error
+  unknown                asks the client for a method it does not serve; the
+                         reply is the error code
+  refuse / maxtokens     stopReason refusal / max_tokens
+  whoami                 the reply is the ACP session id
+
+Sessions are kept in the folder named by --state (or $ACP_AGENT_STATE) so
+that a restarted agent can session/load them (their history is replayed as
+session/update notifications). With --log FILE (or $ACP_AGENT_LOG) every
+message in and out is appended as a JSON line, for the tests to read.
+Available commands are advertised after every session/new and session/load.
+"""
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+
+PARSER = argparse.ArgumentParser()
+PARSER.add_argument("--state", default=os.environ.get("ACP_AGENT_STATE"))
+PARSER.add_argument("--log", default=os.environ.get("ACP_AGENT_LOG"))
+PARSER.add_argument("--no-load", action="store_true", help="do not advertise loadSession")
+ARGS = PARSER.parse_args()
+
+OUT = threading.Lock()
+LOG = threading.Lock()
+PENDING = {}  # our request id -> [Event, response]
+NEXT_ID = [1000]
+SESSIONS = {}  # session id -> {"history": [...], "cancel": Event}
+COMMANDS = [
+    {"name": "web", "description": "Search the web", "input": {"hint": "what to search for"}},
+    {"name": "test", "description": "Run the project's tests"},
+]
+
+
+def log(event, **fields):
+    if not ARGS.log:
+        return
+    fields["event"] = event
+    fields["pid"] = os.getpid()
+    with LOG, open(ARGS.log, "a") as f:
+        f.write(json.dumps(fields) + "\n")
+
+
+def write(msg):
+    log("out", msg=msg)
+    with OUT:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+
+
+def respond(rid, result=None, error=None):
+    msg = {"jsonrpc": "2.0", "id": rid}
+    if error is not None:
+        msg["error"] = error
+    else:
+        msg["result"] = result
+    write(msg)
+
+
+def call(method, params, timeout=120):
+    """A request to the client; returns (result, error)."""
+    with OUT:
+        NEXT_ID[0] += 1
+        rid = NEXT_ID[0]
+    slot = [threading.Event(), None]
+    PENDING[rid] = slot
+    write({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    if not slot[0].wait(timeout):
+        return None, {"code": 0, "message": "no answer"}
+    msg = slot[1]
+    return msg.get("result"), msg.get("error")
+
+
+def update(sid, body):
+    write({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": body}})
+
+
+def say(sid, text):
+    update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+    SESSIONS[sid]["history"].append(["agent", text])
+
+
+# ---- state ---------------------------------------------------------------------------------------
+
+def state_path(sid):
+    return os.path.join(ARGS.state, sid + ".json") if ARGS.state else None
+
+
+def save(sid):
+    path = state_path(sid)
+    if path:
+        with open(path, "w") as f:
+            json.dump({"history": SESSIONS[sid]["history"]}, f)
+
+
+def load(sid):
+    path = state_path(sid)
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)["history"]
+
+
+# ---- scenarios -----------------------------------------------------------------------------------
+
+def tool_call(sid, tid, title, kind, status="pending", **extra):
+    body = {"sessionUpdate": "tool_call", "toolCallId": tid, "title": title, "kind": kind, "status": status}
+    body.update(extra)
+    update(sid, body)
+
+
+def tool_update(sid, tid, **fields):
+    body = {"sessionUpdate": "tool_call_update", "toolCallId": tid}
+    body.update(fields)
+    update(sid, body)
+
+
+def text_content(text):
+    return [{"type": "content", "content": {"type": "text", "text": text}}]
+
+
+OPTIONS = [
+    {"optionId": "allow-once", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
+    {"optionId": "reject-always", "name": "Always reject", "kind": "reject_always"},
+]
+
+
+def ask(sid, tool):
+    result, error = call("session/request_permission", {"sessionId": sid, "toolCall": tool, "options": OPTIONS})
+    log("permission", result=result, error=error)
+    if error is not None:
+        return "error %s" % error.get("code")
+    outcome = result["outcome"]
+    return outcome["optionId"] if outcome["outcome"] == "selected" else "cancelled"
+
+
+def scenario_echo(sid, text, words):
+    for part in ("echo: ", text[: len(text) // 2], text[len(text) // 2:]):
+        say(sid, part)
+        time.sleep(0.02)
+    return "end_turn"
+
+
+def scenario_tools(sid, text, words):
+    say(sid, "Looking at the file.")
+    time.sleep(0.05)
+    tool_call(sid, "call_read", "Read notes.txt", "read", rawInput={"path": "/tmp/notes.txt"},
+              locations=[{"path": "/tmp/notes.txt", "line": 3}])
+    tool_update(sid, "call_read", status="in_progress", content=text_content("reading..."))
+    tool_update(sid, "call_read", status="completed", content=text_content("line one\nline two"),
+                rawOutput={"lines": 2})
+    say(sid, "Now editing.")
+    time.sleep(0.05)
+    diff = {"type": "diff", "path": "/tmp/notes.txt", "oldText": "line one\n", "newText": "line 1\n"}
+    tool_call(sid, "call_edit", "Edit notes.txt", "edit", rawInput={"file_path": "/tmp/notes.txt"}, content=[diff])
+    tool_update(sid, "call_edit", status="completed")
+    tool_call(sid, "call_fail", "Run make", "execute", rawInput={"command": "make"})
+    tool_update(sid, "call_fail", status="failed", content=text_content("make: no targets"))
+    say(sid, "All done.")
+    return "end_turn"
+
+
+def plan(sid, statuses):
+    entries = [{"content": "step %d" % (i + 1), "priority": p, "status": s}
+               for i, (p, s) in enumerate(zip(("high", "medium", "low"), statuses))]
+    update(sid, {"sessionUpdate": "plan", "entries": entries})
+
+
+def scenario_plan(sid, text, words):
+    plan(sid, ["pending", "pending", "pending"])
+    say(sid, "Working on it.")
+    time.sleep(0.05)
+    plan(sid, ["completed", "in_progress", "pending"])
+    plan(sid, ["completed", "completed", "completed"])
+    say(sid, "Plan finished.")
+    return "end_turn"
+
+
+def scenario_think(sid, text, words):
+    for part in ("Let me ", "think about ", "this."):
+        update(sid, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": part}})
+        time.sleep(0.02)
+    say(sid, "The answer is 42.")
+    return "end_turn"
+
+
+def scenario_mode(sid, text, words):
+    update(sid, {"sessionUpdate": "current_mode_update", "currentModeId": "code"})
+    say(sid, "mode is code")
+    return "end_turn"
+
+
+def scenario_commands(sid, text, words):
+    update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS + [
+        {"name": "deploy", "description": "Deploy the project", "input": {"hint": "environment"}}]})
+    say(sid, "commands updated")
+    return "end_turn"
+
+
+def scenario_write(sid, text, words):
+    path, content = words[1], " ".join(words[2:]) + "\n"
+    old = None
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+    tid = "call_" + uuid.uuid4().hex[:8]
+    diff = {"type": "diff", "path": path, "oldText": old, "newText": content}
+    tool = {"toolCallId": tid, "title": "Write " + os.path.basename(path), "kind": "edit", "status": "pending",
+            "rawInput": {"file_path": path, "content": content}, "content": [diff],
+            "locations": [{"path": path}]}
+    tool_call(sid, tid, tool["title"], "edit", rawInput=tool["rawInput"], content=[diff], locations=tool["locations"])
+    choice = ask(sid, {"toolCallId": tid})
+    if choice == "cancelled":
+        return "cancelled"
+    if choice.startswith("allow"):
+        tool_update(sid, tid, status="in_progress")
+        result, error = call("fs/write_text_file", {"sessionId": sid, "path": path, "content": content})
+        log("fs_write", path=path, result=result, error=error)
+        if error is not None:
+            tool_update(sid, tid, status="failed", content=text_content("write failed: %s" % error["message"]))
+            say(sid, "write failed %s" % error["code"])
+            return "end_turn"
+        tool_update(sid, tid, status="completed")
+        say(sid, "wrote %s (%s)" % (path, choice))
+    else:
+        tool_update(sid, tid, status="failed", content=text_content("the user refused"))
+        say(sid, "not written (%s)" % choice)
+    return "end_turn"
+
+
+def scenario_run(sid, text, words):
+    command = " ".join(words[1:])
+    tid = "call_" + uuid.uuid4().hex[:8]
+    tool_call(sid, tid, "Run " + command, "execute", rawInput={"command": command})
+    choice = ask(sid, {"toolCallId": tid, "rawInput": {"command": command}})
+    if choice == "cancelled":
+        return "cancelled"
+    tool_update(sid, tid, status="completed" if choice.startswith("allow") else "failed",
+                content=text_content("ran" if choice.startswith("allow") else "refused"))
+    say(sid, "outcome: %s" % choice)
+    return "end_turn"
+
+
+def scenario_slow(sid, text, words):
+    cancel = SESSIONS[sid]["cancel"]
+    tool_call(sid, "call_slow", "Long job", "execute", status="in_progress", rawInput={"command": "sleep 30"})
+    for _ in range(600):
+        if cancel.is_set():
+            log("cancelled", session=sid)
+            return "cancelled"
+        say(sid, ".")
+        time.sleep(0.05)
+    return "end_turn"
+
+
+def scenario_crash(sid, text, words):
+    say(sid, "about to crash")
+    time.sleep(0.3)
+    log("crash")
+    sys.stdout.flush()
+    os._exit(3)
+
+
+def scenario_read(sid, text, words):
+    result, error = call("fs/read_text_file", {"sessionId": sid, "path": words[1]})
+    log("fs_read", path=words[1], result=result, error=error)
+    say(sid, "content: %s" % result["content"] if error is None else "error %s" % error["code"])
+    return "end_turn"
+
+
+def scenario_unknown(sid, text, words):
+    result, error = call("x/not_a_method", {"sessionId": sid})
+    log("unknown_answer", result=result, error=error)
+    say(sid, "error %s" % (error or {}).get("code"))
+    return "end_turn"
+
+
+def scenario_whoami(sid, text, words):
+    say(sid, "session " + sid)
+    return "end_turn"
+
+
+SCENARIOS = {
+    "tools": scenario_tools, "plan": scenario_plan, "think": scenario_think, "mode": scenario_mode,
+    "commands": scenario_commands, "write": scenario_write, "run": scenario_run, "slow": scenario_slow,
+    "crash": scenario_crash, "read": scenario_read, "unknown": scenario_unknown, "whoami": scenario_whoami,
+    "refuse": lambda sid, text, words: (say(sid, "no."), "refusal")[1],
+    "maxtokens": lambda sid, text, words: (say(sid, "too long"), "max_tokens")[1],
+}
+
+
+# ---- methods -------------------------------------------------------------------------------------
+
+def advertise(sid):
+    update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS})
+
+
+def on_initialize(rid, params):
+    log("initialize", params=params)
+    respond(rid, {"protocolVersion": 1,
+                  "agentCapabilities": {"loadSession": not ARGS.no_load,
+                                        "promptCapabilities": {"image": False, "embeddedContext": False}},
+                  "agentInfo": {"name": "acp-test-agent", "version": "1.0"},
+                  "authMethods": []})
+
+
+def on_new(rid, params):
+    sid = "sess_" + uuid.uuid4().hex[:16]
+    SESSIONS[sid] = {"history": [], "cancel": threading.Event()}
+    save(sid)
+    log("session_new", session=sid, cwd=params.get("cwd"))
+    respond(rid, {"sessionId": sid, "modes": {"currentModeId": "ask", "availableModes": [
+        {"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}})
+    advertise(sid)
+
+
+def on_load(rid, params):
+    sid = params["sessionId"]
+    history = load(sid)
+    log("session_load", session=sid, found=history is not None)
+    if history is None:
+        respond(rid, error={"code": -32002, "message": "unknown session"})
+        return
+    SESSIONS[sid] = {"history": history, "cancel": threading.Event()}
+    for role, text in history:
+        kind = "user_message_chunk" if role == "user" else "agent_message_chunk"
+        update(sid, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+    respond(rid, None)
+    advertise(sid)
+
+
+def on_prompt(rid, params):
+    sid = params["sessionId"]
+    session = SESSIONS.get(sid)
+    if session is None:
+        respond(rid, error={"code": -32602, "message": "unknown session"})
+        return
+    session["cancel"].clear()
+    text = " ".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
+    links = [b for b in params["prompt"] if b.get("type") == "resource_link"]
+    log("prompt", session=sid, text=text, links=links)
+    session["history"].append(["user", text])
+    words = text.split()
+    scenario = SCENARIOS.get(words[0] if words else "", scenario_echo)
+
+    def run():
+        stop = scenario(sid, text, words)
+        save(sid)
+        log("prompt_end", session=sid, stop=stop)
+        respond(rid, {"stopReason": stop})
+    threading.Thread(target=run, daemon=True).start()
+
+
+def on_cancel(params):
+    log("session_cancel", session=params.get("sessionId"))
+    session = SESSIONS.get(params.get("sessionId"))
+    if session:
+        session["cancel"].set()
+
+
+METHODS = {"initialize": on_initialize, "session/new": on_new, "session/load": on_load, "session/prompt": on_prompt}
+
+
+def main():
+    if ARGS.state:
+        os.makedirs(ARGS.state, exist_ok=True)
+    print("acp test agent started", file=sys.stderr, flush=True)
+    for raw in sys.stdin:
+        raw = raw.strip()
+        if not raw:
+            continue
+        msg = json.loads(raw)
+        log("in", msg=msg)
+        if "method" not in msg:
+            slot = PENDING.pop(msg.get("id"), None)
+            if slot is not None:
+                slot[1] = msg
+                slot[0].set()
+            continue
+        if msg["method"] == "session/cancel":
+            on_cancel(msg.get("params") or {})
+            continue
+        handler = METHODS.get(msg["method"])
+        if "id" not in msg:
+            continue
+        if handler is None:
+            respond(msg["id"], error={"code": -32601, "message": "Method not found"})
+            continue
+        handler(msg["id"], msg.get("params") or {})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,385 @@
+"""relay-bridge run --agent acp:COMMAND with our ACP test agent
+(tests/e2e/acp_agent.py): replies stream and finish, tool calls become tasks
+with the documented shapes, text after a tool call is a second agent
+message, plans and thoughts are tasks, permission requests become approvals
+(approve, deny, approve_always, expiry, cancel), the agent's file writes
+stay inside --cwd, a crash ends the open reply with an error and the agent
+is restarted, and a restarted bridge continues its sessions with
+session/load. The agent logs every message it gets (--log) so that the tests
+can see what reached it."""
+import json
+import os
+
+from relaylib import assert_ok, wait_until
+from streams import EventStream
+from test_50_bridge_support import PYTHON, WAIT, paired
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+AGENT = os.path.join(HERE, "acp_agent.py")
+
+
+class Acp:
+    """A paired bridge running the ACP test agent, with the agent's log and state, a user, an event stream."""
+
+    def __init__(self, relay, token, tmp_path, agent_flags="", bridge_flags=(), name="bridge"):
+        self.tmp = tmp_path
+        self.cwd = tmp_path / "work"
+        self.cwd.mkdir(exist_ok=True)
+        self.state = tmp_path / "agent-state"
+        self.log_path = tmp_path / "agent.log"
+        self.bridge, self.user = paired(relay, token, tmp_path, name)
+        self.agent = "acp:%s %s --state %s --log %s %s" % (PYTHON, AGENT, self.state, self.log_path, agent_flags)
+        self.bridge_flags = list(bridge_flags)
+        self.stream = EventStream(relay, token)
+        self.start()
+
+    def start(self):
+        self.bridge.start(self.agent, "--cwd", str(self.cwd), *self.bridge_flags)
+        self.bridge.wait_log("acp agent acp-test-agent 1.0 ready")
+
+    def close(self):
+        self.stream.close()
+        return self.bridge.stop()
+
+    def agent_log(self, event=None):
+        try:
+            with open(self.log_path) as f:
+                entries = [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+        return [e for e in entries if event is None or e["event"] == event]
+
+    def events(self, name, interaction):
+        return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
+
+    def turn(self, session, text):
+        """Sends text and waits until the turn's last agent message is final; returns (interaction, replies)."""
+        interaction = self.user.send(session, text)
+        self.wait_turn(session, interaction)
+        return interaction, self.user.replies(session, interaction)
+
+    def wait_event(self, name, interaction, task_id):
+        return self.stream.wait_for(name, lambda d: d.get("interaction_id") == interaction
+                                    and d.get("task_id") == task_id, timeout=WAIT).data
+
+    def wait_turn(self, session, interaction, timeout=WAIT):
+        # The prompt's answer ends the turn: the agent logs it just before it answers.
+        def ended():
+            replies = self.user.replies(session, interaction)
+            return replies and all(m["state"] == "final" for m in replies) and any(
+                m["finish_reason"] != "tool_call" for m in replies)
+        wait_until(ended, timeout, interval=0.1, what="the end of turn %s" % interaction)
+
+
+def ordered(replies):
+    return sorted(replies, key=lambda m: m["created_at"])
+
+
+def test_a_reply_streams_and_finishes(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction, replies = acp.turn(session, "hello there agent")
+        assert len(replies) == 1, replies
+        assert replies[0]["text"] == "echo: hello there agent" and replies[0]["finish_reason"] == "stop", replies
+        deltas = "".join(e["delta"] for e in acp.events("message_delta", interaction))
+        assert deltas == "echo: hello there agent", deltas
+        init = acp.agent_log("initialize")[0]["params"]
+        assert init["protocolVersion"] == 1, init
+        assert init["clientCapabilities"]["fs"] == {"readTextFile": True, "writeTextFile": True}, init
+        assert init["clientCapabilities"]["terminal"] is False, init
+        assert init["clientInfo"]["name"] == "relay-bridge", init
+        new = acp.agent_log("session_new")
+        assert len(new) == 1 and new[0]["cwd"] == str(acp.cwd), new
+        # a second message of the same session goes to the same ACP session
+        acp.turn(session, "again")
+        assert len(acp.agent_log("session_new")) == 1
+        assert {p["session"] for p in acp.agent_log("prompt")} == {new[0]["session"]}
+    finally:
+        assert acp.close() == 0
+
+
+def test_tool_calls_become_tasks_and_text_after_them_a_new_message(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction, replies = acp.turn(session, "tools please")
+        replies = ordered(replies)
+        assert [m["text"] for m in replies] == ["Looking at the file.", "Now editing.", "All done."], replies
+        assert [m["finish_reason"] for m in replies] == ["tool_call", "tool_call", "stop"], replies
+        created = {e["task_id"]: e for e in acp.events("task_created", interaction)}
+        assert set(created) == {"call_read", "call_edit", "call_fail"}, created
+        read = created["call_read"]
+        assert read["kind"] == "read" and read["status_label"] == "Read notes.txt", read
+        assert read["args"] == {"path": "/tmp/notes.txt"}, read
+        assert created["call_edit"]["kind"] == "edit" and created["call_fail"]["kind"] == "execute", created
+        progress = [e for e in acp.events("task_progress", interaction) if e["task_id"] == "call_read"]
+        assert progress[-1]["partial_result"] == {
+            "content": [{"type": "text", "text": "reading..."}],
+            "locations": [{"path": "/tmp/notes.txt", "line": 3}]}, progress
+        done = {e["task_id"]: e for e in acp.events("task_completed", interaction)}
+        assert done["call_read"]["result"] == {
+            "content": [{"type": "text", "text": "line one\nline two"}],
+            "locations": [{"path": "/tmp/notes.txt", "line": 3}], "raw_output": {"lines": 2}}, done
+        assert done["call_edit"]["result"]["content"] == [
+            {"type": "diff", "path": "/tmp/notes.txt", "old_text": "line one\n", "new_text": "line 1\n"}], done
+        failed = acp.events("task_failed", interaction)
+        assert len(failed) == 1 and failed[0]["task_id"] == "call_fail", failed
+        assert failed[0]["error"] == {"message": "make: no targets"}, failed
+        # everything in the order it happened: message, read, message, edit, fail, message
+        tasks = sorted(created.values(), key=lambda e: list(created).index(e["task_id"]))
+        assert [t["task_id"] for t in tasks] == ["call_read", "call_edit", "call_fail"]
+    finally:
+        assert acp.close() == 0
+
+
+def test_plan_and_thoughts_are_tasks(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction, replies = acp.turn(session, "plan it")
+        assert [m["text"] for m in ordered(replies)] == ["Working on it.", "Plan finished."], replies
+        plan_id = "plan_" + interaction
+        created = acp.events("task_created", interaction)
+        assert [(e["task_id"], e["kind"]) for e in created] == [(plan_id, "plan")], created
+        updates = [e["partial_result"]["entries"] for e in acp.events("task_progress", interaction)]
+        assert [[x["status"] for x in entries] for entries in updates] == [
+            ["pending", "pending", "pending"], ["completed", "in_progress", "pending"],
+            ["completed", "completed", "completed"]], updates
+        assert updates[0][0] == {"content": "step 1", "priority": "high", "status": "pending"}, updates
+        done = acp.wait_event("task_completed", interaction, plan_id)
+        assert [x["status"] for x in done["result"]["entries"]] == ["completed"] * 3, done
+
+        interaction, replies = acp.turn(session, "think hard")
+        assert [m["text"] for m in replies] == ["The answer is 42."], replies
+        think_id = "think_%s_1" % interaction
+        created = acp.events("task_created", interaction)
+        assert [(e["task_id"], e["kind"], e["status_label"]) for e in created] == [
+            (think_id, "think", "Thinking")], created
+        done = acp.wait_event("task_completed", interaction, think_id)
+        assert done["result"] == {"text": "Let me think about this."}, done
+    finally:
+        assert acp.close() == 0
+
+
+def test_approved_write_goes_through_fs_inside_the_cwd(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        target = acp.cwd / "hello.txt"
+        target.write_text("old words\n")
+        interaction = acp.user.send(session, "write %s new words" % target)
+        approval = acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                       timeout=WAIT).data
+        assert approval["action"] == "edit" and approval["severity"] == "medium", approval
+        assert approval["title"] == "Write hello.txt", approval
+        assert approval["command"] == str(target), approval
+        assert approval["message"] == "The agent asks to edit %s" % target, approval
+        assert approval["tool_call_id"].startswith("call_"), approval
+        if "content" in approval:  # relayd carries it once the timeline part is in
+            assert approval["content"] == [{"type": "diff", "path": str(target), "old_text": "old words\n",
+                                             "new_text": "new words\n"}], approval
+        assert target.read_text() == "old words\n"
+        acp.user.decide(approval["approval_id"], "approve")
+        acp.wait_turn(session, interaction)
+        replies = ordered(acp.user.replies(session, interaction))
+        assert replies[-1]["text"] == "wrote %s (allow-once)" % target, replies
+        assert target.read_text() == "new words\n"
+        writes = acp.agent_log("fs_write")
+        assert writes[-1]["error"] is None and writes[-1]["result"] is None, writes
+    finally:
+        assert acp.close() == 0
+
+
+def test_denied_write_leaves_the_file(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        target = acp.cwd / "keep.txt"
+        target.write_text("keep me\n")
+        interaction = acp.user.send(session, "write %s overwritten" % target)
+        approval = acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                       timeout=WAIT).data
+        acp.user.decide(approval["approval_id"], "deny")
+        acp.wait_turn(session, interaction)
+        replies = ordered(acp.user.replies(session, interaction))
+        assert replies[-1]["text"] == "not written (reject-once)", replies
+        assert target.read_text() == "keep me\n"
+        failed = acp.events("task_failed", interaction)
+        assert len(failed) == 1 and failed[0]["task_id"] == approval["tool_call_id"], failed
+    finally:
+        assert acp.close() == 0
+
+
+def test_approve_always_covers_the_same_command_only(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction = acp.user.send(session, "run ls -la /srv")
+        approval = acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                       timeout=WAIT).data
+        assert approval["action"] == "execute" and approval["severity"] == "high", approval
+        assert approval["command"] == "ls -la /srv", approval
+        acp.user.decide(approval["approval_id"], "approve_always", scope="tool")
+        acp.wait_turn(session, interaction)
+        assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "outcome: allow-always"
+        # the same command: the relay's grant answers, nobody is asked
+        interaction, replies = acp.turn(session, "run ls -la /srv")
+        assert ordered(replies)[-1]["text"] == "outcome: allow-always", replies
+        assert acp.events("approval_requested", interaction) == []
+        # another command still asks
+        interaction = acp.user.send(session, "run rm -rf /srv")
+        approval = acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                       timeout=WAIT).data
+        assert approval["command"] == "rm -rf /srv", approval
+        acp.user.decide(approval["approval_id"], "deny")
+        acp.wait_turn(session, interaction)
+        assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "outcome: reject-once"
+    finally:
+        assert acp.close() == 0
+
+
+def test_an_expired_approval_rejects(relayd, tmp_path):
+    from relaylib import mint_token
+    relay = relayd("--approval-ttl", "2s")
+    acp = Acp(relay, mint_token(relay.data, "alice"), tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction = acp.user.send(session, "run make deploy")
+        acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        acp.wait_turn(session, interaction)
+        assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "outcome: reject-once"
+    finally:
+        assert acp.close() == 0
+
+
+def test_cancel_mid_turn(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction = acp.user.send(session, "slow")
+        wait_until(lambda: any(m["text"].startswith("..") for m in acp.user.replies(session, interaction)), WAIT,
+                   what="dots")
+        acp.user.cancel(session, interaction)
+        acp.wait_turn(session, interaction)
+        replies = ordered(acp.user.replies(session, interaction))
+        assert replies[-1]["finish_reason"] == "cancelled", replies
+        assert 2 <= replies[-1]["text"].count(".") < 600, replies
+        cancelled = acp.wait_event("task_cancelled", interaction, "call_slow")
+        assert cancelled["status"] == "cancelled", cancelled
+        assert acp.agent_log("cancelled"), acp.agent_log()
+
+        # a permission request pending at the cancel is answered "cancelled"
+        interaction = acp.user.send(session, "run sleep 100")
+        acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
+        acp.user.cancel(session, interaction)
+        acp.wait_turn(session, interaction)
+        assert acp.user.replies(session, interaction)[-1]["finish_reason"] == "cancelled"
+        outcomes = [e["result"]["outcome"] for e in acp.agent_log("permission")]
+        assert outcomes[-1] == {"outcome": "cancelled"}, outcomes
+    finally:
+        assert acp.close() == 0
+
+
+def test_a_crash_ends_the_reply_with_an_error_and_the_agent_comes_back(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction, replies = acp.turn(session, "crash now")
+        assert len(replies) == 1, replies
+        assert replies[0]["finish_reason"] == "error", replies
+        assert replies[0]["text"].startswith("about to crash"), replies
+        assert "the agent exited with status 3" in replies[0]["text"], replies
+        acp.bridge.wait_log("restarting the acp agent in 1000 ms")
+        interaction, replies = acp.turn(session, "whoami")
+        assert replies[0]["finish_reason"] == "stop", replies
+        # the restarted agent loaded the session it had before
+        first = acp.agent_log("session_new")[0]["session"]
+        assert replies[0]["text"] == "session " + first, replies
+        loads = acp.agent_log("session_load")
+        assert loads and loads[-1]["session"] == first and loads[-1]["found"], loads
+        assert len({e["pid"] for e in acp.agent_log("initialize")}) == 2
+    finally:
+        assert acp.close() == 0
+
+
+def test_a_restarted_bridge_continues_with_session_load(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction, replies = acp.turn(session, "whoami")
+        first = acp.agent_log("session_new")[0]["session"]
+        assert replies[0]["text"] == "session " + first, replies
+        assert acp.bridge.stop() == 0
+        acp.start()
+        interaction, replies = acp.turn(session, "whoami")
+        assert replies[0]["text"] == "session " + first, replies
+        assert len(replies) == 1, replies
+        assert len(acp.agent_log("session_new")) == 1
+        assert acp.agent_log("session_load")[-1]["session"] == first
+        # the replayed history did not come back as a reply
+        everything = acp.user.messages(session)
+        assert [m["text"] for m in everything if m["role"] == "agent"] == ["session " + first] * 2, everything
+    finally:
+        assert acp.close() == 0
+
+
+def test_fs_stays_inside_the_cwd_and_unknown_methods_are_refused(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        inside = acp.cwd / "notes.txt"
+        inside.write_text("inside\n")
+        outside = tmp_path / "secret.txt"
+        outside.write_text("secret\n")
+        os.symlink(str(outside), str(acp.cwd / "link.txt"))
+        _, replies = acp.turn(session, "read %s" % inside)
+        assert replies[0]["text"] == "content: inside\n", replies
+        for path in (outside, acp.cwd / "link.txt", "%s/../secret.txt" % acp.cwd, "relative.txt"):
+            _, replies = acp.turn(session, "read %s" % path)
+            assert replies[0]["text"] == "error -32602", (path, replies)
+        _, replies = acp.turn(session, "read %s" % (acp.cwd / "missing.txt"))
+        assert replies[0]["text"] == "error -32002", replies
+        # a write through the link is refused too, and the file outside is untouched
+        interaction = acp.user.send(session, "write %s pwned" % (acp.cwd / "link.txt"))
+        approval = acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                       timeout=WAIT).data
+        acp.user.decide(approval["approval_id"], "approve")
+        acp.wait_turn(session, interaction)
+        assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "write failed -32602"
+        assert outside.read_text() == "secret\n"
+        _, replies = acp.turn(session, "unknown")
+        assert replies[0]["text"] == "error -32601", replies
+    finally:
+        assert acp.close() == 0
+
+
+def test_commands_and_mode_reach_the_manifest(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        acp.turn(session, "commands")
+        acp.turn(session, "mode")
+        log = acp.bridge.log_text()
+        assert "setManifest: HTTP" not in log, log
+        me = assert_ok(acp.user.call("GET", "/v1/me"))
+        inst = [i for i in me["installations"] if i["id"] == acp.user.installation_id][0]
+        if "commands" in inst:  # relayd shows them once the timeline part is in
+            assert [c["name"] for c in inst["commands"]] == ["web", "test", "deploy"], inst
+            assert inst["commands"][0] == {"name": "web", "description": "Search the web",
+                                           "input_hint": "what to search for"}, inst
+            assert inst["agent"]["mode"] == "code", inst
+    finally:
+        assert acp.close() == 0
+
+
+def test_stop_reasons_map_to_finish_reasons(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "refuse")
+        assert replies[0]["finish_reason"] == "content_filter", replies
+        _, replies = acp.turn(session, "maxtokens")
+        assert replies[0]["finish_reason"] == "length", replies
+    finally:
+        assert acp.close() == 0
