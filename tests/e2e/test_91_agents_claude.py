@@ -27,10 +27,14 @@ What is avoided, and how:
   (setpriv to nobody) would need the repository's node_modules readable by that user wherever CI
   clones it, for nothing gained on that path.
 """
+import json
 import os
 
-from agentlib import CLAUDE_ACP, WAIT, AcpClient, ClaudeRig
+from agentlib import WAIT, AcpClient, ClaudeRig
 from fake_anthropic import tools_then_text
+from relaylib import wait_until
+from streams import EventStream
+from test_50_bridge_support import paired
 
 ORIGINAL = "line one\nline two\n"
 
@@ -146,3 +150,148 @@ def test_claude_code_over_acp_command_denied_is_not_run(tmp_path):
     finally:
         client.close()
         rig.close()
+
+
+# -- end to end: relayd, relay-bridge run --agent 'acp:…', a client on the relay ----------------------
+
+class ClaudeThroughBridge:
+    """A paired relay-bridge running the real Claude Code (ClaudeRig's launcher: the agent in its
+    network namespace with its own environment), a user and an event stream."""
+
+    def __init__(self, relay, token, tmp_path, steps, text):
+        self.rig = _rig(tmp_path, steps, text)
+        self.cwd = self.rig.cwd
+        launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "claude-agent.sh"))
+        self.stream = None
+        try:
+            self.bridge, self.user = paired(relay, token, tmp_path)
+            self.stream = EventStream(relay, token)
+            self.bridge.start("acp:" + launcher, "--cwd", self.cwd)
+            self.bridge.wait_log("acp agent @zed-industries/claude-agent-acp 0.23.1 ready", timeout=WAIT)
+        except BaseException:
+            self.close()
+            raise
+
+    def events(self, name, interaction):
+        return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
+
+    def approval(self, interaction):
+        return self.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                    timeout=WAIT).data
+
+    def wait_turn(self, session, interaction):
+        """The turn is over when every agent message of it is final and the last is not cut by a tool call."""
+        def ended():
+            replies = self.user.replies(session, interaction)
+            return replies and all(m["state"] == "final" for m in replies) and any(
+                m["finish_reason"] != "tool_call" for m in replies)
+        wait_until(ended, WAIT, interval=0.1, what="the end of turn %s" % interaction)
+        return sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
+
+    def close(self):
+        status = None
+        if self.stream is not None:
+            self.stream.close()
+        if getattr(self, "bridge", None) is not None:
+            status = self.bridge.stop()
+        self.rig.close()
+        return status
+
+
+def _texts(replies):
+    return [m["text"] for m in replies]
+
+
+def test_claude_code_through_relay_bridge_edit_approved_after_its_diff(relay, user_token, tmp_path):
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [
+        ("Read", {"file_path": target}),
+        ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})], "All done.")
+    try:
+        with open(target, "w") as f:
+            f.write(ORIGINAL)
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        approval = run.approval(interaction)
+        assert approval["action"] == "edit" and approval["severity"] == "medium", approval
+        assert approval["title"] == "Edit notes.txt" and approval["command"] == target, approval
+        assert approval["tool_call_id"].startswith("toolu_"), approval
+        if "content" in approval:  # relayd carries it once the timeline part is merged
+            assert approval["content"] == [{"type": "diff", "path": target, "old_text": "line two",
+                                             "new_text": "line 2 edited"}], approval
+        with open(target) as f:
+            assert f.read() == ORIGINAL  # nothing written before the user said yes
+        run.user.decide(approval["approval_id"], "approve")
+
+        replies = run.wait_turn(session, interaction)
+        with open(target) as f:
+            assert f.read() == "line one\nline 2 edited\n"
+        assert _texts(replies)[:2] == ["I will use Read.", "I will use Edit."], replies
+        assert replies[-1]["text"].startswith("All done. [tool ok: The file %s has been updated" % target), replies
+        assert [m["finish_reason"] for m in replies] == ["tool_call", "tool_call", "stop"], replies
+        # streamed: deltas, then each message finalized
+        deltas = "".join(e["delta"] for e in run.events("message_delta", interaction))
+        assert deltas == "".join(_texts(replies)), deltas
+        finalized = {e["message_id"] for e in run.events("message_finalized", interaction)}
+        assert finalized == {m["message_id"] for m in replies}, finalized
+
+        # the two tool calls as tasks: the Read and the Edit, both completed
+        edit_id = approval["tool_call_id"]
+        created = {e["task_id"]: e for e in run.events("task_created", interaction)}
+        assert edit_id in created and len(created) == 2, created
+        assert {e["kind"] for e in created.values()} == {"read", "edit"}, created
+        done = {e["task_id"]: e for e in run.events("task_completed", interaction)}
+        assert set(done) == set(created), done
+        assert "updated successfully" in json.dumps(done[edit_id].get("result")), done[edit_id]
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_edit_denied_leaves_the_file(relay, user_token, tmp_path):
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [
+        ("Read", {"file_path": target}),
+        ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})], "Understood.")
+    try:
+        with open(target, "w") as f:
+            f.write(ORIGINAL)
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        approval = run.approval(interaction)
+        assert approval["action"] == "edit" and approval["command"] == target, approval
+        run.user.decide(approval["approval_id"], "deny")
+        replies = run.wait_turn(session, interaction)
+        with open(target) as f:
+            assert f.read() == ORIGINAL
+        assert replies[-1]["text"] == "Understood. [tool error: User refused permission to run tool]", replies
+        assert replies[-1]["finish_reason"] == "stop", replies
+        failed = run.events("task_failed", interaction)
+        assert [e["task_id"] for e in failed] == [approval["tool_call_id"]], failed
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_command_approved_runs(relay, user_token, tmp_path):
+    made = os.path.join(str(tmp_path), "work", "made.txt")
+    command = "echo hi > made.txt && echo done"
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [("Bash", {"command": command, "description": "Make a file"})],
+                              "Made it.")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Make a file with a command")
+        approval = run.approval(interaction)
+        assert approval["action"] == "execute" and approval["severity"] == "high", approval
+        assert approval["command"] == command and approval["title"] == command, approval
+        assert not os.path.exists(made)
+        run.user.decide(approval["approval_id"], "approve")
+        replies = run.wait_turn(session, interaction)
+        with open(made) as f:
+            assert f.read() == "hi\n"
+        assert replies[-1]["text"] == "Made it. [tool ok: done]", replies
+        done = run.events("task_completed", interaction)
+        assert [e["task_id"] for e in done] == [approval["tool_call_id"]], done
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
