@@ -30,15 +30,18 @@ AGENTS = os.path.join(ROOT, "tests", "agents")
 MODULES = os.path.join(AGENTS, "node_modules")
 # The bin of @zed-industries/claude-agent-acp (its package.json: "claude-agent-acp": "dist/index.js").
 CLAUDE_ACP = os.path.join(MODULES, "@zed-industries", "claude-agent-acp", "dist", "index.js")
+# The bin of @zed-industries/codex-acp ("codex-acp": "bin/codex-acp.js": it runs the native binary of
+# its platform package, @zed-industries/codex-acp-linux-x64).
+CODEX_ACP = os.path.join(MODULES, "@zed-industries", "codex-acp", "bin", "codex-acp.js")
 NODE = os.environ.get("RELAY_TEST_NODE") or shutil.which("node") or "/usr/bin/node"
 WAIT = 60 * SLOW
 
 
 def require_agents():
     """Fail loudly (never skip) when the pinned agents are not installed."""
-    assert os.path.isfile(CLAUDE_ACP), (
-        "%s is missing: install the pinned agents with `make test-agents` "
-        "(cd tests/agents && npm ci)" % CLAUDE_ACP)
+    for path in (CLAUDE_ACP, CODEX_ACP):
+        assert os.path.isfile(path), ("%s is missing: install the pinned agents with `make test-agents` "
+                                      "(cd tests/agents && npm ci)" % path)
 
 
 CLONE_NEWNET = 0x40000000
@@ -146,33 +149,32 @@ def claude_env(home, api_url, proxy_url, extra=None):
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
-        # Anything that still tries to leave goes to the recording, refusing proxy; loopback stays direct.
-        "HTTPS_PROXY": proxy_url,
-        "HTTP_PROXY": proxy_url,
-        "https_proxy": proxy_url,
-        "http_proxy": proxy_url,
-        "NO_PROXY": "127.0.0.1,localhost",
-        "no_proxy": "127.0.0.1,localhost",
     }
+    env.update(_proxy_env(proxy_url))
     os.makedirs(env["TMPDIR"], exist_ok=True)
     os.makedirs(env["CLAUDE_CONFIG_DIR"], exist_ok=True)
     env.update(extra or {})
     return env
 
 
-# What Claude Code 2.1.83 still fetches with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, through the
-# proxy, which refuses it: the plugin blocklist (raw.githubusercontent.com/anthropics/
-# claude-plugins-official/…/security.json), once per start, whether or not any plugin is installed.
-# Nothing else was ever seen; anything else recorded fails the test.
-KNOWN_REFUSED = {"CONNECT raw.githubusercontent.com:443"}
+def _proxy_env(proxy_url):
+    """Anything that still tries to leave goes to the recording, refusing proxy; loopback stays direct."""
+    return {"HTTPS_PROXY": proxy_url, "HTTP_PROXY": proxy_url, "https_proxy": proxy_url, "http_proxy": proxy_url,
+            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 
 
-class ClaudeRig:
-    """Everything the real Claude Code needs in a test, and nothing that leaves the machine.
+class AgentRig:
+    """Everything a real agent needs in a test, and nothing that leaves the machine.
 
-    A NetSandbox; in it, the Anthropic stand-in (`model`, its script settable) and the refusing
-    proxy; a HOME (with CLAUDE_CONFIG_DIR) and a working folder (`cwd`) in `base`; `env` for the
-    agent; `argv` the command that runs @zed-industries/claude-agent-acp inside the namespace."""
+    A NetSandbox; in it, the stand-in of the agent's model API (`model`, made by `model_class`, its
+    script settable) and the refusing proxy; a HOME and a working folder (`cwd`) in `base`; `env`
+    for the agent (made by the subclass, from nothing); `argv` the command that runs the agent inside
+    the namespace."""
+
+    model_class = None
+    name = "agent"
+    # What the agent is known to try through the proxy (refused): anything else fails the test.
+    known_refused = set()
 
     def __init__(self, base, script=None):
         require_agents()
@@ -183,19 +185,19 @@ class ClaudeRig:
         os.makedirs(self.cwd, exist_ok=True)
         self.net = NetSandbox()
         try:
-            self.model = FakeAnthropic(script, sock=self.net.listen())
+            self.model = self.model_class(script, sock=self.net.listen())
             self.proxy = RefusingProxy(sock=self.net.listen())
         except BaseException:
             self.net.close()
             raise
-        self.env = claude_env(self.home, self.model.url, self.proxy.url)
-        self.argv = self.net.wrap([NODE, CLAUDE_ACP])
+        self.env = self.make_env()
+        self.argv = self.net.wrap(self.command())
 
     def write_launcher(self, path):
         """A script that starts the agent in the namespace with exactly `env` (for relay-bridge's
         --agent 'acp:PATH': so that relay-bridge's own environment stays as it is)."""
         lines = ["#!/bin/sh",
-                 "# Claude Code's ACP adapter for a test: own HOME, the loopback stand-in, no network.",
+                 "# %s for a test: its own HOME, the loopback stand-in of its model API, no network." % self.name,
                  "exec env -i \\"]
         for k, v in sorted(self.env.items()):
             lines.append("  %s='%s' \\" % (k, v.replace("'", "'\\''")))
@@ -207,18 +209,92 @@ class ClaudeRig:
 
     def assert_stayed_home(self):
         """The agent asked the stand-in for model turns only, with the fake key, and tried nothing
-        through the proxy but what KNOWN_REFUSED lists (all of it refused)."""
+        through the proxy but what known_refused lists (all of it refused)."""
         paths = self.model.paths()
-        assert paths, "Claude Code never called the stand-in"
-        assert {p for p in paths} == {("POST", "/v1/messages?beta=true")}, paths
+        assert paths, "%s never called the stand-in" % self.name
+        assert set(paths) == {self.model_route}, paths
         for r in self.model.requests:
-            assert r["headers"].get("x-api-key") == "sk-test-not-a-real-key", r["headers"]
-        assert set(self.proxy.asked) <= KNOWN_REFUSED, self.proxy.asked
+            self.check_key(r["headers"])
+        assert set(self.proxy.asked) <= self.known_refused, self.proxy.asked
 
     def close(self):
         self.model.close()
         self.proxy.close()
         self.net.close()
+
+
+class ClaudeRig(AgentRig):
+    """Claude Code through @zed-industries/claude-agent-acp, against the Anthropic stand-in."""
+
+    model_class = FakeAnthropic
+    name = "Claude Code's ACP adapter"
+    model_route = ("POST", "/v1/messages?beta=true")
+    # What Claude Code 2.1.83 still fetches with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1: the plugin
+    # blocklist (raw.githubusercontent.com/anthropics/claude-plugins-official/…/security.json), once per
+    # start, whether or not any plugin is installed. Nothing else was ever seen.
+    known_refused = {"CONNECT raw.githubusercontent.com:443"}
+
+    def make_env(self):
+        return claude_env(self.home, self.model.url, self.proxy.url)
+
+    def command(self):
+        return [NODE, CLAUDE_ACP]
+
+    def check_key(self, headers):
+        assert headers.get("x-api-key") == "sk-test-not-a-real-key", headers
+
+
+class CodexRig(AgentRig):
+    """Codex through @zed-industries/codex-acp (its native binary, started by the package's bin
+    script with node), against the Responses API stand-in.
+
+    Its model provider is the stand-in, set in $CODEX_HOME/config.toml (Codex does not honour
+    OPENAI_BASE_URL); its login is the fake key in $CODEX_HOME/auth.json, as `codex login
+    --with-api-key` writes it (without a login, session/new answers "Authentication required" unless
+    the client calls `authenticate`). `approval_policy = "untrusted"`: every edit and every command
+    that is not known to be harmless is asked; `sandbox_mode = "danger-full-access"`: Codex's own
+    sandbox on Linux needs bubblewrap, which a fresh Debian lacks (the approvals are the same)."""
+
+    name = "Codex's ACP adapter"
+    model_route = ("POST", "/v1/responses")
+
+    @property
+    def model_class(self):
+        from fake_openai_responses import FakeResponses
+        return FakeResponses
+
+    def make_env(self):
+        codex_home = os.path.join(self.home, ".codex")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "HOME": self.home,
+            "CODEX_HOME": codex_home,
+            # Codex declines to put helper binaries under the temporary folder if CODEX_HOME is in it.
+            "TMPDIR": os.path.join(self.home, "tmp"),
+            "OPENAI_API_KEY": "sk-test-not-a-real-key",
+        }
+        env.update(_proxy_env(self.proxy.url))
+        os.makedirs(env["TMPDIR"], exist_ok=True)
+        os.makedirs(codex_home, exist_ok=True)
+        with open(os.path.join(codex_home, "config.toml"), "w") as f:
+            f.write('model_provider = "relaytest"\n'
+                    'approval_policy = "untrusted"\n'
+                    'sandbox_mode = "danger-full-access"\n'
+                    '\n[model_providers.relaytest]\n'
+                    'name = "the tests\' loopback stand-in"\n'
+                    'base_url = "%s/v1"\n'
+                    'env_key = "OPENAI_API_KEY"\n'
+                    'wire_api = "responses"\n' % self.model.url)
+        with open(os.path.join(codex_home, "auth.json"), "w") as f:
+            json.dump({"OPENAI_API_KEY": "sk-test-not-a-real-key"}, f)
+        return env
+
+    def command(self):
+        return [NODE, CODEX_ACP]
+
+    def check_key(self, headers):
+        assert headers.get("authorization") == "Bearer sk-test-not-a-real-key", headers
 
 
 class AcpError(Exception):
