@@ -249,9 +249,11 @@ class CodexRig(AgentRig):
     script with node), against the Responses API stand-in.
 
     Its model provider is the stand-in, set in $CODEX_HOME/config.toml (Codex does not honour
-    OPENAI_BASE_URL); its login is the fake key in $CODEX_HOME/auth.json, as `codex login
-    --with-api-key` writes it (without a login, session/new answers "Authentication required" unless
-    the client calls `authenticate`). `approval_policy = "untrusted"`: every edit and every command
+    OPENAI_BASE_URL) as the built-in OpenAI one is (`requires_openai_auth`: the key of the user's
+    login); its login is the fake key in $CODEX_HOME/auth.json, as `codex login --with-api-key`
+    writes it. (Without a login, session/new answers "Authentication required" unless the client
+    calls `authenticate`, which relay-bridge does not; OPENAI_API_KEY or CODEX_API_KEY in the
+    environment alone start a session but no key reaches the API.) `approval_policy = "untrusted"`: every edit and every command
     that is not known to be harmless is asked; `sandbox_mode = "danger-full-access"`: Codex's own
     sandbox on Linux needs bubblewrap, which a fresh Debian lacks (the approvals are the same)."""
 
@@ -272,7 +274,6 @@ class CodexRig(AgentRig):
             "CODEX_HOME": codex_home,
             # Codex declines to put helper binaries under the temporary folder if CODEX_HOME is in it.
             "TMPDIR": os.path.join(self.home, "tmp"),
-            "OPENAI_API_KEY": "sk-test-not-a-real-key",
         }
         env.update(_proxy_env(self.proxy.url))
         os.makedirs(env["TMPDIR"], exist_ok=True)
@@ -284,7 +285,7 @@ class CodexRig(AgentRig):
                     '\n[model_providers.relaytest]\n'
                     'name = "the tests\' loopback stand-in"\n'
                     'base_url = "%s/v1"\n'
-                    'env_key = "OPENAI_API_KEY"\n'
+                    'requires_openai_auth = true\n'
                     'wire_api = "responses"\n' % self.model.url)
         with open(os.path.join(codex_home, "auth.json"), "w") as f:
             json.dump({"OPENAI_API_KEY": "sk-test-not-a-real-key"}, f)
