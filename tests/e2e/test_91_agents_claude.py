@@ -158,9 +158,11 @@ class ClaudeThroughBridge:
     """A paired relay-bridge running the real Claude Code (ClaudeRig's launcher: the agent in its
     network namespace with its own environment), a user and an event stream."""
 
-    def __init__(self, relay, token, tmp_path, steps, text):
+    def __init__(self, relay, token, tmp_path, steps, text, drop_env=()):
         self.rig = _rig(tmp_path, steps, text)
         self.cwd = self.rig.cwd
+        for name in drop_env:
+            del self.rig.env[name]
         launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "claude-agent.sh"))
         self.stream = None
         try:
@@ -293,5 +295,22 @@ def test_claude_code_through_relay_bridge_command_approved_runs(relay, user_toke
         done = run.events("task_completed", interaction)
         assert [e["task_id"] for e in done] == [approval["tool_call_id"]], done
         run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_without_a_key_ends_the_reply_with_an_error(relay, user_token, tmp_path):
+    """No ANTHROPIC_API_KEY and no login in its HOME: Claude Code opens the session but answers the
+    prompt with ACP's auth_required (-32000); the user sees the reply end in an error that says so,
+    and nothing was asked of any model API."""
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "unused", drop_env=["ANTHROPIC_API_KEY"])
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "hello")
+        replies = run.wait_turn(session, interaction)
+        assert len(replies) == 1 and replies[0]["finish_reason"] == "error", replies
+        assert "Authentication required" in replies[0]["text"] or "login" in replies[0]["text"], replies
+        assert run.rig.model.paths() == [], run.rig.model.paths()
+        assert set(run.rig.proxy.asked) <= run.rig.known_refused, run.rig.proxy.asked
     finally:
         assert run.close() == 0
