@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +31,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "bridge/acp_map.h"
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
 #include "bridge/jsonrpc.h"
+#include "client/client.h"
 #include "client/credentials.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -58,6 +62,10 @@
 /* Past this many sessions the oldest mappings are forgotten (a conversation then starts afresh). */
 #define STATE_MAX_SESSIONS 1000
 #define MAX_COMMANDS       200
+/* Attachments sent inside the prompt (image and embedded text blocks) are fetched up to these sizes. */
+#define FETCH_IMAGE_MAX    (5L * 1024L * 1024L)
+#define FETCH_TEXT_MAX     (1024L * 1024L)
+#define FETCH_TIMEOUT_MS   20000L
 #define MAX_CONTENT_BLOCKS 32
 
 typedef struct tool {
@@ -69,8 +77,10 @@ typedef struct tool {
 /* One relay turn: waiting for its session, or running as a session/prompt. */
 typedef struct prompt {
     struct prompt *next;
-    rl_turn_t *turn; /* a reference */
-    json_t *message; /* the update's message (a reference) */
+    rl_turn_t *turn;       /* a reference */
+    json_t *message;       /* the update's message (a reference) */
+    struct fetch *fetch;   /* attachments being fetched: the prompt waits for them */
+    json_t *inline_blocks; /* per attachment: the image or resource block fetched, or null (then a link) */
     int cancelled;
     tool_t *tools;
     int plan_open;
@@ -115,6 +125,21 @@ typedef struct permission {
     prompt_t *prompt;
 } permission_t;
 
+/*
+ * Attachments of one prompt fetched on a thread of their own (the loop never
+ * waits on HTTP): the thread fills blocks and writes the job's address into
+ * the agent's fetch pipe; the loop then hands the blocks to the prompt, or
+ * drops them when the prompt is gone (prompt is NULL then).
+ */
+typedef struct fetch {
+    struct fetch *next;
+    pthread_t thread;
+    int done_fd;
+    struct prompt *prompt;
+    json_t *wanted; /* per attachment: {"url", "mime", "max", "as": "image"|"text"} or null */
+    json_t *blocks; /* filled by the thread: per attachment a block or null */
+} fetch_t;
+
 struct rl_agent {
     rl_bridge_t *bridge;
     char *command;
@@ -139,6 +164,8 @@ struct rl_agent {
     permission_t *permissions;
     int timer_fd;
     long restart_delay_ms;
+    int fetch_pipe[2];
+    fetch_t *fetches;
     json_t *state; /* {"agent", "cwd", "sessions": {relay id: ACP id}} */
 };
 
@@ -382,6 +409,9 @@ static void prompt_free(struct rl_agent *a, session_t *s, prompt_t *p)
         json_decref(t->call);
         free(t);
     }
+    if (p->fetch != NULL)
+        p->fetch->prompt = NULL;
+    json_decref(p->inline_blocks);
     json_decref(p->plan_entries);
     json_decref(p->message);
     free(p->thought);
@@ -683,9 +713,12 @@ static void on_update(struct rl_agent *a, json_t *params)
     rl_acp_update_t kind = rl_acp_update_of(json_string_value(json_object_get(update, "sessionUpdate")));
     prompt_t *p = running_prompt(s);
 
-    if (s == NULL || !json_is_object(update))
+    if (!json_is_object(update))
         return;
-    /* Commands and the mode belong to the agent, not to a turn: they apply whenever they come. */
+    /*
+     * Commands and the mode belong to the agent, not to a turn: they apply whenever they come, even for a session
+     * whose session/new answer is still on its way (agents announce their commands as soon as it is created).
+     */
     if (kind == RL_ACP_UPDATE_COMMANDS) {
         on_commands(a, update);
         return;
@@ -697,7 +730,7 @@ static void on_update(struct rl_agent *a, json_t *params)
         return;
     }
     /* spec (ACP session/load): the history is replayed as updates; the relay has it already. */
-    if (s->loading || p == NULL || kind == RL_ACP_UPDATE_IGNORE)
+    if (s == NULL || s->loading || p == NULL || kind == RL_ACP_UPDATE_IGNORE)
         return;
     if (kind != RL_ACP_UPDATE_THOUGHT)
         thought_close(a, p);
@@ -1031,6 +1064,160 @@ out:
     send_msg(a, rl_jsonrpc_result(id, NULL));
 }
 
+/* ---- attachments fetched for the prompt ----------------------------------------------------------- */
+
+/* What to fetch of an attachment for an agent with these capabilities: "image", "text" or NULL (a link will do). */
+static const char *inline_kind(struct rl_agent *a, json_t *attachment, long *max)
+{
+    const char *mime = json_string_value(json_object_get(attachment, "mime"));
+    json_int_t size = json_integer_value(json_object_get(attachment, "size"));
+
+    if (mime == NULL || !json_is_string(json_object_get(attachment, "url")))
+        return NULL;
+    if (a->image && strncmp(mime, "image/", 6) == 0 && size <= FETCH_IMAGE_MAX) {
+        *max = FETCH_IMAGE_MAX;
+        return "image";
+    }
+    if (a->embedded_context && strncmp(mime, "text/", 5) == 0 && size <= FETCH_TEXT_MAX) {
+        *max = FETCH_TEXT_MAX;
+        return "text";
+    }
+    return NULL;
+}
+
+/* One GET of an absolute URL with the client core: the body, or NULL. */
+static char *fetch_url(const char *url, long max, size_t *len)
+{
+    const char *rest = strstr(url, "://");
+    const char *slash = rest != NULL ? strchr(rest + 3, '/') : NULL;
+    rl_client_options_t options = {5000, FETCH_TIMEOUT_MS, (size_t)max, "relay-bridge"};
+    rl_client_response_t response;
+    rl_client_t *client = NULL;
+    char base[1024], *body = NULL;
+
+    if (slash == NULL || (size_t)(slash - url) >= sizeof(base))
+        return NULL;
+    snprintf(base, sizeof(base), "%.*s", (int)(slash - url), url);
+    memset(&response, 0, sizeof(response));
+    if (rl_client_new(base, &options, &client) != 0)
+        return NULL;
+    if (rl_client_get(client, slash, NULL, &response) == 0 && response.status == 200) {
+        body = response.body;
+        *len = response.len;
+        response.body = NULL;
+    } else {
+        rl_log(RL_LOG_WARN, "acp: could not fetch an attachment (HTTP %ld %s): sent as a link", response.status,
+               response.error);
+    }
+    rl_client_response_free(&response);
+    rl_client_free(client);
+    return body;
+}
+
+static void *fetch_run(void *arg)
+{
+    fetch_t *f = arg;
+    json_t *want;
+    size_t i;
+
+    json_array_foreach(f->wanted, i, want)
+    {
+        const char *as = json_string_value(json_object_get(want, "as"));
+        const char *url = json_string_value(json_object_get(want, "url"));
+        json_t *block = NULL;
+        size_t len = 0;
+        char *body = as != NULL ? fetch_url(url, (long)json_integer_value(json_object_get(want, "max")), &len) : NULL;
+
+        if (body != NULL && strcmp(as, "image") == 0) {
+            char *data = malloc(4 * ((len + 2) / 3) + 1);
+            if (data != NULL) {
+                EVP_EncodeBlock((unsigned char *)data, (const unsigned char *)body, (int)len);
+                block = json_pack("{s:s, s:s, s:O, s:s}", "type", "image", "data", data, "mimeType",
+                                  json_object_get(want, "mime"), "uri", url);
+            }
+            free(data);
+        } else if (body != NULL) {
+            json_t *text = json_stringn(body, len);
+            /* Not UTF-8 after all: the link will do. */
+            if (text != NULL)
+                block = json_pack("{s:s, s:{s:s, s:O, s:o}}", "type", "resource", "resource", "uri", url, "mimeType",
+                                  json_object_get(want, "mime"), "text", text);
+        }
+        free(body);
+        json_array_append_new(f->blocks, block != NULL ? block : json_null());
+    }
+    if (write(f->done_fd, &f, sizeof(f)) != (ssize_t)sizeof(f))
+        rl_log(RL_LOG_ERROR, "acp: the attachment fetch could not report back");
+    return NULL;
+}
+
+static void on_fetched(void *user, int fd, short revents)
+{
+    struct rl_agent *a = user;
+    fetch_t *done, **pp;
+    session_t *s;
+
+    (void)revents;
+    while (read(fd, &done, sizeof(done)) == (ssize_t)sizeof(done)) {
+        for (pp = &a->fetches; *pp != NULL; pp = &(*pp)->next) {
+            if (*pp == done) {
+                *pp = done->next;
+                break;
+            }
+        }
+        pthread_join(done->thread, NULL);
+        if (done->prompt != NULL) {
+            done->prompt->fetch = NULL;
+            done->prompt->inline_blocks = json_incref(done->blocks);
+        }
+        json_decref(done->wanted);
+        json_decref(done->blocks);
+        free(done);
+    }
+    for (s = a->sessions; s != NULL; s = s->next)
+        pump(a, s);
+}
+
+/* Starts fetching p's attachments that go inline; the prompt waits for them. Nothing to fetch: nothing done. */
+static void fetch_start(struct rl_agent *a, prompt_t *p)
+{
+    json_t *wanted = json_array(), *item;
+    fetch_t *f;
+    size_t i, count = 0;
+    long max = 0;
+
+    json_array_foreach(json_object_get(p->message, "attachments"), i, item)
+    {
+        const char *as = inline_kind(a, item, &max);
+        if (as != NULL) {
+            json_array_append_new(wanted,
+                                  json_pack("{s:s, s:O, s:O, s:I}", "as", as, "url", json_object_get(item, "url"),
+                                            "mime", json_object_get(item, "mime"), "max", (json_int_t)max));
+            count++;
+        } else {
+            json_array_append_new(wanted, json_null());
+        }
+    }
+    f = count > 0 ? calloc(1, sizeof(*f)) : NULL;
+    if (f == NULL) {
+        json_decref(wanted);
+        return;
+    }
+    f->wanted = wanted;
+    f->blocks = json_array();
+    f->prompt = p;
+    f->done_fd = a->fetch_pipe[1];
+    if (pthread_create(&f->thread, NULL, fetch_run, f) != 0) {
+        json_decref(f->wanted);
+        json_decref(f->blocks);
+        free(f);
+        return;
+    }
+    p->fetch = f;
+    f->next = a->fetches;
+    a->fetches = f;
+}
+
 /* ---- the agent's messages ----------------------------------------------------------------------- */
 
 /* Requests from the agent this client serves; any other is answered -32601 (JSON-RPC: method not found). */
@@ -1044,7 +1231,7 @@ static const struct {
 };
 
 /* The prompt a user message becomes: its text, then its attachments as the agent can take them. */
-static json_t *prompt_blocks(struct rl_agent *a, json_t *message)
+static json_t *prompt_blocks(struct rl_agent *a, json_t *message, json_t *inline_blocks)
 {
     json_t *blocks = json_array(), *item;
     const char *text = json_string_value(json_object_get(message, "text"));
@@ -1053,12 +1240,21 @@ static json_t *prompt_blocks(struct rl_agent *a, json_t *message)
     (void)a;
     if (text != NULL && *text != '\0')
         json_array_append_new(blocks, json_pack("{s:s, s:s}", "type", "text", "text", text));
-    /* spec (ACP prompt capabilities): every agent takes resource_link; the file stays behind its link. */
+    /*
+     * spec (ACP prompt capabilities): images go inline to an agent that takes them, text files as embedded resources
+     * to one that takes embedded context (both fetched beforehand); anything else, and any fetch that failed, as a
+     * resource_link, which every agent takes: the file then stays behind its signed link.
+     */
     json_array_foreach(json_object_get(message, "attachments"), i, item)
     {
-        json_t *link = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?}", "type", "resource_link", "uri",
-                                 json_object_get(item, "url"), "name", json_object_get(item, "name"), "mimeType",
-                                 json_object_get(item, "mime"), "size", json_object_get(item, "size"));
+        json_t *fetched = json_array_get(inline_blocks, i), *link;
+        if (json_is_object(fetched)) {
+            json_array_append(blocks, fetched);
+            continue;
+        }
+        link = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?}", "type", "resource_link", "uri", json_object_get(item, "url"),
+                         "name", json_object_get(item, "name"), "mimeType", json_object_get(item, "mime"), "size",
+                         json_object_get(item, "size"));
         if (link != NULL && json_is_string(json_object_get(link, "uri"))) {
             if (!json_is_string(json_object_get(link, "name")))
                 json_object_set(link, "name", json_object_get(link, "uri"));
@@ -1076,11 +1272,12 @@ static void pump(struct rl_agent *a, session_t *s)
 {
     prompt_t *p = s->queue;
 
-    if (!a->initialized || s->state != SESSION_READY || s->running || p == NULL)
+    if (!a->initialized || s->state != SESSION_READY || s->running || p == NULL || p->fetch != NULL)
         return;
     s->running = 1;
     request(a, REQ_PROMPT, "session/prompt",
-            json_pack("{s:s, s:o}", "sessionId", s->acp_id, "prompt", prompt_blocks(a, p->message)), s, p);
+            json_pack("{s:s, s:o}", "sessionId", s->acp_id, "prompt", prompt_blocks(a, p->message, p->inline_blocks)),
+            s, p);
 }
 
 static void open_session(struct rl_agent *a, session_t *s)
@@ -1173,9 +1370,15 @@ static void on_initialized(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
                : "",
            a->load_session ? "yes" : "no", a->image ? "yes" : "no");
     send_manifest(a);
-    for (s = a->sessions; s != NULL; s = s->next)
+    for (s = a->sessions; s != NULL; s = s->next) {
+        prompt_t *p;
+        /* Messages that came while no agent ran: their attachments wait for the capabilities known now. */
+        for (p = s->queue; p != NULL; p = p->next)
+            if (p->fetch == NULL && p->inline_blocks == NULL)
+                fetch_start(a, p);
         if (s->queue != NULL)
             open_session(a, s);
+    }
 }
 
 static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
@@ -1525,14 +1728,16 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     a->in_fd = a->out_fd = a->err_fd = -1;
     a->pid = -1;
     a->restart_delay_ms = RESTART_FIRST_MS;
+    a->fetch_pipe[0] = a->fetch_pipe[1] = -1;
     a->command = strdup(arg);
     a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (realpath(cwd != NULL ? cwd : ".", a->root) == NULL) {
         rl_log(RL_LOG_ERROR, "--cwd %s: %s", cwd != NULL ? cwd : ".", strerror(errno));
         goto fail;
     }
-    if (a->command == NULL || a->timer_fd < 0)
+    if (a->command == NULL || a->timer_fd < 0 || pipe2(a->fetch_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         goto fail;
+    rl_bridge_watch(bridge, a->fetch_pipe[0], POLLIN, on_fetched, a);
     rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
     state_load(a);
     spawn(a);
@@ -1541,6 +1746,10 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
 fail:
     if (a->timer_fd >= 0)
         close(a->timer_fd);
+    if (a->fetch_pipe[0] >= 0) {
+        close(a->fetch_pipe[0]);
+        close(a->fetch_pipe[1]);
+    }
     free(a->command);
     free(a);
     return -1;
@@ -1573,6 +1782,8 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
     for (tail = &s->queue; *tail != NULL; tail = &(*tail)->next)
         ;
     *tail = p;
+    if (a->initialized)
+        fetch_start(a, p);
     open_session(a, s);
     pump(a, s);
 }
@@ -1657,6 +1868,18 @@ static void acp_destroy(rl_agent_t *a)
         rl_bridge_unwatch(a->bridge, a->timer_fd);
         close(a->timer_fd);
     }
+    /* A fetch still running ends within its timeout; its report is read here and dropped. */
+    while (a->fetches != NULL) {
+        fetch_t *f = a->fetches;
+        a->fetches = f->next;
+        pthread_join(f->thread, NULL);
+        json_decref(f->wanted);
+        json_decref(f->blocks);
+        free(f);
+    }
+    rl_bridge_unwatch(a->bridge, a->fetch_pipe[0]);
+    close(a->fetch_pipe[0]);
+    close(a->fetch_pipe[1]);
     rl_jsonl_reader_free(&a->reader);
     json_decref(a->auth_methods);
     json_decref(a->agent_info);

@@ -17,7 +17,7 @@ int rl_jsonrpc_parse(const char *line, size_t len, rl_jsonrpc_msg_t *msg, json_t
 
     memset(msg, 0, sizeof(*msg));
     *bad_id = NULL;
-    msg->root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+    msg->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (msg->root == NULL) {
         snprintf(err, errsz, "not JSON (%s)", jerr.text);
         result = RL_JSONRPC_PARSE_ERROR;

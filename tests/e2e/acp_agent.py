@@ -28,12 +28,17 @@ the agent does:
                          reply is the error code
   refuse / maxtokens     stopReason refusal / max_tokens
   whoami                 the reply is the ACP session id
+  garbage                writes a line that is not JSON and two invalid requests
+                         (the client's error answers are in the log)
 
 Sessions are kept in the folder named by --state (or $ACP_AGENT_STATE) so
 that a restarted agent can session/load them (their history is replayed as
 session/update notifications). With --log FILE (or $ACP_AGENT_LOG) every
 message in and out is appended as a JSON line, for the tests to read.
 Available commands are advertised after every session/new and session/load.
+--no-load: loadSession is not advertised; --auth: authMethods is not empty
+and session/new answers -32000 (authentication required); --images: the
+prompt capabilities image and embeddedContext are advertised.
 """
 import argparse
 import json
@@ -47,6 +52,8 @@ PARSER = argparse.ArgumentParser()
 PARSER.add_argument("--state", default=os.environ.get("ACP_AGENT_STATE"))
 PARSER.add_argument("--log", default=os.environ.get("ACP_AGENT_LOG"))
 PARSER.add_argument("--no-load", action="store_true", help="do not advertise loadSession")
+PARSER.add_argument("--auth", action="store_true", help="session/new answers auth_required")
+PARSER.add_argument("--images", action="store_true", help="advertise promptCapabilities image and embeddedContext")
 ARGS = PARSER.parse_args()
 
 OUT = threading.Lock()
@@ -305,6 +312,18 @@ def scenario_unknown(sid, text, words):
     return "end_turn"
 
 
+def scenario_garbage(sid, text, words):
+    """Malformed messages to the client: not JSON, an invalid request with an id, one without jsonrpc."""
+    with OUT:
+        sys.stdout.write("this is not json\n")
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": "bad-1", "method": 5}) + "\n")
+        sys.stdout.write(json.dumps({"id": 77, "method": "fs/read_text_file", "params": {}}) + "\n")
+        sys.stdout.flush()
+    time.sleep(0.3)
+    say(sid, "sent garbage")
+    return "end_turn"
+
+
 def scenario_whoami(sid, text, words):
     say(sid, "session " + sid)
     return "end_turn"
@@ -314,6 +333,7 @@ SCENARIOS = {
     "tools": scenario_tools, "plan": scenario_plan, "think": scenario_think, "mode": scenario_mode,
     "commands": scenario_commands, "write": scenario_write, "run": scenario_run, "slow": scenario_slow,
     "crash": scenario_crash, "read": scenario_read, "unknown": scenario_unknown, "whoami": scenario_whoami,
+    "garbage": scenario_garbage,
     "refuse": lambda sid, text, words: (say(sid, "no."), "refusal")[1],
     "maxtokens": lambda sid, text, words: (say(sid, "too long"), "max_tokens")[1],
 }
@@ -329,12 +349,17 @@ def on_initialize(rid, params):
     log("initialize", params=params)
     respond(rid, {"protocolVersion": 1,
                   "agentCapabilities": {"loadSession": not ARGS.no_load,
-                                        "promptCapabilities": {"image": False, "embeddedContext": False}},
+                                        "promptCapabilities": {"image": ARGS.images,
+                                                               "embeddedContext": ARGS.images}},
                   "agentInfo": {"name": "acp-test-agent", "version": "1.0"},
-                  "authMethods": []})
+                  "authMethods": [{"id": "test-login", "name": "Test login",
+                                   "description": "run: acp_agent.py login"}] if ARGS.auth else []})
 
 
 def on_new(rid, params):
+    if ARGS.auth:
+        respond(rid, error={"code": -32000, "message": "Authentication required"})
+        return
     sid = "sess_" + uuid.uuid4().hex[:16]
     SESSIONS[sid] = {"history": [], "cancel": threading.Event()}
     save(sid)
@@ -367,8 +392,8 @@ def on_prompt(rid, params):
         return
     session["cancel"].clear()
     text = " ".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
-    links = [b for b in params["prompt"] if b.get("type") == "resource_link"]
-    log("prompt", session=sid, text=text, links=links)
+    blocks = [b for b in params["prompt"] if b.get("type") != "text"]
+    log("prompt", session=sid, text=text, blocks=blocks)
     session["history"].append(["user", text])
     words = text.split()
     scenario = SCENARIOS.get(words[0] if words else "", scenario_echo)

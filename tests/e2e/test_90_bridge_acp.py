@@ -24,7 +24,7 @@ class Acp:
     def __init__(self, relay, token, tmp_path, agent_flags="", bridge_flags=(), name="bridge"):
         self.tmp = tmp_path
         self.cwd = tmp_path / "work"
-        self.cwd.mkdir(exist_ok=True)
+        self.cwd.mkdir(parents=True, exist_ok=True)
         self.state = tmp_path / "agent-state"
         self.log_path = tmp_path / "agent.log"
         self.bridge, self.user = paired(relay, token, tmp_path, name)
@@ -383,3 +383,87 @@ def test_stop_reasons_map_to_finish_reasons(relay, user_token, tmp_path):
         assert replies[0]["finish_reason"] == "length", replies
     finally:
         assert acp.close() == 0
+
+
+def test_malformed_messages_get_the_json_rpc_errors(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "garbage")
+        assert replies[0]["text"] == "sent garbage", replies
+        answers = [e["msg"] for e in acp.agent_log("in") if "error" in e["msg"]]
+        assert {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}} in answers, answers
+        assert {"jsonrpc": "2.0", "id": "bad-1", "error": {"code": -32600, "message": "Invalid Request"}} in answers
+        assert {"jsonrpc": "2.0", "id": 77, "error": {"code": -32600, "message": "Invalid Request"}} in answers
+        # the agent goes on working
+        _, replies = acp.turn(session, "still there")
+        assert replies[0]["text"] == "echo: still there", replies
+    finally:
+        assert acp.close() == 0
+
+
+def test_an_agent_that_needs_a_login_says_so(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path, agent_flags="--auth")
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "hello")
+        assert replies[0]["finish_reason"] == "error", replies
+        assert "the agent needs a login first" in replies[0]["text"], replies
+        log = acp.bridge.log_text()
+        assert "the acp agent needs a login before it can start a session" in log, log
+        assert "acp agent login method test-login: Test login - run: acp_agent.py login" in log, log
+    finally:
+        assert acp.close() == 0
+
+
+def test_without_load_session_a_restarted_bridge_starts_a_new_session(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path, agent_flags="--no-load")
+    try:
+        session = acp.user.create_session()
+        acp.turn(session, "whoami")
+        assert acp.bridge.stop() == 0
+        acp.start()
+        acp.turn(session, "whoami")
+        assert acp.agent_log("session_load") == []
+        assert len(acp.agent_log("session_new")) == 2
+    finally:
+        assert acp.close() == 0
+
+
+def _upload(acp, data, mime, name):
+    r = acp.user.relay.request("POST", "/v1/me/attachments?name=" + name, data=data,
+                               headers={"Authorization": "Bearer " + acp.user.token, "Content-Type": mime})
+    return assert_ok(r)["key"]
+
+
+def test_attachments_as_links_or_inline_as_the_agent_accepts(relay, user_token, tmp_path):
+    import base64
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    for flags, inline in (("", False), ("--images", True)):
+        acp = Acp(relay, user_token, tmp_path / flags.strip("-") if flags else tmp_path / "plain", agent_flags=flags,
+                  name="bridge-" + (flags.strip("-") or "plain"))
+        try:
+            image = _upload(acp, png, "image/png", "shot.png")
+            notes = _upload(acp, "café notes\n".encode(), "text/plain", "notes.txt")
+            blob = _upload(acp, b"\x00\x01", "application/octet-stream", "blob.bin")
+            session = acp.user.create_session()
+            r = acp.user.call("POST", "/v1/me/sessions/%s/send" % session,
+                              {"text": "look", "attachments": [{"key": image}, {"key": notes}, {"key": blob}]})
+            interaction = assert_ok(r)["interaction_id"]
+            acp.wait_turn(session, interaction)
+            blocks = acp.agent_log("prompt")[-1]["blocks"]
+            assert len(blocks) == 3, blocks
+            if inline:
+                assert blocks[0]["type"] == "image" and blocks[0]["mimeType"] == "image/png", blocks
+                assert base64.b64decode(blocks[0]["data"]) == png
+                assert blocks[1]["type"] == "resource", blocks
+                assert blocks[1]["resource"]["text"] == "café notes\n", blocks
+                assert blocks[1]["resource"]["mimeType"] == "text/plain", blocks
+                assert blocks[2]["type"] == "resource_link", blocks
+            else:
+                assert [b["type"] for b in blocks] == ["resource_link"] * 3, blocks
+                assert [b["name"] for b in blocks] == ["shot.png", "notes.txt", "blob.bin"], blocks
+                assert blocks[0]["mimeType"] == "image/png" and blocks[0]["size"] == len(png), blocks
+                assert "/v1/files/%s?" % image in blocks[0]["uri"], blocks
+        finally:
+            assert acp.close() == 0

@@ -1,0 +1,279 @@
+/* The Agent Client Protocol's vocabulary mapped onto the relay's (bridge/acp_map.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bridge/acp_map.h"
+
+static void test_every_update_kind_of_the_schema_has_its_bridge_call(void **state)
+{
+    /* The eleven sessionUpdate kinds of ACP schema v1, each with what the bridge does. */
+    static const struct {
+        const char *kind;
+        rl_acp_update_t update;
+        const char *call;
+    } expected[] = {
+        {"agent_message_chunk", RL_ACP_UPDATE_TEXT, "sendMessageDelta"},
+        {"agent_thought_chunk", RL_ACP_UPDATE_THOUGHT, "createTask/updateTask kind think"},
+        {"tool_call", RL_ACP_UPDATE_TOOL_CALL, "createTask"},
+        {"tool_call_update", RL_ACP_UPDATE_TOOL_UPDATE, "updateTask/finishTask"},
+        {"plan", RL_ACP_UPDATE_PLAN, "createTask/updateTask kind plan"},
+        {"available_commands_update", RL_ACP_UPDATE_COMMANDS, "setManifest commands"},
+        {"current_mode_update", RL_ACP_UPDATE_MODE, "setManifest agent.mode"},
+        {"user_message_chunk", RL_ACP_UPDATE_IGNORE, NULL},
+        {"usage_update", RL_ACP_UPDATE_IGNORE, NULL},
+        {"config_option_update", RL_ACP_UPDATE_IGNORE, NULL},
+        {"session_info_update", RL_ACP_UPDATE_IGNORE, NULL},
+    };
+    size_t i, k;
+
+    (void)state;
+    assert_int_equal(rl_acp_updates_count, sizeof(expected) / sizeof(expected[0]));
+    for (i = 0; i < sizeof(expected) / sizeof(expected[0]); i++) {
+        assert_int_equal(rl_acp_update_of(expected[i].kind), expected[i].update);
+        for (k = 0; k < rl_acp_updates_count; k++)
+            if (strcmp(rl_acp_updates[k].kind, expected[i].kind) == 0)
+                break;
+        assert_true(k < rl_acp_updates_count);
+        if (expected[i].call == NULL)
+            assert_null(rl_acp_updates[k].call);
+        else
+            assert_string_equal(rl_acp_updates[k].call, expected[i].call);
+    }
+    assert_int_equal(rl_acp_update_of("something_new"), RL_ACP_UPDATE_IGNORE);
+    assert_int_equal(rl_acp_update_of(NULL), RL_ACP_UPDATE_IGNORE);
+}
+
+static void test_stop_reasons_map_to_finish_reasons(void **state)
+{
+    (void)state;
+    assert_string_equal(rl_acp_finish_reason("end_turn"), "stop");
+    assert_string_equal(rl_acp_finish_reason("max_tokens"), "length");
+    assert_string_equal(rl_acp_finish_reason("max_turn_requests"), "length");
+    assert_string_equal(rl_acp_finish_reason("refusal"), "content_filter");
+    assert_string_equal(rl_acp_finish_reason("cancelled"), "cancelled");
+    assert_string_equal(rl_acp_finish_reason("a_future_reason"), "stop");
+    assert_string_equal(rl_acp_finish_reason(NULL), "stop");
+}
+
+static void test_tool_kinds_and_their_severity(void **state)
+{
+    static const char *const low[] = {"read", "search", "think", "fetch"};
+    static const char *const medium[] = {"edit", "move", "switch_mode", "other"};
+    static const char *const high[] = {"execute", "delete"};
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(low) / sizeof(low[0]); i++) {
+        assert_string_equal(rl_acp_tool_kind(low[i]), low[i]);
+        assert_string_equal(rl_acp_severity(low[i]), "low");
+    }
+    for (i = 0; i < sizeof(medium) / sizeof(medium[0]); i++)
+        assert_string_equal(rl_acp_severity(medium[i]), "medium");
+    for (i = 0; i < sizeof(high) / sizeof(high[0]); i++)
+        assert_string_equal(rl_acp_severity(high[i]), "high");
+    assert_string_equal(rl_acp_tool_kind("hack"), "other");
+    assert_string_equal(rl_acp_tool_kind(NULL), "other");
+    assert_string_equal(rl_acp_severity(NULL), "medium");
+}
+
+static json_t *options_of(const char *kinds)
+{
+    json_t *options = json_array();
+    char copy[128], *kind, *save = NULL;
+
+    strcpy(copy, kinds);
+    for (kind = strtok_r(copy, " ", &save); kind != NULL; kind = strtok_r(NULL, " ", &save))
+        json_array_append_new(options, json_pack("{s:s, s:s, s:s}", "optionId", kind, "name", kind, "kind", kind));
+    return options;
+}
+
+static void expect_option(const char *offered, rl_acp_decision_t decision, const char *chosen)
+{
+    json_t *options = options_of(offered);
+    const char *id = rl_acp_option_for(options, decision);
+
+    if (chosen == NULL)
+        assert_null(id);
+    else
+        assert_string_equal(id, chosen);
+    json_decref(options);
+}
+
+static void test_decisions_choose_the_offered_option_of_their_kind(void **state)
+{
+    const char *all = "reject_always allow_always reject_once allow_once";
+
+    (void)state;
+    expect_option(all, RL_ACP_APPROVE, "allow_once");
+    expect_option(all, RL_ACP_APPROVE_ALWAYS, "allow_always");
+    expect_option(all, RL_ACP_DENY, "reject_once");
+    expect_option(all, RL_ACP_EXPIRED, "reject_once");
+    /* fallbacks of CONTRACT §3 */
+    expect_option("allow_once reject_always", RL_ACP_APPROVE_ALWAYS, "allow_once");
+    expect_option("allow_once reject_always", RL_ACP_DENY, "reject_always");
+    expect_option("allow_once reject_always", RL_ACP_EXPIRED, "reject_always");
+    /* a plain approval never grants more than once; no option at all: the caller answers cancelled */
+    expect_option("allow_always reject_once", RL_ACP_APPROVE, NULL);
+    expect_option("allow_once allow_always", RL_ACP_DENY, NULL);
+    expect_option("", RL_ACP_APPROVE, NULL);
+}
+
+static void test_gateway_words_become_decisions(void **state)
+{
+    (void)state;
+    assert_int_equal(rl_acp_decision_of("allow-once"), RL_ACP_APPROVE);
+    assert_int_equal(rl_acp_decision_of("allow-always"), RL_ACP_APPROVE_ALWAYS);
+    assert_int_equal(rl_acp_decision_of("deny"), RL_ACP_DENY);
+    /* anything else is never consent */
+    assert_int_equal(rl_acp_decision_of("approve"), RL_ACP_DENY);
+    assert_int_equal(rl_acp_decision_of(NULL), RL_ACP_DENY);
+}
+
+static void test_content_is_normalised_into_our_blocks(void **state)
+{
+    json_t *acp = json_loads("["
+                             "{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"hello\"}},"
+                             "{\"type\":\"diff\",\"path\":\"/w/a.c\",\"oldText\":\"x\\n\",\"newText\":\"y\\n\"},"
+                             "{\"type\":\"diff\",\"path\":\"/w/new.c\",\"newText\":\"fresh\"},"
+                             "{\"type\":\"diff\",\"path\":\"/w/b.c\",\"oldText\":null,\"newText\":\"b\"},"
+                             "{\"type\":\"content\",\"content\":{\"type\":\"image\",\"data\":\"AA==\","
+                             "\"mimeType\":\"image/png\"}},"
+                             "{\"type\":\"terminal\",\"terminalId\":\"t1\"},"
+                             "{\"type\":\"content\",\"content\":{\"type\":\"resource\",\"resource\":"
+                             "{\"uri\":\"file:///w/r\",\"text\":\"embedded\"}}},"
+                             "{\"type\":\"content\",\"content\":{\"type\":\"resource_link\",\"uri\":\"file:///w/l\","
+                             "\"name\":\"l\"}},"
+                             "{\"type\":\"mystery\"}, 42]",
+                             0, NULL);
+    json_t *expected = json_loads("["
+                                  "{\"type\":\"text\",\"text\":\"hello\"},"
+                                  "{\"type\":\"diff\",\"path\":\"/w/a.c\",\"old_text\":\"x\\n\",\"new_text\":\"y\\n\"},"
+                                  "{\"type\":\"diff\",\"path\":\"/w/new.c\",\"old_text\":null,\"new_text\":\"fresh\"},"
+                                  "{\"type\":\"diff\",\"path\":\"/w/b.c\",\"old_text\":null,\"new_text\":\"b\"},"
+                                  "{\"type\":\"text\",\"text\":\"embedded\"},"
+                                  "{\"type\":\"text\",\"text\":\"file:///w/l\"}]",
+                                  0, NULL);
+    size_t omitted = 0;
+    json_t *blocks;
+
+    (void)state;
+    blocks = rl_acp_content(acp, RL_ACP_FIELD_MAX, &omitted);
+    assert_true(json_equal(blocks, expected));
+    assert_int_equal(omitted, 4); /* the image, the terminal, the unknown type and the number */
+    json_decref(blocks);
+    blocks = rl_acp_content(NULL, RL_ACP_FIELD_MAX, &omitted);
+    assert_int_equal(json_array_size(blocks), 0);
+    assert_int_equal(omitted, 0);
+    json_decref(blocks);
+    json_decref(acp);
+    json_decref(expected);
+}
+
+static void test_long_fields_are_cut_on_a_character_and_marked(void **state)
+{
+    /* "é" is two bytes: a cut at 4 bytes of "aaaéé" falls inside the first é and backs off before it. */
+    json_t *acp =
+        json_pack("[{s:s, s:s, s:s, s:s}, {s:s, s:{s:s, s:s}}]", "type", "diff", "path", "/w/x", "oldText", "ab",
+                  "newText", "aaa\xc3\xa9\xc3\xa9", "type", "content", "content", "type", "text", "text", "abcdefgh");
+    size_t omitted;
+    json_t *blocks = rl_acp_content(acp, 4, &omitted);
+    json_t *diff = json_array_get(blocks, 0), *text = json_array_get(blocks, 1);
+
+    (void)state;
+    assert_string_equal(json_string_value(json_object_get(diff, "new_text")), "aaa");
+    assert_string_equal(json_string_value(json_object_get(diff, "old_text")), "ab");
+    assert_true(json_is_true(json_object_get(diff, "truncated")));
+    assert_string_equal(json_string_value(json_object_get(text, "text")), "abcd");
+    assert_true(json_is_true(json_object_get(text, "truncated")));
+    json_decref(blocks);
+    blocks = rl_acp_content(acp, RL_ACP_FIELD_MAX, &omitted);
+    assert_null(json_object_get(json_array_get(blocks, 0), "truncated"));
+    json_decref(blocks);
+    json_decref(acp);
+}
+
+static void test_raw_input_becomes_args(void **state)
+{
+    json_t *object = json_pack("{s:s}", "command", "ls"), *number = json_integer(3), *args;
+
+    (void)state;
+    args = rl_acp_args(object);
+    assert_ptr_equal(args, object);
+    json_decref(args);
+    args = rl_acp_args(number);
+    assert_int_equal(json_integer_value(json_object_get(args, "input")), 3);
+    json_decref(args);
+    assert_null(rl_acp_args(NULL));
+    assert_null(rl_acp_args(json_null()));
+    json_decref(object);
+    json_decref(number);
+}
+
+static void expect_command(const char *kind, const char *call, const char *expected)
+{
+    json_t *tool = json_loads(call, 0, NULL);
+    char *command = rl_acp_command_of(kind, tool);
+
+    assert_non_null(tool);
+    assert_string_equal(command, expected);
+    free(command);
+    json_decref(tool);
+}
+
+static void test_the_input_that_identifies_a_tool_call(void **state)
+{
+    (void)state;
+    expect_command("execute", "{\"title\":\"Run\",\"rawInput\":{\"command\":\"ls -la\"}}", "ls -la");
+    expect_command("execute", "{\"title\":\"Run\",\"rawInput\":{\"command\":[\"git\",\"status\"]}}", "git status");
+    expect_command("execute", "{\"title\":\"Run tests\"}", "Run tests");
+    expect_command("edit", "{\"title\":\"Edit\",\"rawInput\":{\"file_path\":\"/w/a.c\",\"old\":\"x\"}}", "/w/a.c");
+    expect_command("edit", "{\"title\":\"Edit\",\"locations\":[{\"path\":\"/w/a.c\"},{\"path\":\"/w/b.c\"}]}",
+                   "/w/a.c /w/b.c");
+    expect_command("edit",
+                   "{\"title\":\"Edit\",\"content\":[{\"type\":\"diff\",\"path\":\"/w/d.c\",\"newText\":\"\"}]}",
+                   "/w/d.c");
+    expect_command("read", "{\"title\":\"Read\",\"rawInput\":{\"path\":\"/w/r\"}}", "/w/r");
+    expect_command("move", "{\"title\":\"Move\",\"rawInput\":{\"path\":\"/w/a\",\"new_path\":\"/w/b\"}}", "/w/a /w/b");
+    expect_command("fetch", "{\"title\":\"Fetch\",\"rawInput\":{\"url\":\"https://example.com\"}}",
+                   "https://example.com");
+    expect_command("search", "{\"title\":\"Search for x\",\"rawInput\":{\"pattern\":\"x\"}}", "Search for x");
+    expect_command(NULL, "{\"title\":\"Something\"}", "Something");
+}
+
+static void test_a_string_cut_never_splits_a_character(void **state)
+{
+    int cut;
+    json_t *s;
+
+    (void)state;
+    s = rl_acp_string_cut("\xe2\x82\xac\xe2\x82\xac", 6, 4, &cut); /* two euro signs, three bytes each */
+    assert_string_equal(json_string_value(s), "\xe2\x82\xac");
+    assert_int_equal(cut, 1);
+    json_decref(s);
+    s = rl_acp_string_cut("abc", 3, 3, &cut);
+    assert_string_equal(json_string_value(s), "abc");
+    assert_int_equal(cut, 0);
+    json_decref(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_update_kind_of_the_schema_has_its_bridge_call),
+        cmocka_unit_test(test_stop_reasons_map_to_finish_reasons),
+        cmocka_unit_test(test_tool_kinds_and_their_severity),
+        cmocka_unit_test(test_decisions_choose_the_offered_option_of_their_kind),
+        cmocka_unit_test(test_gateway_words_become_decisions),
+        cmocka_unit_test(test_content_is_normalised_into_our_blocks),
+        cmocka_unit_test(test_long_fields_are_cut_on_a_character_and_marked),
+        cmocka_unit_test(test_raw_input_becomes_args),
+        cmocka_unit_test(test_the_input_that_identifies_a_tool_call),
+        cmocka_unit_test(test_a_string_cut_never_splits_a_character),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
