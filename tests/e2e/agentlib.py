@@ -251,9 +251,9 @@ class CodexRig(AgentRig):
     Its model provider is the stand-in, set in $CODEX_HOME/config.toml (Codex does not honour
     OPENAI_BASE_URL) as the built-in OpenAI one is (`requires_openai_auth`: the key of the user's
     login); its login is the fake key in $CODEX_HOME/auth.json, as `codex login --with-api-key`
-    writes it. (Without a login, session/new answers "Authentication required" unless the client
-    calls `authenticate`, which relay-bridge does not; OPENAI_API_KEY or CODEX_API_KEY in the
-    environment alone start a session but no key reaches the API.) `approval_policy = "untrusted"`: every edit and every command
+    writes it. (Without a login, with OPENAI_API_KEY in the environment or not, session/new answers
+    "Authentication required" unless the client calls `authenticate`, which relay-bridge does not:
+    test_92 shows it.) `approval_policy = "untrusted"`: every edit and every command
     that is not known to be harmless is asked; `sandbox_mode = "danger-full-access"`: Codex's own
     sandbox on Linux needs bubblewrap, which a fresh Debian lacks (the approvals are the same)."""
 
@@ -288,7 +288,8 @@ class CodexRig(AgentRig):
                     'requires_openai_auth = true\n'
                     'wire_api = "responses"\n' % self.model.url)
         with open(os.path.join(codex_home, "auth.json"), "w") as f:
-            json.dump({"OPENAI_API_KEY": "sk-test-not-a-real-key"}, f)
+            # exactly what `printenv OPENAI_API_KEY | codex login --with-api-key` (@openai/codex 0.171) writes
+            json.dump({"auth_mode": "apikey", "OPENAI_API_KEY": "sk-test-not-a-real-key"}, f, indent=2)
         return env
 
     def command(self):

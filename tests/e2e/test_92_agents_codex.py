@@ -79,9 +79,15 @@ def test_codex_over_acp_asks_before_a_patch_and_applies_it(tmp_path):
 
 
 class CodexThroughBridge:
-    def __init__(self, relay, token, tmp_path, steps, text):
+    def __init__(self, relay, token, tmp_path, steps, text, logged_in=True):
         self.rig = _rig(tmp_path, steps, text)
         self.cwd = self.rig.cwd
+        if not logged_in:
+            # Codex as installed: its own OpenAI provider (which wants a login) and no login. It never
+            # gets as far as the network (and could not reach it: the namespace).
+            os.unlink(os.path.join(self.rig.env["CODEX_HOME"], "auth.json"))
+            with open(os.path.join(self.rig.env["CODEX_HOME"], "config.toml"), "w") as f:
+                f.write('approval_policy = "untrusted"\nsandbox_mode = "danger-full-access"\n')
         launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "codex-agent.sh"))
         self.stream = None
         self.bridge = None
@@ -167,5 +173,24 @@ def test_codex_through_relay_bridge_command_denied_is_not_run(relay, user_token,
         assert replies[-1]["finish_reason"] == "cancelled", replies
         assert len(run.rig.model.requests) == 1, run.rig.model.paths()  # the model was not asked again
         run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_codex_without_a_login_says_so(relay, user_token, tmp_path):
+    """No login (no auth.json) and Codex's own OpenAI provider: Codex refuses session/new (-32000,
+    authentication required) before it sends anything anywhere, and relay-bridge,
+    which does not log in for the user, ends the reply saying a login is needed and logs Codex's
+    login methods."""
+    run = CodexThroughBridge(relay, user_token, tmp_path, [], "unused", logged_in=False)
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "hello")
+        replies = run.wait_turn(session, interaction)
+        assert len(replies) == 1 and replies[0]["finish_reason"] == "error", replies
+        assert "[the agent needs a login first" in replies[0]["text"], replies
+        log = run.bridge.log_text()
+        assert "openai-api-key" in log and "chatgpt" in log, log
+        assert run.rig.model.paths() == [] and run.rig.proxy.asked == [], (run.rig.model.paths(), run.rig.proxy.asked)
     finally:
         assert run.close() == 0
