@@ -2,9 +2,10 @@
 tests/agents/package.json and its lock file, installed by `make test-agents`), against a scripted
 stand-in of the Anthropic Messages API (fake_anthropic.py).
 
-First the agent alone, spoken to over ACP by the small client of agentlib (what it sends is what
-relay-bridge's acp: agent has to map: NOTES in docs/bridge.md); then end to end: relayd,
-relay-bridge run --agent 'acp:…', and a client that approves or denies on the relay.
+First the agent alone, spoken to over ACP by the small client of agentlib: the assertions there
+are what Claude Code really sends (the update kinds, a tool call announced empty then filled, the
+permission options, the stop reasons), which relay-bridge's acp: agent has to map. Then end to end:
+relayd, relay-bridge run --agent 'acp:…', and a client that approves or denies on the relay.
 
 What is avoided, and how:
 - No model API: ANTHROPIC_BASE_URL points at the stand-in, the key is a made-up sk-test-…; the
@@ -16,14 +17,15 @@ What is avoided, and how:
   whose only interface is a loopback where the stand-in and a recording proxy listen. Nothing can
   leave from there (no route, no name resolves). What the agent still tries goes to the proxy
   (HTTPS_PROXY), which records it and answers 403: Claude Code 2.1.83 fetches the plugin blocklist
-  from GitHub once per start; the tests allow that one refused request (agentlib.KNOWN_REFUSED) and
+  from GitHub once per start; the tests allow that one refused request (ClaudeRig.known_refused) and
   fail on any other. The stand-in records every request: only POST /v1/messages?beta=true is seen.
 - Root: the tests run as root (CI does) and do NOT set IS_SANDBOX. Claude Code refuses to *skip*
-  permission checks as root (--dangerously-skip-permissions); the adapter, when root, only drops
-  the bypassPermissions mode and passes allowDangerouslySkipPermissions=false. The path we test is
-  the opposite one, the default mode that asks before each edit or command, and it is the same as
-  root or not: the tests check that bypassPermissions is not offered when root (so the root path is
-  the one under test) and that the permission prompts come all the same. An unprivileged user
+  permission checks as root (--dangerously-skip-permissions); in the adapter (dist/acp-agent.js)
+  being root only drops the bypassPermissions mode and passes allowDangerouslySkipPermissions=false
+  to Claude Code (IS_ROOT gates ALLOW_BYPASS and nothing else). The path we test is the opposite
+  one, the default mode that asks before each edit or command, which does not look at the user:
+  the tests check that bypassPermissions is not offered when root (so the root path is the one
+  under test) and that the permission prompts come all the same. An unprivileged user
   (setpriv to nobody) would need the repository's node_modules readable by that user wherever CI
   clones it, for nothing gained on that path.
 """
