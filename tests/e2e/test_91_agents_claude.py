@@ -316,3 +316,30 @@ def test_claude_code_without_a_key_ends_the_reply_with_an_error(relay, user_toke
         assert set(run.rig.proxy.asked) <= run.rig.known_refused, run.rig.proxy.asked
     finally:
         assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_cancel_while_asking(relay, user_token, tmp_path):
+    """The user cancels while Claude Code waits for the approval of an edit: the permission request
+    is answered `cancelled`, Claude Code's prompt stops `cancelled`, the reply ends cancelled, the
+    Edit's card is cancelled and the file stays as it was."""
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [
+        ("Read", {"file_path": target}),
+        ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})], "All done.")
+    try:
+        with open(target, "w") as f:
+            f.write(ORIGINAL)
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        approval = run.approval(interaction)
+        run.user.cancel(session, interaction)
+        replies = run.wait_turn(session, interaction)
+        assert [(m["text"], m["finish_reason"]) for m in replies] == [
+            ("I will use Read.", "tool_call"), ("I will use Edit.", "cancelled")], replies
+        cancelled = run.events("task_cancelled", interaction)
+        assert [e["task_id"] for e in cancelled] == [approval["tool_call_id"]], cancelled
+        with open(target) as f:
+            assert f.read() == ORIGINAL
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
