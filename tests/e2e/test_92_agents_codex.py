@@ -113,7 +113,11 @@ class CodexThroughBridge:
             return replies and all(m["state"] == "final" for m in replies) and any(
                 m["finish_reason"] != "tool_call" for m in replies)
         wait_until(ended, WAIT, interval=0.1, what="the end of turn %s" % interaction)
-        return sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
+        replies = sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
+        # Events come in order: once the last message's message_finalized is here, all of the turn's are.
+        last = replies[-1]["message_id"]
+        self.stream.wait_for("message_finalized", lambda d: d.get("message_id") == last, timeout=WAIT)
+        return replies
 
     def close(self):
         status = None
