@@ -52,6 +52,30 @@ const char *rl_acp_finish_reason(const char *stop_reason)
     return "stop";
 }
 
+/* ACP's usage fields and ours (docs/api.md, usage of sendMessageEnd). */
+static const struct {
+    const char *acp, *relay;
+} usage_fields[] = {
+    {"inputTokens", "input_tokens"},
+    {"outputTokens", "output_tokens"},
+};
+
+json_t *rl_acp_usage(json_t *usage)
+{
+    json_t *out = NULL;
+    size_t i;
+
+    for (i = 0; json_is_object(usage) && i < COUNT(usage_fields); i++) {
+        json_t *v = json_object_get(usage, usage_fields[i].acp);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            continue;
+        if (out == NULL)
+            out = json_object();
+        json_object_set(out, usage_fields[i].relay, v);
+    }
+    return out;
+}
+
 /* ACP's ToolKind, each with the severity of an approval for it (CONTRACT §3): what it can change or reach. */
 static const struct {
     const char *kind, *severity;

@@ -42,6 +42,13 @@ rl_acp_update_t rl_acp_update_of(const char *kind);
 /* A stop reason of session/prompt to relayd's finish_reason (docs/api.md); anything else is "stop". */
 const char *rl_acp_finish_reason(const char *stop_reason);
 
+/*
+ * The turn's usage as sendMessageEnd takes it ({input_tokens, output_tokens})
+ * from a PromptResponse's "usage" (unstable in ACP v1: {inputTokens,
+ * outputTokens, ...}): a new object, or NULL when the agent reported none.
+ */
+json_t *rl_acp_usage(json_t *usage);
+
 /* A tool kind as the relay gets it: one of ACP's ToolKind values, "other" for NULL or an unknown one. */
 const char *rl_acp_tool_kind(const char *kind);
 /* The approval severity of a tool kind (CONTRACT §3): low, medium or high. */

@@ -296,8 +296,8 @@ static void send_manifest(struct rl_agent *a)
         json_object_set_new(agent, "mode", json_string(a->mode));
     /* No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c). */
     emit(a, RL_LINE_MANIFEST, NULL,
-         json_pack("{s:s, s:[], s:o, s:O}", "type", "manifest", "tools", "agent", agent, "commands",
-                   a->commands != NULL ? a->commands : json_array()));
+         json_pack("{s:s, s:[], s:o, s:o}", "type", "manifest", "tools", "agent", agent, "commands",
+                   a->commands != NULL ? json_incref(a->commands) : json_array()));
 }
 
 /* ---- state: which ACP session continues which relay session --------------------------------------- */
@@ -532,10 +532,10 @@ static void on_plan(struct rl_agent *a, prompt_t *p, json_t *update)
 static json_t *tool_result(tool_t *t, int with_raw_output)
 {
     size_t omitted;
-    json_t *result = json_pack(
-        "{s:o, s:O}", "content", rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted),
-        "locations",
-        json_is_array(json_object_get(t->call, "locations")) ? json_object_get(t->call, "locations") : json_array());
+    json_t *locations = json_object_get(t->call, "locations");
+    json_t *result = json_pack("{s:o, s:o}", "content",
+                               rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted),
+                               "locations", json_is_array(locations) ? json_incref(locations) : json_array());
     if (omitted > 0)
         json_object_set_new(result, "omitted", json_integer((json_int_t)omitted));
     if (with_raw_output && json_object_get(t->call, "rawOutput") != NULL &&
@@ -616,11 +616,29 @@ static const char *content_text(json_t *content)
     return NULL;
 }
 
+/*
+ * Whether an update of a call that goes on is worth an updateTask (CONTRACT
+ * §2: a new status, title or content). A call just created says it only when
+ * it brings content or is already running: its createTask said the rest.
+ */
+static int tool_progressed(json_t *update, int created)
+{
+    const char *status = json_string_value(json_object_get(update, "status"));
+
+    if (created)
+        return json_array_size(json_object_get(update, "content")) > 0 ||
+               json_array_size(json_object_get(update, "locations")) > 0 ||
+               (status != NULL && strcmp(status, "in_progress") == 0);
+    return status != NULL || json_is_array(json_object_get(update, "content")) ||
+           json_is_array(json_object_get(update, "locations")) || json_is_string(json_object_get(update, "title"));
+}
+
 static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update)
 {
     const char *id = json_string_value(json_object_get(update, "toolCallId"));
     tool_t *t = tool_find(p, id);
     const char *status;
+    int created = t == NULL;
 
     if (id == NULL || *id == '\0')
         return;
@@ -639,12 +657,11 @@ static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update)
         tool_finish(a, p, t, status, content_text(json_object_get(t->call, "content")));
         return;
     }
-    if (json_object_get(update, "content") != NULL || json_object_get(update, "locations") != NULL ||
-        json_object_get(update, "title") != NULL)
-        emit(a, RL_LINE_TASK_PROGRESS, p,
-             json_pack("{s:s, s:O, s:o, s:o}", "type", "task_progress", "task_id",
-                       json_object_get(t->call, "toolCallId"), "status_label",
-                       cut_string(tool_title(t), RL_ACP_LABEL_MAX), "partial_result", tool_result(t, 0)));
+    if (!tool_progressed(update, created))
+        return;
+    emit(a, RL_LINE_TASK_PROGRESS, p,
+         json_pack("{s:s, s:O, s:o, s:o}", "type", "task_progress", "task_id", json_object_get(t->call, "toolCallId"),
+                   "status_label", cut_string(tool_title(t), RL_ACP_LABEL_MAX), "partial_result", tool_result(t, 0)));
 }
 
 /* What is still open when the turn ends: thoughts and plans complete, tool calls end as status says. */
@@ -659,8 +676,8 @@ static void close_items(struct rl_agent *a, prompt_t *p, const char *tool_status
     if (p->plan_open) {
         plan_task_id(p, id, sizeof(id));
         emit(a, RL_LINE_TASK_FINISH, p,
-             json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", "task_finish", "task_id", id, "status", "completed",
-                       "result", "entries", p->plan_entries != NULL ? p->plan_entries : json_array()));
+             json_pack("{s:s, s:s, s:s, s:{s:o}}", "type", "task_finish", "task_id", id, "status", "completed",
+                       "result", "entries", p->plan_entries != NULL ? json_incref(p->plan_entries) : json_array()));
         p->plan_open = 0;
     }
     for (t = p->tools; t != NULL; t = t->next)
@@ -1302,11 +1319,12 @@ static void open_session(struct rl_agent *a, session_t *s)
 }
 
 /* Ends p's reply and takes it off its session; the next prompt of the session goes. */
-static void end_prompt(struct rl_agent *a, session_t *s, prompt_t *p, const char *finish_reason, const char *error_text)
+static void end_prompt(struct rl_agent *a, session_t *s, prompt_t *p, const char *finish_reason, json_t *usage,
+                       const char *error_text)
 {
     if (s->queue == p)
         s->running = 0;
-    rl_bridge_finish(a->bridge, p->turn, finish_reason, NULL, error_text);
+    rl_bridge_finish(a->bridge, p->turn, finish_reason, usage, error_text);
     prompt_free(a, s, p);
 }
 
@@ -1314,7 +1332,7 @@ static void fail_queue(struct rl_agent *a, session_t *s, const char *error_text)
 {
     while (s->queue != NULL) {
         close_items(a, s->queue, "failed", error_text);
-        end_prompt(a, s, s->queue, "error", error_text);
+        end_prompt(a, s, s->queue, "error", NULL, error_text);
     }
 }
 
@@ -1433,6 +1451,7 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     prompt_t *p = r->prompt;
     const char *stop = json_string_value(json_object_get(msg->result, "stopReason"));
     const char *finish;
+    json_t *usage;
     char why[300];
 
     if (s == NULL || p == NULL)
@@ -1440,14 +1459,16 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     if (msg->error != NULL && !p->cancelled) {
         snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
         close_items(a, p, "failed", why);
-        end_prompt(a, s, p, "error", why);
+        end_prompt(a, s, p, "error", NULL, why);
         pump(a, s);
         return;
     }
     /* spec (ACP cancellation): an agent may answer an aborted turn with an error; it was still a cancel. */
     finish = p->cancelled && (msg->error != NULL || stop == NULL) ? "cancelled" : rl_acp_finish_reason(stop);
+    usage = rl_acp_usage(json_object_get(msg->result, "usage"));
     close_items(a, p, strcmp(finish, "cancelled") == 0 ? "cancelled" : "completed", NULL);
-    end_prompt(a, s, p, finish, NULL);
+    end_prompt(a, s, p, finish, usage, NULL);
+    json_decref(usage);
     a->restart_delay_ms = RESTART_FIRST_MS;
     pump(a, s);
 }
@@ -1532,52 +1553,59 @@ static void on_line(void *user, const char *line, size_t len)
 
 /* ---- the process -------------------------------------------------------------------------------- */
 
-static void on_stdout(void *user, int fd, short revents)
+static void close_fd(struct rl_agent *a, int *fd)
 {
-    struct rl_agent *a = user;
-    char buf[65536];
-    ssize_t n;
+    if (*fd >= 0) {
+        rl_bridge_unwatch(a->bridge, *fd);
+        close(*fd);
+        *fd = -1;
+    }
+}
 
-    (void)revents;
-    n = read(fd, buf, sizeof(buf));
+/* One read of the agent's stdout: 1 when bytes came, 0 at the end (the pipe is then closed), -1 when none yet. */
+static int read_stdout(struct rl_agent *a)
+{
+    char buf[65536];
+    ssize_t n = read(a->out_fd, buf, sizeof(buf));
+
     if (n > 0) {
         if (rl_jsonl_reader_feed(&a->reader, buf, (size_t)n, on_line, a) != 0)
             rl_log(RL_LOG_WARN, "acp agent: a message longer than 8 MiB dropped");
-        return;
+        return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    rl_bridge_unwatch(a->bridge, fd);
-    close(fd);
-    a->out_fd = -1;
+        return -1;
+    close_fd(a, &a->out_fd);
+    return 0;
+}
+
+static void on_stdout(void *user, int fd, short revents)
+{
+    (void)fd;
+    (void)revents;
+    read_stdout(user);
 }
 
 static void err_flush(struct rl_agent *a)
 {
-    if (a->err_len > 0 || !a->err_skipping) {
-        a->err_line[a->err_len] = '\0';
-        if (a->err_len > 0)
-            rl_log(RL_LOG_INFO, "acp agent stderr: %s", a->err_line);
-    }
+    a->err_line[a->err_len] = '\0';
+    if (a->err_len > 0)
+        rl_log(RL_LOG_INFO, "acp agent stderr: %s", a->err_line);
     a->err_len = 0;
 }
 
-static void on_stderr(void *user, int fd, short revents)
+/* Like read_stdout: each line of stderr goes to the log, its first STDERR_LINE bytes. */
+static int read_stderr(struct rl_agent *a)
 {
-    struct rl_agent *a = user;
     char buf[4096];
-    ssize_t n, i;
+    ssize_t n = read(a->err_fd, buf, sizeof(buf)), i;
 
-    (void)revents;
-    n = read(fd, buf, sizeof(buf));
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return;
+            return -1;
         err_flush(a);
-        rl_bridge_unwatch(a->bridge, fd);
-        close(fd);
-        a->err_fd = -1;
-        return;
+        close_fd(a, &a->err_fd);
+        return 0;
     }
     for (i = 0; i < n; i++) {
         if (buf[i] == '\n') {
@@ -1595,6 +1623,32 @@ static void on_stderr(void *user, int fd, short revents)
             a->err_line[a->err_len++] = buf[i] == '\r' ? ' ' : buf[i];
         }
     }
+    return 1;
+}
+
+static void on_stderr(void *user, int fd, short revents)
+{
+    (void)fd;
+    (void)revents;
+    read_stderr(user);
+}
+
+/*
+ * What a dead agent wrote last is still in its pipes when its exit is
+ * reported: its last updates, and on stderr most often why it died. Read
+ * both before they are closed (bounded: another process of its group may
+ * still hold them open and write).
+ */
+static void drain(struct rl_agent *a)
+{
+    int i;
+
+    for (i = 0; i < 256 && a->out_fd >= 0 && read_stdout(a) > 0; i++)
+        ;
+    for (i = 0; i < 256 && a->err_fd >= 0 && read_stderr(a) > 0; i++)
+        ;
+    if (a->err_fd >= 0)
+        err_flush(a);
 }
 
 static void on_restart_timer(void *user, int fd, short revents)
@@ -1676,21 +1730,15 @@ fail:
     schedule_restart(a);
 }
 
-static void close_fd(struct rl_agent *a, int *fd)
-{
-    if (*fd >= 0) {
-        rl_bridge_unwatch(a->bridge, *fd);
-        close(*fd);
-        *fd = -1;
-    }
-}
-
 /* The process is gone: what it was doing ends with an error the user sees; what waits for it stays queued. */
 static void agent_gone(struct rl_agent *a, const char *why)
 {
     session_t *s;
     char text[300];
+    int started;
 
+    drain(a);
+    started = a->initialized;
     close_fd(a, &a->in_fd);
     close_fd(a, &a->out_fd);
     close_fd(a, &a->err_fd);
@@ -1710,7 +1758,12 @@ static void agent_gone(struct rl_agent *a, const char *why)
         s->loading = 0;
         if (p != NULL) {
             close_items(a, p, "failed", why);
-            end_prompt(a, s, p, "error", text);
+            end_prompt(a, s, p, "error", NULL, text);
+        }
+        /* An agent that dies before it even answers initialize will most likely do so again: nobody waits for it. */
+        if (!started) {
+            snprintf(text, sizeof(text), "[the agent could not start: %s; see relay-bridge's log]", why);
+            fail_queue(a, s, text);
         }
     }
 }
@@ -1814,7 +1867,7 @@ static void acp_cancel(rl_agent_t *a, const char *session_id, const char *intera
             }
             send_msg(a, rl_jsonrpc_notification("session/cancel", json_pack("{s:s}", "sessionId", s->acp_id)));
         } else {
-            end_prompt(a, s, p, "cancelled", NULL);
+            end_prompt(a, s, p, "cancelled", NULL, NULL);
         }
     }
 }
@@ -1825,6 +1878,8 @@ static int acp_child_exited(rl_agent_t *a, pid_t pid, int status)
 
     if (pid != a->pid || pid <= 0)
         return 0;
+    /* What the agent started in its process group (npx starts node, say) goes with it. */
+    kill(-pid, SIGKILL);
     a->pid = -1;
     if (WIFEXITED(status))
         snprintf(why, sizeof(why), "the agent exited with status %d", WEXITSTATUS(status));

@@ -256,8 +256,7 @@ static void flush_turn(rl_bridge_t *b, turn_state_t *t, int final)
     }
 }
 
-static void send_end(rl_bridge_t *b, turn_state_t *t, const char *finish_reason, json_t *usage,
-                     const char *error_text);
+static void send_end(rl_bridge_t *b, turn_state_t *t, const char *finish_reason, json_t *usage, const char *error_text);
 
 /* The text after a break: the message before it ends as a tool call, and a new one opens in the same turn. */
 static void open_next_message(rl_bridge_t *b, turn_state_t *t)
@@ -348,8 +347,7 @@ void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, j
     end_turn(b, turn, finish_reason, usage, error_text);
 }
 
-void rl_bridge_finish(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage,
-                      const char *error_text)
+void rl_bridge_finish(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage, const char *error_text)
 {
     end_turn(b, turn, finish_reason, usage, error_text);
 }
@@ -365,8 +363,7 @@ static void end_turn(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason,
 }
 
 /* Ends the current message of t (the turn goes on unless the caller ends it). */
-static void send_end(rl_bridge_t *b, turn_state_t *t, const char *finish_reason, json_t *usage,
-                     const char *error_text)
+static void send_end(rl_bridge_t *b, turn_state_t *t, const char *finish_reason, json_t *usage, const char *error_text)
 {
     rl_turn_t *turn = t->message;
     json_t *body;

@@ -6,7 +6,8 @@ stdout. Python 3 standard library only.
 The first word of a prompt picks the scenario, so that a test chooses what
 the agent does:
 
-  (anything else)        streams "echo: TEXT" in a few chunks; end_turn
+  (anything else)        streams "echo: TEXT" in a few chunks; end_turn, with usage
+                         (input tokens: the words, output tokens: one more)
   tools                  text, a read tool call (pending, in_progress with text,
                          completed), more text, an edit tool call carrying a diff,
                          last text
@@ -175,7 +176,8 @@ def scenario_echo(sid, text, words):
     for part in ("echo: ", text[: len(text) // 2], text[len(text) // 2:]):
         say(sid, part)
         time.sleep(0.02)
-    return "end_turn"
+    # ACP v1's unstable PromptResponse.usage
+    return "end_turn", {"inputTokens": len(words), "outputTokens": len(words) + 1, "totalTokens": 2 * len(words) + 1}
 
 
 def scenario_tools(sid, text, words):
@@ -400,9 +402,12 @@ def on_prompt(rid, params):
 
     def run():
         stop = scenario(sid, text, words)
+        result = {"stopReason": stop}
+        if isinstance(stop, tuple):
+            result = {"stopReason": stop[0], "usage": stop[1]}
         save(sid)
-        log("prompt_end", session=sid, stop=stop)
-        respond(rid, {"stopReason": stop})
+        log("prompt_end", session=sid, stop=result["stopReason"])
+        respond(rid, result)
     threading.Thread(target=run, daemon=True).start()
 
 

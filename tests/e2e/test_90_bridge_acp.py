@@ -82,6 +82,7 @@ def test_a_reply_streams_and_finishes(relay, user_token, tmp_path):
         interaction, replies = acp.turn(session, "hello there agent")
         assert len(replies) == 1, replies
         assert replies[0]["text"] == "echo: hello there agent" and replies[0]["finish_reason"] == "stop", replies
+        assert replies[0]["usage"] == {"input_tokens": 3, "output_tokens": 4}, replies
         deltas = "".join(e["delta"] for e in acp.events("message_delta", interaction))
         assert deltas == "echo: hello there agent", deltas
         init = acp.agent_log("initialize")[0]["params"]
@@ -467,3 +468,54 @@ def test_attachments_as_links_or_inline_as_the_agent_accepts(relay, user_token, 
                 assert "/v1/files/%s?" % image in blocks[0]["uri"], blocks
         finally:
             assert acp.close() == 0
+
+
+def test_sessions_run_side_by_side_and_prompts_of_one_session_in_turn(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        first, second = acp.user.create_session(), acp.user.create_session()
+        slow = acp.user.send(first, "slow")
+        wait_until(lambda: any(m["text"].startswith("..") for m in acp.user.replies(first, slow)), WAIT, what="dots")
+        # another session is answered while the first one's prompt runs
+        _, replies = acp.turn(second, "meanwhile")
+        assert replies[0]["text"] == "echo: meanwhile", replies
+        # a second message of the busy session waits for the first prompt
+        queued = acp.user.send(first, "queued one")
+        wait_until(lambda: acp.user.replies(first, queued), WAIT, what="the queued reply's placeholder")
+        assert [e["text"] for e in acp.agent_log("prompt") if e["text"] == "queued one"] == []
+        acp.user.cancel(first, slow)
+        acp.wait_turn(first, slow)
+        acp.wait_turn(first, queued)
+        assert acp.user.replies(first, queued)[0]["text"] == "echo: queued one"
+        prompts = [(e["session"], e["text"]) for e in acp.agent_log("prompt")]
+        sessions = {text: sid for sid, text in prompts}
+        assert sessions["slow"] == sessions["queued one"] != sessions["meanwhile"], prompts
+        assert [t for _, t in prompts] == ["slow", "meanwhile", "queued one"], prompts
+    finally:
+        assert acp.close() == 0
+
+
+def test_an_agent_that_cannot_start_fails_the_message_and_says_why(relay, user_token, tmp_path):
+    bridge, user = paired(relay, user_token, tmp_path)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import sys\nsys.stderr.write('no API key configured\\n')\nsys.exit(5)\n")
+    bridge.start("acp:%s %s" % (PYTHON, broken))
+    try:
+        bridge.wait_log("acp agent stderr: no API key configured")
+        bridge.wait_log("the agent exited with status 5")
+        session = user.create_session()
+        interaction = user.send(session, "hello")
+        reply = user.wait_reply(session, interaction, timeout=WAIT + 10)
+        assert reply["finish_reason"] == "error", reply
+        assert "the agent could not start: the agent exited with status 5" in reply["text"], reply
+        assert "restarting the acp agent in 2000 ms" in bridge.log_text()
+    finally:
+        assert bridge.stop() == 0
+
+
+def test_a_cwd_that_does_not_exist_is_refused(relay, user_token, tmp_path):
+    bridge, _ = paired(relay, user_token, tmp_path)
+    bridge.start("acp:%s %s" % (PYTHON, AGENT), "--cwd", str(tmp_path / "nowhere"), wait_connected=False)
+    assert bridge.wait_exit() == 1
+    assert "--cwd %s: No such file or directory" % (tmp_path / "nowhere") in bridge.log_text()
+    bridge.stop()

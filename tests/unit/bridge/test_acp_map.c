@@ -60,6 +60,26 @@ static void test_stop_reasons_map_to_finish_reasons(void **state)
     assert_string_equal(rl_acp_finish_reason(NULL), "stop");
 }
 
+static void test_usage_of_a_prompt_response(void **state)
+{
+    json_t *acp = json_pack("{s:i, s:i, s:i, s:i}", "inputTokens", 12, "outputTokens", 5, "totalTokens", 17,
+                            "thoughtTokens", 2);
+    json_t *usage = rl_acp_usage(acp), *expected = json_pack("{s:i, s:i}", "input_tokens", 12, "output_tokens", 5);
+
+    (void)state;
+    assert_true(json_equal(usage, expected));
+    json_decref(usage);
+    json_decref(expected);
+    json_decref(acp);
+    acp = json_pack("{s:i}", "totalTokens", 3);
+    assert_null(rl_acp_usage(acp));
+    json_decref(acp);
+    acp = json_pack("{s:i, s:s}", "inputTokens", -1, "outputTokens", "5");
+    assert_null(rl_acp_usage(acp));
+    json_decref(acp);
+    assert_null(rl_acp_usage(NULL));
+}
+
 static void test_tool_kinds_and_their_severity(void **state)
 {
     static const char *const low[] = {"read", "search", "think", "fetch"};
@@ -266,6 +286,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_update_kind_of_the_schema_has_its_bridge_call),
         cmocka_unit_test(test_stop_reasons_map_to_finish_reasons),
+        cmocka_unit_test(test_usage_of_a_prompt_response),
         cmocka_unit_test(test_tool_kinds_and_their_severity),
         cmocka_unit_test(test_decisions_choose_the_offered_option_of_their_kind),
         cmocka_unit_test(test_gateway_words_become_decisions),
