@@ -13,7 +13,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DRL_WERROR=ON
 endif
 
-.PHONY: all deps build run install test test-unit test-e2e test-agents test-browser test-asan test-package fuzz bench clean
+.PHONY: all deps build run install test test-fresh test-unit test-e2e test-agents test-browser test-asan test-package fuzz bench clean
 
 all: build
 
@@ -53,6 +53,11 @@ test: build
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-package
 
+# What CI runs (.ci/run): make test in a Debian 12 root made fresh for the run (root; ~30 s to make
+# the root, a few minutes of installs, then the suite). scripts/test-fresh.sh says how.
+test-fresh:
+	@./scripts/test-fresh.sh
+
 test-unit:
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
@@ -60,16 +65,18 @@ test-e2e: test-agents
 	@RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
 
 # The real coding agents the end-to-end tests drive through relay-bridge's acp: agent (test_9x):
-# @zed-industries/claude-agent-acp with the Claude Code it bundles, as pinned by
-# tests/agents/package-lock.json. npm reaches only its registry; the agents themselves never reach a
-# network in the tests (tests/e2e/agentlib.py). npm's warnings are shown, not thrown away.
+# @zed-industries/claude-agent-acp with the Claude Code it bundles, and @zed-industries/codex-acp
+# with Codex's native binary, as pinned by tests/agents/package-lock.json. npm reaches only its registry; the agents themselves never reach a
+# network in the tests (tests/e2e/agentlib.py). npm's output is shown, not thrown away;
+# --engine-strict: a package that wants a newer Node than this machine's fails here, loudly.
 test-agents:
-	@cd tests/agents && npm ci --no-audit --no-fund --loglevel=warn
+	@cd tests/agents && npm ci --no-audit --no-fund --engine-strict
 
 # The web client in Debian's headless Chromium against the real relayd and relay-bridge (docs/web.md);
-# npm installs the pinned playwright-core and axe-core from the lock file, never a browser.
+# npm installs the pinned playwright-core and axe-core from the lock file, never a browser;
+# --engine-strict: a package that wants a newer Node than this machine's fails here, loudly.
 test-browser:
-	@cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null
+	@cd tests/browser && npm ci --no-audit --no-fund --engine-strict
 	@cd tests/browser && RELAYD=$(abspath $(BUILD))/relayd node --test --test-concurrency=1 --test-reporter=spec
 
 test-asan: deps test-agents
@@ -102,7 +109,7 @@ clean:
 # ---- catalog (issue 7) ---------------------------------------------------------------------------
 .PHONY: run-catalog bench-catalog
 
-# catalogd on 127.0.0.1:8090 with the bundled dataset, imported into ./data/catalog.db when stale.
+# catalogd on 127.0.0.1:8090 with the bundled dataset, imported from catalog/ into ./data/catalog.db when stale.
 run-catalog: build
 	@$(BUILD)/catalogd
 

@@ -17,12 +17,26 @@ for p in $PACKAGES; do
 	fi
 done
 
-# The independent EventSource client of the end-to-end suite runs on Node.
+# Node runs the end-to-end suite's independent EventSource client, the browser suite
+# (playwright-core) and the ACP agents the bridge tests drive. Debian 12's own nodejs (18) and npm
+# (9) are what the tests' package locks are pinned for: nothing the tests install needs newer.
+NODE_MIN=18
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	missing="$missing nodejs npm"
 fi
 
-[ -z "$missing" ] && exit 0
+check_node() {
+	command -v node >/dev/null 2>&1 || return 0
+	if ! node -e "process.exit(Number(process.versions.node.split('.')[0]) >= $NODE_MIN ? 0 : 1)"; then
+		echo "node $(node --version) is too old: the tests need Node.js $NODE_MIN or later (Debian 12's nodejs)" >&2
+		exit 1
+	fi
+}
+
+if [ -z "$missing" ]; then
+	check_node
+	exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "missing packages:$missing" >&2
@@ -36,3 +50,4 @@ if ! apt-get install -y -q --no-install-recommends $missing >/dev/null; then
 	apt-get update -q >/dev/null
 	apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
+check_node

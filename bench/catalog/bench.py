@@ -272,7 +272,7 @@ def main():
         generated = os.path.join(tmp, "generated")
         subprocess.run([sys.executable, os.path.join(HERE, "gen_dataset.py"), generated, "--entities",
                         str(args.entities)], check=True, timeout=600)
-        results = [measure("Bundled dataset", os.path.join(REPO, "data", "catalog"), args, tmp, rng),
+        results = [measure("Bundled dataset", os.path.join(REPO, "catalog"), args, tmp, rng),
                    measure("Generated dataset", generated, args, tmp, rng)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

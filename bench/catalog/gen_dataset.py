@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a synthetic catalog source folder of N entities (default 20 000)
 for the catalog benchmark: every type, relationships both ways, scores, and
-a hidden source, in the same format as data/catalog/. Names are made of
+a hidden source, in the same format as catalog/. Names are made of
 invented words; descriptions mix domain words with invented words drawn with
 a Zipf distribution, so that searches hit realistic numbers of entities.
 

@@ -21,7 +21,7 @@
 #include "rl_version.h"
 
 #ifndef RL_CATALOG_SOURCE_DEFAULT
-#define RL_CATALOG_SOURCE_DEFAULT "data/catalog"
+#define RL_CATALOG_SOURCE_DEFAULT "catalog"
 #endif
 #define CATALOGD_VERSION RL_VERSION
 

@@ -1,5 +1,5 @@
 /*
- * The catalog's source files (data/catalog/): reading them and checking them.
+ * The catalog's source files (catalog/): reading them and checking them.
  *
  * Every *.json file under the folder (recursively, in path order) is an
  * object whose keys are sections: one of the eight type names ("models"),

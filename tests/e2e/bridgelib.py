@@ -47,7 +47,7 @@ class Socket(BridgeSocket):
 
     def close(self):
         if self._ws is not None and not self._closed.is_set():
-            asyncio.run_coroutine_threadsafe(self._ws.close(), self._loop)
+            self._in_loop(self._ws.close)
         assert self._closed.wait(WAIT), "socket still open %ss after close()" % WAIT
 
     def expect_ready(self, installation_id):

@@ -21,7 +21,7 @@ import requests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SOURCE = os.path.join(REPO, "data", "catalog")
+SOURCE = os.path.join(REPO, "catalog")
 
 
 def _binary(env_name, name):

@@ -34,6 +34,15 @@ import pytest
 
 from relaylib import RELAYD, STORE, Relay, mint_token, sanitizer_report
 
+
+def pytest_configure(config):
+    # A coroutine never awaited is a frame never sent: a test that checks less than it says. Its
+    # RuntimeWarning fails the test, also when it is raised as the coroutine is collected (pytest
+    # then reports it as an unraisable exception).
+    config.addinivalue_line("filterwarnings", "error::RuntimeWarning")
+    config.addinivalue_line("filterwarnings",
+                            "error:Exception ignored in. <coroutine:pytest.PytestUnraisableExceptionWarning")
+
 PG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "pg.sh")
 REDIS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "redis.sh")
 # The bus of the suite's relayd: "local" (in-process) or "redis" (a Redis database per data folder).

@@ -6,6 +6,7 @@ BridgeSocket speaks the bridge's WebSocket with python3-websockets on a
 thread of its own, so that tests stay synchronous.
 """
 import asyncio
+import concurrent.futures
 import json
 import queue
 import threading
@@ -162,8 +163,32 @@ class BridgeSocket:
     def connected(self):
         return self._ws is not None and self.handshake_error is None
 
+    def _in_loop(self, make_coroutine):
+        """Runs make_coroutine() on the socket's loop and returns a concurrent Future of its result.
+
+        The coroutine is made on the loop, when it gets there: one made here and handed to
+        run_coroutine_threadsafe is never awaited when the loop has already stopped (the socket
+        closed), and what the caller meant to send silently never went."""
+        result = concurrent.futures.Future()
+
+        def finish(task):
+            if task.cancelled():
+                result.set_exception(ConnectionError("the socket's loop cancelled the call"))
+            elif task.exception() is not None:
+                result.set_exception(task.exception())
+            else:
+                result.set_result(task.result())
+
+        def start():
+            if result.set_running_or_notify_cancel():
+                asyncio.ensure_future(make_coroutine()).add_done_callback(finish)
+
+        self._loop.call_soon_threadsafe(start)
+        return result
+
     def send(self, frame):
-        asyncio.run_coroutine_threadsafe(self._ws.send(json.dumps(frame)), self._loop).result(TIMEOUT)
+        text = json.dumps(frame)
+        self._in_loop(lambda: self._ws.send(text)).result(TIMEOUT)
 
     def next(self, timeout=TIMEOUT, skip_pings=True):
         deadline = time.monotonic() + timeout
@@ -195,5 +220,5 @@ class BridgeSocket:
         # The loop stops as soon as the read loop ends, which may be before close() itself
         # returns: schedule the close and wait for the reader to see the socket end.
         if self._ws is not None and not self._closed.is_set():
-            asyncio.run_coroutine_threadsafe(self._ws.close(), self._loop)
+            self._in_loop(self._ws.close)
         assert self._closed.wait(TIMEOUT), "socket did not close"

@@ -627,7 +627,7 @@ def ensure_node_client():
         pytest.fail("this test needs Node.js and npm (Debian packages nodejs and npm): "
                     "node=%r npm=%r" % (node, npm))
     if not os.path.isfile(os.path.join(SSE_CLIENT, "node_modules", "eventsource", "package.json")):
-        proc = subprocess.run([npm, "ci", "--prefix", SSE_CLIENT, "--no-audit", "--no-fund"],
+        proc = subprocess.run([npm, "ci", "--prefix", SSE_CLIENT, "--no-audit", "--no-fund", "--engine-strict"],
                               capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             pytest.fail("npm ci in %s failed (%d):\n%s\n%s" % (SSE_CLIENT, proc.returncode, proc.stdout,

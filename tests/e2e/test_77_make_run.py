@@ -54,6 +54,15 @@ def test_make_run_builds_relayd_alone_prints_little_and_serves(tmp_path):
     for other in ("unit_", "fuzz_", "catalogd", "relay-bridge", "Built target relay\n", "manuals"):
         assert other not in log, (other, log[-2000:])
     assert "Built target relayd" in log, log[-2000:]
+    # The data folder is relayd's to create, private, so a first start has nothing to warn about.
+    assert "open to other local users" not in err, err
+    assert (os.stat(tmp_path / "data").st_mode & 0o777) == 0o700
+
+
+def test_a_fresh_clone_has_no_data_folder():
+    """git would create a tracked data/ 0755 and relayd's first start would warn about its own folder."""
+    tracked = subprocess.run(["git", "ls-files", "data"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert tracked.stdout == ""
 
 
 def _healthy(port):

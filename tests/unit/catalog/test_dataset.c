@@ -1,7 +1,7 @@
 /*
  * Unit tests of src/catalog/dataset.c, the import validator: a valid dataset
  * loads, every kind of problem is reported with its file and field, and the
- * bundled dataset in data/catalog is valid and large enough.
+ * bundled dataset in catalog is valid and large enough.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -184,7 +184,7 @@ static void test_empty_and_missing_folders(void **state)
     fixture_remove(dir);
 }
 
-/* The dataset shipped in data/catalog must load cleanly and hold what the issue asks for. */
+/* The dataset shipped in catalog must load cleanly and hold what the issue asks for. */
 static void test_bundled_dataset(void **state)
 {
     rl_catalog_dataset_t dataset;
@@ -193,11 +193,11 @@ static void test_bundled_dataset(void **state)
     const char *key;
     int type, result;
 
-    result = rl_catalog_dataset_load(RL_SOURCE_DIR "/data/catalog", &dataset, problems);
+    result = rl_catalog_dataset_load(RL_SOURCE_DIR "/catalog", &dataset, problems);
     if (result != 0) {
         char line[1024];
         rl_catalog_problem_format(json_array_get(problems, 0), line, sizeof(line));
-        fail_msg("data/catalog has %zu problems, the first: %s", json_array_size(problems), line);
+        fail_msg("catalog has %zu problems, the first: %s", json_array_size(problems), line);
     }
     for (type = 0; type < RL_CATALOG_TYPE_COUNT; ++type) {
         size_t shown = 0;
@@ -218,7 +218,7 @@ static void test_bundled_dataset(void **state)
         if (json_is_true(json_object_get(source, "hidden")))
             goto found;
     }
-    fail_msg("no hidden source in data/catalog");
+    fail_msg("no hidden source in catalog");
 found:
     assert_true(json_array_size(dataset.scores) >= 100);
     rl_catalog_dataset_free(&dataset);
