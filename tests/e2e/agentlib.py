@@ -15,6 +15,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -327,8 +328,10 @@ class AcpClient:
         self._pending = {}
         self._lock = threading.Lock()
         self._stderr = open(stderr_path, "wb") if stderr_path else subprocess.DEVNULL
+        # A process group of its own: the agent's children (Claude Code's CLI, Codex's native binary
+        # under its node launcher) go with it at close().
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     env=env, cwd=cwd, preexec_fn=preexec)
+                                     env=env, cwd=cwd, preexec_fn=preexec, start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -435,19 +438,29 @@ class AcpClient:
         return out
 
     def close(self, timeout=10):
+        """Ends the agent and everything it started: SIGTERM to its process group, then SIGKILL to
+        whatever is left in it (codex-acp's binary outlives SIGTERM and its launcher). Returns the
+        agent's exit status."""
         try:
             self.proc.stdin.close()
-        except OSError:
+        except (OSError, ValueError):
             pass
+        self._signal_group(signal.SIGTERM)
         try:
-            self.proc.terminate()
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=timeout)
+            pass
+        self._signal_group(signal.SIGKILL)
+        self.proc.wait(timeout=timeout)
         if self._stderr is not subprocess.DEVNULL:
             self._stderr.close()
         return self.proc.returncode
+
+    def _signal_group(self, sig):
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 def wait_for(predicate, timeout=WAIT, step=0.05):
