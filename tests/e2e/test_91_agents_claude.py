@@ -347,3 +347,36 @@ def test_claude_code_through_relay_bridge_cancel_while_asking(relay, user_token,
         run.rig.assert_stayed_home()
     finally:
         assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_plan_updates_in_place(relay, user_token, tmp_path):
+    """Claude Code's TodoWrite is no tool call over ACP but a `plan` update (the whole list each
+    time, priority "medium", nothing asked): one plan task for the turn, updated with each list,
+    completed with the last one when the turn ends."""
+    first = [{"content": "Read the file", "status": "in_progress", "activeForm": "Reading the file"},
+             {"content": "Edit the file", "status": "pending", "activeForm": "Editing the file"}]
+    second = [{"content": "Read the file", "status": "completed", "activeForm": "Reading the file"},
+              {"content": "Edit the file", "status": "in_progress", "activeForm": "Editing the file"}]
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [("TodoWrite", {"todos": first}),
+                                                            ("TodoWrite", {"todos": second})], "Planned.")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Plan the change")
+        replies = run.wait_turn(session, interaction)
+        assert replies[-1]["text"].startswith("Planned. [tool ok: "), replies
+        assert run.events("approval_requested", interaction) == []
+
+        def entries(todos):
+            return [{"content": t["content"], "priority": "medium", "status": t["status"]} for t in todos]
+        created = run.events("task_created", interaction)
+        assert [(e["task_id"], e["kind"]) for e in created] == [("plan_" + interaction, "plan")], created
+        progress = [e["partial_result"] for e in run.events("task_progress", interaction)
+                    if e["task_id"] == "plan_" + interaction]
+        assert progress and progress[-1] == {"entries": entries(second)}, progress
+        assert {"entries": entries(first)} in progress or created[0].get("partial_result") == {
+            "entries": entries(first)}, (created, progress)
+        done = [e for e in run.events("task_completed", interaction) if e["task_id"] == "plan_" + interaction]
+        assert len(done) == 1 and done[0]["result"] == {"entries": entries(second)}, done
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
