@@ -380,3 +380,58 @@ def test_claude_code_through_relay_bridge_plan_updates_in_place(relay, user_toke
         run.rig.assert_stayed_home()
     finally:
         assert run.close() == 0
+
+
+def _prompts(body):
+    """The user's own words in a Messages API request (Claude Code adds <system-reminder> blocks)."""
+    out = []
+    for message in body["messages"]:
+        if message["role"] != "user" or isinstance(message["content"], str):
+            continue
+        for block in message["content"]:
+            if block.get("type") == "text" and not block["text"].startswith("<"):
+                out.append(block["text"])
+    return out
+
+
+def test_a_restarted_bridge_continues_the_claude_code_conversation(relay, user_token, tmp_path):
+    """relay-bridge stopped and started again: the next message of the session loads Claude Code's
+    session (session/load, from the transcript Claude Code keeps in its HOME) instead of starting
+    afresh, so the model gets the earlier turn; the history Claude Code replays while it loads does
+    not come back as messages or tasks."""
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "unused")
+    command = tools_then_text([("Bash", {"command": "echo apricot > word.txt", "description": "Note it"})], "Noted.")
+
+    def script(body):  # the first turn runs a command, then every turn repeats the user's words
+        said = _prompts(body)
+        if len(said) == 1 and not command(body)[0]["text"].startswith("Noted."):
+            return command(body)
+        return [{"type": "text", "text": "You said: " + " / ".join(said)}]
+    run.rig.model.script = script
+    try:
+        session = run.user.create_session()
+        first = run.user.send(session, "remember the word apricot")
+        run.user.decide(run.approval(first)["approval_id"], "approve")
+        assert [m["text"] for m in run.wait_turn(session, first)] == [
+            "I will use Bash.", "You said: remember the word apricot"]
+        assert len(run.events("task_created", first)) == 1
+        assert run.bridge.stop() == 0
+        run.bridge.start("acp:" + os.path.join(str(tmp_path), "claude-agent.sh"), "--cwd", run.cwd)
+        run.bridge.wait_log("acp agent @zed-industries/claude-agent-acp 0.23.1 ready", count=2, timeout=WAIT)
+        second = run.user.send(session, "which word?")
+        replies = run.wait_turn(session, second)
+        assert [m["text"] for m in replies] == ["You said: remember the word apricot / which word?"], replies
+        assert "loaded for relay session " + session in run.bridge.log_text(), run.bridge.log_text()
+        everything = sorted(run.user.messages(session), key=lambda m: m["created_at"])
+        assert [m["text"] for m in everything if m["role"] == "agent"] == [
+            "I will use Bash.", "You said: remember the word apricot",
+            "You said: remember the word apricot / which word?"], everything
+        # the replayed Bash call is not a task again, nor a new approval
+        assert [e.data["task_id"] for e in run.stream.events if e.name == "task_created"] == [
+            e["task_id"] for e in run.events("task_created", first)]
+        assert len([e for e in run.stream.events if e.name == "approval_requested"]) == 1
+        assert [m["text"] for m in everything if m["role"] == "user"] == [
+            "remember the word apricot", "which word?"], everything
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
