@@ -354,7 +354,7 @@ static const char *const run_examples[] = {
     "relay-bridge run --agent 'exec:ollama run llama3'",
     "relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'",
     "relay-bridge run --agent openai:http://127.0.0.1:11434",
-    "relay-bridge run --cwd ~/project --agent 'acp:npx @zed-industries/claude-agent-acp'",
+    "relay-bridge run --cwd ~/project --agent 'acp:npx -y @zed-industries/claude-agent-acp'",
     NULL,
 };
 static const char *const status_examples[] = {"relay-bridge status", "relay-bridge status --json", NULL};

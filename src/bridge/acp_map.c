@@ -126,13 +126,19 @@ rl_acp_decision_t rl_acp_decision_of(const char *word)
 }
 
 /*
- * Each decision's option kinds, best first (CONTRACT §3). A plain approval
- * never takes an allow_always option: that would grant the agent more than
- * the user did. Expiry is a denial (spec: an expired approval denies).
+ * Each decision's option kinds, best first. A plain approval never takes an
+ * allow_always option: that would grant the agent more than the user did.
+ * Nor, first, does "approve always": an agent's own "always" is its scope,
+ * not the relay's (Claude Code's covers every later call of the tool, any
+ * file, any command), while the relay's grant covers the same tool on the
+ * same input only and answers those later requests itself (issue 22: "and
+ * nothing broader"). So allow_once, and allow_always only when the agent
+ * offers nothing else that allows. Expiry is a denial (spec: an expired
+ * approval denies).
  */
 static const char *const option_preferences[][3] = {
     [RL_ACP_APPROVE] = {"allow_once", NULL},
-    [RL_ACP_APPROVE_ALWAYS] = {"allow_always", "allow_once", NULL},
+    [RL_ACP_APPROVE_ALWAYS] = {"allow_once", "allow_always", NULL},
     [RL_ACP_DENY] = {"reject_once", "reject_always", NULL},
     [RL_ACP_EXPIRED] = {"reject_once", "reject_always", NULL},
 };
@@ -280,12 +286,37 @@ static void text_add(text_t *t, const char *s)
     t->buf[t->len] = '\0';
 }
 
+/* argv of a shell running one command line ("/bin/bash", "-lc", "make test"): the line is what the user reads. */
+static const char *shell_line(json_t *argv)
+{
+    static const char *const shells[] = {"sh", "bash", "zsh", "dash", NULL};
+    static const char *const flags[] = {"-c", "-lc", "-ic", NULL};
+    const char *shell = json_string_value(json_array_get(argv, 0));
+    const char *flag = json_string_value(json_array_get(argv, 1));
+    const char *base = shell != NULL ? strrchr(shell, '/') : NULL;
+    int known_shell = 0, known_flag = 0;
+    size_t i;
+
+    if (json_array_size(argv) != 3 || shell == NULL || flag == NULL)
+        return NULL;
+    base = base != NULL ? base + 1 : shell;
+    for (i = 0; shells[i] != NULL; i++)
+        known_shell |= strcmp(base, shells[i]) == 0;
+    for (i = 0; flags[i] != NULL; i++)
+        known_flag |= strcmp(flag, flags[i]) == 0;
+    return known_shell && known_flag ? json_string_value(json_array_get(argv, 2)) : NULL;
+}
+
 /* A string, or an array of strings joined by spaces (a command given as argv). */
 static int add_words(text_t *t, json_t *v)
 {
     size_t i;
     json_t *w;
 
+    if (shell_line(v) != NULL) {
+        text_add(t, shell_line(v));
+        return 1;
+    }
     if (json_is_string(v)) {
         text_add(t, json_string_value(v));
         return 1;

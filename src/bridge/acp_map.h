@@ -68,7 +68,8 @@ rl_acp_decision_t rl_acp_decision_of(const char *gateway_word);
  * The optionId (borrowed from options) of the permission option that
  * answers decision: the first offered option of the first kind in the
  * decision's preference list (approve: allow_once; approve_always:
- * allow_always, else allow_once; deny and expiry: reject_once, else
+ * allow_once, else allow_always, since the relay's grant, not the agent's
+ * own rule, answers later requests; deny and expiry: reject_once, else
  * reject_always). NULL when none is offered: answer "cancelled" then.
  */
 const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
@@ -79,6 +80,8 @@ const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
 #define RL_ACP_THOUGHT_MAX (64 * 1024)
 /* The relay's cap on status_label and approval title (docs/api.md). */
 #define RL_ACP_LABEL_MAX 200
+/* The relay's cap on a task's name. */
+#define RL_ACP_NAME_MAX 128
 
 /*
  * ACP tool call content (ToolCallContent[]) as the relay's blocks

@@ -26,13 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 
+#include "bridge/acp_fs.h"
 #include "bridge/acp_map.h"
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
@@ -51,8 +51,6 @@
 #define MAX_PENDING_OUT (16u * 1024u * 1024u)
 /* One line of the agent's stderr in the log; the rest of a longer line is cut. */
 #define STDERR_LINE 1024
-/* A file fs/read_text_file returns. */
-#define READ_MAX (8L * 1024L * 1024L)
 /* A thought's text is sent at most this often (CONTRACT §2). */
 #define THOUGHT_EVERY_MS 500
 #define RESTART_FIRST_MS 1000L
@@ -67,10 +65,13 @@
 #define FETCH_TEXT_MAX     (1024L * 1024L)
 #define FETCH_TIMEOUT_MS   20000L
 #define MAX_CONTENT_BLOCKS 32
+/* What the user reads when the agent wants a login the bridge cannot give it. */
+#define LOGIN_TEXT "[the agent needs a login first: see relay-bridge's log on the agent's machine]"
 
 typedef struct tool {
     struct tool *next;
     json_t *call; /* the ACP ToolCall as known so far (every update merged in) */
+    int created;  /* its createTask went out */
     int finished;
 } tool_t;
 
@@ -105,7 +106,10 @@ typedef struct session {
     prompt_t *queue; /* in arrival order */
 } session_t;
 
-typedef enum request_kind { REQ_INITIALIZE, REQ_NEW, REQ_LOAD, REQ_PROMPT } request_kind_t;
+typedef enum request_kind { REQ_INITIALIZE, REQ_AUTHENTICATE, REQ_NEW, REQ_LOAD, REQ_PROMPT } request_kind_t;
+
+/* authenticate, at most once per agent process (agent_t.auth). */
+typedef enum auth_state { AUTH_NONE, AUTH_PENDING, AUTH_DONE, AUTH_FAILED } auth_state_t;
 
 /* A request of ours the agent has not answered yet. */
 typedef struct request {
@@ -152,9 +156,11 @@ struct rl_agent {
     char err_line[STDERR_LINE + 1];
     size_t err_len;
     int err_skipping;
+    int err_escape; /* inside a terminal escape sequence (colours): 1 after ESC, 2 inside CSI */
     int initialized;
     int load_session, image, embedded_context;
     json_t *auth_methods;
+    auth_state_t auth;
     json_t *agent_info;
     char *mode;
     json_t *commands;
@@ -173,7 +179,7 @@ static void spawn(struct rl_agent *a);
 static void open_session(struct rl_agent *a, session_t *s);
 static void pump(struct rl_agent *a, session_t *s);
 
-/* ---- writing to the agent ----------------------------------------------------------------------- */
+/* ---- writing to the agent --------------------------------------------------------------------- */
 
 static void flush_out(struct rl_agent *a);
 
@@ -260,7 +266,7 @@ static void answer_error(struct rl_agent *a, json_t *id, int code, const char *m
     send_msg(a, rl_jsonrpc_error(id, code, message));
 }
 
-/* ---- the relay's side: lines of the jsonl protocol ----------------------------------------------- */
+/* ---- the relay's side: lines of the jsonl protocol -------------------------------------------- */
 
 /* Hands a line (root stolen) to the loop, addressed to p's turn when p is given. */
 static void emit(struct rl_agent *a, rl_agent_line_type_t type, prompt_t *p, json_t *root)
@@ -294,13 +300,16 @@ static void send_manifest(struct rl_agent *a)
         json_object_set_new(agent, "version", cut_string(version, 64));
     if (a->mode != NULL)
         json_object_set_new(agent, "mode", json_string(a->mode));
-    /* No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c). */
+    /*
+     * No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c),
+     * so a tool call's title can be its task's name (CONTRACT §2).
+     */
     emit(a, RL_LINE_MANIFEST, NULL,
          json_pack("{s:s, s:[], s:o, s:o}", "type", "manifest", "tools", "agent", agent, "commands",
                    a->commands != NULL ? json_incref(a->commands) : json_array()));
 }
 
-/* ---- state: which ACP session continues which relay session --------------------------------------- */
+/* ---- state: which ACP session continues which relay session ----------------------------------- */
 
 static void state_load(struct rl_agent *a)
 {
@@ -338,7 +347,7 @@ static void state_set(struct rl_agent *a, const char *relay_id, const char *acp_
     state_save(a);
 }
 
-/* ---- sessions and prompts ---------------------------------------------------------------------- */
+/* ---- sessions and prompts --------------------------------------------------------------------- */
 
 static session_t *session_by_relay(struct rl_agent *a, const char *relay_id)
 {
@@ -419,7 +428,7 @@ static void prompt_free(struct rl_agent *a, session_t *s, prompt_t *p)
     free(p);
 }
 
-/* ---- thoughts, plans and tool calls as tasks ----------------------------------------------------- */
+/* ---- thoughts, plans and tool calls as tasks -------------------------------------------------- */
 
 static void thought_task_id(prompt_t *p, char *out, size_t outsz)
 {
@@ -550,16 +559,20 @@ static const char *tool_title(tool_t *t)
     return title != NULL && *title != '\0' ? title : json_string_value(json_object_get(t->call, "toolCallId"));
 }
 
+static void tool_create(struct rl_agent *a, prompt_t *p, tool_t *t);
+
 static void tool_finish(struct rl_agent *a, prompt_t *p, tool_t *t, const char *status, const char *why)
 {
     json_t *line;
 
     if (t->finished)
         return;
+    tool_create(a, p, t);
     t->finished = 1;
-    line = json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_finish", "task_id",
+    line = json_pack("{s:s, s:O, s:s, s:o, s:o, s:o}", "type", "task_finish", "task_id",
                      json_object_get(t->call, "toolCallId"), "status", status, "status_label",
-                     cut_string(tool_title(t), RL_ACP_LABEL_MAX), "result", tool_result(t, 1));
+                     cut_string(tool_title(t), RL_ACP_LABEL_MAX), "name", cut_string(tool_title(t), RL_ACP_NAME_MAX),
+                     "result", tool_result(t, 1));
     if (strcmp(status, "failed") == 0)
         json_object_set_new(line, "error", json_pack("{s:s}", "message", why != NULL ? why : "the tool call failed"));
     emit(a, RL_LINE_TASK_FINISH, p, line);
@@ -579,11 +592,45 @@ static void tool_merge(tool_t *t, json_t *update)
     }
 }
 
-/* A tool call seen for the first time: its task is created. */
-static tool_t *tool_open(struct rl_agent *a, prompt_t *p, json_t *update)
+/* The task of a tool call: its createTask, once. */
+static void tool_create(struct rl_agent *a, prompt_t *p, tool_t *t)
+{
+    json_t *line, *args;
+
+    if (t->created)
+        return;
+    t->created = 1;
+    line =
+        json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
+                  "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
+                  cut_string(tool_title(t), RL_ACP_LABEL_MAX), "name", cut_string(tool_title(t), RL_ACP_NAME_MAX));
+    args = rl_acp_args(json_object_get(t->call, "rawInput"));
+    if (args != NULL)
+        json_object_set_new(line, "args", args);
+    emit(a, RL_LINE_TASK_START, p, line);
+}
+
+/*
+ * A tool call announced before its input is known (Claude Code announces it
+ * as the model starts writing it: rawInput {}, a generic title): its task is
+ * created at the call's next update, which brings the input, since a task's
+ * args cannot change after createTask.
+ */
+static int tool_premature(json_t *update)
+{
+    json_t *raw_input = json_object_get(update, "rawInput");
+    const char *status = json_string_value(json_object_get(update, "status"));
+
+    return (raw_input == NULL || json_is_null(raw_input) ||
+            (json_is_object(raw_input) && json_object_size(raw_input) == 0)) &&
+           json_array_size(json_object_get(update, "content")) == 0 &&
+           (status == NULL || strcmp(status, "pending") == 0);
+}
+
+/* A tool call seen for the first time: its task is created, now or (premature) at its next update. */
+static tool_t *tool_open(struct rl_agent *a, prompt_t *p, json_t *update, int may_wait)
 {
     tool_t *t = calloc(1, sizeof(*t));
-    json_t *line, *args;
 
     if (t == NULL)
         return NULL;
@@ -592,13 +639,8 @@ static tool_t *tool_open(struct rl_agent *a, prompt_t *p, json_t *update)
     t->next = p->tools;
     p->tools = t;
     rl_bridge_break(a->bridge, p->turn);
-    line = json_pack("{s:s, s:O, s:s, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
-                     "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
-                     cut_string(tool_title(t), RL_ACP_LABEL_MAX));
-    args = rl_acp_args(json_object_get(t->call, "rawInput"));
-    if (args != NULL)
-        json_object_set_new(line, "args", args);
-    emit(a, RL_LINE_TASK_START, p, line);
+    if (!may_wait || !tool_premature(update))
+        tool_create(a, p, t);
     return t;
 }
 
@@ -633,24 +675,25 @@ static int tool_progressed(json_t *update, int created)
            json_is_array(json_object_get(update, "locations")) || json_is_string(json_object_get(update, "title"));
 }
 
-static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update)
+static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update, int announced)
 {
     const char *id = json_string_value(json_object_get(update, "toolCallId"));
     tool_t *t = tool_find(p, id);
     const char *status;
-    int created = t == NULL;
+    int created = t == NULL || !t->created;
 
     if (id == NULL || *id == '\0')
         return;
     if (t == NULL) {
         /* An update of a call never announced is taken as its announcement. */
-        t = tool_open(a, p, update);
-        if (t == NULL)
+        t = tool_open(a, p, update, announced);
+        if (t == NULL || !t->created)
             return;
     } else {
         if (t->finished)
             return;
         tool_merge(t, update);
+        tool_create(a, p, t);
     }
     status = json_string_value(json_object_get(t->call, "status"));
     if (status != NULL && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0)) {
@@ -684,7 +727,7 @@ static void close_items(struct rl_agent *a, prompt_t *p, const char *tool_status
         tool_finish(a, p, t, tool_status, why);
 }
 
-/* ---- session/update ---------------------------------------------------------------------------- */
+/* ---- session/update --------------------------------------------------------------------------- */
 
 static void on_commands(struct rl_agent *a, json_t *update)
 {
@@ -763,7 +806,7 @@ static void on_update(struct rl_agent *a, json_t *params)
         break;
     case RL_ACP_UPDATE_TOOL_CALL:
     case RL_ACP_UPDATE_TOOL_UPDATE:
-        on_tool(a, p, update);
+        on_tool(a, p, update, kind == RL_ACP_UPDATE_TOOL_CALL);
         break;
     case RL_ACP_UPDATE_PLAN:
         on_plan(a, p, update);
@@ -773,7 +816,7 @@ static void on_update(struct rl_agent *a, json_t *params)
     }
 }
 
-/* ---- permissions --------------------------------------------------------------------------------- */
+/* ---- permissions ------------------------------------------------------------------------------ */
 
 /* The verb of the approval's sentence for each tool kind. */
 static const struct {
@@ -817,7 +860,7 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     const char *kind, *verb = "use a tool:";
     permission_t *perm;
     tool_t *t;
-    char *command, key[37], message[4096];
+    char *command, key[37], message[8400];
     size_t omitted, i;
 
     if (!json_is_array(json_object_get(params, "options")) || call_id == NULL) {
@@ -831,10 +874,12 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     }
     thought_close(a, p);
     t = tool_find(p, call_id);
-    if (t == NULL)
-        t = tool_open(a, p, call);
-    else
+    if (t == NULL) {
+        t = tool_open(a, p, call, 0);
+    } else {
         tool_merge(t, call);
+        tool_create(a, p, t);
+    }
     perm = calloc(1, sizeof(*perm));
     if (t == NULL || perm == NULL) {
         free(perm);
@@ -854,15 +899,23 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
         if (strcmp(verbs[i].kind, kind) == 0)
             verb = verbs[i].verb;
     command = rl_acp_command_of(kind, t->call);
-    snprintf(message, sizeof(message), "The agent asks to %s %.3900s", verb, command != NULL ? command : "");
+    snprintf(message, sizeof(message), "The agent asks to %s %s", verb, command != NULL ? command : "");
     blocks = rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted);
     while (json_array_size(blocks) > MAX_CONTENT_BLOCKS)
         json_array_remove(blocks, MAX_CONTENT_BLOCKS);
-    line = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s?, s:O, s:o}", "type", "approval_request", "approval_id",
+    /* The relay's cap on message is 4000 characters: 4000 bytes, cut between two characters, fit. */
+    line = json_pack("{s:s, s:s, s:s, s:o, s:o, s:s, s:s?, s:O, s:o}", "type", "approval_request", "approval_id",
                      perm->approval_id, "action", kind, "title", cut_string(tool_title(t), RL_ACP_LABEL_MAX), "message",
-                     message, "severity", rl_acp_severity(kind), "command", command, "tool_call_id",
+                     cut_string(message, 4000), "severity", rl_acp_severity(kind), "command", command, "tool_call_id",
                      json_object_get(t->call, "toolCallId"), "content", blocks);
     free(command);
+    if (line == NULL) {
+        /* Nobody can be asked: the agent must not wait for ever. */
+        rl_log(RL_LOG_WARN, "acp: a permission request could not be passed on: answered cancelled");
+        answer_permission(a, perm, NULL);
+        permission_done(a, perm);
+        return;
+    }
     emit(a, RL_LINE_APPROVAL_REQUEST, p, line);
 }
 
@@ -891,144 +944,16 @@ static void acp_notify(rl_agent_t *a, json_t *line)
     }
 }
 
-/* ---- fs methods: inside the working folder only ---------------------------------------------------------- */
-
-static int inside_root(struct rl_agent *a, const char *resolved)
-{
-    size_t n = strlen(a->root);
-
-    if (strcmp(a->root, "/") == 0)
-        return 1;
-    return strncmp(resolved, a->root, n) == 0 && (resolved[n] == '/' || resolved[n] == '\0');
-}
-
-/* A path with "." or ".." parts, or not absolute, is refused before anything is resolved. */
-static int plain_absolute(const char *path)
-{
-    const char *p = path;
-
-    if (path == NULL || path[0] != '/')
-        return 0;
-    while (*p != '\0') {
-        const char *end;
-        size_t n;
-        while (*p == '/')
-            p++;
-        end = strchr(p, '/');
-        n = end != NULL ? (size_t)(end - p) : strlen(p);
-        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-            return 0;
-        p += n;
-    }
-    return 1;
-}
-
-/*
- * Resolves path for reading or writing inside the working folder. Symbolic
- * links are followed (realpath) before the check, so a link cannot lead
- * out. A file to be written that does not exist yet is checked through its
- * folder. 0 with out filled, or a JSON-RPC error code with why set.
- */
-static int resolve(struct rl_agent *a, const char *path, int for_write, char *out, const char **why)
-{
-    char dir[PATH_MAX], parent[PATH_MAX];
-    const char *slash;
-
-    if (!plain_absolute(path) || strlen(path) >= PATH_MAX) {
-        *why = "the path must be absolute, without . or .. parts";
-        return RL_JSONRPC_INVALID_PARAMS;
-    }
-    if (realpath(path, out) != NULL) {
-        if (!inside_root(a, out)) {
-            *why = "the path is outside the session's working folder";
-            return RL_JSONRPC_INVALID_PARAMS;
-        }
-        return 0;
-    }
-    if (errno != ENOENT || !for_write) {
-        *why = errno == ENOENT ? "no such file" : strerror(errno);
-        return errno == ENOENT ? RL_JSONRPC_RESOURCE_NOT_FOUND : RL_JSONRPC_INTERNAL_ERROR;
-    }
-    slash = strrchr(path, '/');
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    if (realpath(dir[0] != '\0' ? dir : "/", parent) == NULL) {
-        *why = "the file's folder does not exist";
-        return RL_JSONRPC_RESOURCE_NOT_FOUND;
-    }
-    if (!inside_root(a, parent)) {
-        *why = "the path is outside the session's working folder";
-        return RL_JSONRPC_INVALID_PARAMS;
-    }
-    if (snprintf(out, PATH_MAX, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, slash + 1) >= PATH_MAX) {
-        *why = "the path is too long";
-        return RL_JSONRPC_INVALID_PARAMS;
-    }
-    return 0;
-}
-
-/* Lines [line, line + limit) of text (1-based; 0 or negative: from the start / to the end). */
-static json_t *slice_lines(const char *text, size_t len, json_int_t line, json_int_t limit)
-{
-    const char *start = text, *end = text + len;
-    json_int_t n;
-
-    for (n = 1; n < line && start < end; n++) {
-        const char *nl = memchr(start, '\n', (size_t)(end - start));
-        start = nl != NULL ? nl + 1 : end;
-    }
-    if (limit > 0) {
-        const char *stop = start;
-        for (n = 0; n < limit && stop < end; n++) {
-            const char *nl = memchr(stop, '\n', (size_t)(end - stop));
-            stop = nl != NULL ? nl + 1 : end;
-        }
-        end = stop;
-    }
-    return json_stringn(start, (size_t)(end - start));
-}
+/* ---- fs methods: inside the working folder only (acp_fs.c) ------------------------------------ */
 
 static void on_read(struct rl_agent *a, json_t *id, json_t *params)
 {
-    char resolved[PATH_MAX];
     const char *why = NULL;
-    int code = resolve(a, json_string_value(json_object_get(params, "path")), 0, resolved, &why);
-    struct stat st;
-    char *buf = NULL;
     json_t *content = NULL;
-    ssize_t got = 0;
-    int fd = -1;
+    int code = rl_acp_fs_read(a->root, json_string_value(json_object_get(params, "path")),
+                              json_integer_value(json_object_get(params, "line")),
+                              json_integer_value(json_object_get(params, "limit")), &content, &why);
 
-    if (code != 0)
-        goto out;
-    fd = open(resolved, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        code = RL_JSONRPC_RESOURCE_NOT_FOUND;
-        why = "not a readable file";
-        goto out;
-    }
-    if (st.st_size > READ_MAX) {
-        code = RL_JSONRPC_INVALID_PARAMS;
-        why = "the file is larger than 8 MiB";
-        goto out;
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    while (buf != NULL && got < st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)(st.st_size - got));
-        if (n <= 0)
-            break;
-        got += n;
-    }
-    content = buf != NULL ? slice_lines(buf, (size_t)got, json_integer_value(json_object_get(params, "line")),
-                                        json_integer_value(json_object_get(params, "limit")))
-                          : NULL;
-    if (content == NULL) {
-        code = RL_JSONRPC_INVALID_PARAMS;
-        why = "not a UTF-8 text file";
-    }
-out:
-    if (fd >= 0)
-        close(fd);
-    free(buf);
     if (code != 0) {
         rl_log(RL_LOG_INFO, "acp agent: fs/read_text_file refused: %s", why);
         answer_error(a, id, code, why);
@@ -1039,40 +964,12 @@ out:
 
 static void on_write(struct rl_agent *a, json_t *id, json_t *params)
 {
-    char resolved[PATH_MAX];
-    const char *why = NULL;
     json_t *content = json_object_get(params, "content");
-    int code = json_is_string(content)
-                   ? resolve(a, json_string_value(json_object_get(params, "path")), 1, resolved, &why)
-                   : RL_JSONRPC_INVALID_PARAMS;
-    size_t done = 0, len = json_string_length(content);
-    int fd = -1;
+    const char *why = "fs/write_text_file needs path and content";
+    int code = json_is_string(content) ? rl_acp_fs_write(a->root, json_string_value(json_object_get(params, "path")),
+                                                         json_string_value(content), json_string_length(content), &why)
+                                       : RL_JSONRPC_INVALID_PARAMS;
 
-    if (why == NULL && code != 0)
-        why = "fs/write_text_file needs path and content";
-    if (code != 0)
-        goto out;
-    /* O_NOFOLLOW: a link put in the checked path's place after the check is not followed out. */
-    fd = open(resolved, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        code = RL_JSONRPC_INTERNAL_ERROR;
-        why = strerror(errno);
-        goto out;
-    }
-    while (done < len) {
-        ssize_t n = write(fd, json_string_value(content) + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            code = RL_JSONRPC_INTERNAL_ERROR;
-            why = strerror(errno);
-            goto out;
-        }
-        done += (size_t)n;
-    }
-out:
-    if (fd >= 0)
-        close(fd);
     if (code != 0) {
         rl_log(RL_LOG_INFO, "acp agent: fs/write_text_file refused: %s", why);
         answer_error(a, id, code, why);
@@ -1081,7 +978,7 @@ out:
     send_msg(a, rl_jsonrpc_result(id, NULL));
 }
 
-/* ---- attachments fetched for the prompt ----------------------------------------------------------- */
+/* ---- attachments fetched for the prompt ------------------------------------------------------- */
 
 /* What to fetch of an attachment for an agent with these capabilities: "image", "text" or NULL (a link will do). */
 static const char *inline_kind(struct rl_agent *a, json_t *attachment, long *max)
@@ -1235,7 +1132,7 @@ static void fetch_start(struct rl_agent *a, prompt_t *p)
     a->fetches = f;
 }
 
-/* ---- the agent's messages ----------------------------------------------------------------------- */
+/* ---- the agent's messages --------------------------------------------------------------------- */
 
 /* Requests from the agent this client serves; any other is answered -32601 (JSON-RPC: method not found). */
 static const struct {
@@ -1399,6 +1296,77 @@ static void on_initialized(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
     }
 }
 
+/*
+ * The login the bridge can give on its own: a method of type "env_var"
+ * (Codex's, not yet in the public schema) whose variables are all set in
+ * the bridge's environment, so that the agent's key is one the user gave
+ * on purpose. Interactive methods ("agent", "terminal") are never tried.
+ */
+static const char *env_auth_method(struct rl_agent *a)
+{
+    json_t *method, *var;
+    size_t i, k;
+
+    json_array_foreach(a->auth_methods, i, method)
+    {
+        const char *type = json_string_value(json_object_get(method, "type"));
+        json_t *vars = json_object_get(method, "vars");
+        int ready = json_array_size(vars) > 0;
+
+        if (type == NULL || strcmp(type, "env_var") != 0 || json_string_value(json_object_get(method, "id")) == NULL)
+            continue;
+        json_array_foreach(vars, k, var)
+        {
+            const char *name =
+                json_is_string(var) ? json_string_value(var) : json_string_value(json_object_get(var, "name"));
+            const char *value = name != NULL ? getenv(name) : NULL;
+            if (value == NULL || *value == '\0')
+                ready = 0;
+        }
+        if (ready)
+            return json_string_value(json_object_get(method, "id"));
+    }
+    return NULL;
+}
+
+/*
+ * A session/new refused for want of a login: authenticate once with an
+ * env_var method, then sessions are opened again. 1 when that is under way
+ * (the session waits), 0 when the user must log in.
+ */
+static int authenticate(struct rl_agent *a)
+{
+    const char *method = env_auth_method(a);
+
+    if (a->auth == AUTH_PENDING)
+        return 1;
+    if (a->auth != AUTH_NONE || method == NULL)
+        return 0;
+    a->auth = AUTH_PENDING;
+    rl_log(RL_LOG_INFO, "acp agent wants a login: authenticate with %s (its variables are set)", method);
+    request(a, REQ_AUTHENTICATE, "authenticate", json_pack("{s:s}", "methodId", method), NULL, NULL);
+    return 1;
+}
+
+static void on_authenticated(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
+{
+    session_t *s;
+
+    a->auth = msg->error != NULL ? AUTH_FAILED : AUTH_DONE;
+    if (msg->error != NULL) {
+        rl_log(RL_LOG_ERROR, "acp agent refused authenticate: %s", rl_jsonrpc_error_message(msg));
+        log_auth(a);
+    }
+    for (s = a->sessions; s != NULL; s = s->next) {
+        if (s->state != SESSION_CLOSED || s->queue == NULL)
+            continue;
+        if (a->auth == AUTH_DONE)
+            open_session(a, s);
+        else
+            fail_queue(a, s, LOGIN_TEXT);
+    }
+}
+
 static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
 {
     session_t *s = r->session;
@@ -1425,8 +1393,10 @@ static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t
         if (msg->error != NULL || acp_id == NULL) {
             s->state = SESSION_CLOSED;
             if (rl_jsonrpc_error_code(msg) == RL_JSONRPC_AUTH_REQUIRED) {
+                if (authenticate(a))
+                    return;
                 log_auth(a);
-                fail_queue(a, s, "[the agent needs a login first: see relay-bridge's log on the agent's machine]");
+                fail_queue(a, s, LOGIN_TEXT);
                 return;
             }
             snprintf(why, sizeof(why), "[the agent could not start a session: %.200s]",
@@ -1457,7 +1427,13 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     if (s == NULL || p == NULL)
         return;
     if (msg->error != NULL && !p->cancelled) {
-        snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
+        /* Claude Code, say, creates sessions without a login and refuses the prompt. */
+        if (rl_jsonrpc_error_code(msg) == RL_JSONRPC_AUTH_REQUIRED) {
+            log_auth(a);
+            snprintf(why, sizeof(why), "%s", LOGIN_TEXT);
+        } else {
+            snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
+        }
         close_items(a, p, "failed", why);
         end_prompt(a, s, p, "error", NULL, why);
         pump(a, s);
@@ -1491,6 +1467,9 @@ static void on_response(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
     switch (r->kind) {
     case REQ_INITIALIZE:
         on_initialized(a, msg);
+        break;
+    case REQ_AUTHENTICATE:
+        on_authenticated(a, msg);
         break;
     case REQ_NEW:
     case REQ_LOAD:
@@ -1551,7 +1530,7 @@ static void on_line(void *user, const char *line, size_t len)
     rl_jsonrpc_msg_free(&msg);
 }
 
-/* ---- the process -------------------------------------------------------------------------------- */
+/* ---- the process ------------------------------------------------------------------------------ */
 
 static void close_fd(struct rl_agent *a, int *fd)
 {
@@ -1594,6 +1573,24 @@ static void err_flush(struct rl_agent *a)
     a->err_len = 0;
 }
 
+/*
+ * Agents colour their stderr for a terminal (Codex does even into a pipe):
+ * the log gets the text without the escape sequences. 1 when c belongs to
+ * one.
+ */
+static int skip_escape(struct rl_agent *a, unsigned char c)
+{
+    if (a->err_escape == 0 && c != 0x1b)
+        return 0;
+    if (a->err_escape == 0)
+        a->err_escape = 1;
+    else if (a->err_escape == 1)
+        a->err_escape = c == '[' ? 2 : 0;
+    else if (c >= 0x40 && c <= 0x7e)
+        a->err_escape = 0; /* a CSI sequence ends with its final byte */
+    return 1;
+}
+
 /* Like read_stdout: each line of stderr goes to the log, its first STDERR_LINE bytes. */
 static int read_stderr(struct rl_agent *a)
 {
@@ -1613,14 +1610,15 @@ static int read_stderr(struct rl_agent *a)
                 err_flush(a);
             a->err_skipping = 0;
             a->err_len = 0;
-        } else if (a->err_skipping) {
+        } else if (a->err_skipping || skip_escape(a, (unsigned char)buf[i])) {
             continue;
         } else if (a->err_len == STDERR_LINE) {
             /* The log gets the start of a long line; the rest up to its newline is dropped. */
             err_flush(a);
             a->err_skipping = 1;
         } else {
-            a->err_line[a->err_len++] = buf[i] == '\r' ? ' ' : buf[i];
+            /* Other control characters would garble the log or the terminal showing it. */
+            a->err_line[a->err_len++] = (unsigned char)buf[i] < 0x20 || buf[i] == 0x7f ? ' ' : buf[i];
         }
     }
     return 1;
@@ -1705,8 +1703,10 @@ static void spawn(struct rl_agent *a)
     fcntl(a->err_fd, F_SETFL, O_NONBLOCK);
     rl_jsonl_reader_free(&a->reader);
     rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
+    a->auth = AUTH_NONE;
     a->err_len = 0;
     a->err_skipping = 0;
+    a->err_escape = 0;
     rl_bridge_watch(a->bridge, a->out_fd, POLLIN, on_stdout, a);
     rl_bridge_watch(a->bridge, a->err_fd, POLLIN, on_stderr, a);
     rl_log(RL_LOG_INFO, "started the acp agent (pid %d) in %s", (int)a->pid, a->root);
@@ -1768,7 +1768,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
     }
 }
 
-/* ---- the adapter -------------------------------------------------------------------------------- */
+/* ---- the adapter ------------------------------------------------------------------------------ */
 
 static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
 {

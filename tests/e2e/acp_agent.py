@@ -21,6 +21,11 @@ the agent does:
                          option chosen (or "cancelled")
   run COMMAND            an execute tool call and a permission request; the reply
                          names the option chosen
+  twostep                an edit announced with an empty rawInput and a generic
+                         title, its input in the next update, then a permission
+                         request (as Claude Code does)
+  askfirst               a permission request for a command no tool_call announced
+                         yet; the tool_call follows (as Codex does)
   slow                   a tool call left in progress, then "." every 50 ms for
                          30 s; honours session/cancel with stopReason cancelled
   crash                  some text, then the process exits (status 3)
@@ -38,7 +43,10 @@ session/update notifications). With --log FILE (or $ACP_AGENT_LOG) every
 message in and out is appended as a JSON line, for the tests to read.
 Available commands are advertised after every session/new and session/load.
 --no-load: loadSession is not advertised; --auth: authMethods is not empty
-and session/new answers -32000 (authentication required); --images: the
+and session/new answers -32000 (authentication required); --auth-env VAR:
+an "env_var" auth method on VAR is offered and session/new answers -32000
+until authenticate with it succeeds (VAR set); --auth-prompt: session/prompt
+answers -32000 (as Claude Code without a key); --images: the
 prompt capabilities image and embeddedContext are advertised.
 """
 import argparse
@@ -54,6 +62,9 @@ PARSER.add_argument("--state", default=os.environ.get("ACP_AGENT_STATE"))
 PARSER.add_argument("--log", default=os.environ.get("ACP_AGENT_LOG"))
 PARSER.add_argument("--no-load", action="store_true", help="do not advertise loadSession")
 PARSER.add_argument("--auth", action="store_true", help="session/new answers auth_required")
+PARSER.add_argument("--auth-env", metavar="VAR",
+                    help="an env_var auth method on VAR; session/new answers auth_required until authenticate")
+PARSER.add_argument("--auth-prompt", action="store_true", help="session/prompt answers auth_required")
 PARSER.add_argument("--images", action="store_true", help="advertise promptCapabilities image and embeddedContext")
 ARGS = PARSER.parse_args()
 
@@ -280,6 +291,32 @@ def scenario_run(sid, text, words):
     return "end_turn"
 
 
+def scenario_twostep(sid, text, words):
+    """Claude Code's way: the call is announced empty, its input follows in an update; then it asks."""
+    tid = "toolu_" + uuid.uuid4().hex[:8]
+    path = "/w/fresh.txt"
+    tool_call(sid, tid, "Write", "edit", rawInput={}, content=[], locations=[])
+    diff = {"type": "diff", "path": path, "oldText": None, "newText": "fresh\n"}
+    tool_update(sid, tid, title="Write fresh.txt", kind="edit", rawInput={"file_path": path, "content": "fresh\n"},
+                content=[diff], locations=[{"path": path}])
+    choice = ask(sid, {"toolCallId": tid, "title": "Write fresh.txt", "rawInput": {"file_path": path}})
+    tool_update(sid, tid, status="completed" if choice.startswith("allow") else "failed")
+    say(sid, "twostep: %s" % choice)
+    return "end_turn"
+
+
+def scenario_askfirst(sid, text, words):
+    """Codex's way for a command: the permission request comes before any tool_call."""
+    tid = "exec_" + uuid.uuid4().hex[:8]
+    command = ["/bin/bash", "-lc", "make test"]
+    choice = ask(sid, {"toolCallId": tid, "title": "make test", "kind": "execute", "status": "pending",
+                       "rawInput": {"command": command}, "content": text_content("Proposed: make test")})
+    tool_call(sid, tid, "make test", "execute", status="in_progress", rawInput={"command": command})
+    tool_update(sid, tid, status="completed", rawOutput={"stdout": "ok", "exit_code": 0})
+    say(sid, "askfirst: %s" % choice)
+    return "end_turn"
+
+
 def scenario_slow(sid, text, words):
     cancel = SESSIONS[sid]["cancel"]
     tool_call(sid, "call_slow", "Long job", "execute", status="in_progress", rawInput={"command": "sleep 30"})
@@ -335,7 +372,7 @@ SCENARIOS = {
     "tools": scenario_tools, "plan": scenario_plan, "think": scenario_think, "mode": scenario_mode,
     "commands": scenario_commands, "write": scenario_write, "run": scenario_run, "slow": scenario_slow,
     "crash": scenario_crash, "read": scenario_read, "unknown": scenario_unknown, "whoami": scenario_whoami,
-    "garbage": scenario_garbage,
+    "garbage": scenario_garbage, "twostep": scenario_twostep, "askfirst": scenario_askfirst,
     "refuse": lambda sid, text, words: (say(sid, "no."), "refusal")[1],
     "maxtokens": lambda sid, text, words: (say(sid, "too long"), "max_tokens")[1],
 }
@@ -354,12 +391,32 @@ def on_initialize(rid, params):
                                         "promptCapabilities": {"image": ARGS.images,
                                                                "embeddedContext": ARGS.images}},
                   "agentInfo": {"name": "acp-test-agent", "version": "1.0"},
-                  "authMethods": [{"id": "test-login", "name": "Test login",
-                                   "description": "run: acp_agent.py login"}] if ARGS.auth else []})
+                  "authMethods": auth_methods()})
+
+
+AUTHENTICATED = [False]
+
+
+def auth_methods():
+    methods = []
+    if ARGS.auth or ARGS.auth_env:
+        methods.append({"id": "test-login", "name": "Test login", "description": "run: acp_agent.py login"})
+    if ARGS.auth_env:
+        methods.append({"type": "env_var", "id": "test-env", "name": "Test key", "vars": [{"name": ARGS.auth_env}]})
+    return methods
+
+
+def on_authenticate(rid, params):
+    log("authenticate", params=params)
+    if params.get("methodId") == "test-env" and ARGS.auth_env and os.environ.get(ARGS.auth_env):
+        AUTHENTICATED[0] = True
+        respond(rid, {})
+    else:
+        respond(rid, error={"code": -32000, "message": "Authentication required"})
 
 
 def on_new(rid, params):
-    if ARGS.auth:
+    if ARGS.auth or (ARGS.auth_env and not AUTHENTICATED[0]):
         respond(rid, error={"code": -32000, "message": "Authentication required"})
         return
     sid = "sess_" + uuid.uuid4().hex[:16]
@@ -392,6 +449,9 @@ def on_prompt(rid, params):
     if session is None:
         respond(rid, error={"code": -32602, "message": "unknown session"})
         return
+    if ARGS.auth_prompt:
+        respond(rid, error={"code": -32000, "message": "Authentication required"})
+        return
     session["cancel"].clear()
     text = " ".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
     blocks = [b for b in params["prompt"] if b.get("type") != "text"]
@@ -418,7 +478,7 @@ def on_cancel(params):
         session["cancel"].set()
 
 
-METHODS = {"initialize": on_initialize, "session/new": on_new, "session/load": on_load, "session/prompt": on_prompt}
+METHODS = {"initialize": on_initialize, "authenticate": on_authenticate, "session/new": on_new, "session/load": on_load, "session/prompt": on_prompt}
 
 
 def main():

@@ -21,7 +21,7 @@ AGENT = os.path.join(HERE, "acp_agent.py")
 class Acp:
     """A paired bridge running the ACP test agent, with the agent's log and state, a user, an event stream."""
 
-    def __init__(self, relay, token, tmp_path, agent_flags="", bridge_flags=(), name="bridge"):
+    def __init__(self, relay, token, tmp_path, agent_flags="", bridge_flags=(), name="bridge", bridge_env=None):
         self.tmp = tmp_path
         self.cwd = tmp_path / "work"
         self.cwd.mkdir(parents=True, exist_ok=True)
@@ -30,11 +30,12 @@ class Acp:
         self.bridge, self.user = paired(relay, token, tmp_path, name)
         self.agent = "acp:%s %s --state %s --log %s %s" % (PYTHON, AGENT, self.state, self.log_path, agent_flags)
         self.bridge_flags = list(bridge_flags)
+        self.bridge_env = bridge_env
         self.stream = EventStream(relay, token)
         self.start()
 
     def start(self):
-        self.bridge.start(self.agent, "--cwd", str(self.cwd), *self.bridge_flags)
+        self.bridge.start(self.agent, "--cwd", str(self.cwd), *self.bridge_flags, env=self.bridge_env)
         self.bridge.wait_log("acp agent acp-test-agent 1.0 ready")
 
     def close(self):
@@ -111,7 +112,7 @@ def test_tool_calls_become_tasks_and_text_after_them_a_new_message(relay, user_t
         created = {e["task_id"]: e for e in acp.events("task_created", interaction)}
         assert set(created) == {"call_read", "call_edit", "call_fail"}, created
         read = created["call_read"]
-        assert read["kind"] == "read" and read["status_label"] == "Read notes.txt", read
+        assert read["kind"] == "read" and read["status_label"] == read["name"] == "Read notes.txt", read
         assert read["args"] == {"path": "/tmp/notes.txt"}, read
         assert created["call_edit"]["kind"] == "edit" and created["call_fail"]["kind"] == "execute", created
         progress = [e for e in acp.events("task_progress", interaction) if e["task_id"] == "call_read"]
@@ -126,10 +127,46 @@ def test_tool_calls_become_tasks_and_text_after_them_a_new_message(relay, user_t
             {"type": "diff", "path": "/tmp/notes.txt", "old_text": "line one\n", "new_text": "line 1\n"}], done
         failed = acp.events("task_failed", interaction)
         assert len(failed) == 1 and failed[0]["task_id"] == "call_fail", failed
+        assert failed[0]["name"] == "Run make", failed
         assert failed[0]["error"] == {"message": "make: no targets"}, failed
         # everything in the order it happened: message, read, message, edit, fail, message
         tasks = sorted(created.values(), key=lambda e: list(created).index(e["task_id"]))
         assert [t["task_id"] for t in tasks] == ["call_read", "call_edit", "call_fail"]
+    finally:
+        assert acp.close() == 0
+
+
+def test_a_call_announced_before_its_input_gets_its_task_with_the_input(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction = acp.user.send(session, "twostep")
+        approval = acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                       timeout=WAIT).data
+        assert approval["command"] == "/w/fresh.txt" and approval["action"] == "edit", approval
+        assert approval["title"] == "Write fresh.txt", approval
+        acp.user.decide(approval["approval_id"], "approve")
+        acp.wait_turn(session, interaction)
+        created = acp.events("task_created", interaction)
+        assert len(created) == 1, created
+        assert created[0]["args"] == {"file_path": "/w/fresh.txt", "content": "fresh\n"}, created
+        assert created[0]["status_label"] == "Write fresh.txt" and created[0]["kind"] == "edit", created
+        progress = acp.events("task_progress", interaction)
+        assert progress[0]["partial_result"]["content"] == [
+            {"type": "diff", "path": "/w/fresh.txt", "old_text": None, "new_text": "fresh\n"}], progress
+
+        # asked before announced: one task, created from the request
+        interaction = acp.user.send(session, "askfirst")
+        approval = acp.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                       timeout=WAIT).data
+        assert approval["command"] == "make test" and approval["severity"] == "high", approval
+        acp.user.decide(approval["approval_id"], "approve")
+        acp.wait_turn(session, interaction)
+        created = acp.events("task_created", interaction)
+        assert [e["task_id"] for e in created] == [approval["tool_call_id"]], created
+        done = acp.wait_event("task_completed", interaction, approval["tool_call_id"])
+        assert done["result"]["raw_output"] == {"stdout": "ok", "exit_code": 0}, done
+        assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "askfirst: allow-once"
     finally:
         assert acp.close() == 0
 
@@ -223,10 +260,11 @@ def test_approve_always_covers_the_same_command_only(relay, user_token, tmp_path
         assert approval["command"] == "ls -la /srv", approval
         acp.user.decide(approval["approval_id"], "approve_always", scope="tool")
         acp.wait_turn(session, interaction)
-        assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "outcome: allow-always"
+        # the agent is allowed once: its own "always" could be broader than the relay's grant
+        assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "outcome: allow-once"
         # the same command: the relay's grant answers, nobody is asked
         interaction, replies = acp.turn(session, "run ls -la /srv")
-        assert ordered(replies)[-1]["text"] == "outcome: allow-always", replies
+        assert ordered(replies)[-1]["text"] == "outcome: allow-once", replies
         assert acp.events("approval_requested", interaction) == []
         # another command still asks
         interaction = acp.user.send(session, "run rm -rf /srv")
@@ -325,6 +363,31 @@ def test_a_restarted_bridge_continues_with_session_load(relay, user_token, tmp_p
         assert acp.close() == 0
 
 
+def test_a_session_the_agent_cannot_load_starts_afresh(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        acp.turn(session, "whoami")
+        first = acp.agent_log("session_new")[0]["session"]
+        assert acp.bridge.stop() == 0
+        for name in os.listdir(str(acp.state)):  # the agent forgets its sessions
+            os.unlink(os.path.join(str(acp.state), name))
+        acp.start()
+        _, replies = acp.turn(session, "whoami")
+        second = acp.agent_log("session_new")[-1]["session"]
+        assert second != first and replies[0]["text"] == "session " + second, replies
+        assert acp.agent_log("session_load")[-1] == dict(acp.agent_log("session_load")[-1], session=first,
+                                                          found=False)
+        assert "could not load session %s" % first in acp.bridge.log_text()
+        # the mapping now names the new session: the next start loads it
+        assert acp.bridge.stop() == 0
+        acp.start()
+        _, replies = acp.turn(session, "whoami")
+        assert replies[0]["text"] == "session " + second, replies
+    finally:
+        assert acp.close() == 0
+
+
 def test_fs_stays_inside_the_cwd_and_unknown_methods_are_refused(relay, user_token, tmp_path):
     acp = Acp(relay, user_token, tmp_path)
     try:
@@ -417,6 +480,38 @@ def test_an_agent_that_needs_a_login_says_so(relay, user_token, tmp_path):
         assert acp.close() == 0
 
 
+def test_a_login_refused_at_the_prompt_says_so_too(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path, agent_flags="--auth-prompt")
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "hello")
+        assert replies[0]["finish_reason"] == "error", replies
+        assert "the agent needs a login first" in replies[0]["text"], replies
+    finally:
+        assert acp.close() == 0
+
+
+def test_an_env_var_login_is_given_when_its_variables_are_set(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path, agent_flags="--auth-env ACP_TEST_KEY",
+              bridge_env={"ACP_TEST_KEY": "sk-test"})
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "hello")
+        assert replies[0]["text"] == "echo: hello", replies
+        assert [e["params"] for e in acp.agent_log("authenticate")] == [{"methodId": "test-env"}]
+    finally:
+        assert acp.close() == 0
+    # without the variable, no authenticate is tried and the user is told to log in
+    acp = Acp(relay, user_token, tmp_path / "unset", agent_flags="--auth-env ACP_TEST_KEY", name="bridge2")
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "hello")
+        assert "the agent needs a login first" in replies[0]["text"], replies
+        assert acp.agent_log("authenticate") == []
+    finally:
+        assert acp.close() == 0
+
+
 def test_without_load_session_a_restarted_bridge_starts_a_new_session(relay, user_token, tmp_path):
     acp = Acp(relay, user_token, tmp_path, agent_flags="--no-load")
     try:
@@ -498,10 +593,11 @@ def test_sessions_run_side_by_side_and_prompts_of_one_session_in_turn(relay, use
 def test_an_agent_that_cannot_start_fails_the_message_and_says_why(relay, user_token, tmp_path):
     bridge, user = paired(relay, user_token, tmp_path)
     broken = tmp_path / "broken.py"
-    broken.write_text("import sys\nsys.stderr.write('no API key configured\\n')\nsys.exit(5)\n")
+    # coloured, as some agents write even into a pipe: the log gets the text
+    broken.write_text("import sys\nsys.stderr.write('\\x1b[31mno API key\\x1b[0m configured\\x07\\n')\nsys.exit(5)\n")
     bridge.start("acp:%s %s" % (PYTHON, broken))
     try:
-        bridge.wait_log("acp agent stderr: no API key configured")
+        bridge.wait_log("acp agent stderr: no API key configured \n")
         bridge.wait_log("the agent exited with status 5")
         session = user.create_session()
         interaction = user.send(session, "hello")

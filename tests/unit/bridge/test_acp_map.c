@@ -62,8 +62,8 @@ static void test_stop_reasons_map_to_finish_reasons(void **state)
 
 static void test_usage_of_a_prompt_response(void **state)
 {
-    json_t *acp = json_pack("{s:i, s:i, s:i, s:i}", "inputTokens", 12, "outputTokens", 5, "totalTokens", 17,
-                            "thoughtTokens", 2);
+    json_t *acp =
+        json_pack("{s:i, s:i, s:i, s:i}", "inputTokens", 12, "outputTokens", 5, "totalTokens", 17, "thoughtTokens", 2);
     json_t *usage = rl_acp_usage(acp), *expected = json_pack("{s:i, s:i}", "input_tokens", 12, "output_tokens", 5);
 
     (void)state;
@@ -130,11 +130,12 @@ static void test_decisions_choose_the_offered_option_of_their_kind(void **state)
 
     (void)state;
     expect_option(all, RL_ACP_APPROVE, "allow_once");
-    expect_option(all, RL_ACP_APPROVE_ALWAYS, "allow_always");
+    /* the relay's grant, not the agent's own "always", answers the next identical request */
+    expect_option(all, RL_ACP_APPROVE_ALWAYS, "allow_once");
     expect_option(all, RL_ACP_DENY, "reject_once");
     expect_option(all, RL_ACP_EXPIRED, "reject_once");
-    /* fallbacks of CONTRACT §3 */
-    expect_option("allow_once reject_always", RL_ACP_APPROVE_ALWAYS, "allow_once");
+    /* fallbacks */
+    expect_option("allow_always reject_always", RL_ACP_APPROVE_ALWAYS, "allow_always");
     expect_option("allow_once reject_always", RL_ACP_DENY, "reject_always");
     expect_option("allow_once reject_always", RL_ACP_EXPIRED, "reject_always");
     /* a plain approval never grants more than once; no option at all: the caller answers cancelled */
@@ -251,6 +252,11 @@ static void test_the_input_that_identifies_a_tool_call(void **state)
     expect_command("execute", "{\"title\":\"Run\",\"rawInput\":{\"command\":\"ls -la\"}}", "ls -la");
     expect_command("execute", "{\"title\":\"Run\",\"rawInput\":{\"command\":[\"git\",\"status\"]}}", "git status");
     expect_command("execute", "{\"title\":\"Run tests\"}", "Run tests");
+    /* a shell running one line (Codex's argv): the line */
+    expect_command("execute", "{\"title\":\"t\",\"rawInput\":{\"command\":[\"/bin/bash\",\"-lc\",\"make test\"]}}",
+                   "make test");
+    expect_command("execute", "{\"title\":\"t\",\"rawInput\":{\"command\":[\"python3\",\"-c\",\"print(1)\"]}}",
+                   "python3 -c print(1)");
     expect_command("edit", "{\"title\":\"Edit\",\"rawInput\":{\"file_path\":\"/w/a.c\",\"old\":\"x\"}}", "/w/a.c");
     expect_command("edit", "{\"title\":\"Edit\",\"locations\":[{\"path\":\"/w/a.c\"},{\"path\":\"/w/b.c\"}]}",
                    "/w/a.c /w/b.c");
