@@ -174,6 +174,8 @@ class AgentRig:
 
     model_class = None
     name = "agent"
+    # Requests the agent may make of the stand-in besides model_route (the one it must make).
+    other_routes = set()
     # What the agent is known to try through the proxy (refused): anything else fails the test.
     known_refused = set()
 
@@ -194,14 +196,17 @@ class AgentRig:
         self.env = self.make_env()
         self.argv = self.net.wrap(self.command())
 
-    def write_launcher(self, path):
-        """A script that starts the agent in the namespace with exactly `env` (for relay-bridge's
-        --agent 'acp:PATH': so that relay-bridge's own environment stays as it is)."""
+    def write_launcher(self, path, inherit=()):
+        """A script that starts the agent in the namespace with exactly `env`, plus the variables
+        named in `inherit` taken from relay-bridge's environment (for relay-bridge's --agent
+        'acp:PATH': so that relay-bridge's own environment stays as it is)."""
         lines = ["#!/bin/sh",
                  "# %s for a test: its own HOME, the loopback stand-in of its model API, no network." % self.name,
                  "exec env -i \\"]
         for k, v in sorted(self.env.items()):
             lines.append("  %s='%s' \\" % (k, v.replace("'", "'\\''")))
+        for k in inherit:
+            lines.append('  %s="$%s" \\' % (k, k))
         lines.append("  " + " ".join(self.argv))
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -212,8 +217,8 @@ class AgentRig:
         """The agent asked the stand-in for model turns only, with the fake key, and tried nothing
         through the proxy but what known_refused lists (all of it refused)."""
         paths = self.model.paths()
-        assert paths, "%s never called the stand-in" % self.name
-        assert set(paths) == {self.model_route}, paths
+        assert self.model_route in paths, "%s never called the stand-in: %s" % (self.name, paths)
+        assert set(paths) <= {self.model_route} | self.other_routes, paths
         for r in self.model.requests:
             self.check_key(r["headers"])
         assert set(self.proxy.asked) <= self.known_refused, self.proxy.asked
@@ -249,10 +254,9 @@ class CodexRig(AgentRig):
     """Codex through @zed-industries/codex-acp (its native binary, started by the package's bin
     script with node), against the Responses API stand-in.
 
-    Its model provider is the stand-in, set in $CODEX_HOME/config.toml (Codex does not honour
-    OPENAI_BASE_URL) as the built-in OpenAI one is (`requires_openai_auth`: the key of the user's
-    login); its login is the fake key in $CODEX_HOME/auth.json, as `codex login --with-api-key`
-    writes it. (Without a login, with OPENAI_API_KEY in the environment or not, session/new answers
+    Its model provider is its built-in OpenAI one, pointed at the stand-in by `openai_base_url` in
+    $CODEX_HOME/config.toml (Codex does not honour OPENAI_BASE_URL); its login is the fake key in
+    $CODEX_HOME/auth.json, as `codex login --with-api-key` writes it. (Without a login, with OPENAI_API_KEY in the environment or not, session/new answers
     "Authentication required" unless the client calls `authenticate`, which relay-bridge does not:
     test_92 shows it.) `approval_policy = "untrusted"`: every edit and every command
     that is not known to be harmless is asked; `sandbox_mode = "danger-full-access"`: Codex's own
@@ -260,6 +264,9 @@ class CodexRig(AgentRig):
 
     name = "Codex's ACP adapter"
     model_route = ("POST", "/v1/responses")
+    # Its OpenAI provider first asks for the Responses API over a WebSocket (an upgrade of GET
+    # /v1/responses); the stand-in answers 426 and Codex streams over HTTPS from then on.
+    other_routes = {("GET", "/v1/responses")}
 
     @property
     def model_class(self):
@@ -280,14 +287,9 @@ class CodexRig(AgentRig):
         os.makedirs(env["TMPDIR"], exist_ok=True)
         os.makedirs(codex_home, exist_ok=True)
         with open(os.path.join(codex_home, "config.toml"), "w") as f:
-            f.write('model_provider = "relaytest"\n'
+            f.write('openai_base_url = "%s/v1"\n'
                     'approval_policy = "untrusted"\n'
-                    'sandbox_mode = "danger-full-access"\n'
-                    '\n[model_providers.relaytest]\n'
-                    'name = "the tests\' loopback stand-in"\n'
-                    'base_url = "%s/v1"\n'
-                    'requires_openai_auth = true\n'
-                    'wire_api = "responses"\n' % self.model.url)
+                    'sandbox_mode = "danger-full-access"\n' % self.model.url)
         with open(os.path.join(codex_home, "auth.json"), "w") as f:
             # exactly what `printenv OPENAI_API_KEY | codex login --with-api-key` (@openai/codex 0.171) writes
             json.dump({"auth_mode": "apikey", "OPENAI_API_KEY": "sk-test-not-a-real-key"}, f, indent=2)

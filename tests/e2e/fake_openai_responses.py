@@ -88,6 +88,12 @@ class FakeResponses:
 
             def do_GET(self):
                 self._record(None)
+                if self.path.split("?")[0] == "/v1/responses" and self.headers.get("Upgrade", "").lower() == "websocket":
+                    # Codex's OpenAI provider tries the Responses API over a WebSocket first; 426 sends
+                    # it straight to the plain HTTPS stream that this stand-in serves.
+                    self._json(426, {"error": {"message": "use HTTP", "type": "invalid_request_error",
+                                               "code": None, "param": None}})
+                    return
                 self._json(404, {"error": {"message": "not served by the stand-in: " + self.path,
                                            "type": "invalid_request_error", "code": None, "param": None}})
 

@@ -435,3 +435,48 @@ def test_a_restarted_bridge_continues_the_claude_code_conversation(relay, user_t
         run.rig.assert_stayed_home()
     finally:
         assert run.close() == 0
+
+
+def test_claude_code_approve_always_covers_the_same_file_only(relay, user_token, tmp_path):
+    """"Always" on an edit of a.txt: the relay keeps a grant for edits of that file and answers the
+    next one itself; an edit of b.txt is asked again. (Claude Code's own "Always Allow" would cover
+    every edit of the session, so the bridge answers it "allow" once, not "always".)"""
+    work = os.path.join(str(tmp_path), "work")
+    a, b = os.path.join(work, "a.txt"), os.path.join(work, "b.txt")
+    turns = {
+        "first": [("Read", {"file_path": a}), ("Edit", {"file_path": a, "old_string": "x", "new_string": "x1"})],
+        "second": [("Read", {"file_path": a}), ("Edit", {"file_path": a, "old_string": "x1", "new_string": "x2"})],
+        "third": [("Read", {"file_path": b}), ("Edit", {"file_path": b, "old_string": "y", "new_string": "y1"})],
+    }
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "Done.")
+    run.rig.model.script = lambda body: tools_then_text(turns[_prompts(body)[-1]], "Done.")(body)
+    try:
+        with open(a, "w") as f:
+            f.write("x\n")
+        with open(b, "w") as f:
+            f.write("y\n")
+        session = run.user.create_session()
+        first = run.user.send(session, "first")
+        approval = run.approval(first)
+        assert approval["command"] == a, approval
+        run.user.decide(approval["approval_id"], "approve_always", scope="tool")
+        run.wait_turn(session, first)
+        with open(a) as f:
+            assert f.read() == "x1\n"
+
+        second = run.user.send(session, "second")  # the same file: the relay's grant answers
+        run.wait_turn(session, second)
+        with open(a) as f:
+            assert f.read() == "x2\n"
+        assert run.events("approval_requested", second) == [], run.events("approval_requested", second)
+
+        third = run.user.send(session, "third")  # another file: asked again
+        approval = run.approval(third)
+        assert approval["command"] == b, approval
+        run.user.decide(approval["approval_id"], "deny")
+        run.wait_turn(session, third)
+        with open(b) as f:
+            assert f.read() == "y\n"
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0

@@ -79,22 +79,24 @@ def test_codex_over_acp_asks_before_a_patch_and_applies_it(tmp_path):
 
 
 class CodexThroughBridge:
-    def __init__(self, relay, token, tmp_path, steps, text, logged_in=True):
+    def __init__(self, relay, token, tmp_path, steps, text, logged_in=True, key_in_env=False):
         self.rig = _rig(tmp_path, steps, text)
         self.cwd = self.rig.cwd
-        if not logged_in:
-            # Codex as installed: its own OpenAI provider (which wants a login) and no login. It never
-            # gets as far as the network (and could not reach it: the namespace).
+        bridge_env, inherit = {}, ()
+        if key_in_env:
+            # No login, the key in relay-bridge's environment (which the agent inherits): relay-bridge
+            # logs in with ACP's `authenticate` (Codex's env_var method openai-api-key).
             os.unlink(os.path.join(self.rig.env["CODEX_HOME"], "auth.json"))
-            with open(os.path.join(self.rig.env["CODEX_HOME"], "config.toml"), "w") as f:
-                f.write('approval_policy = "untrusted"\nsandbox_mode = "danger-full-access"\n')
-        launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "codex-agent.sh"))
+            bridge_env, inherit = {"OPENAI_API_KEY": "sk-test-not-a-real-key"}, ("OPENAI_API_KEY",)
+        if not logged_in:
+            os.unlink(os.path.join(self.rig.env["CODEX_HOME"], "auth.json"))
+        launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "codex-agent.sh"), inherit=inherit)
         self.stream = None
         self.bridge = None
         try:
             self.bridge, self.user = paired(relay, token, tmp_path)
             self.stream = EventStream(relay, token)
-            self.bridge.start("acp:" + launcher, "--cwd", self.cwd)
+            self.bridge.start("acp:" + launcher, "--cwd", self.cwd, env=bridge_env)
             self.bridge.wait_log("acp agent codex-acp 0.16.0 ready", timeout=WAIT)
         except BaseException:
             self.close()
@@ -170,19 +172,20 @@ def test_codex_through_relay_bridge_command_denied_is_not_run(relay, user_token,
         approval = run.approval(interaction)
         assert approval["action"] == "execute" and approval["severity"] == "high", approval
         assert approval["title"] == COMMAND, approval
-        assert COMMAND in approval["command"], approval
+        assert approval["command"] == COMMAND, approval  # the line of Codex's ["/bin/bash", "-lc", LINE]
         run.user.decide(approval["approval_id"], "deny")
         replies = run.wait_turn(session, interaction)
         assert not os.path.exists(made)
         assert replies[-1]["finish_reason"] == "cancelled", replies
-        assert len(run.rig.model.requests) == 1, run.rig.model.paths()  # the model was not asked again
+        posts = [p for p in run.rig.model.paths() if p[0] == "POST"]
+        assert len(posts) == 1, run.rig.model.paths()  # the model was not asked again
         run.rig.assert_stayed_home()
     finally:
         assert run.close() == 0
 
 
 def test_codex_without_a_login_says_so(relay, user_token, tmp_path):
-    """No login (no auth.json) and Codex's own OpenAI provider: Codex refuses session/new (-32000,
+    """No login (no auth.json) and no key in the environment: Codex refuses session/new (-32000,
     authentication required) before it sends anything anywhere, and relay-bridge,
     which does not log in for the user, ends the reply saying a login is needed and logs Codex's
     login methods."""
@@ -196,5 +199,19 @@ def test_codex_without_a_login_says_so(relay, user_token, tmp_path):
         log = run.bridge.log_text()
         assert "openai-api-key" in log and "chatgpt" in log, log
         assert run.rig.model.paths() == [] and run.rig.proxy.asked == [], (run.rig.model.paths(), run.rig.proxy.asked)
+    finally:
+        assert run.close() == 0
+
+
+def test_codex_with_only_openai_api_key_is_logged_in_by_the_bridge(relay, user_token, tmp_path):
+    """OPENAI_API_KEY in the agent's environment and no `codex login`: Codex offers the env_var login
+    method openai-api-key, relay-bridge calls `authenticate` with it, and the key reaches the API."""
+    run = CodexThroughBridge(relay, user_token, tmp_path, [], "Hello.", key_in_env=True)
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "hello")
+        replies = run.wait_turn(session, interaction)
+        assert replies[-1]["text"] == "Hello. [tool said: ]" and replies[-1]["finish_reason"] == "stop", replies
+        run.rig.assert_stayed_home()  # with the key: Authorization: Bearer sk-test-not-a-real-key
     finally:
         assert run.close() == 0
