@@ -315,7 +315,7 @@ def test_claude_code_without_a_key_ends_the_reply_with_an_error(relay, user_toke
         interaction = run.user.send(session, "hello")
         replies = run.wait_turn(session, interaction)
         assert len(replies) == 1 and replies[0]["finish_reason"] == "error", replies
-        assert "Authentication required" in replies[0]["text"] or "login" in replies[0]["text"], replies
+        assert "[the agent needs a login first" in replies[0]["text"], replies
         assert run.rig.model.paths() == [], run.rig.model.paths()
         assert set(run.rig.proxy.asked) <= run.rig.known_refused, run.rig.proxy.asked
     finally:
