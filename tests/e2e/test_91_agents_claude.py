@@ -248,6 +248,11 @@ def test_claude_code_through_relay_bridge_edit_approved_after_its_diff(relay, us
         created = {e["task_id"]: e for e in run.events("task_created", interaction)}
         assert edit_id in created and len(created) == 2, created
         assert {e["kind"] for e in created.values()} == {"read", "edit"}, created
+        # Claude Code announces each tool call with rawInput {} and a bare title ("Edit"); the card
+        # still gets the real arguments and title
+        assert created[edit_id]["status_label"] == "Edit notes.txt", created[edit_id]
+        assert created[edit_id]["args"] == {"file_path": target, "old_string": "line two",
+                                            "new_string": "line 2 edited", "replace_all": False}, created[edit_id]
         done = {e["task_id"]: e for e in run.events("task_completed", interaction)}
         assert set(done) == set(created), done
         assert "updated successfully" in json.dumps(done[edit_id].get("result")), done[edit_id]
