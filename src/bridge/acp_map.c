@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,16 +222,27 @@ static json_t *block_of_content(json_t *block, size_t max)
     return NULL;
 }
 
+/* What a block weighs in a call's body: its JSON, escapes included (a text of quotes or newlines grows). */
+static size_t block_size(json_t *block)
+{
+    char *text = json_dumps(block, JSON_COMPACT);
+    size_t size = text != NULL ? strlen(text) : SIZE_MAX / 2;
+
+    free(text);
+    return size;
+}
+
 json_t *rl_acp_content(json_t *content, size_t max, size_t *omitted)
 {
     json_t *blocks = json_array(), *item;
-    size_t i;
+    size_t i, used = 0;
 
     *omitted = 0;
     json_array_foreach(content, i, item)
     {
         const char *type = json_string_value(json_object_get(item, "type"));
         json_t *out = NULL;
+        size_t size;
 
         if (type != NULL && strcmp(type, "content") == 0) {
             out = block_of_content(json_object_get(item, "content"), max);
@@ -243,21 +255,72 @@ json_t *rl_acp_content(json_t *content, size_t max, size_t *omitted)
                 json_object_set_new(out, "new_text", json_string(""));
         }
         /* A terminal needs terminal methods, which this bridge does not serve: nothing to show. */
-        if (out != NULL)
+        size = out != NULL ? block_size(out) : 0;
+        if (out != NULL && used + size <= RL_ACP_CONTENT_BUDGET) {
+            used += size;
             json_array_append_new(blocks, out);
-        else
+        } else {
+            /* Past the budget a block would take the call past relayd's body limit: left out, counted. */
+            json_decref(out);
             (*omitted)++;
+        }
     }
     return blocks;
 }
 
+/* A copy of value with each string cut at max bytes; past depth, or past *budget bytes of strings, "…". */
+static json_t *bounded_copy(json_t *value, size_t max, int depth, size_t *budget)
+{
+    json_t *copy, *item;
+    const char *key;
+    size_t i;
+    int cut;
+
+    if (depth > 16 || *budget == 0)
+        return json_string("\xe2\x80\xa6"); /* … */
+    switch (json_typeof(value)) {
+    case JSON_STRING:
+        copy =
+            rl_acp_string_cut(json_string_value(value), json_string_length(value), max < *budget ? max : *budget, &cut);
+        *budget -= json_string_length(copy);
+        return copy;
+    case JSON_ARRAY:
+        copy = json_array();
+        json_array_foreach(value, i, item) json_array_append_new(copy, bounded_copy(item, max, depth + 1, budget));
+        return copy;
+    case JSON_OBJECT:
+        copy = json_object();
+        json_object_foreach(value, key, item)
+        {
+            if (*budget < strlen(key))
+                break;
+            *budget -= strlen(key);
+            json_object_set_new(copy, key, bounded_copy(item, max, depth + 1, budget));
+        }
+        return copy;
+    default:
+        return json_incref(value);
+    }
+}
+
+json_t *rl_acp_bounded(json_t *value, size_t max_string, size_t max_total)
+{
+    size_t budget = max_total;
+
+    return value != NULL ? bounded_copy(value, max_string, 0, &budget) : NULL;
+}
+
 json_t *rl_acp_args(json_t *raw_input)
 {
+    json_t *args;
+
     if (raw_input == NULL || json_is_null(raw_input))
         return NULL;
-    if (json_is_object(raw_input))
-        return json_incref(raw_input);
-    return json_pack("{s:O}", "input", raw_input);
+    /* A Write's rawInput holds the whole file: the task keeps its start, the diff shows the change. */
+    args = rl_acp_bounded(raw_input, RL_ACP_VALUE_STRING_MAX, RL_ACP_VALUE_MAX);
+    if (json_is_object(args))
+        return args;
+    return json_pack("{s:o}", "input", args);
 }
 
 /* ---- the input that identifies a tool call ------------------------------------------------------ */

@@ -76,6 +76,15 @@ const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
 
 /* Each text or diff field of a content block is cut to this many bytes (CONTRACT §1). */
 #define RL_ACP_FIELD_MAX (256 * 1024)
+/*
+ * One call's content blocks together, as JSON; later blocks are left out.
+ * relayd takes bodies up to 1 MB: this, a bounded raw output and locations
+ * (below, at most twice their size once escaped) and the rest fit.
+ */
+#define RL_ACP_CONTENT_BUDGET (640 * 1024)
+/* A raw input or output (task args, result.raw_output): each string, and all of them together. */
+#define RL_ACP_VALUE_STRING_MAX (16 * 1024)
+#define RL_ACP_VALUE_MAX        (64 * 1024)
 /* A thought's text in its task: the start is kept (CONTRACT §2). */
 #define RL_ACP_THOUGHT_MAX (64 * 1024)
 /* The relay's cap on status_label and approval title (docs/api.md). */
@@ -88,11 +97,25 @@ const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
  * (CONTRACT §1): text, diff {path, old_text, new_text}; images, audio and
  * terminals (this bridge serves none) are left out and counted in
  * *omitted. Each field is cut at max bytes on a UTF-8 boundary with
- * "truncated": true. A new array (empty for NULL or a non-array).
+ * "truncated": true; blocks past RL_ACP_CONTENT_BUDGET bytes of JSON in all
+ * are left out and counted too. A new array (empty for NULL or a non-array).
  */
 json_t *rl_acp_content(json_t *content, size_t max, size_t *omitted);
 
-/* rawInput as task args: an object as is (a new reference), anything else wrapped as {"input": …}; NULL for none. */
+/*
+ * A copy of value (any JSON) fit for a call's body: each string cut at
+ * max_string bytes, the strings and keys together at most max_total bytes
+ * (what does not fit, and anything nested deeper than 16 levels, becomes
+ * "…"). relayd refuses bodies over 1 MB, and an agent's raw input or output
+ * can be a whole file. A new reference, or NULL for NULL.
+ */
+json_t *rl_acp_bounded(json_t *value, size_t max_string, size_t max_total);
+
+/*
+ * rawInput as task args: an object (bounded as above with
+ * RL_ACP_VALUE_STRING_MAX, RL_ACP_VALUE_MAX), anything else wrapped as
+ * {"input": …}; NULL for none. A new reference.
+ */
 json_t *rl_acp_args(json_t *raw_input);
 
 /*

@@ -65,6 +65,8 @@
 #define FETCH_TEXT_MAX     (1024L * 1024L)
 #define FETCH_TIMEOUT_MS   20000L
 #define MAX_CONTENT_BLOCKS 32
+#define MAX_PLAN_ENTRIES   200
+#define MAX_PLAN_ENTRY     2048 /* bytes of one entry's text */
 /* What the user reads when the agent wants a login the bridge cannot give it. */
 #define LOGIN_TEXT "[the agent needs a login first: see relay-bridge's log on the agent's machine]"
 
@@ -288,6 +290,12 @@ static json_t *cut_string(const char *text, size_t max)
 {
     int cut;
     return rl_acp_string_cut(text != NULL ? text : "", text != NULL ? strlen(text) : 0, max, &cut);
+}
+
+/* A string value cut at max bytes, or null when value is not a string. */
+static json_t *opt_cut(json_t *value, size_t max)
+{
+    return json_is_string(value) ? cut_string(json_string_value(value), max) : json_null();
 }
 
 static void send_manifest(struct rl_agent *a)
@@ -515,10 +523,14 @@ static void on_plan(struct rl_agent *a, prompt_t *p, json_t *update)
 
     json_array_foreach(entries, i, item)
     {
-        json_t *entry =
-            json_pack("{s:o, s:O?, s:O?}", "content",
-                      cut_string(json_string_value(json_object_get(item, "content")), RL_ACP_FIELD_MAX), "priority",
-                      json_object_get(item, "priority"), "status", json_object_get(item, "status"));
+        json_t *entry;
+
+        if (i == MAX_PLAN_ENTRIES)
+            break;
+        entry = json_pack("{s:o, s:o, s:o}", "content",
+                          cut_string(json_string_value(json_object_get(item, "content")), MAX_PLAN_ENTRY), "priority",
+                          opt_cut(json_object_get(item, "priority"), 16), "status",
+                          opt_cut(json_object_get(item, "status"), 16));
         if (entry != NULL)
             json_array_append_new(clean, entry);
     }
@@ -542,14 +554,17 @@ static json_t *tool_result(tool_t *t, int with_raw_output)
 {
     size_t omitted;
     json_t *locations = json_object_get(t->call, "locations");
-    json_t *result = json_pack("{s:o, s:o}", "content",
-                               rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted),
-                               "locations", json_is_array(locations) ? json_incref(locations) : json_array());
+    json_t *result = json_pack(
+        "{s:o, s:o}", "content", rl_acp_content(json_object_get(t->call, "content"), RL_ACP_FIELD_MAX, &omitted),
+        "locations",
+        json_is_array(locations) ? rl_acp_bounded(locations, RL_ACP_VALUE_STRING_MAX, RL_ACP_VALUE_MAX) : json_array());
     if (omitted > 0)
         json_object_set_new(result, "omitted", json_integer((json_int_t)omitted));
     if (with_raw_output && json_object_get(t->call, "rawOutput") != NULL &&
         !json_is_null(json_object_get(t->call, "rawOutput")))
-        json_object_set(result, "raw_output", json_object_get(t->call, "rawOutput"));
+        json_object_set_new(
+            result, "raw_output",
+            rl_acp_bounded(json_object_get(t->call, "rawOutput"), RL_ACP_VALUE_STRING_MAX, RL_ACP_VALUE_MAX));
     return result;
 }
 
@@ -861,7 +876,7 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     permission_t *perm;
     tool_t *t;
     char *command, key[37], message[8400];
-    size_t omitted, i;
+    size_t omitted, i, n;
 
     if (!json_is_array(json_object_get(params, "options")) || call_id == NULL) {
         answer_error(a, id, RL_JSONRPC_INVALID_PARAMS, "session/request_permission needs toolCall and options");
@@ -889,8 +904,13 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     perm->rpc_id = json_incref(id);
     perm->options = json_incref(json_object_get(params, "options"));
     perm->prompt = p;
+    /* apr_ and the 32 hex digits of a random UUID (CONTRACT §3). */
     rl_rest_new_key(key);
-    snprintf(perm->approval_id, sizeof(perm->approval_id), "apr_%.32s", key);
+    memcpy(perm->approval_id, "apr_", 4);
+    for (i = 0, n = 4; key[i] != '\0' && n < sizeof(perm->approval_id) - 1; i++)
+        if (key[i] != '-')
+            perm->approval_id[n++] = key[i];
+    perm->approval_id[n] = '\0';
     perm->next = a->permissions;
     a->permissions = perm;
 

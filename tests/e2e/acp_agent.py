@@ -26,6 +26,7 @@ the agent does:
                          request (as Claude Code does)
   askfirst               a permission request for a command no tool_call announced
                          yet; the tool_call follows (as Codex does)
+  big                    a tool call whose input, diff and output are 2 MB each
   slow                   a tool call left in progress, then "." every 50 ms for
                          30 s; honours session/cancel with stopReason cancelled
   crash                  some text, then the process exits (status 3)
@@ -317,6 +318,16 @@ def scenario_askfirst(sid, text, words):
     return "end_turn"
 
 
+def scenario_big(sid, text, words):
+    """A Write of a 2 MB file: its input, its diff and its output are all that large."""
+    body = ("x" * 99 + "\n") * 20000
+    tool_call(sid, "call_big", "Write big.txt", "edit", rawInput={"file_path": "/w/big.txt", "content": body},
+              content=[{"type": "diff", "path": "/w/big.txt", "oldText": body, "newText": body + "end\n"}])
+    tool_update(sid, "call_big", status="completed", rawOutput=body, content=text_content(body) * 3)
+    say(sid, "big done")
+    return "end_turn"
+
+
 def scenario_slow(sid, text, words):
     cancel = SESSIONS[sid]["cancel"]
     tool_call(sid, "call_slow", "Long job", "execute", status="in_progress", rawInput={"command": "sleep 30"})
@@ -372,7 +383,7 @@ SCENARIOS = {
     "tools": scenario_tools, "plan": scenario_plan, "think": scenario_think, "mode": scenario_mode,
     "commands": scenario_commands, "write": scenario_write, "run": scenario_run, "slow": scenario_slow,
     "crash": scenario_crash, "read": scenario_read, "unknown": scenario_unknown, "whoami": scenario_whoami,
-    "garbage": scenario_garbage, "twostep": scenario_twostep, "askfirst": scenario_askfirst,
+    "garbage": scenario_garbage, "twostep": scenario_twostep, "askfirst": scenario_askfirst, "big": scenario_big,
     "refuse": lambda sid, text, words: (say(sid, "no."), "refusal")[1],
     "maxtokens": lambda sid, text, words: (say(sid, "too long"), "max_tokens")[1],
 }

@@ -64,13 +64,11 @@ class Acp:
                                     and d.get("task_id") == task_id, timeout=WAIT).data
 
     def wait_turn(self, session, interaction, timeout=WAIT):
-        # The prompt's answer ends the turn: the agent logs it just before it answers.
-        def ended():
-            replies = self.user.replies(session, interaction)
-            return replies and all(m["state"] == "final" for m in replies) and any(
-                m["finish_reason"] != "tool_call" for m in replies)
-        wait_until(ended, timeout, interval=0.1, what="the end of turn %s" % interaction)
-
+        """Waits for the turn's last agent message to be final (a message ended as a tool call is not the
+        last). Events come in the order they were published, so the turn's task events are then on the
+        stream too; and the stream spares the user's rate bucket the polling."""
+        self.stream.wait_for("message_finalized", lambda d: d.get("interaction_id") == interaction
+                             and d.get("finish_reason") != "tool_call", timeout=timeout)
 
 def ordered(replies):
     return sorted(replies, key=lambda m: m["created_at"])
@@ -167,6 +165,30 @@ def test_a_call_announced_before_its_input_gets_its_task_with_the_input(relay, u
         done = acp.wait_event("task_completed", interaction, approval["tool_call_id"])
         assert done["result"]["raw_output"] == {"stdout": "ok", "exit_code": 0}, done
         assert ordered(acp.user.replies(session, interaction))[-1]["text"] == "askfirst: allow-once"
+    finally:
+        assert acp.close() == 0
+
+
+def test_a_tool_call_with_megabytes_of_input_and_output_still_reaches_the_relay(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction, replies = acp.turn(session, "big")
+        assert ordered(replies)[-1]["text"] == "big done", replies
+        # the announcement's diff (2 MB each side) is shown cut, whole enough to read
+        diff = acp.wait_event("task_progress", interaction, "call_big")["partial_result"]["content"][0]
+        assert diff["type"] == "diff" and diff["truncated"] and len(diff["new_text"]) == 256 * 1024, len(diff["new_text"])
+        created = acp.wait_event("task_created", interaction, "call_big")
+        assert created["args"]["file_path"] == "/w/big.txt", created
+        assert len(created["args"]["content"]) == 16 * 1024, len(created["args"]["content"])
+        done = acp.wait_event("task_completed", interaction, "call_big")
+        blocks = done["result"]["content"]
+        # the update's three texts replace the diff: each cut at 256 KiB, the third past the budget (640 KiB)
+        assert [b["type"] for b in blocks] == ["text", "text"] and all(b["truncated"] for b in blocks), \
+            [(b["type"], len(b.get("text", ""))) for b in blocks]
+        assert done["result"]["omitted"] == 1, done["result"]["omitted"]
+        assert len(done["result"]["raw_output"]) == 16 * 1024
+        assert "finishTask: HTTP" not in acp.bridge.log_text() and "createTask: HTTP" not in acp.bridge.log_text()
     finally:
         assert acp.close() == 0
 

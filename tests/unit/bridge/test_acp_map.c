@@ -224,7 +224,7 @@ static void test_raw_input_becomes_args(void **state)
 
     (void)state;
     args = rl_acp_args(object);
-    assert_ptr_equal(args, object);
+    assert_true(json_equal(args, object));
     json_decref(args);
     args = rl_acp_args(number);
     assert_int_equal(json_integer_value(json_object_get(args, "input")), 3);
@@ -233,6 +233,59 @@ static void test_raw_input_becomes_args(void **state)
     assert_null(rl_acp_args(json_null()));
     json_decref(object);
     json_decref(number);
+}
+
+static void test_raw_values_are_bounded(void **state)
+{
+    char big[40000];
+    json_t *raw, *bounded, *args;
+
+    (void)state;
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    /* a Write's rawInput: the whole file in "content" */
+    raw = json_pack("{s:s, s:s, s:[i, b, n], s:{s:s}}", "file_path", "/w/a", "content", big, "list", 1, 1, "deep", "x",
+                    big);
+    args = rl_acp_args(raw);
+    assert_string_equal(json_string_value(json_object_get(args, "file_path")), "/w/a");
+    assert_int_equal(json_string_length(json_object_get(args, "content")), RL_ACP_VALUE_STRING_MAX);
+    assert_int_equal(json_string_length(json_object_get(json_object_get(args, "deep"), "x")), RL_ACP_VALUE_STRING_MAX);
+    assert_true(json_equal(json_object_get(args, "list"), json_object_get(raw, "list")));
+    json_decref(args);
+    /* the total: strings past it are cut short, then replaced by an ellipsis */
+    bounded = rl_acp_bounded(raw, 30000, 30010);
+    assert_true(json_string_length(json_object_get(bounded, "content")) +
+                    json_string_length(json_object_get(json_object_get(bounded, "deep"), "x")) <=
+                30010);
+    json_decref(bounded);
+    json_decref(raw);
+    raw = json_string(big);
+    bounded = rl_acp_bounded(raw, 10, 100);
+    assert_string_equal(json_string_value(bounded), "aaaaaaaaaa");
+    json_decref(bounded);
+    json_decref(raw);
+    assert_null(rl_acp_bounded(NULL, 10, 10));
+}
+
+static void test_content_past_the_budget_is_left_out(void **state)
+{
+    char *big = malloc(RL_ACP_FIELD_MAX + 1);
+    json_t *acp = json_array(), *blocks;
+    size_t omitted, i;
+
+    (void)state;
+    memset(big, 'b', RL_ACP_FIELD_MAX);
+    big[RL_ACP_FIELD_MAX] = '\0';
+    for (i = 0; i < 4; i++)
+        json_array_append_new(
+            acp, json_pack("{s:s, s:{s:s, s:s}}", "type", "content", "content", "type", "text", "text", big));
+    blocks = rl_acp_content(acp, RL_ACP_FIELD_MAX, &omitted);
+    /* two blocks of 256 KiB fit in 640 KiB, a third would not */
+    assert_int_equal(json_array_size(blocks), 2);
+    assert_int_equal(omitted, 2);
+    json_decref(blocks);
+    json_decref(acp);
+    free(big);
 }
 
 static void expect_command(const char *kind, const char *call, const char *expected)
@@ -299,6 +352,8 @@ int main(void)
         cmocka_unit_test(test_content_is_normalised_into_our_blocks),
         cmocka_unit_test(test_long_fields_are_cut_on_a_character_and_marked),
         cmocka_unit_test(test_raw_input_becomes_args),
+        cmocka_unit_test(test_raw_values_are_bounded),
+        cmocka_unit_test(test_content_past_the_budget_is_left_out),
         cmocka_unit_test(test_the_input_that_identifies_a_tool_call),
         cmocka_unit_test(test_a_string_cut_never_splits_a_character),
     };

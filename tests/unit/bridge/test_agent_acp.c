@@ -341,6 +341,7 @@ static void test_a_permission_request_and_each_answer(void **state)
                                 "\"diff\",\"path\":\"/w/a.c\",\"oldText\":\"a\",\"newText\":\"b\"}]},\"options\":[]}",
                                 0, NULL);
     json_t *id = json_string("r1"), *request, *answer, *decision;
+    const char *id_text;
     char *content;
 
     on_permission(f->agent, id, params);
@@ -356,7 +357,10 @@ static void test_a_permission_request_and_each_answer(void **state)
     assert_string_equal(json_string_value(json_object_get(request, "message")), "The agent asks to edit /w/a.c");
     assert_string_equal(json_string_value(json_object_get(request, "command")), "/w/a.c");
     assert_string_equal(json_string_value(json_object_get(request, "tool_call_id")), "c9");
-    assert_int_equal(strncmp(json_string_value(json_object_get(request, "approval_id")), "apr_", 4), 0);
+    id_text = json_string_value(json_object_get(request, "approval_id"));
+    assert_int_equal(strncmp(id_text, "apr_", 4), 0);
+    assert_int_equal(strlen(id_text), 36);
+    assert_int_equal(strspn(id_text + 4, "0123456789abcdef"), 32);
     content = json_dumps(json_object_get(request, "content"), JSON_COMPACT | JSON_SORT_KEYS);
     assert_string_equal(content, "[{\"new_text\":\"b\",\"old_text\":\"a\",\"path\":\"/w/a.c\",\"type\":\"diff\"}]");
     free(content);
@@ -425,6 +429,64 @@ static void test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn(vo
     assert_int_equal(f->session->running, 0);
 }
 
+static prompt_t *queue_another(fixture_t *f, const char *interaction)
+{
+    prompt_t *p = calloc(1, sizeof(*p));
+
+    p->turn = rl_turn_new("ses_1", interaction);
+    p->message = json_pack("{s:s}", "text", "later");
+    f->prompt->next = p;
+    return p;
+}
+
+static void test_a_waiting_message_cancelled_ends_at_once(void **state)
+{
+    fixture_t *f = *state;
+
+    queue_another(f, "int_2");
+    acp_cancel(f->agent, "ses_1", "int_2");
+    expect_calls("[{\"call\":\"finish\",\"finish_reason\":\"cancelled\",\"usage\":null,\"error\":null}]");
+    assert_ptr_equal(f->session->queue, f->prompt);
+    assert_null(f->prompt->next);
+    assert_int_equal(f->prompt->cancelled, 0);
+}
+
+static void test_a_dead_agent_ends_the_running_reply_and_keeps_the_rest(void **state)
+{
+    fixture_t *f = *state;
+    prompt_t *later = queue_another(f, "int_2");
+    char *why;
+
+    update(f, "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run\",\"kind\":\"execute\","
+              "\"rawInput\":{\"command\":\"make\"}}");
+    json_array_clear(calls);
+    f->agent->in_fd = -1; /* the pipe is the fixture's to close */
+    agent_gone(f->agent, "the agent exited with status 3");
+    why = taken();
+    assert_non_null(strstr(why, "\"status\":\"failed\""));
+    assert_non_null(strstr(why, "\"finish_reason\":\"error\""));
+    assert_non_null(strstr(why, "[the agent exited with status 3; relay-bridge restarts it: send the message again]"));
+    free(why);
+    /* the next message waits for the new process; its session is opened again then */
+    assert_ptr_equal(f->session->queue, later);
+    assert_int_equal(f->session->state, SESSION_CLOSED);
+    assert_int_equal(f->session->running, 0);
+}
+
+static void test_an_agent_that_dies_before_initialize_fails_what_waits(void **state)
+{
+    fixture_t *f = *state;
+
+    f->session->running = 0;
+    f->session->state = SESSION_CLOSED;
+    f->agent->initialized = 0;
+    f->agent->in_fd = -1;
+    agent_gone(f->agent, "the agent exited with status 127");
+    expect_calls("[{\"call\":\"finish\",\"finish_reason\":\"error\",\"usage\":null,\"error\":"
+                 "\"[the agent could not start: the agent exited with status 127; see relay-bridge's log]\"}]");
+    assert_null(f->session->queue);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +497,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_permission_request_and_each_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_waiting_message_cancelled_ends_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_dead_agent_ends_the_running_reply_and_keeps_the_rest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_agent_that_dies_before_initialize_fails_what_waits, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
