@@ -13,7 +13,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DRL_WERROR=ON
 endif
 
-.PHONY: all deps build run install test test-fresh test-unit test-e2e test-browser test-asan test-package fuzz bench clean
+.PHONY: all deps build run install test test-fresh test-unit test-e2e test-agents test-browser test-asan test-package fuzz bench clean
 
 all: build
 
@@ -62,8 +62,16 @@ test-fresh:
 test-unit:
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
-test-e2e:
+test-e2e: test-agents
 	@RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
+
+# The real coding agents the end-to-end tests drive through relay-bridge's acp: agent (test_9x):
+# @zed-industries/claude-agent-acp with the Claude Code it bundles, and @zed-industries/codex-acp
+# with Codex's native binary, as pinned by tests/agents/package-lock.json. npm reaches only its registry; the agents themselves never reach a
+# network in the tests (tests/e2e/agentlib.py). npm's output is shown, not thrown away;
+# --engine-strict: a package that wants a newer Node than this machine's fails here, loudly.
+test-agents:
+	@cd tests/agents && npm ci --no-audit --no-fund --engine-strict
 
 # The web client in Debian's headless Chromium against the real relayd and relay-bridge (docs/web.md);
 # npm installs the pinned playwright-core and axe-core from the lock file, never a browser;
@@ -72,7 +80,7 @@ test-browser:
 	@cd tests/browser && npm ci --no-audit --no-fund --engine-strict
 	@cd tests/browser && RELAYD=$(abspath $(BUILD))/relayd node --test --test-concurrency=1 --test-reporter=spec
 
-test-asan: deps
+test-asan: deps test-agents
 	@cmake -S . -B $(ASAN_BUILD) -DRL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
@@ -116,7 +124,7 @@ bench-catalog: build
 
 # The end-to-end suite with every relayd on PostgreSQL: a server started for the session on a Unix
 # socket in a temporary folder (tests/support/pg.sh), a fresh database per relayd data folder.
-test-e2e-postgres: build
+test-e2e-postgres: build test-agents
 	@RELAY_TEST_STORE=postgres RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
 # ---- end of the PostgreSQL block -----------------------------------------------------------------
 
@@ -133,7 +141,7 @@ test-e2e-postgres: build
 CLUSTER_PASS_SKIPS = test_20_catalog_api.py test_21_catalog_cli.py test_22_catalog_papers.py \
 	test_41_store_migrate.py test_42_postgres_backup.py test_43_redis_bus_urls.py \
 	test_77_make_run.py test_80_cluster.py test_81_cluster_failures.py
-test-e2e-cluster:
+test-e2e-cluster: test-agents
 	@RELAY_TEST_STORE=postgres RELAY_TEST_BUS=redis RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q \
 		-p no:cacheprovider $(addprefix --ignore=tests/e2e/,$(CLUSTER_PASS_SKIPS)) tests/e2e
 # ---- end of the PostgreSQL + Redis block ---------------------------------------------------------

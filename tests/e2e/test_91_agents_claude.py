@@ -1,0 +1,487 @@
+"""The real Claude Code, through the real @zed-industries/claude-agent-acp (pinned in
+tests/agents/package.json and its lock file, installed by `make test-agents`), against a scripted
+stand-in of the Anthropic Messages API (fake_anthropic.py).
+
+First the agent alone, spoken to over ACP by the small client of agentlib: the assertions there
+are what Claude Code really sends (the update kinds, a tool call announced empty then filled, the
+permission options, the stop reasons), which relay-bridge's acp: agent has to map. Then end to end:
+relayd, relay-bridge run --agent 'acp:…', and a client that approves or denies on the relay.
+
+What is avoided, and how:
+- No model API: ANTHROPIC_BASE_URL points at the stand-in, the key is a made-up sk-test-…; the
+  agent's HOME and CLAUDE_CONFIG_DIR are a temporary folder, so no login or setting of the machine
+  is read; the agent's environment is built from nothing (agentlib.claude_env), not inherited.
+- No other traffic: CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, DISABLE_AUTOUPDATER=1 (and the
+  telemetry and error-report switches) turn off what Claude Code would send on its own; and the
+  agent runs in a network namespace of its own (agentlib.NetSandbox: `unshare --net`, `nsenter`)
+  whose only interface is a loopback where the stand-in and a recording proxy listen. Nothing can
+  leave from there (no route, no name resolves). What the agent still tries goes to the proxy
+  (HTTPS_PROXY), which records it and answers 403: Claude Code 2.1.83 fetches the plugin blocklist
+  from GitHub once per start; the tests allow that one refused request (ClaudeRig.known_refused) and
+  fail on any other. The stand-in records every request: only POST /v1/messages?beta=true is seen.
+- Root: the tests run as root (CI does) and do NOT set IS_SANDBOX. Claude Code refuses to *skip*
+  permission checks as root (--dangerously-skip-permissions); in the adapter (dist/acp-agent.js)
+  being root only drops the bypassPermissions mode and passes allowDangerouslySkipPermissions=false
+  to Claude Code (IS_ROOT gates ALLOW_BYPASS and nothing else). The path we test is the opposite
+  one, the default mode that asks before each edit or command, which does not look at the user:
+  the tests check that bypassPermissions is not offered when root (so the root path is the one
+  under test) and that the permission prompts come all the same. An unprivileged user
+  (setpriv to nobody) would need the repository's node_modules readable by that user wherever CI
+  clones it, for nothing gained on that path.
+"""
+import json
+import os
+
+from agentlib import WAIT, AcpClient, ClaudeRig
+from fake_anthropic import tools_then_text
+from relaylib import wait_until
+from streams import EventStream
+from test_50_bridge_support import paired
+
+ORIGINAL = "line one\nline two\n"
+
+
+def _rig(tmp_path, steps, text="All done."):
+    rig = ClaudeRig(tmp_path)
+    rig.model.script = tools_then_text(steps, text)
+    return rig
+
+
+def _reply_text(client):
+    return "".join(u["update"]["content"].get("text", "") for u in client.updates
+                   if u["update"]["sessionUpdate"] == "agent_message_chunk")
+
+
+def _tool_updates(client, tool_call_id):
+    return [u["update"] for u in client.updates
+            if u["update"].get("toolCallId") == tool_call_id]
+
+
+def test_claude_code_over_acp_asks_before_an_edit_and_makes_it(tmp_path):
+    """Read (not asked: inside the working folder), then Edit: asked, with the diff; allowed once;
+    Claude Code writes the file itself (no fs/write_text_file, though the client offers it)."""
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    rig = _rig(tmp_path, [("Read", {"file_path": target}),
+                          ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})])
+    with open(target, "w") as f:
+        f.write(ORIGINAL)
+    client = AcpClient(rig.argv, rig.env, rig.cwd, fs=True, stderr_path=str(tmp_path / "agent.stderr"))
+    client.permission_choice = lambda params: "allow"
+    try:
+        init = client.initialize()
+        assert init["protocolVersion"] == 1, init
+        assert init["agentInfo"]["name"] == "@zed-industries/claude-agent-acp", init
+        assert init["agentInfo"]["version"] == "0.23.1", init
+        assert init["authMethods"] == [], init  # the key in its environment is enough: no authenticate
+        caps = init["agentCapabilities"]
+        assert caps["loadSession"] is True and caps["promptCapabilities"]["image"] is True, caps
+
+        session = client.new_session(rig.cwd)
+        modes = [m["id"] for m in session["modes"]["availableModes"]]
+        assert session["modes"]["currentModeId"] == "default", session["modes"]
+        if os.geteuid() == 0:
+            assert "bypassPermissions" not in modes, modes  # the root path of the adapter
+        result = client.prompt(session["sessionId"], "Change line two of notes.txt")
+        assert result["stopReason"] == "end_turn", result
+
+        # one permission request, for the Edit only, with the diff and the three options
+        assert len(client.permission_requests) == 1, client.permission_requests
+        asked = client.permission_requests[0]
+        call = asked["toolCall"]
+        assert call["kind"] == "edit" and call["title"] == "Edit notes.txt", call
+        assert call["rawInput"]["file_path"] == target, call
+        assert call["content"] == [{"type": "diff", "path": target, "oldText": "line two",
+                                    "newText": "line 2 edited"}], call
+        assert [(o["kind"], o["optionId"]) for o in asked["options"]] == [
+            ("allow_always", "allow_always"), ("allow_once", "allow"), ("reject_once", "reject")], asked
+
+        with open(target) as f:
+            assert f.read() == "line one\nline 2 edited\n"
+        assert client.fs_calls == [], client.fs_calls
+
+        # the tool call: announced empty, filled by an update, then completed
+        updates = _tool_updates(client, call["toolCallId"])
+        first = [u for u in updates if u["sessionUpdate"] == "tool_call"]
+        assert len(first) == 1 and first[0]["status"] == "pending" and first[0]["rawInput"] == {}, updates
+        assert any(u.get("rawInput", {}).get("old_string") == "line two" for u in updates
+                   if u["sessionUpdate"] == "tool_call_update"), updates
+        assert updates[-1]["status"] == "completed", updates
+        assert "updated successfully" in updates[-1]["rawOutput"], updates[-1]
+        reads = [u for u in client.updates if u["update"].get("kind") == "read"]
+        assert reads, "no Read tool call"
+
+        text = _reply_text(client)
+        assert text.startswith("I will use Read.I will use Edit.All done. [tool ok: The file "), text
+        kinds = set(client.kinds())
+        assert {"agent_message_chunk", "tool_call", "tool_call_update", "available_commands_update"} <= kinds, kinds
+        assert kinds <= {"agent_message_chunk", "tool_call", "tool_call_update", "available_commands_update",
+                         "usage_update"}, kinds
+
+        # the stand-in saw the turn: three model calls, the last one carrying the Edit's result
+        conversation = rig.model.conversation()
+        assert len(conversation) == 3, rig.model.paths()
+        assert all(body["stream"] is True for body in conversation), conversation
+        rig.assert_stayed_home()
+    finally:
+        client.close()
+        rig.close()
+
+
+def test_claude_code_over_acp_command_denied_is_not_run(tmp_path):
+    """Bash: asked with the command line as the title; rejected; the command never runs, the model
+    is told, the turn ends normally."""
+    made = os.path.join(str(tmp_path), "work", "made.txt")
+    rig = _rig(tmp_path, [("Bash", {"command": "echo hi > made.txt && echo done", "description": "Make a file"})],
+               text="Understood.")
+    client = AcpClient(rig.argv, rig.env, rig.cwd, stderr_path=str(tmp_path / "agent.stderr"))
+    client.permission_choice = lambda params: "reject"
+    try:
+        client.initialize()
+        session = client.new_session(rig.cwd)
+        result = client.prompt(session["sessionId"], "Make a file with a command")
+        assert result["stopReason"] == "end_turn", result
+        assert len(client.permission_requests) == 1, client.permission_requests
+        call = client.permission_requests[0]["toolCall"]
+        assert call["kind"] == "execute" and call["title"] == "echo hi > made.txt && echo done", call
+        assert call["rawInput"] == {"command": "echo hi > made.txt && echo done", "description": "Make a file"}, call
+        assert not os.path.exists(made)
+        last = _tool_updates(client, call["toolCallId"])[-1]
+        assert last["status"] == "failed" and last["rawOutput"] == "User refused permission to run tool", last
+        assert _reply_text(client).endswith("Understood. [tool error: User refused permission to run tool]")
+        rig.assert_stayed_home()
+    finally:
+        client.close()
+        rig.close()
+
+
+# -- end to end: relayd, relay-bridge run --agent 'acp:…', a client on the relay ----------------------
+
+class ClaudeThroughBridge:
+    """A paired relay-bridge running the real Claude Code (ClaudeRig's launcher: the agent in its
+    network namespace with its own environment), a user and an event stream."""
+
+    def __init__(self, relay, token, tmp_path, steps, text, drop_env=()):
+        self.rig = _rig(tmp_path, steps, text)
+        self.cwd = self.rig.cwd
+        for name in drop_env:
+            del self.rig.env[name]
+        launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "claude-agent.sh"))
+        self.stream = None
+        try:
+            self.bridge, self.user = paired(relay, token, tmp_path)
+            self.stream = EventStream(relay, token)
+            self.bridge.start("acp:" + launcher, "--cwd", self.cwd)
+            self.bridge.wait_log("acp agent @zed-industries/claude-agent-acp 0.23.1 ready", timeout=WAIT)
+        except BaseException:
+            self.close()
+            raise
+
+    def events(self, name, interaction):
+        return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
+
+    def approval(self, interaction):
+        return self.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                    timeout=WAIT).data
+
+    def wait_turn(self, session, interaction):
+        """The turn is over when every agent message of it is final and the last is not cut by a tool call."""
+        def ended():
+            replies = self.user.replies(session, interaction)
+            return replies and all(m["state"] == "final" for m in replies) and any(
+                m["finish_reason"] != "tool_call" for m in replies)
+        wait_until(ended, WAIT, interval=0.1, what="the end of turn %s" % interaction)
+        replies = sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
+        # Events come in order: once the last message's message_finalized is here, all of the turn's are.
+        last = replies[-1]["message_id"]
+        self.stream.wait_for("message_finalized", lambda d: d.get("message_id") == last, timeout=WAIT)
+        return replies
+
+    def close(self):
+        status = None
+        if self.stream is not None:
+            self.stream.close()
+        if getattr(self, "bridge", None) is not None:
+            status = self.bridge.stop()
+        self.rig.close()
+        return status
+
+
+def _texts(replies):
+    return [m["text"] for m in replies]
+
+
+def test_claude_code_through_relay_bridge_edit_approved_after_its_diff(relay, user_token, tmp_path):
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [
+        ("Read", {"file_path": target}),
+        ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})], "All done.")
+    try:
+        with open(target, "w") as f:
+            f.write(ORIGINAL)
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        approval = run.approval(interaction)
+        assert approval["action"] == "edit" and approval["severity"] == "medium", approval
+        assert approval["title"] == "Edit notes.txt" and approval["command"] == target, approval
+        assert approval["tool_call_id"].startswith("toolu_"), approval
+        if "content" in approval:  # relayd carries it once the timeline part is merged
+            assert approval["content"] == [{"type": "diff", "path": target, "old_text": "line two",
+                                             "new_text": "line 2 edited"}], approval
+        with open(target) as f:
+            assert f.read() == ORIGINAL  # nothing written before the user said yes
+        run.user.decide(approval["approval_id"], "approve")
+
+        replies = run.wait_turn(session, interaction)
+        with open(target) as f:
+            assert f.read() == "line one\nline 2 edited\n"
+        assert _texts(replies)[:2] == ["I will use Read.", "I will use Edit."], replies
+        assert replies[-1]["text"].startswith("All done. [tool ok: The file %s has been updated" % target), replies
+        assert [m["finish_reason"] for m in replies] == ["tool_call", "tool_call", "stop"], replies
+        # streamed: deltas, then each message finalized
+        deltas = "".join(e["delta"] for e in run.events("message_delta", interaction))
+        assert deltas == "".join(_texts(replies)), deltas
+        finalized = {e["message_id"] for e in run.events("message_finalized", interaction)}
+        assert finalized == {m["message_id"] for m in replies}, finalized
+
+        # the two tool calls as tasks: the Read and the Edit, both completed
+        edit_id = approval["tool_call_id"]
+        created = {e["task_id"]: e for e in run.events("task_created", interaction)}
+        assert edit_id in created and len(created) == 2, created
+        assert {e["kind"] for e in created.values()} == {"read", "edit"}, created
+        # Claude Code announces each tool call with rawInput {} and a bare title ("Edit"); the card
+        # still gets the real arguments and title
+        assert created[edit_id]["status_label"] == "Edit notes.txt", created[edit_id]
+        assert created[edit_id]["args"] == {"file_path": target, "old_string": "line two",
+                                            "new_string": "line 2 edited", "replace_all": False}, created[edit_id]
+        done = {e["task_id"]: e for e in run.events("task_completed", interaction)}
+        assert set(done) == set(created), done
+        assert "updated successfully" in json.dumps(done[edit_id].get("result")), done[edit_id]
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_edit_denied_leaves_the_file(relay, user_token, tmp_path):
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [
+        ("Read", {"file_path": target}),
+        ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})], "Understood.")
+    try:
+        with open(target, "w") as f:
+            f.write(ORIGINAL)
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        approval = run.approval(interaction)
+        assert approval["action"] == "edit" and approval["command"] == target, approval
+        run.user.decide(approval["approval_id"], "deny")
+        replies = run.wait_turn(session, interaction)
+        with open(target) as f:
+            assert f.read() == ORIGINAL
+        assert replies[-1]["text"] == "Understood. [tool error: User refused permission to run tool]", replies
+        assert replies[-1]["finish_reason"] == "stop", replies
+        failed = run.events("task_failed", interaction)
+        assert [e["task_id"] for e in failed] == [approval["tool_call_id"]], failed
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_command_approved_runs(relay, user_token, tmp_path):
+    made = os.path.join(str(tmp_path), "work", "made.txt")
+    command = "echo hi > made.txt && echo done"
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [("Bash", {"command": command, "description": "Make a file"})],
+                              "Made it.")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Make a file with a command")
+        approval = run.approval(interaction)
+        assert approval["action"] == "execute" and approval["severity"] == "high", approval
+        assert approval["command"] == command and approval["title"] == command, approval
+        assert not os.path.exists(made)
+        run.user.decide(approval["approval_id"], "approve")
+        replies = run.wait_turn(session, interaction)
+        with open(made) as f:
+            assert f.read() == "hi\n"
+        assert replies[-1]["text"] == "Made it. [tool ok: done]", replies
+        done = run.events("task_completed", interaction)
+        assert [e["task_id"] for e in done] == [approval["tool_call_id"]], done
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_without_a_key_ends_the_reply_with_an_error(relay, user_token, tmp_path):
+    """No ANTHROPIC_API_KEY and no login in its HOME: Claude Code opens the session but answers the
+    prompt with ACP's auth_required (-32000); the user sees the reply end in an error that says so,
+    and nothing was asked of any model API."""
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "unused", drop_env=["ANTHROPIC_API_KEY"])
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "hello")
+        replies = run.wait_turn(session, interaction)
+        assert len(replies) == 1 and replies[0]["finish_reason"] == "error", replies
+        assert "[the agent needs a login first" in replies[0]["text"], replies
+        assert run.rig.model.paths() == [], run.rig.model.paths()
+        assert set(run.rig.proxy.asked) <= run.rig.known_refused, run.rig.proxy.asked
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_cancel_while_asking(relay, user_token, tmp_path):
+    """The user cancels while Claude Code waits for the approval of an edit: the permission request
+    is answered `cancelled`, Claude Code's prompt stops `cancelled`, the reply ends cancelled, the
+    Edit's card is cancelled and the file stays as it was."""
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [
+        ("Read", {"file_path": target}),
+        ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})], "All done.")
+    try:
+        with open(target, "w") as f:
+            f.write(ORIGINAL)
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        approval = run.approval(interaction)
+        run.user.cancel(session, interaction)
+        replies = run.wait_turn(session, interaction)
+        assert [(m["text"], m["finish_reason"]) for m in replies] == [
+            ("I will use Read.", "tool_call"), ("I will use Edit.", "cancelled")], replies
+        cancelled = run.events("task_cancelled", interaction)
+        assert [e["task_id"] for e in cancelled] == [approval["tool_call_id"]], cancelled
+        with open(target) as f:
+            assert f.read() == ORIGINAL
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_through_relay_bridge_plan_updates_in_place(relay, user_token, tmp_path):
+    """Claude Code's TodoWrite is no tool call over ACP but a `plan` update (the whole list each
+    time, priority "medium", nothing asked): one plan task for the turn, updated with each list,
+    completed with the last one when the turn ends."""
+    first = [{"content": "Read the file", "status": "in_progress", "activeForm": "Reading the file"},
+             {"content": "Edit the file", "status": "pending", "activeForm": "Editing the file"}]
+    second = [{"content": "Read the file", "status": "completed", "activeForm": "Reading the file"},
+              {"content": "Edit the file", "status": "in_progress", "activeForm": "Editing the file"}]
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [("TodoWrite", {"todos": first}),
+                                                            ("TodoWrite", {"todos": second})], "Planned.")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Plan the change")
+        replies = run.wait_turn(session, interaction)
+        assert replies[-1]["text"].startswith("Planned. [tool ok: "), replies
+        assert run.events("approval_requested", interaction) == []
+
+        def entries(todos):
+            return [{"content": t["content"], "priority": "medium", "status": t["status"]} for t in todos]
+        created = run.events("task_created", interaction)
+        assert [(e["task_id"], e["kind"]) for e in created] == [("plan_" + interaction, "plan")], created
+        progress = [e["partial_result"] for e in run.events("task_progress", interaction)
+                    if e["task_id"] == "plan_" + interaction]
+        assert progress and progress[-1] == {"entries": entries(second)}, progress
+        assert {"entries": entries(first)} in progress or created[0].get("partial_result") == {
+            "entries": entries(first)}, (created, progress)
+        done = [e for e in run.events("task_completed", interaction) if e["task_id"] == "plan_" + interaction]
+        assert len(done) == 1 and done[0]["result"] == {"entries": entries(second)}, done
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def _prompts(body):
+    """The user's own words in a Messages API request (Claude Code adds <system-reminder> blocks)."""
+    out = []
+    for message in body["messages"]:
+        if message["role"] != "user" or isinstance(message["content"], str):
+            continue
+        for block in message["content"]:
+            if block.get("type") == "text" and not block["text"].startswith("<"):
+                out.append(block["text"])
+    return out
+
+
+def test_a_restarted_bridge_continues_the_claude_code_conversation(relay, user_token, tmp_path):
+    """relay-bridge stopped and started again: the next message of the session loads Claude Code's
+    session (session/load, from the transcript Claude Code keeps in its HOME) instead of starting
+    afresh, so the model gets the earlier turn; the history Claude Code replays while it loads does
+    not come back as messages or tasks."""
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "unused")
+    command = tools_then_text([("Bash", {"command": "echo apricot > word.txt", "description": "Note it"})], "Noted.")
+
+    def script(body):  # the first turn runs a command, then every turn repeats the user's words
+        said = _prompts(body)
+        if len(said) == 1 and not command(body)[0]["text"].startswith("Noted."):
+            return command(body)
+        return [{"type": "text", "text": "You said: " + " / ".join(said)}]
+    run.rig.model.script = script
+    try:
+        session = run.user.create_session()
+        first = run.user.send(session, "remember the word apricot")
+        run.user.decide(run.approval(first)["approval_id"], "approve")
+        assert [m["text"] for m in run.wait_turn(session, first)] == [
+            "I will use Bash.", "You said: remember the word apricot"]
+        assert len(run.events("task_created", first)) == 1
+        assert run.bridge.stop() == 0
+        run.bridge.start("acp:" + os.path.join(str(tmp_path), "claude-agent.sh"), "--cwd", run.cwd)
+        run.bridge.wait_log("acp agent @zed-industries/claude-agent-acp 0.23.1 ready", count=2, timeout=WAIT)
+        second = run.user.send(session, "which word?")
+        replies = run.wait_turn(session, second)
+        assert [m["text"] for m in replies] == ["You said: remember the word apricot / which word?"], replies
+        assert "loaded for relay session " + session in run.bridge.log_text(), run.bridge.log_text()
+        everything = sorted(run.user.messages(session), key=lambda m: m["created_at"])
+        assert [m["text"] for m in everything if m["role"] == "agent"] == [
+            "I will use Bash.", "You said: remember the word apricot",
+            "You said: remember the word apricot / which word?"], everything
+        # the replayed Bash call is not a task again, nor a new approval
+        assert [e.data["task_id"] for e in run.stream.events if e.name == "task_created"] == [
+            e["task_id"] for e in run.events("task_created", first)]
+        assert len([e for e in run.stream.events if e.name == "approval_requested"]) == 1
+        assert [m["text"] for m in everything if m["role"] == "user"] == [
+            "remember the word apricot", "which word?"], everything
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_approve_always_covers_the_same_file_only(relay, user_token, tmp_path):
+    """"Always" on an edit of a.txt: the relay keeps a grant for edits of that file and answers the
+    next one itself; an edit of b.txt is asked again. (Claude Code's own "Always Allow" would cover
+    every edit of the session, so the bridge answers it "allow" once, not "always".)"""
+    work = os.path.join(str(tmp_path), "work")
+    a, b = os.path.join(work, "a.txt"), os.path.join(work, "b.txt")
+    turns = {
+        "first": [("Read", {"file_path": a}), ("Edit", {"file_path": a, "old_string": "x", "new_string": "x1"})],
+        "second": [("Read", {"file_path": a}), ("Edit", {"file_path": a, "old_string": "x1", "new_string": "x2"})],
+        "third": [("Read", {"file_path": b}), ("Edit", {"file_path": b, "old_string": "y", "new_string": "y1"})],
+    }
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "Done.")
+    run.rig.model.script = lambda body: tools_then_text(turns[_prompts(body)[-1]], "Done.")(body)
+    try:
+        with open(a, "w") as f:
+            f.write("x\n")
+        with open(b, "w") as f:
+            f.write("y\n")
+        session = run.user.create_session()
+        first = run.user.send(session, "first")
+        approval = run.approval(first)
+        assert approval["command"] == a, approval
+        run.user.decide(approval["approval_id"], "approve_always", scope="tool")
+        run.wait_turn(session, first)
+        with open(a) as f:
+            assert f.read() == "x1\n"
+
+        second = run.user.send(session, "second")  # the same file: the relay's grant answers
+        run.wait_turn(session, second)
+        with open(a) as f:
+            assert f.read() == "x2\n"
+        assert run.events("approval_requested", second) == [], run.events("approval_requested", second)
+
+        third = run.user.send(session, "third")  # another file: asked again
+        approval = run.approval(third)
+        assert approval["command"] == b, approval
+        run.user.decide(approval["approval_id"], "deny")
+        run.wait_turn(session, third)
+        with open(b) as f:
+            assert f.read() == "y\n"
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0

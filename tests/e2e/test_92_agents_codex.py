@@ -1,0 +1,217 @@
+"""The real Codex, through the real @zed-industries/codex-acp (pinned in tests/agents, installed by
+`make test-agents`; a native binary from the package's platform package, so Node's version does not
+matter), against a scripted stand-in of the OpenAI Responses API (fake_openai_responses.py).
+
+The agent alone over ACP, then end to end through relay-bridge's acp: agent.
+
+What is avoided, and how (as in test_91): the model API is the stand-in, set as a model provider of
+Codex's own in a temporary CODEX_HOME, with a made-up key; the agent's environment is built from
+nothing; it runs in a network namespace whose only interface is a loopback where the stand-in and a
+recording, refusing proxy listen (agentlib.NetSandbox). Codex tried nothing through the proxy in any
+run, and the tests fail if it does. Codex asks for nothing as root that it would not ask otherwise:
+its approvals come from `approval_policy` ("untrusted" here: every edit and every command not known
+to be harmless). Its own sandbox (bubblewrap on Linux, absent on a fresh Debian) is off
+(`sandbox_mode = "danger-full-access"`), which changes where a command may write, not what is asked.
+"""
+import os
+
+from agentlib import AcpClient, CodexRig
+from fake_openai_responses import steps_then_text
+from relaylib import wait_until
+from streams import EventStream
+from test_50_bridge_support import WAIT, paired
+
+ORIGINAL = "line one\nline two\n"
+PATCH = "*** Begin Patch\n*** Update File: notes.txt\n@@\n line one\n-line two\n+line 2 edited\n*** End Patch\n"
+COMMAND = "echo hi > made.txt && echo done"
+
+
+def _rig(tmp_path, steps, text):
+    rig = CodexRig(tmp_path)
+    rig.model.script = steps_then_text(steps, text)
+    with open(os.path.join(rig.cwd, "notes.txt"), "w") as f:
+        f.write(ORIGINAL)
+    return rig
+
+
+def _patch():
+    return {"type": "custom_tool_call", "name": "apply_patch", "input": PATCH}
+
+
+def _command():
+    return {"type": "function_call", "name": "exec_command", "arguments": {"cmd": COMMAND}}
+
+
+def test_codex_over_acp_asks_before_a_patch_and_applies_it(tmp_path):
+    rig = _rig(tmp_path, [_patch()], "All done.")
+    target = os.path.join(rig.cwd, "notes.txt")
+    client = AcpClient(rig.argv, rig.env, rig.cwd, fs=True, stderr_path=str(tmp_path / "agent.stderr"))
+    client.permission_choice = lambda params: "approved"
+    try:
+        init = client.initialize()
+        assert init["agentInfo"]["name"] == "codex-acp" and init["agentInfo"]["version"] == "0.16.0", init
+        assert init["agentCapabilities"]["loadSession"] is True, init
+        assert {m["id"] for m in init["authMethods"]} == {"chatgpt", "codex-api-key", "openai-api-key"}, init
+        session = client.new_session(rig.cwd)  # no authenticate: the login is in CODEX_HOME
+        result = client.prompt(session["sessionId"], "Change line two of notes.txt")
+        assert result["stopReason"] == "end_turn", result
+
+        assert len(client.permission_requests) == 1, client.permission_requests
+        asked = client.permission_requests[0]
+        call = asked["toolCall"]
+        assert call["kind"] == "edit" and call["title"] == "Edit " + target, call
+        assert call["content"][0]["type"] == "diff" and call["content"][0]["path"] == target, call
+        assert [(o["kind"], o["optionId"]) for o in asked["options"]] == [
+            ("allow_once", "approved"), ("reject_once", "abort")], asked
+        # its requests carry string ids (UUIDs)
+        ids = [doc["id"] for d, doc in client.log if d == "<" and doc.get("method") == "session/request_permission"]
+        assert len(ids) == 1 and isinstance(ids[0], str), ids
+
+        with open(target) as f:
+            assert f.read() == "line one\nline 2 edited\n"
+        assert client.fs_calls == [], client.fs_calls  # Codex writes the file itself
+        updates = [u["update"] for u in client.updates if u["update"].get("toolCallId") == call["toolCallId"]]
+        assert updates[-1]["status"] == "completed", updates
+        rig.assert_stayed_home()
+    finally:
+        client.close()
+        rig.close()
+
+
+class CodexThroughBridge:
+    def __init__(self, relay, token, tmp_path, steps, text, logged_in=True, key_in_env=False):
+        self.rig = _rig(tmp_path, steps, text)
+        self.cwd = self.rig.cwd
+        bridge_env, inherit = {}, ()
+        if key_in_env:
+            # No login, the key in relay-bridge's environment (which the agent inherits): relay-bridge
+            # logs in with ACP's `authenticate` (Codex's env_var method openai-api-key).
+            os.unlink(os.path.join(self.rig.env["CODEX_HOME"], "auth.json"))
+            bridge_env, inherit = {"OPENAI_API_KEY": "sk-test-not-a-real-key"}, ("OPENAI_API_KEY",)
+        if not logged_in:
+            os.unlink(os.path.join(self.rig.env["CODEX_HOME"], "auth.json"))
+        launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "codex-agent.sh"), inherit=inherit)
+        self.stream = None
+        self.bridge = None
+        try:
+            self.bridge, self.user = paired(relay, token, tmp_path)
+            self.stream = EventStream(relay, token)
+            self.bridge.start("acp:" + launcher, "--cwd", self.cwd, env=bridge_env)
+            self.bridge.wait_log("acp agent codex-acp 0.16.0 ready", timeout=WAIT)
+        except BaseException:
+            self.close()
+            raise
+
+    def events(self, name, interaction):
+        return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
+
+    def approval(self, interaction):
+        return self.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                    timeout=WAIT).data
+
+    def wait_turn(self, session, interaction):
+        def ended():
+            replies = self.user.replies(session, interaction)
+            return replies and all(m["state"] == "final" for m in replies) and any(
+                m["finish_reason"] != "tool_call" for m in replies)
+        wait_until(ended, WAIT, interval=0.1, what="the end of turn %s" % interaction)
+        replies = sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
+        # Events come in order: once the last message's message_finalized is here, all of the turn's are.
+        last = replies[-1]["message_id"]
+        self.stream.wait_for("message_finalized", lambda d: d.get("message_id") == last, timeout=WAIT)
+        return replies
+
+    def close(self):
+        status = None
+        if self.stream is not None:
+            self.stream.close()
+        if self.bridge is not None:
+            status = self.bridge.stop()
+        self.rig.close()
+        return status
+
+
+def test_codex_through_relay_bridge_patch_approved_after_its_diff(relay, user_token, tmp_path):
+    run = CodexThroughBridge(relay, user_token, tmp_path, [_patch()], "All done.")
+    target = os.path.join(run.cwd, "notes.txt")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        approval = run.approval(interaction)
+        assert approval["action"] == "edit" and approval["severity"] == "medium", approval
+        assert approval["title"] == "Edit " + target and approval["command"] == target, approval
+        if "content" in approval:  # relayd carries it once the timeline part is merged
+            assert approval["content"][0]["type"] == "diff" and approval["content"][0]["path"] == target, approval
+        with open(target) as f:
+            assert f.read() == ORIGINAL
+        run.user.decide(approval["approval_id"], "approve")
+        replies = run.wait_turn(session, interaction)
+        with open(target) as f:
+            assert f.read() == "line one\nline 2 edited\n"
+        assert replies[0]["text"] == "I will use apply_patch.", replies
+        assert replies[-1]["text"].startswith("All done. [tool said: "), replies
+        assert "Success. Updated the following files: M notes.txt" in replies[-1]["text"], replies
+        assert replies[-1]["finish_reason"] == "stop", replies
+        deltas = "".join(e["delta"] for e in run.events("message_delta", interaction))
+        assert deltas == "".join(m["text"] for m in replies), deltas
+        done = run.events("task_completed", interaction)
+        assert [e["task_id"] for e in done] == [approval["tool_call_id"]], done
+        assert done[0]["result"]["content"][0]["type"] == "diff", done
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_codex_through_relay_bridge_command_denied_is_not_run(relay, user_token, tmp_path):
+    """Codex's "No" (abort) ends the whole turn: the prompt stops `cancelled`."""
+    run = CodexThroughBridge(relay, user_token, tmp_path, [_command()], "Made it.")
+    made = os.path.join(run.cwd, "made.txt")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Make a file with a command")
+        approval = run.approval(interaction)
+        assert approval["action"] == "execute" and approval["severity"] == "high", approval
+        assert approval["title"] == COMMAND, approval
+        assert approval["command"] == COMMAND, approval  # the line of Codex's ["/bin/bash", "-lc", LINE]
+        run.user.decide(approval["approval_id"], "deny")
+        replies = run.wait_turn(session, interaction)
+        assert not os.path.exists(made)
+        assert replies[-1]["finish_reason"] == "cancelled", replies
+        posts = [p for p in run.rig.model.paths() if p[0] == "POST"]
+        assert len(posts) == 1, run.rig.model.paths()  # the model was not asked again
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_codex_without_a_login_says_so(relay, user_token, tmp_path):
+    """No login (no auth.json) and no key in the environment: Codex refuses session/new (-32000,
+    authentication required) before it sends anything anywhere, and relay-bridge,
+    which does not log in for the user, ends the reply saying a login is needed and logs Codex's
+    login methods."""
+    run = CodexThroughBridge(relay, user_token, tmp_path, [], "unused", logged_in=False)
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "hello")
+        replies = run.wait_turn(session, interaction)
+        assert len(replies) == 1 and replies[0]["finish_reason"] == "error", replies
+        assert "[the agent needs a login first" in replies[0]["text"], replies
+        log = run.bridge.log_text()
+        assert "openai-api-key" in log and "chatgpt" in log, log
+        assert run.rig.model.paths() == [] and run.rig.proxy.asked == [], (run.rig.model.paths(), run.rig.proxy.asked)
+    finally:
+        assert run.close() == 0
+
+
+def test_codex_with_only_openai_api_key_is_logged_in_by_the_bridge(relay, user_token, tmp_path):
+    """OPENAI_API_KEY in the agent's environment and no `codex login`: Codex offers the env_var login
+    method openai-api-key, relay-bridge calls `authenticate` with it, and the key reaches the API."""
+    run = CodexThroughBridge(relay, user_token, tmp_path, [], "Hello.", key_in_env=True)
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "hello")
+        replies = run.wait_turn(session, interaction)
+        assert replies[-1]["text"] == "Hello. [tool said: ]" and replies[-1]["finish_reason"] == "stop", replies
+        run.rig.assert_stayed_home()  # with the key: Authorization: Bearer sk-test-not-a-real-key
+    finally:
+        assert run.close() == 0
