@@ -242,9 +242,8 @@ def test_approved_write_goes_through_fs_inside_the_cwd(relay, user_token, tmp_pa
         assert approval["command"] == str(target), approval
         assert approval["message"] == "The agent asks to edit %s" % target, approval
         assert approval["tool_call_id"].startswith("call_"), approval
-        if "content" in approval:  # relayd carries it once the timeline part is in
-            assert approval["content"] == [{"type": "diff", "path": str(target), "old_text": "old words\n",
-                                             "new_text": "new words\n"}], approval
+        assert approval["content"] == [{"type": "diff", "path": str(target), "old_text": "old words\n",
+                                         "new_text": "new words\n"}], approval
         assert target.read_text() == "old words\n"
         acp.user.decide(approval["approval_id"], "approve")
         acp.wait_turn(session, interaction)
@@ -456,11 +455,10 @@ def test_commands_and_mode_reach_the_manifest(relay, user_token, tmp_path):
         assert "setManifest: HTTP" not in log, log
         me = assert_ok(acp.user.call("GET", "/v1/me"))
         inst = [i for i in me["installations"] if i["id"] == acp.user.installation_id][0]
-        if "commands" in inst:  # relayd shows them once the timeline part is in
-            assert [c["name"] for c in inst["commands"]] == ["web", "test", "deploy"], inst
-            assert inst["commands"][0] == {"name": "web", "description": "Search the web",
-                                           "input_hint": "what to search for"}, inst
-            assert inst["agent"]["mode"] == "code", inst
+        assert [c["name"] for c in inst["commands"]] == ["web", "test", "deploy"], inst
+        assert inst["commands"][0] == {"name": "web", "description": "Search the web",
+                                       "input_hint": "what to search for"}, inst
+        assert inst["agent"]["mode"] == "code", inst
     finally:
         assert acp.close() == 0
 

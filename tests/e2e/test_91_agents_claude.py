@@ -224,9 +224,9 @@ def test_claude_code_through_relay_bridge_edit_approved_after_its_diff(relay, us
         assert approval["action"] == "edit" and approval["severity"] == "medium", approval
         assert approval["title"] == "Edit notes.txt" and approval["command"] == target, approval
         assert approval["tool_call_id"].startswith("toolu_"), approval
-        if "content" in approval:  # relayd carries it once the timeline part is merged
-            assert approval["content"] == [{"type": "diff", "path": target, "old_text": "line two",
-                                             "new_text": "line 2 edited"}], approval
+        # The user approves what they can see: the edit's diff is in the approval.
+        assert approval["content"] == [{"type": "diff", "path": target, "old_text": "line two",
+                                         "new_text": "line 2 edited"}], approval
         with open(target) as f:
             assert f.read() == ORIGINAL  # nothing written before the user said yes
         run.user.decide(approval["approval_id"], "approve")

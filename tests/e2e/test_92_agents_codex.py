@@ -140,8 +140,7 @@ def test_codex_through_relay_bridge_patch_approved_after_its_diff(relay, user_to
         approval = run.approval(interaction)
         assert approval["action"] == "edit" and approval["severity"] == "medium", approval
         assert approval["title"] == "Edit " + target and approval["command"] == target, approval
-        if "content" in approval:  # relayd carries it once the timeline part is merged
-            assert approval["content"][0]["type"] == "diff" and approval["content"][0]["path"] == target, approval
+        assert approval["content"][0]["type"] == "diff" and approval["content"][0]["path"] == target, approval
         with open(target) as f:
             assert f.read() == ORIGINAL
         run.user.decide(approval["approval_id"], "approve")
