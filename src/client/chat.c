@@ -124,18 +124,6 @@ static void note(rl_chat_t *chat, const char *fmt, ...)
     fflush(chat->err);
 }
 
-static void clock_text(json_int_t ms, char *out, size_t outsz)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-
-    if (ms <= 0 || localtime_r(&t, &tm) == NULL) {
-        snprintf(out, outsz, "--:--");
-        return;
-    }
-    strftime(out, outsz, "%H:%M:%S", &tm);
-}
-
 int rl_chat_message_is_hidden(const json_t *message)
 {
     const char *text = str(message, "text");
@@ -152,7 +140,7 @@ void rl_chat_print_message(FILE *out, const rl_term_t *term, const json_t *messa
 
     if (rl_chat_message_is_hidden(message))
         return;
-    clock_text(json_integer_value(json_object_get(message, "created_at")), when, sizeof(when));
+    rl_term_clock(json_integer_value(json_object_get(message, "created_at")), when, sizeof(when));
     fprintf(out, "%s%s%s %s%s%s%s\n", rl_term_style(term, RL_TERM_DIM), when, rl_term_style(term, RL_TERM_RESET),
             rl_term_style(term, agent ? RL_TERM_CYAN : RL_TERM_GREEN), agent ? "agent>" : "you>",
             rl_term_style(term, RL_TERM_RESET), strcmp(str(message, "state"), "streaming") == 0 ? " (streaming)" : "");
@@ -874,7 +862,7 @@ static void show_watched(rl_chat_t *chat, const char *event, const char *id, jso
         json_decref(line);
         return;
     }
-    clock_text((json_int_t)time(NULL) * 1000, when, sizeof(when));
+    rl_term_clock((json_int_t)time(NULL) * 1000, when, sizeof(when));
     compact = data != NULL ? json_dumps(data, JSON_COMPACT) : NULL;
     fprintf(chat->out, "%s%s%s %s%-20s%s %s\n", style(chat, RL_TERM_DIM), when, style(chat, RL_TERM_RESET),
             style(chat, RL_TERM_CYAN), event, style(chat, RL_TERM_RESET), compact != NULL ? compact : raw);

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/term.h"
@@ -113,6 +114,18 @@ static void wrap(FILE *out, const rl_term_t *term, const char *text, int indent,
         fputs(rl_term_style(term, RL_TERM_RESET), out);
     if (column > 0)
         fputc('\n', out);
+}
+
+void rl_term_clock(long long ms, char *out, size_t outsz)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    if (ms <= 0 || localtime_r(&t, &tm) == NULL) {
+        snprintf(out, outsz, "--:--");
+        return;
+    }
+    strftime(out, outsz, "%H:%M:%S", &tm);
 }
 
 void rl_term_wrap(FILE *out, const rl_term_t *term, const char *text, int indent)

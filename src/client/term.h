@@ -32,6 +32,8 @@ typedef enum rl_term_style {
 void rl_term_detect(int fd, rl_term_t *term);
 /* The escape sequence of a style, or "" when colour is off. */
 const char *rl_term_style(const rl_term_t *term, rl_term_style_t style);
+/* A time in milliseconds since the epoch as local HH:MM:SS ("--:--" for none), for event lines. */
+void rl_term_clock(long long ms, char *out, size_t outsz);
 /*
  * Writes text to out wrapped at term->width, every line indented by indent
  * spaces (the first too). Words longer than a line are not broken. Existing

@@ -17,18 +17,6 @@ static const char *on(const rl_term_t *term, rl_term_style_t style)
     return rl_term_style(term, style);
 }
 
-static void clock_text(json_int_t ms, char *out, size_t outsz)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-
-    if (ms <= 0 || localtime_r(&t, &tm) == NULL) {
-        snprintf(out, outsz, "--:--");
-        return;
-    }
-    strftime(out, outsz, "%H:%M:%S", &tm);
-}
-
 /* Agent text with its control characters replaced: an escape sequence would drive the terminal. */
 static void put_text(FILE *out, const char *text, size_t len)
 {
@@ -218,7 +206,7 @@ void rl_timeline_print_task(FILE *out, const rl_term_t *term, const json_t *task
         if (strcmp(str(task, "status"), task_statuses[k].status) == 0)
             break;
     }
-    clock_text(json_integer_value(json_object_get(task, "created_at")), when, sizeof(when));
+    rl_term_clock(json_integer_value(json_object_get(task, "created_at")), when, sizeof(when));
     fprintf(out, "%s%s%s %s%s %s%s ", on(term, RL_TERM_DIM), when, on(term, RL_TERM_RESET),
             on(term, task_statuses[k].style), task_statuses[k].mark, strcmp(kind, "plan") == 0 ? "plan" : "task",
             on(term, RL_TERM_RESET));
@@ -284,7 +272,7 @@ void rl_timeline_print_approval(FILE *out, const rl_term_t *term, const json_t *
             break;
         }
     }
-    clock_text(json_integer_value(json_object_get(approval, "created_at")), when, sizeof(when));
+    rl_term_clock(json_integer_value(json_object_get(approval, "created_at")), when, sizeof(when));
     fprintf(out, "%s%s%s %s? approval%s ", on(term, RL_TERM_DIM), when, on(term, RL_TERM_RESET),
             on(term, RL_TERM_YELLOW), on(term, RL_TERM_RESET));
     put_text(out, str(approval, "title"), strcspn(str(approval, "title"), "\n"));

@@ -473,3 +473,56 @@ def wait_for(predicate, timeout=WAIT, step=0.05):
             return value
         time.sleep(step)
     return predicate()
+
+
+class ThroughBridge:
+    """A paired relay-bridge running a real agent through `acp:` (an AgentRig's launcher: the agent in its
+    network namespace with its own environment), a user and an event stream; what test_91 and test_92
+    share. A subclass makes its rig and launcher, then calls _start with the line the bridge logs once the
+    agent has answered initialize."""
+
+    def _start(self, relay, token, tmp_path, launcher, ready_line, env=None):
+        from streams import EventStream
+        from test_50_bridge_support import paired
+
+        self.stream = None
+        self.bridge = None
+        try:
+            self.bridge, self.user = paired(relay, token, tmp_path)
+            self.stream = EventStream(relay, token)
+            self.bridge.start("acp:" + launcher, "--cwd", self.cwd, env=env)
+            self.bridge.wait_log(ready_line, timeout=WAIT)
+        except BaseException:
+            self.close()
+            raise
+
+    def events(self, name, interaction):
+        return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
+
+    def approval(self, interaction):
+        return self.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
+                                    timeout=WAIT).data
+
+    def wait_turn(self, session, interaction):
+        """The turn is over when every agent message of it is final and the last is not cut by a tool call."""
+        from relaylib import wait_until
+
+        def ended():
+            replies = self.user.replies(session, interaction)
+            return replies and all(m["state"] == "final" for m in replies) and any(
+                m["finish_reason"] != "tool_call" for m in replies)
+        wait_until(ended, WAIT, interval=0.1, what="the end of turn %s" % interaction)
+        replies = sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
+        # Events come in order: once the last message's message_finalized is here, all of the turn's are.
+        last = replies[-1]["message_id"]
+        self.stream.wait_for("message_finalized", lambda d: d.get("message_id") == last, timeout=WAIT)
+        return replies
+
+    def close(self):
+        status = None
+        if self.stream is not None:
+            self.stream.close()
+        if self.bridge is not None:
+            status = self.bridge.stop()
+        self.rig.close()
+        return status

@@ -32,11 +32,8 @@ What is avoided, and how:
 import json
 import os
 
-from agentlib import WAIT, AcpClient, ClaudeRig
+from agentlib import WAIT, AcpClient, ClaudeRig, ThroughBridge
 from fake_anthropic import tools_then_text
-from relaylib import wait_until
-from streams import EventStream
-from test_50_bridge_support import paired
 
 ORIGINAL = "line one\nline two\n"
 
@@ -156,7 +153,7 @@ def test_claude_code_over_acp_command_denied_is_not_run(tmp_path):
 
 # -- end to end: relayd, relay-bridge run --agent 'acp:…', a client on the relay ----------------------
 
-class ClaudeThroughBridge:
+class ClaudeThroughBridge(ThroughBridge):
     """A paired relay-bridge running the real Claude Code (ClaudeRig's launcher: the agent in its
     network namespace with its own environment), a user and an event stream."""
 
@@ -166,44 +163,7 @@ class ClaudeThroughBridge:
         for name in drop_env:
             del self.rig.env[name]
         launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "claude-agent.sh"))
-        self.stream = None
-        try:
-            self.bridge, self.user = paired(relay, token, tmp_path)
-            self.stream = EventStream(relay, token)
-            self.bridge.start("acp:" + launcher, "--cwd", self.cwd)
-            self.bridge.wait_log("acp agent @zed-industries/claude-agent-acp 0.23.1 ready", timeout=WAIT)
-        except BaseException:
-            self.close()
-            raise
-
-    def events(self, name, interaction):
-        return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
-
-    def approval(self, interaction):
-        return self.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
-                                    timeout=WAIT).data
-
-    def wait_turn(self, session, interaction):
-        """The turn is over when every agent message of it is final and the last is not cut by a tool call."""
-        def ended():
-            replies = self.user.replies(session, interaction)
-            return replies and all(m["state"] == "final" for m in replies) and any(
-                m["finish_reason"] != "tool_call" for m in replies)
-        wait_until(ended, WAIT, interval=0.1, what="the end of turn %s" % interaction)
-        replies = sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
-        # Events come in order: once the last message's message_finalized is here, all of the turn's are.
-        last = replies[-1]["message_id"]
-        self.stream.wait_for("message_finalized", lambda d: d.get("message_id") == last, timeout=WAIT)
-        return replies
-
-    def close(self):
-        status = None
-        if self.stream is not None:
-            self.stream.close()
-        if getattr(self, "bridge", None) is not None:
-            status = self.bridge.stop()
-        self.rig.close()
-        return status
+        self._start(relay, token, tmp_path, launcher, "acp agent @zed-industries/claude-agent-acp 0.23.1 ready")
 
 
 def _texts(replies):

@@ -15,11 +15,8 @@ to be harmless). Its own sandbox (bubblewrap on Linux, absent on a fresh Debian)
 """
 import os
 
-from agentlib import AcpClient, CodexRig
+from agentlib import AcpClient, CodexRig, ThroughBridge
 from fake_openai_responses import steps_then_text
-from relaylib import wait_until
-from streams import EventStream
-from test_50_bridge_support import WAIT, paired
 
 ORIGINAL = "line one\nline two\n"
 PATCH = "*** Begin Patch\n*** Update File: notes.txt\n@@\n line one\n-line two\n+line 2 edited\n*** End Patch\n"
@@ -78,7 +75,7 @@ def test_codex_over_acp_asks_before_a_patch_and_applies_it(tmp_path):
         rig.close()
 
 
-class CodexThroughBridge:
+class CodexThroughBridge(ThroughBridge):
     def __init__(self, relay, token, tmp_path, steps, text, logged_in=True, key_in_env=False):
         self.rig = _rig(tmp_path, steps, text)
         self.cwd = self.rig.cwd
@@ -91,44 +88,7 @@ class CodexThroughBridge:
         if not logged_in:
             os.unlink(os.path.join(self.rig.env["CODEX_HOME"], "auth.json"))
         launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "codex-agent.sh"), inherit=inherit)
-        self.stream = None
-        self.bridge = None
-        try:
-            self.bridge, self.user = paired(relay, token, tmp_path)
-            self.stream = EventStream(relay, token)
-            self.bridge.start("acp:" + launcher, "--cwd", self.cwd, env=bridge_env)
-            self.bridge.wait_log("acp agent codex-acp 0.16.0 ready", timeout=WAIT)
-        except BaseException:
-            self.close()
-            raise
-
-    def events(self, name, interaction):
-        return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
-
-    def approval(self, interaction):
-        return self.stream.wait_for("approval_requested", lambda d: d["interaction_id"] == interaction,
-                                    timeout=WAIT).data
-
-    def wait_turn(self, session, interaction):
-        def ended():
-            replies = self.user.replies(session, interaction)
-            return replies and all(m["state"] == "final" for m in replies) and any(
-                m["finish_reason"] != "tool_call" for m in replies)
-        wait_until(ended, WAIT, interval=0.1, what="the end of turn %s" % interaction)
-        replies = sorted(self.user.replies(session, interaction), key=lambda m: m["created_at"])
-        # Events come in order: once the last message's message_finalized is here, all of the turn's are.
-        last = replies[-1]["message_id"]
-        self.stream.wait_for("message_finalized", lambda d: d.get("message_id") == last, timeout=WAIT)
-        return replies
-
-    def close(self):
-        status = None
-        if self.stream is not None:
-            self.stream.close()
-        if self.bridge is not None:
-            status = self.bridge.stop()
-        self.rig.close()
-        return status
+        self._start(relay, token, tmp_path, launcher, "acp agent codex-acp 0.16.0 ready", env=bridge_env)
 
 
 def test_codex_through_relay_bridge_patch_approved_after_its_diff(relay, user_token, tmp_path):
