@@ -398,6 +398,24 @@ struct expire {
     /* results: the approvals this sweep expired, each {approval, update_id} */
 };
 
+static int expire_one(rl_txn_t *txn, rl_approval_row_t *approval, int64_t now, json_t *expired)
+{
+    int64_t update_id = 0;
+    int result;
+
+    approval->state = "expired";
+    approval->resolved_at = now;
+    /* spec: the bridge hears approval.expired and denies the request to the agent. */
+    if ((result = RL_TXN(txn, approval_update, approval)) != 0 ||
+        (result = rl_update_append(txn, approval->installation_id, "approval.expired", approval->session_id,
+                                   approval->interaction_id, rl_update_approval_expired(approval->id), now,
+                                   &update_id)) != 0)
+        return result;
+    json_array_append_new(
+        expired, json_pack("{s:o, s:I}", "approval", rl_view_approval(approval), "update_id", (json_int_t)update_id));
+    return 0;
+}
+
 static int expire_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct expire *op = (void *)base;
@@ -408,21 +426,25 @@ static int expire_run(rl_txn_t *txn, rl_store_op_t *base)
     if (result != 0)
         return result;
     op->op.value = json_array();
-    for (i = 0; i < count; ++i) {
-        rl_approval_row_t *approval = &rows[i];
-        int64_t update_id = 0;
-        approval->state = "expired";
-        approval->resolved_at = op->now;
-        /* spec: the bridge hears approval.expired and denies the request to the agent. */
-        if ((result = RL_TXN(txn, approval_update, approval)) != 0 ||
-            (result = rl_update_append(txn, approval->installation_id, "approval.expired", approval->session_id,
-                                       approval->interaction_id, rl_update_approval_expired(approval->id), op->now,
-                                       &update_id)) != 0)
-            return result;
-        json_array_append_new(op->op.value, json_pack("{s:o, s:I}", "approval", rl_view_approval(approval), "update_id",
-                                                      (json_int_t)update_id));
+    for (i = 0; i < count && result == 0; ++i)
+        result = expire_one(txn, &rows[i], op->now, op->op.value);
+    return result;
+}
+
+int rl_approvals_expire_turn(rl_txn_t *txn, const char *user_id, const char *session_id, const char *interaction_id,
+                             int64_t now, json_t *expired)
+{
+    rl_approval_row_t *rows;
+    size_t count, i;
+    int result = RL_TXN(txn, approvals_pending_of_user, user_id, now, &rows, &count);
+
+    for (i = 0; i < count && result == 0; ++i) {
+        if (strcmp(rows[i].session_id, session_id) != 0 ||
+            (interaction_id != NULL && strcmp(rows[i].interaction_id, interaction_id) != 0))
+            continue;
+        result = expire_one(txn, &rows[i], now, expired);
     }
-    return 0;
+    return result;
 }
 
 static const rl_store_op_type_t expire_type = RL_OP_TYPE(approvals_expire, 1, expire_run);
@@ -438,8 +460,6 @@ rl_store_op_t *rl_approvals_expiry(rl_relay_t *relay, int64_t now)
 void rl_approvals_expired(rl_relay_t *relay, rl_store_op_t *base)
 {
     struct expire *op = (void *)base;
-    json_t *item;
-    size_t i;
 
     if (base->result != 0) {
         /* The store logs its own outage once (RL_E_UNAVAILABLE): the sweep meeting it is not news each second. */
@@ -449,7 +469,15 @@ void rl_approvals_expired(rl_relay_t *relay, rl_store_op_t *base)
             rl_log_warn("the approval expiry sweep failed; it runs again in a second");
         return;
     }
-    json_array_foreach(op->op.value, i, item)
+    rl_approvals_publish_expired(relay, op->op.value);
+}
+
+void rl_approvals_publish_expired(rl_relay_t *relay, json_t *expired)
+{
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(expired, i, item)
     {
         json_t *approval = json_object_get(item, "approval");
         /* brief: approval_expired to the client, approval.expired to the bridge. */

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/rand.h"
 #include "http/query.h"
+#include "relay/approvals.h"
 #include "relay/deltas.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
@@ -235,7 +236,7 @@ struct session_cancel {
     rl_op_t op;
     const char *user_id, *session_id, *interaction_id;
     int64_t now;
-    const char *bridge; /* result: the installation to notify */
+    const char *bridge; /* result: the installation to notify; op.value: the turn's approvals it expired */
 };
 
 int rl_session_live(rl_txn_t *txn, const char *user_id, const char *session_id, rl_session_row_t *session)
@@ -270,8 +271,19 @@ static int session_cancel_run(rl_txn_t *txn, rl_store_op_t *base)
             return result;
     }
     op->bridge = session.installation_id;
-    return rl_update_append(txn, session.installation_id, "session.cancelled", op->session_id, op->interaction_id,
-                            rl_update_session_cancelled(op->interaction_id), op->now, &op->op.update_id);
+    result = rl_update_append(txn, session.installation_id, "session.cancelled", op->session_id, op->interaction_id,
+                              rl_update_session_cancelled(op->interaction_id), op->now, &op->op.update_id);
+    /*
+     * ours: the agent drops what it asked in a cancelled turn (ACP answers its
+     * permission requests "cancelled"), so the turn's pending approvals can no
+     * longer be answered: they expire now rather than at their expires_at.
+     */
+    if (result == 0) {
+        json_decref(op->op.value);
+        op->op.value = json_array();
+        result = rl_approvals_expire_turn(txn, op->user_id, op->session_id, op->interaction_id, op->now, op->op.value);
+    }
+    return result;
 }
 
 static const rl_store_op_type_t session_cancel_type = RL_OP_TYPE(session_cancel, 1, session_cancel_run);
@@ -286,6 +298,7 @@ static void on_session_cancelled(rl_store_op_t *base)
         rl_call_fail(call, base->result, NULL);
     } else {
         rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_approvals_publish_expired(relay, op->op.value);
         rl_call_reply(call,
                       json_pack("{s:s, s:s?}", "session_id", op->session_id, "interaction_id", op->interaction_id));
     }

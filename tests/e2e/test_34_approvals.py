@@ -193,6 +193,32 @@ def test_grant_scopes_all_domain_and_session(relay, user_token):
     t.close()
 
 
+def test_cancelling_a_turn_expires_its_pending_approvals_only(relay, user_token):
+    """Ours (issue 22): the agent drops what it asked in a cancelled turn, so its pending approvals can no
+    longer be answered; they expire at once, with both notifications. Another turn's approval stays."""
+    t = Turn(relay, user_token)
+    inst, s, i = t.inst, t.session, t.interaction
+    other, _ = inst.send(s, "another turn")
+    update = t.sock.next_update()
+    assert update["type"] == "session.message" and update["interaction_id"] == other, update
+    body = inst.request_approval(s, i)[0]
+    kept = inst.request_approval(s, other)[0]
+    assert len(inst.snapshot()["pending_approvals"]) == 2
+
+    assert_ok(inst.client("POST", "/v1/me/sessions/%s/cancel" % s, {"interaction_id": i}))
+    event = t.stream.wait_for("approval_expired", timeout=WAIT)
+    assert event.data == {"approval_id": body["approval_id"], "session_id": s, "interaction_id": i}, event
+    updates = [t.sock.next_update(), t.sock.next_update()]
+    assert [u["type"] for u in updates] == ["session.cancelled", "approval.expired"], updates
+    assert updates[1]["payload"] == {"approval_id": body["approval_id"]}, updates
+    assert [p["approval_id"] for p in inst.snapshot()["pending_approvals"]] == [kept["approval_id"]]
+    assert_error(inst.decide(body["approval_id"], "approve"), 410, "approval_expired")
+    assert_ok(inst.decide(kept["approval_id"], "approve"))
+    inst.barrier(t.stream, s)
+    assert [e.data["approval_id"] for e in t.events(["approval_expired"])] == [body["approval_id"]]
+    t.close()
+
+
 def test_pending_approval_expires(relayd):
     relay = relayd("--approval-ttl", "1s")
     t = Turn(relay, relay.token("alice"))
