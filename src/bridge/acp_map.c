@@ -77,7 +77,7 @@ json_t *rl_acp_usage(json_t *usage)
     return out;
 }
 
-/* ACP's ToolKind, each with the severity of an approval for it (CONTRACT §3): what it can change or reach. */
+/* ACP's ToolKind, each with the severity of an approval for it (docs/bridge.md "acp:COMMAND", permissions): what it can change or reach. */
 static const struct {
     const char *kind, *severity;
 } tool_kinds[] = {
@@ -218,7 +218,7 @@ static json_t *block_of_content(json_t *block, size_t max)
         set_cut(out, "text", json_object_get(block, "uri"), max);
         return out;
     }
-    /* image, audio, a binary resource: not forwarded (CONTRACT §1). */
+    /* image, audio, a binary resource: not forwarded (docs/api.md "Content blocks"). */
     return NULL;
 }
 

@@ -1,7 +1,7 @@
 /*
  * The Agent Client Protocol's vocabulary mapped onto the relay's, as const
  * tables (docs/bridge.md, "acp:COMMAND"; the shapes are those of
- * /work/wt/CONTRACT.md §1-3): session/update kinds to bridge calls, a
+ * docs/bridge.md, "acp:COMMAND"): session/update kinds to bridge calls, a
  * decision to the permission option that answers it, stop reasons to finish
  * reasons, tool kinds to approval severities, and the normalisation of tool
  * call content into the relay's content blocks. Pure functions over jansson
@@ -51,7 +51,7 @@ json_t *rl_acp_usage(json_t *usage);
 
 /* A tool kind as the relay gets it: one of ACP's ToolKind values, "other" for NULL or an unknown one. */
 const char *rl_acp_tool_kind(const char *kind);
-/* The approval severity of a tool kind (CONTRACT §3): low, medium or high. */
+/* The approval severity of a tool kind (docs/bridge.md "acp:COMMAND", permissions): low, medium or high. */
 const char *rl_acp_severity(const char *kind);
 
 /* The user's decision as the bridge loop hands it to an adapter (its "approval" lines), plus expiry. */
@@ -74,7 +74,7 @@ rl_acp_decision_t rl_acp_decision_of(const char *gateway_word);
  */
 const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
 
-/* Each text or diff field of a content block is cut to this many bytes (CONTRACT §1). */
+/* Each text or diff field of a content block is cut to this many bytes (docs/api.md "Content blocks"). */
 #define RL_ACP_FIELD_MAX (256 * 1024)
 /*
  * One call's content blocks together, as JSON; later blocks are left out.
@@ -85,7 +85,7 @@ const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
 /* A raw input or output (task args, result.raw_output): each string, and all of them together. */
 #define RL_ACP_VALUE_STRING_MAX (16 * 1024)
 #define RL_ACP_VALUE_MAX        (64 * 1024)
-/* A thought's text in its task: the start is kept (CONTRACT §2). */
+/* A thought's text in its task: the start is kept (docs/bridge.md "acp:COMMAND"). */
 #define RL_ACP_THOUGHT_MAX (64 * 1024)
 /* The relay's cap on status_label and approval title (docs/api.md). */
 #define RL_ACP_LABEL_MAX 200
@@ -94,7 +94,7 @@ const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
 
 /*
  * ACP tool call content (ToolCallContent[]) as the relay's blocks
- * (CONTRACT §1): text, diff {path, old_text, new_text}; images, audio and
+ * (docs/api.md "Content blocks"): text, diff {path, old_text, new_text}; images, audio and
  * terminals (this bridge serves none) are left out and counted in
  * *omitted. Each field is cut at max bytes on a UTF-8 boundary with
  * "truncated": true; blocks past RL_ACP_CONTENT_BUDGET bytes of JSON in all
@@ -120,7 +120,7 @@ json_t *rl_acp_args(json_t *raw_input);
 
 /*
  * The input that identifies a tool call for the relay's "tool" grants
- * (CONTRACT §3): execute: the command line; read, edit, delete, move: the
+ * (docs/bridge.md "acp:COMMAND", permissions): execute: the command line; read, edit, delete, move: the
  * path(s); fetch: the URL; otherwise, or when the input says nothing, the
  * title. tool_call is the ACP ToolCall(Update) as known so far. A malloc'd
  * string (at most 8192 bytes), or NULL when out of memory.

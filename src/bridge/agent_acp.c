@@ -51,7 +51,7 @@
 #define MAX_PENDING_OUT (16u * 1024u * 1024u)
 /* One line of the agent's stderr in the log; the rest of a longer line is cut. */
 #define STDERR_LINE 1024
-/* A thought's text is sent at most this often (CONTRACT §2). */
+/* A thought's text is sent at most this often (docs/bridge.md "acp:COMMAND"). */
 #define THOUGHT_EVERY_MS 500
 #define RESTART_FIRST_MS 1000L
 #define RESTART_CAP_MS   30000L
@@ -310,7 +310,7 @@ static void send_manifest(struct rl_agent *a)
         json_object_set_new(agent, "mode", json_string(a->mode));
     /*
      * No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c),
-     * so a tool call's title can be its task's name (CONTRACT §2).
+     * so a tool call's title can be its task's name (docs/bridge.md "acp:COMMAND").
      */
     emit(a, RL_LINE_MANIFEST, NULL,
          json_pack("{s:s, s:[], s:o, s:o}", "type", "manifest", "tools", "agent", agent, "commands",
@@ -456,7 +456,7 @@ static void thought_send(struct rl_agent *a, prompt_t *p)
     p->thought_dirty = 0;
 }
 
-/* The think task ends at the next update that is not a thought (CONTRACT §2). */
+/* The think task ends at the next update that is not a thought (docs/bridge.md "acp:COMMAND"). */
 static void thought_close(struct rl_agent *a, prompt_t *p)
 {
     char id[128];
@@ -535,7 +535,7 @@ static void on_plan(struct rl_agent *a, prompt_t *p, json_t *update)
             json_array_append_new(clean, entry);
     }
     plan_task_id(p, id, sizeof(id));
-    /* Every plan, not just the first, is news after the text before it (CONTRACT §2). */
+    /* Every plan, not just the first, is news after the text before it (docs/bridge.md "acp:COMMAND"). */
     rl_bridge_break(a->bridge, p->turn);
     if (!p->plan_open) {
         emit(a, RL_LINE_TASK_START, p,
@@ -674,7 +674,7 @@ static const char *content_text(json_t *content)
 }
 
 /*
- * Whether an update of a call that goes on is worth an updateTask (CONTRACT
+ * Whether an update of a call that goes on is worth an updateTask (docs/bridge.md
  * §2: a new status, title or content). A call just created says it only when
  * it brings content or is already running: its createTask said the rest.
  */
@@ -904,7 +904,7 @@ static void on_permission(struct rl_agent *a, json_t *id, json_t *params)
     perm->rpc_id = json_incref(id);
     perm->options = json_incref(json_object_get(params, "options"));
     perm->prompt = p;
-    /* apr_ and the 32 hex digits of a random UUID (CONTRACT §3). */
+    /* apr_ and the 32 hex digits of a random UUID (docs/bridge.md "acp:COMMAND", permissions). */
     rl_rest_new_key(key);
     memcpy(perm->approval_id, "apr_", 4);
     for (i = 0, n = 4; key[i] != '\0' && n < sizeof(perm->approval_id) - 1; i++)

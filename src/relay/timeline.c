@@ -3,7 +3,7 @@
  * order they happened, newest first (docs/api.md "Timeline").
  *
  * Order. Items are ordered by (at, kind, key), where at is the item's
- * created_at, kind ranks message < task < approval (CONTRACT §4: the stable
+ * created_at, kind ranks message < task < approval (docs/api.md "Timeline": the stable
  * order of ties), and key breaks the remaining ties within a kind: a
  * message's insertion (the order its session's history shows), a task's
  * task_id and an approval's id, bytewise. Newest first is the exact reverse.

@@ -5,7 +5,7 @@
 //
 // No relay-bridge here: the test pairs an installation through the pairing
 // routes and plays the bridge itself on relayd's bridge REST routes, with the
-// payloads an ACP agent turns into (CONTRACT.md §1-§4, docs/api.md).
+// payloads an ACP agent turns into (docs/api.md, "Content blocks" and "Timeline"; docs/bridge.md, "acp:COMMAND").
 // The tests run in order and share one relay, one account, one installation.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -112,7 +112,7 @@ export const approvalCard = {
       h('span', { class: `severity severity-badge-${a.severity || 'medium'}`, text: `${(a.severity || 'medium')} risk` }),
       h('strong', { class: 'approval-title', text: a.title || a.action || 'Approval' })));
     if (a.message) el.append(h('p', { class: 'approval-message', text: a.message }));
-    // What the agent wants to do, as it will be done (the diff of an edit, CONTRACT §3), just above the answers.
+    // What the agent wants to do, as it will be done (the diff of an edit, docs/bridge.md "acp:COMMAND", permissions), just above the answers.
     // The command is shown once: not again as a text block, nor as the path a diff already names.
     const command = typeof a.command === 'string' ? a.command.trim() : '';
     const content = (Array.isArray(a.content) ? a.content : []).filter((b) => b && typeof b === 'object' &&

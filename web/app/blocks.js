@@ -1,4 +1,4 @@
-// What an agent's tool call carries, shown: content blocks (CONTRACT §1:
+// What an agent's tool call carries, shown: content blocks (docs/api.md "Content blocks":
 // text, diff, terminal) for tool-call cards (toolcall.js) and approval cards
 // (approvals.js) alike, so that the user approves the same diff they later
 // see applied. The diff itself is computed by diff.js; this module only

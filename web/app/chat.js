@@ -52,7 +52,7 @@ function updateMessage(el, m) {
   if (m.attachments && m.attachments.length)
     el.append(h('div', { class: 'attachments' }, m.attachments.map(attachmentView)));
   const meta = [formatTime(m.created_at)];
-  // A reply that paused for a tool call goes on in the next message (CONTRACT §2): nothing to say about its end.
+  // A reply that paused for a tool call goes on in the next message (docs/bridge.md "acp:COMMAND"): nothing to say about its end.
   if (m.finish_reason && m.finish_reason !== 'stop' && m.finish_reason !== 'tool_call') meta.push(m.finish_reason === 'cancelled' ? 'cancelled' : `ended: ${m.finish_reason}`);
   if (m.usage && m.usage.model) meta.push(m.usage.model);
   el.append(h('div', { class: 'msg-meta', text: meta.join(' · ') }));
@@ -146,7 +146,7 @@ export function chatView(main, sessionId) {
     clear(subtitle);
     subtitle.append(h('span', { text: `${inst && inst.custom_emoji ? `${inst.custom_emoji} ` : ''}${installationName(inst)}` }), ' ', healthPill(inst));
     if (s.state === 'archived') subtitle.append(' ', h('span', { class: 'pill', text: 'Archived' }));
-    // The agent's mode (ACP's current_mode_update, CONTRACT §2): "plan" and "default" behave very differently.
+    // The agent's mode (ACP's current_mode_update, docs/bridge.md "acp:COMMAND"): "plan" and "default" behave very differently.
     const mode = inst && inst.agent && typeof inst.agent.mode === 'string' ? inst.agent.mode : '';
     if (mode) subtitle.append(' ', h('span', { class: 'pill pill-mode', text: `Mode: ${mode}` }));
     menu.querySelector('.archive-action').textContent = s.state === 'archived' ? 'Unarchive' : 'Archive';

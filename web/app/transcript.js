@@ -14,7 +14,7 @@ export const FINAL_TASK = new Set(['completed', 'failed', 'cancelled']);
 const TASK_RANK = { created: 0, progressing: 1, completed: 2, failed: 2, cancelled: 2 };
 const APPROVAL_RANK = { pending: 0, resolved: 1, expired: 1 };
 
-// Tool-call kinds (ACP's, CONTRACT §2, plus the older bridges' `exec`), as the card names them.
+// Tool-call kinds (ACP's, docs/bridge.md "acp:COMMAND", plus the older bridges' `exec`), as the card names them.
 export const TASK_KINDS = {
   read: { label: 'Read', icon: 'read' },
   edit: { label: 'Edit', icon: 'edit' },
@@ -89,7 +89,7 @@ export function mergeApproval(known, update) {
   return approval;
 }
 
-// The view of a timeline item the app keeps (CONTRACT §4): { type, value }.
+// The view of a timeline item the app keeps (docs/api.md "Timeline"): { type, value }.
 export function timelineEntry(item) {
   if (!item || typeof item !== 'object') return null;
   if (item.type === 'message' && item.message) return { type: 'message', value: item.message };
@@ -114,7 +114,7 @@ export function mergePageMessage(known, message) {
 }
 
 // Whether an agent message ends its turn. One that ended because the agent went on
-// to a tool call (CONTRACT §2: `finish_reason: "tool_call"`) does not: the turn goes
+// to a tool call (docs/bridge.md "acp:COMMAND": `finish_reason: "tool_call"`) does not: the turn goes
 // on, in the next message.
 export function endsTurn(m) {
   return !!m && m.role === 'agent' && m.state === 'final' && m.finish_reason !== 'tool_call';
@@ -185,7 +185,7 @@ export function ties() {
   };
 }
 
-// A plan task's entries (CONTRACT §2): the final list once it ended, else the latest.
+// A plan task's entries (docs/bridge.md "acp:COMMAND"): the final list once it ended, else the latest.
 export function planEntries(task) {
   const from = (r) => (r && typeof r === 'object' && Array.isArray(r.entries) ? r.entries : null);
   const entries = (FINAL_TASK.has(task.status) && from(task.result)) || from(task.partial_result) || from(task.result) || [];
@@ -202,7 +202,7 @@ export function thinkingText(task) {
   return '';
 }
 
-// The content blocks a tool call carries (CONTRACT §1): the result's, else the latest partial result's.
+// The content blocks a tool call carries (docs/api.md "Content blocks"): the result's, else the latest partial result's.
 export function contentBlocks(task) {
   for (const r of [task.result, task.partial_result]) {
     if (r && typeof r === 'object' && Array.isArray(r.content)) return r.content.filter((b) => b && typeof b === 'object' && typeof b.type === 'string');
