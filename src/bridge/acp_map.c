@@ -77,7 +77,8 @@ json_t *rl_acp_usage(json_t *usage)
     return out;
 }
 
-/* ACP's ToolKind, each with the severity of an approval for it (docs/bridge.md "acp:COMMAND", permissions): what it can change or reach. */
+/* ACP's ToolKind, each with the severity of an approval for it (docs/bridge.md "acp:COMMAND", permissions): what it can
+ * change or reach. */
 static const struct {
     const char *kind, *severity;
 } tool_kinds[] = {

@@ -674,8 +674,8 @@ static const char *content_text(json_t *content)
 }
 
 /*
- * Whether an update of a call that goes on is worth an updateTask (docs/bridge.md
- * §2: a new status, title or content). A call just created says it only when
+ * Whether an update of a call that goes on is worth an updateTask (a new
+ * status, title or content: docs/bridge.md, "acp:COMMAND"). A call just created says it only when
  * it brings content or is already running: its createTask said the rest.
  */
 static int tool_progressed(json_t *update, int created)
