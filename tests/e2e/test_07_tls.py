@@ -203,7 +203,7 @@ def test_bridge_and_relay_cli_over_tls(tls_relay, pki, tmp_path, monkeypatch):
         done = send.events("done")[0]["data"]
         assert done["status"] == "final" and done["text"] == "and once more", done
         history = cli.json("history", session)["messages"]
-        assert [m["text"] for m in history if m["role"] == "agent"] == ["and once more", "hello over tls"]
+        assert [m["text"] for m in history if m["role"] == "agent"] == ["hello over tls", "and once more"]  # oldest first
     finally:
         assert bridge.stop() == 0
 

@@ -26,6 +26,10 @@ PROGRESS = re.compile(r"\[ *(\d+)%\] building (\S+) \((\d) of 3\)(: \S+\.c)?$")
 
 def make_run(tmp_path, listen, **streams):
     env = clean_env({"RELAY_LISTEN": listen, "RELAY_DATA": str(tmp_path / "data")})
+    # A user's make run, not a part of the make test that runs this suite: under its -j2 the
+    # inherited jobserver flags make the build warn "jobserver unavailable" on stderr.
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
+        env.pop(name, None)
     streams = streams or {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     return subprocess.Popen(["make", "--no-print-directory", "run", "BUILD=%s" % BUILD], cwd=REPO, env=env,
                             start_new_session=True, **streams)
