@@ -59,6 +59,24 @@ const char *rl_capability_answer_field(const char *capability)
     return NULL;
 }
 
+const char *rl_capability_answer_given(json_t *body)
+{
+    static const char *const answers[] = {"location", "attachment_key", "refused"};
+    const char *given = NULL;
+    size_t i;
+
+    for (i = 0; i < sizeof(answers) / sizeof(answers[0]); ++i) {
+        json_t *value = json_object_get(body, answers[i]);
+        /* null is absent (the schema allows it), and refused: false refuses nothing. */
+        if (value == NULL || json_is_null(value) || json_is_false(value))
+            continue;
+        if (given != NULL)
+            return NULL;
+        given = answers[i];
+    }
+    return given;
+}
+
 static const rl_field_t request_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),
@@ -335,14 +353,13 @@ int rl_capability_answer(rl_call_t *call)
 {
     struct capability_answer *op;
     json_t *location = json_object_get(call->body, "location");
-    const char *key = rl_body_string(call, "attachment_key");
-    int refused = json_is_true(json_object_get(call->body, "refused"));
+    const char *given = rl_capability_answer_given(call->body);
     char request_id[64];
 
     if (rl_call_param(call, 0, request_id, sizeof(request_id)) != 0)
         return RL_E_CAPABILITY_NOT_FOUND;
-    /* Exactly one of the three: a table cannot say that, so it is said here once. */
-    if (json_is_object(location) + (key != NULL) + refused != 1) {
+    /* Exactly one of the three: a field table cannot say that, so it is said here once. */
+    if (given == NULL) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           json_pack("[{s:s, s:s, s:s}]", "path", "", "code", "invalid_answer", "message",
                                     "give exactly one of location, attachment_key or refused: true"),
@@ -352,13 +369,13 @@ int rl_capability_answer(rl_call_t *call)
     op = rl_op_new(&capability_answer_type, sizeof(*op));
     op->user_id = rl_op_str(op, call->principal);
     op->request_id = rl_op_str(op, request_id);
-    op->given_field = json_is_object(location) ? "location" : key != NULL ? "attachment_key" : NULL;
-    if (json_is_object(location)) {
+    op->given_field = strcmp(given, "refused") != 0 ? given : NULL;
+    if (strcmp(given, "location") == 0) {
         op->latitude = json_number_value(json_object_get(location, "latitude"));
         op->longitude = json_number_value(json_object_get(location, "longitude"));
         op->accuracy = json_number_value(json_object_get(location, "accuracy"));
     }
-    op->attachment_key = rl_op_str(op, key);
+    op->attachment_key = rl_op_str(op, rl_body_string(call, "attachment_key"));
     op->now = rl_clock_now_ms();
     rl_op_submit_for(call, op, on_answered);
     return 0;

@@ -36,5 +36,11 @@ void rl_capabilities_expired(struct rl_relay *relay, rl_store_op_t *op);
  * NULL for a capability relayd does not know. Pure: the unit tests read it.
  */
 const char *rl_capability_answer_field(const char *capability);
+/*
+ * Which answer a body (valid by rl_capability_answer_schema) gives:
+ * "location", "attachment_key" or "refused" (refused: true), or NULL when
+ * it gives none of them or more than one. Pure.
+ */
+const char *rl_capability_answer_given(json_t *body);
 
 #endif
