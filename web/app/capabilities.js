@@ -137,7 +137,8 @@ function tick(el) {
 
 // The requests of one session, above its composer: the pending ones, and the last one answered while it is open.
 export function capabilityTray(sessionId) {
-  const el = h('div', { class: 'capability-tray', 'aria-label': 'Device requests' });
+  // No label of its own: each card is a labelled group, and an empty tray says nothing.
+  const el = h('div', { class: 'capability-tray' });
   const shownAt = Date.now();
   const signatures = new Map();
 
