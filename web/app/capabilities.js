@@ -32,7 +32,10 @@ function put(request) {
 
 on('event:device_capability_request', (d) => {
   put({ ...d, status: 'pending' });
-  announce(`The agent asks for ${d.capability === 'camera' ? 'a photo' : 'your location'}`, true);
+  const what = d.capability === 'camera' ? 'a photo' : 'your location';
+  // The card is in the request's chat: from anywhere else, say where to answer it.
+  if (location.hash !== `#/s/${encodeURIComponent(d.session_id)}`) toast(`An agent asks for ${what}: open its chat to answer`);
+  else announce(`The agent asks for ${what}`, true);
 });
 on('event:device_capability_resolved', (d) => {
   if (requests.has(d.request_id)) put({ request_id: d.request_id, status: d.status });
