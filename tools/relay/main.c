@@ -150,7 +150,8 @@ static const rl_cli_command_t commands[] = {
      "but did not finish (no finish_reason: the agent failed, was cancelled at its end or its bridge gave up; "
      "or length, content_filter), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
      "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
-     "message_delta, task_*, approval_*, resync, polled, and done {status, text, finish_reason, source}.",
+     "message_delta, task_*, approval_*, device_capability_*, resync, polled, and done {status, text, "
+     "finish_reason, source}.",
      send_flags, send_examples, relay_run_send},
     {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
      "Type a message and watch the answer stream. Approvals are asked in place and answered with one key, "
