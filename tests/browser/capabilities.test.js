@@ -6,7 +6,8 @@
 // context's geolocation and permission), "Take photo" through the camera's
 // file input (the file chooser), "Refuse" refuses. A pending request comes
 // back from the snapshot after a reload; an unanswered one expires
-// (--capability-ttl 6s); another user never sees it.
+// (--capability-ttl 6s); another user never sees it; a location the browser may
+// not give leaves the card to refuse.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -129,4 +130,22 @@ test('a pending request is back after a reload, never shown to another user, and
   assert.match(await reply(/ expired$/), /^asking your phone\.\.\. dcr_\w+ expired$/);
   await screenshot(page, 'phone-capability-expired');
   collect(page);
+});
+
+test('a location the browser is not allowed to give leaves the card to refuse', async () => {
+  // A page without the geolocation permission: the browser says no, the user still decides.
+  const denied = await newPage(browser, relay, PHONE, { geolocation: WHERE });
+  await signIn(denied, relay, 'alice');
+  await denied.goto(`${relay.url}/#/s/${encodeURIComponent(sessionId)}`);
+  await denied.waitForSelector('.composer-input');
+  await denied.fill('.composer-input', 'where else?');
+  await denied.click('button[aria-label="Send"]');
+  const card = await denied.waitForSelector('.capability-pending');
+  await (await card.$('button[data-choice="share"]')).click();
+  await denied.waitForSelector('.toast:has-text("Location permission was not given")');
+  assert.ok(await denied.$('.capability-pending'), 'the card stays');
+  await (await card.$('button[data-choice="refuse"]')).click();
+  await denied.waitForSelector('.capability-refused');
+  collect(denied);
+  await denied.context().close();
 });
