@@ -18,6 +18,7 @@ const SHELL = [
   `/app/${VERSION}/auth.js`,
   `/app/${VERSION}/sse.js`,
   `/app/${VERSION}/state.js`,
+  `/app/${VERSION}/capabilities.js`,
   `/app/${VERSION}/ui.js`,
   `/app/${VERSION}/markdown.js`,
   `/app/${VERSION}/chat.js`,

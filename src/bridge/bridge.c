@@ -494,6 +494,17 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         rl_rest_submit(b->rest, RL_CALL_REQUEST_APPROVAL, t != NULL ? t->turn : NULL, body);
         break;
     }
+    case RL_LINE_CAPABILITY_REQUEST: {
+        json_t *body = task_body(line, (const char *const[]){"capability", "reason", NULL});
+        char key[37];
+        rl_rest_new_key(key);
+        json_object_set_new(body, "idempotency_key", json_string(key));
+        /* The text before the request is what the user reads first, as with approvals. */
+        if (t != NULL)
+            flush_turn(b, t, 0);
+        rl_rest_submit(b->rest, RL_CALL_REQUEST_CAPABILITY, t != NULL ? t->turn : NULL, body);
+        break;
+    }
     case RL_LINE_LOG:
         rl_log(RL_LOG_INFO, "agent: %s", json_string_value(json_object_get(line->root, "text")));
         break;
@@ -567,6 +578,16 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
                                  json_object_get(f->payload, "approval_id"), "session_id", f->session_id,
                                  "interaction_id", f->interaction_id);
         if (line != NULL) {
+            b->adapter->notify(b->agent, line);
+            json_decref(line);
+        }
+    } else if (strcmp(f->update_type, "device_capability.result") == 0) {
+        /* ours: the user's answer (or its refusal, or expiry) as the jsonl line "capability", payload as sent. */
+        json_t *line = json_pack("{s:s, s:s, s:s}", "type", "capability", "session_id", f->session_id, "interaction_id",
+                                 f->interaction_id);
+        if (line != NULL) {
+            copy_fields(line, f->payload,
+                        (const char *const[]){"request_id", "capability", "status", "location", "attachments", NULL});
             b->adapter->notify(b->agent, line);
             json_decref(line);
         }
@@ -710,6 +731,20 @@ static void handle_results(rl_bridge_t *b)
             /* spec (client rule 4): the target is gone, so is the work for it: stop the agent's turn. */
             rl_log(RL_LOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id, r->code);
             b->adapter->cancel(b->agent, r->turn->session_id, r->turn->interaction_id);
+        } else if (r->call == RL_CALL_REQUEST_CAPABILITY) {
+            /* The agent learns the relay's request_id (pending), or that its request failed and why. */
+            json_t *line = json_pack("{s:s, s:O, s:O, s:O, s:s}", "type", "capability", "session_id",
+                                     json_object_get(r->body, "session_id"), "interaction_id",
+                                     json_object_get(r->body, "interaction_id"), "capability",
+                                     json_object_get(r->body, "capability"), "status", r->ok ? "pending" : "failed");
+            if (line != NULL) {
+                if (r->ok)
+                    copy_fields(line, r->result, (const char *const[]){"request_id", "expires_at", NULL});
+                else
+                    json_object_set_new(line, "error", json_string(r->code));
+                b->adapter->notify(b->agent, line);
+                json_decref(line);
+            }
         } else if (r->call == RL_CALL_REQUEST_APPROVAL) {
             json_t *line = NULL;
             const char *id = json_string_value(json_object_get(r->body, "approval_id"));

@@ -78,6 +78,8 @@ static const struct line_rule {
     {"task_progress", RL_LINE_TASK_PROGRESS, 1, {"task_id", NULL}},
     {"task_finish", RL_LINE_TASK_FINISH, 1, {"task_id", "status", NULL}},
     {"approval_request", RL_LINE_APPROVAL_REQUEST, 1, {"action", "title", NULL}},
+    /* ours (issue 28): the agent asks the user's phone for its location or a photo. */
+    {"capability_request", RL_LINE_CAPABILITY_REQUEST, 1, {"capability", "reason", NULL}},
     {"log", RL_LINE_LOG, 0, {"text", NULL}},
 };
 

@@ -45,6 +45,7 @@ typedef enum rl_agent_line_type {
     RL_LINE_TASK_PROGRESS,
     RL_LINE_TASK_FINISH,
     RL_LINE_APPROVAL_REQUEST,
+    RL_LINE_CAPABILITY_REQUEST,
     RL_LINE_LOG,
 } rl_agent_line_type_t;
 

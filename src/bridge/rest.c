@@ -29,7 +29,15 @@ static const struct call_route {
     [RL_CALL_FINISH_TASK] = {"/v1/bridge/finishTask", "task"},
     [RL_CALL_REQUEST_APPROVAL] = {"/v1/bridge/requestApproval", "approval"},
     [RL_CALL_SET_MANIFEST] = {"/v1/bridge/setManifest", "default"},
+    /* relayd puts a capability request in the approval bucket: both are prompts to a person. */
+    [RL_CALL_REQUEST_CAPABILITY] = {"/v1/bridge/requestDeviceCapability", "approval"},
 };
+
+/* The calls whose outcome the loop hears of, failed or not: the agent waits on them. */
+static int reported_back(rl_call_t call)
+{
+    return call == RL_CALL_END || call == RL_CALL_REQUEST_APPROVAL || call == RL_CALL_REQUEST_CAPABILITY;
+}
 
 #define NBUCKETS 5
 static const char *const bucket_names[NBUCKETS] = {"msg", "delta", "task", "approval", "default"};
@@ -239,7 +247,7 @@ static void perform(rl_rest_t *rest, op_t *op)
     int result;
 
     if (op->turn != NULL && op->turn->dropped) {
-        if (op->call == RL_CALL_END || op->call == RL_CALL_REQUEST_APPROVAL)
+        if (reported_back(op->call))
             post(rest, op, 0, NULL, "dropped");
         return;
     }
@@ -281,7 +289,7 @@ static void perform(rl_rest_t *rest, op_t *op)
                      json_string_value(json_object_get(r, "message_id")) != NULL
                          ? json_string_value(json_object_get(r, "message_id"))
                          : "");
-        if (op->call == RL_CALL_END || op->call == RL_CALL_REQUEST_APPROVAL)
+        if (reported_back(op->call))
             post(rest, op, 1, r, NULL);
         goto out;
     }

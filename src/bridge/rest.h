@@ -58,6 +58,7 @@ typedef enum rl_call {
     RL_CALL_FINISH_TASK,
     RL_CALL_REQUEST_APPROVAL, /* always reported back */
     RL_CALL_SET_MANIFEST,
+    RL_CALL_REQUEST_CAPABILITY, /* always reported back */
 } rl_call_t;
 
 typedef struct rl_rest_result {

@@ -804,6 +804,44 @@ static void on_approval_expired(rl_chat_t *chat, const char *id, json_t *data)
     approval_gone(chat, str(data, "approval_id"), "expired");
 }
 
+/*
+ * ours (docs/api.md "Device capabilities"): the agent asks this phone-less
+ * client for a location or a photo. A terminal has neither, so it shows the
+ * request and how to answer it from a command (relay capability), which
+ * can refuse it or give a location typed by hand.
+ */
+static void on_capability_request(rl_chat_t *chat, const char *id, json_t *data)
+{
+    int location = strcmp(str(data, "capability"), "location") == 0;
+    const char *what = location ? "your location" : "a photo from your camera";
+
+    if (chat->session_id == NULL || strcmp(str(data, "session_id"), chat->session_id) != 0)
+        return;
+    if (chat->json) {
+        emit(chat, "device_capability_request", id, data);
+        return;
+    }
+    rl_chat_end_line(chat);
+    fprintf(chat->out, "%sthe agent asks for %s:%s %s\n", style(chat, RL_TERM_YELLOW), what, style(chat, RL_TERM_RESET),
+            str(data, "reason"));
+    /* A location can be typed; a photo cannot be taken here. */
+    fprintf(chat->out, "  %srefuse: relay capability refuse %s%s%s%s\n", style(chat, RL_TERM_DIM),
+            str(data, "request_id"), location ? "; answer: relay capability location " : "",
+            location ? str(data, "request_id") : "", location ? " LAT,LON" : "");
+    fprintf(chat->out, "%s", style(chat, RL_TERM_RESET));
+    fflush(chat->out);
+}
+
+static void on_capability_resolved(rl_chat_t *chat, const char *id, json_t *data)
+{
+    if (chat->session_id == NULL || strcmp(str(data, "session_id"), chat->session_id) != 0)
+        return;
+    if (chat->json)
+        emit(chat, "device_capability_resolved", id, data);
+    else
+        note(chat, "capability request %s %s", str(data, "request_id"), str(data, "status"));
+}
+
 /* spec: client handling rule 4: the target is gone, so the turn in flight is dropped. */
 static void target_gone(rl_chat_t *chat, const char *why)
 {
@@ -845,6 +883,8 @@ static const struct {
     {"approval_requested", on_approval_requested, 0},
     {"approval_resolved", on_approval_resolved, 0},
     {"approval_expired", on_approval_expired, 0},
+    {"device_capability_request", on_capability_request, 0},
+    {"device_capability_resolved", on_capability_resolved, 0},
 };
 
 /* watch: every event, one per line. */

@@ -21,6 +21,7 @@
     X(INTERACTION_NOT_FOUND, 404, "interaction_not_found", "the interaction does not exist")                           \
     X(INSTALLATION_NOT_FOUND, 404, "installation_not_found", "the installation does not exist")                        \
     X(APPROVAL_NOT_FOUND, 404, "approval_not_found", "the approval does not exist")                                    \
+    X(CAPABILITY_NOT_FOUND, 404, "capability_request_not_found", "the capability request does not exist")              \
     X(MESSAGE_NOT_FOUND, 404, "message_not_found", "the message does not exist")                                       \
     X(TASK_NOT_FOUND, 404, "task_not_found", "the task does not exist")                                                \
     X(PAIRING_NOT_FOUND, 404, "pairing_not_found", "no pending pairing matches this code or poll token")               \
@@ -34,6 +35,7 @@
     X(APPROVAL_AMBIGUOUS, 409, "approval_ambiguous",                                                                   \
       "several of your installations use this approval id; name one with installation_id")                             \
     X(APPROVAL_EXPIRED, 410, "approval_expired", "the approval expired before a decision")                             \
+    X(CAPABILITY_EXPIRED, 410, "capability_request_expired", "the capability request expired before an answer")        \
     X(INSTALLATION_GONE, 410, "installation_revoked", "the installation was revoked")                                  \
     X(SESSION_DELETED, 410, "session_deleted", "the session was deleted")                                              \
     X(INTERACTION_EXPIRED, 410, "interaction_expired", "the follow-up window of this interaction has closed")          \

@@ -16,6 +16,7 @@
 #include "http/validate.h"
 #include "relay/approvals.h"
 #include "relay/bridge.h"
+#include "relay/capabilities.h"
 #include "relay/grants.h"
 #include "relay/hub.h"
 #include "relay/push.h"
@@ -352,16 +353,23 @@ static int snapshot_run(rl_txn_t *txn, rl_store_op_t *base)
     struct snapshot *op = (void *)base;
     rl_approval_row_t *rows;
     size_t count, i;
+    json_t *approvals, *capabilities;
     int result = RL_TXN(txn, approvals_pending_of_user, op->user_id, op->now, &rows, &count);
 
     if (result != 0)
         return result;
-    op->op.value = json_array();
+    approvals = json_array();
     for (i = 0; i < count; ++i) {
         json_t *approval = rl_view_approval(&rows[i]);
-        json_array_append_new(op->op.value, rl_view_pending_approval(approval));
+        json_array_append_new(approvals, rl_view_pending_approval(approval));
         json_decref(approval);
     }
+    if ((result = rl_capabilities_pending(txn, op->user_id, op->now, &capabilities)) != 0) {
+        json_decref(approvals);
+        return result;
+    }
+    /* ours: the pending capability requests beside the spec's pending approvals (docs/api.md). */
+    op->op.value = json_pack("{s:o, s:o}", "pending_approvals", approvals, "pending_capability_requests", capabilities);
     return 0;
 }
 
@@ -375,8 +383,9 @@ static void on_snapshot(rl_store_op_t *base)
     if (base->result != 0)
         rl_call_fail(call, base->result, NULL);
     else
-        rl_call_reply(call,
-                      json_pack("{s:I, s:O}", "ts", (json_int_t)rl_clock_now_ms(), "pending_approvals", op->op.value));
+        rl_call_reply(call, json_pack("{s:I, s:O, s:O}", "ts", (json_int_t)rl_clock_now_ms(), "pending_approvals",
+                                      json_object_get(op->op.value, "pending_approvals"), "pending_capability_requests",
+                                      json_object_get(op->op.value, "pending_capability_requests")));
     rl_call_release(call);
 }
 

@@ -255,6 +255,8 @@ static json_t *update_frame(struct bridge_socket *sock, const rl_update_row_t *r
     /* brief: delivery hydrates a signed, expiring URL for each attachment. */
     if (message != NULL)
         rl_attachments_hydrate(sock->relay, json_object_get(message, "attachments"));
+    /* ours: a device_capability.result's photo, likewise. */
+    rl_attachments_hydrate(sock->relay, json_object_get(payload, "attachments"));
     return json_pack("{s:s, s:{s:s, s:s, s:s?, s:s?, s:s, s:s, s:o}}", "type", "update", "update", "update_id", id,
                      "type", row->type, "session_id", row->session_id, "interaction_id", row->interaction_id,
                      "installation_id", sock->installation_id, "created_at", created, "payload", payload);

@@ -52,6 +52,7 @@ static const struct setting settings[] = {
     DURATION("jwks-refresh", jwks_refresh, "10m", "how often --jwks-url is fetched again"),
     DURATION("pairing-ttl", pairing_ttl, "120s", "lifetime of a pairing code"),
     DURATION("approval-ttl", approval_ttl, "5m", "lifetime of a pending approval"),
+    DURATION("capability-ttl", capability_ttl, "2m", "lifetime of a pending device capability request"),
     DURATION("ws-ping-interval", ws_ping_interval, "30s", "bridge socket ping interval"),
     DURATION("ws-pong-timeout", ws_pong_timeout, "10s", "time a bridge has to answer a ping"),
     DURATION("sse-heartbeat", sse_heartbeat, "25s", "event stream heartbeat interval"),

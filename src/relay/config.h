@@ -33,6 +33,7 @@ typedef struct rl_config {
     /* spec durations, in milliseconds */
     int64_t pairing_ttl;
     int64_t approval_ttl;
+    int64_t capability_ttl;
     int64_t ws_ping_interval;
     int64_t ws_pong_timeout;
     int64_t sse_heartbeat;

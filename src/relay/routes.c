@@ -8,6 +8,7 @@
 #include "relay/attachments.h"
 #include "relay/bridge.h"
 #include "relay/bridge_ws.h"
+#include "relay/capabilities.h"
 #include "relay/deltas.h"
 #include "relay/grants.h"
 #include "relay/installations.h"
@@ -54,6 +55,7 @@ const rl_route_t rl_relay_routes[] = {
      0},
     {"DELETE", "/v1/me/installations/:id", rl_installation_revoke, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/approvals/:id", rl_approval_decide, RL_AUTH_USER, "default", &rl_approval_decide_schema, 0},
+    {"POST", "/v1/me/capabilities/:id", rl_capability_answer, RL_AUTH_USER, "default", &rl_capability_answer_schema, 0},
     {"GET", "/v1/me/snapshot", rl_snapshot_get, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/attachments", rl_attachment_upload, RL_AUTH_USER, "default", NULL,
      RL_ROUTE_RAW_BODY | RL_ROUTE_HEAD_LIMIT, RL_ATTACHMENT_MAX},
@@ -73,6 +75,9 @@ const rl_route_t rl_relay_routes[] = {
      RL_TASK_FINISH},
     {"POST", "/v1/bridge/requestApproval", rl_bridge_request_approval, RL_AUTH_BRIDGE, "approval",
      &rl_request_approval_schema, 0},
+    /* ours: a capability request is a prompt to the user, as an approval is, so it shares its bucket. */
+    {"POST", "/v1/bridge/requestDeviceCapability", rl_bridge_request_capability, RL_AUTH_BRIDGE, "approval",
+     &rl_request_capability_schema, 0},
     {"POST", "/v1/bridge/uploadAttachment", rl_bridge_upload, RL_AUTH_BRIDGE, "default", NULL,
      RL_ROUTE_RAW_BODY | RL_ROUTE_HEAD_LIMIT, RL_ATTACHMENT_MAX},
     /* The web client (docs/web.md): its files, how it signs in, grants and push subscriptions. */

@@ -4,6 +4,7 @@
 #include "relay/approvals.h"
 #include "relay/attachments.h"
 #include "relay/bridge.h"
+#include "relay/capabilities.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
 
@@ -18,6 +19,7 @@ static const struct {
     void (*done)(rl_relay_t *relay, rl_store_op_t *op);
 } sweeps_table[] = {
     {"approval expiry", rl_approvals_expiry, rl_approvals_expired},
+    {"capability request expiry", rl_capabilities_expiry, rl_capabilities_expired},
     {"messages left open", rl_messages_lapse, rl_messages_lapsed},
     {"deleted sessions and unreferenced attachments", rl_attachments_sweep, rl_attachments_swept},
 };

@@ -32,12 +32,25 @@ static const struct {
     /* Insertion order, which PostgreSQL's messages.seq takes over from SQLite's rowid. */
     const char *order;
 } tables[] = {
-    {"users", NULL},          {"installations", NULL},      {"pairings", NULL},
-    {"sessions", NULL},       {"interactions", NULL},       {"messages", "rowid"},
-    {"message_deltas", NULL}, {"delta_keys", NULL},         {"approvals", NULL},
-    {"grants", NULL},         {"idempotency", NULL},        {"updates", NULL},
-    {"tasks", NULL},          {"attachments", NULL},        {"secrets", NULL},
-    {"login_codes", NULL},    {"push_subscriptions", NULL}, {"attachment_uses", NULL},
+    {"users", NULL},
+    {"installations", NULL},
+    {"pairings", NULL},
+    {"sessions", NULL},
+    {"interactions", NULL},
+    {"messages", "rowid"},
+    {"message_deltas", NULL},
+    {"delta_keys", NULL},
+    {"approvals", NULL},
+    {"grants", NULL},
+    {"idempotency", NULL},
+    {"updates", NULL},
+    {"tasks", NULL},
+    {"attachments", NULL},
+    {"secrets", NULL},
+    {"login_codes", NULL},
+    {"push_subscriptions", NULL},
+    {"attachment_uses", NULL},
+    {"capability_requests", NULL},
 };
 
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))

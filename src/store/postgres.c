@@ -297,6 +297,23 @@ static const char *const migrations[] = {
     "CREATE INDEX tasks_session ON tasks(session_id, created_at, task_id COLLATE \"C\");"
     "CREATE INDEX approvals_session ON approvals(session_id, created_at, id COLLATE \"C\");"
     "CREATE INDEX messages_session_time ON messages(session_id, created_at, seq);",
+    /* 5 (SQLite 14): device capability requests (issue 28), kept like approvals. */
+    "CREATE TABLE capability_requests ("
+    "  id TEXT PRIMARY KEY,"
+    "  installation_id TEXT NOT NULL,"
+    "  user_id TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL,"
+    "  interaction_id TEXT NOT NULL,"
+    "  capability TEXT NOT NULL,"
+    "  request TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  answer TEXT,"
+    "  created_at BIGINT NOT NULL,"
+    "  expires_at BIGINT NOT NULL,"
+    "  answered_at BIGINT);"
+    "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
+    "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
+    "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
 };
 
 /* ---- waiting for the server, with a deadline --------------------------------------------------- */
@@ -1233,8 +1250,12 @@ static int pg_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *pur
     static const char sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1";
     int result;
 
+    static const char capabilities_sql[] =
+        "DELETE FROM capability_requests WHERE session_id IN"
+        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1)";
     if ((result = write_rows(TXN(txn), NULL, tasks_sql, "I", deleted_before)) != 0 ||
-        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0)
+        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0 ||
+        (result = write_rows(TXN(txn), NULL, capabilities_sql, "I", deleted_before)) != 0)
         return result;
     return write_rows(TXN(txn), purged, sql, "I", deleted_before);
 }
@@ -1701,6 +1722,77 @@ static int pg_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_ro
                    limit);
 }
 
+/* ---- device capability requests ------------------------------------------------------------------ */
+
+#define CAPABILITY_COLUMNS                                                                                             \
+    "id, installation_id, user_id, session_id, interaction_id, capability, request, state, answer, created_at,"        \
+    " expires_at, answered_at"
+
+static void read_capability(struct pg_txn *t, PGresult *res, int r, void *out)
+{
+    rl_capability_row_t *row = out;
+
+    row->id = col_text(t, res, r, 0);
+    row->installation_id = col_text(t, res, r, 1);
+    row->user_id = col_text(t, res, r, 2);
+    row->session_id = col_text(t, res, r, 3);
+    row->interaction_id = col_text(t, res, r, 4);
+    row->capability = col_text(t, res, r, 5);
+    row->request = col_text(t, res, r, 6);
+    row->state = col_text(t, res, r, 7);
+    row->answer = col_text(t, res, r, 8);
+    row->created_at = col_int64(res, r, 9);
+    row->expires_at = col_int64(res, r, 10);
+    row->answered_at = col_time(res, r, 11);
+}
+
+static int pg_capability_insert(rl_txn_t *txn, const rl_capability_row_t *row)
+{
+    static const char sql[] = "INSERT INTO capability_requests(" CAPABILITY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6,"
+                              " $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING";
+
+    return insert_row(TXN(txn), sql, "sssssssssIIT", row->id, row->installation_id, row->user_id, row->session_id,
+                      row->interaction_id, row->capability, row->request, row->state, row->answer, row->created_at,
+                      row->expires_at, row->answered_at);
+}
+
+static int pg_capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *out)
+{
+    /* An answer writes the row it reads: in a writing operation it is locked, so the first answer wins. */
+    static const char *const sql[2] = BY_KEY("SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE id = $1");
+
+    return get_one(TXN(txn), read_capability, out, LOCKING(TXN(txn), sql), "s", id);
+}
+
+static int pg_capability_update(rl_txn_t *txn, const rl_capability_row_t *row)
+{
+    static const char sql[] = "UPDATE capability_requests SET state = $1, answer = $2, answered_at = $3 WHERE id = $4";
+
+    return write_one(TXN(txn), sql, "ssTs", row->state, row->answer, row->answered_at, row->id);
+}
+
+static int pg_capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after,
+                                           rl_capability_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE user_id = $1"
+                              " AND state = 'pending' AND expires_at > $2 ORDER BY created_at, id COLLATE \"C\"";
+
+    return get_all(TXN(txn), read_capability, sizeof(**rows), (void **)rows, count, sql, "sI", user_id, after);
+}
+
+static int pg_capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count)
+{
+    /* As approvals_due: the sweep takes the rows no other node is answering or expiring right now. */
+#define DUE                                                                                                            \
+    "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE state = 'pending' AND expires_at <= $1"              \
+    " ORDER BY expires_at, id COLLATE \"C\" LIMIT $2"
+    static const char *const sql[2] = {DUE, DUE " FOR UPDATE SKIP LOCKED"};
+#undef DUE
+
+    return get_all(TXN(txn), read_capability, sizeof(**rows), (void **)rows, count, LOCKING(TXN(txn), sql), "Ii", at,
+                   limit);
+}
+
 static void read_grant(struct pg_txn *t, PGresult *res, int r, void *out)
 {
     rl_grant_row_t *row = out;
@@ -2072,6 +2164,11 @@ static const struct rl_txn_ops pg_ops = {
     .approvals_pending_of_user = pg_approvals_pending_of_user,
     .approvals_by_time = pg_approvals_by_time,
     .approvals_due = pg_approvals_due,
+    .capability_insert = pg_capability_insert,
+    .capability_get = pg_capability_get,
+    .capability_update = pg_capability_update,
+    .capabilities_pending_of_user = pg_capabilities_pending_of_user,
+    .capabilities_due = pg_capabilities_due,
     .grant_insert_ignore = pg_grant_insert_ignore,
     .grants_of = pg_grants_of,
     .grants_of_installation = pg_grants_of_installation,

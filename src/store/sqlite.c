@@ -330,6 +330,26 @@ static const char *const migrations[] = {
     "DELETE FROM approvals WHERE session_id NOT IN (SELECT id FROM sessions);"
     "CREATE INDEX tasks_session ON tasks(session_id, created_at, task_id);"
     "CREATE INDEX approvals_session ON approvals(session_id, created_at, id);",
+    /*
+     * 14: device capability requests (issue 28), kept like approvals: by
+     * the relay's id, pending ones by user and by expiry for the sweep.
+     */
+    "CREATE TABLE capability_requests ("
+    "  id TEXT PRIMARY KEY,"
+    "  installation_id TEXT NOT NULL,"
+    "  user_id TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL,"
+    "  interaction_id TEXT NOT NULL,"
+    "  capability TEXT NOT NULL,"
+    "  request TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  answer TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  expires_at INTEGER NOT NULL,"
+    "  answered_at INTEGER);"
+    "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
+    "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
+    "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -850,8 +870,12 @@ static int sqlite_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t 
     static const char sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?";
     int result;
 
+    static const char capabilities_sql[] =
+        "DELETE FROM capability_requests WHERE session_id IN"
+        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?)";
     if ((result = write_rows(TXN(txn), NULL, tasks_sql, "I", deleted_before)) != 0 ||
-        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0)
+        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0 ||
+        (result = write_rows(TXN(txn), NULL, capabilities_sql, "I", deleted_before)) != 0)
         return result;
     return write_rows(TXN(txn), purged, sql, "I", deleted_before);
 }
@@ -1284,6 +1308,73 @@ static int sqlite_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approva
                               " ORDER BY expires_at LIMIT ?";
 
     return read_all(TXN(txn), query(TXN(txn), sql, "Ii", at, limit), read_approval, sizeof(**rows), (void **)rows,
+                    count);
+}
+
+/* ---- device capability requests ------------------------------------------------------------------ */
+
+#define CAPABILITY_COLUMNS                                                                                             \
+    "id, installation_id, user_id, session_id, interaction_id, capability, request, state, answer, created_at,"        \
+    " expires_at, answered_at"
+
+static void read_capability(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    rl_capability_row_t *row = out;
+
+    row->id = col_text(t, stmt, 0);
+    row->installation_id = col_text(t, stmt, 1);
+    row->user_id = col_text(t, stmt, 2);
+    row->session_id = col_text(t, stmt, 3);
+    row->interaction_id = col_text(t, stmt, 4);
+    row->capability = col_text(t, stmt, 5);
+    row->request = col_text(t, stmt, 6);
+    row->state = col_text(t, stmt, 7);
+    row->answer = col_text(t, stmt, 8);
+    row->created_at = sqlite3_column_int64(stmt, 9);
+    row->expires_at = sqlite3_column_int64(stmt, 10);
+    row->answered_at = col_time(stmt, 11);
+}
+
+static int sqlite_capability_insert(rl_txn_t *txn, const rl_capability_row_t *row)
+{
+    static const char sql[] =
+        "INSERT INTO capability_requests(" CAPABILITY_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "sssssssssIIT", row->id, row->installation_id, row->user_id, row->session_id,
+                      row->interaction_id, row->capability, row->request, row->state, row->answer, row->created_at,
+                      row->expires_at, row->answered_at);
+}
+
+static int sqlite_capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *out)
+{
+    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE id = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_capability, out);
+}
+
+static int sqlite_capability_update(rl_txn_t *txn, const rl_capability_row_t *row)
+{
+    static const char sql[] = "UPDATE capability_requests SET state = ?, answer = ?, answered_at = ? WHERE id = ?";
+
+    return write_one(TXN(txn), sql, "ssTs", row->state, row->answer, row->answered_at, row->id);
+}
+
+static int sqlite_capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after,
+                                               rl_capability_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE user_id = ?"
+                              " AND state = 'pending' AND expires_at > ? ORDER BY created_at, id";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "sI", user_id, after), read_capability, sizeof(**rows),
+                    (void **)rows, count);
+}
+
+static int sqlite_capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE state = 'pending'"
+                              " AND expires_at <= ? ORDER BY expires_at, id LIMIT ?";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", at, limit), read_capability, sizeof(**rows), (void **)rows,
                     count);
 }
 
@@ -1783,6 +1874,11 @@ static const struct rl_txn_ops sqlite_ops = {
     .approvals_pending_of_user = sqlite_approvals_pending_of_user,
     .approvals_by_time = sqlite_approvals_by_time,
     .approvals_due = sqlite_approvals_due,
+    .capability_insert = sqlite_capability_insert,
+    .capability_get = sqlite_capability_get,
+    .capability_update = sqlite_capability_update,
+    .capabilities_pending_of_user = sqlite_capabilities_pending_of_user,
+    .capabilities_due = sqlite_capabilities_due,
     .grant_insert_ignore = sqlite_grant_insert_ignore,
     .grants_of = sqlite_grants_of,
     .grants_of_installation = sqlite_grants_of_installation,

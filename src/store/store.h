@@ -215,6 +215,20 @@ typedef struct rl_approval_row {
     int64_t created_at, expires_at, resolved_at;
 } rl_approval_row_t;
 
+/*
+ * ours: a device capability request (docs/api.md "Device capabilities"): the
+ * relay names it (id, unique across the relay). request and answer are JSON
+ * text: the bridge's reason and the user's location or photo.
+ */
+typedef struct rl_capability_row {
+    const char *id, *installation_id, *user_id, *session_id, *interaction_id;
+    const char *capability; /* location, camera */
+    const char *request;    /* JSON: reason */
+    const char *state;      /* pending, answered, refused, expired */
+    const char *answer;     /* JSON or NULL: {location} or {attachment} */
+    int64_t created_at, expires_at, answered_at;
+} rl_capability_row_t;
+
 typedef struct rl_grant_row {
     const char *installation_id, *action, *scope, *scope_value;
     int64_t created_at;
@@ -309,7 +323,8 @@ struct rl_txn_ops {
                                     size_t *count);
     /*
      * Deletes sessions deleted at or before `before`, with their
-     * interactions, messages, tasks, approvals and attachment uses.
+     * interactions, messages, tasks, approvals, capability requests and
+     * attachment uses.
      */
     int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 
@@ -395,6 +410,17 @@ struct rl_txn_ops {
                              rl_approval_row_t **rows, size_t *count);
     /* Anyone's pending approvals that expire at or before `at`, soonest first, at most limit. */
     int (*approvals_due)(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count);
+
+    /* device capability requests, keyed by id; they go with their session (sessions_purge) */
+    int (*capability_insert)(rl_txn_t *txn, const rl_capability_row_t *row);
+    int (*capability_get)(rl_txn_t *txn, const char *id, rl_capability_row_t *out);
+    /* state, answer, answered_at by id */
+    int (*capability_update)(rl_txn_t *txn, const rl_capability_row_t *row);
+    /* The user's pending requests that expire after `after`, oldest first. */
+    int (*capabilities_pending_of_user)(rl_txn_t *txn, const char *user_id, int64_t after, rl_capability_row_t **rows,
+                                        size_t *count);
+    /* Anyone's pending requests that expire at or before `at`, soonest first, at most limit. */
+    int (*capabilities_due)(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count);
 
     /* grants; insert_ignore keeps an existing (installation_id, action, scope, scope_value) */
     int (*grant_insert_ignore)(rl_txn_t *txn, const rl_grant_row_t *row);

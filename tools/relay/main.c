@@ -107,6 +107,8 @@ static const char *const chat_examples[] = {"relay chat", "relay chat ses_abc", 
 static const char *const grant_examples[] = {"relay grants", "relay grant revoke grt_0123456789abcdef", NULL};
 static const char *const approve_examples[] = {"relay approve apr_abc", "relay approve apr_abc --always --scope tool",
                                                "relay deny apr_abc", NULL};
+static const char *const capability_examples[] = {"relay capability refuse dcr_abc",
+                                                  "relay capability location dcr_abc 52.5200,13.4050,25", NULL};
 static const char *const watch_examples[] = {"relay watch", "relay watch --json --count 5", NULL};
 static const char *const help_examples[] = {"relay help send", "relay help --json", NULL};
 
@@ -148,7 +150,8 @@ static const rl_cli_command_t commands[] = {
      "but did not finish (no finish_reason: the agent failed, was cancelled at its end or its bridge gave up; "
      "or length, content_filter), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
      "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
-     "message_delta, task_*, approval_*, resync, polled, and done {status, text, finish_reason, source}.",
+     "message_delta, task_*, approval_*, device_capability_*, resync, polled, and done {status, text, "
+     "finish_reason, source}.",
      send_flags, send_examples, relay_run_send},
     {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
      "Type a message and watch the answer stream. Approvals are asked in place and answered with one key, "
@@ -162,6 +165,12 @@ static const rl_cli_command_t commands[] = {
     {"approve", "<approval>", 1, 1, "approve a pending approval", NULL, approve_flags, approve_examples,
      relay_run_decide},
     {"deny", "<approval>", 1, 1, "deny a pending approval", NULL, NULL, approve_examples, relay_run_decide},
+    {"capabilities", "", 0, 0, "list pending device capability requests (an agent asking for your location or a photo)",
+     NULL, NULL, NULL, relay_run_capabilities},
+    {"capability", "refuse|location <request> [LAT,LON[,ACCURACY]]", 2, 3,
+     "refuse a device capability request, or answer a location request with a location you type",
+     "A terminal has no camera: a photo is taken in the web client. ACCURACY is in metres (default 0).", NULL,
+     capability_examples, relay_run_capability},
     {"grants", "", 0, 0, "list the permanent grants approve_always made", NULL, NULL, NULL, relay_run_grants},
     {"grant", "revoke <grant>", 2, 2, "revoke a grant: the agent asks again for what it covered", NULL, NULL,
      grant_examples, relay_run_grant},

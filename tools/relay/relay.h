@@ -89,6 +89,8 @@ int relay_run_history(const rl_cli_args_t *args);
 int relay_run_cancel(const rl_cli_args_t *args);
 int relay_run_approvals(const rl_cli_args_t *args);
 int relay_run_decide(const rl_cli_args_t *args);
+int relay_run_capabilities(const rl_cli_args_t *args);
+int relay_run_capability(const rl_cli_args_t *args);
 int relay_run_grants(const rl_cli_args_t *args);
 int relay_run_grant(const rl_cli_args_t *args);
 int relay_run_send(const rl_cli_args_t *args);

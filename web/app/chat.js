@@ -5,6 +5,7 @@ import { store, on, chat, loadHistory, installationName, inFlight, pollInFlight 
 import { h, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
+import { capabilityTray } from './capabilities.js';
 import { taskCard } from './toolcall.js';
 import { itemAt, orderItems, endsTurn, isHiddenMessage } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
@@ -132,12 +133,13 @@ export function chatView(main, sessionId) {
       h('button', { type: 'button', role: 'menuitem', class: 'archive-action', onclick: () => toggleArchive() }),
       h('button', { type: 'button', role: 'menuitem', class: 'danger', text: 'Delete', onclick: () => remove() })));
 
+  const tray = capabilityTray(sessionId);
   main.append(h('div', { class: 'chat' },
     h('header', { class: 'chat-header' },
       h('a', { class: 'icon-btn back', href: '#/', 'aria-label': 'Back to chats' }, icon('back')),
       h('div', { class: 'chat-heading' }, title, subtitle),
       menu),
-    scroller, revoked, form));
+    scroller, tray.el, revoked, form));
 
   function header() {
     const s = store.sessions.get(sessionId) || session;
@@ -438,6 +440,7 @@ export function chatView(main, sessionId) {
   return () => {
     for (const unsubscribe of subscriptions) unsubscribe();
     clearInterval(ticker);
+    tray.dispose();
     document.removeEventListener('click', closeMenu);
     if (frame) cancelAnimationFrame(frame);
     document.title = 'Relay';

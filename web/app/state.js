@@ -163,6 +163,8 @@ export function applySnapshot(snapshot) {
       emit(`messages:${approval.session_id}`);
     }
   }
+  // Modules with requests of their own (capabilities.js) read the rest of it.
+  emit('snapshot', snapshot);
 }
 
 // The handlers of the stream's events.
@@ -246,6 +248,8 @@ function putTask(d, status) {
 export function applyEvent(name, data) {
   const handler = handlers[name];
   if (handler) handler(data);
+  // Events this store does not keep go to the modules that do (capabilities.js), without an import cycle.
+  emit(`event:${name}`, data);
 }
 
 function putPageMessage(c, message, pageTie) {

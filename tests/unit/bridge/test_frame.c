@@ -112,6 +112,12 @@ static void test_agent_lines(void **state)
                      0);
     assert_int_equal(l.type, RL_LINE_APPROVAL_REQUEST);
     rl_agent_line_free(&l);
+    assert_int_equal(parse_line("{\"type\":\"capability_request\",\"session_id\":\"s\",\"interaction_id\":\"i\","
+                                "\"capability\":\"location\",\"reason\":\"r\"}",
+                                &l),
+                     0);
+    assert_int_equal(l.type, RL_LINE_CAPABILITY_REQUEST);
+    rl_agent_line_free(&l);
 }
 
 static void test_bad_agent_lines(void **state)
@@ -123,6 +129,7 @@ static void test_bad_agent_lines(void **state)
         "{\"type\":\"delta\",\"session_id\":\"s\",\"interaction_id\":\"i\"}",
         "{\"type\":\"delta\",\"session_id\":\"s\",\"interaction_id\":\"i\",\"text\":3}",
         "{\"type\":\"manifest\"}",
+        "{\"type\":\"capability_request\",\"session_id\":\"s\",\"interaction_id\":\"i\",\"capability\":\"camera\"}",
         "{\"type\":\"manifest\",\"tools\":{}}",
         "{\"type\":\"task_start\",\"session_id\":\"s\",\"interaction_id\":\"i\",\"task_id\":\"t\"}",
         "{\"type\":\"nope\"}",

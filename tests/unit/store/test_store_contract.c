@@ -222,6 +222,9 @@ static void test_sessions_and_their_purge(void **state)
     rl_approval_row_t a3 = {"apr_3", "inst_a", "alice", "ses_3", "int_1", "{}",      "pending",
                             NULL,    NULL,     NULL,    1000,    9000,    RL_NO_TIME};
     rl_approval_row_t a1 = a3, approval;
+    rl_capability_row_t k3 = {"cap_3", "inst_a",  "alice", "ses_3", "int_1", "camera",
+                              "{}",    "pending", NULL,    1000,    9000,    RL_NO_TIME};
+    rl_capability_row_t k1 = k3, capability_out;
     int64_t purged = 0;
     size_t count;
 
@@ -239,6 +242,10 @@ static void test_sessions_and_their_purge(void **state)
     assert_int_equal(RL_TXN(txn, task_insert, &t1), 0);
     assert_int_equal(RL_TXN(txn, approval_insert, &a3), 0);
     assert_int_equal(RL_TXN(txn, approval_insert, &a1), 0);
+    k1.id = "cap_1";
+    k1.session_id = "ses_1";
+    assert_int_equal(RL_TXN(txn, capability_insert, &k3), 0);
+    assert_int_equal(RL_TXN(txn, capability_insert, &k1), 0);
     assert_int_equal(RL_TXN(txn, session_get, "ses_1", &out), 0);
     assert_null(out.title);
     assert_int_equal(out.deleted_at, RL_NO_TIME);
@@ -283,6 +290,8 @@ static void test_sessions_and_their_purge(void **state)
     assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_3", &approval), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, task_get, "inst_a", "call_1", &task), 0);
     assert_int_equal(RL_TXN(txn, approval_get, "inst_a", "apr_1", &approval), 0);
+    assert_int_equal(RL_TXN(txn, capability_get, "cap_3", &capability_out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, capability_get, "cap_1", &capability_out), 0);
     out.id = "ses_none";
     assert_int_equal(RL_TXN(txn, session_update, &out), RL_E_NOT_FOUND);
     commit_close(txn);
@@ -613,6 +622,65 @@ static rl_approval_row_t approval(const char *id, const char *user, int64_t crea
     return (rl_approval_row_t){id,        "inst_a", user, "ses_1", "int_1",    "{\"action\":\"run\"}",
                                "pending", NULL,     NULL, NULL,    created_at, expires_at,
                                RL_NO_TIME};
+}
+
+static rl_capability_row_t capability(const char *id, const char *user, const char *session_id, int64_t created_at,
+                                      int64_t expires_at)
+{
+    return (rl_capability_row_t){
+        id,        "inst_a", user,       session_id, "int_1",   "location", "{\"reason\":\"r\"}",
+        "pending", NULL,     created_at, expires_at, RL_NO_TIME};
+}
+
+/* ours (issue 28): capability requests are kept as approvals are, by the relay's id. */
+static void test_capability_requests(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_capability_row_t a = capability("cap_a", "alice", "ses_1", 1000, 9000);
+    rl_capability_row_t b = capability("cap_b", "alice", "ses_1", 2000, 5000);
+    rl_capability_row_t c = capability("cap_c", "bob", "ses_2", 3000, 4000), out, *rows;
+    size_t count;
+
+    (void)state;
+    assert_int_equal(RL_TXN(txn, capability_insert, &a), 0);
+    assert_int_equal(RL_TXN(txn, capability_insert, &a), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, capability_insert, &b), 0);
+    assert_int_equal(RL_TXN(txn, capability_insert, &c), 0);
+    assert_int_equal(RL_TXN(txn, capability_get, "cap_a", &out), 0);
+    assert_string_equal(out.capability, "location");
+    assert_string_equal(out.request, "{\"reason\":\"r\"}");
+    assert_string_equal(out.user_id, "alice");
+    assert_null(out.answer);
+    assert_int_equal(out.answered_at, RL_NO_TIME);
+    assert_int_equal(RL_TXN(txn, capability_get, "cap_none", &out), RL_E_NOT_FOUND);
+    /* The user's pending ones that expire after `after`, oldest first; never another user's. */
+    assert_int_equal(RL_TXN(txn, capabilities_pending_of_user, "alice", 4999, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].id, "cap_a");
+    assert_string_equal(rows[1].id, "cap_b");
+    assert_int_equal(RL_TXN(txn, capabilities_pending_of_user, "alice", 5000, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    /* Anyone's due ones, soonest first, at most limit. */
+    assert_int_equal(RL_TXN(txn, capabilities_due, 5000, 10, &rows, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(rows[0].id, "cap_c");
+    assert_string_equal(rows[1].id, "cap_b");
+    assert_int_equal(RL_TXN(txn, capabilities_due, 5000, 1, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    out = b;
+    out.state = "answered";
+    out.answer = "{\"location\":{\"latitude\":1.5}}";
+    out.answered_at = 4500;
+    assert_int_equal(RL_TXN(txn, capability_update, &out), 0);
+    assert_int_equal(RL_TXN(txn, capability_get, "cap_b", &out), 0);
+    assert_string_equal(out.state, "answered");
+    assert_string_equal(out.answer, "{\"location\":{\"latitude\":1.5}}");
+    assert_int_equal(out.answered_at, 4500);
+    assert_int_equal(RL_TXN(txn, capabilities_due, 5000, 10, &rows, &count), 0);
+    assert_int_equal(count, 1);
+    out.id = "cap_none";
+    assert_int_equal(RL_TXN(txn, capability_update, &out), RL_E_NOT_FOUND);
+    commit_close(txn);
 }
 
 static void test_approvals_and_grants(void **state)
@@ -1461,6 +1529,7 @@ int main(void)
         TEST(test_tasks),
         TEST(test_timeline_reads_by_time),
         TEST(test_approvals_and_grants),
+        TEST(test_capability_requests),
         TEST(test_the_update_queue),
         TEST(test_attachments),
         TEST(test_attachment_lifetimes),
