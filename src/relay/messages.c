@@ -8,6 +8,7 @@
 #include "relay/attachments.h"
 #include "relay/deltas.h"
 #include "relay/hub.h"
+#include "relay/idempotency.h"
 #include "relay/messages.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
@@ -34,6 +35,8 @@ static const rl_field_t message_send_fields[] = {
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
     RL_FIELD_ENUM("thought_level", 0, thought_levels),
+    /* ours: a client that sends again after a lost answer (an outbox) is answered, not sent twice. */
+    RL_FIELD_STRING("idempotency_key", 0, 1, 256),
     RL_FIELD_END,
 };
 const rl_schema_t rl_message_send_schema = RL_SCHEMA(message_send_fields);
@@ -176,12 +179,15 @@ struct send {
     const char *user_id, *session_id, *interaction_id, *message_id, *text, *reply_to, *thought_level;
     json_t *refs; /* the body's attachments (a reference; never changed) */
     int64_t now;
-    const char *bridge; /* result: the session's installation */
+    rl_idempotency_t idem; /* key NULL: the send carries none */
+    const char *bridge;    /* result: the session's installation */
+    json_t *replayed;      /* result: the stored answer of an earlier send with the same key */
 };
 
 static void send_dispose(rl_store_op_t *base)
 {
     json_decref(((struct send *)base)->refs);
+    json_decref(((struct send *)base)->replayed);
     rl_op_dispose(base);
 }
 
@@ -191,10 +197,19 @@ static int send_run(rl_txn_t *txn, rl_store_op_t *base)
     rl_session_row_t session;
     rl_message_row_t reply_to, message = {0};
     rl_interaction_row_t interaction = {op->interaction_id, op->session_id, op->now};
-    json_t *attachments = NULL, *view;
+    json_t *attachments = NULL, *view, *answer;
     char *attachments_text;
+    const char *stored = NULL;
     int result = rl_session_live(txn, op->user_id, op->session_id, &session);
 
+    if (result != 0)
+        return result;
+    result = rl_idempotency_check(txn, &op->idem, &stored);
+    if (result == 1) {
+        json_decref(op->replayed);
+        op->replayed = json_loads(stored, 0, NULL);
+        return op->replayed != NULL ? 0 : RL_E_INTERNAL;
+    }
     if (result != 0)
         return result;
     if ((result = rl_attachments_resolve(txn, op->user_id, op->refs, &attachments)) != 0)
@@ -243,7 +258,10 @@ static int send_run(rl_txn_t *txn, rl_store_op_t *base)
     }
     op->bridge = session.installation_id;
     op->op.value = view;
-    return 0;
+    answer = json_pack("{s:s, s:s}", "interaction_id", op->interaction_id, "message_id", op->message_id);
+    result = rl_idempotency_record(txn, &op->idem, answer, op->now);
+    json_decref(answer);
+    return result;
 }
 
 static const rl_store_op_type_t send_type = {"message_send", 1, send_run, send_dispose};
@@ -263,6 +281,10 @@ static void on_sent(rl_store_op_t *base)
                           problem("reply_to", "invalid_string", "No such message in this session"), NULL);
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
+    } else if (op->replayed != NULL) {
+        /* The same key and body sent again: the first send's answer, and nothing sent twice. */
+        json_object_set_new(op->replayed, "idempotent", json_true());
+        rl_call_reply(call, json_incref(op->replayed));
     } else {
         /* spec: the user message is announced as message_added, then reaches the bridge as session.message. */
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
@@ -278,7 +300,16 @@ static void store_message(rl_call_t *call, const char *session_id)
 {
     struct send *op = rl_op_new(&send_type, sizeof(*op));
     const char *thought_level = rl_body_string(call, "thought_level");
-    char id[32];
+    char id[32], scope[96], body_hash[RL_BODY_HASH_HEX + 1];
+    rl_idempotency_t idem = {0};
+
+    /* Keys are the user's, per session; the scope cannot meet a bridge route's ("sendMessage:…"). */
+    if (rl_body_string(call, "idempotency_key") != NULL && rl_idempotency_body_hash(call->body, body_hash) == 0) {
+        snprintf(scope, sizeof(scope), "me.send:%s", session_id);
+        idem = (rl_idempotency_t){call->principal, scope, rl_body_string(call, "idempotency_key"), body_hash,
+                                  rl_clock_now_ms() - ((rl_relay_t *)call->app)->config.idempotency_ttl};
+    }
+    rl_idempotency_copy(&op->op.base.arena, &op->idem, &idem);
 
     op->user_id = rl_op_str(op, call->principal);
     op->session_id = rl_op_str(op, session_id);

@@ -99,6 +99,27 @@ def test_each_send_is_a_new_interaction(relay, user_token):
     assert len({r["message_id"] for r in results}) == 3
 
 
+def test_a_send_again_with_its_idempotency_key_is_answered_not_sent_twice(relay, user_token):
+    """Ours: a client that lost the answer (an outbox sending again after an outage) sends the same key."""
+    inst, _, sid = setup_session(relay, user_token)
+    other = create_session(relay, user_token, inst, "other")["session_id"]
+    body = {"text": "kept once", "idempotency_key": "outbox-1"}
+    first = assert_ok(send(relay, user_token, sid, body))
+    again = assert_ok(send(relay, user_token, sid, body))
+    assert again == dict(first, idempotent=True), (first, again)
+    assert_error(send(relay, user_token, sid, {"text": "another text", "idempotency_key": "outbox-1"}),
+                 409, "idempotency_conflict")
+    # The key is per session, and a send without one is always new.
+    elsewhere = assert_ok(send(relay, user_token, other, body))
+    assert "idempotent" not in elsewhere and elsewhere["message_id"] != first["message_id"], elsewhere
+    assert_ok(send(relay, user_token, sid, {"text": "kept once"}))
+    texts = [m["text"] for m in assert_ok(history(relay, user_token, sid))["messages"]]
+    assert texts == ["kept once", "kept once"], texts
+    assert len(message_updates(relay, inst)) == 3
+    errors = validation_errors(send(relay, user_token, sid, {"text": "x", "idempotency_key": ""}))
+    assert [e["path"] for e in errors] == ["idempotency_key"], errors
+
+
 def test_send_reaches_a_connected_bridge(relay, user_token):
     inst, bridge_token, sid = setup_session(relay, user_token, "Live")
     sock = BridgeSocket(relay, bridge_token)
