@@ -176,6 +176,7 @@ export function chatView(main, sessionId) {
 
   let offered = [];
   let active = -1;
+  let lineBreak = false; // the Enter being typed is a Shift+Enter
   let dismissed = null; // the text the list was closed on with Escape: not offered again until it changes
 
   function agentCommands() {
@@ -384,11 +385,22 @@ export function chatView(main, sessionId) {
         return;
       }
     }
-    // Enter sends on a keyboard; Shift+Enter (and a phone's return key with enterkeyhint) make a new line.
-    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && window.matchMedia('(pointer: fine)').matches) {
+    // Enter sends (a desktop's Enter, a phone's Send key: enterkeyhint="send"); Shift+Enter breaks the line.
+    lineBreak = e.key === 'Enter' && e.shiftKey;
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       submit();
     }
+  });
+  // A phone keyboard that sends no usable keydown (Android's IME reports key 229) still asks for a line
+  // break through beforeinput: on a touch screen that is its Send key, unless Shift was down.
+  input.addEventListener('beforeinput', (e) => {
+    const breaking = e.inputType === 'insertLineBreak' || e.inputType === 'insertParagraph';
+    if (breaking && !lineBreak && !offered.length && window.matchMedia('(pointer: coarse)').matches) {
+      e.preventDefault();
+      submit();
+    }
+    lineBreak = false;
   });
   attachInput.addEventListener('change', () => { addFiles([...attachInput.files]); attachInput.value = ''; });
   cameraInput.addEventListener('change', () => { addFiles([...cameraInput.files]); cameraInput.value = ''; });
