@@ -3,7 +3,7 @@
 import { api, post, patch, del, describe } from './api.js';
 import { queueMessage } from './outbox.js';
 import { store, on, chat, loadHistory, installationName, inFlight, pollInFlight, relayReachable } from './state.js';
-import { h, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
+import { h, append, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
 import { taskCard } from './toolcall.js';
@@ -308,13 +308,13 @@ export function chatView(main, sessionId) {
     if (emptyState.dataset.signature === signature) return;
     emptyState.dataset.signature = signature;
     clear(emptyState);
-    emptyState.append(
+    append(emptyState, [
       h('h2', { class: 'chat-empty-title', text: 'Start the conversation' }),
       h('p', { text: `Type a message below: ask a question, or ask for something to be done. ${agent} on ${machine} will answer here.` }),
       h('p', { text: 'Anything it wants to run on the machine first asks you for approval.' }),
       commands.length ? h('p', null, 'Type ', h('kbd', { text: '/' }), ` to see its ${commands.length === 1 ? 'command' : `${commands.length} commands`}.`) : null,
       inst && inst.health !== 'healthy' && inst.state !== 'revoked'
-        ? h('p', { class: 'chat-empty-note', text: `${machine} is not answering right now: what you write waits until it is back.` }) : null);
+        ? h('p', { class: 'chat-empty-note', text: `${machine} is not answering right now: what you write waits until it is back.` }) : null]);
   }
 
   function drawOutbox() {

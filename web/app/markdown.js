@@ -179,7 +179,9 @@ export function tableAt(lines, i) {
 }
 
 function tableView(table) {
-  const cell = (tag, text, k) => h(tag, { class: table.aligns[k] ? `align-${table.aligns[k]}` : null, scope: tag === 'th' ? 'col' : null }, inline(text));
+  // A short cell stays on one line ("12 KB"); a long one wraps, from a width that keeps it readable.
+  const cell = (tag, text, k) => h(tag, { class: [table.aligns[k] ? `align-${table.aligns[k]}` : '', text.length > 24 ? 'cell-long' : ''].join(' ').trim() || null,
+    scope: tag === 'th' ? 'col' : null }, inline(text));
   // The box scrolls sideways, not the page: a wide table on a narrow screen.
   return h('div', { class: 'table-box', tabindex: '0', role: 'region', 'aria-label': 'Table' },
     h('table', null,
