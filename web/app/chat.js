@@ -1,7 +1,6 @@
 // One chat: the timeline (messages, tool calls, approvals), the composer with
 // attachments, cancel, and the session's own actions.
 import { api, post, patch, del, describe } from './api.js';
-import { queueMessage } from './outbox.js';
 import { store, on, chat, loadHistory, installationName, inFlight, pollInFlight, relayReachable } from './state.js';
 import { h, append, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
 import { renderMarkdown } from './markdown.js';
@@ -10,7 +9,7 @@ import { taskCard } from './toolcall.js';
 import { itemAt, orderItems, endsTurn, isHiddenMessage } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
-import { outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
+import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
