@@ -28,6 +28,7 @@ const SHELL = [
   `/app/${VERSION}/diff.js`,
   `/app/${VERSION}/transcript.js`,
   `/app/${VERSION}/commands.js`,
+  `/app/${VERSION}/outbox.js`,
   `/app/${VERSION}/screens.js`,
   `/app/${VERSION}/push.js`,
   `/app/${VERSION}/icon.svg`,

@@ -7,6 +7,7 @@
   with progress, and answers with the decision it was given;
 - "markdown" answers with every construct the app renders, and some that
   must stay text;
+- "table" (or the command "/table") answers with a wide table and a code block;
 - anything else is echoed back word by word.
 Python 3 standard library only.
 """
@@ -32,6 +33,20 @@ print("hello")
 ```
 
 <script>alert("not run")</script> <img src=x onerror=alert(1)> [bad](javascript:alert(1))
+"""
+
+
+TABLE = """Here are the files:
+
+| Name | Size | Kind | Note |
+|:-----|-----:|:----:|------|
+| **report.md** | 12 KB | text | the `summary` of the week, with a long note that makes the table wider than a phone |
+| data.csv | 1.2 MB | table | [source](https://example.org/data) |
+| a \\| b | 3 B | odd | an escaped pipe |
+
+```bash
+ls -la /srv/reports && wc -l /srv/reports/*.md | sort -n | tail -n 20
+```
 """
 
 
@@ -74,6 +89,10 @@ def turn(msg):
             time.sleep(0.15)
         send(type="end", finish_reason="stop", **ids)
         return
+    if text in ("table", "/table"):
+        send(type="delta", text=TABLE, **ids)
+        send(type="end", finish_reason="stop", **ids)
+        return
     if text == "markdown":
         send(type="delta", text=MARKDOWN, **ids)
         send(type="end", finish_reason="stop", **ids)
@@ -85,7 +104,8 @@ def turn(msg):
 
 def main():
     send(type="manifest", agent={"name": "browser-test", "version": "1.0"},
-         tools=[{"name": "shell", "description": "runs a shell command"}])
+         tools=[{"name": "shell", "description": "runs a shell command"}],
+         commands=[{"name": "table", "description": "Answer with a table and some code"}])
     for raw in sys.stdin:
         msg = json.loads(raw)
         kind = msg.get("type")

@@ -1,8 +1,8 @@
 // One chat: the timeline (messages, tool calls, approvals), the composer with
 // attachments, cancel, and the session's own actions.
 import { api, post, patch, del, describe } from './api.js';
-import { store, on, chat, loadHistory, installationName, inFlight, pollInFlight } from './state.js';
-import { h, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
+import { store, on, chat, loadHistory, installationName, inFlight, pollInFlight, relayReachable } from './state.js';
+import { h, append, clear, reconcile, icon, toast, ask, announce, formatTime, formatSize } from './ui.js';
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
 import { capabilityTray } from './capabilities.js';
@@ -10,6 +10,7 @@ import { taskCard } from './toolcall.js';
 import { itemAt, orderItems, endsTurn, isHiddenMessage } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
+import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -19,6 +20,8 @@ function healthLabel(health) {
 }
 
 export function healthPill(inst) {
+  // With the relay out of reach, what it last said of the machine is no news: not "Online".
+  if (inst && inst.state !== 'revoked' && !relayReachable()) return h('span', { class: 'pill pill-unknown', text: 'Status unknown' });
   const health = inst ? (inst.state === 'revoked' ? 'revoked' : inst.health) : 'offline';
   return h('span', { class: `pill pill-${health}`, text: health === 'revoked' ? 'Disconnected' : healthLabel(health) });
 }
@@ -83,6 +86,17 @@ export function chatView(main, sessionId) {
   let frame = 0;
   const subscriptions = [];
 
+  if (!session && !store.user) {
+    // Started while the relay was away: nothing is known of the chat yet, but what waits to be sent is here.
+    const waiting = outboxOf(sessionId);
+    main.append(h('div', { class: 'screen' },
+      h('h1', { text: 'Waiting for the relay' }),
+      h('p', { text: 'The relay cannot be reached. This chat opens when it answers again.' }),
+      waiting.length ? h('p', { text: `${waiting.length === 1 ? 'One message waits' : `${waiting.length} messages wait`} to be sent from this device:` }) : null,
+      waiting.length ? h('ul', { class: 'outbox-waiting' }, waiting.map((e) => h('li', { class: 'outbox-waiting-item', text: e.text }))) : null));
+    return null;
+  }
+
   if (!session) {
     main.append(h('div', { class: 'screen' },
       h('h1', { text: 'Chat not found' }),
@@ -96,7 +110,11 @@ export function chatView(main, sessionId) {
   const list = h('div', { class: 'timeline', role: 'log', 'aria-label': 'Messages', 'aria-live': 'off' });
   const older = h('button', { class: 'btn btn-quiet older', type: 'button', hidden: true, text: 'Show earlier messages',
     onclick: () => loadOlder() });
-  const scroller = h('div', { class: 'scroller' }, older, list);
+  // Messages not yet with the relay (outbox.js), after the timeline.
+  const outboxList = h('div', { class: 'outbox', 'aria-label': 'Not sent yet' });
+  // A chat with nothing in it yet says what to do (drawEmpty).
+  const emptyState = h('div', { class: 'chat-empty', hidden: true });
+  const scroller = h('div', { class: 'scroller' }, older, emptyState, list, outboxList);
   const input = h('textarea', { id: 'composer-input', class: 'composer-input', rows: '1', placeholder: 'Message',
     'aria-label': 'Message', maxlength: '100000', enterkeyhint: 'send',
     'aria-autocomplete': 'list', 'aria-controls': 'composer-commands', 'aria-describedby': 'composer-hint' });
@@ -178,6 +196,7 @@ export function chatView(main, sessionId) {
 
   let offered = [];
   let active = -1;
+  let lineBreak = false; // the Enter being typed is a Shift+Enter
   let dismissed = null; // the text the list was closed on with Escape: not offered again until it changes
 
   function agentCommands() {
@@ -247,10 +266,62 @@ export function chatView(main, sessionId) {
       (item) => (item.type === 'message' ? messageEl() : item.type === 'task' ? taskCard.create(item.value) : approvalCard.create(item.value)),
       (el, item) => (item.type === 'message' ? updateMessage(el, item.value) : item.type === 'task' ? taskCard.update(el, item.value) : approvalCard.update(el, item.value)));
     older.hidden = !c.hasMore;
+    drawEmpty();
     const open = inFlight(sessionId);
     const agentStreaming = [...c.messages.values()].find((m) => m.role === 'agent' && m.state === 'streaming');
     streaming = agentStreaming ? agentStreaming.interaction_id : open[open.length - 1] || null;
     cancel.hidden = !streaming;
+    if (stick) scroller.scrollTop = scroller.scrollHeight;
+  }
+
+  function outboxItem() {
+    return h('article', { class: 'msg msg-user msg-outbox', 'aria-label': 'Not sent yet' });
+  }
+
+  function updateOutboxItem(el, entry) {
+    const reachable = relayReachable();
+    const signature = `${entry.state}|${entry.error}|${reachable}`;
+    if (el.dataset.signature === signature) return;
+    el.dataset.signature = signature;
+    el.className = `msg msg-user msg-outbox outbox-${entry.state}`;
+    clear(el);
+    el.append(h('div', { class: 'msg-body' }, h('p', { class: 'msg-plain', text: entry.text }),
+      entry.attachments.length ? h('div', { class: 'attachments' }, entry.attachments.map((a) =>
+        h('span', { class: 'attachment attachment-file' }, icon('file'), h('span', { text: a.name || a.key })))) : null));
+    el.append(h('div', { class: 'msg-meta outbox-status', role: 'status' },
+      h('span', { text: statusText(entry, reachable) }),
+      entry.state === 'failed' ? h('button', { type: 'button', class: 'btn btn-small outbox-retry', text: 'Retry', onclick: () => retryMessage(entry.id) }) : null,
+      entry.state !== 'sending' ? h('button', { type: 'button', class: 'btn btn-small btn-quiet outbox-discard', text: 'Discard',
+        'aria-label': 'Discard this message', onclick: () => discardMessage(entry.id) }) : null));
+  }
+
+  // What a new chat shows: what to type, who answers, and "/" when the agent has commands.
+  function drawEmpty() {
+    const empty = c.loaded && list.children.length === 0 && outboxOf(sessionId).length === 0;
+    emptyState.hidden = !empty;
+    if (!empty) return;
+    const s = store.sessions.get(sessionId) || session;
+    const inst = store.installations.get(s.installation_id);
+    const machine = installationName(inst);
+    const agent = inst && inst.agent && typeof inst.agent.name === 'string' && inst.agent.name ? inst.agent.name : 'The agent';
+    const commands = agentCommands();
+    const signature = JSON.stringify([machine, agent, commands.length, inst && inst.health]);
+    if (emptyState.dataset.signature === signature) return;
+    emptyState.dataset.signature = signature;
+    clear(emptyState);
+    append(emptyState, [
+      h('h2', { class: 'chat-empty-title', text: 'Start the conversation' }),
+      h('p', { text: `Type a message below: ask a question, or ask for something to be done. ${agent} on ${machine} will answer here.` }),
+      h('p', { text: 'Anything it wants to run on the machine first asks you for approval.' }),
+      commands.length ? h('p', null, 'Type ', h('kbd', { text: '/' }), ` to see its ${commands.length === 1 ? 'command' : `${commands.length} commands`}.`) : null,
+      inst && inst.health !== 'healthy' && inst.state !== 'revoked'
+        ? h('p', { class: 'chat-empty-note', text: `${machine} is not answering right now: what you write waits until it is back.` }) : null]);
+  }
+
+  function drawOutbox() {
+    const stick = stuck || nearBottom();
+    reconcile(outboxList, outboxOf(sessionId), (e) => e.id, outboxItem, updateOutboxItem);
+    drawEmpty();
     if (stick) scroller.scrollTop = scroller.scrollHeight;
   }
 
@@ -301,9 +372,10 @@ export function chatView(main, sessionId) {
     send.disabled = true;
     try {
       await Promise.all(pending.map((entry) => entry.promise));
-      const attachments = pending.filter((e) => e.state === 'ready').map((e) => ({ key: e.result.key }));
-      if (!text && attachments.length === 0) return;
-      await post(`/v1/me/sessions/${encodeURIComponent(sessionId)}/send`, { text, attachments });
+      if (!text && !pending.some((e) => e.state === 'ready')) return;
+      // Through the outbox (outbox.js): sent now if the relay can be reached, kept until it can otherwise.
+      queueMessage(sessionId, text, pending.filter((e) => e.state === 'ready').map((e) => ({
+        key: e.result.key, name: e.result.name || e.file.name || '', mime: e.result.mime || e.file.type || '', size: e.result.size || e.file.size || 0 })));
       input.value = '';
       drawCommands();
       pending.length = 0;
@@ -386,11 +458,22 @@ export function chatView(main, sessionId) {
         return;
       }
     }
-    // Enter sends on a keyboard; Shift+Enter (and a phone's return key with enterkeyhint) make a new line.
-    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && window.matchMedia('(pointer: fine)').matches) {
+    // Enter sends (a desktop's Enter, a phone's Send key: enterkeyhint="send"); Shift+Enter breaks the line.
+    lineBreak = e.key === 'Enter' && e.shiftKey;
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       submit();
     }
+  });
+  // A phone keyboard that sends no usable keydown (Android's IME reports key 229) still asks for a line
+  // break through beforeinput: on a touch screen that is its Send key, unless Shift was down.
+  input.addEventListener('beforeinput', (e) => {
+    const breaking = e.inputType === 'insertLineBreak' || e.inputType === 'insertParagraph';
+    if (breaking && !lineBreak && !offered.length && window.matchMedia('(pointer: coarse)').matches) {
+      e.preventDefault();
+      submit();
+    }
+    lineBreak = false;
   });
   attachInput.addEventListener('change', () => { addFiles([...attachInput.files]); attachInput.value = ''; });
   cameraInput.addEventListener('change', () => { addFiles([...cameraInput.files]); cameraInput.value = ''; });
@@ -413,7 +496,13 @@ export function chatView(main, sessionId) {
   }));
   subscriptions.push(on('installations', () => {
     header();
+    drawEmpty();
     if (commandQuery(input.value) !== null || !hint.hidden) drawCommands();
+  }));
+  subscriptions.push(on('outbox', drawOutbox));
+  subscriptions.push(on('connection', () => {
+    header();
+    drawOutbox();
   }));
   subscriptions.push(on('approvals', (id) => {
     const a = id && store.approvals.get(id);
@@ -433,6 +522,7 @@ export function chatView(main, sessionId) {
     }, (err) => toast(describe(err), 'error'));
   }
   draw();
+  drawOutbox();
   scroller.scrollTop = scroller.scrollHeight;
   for (const a of store.approvals.values()) if (a.session_id === sessionId) autoApprove(a);
   if (window.matchMedia('(pointer: fine)').matches) input.focus({ preventScroll: true });

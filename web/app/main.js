@@ -3,7 +3,8 @@
 import { auth } from './auth.js';
 import { describe } from './api.js';
 import { EventStream } from './sse.js';
-import { store, on, applyEvent, reload, setConnection, pollInFlight, inFlight } from './state.js';
+import { store, on, applyEvent, reload, setConnection, pollInFlight, inFlight, relayReachable } from './state.js';
+import { startOutbox, flushOutbox } from './outbox.js';
 import { h, clear, icon, toast, announce } from './ui.js';
 import { registerWorker } from './push.js';
 import * as screens from './screens.js';
@@ -58,12 +59,17 @@ function banner() {
   const el = document.getElementById('banner');
   if (!el) return;
   const state = store.connection;
-  const offline = state === 'offline' || !navigator.onLine;
+  // The device's network is down, or the network is up and the relay does not answer: two different things to say.
+  const deviceOffline = !navigator.onLine;
+  const offline = deviceOffline || !relayReachable();
+  const retry = state === 'offline' && store.retryInMs ? ` in ${Math.ceil(store.retryInMs / 1000)} s` : '';
   el.hidden = !offline && state !== 'connecting';
   el.className = `banner banner-${offline ? 'offline' : 'connecting'}`;
-  el.textContent = offline
-    ? `You are offline. Reconnecting${store.retryInMs ? ` in ${Math.ceil(store.retryInMs / 1000)} s` : ''}…`
-    : 'Connecting…';
+  el.textContent = deviceOffline
+    ? `You are offline. Reconnecting${retry}…`
+    : offline
+      ? `The relay cannot be reached. Retrying${retry}…`
+      : 'Connecting…';
   document.body.dataset.connection = offline ? 'offline' : state;
 }
 
@@ -113,6 +119,13 @@ function startStream() {
     onState: (state, detail) => {
       const was = store.connection;
       setConnection(state, detail);
+      // The relay answers again (or for the first time): what the outbox holds goes now.
+      if (state === 'live' && was !== 'live') flushOutbox();
+      // The app started while the relay was away: what it could not read then, it reads now.
+      if (state === 'live' && !store.user) {
+        const { name: view, arg } = route();
+        reload(view === 's' ? arg : null).then(render, (err) => toast(describe(err), 'error'));
+      }
       if (state === 'live' && was !== 'live' && was !== 'idle') {
         // Back after a drop: a reply in flight may have finished meanwhile.
         for (const [sessionId, c] of store.chats) if (c.loaded && inFlight(sessionId).length) pollInFlight(sessionId);
@@ -132,6 +145,8 @@ async function startSignedIn() {
     if (!auth.signedIn()) return;
     toast(describe(err), 'error');
   }
+  // What this device could not send before (a reload, a closed tab) is shown and sent when the relay answers.
+  if (auth.userId() || store.user) startOutbox(auth.userId() || store.user.id);
   render();
   startStream();
 }
@@ -188,6 +203,7 @@ async function boot() {
   wide.addEventListener('change', () => auth.signedIn() && render());
   window.addEventListener('online', () => {
     banner();
+    flushOutbox();
     if (stream) stream.nudge();
   });
   window.addEventListener('offline', banner);
@@ -215,6 +231,7 @@ async function boot() {
 
 function signedIn() {
   if (started) {
+    if (auth.userId()) startOutbox(auth.userId());
     shell();
     render();
     startStream();

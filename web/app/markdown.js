@@ -2,10 +2,11 @@
 // only (never innerHTML), keeps links to http, https and mailto, and shows
 // anything else as the text it is: nothing an agent writes can run script.
 // A small subset, the one chat replies use: paragraphs, headings, fenced and
-// indented code, lists, quotes, rules, emphasis, inline code and links.
+// indented code (with a language label and a Copy button), GFM pipe tables,
+// lists, quotes, rules, emphasis, inline code and links.
 // It parses a reply in full on each render; a render per animation frame of
 // a streaming reply of a few kilobytes costs well under a millisecond.
-import { h } from './ui.js';
+import { h, codeBox } from './ui.js';
 
 const SAFE_URL = /^(https?:|mailto:)/i;
 // A link within the relay itself (an attachment): a single '/', then a path.
@@ -106,6 +107,88 @@ function inline(text) {
   return out;
 }
 
+// ---- GFM pipe tables (pure: unit-tested without a DOM) ----
+
+// The cells of a table row: split at each '|' that is neither escaped nor inside a code span;
+// the outer pipes are optional. '\|' in a cell is a literal pipe.
+export function splitRow(line) {
+  let text = line.trim();
+  if (text.startsWith('|')) text = text.slice(1);
+  if (text.endsWith('|') && !text.endsWith('\\|')) text = text.slice(0, -1);
+  const cells = [];
+  let cell = '';
+  let ticks = 0; // the length of the open code span's backtick run, 0 outside one
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '\\' && text[i + 1] === '|') {
+      cell += ticks ? '\\|' : '|';
+      i += 1;
+      continue;
+    }
+    if (c === '`') {
+      let run = 1;
+      while (text[i + run] === '`') run += 1;
+      if (!ticks) ticks = run;
+      else if (ticks === run) ticks = 0;
+      cell += text.slice(i, i + run);
+      i += run - 1;
+      continue;
+    }
+    if (c === '|' && !ticks) {
+      cells.push(cell.trim());
+      cell = '';
+      continue;
+    }
+    cell += c;
+  }
+  cells.push(cell.trim());
+  return cells;
+}
+
+// The alignments a delimiter row sets ('left', 'right', 'center' or ''), or null when the line is not one.
+export function delimiterRow(line) {
+  if (!line.includes('-') || !/^\s*\|?[\s:|-]+\|?\s*$/.test(line)) return null;
+  const cells = splitRow(line);
+  const aligns = [];
+  for (const cell of cells) {
+    if (!/^:?-+:?$/.test(cell)) return null;
+    const left = cell.startsWith(':');
+    const right = cell.endsWith(':');
+    aligns.push(left && right ? 'center' : right ? 'right' : left ? 'left' : '');
+  }
+  return aligns;
+}
+
+// The table that starts at lines[i], or null: { aligns, header, rows, end } with every row as many
+// cells as the header (missing ones empty, extra ones dropped, as GFM does); `end` is the line after it.
+export function tableAt(lines, i) {
+  const head = lines[i];
+  if (i + 1 >= lines.length || !head.includes('|')) return null;
+  const aligns = delimiterRow(lines[i + 1]);
+  if (!aligns) return null;
+  const header = splitRow(head);
+  if (header.length !== aligns.length) return null;
+  const fit = (cells) => header.map((_, k) => (k < cells.length ? cells[k] : ''));
+  const rows = [];
+  let j = i + 2;
+  while (j < lines.length && !/^\s*$/.test(lines[j]) && lines[j].includes('|') && !FENCE.test(lines[j]) && !QUOTE.test(lines[j])) {
+    rows.push(fit(splitRow(lines[j])));
+    j += 1;
+  }
+  return { aligns, header, rows, end: j };
+}
+
+function tableView(table) {
+  // A short cell stays on one line ("12 KB"); a long one wraps, from a width that keeps it readable.
+  const cell = (tag, text, k) => h(tag, { class: [table.aligns[k] ? `align-${table.aligns[k]}` : '', text.length > 24 ? 'cell-long' : ''].join(' ').trim() || null,
+    scope: tag === 'th' ? 'col' : null }, inline(text));
+  // The box scrolls sideways, not the page: a wide table on a narrow screen.
+  return h('div', { class: 'table-box', tabindex: '0', role: 'region', 'aria-label': 'Table' },
+    h('table', null,
+      h('thead', null, h('tr', null, table.header.map((text, k) => cell('th', text, k)))),
+      table.rows.length ? h('tbody', null, table.rows.map((row) => h('tr', null, row.map((text, k) => cell('td', text, k))))) : null));
+}
+
 const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)/;
 const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
 const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
@@ -132,9 +215,7 @@ function blocks(lines) {
         i += 1;
       }
       i += 1; // the closing fence (or the end of a reply still streaming)
-      const code = h('code', { text: body.join('\n') });
-      if (m[2]) code.className = `language-${m[2]}`;
-      out.push(h('pre', { class: 'code-block', tabindex: '0' }, code));
+      out.push(codeBox(body.join('\n'), m[2]));
       continue;
     }
     if (/^( {4}|\t)/.test(line)) {
@@ -144,7 +225,13 @@ function blocks(lines) {
         i += 1;
       }
       while (body.length && /^\s*$/.test(body[body.length - 1])) body.pop();
-      out.push(h('pre', { class: 'code-block', tabindex: '0' }, h('code', { text: body.join('\n') })));
+      out.push(codeBox(body.join('\n')));
+      continue;
+    }
+    let table;
+    if ((table = tableAt(lines, i))) {
+      out.push(tableView(table));
+      i = table.end;
       continue;
     }
     if ((m = line.match(HEADING))) {
@@ -204,7 +291,8 @@ function blocks(lines) {
     }
     const para = [];
     while (i < lines.length && !/^\s*$/.test(lines[i]) && !FENCE.test(lines[i]) && !HEADING.test(lines[i]) &&
-           !QUOTE.test(lines[i]) && !RULE.test(lines[i]) && !(para.length && (BULLET.test(lines[i]) || ORDERED.test(lines[i])))) {
+           !QUOTE.test(lines[i]) && !RULE.test(lines[i]) && !(para.length && (BULLET.test(lines[i]) || ORDERED.test(lines[i]))) &&
+           !(para.length && tableAt(lines, i))) {
       para.push(lines[i]);
       i += 1;
     }

@@ -2,8 +2,8 @@
 // pairing, approvals, settings.
 import { auth } from './auth.js';
 import { get, post, patch, del, describe } from './api.js';
-import { store, on, loadDeleted, loadGrants, installationName } from './state.js';
-import { h, clear, reconcile, icon, toast, ask, formatTime } from './ui.js';
+import { store, on, loadDeleted, loadGrants, installationName, lastMessage, previewText, agentWorking, loadPreviews } from './state.js';
+import { h, clear, reconcile, icon, toast, ask, formatTime, codeBox } from './ui.js';
 import { approvalCard } from './approvals.js';
 import { healthPill } from './chat.js';
 import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
@@ -67,16 +67,26 @@ function sessionItem() {
 
 function updateSessionItem(el, s) {
   const inst = store.installations.get(s.installation_id);
-  const signature = JSON.stringify([s.title, s.state, s.updated_at, inst && inst.health, inst && inst.custom_emoji, inst && installationName(inst), location.hash]);
+  const last = lastMessage(s.id);
+  const preview = previewText(last);
+  const working = agentWorking(s.id);
+  const signature = JSON.stringify([s.title, s.state, s.updated_at, inst && inst.health, inst && inst.custom_emoji, inst && installationName(inst),
+    location.hash, preview, working, store.reachable]);
   if (el.dataset.signature === signature) return;
   el.dataset.signature = signature;
   clear(el);
   const current = location.hash === `#/s/${encodeURIComponent(s.id)}`;
+  const when = Math.max(s.updated_at || 0, (last && last.created_at) || 0);
   el.append(h('a', { href: `#/s/${encodeURIComponent(s.id)}`, class: 'session-link', 'aria-current': current ? 'page' : null },
     h('span', { class: 'avatar', 'aria-hidden': 'true' }, inst && inst.custom_emoji ? inst.custom_emoji : icon('chats')),
     h('span', { class: 'session-text' },
       h('span', { class: 'session-title', text: s.title || 'Untitled chat' }),
-      h('span', { class: 'session-sub', text: `${installationName(inst)} · ${formatTime(s.updated_at)}` })),
+      // The latest message, or what the agent is doing now.
+      working === 'approval' ? h('span', { class: 'session-preview session-working', text: 'Waiting for your approval' })
+        : working === 'reply' ? h('span', { class: 'session-preview session-working' },
+          h('span', { class: 'typing', 'aria-hidden': 'true' }, h('i'), h('i'), h('i')), ' Agent is replying…')
+          : preview ? h('span', { class: 'session-preview', text: preview }) : null,
+      h('span', { class: 'session-sub', text: `${installationName(inst)} · ${formatTime(when)}` })),
     inst && inst.health !== 'healthy' ? healthPill(inst) : null));
 }
 
@@ -128,17 +138,25 @@ export function sessionsList(container, compact = false) {
     } else {
       items = [...store.sessions.values()].filter((s) => s.state === filter).sort((a, b) => b.updated_at - a.updated_at);
       reconcile(list, items, (s) => s.id, sessionItem, updateSessionItem);
+      loadPreviews(items.slice(0, 40)).catch(() => {});
     }
     empty.hidden = items.length > 0;
     empty.textContent = filter === 'active'
       ? (store.installations.size ? 'No chats yet. Start one with New chat.' : 'Pair a machine first, then start a chat with its agent.')
       : filter === 'archived' ? 'No archived chats.' : 'No deleted chats to restore.';
   }
-  const offs = [on('sessions', draw), on('installations', draw)];
+  // A message or an approval in any chat changes its preview: one redraw per frame.
+  let frame = 0;
+  const soon = () => {
+    if (!frame) frame = requestAnimationFrame(() => { frame = 0; draw(); });
+  };
+  const offs = [on('sessions', draw), on('installations', draw), on('previews', soon), on('approvals', soon), on('connection', soon),
+    on('*', (topic) => { if (topic.startsWith('messages:')) soon(); })];
   window.addEventListener('hashchange', draw);
   draw();
   return () => {
     for (const off of offs) off();
+    if (frame) cancelAnimationFrame(frame);
     window.removeEventListener('hashchange', draw);
   };
 }
@@ -202,7 +220,9 @@ function updateInstallation(el, inst) {
       h('span', { class: 'avatar', 'aria-hidden': 'true' }, inst.custom_emoji ? inst.custom_emoji : icon('machines')),
       h('div', { class: 'installation-text' },
         h('h2', { class: 'installation-name', text: name }),
-        h('p', { class: 'installation-sub', text: `${inst.host_label} · ${inst.connector_type} · paired ${formatTime(inst.created_at)}` }),
+        // The host's own name only when the card's title is another (a name given here): never the same name twice.
+        h('p', { class: 'installation-sub', text: [inst.host_label && inst.host_label !== name ? inst.host_label : null,
+          inst.connector_type, `paired ${formatTime(inst.created_at)}`].filter(Boolean).join(' · ') }),
         agentLine(inst) ? h('p', { class: 'installation-sub', text: agentLine(inst) }) : null),
       healthPill(inst)));
   if (inst.state === 'revoked') return;
@@ -254,9 +274,9 @@ export function installationsView(main) {
     reconcile(list, items, (i) => i.id, installationItem, updateInstallation);
     empty.hidden = items.length > 0;
   }
-  const off = on('installations', draw);
+  const offs = [on('installations', draw), on('connection', draw)];
   draw();
-  return off;
+  return () => offs.forEach((off) => off());
 }
 
 export function pairView(main, code) {
@@ -266,7 +286,8 @@ export function pairView(main, code) {
   const result = h('div', { class: 'pair-result', role: 'status' });
   main.append(screen('Pair a machine',
     h('p', { id: 'pair-help', text: 'On the machine with your agent, run relay-bridge pair. It shows a 7-letter code (and a QR code that opens this page with the code filled in). Codes last two minutes.' }),
-    h('pre', { class: 'code-block', tabindex: '0' }, h('code', { text: `relay-bridge pair --server ${location.origin}` })),
+    // The command wraps inside its box on a narrow screen, and copies whole.
+    codeBox(`relay-bridge pair --server ${location.origin}`, '', 'Copy the command'),
     h('form', { class: 'form', onsubmit: async (e) => {
       e.preventDefault();
       button.disabled = true;

@@ -21,7 +21,7 @@
 // messages alone (GET .../messages), as before. How copies from the pages
 // and the stream merge is transcript.js's.
 import { get } from './api.js';
-import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn, ties } from './transcript.js';
+import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn, ties, isHiddenMessage } from './transcript.js';
 
 const POLL_EVERY_MS = 3000;
 const POLL_FOR_MS = 24000;
@@ -40,9 +40,11 @@ export const store = {
   approvals: new Map(),
   grants: [],
   connection: 'idle',
+  reachable: true, // false from a drop of the stream until it is live again
   retryInMs: 0,
   listeners: new Map(),
   polls: new Map(),
+  previews: new Map(), // session id -> its latest message, read for the chat list (GET .../messages?limit=)
 };
 
 export function on(topic, fn) {
@@ -411,11 +413,78 @@ export async function loadGrants() {
 
 export function setConnection(state, detail) {
   store.connection = state;
+  if (state === 'offline') store.reachable = false;
+  else if (state === 'live') store.reachable = true;
   store.retryInMs = detail && detail.retryInMs ? detail.retryInMs : 0;
   emit('connection');
+}
+
+// Whether the relay answers: not while the stream is down (the network, or the relay itself).
+// A stream reconnecting after a drop ('connecting') has not reached it yet either.
+export function relayReachable() {
+  return store.reachable && (typeof navigator === 'undefined' || navigator.onLine !== false);
 }
 
 export function installationName(inst) {
   if (!inst) return 'Unknown machine';
   return inst.custom_display_name || inst.host_label || inst.id;
+}
+
+// ---- the chat list's previews ----
+
+// A message as one line for the chat list: its first words, markdown's marks left out.
+export function previewText(m) {
+  if (!m) return '';
+  let text = String(m.text || '').replace(/```[^\n]*\n?/g, '').replace(/[*_`#>|~]+/g, '').replace(/\s+/g, ' ').trim();
+  if (!text && m.attachments && m.attachments.length) text = m.attachments.length === 1 ? 'An attachment' : `${m.attachments.length} attachments`;
+  if (text.length > 120) text = `${text.slice(0, 119)}…`;
+  return m.role === 'user' ? `You: ${text}` : text;
+}
+
+// The latest message of a session the app knows: from its chat when open or seen on the stream, else from a preview read.
+export function lastMessage(sessionId) {
+  const c = store.chats.get(sessionId);
+  if (c) {
+    for (let i = c.order.length - 1; i >= 0; i--) {
+      const m = c.messages.get(c.order[i]);
+      if (m && !isHiddenMessage(m)) return m;
+    }
+  }
+  return store.previews.get(sessionId) || null;
+}
+
+// Whether the agent of a session is at work: a reply still coming, or a request waiting for an approval.
+export function agentWorking(sessionId) {
+  for (const a of store.approvals.values()) if (a.session_id === sessionId && a.status === 'pending') return 'approval';
+  const c = store.chats.get(sessionId);
+  if (c) for (const m of c.messages.values()) if (m.role === 'agent' && m.state === 'streaming') return 'reply';
+  const last = lastMessage(sessionId);
+  return last && last.role === 'agent' && last.state === 'streaming' ? 'reply' : null;
+}
+
+const previewsAsked = new Map(); // session id -> the updated_at it was read at
+
+// Reads the latest message of the sessions the app has none of (a few at a time), for the chat list.
+export async function loadPreviews(sessions) {
+  const wanted = sessions.filter((s) => {
+    const c = store.chats.get(s.id);
+    if (c && c.order.length) return false;
+    return previewsAsked.get(s.id) !== s.updated_at;
+  });
+  for (const s of wanted) previewsAsked.set(s.id, s.updated_at);
+  const queue = [...wanted];
+  const worker = async () => {
+    for (let s = queue.shift(); s; s = queue.shift()) {
+      try {
+        const page = await get(`/v1/me/sessions/${encodeURIComponent(s.id)}/messages?limit=5`);
+        const shown = (page.messages || []).find((m) => !isHiddenMessage(m));
+        if (shown) store.previews.set(s.id, shown);
+        else store.previews.delete(s.id);
+        emit('previews', s.id);
+      } catch (err) {
+        previewsAsked.delete(s.id); // tried again on the next draw
+      }
+    }
+  };
+  await Promise.all([worker(), worker(), worker()]);
 }

@@ -164,3 +164,48 @@ export function icon(name) {
   svg.append(path);
   return svg;
 }
+
+// Copies text to the clipboard: the Clipboard API where the page may use it, else a selected
+// hidden textarea and execCommand (an older browser, a page not in a secure context).
+export async function copyText(text) {
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch (err) {
+      // denied: the fallback below may still work
+    }
+  }
+  const area = h('textarea', { class: 'sr-only', readonly: true, 'aria-hidden': 'true' });
+  area.value = text;
+  document.body.append(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand('copy');
+  } catch (err) {
+    ok = false;
+  }
+  area.remove();
+  return ok;
+}
+
+// A block of code with its language (when known) and a Copy button that says "Copied".
+export function codeBox(text, language = '', label = 'Copy code') {
+  const code = h('code', { text });
+  if (language) code.className = `language-${language}`;
+  // What the button says is part of its name (axe: label-content-name-mismatch): "Copy" and, for screen readers, what.
+  const state = h('span', { class: 'code-copy-state', text: 'Copy' });
+  const button = h('button', { type: 'button', class: 'code-copy' }, state, h('span', { class: 'sr-only', text: label.replace(/^Copy/, '') }),
+);
+  button.addEventListener('click', async () => {
+    const ok = await copyText(text);
+    state.textContent = ok ? 'Copied' : 'Copy failed';
+    announce(ok ? 'Copied' : 'Copy failed');
+    clearTimeout(button.timer);
+    button.timer = setTimeout(() => { state.textContent = 'Copy'; }, 2000);
+  });
+  return h('div', { class: 'code-box' },
+    h('div', { class: 'code-head' }, h('span', { class: 'code-lang', text: language }), button),
+    h('pre', { class: 'code-block', tabindex: '0' }, code));
+}
