@@ -245,6 +245,21 @@ test('a message the relay refuses fails with the reason and Retry; Retry sends i
   collect(page);
 });
 
+test('a rotation (phone layout to wide and back) keeps the composer\'s text and its attachments', async () => {
+  await page.fill('.composer-input', 'half written');
+  await page.setInputFiles('#attach-file', { name: 'kept.txt', mimeType: 'text/plain', buffer: Buffer.from('kept\n') });
+  await page.waitForSelector('.chip-ready');
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await sleep(300);
+  await page.setViewportSize(PHONE_390);
+  await sleep(300);
+  assert.equal(await page.inputValue('.composer-input'), 'half written');
+  assert.deepEqual(await page.$$eval('.chip', (els) => els.map((e) => e.textContent)), ['kept.txt×']);
+  await page.click('.chip-remove');
+  await page.fill('.composer-input', '');
+  collect(page);
+});
+
 test('the chat list shows each chat\'s latest message, and when its agent is working', async () => {
   await page.goto(`${relay.url}/#/`);
   const item = page.locator('main .session-item', { hasText: 'Phone round two' });

@@ -200,7 +200,9 @@ async function boot() {
   window.addEventListener('hashchange', () => {
     if (auth.signedIn()) render();
   });
-  wide.addEventListener('change', () => auth.signedIn() && render());
+  // Only home differs between a phone's layout and a wide one. Rebuilding any other screen on a resize or a
+  // rotation would throw away what it holds: a chat's typed text and its attachments being uploaded.
+  wide.addEventListener('change', () => auth.signedIn() && route().name === 'home' && render());
   window.addEventListener('online', () => {
     banner();
     flushOutbox();

@@ -8,26 +8,23 @@
 // shows why, with Retry). A pending entry is sent when the relay is back (the
 // stream is live again), oldest first, one at a time.
 //
-// POST /v1/me/sessions/:id/send takes no idempotency key (docs/api.md). A
-// request whose answer was lost may still have been stored, so before an
-// entry is sent again after such an attempt the app reads the chat's latest
-// messages: a user message with the same text and attachments, dated from that
-// attempt on (relay clock), is the entry delivered; nothing is sent twice.
+// Each entry is sent with its id as the send's idempotency_key (docs/api.md,
+// "Send"): an attempt whose answer was lost may have been stored, and sending
+// it again with the same key gets the first answer back instead of a second
+// message. Nothing is sent twice, and nothing needs guessing.
 //
 // The top half is pure (unit-tested under Node); the bottom half keeps the
 // list in localStorage and talks to the relay.
-import { get, post, describe } from './api.js';
+import { post, describe } from './api.js';
 import { store, emit } from './state.js';
 
-// A relay clock read from our own is at most this far off (the stream's samples, store.skew, are lower bounds).
-export const CLOCK_SLACK_MS = 5000;
 // An entry the relay keeps answering with a server error stops being retried by itself after this many attempts.
 export const MAX_ATTEMPTS = 5;
 
 // ---- pure state logic ----
 
 export function newEntry({ id, sessionId, text, attachments = [], now }) {
-  return { id, session_id: sessionId, text, attachments, state: 'pending', created_at: now, attempts: 0, unsure_since: null, error: null };
+  return { id, session_id: sessionId, text, attachments, state: 'pending', created_at: now, attempts: 0, error: null };
 }
 
 // The next entry to send: the oldest pending one (entries are kept in the order they were written).
@@ -49,14 +46,13 @@ export function retryable(status) {
   return status === 0 || status === 429 || status >= 500;
 }
 
-// An attempt that failed. No answer, or a server error: pending again, and unsure whether the relay stored it
-// (from the first such attempt). An error answer that is final (4xx), or too many server errors: failed, with why.
+// An attempt that failed. No answer, or a server error: pending again (the same key makes sending it again safe).
+// An error answer that is final (4xx), or too many server errors: failed, with why.
 export function markFailed(entries, id, { status, message }) {
   return entries.map((e) => {
     if (e.id !== id) return e;
-    const unsure_since = e.unsure_since || e.tried_at || null;
-    if (retryable(status) && (status === 0 || e.attempts < MAX_ATTEMPTS)) return { ...e, state: 'pending', unsure_since, error: null };
-    return { ...e, state: 'failed', unsure_since: status === 0 || status >= 500 ? unsure_since : e.unsure_since, error: message || 'Not sent' };
+    if (retryable(status) && (status === 0 || e.attempts < MAX_ATTEMPTS)) return { ...e, state: 'pending', error: null };
+    return { ...e, state: 'failed', error: message || 'Not sent' };
   });
 }
 
@@ -73,20 +69,7 @@ export function remove(entries, id) {
 export function restore(entries) {
   if (!Array.isArray(entries)) return [];
   return entries.filter((e) => e && typeof e.id === 'string' && typeof e.session_id === 'string' && typeof e.text === 'string')
-    .map((e) => (e.state === 'sending' ? { ...e, state: 'pending', unsure_since: e.unsure_since || e.tried_at || e.created_at } : e));
-}
-
-const keysOf = (attachments) => (attachments || []).map((a) => a.key).join('\n');
-
-// The message of `messages` (a chat's latest, any order) that is this entry delivered by an earlier attempt, or null.
-// `skew` is the relay's clock minus ours; `claimed` holds message ids already matched to other entries.
-export function deliveredIn(entry, messages, skew = 0, claimed = new Set()) {
-  if (!entry.unsure_since) return null;
-  const from = entry.unsure_since + skew - CLOCK_SLACK_MS;
-  const matches = (messages || []).filter((m) => m && m.role === 'user' && !claimed.has(m.message_id) &&
-    m.text === entry.text && keysOf(m.attachments) === keysOf(entry.attachments) && m.created_at >= from);
-  matches.sort((a, b) => a.created_at - b.created_at);
-  return matches[0] || null;
+    .map((e) => (e.state === 'sending' ? { ...e, state: 'pending' } : e));
 }
 
 // What the chat shows under an entry.
@@ -103,7 +86,6 @@ let storageKey = null;
 let flushing = null;
 let timer = null;
 const RETRY_EVERY_MS = 5000;
-const claimed = new Set();
 
 function save() {
   if (storageKey) {
@@ -174,16 +156,7 @@ export function discardMessage(id) {
 
 async function sendOne(entry) {
   const id = encodeURIComponent(entry.session_id);
-  if (entry.unsure_since) {
-    // An earlier attempt may have been stored: look before sending again.
-    const page = await get(`/v1/me/sessions/${id}/messages?limit=50`);
-    const found = deliveredIn(entry, page.messages, store.skew || 0, claimed);
-    if (found) {
-      claimed.add(found.message_id);
-      return;
-    }
-  }
-  const body = { text: entry.text };
+  const body = { text: entry.text, idempotency_key: entry.id };
   if (entry.attachments.length) body.attachments = entry.attachments.map((a) => ({ key: a.key }));
   await post(`/v1/me/sessions/${id}/send`, body);
 }

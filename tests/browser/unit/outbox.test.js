@@ -1,11 +1,11 @@
 // The outbox's pure state logic (web/app/outbox.js): pending -> sending -> sent,
 // back to pending when the relay was not reached, failed when it refused;
-// what a reload leaves; and how a message an earlier attempt may have stored
-// is recognised, so that nothing is sent twice.
+// and what a reload leaves. (Sending an entry again is safe: its id is the
+// send's idempotency key.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { newEntry, nextPending, markSending, markSent, markFailed, markRetry, remove, restore, deliveredIn, statusText, retryable,
-  MAX_ATTEMPTS, CLOCK_SLACK_MS } from '../../../web/app/outbox.js';
+import { newEntry, nextPending, markSending, markSent, markFailed, markRetry, remove, restore, statusText, retryable,
+  MAX_ATTEMPTS } from '../../../web/app/outbox.js';
 
 const entry = (id, text = id, extra = {}) => ({ ...newEntry({ id, sessionId: 'ses_1', text, now: 1000 }), ...extra });
 
@@ -26,14 +26,11 @@ test('sending, then sent: out of the outbox', () => {
   assert.deepEqual(list.map((e) => e.id), ['b']);
 });
 
-test('no answer: pending again, and unsure from that attempt on', () => {
+test('no answer: pending again', () => {
   let list = markSending([entry('a')], 'a', 5000);
   list = markFailed(list, 'a', { status: 0 });
   assert.equal(list[0].state, 'pending');
-  assert.equal(list[0].unsure_since, 5000);
-  // A later attempt keeps the first moment it may have been stored.
-  list = markFailed(markSending(list, 'a', 9000), 'a', { status: 0 });
-  assert.equal(list[0].unsure_since, 5000);
+  assert.equal(list[0].id, 'a', 'the same id, so the same idempotency key, for the next attempt');
   // The network never makes it fail for good.
   for (let i = 0; i < 2 * MAX_ATTEMPTS; i++) list = markFailed(markSending(list, 'a', 10000 + i), 'a', { status: 0 });
   assert.equal(list[0].state, 'pending');
@@ -43,7 +40,6 @@ test('a refusal fails it with the reason; Retry makes it pending again', () => {
   let list = markFailed(markSending([entry('a')], 'a', 5000), 'a', { status: 400, message: 'text is too long' });
   assert.equal(list[0].state, 'failed');
   assert.equal(list[0].error, 'text is too long');
-  assert.equal(list[0].unsure_since, null, 'a 4xx stored nothing');
   assert.equal(nextPending(list), null);
   list = markRetry(list, 'a');
   assert.equal(list[0].state, 'pending');
@@ -52,7 +48,7 @@ test('a refusal fails it with the reason; Retry makes it pending again', () => {
   assert.deepEqual(remove(list, 'a'), []);
 });
 
-test('server errors are retried, then fail after MAX_ATTEMPTS, still unsure', () => {
+test('server errors are retried, then fail after MAX_ATTEMPTS', () => {
   let list = [entry('a')];
   for (let i = 1; i < MAX_ATTEMPTS; i++) {
     list = markFailed(markSending(list, 'a', 1000 * i), 'a', { status: 500, message: 'oops' });
@@ -60,32 +56,16 @@ test('server errors are retried, then fail after MAX_ATTEMPTS, still unsure', ()
   }
   list = markFailed(markSending(list, 'a', 9999), 'a', { status: 503, message: 'busy' });
   assert.equal(list[0].state, 'failed');
-  assert.equal(list[0].unsure_since, 1000);
   assert.equal(retryable(0), true);
   assert.equal(retryable(429), true);
   assert.equal(retryable(404), false);
 });
 
-test('a reload: an entry that was being sent is pending and unsure; junk is dropped', () => {
+test('a reload: an entry that was being sent is pending again; junk is dropped', () => {
   const stored = [{ ...entry('a'), state: 'sending', tried_at: 7000 }, entry('b'), { id: 3 }, null, { id: 'x', session_id: 's' }];
   const list = restore(JSON.parse(JSON.stringify(stored)));
-  assert.deepEqual(list.map((e) => [e.id, e.state, e.unsure_since]), [['a', 'pending', 7000], ['b', 'pending', null]]);
+  assert.deepEqual(list.map((e) => [e.id, e.state]), [['a', 'pending'], ['b', 'pending']]);
   assert.deepEqual(restore('nonsense'), []);
-});
-
-test('a message an earlier attempt stored is recognised by text, attachments and date; once', () => {
-  const e = { ...entry('a', 'hello', { attachments: [{ key: 'att_1' }] }), unsure_since: 100000 };
-  const skew = 2000; // the relay's clock is 2 s ahead
-  const messages = [
-    { message_id: 'm_old', role: 'user', text: 'hello', attachments: [{ key: 'att_1' }], created_at: 100000 + skew - CLOCK_SLACK_MS - 1 },
-    { message_id: 'm_agent', role: 'agent', text: 'hello', attachments: [{ key: 'att_1' }], created_at: 103000 },
-    { message_id: 'm_other', role: 'user', text: 'hello', attachments: [], created_at: 103000 },
-    { message_id: 'm_it', role: 'user', text: 'hello', attachments: [{ key: 'att_1' }], created_at: 102500 },
-  ];
-  assert.equal(deliveredIn(e, messages, skew).message_id, 'm_it');
-  assert.equal(deliveredIn(e, messages, skew, new Set(['m_it'])), null, 'a message counts for one entry only');
-  assert.equal(deliveredIn({ ...e, unsure_since: null }, messages, skew), null, 'no earlier attempt: nothing to look for');
-  assert.equal(deliveredIn(e, [], skew), null);
 });
 
 test('what the chat says under an entry', () => {
