@@ -1025,6 +1025,13 @@ static void *server_main(void *arg)
         client = accept(server->fd, NULL, NULL);
         if (client < 0)
             continue;
+        /*
+         * Empty before the first read: the buffer still held the previous
+         * request's blank line, so a later request went unread, and closing
+         * over its unread bytes reset the connection before the client read
+         * the answer (a flaky "Connection reset by peer").
+         */
+        request[0] = '\0';
         while (have < sizeof(request) - 1 && strstr(request, "\r\n\r\n") == NULL) {
             ssize_t got = recv(client, request + have, sizeof(request) - 1 - have, 0);
             if (got <= 0)
