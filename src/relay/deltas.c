@@ -76,7 +76,7 @@ struct open_message {
     char user_id[RL_PRINCIPAL_MAX + 1];
     json_t *session_id, *interaction_id;
     rl_strmap_t *keys; /* stored deltas: idempotency key -> its body hash (a string of its own) */
-    json_t *pending; /* deltas being written: key -> body hash */
+    json_t *pending;   /* deltas being written: key -> body hash */
     int64_t next_seq;
     int loading, finalized, deleted;
     int ending;            /* sendMessageEnd calls in the store */
@@ -722,6 +722,40 @@ void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *i
         record_unref(message);
 }
 
+/* What delta_rule says of a delta besides 0 (new) and an error. */
+#define DELTA_REPLAY  1 /* its key was stored with this body: answer idempotent */
+#define DELTA_WRITING 2 /* its key is being written with this body: its answer is not known yet */
+
+/*
+ * The rules a delta of body_hash under key meets against its message's
+ * record at now, in this order: a stored key replays, or with another body
+ * is RL_E_IDEMPOTENCY_CONFLICT (spec: the same key with the same body
+ * replays; another body is a conflict), as is a key being written; then
+ * RL_E_SESSION_DELETED, RL_E_MESSAGE_FINALIZED, and RL_E_MESSAGE_TOO_LARGE
+ * when the text would pass cap bytes. 0 for a new delta.
+ */
+static int delta_rule(const struct open_message *message, const char *key, const char *body_hash, size_t delta_len,
+                      size_t cap, int64_t now)
+{
+    const char *seen;
+
+    /* An ended message's keys count for --idempotency-ttl after its end, like every other idempotency record. */
+    seen = message->keys_until_ms == 0 || now < message->keys_until_ms ? rl_strmap_get(message->keys, key) : NULL;
+    if (seen != NULL)
+        return strcmp(seen, body_hash) == 0 ? DELTA_REPLAY : RL_E_IDEMPOTENCY_CONFLICT;
+    seen = json_string_value(json_object_get(message->pending, key));
+    if (seen != NULL)
+        return strcmp(seen, body_hash) == 0 ? DELTA_WRITING : RL_E_IDEMPOTENCY_CONFLICT;
+    if (message->deleted)
+        return RL_E_SESSION_DELETED;
+    if (message->finalized || message->ending > 0)
+        return RL_E_MESSAGE_FINALIZED;
+    /* A message's text has a cap (--max-message-bytes); the delta that would pass it is refused, not cut. */
+    if (message->text_bytes > cap || delta_len > cap - message->text_bytes)
+        return RL_E_MESSAGE_TOO_LARGE;
+    return 0;
+}
+
 /* Checks one delta against a loaded record; a new one joins the pending batch, answered once it is written. */
 static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call)
 {
@@ -729,8 +763,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     json_t *delta = json_object_get(call->body, "delta");
     char body_hash[RL_BODY_HASH_HEX + 1];
     rl_delta_row_t *row;
-    const char *seen;
-    size_t cap;
+    int rule;
 
     if (!rl_call_alive(call))
         return;
@@ -743,50 +776,25 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         return;
     }
     message->used_ms = rl_clock_now_ms();
-    /*
-     * spec: the same key with the same body replays; another body is a
-     * conflict. An ended message's keys count for --idempotency-ttl after
-     * its end, like every other idempotency record.
-     */
-    seen = message->keys_until_ms == 0 || message->used_ms < message->keys_until_ms
-               ? rl_strmap_get(message->keys, key)
-               : NULL;
-    if (seen != NULL) {
-        if (strcmp(seen, body_hash) != 0)
-            rl_call_fail(call, RL_E_IDEMPOTENCY_CONFLICT, NULL);
-        else
-            rl_call_reply(call, json_pack("{s:s, s:b}", "message_id", message->message_id, "idempotent", 1));
+    rule = delta_rule(message, key, body_hash, json_string_length(delta),
+                      (size_t)deltas->relay->config.max_message_bytes, message->used_ms);
+    if (rule == DELTA_REPLAY) {
+        rl_call_reply(call, json_pack("{s:s, s:b}", "message_id", message->message_id, "idempotent", 1));
         return;
     }
-    seen = json_string_value(json_object_get(message->pending, key));
-    if (seen != NULL) {
-        /* The first of these is still being written: its answer is not known yet. */
-        if (strcmp(seen, body_hash) != 0) {
-            rl_call_fail(call, RL_E_IDEMPOTENCY_CONFLICT, NULL);
-        } else {
-            call->rate.retry_after_ms = RETRY_PENDING_MS;
-            rl_call_fail(call, RL_E_UNAVAILABLE, "this delta is still being written; retry");
-        }
+    if (rule == DELTA_WRITING) {
+        call->rate.retry_after_ms = RETRY_PENDING_MS;
+        rl_call_fail(call, RL_E_UNAVAILABLE, "this delta is still being written; retry");
         return;
     }
-    if (message->deleted) {
-        rl_call_fail(call, RL_E_SESSION_DELETED, NULL);
-        return;
-    }
-    if (message->finalized || message->ending > 0) {
-        rl_call_fail(call, RL_E_MESSAGE_FINALIZED, NULL);
+    if (rule != 0) {
+        rl_call_fail(call, rule, NULL);
         return;
     }
     if (deltas->unwritten >= (size_t)deltas->relay->config.delta_backlog_max ||
         unwritten_wait_ms(deltas) > deltas->relay->config.delta_wait_max) {
         call->rate.retry_after_ms = OVERLOAD_RETRY_MS;
         rl_call_fail(call, RL_E_UNAVAILABLE, "deltas arrive faster than they can be stored; retry");
-        return;
-    }
-    /* A message's text has a cap (--max-message-bytes); the delta that would pass it is refused, not cut. */
-    cap = (size_t)deltas->relay->config.max_message_bytes;
-    if (message->text_bytes > cap || json_string_length(delta) > cap - message->text_bytes) {
-        rl_call_fail(call, RL_E_MESSAGE_TOO_LARGE, NULL);
         return;
     }
     if (rl_strmap_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
@@ -818,31 +826,37 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         h2o_timeout_link(deltas->relay->loop, &deltas->group_commit, &deltas->due);
 }
 
+/* Fills a record from what stream_state read of its message. */
+static void record_load(struct open_message *message, struct stream_state *op)
+{
+    const char *key;
+    json_t *hash;
+
+    snprintf(message->user_id, sizeof(message->user_id), "%s", op->session.user_id);
+    message->session_id = json_string(op->message.session_id);
+    message->interaction_id =
+        op->message.interaction_id != NULL ? json_string(op->message.interaction_id) : json_null();
+    message->next_seq = op->next_seq;
+    message->deleted = op->deleted;
+    message->finalized = strcmp(op->message.state, "streaming") != 0;
+    message->keys_until_ms = op->keys_until;
+    message->text_bytes = op->text_bytes;
+    json_object_foreach(op->op.value, key, hash)
+    {
+        key_stored(message, key, json_string_value(hash));
+    }
+}
+
 static void on_loaded(rl_store_op_t *base)
 {
     struct stream_state *op = (void *)base;
     struct open_message *message = op->record;
     rl_deltas_t *deltas = base->arg;
     struct waiting *w, *next;
-    const char *key;
-    json_t *hash;
 
     message->loading = 0;
-    if (base->result == 0) {
-        snprintf(message->user_id, sizeof(message->user_id), "%s", op->session.user_id);
-        message->session_id = json_string(op->message.session_id);
-        message->interaction_id =
-            op->message.interaction_id != NULL ? json_string(op->message.interaction_id) : json_null();
-        message->next_seq = op->next_seq;
-        message->deleted = op->deleted;
-        message->finalized = strcmp(op->message.state, "streaming") != 0;
-        message->keys_until_ms = op->keys_until;
-        message->text_bytes = op->text_bytes;
-        json_object_foreach(op->op.value, key, hash)
-        {
-            key_stored(message, key, json_string_value(hash));
-        }
-    }
+    if (base->result == 0)
+        record_load(message, op);
     ++message->refs;
     for (w = message->waiting; w != NULL; w = next) {
         next = w->next;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "store/store.h"
 
 static char fixture_folder[64];
@@ -30,16 +31,18 @@ static int fixture_setup(void **state, int threaded)
     if (mkdtemp(fixture_folder) == NULL)
         return -1;
     fixture_threaded = threaded;
+    /* The store's migrations say what they do at info on every open. */
+    rl_log_set_level(RL_LOG_WARN);
     *state = fixture_open();
     return *state != NULL ? 0 : -1;
 }
 
-static int setup_inline(void **state)
+static inline int setup_inline(void **state)
 {
     return fixture_setup(state, 0);
 }
 
-static int setup_threaded(void **state)
+static inline int setup_threaded(void **state)
 {
     return fixture_setup(state, 1);
 }
@@ -75,5 +78,129 @@ static int run_op(rl_store_t *store, void *op, void (*check)(rl_store_op_t *))
 #define BOTH(test)                                                                                                     \
     cmocka_unit_test_setup_teardown(test, setup_inline, teardown),                                                     \
         cmocka_unit_test_setup_teardown(test, setup_threaded, teardown)
+
+/*
+ * Runs fn(txn, arg) as one writing operation of its own (its own savepoint
+ * and commit): seeding rows and reading them back from a test. Rows read
+ * live in the operation's arena, so fn copies out what it keeps.
+ */
+struct fixture_call {
+    rl_store_op_t base;
+    int (*fn)(rl_txn_t *txn, void *arg);
+    void *arg;
+};
+
+static int fixture_call_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct fixture_call *call = (struct fixture_call *)base;
+
+    return call->fn(txn, call->arg);
+}
+
+static const rl_store_op_type_t fixture_call_type = {"fixture_call", 1, fixture_call_run, NULL};
+
+static inline int in_txn(rl_store_t *store, int (*fn)(rl_txn_t *txn, void *arg), void *arg)
+{
+    struct fixture_call *call = rl_store_op_new(&fixture_call_type, sizeof(*call));
+
+    call->fn = fn;
+    call->arg = arg;
+    return run_op(store, call, NULL);
+}
+
+/* The world most rules need: a user, a live installation of theirs, and a session on it. */
+#define FIX_USER         "alice"
+#define FIX_INSTALLATION "inst_aaaaaaaaaaaaaaaa"
+#define FIX_SESSION      "ses_aaaaaaaaaaaaaaaaaaaa"
+
+static inline int seed_user(rl_txn_t *txn, const char *user_id)
+{
+    rl_user_row_t user = {user_id, 1000};
+
+    return RL_TXN(txn, user_insert_ignore, &user);
+}
+
+static inline int seed_installation(rl_txn_t *txn, const char *id, const char *user_id)
+{
+    rl_installation_row_t row = {.id = id,
+                                 .user_id = user_id,
+                                 .token_hash = id, /* unique, unused here */
+                                 .token_env = "live",
+                                 .connector_type = "exec",
+                                 .host_label = "laptop",
+                                 .state = "live",
+                                 .manifest = NULL,
+                                 .created_at = 1000,
+                                 .revoked_at = RL_NO_TIME};
+    int result = seed_user(txn, user_id);
+
+    return result != 0 ? result : RL_TXN(txn, installation_insert, &row);
+}
+
+static inline int seed_session(rl_txn_t *txn, const char *id, const char *user_id, const char *installation_id)
+{
+    rl_session_row_t row = {id, user_id, installation_id, "a title", "active", 1000, 1000, RL_NO_TIME};
+
+    return RL_TXN(txn, session_insert, &row);
+}
+
+static inline int seed_interaction(rl_txn_t *txn, const char *id, const char *session_id, int64_t created_at)
+{
+    rl_interaction_row_t row = {id, session_id, created_at};
+
+    return RL_TXN(txn, interaction_insert, &row);
+}
+
+static inline int seed_world_run(rl_txn_t *txn, void *arg)
+{
+    int result = seed_installation(txn, FIX_INSTALLATION, FIX_USER);
+
+    (void)arg;
+    return result != 0 ? result : seed_session(txn, FIX_SESSION, FIX_USER, FIX_INSTALLATION);
+}
+
+static inline int seed_world(rl_store_t *store)
+{
+    return in_txn(store, seed_world_run, NULL);
+}
+
+/* The installation's queued updates after after_id (none older than since), as "type" strings joined by commas. */
+struct fixture_updates {
+    const char *installation_id;
+    int64_t after_id, since;
+    char types[512];
+    int64_t last_id;
+};
+
+static int read_updates_run(rl_txn_t *txn, void *arg)
+{
+    struct fixture_updates *u = arg;
+    rl_update_row_t *rows;
+    size_t count, i, at = 0;
+    int result = RL_TXN(txn, updates_after, u->installation_id, u->after_id, u->since, 100, &rows, &count);
+
+    u->types[0] = '\0';
+    u->last_id = 0;
+    for (i = 0; i < count && result == 0; ++i) {
+        at += (size_t)snprintf(u->types + at, sizeof(u->types) - at, "%s%s", i > 0 ? "," : "", rows[i].type);
+        u->last_id = rows[i].update_id;
+        if (at >= sizeof(u->types))
+            return -1;
+    }
+    return result;
+}
+
+static inline const char *queued_updates(rl_store_t *store, const char *installation_id, int64_t after_id,
+                                         int64_t since)
+{
+    static struct fixture_updates u;
+
+    u = (struct fixture_updates){.installation_id = installation_id, .after_id = after_id, .since = since};
+    if (in_txn(store, read_updates_run, &u) != 0)
+        return "(error)";
+    return u.types;
+}
+
+#define INLINE(test) cmocka_unit_test_setup_teardown(test, setup_inline, teardown)
 
 #endif
