@@ -389,6 +389,22 @@ static void set_health(struct bridge_socket *sock, enum health health)
     publish_health(sock->relay, sock->user_id, sock->installation_id, status);
 }
 
+/*
+ * spec: the bridge acks up_to_update_id, a string, to let the server drop
+ * updates up to it. An ack can only cover what was sent on this socket (ids
+ * 1..sent_up_to): anything else is -1 and ignored. 0 with *up_to otherwise.
+ */
+static int ack_up_to(const char *text, int64_t sent_up_to, int64_t *up_to)
+{
+    char *tail = NULL;
+    long long value = text != NULL ? strtoll(text, &tail, 10) : 0;
+
+    if (text == NULL || *text == '\0' || *tail != '\0' || value <= 0 || value > sent_up_to)
+        return -1;
+    *up_to = value;
+    return 0;
+}
+
 static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
 {
     json_t *frame = json_loadb(bytes, len, JSON_REJECT_DUPLICATES, NULL);
@@ -403,11 +419,8 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
             h2o_timeout_unlink(&sock->pong_timer);
         set_health(sock, HEALTH_HEALTHY);
     } else if (strcmp(type, "ack") == 0) {
-        const char *text = json_string_value(json_object_get(frame, "up_to_update_id"));
-        char *tail = NULL;
-        long long up_to = text != NULL ? strtoll(text, &tail, 10) : 0;
-        /* An ack can only cover what was sent; anything else is ignored. */
-        if (text != NULL && *text != '\0' && *tail == '\0' && up_to > 0 && up_to <= sock->sent_up_to) {
+        int64_t up_to;
+        if (ack_up_to(json_string_value(json_object_get(frame, "up_to_update_id")), sock->sent_up_to, &up_to) == 0) {
             struct updates_ack *op = rl_op_new(&updates_ack_type, sizeof(*op));
             op->installation_id = rl_op_str(op, sock->installation_id);
             op->up_to = up_to;
