@@ -123,7 +123,8 @@ static const char *find(rl_store_t *store, const char *installation_id, const ch
     return f.scope;
 }
 
-/* A grant is the installation's and the action's: another installation's grant, or another action's, answers nothing. */
+/* A grant is the installation's and the action's: another installation's grant, or another action's, answers nothing.
+ */
 static void test_find_matches_installation_and_action(void **state)
 {
     rl_store_t *store = *state;

@@ -25,8 +25,7 @@ static int append_run(rl_txn_t *txn, void *arg)
 {
     struct append *a = arg;
 
-    return rl_update_append(txn, a->installation_id, a->type, FIX_SESSION, NULL, json_object(), a->now,
-                            &a->update_id);
+    return rl_update_append(txn, a->installation_id, a->type, FIX_SESSION, NULL, json_object(), a->now, &a->update_id);
 }
 
 /* Appends one update; its id, or the error (negative). */
@@ -95,8 +94,8 @@ static void test_ack_drops_and_replay_follows(void **state)
 
     assert_int_equal(seed_world(store), 0);
     for (i = 0; i < 4; ++i)
-        ids[i] = append(store, FIX_INSTALLATION, i % 2 == 0 ? "session.message" : "session.cancelled",
-                        1000 + (int64_t)i);
+        ids[i] =
+            append(store, FIX_INSTALLATION, i % 2 == 0 ? "session.message" : "session.cancelled", 1000 + (int64_t)i);
     assert_int_equal(ack(store, FIX_INSTALLATION, ids[1]), 0);
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, 0, 0), "session.message,session.cancelled");
     /* The socket reads after the last id it sent: what it sent is not sent again. */
@@ -129,8 +128,8 @@ static void test_replay_window(void **state)
 static void test_payloads(void **state)
 {
     rl_session_row_t session = {FIX_SESSION, FIX_USER, FIX_INSTALLATION, "T", "active", 1, 1, RL_NO_TIME};
-    json_t *message = json_pack("{s:s, s:s, s:[], s:n}", "message_id", "msg_1", "text", "hi", "attachments",
-                                "reply_to");
+    json_t *message =
+        json_pack("{s:s, s:s, s:[], s:n}", "message_id", "msg_1", "text", "hi", "attachments", "reply_to");
     json_t *payload = rl_update_session_message(&session, message, "extended");
 
     (void)state;
