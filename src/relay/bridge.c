@@ -486,7 +486,8 @@ rl_store_op_t *rl_messages_lapse(rl_relay_t *relay, int64_t now)
 
     /* What was answered of these messages is in their text. */
     rl_deltas_flush(relay->deltas);
-    op->at = now - relay->config.followup_window;
+    /* The window closes after followup_window: at exactly that age the bridge may still write (target.c). */
+    op->at = now - relay->config.followup_window - 1;
     op->now = now;
     return &op->op.base;
 }

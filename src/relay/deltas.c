@@ -739,8 +739,12 @@ static int delta_rule(const struct open_message *message, const char *key, const
 {
     const char *seen;
 
-    /* An ended message's keys count for --idempotency-ttl after its end, like every other idempotency record. */
-    seen = message->keys_until_ms == 0 || now < message->keys_until_ms ? rl_strmap_get(message->keys, key) : NULL;
+    /*
+     * An ended message's keys count for --idempotency-ttl after its end, like
+     * every other idempotency record: up to and including keys_until_ms, as
+     * stream_state_run and rl_idempotency_check count.
+     */
+    seen = message->keys_until_ms == 0 || now <= message->keys_until_ms ? rl_strmap_get(message->keys, key) : NULL;
     if (seen != NULL)
         return strcmp(seen, body_hash) == 0 ? DELTA_REPLAY : RL_E_IDEMPOTENCY_CONFLICT;
     seen = json_string_value(json_object_get(message->pending, key));
