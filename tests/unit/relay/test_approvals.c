@@ -24,7 +24,7 @@ static json_t *request_body(const char *approval_id, const char *action, const c
                      "severity", "high", "command", command, "idempotency_key", approval_id);
 }
 
-static int auto_resolved;
+static int auto_resolved, replayed;
 static char response_decision[32];
 
 static void check_request(rl_store_op_t *base)
@@ -33,6 +33,7 @@ static void check_request(rl_store_op_t *base)
     const char *decision = json_string_value(json_object_get(op->w.response, "decision"));
 
     auto_resolved = op->auto_resolved;
+    replayed = op->w.replay;
     snprintf(response_decision, sizeof(response_decision), "%s", decision != NULL ? decision : "");
 }
 
@@ -149,6 +150,25 @@ static void test_approve_always_grants(void **state)
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, 0, 0), "approval.resolved,approval.resolved");
 }
 
+static size_t pending;
+
+static void check_snapshot(rl_store_op_t *base)
+{
+    pending = json_array_size(json_object_get(((rl_op_t *)base)->value, "pending_approvals"));
+}
+
+/* The user's pending approvals, as GET /v1/me/snapshot lists them. */
+static size_t snapshot_count(rl_store_t *store)
+{
+    struct snapshot *op = rl_op_new(&snapshot_type, sizeof(*op));
+
+    op->user_id = rl_op_str(op, FIX_USER);
+    op->now = T0 + 10;
+    pending = (size_t)-1;
+    assert_int_equal(run_op(store, op, check_snapshot), 0);
+    return pending;
+}
+
 /*
  * spec "Limits": the same key with the same body replays the stored answer;
  * the same approval id with another body is 409 idempotency_conflict.
@@ -159,8 +179,12 @@ static void test_request_idempotency(void **state)
 
     seed(store);
     assert_int_equal(request(store, request_body("apr_1", "shell", "ls"), T0), 0);
+    assert_int_equal(replayed, 0);
     assert_int_equal(request(store, request_body("apr_1", "shell", "ls"), T0 + 1), 0);
+    assert_int_equal(replayed, 1);
     assert_int_equal(request(store, request_body("apr_1", "shell", "pwd"), T0 + 2), RL_E_IDEMPOTENCY_CONFLICT);
+    /* The user was asked once. */
+    assert_int_equal(snapshot_count(store), 1);
 }
 
 static int second_installation_run(rl_txn_t *txn, void *arg)
