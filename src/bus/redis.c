@@ -21,7 +21,9 @@
 
 #include "bus/redis.h"
 #include "common/error.h"
+#include "common/hex.h"
 #include "common/log.h"
+#include "common/percent.h"
 
 #define TICK_MS         50
 #define BACKOFF_FIRST   100
@@ -80,36 +82,10 @@ static redisReplyObjectFunctions capped_functions, *hiredis_functions;
 
 /* ---- locations ------------------------------------------------------------------------------- */
 
-static int hex(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Copies text[0..len) into out, undoing %-encoding; -1 when it does not fit or is malformed. */
 static int decode(const char *text, size_t len, char *out, size_t size)
 {
-    size_t i, n = 0;
-
-    for (i = 0; i < len; ++i) {
-        int c = (unsigned char)text[i];
-        if (c == '%') {
-            if (i + 2 >= len || hex(text[i + 1]) < 0 || hex(text[i + 2]) < 0)
-                return -1;
-            c = hex(text[i + 1]) * 16 + hex(text[i + 2]);
-            i += 2;
-        }
-        if (c == 0 || n + 1 >= size)
-            return -1;
-        out[n++] = (char)c;
-    }
-    out[n] = '\0';
-    return 0;
+    return rl_percent_decode(text, len, out, size, 0) >= 0 ? 0 : -1;
 }
 
 static int parse_db(const char *text, size_t len, int *db)
@@ -276,11 +252,10 @@ int rl_redis_parse_location(const char *text, rl_redis_location_t *out, const ch
 void rl_redis_script_init(rl_redis_script_t *script)
 {
     unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned len = 0, i;
+    unsigned len = 0;
 
     EVP_Digest(script->source, strlen(script->source), digest, &len, EVP_sha1(), NULL);
-    for (i = 0; i < len && i < 20; ++i)
-        snprintf(script->sha + 2 * i, 3, "%02x", digest[i]);
+    rl_hex_encode(digest, len < 20 ? len : 20, script->sha);
 }
 
 /* ---- buffers and the FIFO -------------------------------------------------------------------- */

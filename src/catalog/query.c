@@ -3,7 +3,7 @@
 
 #include "catalog/error.h"
 #include "catalog/query.h"
-#include "http/query.h"
+#include "common/percent.h"
 #include "catalog/type.h"
 
 typedef struct term {
@@ -20,9 +20,9 @@ static int is_space(char c)
 
 int rl_catalog_query_decode(const char *src, size_t len, char *dst, size_t dstsz)
 {
-    int decoded = rl_url_decode(src, len, dst, dstsz);
+    int decoded = rl_percent_decode(src, len, dst, dstsz, RL_PERCENT_FORM);
 
-    if (decoded == RL_URL_E_LENGTH)
+    if (decoded == RL_PERCENT_E_LENGTH)
         return RL_CATALOG_DECODE_TOO_LONG;
     /* A NUL byte in a query is as malformed as a broken escape. */
     return decoded < 0 ? RL_CATALOG_DECODE_BAD_ESCAPE : decoded;

@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/rand.h"
 #include "common/strmap.h"
@@ -199,14 +200,13 @@ static int valid_key(const char *key)
 static void sign(const rl_relay_t *relay, const char *key, long long expires, char *out)
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int mac_len = 0, i;
+    unsigned int mac_len = 0;
     char message[96];
     int len = snprintf(message, sizeof(message), "%s.%lld", key, expires);
 
     HMAC(EVP_sha256(), relay->url_key, sizeof(relay->url_key), (const unsigned char *)message, (size_t)len, mac,
          &mac_len);
-    for (i = 0; i < 16; ++i)
-        snprintf(out + i * 2, 3, "%02x", mac[i]);
+    rl_hex_encode(mac, 16, out);
 }
 
 void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
