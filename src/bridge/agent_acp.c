@@ -193,23 +193,20 @@ static void on_stdin(void *user, int fd, short revents)
 
 static void flush_out(struct rl_agent *a)
 {
-    while (a->pending.len > 0 && a->in_fd >= 0) {
-        ssize_t n = write(a->in_fd, a->pending.bytes, a->pending.len);
-        if (n < 0) {
-            if (errno == EAGAIN) {
-                rl_bridge_watch(a->bridge, a->in_fd, POLLOUT, on_stdin, a);
-                return;
-            }
-            if (errno == EINTR)
-                continue;
-            rl_log(RL_LOG_WARN, "writing to the acp agent: %s", strerror(errno));
-            rl_buf_reset(&a->pending);
-            break;
-        }
-        rl_buf_consume(&a->pending, (size_t)n);
+    int written;
+
+    if (a->in_fd < 0)
+        return;
+    written = rl_buf_write(&a->pending, a->in_fd);
+    if (written == RL_BUF_AGAIN) {
+        rl_bridge_watch(a->bridge, a->in_fd, POLLOUT, on_stdin, a);
+        return;
     }
-    if (a->in_fd >= 0)
-        rl_bridge_unwatch(a->bridge, a->in_fd);
+    if (written != 0) {
+        rl_log(RL_LOG_WARN, "writing to the acp agent: %s", strerror(errno));
+        rl_buf_reset(&a->pending);
+    }
+    rl_bridge_unwatch(a->bridge, a->in_fd);
 }
 
 /* Queues one message (stolen) for the agent; dropped when no agent runs. */

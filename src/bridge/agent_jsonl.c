@@ -77,23 +77,20 @@ static void on_stdin(void *user, int fd, short revents)
 
 static void flush_out(struct rl_agent *agent)
 {
-    while (agent->pending.len > 0 && agent->in_fd >= 0) {
-        ssize_t n = write(agent->in_fd, agent->pending.bytes, agent->pending.len);
-        if (n < 0) {
-            if (errno == EAGAIN) {
-                rl_bridge_watch(agent->bridge, agent->in_fd, POLLOUT, on_stdin, agent);
-                return;
-            }
-            if (errno == EINTR)
-                continue;
-            rl_log(RL_LOG_WARN, "writing to the agent: %s", strerror(errno));
-            rl_buf_reset(&agent->pending);
-            break;
-        }
-        rl_buf_consume(&agent->pending, (size_t)n);
+    int written;
+
+    if (agent->in_fd < 0)
+        return;
+    written = rl_buf_write(&agent->pending, agent->in_fd);
+    if (written == RL_BUF_AGAIN) {
+        rl_bridge_watch(agent->bridge, agent->in_fd, POLLOUT, on_stdin, agent);
+        return;
     }
-    if (agent->in_fd >= 0)
-        rl_bridge_unwatch(agent->bridge, agent->in_fd);
+    if (written != 0) {
+        rl_log(RL_LOG_WARN, "writing to the agent: %s", strerror(errno));
+        rl_buf_reset(&agent->pending);
+    }
+    rl_bridge_unwatch(agent->bridge, agent->in_fd);
 }
 
 static void send_line(struct rl_agent *agent, json_t *line)

@@ -1,7 +1,9 @@
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 
@@ -113,4 +115,17 @@ char *rl_buf_take(rl_buf_t *buf, size_t *len)
         *len = buf->len;
     rl_buf_init(buf, buf->cap);
     return out;
+}
+
+int rl_buf_write(rl_buf_t *buf, int fd)
+{
+    while (buf->len > 0) {
+        ssize_t n = write(fd, buf->bytes, buf->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK ? RL_BUF_AGAIN : -1;
+        rl_buf_consume(buf, (size_t)n);
+    }
+    return 0;
 }

@@ -10,6 +10,9 @@
 
 #include <stddef.h>
 
+/* rl_buf_write's answer when the descriptor would block with bytes left. */
+#define RL_BUF_AGAIN 1
+
 enum rl_buf_error {
     RL_BUF_E_NOMEM = -1,    /* the allocator refused */
     RL_BUF_E_TOO_LARGE = -2 /* the append would pass the buffer's cap */
@@ -42,6 +45,13 @@ void rl_buf_consume(rl_buf_t *buf, size_t n);
  * is left empty. NULL when out of memory (the buffer is then unchanged).
  */
 char *rl_buf_take(rl_buf_t *buf, size_t *len);
+/*
+ * Writes the bytes to fd (non-blocking) until all are written or it would
+ * block, dropping what was written. 0 when the buffer is empty,
+ * RL_BUF_AGAIN when bytes are left for the next time fd is writable, or -1
+ * with errno on a write error (the unwritten bytes are kept).
+ */
+int rl_buf_write(rl_buf_t *buf, int fd);
 /* The bytes as a string: "" while nothing has been held. Valid until the next change. */
 static inline const char *rl_buf_str(const rl_buf_t *buf)
 {

@@ -1,10 +1,13 @@
-/* Unit tests for src/common/buf.c: growth, the cap, printf, consume and take. */
+/* Unit tests for src/common/buf.c: growth, the cap, printf, consume, take and writing to a pipe. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -120,6 +123,50 @@ static void test_reset_consume_take(void **state)
     rl_buf_free(&buf);
 }
 
+static void test_write_until_the_pipe_is_full(void **state)
+{
+    rl_buf_t buf;
+    char chunk[4096], drain[65536];
+    int fds[2], result;
+    size_t queued = 0, read_back = 0;
+
+    (void)state;
+    assert_int_equal(pipe2(fds, O_NONBLOCK), 0);
+    rl_buf_init(&buf, 4 * 1024 * 1024);
+    memset(chunk, 'w', sizeof(chunk));
+    /* More than a pipe holds: the write stops at the full pipe and keeps the rest. */
+    while (queued < 1024 * 1024) {
+        assert_int_equal(rl_buf_append(&buf, chunk, sizeof(chunk)), 0);
+        queued += sizeof(chunk);
+    }
+    assert_int_equal(rl_buf_write(&buf, fds[1]), RL_BUF_AGAIN);
+    assert_true(buf.len > 0 && buf.len < queued);
+    /* Reading makes room; each write takes more until the buffer is empty. */
+    for (result = RL_BUF_AGAIN; result == RL_BUF_AGAIN;) {
+        ssize_t n = read(fds[0], drain, sizeof(drain));
+        assert_true(n > 0);
+        read_back += (size_t)n;
+        result = rl_buf_write(&buf, fds[1]);
+    }
+    assert_int_equal(result, 0);
+    assert_int_equal(buf.len, 0);
+    for (;;) {
+        ssize_t n = read(fds[0], drain, sizeof(drain));
+        if (n <= 0)
+            break;
+        read_back += (size_t)n;
+    }
+    assert_int_equal(read_back, queued);
+    /* A descriptor that cannot be written: -1 with errno, the bytes kept. */
+    assert_int_equal(rl_buf_append_str(&buf, "kept"), 0);
+    assert_int_equal(rl_buf_write(&buf, fds[0]), -1);
+    assert_int_equal(errno, EBADF);
+    assert_string_equal(buf.bytes, "kept");
+    close(fds[0]);
+    close(fds[1]);
+    rl_buf_free(&buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -127,6 +174,7 @@ int main(void)
         cmocka_unit_test(test_cap_refuses_and_leaves_the_buffer),
         cmocka_unit_test(test_printf),
         cmocka_unit_test(test_reset_consume_take),
+        cmocka_unit_test(test_write_until_the_pipe_is_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
