@@ -6,6 +6,7 @@
 
 #include "client/client.h"
 #include "common/buf.h"
+#include "common/percent.h"
 
 #define DEFAULT_CONNECT_MS 5000L
 #define DEFAULT_TIMEOUT_MS 30000L
@@ -305,24 +306,12 @@ void rl_client_response_free(rl_client_response_t *response)
 
 char *rl_client_escape(const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t len = strlen(s), i, used = 0;
+    size_t len = strlen(s);
     char *out = malloc(len * 3 + 1);
 
-    if (out == NULL)
-        return NULL;
-    for (i = 0; i < len; ++i) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-            c == '_' || c == '~') {
-            out[used++] = (char)c;
-        } else {
-            out[used++] = '%';
-            out[used++] = hex[c >> 4];
-            out[used++] = hex[c & 15];
-        }
-    }
-    out[used] = '\0';
+    /* RFC 3986 unreserved characters stay; a path segment or a query value can then hold anything. */
+    if (out != NULL)
+        rl_percent_encode(s, len, out, "-._~");
     return out;
 }
 

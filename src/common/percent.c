@@ -1,3 +1,5 @@
+#include <string.h>
+
 #include "common/hex.h"
 #include "common/percent.h"
 
@@ -30,4 +32,24 @@ int rl_percent_decode(const char *src, size_t len, char *dst, size_t dstsz, unsi
         return RL_PERCENT_E_LENGTH;
     dst[o] = '\0';
     return (int)o;
+}
+
+size_t rl_percent_encode(const char *src, size_t len, char *dst, const char *keep)
+{
+    static const char digits[] = "0123456789ABCDEF";
+    size_t i, o = 0;
+
+    for (i = 0; i < len; ++i) {
+        unsigned char c = (unsigned char)src[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            (c != '\0' && strchr(keep, c) != NULL)) {
+            dst[o++] = (char)c;
+        } else {
+            dst[o++] = '%';
+            dst[o++] = digits[c >> 4];
+            dst[o++] = digits[c & 15];
+        }
+    }
+    dst[o] = '\0';
+    return o;
 }

@@ -1,6 +1,7 @@
 /*
- * Percent-decoding (RFC 3986 %XX escapes), for query strings, Redis
- * locations and the scan for tokens hidden in URLs. Pure functions, any thread.
+ * Percent-encoding (RFC 3986 %XX escapes): decoding for query strings, Redis
+ * locations and the scan for tokens hidden in URLs; encoding for URL path
+ * segments and RFC 8187 header parameters. Pure functions, any thread.
  */
 #ifndef RL_COMMON_PERCENT_H
 #define RL_COMMON_PERCENT_H
@@ -29,5 +30,11 @@ enum rl_percent_error {
  * Returns the decoded length, or a negative rl_percent_error.
  */
 int rl_percent_decode(const char *src, size_t len, char *dst, size_t dstsz, unsigned flags);
+/*
+ * Encodes len bytes of src into dst: ASCII letters, digits and the bytes of
+ * keep stay as they are, every other byte becomes %XX (uppercase hex). dst
+ * needs 3 * len + 1 bytes; it is NUL-terminated. Returns the encoded length.
+ */
+size_t rl_percent_encode(const char *src, size_t len, char *dst, const char *keep);
 
 #endif

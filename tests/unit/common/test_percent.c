@@ -71,12 +71,43 @@ static void test_lenient_in_place(void **state)
     assert_memory_equal(buf, "a\0b+", 5);
 }
 
+static void test_encode(void **state)
+{
+    char out[64];
+
+    (void)state;
+    assert_int_equal(rl_percent_encode("a b/c~", 6, out, "-._~"), 10);
+    assert_string_equal(out, "a%20b%2Fc~");
+    assert_int_equal(rl_percent_encode("\xc3\xa9%", 3, out, "-._~"), 9);
+    assert_string_equal(out, "%C3%A9%25");
+    /* Only what keep names passes, besides letters and digits. */
+    assert_int_equal(rl_percent_encode("a!b.c", 5, out, "!"), 7);
+    assert_string_equal(out, "a!b%2Ec");
+    assert_int_equal(rl_percent_encode("x\0y", 3, out, ""), 5);
+    assert_string_equal(out, "x%00y");
+    assert_int_equal(rl_percent_encode("", 0, out, ""), 0);
+    assert_string_equal(out, "");
+}
+
+static void test_round_trip(void **state)
+{
+    char bytes[256], encoded[3 * 256 + 1], decoded[257];
+    int i;
+
+    (void)state;
+    for (i = 0; i < 256; ++i)
+        bytes[i] = (char)(i == 0 ? 1 : i);
+    rl_percent_encode(bytes, sizeof(bytes), encoded, "-._~");
+    assert_int_equal(rl_percent_decode(encoded, strlen(encoded), decoded, sizeof(decoded), 0), 256);
+    assert_memory_equal(decoded, bytes, sizeof(bytes));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hex_value_and_encode),
-        cmocka_unit_test(test_strict),
-        cmocka_unit_test(test_lenient_in_place),
+        cmocka_unit_test(test_hex_value_and_encode), cmocka_unit_test(test_strict),
+        cmocka_unit_test(test_lenient_in_place),     cmocka_unit_test(test_encode),
+        cmocka_unit_test(test_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
