@@ -10,10 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef RL_HAVE_QRENCODE
-#include <qrencode.h>
-#endif
-
 #include "bridge/bridge.h"
 #include "client/cli.h"
 #include "client/client.h"
@@ -21,6 +17,7 @@
 #include "client/retry.h"
 #include "client/term.h"
 #include "common/duration.h"
+#include "common/qr.h"
 #include "common/log.h"
 #include "rl_version.h"
 
@@ -82,31 +79,6 @@ static json_t *post(rl_client_t *client, const char *path, json_t *body, long *s
     return answer;
 }
 
-static void show_qr(const char *url)
-{
-#ifdef RL_HAVE_QRENCODE
-    QRcode *qr = QRcode_encodeString(url, 0, QR_ECLEVEL_L, QR_MODE_8, 1);
-    int x, y;
-
-    if (qr == NULL)
-        return;
-    /* Two modules per character cell, upper and lower half blocks, with a quiet zone of 2. */
-    for (y = -2; y < qr->width + 2; y += 2) {
-        printf("  ");
-        for (x = -2; x < qr->width + 2; x++) {
-            int top = y >= 0 && y < qr->width && x >= 0 && x < qr->width && (qr->data[y * qr->width + x] & 1);
-            int bottom =
-                y + 1 >= 0 && y + 1 < qr->width && x >= 0 && x < qr->width && (qr->data[(y + 1) * qr->width + x] & 1);
-            printf("%s", top && bottom ? " " : top ? "\u2584" : bottom ? "\u2580" : "\u2588");
-        }
-        printf("\n");
-    }
-    QRcode_free(qr);
-#else
-    (void)url;
-#endif
-}
-
 /*
  * Whether the relay serves the page that claims a code (GET /pair, the web
  * client's): one probe when the pairing screen opens, so that the screen
@@ -142,7 +114,7 @@ static void show_code(const char *code, const char *claim_url, int claim_page, l
         printf("%c ", *c);
     printf("%s\n\n", rl_term_style(&cli.out, RL_TERM_RESET));
     if (claim_page) {
-        show_qr(claim_url);
+        rl_qr_print(stdout, claim_url);
         printf("Or open %s\n", claim_url);
     } else {
         printf("(with the terminal client: relay pair %s)\n", code);

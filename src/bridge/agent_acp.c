@@ -40,6 +40,7 @@
 #include "client/client.h"
 #include "client/credentials.h"
 #include "common/clock.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "rl_version.h"
 
@@ -90,8 +91,7 @@ typedef struct prompt {
     json_t *plan_entries;
     int thoughts;     /* think tasks opened so far in the turn */
     int thought_open; /* the current think task is not finished */
-    char *thought;
-    size_t thought_len;
+    rl_buf_t thought; /* the start of the thought, RL_ACP_THOUGHT_MAX + 4 bytes at most */
     long thought_sent_at;
     int thought_dirty;
 } prompt_t;
@@ -152,8 +152,7 @@ struct rl_agent {
     char root[PATH_MAX]; /* the working folder, resolved: fs methods stay inside it */
     pid_t pid;
     int in_fd, out_fd, err_fd;
-    char *pending; /* bytes for the agent's stdin not written yet */
-    size_t pending_len;
+    rl_buf_t pending; /* bytes for the agent's stdin not written yet, capped at MAX_PENDING_OUT */
     rl_jsonl_reader_t reader;
     char err_line[STDERR_LINE + 1];
     size_t err_len;
@@ -194,24 +193,20 @@ static void on_stdin(void *user, int fd, short revents)
 
 static void flush_out(struct rl_agent *a)
 {
-    while (a->pending_len > 0 && a->in_fd >= 0) {
-        ssize_t n = write(a->in_fd, a->pending, a->pending_len);
-        if (n < 0) {
-            if (errno == EAGAIN) {
-                rl_bridge_watch(a->bridge, a->in_fd, POLLOUT, on_stdin, a);
-                return;
-            }
-            if (errno == EINTR)
-                continue;
-            rl_log(RL_LOG_WARN, "writing to the acp agent: %s", strerror(errno));
-            a->pending_len = 0;
-            break;
-        }
-        memmove(a->pending, a->pending + n, a->pending_len - (size_t)n);
-        a->pending_len -= (size_t)n;
+    int written;
+
+    if (a->in_fd < 0)
+        return;
+    written = rl_buf_write(&a->pending, a->in_fd);
+    if (written == RL_BUF_AGAIN) {
+        rl_bridge_watch(a->bridge, a->in_fd, POLLOUT, on_stdin, a);
+        return;
     }
-    if (a->in_fd >= 0)
-        rl_bridge_unwatch(a->bridge, a->in_fd);
+    if (written != 0) {
+        rl_log(RL_LOG_WARN, "writing to the acp agent: %s", strerror(errno));
+        rl_buf_reset(&a->pending);
+    }
+    rl_bridge_unwatch(a->bridge, a->in_fd);
 }
 
 /* Queues one message (stolen) for the agent; dropped when no agent runs. */
@@ -219,29 +214,24 @@ static void send_msg(struct rl_agent *a, json_t *msg)
 {
     char *text = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
     size_t len;
-    char *grown;
+    int queued;
 
     json_decref(msg);
     if (text == NULL || a->in_fd < 0) {
         free(text);
         return;
     }
+    /* The message goes out with its newline in place of the NUL, in one append that fits whole or not at all. */
     len = strlen(text);
-    if (a->pending_len + len + 1 > MAX_PENDING_OUT) {
+    text[len] = '\n';
+    queued = rl_buf_append(&a->pending, text, len + 1);
+    free(text);
+    if (queued == RL_BUF_E_TOO_LARGE) {
         rl_log(RL_LOG_ERROR, "the acp agent does not read its input: stopping it");
         kill(-a->pid, SIGKILL);
-        free(text);
-        return;
-    }
-    grown = realloc(a->pending, a->pending_len + len + 1);
-    if (grown != NULL) {
-        a->pending = grown;
-        memcpy(a->pending + a->pending_len, text, len);
-        a->pending[a->pending_len + len] = '\n';
-        a->pending_len += len + 1;
+    } else if (queued == 0) {
         flush_out(a);
     }
-    free(text);
 }
 
 static json_int_t request(struct rl_agent *a, request_kind_t kind, const char *method, json_t *params, session_t *s,
@@ -431,7 +421,7 @@ static void prompt_free(struct rl_agent *a, session_t *s, prompt_t *p)
     json_decref(p->inline_blocks);
     json_decref(p->plan_entries);
     json_decref(p->message);
-    free(p->thought);
+    rl_buf_free(&p->thought);
     rl_turn_unref(p->turn);
     free(p);
 }
@@ -451,7 +441,7 @@ static void thought_send(struct rl_agent *a, prompt_t *p)
     thought_task_id(p, id, sizeof(id));
     emit(a, RL_LINE_TASK_PROGRESS, p,
          json_pack("{s:s, s:s, s:{s:o}}", "type", "task_progress", "task_id", id, "partial_result", "text",
-                   rl_acp_string_cut(p->thought != NULL ? p->thought : "", p->thought_len, RL_ACP_THOUGHT_MAX, &cut)));
+                   rl_acp_string_cut(rl_buf_str(&p->thought), p->thought.len, RL_ACP_THOUGHT_MAX, &cut)));
     p->thought_sent_at = rl_clock_mono_ms();
     p->thought_dirty = 0;
 }
@@ -467,10 +457,9 @@ static void thought_close(struct rl_agent *a, prompt_t *p)
     thought_task_id(p, id, sizeof(id));
     emit(a, RL_LINE_TASK_FINISH, p,
          json_pack("{s:s, s:s, s:s, s:{s:o}}", "type", "task_finish", "task_id", id, "status", "completed", "result",
-                   "text",
-                   rl_acp_string_cut(p->thought != NULL ? p->thought : "", p->thought_len, RL_ACP_THOUGHT_MAX, &cut)));
+                   "text", rl_acp_string_cut(rl_buf_str(&p->thought), p->thought.len, RL_ACP_THOUGHT_MAX, &cut)));
     p->thought_open = 0;
-    p->thought_len = 0;
+    rl_buf_reset(&p->thought);
 }
 
 static void on_thought(struct rl_agent *a, prompt_t *p, json_t *update)
@@ -485,7 +474,7 @@ static void on_thought(struct rl_agent *a, prompt_t *p, json_t *update)
         rl_bridge_break(a->bridge, p->turn);
         p->thoughts++;
         p->thought_open = 1;
-        p->thought_len = 0;
+        rl_buf_reset(&p->thought);
         thought_task_id(p, id, sizeof(id));
         emit(a, RL_LINE_TASK_START, p,
              json_pack("{s:s, s:s, s:s, s:s}", "type", "task_start", "task_id", id, "kind", "think", "status_label",
@@ -493,17 +482,12 @@ static void on_thought(struct rl_agent *a, prompt_t *p, json_t *update)
         p->thought_sent_at = 0;
     }
     /* The start is kept: past the cap a thought's text stops growing (its task says so no more). */
-    keep = p->thought_len < RL_ACP_THOUGHT_MAX + 4 ? RL_ACP_THOUGHT_MAX + 4 - p->thought_len : 0;
+    keep = p->thought.cap - p->thought.len;
     if (keep > len)
         keep = len;
     if (keep > 0) {
-        char *grown = realloc(p->thought, p->thought_len + keep + 1);
-        if (grown == NULL)
+        if (rl_buf_append(&p->thought, json_string_value(text), keep) != 0)
             return;
-        p->thought = grown;
-        memcpy(p->thought + p->thought_len, json_string_value(text), keep);
-        p->thought_len += keep;
-        p->thought[p->thought_len] = '\0';
         p->thought_dirty = 1;
     }
     if (p->thought_dirty && rl_clock_mono_ms() - p->thought_sent_at >= THOUGHT_EVERY_MS)
@@ -1762,7 +1746,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
     close_fd(a, &a->in_fd);
     close_fd(a, &a->out_fd);
     close_fd(a, &a->err_fd);
-    a->pending_len = 0;
+    rl_buf_reset(&a->pending);
     a->initialized = 0;
     while (a->requests != NULL) {
         request_t *r = a->requests;
@@ -1798,6 +1782,7 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     if (a == NULL)
         return -1;
     a->bridge = bridge;
+    rl_buf_init(&a->pending, MAX_PENDING_OUT);
     a->in_fd = a->out_fd = a->err_fd = -1;
     a->pid = -1;
     a->restart_delay_ms = RESTART_FIRST_MS;
@@ -1850,6 +1835,7 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
     }
     rl_turn_ref(turn);
     p->turn = turn;
+    rl_buf_init(&p->thought, RL_ACP_THOUGHT_MAX + 4);
     p->message = json_incref(json_object_get(payload, "message"));
     /* spec (ACP prompt turn): one prompt at a time per session; the next waits for the answer. */
     for (tail = &s->queue; *tail != NULL; tail = &(*tail)->next)
@@ -1961,7 +1947,7 @@ static void acp_destroy(rl_agent_t *a)
     json_decref(a->commands);
     json_decref(a->state);
     free(a->mode);
-    free(a->pending);
+    rl_buf_free(&a->pending);
     free(a->command);
     free(a);
 }

@@ -17,6 +17,7 @@
 
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
+#include "common/buf.h"
 #include "common/log.h"
 
 /* A cap on what waits for the agent to read; past it the agent is stuck. */
@@ -26,8 +27,7 @@ struct rl_agent {
     rl_bridge_t *bridge;
     pid_t pid;
     int in_fd, out_fd;
-    char *pending; /* bytes for the agent's stdin not written yet */
-    size_t pending_len;
+    rl_buf_t pending; /* bytes for the agent's stdin not written yet, capped at MAX_PENDING_OUT */
     rl_jsonl_reader_t reader;
 };
 
@@ -77,49 +77,39 @@ static void on_stdin(void *user, int fd, short revents)
 
 static void flush_out(struct rl_agent *agent)
 {
-    while (agent->pending_len > 0 && agent->in_fd >= 0) {
-        ssize_t n = write(agent->in_fd, agent->pending, agent->pending_len);
-        if (n < 0) {
-            if (errno == EAGAIN) {
-                rl_bridge_watch(agent->bridge, agent->in_fd, POLLOUT, on_stdin, agent);
-                return;
-            }
-            if (errno == EINTR)
-                continue;
-            rl_log(RL_LOG_WARN, "writing to the agent: %s", strerror(errno));
-            agent->pending_len = 0;
-            break;
-        }
-        memmove(agent->pending, agent->pending + n, agent->pending_len - (size_t)n);
-        agent->pending_len -= (size_t)n;
+    int written;
+
+    if (agent->in_fd < 0)
+        return;
+    written = rl_buf_write(&agent->pending, agent->in_fd);
+    if (written == RL_BUF_AGAIN) {
+        rl_bridge_watch(agent->bridge, agent->in_fd, POLLOUT, on_stdin, agent);
+        return;
     }
-    if (agent->in_fd >= 0)
-        rl_bridge_unwatch(agent->bridge, agent->in_fd);
+    if (written != 0) {
+        rl_log(RL_LOG_WARN, "writing to the agent: %s", strerror(errno));
+        rl_buf_reset(&agent->pending);
+    }
+    rl_bridge_unwatch(agent->bridge, agent->in_fd);
 }
 
 static void send_line(struct rl_agent *agent, json_t *line)
 {
     char *text = json_dumps(line, JSON_COMPACT);
     size_t len;
-    char *grown;
+    int queued;
 
     if (text == NULL)
         return;
+    /* The line goes out with its newline in place of the NUL, in one append that fits whole or not at all. */
     len = strlen(text);
-    if (agent->pending_len + len + 1 > MAX_PENDING_OUT) {
-        rl_bridge_fail(agent->bridge, "the agent does not read its input");
-        free(text);
-        return;
-    }
-    grown = realloc(agent->pending, agent->pending_len + len + 1);
-    if (grown != NULL) {
-        agent->pending = grown;
-        memcpy(agent->pending + agent->pending_len, text, len);
-        agent->pending[agent->pending_len + len] = '\n';
-        agent->pending_len += len + 1;
-        flush_out(agent);
-    }
+    text[len] = '\n';
+    queued = rl_buf_append(&agent->pending, text, len + 1);
     free(text);
+    if (queued == RL_BUF_E_TOO_LARGE)
+        rl_bridge_fail(agent->bridge, "the agent does not read its input");
+    else if (queued == 0)
+        flush_out(agent);
 }
 
 static int jsonl_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
@@ -132,6 +122,7 @@ static int jsonl_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     if (pipe2(out_pipe, O_CLOEXEC) != 0)
         return -1;
     agent->bridge = bridge;
+    rl_buf_init(&agent->pending, MAX_PENDING_OUT);
     rl_jsonl_reader_init(&agent->reader, 1024 * 1024);
     agent->pid = fork();
     if (agent->pid < 0) {
@@ -218,7 +209,7 @@ static void jsonl_destroy(rl_agent_t *agent)
         waitpid(agent->pid, NULL, 0);
     }
     rl_jsonl_reader_free(&agent->reader);
-    free(agent->pending);
+    rl_buf_free(&agent->pending);
     free(agent);
 }
 

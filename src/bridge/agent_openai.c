@@ -24,11 +24,19 @@
 
 #include "bridge/agent.h"
 #include "bridge/jsonl_reader.h"
+#include "bridge/reply.h"
 #include "client/client.h"
+#include "common/buf.h"
 #include "common/log.h"
 
 #define MAX_TOOL_CALLS 16
 #define MAX_HISTORY    200
+/*
+ * The reply kept for the history: relayd refuses a message text longer than
+ * RL_REPLY_TEXT_MAX characters, so the model server's stream is kept to that
+ * many bytes a character at most; past it the history holds the reply's start.
+ */
+#define MAX_REPLY (4 * (size_t)RL_REPLY_TEXT_MAX)
 
 typedef struct history {
     struct history *next;
@@ -46,8 +54,7 @@ typedef struct call {
     int done;        /* atomic: the thread has returned */
     /* Thread only. */
     rl_jsonl_reader_t sse;
-    char *reply;
-    size_t reply_len;
+    rl_buf_t reply; /* the streamed text, capped at MAX_REPLY */
     json_t *usage;
     char finish_reason[32];
     json_t *tools[MAX_TOOL_CALLS]; /* {id, name, arguments} accumulated by index */
@@ -148,13 +155,7 @@ static void on_event(void *user, const char *line, size_t len)
     delta = json_object_get(choice, "delta");
     content = json_object_get(delta, "content");
     if (json_is_string(content) && json_string_length(content) > 0) {
-        size_t n = json_string_length(content);
-        char *grown = realloc(call->reply, call->reply_len + n + 1);
-        if (grown != NULL) {
-            call->reply = grown;
-            memcpy(call->reply + call->reply_len, json_string_value(content), n);
-            call->reply_len += n;
-        }
+        rl_buf_append(&call->reply, json_string_value(content), json_string_length(content));
         emit(call, json_pack("{s:s, s:O}", "type", "delta", "text", content));
     }
     calls = json_object_get(delta, "tool_calls");
@@ -279,7 +280,7 @@ static void *call_main(void *arg)
         rl_log(RL_LOG_WARN, "interaction %s: %s", call->interaction_id, text);
         end = json_pack("{s:s, s:s, s:s}", "type", "end", "finish_reason", "error", "error", text);
     } else {
-        history_add(agent, call->session_id, "assistant", call->reply != NULL ? call->reply : "", call->reply_len);
+        history_add(agent, call->session_id, "assistant", rl_buf_str(&call->reply), call->reply.len);
         end = json_pack("{s:s, s:s}", "type", "end", "finish_reason",
                         call->finish_reason[0] != '\0' ? call->finish_reason : "stop");
         if (call->usage != NULL)
@@ -304,7 +305,7 @@ static void free_call(call_t *call)
     for (i = 0; i < MAX_TOOL_CALLS; i++)
         json_decref(call->tools[i]);
     rl_jsonl_reader_free(&call->sse);
-    free(call->reply);
+    rl_buf_free(&call->reply);
     free(call);
 }
 
@@ -392,6 +393,7 @@ static void openai_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
     if (call == NULL)
         return;
     call->agent = agent;
+    rl_buf_init(&call->reply, MAX_REPLY);
     snprintf(call->session_id, sizeof(call->session_id), "%s", turn->session_id);
     snprintf(call->interaction_id, sizeof(call->interaction_id), "%s", turn->interaction_id);
     history_add(agent, turn->session_id, "user", json_string_value(text) != NULL ? json_string_value(text) : "",

@@ -6,34 +6,22 @@
 void rl_batch_init(rl_batch_t *b, long window_ms)
 {
     memset(b, 0, sizeof(*b));
+    rl_buf_init(&b->text, RL_BATCH_MAX);
     b->window_ms = window_ms;
     b->opened_at = -1;
 }
 
 void rl_batch_free(rl_batch_t *b)
 {
-    free(b->buf);
-    b->buf = NULL;
-    b->len = b->cap = 0;
+    rl_buf_free(&b->text);
 }
 
 int rl_batch_append(rl_batch_t *b, const char *bytes, size_t len, long now_ms)
 {
     if (len == 0)
         return 0;
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap > 0 ? b->cap : 256;
-        char *grown;
-        while (cap < b->len + len)
-            cap *= 2;
-        grown = realloc(b->buf, cap);
-        if (grown == NULL)
-            return -1;
-        b->buf = grown;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, bytes, len);
-    b->len += len;
+    if (rl_buf_append(&b->text, bytes, len) != 0)
+        return -1;
     if (b->opened_at < 0)
         b->opened_at = now_ms;
     return 0;
@@ -70,23 +58,22 @@ static size_t utf8_boundary(const unsigned char *s, size_t n)
 
 char *rl_batch_take(rl_batch_t *b, size_t max, int final, size_t *len)
 {
-    size_t n = b->len < max ? b->len : max;
+    size_t n = b->text.len < max ? b->text.len : max;
     char *out;
 
-    if (!final || n < b->len)
-        n = utf8_boundary((const unsigned char *)b->buf, n);
+    if (!final || n < b->text.len)
+        n = utf8_boundary((const unsigned char *)b->text.bytes, n);
     if (n == 0) {
-        if (b->len == 0)
+        if (b->text.len == 0)
             b->opened_at = -1;
         return NULL;
     }
     out = malloc(n + 1);
     if (out == NULL)
         return NULL;
-    memcpy(out, b->buf, n);
+    memcpy(out, b->text.bytes, n);
     out[n] = '\0';
-    memmove(b->buf, b->buf + n, b->len - n);
-    b->len -= n;
+    rl_buf_consume(&b->text, n);
     /* A kept tail waits for its next bytes, under a new window. */
     b->opened_at = -1;
     *len = n;

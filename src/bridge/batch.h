@@ -11,16 +11,24 @@
 
 #include <stddef.h>
 
+#include "common/buf.h"
+
+/*
+ * The most one batch holds: far above what one window gathers (a delta is
+ * one agent line at most, 8 MiB), a bound so that an agent that floods its
+ * output cannot take all memory.
+ */
+#define RL_BATCH_MAX (64u * 1024u * 1024u)
+
 typedef struct rl_batch {
-    char *buf;
-    size_t len, cap;
+    rl_buf_t text;
     long window_ms;
     long opened_at; /* ms, -1 when no window is open */
 } rl_batch_t;
 
 void rl_batch_init(rl_batch_t *batch, long window_ms);
 void rl_batch_free(rl_batch_t *batch);
-/* Appends bytes, opening a window at now_ms when none is open. 0 or -1 (memory). */
+/* Appends bytes, opening a window at now_ms when none is open. 0 or -1 (memory, or past RL_BATCH_MAX). */
 int rl_batch_append(rl_batch_t *batch, const char *bytes, size_t len, long now_ms);
 /* When the open window closes (ms), or -1. */
 long rl_batch_due(const rl_batch_t *batch);

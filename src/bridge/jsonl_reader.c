@@ -1,4 +1,3 @@
-#include <stdlib.h>
 #include <string.h>
 
 #include "bridge/jsonl_reader.h"
@@ -6,13 +5,13 @@
 void rl_jsonl_reader_init(rl_jsonl_reader_t *r, size_t max_line)
 {
     memset(r, 0, sizeof(*r));
-    r->max = max_line;
+    rl_buf_init(&r->line, max_line);
 }
 
 void rl_jsonl_reader_free(rl_jsonl_reader_t *r)
 {
-    free(r->buf);
-    memset(r, 0, sizeof(*r));
+    rl_buf_free(&r->line);
+    r->skipping = 0;
 }
 
 int rl_jsonl_reader_feed(rl_jsonl_reader_t *r, const char *bytes, size_t len, rl_jsonl_line_cb cb, void *user)
@@ -23,36 +22,26 @@ int rl_jsonl_reader_feed(rl_jsonl_reader_t *r, const char *bytes, size_t len, rl
         const char *nl = memchr(bytes, '\n', len);
         size_t n = nl != NULL ? (size_t)(nl - bytes) : len;
 
-        if (!r->skipping && r->len + n > r->max) {
-            r->skipping = 1;
-            r->len = 0;
-            result = -1;
-        }
-        if (!r->skipping && n > 0) {
-            if (r->len + n > r->cap) {
-                size_t cap = r->cap > 0 ? r->cap : 1024;
-                char *grown;
-                while (cap < r->len + n)
-                    cap *= 2;
-                grown = realloc(r->buf, cap);
-                if (grown == NULL)
-                    return -1;
-                r->buf = grown;
-                r->cap = cap;
+        if (!r->skipping) {
+            int appended = rl_buf_append(&r->line, bytes, n);
+            if (appended == RL_BUF_E_TOO_LARGE) {
+                r->skipping = 1;
+                rl_buf_reset(&r->line);
+                result = -1;
+            } else if (appended != 0) {
+                return -1;
             }
-            memcpy(r->buf + r->len, bytes, n);
-            r->len += n;
         }
         if (nl == NULL)
             break;
         if (!r->skipping) {
-            size_t l = r->len;
-            if (l > 0 && r->buf[l - 1] == '\r')
+            size_t l = r->line.len;
+            if (l > 0 && r->line.bytes[l - 1] == '\r')
                 l--;
-            cb(user, r->buf != NULL ? r->buf : "", l);
+            cb(user, rl_buf_str(&r->line), l);
         }
         r->skipping = 0;
-        r->len = 0;
+        rl_buf_reset(&r->line);
         bytes += n + 1;
         len -= n + 1;
     }

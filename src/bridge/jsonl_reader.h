@@ -7,12 +7,13 @@
 
 #include <stddef.h>
 
+#include "common/buf.h"
+
 typedef void (*rl_jsonl_line_cb)(void *user, const char *line, size_t len);
 
 typedef struct rl_jsonl_reader {
-    char *buf;
-    size_t len, cap, max;
-    int skipping; /* inside a line that passed max: dropped up to its newline */
+    rl_buf_t line; /* capped at the longest line */
+    int skipping;  /* inside a line that passed max: dropped up to its newline */
 } rl_jsonl_reader_t;
 
 void rl_jsonl_reader_init(rl_jsonl_reader_t *reader, size_t max_line);

@@ -6,11 +6,12 @@
 void rl_reply_init(rl_reply_t *reply)
 {
     memset(reply, 0, sizeof(*reply));
+    rl_buf_init(&reply->text, 4 * (size_t)RL_REPLY_TEXT_MAX);
 }
 
 void rl_reply_free(rl_reply_t *reply)
 {
-    free(reply->text);
+    rl_buf_free(&reply->text);
     rl_reply_init(reply);
 }
 
@@ -37,22 +38,10 @@ int rl_reply_append(rl_reply_t *reply, const char *bytes, size_t len)
         chars++;
         take = end;
     }
-    if (reply->len + take + 1 > reply->cap) {
-        size_t cap = reply->cap != 0 ? reply->cap : 256;
-        char *grown;
-        while (cap < reply->len + take + 1)
-            cap *= 2;
-        grown = realloc(reply->text, cap);
-        if (grown == NULL) {
-            reply->overflow = 1;
-            return -1;
-        }
-        reply->text = grown;
-        reply->cap = cap;
+    if (rl_buf_append(&reply->text, bytes, take) != 0) {
+        reply->overflow = 1;
+        return -1;
     }
-    memcpy(reply->text + reply->len, bytes, take);
-    reply->len += take;
-    reply->text[reply->len] = '\0';
     reply->chars += chars;
     return 0;
 }
@@ -61,26 +50,26 @@ json_t *rl_reply_canonical(const rl_reply_t *reply)
 {
     if (reply->overflow)
         return NULL;
-    return json_stringn(reply->text != NULL ? reply->text : "", reply->len);
+    return json_stringn(rl_buf_str(&reply->text), reply->text.len);
 }
 
 char *rl_reply_incomplete(const rl_reply_t *reply)
 {
-    size_t note = strlen(RL_REPLY_INCOMPLETE_NOTE), keep = reply->len, chars = reply->chars;
+    size_t note = strlen(RL_REPLY_INCOMPLETE_NOTE), keep = reply->text.len, chars = reply->chars;
     char *out;
 
     /* The note is ASCII: one character per byte. Drop whole characters from the end until it fits. */
     while (keep > 0 && chars + note > RL_REPLY_TEXT_MAX) {
         do
             keep--;
-        while (keep > 0 && continuation((unsigned char)reply->text[keep]));
+        while (keep > 0 && continuation((unsigned char)reply->text.bytes[keep]));
         chars--;
     }
     out = malloc(keep + note + 1);
     if (out == NULL)
         return NULL;
     if (keep > 0)
-        memcpy(out, reply->text, keep);
+        memcpy(out, reply->text.bytes, keep);
     memcpy(out + keep, RL_REPLY_INCOMPLETE_NOTE, note + 1);
     return out;
 }

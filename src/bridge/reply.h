@@ -13,6 +13,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "common/buf.h"
+
 /* Characters (code points): relayd refuses a longer message text (docs/api.md). */
 #define RL_REPLY_TEXT_MAX 100000
 
@@ -20,11 +22,9 @@
 #define RL_REPLY_INCOMPLETE_NOTE "\n\n[incomplete: part of this reply could not be delivered to the relay]"
 
 typedef struct rl_reply {
-    char *text;   /* NUL-terminated, or NULL before the first byte */
-    size_t len;   /* bytes */
-    size_t cap;   /* bytes allocated */
-    size_t chars; /* code points */
-    int overflow; /* the reply was longer than RL_REPLY_TEXT_MAX characters: text holds its start */
+    rl_buf_t text; /* at most 4 bytes a character: RL_REPLY_TEXT_MAX characters always fit */
+    size_t chars;  /* code points */
+    int overflow;  /* the reply was longer than RL_REPLY_TEXT_MAX characters: text holds its start */
 } rl_reply_t;
 
 void rl_reply_init(rl_reply_t *reply);

@@ -20,8 +20,11 @@
 #include <sys/un.h>
 
 #include "bus/redis.h"
+#include "common/buf.h"
 #include "common/error.h"
+#include "common/hex.h"
 #include "common/log.h"
+#include "common/percent.h"
 
 #define TICK_MS         50
 #define BACKOFF_FIRST   100
@@ -41,11 +44,6 @@ struct pending {
     size_t command_len;
 };
 
-struct outbuf {
-    char *bytes;
-    size_t len, cap;
-};
-
 struct rl_redis {
     h2o_loop_t *loop;
     rl_redis_location_t location;
@@ -59,9 +57,13 @@ struct rl_redis {
     redisReader *reader;
     size_t partial; /* bytes fed to the reader since the end of the last complete reply */
     unsigned handshake_left;
-    uint64_t connection;   /* increases with each connection: a callback can tell whether its connection ended */
-    struct outbuf queued;  /* encoded commands not yet handed to the socket */
-    struct outbuf writing; /* what the socket is writing now */
+    uint64_t connection; /* increases with each connection: a callback can tell whether its connection ended */
+    /*
+     * Encoded commands not yet handed to the socket, and what the socket is
+     * writing now. Uncapped here: rl_redis_command bounds the two together
+     * (and what is held back) by max_queued_bytes.
+     */
+    rl_buf_t queued, writing;
     int write_in_flight;
     size_t held_bytes; /* script commands kept until their reply */
 
@@ -80,36 +82,10 @@ static redisReplyObjectFunctions capped_functions, *hiredis_functions;
 
 /* ---- locations ------------------------------------------------------------------------------- */
 
-static int hex(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Copies text[0..len) into out, undoing %-encoding; -1 when it does not fit or is malformed. */
 static int decode(const char *text, size_t len, char *out, size_t size)
 {
-    size_t i, n = 0;
-
-    for (i = 0; i < len; ++i) {
-        int c = (unsigned char)text[i];
-        if (c == '%') {
-            if (i + 2 >= len || hex(text[i + 1]) < 0 || hex(text[i + 2]) < 0)
-                return -1;
-            c = hex(text[i + 1]) * 16 + hex(text[i + 2]);
-            i += 2;
-        }
-        if (c == 0 || n + 1 >= size)
-            return -1;
-        out[n++] = (char)c;
-    }
-    out[n] = '\0';
-    return 0;
+    return rl_percent_decode(text, len, out, size, 0) >= 0 ? 0 : -1;
 }
 
 static int parse_db(const char *text, size_t len, int *db)
@@ -276,43 +252,21 @@ int rl_redis_parse_location(const char *text, rl_redis_location_t *out, const ch
 void rl_redis_script_init(rl_redis_script_t *script)
 {
     unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned len = 0, i;
+    unsigned len = 0;
 
     EVP_Digest(script->source, strlen(script->source), digest, &len, EVP_sha1(), NULL);
-    for (i = 0; i < len && i < 20; ++i)
-        snprintf(script->sha + 2 * i, 3, "%02x", digest[i]);
+    rl_hex_encode(digest, len < 20 ? len : 20, script->sha);
 }
 
 /* ---- buffers and the FIFO -------------------------------------------------------------------- */
 
-static int outbuf_append(struct outbuf *b, const char *bytes, size_t len)
+/* Empties an output buffer, giving back the memory of a burst. */
+static void outbuf_reset(rl_buf_t *b)
 {
-    if (len == 0)
-        return 0;
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap > 0 ? b->cap : 4096;
-        char *grown;
-        while (cap < b->len + len)
-            cap *= 2;
-        if ((grown = realloc(b->bytes, cap)) == NULL)
-            return -1;
-        b->bytes = grown;
-        b->cap = cap;
-    }
-    memcpy(b->bytes + b->len, bytes, len);
-    b->len += len;
-    return 0;
-}
-
-/* Empties the buffer, giving back the memory of a burst. */
-static void outbuf_reset(struct outbuf *b)
-{
-    b->len = 0;
-    if (b->cap > KEEP_BUFFER_MAX) {
-        free(b->bytes);
-        b->bytes = NULL;
-        b->cap = 0;
-    }
+    if (b->alloc > KEEP_BUFFER_MAX)
+        rl_buf_free(b);
+    else
+        rl_buf_reset(b);
 }
 
 static struct pending *fifo_push(rl_redis_t *r)
@@ -527,7 +481,7 @@ static void on_written(h2o_socket_t *sock, const char *err);
 
 static void flush(rl_redis_t *r)
 {
-    struct outbuf swap;
+    rl_buf_t swap;
     h2o_iovec_t vec;
 
     if ((r->state != HANDSHAKE && r->state != READY) || r->write_in_flight || r->queued.len == 0)
@@ -535,7 +489,7 @@ static void flush(rl_redis_t *r)
     swap = r->writing;
     r->writing = r->queued;
     r->queued = swap;
-    r->queued.len = 0;
+    rl_buf_reset(&r->queued);
     r->write_in_flight = 1;
     vec = h2o_iovec_init(r->writing.bytes, r->writing.len);
     h2o_socket_write(r->sock, &vec, 1, on_written);
@@ -712,7 +666,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
     leave(r);
 }
 
-static int append_command(struct outbuf *b, int argc, const char **argv)
+static int append_command(rl_buf_t *b, int argc, const char **argv)
 {
     size_t lens[4];
     char *command;
@@ -722,12 +676,12 @@ static int append_command(struct outbuf *b, int argc, const char **argv)
         lens[i] = strlen(argv[i]);
     if ((len = redisFormatCommandArgv(&command, argc, argv, lens)) < 0)
         return -1;
-    result = outbuf_append(b, command, (size_t)len);
+    result = rl_buf_append(b, command, (size_t)len);
     redisFreeCommand(command);
     return result;
 }
 
-static int append_handshake(rl_redis_t *r, struct outbuf *b)
+static int append_handshake(rl_redis_t *r, rl_buf_t *b)
 {
     const char *argv[3];
     char db[16];
@@ -767,10 +721,11 @@ static int append_handshake(rl_redis_t *r, struct outbuf *b)
 static void on_connect(h2o_socket_t *sock, const char *err)
 {
     rl_redis_t *r = sock->data;
-    struct outbuf first = {0};
+    rl_buf_t first;
 
     if (r == NULL)
         return;
+    rl_buf_init(&first, SIZE_MAX);
     enter(r);
     if (err != NULL) {
         drop(r, err);
@@ -779,12 +734,12 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     r->state = HANDSHAKE;
     r->handshake_left = 0;
     /* The handshake goes first on the wire, then whatever was queued while connecting. */
-    if (append_handshake(r, &first) != 0 || outbuf_append(&first, r->queued.bytes, r->queued.len) != 0) {
-        free(first.bytes);
+    if (append_handshake(r, &first) != 0 || rl_buf_append(&first, r->queued.bytes, r->queued.len) != 0) {
+        rl_buf_free(&first);
         drop(r, "out of memory");
         goto out;
     }
-    free(r->queued.bytes);
+    rl_buf_free(&r->queued);
     r->queued = first;
     h2o_socket_read_start(sock, on_read);
     flush(r);
@@ -883,6 +838,8 @@ int rl_redis_new(h2o_loop_t *loop, const rl_redis_location_t *location, const rl
     r->location = *location;
     r->config = *config;
     r->backoff = BACKOFF_FIRST;
+    rl_buf_init(&r->queued, SIZE_MAX);
+    rl_buf_init(&r->writing, SIZE_MAX);
     r->reader = reader_new();
     if (r->reader == NULL || resolve(r) != 0) {
         if (r->reader != NULL)
@@ -904,8 +861,8 @@ static void destroy(rl_redis_t *r)
     if (r->sock != NULL)
         retire(r->loop, r->sock);
     redisReaderFree(r->reader);
-    free(r->queued.bytes);
-    free(r->writing.bytes);
+    rl_buf_free(&r->queued);
+    rl_buf_free(&r->writing);
     free(r->fifo);
     OPENSSL_cleanse(r->location.password, sizeof(r->location.password));
     free(r);
@@ -939,7 +896,7 @@ static int queue_command(rl_redis_t *r, char *command, size_t len, rl_redis_repl
         return RL_E_UNAVAILABLE;
     }
     p = expects_reply ? fifo_push(r) : NULL;
-    if ((expects_reply && p == NULL) || outbuf_append(&r->queued, command, len) != 0) {
+    if ((expects_reply && p == NULL) || rl_buf_append(&r->queued, command, len) != 0) {
         if (p != NULL)
             --r->fifo_count;
         free(command);

@@ -7,7 +7,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/document.h"
-#include "catalog/error.h"
+#include "common/error.h"
 #include "catalog/import.h"
 #include "catalog/llms.h"
 #include "catalog/snippet.h"
@@ -552,13 +552,13 @@ int rl_catalog_search(rl_catalog_t *catalog, const rl_catalog_search_t *search, 
     size_t i;
 
     if (ranking == NULL)
-        return RL_CATALOG_E_INTERNAL;
+        return RL_E_INTERNAL;
     /* Every word first; when that finds nothing and there are several words, any of them. */
     for (any = 0;; any = 1) {
         int terms = rl_catalog_query_match(search->q, any, match, sizeof(match));
         if (terms <= 0 || rank_matches(catalog, match, search, ranking) != 0) {
             free(ranking);
-            return RL_CATALOG_E_INTERNAL;
+            return RL_E_INTERNAL;
         }
         if (ranking->all > 0 || terms == 1 || any)
             break;
@@ -593,7 +593,7 @@ int rl_catalog_search(rl_catalog_t *catalog, const rl_catalog_search_t *search, 
     *body = answer != NULL ? json_dumps(answer, RL_CATALOG_JSON_FLAGS) : NULL;
     json_decref(answer);
     if (*body == NULL)
-        return RL_CATALOG_E_INTERNAL;
+        return RL_E_INTERNAL;
     *len = strlen(*body);
     return 0;
 }

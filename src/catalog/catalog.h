@@ -84,7 +84,7 @@ size_t rl_catalog_count(const rl_catalog_t *catalog, rl_catalog_type_t type);
  * Groups follow the type order and only types with hits appear; each group
  * holds its best `per` hits, best first; snippets mark matches with **
  * (catalog/snippet.h).
- * Returns 0 or RL_CATALOG_E_INTERNAL.
+ * Returns 0 or RL_E_INTERNAL.
  */
 int rl_catalog_search(rl_catalog_t *catalog, const rl_catalog_search_t *search, char **body, size_t *len);
 

@@ -1,9 +1,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "catalog/error.h"
+#include "common/error.h"
 #include "catalog/query.h"
-#include "http/query.h"
+#include "common/percent.h"
 #include "catalog/type.h"
 
 typedef struct term {
@@ -20,9 +20,9 @@ static int is_space(char c)
 
 int rl_catalog_query_decode(const char *src, size_t len, char *dst, size_t dstsz)
 {
-    int decoded = rl_url_decode(src, len, dst, dstsz);
+    int decoded = rl_percent_decode(src, len, dst, dstsz, RL_PERCENT_FORM);
 
-    if (decoded == RL_URL_E_LENGTH)
+    if (decoded == RL_PERCENT_E_LENGTH)
         return RL_CATALOG_DECODE_TOO_LONG;
     /* A NUL byte in a query is as malformed as a broken escape. */
     return decoded < 0 ? RL_CATALOG_DECODE_BAD_ESCAPE : decoded;
@@ -201,44 +201,43 @@ int rl_catalog_query_parse(const char *query, size_t len, rl_catalog_search_t *o
             size_t raw_len = (size_t)(pair + pair_len - raw);
             value_len = rl_catalog_query_decode(raw, raw_len, value, sizeof(value));
             if (value_len == RL_CATALOG_DECODE_BAD_ESCAPE && name_len != 1)
-                return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz, "a parameter has a broken %-escape");
+                return fail(RL_E_INVALID_PARAMETER, err, errsz, "a parameter has a broken %-escape");
             if (name_len == 1) {
                 if (seen_q++)
-                    return fail(RL_CATALOG_E_INVALID_QUERY, err, errsz, "q is given more than once");
+                    return fail(RL_E_INVALID_QUERY, err, errsz, "q is given more than once");
                 if (value_len == RL_CATALOG_DECODE_TOO_LONG)
-                    return fail(RL_CATALOG_E_INVALID_QUERY, err, errsz, "q is longer than 200 bytes");
+                    return fail(RL_E_INVALID_QUERY, err, errsz, "q is longer than 200 bytes");
                 if (value_len < 0)
-                    return fail(RL_CATALOG_E_INVALID_QUERY, err, errsz, "q has a broken %-escape");
+                    return fail(RL_E_INVALID_QUERY, err, errsz, "q has a broken %-escape");
                 if (!rl_catalog_query_text_is_valid(value, (size_t)value_len))
-                    return fail(RL_CATALOG_E_INVALID_QUERY, err, errsz,
-                                "q must be UTF-8 text without control characters");
+                    return fail(RL_E_INVALID_QUERY, err, errsz, "q must be UTF-8 text without control characters");
                 memcpy(out->q, value, (size_t)value_len + 1);
             } else if (name_len == 4) {
                 if (seen_type++)
-                    return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz, "type is given more than once");
+                    return fail(RL_E_INVALID_PARAMETER, err, errsz, "type is given more than once");
                 out->type = value_len > 0 ? rl_catalog_type_parse(value, (size_t)value_len) : -1;
                 if (out->type < 0)
-                    return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz,
+                    return fail(RL_E_INVALID_PARAMETER, err, errsz,
                                 "type must be one of evals, models, tools, leaderboards, organizations, people, "
                                 "capabilities, papers (singular or plural)");
             } else {
                 int per = 0, i;
                 if (seen_per++)
-                    return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz, "per is given more than once");
+                    return fail(RL_E_INVALID_PARAMETER, err, errsz, "per is given more than once");
                 for (i = 0; i < value_len && i < 3 && value[i] >= '0' && value[i] <= '9'; ++i)
                     per = per * 10 + (value[i] - '0');
                 if (value_len <= 0 || i != value_len || per < 1 || per > RL_CATALOG_PER_MAX)
-                    return fail(RL_CATALOG_E_INVALID_PARAMETER, err, errsz, "per must be an integer from 1 to 30");
+                    return fail(RL_E_INVALID_PARAMETER, err, errsz, "per must be an integer from 1 to 30");
                 out->per = per;
             }
         }
     }
     if (!seen_q)
-        return fail(RL_CATALOG_E_INVALID_QUERY, err, errsz, "q is required: /api/v1/search?q=<words>");
+        return fail(RL_E_INVALID_QUERY, err, errsz, "q is required: /api/v1/search?q=<words>");
     terms = rl_catalog_query_match(out->q, 0, match, sizeof(match));
     if (terms == 0)
-        return fail(RL_CATALOG_E_INVALID_QUERY, err, errsz, "q holds no word to search for");
+        return fail(RL_E_INVALID_QUERY, err, errsz, "q holds no word to search for");
     if (terms < 0 || terms > RL_CATALOG_QUERY_TERMS_MAX)
-        return fail(RL_CATALOG_E_INVALID_QUERY, err, errsz, "q holds more than 12 words");
+        return fail(RL_E_INVALID_QUERY, err, errsz, "q holds more than 12 words");
     return 0;
 }

@@ -31,7 +31,7 @@ typedef struct rl_catalog_search {
  * (default RL_CATALOG_PER_DEFAULT). Other parameters are ignored; q, type or
  * per given twice is refused.
  *
- * Returns 0, or RL_CATALOG_E_INVALID_QUERY (q) / RL_CATALOG_E_INVALID_PARAMETER
+ * Returns 0, or RL_E_INVALID_QUERY (q) / RL_E_INVALID_PARAMETER
  * (type, per, a broken escape) with a human message in err (errsz bytes).
  */
 int rl_catalog_query_parse(const char *query, size_t len, rl_catalog_search_t *out, char *err, size_t errsz);

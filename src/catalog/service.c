@@ -1,8 +1,10 @@
 /*
  * catalogd's routes. Every answer carries the spec's hour of caching, an
  * ETag answered with 304 on If-None-Match, and gzip when the client accepts
- * it (the HTTP core's compress filter); every error is the envelope of
- * catalog/error.h.
+ * it (the HTTP core's compress filter); every error is relayd's envelope,
+ * {"ok": false, "error": {"code", "message", "details"?}}, with a row of
+ * common/error.h, so that the HTTP core's own refusals (unknown route, wrong
+ * method) and the catalog's read the same.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,10 +12,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "catalog/error.h"
 #include "catalog/import.h"
 #include "catalog/service.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/log.h"
 
 /* No catalog route reads a body; anything larger is refused by the core before it is read. */
@@ -39,9 +41,9 @@ static void add_common_headers(rl_call_t *call, int cacheable)
 
 static void fail(rl_call_t *call, int err, const char *message, json_t *details)
 {
-    int status = rl_catalog_error_status(err);
-    json_t *error = json_pack("{s:s, s:s}", "code", rl_catalog_error_code(err), "message",
-                              message != NULL ? message : rl_catalog_error_message(err));
+    int status = rl_error_status(err);
+    json_t *error = json_pack("{s:s, s:s}", "code", rl_error_code(err), "message",
+                              message != NULL ? message : rl_error_message(err));
     json_t *envelope;
     char *text;
 
@@ -104,7 +106,7 @@ static void fail_unknown_type(rl_call_t *call, const char *name)
              "no entity type '%.60s'; the types are evals, models, tools, leaderboards, "
              "organizations, people, capabilities and papers",
              name);
-    fail(call, RL_CATALOG_E_TYPE_NOT_FOUND, message, json_pack("{s:o}", "types", types));
+    fail(call, RL_E_TYPE_NOT_FOUND, message, json_pack("{s:o}", "types", types));
 }
 
 /* Resolves the :type and :slug parameters; answers 404 itself and returns NULL when either is unknown. */
@@ -126,7 +128,7 @@ static const rl_catalog_entity_t *find_entity(rl_call_t *call, int fixed_type)
     entity = rl_catalog_find(catalog_of(call), type, slug);
     if (entity == NULL) {
         snprintf(message, sizeof(message), "no %s has the slug '%.80s'", rl_catalog_types[type].singular, slug);
-        fail(call, RL_CATALOG_E_ENTITY_NOT_FOUND, message,
+        fail(call, RL_E_ENTITY_NOT_FOUND, message,
              json_pack("{s:s, s:s}", "type", rl_catalog_types[type].plural, "slug", slug));
     }
     return entity;
@@ -216,7 +218,7 @@ static void paper_file(rl_call_t *call, const char *format)
                  "(licence: %s)%s%s",
                  format, paper->licence_title, paper->read_at != NULL ? "; read it at " : "",
                  paper->read_at != NULL ? paper->read_at : "");
-        fail(call, RL_CATALOG_E_NOT_REDISTRIBUTABLE, message, details);
+        fail(call, RL_E_NOT_REDISTRIBUTABLE, message, details);
         return;
     }
     body = strcmp(format, "pdf") == 0 ? paper->pdf : paper->text;
@@ -225,7 +227,7 @@ static void paper_file(rl_call_t *call, const char *format)
                  "the licence permits redistribution, but the catalog holds no %s of this paper%s%s",
                  strcmp(format, "pdf") == 0 ? "PDF" : "text", paper->read_at != NULL ? "; read it at " : "",
                  paper->read_at != NULL ? paper->read_at : "");
-        fail(call, RL_CATALOG_E_FILE_NOT_FOUND, message, details);
+        fail(call, RL_E_FILE_NOT_FOUND, message, details);
         return;
     }
     json_decref(details);

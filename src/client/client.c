@@ -5,6 +5,8 @@
 #include <strings.h>
 
 #include "client/client.h"
+#include "common/buf.h"
+#include "common/percent.h"
 
 #define DEFAULT_CONNECT_MS 5000L
 #define DEFAULT_TIMEOUT_MS 30000L
@@ -17,9 +19,7 @@ struct rl_client {
 };
 
 typedef struct capture {
-    rl_client_response_t *response;
-    size_t cap;
-    size_t max;
+    rl_buf_t body; /* capped at the client's max_body */
     int too_large;
 } capture_t;
 
@@ -91,28 +91,13 @@ const char *rl_client_base(const rl_client_t *client)
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     capture_t *capture = arg;
-    rl_client_response_t *response = capture->response;
     size_t n = size * nmemb;
+    int appended = rl_buf_append(&capture->body, data, n);
 
-    if (response->len + n > capture->max) {
+    /* Anything short of n makes curl stop the transfer with CURLE_WRITE_ERROR. */
+    if (appended == RL_BUF_E_TOO_LARGE)
         capture->too_large = 1;
-        return 0; /* curl stops the transfer with CURLE_WRITE_ERROR */
-    }
-    if (response->len + n + 1 > capture->cap) {
-        size_t next = capture->cap != 0 ? capture->cap : 4096;
-        char *grown;
-        while (next < response->len + n + 1)
-            next *= 2;
-        grown = realloc(response->body, next);
-        if (grown == NULL)
-            return 0;
-        response->body = grown;
-        capture->cap = next;
-    }
-    memcpy(response->body + response->len, data, n);
-    response->len += n;
-    response->body[response->len] = '\0';
-    return n;
+    return appended == 0 ? n : 0;
 }
 
 /* The value of a header line whose name (with its colon) is name; NULL otherwise. Trims the value. */
@@ -236,7 +221,7 @@ int rl_client_get(rl_client_t *client, const char *path, const char *const *head
 int rl_client_request(rl_client_t *client, const char *method, const char *path, const char *const *headers,
                       const void *body, size_t body_len, rl_client_response_t *response)
 {
-    capture_t capture = {response, 0, client->options.max_body, 0};
+    capture_t capture = {.too_large = 0};
     struct curl_slist *list = NULL;
     char *url;
     CURLcode code;
@@ -248,6 +233,7 @@ int rl_client_request(rl_client_t *client, const char *method, const char *path,
     response->ratelimit_limit = -1;
     response->ratelimit_remaining = -1;
     response->ratelimit_reset_after = -1;
+    rl_buf_init(&capture.body, client->options.max_body);
     url = malloc(len);
     if (url == NULL) {
         snprintf(response->error, sizeof(response->error), "out of memory");
@@ -285,6 +271,9 @@ int rl_client_request(rl_client_t *client, const char *method, const char *path,
     code = curl_easy_perform(curl);
     curl_slist_free_all(list);
     free(url);
+    /* What arrived belongs to the response, a failed transfer's part included. */
+    if (capture.body.bytes != NULL)
+        response->body = rl_buf_take(&capture.body, &response->len);
     if (code != CURLE_OK) {
         int err = code == CURLE_FILESIZE_EXCEEDED ? RL_CLIENT_E_TOO_LARGE : classify(code, &capture);
         if (err == RL_CLIENT_E_TOO_LARGE)
@@ -317,24 +306,12 @@ void rl_client_response_free(rl_client_response_t *response)
 
 char *rl_client_escape(const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t len = strlen(s), i, used = 0;
+    size_t len = strlen(s);
     char *out = malloc(len * 3 + 1);
 
-    if (out == NULL)
-        return NULL;
-    for (i = 0; i < len; ++i) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-            c == '_' || c == '~') {
-            out[used++] = (char)c;
-        } else {
-            out[used++] = '%';
-            out[used++] = hex[c >> 4];
-            out[used++] = hex[c & 15];
-        }
-    }
-    out[used] = '\0';
+    /* RFC 3986 unreserved characters stay; a path segment or a query value can then hold anything. */
+    if (out != NULL)
+        rl_percent_encode(s, len, out, "-._~");
     return out;
 }
 

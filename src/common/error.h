@@ -1,22 +1,32 @@
 /*
- * The one table of every error the service can return.
+ * The one table of every error relayd and catalogd can return.
  *
  * Each row: internal name, HTTP status, the spec's snake_case code, and a
  * default human message. Internal codes are negative so that functions can
  * return 0 on success or -RL_E_* style values directly (see rl_error_t).
+ * catalogd's own rows (marked) are listed in docs/catalog.md; its answers use
+ * the same envelope, so that one client decoder reads both services.
  */
 #ifndef RL_COMMON_ERROR_H
 #define RL_COMMON_ERROR_H
 
 #define RL_ERROR_MAP(X)                                                                                                \
     X(INVALID_REQUEST, 400, "invalid_request", "the request body is malformed or fails validation")                    \
+    X(INVALID_QUERY, 400, "invalid_query", "the search query is missing or cannot be searched") /* catalogd */         \
+    X(INVALID_PARAMETER, 400, "invalid_parameter",                                              /* catalogd */         \
+      "a query parameter has a value outside its range")                                                               \
     X(INVALID_TOKEN_LOCATION, 400, "invalid_token_location",                                                           \
       "tokens must be sent in the Authorization header, never in the URL")                                             \
     X(INVALID_TOKEN, 401, "invalid_token", "the token is unknown, malformed, expired or revoked")                      \
     X(INVALID_SIGNATURE, 401, "invalid_signature", "the request signature does not match")                             \
     X(PERMISSION_DENIED, 403, "permission_denied", "the token does not grant this operation")                          \
     X(INSTALLATION_REVOKED, 403, "installation_revoked", "the installation has been revoked")                          \
+    X(NOT_REDISTRIBUTABLE, 403, "not_redistributable", /* catalogd */                                                  \
+      "the paper's licence does not permit the catalog to redistribute it")                                            \
     X(NOT_FOUND, 404, "not_found", "no such route")                                                                    \
+    X(TYPE_NOT_FOUND, 404, "type_not_found", "no such entity type")                           /* catalogd */           \
+    X(ENTITY_NOT_FOUND, 404, "entity_not_found", "no entity of this type has this slug")      /* catalogd */           \
+    X(FILE_NOT_FOUND, 404, "file_not_found", "the catalog holds no such file for this paper") /* catalogd */           \
     X(SESSION_NOT_FOUND, 404, "session_not_found", "the session does not exist")                                       \
     X(INTERACTION_NOT_FOUND, 404, "interaction_not_found", "the interaction does not exist")                           \
     X(INSTALLATION_NOT_FOUND, 404, "installation_not_found", "the installation does not exist")                        \

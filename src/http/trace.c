@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/hex.h"
 #include "common/rand.h"
 #include "http/trace.h"
 
@@ -38,11 +39,6 @@ static int lower_hex(const char *s, size_t len, int reject_zero)
     return nonzero || !reject_zero;
 }
 
-static int hex_value(char c)
-{
-    return c <= '9' ? c - '0' : c - 'a' + 10;
-}
-
 int rl_traceparent_parse(const char *value, size_t len, rl_traceparent_t *out)
 {
     if (len < RL_TRACEPARENT_LEN)
@@ -60,7 +56,7 @@ int rl_traceparent_parse(const char *value, size_t len, rl_traceparent_t *out)
     out->trace_id[32] = '\0';
     memcpy(out->parent_id, value + 36, 16);
     out->parent_id[16] = '\0';
-    out->flags = (uint8_t)(hex_value(value[53]) << 4 | hex_value(value[54]));
+    out->flags = (uint8_t)(rl_hex_value(value[53]) << 4 | rl_hex_value(value[54]));
     return 0;
 }
 

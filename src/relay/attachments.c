@@ -23,7 +23,9 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/hex.h"
 #include "common/log.h"
+#include "common/percent.h"
 #include "common/rand.h"
 #include "common/strmap.h"
 #include "http/query.h"
@@ -199,14 +201,13 @@ static int valid_key(const char *key)
 static void sign(const rl_relay_t *relay, const char *key, long long expires, char *out)
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int mac_len = 0, i;
+    unsigned int mac_len = 0;
     char message[96];
     int len = snprintf(message, sizeof(message), "%s.%lld", key, expires);
 
     HMAC(EVP_sha256(), relay->url_key, sizeof(relay->url_key), (const unsigned char *)message, (size_t)len, mac,
          &mac_len);
-    for (i = 0; i < 16; ++i)
-        snprintf(out + i * 2, 3, "%02x", mac[i]);
+    rl_hex_encode(mac, 16, out);
 }
 
 void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
@@ -663,7 +664,6 @@ static int shown_inline(const char *mime)
  */
 static h2o_iovec_t disposition(h2o_mem_pool_t *pool, int as_inline, const char *name)
 {
-    static const char hex[] = "0123456789ABCDEF";
     static const char quoted_head[] = "; filename=\"", extended_head[] = "\"; filename*=UTF-8''";
     const char *kind = as_inline ? "inline" : "attachment";
     size_t len = strlen(kind), i, name_len = name != NULL ? strlen(name) : 0;
@@ -683,17 +683,8 @@ static h2o_iovec_t disposition(h2o_mem_pool_t *pool, int as_inline, const char *
     }
     memcpy(p, extended_head, sizeof(extended_head) - 1);
     p += sizeof(extended_head) - 1;
-    for (i = 0; i < name_len; ++i) {
-        unsigned char c = (unsigned char)name[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            (c != '\0' && strchr("!#$&+-.^_`|~", c) != NULL)) {
-            *p++ = (char)c;
-        } else {
-            *p++ = '%';
-            *p++ = hex[c >> 4];
-            *p++ = hex[c & 15];
-        }
-    }
+    /* RFC 8187 attr-char stays as it is. */
+    p += rl_percent_encode(name, name_len, p, "!#$&+-.^_`|~");
     return h2o_iovec_init(out, (size_t)(p - out));
 }
 

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include "common/error.h"
+#include "common/hex.h"
 #include "relay/grants.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
@@ -69,7 +70,6 @@ void rl_grant_of_decision(json_t *approval, const char **scope, const char **val
 void rl_grant_id(const rl_grant_row_t *grant, char *out)
 {
     const char *parts[] = {grant->installation_id, grant->action, grant->scope, grant->scope_value};
-    static const char hex[] = "0123456789abcdef";
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char digest[32];
     unsigned int len = 0;
@@ -84,11 +84,7 @@ void rl_grant_id(const rl_grant_row_t *grant, char *out)
     }
     EVP_MD_CTX_free(ctx);
     memcpy(out, "grt_", 4);
-    for (i = 0; i < 8; ++i) {
-        out[4 + 2 * i] = hex[digest[i] >> 4];
-        out[5 + 2 * i] = hex[digest[i] & 15];
-    }
-    out[RL_GRANT_ID_LEN] = '\0';
+    rl_hex_encode(digest, 8, out + 4);
 }
 
 struct user_grants {

@@ -12,6 +12,7 @@
 
 #include <curl/curl.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "relay/jwks_source.h"
@@ -30,11 +31,6 @@ struct rl_jwks_source {
     atomic_bool stopping;  /* read by curl's progress callback, outside the lock */
     pthread_t thread;
     int has_thread;
-};
-
-struct body {
-    char *data;
-    size_t len;
 };
 
 static rl_jwks_source_t *source_new(void)
@@ -134,20 +130,10 @@ out:
 
 static size_t body_write(char *data, size_t size, size_t count, void *userdata)
 {
-    struct body *body = userdata;
     size_t len = size * count;
-    char *grown;
 
     /* Returning short makes curl fail the transfer: the cap holds even without a Content-Length. */
-    if (len > RL_JWKS_DOC_MAX - body->len)
-        return 0;
-    grown = realloc(body->data, body->len + len + 1);
-    if (grown == NULL)
-        return 0;
-    body->data = grown;
-    memcpy(body->data + body->len, data, len);
-    body->len += len;
-    return len;
+    return rl_buf_append(userdata, data, len) == 0 ? len : 0;
 }
 
 static int fetch_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
@@ -161,7 +147,7 @@ static int fetch_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, 
 static int source_fetch(rl_jwks_source_t *source, rl_jwks_t **out, char *err, size_t errsz)
 {
     char curl_err[CURL_ERROR_SIZE] = "";
-    struct body body = {NULL, 0};
+    rl_buf_t body;
     struct curl_slist *headers = NULL;
     CURL *curl = curl_easy_init();
     int https = strncasecmp(source->url, "https:", 6) == 0;
@@ -170,6 +156,7 @@ static int source_fetch(rl_jwks_source_t *source, rl_jwks_t **out, char *err, si
     int result = -1;
 
     *out = NULL;
+    rl_buf_init(&body, RL_JWKS_DOC_MAX);
     if (curl == NULL) {
         snprintf(err, errsz, "cannot start a transfer");
         goto out;
@@ -203,7 +190,7 @@ static int source_fetch(rl_jwks_source_t *source, rl_jwks_t **out, char *err, si
         snprintf(err, errsz, "HTTP status %ld", status);
         goto out;
     }
-    if (body.len == 0 || rl_jwks_parse(body.data, body.len, out) != 0) {
+    if (body.len == 0 || rl_jwks_parse(body.bytes, body.len, out) != 0) {
         snprintf(err, errsz, "not a JWKS with at least one usable RS256, ES256 or EdDSA key");
         goto out;
     }
@@ -211,7 +198,7 @@ static int source_fetch(rl_jwks_source_t *source, rl_jwks_t **out, char *err, si
 out:
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
-    free(body.data);
+    rl_buf_free(&body);
     return result;
 }
 

@@ -23,13 +23,13 @@
 #include "common/log.h"
 #include "common/rand.h"
 #include "relay/jwt.h"
+#include "relay/keyfile.h"
 
 /* A JWKS with more entries than this is refused: a token without kid is tried against every fitting key. */
-#define JWKS_KEYS_MAX       64
-#define JWKS_KID_MAX        256
-#define ISSUER_KEY_FILE     "issuer.key"
-#define ISSUER_KEY_FILE_MAX (64 * 1024)
-#define LEEWAY_MAX_S        3600
+#define JWKS_KEYS_MAX   64
+#define JWKS_KID_MAX    256
+#define ISSUER_KEY_FILE "issuer.key"
+#define LEEWAY_MAX_S    3600
 /* Claim times beyond this magnitude are refused so that leeway arithmetic cannot overflow. */
 #define CLAIM_TIME_MAX ((int64_t)1 << 52)
 #define ED25519_LEN    32
@@ -717,150 +717,9 @@ out:
 
 /* ---- embedded issuer ---- */
 
-/* An encrypted key file must fail to load, not prompt on the terminal. */
-static int no_passphrase(char *buf, int size, int rwflag, void *userdata)
+static EVP_PKEY *ed25519_generate(void)
 {
-    return -1;
-}
-
-/* Loads the key at path. Returns 0, -ENOENT when the file does not exist, or -1 with the cause logged. */
-static int issuer_key_load(const char *path, EVP_PKEY **out)
-{
-    unsigned char *text = NULL;
-    struct stat st;
-    BIO *bio = NULL;
-    size_t have = 0;
-    int fd, result = -1;
-
-    *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return -ENOENT;
-        rl_log_error("issuer key %s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (fstat(fd, &st) != 0) {
-        rl_log_error("issuer key %s: %s", path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > ISSUER_KEY_FILE_MAX) {
-        rl_log_error("issuer key %s: not a regular file of at most %d bytes", path, ISSUER_KEY_FILE_MAX);
-        goto out;
-    }
-    if ((st.st_mode & 077) != 0) {
-        rl_log_error("issuer key %s: mode %03o lets group or others read it; run chmod 600 on it", path,
-                     (unsigned)(st.st_mode & 0777));
-        goto out;
-    }
-    text = malloc((size_t)st.st_size);
-    if (text == NULL) {
-        rl_log_error("issuer key %s: %s", path, strerror(ENOMEM));
-        goto out;
-    }
-    while (have < (size_t)st.st_size) {
-        ssize_t got = read(fd, text + have, (size_t)st.st_size - have);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0) {
-            rl_log_error("issuer key %s: %s", path, got < 0 ? strerror(errno) : "file shrank while reading");
-            goto out;
-        }
-        have += (size_t)got;
-    }
-    bio = BIO_new_mem_buf(text, (int)have);
-    if (bio != NULL)
-        *out = PEM_read_bio_PrivateKey_ex(bio, NULL, no_passphrase, NULL, NULL, NULL);
-    if (*out == NULL || !EVP_PKEY_is_a(*out, "ED25519")) {
-        rl_log_error("issuer key %s: not an unencrypted PEM PKCS#8 Ed25519 private key", path);
-        EVP_PKEY_free(*out);
-        *out = NULL;
-        goto out;
-    }
-    result = 0;
-out:
-    ERR_clear_error();
-    BIO_free(bio);
-    if (text != NULL) {
-        OPENSSL_cleanse(text, (size_t)st.st_size);
-        free(text);
-    }
-    close(fd);
-    return result;
-}
-
-static int write_all(int fd, const char *text, size_t len)
-{
-    while (len > 0) {
-        ssize_t put = write(fd, text, len);
-        if (put < 0 && errno == EINTR)
-            continue;
-        if (put <= 0)
-            return -1;
-        text += put;
-        len -= (size_t)put;
-    }
-    return 0;
-}
-
-/*
- * Creates a key and publishes it at path without ever exposing a partial
- * file: it is written and synced under a temporary name, then linked into
- * place. link() fails when another process won the race, and that process's
- * key is loaded instead, so every relay sharing the folder signs with one key.
- */
-static int issuer_key_create(const char *dir, const char *path, EVP_PKEY **out)
-{
-    char tmp[PATH_MAX], suffix[17];
-    EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
-    BIO *pem = BIO_new(BIO_s_secmem());
-    char *text;
-    long text_len;
-    int fd = -1, dirfd, result = -1;
-
-    *out = NULL;
-    rl_rand_hex(suffix, sizeof(suffix) - 1);
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.%s.tmp", dir, ISSUER_KEY_FILE, suffix) >= sizeof(tmp)) {
-        rl_log_error("issuer key %s: %s", path, strerror(ENAMETOOLONG));
-        goto out;
-    }
-    if (key == NULL || pem == NULL || !PEM_write_bio_PrivateKey(pem, key, NULL, NULL, 0, NULL, NULL)) {
-        rl_log_error("issuer key %s: cannot generate an Ed25519 key", path);
-        goto out;
-    }
-    text_len = BIO_get_mem_data(pem, &text);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || fchmod(fd, 0600) != 0 || write_all(fd, text, (size_t)text_len) != 0 || fsync(fd) != 0) {
-        rl_log_error("issuer key %s: cannot create it: %s", path, strerror(errno));
-        goto out;
-    }
-    if (link(tmp, path) != 0) {
-        if (errno != EEXIST) {
-            rl_log_error("issuer key %s: %s", path, strerror(errno));
-            goto out;
-        }
-        result = issuer_key_load(path, out);
-        goto out;
-    }
-    dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd >= 0) {
-        if (fsync(dirfd) != 0)
-            rl_log_warn("issuer key %s: syncing the folder: %s", path, strerror(errno));
-        close(dirfd);
-    }
-    rl_log_info("created issuer key %s", path);
-    *out = key;
-    key = NULL;
-    result = 0;
-out:
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    }
-    ERR_clear_error();
-    BIO_free(pem);
-    EVP_PKEY_free(key);
-    return result;
+    return EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
 }
 
 /* RFC 7638: SHA-256 over the required members in lexicographic order, no whitespace. */
@@ -915,12 +774,8 @@ int rl_jwt_issuer_open(const char *dir, rl_jwt_issuer_t **out)
         rl_log_error("issuer key in %s: %s", dir, strerror(ENAMETOOLONG));
         goto out;
     }
-    result = issuer_key_load(path, &issuer->key);
-    if (result == -ENOENT)
-        result = issuer_key_create(dir, path, &issuer->key);
-    if (result != 0)
+    if (rl_keyfile_open(dir, ISSUER_KEY_FILE, "ED25519", "issuer key", ed25519_generate, &issuer->key) != 0)
         goto out;
-    result = -1;
     if (EVP_PKEY_get_raw_public_key(issuer->key, raw, &raw_len) != 1 || raw_len != ED25519_LEN) {
         rl_log_error("issuer key %s: cannot read its public half", path);
         goto out;

@@ -6,15 +6,13 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#ifdef RL_HAVE_QRENCODE
-#include <qrencode.h>
-#endif
 
 #include "common/args.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/qr.h"
 #include "common/rand.h"
 #include "relay/auth.h"
 #include "relay/jwt.h"
@@ -182,31 +180,6 @@ static int user_id_ok(const char *user)
     return 1;
 }
 
-static void show_qr(const char *url)
-{
-#ifdef RL_HAVE_QRENCODE
-    QRcode *qr = QRcode_encodeString(url, 0, QR_ECLEVEL_L, QR_MODE_8, 1);
-    int x, y;
-
-    if (qr == NULL)
-        return;
-    /* Two modules per character cell, dark on light whatever the terminal's colours, with a quiet zone. */
-    for (y = -2; y < qr->width + 2; y += 2) {
-        fputs("  ", stdout);
-        for (x = -2; x < qr->width + 2; ++x) {
-            int in_x = x >= 0 && x < qr->width;
-            int top = in_x && y >= 0 && y < qr->width && (qr->data[y * qr->width + x] & 1);
-            int bottom = in_x && y + 1 >= 0 && y + 1 < qr->width && (qr->data[(y + 1) * qr->width + x] & 1);
-            fputs(top && bottom ? " " : top ? "\u2584" : bottom ? "\u2580" : "\u2588", stdout);
-        }
-        fputs("\n", stdout);
-    }
-    QRcode_free(qr);
-#else
-    (void)url;
-#endif
-}
-
 static int usage(void)
 {
     fprintf(stderr, "usage: relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n");
@@ -289,7 +262,7 @@ int rl_login_link_command(int argc, char **argv)
     OPENSSL_cleanse(code, sizeof(code));
     if (isatty(STDOUT_FILENO)) {
         printf("Open this link on your phone to sign in as %s (once, within %s):\n\n", user, ttl_text);
-        show_qr(base);
+        rl_qr_print(stdout, base);
         printf("\n");
     }
     printf("%s\n", base);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/hex.h"
+#include "common/percent.h"
 #include "common/rand.h"
 #include "relay/token.h"
 
@@ -31,16 +33,9 @@ void rl_token_hash(const void *bytes, size_t len, char *out)
 {
     unsigned char digest[32];
     unsigned int digest_len = 0;
-    int i;
-
-    static const char hex[] = "0123456789abcdef";
 
     EVP_Digest(bytes, len, digest, &digest_len, EVP_sha256(), NULL);
-    for (i = 0; i < 32; ++i) {
-        out[i * 2] = hex[digest[i] >> 4];
-        out[i * 2 + 1] = hex[digest[i] & 15];
-    }
-    out[64] = '\0';
+    rl_hex_encode(digest, sizeof(digest), out);
 }
 
 int rl_bridge_token_parse(const char *token, size_t len, rl_bridge_token_t *out)
@@ -153,35 +148,6 @@ static int carries_token(const char *url, size_t len)
     return 0;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Decodes every valid %XX of buf in place; returns the new length. Malformed escapes stay as they are. */
-static size_t percent_decode(char *buf, size_t len)
-{
-    size_t in = 0, out = 0;
-
-    while (in < len) {
-        int high = in + 2 < len && buf[in] == '%' ? hex_value(buf[in + 1]) : -1;
-        int low = high >= 0 ? hex_value(buf[in + 2]) : -1;
-        if (low >= 0) {
-            buf[out++] = (char)(high << 4 | low);
-            in += 3;
-        } else {
-            buf[out++] = buf[in++];
-        }
-    }
-    return out;
-}
-
 /* A URL is decoded this many times at most: a token hidden under more layers is no longer usable as one. */
 #define DECODE_ROUNDS 3
 
@@ -202,14 +168,15 @@ int rl_url_carries_token(const char *url, size_t len)
      * layers deep. When memory runs out the request is refused, not let
      * through.
      */
-    decoded = malloc(len);
+    decoded = malloc(len + 1);
     if (decoded == NULL)
         return 1;
     memcpy(decoded, url, len);
     found = 0;
     for (round = 0; round < DECODE_ROUNDS && !found; ++round) {
         size_t before = n;
-        n = percent_decode(decoded, n);
+        /* Lenient: a malformed escape is text like any other, and the scan goes on past it. */
+        n = (size_t)rl_percent_decode(decoded, n, decoded, n + 1, RL_PERCENT_LENIENT);
         if (n == before)
             break;
         found = carries_token(decoded, n);

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -22,7 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
+#include "common/hex.h"
 #include "store/backends.h"
 #include "store/migrate.h"
 
@@ -236,44 +239,22 @@ static int empty_target(struct copy *c)
 
 /* ---- copying ----------------------------------------------------------------------------------- */
 
-struct buffer {
-    char *bytes;
-    size_t len, cap;
-};
-
-static int put(struct buffer *b, const void *bytes, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap == 0 ? COPY_CHUNK * 2 : b->cap;
-        char *grown;
-        while (cap < b->len + n)
-            cap *= 2;
-        if ((grown = realloc(b->bytes, cap)) == NULL)
-            return -1;
-        b->bytes = grown;
-        b->cap = cap;
-    }
-    memcpy(b->bytes + b->len, bytes, n);
-    b->len += n;
-    return 0;
-}
-
 /* A value in COPY's text format: backslash escapes for the separators, \N for NULL, \\x... hex for BYTEA. */
-static int put_value(struct buffer *b, sqlite3_stmt *stmt, int i, int bytea)
+static int put_value(rl_buf_t *b, sqlite3_stmt *stmt, int i, int bytea)
 {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *v;
     int n, k, result = 0;
 
     if (sqlite3_column_type(stmt, i) == SQLITE_NULL)
-        return put(b, "\\N", 2);
+        return rl_buf_append(b, "\\N", 2);
     if (bytea) {
         v = sqlite3_column_blob(stmt, i);
         n = sqlite3_column_bytes(stmt, i);
-        result = put(b, "\\\\x", 3);
+        result = rl_buf_append(b, "\\\\x", 3);
         for (k = 0; k < n && result == 0; ++k) {
-            char pair[2] = {hex[v[k] >> 4], hex[v[k] & 15]};
-            result = put(b, pair, 2);
+            char pair[3];
+            rl_hex_encode(&v[k], 1, pair);
+            result = rl_buf_append(b, pair, 2);
         }
         return result;
     }
@@ -282,19 +263,19 @@ static int put_value(struct buffer *b, sqlite3_stmt *stmt, int i, int bytea)
     for (k = 0; k < n && result == 0; ++k) {
         switch (v[k]) {
         case '\\':
-            result = put(b, "\\\\", 2);
+            result = rl_buf_append(b, "\\\\", 2);
             break;
         case '\n':
-            result = put(b, "\\n", 2);
+            result = rl_buf_append(b, "\\n", 2);
             break;
         case '\r':
-            result = put(b, "\\r", 2);
+            result = rl_buf_append(b, "\\r", 2);
             break;
         case '\t':
-            result = put(b, "\\t", 2);
+            result = rl_buf_append(b, "\\t", 2);
             break;
         default:
-            result = put(b, &v[k], 1);
+            result = rl_buf_append(b, &v[k], 1);
             break;
         }
     }
@@ -305,7 +286,7 @@ static int copy_table(struct copy *c, size_t index)
 {
     const char *table = tables[index].name;
     struct column cols[32];
-    struct buffer b = {NULL, 0, 0};
+    rl_buf_t b;
     char select[2048], copy[2048];
     size_t sel = 0, cp = 0;
     sqlite3_stmt *stmt = NULL;
@@ -313,6 +294,8 @@ static int copy_table(struct copy *c, size_t index)
     int64_t read = 0, written;
     int n, i, rc, result = -1;
 
+    /* PQputCopyData takes an int: the cap keeps a chunk (a row past COPY_CHUNK included) under it. */
+    rl_buf_init(&b, INT_MAX);
     if (shared_columns(c, table, cols, 32, &n) != 0)
         return -1;
     if (n == 0)
@@ -338,15 +321,15 @@ static int copy_table(struct copy *c, size_t index)
     PQclear(res);
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         for (i = 0; i < n; ++i)
-            if ((i > 0 && put(&b, "\t", 1) != 0) || put_value(&b, stmt, i, cols[i].bytea) != 0)
+            if ((i > 0 && rl_buf_append(&b, "\t", 1) != 0) || put_value(&b, stmt, i, cols[i].bytea) != 0)
                 goto out_of_memory;
-        if (put(&b, "\n", 1) != 0)
+        if (rl_buf_append(&b, "\n", 1) != 0)
             goto out_of_memory;
         ++read;
         if (b.len >= COPY_CHUNK) {
             if (PQputCopyData(c->dst, b.bytes, (int)b.len) != 1)
                 break;
-            b.len = 0;
+            rl_buf_reset(&b);
         }
     }
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
@@ -370,7 +353,7 @@ static int copy_table(struct copy *c, size_t index)
         PQclear(res);
     }
     sqlite3_finalize(stmt);
-    free(b.bytes);
+    rl_buf_free(&b);
     if (result == 0) {
         c->counts[index] = read;
         c->total += read;
@@ -385,7 +368,7 @@ out_of_memory:
     while ((res = PQgetResult(c->dst)) != NULL)
         PQclear(res);
     sqlite3_finalize(stmt);
-    free(b.bytes);
+    rl_buf_free(&b);
     return fail(c, "out of memory");
 }
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/error.h"
+#include "common/error.h"
 #include "catalog/query.h"
 #include "catalog/snippet.h"
 
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     open_index();
     result = rl_catalog_query_parse((const char *)data, size, &search, err, sizeof(err));
     if (result != 0) {
-        if (result != RL_CATALOG_E_INVALID_QUERY && result != RL_CATALOG_E_INVALID_PARAMETER)
+        if (result != RL_E_INVALID_QUERY && result != RL_E_INVALID_PARAMETER)
             __builtin_trap();
         return 0;
     }

@@ -1,7 +1,8 @@
-/* Fuzz target: percent-decoding and query parameter lookup on arbitrary request paths. */
+/* Fuzz target: form percent-decoding and query parameter lookup on arbitrary request paths. */
 #include <stdint.h>
 #include <string.h>
 
+#include "common/percent.h"
 #include "http/query.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -17,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rl_query_param(&req, "limit", out, sizeof(out));
     rl_query_param(&req, "before", out, sizeof(out));
     rl_query_param(&req, "", out, 1);
-    int decoded = rl_url_decode((const char *)data, size, big, sizeof(big));
+    int decoded = rl_percent_decode((const char *)data, size, big, sizeof(big), RL_PERCENT_FORM);
     if (decoded >= 0 && (strlen(big) != (size_t)decoded || (size_t)decoded >= sizeof(big)))
         __builtin_trap();
     return 0;

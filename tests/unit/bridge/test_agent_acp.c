@@ -88,6 +88,7 @@ static int setup(void **state)
     f->agent->in_fd = f->out[1];
     f->agent->out_fd = f->agent->err_fd = f->agent->timer_fd = -1;
     f->agent->pid = -1;
+    rl_buf_init(&f->agent->pending, MAX_PENDING_OUT);
     f->agent->initialized = 1;
     f->session = calloc(1, sizeof(*f->session));
     snprintf(f->session->relay_id, sizeof(f->session->relay_id), "ses_1");
@@ -96,6 +97,7 @@ static int setup(void **state)
     f->agent->sessions = f->session;
     f->prompt = calloc(1, sizeof(*f->prompt));
     f->prompt->turn = rl_turn_new("ses_1", "int_1");
+    rl_buf_init(&f->prompt->thought, RL_ACP_THOUGHT_MAX + 4);
     f->prompt->message = message;
     f->session->queue = f->prompt;
     f->session->running = 1;
@@ -119,7 +121,7 @@ static int teardown(void **state)
     free(f->session);
     json_decref(f->agent->commands);
     free(f->agent->mode);
-    free(f->agent->pending);
+    rl_buf_free(&f->agent->pending);
     free(f->agent);
     close(f->out[0]);
     close(f->out[1]);

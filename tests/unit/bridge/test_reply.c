@@ -43,10 +43,10 @@ static void test_past_the_cap_only_whole_characters_are_kept(void **state)
     assert_int_equal(rl_reply_append(&reply, accents, strlen(accents)), 0);
     assert_true(reply.overflow);
     assert_int_equal(reply.chars, RL_REPLY_TEXT_MAX);
-    assert_int_equal(reply.len, n + 20);
+    assert_int_equal(reply.text.len, n + 20);
     assert_null(rl_reply_canonical(&reply));
     assert_int_equal(rl_reply_append(&reply, "more", 4), 0);
-    assert_int_equal(reply.len, n + 20);
+    assert_int_equal(reply.text.len, n + 20);
     /* Incomplete: the start, cut so that the note fits under the cap, never inside a character. */
     incomplete = rl_reply_incomplete(&reply);
     assert_int_equal(strlen(incomplete), (n - note + 10) + note);

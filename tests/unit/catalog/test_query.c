@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "catalog/error.h"
+#include "common/error.h"
 #include "catalog/query.h"
 #include "catalog/type.h"
 
@@ -71,34 +71,34 @@ static void test_parse_refusals(void **state)
     rl_catalog_search_t search;
     char err[200], long_q[400];
 
-    assert_int_equal(parse("", &search, err), RL_CATALOG_E_INVALID_QUERY);
+    assert_int_equal(parse("", &search, err), RL_E_INVALID_QUERY);
     assert_non_null(strstr(err, "required"));
-    assert_int_equal(parse("q=", &search, err), RL_CATALOG_E_INVALID_QUERY);
-    assert_int_equal(parse("q=%21%21%21", &search, err), RL_CATALOG_E_INVALID_QUERY);
+    assert_int_equal(parse("q=", &search, err), RL_E_INVALID_QUERY);
+    assert_int_equal(parse("q=%21%21%21", &search, err), RL_E_INVALID_QUERY);
     assert_non_null(strstr(err, "no word"));
-    assert_int_equal(parse("q=a&q=b", &search, err), RL_CATALOG_E_INVALID_QUERY);
-    assert_int_equal(parse("q=%0a", &search, err), RL_CATALOG_E_INVALID_QUERY);
-    assert_int_equal(parse("q=%ff", &search, err), RL_CATALOG_E_INVALID_QUERY);
-    assert_int_equal(parse("q=%zz", &search, err), RL_CATALOG_E_INVALID_QUERY);
-    assert_int_equal(parse("q=a+b+c+d+e+f+g+h+i+j+k+l+m", &search, err), RL_CATALOG_E_INVALID_QUERY);
+    assert_int_equal(parse("q=a&q=b", &search, err), RL_E_INVALID_QUERY);
+    assert_int_equal(parse("q=%0a", &search, err), RL_E_INVALID_QUERY);
+    assert_int_equal(parse("q=%ff", &search, err), RL_E_INVALID_QUERY);
+    assert_int_equal(parse("q=%zz", &search, err), RL_E_INVALID_QUERY);
+    assert_int_equal(parse("q=a+b+c+d+e+f+g+h+i+j+k+l+m", &search, err), RL_E_INVALID_QUERY);
     assert_non_null(strstr(err, "12 words"));
     memset(long_q, 'a', sizeof(long_q));
     memcpy(long_q, "q=", 2);
     long_q[sizeof(long_q) - 1] = '\0';
-    assert_int_equal(parse(long_q, &search, err), RL_CATALOG_E_INVALID_QUERY);
+    assert_int_equal(parse(long_q, &search, err), RL_E_INVALID_QUERY);
     assert_non_null(strstr(err, "200"));
 
-    assert_int_equal(parse("q=x&type=modelz", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&type=modelz", &search, err), RL_E_INVALID_PARAMETER);
     assert_non_null(strstr(err, "type must be"));
-    assert_int_equal(parse("q=x&type=", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&type=evals&type=models", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&per=0", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&per=31", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&per=5x", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&per=-1", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&per=", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&per=0030", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
-    assert_int_equal(parse("q=x&per=%3", &search, err), RL_CATALOG_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&type=", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&type=evals&type=models", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&per=0", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&per=31", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&per=5x", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&per=-1", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&per=", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&per=0030", &search, err), RL_E_INVALID_PARAMETER);
+    assert_int_equal(parse("q=x&per=%3", &search, err), RL_E_INVALID_PARAMETER);
 }
 
 static int run_match(const char *expression)

@@ -211,6 +211,11 @@ static void test_error_table(void **state)
     assert_string_equal(rl_error_code(RL_E_INSTALLATION_GONE), "installation_revoked");
     assert_int_equal(rl_error_status(RL_E_AGENT_DEGRADED), 503);
     assert_int_equal(rl_error_status(RL_E_TOOL_NOT_DECLARED), 422);
+    /* catalogd's rows are in the same table. */
+    assert_int_equal(rl_error_status(RL_E_ENTITY_NOT_FOUND), 404);
+    assert_string_equal(rl_error_code(RL_E_ENTITY_NOT_FOUND), "entity_not_found");
+    assert_int_equal(rl_error_status(RL_E_NOT_REDISTRIBUTABLE), 403);
+    assert_int_equal(rl_error_status(RL_E_INVALID_QUERY), 400);
     assert_int_equal(rl_error_status(-1), 500);
     assert_string_equal(rl_error_code(12345), "internal_error");
 }

@@ -18,22 +18,6 @@ static h2o_req_t request(const char *path)
     return req;
 }
 
-static void test_decode(void **state)
-{
-    char out[16];
-
-    assert_int_equal(rl_url_decode("a%20b+c", 7, out, sizeof(out)), 5);
-    assert_string_equal(out, "a b c");
-    assert_int_equal(rl_url_decode("%41%7a", 6, out, sizeof(out)), 2);
-    assert_string_equal(out, "Az");
-    assert_int_equal(rl_url_decode("%4", 2, out, sizeof(out)), RL_URL_E_ESCAPE);
-    assert_int_equal(rl_url_decode("%zz", 3, out, sizeof(out)), RL_URL_E_ESCAPE);
-    assert_int_equal(rl_url_decode("a%00", 4, out, sizeof(out)), RL_URL_E_NUL);
-    assert_int_equal(rl_url_decode("0123456789abcdef", 16, out, sizeof(out)), RL_URL_E_LENGTH);
-    assert_int_equal(rl_url_decode("", 0, out, sizeof(out)), 0);
-    assert_string_equal(out, "");
-}
-
 static void test_params(void **state)
 {
     h2o_req_t req = request("/v1/x?limit=20&before=msg_1&name=my%20file&flag");
@@ -77,7 +61,6 @@ static void test_repeated_keys(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode), cmocka_unit_test(test_params),
-                                       cmocka_unit_test(test_repeated_keys)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_params), cmocka_unit_test(test_repeated_keys)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
