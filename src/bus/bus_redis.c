@@ -29,6 +29,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/strmap.h"
+#include "http/later.h"
 
 #define KEY_MAX           1200
 #define NAME_MAX_LEN      64
@@ -348,7 +349,7 @@ struct own {
 
 /* An answer that the bus gives on the next loop turn (never inside the call). */
 struct deferred {
-    struct deferred *next;
+    rl_later_item_t item; /* first */
     enum { DEFER_READ, DEFER_TAKE, DEFER_LEASE, DEFER_CLEARED } kind;
     rl_bus_read_cb read_cb;
     rl_bus_take_cb take_cb;
@@ -378,8 +379,8 @@ struct redis_bus {
     uint64_t loads;
     int dropping; /* an episode of dropped events or signals is under way (and was logged) */
     uint64_t dropped_events, dropped_signals;
-    struct deferred *deferred, **deferred_tail;
-    h2o_timeout_entry_t run_deferred, renew;
+    rl_later_t later;
+    h2o_timeout_entry_t renew;
     int closing;
 };
 
@@ -408,6 +409,37 @@ static void count_drop(struct redis_bus *bus, uint64_t *counter, const char *wha
 
 /* ---- deferred answers ------------------------------------------------------------------------ */
 
+static void run_deferred(rl_later_item_t *item)
+{
+    struct deferred *d = (struct deferred *)item;
+
+    switch (d->kind) {
+    case DEFER_READ:
+        d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
+        break;
+    case DEFER_TAKE:
+        d->take_cb(RL_E_UNAVAILABLE, 0, d->arg);
+        break;
+    case DEFER_LEASE:
+        d->lease_cb(0, d->arg);
+        break;
+    case DEFER_CLEARED:
+        d->cleared_cb(d->value, d->arg);
+        break;
+    }
+    free(d);
+}
+
+/* Closing: the bus's own reads are answered (so that they free their state); the others are dropped. */
+static void drop_deferred(rl_later_item_t *item)
+{
+    struct deferred *d = (struct deferred *)item;
+
+    if (d->kind == DEFER_READ && d->value)
+        d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
+    free(d);
+}
+
 static struct deferred *defer(struct redis_bus *bus, int kind, void *arg)
 {
     struct deferred *d = calloc(1, sizeof(*d));
@@ -418,39 +450,9 @@ static struct deferred *defer(struct redis_bus *bus, int kind, void *arg)
     }
     d->kind = kind;
     d->arg = arg;
-    *bus->deferred_tail = d;
-    bus->deferred_tail = &d->next;
-    if (!h2o_timeout_is_linked(&bus->run_deferred))
-        h2o_timeout_link(bus->loop, rl_redis__loop_timeout(bus->loop, 0), &bus->run_deferred);
+    d->item.run = run_deferred;
+    rl_later_add(&bus->later, &d->item);
     return d;
-}
-
-static void on_deferred(h2o_timeout_entry_t *entry)
-{
-    struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, run_deferred, entry);
-    struct deferred *d = bus->deferred, *next;
-
-    /* What these callbacks defer in turn runs on the next turn. */
-    bus->deferred = NULL;
-    bus->deferred_tail = &bus->deferred;
-    for (; d != NULL; d = next) {
-        next = d->next;
-        switch (d->kind) {
-        case DEFER_READ:
-            d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
-            break;
-        case DEFER_TAKE:
-            d->take_cb(RL_E_UNAVAILABLE, 0, d->arg);
-            break;
-        case DEFER_LEASE:
-            d->lease_cb(0, d->arg);
-            break;
-        case DEFER_CLEARED:
-            d->cleared_cb(d->value, d->arg);
-            break;
-        }
-        free(d);
-    }
 }
 
 /* ---- user events ----------------------------------------------------------------------------- */
@@ -1806,22 +1808,14 @@ static void redis_sweep(rl_bus_t *super, int64_t now_ms, unsigned parts)
 static void redis_close(rl_bus_t *super)
 {
     struct redis_bus *bus = (void *)super;
-    struct deferred *d, *next;
 
     /* The clients fail what waits for a reply; the callbacks see closing and only free their state. */
     bus->closing = 1;
     rl_redis_free(bus->cmd);
     rl_redis_free(bus->sub);
-    if (h2o_timeout_is_linked(&bus->run_deferred))
-        h2o_timeout_unlink(&bus->run_deferred);
     if (h2o_timeout_is_linked(&bus->renew))
         h2o_timeout_unlink(&bus->renew);
-    for (d = bus->deferred; d != NULL; d = next) {
-        next = d->next;
-        if (d->kind == DEFER_READ && d->value)
-            d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
-        free(d);
-    }
+    rl_later_dispose(&bus->later, drop_deferred);
     rl_strmap_free(bus->users, listener_free);
     rl_strmap_free(bus->topics, joined_free);
     rl_strmap_free(bus->presence, free);
@@ -1894,8 +1888,7 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     bus->topics = rl_strmap_new(TOPICS_MAX);
     bus->presence = rl_strmap_new(PRESENCE_MAX);
     bus->own = rl_strmap_new(PRESENCE_MAX);
-    bus->deferred_tail = &bus->deferred;
-    bus->run_deferred.cb = on_deferred;
+    rl_later_init(&bus->later, loop);
     bus->renew.cb = on_renew;
     cmd.ctx = bus;
     sub.name = "subscriptions";
