@@ -14,6 +14,7 @@
 #include "bus/bus.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/event.h"
 #include "common/log.h"
 #include "common/strmap.h"
 #include "http/later.h"
@@ -240,7 +241,7 @@ static void local_publish(rl_bus_t *super, const char *user_id, const char *name
         return;
     }
     id = hub->last_id + 1;
-    frame = rl_bus_frame(id, name, data);
+    frame = rl_event_frame(id, name, data);
     json_decref(data);
     if (frame == NULL) {
         rl_log_warn("could not encode %s", name);

@@ -6,12 +6,11 @@
 #include <sys/stat.h>
 
 #include "common/clock.h"
+#include "common/event.h"
 #include "common/log.h"
 #include "http/sse.h"
 
 #define MAX_BATCH 64
-/* First allocation of a record: a typical event fits, larger ones grow by doubling. */
-#define FRAME_INITIAL 512
 
 struct rl_sse {
     h2o_generator_t generator; /* first: h2o hands it back to proceed and stop */
@@ -57,95 +56,6 @@ int rl__http_conn_shutdown(h2o_req_t *req)
         memcmp(&mine, &theirs, mine_len) != 0)
         return -1;
     return shutdown(fd, SHUT_RDWR);
-}
-
-struct frame_writer {
-    rl_blob_t *blob;
-    size_t capacity; /* bytes available in blob->bytes */
-};
-
-/* Appends to the record, keeping room for the closing "\n\n" and a NUL. */
-static int frame_append(const char *bytes, size_t len, void *arg)
-{
-    struct frame_writer *writer = arg;
-    size_t needed = writer->blob->len + len + 3;
-
-    if (needed < len)
-        return -1;
-    if (needed > writer->capacity) {
-        size_t capacity = writer->capacity;
-        rl_blob_t *grown;
-        while (capacity < needed) {
-            if (capacity > SIZE_MAX / 2)
-                return -1;
-            capacity *= 2;
-        }
-        grown = realloc(writer->blob, sizeof(*grown) + capacity);
-        if (grown == NULL)
-            return -1;
-        writer->blob = grown;
-        writer->capacity = capacity;
-    }
-    memcpy(writer->blob->bytes + writer->blob->len, bytes, len);
-    writer->blob->len += len;
-    return 0;
-}
-
-/* Event names are ours, but a name that could end its line early must never reach a client. */
-static int name_is_valid(const char *name)
-{
-    size_t i;
-
-    if (name == NULL || name[0] == '\0')
-        return 0;
-    for (i = 0; name[i] != '\0'; ++i) {
-        char c = name[i];
-        if (i == RL_SSE_NAME_MAX || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                                      c == '_' || c == '.' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
-rl_blob_t *rl_sse_frame_new(int64_t id, const char *name, const json_t *data)
-{
-    struct frame_writer writer;
-    char id_line[32];
-    int id_len = 0, result = 0;
-
-    if (!name_is_valid(name)) {
-        rl_log_error("refusing to encode an event whose name is not a plain token");
-        return NULL;
-    }
-    if (id != RL_SSE_NO_ID)
-        id_len = snprintf(id_line, sizeof(id_line), "id: %lld\n", (long long)id);
-    writer.capacity = FRAME_INITIAL;
-    writer.blob = malloc(sizeof(*writer.blob) + writer.capacity);
-    if (writer.blob == NULL)
-        goto out;
-    writer.blob->refs = 1;
-    writer.blob->len = 0;
-    result = frame_append(id_line, (size_t)id_len, &writer);
-    if (result == 0)
-        result = frame_append("event: ", 7, &writer);
-    if (result == 0)
-        result = frame_append(name, strlen(name), &writer);
-    if (result == 0)
-        result = frame_append("\ndata: ", 7, &writer);
-    if (result == 0)
-        result = data != NULL ? json_dump_callback(data, frame_append, &writer, JSON_COMPACT | JSON_ENCODE_ANY)
-                              : frame_append("{}", 2, &writer);
-out:
-    if (writer.blob == NULL || result != 0) {
-        rl_log_fields(RL_LOG_ERROR,
-                      json_pack("{s:s, s:s}", "msg", "an event could not be encoded; it is not sent", "event", name));
-        free(writer.blob);
-        return NULL;
-    }
-    /* frame_append always leaves room for these three bytes. */
-    memcpy(writer.blob->bytes + writer.blob->len, "\n\n", 3);
-    writer.blob->len += 2;
-    return writer.blob;
 }
 
 static void release_all(rl_sse_t *sse)
@@ -254,7 +164,7 @@ static void on_heartbeat(h2o_timeout_entry_t *entry)
 {
     rl_sse_t *sse = H2O_STRUCT_FROM_MEMBER(rl_sse_t, heartbeat, entry);
     json_t *data = json_pack("{s:I}", "ts", (json_int_t)rl_clock_now_ms());
-    rl_blob_t *frame = data != NULL ? rl_sse_frame_new(RL_SSE_NO_ID, "heartbeat", data) : NULL;
+    rl_blob_t *frame = data != NULL ? rl_event_frame(RL_EVENT_NO_ID, "heartbeat", data) : NULL;
     int result = frame != NULL ? rl_sse_send(sse, frame) : -1;
 
     if (result == 0)

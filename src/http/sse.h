@@ -1,7 +1,7 @@
 /*
  * A Server-Sent Events response on one call (text/event-stream, never
  * compressed, never buffered by proxies). Frames are reference-counted blobs
- * shared with other streams; each stream queues at most a fixed number of
+ * (records built by common/event.h) shared with other streams; each stream queues at most a fixed number of
  * frames and bytes, and a reader that falls that far behind is cut off (it
  * can resume with Last-Event-ID) so that it never slows anyone else down.
  * Loop thread only.
@@ -17,27 +17,6 @@
 #include "http/call.h"
 
 typedef struct rl_sse rl_sse_t;
-
-/* The id of a record that carries no "id:" line (hello, heartbeat). */
-#define RL_SSE_NO_ID (-1)
-/* Longest event name rl_sse_frame_new accepts. */
-#define RL_SSE_NAME_MAX 64
-
-/*
- * Encodes one event record, the only way records are built:
- *   "id: <id>\n" (left out when id is RL_SSE_NO_ID), "event: <name>\n",
- *   "data: <data as compact JSON>\n\n".
- * The JSON encoder escapes every control character, so whatever strings data
- * holds (quotes, newlines, a client's text) the record has exactly one data
- * line and the client parses back the same value. name must be 1 to
- * RL_SSE_NAME_MAX bytes of letters, digits, '_', '.' and '-'; data NULL
- * encodes {}. data is only read (the caller keeps its reference).
- *
- * Returns a new blob with one reference, or NULL with the reason logged when
- * the name is refused, data cannot be encoded, or memory runs out: a record
- * is never truncated. Any thread (logging is thread-safe).
- */
-rl_blob_t *rl_sse_frame_new(int64_t id, const char *name, const json_t *data);
 
 typedef struct rl_sse_config {
     size_t max_queued_frames;
