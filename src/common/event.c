@@ -110,8 +110,7 @@ rl_blob_t *rl_event_frame(int64_t id, const char *name, const json_t *data)
     return frame_close(&writer, result, name);
 }
 
-rl_blob_t *rl_event_frame_text(int64_t id, const char *name, size_t name_len, const char *payload,
-                               size_t payload_len)
+rl_blob_t *rl_event_frame_text(int64_t id, const char *name, size_t name_len, const char *payload, size_t payload_len)
 {
     struct frame_writer writer;
     int result;

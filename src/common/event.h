@@ -44,7 +44,6 @@ rl_blob_t *rl_event_frame(int64_t id, const char *name, const json_t *data);
  * (NULL, logged) when it is empty or holds a line break, which would end the
  * data line early; name as above, of name_len bytes.
  */
-rl_blob_t *rl_event_frame_text(int64_t id, const char *name, size_t name_len, const char *payload,
-                               size_t payload_len);
+rl_blob_t *rl_event_frame_text(int64_t id, const char *name, size_t name_len, const char *payload, size_t payload_len);
 
 #endif

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/event.h"
 #include "common/log.h"
+#include "http/later.h"
 #include "http/sse.h"
 
 #define MAX_BATCH 64
@@ -21,15 +22,24 @@ struct rl_sse {
     rl_blob_t *inflight[MAX_BATCH];
     size_t ninflight;
     int sending;
-    int ending; /* rl_sse_end was asked */
-    int ended;  /* on_end has run */
+    int ending;      /* rl_sse_end was asked */
+    const char *why; /* the stream is over (why, for on_end); NULL while it lasts */
+    int released;    /* h2o holds the generator no more: the response was finished or disposed of */
     h2o_timeout_entry_t heartbeat;
+    /*
+     * A stream that is over is reaped here after the loop turn, never inside
+     * the call or callback that ended it: on_end runs there, and the memory
+     * goes once h2o has released the response too.
+     */
+    rl_later_item_t reap;
     rl_sse_t *prev, *next; /* every live stream, for a graceful stop */
 };
 
-/* The live streams of this process, and what they have carried (loop thread only). */
+/* The live streams of this process, what they have carried, and the ones to reap (loop thread only). */
 static rl_sse_t *live;
 static rl_sse_stats_t stats;
+static rl_later_t reaper;
+static h2o_loop_t *reaper_loop;
 
 /*
  * h2o 2.2.5 keeps the connection's socket right after the h2o_conn_t header
@@ -73,15 +83,15 @@ static void release_all(rl_sse_t *sse)
     sse->ninflight = 0;
 }
 
+/* The stream is over: marked here, reaped (on_end, then freed) after the loop turn. */
 static void end_once(rl_sse_t *sse, const char *why)
 {
-    if (sse->ended)
+    if (sse->why != NULL)
         return;
-    sse->ended = 1;
+    sse->why = why;
     if (h2o_timeout_is_linked(&sse->heartbeat))
         h2o_timeout_unlink(&sse->heartbeat);
-    if (sse->config.on_end != NULL)
-        sse->config.on_end(sse->config.arg, why);
+    rl_later_add(&reaper, &sse->reap);
 }
 
 static void destroy(rl_sse_t *sse)
@@ -96,6 +106,26 @@ static void destroy(rl_sse_t *sse)
     release_all(sse);
     rl_call_release(sse->call);
     free(sse);
+}
+
+static void reap(rl_later_item_t *item)
+{
+    rl_sse_t *sse = H2O_STRUCT_FROM_MEMBER(rl_sse_t, reap, item);
+    void (*on_end)(void *arg, const char *why) = sse->config.on_end;
+
+    if (on_end != NULL) {
+        sse->config.on_end = NULL;
+        on_end(sse->config.arg, sse->why);
+    }
+    release_all(sse);
+    if (!sse->released && !sse->sending && sse->call->req != NULL) {
+        /* Cut off with no write in flight: no on_proceed will come to end the response, so it ends here. */
+        sse->released = 1;
+        h2o_send(sse->call->req, NULL, 0, H2O_SEND_STATE_ERROR);
+    }
+    /* Otherwise a write is in flight: on_proceed or on_stop releases the response and reaps again. */
+    if (sse->released)
+        destroy(sse);
 }
 
 static void flush(rl_sse_t *sse)
@@ -122,11 +152,11 @@ static void flush(rl_sse_t *sse)
         h2o_send(req, bufs, n, H2O_SEND_STATE_IN_PROGRESS);
         return;
     }
-    if (sse->ending) {
+    if (sse->ending && !sse->released) {
         /* Everything was written: finish the response. h2o will not call back again. */
         end_once(sse, "closed");
+        sse->released = 1;
         h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
-        destroy(sse);
     }
 }
 
@@ -139,15 +169,16 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
         rl_blob_release(sse->inflight[i]);
     sse->ninflight = 0;
     sse->sending = 0;
-    if (sse->ended && !sse->ending) {
+    if (sse->why != NULL && !sse->ending) {
         /* Cut off while a write was in flight: end the response now that h2o lets us. */
+        sse->released = 1;
         h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
-        destroy(sse);
+        rl_later_add(&reaper, &sse->reap);
         return;
     }
     flush(sse);
     /* The owner may refill a stream that replays at its reader's pace; it may end it, too. */
-    if (!sse->sending && sse->queue_count == 0 && !sse->ended && sse->config.on_drain != NULL)
+    if (!sse->sending && sse->queue_count == 0 && sse->why == NULL && sse->config.on_drain != NULL)
         sse->config.on_drain(sse->config.arg);
 }
 
@@ -157,7 +188,9 @@ static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
     rl_sse_t *sse = (rl_sse_t *)generator;
 
     end_once(sse, "client gone");
-    destroy(sse);
+    sse->released = 1;
+    /* Already reaped once (cut off, write in flight): the memory goes now that h2o let go. */
+    rl_later_add(&reaper, &sse->reap);
 }
 
 static void on_heartbeat(h2o_timeout_entry_t *entry)
@@ -171,7 +204,6 @@ static void on_heartbeat(h2o_timeout_entry_t *entry)
         ++stats.heartbeats;
     json_decref(data);
     rl_blob_release(frame);
-    /* The stream may have ended inside rl_sse_send (cut off); then nothing here may touch it. */
     if (result == 0)
         h2o_timeout_link(sse->call->req->conn->ctx->loop, sse->config.heartbeat, &sse->heartbeat);
 }
@@ -186,6 +218,11 @@ rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
     sse = calloc(1, sizeof(*sse));
     if (sse == NULL)
         return NULL;
+    if (reaper_loop == NULL) {
+        reaper_loop = req->conn->ctx->loop;
+        rl_later_init(&reaper, reaper_loop);
+    }
+    sse->reap.run = reap;
     sse->generator.proceed = on_proceed;
     sse->generator.stop = on_stop;
     sse->next = live;
@@ -237,7 +274,7 @@ static void cut_off(rl_sse_t *sse)
 
 int rl_sse_send(rl_sse_t *sse, rl_blob_t *frame)
 {
-    if (sse->ended || sse->ending)
+    if (sse->why != NULL || sse->ending)
         return -1;
     if (sse->queue_count + 1 > sse->config.max_queued_frames ||
         sse->queued_bytes + frame->len > sse->config.max_queued_bytes) {
@@ -284,7 +321,7 @@ size_t rl_sse_queued_bytes(const rl_sse_t *sse)
 
 void rl_sse_end(rl_sse_t *sse)
 {
-    if (sse->ended || sse->ending)
+    if (sse->why != NULL || sse->ending)
         return;
     sse->ending = 1;
     flush(sse);
@@ -294,7 +331,6 @@ void rl_sse_end_all(void)
 {
     rl_sse_t *sse, *next;
 
-    /* rl_sse_end may free the stream at once; its successor is taken first. */
     for (sse = live; sse != NULL; sse = next) {
         next = sse->next;
         rl_sse_end(sse);

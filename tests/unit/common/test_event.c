@@ -40,7 +40,7 @@ static void test_record_shapes(void **state)
     json_t *data = json_pack("{s:s, s:I}", "user_id", "alice", "ts", (json_int_t)17);
 
     assert_frame(rl_event_frame(42, "message_added", data), "id: 42\nevent: message_added\ndata: "
-                                                              "{\"user_id\":\"alice\",\"ts\":17}\n\n");
+                                                            "{\"user_id\":\"alice\",\"ts\":17}\n\n");
     assert_frame(rl_event_frame(RL_EVENT_NO_ID, "hello", data),
                  "event: hello\ndata: {\"user_id\":\"alice\",\"ts\":17}\n\n");
     assert_frame(rl_event_frame(0, "resync", NULL), "id: 0\nevent: resync\ndata: {}\n\n");
