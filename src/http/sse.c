@@ -68,7 +68,8 @@ int rl__http_conn_shutdown(h2o_req_t *req)
     return shutdown(fd, SHUT_RDWR);
 }
 
-static void release_all(rl_sse_t *sse)
+/* What waits to be written; the frames in flight stay, h2o may still be writing them. */
+static void release_queue(rl_sse_t *sse)
 {
     size_t i;
 
@@ -78,6 +79,13 @@ static void release_all(rl_sse_t *sse)
     free(sse->queue);
     sse->queue = NULL;
     sse->queue_capacity = 0;
+}
+
+static void release_all(rl_sse_t *sse)
+{
+    size_t i;
+
+    release_queue(sse);
     for (i = 0; i < sse->ninflight; ++i)
         rl_blob_release(sse->inflight[i]);
     sse->ninflight = 0;
@@ -117,7 +125,7 @@ static void reap(rl_later_item_t *item)
         sse->config.on_end = NULL;
         on_end(sse->config.arg, sse->why);
     }
-    release_all(sse);
+    release_queue(sse);
     if (!sse->released && !sse->sending && sse->call->req != NULL) {
         /* Cut off with no write in flight: no on_proceed will come to end the response, so it ends here. */
         sse->released = 1;
@@ -262,7 +270,7 @@ static void cut_off(rl_sse_t *sse)
                                          (json_int_t)sse->queue_count, "queued_bytes", (json_int_t)sse->queued_bytes));
     ++stats.cut_off;
     end_once(sse, "too slow");
-    release_all(sse);
+    release_queue(sse);
     /*
      * The write in flight is stuck on a peer that does not read; only cutting
      * the connection gets h2o to give the request back (on_stop). When the
