@@ -24,9 +24,12 @@ typedef struct rl_sse_config {
     /* Shared timeout list whose duration is the heartbeat interval, or NULL for none. */
     h2o_timeout_t *heartbeat;
     /*
-     * Called once when the stream ends for any reason: the client went away,
-     * it was cut off, or rl_sse_end finished. The owner drops its pointer
-     * there; the stream must not be used after on_end returns.
+     * Called once when the stream has ended for any reason (the client went
+     * away, it was cut off, or rl_sse_end finished), after the loop turn in
+     * which it ended: never inside rl_sse_send, rl_sse_end or any other call
+     * of the owner's. Until then the stream is still there and refuses
+     * sends. The owner drops its pointer in on_end; the stream must not be
+     * used after on_end returns.
      */
     void (*on_end)(void *arg, const char *why);
     /* Optional: called when everything queued has been handed to the connection. */
@@ -41,14 +44,15 @@ typedef struct rl_sse_config {
 rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config);
 /*
  * Queues a frame (retained). Returns 0, or -1 when the stream has ended or
- * this frame overflowed its queue and it was cut off (on_end has then run).
+ * this frame overflowed its queue and it was cut off (on_end follows after
+ * the loop turn; the stream stays valid until then).
  */
 int rl_sse_send(rl_sse_t *sse, rl_blob_t *frame);
 /* Queues a copy of text as a frame; as rl_sse_send. */
 int rl_sse_send_text(rl_sse_t *sse, const char *text, size_t len);
 /* Bytes queued and not yet handed to the connection. */
 size_t rl_sse_queued_bytes(const rl_sse_t *sse);
-/* Ends the stream after what is queued has been written. */
+/* Ends the stream after what is queued has been written (on_end after the loop turn that finishes it). */
 void rl_sse_end(rl_sse_t *sse);
 /*
  * A graceful stop: every live stream ends as rl_sse_end ends one (what is
