@@ -705,7 +705,7 @@ static struct listen_op *listen_op_new(struct redis_bus *bus, const char *user_i
     return op;
 }
 
-/* Hands one event to the relay; the listener may be gone afterwards (a stream that ended stops listening). */
+/* Hands one event to the relay; the listener may be gone afterwards (the bus allows a handler to stop listening). */
 static struct listener *hand_over(struct redis_bus *bus, const char *user_id, uint64_t gen, int64_t id,
                                   rl_blob_t *frame)
 {
