@@ -1,11 +1,10 @@
-/* Opening a bus by its location, and the event record every backend shares. */
+/* Opening a bus by its location. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bus/bus.h"
 #include "common/log.h"
-#include "http/sse.h"
 
 static int open_local(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
 {
@@ -38,10 +37,4 @@ int rl_bus_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *c
     /* Not repeated: a mistyped URL may still hold a password. */
     rl_log_error("unsupported bus location: use local, redis://HOST:PORT/N or unix:///PATH?db=N");
     return -1;
-}
-
-rl_blob_t *rl_bus_frame(int64_t id, const char *name, json_t *data)
-{
-    /* One encoder builds every SSE record (src/http/sse.c): escaped JSON, never a truncated record. */
-    return rl_sse_frame_new(id, name, data);
 }

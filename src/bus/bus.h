@@ -40,7 +40,11 @@ typedef struct rl_bus rl_bus_t;
 
 typedef struct rl_bus_event {
     int64_t id;
-    rl_blob_t *frame; /* the encoded SSE record ("id: ...\nevent: ...\ndata: ...\n\n") */
+    /*
+     * The event's SSE record, built once on this node by common/event.h from
+     * what the bus carries (id, name, payload) and shared by every reader.
+     */
+    rl_blob_t *frame;
 } rl_bus_event_t;
 
 /* What a read of a user's ring found. */
@@ -208,9 +212,6 @@ static inline void rl_bus_sweep_part(rl_bus_t *bus, int64_t now_ms, unsigned par
 {
     bus->ops->sweep(bus, now_ms, parts);
 }
-
-/* The SSE record of one event, encoded once (bus backends share it): NULL when out of memory. */
-rl_blob_t *rl_bus_frame(int64_t id, const char *name, json_t *data);
 
 /* Backends. */
 int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);

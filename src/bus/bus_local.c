@@ -14,8 +14,10 @@
 #include "bus/bus.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/event.h"
 #include "common/log.h"
 #include "common/strmap.h"
+#include "http/later.h"
 
 #define TOPICS_MAX   1000000
 #define PRESENCE_MAX 1000000
@@ -47,9 +49,10 @@ struct presence {
     char health[16];
 };
 
-/* Work for the next loop turn: a read, a signal, or a presence answer. */
+/* Work for the end of the loop turn: a read, a signal, or a presence answer. */
 struct deferred {
-    struct deferred *next;
+    rl_later_item_t item; /* first */
+    struct local_bus *bus;
     enum { DEFER_READ, DEFER_SIGNAL, DEFER_CLEARED } kind;
     int64_t after_id;
     size_t max;
@@ -70,10 +73,7 @@ struct local_bus {
     rl_strmap_t *presence; /* installation id -> struct presence */
     rl_strmap_t *buckets;  /* bucket key -> struct bucket */
     int64_t highest_id;    /* the highest id any hub of this process has issued */
-    struct deferred *deferred, **deferred_tail;
-    h2o_timeout_t zero_timeout;
-    h2o_timeout_entry_t run_deferred;
-    int closing;
+    rl_later_t later;
 };
 
 static void hub_free(void *p)
@@ -141,6 +141,8 @@ static struct hub *hub_get(struct local_bus *bus, const char *user_id, int creat
 
 /* ---- deferred work --------------------------------------------------------------------------- */
 
+static void run_deferred(rl_later_item_t *item);
+
 static struct deferred *defer(struct local_bus *bus, int kind, const char *name)
 {
     size_t len = strlen(name);
@@ -148,12 +150,11 @@ static struct deferred *defer(struct local_bus *bus, int kind, const char *name)
 
     if (d == NULL)
         return NULL;
+    d->bus = bus;
     d->kind = kind;
     memcpy(d->name, name, len + 1);
-    *bus->deferred_tail = d;
-    bus->deferred_tail = &d->next;
-    if (!h2o_timeout_is_linked(&bus->run_deferred))
-        h2o_timeout_link(bus->loop, &bus->zero_timeout, &bus->run_deferred);
+    d->item.run = run_deferred;
+    rl_later_add(&bus->later, &d->item);
     return d;
 }
 
@@ -195,31 +196,33 @@ static int joined(struct local_bus *bus, const char *topic)
     return rl_strmap_get(bus->topics, topic) != NULL;
 }
 
-static void on_deferred(h2o_timeout_entry_t *entry)
+static void run_deferred(rl_later_item_t *item)
 {
-    struct local_bus *bus = H2O_STRUCT_FROM_MEMBER(struct local_bus, run_deferred, entry);
-    struct deferred *d = bus->deferred, *next;
+    struct deferred *d = (struct deferred *)item;
+    struct local_bus *bus = d->bus;
 
-    /* What these callbacks defer in turn runs on the next turn. */
-    bus->deferred = NULL;
-    bus->deferred_tail = &bus->deferred;
-    for (; d != NULL; d = next) {
-        next = d->next;
-        switch (d->kind) {
-        case DEFER_READ:
-            answer_read(bus, d);
-            break;
-        case DEFER_SIGNAL:
-            if (joined(bus, d->name) && bus->config.handlers.signal != NULL)
-                bus->config.handlers.signal(bus->config.handlers.ctx, d->name, d->message);
-            json_decref(d->message);
-            break;
-        case DEFER_CLEARED:
-            d->cleared_cb(d->cleared, d->arg);
-            break;
-        }
-        free(d);
+    switch (d->kind) {
+    case DEFER_READ:
+        answer_read(bus, d);
+        break;
+    case DEFER_SIGNAL:
+        if (joined(bus, d->name) && bus->config.handlers.signal != NULL)
+            bus->config.handlers.signal(bus->config.handlers.ctx, d->name, d->message);
+        json_decref(d->message);
+        break;
+    case DEFER_CLEARED:
+        d->cleared_cb(d->cleared, d->arg);
+        break;
     }
+    free(d);
+}
+
+static void drop_deferred(rl_later_item_t *item)
+{
+    struct deferred *d = (struct deferred *)item;
+
+    json_decref(d->message);
+    free(d);
 }
 
 /* ---- the operations -------------------------------------------------------------------------- */
@@ -238,7 +241,7 @@ static void local_publish(rl_bus_t *super, const char *user_id, const char *name
         return;
     }
     id = hub->last_id + 1;
-    frame = rl_bus_frame(id, name, data);
+    frame = rl_event_frame(id, name, data);
     json_decref(data);
     if (frame == NULL) {
         rl_log_warn("could not encode %s", name);
@@ -447,16 +450,8 @@ static void local_sweep(rl_bus_t *super, int64_t now_ms, unsigned parts)
 static void local_close(rl_bus_t *super)
 {
     struct local_bus *bus = (void *)super;
-    struct deferred *d, *next;
 
-    if (h2o_timeout_is_linked(&bus->run_deferred))
-        h2o_timeout_unlink(&bus->run_deferred);
-    for (d = bus->deferred; d != NULL; d = next) {
-        next = d->next;
-        json_decref(d->message);
-        free(d);
-    }
-    h2o_timeout_dispose(bus->loop, &bus->zero_timeout);
+    rl_later_dispose(&bus->later, drop_deferred);
     rl_strmap_free(bus->hubs, hub_free);
     rl_strmap_free(bus->topics, NULL);
     rl_strmap_free(bus->presence, free);
@@ -491,13 +486,11 @@ int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t
     if (bus->config.max_events == 0)
         bus->config.max_events = 1;
     bus->loop = loop;
-    bus->deferred_tail = &bus->deferred;
+    rl_later_init(&bus->later, loop);
     bus->hubs = rl_strmap_new(config->max_users);
     bus->topics = rl_strmap_new(TOPICS_MAX);
     bus->presence = rl_strmap_new(PRESENCE_MAX);
     bus->buckets = rl_strmap_new(config->max_buckets > 0 ? config->max_buckets : 200000);
-    h2o_timeout_init(loop, &bus->zero_timeout, 0);
-    bus->run_deferred.cb = on_deferred;
     if (bus->hubs == NULL || bus->topics == NULL || bus->presence == NULL || bus->buckets == NULL) {
         local_close(&bus->super);
         return -1;

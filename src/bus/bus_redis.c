@@ -27,11 +27,12 @@
 #include "bus/redis.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/event.h"
 #include "common/log.h"
 #include "common/strmap.h"
+#include "http/later.h"
 
 #define KEY_MAX           1200
-#define NAME_MAX_LEN      64
 #define USERS_MAX         1000000
 #define TOPICS_MAX        1000000
 #define PRESENCE_MAX      1000000
@@ -61,11 +62,13 @@
 
 /*
  * KEYS: the user's counter (hash: first, last) and ring (sorted set: score
- * the id, member "<created ms> <frame>"). ARGV: name, data, ring length,
+ * the id, member "<created ms> <event>"). ARGV: name, data, ring length,
  * ring age (ms), idle lifetime of the keys (ms), the user's channel. A new
  * counter starts from the clock (ms * 1000), so that ids keep increasing
  * after the keys of an idle user expired. Times only grow with ids, so the
- * events too old to keep are a prefix of the ring.
+ * events too old to keep are a prefix of the ring. An event travels (on the
+ * channel, and in the ring after its time) as "<id> <name> <data>": what the
+ * event is, never how a client sees it; each node builds the SSE record.
  */
 static rl_redis_script_t publish_script = {
     LUA_NOW "local id = redis.call('HINCRBY', KEYS[1], 'last', 1)\n"
@@ -74,8 +77,8 @@ static rl_redis_script_t publish_script = {
             "  redis.call('HSET', KEYS[1], 'first', string.format('%d', id), 'last', string.format('%d', id))\n"
             "end\n"
             "local sid = string.format('%d', id)\n"
-            "local frame = 'id: ' .. sid .. '\\nevent: ' .. ARGV[1] .. '\\ndata: ' .. ARGV[2] .. '\\n\\n'\n"
-            "redis.call('ZADD', KEYS[2], sid, string.format('%d', now) .. ' ' .. frame)\n"
+            "local event = sid .. ' ' .. ARGV[1] .. ' ' .. ARGV[2]\n"
+            "redis.call('ZADD', KEYS[2], sid, string.format('%d', now) .. ' ' .. event)\n"
             "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', id - tonumber(ARGV[3])))\n"
             "local cutoff = now - tonumber(ARGV[4])\n"
             "while true do\n"
@@ -85,7 +88,7 @@ static rl_redis_script_t publish_script = {
             "end\n"
             "redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
             "redis.call('PEXPIRE', KEYS[2], ARGV[5])\n"
-            "redis.call('PUBLISH', ARGV[6], frame)\n"
+            "redis.call('PUBLISH', ARGV[6], event)\n"
             "return id\n"};
 
 /*
@@ -348,7 +351,7 @@ struct own {
 
 /* An answer that the bus gives on the next loop turn (never inside the call). */
 struct deferred {
-    struct deferred *next;
+    rl_later_item_t item; /* first */
     enum { DEFER_READ, DEFER_TAKE, DEFER_LEASE, DEFER_CLEARED } kind;
     rl_bus_read_cb read_cb;
     rl_bus_take_cb take_cb;
@@ -378,8 +381,8 @@ struct redis_bus {
     uint64_t loads;
     int dropping; /* an episode of dropped events or signals is under way (and was logged) */
     uint64_t dropped_events, dropped_signals;
-    struct deferred *deferred, **deferred_tail;
-    h2o_timeout_entry_t run_deferred, renew;
+    rl_later_t later;
+    h2o_timeout_entry_t renew;
     int closing;
 };
 
@@ -408,6 +411,37 @@ static void count_drop(struct redis_bus *bus, uint64_t *counter, const char *wha
 
 /* ---- deferred answers ------------------------------------------------------------------------ */
 
+static void run_deferred(rl_later_item_t *item)
+{
+    struct deferred *d = (struct deferred *)item;
+
+    switch (d->kind) {
+    case DEFER_READ:
+        d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
+        break;
+    case DEFER_TAKE:
+        d->take_cb(RL_E_UNAVAILABLE, 0, d->arg);
+        break;
+    case DEFER_LEASE:
+        d->lease_cb(0, d->arg);
+        break;
+    case DEFER_CLEARED:
+        d->cleared_cb(d->value, d->arg);
+        break;
+    }
+    free(d);
+}
+
+/* Closing: the bus's own reads are answered (so that they free their state); the others are dropped. */
+static void drop_deferred(rl_later_item_t *item)
+{
+    struct deferred *d = (struct deferred *)item;
+
+    if (d->kind == DEFER_READ && d->value)
+        d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
+    free(d);
+}
+
 static struct deferred *defer(struct redis_bus *bus, int kind, void *arg)
 {
     struct deferred *d = calloc(1, sizeof(*d));
@@ -418,39 +452,9 @@ static struct deferred *defer(struct redis_bus *bus, int kind, void *arg)
     }
     d->kind = kind;
     d->arg = arg;
-    *bus->deferred_tail = d;
-    bus->deferred_tail = &d->next;
-    if (!h2o_timeout_is_linked(&bus->run_deferred))
-        h2o_timeout_link(bus->loop, rl_redis__loop_timeout(bus->loop, 0), &bus->run_deferred);
+    d->item.run = run_deferred;
+    rl_later_add(&bus->later, &d->item);
     return d;
-}
-
-static void on_deferred(h2o_timeout_entry_t *entry)
-{
-    struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, run_deferred, entry);
-    struct deferred *d = bus->deferred, *next;
-
-    /* What these callbacks defer in turn runs on the next turn. */
-    bus->deferred = NULL;
-    bus->deferred_tail = &bus->deferred;
-    for (; d != NULL; d = next) {
-        next = d->next;
-        switch (d->kind) {
-        case DEFER_READ:
-            d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
-            break;
-        case DEFER_TAKE:
-            d->take_cb(RL_E_UNAVAILABLE, 0, d->arg);
-            break;
-        case DEFER_LEASE:
-            d->lease_cb(0, d->arg);
-            break;
-        case DEFER_CLEARED:
-            d->cleared_cb(d->value, d->arg);
-            break;
-        }
-        free(d);
-    }
 }
 
 /* ---- user events ----------------------------------------------------------------------------- */
@@ -481,13 +485,13 @@ static void redis_publish(rl_bus_t *super, const char *user_id, const char *name
 {
     struct redis_bus *bus = (void *)super;
     char counter[KEY_MAX], ring[KEY_MAX], channel[KEY_MAX], events[24], age[24], ttl[24];
-    char *text = data != NULL ? json_dumps(data, JSON_COMPACT) : strdup("{}");
+    char *text = data != NULL ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
     const char *argv[8];
     size_t lens[8], i;
 
     json_decref(data);
-    /* Event names are the relay's own short identifiers; a longer one is a bug, not data. */
-    if (text == NULL || strlen(name) > NAME_MAX_LEN || strchr(name, '\n') != NULL) {
+    /* Event names are the relay's own short identifiers; one that is not a plain token is a bug, not data. */
+    if (text == NULL || !rl_event_name_valid(name, strlen(name))) {
         rl_log_warn("could not encode %s", name);
         goto out;
     }
@@ -513,17 +517,27 @@ struct read_op {
     int internal; /* the bus's own read (listening): answered even when closing, so that it frees its state */
 };
 
-/* The id of a frame ("id: N\n..."), or -1. */
-static int64_t frame_id(const char *frame, size_t len)
+/*
+ * The record of an event as it travels ("<id> <name> <data>", the publish
+ * script's), built by this node's encoder; NULL when the text is not one
+ * (logged by the caller) or memory runs out. *id is set when it is not NULL.
+ */
+static rl_blob_t *event_frame(const char *text, size_t len, int64_t *id)
 {
-    int64_t id = 0;
+    const char *name, *space;
+    int64_t n = 0;
     size_t i;
 
-    if (len < 6 || memcmp(frame, "id: ", 4) != 0)
-        return -1;
-    for (i = 4; i < len && i < 22 && frame[i] >= '0' && frame[i] <= '9'; ++i)
-        id = id * 10 + (frame[i] - '0');
-    return i > 4 && i < len && frame[i] == '\n' ? id : -1;
+    for (i = 0; i < len && i < 19 && text[i] >= '0' && text[i] <= '9'; ++i)
+        n = n * 10 + (text[i] - '0');
+    if (i == 0 || i >= len || text[i] != ' ')
+        return NULL;
+    name = text + i + 1;
+    space = memchr(name, ' ', len - (size_t)(name - text));
+    if (space == NULL)
+        return NULL;
+    *id = n;
+    return rl_event_frame_text(n, name, (size_t)(space - name), space + 1, len - (size_t)(space + 1 - text));
 }
 
 static void on_read_reply(redisReply *reply, void *arg)
@@ -552,8 +566,8 @@ static void on_read_reply(redisReply *reply, void *arg)
         const redisReply *member = reply->element[i];
         const char *space = member->type == REDIS_REPLY_STRING ? memchr(member->str, ' ', member->len) : NULL;
         size_t len = space != NULL ? member->len - (size_t)(space + 1 - member->str) : 0;
-        int64_t id = space != NULL ? frame_id(space + 1, len) : -1;
-        rl_blob_t *frame = id >= 0 ? rl_blob_new(space + 1, len) : NULL;
+        int64_t id = -1;
+        rl_blob_t *frame = space != NULL ? event_frame(space + 1, len, &id) : NULL;
         if (frame == NULL)
             break;
         read.events[read.count].id = id;
@@ -691,7 +705,7 @@ static struct listen_op *listen_op_new(struct redis_bus *bus, const char *user_i
     return op;
 }
 
-/* Hands one event to the relay; the listener may be gone afterwards (a stream that ended stops listening). */
+/* Hands one event to the relay; the listener may be gone afterwards (the bus allows a handler to stop listening). */
 static struct listener *hand_over(struct redis_bus *bus, const char *user_id, uint64_t gen, int64_t id,
                                   rl_blob_t *frame)
 {
@@ -1624,13 +1638,14 @@ static int starts_with(const redisReply *s, const char *prefix, size_t len)
 static void on_event_message(struct redis_bus *bus, const char *user_id, const redisReply *payload)
 {
     struct listener *l = rl_strmap_get(bus->users, user_id);
-    int64_t id = frame_id(payload->str, payload->len);
+    int64_t id = -1;
     rl_blob_t *frame;
 
     /* A message sent before an UNSUBSCRIBE took effect. */
     if (l == NULL)
         return;
-    if (id < 0 || (frame = rl_blob_new(payload->str, payload->len)) == NULL) {
+    /* The record is built once here, when the event reaches this node, and shared by all its streams. */
+    if ((frame = event_frame(payload->str, payload->len, &id)) == NULL) {
         rl_log_warn("redis bus: an unreadable event for a user");
         return;
     }
@@ -1806,22 +1821,14 @@ static void redis_sweep(rl_bus_t *super, int64_t now_ms, unsigned parts)
 static void redis_close(rl_bus_t *super)
 {
     struct redis_bus *bus = (void *)super;
-    struct deferred *d, *next;
 
     /* The clients fail what waits for a reply; the callbacks see closing and only free their state. */
     bus->closing = 1;
     rl_redis_free(bus->cmd);
     rl_redis_free(bus->sub);
-    if (h2o_timeout_is_linked(&bus->run_deferred))
-        h2o_timeout_unlink(&bus->run_deferred);
     if (h2o_timeout_is_linked(&bus->renew))
         h2o_timeout_unlink(&bus->renew);
-    for (d = bus->deferred; d != NULL; d = next) {
-        next = d->next;
-        if (d->kind == DEFER_READ && d->value)
-            d->read_cb(RL_E_UNAVAILABLE, NULL, d->arg);
-        free(d);
-    }
+    rl_later_dispose(&bus->later, drop_deferred);
     rl_strmap_free(bus->users, listener_free);
     rl_strmap_free(bus->topics, joined_free);
     rl_strmap_free(bus->presence, free);
@@ -1894,8 +1901,7 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     bus->topics = rl_strmap_new(TOPICS_MAX);
     bus->presence = rl_strmap_new(PRESENCE_MAX);
     bus->own = rl_strmap_new(PRESENCE_MAX);
-    bus->deferred_tail = &bus->deferred;
-    bus->run_deferred.cb = on_deferred;
+    rl_later_init(&bus->later, loop);
     bus->renew.cb = on_renew;
     cmd.ctx = bus;
     sub.name = "subscriptions";

@@ -6,12 +6,12 @@
 #include <sys/stat.h>
 
 #include "common/clock.h"
+#include "common/event.h"
 #include "common/log.h"
+#include "http/later.h"
 #include "http/sse.h"
 
 #define MAX_BATCH 64
-/* First allocation of a record: a typical event fits, larger ones grow by doubling. */
-#define FRAME_INITIAL 512
 
 struct rl_sse {
     h2o_generator_t generator; /* first: h2o hands it back to proceed and stop */
@@ -22,15 +22,24 @@ struct rl_sse {
     rl_blob_t *inflight[MAX_BATCH];
     size_t ninflight;
     int sending;
-    int ending; /* rl_sse_end was asked */
-    int ended;  /* on_end has run */
+    int ending;      /* rl_sse_end was asked */
+    const char *why; /* the stream is over (why, for on_end); NULL while it lasts */
+    int released;    /* h2o holds the generator no more: the response was finished or disposed of */
     h2o_timeout_entry_t heartbeat;
+    /*
+     * A stream that is over is reaped here after the loop turn, never inside
+     * the call or callback that ended it: on_end runs there, and the memory
+     * goes once h2o has released the response too.
+     */
+    rl_later_item_t reap;
     rl_sse_t *prev, *next; /* every live stream, for a graceful stop */
 };
 
-/* The live streams of this process, and what they have carried (loop thread only). */
+/* The live streams of this process, what they have carried, and the ones to reap (loop thread only). */
 static rl_sse_t *live;
 static rl_sse_stats_t stats;
+static rl_later_t reaper;
+static h2o_loop_t *reaper_loop;
 
 /*
  * h2o 2.2.5 keeps the connection's socket right after the h2o_conn_t header
@@ -59,96 +68,8 @@ int rl__http_conn_shutdown(h2o_req_t *req)
     return shutdown(fd, SHUT_RDWR);
 }
 
-struct frame_writer {
-    rl_blob_t *blob;
-    size_t capacity; /* bytes available in blob->bytes */
-};
-
-/* Appends to the record, keeping room for the closing "\n\n" and a NUL. */
-static int frame_append(const char *bytes, size_t len, void *arg)
-{
-    struct frame_writer *writer = arg;
-    size_t needed = writer->blob->len + len + 3;
-
-    if (needed < len)
-        return -1;
-    if (needed > writer->capacity) {
-        size_t capacity = writer->capacity;
-        rl_blob_t *grown;
-        while (capacity < needed) {
-            if (capacity > SIZE_MAX / 2)
-                return -1;
-            capacity *= 2;
-        }
-        grown = realloc(writer->blob, sizeof(*grown) + capacity);
-        if (grown == NULL)
-            return -1;
-        writer->blob = grown;
-        writer->capacity = capacity;
-    }
-    memcpy(writer->blob->bytes + writer->blob->len, bytes, len);
-    writer->blob->len += len;
-    return 0;
-}
-
-/* Event names are ours, but a name that could end its line early must never reach a client. */
-static int name_is_valid(const char *name)
-{
-    size_t i;
-
-    if (name == NULL || name[0] == '\0')
-        return 0;
-    for (i = 0; name[i] != '\0'; ++i) {
-        char c = name[i];
-        if (i == RL_SSE_NAME_MAX || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                                      c == '_' || c == '.' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
-rl_blob_t *rl_sse_frame_new(int64_t id, const char *name, const json_t *data)
-{
-    struct frame_writer writer;
-    char id_line[32];
-    int id_len = 0, result = 0;
-
-    if (!name_is_valid(name)) {
-        rl_log_error("refusing to encode an event whose name is not a plain token");
-        return NULL;
-    }
-    if (id != RL_SSE_NO_ID)
-        id_len = snprintf(id_line, sizeof(id_line), "id: %lld\n", (long long)id);
-    writer.capacity = FRAME_INITIAL;
-    writer.blob = malloc(sizeof(*writer.blob) + writer.capacity);
-    if (writer.blob == NULL)
-        goto out;
-    writer.blob->refs = 1;
-    writer.blob->len = 0;
-    result = frame_append(id_line, (size_t)id_len, &writer);
-    if (result == 0)
-        result = frame_append("event: ", 7, &writer);
-    if (result == 0)
-        result = frame_append(name, strlen(name), &writer);
-    if (result == 0)
-        result = frame_append("\ndata: ", 7, &writer);
-    if (result == 0)
-        result = data != NULL ? json_dump_callback(data, frame_append, &writer, JSON_COMPACT | JSON_ENCODE_ANY)
-                              : frame_append("{}", 2, &writer);
-out:
-    if (writer.blob == NULL || result != 0) {
-        rl_log_fields(RL_LOG_ERROR,
-                      json_pack("{s:s, s:s}", "msg", "an event could not be encoded; it is not sent", "event", name));
-        free(writer.blob);
-        return NULL;
-    }
-    /* frame_append always leaves room for these three bytes. */
-    memcpy(writer.blob->bytes + writer.blob->len, "\n\n", 3);
-    writer.blob->len += 2;
-    return writer.blob;
-}
-
-static void release_all(rl_sse_t *sse)
+/* What waits to be written; the frames in flight stay, h2o may still be writing them. */
+static void release_queue(rl_sse_t *sse)
 {
     size_t i;
 
@@ -158,20 +79,27 @@ static void release_all(rl_sse_t *sse)
     free(sse->queue);
     sse->queue = NULL;
     sse->queue_capacity = 0;
+}
+
+static void release_all(rl_sse_t *sse)
+{
+    size_t i;
+
+    release_queue(sse);
     for (i = 0; i < sse->ninflight; ++i)
         rl_blob_release(sse->inflight[i]);
     sse->ninflight = 0;
 }
 
+/* The stream is over: marked here, reaped (on_end, then freed) after the loop turn. */
 static void end_once(rl_sse_t *sse, const char *why)
 {
-    if (sse->ended)
+    if (sse->why != NULL)
         return;
-    sse->ended = 1;
+    sse->why = why;
     if (h2o_timeout_is_linked(&sse->heartbeat))
         h2o_timeout_unlink(&sse->heartbeat);
-    if (sse->config.on_end != NULL)
-        sse->config.on_end(sse->config.arg, why);
+    rl_later_add(&reaper, &sse->reap);
 }
 
 static void destroy(rl_sse_t *sse)
@@ -186,6 +114,26 @@ static void destroy(rl_sse_t *sse)
     release_all(sse);
     rl_call_release(sse->call);
     free(sse);
+}
+
+static void reap(rl_later_item_t *item)
+{
+    rl_sse_t *sse = H2O_STRUCT_FROM_MEMBER(rl_sse_t, reap, item);
+    void (*on_end)(void *arg, const char *why) = sse->config.on_end;
+
+    if (on_end != NULL) {
+        sse->config.on_end = NULL;
+        on_end(sse->config.arg, sse->why);
+    }
+    release_queue(sse);
+    if (!sse->released && !sse->sending && sse->call->req != NULL) {
+        /* Cut off with no write in flight: no on_proceed will come to end the response, so it ends here. */
+        sse->released = 1;
+        h2o_send(sse->call->req, NULL, 0, H2O_SEND_STATE_ERROR);
+    }
+    /* Otherwise a write is in flight: on_proceed or on_stop releases the response and reaps again. */
+    if (sse->released)
+        destroy(sse);
 }
 
 static void flush(rl_sse_t *sse)
@@ -212,11 +160,11 @@ static void flush(rl_sse_t *sse)
         h2o_send(req, bufs, n, H2O_SEND_STATE_IN_PROGRESS);
         return;
     }
-    if (sse->ending) {
+    if (sse->ending && !sse->released) {
         /* Everything was written: finish the response. h2o will not call back again. */
         end_once(sse, "closed");
+        sse->released = 1;
         h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
-        destroy(sse);
     }
 }
 
@@ -229,15 +177,16 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
         rl_blob_release(sse->inflight[i]);
     sse->ninflight = 0;
     sse->sending = 0;
-    if (sse->ended && !sse->ending) {
+    if (sse->why != NULL && !sse->ending) {
         /* Cut off while a write was in flight: end the response now that h2o lets us. */
+        sse->released = 1;
         h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
-        destroy(sse);
+        rl_later_add(&reaper, &sse->reap);
         return;
     }
     flush(sse);
     /* The owner may refill a stream that replays at its reader's pace; it may end it, too. */
-    if (!sse->sending && sse->queue_count == 0 && !sse->ended && sse->config.on_drain != NULL)
+    if (!sse->sending && sse->queue_count == 0 && sse->why == NULL && sse->config.on_drain != NULL)
         sse->config.on_drain(sse->config.arg);
 }
 
@@ -247,21 +196,22 @@ static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
     rl_sse_t *sse = (rl_sse_t *)generator;
 
     end_once(sse, "client gone");
-    destroy(sse);
+    sse->released = 1;
+    /* Already reaped once (cut off, write in flight): the memory goes now that h2o let go. */
+    rl_later_add(&reaper, &sse->reap);
 }
 
 static void on_heartbeat(h2o_timeout_entry_t *entry)
 {
     rl_sse_t *sse = H2O_STRUCT_FROM_MEMBER(rl_sse_t, heartbeat, entry);
     json_t *data = json_pack("{s:I}", "ts", (json_int_t)rl_clock_now_ms());
-    rl_blob_t *frame = data != NULL ? rl_sse_frame_new(RL_SSE_NO_ID, "heartbeat", data) : NULL;
+    rl_blob_t *frame = data != NULL ? rl_event_frame(RL_EVENT_NO_ID, "heartbeat", data) : NULL;
     int result = frame != NULL ? rl_sse_send(sse, frame) : -1;
 
     if (result == 0)
         ++stats.heartbeats;
     json_decref(data);
     rl_blob_release(frame);
-    /* The stream may have ended inside rl_sse_send (cut off); then nothing here may touch it. */
     if (result == 0)
         h2o_timeout_link(sse->call->req->conn->ctx->loop, sse->config.heartbeat, &sse->heartbeat);
 }
@@ -276,6 +226,11 @@ rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
     sse = calloc(1, sizeof(*sse));
     if (sse == NULL)
         return NULL;
+    if (reaper_loop == NULL) {
+        reaper_loop = req->conn->ctx->loop;
+        rl_later_init(&reaper, reaper_loop);
+    }
+    sse->reap.run = reap;
     sse->generator.proceed = on_proceed;
     sse->generator.stop = on_stop;
     sse->next = live;
@@ -315,7 +270,7 @@ static void cut_off(rl_sse_t *sse)
                                          (json_int_t)sse->queue_count, "queued_bytes", (json_int_t)sse->queued_bytes));
     ++stats.cut_off;
     end_once(sse, "too slow");
-    release_all(sse);
+    release_queue(sse);
     /*
      * The write in flight is stuck on a peer that does not read; only cutting
      * the connection gets h2o to give the request back (on_stop). When the
@@ -327,7 +282,7 @@ static void cut_off(rl_sse_t *sse)
 
 int rl_sse_send(rl_sse_t *sse, rl_blob_t *frame)
 {
-    if (sse->ended || sse->ending)
+    if (sse->why != NULL || sse->ending)
         return -1;
     if (sse->queue_count + 1 > sse->config.max_queued_frames ||
         sse->queued_bytes + frame->len > sse->config.max_queued_bytes) {
@@ -374,7 +329,7 @@ size_t rl_sse_queued_bytes(const rl_sse_t *sse)
 
 void rl_sse_end(rl_sse_t *sse)
 {
-    if (sse->ended || sse->ending)
+    if (sse->why != NULL || sse->ending)
         return;
     sse->ending = 1;
     flush(sse);
@@ -384,7 +339,6 @@ void rl_sse_end_all(void)
 {
     rl_sse_t *sse, *next;
 
-    /* rl_sse_end may free the stream at once; its successor is taken first. */
     for (sse = live; sse != NULL; sse = next) {
         next = sse->next;
         rl_sse_end(sse);

@@ -1,7 +1,7 @@
 /*
  * A Server-Sent Events response on one call (text/event-stream, never
  * compressed, never buffered by proxies). Frames are reference-counted blobs
- * shared with other streams; each stream queues at most a fixed number of
+ * (records built by common/event.h) shared with other streams; each stream queues at most a fixed number of
  * frames and bytes, and a reader that falls that far behind is cut off (it
  * can resume with Last-Event-ID) so that it never slows anyone else down.
  * Loop thread only.
@@ -18,36 +18,18 @@
 
 typedef struct rl_sse rl_sse_t;
 
-/* The id of a record that carries no "id:" line (hello, heartbeat). */
-#define RL_SSE_NO_ID (-1)
-/* Longest event name rl_sse_frame_new accepts. */
-#define RL_SSE_NAME_MAX 64
-
-/*
- * Encodes one event record, the only way records are built:
- *   "id: <id>\n" (left out when id is RL_SSE_NO_ID), "event: <name>\n",
- *   "data: <data as compact JSON>\n\n".
- * The JSON encoder escapes every control character, so whatever strings data
- * holds (quotes, newlines, a client's text) the record has exactly one data
- * line and the client parses back the same value. name must be 1 to
- * RL_SSE_NAME_MAX bytes of letters, digits, '_', '.' and '-'; data NULL
- * encodes {}. data is only read (the caller keeps its reference).
- *
- * Returns a new blob with one reference, or NULL with the reason logged when
- * the name is refused, data cannot be encoded, or memory runs out: a record
- * is never truncated. Any thread (logging is thread-safe).
- */
-rl_blob_t *rl_sse_frame_new(int64_t id, const char *name, const json_t *data);
-
 typedef struct rl_sse_config {
     size_t max_queued_frames;
     size_t max_queued_bytes;
     /* Shared timeout list whose duration is the heartbeat interval, or NULL for none. */
     h2o_timeout_t *heartbeat;
     /*
-     * Called once when the stream ends for any reason: the client went away,
-     * it was cut off, or rl_sse_end finished. The owner drops its pointer
-     * there; the stream must not be used after on_end returns.
+     * Called once when the stream has ended for any reason (the client went
+     * away, it was cut off, or rl_sse_end finished), after the loop turn in
+     * which it ended: never inside rl_sse_send, rl_sse_end or any other call
+     * of the owner's. Until then the stream is still there and refuses
+     * sends. The owner drops its pointer in on_end; the stream must not be
+     * used after on_end returns.
      */
     void (*on_end)(void *arg, const char *why);
     /* Optional: called when everything queued has been handed to the connection. */
@@ -62,14 +44,15 @@ typedef struct rl_sse_config {
 rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config);
 /*
  * Queues a frame (retained). Returns 0, or -1 when the stream has ended or
- * this frame overflowed its queue and it was cut off (on_end has then run).
+ * this frame overflowed its queue and it was cut off (on_end follows after
+ * the loop turn; the stream stays valid until then).
  */
 int rl_sse_send(rl_sse_t *sse, rl_blob_t *frame);
 /* Queues a copy of text as a frame; as rl_sse_send. */
 int rl_sse_send_text(rl_sse_t *sse, const char *text, size_t len);
 /* Bytes queued and not yet handed to the connection. */
 size_t rl_sse_queued_bytes(const rl_sse_t *sse);
-/* Ends the stream after what is queued has been written. */
+/* Ends the stream after what is queued has been written (on_end after the loop turn that finishes it). */
 void rl_sse_end(rl_sse_t *sse);
 /*
  * A graceful stop: every live stream ends as rl_sse_end ends one (what is

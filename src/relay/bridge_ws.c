@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/strmap.h"
+#include "http/later.h"
 #include "relay/attachments.h"
 #include "relay/bridge_ws.h"
 #include "relay/hub.h"
@@ -43,6 +44,7 @@ struct rl_bridge_ws {
     uint64_t connections; /* counts sockets opened, for their owner ids */
     size_t live;          /* sockets whose connection is not over */
     int shutting_down;    /* rl_bridge_ws_close_all ran: no new sockets */
+    rl_later_t reaper;    /* sockets whose connection ended this turn drop its reference after the turn */
 };
 
 struct bridge_socket {
@@ -61,6 +63,7 @@ struct bridge_socket {
     int closing;    /* a close frame is queued */
     int gone;       /* the connection is closed; free once pending drops to 0 */
     h2o_timeout_entry_t ping_timer, pong_timer, close_timer;
+    rl_later_item_t reap;
 };
 
 static void publish_health(rl_relay_t *relay, const char *user_id, const char *installation_id, const char *status)
@@ -184,8 +187,17 @@ static void finish(struct bridge_socket *sock)
                               offline != NULL ? on_presence_cleared : NULL, offline);
     }
     sock->ws = NULL;
-    /* Drops the connection's own reference; store operations in flight hold theirs. */
-    release(sock);
+    /*
+     * The connection's own reference is dropped after the loop turn, never
+     * inside the callback that saw the connection end; store operations in
+     * flight hold theirs.
+     */
+    rl_later_add(&sock->registry->reaper, &sock->reap);
+}
+
+static void reap(rl_later_item_t *item)
+{
+    release(H2O_STRUCT_FROM_MEMBER(struct bridge_socket, reap, item));
 }
 
 static void proceed(struct bridge_socket *sock)
@@ -514,6 +526,7 @@ int rl_bridge_ws_open(rl_call_t *call)
     sock->ping_timer.cb = on_ping_timer;
     sock->pong_timer.cb = on_pong_timer;
     sock->close_timer.cb = on_close_timer;
+    sock->reap.run = reap;
 
     /* What every node knows of the installation before this socket takes it over. */
     health = rl_bus_presence_get(relay->bus, sock->installation_id);
@@ -563,6 +576,7 @@ rl_bridge_ws_t *rl_bridge_ws_new(rl_relay_t *relay)
         free(registry);
         return NULL;
     }
+    rl_later_init(&registry->reaper, relay->loop);
     h2o_timeout_init(relay->loop, &registry->ping_timeout, (uint64_t)relay->config.ws_ping_interval);
     h2o_timeout_init(relay->loop, &registry->pong_timeout, (uint64_t)relay->config.ws_pong_timeout);
     return registry;

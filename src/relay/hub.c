@@ -4,31 +4,43 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/strmap.h"
+#include "http/later.h"
 #include "relay/hub.h"
 
 struct user {
+    rl_later_item_t release; /* first; queued when its last subscriber went */
+    rl_hub_t *hub;
     char *user_id;
     rl_hub_subscriber_t *head;
     size_t count;
-    int delivering; /* inside rl_hub_deliver: the entry must outlive the walk */
 };
 
 struct rl_hub {
     rl_bus_t *bus;
+    /*
+     * A user whose last subscriber went is forgotten after the loop turn, so
+     * that a walk over its subscribers (which may unsubscribe themselves)
+     * never sees its entry go; a subscriber back within the turn keeps it.
+     */
+    rl_later_t later;
     rl_strmap_t *users;
     uint64_t published;
     size_t hooked; /* subscribers with a published hook: none, and a publish looks nothing up */
 };
 
-rl_hub_t *rl_hub_new(rl_bus_t *bus, size_t max_users)
+static void user_release(rl_later_item_t *item);
+
+rl_hub_t *rl_hub_new(rl_bus_t *bus, h2o_loop_t *loop, size_t max_users)
 {
     rl_hub_t *hub = calloc(1, sizeof(*hub));
 
     if (hub == NULL)
         return NULL;
     hub->bus = bus;
+    rl_later_init(&hub->later, loop);
     hub->users = rl_strmap_new(max_users);
     if (hub->users == NULL) {
+        rl_later_dispose(&hub->later, NULL);
         free(hub);
         return NULL;
     }
@@ -47,6 +59,8 @@ void rl_hub_free(rl_hub_t *hub)
 {
     if (hub == NULL)
         return;
+    /* Every user still in the map is freed with it, those waiting to be released included. */
+    rl_later_dispose(&hub->later, NULL);
     rl_strmap_free(hub->users, user_free);
     free(hub);
 }
@@ -55,8 +69,6 @@ rl_bus_t *rl_hub_bus(rl_hub_t *hub)
 {
     return hub->bus;
 }
-
-static void user_release(rl_hub_t *hub, struct user *user);
 
 void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data)
 {
@@ -67,14 +79,12 @@ void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t
     rl_bus_publish(hub->bus, user_id, name, data);
     if (hub->hooked == 0 || (user = rl_strmap_get(hub->users, user_id)) == NULL)
         return;
-    user->delivering = 1;
+    /* A subscriber may unsubscribe itself from inside its hook; its neighbour is read first. */
     for (sub = user->head; sub != NULL; sub = next) {
         next = sub->_next;
         if (sub->published != NULL)
             sub->published(sub);
     }
-    user->delivering = 0;
-    user_release(hub, user);
 }
 
 uint64_t rl_hub_published(const rl_hub_t *hub)
@@ -94,6 +104,8 @@ int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *su
                 user_free(user);
             return RL_E_UNAVAILABLE;
         }
+        user->hub = hub;
+        user->release.run = user_release;
         rl_bus_listen(hub->bus, user_id, 1);
     }
     sub->_prev = NULL;
@@ -108,10 +120,13 @@ int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *su
     return 0;
 }
 
-/* The last stream of a user here is gone: stop listening to it. */
-static void user_release(rl_hub_t *hub, struct user *user)
+/* After the turn in which the last stream of a user here went, unless another came: stop listening to it. */
+static void user_release(rl_later_item_t *item)
 {
-    if (user->count > 0 || user->delivering)
+    struct user *user = (struct user *)item;
+    rl_hub_t *hub = user->hub;
+
+    if (user->count > 0)
         return;
     rl_bus_listen(hub->bus, user->user_id, 0);
     rl_strmap_remove(hub->users, user->user_id);
@@ -135,7 +150,8 @@ void rl_hub_unsubscribe(rl_hub_t *hub, rl_hub_subscriber_t *sub)
     --user->count;
     if (sub->published != NULL)
         --hub->hooked;
-    user_release(hub, user);
+    if (user->count == 0)
+        rl_later_add(&hub->later, &user->release);
 }
 
 void rl_hub_deliver(rl_hub_t *hub, const char *user_id, int64_t id, rl_blob_t *frame)
@@ -146,13 +162,10 @@ void rl_hub_deliver(rl_hub_t *hub, const char *user_id, int64_t id, rl_blob_t *f
     if (user == NULL)
         return;
     /* A subscriber may unsubscribe itself from inside deliver; its neighbour is read first. */
-    user->delivering = 1;
     for (sub = user->head; sub != NULL; sub = next) {
         next = sub->_next;
         sub->deliver(sub, id, frame);
     }
-    user->delivering = 0;
-    user_release(hub, user);
 }
 
 size_t rl_hub_subscribers(rl_hub_t *hub, const char *user_id)

@@ -7,6 +7,7 @@
 #ifndef RL_RELAY_HUB_H
 #define RL_RELAY_HUB_H
 
+#include <h2o.h>
 #include <jansson.h>
 #include <stdint.h>
 
@@ -35,8 +36,12 @@ struct rl_hub_subscriber {
     void *_user;
 };
 
-/* NULL when out of memory. The bus must outlive the hub. */
-rl_hub_t *rl_hub_new(rl_bus_t *bus, size_t max_users);
+/*
+ * NULL when out of memory. The bus must outlive the hub. A user whose last
+ * subscriber went is forgotten (and the bus stops listening to it) after the
+ * loop turn, on loop.
+ */
+rl_hub_t *rl_hub_new(rl_bus_t *bus, h2o_loop_t *loop, size_t max_users);
 /* Frees the hub; every subscriber must be gone. */
 void rl_hub_free(rl_hub_t *hub);
 /*

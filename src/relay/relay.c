@@ -162,7 +162,7 @@ static int open_bus(rl_relay_t *relay)
         return -1;
     relay->shared = strcmp(relay->config.bus, "") != 0 && strcmp(relay->config.bus, "local") != 0;
     rl_bus_join(relay->bus, RL_TOPIC_AUTH, 1);
-    relay->hub = rl_hub_new(relay->bus, BUS_USERS_MAX);
+    relay->hub = rl_hub_new(relay->bus, relay->loop, BUS_USERS_MAX);
     return relay->hub != NULL ? 0 : -1;
 }
 

@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/event.h"
 #include "http/sse.h"
 #include "relay/hub.h"
 #include "relay/relay.h"
@@ -39,24 +40,28 @@ struct stream {
     int64_t cursor;    /* the last event id sent; unknown (-1) until the first one */
     int64_t live_seen; /* the highest live id seen while behind */
     int catching_up;   /* events after cursor are to be read from the ring */
-    int reading;       /* a ring read is in flight: it owns a reference */
-    int ended;
+    int reading;       /* a ring read is in flight (one at a time) */
+    /*
+     * The SSE stream holds one reference until its on_end, which runs after
+     * the loop turn in which it ended (never inside a send or a delivery);
+     * a ring read in flight holds another, since the bus answers it later.
+     */
+    unsigned refs;
 };
 
-static void stream_free(struct stream *stream)
+static void stream_release(struct stream *stream)
 {
-    if (!stream->reading)
+    if (--stream->refs == 0)
         free(stream);
 }
 
 static int send_resync(struct stream *stream, int64_t newest)
 {
     json_t *data = json_pack("{s:s, s:s}", "reason", "buffer_gap", "snapshot", "/v1/me/snapshot");
-    rl_blob_t *frame = data != NULL ? rl_sse_frame_new(newest, "resync", data) : NULL;
+    rl_blob_t *frame = data != NULL ? rl_event_frame(newest, "resync", data) : NULL;
     int result;
 
     json_decref(data);
-    /* Before sending: a stream cut off inside rl_sse_send may be freed by then. */
     stream->cursor = newest;
     result = frame != NULL ? rl_sse_send(stream->sse, frame) : -1;
     rl_blob_release(frame);
@@ -70,50 +75,47 @@ static void on_read(int result, const rl_bus_read_t *read, void *arg)
     struct stream *stream = arg;
     size_t i;
 
-    /* While reading is set, an end of the stream (on_end) leaves the freeing to this callback. */
-    if (stream->ended) {
-        free(stream);
-        return;
-    }
+    stream->reading = 0;
+    /* The stream ended while the read was in flight: only the read's reference is left to drop. */
+    if (stream->sse == NULL)
+        goto out;
     if (result != 0) {
         /* The ring cannot be read now: end the stream; the client resumes from its cursor. */
-        stream->reading = 0;
         rl_sse_end(stream->sse);
-        return;
+        goto out;
     }
     if (read->gap) {
         /* brief: the ring moved on (or never held that id): say so, and go on from the newest event. */
         stream->catching_up = 0;
         send_resync(stream, read->newest);
     } else {
-        for (i = 0; i < read->count && !stream->ended; ++i) {
+        for (i = 0; i < read->count; ++i) {
             if (read->events[i].id <= stream->cursor)
                 continue;
             stream->cursor = read->events[i].id;
-            rl_sse_send(stream->sse, read->events[i].frame);
+            if (rl_sse_send(stream->sse, read->events[i].frame) != 0)
+                goto out;
         }
     }
-    stream->reading = 0;
-    if (stream->ended) {
-        free(stream);
-        return;
-    }
     if (!stream->catching_up)
-        return;
+        goto out;
     if (read->count < READ_BATCH && stream->cursor >= read->newest && stream->cursor >= stream->live_seen) {
         stream->catching_up = 0;
-        return;
+        goto out;
     }
     if (rl_sse_queued_bytes(stream->sse) < REPLAY_LOW_WATER)
         pull(stream);
+out:
+    stream_release(stream);
 }
 
 /* Reads the next batch after the cursor; one read at a time. */
 static void pull(struct stream *stream)
 {
-    if (stream->reading || stream->ended)
+    if (stream->reading || stream->sse == NULL)
         return;
     stream->reading = 1;
+    ++stream->refs;
     rl_bus_read(rl_hub_bus(stream->hub), stream->user_id, stream->cursor, READ_BATCH, on_read, stream);
 }
 
@@ -121,7 +123,7 @@ static void deliver(rl_hub_subscriber_t *subscriber, int64_t id, rl_blob_t *fram
 {
     struct stream *stream = H2O_STRUCT_FROM_MEMBER(struct stream, subscriber, subscriber);
 
-    if (stream->ended || (stream->cursor >= 0 && id <= stream->cursor))
+    if (stream->sse == NULL || (stream->cursor >= 0 && id <= stream->cursor))
         return;
     if (stream->catching_up || (stream->cursor >= 0 && id != stream->cursor + 1)) {
         /* Behind: the ring has this one too, and everything before it. */
@@ -134,7 +136,6 @@ static void deliver(rl_hub_subscriber_t *subscriber, int64_t id, rl_blob_t *fram
         return;
     }
     stream->cursor = id;
-    /* The stream may be gone after this call (cut off): nothing touches it afterwards. */
     rl_sse_send(stream->sse, frame);
 }
 
@@ -150,10 +151,10 @@ static void on_end(void *arg, const char *why)
 {
     struct stream *stream = arg;
 
-    stream->ended = 1;
+    /* Runs after the loop turn in which the stream ended, outside any delivery of the hub. */
     stream->sse = NULL;
     rl_hub_unsubscribe(stream->hub, &stream->subscriber);
-    stream_free(stream);
+    stream_release(stream);
 }
 
 /* Last-Event-ID is one of our decimal ids; anything else cannot be resumed. */
@@ -194,6 +195,7 @@ int rl_stream_open(rl_call_t *call)
         if (parse_last_event_id(header, header_len, &last_id) != 0)
             last_id = 0;
     }
+    stream->refs = 1;
     stream->hub = relay->hub;
     stream->subscriber.deliver = deliver;
     stream->cursor = -1;
@@ -213,7 +215,7 @@ int rl_stream_open(rl_call_t *call)
     /* The user id is the token's subject: it goes through the JSON encoder like every other string. */
     hello = json_pack("{s:s, s:I, s:I}", "user_id", call->principal, "ts", (json_int_t)rl_clock_now_ms(),
                       "heartbeat_ms", (json_int_t)relay->config.sse_heartbeat);
-    frame = hello != NULL ? rl_sse_frame_new(RL_SSE_NO_ID, "hello", hello) : NULL;
+    frame = hello != NULL ? rl_event_frame(RL_EVENT_NO_ID, "hello", hello) : NULL;
     json_decref(hello);
     if (frame == NULL) {
         rl_sse_end(stream->sse);

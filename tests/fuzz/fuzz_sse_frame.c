@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the event record encoder (src/http/sse.c, rl_sse_frame_new)
+ * Fuzz target: the event record encoder (src/common/event.c, rl_event_frame)
  * with arbitrary subjects, names and payloads.
  *
  * Input: one flag byte, then a name candidate, a subject and a payload
@@ -14,13 +14,13 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "http/sse.h"
+#include "common/event.h"
 
 static int name_allowed(const char *name)
 {
     size_t i, len = strlen(name);
 
-    if (len == 0 || len > RL_SSE_NAME_MAX)
+    if (len == 0 || len > RL_EVENT_NAME_MAX)
         return 0;
     for (i = 0; i < len; ++i) {
         char c = name[i];
@@ -39,7 +39,7 @@ static void check(const rl_blob_t *frame, int64_t id, const char *name, const js
     json_t *back;
     int head_len;
 
-    if (id != RL_SSE_NO_ID)
+    if (id != RL_EVENT_NO_ID)
         head_len = snprintf(head, sizeof(head), "id: %lld\nevent: %s\ndata: ", (long long)id, name);
     else
         head_len = snprintf(head, sizeof(head), "event: %s\ndata: ", name);
@@ -63,7 +63,7 @@ static void check(const rl_blob_t *frame, int64_t id, const char *name, const js
 
 static void encode(int64_t id, const char *name, const json_t *data)
 {
-    rl_blob_t *frame = rl_sse_frame_new(id, name, data);
+    rl_blob_t *frame = rl_event_frame(id, name, data);
 
     if (!name_allowed(name)) {
         if (frame != NULL)
@@ -90,7 +90,7 @@ static const uint8_t *part(const uint8_t **at, const uint8_t *end, size_t *len)
 int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 {
     const uint8_t *at = input, *end = input + size, *bytes;
-    char name[RL_SSE_NAME_MAX + 8];
+    char name[RL_EVENT_NAME_MAX + 8];
     int64_t id;
     json_t *subject, *data, *payload;
     size_t len;
@@ -98,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
     if (size == 0)
         return 0;
     rl_log_set_level(RL_LOG_ERROR + 1);
-    id = (input[0] & 1) ? RL_SSE_NO_ID : (int64_t)input[0] * 1000003;
+    id = (input[0] & 1) ? RL_EVENT_NO_ID : (int64_t)input[0] * 1000003;
     ++at;
     bytes = part(&at, end, &len);
     if (len >= sizeof(name))

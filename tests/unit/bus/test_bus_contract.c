@@ -28,6 +28,7 @@
 #include "bus/bus.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/event.h"
 
 #define WAIT_MS 5000
 
@@ -244,6 +245,44 @@ static void test_live_delivery_and_encoding(void **state)
     settle(bus);
     assert_int_equal(rec.count, 3);
     assert_int_equal(read_after(bus, "bob", newest(bus, "bob") - 1).count, 1);
+    rl_bus_close(bus);
+}
+
+/*
+ * The bus carries the event (id, name, payload), not its record: whatever the
+ * payload's strings hold (spaces, line breaks, what looks like another
+ * record), a live delivery and a read of the ring give the record this
+ * node's encoder builds from the same event. A name that is not a plain
+ * token is refused before anything is stored.
+ */
+static void test_events_travel_as_id_name_payload(void **state)
+{
+    rl_bus_t *bus = bus_new(8, 60000, 100);
+    json_t *data =
+        json_pack("{s:s, s:s, s:i}", "text", "a b\n\nevent: forged\ndata: {}\n\n", "note", "caf\u00e9 \r", "n", 7);
+    int64_t before = newest(bus, "erin");
+    rl_blob_t *expected = rl_event_frame(before + 1, "message_delta", data);
+    struct reading read;
+
+    assert_non_null(expected);
+    rl_bus_listen(bus, "erin", 1);
+    settle(bus);
+    rl_bus_publish(bus, "erin", "message_delta", json_incref(data));
+    rl_bus_publish(bus, "erin", "two words", json_pack("{}"));
+    rl_bus_publish(bus, "erin", "line\nbreak", json_pack("{}"));
+    settle(bus);
+    assert_int_equal(rec.count, 1);
+    assert_int_equal(rec.ids[0], before + 1);
+    assert_string_equal(rec.frames[0], expected->bytes);
+    read = read_after(bus, "erin", before);
+    assert_int_equal(read.result, 0);
+    assert_int_equal(read.gap, 0);
+    assert_int_equal(read.count, 1);
+    assert_int_equal(read.newest, before + 1);
+    assert_string_equal(read.frames[0], expected->bytes);
+    rl_blob_release(expected);
+    json_decref(data);
+    rl_bus_listen(bus, "erin", 0);
     rl_bus_close(bus);
 }
 
@@ -783,6 +822,7 @@ int main(void)
 {
     const struct CMUnitTest every_bus[] = {
         cmocka_unit_test_setup(test_live_delivery_and_encoding, setup),
+        cmocka_unit_test_setup(test_events_travel_as_id_name_payload, setup),
         cmocka_unit_test_setup(test_an_event_right_after_listen_is_delivered, setup),
         cmocka_unit_test_setup(test_exact_replay, setup),
         cmocka_unit_test_setup(test_gaps, setup),
