@@ -518,6 +518,27 @@ struct read_op {
 };
 
 /*
+ * A ring member written before events travelled as (id, name, data): the
+ * finished record, "id: N\nevent: ...\ndata: ...\n\n". It is replayed as it
+ * is, so that streams resume across an upgrade of the nodes; such members
+ * age out of the ring within one replay window.
+ */
+static rl_blob_t *legacy_frame(const char *text, size_t len, int64_t *id)
+{
+    int64_t n = 0;
+    size_t i;
+
+    if (len < 8 || memcmp(text, "id: ", 4) != 0 || memcmp(text + len - 2, "\n\n", 2) != 0)
+        return NULL;
+    for (i = 4; i < len && i < 23 && text[i] >= '0' && text[i] <= '9'; ++i)
+        n = n * 10 + (text[i] - '0');
+    if (i == 4 || text[i] != '\n')
+        return NULL;
+    *id = n;
+    return rl_blob_new(text, len);
+}
+
+/*
  * The record of an event as it travels ("<id> <name> <data>", the publish
  * script's), built by this node's encoder; NULL when the text is not one
  * (logged by the caller) or memory runs out. *id is set when it is not NULL.
@@ -528,6 +549,8 @@ static rl_blob_t *event_frame(const char *text, size_t len, int64_t *id)
     int64_t n = 0;
     size_t i;
 
+    if (len >= 4 && memcmp(text, "id: ", 4) == 0)
+        return legacy_frame(text, len, id);
     for (i = 0; i < len && i < 19 && text[i] >= '0' && text[i] <= '9'; ++i)
         n = n * 10 + (text[i] - '0');
     if (i == 0 || i >= len || text[i] != ' ')

@@ -732,6 +732,34 @@ static void on_taken_result(int result, double tokens, void *arg)
     *(int *)arg = result;
 }
 
+/*
+ * A ring member written before events travelled as (id, name, data) holds
+ * the finished record; a node of this version replays it as it is, so that
+ * a stream resumes across an upgrade of the nodes (docs/internals/bus.md).
+ */
+static void test_a_ring_written_before_the_upgrade_replays(void **state)
+{
+    const char *dir = getenv("RL_TEST_REDIS_DIR");
+    const char *record = "id: 41\nevent: message_delta\ndata: {\"n\":41}\n\n";
+    rl_bus_t *bus = bus_new(8, 60000, 100);
+    char command[1024];
+    struct reading r;
+
+    assert_non_null(dir);
+    snprintf(command, sizeof(command),
+             "redis-cli -s '%s/redis.sock' ZADD relay:ev:ring:olga 41 \"%lld id: 41\nevent: message_delta\ndata: "
+             "{\\\"n\\\":41}\n\n\" >/dev/null && redis-cli -s '%s/redis.sock' HSET relay:ev:n:olga first 41 last 41 >/dev/null",
+             dir, (long long)(rl_clock_now_ms()), dir);
+    assert_int_equal(system(command), 0);
+    r = read_after(bus, "olga", 40);
+    assert_int_equal(r.result, 0);
+    assert_false(r.gap);
+    assert_int_equal(r.count, 1);
+    assert_int_equal(r.ids[0], 41);
+    assert_string_equal(r.frames[0], record);
+    rl_bus_close(bus);
+}
+
 static void test_redis_restart(void **state)
 {
     const char *stop = getenv("RL_TEST_REDIS_STOP"), *start = getenv("RL_TEST_REDIS_START");
@@ -842,6 +870,7 @@ int main(void)
         cmocka_unit_test_setup(test_two_nodes_share_signals_presence_buckets_and_leases, setup),
         cmocka_unit_test_setup(test_a_dead_nodes_presence_lapses, setup),
         cmocka_unit_test_setup(test_redis_restart, setup),
+        cmocka_unit_test_setup(test_a_ring_written_before_the_upgrade_replays, setup),
     };
     const char *other = getenv("RL_TEST_BUS");
     int failed;
