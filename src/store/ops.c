@@ -898,28 +898,84 @@ const struct rl_txn_ops rl_sql__txn_ops = {
     .savepoint = sql_savepoint,
     .release = sql_release,
     .close = sql_close,
-#define OP(name) .name = name,
-    OP(user_insert_ignore) OP(user_get) OP(pairing_insert) OP(pairing_by_code) OP(pairing_by_poll) OP(
-        pairing_update) OP(pairing_delete_lapsed) OP(pairings_purge) OP(installation_insert) OP(installation_get)
-        OP(installation_update) OP(installations_of_user) OP(session_insert) OP(session_get) OP(session_update) OP(
-            sessions_of_user) OP(sessions_deleted_of_user) OP(sessions_purge) OP(interaction_insert) OP(interaction_get)
-            OP(message_insert) OP(message_get) OP(message_update) OP(messages_page) OP(messages_by_time) OP(
-                messages_open_before) OP(delta_run_insert) OP(delta_runs_of) OP(delta_next_seq) OP(delta_runs_delete)
-                OP(delta_keys_put) OP(delta_keys_get) OP(delta_keys_purge) OP(idempotency_get) OP(idempotency_insert)
-                    OP(idempotency_delete) OP(idempotency_of_scope) OP(idempotency_purge) OP(task_insert) OP(task_get)
-                        OP(task_update) OP(tasks_by_time) OP(approval_insert) OP(approval_get) OP(approval_update)
-                            OP(approvals_of_user_by_id) OP(approvals_pending_of_user) OP(approvals_by_time)
-                                OP(approvals_due) OP(capability_insert) OP(capability_get) OP(capability_update)
-                                    OP(capabilities_pending_of_user) OP(capabilities_due) OP(grant_insert_ignore)
-                                        OP(grants_of) OP(grants_of_installation) OP(grant_delete) OP(update_append)
-                                            OP(updates_after) OP(updates_ack) OP(updates_purge) OP(attachment_insert)
-                                                OP(attachment_get) OP(secret_insert_ignore) OP(secret_get)
-                                                    OP(login_code_insert) OP(login_code_get) OP(login_code_delete)
-                                                        OP(login_codes_purge) OP(push_subscription_insert)
-                                                            OP(push_subscription_get) OP(push_subscription_delete)
-                                                                OP(push_subscriptions_of_user) OP(attachment_use)
-                                                                    OP(attachments_usage) OP(attachments_unreferenced)
-                                                                        OP(attachment_doom) OP(attachments_doomed)
-                                                                            OP(attachment_delete)
-#undef OP
+    .user_insert_ignore = user_insert_ignore,
+    .user_get = user_get,
+    .pairing_insert = pairing_insert,
+    .pairing_by_code = pairing_by_code,
+    .pairing_by_poll = pairing_by_poll,
+    .pairing_update = pairing_update,
+    .pairing_delete_lapsed = pairing_delete_lapsed,
+    .pairings_purge = pairings_purge,
+    .installation_insert = installation_insert,
+    .installation_get = installation_get,
+    .installation_update = installation_update,
+    .installations_of_user = installations_of_user,
+    .session_insert = session_insert,
+    .session_get = session_get,
+    .session_update = session_update,
+    .sessions_of_user = sessions_of_user,
+    .sessions_deleted_of_user = sessions_deleted_of_user,
+    .sessions_purge = sessions_purge,
+    .interaction_insert = interaction_insert,
+    .interaction_get = interaction_get,
+    .message_insert = message_insert,
+    .message_get = message_get,
+    .message_update = message_update,
+    .messages_page = messages_page,
+    .messages_by_time = messages_by_time,
+    .messages_open_before = messages_open_before,
+    .delta_run_insert = delta_run_insert,
+    .delta_runs_of = delta_runs_of,
+    .delta_next_seq = delta_next_seq,
+    .delta_runs_delete = delta_runs_delete,
+    .delta_keys_put = delta_keys_put,
+    .delta_keys_get = delta_keys_get,
+    .delta_keys_purge = delta_keys_purge,
+    .idempotency_get = idempotency_get,
+    .idempotency_insert = idempotency_insert,
+    .idempotency_delete = idempotency_delete,
+    .idempotency_of_scope = idempotency_of_scope,
+    .idempotency_purge = idempotency_purge,
+    .task_insert = task_insert,
+    .task_get = task_get,
+    .task_update = task_update,
+    .tasks_by_time = tasks_by_time,
+    .approval_insert = approval_insert,
+    .approval_get = approval_get,
+    .approval_update = approval_update,
+    .approvals_of_user_by_id = approvals_of_user_by_id,
+    .approvals_pending_of_user = approvals_pending_of_user,
+    .approvals_by_time = approvals_by_time,
+    .approvals_due = approvals_due,
+    .capability_insert = capability_insert,
+    .capability_get = capability_get,
+    .capability_update = capability_update,
+    .capabilities_pending_of_user = capabilities_pending_of_user,
+    .capabilities_due = capabilities_due,
+    .grant_insert_ignore = grant_insert_ignore,
+    .grants_of = grants_of,
+    .grants_of_installation = grants_of_installation,
+    .grant_delete = grant_delete,
+    .update_append = update_append,
+    .updates_after = updates_after,
+    .updates_ack = updates_ack,
+    .updates_purge = updates_purge,
+    .attachment_insert = attachment_insert,
+    .attachment_get = attachment_get,
+    .secret_insert_ignore = secret_insert_ignore,
+    .secret_get = secret_get,
+    .login_code_insert = login_code_insert,
+    .login_code_get = login_code_get,
+    .login_code_delete = login_code_delete,
+    .login_codes_purge = login_codes_purge,
+    .push_subscription_insert = push_subscription_insert,
+    .push_subscription_get = push_subscription_get,
+    .push_subscription_delete = push_subscription_delete,
+    .push_subscriptions_of_user = push_subscriptions_of_user,
+    .attachment_use = attachment_use,
+    .attachments_usage = attachments_usage,
+    .attachments_unreferenced = attachments_unreferenced,
+    .attachment_doom = attachment_doom,
+    .attachments_doomed = attachments_doomed,
+    .attachment_delete = attachment_delete,
 };
