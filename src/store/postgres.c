@@ -29,8 +29,11 @@
  * once each. The URL may carry a password: it is kept in memory only, and
  * logs name the host and database.
  *
- * Nothing here knows a rule of the relay; docs/internals/store.md says what
- * each function must do for any backend.
+ * This file is PostgreSQL's driver (sql.h): connection, transactions,
+ * locking, and one statement at a time; the operations themselves are
+ * written once for every SQL engine in ops.c. Nothing here knows a rule of
+ * the relay; docs/internals/store.md says what each function must do for
+ * any backend.
  */
 #include <errno.h>
 #include <libpq-fe.h>

@@ -11,8 +11,10 @@
  * only writer, so a row read in it cannot change before the same
  * transaction writes.
  *
- * Nothing here knows a rule of the relay; docs/internals/store.md says what
- * each function must do for any backend.
+ * This file is SQLite's driver (sql.h): connection, transactions, and one
+ * statement at a time; the operations themselves are written once for
+ * every SQL engine in ops.c. Nothing here knows a rule of the relay;
+ * docs/internals/store.md says what each function must do for any backend.
  */
 #include <errno.h>
 #include <fcntl.h>
