@@ -684,6 +684,10 @@ static int64_t pg_integer(const rl_sql_cursor_t *cur, int col)
 
 static const char *pg_bytes(const rl_sql_cursor_t *cur, int col, size_t *len)
 {
+    if (PQgetisnull(cur->handle, cur->row, col)) {
+        *len = 0;
+        return NULL;
+    }
     *len = (size_t)PQgetlength(cur->handle, cur->row, col);
     return PQgetvalue(cur->handle, cur->row, col);
 }

@@ -181,13 +181,9 @@ static void read_row(const rl_sql_driver_t *driver, const rl_sql_cursor_t *cur, 
         switch (c->type) {
         case RL_SQL_TEXT:
         case RL_SQL_BYTES: {
-            const char *text = NULL;
             size_t len = 0;
-            if (!driver->is_null(cur, i)) {
-                const char *bytes = driver->bytes(cur, i, &len);
-                text = rl_arena_strndup(cur->txn->arena, bytes != NULL ? bytes : "", len);
-            }
-            *(const char **)(base + c->offset) = text;
+            const char *bytes = driver->bytes(cur, i, &len);
+            *(const char **)(base + c->offset) = bytes != NULL ? rl_arena_strndup(cur->txn->arena, bytes, len) : NULL;
             if (c->type == RL_SQL_BYTES)
                 *(size_t *)(base + c->len_offset) = len;
             break;
@@ -239,6 +235,7 @@ int rl_sql__list(rl_txn_t *txn, const rl_sql_t *stmt, const rl_sql_row_t *row, v
     if ((result = run(txn, stmt, params, n, &cur)) != 0)
         return result;
     while ((rc = driver->next(&cur)) == 1) {
+        /* read_row writes every field a description names: a row type's other fields are zeroed. */
         items = rl_arena_grow(txn->arena, items, *count, &capacity, row->size);
         memset(items + *count * row->size, 0, row->size);
         read_row(driver, &cur, row, items + *count * row->size);

@@ -132,7 +132,7 @@ typedef struct rl_sql_driver {
     int (*next)(rl_sql_cursor_t *cur);
     int (*is_null)(const rl_sql_cursor_t *cur, int col);
     int64_t (*integer)(const rl_sql_cursor_t *cur, int col);
-    /* The column's bytes, valid until next or finish; *len their length. */
+    /* The column's bytes, valid until next or finish, *len their length; NULL for a NULL column. */
     const char *(*bytes)(const rl_sql_cursor_t *cur, int col, size_t *len);
     /*
      * Ends the statement (a write that returns rows runs to its end first);

@@ -475,6 +475,7 @@ static const char *sqlite_bytes(const rl_sql_cursor_t *cur, int col, size_t *len
     const char *text = (const char *)sqlite3_column_text(cur->handle, col);
 
     *len = (size_t)sqlite3_column_bytes(cur->handle, col);
+    /* NULL only for a NULL column (an empty text or blob is ""), or when SQLite ran out of memory. */
     return text;
 }
 
