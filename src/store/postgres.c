@@ -29,13 +29,15 @@
  * once each. The URL may carry a password: it is kept in memory only, and
  * logs name the host and database.
  *
- * Nothing here knows a rule of the relay; docs/internals/store.md says what
- * each function must do for any backend.
+ * This file is PostgreSQL's driver (sql.h): connection, transactions,
+ * locking, and one statement at a time; the operations themselves are
+ * written once for every SQL engine in ops.c. Nothing here knows a rule of
+ * the relay; docs/internals/store.md says what each function must do for
+ * any backend.
  */
 #include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +46,10 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "store/backends.h"
+#include "store/rows.h"
+#include "store/sql.h"
 
-#define STMT_CACHE 128
-#define MAX_PARAMS 16
+#define STMT_CACHE 256
 #define STMT_NAME  24 /* "s" and a size_t */
 
 /* Type oids of pg_type, fixed since PostgreSQL's first releases. */
@@ -64,12 +67,15 @@
 #define MIGRATION_LOCK         353349034329LL /* "RELAY" */
 
 struct pg_txn {
-    rl_txn_t base;
+    rl_sql_txn_t base;
     PGconn *conn;
     char *conninfo;  /* the URL as given: it may carry a password, so it is never logged */
     char where[256]; /* host and database, for logs */
-    /* Statements prepared on this connection, by the address of their static text; named s<index>. */
-    const char *prepared[STMT_CACHE];
+    /* Statements prepared on this connection, by address and form (locked or not); named s<index>. */
+    struct {
+        const rl_sql_t *stmt;
+        int locked;
+    } prepared[STMT_CACHE];
     size_t nprepared;
     /* The error that aborted the transaction (or the savepoint), until it is rolled back. */
     int failed;
@@ -475,14 +481,16 @@ static int failure(struct pg_txn *t, PGresult *res, const char *sql)
     return result;
 }
 
-/* ---- statements --------------------------------------------------------------------------------- */
+/* ---- the driver: statements ---------------------------------------------------------------------- */
+
+static const rl_sql_driver_t pg_driver;
 
 struct params {
     int n;
-    Oid types[MAX_PARAMS];
-    const char *values[MAX_PARAMS];
-    int lengths[MAX_PARAMS], formats[MAX_PARAMS];
-    unsigned char ints[MAX_PARAMS][8];
+    Oid types[RL_SQL_MAX_PARAMS];
+    const char *values[RL_SQL_MAX_PARAMS];
+    int lengths[RL_SQL_MAX_PARAMS], formats[RL_SQL_MAX_PARAMS];
+    unsigned char ints[RL_SQL_MAX_PARAMS][8];
 };
 
 static void put_be(unsigned char *out, uint64_t v, int bytes)
@@ -494,51 +502,47 @@ static void put_be(unsigned char *out, uint64_t v, int bytes)
 }
 
 /*
- * Binds the varargs as types says, like the SQLite backend: 's' a string or
- * NULL, 'I' an int64_t, 'T' an int64_t timestamp where RL_NO_TIME is NULL,
- * 'i' an int, 'b' a (const char *, size_t) pair of bytes (BYTEA). Numbers
- * and bytes travel in binary, strings as text; the types are given to the
- * server when the statement is prepared.
+ * The parameters as libpq takes them: numbers and bytes (BYTEA) travel in
+ * binary, strings as text; the types are given to the server when the
+ * statement is prepared.
  */
-static void bind_va(struct params *p, const char *types, va_list ap)
+static void bind(struct params *p, const rl_sql_param_t *params, int n)
 {
     int i;
 
-    for (i = 0; types[i] != '\0'; ++i) {
+    for (i = 0; i < n; ++i) {
+        const rl_sql_param_t *param = &params[i];
         p->values[i] = NULL;
         p->lengths[i] = 0;
         p->formats[i] = 1;
-        switch (types[i]) {
-        case 's':
+        switch (param->type) {
+        case RL_SQL_TEXT:
             p->types[i] = OID_TEXT;
             p->formats[i] = 0;
-            p->values[i] = va_arg(ap, const char *);
+            p->values[i] = param->text;
             break;
-        case 'b':
+        case RL_SQL_BYTES:
             p->types[i] = OID_BYTEA;
-            p->values[i] = va_arg(ap, const char *);
-            p->lengths[i] = (int)va_arg(ap, size_t);
+            p->values[i] = param->text;
+            p->lengths[i] = (int)param->len;
             break;
-        case 'I':
-        case 'T': {
-            int64_t v = va_arg(ap, int64_t);
+        case RL_SQL_INT32:
+            p->types[i] = OID_INT4;
+            put_be(p->ints[i], (uint64_t)(uint32_t)(int)param->value, 4);
+            p->values[i] = (const char *)p->ints[i];
+            p->lengths[i] = 4;
+            break;
+        default:
             p->types[i] = OID_INT8;
-            if (types[i] == 'T' && v == RL_NO_TIME)
+            if (param->type == RL_SQL_TIME && param->value == RL_NO_TIME)
                 break;
-            put_be(p->ints[i], (uint64_t)v, 8);
+            put_be(p->ints[i], (uint64_t)param->value, 8);
             p->values[i] = (const char *)p->ints[i];
             p->lengths[i] = 8;
             break;
         }
-        default:
-            p->types[i] = OID_INT4;
-            put_be(p->ints[i], (uint64_t)(uint32_t)va_arg(ap, int), 4);
-            p->values[i] = (const char *)p->ints[i];
-            p->lengths[i] = 4;
-            break;
-        }
     }
-    p->n = i;
+    p->n = n;
 }
 
 /* Transaction control and other parameterless text, by the simple protocol (several statements allowed). */
@@ -568,15 +572,19 @@ static int control(struct pg_txn *t, const char *sql, PGresult **out)
     return 0;
 }
 
-/* The name of sql's prepared statement on this connection, preparing it on first use; "" when the cache is full. */
-static int statement(struct pg_txn *t, const char *sql, const struct params *p, char name[STMT_NAME])
+/*
+ * The name of stmt's prepared statement on this connection (its locked form
+ * apart), preparing it on first use; "" when the cache is full.
+ */
+static int statement(struct pg_txn *t, const rl_sql_t *stmt, int locked, const struct params *p, char name[STMT_NAME])
 {
     PGresult *res;
+    char *text;
     size_t i;
-    int result = 0;
+    int result = 0, sent;
 
     for (i = 0; i < t->nprepared; ++i) {
-        if (t->prepared[i] == sql) {
+        if (t->prepared[i].stmt == stmt && t->prepared[i].locked == locked) {
             snprintf(name, STMT_NAME, "s%zu", i);
             return 0;
         }
@@ -587,126 +595,86 @@ static int statement(struct pg_txn *t, const char *sql, const struct params *p, 
         return 0;
     }
     snprintf(name, STMT_NAME, "s%zu", t->nprepared);
-    if (!PQsendPrepare(t->conn, name, sql, p->n, p->types))
+    if ((text = rl_sql__rewrite(&pg_driver.dialect, stmt, locked)) == NULL)
+        return RL_E_INTERNAL;
+    sent = PQsendPrepare(t->conn, name, text, p->n, p->types);
+    free(text);
+    if (!sent)
         return lose(t, PQerrorMessage(t->conn));
     res = await(t, &result);
     if (res == NULL)
         return result;
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        result = failure(t, res, sql);
+        result = failure(t, res, stmt->text);
         PQclear(res);
         return result;
     }
     PQclear(res);
-    t->prepared[t->nprepared++] = sql;
+    t->prepared[t->nprepared].stmt = stmt;
+    t->prepared[t->nprepared].locked = locked;
+    ++t->nprepared;
     return 0;
 }
 
-/* Runs sql, a static text, with its parameters: 0 with *out (to PQclear), or an RL_E_* error. */
-static int run_va(struct pg_txn *t, PGresult **out, const char *sql, const char *types, va_list ap)
+/* Runs stmt with its parameters and takes every row of its result: the cursor walks them. */
+static int pg_run(rl_txn_t *txn, const rl_sql_t *stmt, int locked, const rl_sql_param_t *params, int n,
+                  rl_sql_cursor_t *cur)
 {
+    struct pg_txn *t = TXN(txn);
     struct params p;
     PGresult *res;
-    char name[STMT_NAME];
+    char name[STMT_NAME], *text;
     int result = 0, sent;
 
-    *out = NULL;
     if (t->failed != 0)
         return t->failed;
     if (t->conn == NULL)
         return RL_E_UNAVAILABLE;
-    bind_va(&p, types, ap);
-    if ((result = statement(t, sql, &p, name)) != 0)
+    bind(&p, params, n);
+    if ((result = statement(t, stmt, locked, &p, name)) != 0)
         return result;
-    if (name[0] != '\0')
+    if (name[0] != '\0') {
         sent = PQsendQueryPrepared(t->conn, name, p.n, p.values, p.lengths, p.formats, 1);
-    else
-        sent = PQsendQueryParams(t->conn, sql, p.n, p.types, p.values, p.lengths, p.formats, 1);
+    } else {
+        if ((text = rl_sql__rewrite(&pg_driver.dialect, stmt, locked)) == NULL)
+            return RL_E_INTERNAL;
+        sent = PQsendQueryParams(t->conn, text, p.n, p.types, p.values, p.lengths, p.formats, 1);
+        free(text);
+    }
     if (!sent)
         return lose(t, PQerrorMessage(t->conn));
     res = await(t, &result);
     if (res == NULL)
         return result;
     if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK) {
-        result = failure(t, res, sql);
+        result = failure(t, res, stmt->text);
         PQclear(res);
         return result;
     }
-    *out = res;
+    cur->handle = res;
     return 0;
 }
 
-static int64_t changed(PGresult *res)
+static int pg_next(rl_sql_cursor_t *cur)
 {
-    return strtoll(PQcmdTuples(res), NULL, 10);
+    cur->on_row = ++cur->row < PQntuples(cur->handle);
+    return cur->on_row;
 }
 
-/* A write: 0 or an error; *changes (when asked) the rows it changed. */
-static int write_rows(struct pg_txn *t, int64_t *changes, const char *sql, const char *types, ...)
+static int pg_is_null(const rl_sql_cursor_t *cur, int col)
 {
-    PGresult *res;
-    va_list ap;
-    int result;
-
-    va_start(ap, types);
-    result = run_va(t, &res, sql, types, ap);
-    va_end(ap);
-    if (result == 0 && changes != NULL)
-        *changes = changed(res);
-    PQclear(res);
-    return result;
+    return PQgetisnull(cur->handle, cur->row, col);
 }
 
-/* A write by key: RL_E_NOT_FOUND when it changed no row. */
-static int write_one(struct pg_txn *t, const char *sql, const char *types, ...)
+/* A binary integer column of any width (results are binary); NULL is 0. */
+static int64_t pg_integer(const rl_sql_cursor_t *cur, int col)
 {
-    PGresult *res;
-    va_list ap;
-    int result;
-
-    va_start(ap, types);
-    result = run_va(t, &res, sql, types, ap);
-    va_end(ap);
-    if (result == 0 && changed(res) == 0)
-        result = RL_E_NOT_FOUND;
-    PQclear(res);
-    return result;
-}
-
-/* An INSERT ... ON CONFLICT DO NOTHING: RL_E_CONFLICT when the key was there (no error, no abort). */
-static int insert_row(struct pg_txn *t, const char *sql, const char *types, ...)
-{
-    PGresult *res;
-    va_list ap;
-    int result;
-
-    va_start(ap, types);
-    result = run_va(t, &res, sql, types, ap);
-    va_end(ap);
-    if (result == 0 && changed(res) == 0)
-        result = RL_E_CONFLICT;
-    PQclear(res);
-    return result;
-}
-
-/* ---- reading rows ------------------------------------------------------------------------------- */
-
-static const char *col_text(struct pg_txn *t, PGresult *res, int row, int col)
-{
-    if (PQgetisnull(res, row, col))
-        return NULL;
-    return rl_arena_strndup(t->base.arena, PQgetvalue(res, row, col), (size_t)PQgetlength(res, row, col));
-}
-
-/* A binary integer column of any width; NULL is `null`. */
-static int64_t col_int(PGresult *res, int row, int col, int64_t null)
-{
-    const unsigned char *bytes = (const unsigned char *)PQgetvalue(res, row, col);
-    int len = PQgetlength(res, row, col), i;
+    const unsigned char *bytes = (const unsigned char *)PQgetvalue(cur->handle, cur->row, col);
+    int len = PQgetlength(cur->handle, cur->row, col), i;
     uint64_t v;
 
-    if (PQgetisnull(res, row, col) || len == 0)
-        return null;
+    if (PQgetisnull(cur->handle, cur->row, col) || len == 0)
+        return 0;
     /* Sign-extended from the first byte: the columns are signed. */
     v = (bytes[0] & 0x80) ? UINT64_MAX : 0;
     for (i = 0; i < len; ++i)
@@ -714,77 +682,38 @@ static int64_t col_int(PGresult *res, int row, int col, int64_t null)
     return (int64_t)v;
 }
 
-static int64_t col_int64(PGresult *res, int row, int col)
+static const char *pg_bytes(const rl_sql_cursor_t *cur, int col, size_t *len)
 {
-    return col_int(res, row, col, 0);
-}
-
-static int64_t col_time(PGresult *res, int row, int col)
-{
-    return col_int(res, row, col, RL_NO_TIME);
-}
-
-typedef void (*read_row_fn)(struct pg_txn *t, PGresult *res, int row, void *out);
-
-/* One row by key: 0 with *out filled, RL_E_NOT_FOUND, or an error. */
-static int get_one(struct pg_txn *t, read_row_fn read, void *out, const char *sql, const char *types, ...)
-{
-    PGresult *res;
-    va_list ap;
-    int result;
-
-    va_start(ap, types);
-    result = run_va(t, &res, sql, types, ap);
-    va_end(ap);
-    if (result == 0) {
-        if (PQntuples(res) > 0)
-            read(t, res, 0, out);
-        else
-            result = RL_E_NOT_FOUND;
+    if (PQgetisnull(cur->handle, cur->row, col)) {
+        *len = 0;
+        return NULL;
     }
-    PQclear(res);
-    return result;
+    *len = (size_t)PQgetlength(cur->handle, cur->row, col);
+    return PQgetvalue(cur->handle, cur->row, col);
 }
 
-/* Every row into an array of elem-sized rows in the arena. */
-static int get_all(struct pg_txn *t, read_row_fn read, size_t elem, void **rows, size_t *count, const char *sql,
-                   const char *types, ...)
+static int pg_finish(rl_sql_cursor_t *cur, int64_t *changes)
 {
-    PGresult *res;
-    va_list ap;
-    char *items = NULL;
-    int result, n, i;
-
-    *rows = NULL;
-    *count = 0;
-    va_start(ap, types);
-    result = run_va(t, &res, sql, types, ap);
-    va_end(ap);
-    if (result != 0)
-        return result;
-    n = PQntuples(res);
-    if (n > 0) {
-        items = rl_arena_alloc(t->base.arena, (size_t)n * elem);
-        memset(items, 0, (size_t)n * elem);
-        for (i = 0; i < n; ++i)
-            read(t, res, i, items + (size_t)i * elem);
-    }
-    PQclear(res);
-    *rows = items;
-    *count = (size_t)n;
+    if (changes != NULL)
+        *changes = strtoll(PQcmdTuples(cur->handle), NULL, 10);
+    PQclear(cur->handle);
+    cur->handle = NULL;
     return 0;
 }
 
 /*
- * A read by key inside a writing operation locks its row until the commit:
- * another node's operation on the same row waits, so a rule checked on the
- * row still holds when this one writes. Each pair is {plain, locking}.
+ * FOR UPDATE cannot lock a key that is not recorded yet: the key itself is
+ * locked (a transaction advisory lock on its hash, until the commit). A
+ * statement of its own: the read after it must take its snapshot once the
+ * lock is held.
  */
-#define BY_KEY(select)                                                                                                 \
-    {                                                                                                                  \
-        select, select " FOR UPDATE"                                                                                   \
-    }
-#define LOCKING(t, pair) ((pair)[(t)->base.writing != 0])
+static int pg_lock_key(rl_txn_t *txn, const char *owner, const char *scope, const char *key)
+{
+    static const rl_sql_t sql = {
+        "SELECT pg_advisory_xact_lock(hashtextextended(? || chr(31) || ? || chr(31) || ?, 0))"};
+
+    return rl_sql__write(txn, &sql, NULL, RL_SQL_PARAMS(P_TEXT(owner), P_TEXT(scope), P_TEXT(key)));
+}
 
 /* ---- the connection ------------------------------------------------------------------------------ */
 
@@ -1028,1068 +957,6 @@ static void pg_release(rl_txn_t *txn, int keep)
         t->failed = 0;
 }
 
-/* ---- users ------------------------------------------------------------------------------------- */
-
-static int pg_user_insert_ignore(rl_txn_t *txn, const rl_user_row_t *row)
-{
-    static const char sql[] = "INSERT INTO users(id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING";
-
-    return write_rows(TXN(txn), NULL, sql, "sI", row->id, row->created_at);
-}
-
-static void read_user(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_user_row_t *row = out;
-
-    row->id = col_text(t, res, r, 0);
-    row->created_at = col_int64(res, r, 1);
-}
-
-static int pg_user_get(rl_txn_t *txn, const char *id, rl_user_row_t *out)
-{
-    static const char *const sql[2] = BY_KEY("SELECT id, created_at FROM users WHERE id = $1");
-
-    return get_one(TXN(txn), read_user, out, LOCKING(TXN(txn), sql), "s", id);
-}
-
-/* ---- pairings ---------------------------------------------------------------------------------- */
-
-#define PAIRING_COLUMNS                                                                                                \
-    "poll_hash, code_hash, installation_id, connector_type, host_label, state, user_id, created_at, expires_at,"       \
-    " claimed_at"
-
-static void read_pairing(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_pairing_row_t *row = out;
-
-    row->poll_hash = col_text(t, res, r, 0);
-    row->code_hash = col_text(t, res, r, 1);
-    row->installation_id = col_text(t, res, r, 2);
-    row->connector_type = col_text(t, res, r, 3);
-    row->host_label = col_text(t, res, r, 4);
-    row->state = col_text(t, res, r, 5);
-    row->user_id = col_text(t, res, r, 6);
-    row->created_at = col_int64(res, r, 7);
-    row->expires_at = col_int64(res, r, 8);
-    row->claimed_at = col_time(res, r, 9);
-}
-
-static int pg_pairing_insert(rl_txn_t *txn, const rl_pairing_row_t *row)
-{
-    /* No conflict target: a poll hash taken and a code pending already (the partial index) are both conflicts. */
-    static const char sql[] = "INSERT INTO pairings(" PAIRING_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-                              " $10) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "sssssssIIT", row->poll_hash, row->code_hash, row->installation_id,
-                      row->connector_type, row->host_label, row->state, row->user_id, row->created_at, row->expires_at,
-                      row->claimed_at);
-}
-
-static int pg_pairing_by_code(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
-{
-    static const char *const sql[2] =
-        BY_KEY("SELECT " PAIRING_COLUMNS " FROM pairings WHERE code_hash = $1 AND state = 'pending'");
-
-    return get_one(TXN(txn), read_pairing, out, LOCKING(TXN(txn), sql), "s", code_hash);
-}
-
-static int pg_pairing_by_poll(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out)
-{
-    static const char *const sql[2] = BY_KEY("SELECT " PAIRING_COLUMNS " FROM pairings WHERE poll_hash = $1");
-
-    return get_one(TXN(txn), read_pairing, out, LOCKING(TXN(txn), sql), "s", poll_hash);
-}
-
-static int pg_pairing_update(rl_txn_t *txn, const rl_pairing_row_t *row)
-{
-    static const char sql[] = "UPDATE pairings SET state = $1, user_id = $2, claimed_at = $3 WHERE poll_hash = $4";
-
-    return write_one(TXN(txn), sql, "ssTs", row->state, row->user_id, row->claimed_at, row->poll_hash);
-}
-
-static int pg_pairing_delete_lapsed(rl_txn_t *txn, const char *code_hash, int64_t at)
-{
-    static const char sql[] = "DELETE FROM pairings WHERE code_hash = $1 AND state = 'pending' AND expires_at <= $2";
-
-    return write_rows(TXN(txn), NULL, sql, "sI", code_hash, at);
-}
-
-static int pg_pairings_purge(rl_txn_t *txn, int64_t expired_before)
-{
-    static const char sql[] = "DELETE FROM pairings WHERE expires_at < $1";
-
-    return write_rows(TXN(txn), NULL, sql, "I", expired_before);
-}
-
-/* ---- installations ------------------------------------------------------------------------------- */
-
-#define INSTALLATION_COLUMNS                                                                                           \
-    "id, user_id, token_hash, token_env, connector_type, host_label, custom_display_name, custom_emoji, state,"        \
-    " manifest, created_at, revoked_at"
-
-static void read_installation(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_installation_row_t *row = out;
-
-    row->id = col_text(t, res, r, 0);
-    row->user_id = col_text(t, res, r, 1);
-    row->token_hash = col_text(t, res, r, 2);
-    row->token_env = col_text(t, res, r, 3);
-    row->connector_type = col_text(t, res, r, 4);
-    row->host_label = col_text(t, res, r, 5);
-    row->custom_display_name = col_text(t, res, r, 6);
-    row->custom_emoji = col_text(t, res, r, 7);
-    row->state = col_text(t, res, r, 8);
-    row->manifest = col_text(t, res, r, 9);
-    row->created_at = col_int64(res, r, 10);
-    row->revoked_at = col_time(res, r, 11);
-}
-
-static int pg_installation_insert(rl_txn_t *txn, const rl_installation_row_t *row)
-{
-    static const char sql[] = "INSERT INTO installations(" INSTALLATION_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7,"
-                              " $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "ssssssssssIT", row->id, row->user_id, row->token_hash,
-                      row->token_env != NULL ? row->token_env : "live", row->connector_type, row->host_label,
-                      row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->created_at,
-                      row->revoked_at);
-}
-
-static int pg_installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t *out)
-{
-    static const char *const sql[2] = BY_KEY("SELECT " INSTALLATION_COLUMNS " FROM installations WHERE id = $1");
-
-    return get_one(TXN(txn), read_installation, out, LOCKING(TXN(txn), sql), "s", id);
-}
-
-static int pg_installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
-{
-    static const char sql[] = "UPDATE installations SET token_hash = $1, token_env = $2, custom_display_name = $3,"
-                              " custom_emoji = $4, state = $5, manifest = $6, revoked_at = $7 WHERE id = $8";
-
-    return write_one(TXN(txn), sql, "ssssssTs", row->token_hash, row->token_env != NULL ? row->token_env : "live",
-                     row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->revoked_at, row->id);
-}
-
-static int pg_installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count)
-{
-    /* Ids compare byte by byte, as in SQLite, whatever the database's collation. */
-    static const char sql[] =
-        "SELECT " INSTALLATION_COLUMNS " FROM installations WHERE user_id = $1 ORDER BY created_at, id COLLATE \"C\"";
-
-    return get_all(TXN(txn), read_installation, sizeof(**rows), (void **)rows, count, sql, "s", user_id);
-}
-
-/* ---- sessions ---------------------------------------------------------------------------------- */
-
-#define SESSION_COLUMNS "id, user_id, installation_id, title, state, created_at, updated_at, deleted_at"
-
-static void read_session(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_session_row_t *row = out;
-
-    row->id = col_text(t, res, r, 0);
-    row->user_id = col_text(t, res, r, 1);
-    row->installation_id = col_text(t, res, r, 2);
-    row->title = col_text(t, res, r, 3);
-    row->state = col_text(t, res, r, 4);
-    row->created_at = col_int64(res, r, 5);
-    row->updated_at = col_int64(res, r, 6);
-    row->deleted_at = col_time(res, r, 7);
-}
-
-static int pg_session_insert(rl_txn_t *txn, const rl_session_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO sessions(" SESSION_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "sssssIIT", row->id, row->user_id, row->installation_id, row->title, row->state,
-                      row->created_at, row->updated_at, row->deleted_at);
-}
-
-static int pg_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
-{
-    static const char *const sql[2] = BY_KEY("SELECT " SESSION_COLUMNS " FROM sessions WHERE id = $1");
-
-    return get_one(TXN(txn), read_session, out, LOCKING(TXN(txn), sql), "s", id);
-}
-
-static int pg_session_update(rl_txn_t *txn, const rl_session_row_t *row)
-{
-    static const char sql[] =
-        "UPDATE sessions SET title = $1, state = $2, updated_at = $3, deleted_at = $4 WHERE id = $5";
-
-    return write_one(TXN(txn), sql, "ssITs", row->title, row->state, row->updated_at, row->deleted_at, row->id);
-}
-
-static int pg_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE user_id = $1 AND deleted_at IS NULL"
-                              " ORDER BY updated_at DESC, id COLLATE \"C\"";
-
-    return get_all(TXN(txn), read_session, sizeof(**rows), (void **)rows, count, sql, "s", user_id);
-}
-
-static int pg_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after,
-                                       rl_session_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE user_id = $1 AND deleted_at > $2"
-                              " ORDER BY deleted_at DESC, id COLLATE \"C\"";
-
-    return get_all(TXN(txn), read_session, sizeof(**rows), (void **)rows, count, sql, "sI", user_id, deleted_after);
-}
-
-static int pg_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
-{
-    /* Interactions and messages go with their session (ON DELETE CASCADE); tasks and approvals have no such key. */
-    static const char tasks_sql[] = "DELETE FROM tasks WHERE session_id IN"
-                                    " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1)";
-    static const char approvals_sql[] = "DELETE FROM approvals WHERE session_id IN"
-                                        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1)";
-    static const char sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1";
-    int result;
-
-    static const char capabilities_sql[] =
-        "DELETE FROM capability_requests WHERE session_id IN"
-        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= $1)";
-    if ((result = write_rows(TXN(txn), NULL, tasks_sql, "I", deleted_before)) != 0 ||
-        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0 ||
-        (result = write_rows(TXN(txn), NULL, capabilities_sql, "I", deleted_before)) != 0)
-        return result;
-    return write_rows(TXN(txn), purged, sql, "I", deleted_before);
-}
-
-/* ---- interactions ------------------------------------------------------------------------------- */
-
-static void read_interaction(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_interaction_row_t *row = out;
-
-    row->id = col_text(t, res, r, 0);
-    row->session_id = col_text(t, res, r, 1);
-    row->created_at = col_int64(res, r, 2);
-}
-
-static int pg_interaction_insert(rl_txn_t *txn, const rl_interaction_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO interactions(id, session_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "ssI", row->id, row->session_id, row->created_at);
-}
-
-static int pg_interaction_get(rl_txn_t *txn, const char *id, rl_interaction_row_t *out)
-{
-    static const char *const sql[2] = BY_KEY("SELECT id, session_id, created_at FROM interactions WHERE id = $1");
-
-    return get_one(TXN(txn), read_interaction, out, LOCKING(TXN(txn), sql), "s", id);
-}
-
-/* ---- messages ---------------------------------------------------------------------------------- */
-
-#define MESSAGE_COLUMNS                                                                                                \
-    "id, session_id, interaction_id, role, text, attachments, reply_to, usage, finish_reason, state, created_at,"      \
-    " finalized_at, placeholder"
-
-static void read_message(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_message_row_t *row = out;
-
-    row->id = col_text(t, res, r, 0);
-    row->session_id = col_text(t, res, r, 1);
-    row->interaction_id = col_text(t, res, r, 2);
-    row->role = col_text(t, res, r, 3);
-    row->text = col_text(t, res, r, 4);
-    row->attachments = col_text(t, res, r, 5);
-    row->reply_to = col_text(t, res, r, 6);
-    row->usage = col_text(t, res, r, 7);
-    row->finish_reason = col_text(t, res, r, 8);
-    row->state = col_text(t, res, r, 9);
-    row->created_at = col_int64(res, r, 10);
-    row->finalized_at = col_time(res, r, 11);
-    row->placeholder = (int)col_int64(res, r, 12);
-}
-
-static int pg_message_insert(rl_txn_t *txn, const rl_message_row_t *row)
-{
-    static const char sql[] = "INSERT INTO messages(" MESSAGE_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-                              " $10, $11, $12, $13) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "ssssssssssITi", row->id, row->session_id, row->interaction_id, row->role,
-                      row->text, row->attachments, row->reply_to, row->usage, row->finish_reason, row->state,
-                      row->created_at, row->finalized_at, row->placeholder);
-}
-
-static int pg_message_get(rl_txn_t *txn, const char *id, rl_message_row_t *out)
-{
-    static const char *const sql[2] = BY_KEY("SELECT " MESSAGE_COLUMNS " FROM messages WHERE id = $1");
-
-    return get_one(TXN(txn), read_message, out, LOCKING(TXN(txn), sql), "s", id);
-}
-
-static int pg_message_update(rl_txn_t *txn, const rl_message_row_t *row)
-{
-    static const char sql[] = "UPDATE messages SET text = $1, usage = $2, finish_reason = $3, state = $4,"
-                              " finalized_at = $5, placeholder = $6 WHERE id = $7";
-
-    return write_one(TXN(txn), sql, "ssssTis", row->text, row->usage, row->finish_reason, row->state, row->finalized_at,
-                     row->placeholder, row->id);
-}
-
-static void read_int(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    *(int64_t *)out = col_int64(res, r, 0);
-}
-
-static int pg_messages_page(rl_txn_t *txn, const char *session_id, const char *before, int limit,
-                            rl_message_row_t **rows, size_t *count)
-{
-    static const char cursor_sql[] = "SELECT seq FROM messages WHERE id = $1 AND session_id = $2";
-    static const char page_sql[] = "SELECT " MESSAGE_COLUMNS " FROM messages WHERE session_id = $1 AND seq < $2"
-                                   " ORDER BY seq DESC LIMIT $3";
-    struct pg_txn *t = TXN(txn);
-    int64_t cursor = INT64_MAX;
-    int result;
-
-    /* Insertion order is seq's: the page ends where the cursor message sits. */
-    if (before != NULL && (result = get_one(t, read_int, &cursor, cursor_sql, "ss", before, session_id)) != 0) {
-        *rows = NULL;
-        *count = 0;
-        return result;
-    }
-    return get_all(t, read_message, sizeof(**rows), (void **)rows, count, page_sql, "sIi", session_id, cursor, limit);
-}
-
-static int pg_messages_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
-                               int limit, rl_message_row_t **rows, size_t *count)
-{
-    /* Insertion order is seq's; a missing before_id gives 0, below every seq. */
-    static const char sql[] =
-        "SELECT " MESSAGE_COLUMNS " FROM messages WHERE session_id = $1 AND (created_at < $2 OR (created_at = $2"
-        " AND seq < coalesce((SELECT seq FROM messages WHERE id = $3), 0)))"
-        " ORDER BY created_at DESC, seq DESC LIMIT $4";
-
-    return get_all(TXN(txn), read_message, sizeof(**rows), (void **)rows, count, sql, "sIsi", session_id, before_at,
-                   before_id, limit);
-}
-
-static int pg_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
-{
-    /*
-     * The sweep that ends these messages writes them back: in a writing
-     * operation it takes the rows another node is not already ending.
-     */
-#define OPEN_BEFORE                                                                                                    \
-    "SELECT m.id, m.session_id, m.interaction_id, m.role, m.text, m.attachments, m.reply_to, m.usage,"                 \
-    " m.finish_reason, m.state, m.created_at, m.finalized_at, m.placeholder"                                           \
-    " FROM messages m LEFT JOIN interactions i ON i.id = m.interaction_id"                                             \
-    " WHERE m.state = 'streaming' AND coalesce(i.created_at, m.created_at) <= $1 ORDER BY m.created_at, m.seq"         \
-    " LIMIT $2"
-    static const char *const sql[2] = {OPEN_BEFORE, OPEN_BEFORE " FOR UPDATE OF m SKIP LOCKED"};
-#undef OPEN_BEFORE
-
-    return get_all(TXN(txn), read_message, sizeof(**rows), (void **)rows, count, LOCKING(TXN(txn), sql), "Ii", at,
-                   limit);
-}
-
-/* ---- streamed deltas ---------------------------------------------------------------------------- */
-
-static void read_delta_run(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_delta_run_row_t *row = out;
-
-    row->message_id = col_text(t, res, r, 0);
-    row->seq = col_int64(res, r, 1);
-    row->seq_last = col_int64(res, r, 2);
-    row->text_len = (size_t)PQgetlength(res, r, 3);
-    row->text = col_text(t, res, r, 3);
-    row->keys = col_text(t, res, r, 4);
-}
-
-static int pg_delta_run_insert(rl_txn_t *txn, const rl_delta_run_row_t *row)
-{
-    static const char sql[] = "INSERT INTO message_deltas(message_id, seq, seq_last, delta, keys)"
-                              " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
-
-    return write_rows(TXN(txn), NULL, sql, "sIIbs", row->message_id, row->seq, row->seq_last, row->text, row->text_len,
-                      row->keys);
-}
-
-static int pg_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT message_id, seq, seq_last, delta, keys FROM message_deltas WHERE message_id = $1 ORDER BY seq";
-
-    return get_all(TXN(txn), read_delta_run, sizeof(**rows), (void **)rows, count, sql, "s", message_id);
-}
-
-static int pg_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
-{
-    static const char *const sql[2] =
-        BY_KEY("SELECT seq_last FROM message_deltas WHERE message_id = $1 ORDER BY seq DESC LIMIT 1");
-    int64_t last = 0;
-    int result = get_one(TXN(txn), read_int, &last, LOCKING(TXN(txn), sql), "s", message_id);
-
-    if (result != 0 && result != RL_E_NOT_FOUND)
-        return result;
-    *next = last + 1;
-    return 0;
-}
-
-static int pg_delta_runs_delete(rl_txn_t *txn, const char *message_id)
-{
-    static const char sql[] = "DELETE FROM message_deltas WHERE message_id = $1";
-
-    return write_rows(TXN(txn), NULL, sql, "s", message_id);
-}
-
-static int pg_delta_keys_put(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at)
-{
-    static const char sql[] = "INSERT INTO delta_keys(message_id, keys, created_at) VALUES ($1, $2, $3)"
-                              " ON CONFLICT (message_id) DO UPDATE SET keys = EXCLUDED.keys,"
-                              " created_at = EXCLUDED.created_at";
-
-    return write_rows(TXN(txn), NULL, sql, "ssI", message_id, keys, created_at);
-}
-
-static void read_text(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    *(const char **)out = col_text(t, res, r, 0);
-}
-
-struct delta_keys_out {
-    const char **keys;
-    int64_t *created_at;
-};
-
-static void read_delta_keys(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    struct delta_keys_out *row = out;
-
-    *row->keys = col_text(t, res, r, 0);
-    *row->created_at = col_int64(res, r, 1);
-}
-
-static int pg_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at)
-{
-    static const char *const sql[2] = BY_KEY("SELECT keys, created_at FROM delta_keys WHERE message_id = $1");
-    struct delta_keys_out out = {keys, created_at};
-
-    return get_one(TXN(txn), read_delta_keys, &out, LOCKING(TXN(txn), sql), "s", message_id);
-}
-
-static int pg_delta_keys_purge(rl_txn_t *txn, int64_t created_before)
-{
-    static const char sql[] = "DELETE FROM delta_keys WHERE created_at < $1";
-
-    return write_rows(TXN(txn), NULL, sql, "I", created_before);
-}
-
-/* ---- idempotency --------------------------------------------------------------------------------- */
-
-#define IDEMPOTENCY_COLUMNS "owner, scope, key, body_hash, response, created_at"
-
-static void read_idempotency(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_idempotency_row_t *row = out;
-
-    row->owner = col_text(t, res, r, 0);
-    row->scope = col_text(t, res, r, 1);
-    row->key = col_text(t, res, r, 2);
-    row->body_hash = col_text(t, res, r, 3);
-    row->response = col_text(t, res, r, 4);
-    row->created_at = col_int64(res, r, 5);
-}
-
-static int pg_idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
-                              rl_idempotency_row_t *out)
-{
-    /*
-     * FOR UPDATE cannot lock a key that is not recorded yet, and a retried
-     * request may run on two nodes at once: the key itself is locked first
-     * (until the commit), so that the second waits for the first and finds
-     * its record (a replay) rather than meeting it at insert (a conflict).
-     * A separate statement: the read after it must take its snapshot once
-     * the lock is held.
-     */
-    static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3,"
-                                   " 0))";
-    static const char *const sql[2] =
-        BY_KEY("SELECT " IDEMPOTENCY_COLUMNS " FROM idempotency WHERE owner = $1 AND scope = $2 AND key = $3");
-    int result;
-
-    if (TXN(txn)->base.writing && (result = write_rows(TXN(txn), NULL, lock_sql, "sss", owner, scope, key)) != 0)
-        return result;
-    return get_one(TXN(txn), read_idempotency, out, LOCKING(TXN(txn), sql), "sss", owner, scope, key);
-}
-
-static int pg_idempotency_insert(rl_txn_t *txn, const rl_idempotency_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO idempotency(" IDEMPOTENCY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "sssssI", row->owner, row->scope, row->key, row->body_hash, row->response,
-                      row->created_at);
-}
-
-static int pg_idempotency_delete(rl_txn_t *txn, const char *owner, const char *scope, const char *key)
-{
-    static const char sql[] = "DELETE FROM idempotency WHERE owner = $1 AND scope = $2 AND key = $3";
-
-    return write_one(TXN(txn), sql, "sss", owner, scope, key);
-}
-
-static int pg_idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
-                                   size_t *count)
-{
-    static const char sql[] = "SELECT " IDEMPOTENCY_COLUMNS " FROM idempotency WHERE owner = $1 AND scope = $2";
-
-    return get_all(TXN(txn), read_idempotency, sizeof(**rows), (void **)rows, count, sql, "ss", owner, scope);
-}
-
-static int pg_idempotency_purge(rl_txn_t *txn, int64_t created_before)
-{
-    static const char sql[] = "DELETE FROM idempotency WHERE created_at < $1";
-
-    return write_rows(TXN(txn), NULL, sql, "I", created_before);
-}
-
-/* ---- tasks ------------------------------------------------------------------------------------- */
-
-#define TASK_COLUMNS                                                                                                   \
-    "installation_id, task_id, session_id, interaction_id, kind, name, status, status_label, created_at, updated_at,"  \
-    " args, partial_result, result, error"
-
-static void read_task(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_task_row_t *row = out;
-
-    row->installation_id = col_text(t, res, r, 0);
-    row->task_id = col_text(t, res, r, 1);
-    row->session_id = col_text(t, res, r, 2);
-    row->interaction_id = col_text(t, res, r, 3);
-    row->kind = col_text(t, res, r, 4);
-    row->name = col_text(t, res, r, 5);
-    row->status = col_text(t, res, r, 6);
-    row->status_label = col_text(t, res, r, 7);
-    row->created_at = col_int64(res, r, 8);
-    row->updated_at = col_int64(res, r, 9);
-    row->args = col_text(t, res, r, 10);
-    row->partial_result = col_text(t, res, r, 11);
-    row->result = col_text(t, res, r, 12);
-    row->error = col_text(t, res, r, 13);
-}
-
-static int pg_task_insert(rl_txn_t *txn, const rl_task_row_t *row)
-{
-    static const char sql[] = "INSERT INTO tasks(" TASK_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
-                              " $11, $12, $13, $14) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "ssssssssIIssss", row->installation_id, row->task_id, row->session_id,
-                      row->interaction_id, row->kind, row->name, row->status, row->status_label, row->created_at,
-                      row->updated_at, row->args, row->partial_result, row->result, row->error);
-}
-
-static int pg_task_get(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out)
-{
-    static const char *const sql[2] =
-        BY_KEY("SELECT " TASK_COLUMNS " FROM tasks WHERE installation_id = $1 AND task_id = $2");
-
-    return get_one(TXN(txn), read_task, out, LOCKING(TXN(txn), sql), "ss", installation_id, task_id);
-}
-
-static int pg_task_update(rl_txn_t *txn, const rl_task_row_t *row)
-{
-    static const char sql[] =
-        "UPDATE tasks SET status = $1, status_label = $2, name = $3, updated_at = $4,"
-        " partial_result = $5, result = $6, error = $7 WHERE installation_id = $8 AND task_id = $9";
-
-    return write_one(TXN(txn), sql, "sssIsssss", row->status, row->status_label, row->name, row->updated_at,
-                     row->partial_result, row->result, row->error, row->installation_id, row->task_id);
-}
-
-static int pg_tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
-                            rl_task_row_t **rows, size_t *count)
-{
-    /* Bytewise, as SQLite compares: a NULL before_id makes the comparison NULL, so no task at before_at. */
-    static const char sql[] = "SELECT " TASK_COLUMNS " FROM tasks WHERE session_id = $1 AND (created_at < $2"
-                              " OR (created_at = $2 AND task_id COLLATE \"C\" < $3))"
-                              " ORDER BY created_at DESC, task_id COLLATE \"C\" DESC LIMIT $4";
-
-    return get_all(TXN(txn), read_task, sizeof(**rows), (void **)rows, count, sql, "sIsi", session_id, before_at,
-                   before_id, limit);
-}
-
-/* ---- approvals and grants ------------------------------------------------------------------------ */
-
-#define APPROVAL_COLUMNS                                                                                               \
-    "id, installation_id, user_id, session_id, interaction_id, request, state, decision, scope, scope_value,"          \
-    " created_at, expires_at, resolved_at"
-
-static void read_approval(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_approval_row_t *row = out;
-
-    row->id = col_text(t, res, r, 0);
-    row->installation_id = col_text(t, res, r, 1);
-    row->user_id = col_text(t, res, r, 2);
-    row->session_id = col_text(t, res, r, 3);
-    row->interaction_id = col_text(t, res, r, 4);
-    row->request = col_text(t, res, r, 5);
-    row->state = col_text(t, res, r, 6);
-    row->decision = col_text(t, res, r, 7);
-    row->scope = col_text(t, res, r, 8);
-    row->scope_value = col_text(t, res, r, 9);
-    row->created_at = col_int64(res, r, 10);
-    row->expires_at = col_int64(res, r, 11);
-    row->resolved_at = col_time(res, r, 12);
-}
-
-static int pg_approval_insert(rl_txn_t *txn, const rl_approval_row_t *row)
-{
-    static const char sql[] = "INSERT INTO approvals(" APPROVAL_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-                              " $10, $11, $12, $13) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "ssssssssssIIT", row->id, row->installation_id, row->user_id, row->session_id,
-                      row->interaction_id, row->request, row->state, row->decision, row->scope, row->scope_value,
-                      row->created_at, row->expires_at, row->resolved_at);
-}
-
-static int pg_approval_get(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out)
-{
-    static const char *const sql[2] =
-        BY_KEY("SELECT " APPROVAL_COLUMNS " FROM approvals WHERE installation_id = $1 AND id = $2");
-
-    return get_one(TXN(txn), read_approval, out, LOCKING(TXN(txn), sql), "ss", installation_id, id);
-}
-
-static int pg_approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
-{
-    static const char sql[] = "UPDATE approvals SET state = $1, decision = $2, scope = $3, scope_value = $4,"
-                              " resolved_at = $5 WHERE installation_id = $6 AND id = $7";
-
-    return write_one(TXN(txn), sql, "ssssTss", row->state, row->decision, row->scope, row->scope_value,
-                     row->resolved_at, row->installation_id, row->id);
-}
-
-static int pg_approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
-                                      size_t *count)
-{
-    /* A decision writes the row it finds here: in a writing operation the rows are locked. */
-    static const char *const sql[2] = BY_KEY("SELECT " APPROVAL_COLUMNS " FROM approvals WHERE user_id = $1 AND id = $2"
-                                             " ORDER BY created_at, installation_id COLLATE \"C\"");
-
-    return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, LOCKING(TXN(txn), sql), "ss", user_id,
-                   id);
-}
-
-static int pg_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
-                                        size_t *count)
-{
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE user_id = $1 AND state = 'pending'"
-                              " AND expires_at > $2 ORDER BY created_at, id COLLATE \"C\"";
-
-    return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, sql, "sI", user_id, after);
-}
-
-static int pg_approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
-                                int limit, rl_approval_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE session_id = $1 AND (created_at < $2"
-                              " OR (created_at = $2 AND id COLLATE \"C\" < $3))"
-                              " ORDER BY created_at DESC, id COLLATE \"C\" DESC LIMIT $4";
-
-    return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, sql, "sIsi", session_id, before_at,
-                   before_id, limit);
-}
-
-static int pg_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count)
-{
-    /*
-     * The expiry sweep writes these back: in a writing operation it takes the
-     * rows that no other node is deciding or expiring right now. A row that
-     * another transaction resolved meanwhile no longer matches (PostgreSQL
-     * checks the condition again on the locked row).
-     */
-#define DUE                                                                                                            \
-    "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE state = 'pending' AND expires_at <= $1"                          \
-    " ORDER BY expires_at, id COLLATE \"C\" LIMIT $2"
-    static const char *const sql[2] = {DUE, DUE " FOR UPDATE SKIP LOCKED"};
-#undef DUE
-
-    return get_all(TXN(txn), read_approval, sizeof(**rows), (void **)rows, count, LOCKING(TXN(txn), sql), "Ii", at,
-                   limit);
-}
-
-/* ---- device capability requests ------------------------------------------------------------------ */
-
-#define CAPABILITY_COLUMNS                                                                                             \
-    "id, installation_id, user_id, session_id, interaction_id, capability, request, state, answer, created_at,"        \
-    " expires_at, answered_at"
-
-static void read_capability(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_capability_row_t *row = out;
-
-    row->id = col_text(t, res, r, 0);
-    row->installation_id = col_text(t, res, r, 1);
-    row->user_id = col_text(t, res, r, 2);
-    row->session_id = col_text(t, res, r, 3);
-    row->interaction_id = col_text(t, res, r, 4);
-    row->capability = col_text(t, res, r, 5);
-    row->request = col_text(t, res, r, 6);
-    row->state = col_text(t, res, r, 7);
-    row->answer = col_text(t, res, r, 8);
-    row->created_at = col_int64(res, r, 9);
-    row->expires_at = col_int64(res, r, 10);
-    row->answered_at = col_time(res, r, 11);
-}
-
-static int pg_capability_insert(rl_txn_t *txn, const rl_capability_row_t *row)
-{
-    static const char sql[] = "INSERT INTO capability_requests(" CAPABILITY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6,"
-                              " $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "sssssssssIIT", row->id, row->installation_id, row->user_id, row->session_id,
-                      row->interaction_id, row->capability, row->request, row->state, row->answer, row->created_at,
-                      row->expires_at, row->answered_at);
-}
-
-static int pg_capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *out)
-{
-    /* An answer writes the row it reads: in a writing operation it is locked, so the first answer wins. */
-    static const char *const sql[2] = BY_KEY("SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE id = $1");
-
-    return get_one(TXN(txn), read_capability, out, LOCKING(TXN(txn), sql), "s", id);
-}
-
-static int pg_capability_update(rl_txn_t *txn, const rl_capability_row_t *row)
-{
-    static const char sql[] = "UPDATE capability_requests SET state = $1, answer = $2, answered_at = $3 WHERE id = $4";
-
-    return write_one(TXN(txn), sql, "ssTs", row->state, row->answer, row->answered_at, row->id);
-}
-
-static int pg_capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after,
-                                           rl_capability_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE user_id = $1"
-                              " AND state = 'pending' AND expires_at > $2 ORDER BY created_at, id COLLATE \"C\"";
-
-    return get_all(TXN(txn), read_capability, sizeof(**rows), (void **)rows, count, sql, "sI", user_id, after);
-}
-
-static int pg_capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count)
-{
-    /* As approvals_due: the sweep takes the rows no other node is answering or expiring right now. */
-#define DUE                                                                                                            \
-    "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE state = 'pending' AND expires_at <= $1"              \
-    " ORDER BY expires_at, id COLLATE \"C\" LIMIT $2"
-    static const char *const sql[2] = {DUE, DUE " FOR UPDATE SKIP LOCKED"};
-#undef DUE
-
-    return get_all(TXN(txn), read_capability, sizeof(**rows), (void **)rows, count, LOCKING(TXN(txn), sql), "Ii", at,
-                   limit);
-}
-
-static void read_grant(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_grant_row_t *row = out;
-
-    row->installation_id = col_text(t, res, r, 0);
-    row->action = col_text(t, res, r, 1);
-    row->scope = col_text(t, res, r, 2);
-    row->scope_value = col_text(t, res, r, 3);
-    row->created_at = col_int64(res, r, 4);
-}
-
-static int pg_grant_insert_ignore(rl_txn_t *txn, const rl_grant_row_t *row)
-{
-    static const char sql[] = "INSERT INTO grants(installation_id, action, scope, scope_value, created_at)"
-                              " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
-
-    return write_rows(TXN(txn), NULL, sql, "ssssI", row->installation_id, row->action, row->scope, row->scope_value,
-                      row->created_at);
-}
-
-static int pg_grants_of(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
-                        size_t *count)
-{
-    static const char sql[] = "SELECT installation_id, action, scope, scope_value, created_at FROM grants"
-                              " WHERE installation_id = $1 AND action = $2 ORDER BY created_at";
-
-    return get_all(TXN(txn), read_grant, sizeof(**rows), (void **)rows, count, sql, "ss", installation_id, action);
-}
-
-static int pg_grants_of_installation(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT installation_id, action, scope, scope_value, created_at FROM grants"
-        " WHERE installation_id = $1"
-        " ORDER BY created_at, action COLLATE \"C\", scope COLLATE \"C\", scope_value COLLATE \"C\"";
-
-    return get_all(TXN(txn), read_grant, sizeof(**rows), (void **)rows, count, sql, "s", installation_id);
-}
-
-static int pg_grant_delete(rl_txn_t *txn, const rl_grant_row_t *row)
-{
-    static const char sql[] =
-        "DELETE FROM grants WHERE installation_id = $1 AND action = $2 AND scope = $3 AND scope_value = $4";
-
-    return write_one(TXN(txn), sql, "ssss", row->installation_id, row->action, row->scope, row->scope_value);
-}
-
-/* ---- the update queue ---------------------------------------------------------------------------- */
-
-static void read_update(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_update_row_t *row = out;
-
-    row->installation_id = col_text(t, res, r, 0);
-    row->update_id = col_int64(res, r, 1);
-    row->type = col_text(t, res, r, 2);
-    row->session_id = col_text(t, res, r, 3);
-    row->interaction_id = col_text(t, res, r, 4);
-    row->payload = col_text(t, res, r, 5);
-    row->created_at = col_int64(res, r, 6);
-}
-
-static int pg_update_append(rl_txn_t *txn, rl_update_row_t *row)
-{
-    /* The counter's row stays locked until the commit: two nodes never issue the same id. */
-    static const char counter_sql[] =
-        "UPDATE installations SET next_update_id = next_update_id + 1 WHERE id = $1 RETURNING next_update_id - 1";
-    static const char insert_sql[] = "INSERT INTO updates(installation_id, update_id, type, session_id,"
-                                     " interaction_id, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
-    struct pg_txn *t = TXN(txn);
-    int result = get_one(t, read_int, &row->update_id, counter_sql, "s", row->installation_id);
-
-    if (result != 0)
-        return result;
-    return write_rows(t, NULL, insert_sql, "sIssssI", row->installation_id, row->update_id, row->type, row->session_id,
-                      row->interaction_id, row->payload, row->created_at);
-}
-
-static int pg_updates_after(rl_txn_t *txn, const char *installation_id, int64_t after_id, int64_t since, int limit,
-                            rl_update_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT installation_id, update_id, type, session_id, interaction_id, payload, created_at FROM updates"
-        " WHERE installation_id = $1 AND update_id > $2 AND created_at >= $3 ORDER BY update_id LIMIT $4";
-
-    return get_all(TXN(txn), read_update, sizeof(**rows), (void **)rows, count, sql, "sIIi", installation_id, after_id,
-                   since, limit);
-}
-
-static int pg_updates_ack(rl_txn_t *txn, const char *installation_id, int64_t up_to)
-{
-    static const char drop_sql[] = "DELETE FROM updates WHERE installation_id = $1 AND update_id <= $2";
-    static const char mark_sql[] =
-        "UPDATE installations SET acked_update_id = greatest(acked_update_id, $1) WHERE id = $2";
-    int result = write_rows(TXN(txn), NULL, drop_sql, "sI", installation_id, up_to);
-
-    return result != 0 ? result : write_rows(TXN(txn), NULL, mark_sql, "Is", up_to, installation_id);
-}
-
-static int pg_updates_purge(rl_txn_t *txn, int64_t created_before)
-{
-    static const char sql[] = "DELETE FROM updates WHERE created_at < $1";
-
-    return write_rows(TXN(txn), NULL, sql, "I", created_before);
-}
-
-/* ---- attachments --------------------------------------------------------------------------------- */
-
-#define ATTACHMENT_COLUMNS "key, user_id, mime, size, name, created_at, used_at, doomed_at"
-
-static void read_attachment(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_attachment_row_t *row = out;
-
-    row->key = col_text(t, res, r, 0);
-    row->user_id = col_text(t, res, r, 1);
-    row->mime = col_text(t, res, r, 2);
-    row->size = col_int64(res, r, 3);
-    row->name = col_text(t, res, r, 4);
-    row->created_at = col_int64(res, r, 5);
-    row->used_at = col_time(res, r, 6);
-    row->doomed_at = col_time(res, r, 7);
-}
-
-static int pg_attachment_insert(rl_txn_t *txn, const rl_attachment_row_t *row)
-{
-    static const char sql[] = "INSERT INTO attachments(" ATTACHMENT_COLUMNS ")"
-                              " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "sssIsITT", row->key, row->user_id, row->mime, row->size, row->name,
-                      row->created_at, row->used_at, row->doomed_at);
-}
-
-static int pg_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t *out)
-{
-    static const char *const sql[2] = BY_KEY("SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE key = $1");
-
-    return get_one(TXN(txn), read_attachment, out, LOCKING(TXN(txn), sql), "s", key);
-}
-
-static int pg_attachment_use(rl_txn_t *txn, const char *key, const char *session_id, int64_t now)
-{
-    static const char use[] = "INSERT INTO attachment_uses(key, session_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
-    static const char first[] = "UPDATE attachments SET used_at = $1 WHERE key = $2 AND used_at IS NULL";
-    int result = write_rows(TXN(txn), NULL, use, "ss", key, session_id);
-
-    return result != 0 ? result : write_rows(TXN(txn), NULL, first, "Is", now, key);
-}
-
-static int pg_attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes)
-{
-    /* SUM of BIGINT is NUMERIC: cast back, the binary reader takes integers only. */
-    static const char sql[] =
-        "SELECT COALESCE(SUM(size), 0)::BIGINT FROM attachments WHERE user_id = $1 AND doomed_at IS NULL";
-
-    return get_one(TXN(txn), read_int, bytes, sql, "s", user_id);
-}
-
-static int pg_attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
-                                       size_t *count)
-{
-    static const char sql[] =
-        "SELECT " ATTACHMENT_COLUMNS " FROM ("
-        " SELECT * FROM attachments a WHERE used_at IS NOT NULL AND doomed_at IS NULL"
-        "  AND NOT EXISTS (SELECT 1 FROM attachment_uses u WHERE u.key = a.key)"
-        " UNION ALL"
-        " SELECT * FROM attachments WHERE used_at IS NULL AND doomed_at IS NULL AND created_at < $1) x"
-        " ORDER BY created_at, key COLLATE \"C\" LIMIT $2";
-
-    return get_all(TXN(txn), read_attachment, sizeof(**rows), (void **)rows, count, sql, "Ii", unused_before, limit);
-}
-
-static int pg_attachment_doom(rl_txn_t *txn, const char *key, int64_t now)
-{
-    static const char sql[] = "UPDATE attachments SET doomed_at = $1 WHERE key = $2 AND doomed_at IS NULL";
-
-    return write_one(TXN(txn), sql, "Is", now, key);
-}
-
-static int pg_attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE doomed_at IS NOT NULL"
-                              " ORDER BY doomed_at, key COLLATE \"C\" LIMIT $1";
-
-    return get_all(TXN(txn), read_attachment, sizeof(**rows), (void **)rows, count, sql, "i", limit);
-}
-
-static int pg_attachment_delete(rl_txn_t *txn, const char *key)
-{
-    static const char uses[] = "DELETE FROM attachment_uses WHERE key = $1";
-    static const char row[] = "DELETE FROM attachments WHERE key = $1 AND doomed_at IS NOT NULL";
-    int result = write_one(TXN(txn), row, "s", key);
-
-    return result != 0 ? result : write_rows(TXN(txn), NULL, uses, "s", key);
-}
-
-/* ---- secrets ------------------------------------------------------------------------------------- */
-
-static int pg_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
-{
-    static const char sql[] = "INSERT INTO secrets(name, value, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
-
-    return write_rows(TXN(txn), NULL, sql, "ssI", name, value, created_at);
-}
-
-static int pg_secret_get(rl_txn_t *txn, const char *name, const char **value)
-{
-    static const char *const sql[2] = BY_KEY("SELECT value FROM secrets WHERE name = $1");
-
-    return get_one(TXN(txn), read_text, value, LOCKING(TXN(txn), sql), "s", name);
-}
-
-/* ---- the web client: sign-in codes and push subscriptions ---------------------------------------- */
-
-static void read_login_code(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_login_code_row_t *row = out;
-
-    row->code_hash = col_text(t, res, r, 0);
-    row->user_id = col_text(t, res, r, 1);
-    row->created_at = col_int64(res, r, 2);
-    row->expires_at = col_int64(res, r, 3);
-}
-
-static int pg_login_code_insert(rl_txn_t *txn, const rl_login_code_row_t *row)
-{
-    static const char sql[] = "INSERT INTO login_codes(code_hash, user_id, created_at, expires_at)"
-                              " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "ssII", row->code_hash, row->user_id, row->created_at, row->expires_at);
-}
-
-static int pg_login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out)
-{
-    static const char *const sql[2] =
-        BY_KEY("SELECT code_hash, user_id, created_at, expires_at FROM login_codes WHERE code_hash = $1");
-
-    return get_one(TXN(txn), read_login_code, out, LOCKING(TXN(txn), sql), "s", code_hash);
-}
-
-static int pg_login_code_delete(rl_txn_t *txn, const char *code_hash)
-{
-    static const char sql[] = "DELETE FROM login_codes WHERE code_hash = $1";
-
-    return write_one(TXN(txn), sql, "s", code_hash);
-}
-
-static int pg_login_codes_purge(rl_txn_t *txn, int64_t expired_before)
-{
-    static const char sql[] = "DELETE FROM login_codes WHERE expires_at < $1";
-
-    return write_rows(TXN(txn), NULL, sql, "I", expired_before);
-}
-
-static void read_push_subscription(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    rl_push_subscription_row_t *row = out;
-
-    row->endpoint = col_text(t, res, r, 0);
-    row->user_id = col_text(t, res, r, 1);
-    row->p256dh = col_text(t, res, r, 2);
-    row->auth = col_text(t, res, r, 3);
-    row->created_at = col_int64(res, r, 4);
-}
-
-static int pg_push_subscription_insert(rl_txn_t *txn, const rl_push_subscription_row_t *row)
-{
-    static const char sql[] = "INSERT INTO push_subscriptions(endpoint, user_id, p256dh, auth, created_at)"
-                              " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
-
-    return insert_row(TXN(txn), sql, "ssssI", row->endpoint, row->user_id, row->p256dh, row->auth, row->created_at);
-}
-
-static int pg_push_subscription_get(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out)
-{
-    static const char *const sql[2] =
-        BY_KEY("SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions WHERE endpoint = $1");
-
-    return get_one(TXN(txn), read_push_subscription, out, LOCKING(TXN(txn), sql), "s", endpoint);
-}
-
-static int pg_push_subscription_delete(rl_txn_t *txn, const char *endpoint)
-{
-    static const char sql[] = "DELETE FROM push_subscriptions WHERE endpoint = $1";
-
-    return write_one(TXN(txn), sql, "s", endpoint);
-}
-
-static int pg_push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
-                                         size_t *count)
-{
-    static const char sql[] = "SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions"
-                              " WHERE user_id = $1 ORDER BY created_at, endpoint COLLATE \"C\"";
-
-    return get_all(TXN(txn), read_push_subscription, sizeof(**rows), (void **)rows, count, sql, "s", user_id);
-}
-
 /* ---- opening and closing -------------------------------------------------------------------------- */
 
 static void pg_close(rl_txn_t *txn)
@@ -2107,100 +974,30 @@ static void pg_close(rl_txn_t *txn)
     free(t);
 }
 
-static const struct rl_txn_ops pg_ops = {
+static const rl_sql_driver_t pg_driver = {
     .name = "postgres",
+    /* Text compares in the database's collation unless told; messages.seq is their insertion order. */
+    .dialect = {.numbered = 1, .bytewise = " COLLATE \"C\"", .inserted = "seq", .row_locks = 1},
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,
     .savepoint = pg_savepoint,
     .release = pg_release,
     .close = pg_close,
-    .user_insert_ignore = pg_user_insert_ignore,
-    .user_get = pg_user_get,
-    .pairing_insert = pg_pairing_insert,
-    .pairing_by_code = pg_pairing_by_code,
-    .pairing_by_poll = pg_pairing_by_poll,
-    .pairing_update = pg_pairing_update,
-    .pairing_delete_lapsed = pg_pairing_delete_lapsed,
-    .pairings_purge = pg_pairings_purge,
-    .installation_insert = pg_installation_insert,
-    .installation_get = pg_installation_get,
-    .installation_update = pg_installation_update,
-    .installations_of_user = pg_installations_of_user,
-    .session_insert = pg_session_insert,
-    .session_get = pg_session_get,
-    .session_update = pg_session_update,
-    .sessions_of_user = pg_sessions_of_user,
-    .sessions_deleted_of_user = pg_sessions_deleted_of_user,
-    .sessions_purge = pg_sessions_purge,
-    .interaction_insert = pg_interaction_insert,
-    .interaction_get = pg_interaction_get,
-    .message_insert = pg_message_insert,
-    .message_get = pg_message_get,
-    .message_update = pg_message_update,
-    .messages_page = pg_messages_page,
-    .messages_by_time = pg_messages_by_time,
-    .messages_open_before = pg_messages_open_before,
-    .delta_run_insert = pg_delta_run_insert,
-    .delta_runs_of = pg_delta_runs_of,
-    .delta_next_seq = pg_delta_next_seq,
-    .delta_runs_delete = pg_delta_runs_delete,
-    .delta_keys_put = pg_delta_keys_put,
-    .delta_keys_get = pg_delta_keys_get,
-    .delta_keys_purge = pg_delta_keys_purge,
-    .idempotency_get = pg_idempotency_get,
-    .idempotency_insert = pg_idempotency_insert,
-    .idempotency_delete = pg_idempotency_delete,
-    .idempotency_of_scope = pg_idempotency_of_scope,
-    .idempotency_purge = pg_idempotency_purge,
-    .task_insert = pg_task_insert,
-    .task_get = pg_task_get,
-    .task_update = pg_task_update,
-    .tasks_by_time = pg_tasks_by_time,
-    .approval_insert = pg_approval_insert,
-    .approval_get = pg_approval_get,
-    .approval_update = pg_approval_update,
-    .approvals_of_user_by_id = pg_approvals_of_user_by_id,
-    .approvals_pending_of_user = pg_approvals_pending_of_user,
-    .approvals_by_time = pg_approvals_by_time,
-    .approvals_due = pg_approvals_due,
-    .capability_insert = pg_capability_insert,
-    .capability_get = pg_capability_get,
-    .capability_update = pg_capability_update,
-    .capabilities_pending_of_user = pg_capabilities_pending_of_user,
-    .capabilities_due = pg_capabilities_due,
-    .grant_insert_ignore = pg_grant_insert_ignore,
-    .grants_of = pg_grants_of,
-    .grants_of_installation = pg_grants_of_installation,
-    .grant_delete = pg_grant_delete,
-    .update_append = pg_update_append,
-    .updates_after = pg_updates_after,
-    .updates_ack = pg_updates_ack,
-    .updates_purge = pg_updates_purge,
-    .attachment_insert = pg_attachment_insert,
-    .attachment_get = pg_attachment_get,
-    .attachment_use = pg_attachment_use,
-    .attachments_usage = pg_attachments_usage,
-    .attachments_unreferenced = pg_attachments_unreferenced,
-    .attachment_doom = pg_attachment_doom,
-    .attachments_doomed = pg_attachments_doomed,
-    .attachment_delete = pg_attachment_delete,
-    .secret_insert_ignore = pg_secret_insert_ignore,
-    .secret_get = pg_secret_get,
-    .login_code_insert = pg_login_code_insert,
-    .login_code_get = pg_login_code_get,
-    .login_code_delete = pg_login_code_delete,
-    .login_codes_purge = pg_login_codes_purge,
-    .push_subscription_insert = pg_push_subscription_insert,
-    .push_subscription_get = pg_push_subscription_get,
-    .push_subscription_delete = pg_push_subscription_delete,
-    .push_subscriptions_of_user = pg_push_subscriptions_of_user,
+    .run = pg_run,
+    .next = pg_next,
+    .is_null = pg_is_null,
+    .integer = pg_integer,
+    .bytes = pg_bytes,
+    .finish = pg_finish,
+    .lock_key = pg_lock_key,
 };
 
-static void read_version(struct pg_txn *t, PGresult *res, int r, void *out)
-{
-    *(int *)out = (int)col_int64(res, r, 0);
-}
+typedef struct version_row {
+    int64_t version;
+} version_row_t;
+#define RL_ROW_VERSION(F, N, T) F(T, version, version, INT)
+RL_ROW_DESCRIBE(version_row, version_row_t, RL_ROW_VERSION);
 
 /*
  * Brings the schema to the binary's version, one migration per transaction.
@@ -2209,22 +1006,24 @@ static void read_version(struct pg_txn *t, PGresult *res, int r, void *out)
  */
 static int migrate(struct pg_txn *t)
 {
-    static const char lock_sql[] = "SELECT pg_advisory_xact_lock($1)";
-    static const char version_sql[] = "SELECT coalesce(max(version), 0) FROM schema_version";
+    static const rl_sql_t lock_sql = {"SELECT pg_advisory_xact_lock(?)"};
+    static const rl_sql_t version_sql = {"SELECT coalesce(max(version), 0) FROM schema_version"};
+    version_row_t row = {0};
     int target = (int)(sizeof(migrations) / sizeof(migrations[0]));
     rl_arena_t arena = {NULL};
     char insert[96];
     int version = 0, result;
 
-    t->base.arena = &arena;
+    t->base.base.arena = &arena;
     for (;;) {
         if ((result = control(t, "BEGIN", NULL)) != 0)
             break;
         t->in_txn = 1;
-        if ((result = write_rows(t, NULL, lock_sql, "I", (int64_t)MIGRATION_LOCK)) != 0 ||
+        if ((result = rl_sql__write(&t->base.base, &lock_sql, NULL, RL_SQL_PARAMS(P_INT(MIGRATION_LOCK)))) != 0 ||
             (result = control(t, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", NULL)) != 0 ||
-            (result = get_one(t, read_version, &version, version_sql, "")) != 0)
+            (result = rl_sql__get(&t->base.base, &version_sql, &version_row, &row, NULL, 0)) != 0)
             break;
+        version = (int)row.version;
         if (version > target) {
             rl_log_error("the store (%s) is at schema version %d, newer than this relayd (%d)", t->where, version,
                          target);
@@ -2232,18 +1031,18 @@ static int migrate(struct pg_txn *t)
             break;
         }
         if (version == target) {
-            result = pg_commit(&t->base);
+            result = pg_commit(&t->base.base);
             break;
         }
         snprintf(insert, sizeof(insert), "INSERT INTO schema_version VALUES (%d)", version + 1);
         if ((result = control(t, migrations[version], NULL)) != 0 || (result = control(t, insert, NULL)) != 0 ||
-            (result = pg_commit(&t->base)) != 0)
+            (result = pg_commit(&t->base.base)) != 0)
             break;
         rl_log_info("store (%s) migrated to PostgreSQL schema version %d", t->where, version + 1);
     }
     if (t->in_txn)
-        pg_rollback(&t->base);
-    t->base.arena = NULL;
+        pg_rollback(&t->base.base);
+    t->base.base.arena = NULL;
     rl_arena_free(&arena);
     return result == 0 ? 0 : -1;
 }
@@ -2256,7 +1055,8 @@ int rl_store__postgres_open(const char *conninfo, rl_txn_t **out)
 
     if (t == NULL)
         return -1;
-    t->base.ops = &pg_ops;
+    t->base.base.ops = &rl_sql__txn_ops;
+    t->base.driver = &pg_driver;
     t->backoff_ms = BACKOFF_FIRST_MS;
     /* libpq's parse errors may quote the URL, password included: say only that it is wrong. */
     parsed = PQconninfoParse(conninfo, &error);
@@ -2276,14 +1076,14 @@ int rl_store__postgres_open(const char *conninfo, rl_txn_t **out)
     }
     if (migrate(t) != 0)
         goto fail;
-    *out = &t->base;
+    *out = &t->base.base;
     return 0;
 fail:
-    pg_close(&t->base);
+    pg_close(&t->base.base);
     return -1;
 }
 
 struct pg_conn *rl_store__postgres_conn(rl_txn_t *txn)
 {
-    return txn->ops == &pg_ops ? TXN(txn)->conn : NULL;
+    return txn->ops == &rl_sql__txn_ops && RL_SQL_TXN(txn)->driver == &pg_driver ? TXN(txn)->conn : NULL;
 }

@@ -11,8 +11,10 @@
  * only writer, so a row read in it cannot change before the same
  * transaction writes.
  *
- * Nothing here knows a rule of the relay; docs/internals/store.md says what
- * each function must do for any backend.
+ * This file is SQLite's driver (sql.h): connection, transactions, and one
+ * statement at a time; the operations themselves are written once for
+ * every SQL engine in ops.c. Nothing here knows a rule of the relay;
+ * docs/internals/store.md says what each function must do for any backend.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,17 +33,20 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "store/backends.h"
+#include "store/sql.h"
 #include "store/sqlite.h"
 
-#define STMT_CACHE 128
+#define TXN(txn) ((struct sqlite_txn *)(txn))
+
+#define STMT_CACHE 256
 
 struct sqlite_txn {
-    rl_txn_t base;
+    rl_sql_txn_t base;
     sqlite3 *db;
     char *path;
     struct {
-        const char *sql;
-        sqlite3_stmt *stmt;
+        const rl_sql_t *stmt;
+        sqlite3_stmt *handle;
     } cache[STMT_CACHE];
     size_t ncache;
     pthread_t checkpointer;
@@ -352,7 +357,9 @@ static const char *const migrations[] = {
     "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
 };
 
-/* ---- statements ---------------------------------------------------------------------------------- */
+/* ---- the driver: statements ---------------------------------------------------------------------- */
+
+static const rl_sql_driver_t sqlite_driver;
 
 static int exec_sql(sqlite3 *db, const char *sql)
 {
@@ -367,74 +374,33 @@ static int exec_sql(sqlite3 *db, const char *sql)
     return 0;
 }
 
-/* A prepared statement for sql, a static text: prepared once, cached by its address, reset for use. */
-static sqlite3_stmt *prepare(struct sqlite_txn *t, const char *sql)
+/* stmt's prepared statement: prepared once, cached by its address, ready to bind (finish resets it). */
+static sqlite3_stmt *prepare(struct sqlite_txn *t, const rl_sql_t *stmt)
 {
-    sqlite3_stmt *stmt = NULL;
+    sqlite3_stmt *handle = NULL;
+    char *text;
     size_t i;
+    int rc;
 
-    for (i = 0; i < t->ncache; ++i) {
-        if (t->cache[i].sql == sql) {
-            sqlite3_reset(t->cache[i].stmt);
-            sqlite3_clear_bindings(t->cache[i].stmt);
-            return t->cache[i].stmt;
-        }
-    }
-    if (sqlite3_prepare_v3(t->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, NULL) != SQLITE_OK) {
+    for (i = 0; i < t->ncache; ++i)
+        if (t->cache[i].stmt == stmt)
+            return t->cache[i].handle;
+    if ((text = rl_sql__rewrite(&sqlite_driver.dialect, stmt, 0)) == NULL)
+        return NULL;
+    rc = sqlite3_prepare_v3(t->db, text, -1, SQLITE_PREPARE_PERSISTENT, &handle, NULL);
+    free(text);
+    if (rc != SQLITE_OK) {
         rl_log_error("sqlite prepare: %s", sqlite3_errmsg(t->db));
         return NULL;
     }
     if (t->ncache < STMT_CACHE) {
-        t->cache[t->ncache].sql = sql;
         t->cache[t->ncache].stmt = stmt;
+        t->cache[t->ncache].handle = handle;
         ++t->ncache;
     } else {
         rl_log_warn("sqlite: statement cache full");
     }
-    return stmt;
-}
-
-/*
- * Binds the varargs as types says: 's' a string or NULL, 'I' an int64_t,
- * 'T' an int64_t timestamp where RL_NO_TIME is NULL, 'i' an int, 'b' a
- * (const char *, size_t) pair of bytes taken as text.
- */
-static void bind_va(sqlite3_stmt *stmt, const char *types, va_list ap)
-{
-    int index = 1;
-
-    for (; *types != '\0'; ++types, ++index) {
-        switch (*types) {
-        case 's': {
-            const char *text = va_arg(ap, const char *);
-            if (text == NULL)
-                sqlite3_bind_null(stmt, index);
-            else
-                sqlite3_bind_text(stmt, index, text, -1, SQLITE_STATIC);
-            break;
-        }
-        case 'b': {
-            const char *bytes = va_arg(ap, const char *);
-            size_t len = va_arg(ap, size_t);
-            sqlite3_bind_text(stmt, index, bytes, (int)len, SQLITE_STATIC);
-            break;
-        }
-        case 'T': {
-            int64_t at = va_arg(ap, int64_t);
-            if (at == RL_NO_TIME)
-                sqlite3_bind_null(stmt, index);
-            else
-                sqlite3_bind_int64(stmt, index, at);
-            break;
-        }
-        case 'I':
-            sqlite3_bind_int64(stmt, index, va_arg(ap, int64_t));
-            break;
-        default:
-            sqlite3_bind_int(stmt, index, va_arg(ap, int));
-            break;
-        }
-    }
+    return handle;
 }
 
 static int step_error(struct sqlite_txn *t, int rc)
@@ -445,146 +411,117 @@ static int step_error(struct sqlite_txn *t, int rc)
     return RL_E_INTERNAL;
 }
 
-/* Prepares, binds and steps a write to its end. 0, RL_E_CONFLICT or RL_E_INTERNAL; *changes when asked. */
-static int write_rows(struct sqlite_txn *t, int64_t *changes, const char *sql, const char *types, ...)
+static int sqlite_run(rl_txn_t *txn, const rl_sql_t *stmt, int locked, const rl_sql_param_t *params, int n,
+                      rl_sql_cursor_t *cur)
 {
-    sqlite3_stmt *stmt = prepare(t, sql);
-    va_list ap;
-    int rc;
+    sqlite3_stmt *handle = prepare(TXN(txn), stmt);
+    int i;
 
-    if (stmt == NULL)
+    (void)locked; /* one writer at a time: what a transaction reads cannot change under it */
+    if (handle == NULL)
         return RL_E_INTERNAL;
-    va_start(ap, types);
-    bind_va(stmt, types, ap);
-    va_end(ap);
-    rc = sqlite3_step(stmt);
-    sqlite3_reset(stmt);
-    sqlite3_clear_bindings(stmt);
-    if (rc != SQLITE_DONE)
-        return step_error(t, rc);
-    if (changes != NULL)
-        *changes = sqlite3_changes64(t->db);
+    for (i = 0; i < n; ++i) {
+        const rl_sql_param_t *p = &params[i];
+        switch (p->type) {
+        case RL_SQL_TEXT:
+            if (p->text == NULL)
+                sqlite3_bind_null(handle, i + 1);
+            else
+                sqlite3_bind_text(handle, i + 1, p->text, -1, SQLITE_STATIC);
+            break;
+        case RL_SQL_BYTES:
+            sqlite3_bind_text(handle, i + 1, p->text, (int)p->len, SQLITE_STATIC);
+            break;
+        case RL_SQL_TIME:
+            if (p->value == RL_NO_TIME)
+                sqlite3_bind_null(handle, i + 1);
+            else
+                sqlite3_bind_int64(handle, i + 1, p->value);
+            break;
+        case RL_SQL_INT32:
+            sqlite3_bind_int(handle, i + 1, (int)p->value);
+            break;
+        default:
+            sqlite3_bind_int64(handle, i + 1, p->value);
+            break;
+        }
+    }
+    cur->handle = handle;
     return 0;
 }
 
-/* As write_rows for a write by key: RL_E_NOT_FOUND when it changed no row. */
-static int write_one(struct sqlite_txn *t, const char *sql, const char *types, ...)
+static int sqlite_next(rl_sql_cursor_t *cur)
 {
-    sqlite3_stmt *stmt = prepare(t, sql);
-    va_list ap;
-    int rc;
+    int rc = sqlite3_step(cur->handle);
 
-    if (stmt == NULL)
-        return RL_E_INTERNAL;
-    va_start(ap, types);
-    bind_va(stmt, types, ap);
-    va_end(ap);
-    rc = sqlite3_step(stmt);
-    sqlite3_reset(stmt);
-    sqlite3_clear_bindings(stmt);
-    if (rc != SQLITE_DONE)
-        return step_error(t, rc);
-    return sqlite3_changes(t->db) > 0 ? 0 : RL_E_NOT_FOUND;
+    cur->on_row = rc == SQLITE_ROW;
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return rc == SQLITE_ROW;
+    return step_error(TXN(cur->txn), rc);
 }
 
-/* Starts a read: the statement with its parameters bound, or NULL. */
-static sqlite3_stmt *query(struct sqlite_txn *t, const char *sql, const char *types, ...)
+static int sqlite_is_null(const rl_sql_cursor_t *cur, int col)
 {
-    sqlite3_stmt *stmt = prepare(t, sql);
-    va_list ap;
-
-    if (stmt == NULL)
-        return NULL;
-    va_start(ap, types);
-    bind_va(stmt, types, ap);
-    va_end(ap);
-    return stmt;
+    return sqlite3_column_type(cur->handle, col) == SQLITE_NULL;
 }
 
-static void done_with(sqlite3_stmt *stmt)
+static int64_t sqlite_integer(const rl_sql_cursor_t *cur, int col)
 {
-    sqlite3_reset(stmt);
-    sqlite3_clear_bindings(stmt);
+    return sqlite3_column_int64(cur->handle, col);
 }
 
-static const char *col_text(struct sqlite_txn *t, sqlite3_stmt *stmt, int i)
+static const char *sqlite_bytes(const rl_sql_cursor_t *cur, int col, size_t *len)
 {
-    if (sqlite3_column_type(stmt, i) == SQLITE_NULL)
-        return NULL;
-    return rl_arena_strndup(t->base.arena, (const char *)sqlite3_column_text(stmt, i),
-                            (size_t)sqlite3_column_bytes(stmt, i));
+    const char *text = (const char *)sqlite3_column_text(cur->handle, col);
+
+    *len = (size_t)sqlite3_column_bytes(cur->handle, col);
+    /* NULL only for a NULL column (an empty text or blob is ""), or when SQLite ran out of memory. */
+    return text;
 }
 
-static int64_t col_time(sqlite3_stmt *stmt, int i)
+static int sqlite_finish(rl_sql_cursor_t *cur, int64_t *changes)
 {
-    return sqlite3_column_type(stmt, i) == SQLITE_NULL ? RL_NO_TIME : sqlite3_column_int64(stmt, i);
-}
+    struct sqlite_txn *t = TXN(cur->txn);
+    sqlite3_stmt *handle = cur->handle;
+    int result = 0, rc;
 
-typedef void (*read_row_fn)(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out);
-
-/* One row by key: 0 with *out filled, RL_E_NOT_FOUND, or RL_E_INTERNAL. */
-static int read_one(struct sqlite_txn *t, sqlite3_stmt *stmt, read_row_fn read, void *out)
-{
-    int rc;
-
-    if (stmt == NULL)
-        return RL_E_INTERNAL;
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW)
-        read(t, stmt, out);
-    done_with(stmt);
-    if (rc == SQLITE_ROW)
-        return 0;
-    return rc == SQLITE_DONE ? RL_E_NOT_FOUND : step_error(t, rc);
-}
-
-/* Every row into an array of elem-sized rows in the arena. */
-static int read_all(struct sqlite_txn *t, sqlite3_stmt *stmt, read_row_fn read, size_t elem, void **rows, size_t *count)
-{
-    size_t capacity = 0;
-    char *items = NULL;
-    int rc;
-
-    *rows = NULL;
-    *count = 0;
-    if (stmt == NULL)
-        return RL_E_INTERNAL;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        items = rl_arena_grow(t->base.arena, items, *count, &capacity, elem);
-        memset(items + *count * elem, 0, elem);
-        read(t, stmt, items + *count * elem);
-        ++*count;
+    /* A write's RETURNING hands its rows out before the change is applied: step to the end. */
+    if (cur->on_row && !sqlite3_stmt_readonly(handle)) {
+        while ((rc = sqlite3_step(handle)) == SQLITE_ROW)
+            ;
+        if (rc != SQLITE_DONE)
+            result = step_error(t, rc);
     }
-    done_with(stmt);
-    *rows = items;
-    return rc == SQLITE_DONE ? 0 : step_error(t, rc);
+    if (result == 0 && changes != NULL)
+        *changes = sqlite3_changes64(t->db);
+    sqlite3_reset(handle);
+    sqlite3_clear_bindings(handle);
+    cur->on_row = 0;
+    return result;
 }
-
-#define TXN(txn) ((struct sqlite_txn *)(txn))
-
 /* ---- transaction control ------------------------------------------------------------------------- */
 
-static int run_static(struct sqlite_txn *t, const char *sql)
+static int run_static(struct sqlite_txn *t, const rl_sql_t *stmt)
 {
-    sqlite3_stmt *stmt = prepare(t, sql);
+    sqlite3_stmt *handle = prepare(t, stmt);
     int rc;
 
-    if (stmt == NULL)
+    if (handle == NULL)
         return -1;
-    rc = sqlite3_step(stmt);
-    sqlite3_reset(stmt);
+    rc = sqlite3_step(handle);
+    sqlite3_reset(handle);
     if (rc != SQLITE_DONE) {
-        rl_log_error("sqlite %s: %s", sql, sqlite3_errmsg(t->db));
+        rl_log_error("sqlite %s: %s", stmt->text, sqlite3_errmsg(t->db));
         return -1;
     }
     return 0;
 }
 
-static const char begin_sql[] = "BEGIN IMMEDIATE";
-static const char commit_sql[] = "COMMIT";
-static const char savepoint_sql[] = "SAVEPOINT op";
-static const char release_sql[] = "RELEASE op";
-static const char undo_sql[] = "ROLLBACK TO op";
+static const rl_sql_t begin_sql = {"BEGIN IMMEDIATE"};
+static const rl_sql_t commit_sql = {"COMMIT"};
+static const rl_sql_t savepoint_sql = {"SAVEPOINT op"};
+static const rl_sql_t release_sql = {"RELEASE op"};
+static const rl_sql_t undo_sql = {"ROLLBACK TO op"};
 
 static int sqlite_begin(rl_txn_t *txn)
 {
@@ -593,7 +530,7 @@ static int sqlite_begin(rl_txn_t *txn)
     /* Yields to a restart of the WAL (checkpoint_main), which would otherwise wait for a gap between batches. */
     pthread_mutex_lock(&t->restarting);
     pthread_mutex_unlock(&t->restarting);
-    return run_static(t, begin_sql) == 0 ? 0 : RL_E_INTERNAL;
+    return run_static(t, &begin_sql) == 0 ? 0 : RL_E_INTERNAL;
 }
 
 /*
@@ -631,7 +568,7 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
 
 static int sqlite_commit(rl_txn_t *txn)
 {
-    return run_static(TXN(txn), commit_sql) == 0 ? 0 : RL_E_INTERNAL;
+    return run_static(TXN(txn), &commit_sql) == 0 ? 0 : RL_E_INTERNAL;
 }
 
 static void sqlite_rollback(rl_txn_t *txn)
@@ -642,1046 +579,14 @@ static void sqlite_rollback(rl_txn_t *txn)
 
 static int sqlite_savepoint(rl_txn_t *txn)
 {
-    return run_static(TXN(txn), savepoint_sql) == 0 ? 0 : RL_E_INTERNAL;
+    return run_static(TXN(txn), &savepoint_sql) == 0 ? 0 : RL_E_INTERNAL;
 }
 
 static void sqlite_release(rl_txn_t *txn, int keep)
 {
     if (!keep)
-        run_static(TXN(txn), undo_sql);
-    run_static(TXN(txn), release_sql);
-}
-
-/* ---- users ------------------------------------------------------------------------------------- */
-
-static int sqlite_user_insert_ignore(rl_txn_t *txn, const rl_user_row_t *row)
-{
-    static const char sql[] = "INSERT OR IGNORE INTO users(id, created_at) VALUES (?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "sI", row->id, row->created_at);
-}
-
-static void read_user(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_user_row_t *row = out;
-
-    row->id = col_text(t, stmt, 0);
-    row->created_at = sqlite3_column_int64(stmt, 1);
-}
-
-static int sqlite_user_get(rl_txn_t *txn, const char *id, rl_user_row_t *out)
-{
-    static const char sql[] = "SELECT id, created_at FROM users WHERE id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_user, out);
-}
-
-/* ---- pairings ---------------------------------------------------------------------------------- */
-
-#define PAIRING_COLUMNS                                                                                                \
-    "poll_hash, code_hash, installation_id, connector_type, host_label, state, user_id, created_at, expires_at,"       \
-    " claimed_at"
-
-static void read_pairing(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_pairing_row_t *row = out;
-
-    row->poll_hash = col_text(t, stmt, 0);
-    row->code_hash = col_text(t, stmt, 1);
-    row->installation_id = col_text(t, stmt, 2);
-    row->connector_type = col_text(t, stmt, 3);
-    row->host_label = col_text(t, stmt, 4);
-    row->state = col_text(t, stmt, 5);
-    row->user_id = col_text(t, stmt, 6);
-    row->created_at = sqlite3_column_int64(stmt, 7);
-    row->expires_at = sqlite3_column_int64(stmt, 8);
-    row->claimed_at = col_time(stmt, 9);
-}
-
-static int sqlite_pairing_insert(rl_txn_t *txn, const rl_pairing_row_t *row)
-{
-    static const char sql[] = "INSERT INTO pairings(" PAIRING_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "sssssssIIT", row->poll_hash, row->code_hash, row->installation_id,
-                      row->connector_type, row->host_label, row->state, row->user_id, row->created_at, row->expires_at,
-                      row->claimed_at);
-}
-
-static int sqlite_pairing_by_code(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
-{
-    static const char sql[] = "SELECT " PAIRING_COLUMNS " FROM pairings WHERE code_hash = ? AND state = 'pending'";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", code_hash), read_pairing, out);
-}
-
-static int sqlite_pairing_by_poll(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out)
-{
-    static const char sql[] = "SELECT " PAIRING_COLUMNS " FROM pairings WHERE poll_hash = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", poll_hash), read_pairing, out);
-}
-
-static int sqlite_pairing_update(rl_txn_t *txn, const rl_pairing_row_t *row)
-{
-    static const char sql[] = "UPDATE pairings SET state = ?, user_id = ?, claimed_at = ? WHERE poll_hash = ?";
-
-    return write_one(TXN(txn), sql, "ssTs", row->state, row->user_id, row->claimed_at, row->poll_hash);
-}
-
-static int sqlite_pairing_delete_lapsed(rl_txn_t *txn, const char *code_hash, int64_t at)
-{
-    static const char sql[] = "DELETE FROM pairings WHERE code_hash = ? AND state = 'pending' AND expires_at <= ?";
-
-    return write_rows(TXN(txn), NULL, sql, "sI", code_hash, at);
-}
-
-static int sqlite_pairings_purge(rl_txn_t *txn, int64_t expired_before)
-{
-    static const char sql[] = "DELETE FROM pairings WHERE expires_at < ?";
-
-    return write_rows(TXN(txn), NULL, sql, "I", expired_before);
-}
-
-/* ---- installations ------------------------------------------------------------------------------- */
-
-#define INSTALLATION_COLUMNS                                                                                           \
-    "id, user_id, token_hash, token_env, connector_type, host_label, custom_display_name, custom_emoji, state,"        \
-    " manifest, created_at, revoked_at"
-
-static void read_installation(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_installation_row_t *row = out;
-
-    row->id = col_text(t, stmt, 0);
-    row->user_id = col_text(t, stmt, 1);
-    row->token_hash = col_text(t, stmt, 2);
-    row->token_env = col_text(t, stmt, 3);
-    row->connector_type = col_text(t, stmt, 4);
-    row->host_label = col_text(t, stmt, 5);
-    row->custom_display_name = col_text(t, stmt, 6);
-    row->custom_emoji = col_text(t, stmt, 7);
-    row->state = col_text(t, stmt, 8);
-    row->manifest = col_text(t, stmt, 9);
-    row->created_at = sqlite3_column_int64(stmt, 10);
-    row->revoked_at = col_time(stmt, 11);
-}
-
-static int sqlite_installation_insert(rl_txn_t *txn, const rl_installation_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO installations(" INSTALLATION_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssssssssssIT", row->id, row->user_id, row->token_hash,
-                      row->token_env != NULL ? row->token_env : "live", row->connector_type, row->host_label,
-                      row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->created_at,
-                      row->revoked_at);
-}
-
-static int sqlite_installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t *out)
-{
-    static const char sql[] = "SELECT " INSTALLATION_COLUMNS " FROM installations WHERE id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_installation, out);
-}
-
-static int sqlite_installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
-{
-    static const char sql[] = "UPDATE installations SET token_hash = ?, token_env = ?, custom_display_name = ?,"
-                              " custom_emoji = ?, state = ?, manifest = ?, revoked_at = ? WHERE id = ?";
-
-    return write_one(TXN(txn), sql, "ssssssTs", row->token_hash, row->token_env != NULL ? row->token_env : "live",
-                     row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->revoked_at, row->id);
-}
-
-static int sqlite_installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT " INSTALLATION_COLUMNS " FROM installations WHERE user_id = ? ORDER BY created_at, id";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "s", user_id), read_installation, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-/* ---- sessions ---------------------------------------------------------------------------------- */
-
-#define SESSION_COLUMNS "id, user_id, installation_id, title, state, created_at, updated_at, deleted_at"
-
-static void read_session(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_session_row_t *row = out;
-
-    row->id = col_text(t, stmt, 0);
-    row->user_id = col_text(t, stmt, 1);
-    row->installation_id = col_text(t, stmt, 2);
-    row->title = col_text(t, stmt, 3);
-    row->state = col_text(t, stmt, 4);
-    row->created_at = sqlite3_column_int64(stmt, 5);
-    row->updated_at = sqlite3_column_int64(stmt, 6);
-    row->deleted_at = col_time(stmt, 7);
-}
-
-static int sqlite_session_insert(rl_txn_t *txn, const rl_session_row_t *row)
-{
-    static const char sql[] = "INSERT INTO sessions(" SESSION_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "sssssIIT", row->id, row->user_id, row->installation_id, row->title,
-                      row->state, row->created_at, row->updated_at, row->deleted_at);
-}
-
-static int sqlite_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
-{
-    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_session, out);
-}
-
-static int sqlite_session_update(rl_txn_t *txn, const rl_session_row_t *row)
-{
-    static const char sql[] = "UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ? WHERE id = ?";
-
-    return write_one(TXN(txn), sql, "ssITs", row->title, row->state, row->updated_at, row->deleted_at, row->id);
-}
-
-static int sqlite_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE user_id = ? AND deleted_at IS NULL"
-                              " ORDER BY updated_at DESC, id";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "s", user_id), read_session, sizeof(**rows), (void **)rows, count);
-}
-
-static int sqlite_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after,
-                                           rl_session_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " SESSION_COLUMNS " FROM sessions WHERE user_id = ? AND deleted_at > ?"
-                              " ORDER BY deleted_at DESC, id";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "sI", user_id, deleted_after), read_session, sizeof(**rows),
-                    (void **)rows, count);
-}
-
-static int sqlite_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
-{
-    /* Interactions and messages go with their session (ON DELETE CASCADE); tasks and approvals have no such key. */
-    static const char tasks_sql[] = "DELETE FROM tasks WHERE session_id IN"
-                                    " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?)";
-    static const char approvals_sql[] = "DELETE FROM approvals WHERE session_id IN"
-                                        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?)";
-    static const char sql[] = "DELETE FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?";
-    int result;
-
-    static const char capabilities_sql[] =
-        "DELETE FROM capability_requests WHERE session_id IN"
-        " (SELECT id FROM sessions WHERE deleted_at IS NOT NULL AND deleted_at <= ?)";
-    if ((result = write_rows(TXN(txn), NULL, tasks_sql, "I", deleted_before)) != 0 ||
-        (result = write_rows(TXN(txn), NULL, approvals_sql, "I", deleted_before)) != 0 ||
-        (result = write_rows(TXN(txn), NULL, capabilities_sql, "I", deleted_before)) != 0)
-        return result;
-    return write_rows(TXN(txn), purged, sql, "I", deleted_before);
-}
-
-/* ---- interactions ------------------------------------------------------------------------------- */
-
-static void read_interaction(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_interaction_row_t *row = out;
-
-    row->id = col_text(t, stmt, 0);
-    row->session_id = col_text(t, stmt, 1);
-    row->created_at = sqlite3_column_int64(stmt, 2);
-}
-
-static int sqlite_interaction_insert(rl_txn_t *txn, const rl_interaction_row_t *row)
-{
-    static const char sql[] = "INSERT INTO interactions(id, session_id, created_at) VALUES (?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssI", row->id, row->session_id, row->created_at);
-}
-
-static int sqlite_interaction_get(rl_txn_t *txn, const char *id, rl_interaction_row_t *out)
-{
-    static const char sql[] = "SELECT id, session_id, created_at FROM interactions WHERE id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_interaction, out);
-}
-
-/* ---- messages ---------------------------------------------------------------------------------- */
-
-#define MESSAGE_COLUMNS                                                                                                \
-    "id, session_id, interaction_id, role, text, attachments, reply_to, usage, finish_reason, state, created_at,"      \
-    " finalized_at, placeholder"
-
-static void read_message(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_message_row_t *row = out;
-
-    row->id = col_text(t, stmt, 0);
-    row->session_id = col_text(t, stmt, 1);
-    row->interaction_id = col_text(t, stmt, 2);
-    row->role = col_text(t, stmt, 3);
-    row->text = col_text(t, stmt, 4);
-    row->attachments = col_text(t, stmt, 5);
-    row->reply_to = col_text(t, stmt, 6);
-    row->usage = col_text(t, stmt, 7);
-    row->finish_reason = col_text(t, stmt, 8);
-    row->state = col_text(t, stmt, 9);
-    row->created_at = sqlite3_column_int64(stmt, 10);
-    row->finalized_at = col_time(stmt, 11);
-    row->placeholder = sqlite3_column_int(stmt, 12);
-}
-
-static int sqlite_message_insert(rl_txn_t *txn, const rl_message_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO messages(" MESSAGE_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssssssssssITi", row->id, row->session_id, row->interaction_id, row->role,
-                      row->text, row->attachments, row->reply_to, row->usage, row->finish_reason, row->state,
-                      row->created_at, row->finalized_at, row->placeholder);
-}
-
-static int sqlite_message_get(rl_txn_t *txn, const char *id, rl_message_row_t *out)
-{
-    static const char sql[] = "SELECT " MESSAGE_COLUMNS " FROM messages WHERE id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_message, out);
-}
-
-static int sqlite_message_update(rl_txn_t *txn, const rl_message_row_t *row)
-{
-    static const char sql[] = "UPDATE messages SET text = ?, usage = ?, finish_reason = ?, state = ?,"
-                              " finalized_at = ?, placeholder = ? WHERE id = ?";
-
-    return write_one(TXN(txn), sql, "ssssTis", row->text, row->usage, row->finish_reason, row->state, row->finalized_at,
-                     row->placeholder, row->id);
-}
-
-static int sqlite_messages_page(rl_txn_t *txn, const char *session_id, const char *before, int limit,
-                                rl_message_row_t **rows, size_t *count)
-{
-    static const char cursor_sql[] = "SELECT rowid FROM messages WHERE id = ? AND session_id = ?";
-    static const char page_sql[] = "SELECT " MESSAGE_COLUMNS " FROM messages WHERE session_id = ? AND rowid < ?"
-                                   " ORDER BY rowid DESC LIMIT ?";
-    struct sqlite_txn *t = TXN(txn);
-    int64_t cursor = INT64_MAX;
-
-    /* Insertion order is the rowid's: the page ends where the cursor message sits. */
-    if (before != NULL) {
-        sqlite3_stmt *stmt = query(t, cursor_sql, "ss", before, session_id);
-        int rc;
-        if (stmt == NULL)
-            return RL_E_INTERNAL;
-        rc = sqlite3_step(stmt);
-        if (rc == SQLITE_ROW)
-            cursor = sqlite3_column_int64(stmt, 0);
-        done_with(stmt);
-        if (rc != SQLITE_ROW)
-            return rc == SQLITE_DONE ? RL_E_NOT_FOUND : step_error(t, rc);
-    }
-    return read_all(t, query(t, page_sql, "sIi", session_id, cursor, limit), read_message, sizeof(**rows),
-                    (void **)rows, count);
-}
-
-static int sqlite_messages_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
-                                   int limit, rl_message_row_t **rows, size_t *count)
-{
-    /* Insertion order is the rowid's; a missing before_id gives -1, below every rowid. */
-    static const char sql[] =
-        "SELECT " MESSAGE_COLUMNS " FROM messages WHERE session_id = ?1 AND (created_at < ?2 OR (created_at = ?2"
-        " AND rowid < coalesce((SELECT rowid FROM messages WHERE id = ?3), -1)))"
-        " ORDER BY created_at DESC, rowid DESC LIMIT ?4";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "sIsi", session_id, before_at, before_id, limit), read_message,
-                    sizeof(**rows), (void **)rows, count);
-}
-
-static int sqlite_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT m.id, m.session_id, m.interaction_id, m.role, m.text, m.attachments, m.reply_to, m.usage,"
-        " m.finish_reason, m.state, m.created_at, m.finalized_at, m.placeholder"
-        " FROM messages m LEFT JOIN interactions i ON i.id = m.interaction_id"
-        " WHERE m.state = 'streaming' AND coalesce(i.created_at, m.created_at) <= ? ORDER BY m.created_at LIMIT ?";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", at, limit), read_message, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-/* ---- streamed deltas ---------------------------------------------------------------------------- */
-
-static void read_delta_run(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_delta_run_row_t *row = out;
-
-    row->message_id = col_text(t, stmt, 0);
-    row->seq = sqlite3_column_int64(stmt, 1);
-    row->seq_last = sqlite3_column_int64(stmt, 2);
-    row->text_len = (size_t)sqlite3_column_bytes(stmt, 3);
-    row->text = col_text(t, stmt, 3);
-    row->keys = col_text(t, stmt, 4);
-}
-
-static int sqlite_delta_run_insert(rl_txn_t *txn, const rl_delta_run_row_t *row)
-{
-    static const char sql[] = "INSERT OR IGNORE INTO message_deltas(message_id, seq, seq_last, delta, keys)"
-                              " VALUES (?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "sIIbs", row->message_id, row->seq, row->seq_last, row->text, row->text_len,
-                      row->keys);
-}
-
-static int sqlite_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT message_id, seq, seq_last, delta, keys FROM message_deltas WHERE message_id = ? ORDER BY seq";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "s", message_id), read_delta_run, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-static void read_int(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    *(int64_t *)out = sqlite3_column_int64(stmt, 0);
-}
-
-static int sqlite_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
-{
-    static const char sql[] = "SELECT seq_last FROM message_deltas WHERE message_id = ? ORDER BY seq DESC LIMIT 1";
-    int64_t last = 0;
-    int result = read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_int, &last);
-
-    if (result != 0 && result != RL_E_NOT_FOUND)
-        return result;
-    *next = last + 1;
-    return 0;
-}
-
-static int sqlite_delta_runs_delete(rl_txn_t *txn, const char *message_id)
-{
-    static const char sql[] = "DELETE FROM message_deltas WHERE message_id = ?";
-
-    return write_rows(TXN(txn), NULL, sql, "s", message_id);
-}
-
-static int sqlite_delta_keys_put(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at)
-{
-    static const char sql[] = "INSERT OR REPLACE INTO delta_keys(message_id, keys, created_at) VALUES (?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssI", message_id, keys, created_at);
-}
-
-struct delta_keys_out {
-    const char **keys;
-    int64_t *created_at;
-};
-
-static void read_text(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    *(const char **)out = col_text(t, stmt, 0);
-}
-
-static void read_delta_keys(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    struct delta_keys_out *row = out;
-
-    *row->keys = col_text(t, stmt, 0);
-    *row->created_at = sqlite3_column_int64(stmt, 1);
-}
-
-static int sqlite_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at)
-{
-    static const char sql[] = "SELECT keys, created_at FROM delta_keys WHERE message_id = ?";
-    struct delta_keys_out out = {keys, created_at};
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", message_id), read_delta_keys, &out);
-}
-
-static int sqlite_delta_keys_purge(rl_txn_t *txn, int64_t created_before)
-{
-    static const char sql[] = "DELETE FROM delta_keys WHERE created_at < ?";
-
-    return write_rows(TXN(txn), NULL, sql, "I", created_before);
-}
-
-/* ---- idempotency --------------------------------------------------------------------------------- */
-
-#define IDEMPOTENCY_COLUMNS "owner, scope, key, body_hash, response, created_at"
-
-static void read_idempotency(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_idempotency_row_t *row = out;
-
-    row->owner = col_text(t, stmt, 0);
-    row->scope = col_text(t, stmt, 1);
-    row->key = col_text(t, stmt, 2);
-    row->body_hash = col_text(t, stmt, 3);
-    row->response = col_text(t, stmt, 4);
-    row->created_at = sqlite3_column_int64(stmt, 5);
-}
-
-static int sqlite_idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
-                                  rl_idempotency_row_t *out)
-{
-    static const char sql[] =
-        "SELECT " IDEMPOTENCY_COLUMNS " FROM idempotency WHERE owner = ? AND scope = ? AND key = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "sss", owner, scope, key), read_idempotency, out);
-}
-
-static int sqlite_idempotency_insert(rl_txn_t *txn, const rl_idempotency_row_t *row)
-{
-    static const char sql[] = "INSERT INTO idempotency(" IDEMPOTENCY_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "sssssI", row->owner, row->scope, row->key, row->body_hash, row->response,
-                      row->created_at);
-}
-
-static int sqlite_idempotency_delete(rl_txn_t *txn, const char *owner, const char *scope, const char *key)
-{
-    static const char sql[] = "DELETE FROM idempotency WHERE owner = ? AND scope = ? AND key = ?";
-
-    return write_one(TXN(txn), sql, "sss", owner, scope, key);
-}
-
-static int sqlite_idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
-                                       size_t *count)
-{
-    static const char sql[] = "SELECT " IDEMPOTENCY_COLUMNS " FROM idempotency WHERE owner = ? AND scope = ?";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "ss", owner, scope), read_idempotency, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-static int sqlite_idempotency_purge(rl_txn_t *txn, int64_t created_before)
-{
-    static const char sql[] = "DELETE FROM idempotency WHERE created_at < ?";
-
-    return write_rows(TXN(txn), NULL, sql, "I", created_before);
-}
-
-/* ---- tasks ------------------------------------------------------------------------------------- */
-
-#define TASK_COLUMNS                                                                                                   \
-    "installation_id, task_id, session_id, interaction_id, kind, name, status, status_label, created_at, updated_at,"  \
-    " args, partial_result, result, error"
-
-static void read_task(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_task_row_t *row = out;
-
-    row->installation_id = col_text(t, stmt, 0);
-    row->task_id = col_text(t, stmt, 1);
-    row->session_id = col_text(t, stmt, 2);
-    row->interaction_id = col_text(t, stmt, 3);
-    row->kind = col_text(t, stmt, 4);
-    row->name = col_text(t, stmt, 5);
-    row->status = col_text(t, stmt, 6);
-    row->status_label = col_text(t, stmt, 7);
-    row->created_at = sqlite3_column_int64(stmt, 8);
-    row->updated_at = sqlite3_column_int64(stmt, 9);
-    row->args = col_text(t, stmt, 10);
-    row->partial_result = col_text(t, stmt, 11);
-    row->result = col_text(t, stmt, 12);
-    row->error = col_text(t, stmt, 13);
-}
-
-static int sqlite_task_insert(rl_txn_t *txn, const rl_task_row_t *row)
-{
-    static const char sql[] = "INSERT INTO tasks(" TASK_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssssssssIIssss", row->installation_id, row->task_id, row->session_id,
-                      row->interaction_id, row->kind, row->name, row->status, row->status_label, row->created_at,
-                      row->updated_at, row->args, row->partial_result, row->result, row->error);
-}
-
-static int sqlite_task_get(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out)
-{
-    static const char sql[] = "SELECT " TASK_COLUMNS " FROM tasks WHERE installation_id = ? AND task_id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "ss", installation_id, task_id), read_task, out);
-}
-
-static int sqlite_task_update(rl_txn_t *txn, const rl_task_row_t *row)
-{
-    static const char sql[] = "UPDATE tasks SET status = ?, status_label = ?, name = ?, updated_at = ?,"
-                              " partial_result = ?, result = ?, error = ? WHERE installation_id = ? AND task_id = ?";
-
-    return write_one(TXN(txn), sql, "sssIsssss", row->status, row->status_label, row->name, row->updated_at,
-                     row->partial_result, row->result, row->error, row->installation_id, row->task_id);
-}
-
-static int sqlite_tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
-                                int limit, rl_task_row_t **rows, size_t *count)
-{
-    /* A NULL before_id makes the comparison NULL: no task at before_at. */
-    static const char sql[] = "SELECT " TASK_COLUMNS " FROM tasks WHERE session_id = ?1 AND (created_at < ?2"
-                              " OR (created_at = ?2 AND task_id < ?3)) ORDER BY created_at DESC, task_id DESC LIMIT ?4";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "sIsi", session_id, before_at, before_id, limit), read_task,
-                    sizeof(**rows), (void **)rows, count);
-}
-
-/* ---- approvals and grants ------------------------------------------------------------------------ */
-
-#define APPROVAL_COLUMNS                                                                                               \
-    "id, installation_id, user_id, session_id, interaction_id, request, state, decision, scope, scope_value,"          \
-    " created_at, expires_at, resolved_at"
-
-static void read_approval(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_approval_row_t *row = out;
-
-    row->id = col_text(t, stmt, 0);
-    row->installation_id = col_text(t, stmt, 1);
-    row->user_id = col_text(t, stmt, 2);
-    row->session_id = col_text(t, stmt, 3);
-    row->interaction_id = col_text(t, stmt, 4);
-    row->request = col_text(t, stmt, 5);
-    row->state = col_text(t, stmt, 6);
-    row->decision = col_text(t, stmt, 7);
-    row->scope = col_text(t, stmt, 8);
-    row->scope_value = col_text(t, stmt, 9);
-    row->created_at = sqlite3_column_int64(stmt, 10);
-    row->expires_at = sqlite3_column_int64(stmt, 11);
-    row->resolved_at = col_time(stmt, 12);
-}
-
-static int sqlite_approval_insert(rl_txn_t *txn, const rl_approval_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO approvals(" APPROVAL_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssssssssssIIT", row->id, row->installation_id, row->user_id,
-                      row->session_id, row->interaction_id, row->request, row->state, row->decision, row->scope,
-                      row->scope_value, row->created_at, row->expires_at, row->resolved_at);
-}
-
-static int sqlite_approval_get(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out)
-{
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE installation_id = ? AND id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "ss", installation_id, id), read_approval, out);
-}
-
-static int sqlite_approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
-{
-    static const char sql[] = "UPDATE approvals SET state = ?, decision = ?, scope = ?, scope_value = ?,"
-                              " resolved_at = ? WHERE installation_id = ? AND id = ?";
-
-    return write_one(TXN(txn), sql, "ssssTss", row->state, row->decision, row->scope, row->scope_value,
-                     row->resolved_at, row->installation_id, row->id);
-}
-
-static int sqlite_approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
-                                          size_t *count)
-{
-    static const char sql[] =
-        "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE user_id = ? AND id = ? ORDER BY created_at, installation_id";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "ss", user_id, id), read_approval, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-static int sqlite_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
-                                            size_t *count)
-{
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE user_id = ? AND state = 'pending'"
-                              " AND expires_at > ? ORDER BY created_at";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "sI", user_id, after), read_approval, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-static int sqlite_approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id,
-                                    int limit, rl_approval_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE session_id = ?1 AND (created_at < ?2"
-                              " OR (created_at = ?2 AND id < ?3)) ORDER BY created_at DESC, id DESC LIMIT ?4";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "sIsi", session_id, before_at, before_id, limit), read_approval,
-                    sizeof(**rows), (void **)rows, count);
-}
-
-static int sqlite_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " APPROVAL_COLUMNS " FROM approvals WHERE state = 'pending' AND expires_at <= ?"
-                              " ORDER BY expires_at LIMIT ?";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", at, limit), read_approval, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-/* ---- device capability requests ------------------------------------------------------------------ */
-
-#define CAPABILITY_COLUMNS                                                                                             \
-    "id, installation_id, user_id, session_id, interaction_id, capability, request, state, answer, created_at,"        \
-    " expires_at, answered_at"
-
-static void read_capability(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_capability_row_t *row = out;
-
-    row->id = col_text(t, stmt, 0);
-    row->installation_id = col_text(t, stmt, 1);
-    row->user_id = col_text(t, stmt, 2);
-    row->session_id = col_text(t, stmt, 3);
-    row->interaction_id = col_text(t, stmt, 4);
-    row->capability = col_text(t, stmt, 5);
-    row->request = col_text(t, stmt, 6);
-    row->state = col_text(t, stmt, 7);
-    row->answer = col_text(t, stmt, 8);
-    row->created_at = sqlite3_column_int64(stmt, 9);
-    row->expires_at = sqlite3_column_int64(stmt, 10);
-    row->answered_at = col_time(stmt, 11);
-}
-
-static int sqlite_capability_insert(rl_txn_t *txn, const rl_capability_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO capability_requests(" CAPABILITY_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "sssssssssIIT", row->id, row->installation_id, row->user_id, row->session_id,
-                      row->interaction_id, row->capability, row->request, row->state, row->answer, row->created_at,
-                      row->expires_at, row->answered_at);
-}
-
-static int sqlite_capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *out)
-{
-    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE id = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_capability, out);
-}
-
-static int sqlite_capability_update(rl_txn_t *txn, const rl_capability_row_t *row)
-{
-    static const char sql[] = "UPDATE capability_requests SET state = ?, answer = ?, answered_at = ? WHERE id = ?";
-
-    return write_one(TXN(txn), sql, "ssTs", row->state, row->answer, row->answered_at, row->id);
-}
-
-static int sqlite_capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after,
-                                               rl_capability_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE user_id = ?"
-                              " AND state = 'pending' AND expires_at > ? ORDER BY created_at, id";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "sI", user_id, after), read_capability, sizeof(**rows),
-                    (void **)rows, count);
-}
-
-static int sqlite_capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count)
-{
-    static const char sql[] = "SELECT " CAPABILITY_COLUMNS " FROM capability_requests WHERE state = 'pending'"
-                              " AND expires_at <= ? ORDER BY expires_at, id LIMIT ?";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", at, limit), read_capability, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-static void read_grant(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_grant_row_t *row = out;
-
-    row->installation_id = col_text(t, stmt, 0);
-    row->action = col_text(t, stmt, 1);
-    row->scope = col_text(t, stmt, 2);
-    row->scope_value = col_text(t, stmt, 3);
-    row->created_at = sqlite3_column_int64(stmt, 4);
-}
-
-static int sqlite_grant_insert_ignore(rl_txn_t *txn, const rl_grant_row_t *row)
-{
-    static const char sql[] = "INSERT OR IGNORE INTO grants(installation_id, action, scope, scope_value, created_at)"
-                              " VALUES (?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssssI", row->installation_id, row->action, row->scope, row->scope_value,
-                      row->created_at);
-}
-
-static int sqlite_grants_of(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
-                            size_t *count)
-{
-    static const char sql[] = "SELECT installation_id, action, scope, scope_value, created_at FROM grants"
-                              " WHERE installation_id = ? AND action = ? ORDER BY created_at";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "ss", installation_id, action), read_grant, sizeof(**rows),
-                    (void **)rows, count);
-}
-
-static int sqlite_grants_of_installation(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows,
-                                         size_t *count)
-{
-    static const char sql[] = "SELECT installation_id, action, scope, scope_value, created_at FROM grants"
-                              " WHERE installation_id = ? ORDER BY created_at, action, scope, scope_value";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "s", installation_id), read_grant, sizeof(**rows), (void **)rows,
-                    count);
-}
-
-static int sqlite_grant_delete(rl_txn_t *txn, const rl_grant_row_t *row)
-{
-    static const char sql[] =
-        "DELETE FROM grants WHERE installation_id = ? AND action = ? AND scope = ? AND scope_value = ?";
-
-    return write_one(TXN(txn), sql, "ssss", row->installation_id, row->action, row->scope, row->scope_value);
-}
-
-/* ---- the update queue ---------------------------------------------------------------------------- */
-
-static void read_update(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_update_row_t *row = out;
-
-    row->installation_id = col_text(t, stmt, 0);
-    row->update_id = sqlite3_column_int64(stmt, 1);
-    row->type = col_text(t, stmt, 2);
-    row->session_id = col_text(t, stmt, 3);
-    row->interaction_id = col_text(t, stmt, 4);
-    row->payload = col_text(t, stmt, 5);
-    row->created_at = sqlite3_column_int64(stmt, 6);
-}
-
-static int sqlite_update_append(rl_txn_t *txn, rl_update_row_t *row)
-{
-    static const char counter_sql[] =
-        "UPDATE installations SET next_update_id = next_update_id + 1 WHERE id = ? RETURNING next_update_id - 1";
-    static const char insert_sql[] = "INSERT INTO updates(installation_id, update_id, type, session_id,"
-                                     " interaction_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)";
-    struct sqlite_txn *t = TXN(txn);
-    sqlite3_stmt *stmt = query(t, counter_sql, "s", row->installation_id);
-    int rc;
-
-    if (stmt == NULL)
-        return RL_E_INTERNAL;
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW)
-        row->update_id = sqlite3_column_int64(stmt, 0);
-    /* RETURNING hands its rows out before the change is applied: step to the end. */
-    while (rc == SQLITE_ROW)
-        rc = sqlite3_step(stmt);
-    done_with(stmt);
-    if (rc != SQLITE_DONE)
-        return step_error(t, rc);
-    if (sqlite3_changes(t->db) == 0)
-        return RL_E_NOT_FOUND;
-    return write_rows(t, NULL, insert_sql, "sIssssI", row->installation_id, row->update_id, row->type, row->session_id,
-                      row->interaction_id, row->payload, row->created_at);
-}
-
-static int sqlite_updates_after(rl_txn_t *txn, const char *installation_id, int64_t after_id, int64_t since, int limit,
-                                rl_update_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT installation_id, update_id, type, session_id, interaction_id, payload, created_at FROM updates"
-        " WHERE installation_id = ? AND update_id > ? AND created_at >= ? ORDER BY update_id LIMIT ?";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "sIIi", installation_id, after_id, since, limit), read_update,
-                    sizeof(**rows), (void **)rows, count);
-}
-
-static int sqlite_updates_ack(rl_txn_t *txn, const char *installation_id, int64_t up_to)
-{
-    static const char drop_sql[] = "DELETE FROM updates WHERE installation_id = ? AND update_id <= ?";
-    static const char mark_sql[] = "UPDATE installations SET acked_update_id = max(acked_update_id, ?) WHERE id = ?";
-    int result = write_rows(TXN(txn), NULL, drop_sql, "sI", installation_id, up_to);
-
-    return result != 0 ? result : write_rows(TXN(txn), NULL, mark_sql, "Is", up_to, installation_id);
-}
-
-static int sqlite_updates_purge(rl_txn_t *txn, int64_t created_before)
-{
-    static const char sql[] = "DELETE FROM updates WHERE created_at < ?";
-
-    return write_rows(TXN(txn), NULL, sql, "I", created_before);
-}
-
-/* ---- attachments --------------------------------------------------------------------------------- */
-
-static void read_attachment(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_attachment_row_t *row = out;
-
-    row->key = col_text(t, stmt, 0);
-    row->user_id = col_text(t, stmt, 1);
-    row->mime = col_text(t, stmt, 2);
-    row->size = sqlite3_column_int64(stmt, 3);
-    row->name = col_text(t, stmt, 4);
-    row->created_at = sqlite3_column_int64(stmt, 5);
-    row->used_at = col_time(stmt, 6);
-    row->doomed_at = col_time(stmt, 7);
-}
-
-#define ATTACHMENT_COLUMNS "key, user_id, mime, size, name, created_at, used_at, doomed_at"
-
-static int sqlite_attachment_insert(rl_txn_t *txn, const rl_attachment_row_t *row)
-{
-    static const char sql[] = "INSERT INTO attachments(" ATTACHMENT_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "sssIsITT", row->key, row->user_id, row->mime, row->size, row->name,
-                      row->created_at, row->used_at, row->doomed_at);
-}
-
-static int sqlite_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t *out)
-{
-    static const char sql[] = "SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE key = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", key), read_attachment, out);
-}
-
-static int sqlite_attachment_use(rl_txn_t *txn, const char *key, const char *session_id, int64_t now)
-{
-    static const char use[] = "INSERT OR IGNORE INTO attachment_uses(key, session_id) VALUES (?, ?)";
-    static const char first[] = "UPDATE attachments SET used_at = ? WHERE key = ? AND used_at IS NULL";
-    int result = write_rows(TXN(txn), NULL, use, "ss", key, session_id);
-
-    return result != 0 ? result : write_rows(TXN(txn), NULL, first, "Is", now, key);
-}
-
-static int sqlite_attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes)
-{
-    static const char sql[] = "SELECT COALESCE(SUM(size), 0) FROM attachments WHERE user_id = ? AND doomed_at IS NULL";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", user_id), read_int, bytes);
-}
-
-static int sqlite_attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
-                                           size_t *count)
-{
-    static const char sql[] =
-        "SELECT " ATTACHMENT_COLUMNS " FROM ("
-        " SELECT * FROM attachments a WHERE used_at IS NOT NULL AND doomed_at IS NULL"
-        "  AND NOT EXISTS (SELECT 1 FROM attachment_uses u WHERE u.key = a.key)"
-        " UNION ALL"
-        " SELECT * FROM attachments WHERE used_at IS NULL AND doomed_at IS NULL AND created_at < ?)"
-        " ORDER BY created_at LIMIT ?";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "Ii", unused_before, limit), read_attachment, sizeof(**rows),
-                    (void **)rows, count);
-}
-
-static int sqlite_attachment_doom(rl_txn_t *txn, const char *key, int64_t now)
-{
-    static const char sql[] = "UPDATE attachments SET doomed_at = ? WHERE key = ? AND doomed_at IS NULL";
-
-    return write_one(TXN(txn), sql, "Is", now, key);
-}
-
-static int sqlite_attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count)
-{
-    static const char sql[] =
-        "SELECT " ATTACHMENT_COLUMNS " FROM attachments WHERE doomed_at IS NOT NULL ORDER BY doomed_at LIMIT ?";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "i", limit), read_attachment, sizeof(**rows), (void **)rows, count);
-}
-
-static int sqlite_attachment_delete(rl_txn_t *txn, const char *key)
-{
-    static const char uses[] = "DELETE FROM attachment_uses WHERE key = ?";
-    static const char row[] = "DELETE FROM attachments WHERE key = ? AND doomed_at IS NOT NULL";
-    int result = write_one(TXN(txn), row, "s", key);
-
-    return result != 0 ? result : write_rows(TXN(txn), NULL, uses, "s", key);
-}
-
-/* ---- secrets ---------------------------------------------------------------------------------- */
-
-static int sqlite_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
-{
-    static const char sql[] = "INSERT OR IGNORE INTO secrets(name, value, created_at) VALUES (?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssI", name, value, created_at);
-}
-
-static int sqlite_secret_get(rl_txn_t *txn, const char *name, const char **value)
-{
-    static const char sql[] = "SELECT value FROM secrets WHERE name = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", name), read_text, value);
-}
-
-/* ---- the web client: sign-in codes and push subscriptions ---------------------------------------- */
-
-static void read_login_code(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_login_code_row_t *row = out;
-
-    row->code_hash = col_text(t, stmt, 0);
-    row->user_id = col_text(t, stmt, 1);
-    row->created_at = sqlite3_column_int64(stmt, 2);
-    row->expires_at = sqlite3_column_int64(stmt, 3);
-}
-
-static int sqlite_login_code_insert(rl_txn_t *txn, const rl_login_code_row_t *row)
-{
-    static const char sql[] = "INSERT INTO login_codes(code_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssII", row->code_hash, row->user_id, row->created_at, row->expires_at);
-}
-
-static int sqlite_login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out)
-{
-    static const char sql[] = "SELECT code_hash, user_id, created_at, expires_at FROM login_codes WHERE code_hash = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", code_hash), read_login_code, out);
-}
-
-static int sqlite_login_code_delete(rl_txn_t *txn, const char *code_hash)
-{
-    static const char sql[] = "DELETE FROM login_codes WHERE code_hash = ?";
-
-    return write_one(TXN(txn), sql, "s", code_hash);
-}
-
-static int sqlite_login_codes_purge(rl_txn_t *txn, int64_t expired_before)
-{
-    static const char sql[] = "DELETE FROM login_codes WHERE expires_at < ?";
-
-    return write_rows(TXN(txn), NULL, sql, "I", expired_before);
-}
-
-static void read_push_subscription(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
-{
-    rl_push_subscription_row_t *row = out;
-
-    row->endpoint = col_text(t, stmt, 0);
-    row->user_id = col_text(t, stmt, 1);
-    row->p256dh = col_text(t, stmt, 2);
-    row->auth = col_text(t, stmt, 3);
-    row->created_at = sqlite3_column_int64(stmt, 4);
-}
-
-static int sqlite_push_subscription_insert(rl_txn_t *txn, const rl_push_subscription_row_t *row)
-{
-    static const char sql[] =
-        "INSERT INTO push_subscriptions(endpoint, user_id, p256dh, auth, created_at) VALUES (?, ?, ?, ?, ?)";
-
-    return write_rows(TXN(txn), NULL, sql, "ssssI", row->endpoint, row->user_id, row->p256dh, row->auth,
-                      row->created_at);
-}
-
-static int sqlite_push_subscription_get(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out)
-{
-    static const char sql[] =
-        "SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions WHERE endpoint = ?";
-
-    return read_one(TXN(txn), query(TXN(txn), sql, "s", endpoint), read_push_subscription, out);
-}
-
-static int sqlite_push_subscription_delete(rl_txn_t *txn, const char *endpoint)
-{
-    static const char sql[] = "DELETE FROM push_subscriptions WHERE endpoint = ?";
-
-    return write_one(TXN(txn), sql, "s", endpoint);
-}
-
-static int sqlite_push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
-                                             size_t *count)
-{
-    static const char sql[] = "SELECT endpoint, user_id, p256dh, auth, created_at FROM push_subscriptions"
-                              " WHERE user_id = ? ORDER BY created_at, endpoint";
-
-    return read_all(TXN(txn), query(TXN(txn), sql, "s", user_id), read_push_subscription, sizeof(**rows), (void **)rows,
-                    count);
+        run_static(TXN(txn), &undo_sql);
+    run_static(TXN(txn), &release_sql);
 }
 
 /* ---- the connection ------------------------------------------------------------------------------ */
@@ -1803,7 +708,7 @@ static void sqlite_close(rl_txn_t *txn)
         pthread_join(t->checkpointer, NULL);
     }
     for (i = 0; i < t->ncache; ++i)
-        sqlite3_finalize(t->cache[i].stmt);
+        sqlite3_finalize(t->cache[i].handle);
     if (t->db != NULL) {
         if (!sqlite3_get_autocommit(t->db))
             exec_sql(t->db, "ROLLBACK");
@@ -1817,94 +722,23 @@ static void sqlite_close(rl_txn_t *txn)
     free(t);
 }
 
-static const struct rl_txn_ops sqlite_ops = {
+static const rl_sql_driver_t sqlite_driver = {
     .name = "sqlite",
+    /* Text compares bytewise by default (BINARY); a table's rowid is its insertion order. */
+    .dialect = {.numbered = 0, .bytewise = "", .inserted = "rowid", .row_locks = 0},
     .begin = sqlite_begin,
     .commit = sqlite_commit,
     .rollback = sqlite_rollback,
     .savepoint = sqlite_savepoint,
     .release = sqlite_release,
     .close = sqlite_close,
-    .user_insert_ignore = sqlite_user_insert_ignore,
-    .user_get = sqlite_user_get,
-    .pairing_insert = sqlite_pairing_insert,
-    .pairing_by_code = sqlite_pairing_by_code,
-    .pairing_by_poll = sqlite_pairing_by_poll,
-    .pairing_update = sqlite_pairing_update,
-    .pairing_delete_lapsed = sqlite_pairing_delete_lapsed,
-    .pairings_purge = sqlite_pairings_purge,
-    .installation_insert = sqlite_installation_insert,
-    .installation_get = sqlite_installation_get,
-    .installation_update = sqlite_installation_update,
-    .installations_of_user = sqlite_installations_of_user,
-    .session_insert = sqlite_session_insert,
-    .session_get = sqlite_session_get,
-    .session_update = sqlite_session_update,
-    .sessions_of_user = sqlite_sessions_of_user,
-    .sessions_deleted_of_user = sqlite_sessions_deleted_of_user,
-    .sessions_purge = sqlite_sessions_purge,
-    .interaction_insert = sqlite_interaction_insert,
-    .interaction_get = sqlite_interaction_get,
-    .message_insert = sqlite_message_insert,
-    .message_get = sqlite_message_get,
-    .message_update = sqlite_message_update,
-    .messages_page = sqlite_messages_page,
-    .messages_by_time = sqlite_messages_by_time,
-    .messages_open_before = sqlite_messages_open_before,
-    .delta_run_insert = sqlite_delta_run_insert,
-    .delta_runs_of = sqlite_delta_runs_of,
-    .delta_next_seq = sqlite_delta_next_seq,
-    .delta_runs_delete = sqlite_delta_runs_delete,
-    .delta_keys_put = sqlite_delta_keys_put,
-    .delta_keys_get = sqlite_delta_keys_get,
-    .delta_keys_purge = sqlite_delta_keys_purge,
-    .idempotency_get = sqlite_idempotency_get,
-    .idempotency_insert = sqlite_idempotency_insert,
-    .idempotency_delete = sqlite_idempotency_delete,
-    .idempotency_of_scope = sqlite_idempotency_of_scope,
-    .idempotency_purge = sqlite_idempotency_purge,
-    .task_insert = sqlite_task_insert,
-    .task_get = sqlite_task_get,
-    .task_update = sqlite_task_update,
-    .tasks_by_time = sqlite_tasks_by_time,
-    .approval_insert = sqlite_approval_insert,
-    .approval_get = sqlite_approval_get,
-    .approval_update = sqlite_approval_update,
-    .approvals_of_user_by_id = sqlite_approvals_of_user_by_id,
-    .approvals_pending_of_user = sqlite_approvals_pending_of_user,
-    .approvals_by_time = sqlite_approvals_by_time,
-    .approvals_due = sqlite_approvals_due,
-    .capability_insert = sqlite_capability_insert,
-    .capability_get = sqlite_capability_get,
-    .capability_update = sqlite_capability_update,
-    .capabilities_pending_of_user = sqlite_capabilities_pending_of_user,
-    .capabilities_due = sqlite_capabilities_due,
-    .grant_insert_ignore = sqlite_grant_insert_ignore,
-    .grants_of = sqlite_grants_of,
-    .grants_of_installation = sqlite_grants_of_installation,
-    .grant_delete = sqlite_grant_delete,
-    .update_append = sqlite_update_append,
-    .updates_after = sqlite_updates_after,
-    .updates_ack = sqlite_updates_ack,
-    .updates_purge = sqlite_updates_purge,
-    .attachment_insert = sqlite_attachment_insert,
-    .attachment_get = sqlite_attachment_get,
-    .secret_insert_ignore = sqlite_secret_insert_ignore,
-    .secret_get = sqlite_secret_get,
-    .login_code_insert = sqlite_login_code_insert,
-    .login_code_get = sqlite_login_code_get,
-    .login_code_delete = sqlite_login_code_delete,
-    .login_codes_purge = sqlite_login_codes_purge,
-    .push_subscription_insert = sqlite_push_subscription_insert,
-    .push_subscription_get = sqlite_push_subscription_get,
-    .push_subscription_delete = sqlite_push_subscription_delete,
-    .push_subscriptions_of_user = sqlite_push_subscriptions_of_user,
-    .attachment_use = sqlite_attachment_use,
-    .attachments_usage = sqlite_attachments_usage,
-    .attachments_unreferenced = sqlite_attachments_unreferenced,
-    .attachment_doom = sqlite_attachment_doom,
-    .attachments_doomed = sqlite_attachments_doomed,
-    .attachment_delete = sqlite_attachment_delete,
+    .run = sqlite_run,
+    .next = sqlite_next,
+    .is_null = sqlite_is_null,
+    .integer = sqlite_integer,
+    .bytes = sqlite_bytes,
+    .finish = sqlite_finish,
+    .lock_key = NULL, /* BEGIN IMMEDIATE: one writer, so a key checked stays unrecorded until it commits */
 };
 
 static int migrate(struct sqlite_txn *t)
@@ -1946,7 +780,8 @@ int rl_store__sqlite_open(const char *path, rl_txn_t **out)
 
     if (t == NULL)
         return -1;
-    t->base.ops = &sqlite_ops;
+    t->base.base.ops = &rl_sql__txn_ops;
+    t->base.driver = &sqlite_driver;
     t->path = strdup(path);
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->restarting, NULL);
@@ -1977,10 +812,10 @@ int rl_store__sqlite_open(const char *path, rl_txn_t **out)
         goto fail;
     }
     t->checkpointer_running = 1;
-    *out = &t->base;
+    *out = &t->base.base;
     return 0;
 fail:
-    sqlite_close(&t->base);
+    sqlite_close(&t->base.base);
     return -1;
 }
 
