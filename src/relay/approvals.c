@@ -60,7 +60,7 @@ static const rl_field_t content_block_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED
 
 static const rl_field_t request_approval_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_STRING("interaction_id", 0, 1, 64), /* required but in a session the bridge created (target.h) */
     RL_FIELD_STRING("approval_id", RL_F_REQUIRED, 1, 128),
     RL_FIELD_STRING("action", RL_F_REQUIRED, 1, 128),
     /* required in a plain session, refused in an encrypted one (approval_plain) */
@@ -239,6 +239,7 @@ int rl_bridge_request_approval(rl_call_t *call)
         return RL_E_INTERNAL;
     op->expires_at = op->w.target.now + relay->config.approval_ttl;
     op->w.plain = approval_plain;
+    op->w.target.turn_bound = 1;
     rl_op_submit_for(call, op, on_approval_requested);
     return 0;
 }

@@ -30,6 +30,7 @@
 #include "relay/relay.h"
 #include "relay/text.h"
 #include "relay/token.h"
+#include "relay/updates.h"
 #include "relay/views.h"
 
 #define ID_CHARS  20
@@ -116,7 +117,7 @@ static const rl_field_t send_end_fields[] = {
 const rl_schema_t rl_send_end_schema = RL_SCHEMA(send_end_fields);
 
 #define TASK_TARGET                                                                                                    \
-    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64), RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),      \
+    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64), RL_FIELD_STRING("interaction_id", 0, 1, 64),                  \
         RL_FIELD_STRING("task_id", RL_F_REQUIRED, 1, 256)
 
 static const rl_field_t create_task_fields[] = {
@@ -199,7 +200,14 @@ void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_
 
 static int target_check(rl_txn_t *txn, rl_bridge_write_t *w)
 {
-    return rl_target_check(txn, &w->target, &w->session);
+    int result = rl_target_check(txn, &w->target, &w->session);
+
+    /* A turn-bound write without an interaction, in a session the user started: the field is required. */
+    if (result == RL_E_INVALID_REQUEST) {
+        w->bad_field = "interaction_id";
+        w->bad_required = 1;
+    }
+    return result;
 }
 
 int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn_t *, rl_bridge_write_t *),
@@ -309,6 +317,11 @@ static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     free(usage_text);
     if ((result = RL_TXN(txn, message_insert, &message)) != 0)
         return result;
+    /* A message of the bridge's own encrypted session: the devices still without its key are announced again. */
+    if (w->target.own_session && w->session.encrypted &&
+        (result = rl_e2e_reannounce(txn, w->session.user_id, w->target.installation_id, w->target.session_id,
+                                    w->target.now, &w->op.update_id)) != 0)
+        return result;
     w->response = json_pack("{s:s}", "message_id", op->message_id);
     w->op.value = rl_view_message(&message, message.text, strlen(message.text));
     if (w->session.encrypted)
@@ -338,6 +351,8 @@ static void on_message_opened(rl_store_op_t *base)
         rl_bridge_write_fail(call, w, base->result);
     } else if (!rl_bridge_write_answer(call, w)) {
         json_t *message = w->op.value;
+        if (w->op.update_id != 0)
+            rl_updates_notify(relay->bus, call->principal, w->op.update_id);
         rl_deltas_opened(relay->deltas, json_string_value(json_object_get(message, "message_id")), call->principal,
                          w->session.user_id, json_object_get(message, "session_id"),
                          json_object_get(message, "interaction_id"),
@@ -772,6 +787,8 @@ int rl_bridge_task(rl_call_t *call)
         return RL_E_INTERNAL;
     op->step = step;
     op->w.plain = task_plain;
+    /* Required but in a session the bridge created (its turn's: target.h). */
+    op->w.target.turn_bound = 1;
     rl_op_submit_for(call, op, on_task);
     return 0;
 }

@@ -346,6 +346,28 @@ static const rl_device_row_t *bridge_device_of(const rl_device_row_t *rows, size
     return NULL;
 }
 
+int rl_e2e_reannounce(rl_txn_t *txn, const char *user_id, const char *installation_id, const char *session_id,
+                      int64_t now, int64_t *update_id)
+{
+    rl_device_row_t *rows;
+    const rl_device_row_t *bridge;
+    size_t count, i;
+    int result = RL_TXN(txn, devices_of_user, user_id, &rows, &count);
+
+    if (result != 0 || (bridge = bridge_device_of(rows, count, installation_id)) == NULL)
+        return result;
+    for (i = 0; i < count && result == 0; ++i) {
+        if (rows[i].installation_id != NULL)
+            continue;
+        if ((result = RL_TXN(txn, confirmation_get, rows[i].id, bridge->id)) == RL_E_NOT_FOUND)
+            result = 0; /* not confirmed: it gets no key until it is (device_confirm tells the bridge then) */
+        else if (result == 0 && (result = RL_TXN(txn, recipient_get, session_id, rows[i].id)) == RL_E_NOT_FOUND)
+            result = rl_update_append(txn, installation_id, "device_added", NULL, NULL, device_payload(&rows[i]), now,
+                                      update_id);
+    }
+    return result;
+}
+
 /* ---- bridge: POST /v1/bridge/devices ---- */
 
 static int bridge_device_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -665,6 +687,8 @@ static int bridge_session_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct e2e_op *op = (void *)base;
     rl_session_row_t session = {op->new_id, op->user_id, op->bridge, NULL, "active", op->now, op->now, RL_NO_TIME};
+    rl_interaction_row_t turn = {NULL, op->new_id, op->now};
+    char turn_id[96];
     json_t *view;
     int result;
 
@@ -673,9 +697,19 @@ static int bridge_session_run(rl_txn_t *txn, rl_store_op_t *base)
     session.title = json_string_value(json_object_get(op->body, "title_ct"));
     if ((result = RL_TXN(txn, session_insert, &session)) != 0)
         return result;
+    /*
+     * No user message starts this session's first turn: the bridge's turn
+     * does (target.h), so that its writes need no interaction_id and still
+     * belong to a turn the user can cancel, with its follow-up window.
+     */
+    if (rl_target_turn_id(session.id, turn_id, sizeof(turn_id)) != 0)
+        return RL_E_INTERNAL;
+    turn.id = turn_id;
+    if ((result = RL_TXN(txn, interaction_insert, &turn)) != 0)
+        return result;
     view = rl_view_session(&session, op->delete_grace);
     tell_clients(op, "session_created", json_pack("{s:s, s:O}", "session_id", session.id, "session", view));
-    op->op.value = json_pack("{s:s, s:o}", "session_id", session.id, "session", view);
+    op->op.value = json_pack("{s:s, s:s, s:o}", "session_id", session.id, "interaction_id", turn_id, "session", view);
     return 0;
 }
 

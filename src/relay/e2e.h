@@ -13,6 +13,7 @@
 
 #include "http/call.h"
 #include "http/validate.h"
+#include "store/store.h"
 
 /* A device public key: 64 lowercase hex digits (X25519, 32 bytes). 0 when valid, -1 otherwise. */
 int rl_e2e_pubkey_check(const char *s, size_t len);
@@ -58,6 +59,18 @@ int rl_session_file_read(rl_call_t *call);
 int rl_installation_models(rl_call_t *call);
 extern const rl_schema_t rl_bridge_device_schema, rl_device_register_schema, rl_device_confirm_schema,
     rl_bridge_session_schema, rl_recipients_schema, rl_notify_tool_file_schema;
+
+/*
+ * In a transaction: the re-announcement (api.md "Encrypted sessions"). When
+ * the bridge opens a message in an encrypted session it created, each of
+ * the user's client devices that confirmed the bridge and holds no wrap of
+ * the session's key is told to the bridge again as device_added (updates
+ * are delivered at least once: a repeat is allowed), so that a bridge that
+ * shares its keys on device_added shares this one too. *update_id is the
+ * last update queued (unchanged when none). 0 or an error.
+ */
+int rl_e2e_reannounce(rl_txn_t *txn, const char *user_id, const char *installation_id, const char *session_id,
+                      int64_t now, int64_t *update_id);
 
 struct rl_relay;
 /* The bridge's hello {version} (bridge_ws.c): stored as the installation's bridge_version. Loop thread. */

@@ -969,6 +969,14 @@ static int recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
     return rl_sql__insert_ignore(txn, &sql, &recipient_row, row);
 }
 
+static int recipient_get(rl_txn_t *txn, const char *session_id, const char *device_id)
+{
+    static const rl_sql_t sql = {"SELECT 1 FROM session_recipients WHERE session_id = ? AND device_id = ?"};
+    int_value_t out;
+
+    return GET(txn, &sql, &int_value, &out, P_TEXT(session_id), P_TEXT(device_id));
+}
+
 static int recipients_delete(rl_txn_t *txn, const char *device_id)
 {
     static const rl_sql_t sql = {"DELETE FROM session_recipients WHERE device_id = ?"};
@@ -1104,6 +1112,7 @@ const struct rl_txn_ops rl_sql__txn_ops = {
     .confirmation_get = confirmation_get,
     .confirmations_delete = confirmations_delete,
     .recipient_put = recipient_put,
+    .recipient_get = recipient_get,
     .recipients_delete = recipients_delete,
     .recipients_of_device = recipients_of_device,
     .agent_file_put = agent_file_put,

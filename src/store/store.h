@@ -525,6 +525,8 @@ struct rl_txn_ops {
     int (*confirmations_delete)(rl_txn_t *txn, const char *device_id);
     /* Inserts or replaces the wrap of (session_id, device_id). */
     int (*recipient_put)(rl_txn_t *txn, const rl_recipient_row_t *row);
+    /* 0 when the session's key is wrapped for the device, RL_E_NOT_FOUND otherwise. */
+    int (*recipient_get)(rl_txn_t *txn, const char *session_id, const char *device_id);
     /* Deletes every wrap addressed to the device. */
     int (*recipients_delete)(rl_txn_t *txn, const char *device_id);
     /* The wraps addressed to the device created at or after since, by created_at, session_id. */

@@ -786,8 +786,8 @@ static void test_end_to_end_encryption(void **state)
     rl_device_row_t phone = {"dev_p", "alice", NULL, "web", "phone", "bb", 2000, RL_NO_TIME}, out, *devices;
     rl_recipient_row_t wrap = {"ses_e", "dev_p", "wrap1", "dev_b", 3000}, *wraps;
     rl_agent_file_row_t file = {"ses_e", "idx1", "read", "text/plain", "pct", "dct", 12, 4000}, *files;
-    rl_pairing_row_t pairing = {"poll_e", "code_e", "inst_z", "openclaw", "host", "pending", NULL, 1000, 9000,
-                                RL_NO_TIME},
+    rl_pairing_row_t pairing = {"poll_e",  "code_e", "inst_z", "openclaw", "host",
+                                "pending", NULL,     1000,     9000,       RL_NO_TIME},
                      pairing_out;
     size_t count;
 
@@ -828,7 +828,10 @@ static void test_end_to_end_encryption(void **state)
     assert_int_equal(RL_TXN(txn, confirmation_put, "dev_p", "dev_b", 2600), 0);
     assert_int_equal(RL_TXN(txn, confirmation_get, "dev_p", "dev_b"), 0);
 
+    assert_int_equal(RL_TXN(txn, recipient_get, wrap.session_id, "dev_p"), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, recipient_put, &wrap), 0);
+    assert_int_equal(RL_TXN(txn, recipient_get, wrap.session_id, "dev_p"), 0);
+    assert_int_equal(RL_TXN(txn, recipient_get, wrap.session_id, "dev_b"), RL_E_NOT_FOUND);
     wrap.wrapped_session_key = "wrap2";
     wrap.created_at = 3500;
     assert_int_equal(RL_TXN(txn, recipient_put, &wrap), 0);
