@@ -23,17 +23,26 @@
 #include "relay/attachments.h"
 #include "relay/bridge.h"
 #include "relay/deltas.h"
+#include "relay/e2e.h"
 #include "relay/hub.h"
 #include "relay/manifest.h"
 #include "relay/push.h"
 #include "relay/relay.h"
 #include "relay/text.h"
 #include "relay/token.h"
+#include "relay/updates.h"
 #include "relay/views.h"
 
 #define ID_CHARS  20
 #define TEXT_MAX  0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
 #define DELTA_MAX 65536
+/* A delta's envelope: base64 of 29 bytes more than its text, and UTF-8 text can take 4 bytes a character. */
+#define DELTA_CT_MAX (DELTA_MAX * 6)
+
+static const char *const message_plain[] = {"text", NULL};
+static const char *const task_plain[] = {"status_label", "args", "partial_result", "result", "error", NULL};
+/* an envelope of a 200-character label, in base64, with room */
+#define LABEL_CT_MAX 1200
 
 /*
  * spec: stop, length, content_filter, tool_call. The protocol authors'
@@ -77,7 +86,8 @@ static const rl_schema_t usage_schema = RL_SCHEMA(usage_fields);
 static const rl_field_t send_message_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("interaction_id", RL_F_NULLABLE, 1, 64),
-    RL_FIELD_STRING("text", RL_F_REQUIRED, 0, TEXT_MAX),
+    RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
@@ -88,7 +98,8 @@ const rl_schema_t rl_send_message_schema = RL_SCHEMA(send_message_fields);
 
 static const rl_field_t send_delta_fields[] = {
     RL_FIELD_STRING("message_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("delta", RL_F_REQUIRED, 0, DELTA_MAX),
+    RL_FIELD_STRING("delta", 0, 0, DELTA_MAX),
+    RL_FIELD_CT("delta_ct", 0, DELTA_CT_MAX),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
@@ -97,6 +108,7 @@ const rl_schema_t rl_send_delta_schema = RL_SCHEMA(send_delta_fields);
 static const rl_field_t send_end_fields[] = {
     RL_FIELD_STRING("message_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
     RL_FIELD_ENUM("finish_reason", 0, finish_reasons),
     RL_FIELD_IDEMPOTENCY_KEY,
@@ -105,7 +117,7 @@ static const rl_field_t send_end_fields[] = {
 const rl_schema_t rl_send_end_schema = RL_SCHEMA(send_end_fields);
 
 #define TASK_TARGET                                                                                                    \
-    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64), RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),      \
+    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64), RL_FIELD_STRING("interaction_id", 0, 1, 64),                  \
         RL_FIELD_STRING("task_id", RL_F_REQUIRED, 1, 256)
 
 static const rl_field_t create_task_fields[] = {
@@ -114,6 +126,8 @@ static const rl_field_t create_task_fields[] = {
     RL_FIELD_STRING("name", 0, 1, 128),
     RL_FIELD_STRING("status_label", RL_F_NULLABLE, 0, 200),
     RL_FIELD_OBJECT("args", RL_F_NULLABLE, NULL),
+    RL_FIELD_CT("status_label_ct", RL_F_NULLABLE, LABEL_CT_MAX),
+    RL_FIELD_CT("args_ct", RL_F_NULLABLE, 0),
     RL_FIELD_END,
 };
 const rl_schema_t rl_create_task_schema = RL_SCHEMA(create_task_fields);
@@ -123,6 +137,8 @@ static const rl_field_t update_task_fields[] = {
     RL_FIELD_NUMBER_RANGE("progress_percent", RL_F_NULLABLE, 0, 100),
     RL_FIELD_ANY("partial_result", 0),
     RL_FIELD_STRING("status_label", RL_F_NULLABLE, 0, 200),
+    RL_FIELD_CT("status_label_ct", RL_F_NULLABLE, LABEL_CT_MAX),
+    RL_FIELD_CT("partial_result_ct", RL_F_NULLABLE, 0),
     RL_FIELD_STRING("idempotency_key", 0, 1, 256),
     RL_FIELD_END,
 };
@@ -135,6 +151,9 @@ static const rl_field_t finish_task_fields[] = {
     RL_FIELD_STRING("status_label", RL_F_NULLABLE, 0, 200),
     RL_FIELD_ANY("error", 0),
     RL_FIELD_ANY("result", 0),
+    RL_FIELD_CT("status_label_ct", RL_F_NULLABLE, LABEL_CT_MAX),
+    RL_FIELD_CT("error_ct", RL_F_NULLABLE, 0),
+    RL_FIELD_CT("result_ct", RL_F_NULLABLE, 0),
     RL_FIELD_END,
 };
 const rl_schema_t rl_finish_task_schema = RL_SCHEMA(finish_task_fields);
@@ -181,7 +200,14 @@ void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_
 
 static int target_check(rl_txn_t *txn, rl_bridge_write_t *w)
 {
-    return rl_target_check(txn, &w->target, &w->session);
+    int result = rl_target_check(txn, &w->target, &w->session);
+
+    /* A turn-bound write without an interaction, in a session the user started: the field is required. */
+    if (result == RL_E_INVALID_REQUEST) {
+        w->bad_field = "interaction_id";
+        w->bad_required = 1;
+    }
+    return result;
 }
 
 int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn_t *, rl_bridge_write_t *),
@@ -192,6 +218,9 @@ int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn
 
     if (result == 0)
         result = (check != NULL ? check : target_check)(txn, w);
+    /* issue 26: plaintext in an encrypted session, or ciphertext in a plain one, is refused by name. */
+    if (result == 0)
+        result = rl_e2e_body_check(w->body, w->session.encrypted, w->plain, &w->bad_field);
 
     if (result != 0)
         return result;
@@ -204,6 +233,27 @@ int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn
     if (result != 0 || (result = apply(txn, w)) != 0)
         return result;
     return rl_idempotency_record(txn, &w->idem, w->response, w->target.now);
+}
+
+int rl_bridge_write_require(rl_bridge_write_t *w, const char *field)
+{
+    if (json_object_get(w->body, field) != NULL)
+        return 0;
+    w->bad_field = field;
+    w->bad_required = 1;
+    return RL_E_INVALID_REQUEST;
+}
+
+void rl_bridge_write_fail(rl_call_t *call, rl_bridge_write_t *w, int result)
+{
+    if (result == RL_E_INVALID_REQUEST && w->bad_field != NULL && w->bad_required)
+        rl_call_fail_full(
+            call, RL_E_INVALID_REQUEST, NULL,
+            json_pack("[{s:s, s:s, s:s}]", "path", w->bad_field, "code", "invalid_type", "message", "Required"), NULL);
+    else if (result == RL_E_INVALID_REQUEST && w->bad_field != NULL)
+        rl_e2e_fail_field(call, w->bad_field, w->session.encrypted);
+    else
+        rl_call_fail(call, result, NULL);
 }
 
 int rl_bridge_write_answer(rl_call_t *call, rl_bridge_write_t *w)
@@ -226,12 +276,16 @@ struct message_open {
 static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
     struct message_open *op = (void *)w;
-    const char *text = json_string_value(json_object_get(w->body, "text"));
-    json_t *refs = json_object_get(w->body, "attachments"), *none = json_array(), *attachments = NULL, *usage;
+    /* An encrypted session's text column holds the envelope (views.c). */
+    const char *text = json_string_value(json_object_get(w->body, w->session.encrypted ? "text_ct" : "text"));
+    json_t *refs = json_object_get(w->body, "attachments"), *none, *attachments = NULL, *usage;
     int placeholder = text == NULL || text[0] == '\0', result;
     rl_message_row_t message = {0};
     char *attachments_text, *usage_text = NULL;
 
+    if ((result = rl_bridge_write_require(w, w->session.encrypted ? "text_ct" : "text")) != 0)
+        return result;
+    none = json_array();
     result = rl_attachments_resolve(txn, w->session.user_id, refs != NULL ? refs : none, &attachments);
     json_decref(none);
     /* The session now keeps these files: they go when it is purged, not before. */
@@ -263,8 +317,15 @@ static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     free(usage_text);
     if ((result = RL_TXN(txn, message_insert, &message)) != 0)
         return result;
+    /* A message of the bridge's own encrypted session: the devices still without its key are announced again. */
+    if (w->target.own_session && w->session.encrypted &&
+        (result = rl_e2e_reannounce(txn, w->session.user_id, w->target.installation_id, w->target.session_id,
+                                    w->target.now, &w->op.update_id)) != 0)
+        return result;
     w->response = json_pack("{s:s}", "message_id", op->message_id);
     w->op.value = rl_view_message(&message, message.text, strlen(message.text));
+    if (w->session.encrypted)
+        rl_view_seal_message(w->op.value);
     return 0;
 }
 
@@ -287,13 +348,16 @@ static void on_message_opened(rl_store_op_t *base)
                                     "Unknown attachment key"),
                           NULL);
     } else if (base->result != 0) {
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, w, base->result);
     } else if (!rl_bridge_write_answer(call, w)) {
         json_t *message = w->op.value;
+        if (w->op.update_id != 0)
+            rl_updates_notify(relay->bus, call->principal, w->op.update_id);
         rl_deltas_opened(relay->deltas, json_string_value(json_object_get(message, "message_id")), call->principal,
                          w->session.user_id, json_object_get(message, "session_id"),
                          json_object_get(message, "interaction_id"),
-                         json_string_length(json_object_get(call->body, "text")));
+                         json_string_length(json_object_get(call->body, w->session.encrypted ? "text_ct" : "text")),
+                         w->session.encrypted);
         /* spec: the agent placeholder is announced as message_added. */
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
         rl_hub_publish(relay->hub, w->session.user_id, "message_added", json_incref(message));
@@ -305,9 +369,11 @@ static void on_message_opened(rl_store_op_t *base)
 static int text_too_long(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    const char *text = rl_body_string(call, "text");
+    const char *text = rl_body_string(call, "text"), *text_ct = rl_body_string(call, "text_ct");
 
-    return text != NULL && strlen(text) > (size_t)relay->config.max_message_bytes;
+    /* An encrypted text's cap applies to its envelope: relayd cannot count what it cannot read. */
+    return (text != NULL && strlen(text) > (size_t)relay->config.max_message_bytes) ||
+           (text_ct != NULL && strlen(text_ct) > (size_t)relay->config.max_message_bytes);
 }
 
 int rl_bridge_send_message(rl_call_t *call)
@@ -321,6 +387,7 @@ int rl_bridge_send_message(rl_call_t *call)
                              rl_body_string(call, "idempotency_key"));
     if (op == NULL)
         return RL_E_INTERNAL;
+    op->w.plain = message_plain;
     rl_rand_id(message_id, sizeof(message_id), "msg_", ID_CHARS);
     op->message_id = rl_op_str(op, message_id);
     rl_op_submit_for(call, op, on_message_opened);
@@ -371,10 +438,12 @@ static int message_end_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
     struct message_end *op = (void *)w;
     rl_message_row_t *message = &op->message;
-    json_t *canonical = json_object_get(w->body, "text"), *usage = json_object_get(w->body, "usage");
+    json_t *canonical = json_object_get(w->body, w->session.encrypted ? "text_ct" : "text"),
+           *usage = json_object_get(w->body, "usage");
     const char *text = NULL;
     char *usage_text = NULL;
     size_t len = 0;
+    int result;
 
     if (strcmp(message->state, "streaming") != 0)
         return RL_E_MESSAGE_FINALIZED;
@@ -390,9 +459,13 @@ static int message_end_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         free(usage_text);
     }
     w->response = json_pack("{s:s}", "message_id", op->message_id);
-    return finalize(txn, message, text, len,
-                    stored_finish_reason(json_string_value(json_object_get(w->body, "finish_reason"))), w->target.now,
-                    &w->op.value);
+    /* An encrypted message without a final text_ct keeps its opening envelope and its deltas' (views.c). */
+    result = finalize(txn, message, text, len,
+                      stored_finish_reason(json_string_value(json_object_get(w->body, "finish_reason"))), w->target.now,
+                      &w->op.value);
+    if (result == 0 && w->session.encrypted)
+        rl_view_seal_message(w->op.value);
+    return result;
 }
 
 static int message_end_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -411,7 +484,7 @@ static void on_message_ended(rl_store_op_t *base)
 
     rl_deltas_ending(relay->deltas, op->message_id, 0);
     if (base->result != 0) {
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, w, base->result);
     } else if (!rl_bridge_write_answer(call, w)) {
         json_t *message = w->op.value;
         rl_deltas_finalized(relay->deltas, op->message_id);
@@ -435,6 +508,7 @@ int rl_bridge_send_end(rl_call_t *call)
                              rl_body_string(call, "idempotency_key"));
     if (op == NULL)
         return RL_E_INTERNAL;
+    op->w.plain = message_plain;
     op->message_id = rl_op_str(op, message_id);
     /* The deltas answered so far land before the end that folds them into the canonical text. */
     rl_deltas_flush(relay->deltas);
@@ -472,6 +546,8 @@ static int lapse_run(rl_txn_t *txn, rl_store_op_t *base)
         if ((result = RL_TXN(txn, session_get, rows[i].session_id, &session)) != 0 ||
             (result = finalize(txn, &rows[i], NULL, 0, FINISH_INCOMPLETE, op->now, &view)) != 0)
             return result;
+        if (session.encrypted)
+            rl_view_seal_message(view);
         json_array_append_new(op->op.value, json_pack("{s:o, s:s, s:b}", "message", view, "user_id", session.user_id,
                                                       "deleted", session.deleted_at != RL_NO_TIME));
     }
@@ -548,7 +624,9 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     struct task_step *op = (void *)w;
     const char *task_id = json_string_value(json_object_get(w->body, "task_id"));
     const char *name = json_string_value(json_object_get(w->body, "name"));
-    const char *label = json_string_value(json_object_get(w->body, "status_label"));
+    /* An encrypted session's task columns hold the envelopes, the JSON ones as JSON strings (views.c). */
+    int sealed = w->session.encrypted;
+    const char *label = json_string_value(json_object_get(w->body, sealed ? "status_label_ct" : "status_label"));
     const char *args, *partial, *outcome, *error;
     rl_installation_row_t installation;
     rl_task_row_t task;
@@ -561,10 +639,10 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
             return RL_E_TOOL_NOT_DECLARED;
     }
     /* Each of these came in this body, so the 1 MB body limit bounds what a task keeps (docs/api.md). */
-    if ((result = body_json(txn, w->body, "args", &args)) != 0 ||
-        (result = body_json(txn, w->body, "partial_result", &partial)) != 0 ||
-        (result = body_json(txn, w->body, "result", &outcome)) != 0 ||
-        (result = body_json(txn, w->body, "error", &error)) != 0)
+    if ((result = body_json(txn, w->body, sealed ? "args_ct" : "args", &args)) != 0 ||
+        (result = body_json(txn, w->body, sealed ? "partial_result_ct" : "partial_result", &partial)) != 0 ||
+        (result = body_json(txn, w->body, sealed ? "result_ct" : "result", &outcome)) != 0 ||
+        (result = body_json(txn, w->body, sealed ? "error_ct" : "error", &error)) != 0)
         return result;
     result = RL_TXN(txn, task_get, w->target.installation_id, task_id, &task);
     if (result != 0 && result != RL_E_NOT_FOUND)
@@ -618,6 +696,8 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     if (op->step != RL_TASK_CREATE)
         task.args = NULL;
     w->op.value = rl_view_task(&task);
+    if (sealed)
+        rl_view_seal_task(w->op.value);
     return 0;
 }
 
@@ -635,15 +715,23 @@ static const rl_store_op_type_t task_step_type = {"task_step", 1, task_step_run,
  */
 static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t step, json_t *task, json_t *body)
 {
-    static const char *const shared[] = {"task_id", "session_id", "interaction_id", "kind", "name", "status_label"};
+    /* issue 26: an encrypted session's task carries the *_ct twins (a plain one's view has none of them). */
+    static const char *const shared[] = {"task_id", "session_id",   "interaction_id", "kind",
+                                         "name",    "status_label", "status_label_ct"};
+    static const char *const sealed_steps[] = {"partial_result_ct", "result_ct", "error_ct"};
     const char *name = "task_created";
     json_t *event = json_object();
     size_t i;
 
     for (i = 0; i < sizeof(shared) / sizeof(shared[0]); ++i)
         json_object_set(event, shared[i], json_object_get(task, shared[i]));
+    for (i = 0; i < sizeof(sealed_steps) / sizeof(sealed_steps[0]); ++i)
+        if (json_object_get(body, sealed_steps[i]) != NULL)
+            json_object_set(event, sealed_steps[i], json_object_get(body, sealed_steps[i]));
     if (step == RL_TASK_CREATE) {
         json_object_set(event, "args", json_object_get(task, "args"));
+        if (json_object_get(task, "args_ct") != NULL)
+            json_object_set(event, "args_ct", json_object_get(task, "args_ct"));
     } else if (step == RL_TASK_UPDATE) {
         name = "task_progress";
         json_object_set(event, "progress_percent",
@@ -671,7 +759,7 @@ static void on_task(rl_store_op_t *base)
     rl_call_t *call = base->arg;
 
     if (base->result != 0)
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, &op->w, base->result);
     else if (!rl_bridge_write_answer(call, &op->w))
         publish_task(call->app, op->w.session.user_id, op->step, op->w.op.value, call->body);
     rl_call_release(call);
@@ -698,6 +786,9 @@ int rl_bridge_task(rl_call_t *call)
     if (op == NULL)
         return RL_E_INTERNAL;
     op->step = step;
+    op->w.plain = task_plain;
+    /* Required but in a session the bridge created (its turn's: target.h). */
+    op->w.target.turn_bound = 1;
     rl_op_submit_for(call, op, on_task);
     return 0;
 }

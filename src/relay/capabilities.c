@@ -79,7 +79,7 @@ const char *rl_capability_answer_given(json_t *body)
 
 static const rl_field_t request_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_STRING("interaction_id", 0, 1, 64), /* required but in a session the bridge created (target.h) */
     RL_FIELD_ENUM("capability", RL_F_REQUIRED, capability_names),
     /* What the user reads before deciding: required, as the RFC's reason is. */
     RL_FIELD_STRING("reason", RL_F_REQUIRED, 1, 500),
@@ -205,7 +205,7 @@ static void on_capability_requested(rl_store_op_t *base)
     rl_relay_t *relay = call->app;
 
     if (base->result != 0)
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, &op->w, base->result);
     else if (!rl_bridge_write_answer(call, &op->w))
         /* spec: device_capability_request (its shape is ours). A replay told the user already. */
         rl_hub_publish(relay->hub, op->w.session.user_id, "device_capability_request", json_incref(op->w.op.value));
@@ -222,6 +222,7 @@ int rl_bridge_request_capability(rl_call_t *call)
         return RL_E_INTERNAL;
     rl_rand_id(op->id, sizeof(op->id), "dcr_", ID_CHARS);
     op->expires_at = op->w.target.now + relay->config.capability_ttl;
+    op->w.target.turn_bound = 1;
     rl_op_submit_for(call, op, on_capability_requested);
     return 0;
 }

@@ -39,6 +39,9 @@ RL_ROW_DESCRIBE(update_row, rl_update_row_t, RL_ROW_UPDATE);
 RL_ROW_DESCRIBE(attachment_row, rl_attachment_row_t, RL_ROW_ATTACHMENT);
 RL_ROW_DESCRIBE(login_code_row, rl_login_code_row_t, RL_ROW_LOGIN_CODE);
 RL_ROW_DESCRIBE(push_subscription_row, rl_push_subscription_row_t, RL_ROW_PUSH_SUBSCRIPTION);
+RL_ROW_DESCRIBE(device_row, rl_device_row_t, RL_ROW_DEVICE);
+RL_ROW_DESCRIBE(recipient_row, rl_recipient_row_t, RL_ROW_RECIPIENT);
+RL_ROW_DESCRIBE(agent_file_row, rl_agent_file_row_t, RL_ROW_AGENT_FILE);
 
 /* Results of one or two values. */
 typedef struct int_value {
@@ -197,12 +200,13 @@ static int installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t
 static int installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
 {
     static const rl_sql_t sql = {"UPDATE installations SET token_hash = ?, token_env = ?, custom_display_name = ?,"
-                                 " custom_emoji = ?, state = ?, manifest = ?, revoked_at = ? WHERE id = ?"};
+                                 " custom_emoji = ?, state = ?, manifest = ?, revoked_at = ?, bridge_version = ?"
+                                 " WHERE id = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(row->token_hash),
                      P_TEXT(row->token_env != NULL ? row->token_env : default_token_env),
                      P_TEXT(row->custom_display_name), P_TEXT(row->custom_emoji), P_TEXT(row->state),
-                     P_TEXT(row->manifest), P_TIME(row->revoked_at), P_TEXT(row->id));
+                     P_TEXT(row->manifest), P_TIME(row->revoked_at), P_TEXT(row->bridge_version), P_TEXT(row->id));
 }
 
 static int installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count)
@@ -232,11 +236,12 @@ static int session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
 
 static int session_update(rl_txn_t *txn, const rl_session_row_t *row)
 {
+    /* encrypted is fixed at creation: never written again. */
     static const rl_sql_t sql = {
-        "UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ? WHERE id = ?"};
+        "UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ?, model = ? WHERE id = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(row->title), P_TEXT(row->state), P_INT(row->updated_at), P_TIME(row->deleted_at),
-                     P_TEXT(row->id));
+                     P_TEXT(row->model), P_TEXT(row->id));
 }
 
 static int sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)
@@ -890,6 +895,126 @@ static int push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_pus
     return LIST(txn, &sql, &push_subscription_row, rows, count, P_TEXT(user_id));
 }
 
+/* ---- end-to-end encryption (issue 26): devices, confirmations, wrapped keys, agent files --------- */
+
+static int pairing_by_code_any(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
+{
+    static const rl_sql_t sql = {PAIRING_SELECT " WHERE code_hash = ? ORDER BY created_at DESC LIMIT 1"};
+
+    return GET(txn, &sql, &pairing_row, out, P_TEXT(code_hash));
+}
+
+#define DEVICE_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_DEVICE) " FROM devices"
+
+static int device_insert(rl_txn_t *txn, const rl_device_row_t *row)
+{
+    static const rl_sql_t sql = {RL_ROW_INSERT("devices", RL_ROW_DEVICE)};
+
+    return rl_sql__insert(txn, &sql, &device_row, row);
+}
+
+static int device_get(rl_txn_t *txn, const char *id, rl_device_row_t *out)
+{
+    static const rl_sql_t sql = {DEVICE_SELECT " WHERE id = ?", FOR_UPDATE};
+
+    return GET(txn, &sql, &device_row, out, P_TEXT(id));
+}
+
+static int device_update(rl_txn_t *txn, const rl_device_row_t *row)
+{
+    static const rl_sql_t sql = {"UPDATE devices SET label = ?, pubkey = ?, revoked_at = ? WHERE id = ?"};
+
+    return WRITE_ONE(txn, &sql, P_TEXT(row->label), P_TEXT(row->pubkey), P_TIME(row->revoked_at), P_TEXT(row->id));
+}
+
+static int devices_of_user(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count)
+{
+    static const rl_sql_t sql = {DEVICE_SELECT " WHERE user_id = ? AND revoked_at IS NULL"
+                                               " ORDER BY created_at, id @bytewise"};
+
+    return LIST(txn, &sql, &device_row, rows, count, P_TEXT(user_id));
+}
+
+static int confirmation_put(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at)
+{
+    static const rl_sql_t sql = {"INSERT INTO device_confirmations(device_id, bridge_device_id, at) VALUES (?, ?, ?)"
+                                 " ON CONFLICT DO NOTHING"};
+
+    return WRITE(txn, &sql, NULL, P_TEXT(device_id), P_TEXT(bridge_device_id), P_INT(at));
+}
+
+static int confirmation_get(rl_txn_t *txn, const char *device_id, const char *bridge_device_id)
+{
+    static const rl_sql_t sql = {"SELECT 1 FROM device_confirmations WHERE device_id = ? AND bridge_device_id = ?"};
+    int_value_t out;
+
+    return GET(txn, &sql, &int_value, &out, P_TEXT(device_id), P_TEXT(bridge_device_id));
+}
+
+static int confirmations_delete(rl_txn_t *txn, const char *device_id)
+{
+    static const rl_sql_t sql = {"DELETE FROM device_confirmations WHERE device_id = ?1 OR bridge_device_id = ?1"};
+
+    return WRITE(txn, &sql, NULL, P_TEXT(device_id));
+}
+
+static int recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
+{
+    static const rl_sql_t sql = {
+        "INSERT INTO session_recipients(" RL_ROW_COLUMNS(RL_ROW_RECIPIENT) ") VALUES (" RL_ROW_MARKS(
+            RL_ROW_RECIPIENT) ") ON CONFLICT (session_id, device_id) DO UPDATE SET"
+                              " wrapped_session_key = excluded.wrapped_session_key,"
+                              " wrapped_by_device_id = excluded.wrapped_by_device_id, created_at = excluded.created_at"};
+
+    return rl_sql__insert_ignore(txn, &sql, &recipient_row, row);
+}
+
+static int recipient_get(rl_txn_t *txn, const char *session_id, const char *device_id)
+{
+    static const rl_sql_t sql = {"SELECT 1 FROM session_recipients WHERE session_id = ? AND device_id = ?"};
+    int_value_t out;
+
+    return GET(txn, &sql, &int_value, &out, P_TEXT(session_id), P_TEXT(device_id));
+}
+
+static int recipients_delete(rl_txn_t *txn, const char *device_id)
+{
+    static const rl_sql_t sql = {"DELETE FROM session_recipients WHERE device_id = ?"};
+
+    return WRITE(txn, &sql, NULL, P_TEXT(device_id));
+}
+
+static int recipients_of_device(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
+                                size_t *count)
+{
+    static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(
+        RL_ROW_RECIPIENT) " FROM session_recipients"
+                          " WHERE device_id = ? AND created_at >= ? ORDER BY created_at, session_id @bytewise"};
+
+    return LIST(txn, &sql, &recipient_row, rows, count, P_TEXT(device_id), P_INT(since));
+}
+
+static int agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row)
+{
+    static const rl_sql_t sql = {
+        "INSERT INTO session_agent_files(" RL_ROW_COLUMNS(RL_ROW_AGENT_FILE) ") VALUES (" RL_ROW_MARKS(
+            RL_ROW_AGENT_FILE) ") ON CONFLICT (session_id, path_blind_idx) DO UPDATE SET tool = excluded.tool,"
+                               " mime = excluded.mime, path_ct = excluded.path_ct,"
+                               " display_name_ct = excluded.display_name_ct, size_bytes = excluded.size_bytes,"
+                               " updated_at = excluded.updated_at"};
+
+    return rl_sql__insert_ignore(txn, &sql, &agent_file_row, row);
+}
+
+static int agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count)
+{
+    static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(
+        RL_ROW_AGENT_FILE) " FROM session_agent_files"
+                           " WHERE session_id = ? ORDER BY updated_at DESC, path_blind_idx @bytewise"};
+
+    return LIST(txn, &sql, &agent_file_row, rows, count, P_TEXT(session_id));
+}
+
 const struct rl_txn_ops rl_sql__txn_ops = {
     .name = "sql",
     .begin = sql_begin,
@@ -978,4 +1103,18 @@ const struct rl_txn_ops rl_sql__txn_ops = {
     .attachment_doom = attachment_doom,
     .attachments_doomed = attachments_doomed,
     .attachment_delete = attachment_delete,
+    .pairing_by_code_any = pairing_by_code_any,
+    .device_insert = device_insert,
+    .device_get = device_get,
+    .device_update = device_update,
+    .devices_of_user = devices_of_user,
+    .confirmation_put = confirmation_put,
+    .confirmation_get = confirmation_get,
+    .confirmations_delete = confirmations_delete,
+    .recipient_put = recipient_put,
+    .recipient_get = recipient_get,
+    .recipients_delete = recipients_delete,
+    .recipients_of_device = recipients_of_device,
+    .agent_file_put = agent_file_put,
+    .agent_files_of_session = agent_files_of_session,
 };

@@ -53,6 +53,7 @@
 #define STMT_NAME  24 /* "s" and a size_t */
 
 /* Type oids of pg_type, fixed since PostgreSQL's first releases. */
+#define OID_BOOL  16
 #define OID_BYTEA 17
 #define OID_INT8  20
 #define OID_INT4  23
@@ -320,6 +321,44 @@ static const char *const migrations[] = {
     "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
     "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
     "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
+    /* 6 (SQLite 15): end-to-end encryption (issue 26). */
+    "ALTER TABLE sessions ADD COLUMN encrypted BOOLEAN NOT NULL DEFAULT FALSE;"
+    "ALTER TABLE sessions ADD COLUMN model TEXT;"
+    "ALTER TABLE installations ADD COLUMN bridge_version TEXT;"
+    "CREATE TABLE devices ("
+    "  id TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL,"
+    "  installation_id TEXT,"
+    "  platform TEXT NOT NULL,"
+    "  label TEXT,"
+    "  pubkey TEXT NOT NULL,"
+    "  created_at BIGINT NOT NULL,"
+    "  revoked_at BIGINT);"
+    "CREATE INDEX devices_of_user ON devices(user_id, created_at) WHERE revoked_at IS NULL;"
+    "CREATE TABLE device_confirmations ("
+    "  device_id TEXT NOT NULL,"
+    "  bridge_device_id TEXT NOT NULL,"
+    "  at BIGINT NOT NULL,"
+    "  PRIMARY KEY (device_id, bridge_device_id));"
+    "CREATE INDEX device_confirmations_bridge ON device_confirmations(bridge_device_id);"
+    "CREATE TABLE session_recipients ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  device_id TEXT NOT NULL,"
+    "  wrapped_session_key TEXT NOT NULL,"
+    "  wrapped_by_device_id TEXT,"
+    "  created_at BIGINT NOT NULL,"
+    "  PRIMARY KEY (session_id, device_id));"
+    "CREATE INDEX session_recipients_device ON session_recipients(device_id, created_at);"
+    "CREATE TABLE session_agent_files ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  path_blind_idx TEXT NOT NULL,"
+    "  tool TEXT NOT NULL,"
+    "  size_bytes BIGINT,"
+    "  mime TEXT,"
+    "  path_ct TEXT NOT NULL,"
+    "  display_name_ct TEXT NOT NULL,"
+    "  updated_at BIGINT NOT NULL,"
+    "  PRIMARY KEY (session_id, path_blind_idx));",
 };
 
 /* ---- waiting for the server, with a deadline --------------------------------------------------- */
@@ -525,6 +564,13 @@ static void bind(struct params *p, const rl_sql_param_t *params, int n)
             p->types[i] = OID_BYTEA;
             p->values[i] = param->text;
             p->lengths[i] = (int)param->len;
+            break;
+        case RL_SQL_BOOL:
+            /* A BOOLEAN column takes no integer: one byte, 0 or 1, in binary. */
+            p->types[i] = OID_BOOL;
+            p->ints[i][0] = param->value != 0;
+            p->values[i] = (const char *)p->ints[i];
+            p->lengths[i] = 1;
             break;
         case RL_SQL_INT32:
             p->types[i] = OID_INT4;

@@ -42,7 +42,8 @@
     N(T, state, state, TEXT)                                                                                           \
     N(T, manifest, manifest, TEXT)                                                                                     \
     N(T, created_at, created_at, INT)                                                                                  \
-    N(T, revoked_at, revoked_at, TIME)
+    N(T, revoked_at, revoked_at, TIME)                                                                                 \
+    N(T, bridge_version, bridge_version, TEXT)
 
 #define RL_ROW_SESSION(F, N, T)                                                                                        \
     F(T, id, id, TEXT)                                                                                                 \
@@ -52,7 +53,9 @@
     N(T, state, state, TEXT)                                                                                           \
     N(T, created_at, created_at, INT)                                                                                  \
     N(T, updated_at, updated_at, INT)                                                                                  \
-    N(T, deleted_at, deleted_at, TIME)
+    N(T, deleted_at, deleted_at, TIME)                                                                                 \
+    N(T, encrypted, encrypted, BOOL)                                                                                   \
+    N(T, model, model, TEXT)
 
 #define RL_ROW_INTERACTION(F, N, T)                                                                                    \
     F(T, id, id, TEXT) N(T, session_id, session_id, TEXT) N(T, created_at, created_at, INT)
@@ -172,6 +175,36 @@
     N(T, auth, auth, TEXT)                                                                                             \
     N(T, created_at, created_at, INT)
 
+/* End-to-end encryption (issue 26): a device's public key, a session key wrapped for a device, a file an agent touched.
+ */
+#define RL_ROW_DEVICE(F, N, T)                                                                                         \
+    F(T, id, id, TEXT)                                                                                                 \
+    N(T, user_id, user_id, TEXT)                                                                                       \
+    N(T, installation_id, installation_id, TEXT)                                                                       \
+    N(T, platform, platform, TEXT)                                                                                     \
+    N(T, label, label, TEXT)                                                                                           \
+    N(T, pubkey, pubkey, TEXT)                                                                                         \
+    N(T, created_at, created_at, INT)                                                                                  \
+    N(T, revoked_at, revoked_at, TIME)
+
+#define RL_ROW_RECIPIENT(F, N, T)                                                                                      \
+    F(T, session_id, session_id, TEXT)                                                                                 \
+    N(T, device_id, device_id, TEXT)                                                                                   \
+    N(T, wrapped_session_key, wrapped_session_key, TEXT)                                                               \
+    N(T, wrapped_by_device_id, wrapped_by_device_id, TEXT)                                                             \
+    N(T, created_at, created_at, INT)
+
+/* size_bytes is NULL when unknown (RL_NO_TIME in the row). */
+#define RL_ROW_AGENT_FILE(F, N, T)                                                                                     \
+    F(T, session_id, session_id, TEXT)                                                                                 \
+    N(T, path_blind_idx, path_blind_idx, TEXT)                                                                         \
+    N(T, tool, tool, TEXT)                                                                                             \
+    N(T, mime, mime, TEXT)                                                                                             \
+    N(T, path_ct, path_ct, TEXT)                                                                                       \
+    N(T, display_name_ct, display_name_ct, TEXT)                                                                       \
+    N(T, size_bytes, size_bytes, TIME)                                                                                 \
+    N(T, updated_at, updated_at, INT)
+
 /* ---- what comes from a description -------------------------------------------------------------- */
 
 #define RL_ROW_NAME_F_(T, column, field, type)  #column
@@ -195,6 +228,7 @@
 #define RL_ROW_LEN_INT_(T, field)   0
 #define RL_ROW_LEN_TIME_(T, field)  0
 #define RL_ROW_LEN_INT32_(T, field) 0
+#define RL_ROW_LEN_BOOL_(T, field)  0
 #define RL_ROW_LEN_BYTES_(T, field) offsetof(T, field##_len)
 #define RL_ROW_COLUMN_(T, column, field, type)                                                                         \
     {#column, RL_SQL_##type, offsetof(T, field), RL_ROW_LEN_##type##_(T, field)},

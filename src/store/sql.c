@@ -144,6 +144,9 @@ static int bind_row(const rl_sql_row_t *row, const void *values, rl_sql_param_t 
         case RL_SQL_INT32:
             p->value = *(const int *)(base + c->offset);
             break;
+        case RL_SQL_BOOL:
+            p->value = *(const int *)(base + c->offset) != 0;
+            break;
         default:
             p->value = *(const int64_t *)(base + c->offset);
             break;
@@ -193,6 +196,9 @@ static void read_row(const rl_sql_driver_t *driver, const rl_sql_cursor_t *cur, 
             break;
         case RL_SQL_INT32:
             *(int *)(base + c->offset) = (int)driver->integer(cur, i);
+            break;
+        case RL_SQL_BOOL:
+            *(int *)(base + c->offset) = driver->integer(cur, i) != 0;
             break;
         default:
             *(int64_t *)(base + c->offset) = driver->integer(cur, i);

@@ -26,13 +26,14 @@ typedef enum rl_sql_type {
     RL_SQL_TIME,  /* int64_t, RL_NO_TIME is NULL */
     RL_SQL_INT32, /* int */
     RL_SQL_BYTES, /* const char * and a size_t length: text that may hold NUL (SQLite TEXT, PostgreSQL BYTEA) */
+    RL_SQL_BOOL,  /* int, 0 or 1 (SQLite INTEGER, PostgreSQL BOOLEAN, which takes no integer) */
 } rl_sql_type_t;
 
 typedef struct rl_sql_param {
     rl_sql_type_t type;
     const char *text; /* TEXT, BYTES */
     size_t len;       /* BYTES */
-    int64_t value;    /* INT, TIME, INT32 */
+    int64_t value;    /* INT, TIME, INT32, BOOL */
 } rl_sql_param_t;
 
 /* Parameters in a statement's order: rl_sql__write(txn, &sql, NULL, RL_SQL_PARAMS(P_TEXT(id), P_INT(at))). */
@@ -51,6 +52,10 @@ typedef struct rl_sql_param {
 #define P_INT32(v)                                                                                                     \
     {                                                                                                                  \
         .type = RL_SQL_INT32, .value = (v)                                                                             \
+    }
+#define P_BOOL(v)                                                                                                      \
+    {                                                                                                                  \
+        .type = RL_SQL_BOOL, .value = (v) != 0                                                                         \
     }
 #define P_BYTES(v, n)                                                                                                  \
     {                                                                                                                  \

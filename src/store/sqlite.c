@@ -355,6 +355,49 @@ static const char *const migrations[] = {
     "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
     "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
     "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
+    /*
+     * 15: end-to-end encryption (issue 26): devices (public keys), which
+     * bridges each client device confirmed, the session keys wrapped for
+     * each device, the files agents touched (by blind index); a session's
+     * encrypted flag and model, an installation's bridge version.
+     */
+    "ALTER TABLE sessions ADD COLUMN encrypted INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sessions ADD COLUMN model TEXT;"
+    "ALTER TABLE installations ADD COLUMN bridge_version TEXT;"
+    "CREATE TABLE devices ("
+    "  id TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL,"
+    "  installation_id TEXT,"
+    "  platform TEXT NOT NULL,"
+    "  label TEXT,"
+    "  pubkey TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  revoked_at INTEGER);"
+    "CREATE INDEX devices_of_user ON devices(user_id, created_at) WHERE revoked_at IS NULL;"
+    "CREATE TABLE device_confirmations ("
+    "  device_id TEXT NOT NULL,"
+    "  bridge_device_id TEXT NOT NULL,"
+    "  at INTEGER NOT NULL,"
+    "  PRIMARY KEY (device_id, bridge_device_id)) WITHOUT ROWID;"
+    "CREATE INDEX device_confirmations_bridge ON device_confirmations(bridge_device_id);"
+    "CREATE TABLE session_recipients ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  device_id TEXT NOT NULL,"
+    "  wrapped_session_key TEXT NOT NULL,"
+    "  wrapped_by_device_id TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (session_id, device_id)) WITHOUT ROWID;"
+    "CREATE INDEX session_recipients_device ON session_recipients(device_id, created_at);"
+    "CREATE TABLE session_agent_files ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  path_blind_idx TEXT NOT NULL,"
+    "  tool TEXT NOT NULL,"
+    "  size_bytes INTEGER,"
+    "  mime TEXT,"
+    "  path_ct TEXT NOT NULL,"
+    "  display_name_ct TEXT NOT NULL,"
+    "  updated_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (session_id, path_blind_idx)) WITHOUT ROWID;",
 };
 
 /* ---- the driver: statements ---------------------------------------------------------------------- */

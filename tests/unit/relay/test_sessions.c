@@ -61,6 +61,11 @@ static int change(rl_store_t *store, const char *user_id, rl_session_op_t what, 
     op->session_id = rl_op_str(op, FIX_SESSION);
     op->change = what;
     op->title = rl_op_str(op, title);
+    /* A rename reads its title from the body, as the route passes it (the session's field: title or title_ct). */
+    if (what == RL_SESSION_RENAME) {
+        op->body = json_pack("{s:s?}", "title", title);
+        op->set_title = 1;
+    }
     op->now = now;
     op->delete_grace = GRACE;
     session_changed = -1;

@@ -98,6 +98,66 @@ static int revoke_run(rl_txn_t *txn, void *arg)
     return result != 0 ? result : RL_TXN(txn, installation_update, &row);
 }
 
+struct turn_check {
+    rl_bridge_target_t target;
+    int result;
+};
+
+static int turn_run(rl_txn_t *txn, void *arg)
+{
+    struct turn_check *c = arg;
+    rl_session_row_t session;
+
+    c->result = rl_target_check(txn, &c->target, &session);
+    /* The resolved id lives in the transaction's arena: compare it here. */
+    if (c->target.interaction_id != NULL && strcmp(c->target.interaction_id, "int_" FIX_SESSION) != 0)
+        c->result = -1000;
+    return 0;
+}
+
+static int turn(rl_store_t *store, int turn_bound, int64_t now, int *own, int *resolved)
+{
+    struct turn_check c = {{FIX_INSTALLATION, FIX_SESSION, NULL, now, FOLLOWUP, 0, turn_bound, 0}, 0};
+
+    assert_int_equal(in_txn(store, turn_run, &c), 0);
+    *own = c.target.own_session;
+    *resolved = c.target.interaction_id != NULL;
+    return c.result;
+}
+
+static int bridge_turn_run(rl_txn_t *txn, void *arg)
+{
+    (void)arg;
+    return seed_interaction(txn, "int_" FIX_SESSION, FIX_SESSION, T0);
+}
+
+/*
+ * ours: without an interaction, a turn-bound write (task, approval) is 400
+ * in a session the user started; in a session the bridge created it is the
+ * bridge's turn's, inside that turn's window; a message past the window
+ * stands outside any turn.
+ */
+static void test_bridge_turn(void **state)
+{
+    rl_store_t *store = *state;
+    int own, resolved;
+
+    assert_int_equal(in_txn(store, seed_run, NULL), 0);
+    assert_int_equal(turn(store, 1, T0, &own, &resolved), RL_E_INVALID_REQUEST);
+    assert_int_equal(own, 0);
+    assert_int_equal(turn(store, 0, T0, &own, &resolved), 0);
+    assert_int_equal(own + resolved, 0);
+    assert_int_equal(in_txn(store, bridge_turn_run, NULL), 0);
+    assert_int_equal(turn(store, 1, T0 + FOLLOWUP, &own, &resolved), 0);
+    assert_int_equal(own + resolved, 2);
+    assert_int_equal(turn(store, 0, T0, &own, &resolved), 0);
+    assert_int_equal(own + resolved, 2);
+    assert_int_equal(turn(store, 1, T0 + FOLLOWUP + 1, &own, &resolved), RL_E_INTERACTION_EXPIRED);
+    assert_int_equal(turn(store, 0, T0 + FOLLOWUP + 1, &own, &resolved), 0);
+    assert_int_equal(own, 1);
+    assert_int_equal(resolved, 0);
+}
+
 static int installation_run(rl_txn_t *txn, void *arg)
 {
     return rl_target_installation_check(txn, arg);
@@ -128,6 +188,7 @@ int main(void)
         INLINE(test_followup_window),
         INLINE(test_ownership),
         INLINE(test_gone),
+        INLINE(test_bridge_turn),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
