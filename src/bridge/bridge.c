@@ -647,7 +647,7 @@ static size_t grant_sessions(rl_bridge_t *b, const char *device_id)
     size_t i, granted = 0;
 
     for (i = 0; i < rl_keyring_sessions(b->keys); i++) {
-        json_t *body = rl_keyring_recipients(b->keys, rl_keyring_session(b->keys, i), device_id);
+        json_t *body = rl_keyring_recipients(b->keys, rl_keyring_session(b->keys, i), device_id, NULL);
         if (body != NULL) {
             submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
             granted++;
@@ -710,7 +710,15 @@ static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
                         b->keys, sid, json_string_value(json_object_get(f->payload, "wrapped_session_key")))) != 0) {
             rl_log(RL_LOG_WARN, "session_key_granted for %s: the key does not unwrap (%d)", sid, result);
         } else {
-            rl_log(RL_LOG_INFO, "session %s: key received from device %s", sid, by);
+            /*
+             * The bridge is where the user's confirmations meet: the other devices it accepted get the key
+             * too (a session started on one phone, a key rotated after a revoke), the revoked ones do not.
+             */
+            json_t *body = rl_keyring_recipients(b->keys, sid, NULL, by);
+            rl_log(RL_LOG_INFO, "session %s: key received from device %s, shared with %zu other devices", sid, by,
+                   body != NULL ? json_array_size(json_object_get(body, "recipients")) : 0);
+            if (body != NULL)
+                submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
         }
     }
     return 1;

@@ -209,7 +209,7 @@ const char *rl_keyring_session(const rl_keyring_t *k, size_t i)
     return rl_keystore_session(k->sessions, i);
 }
 
-json_t *rl_keyring_recipients(const rl_keyring_t *k, const char *session_id, const char *device_id)
+json_t *rl_keyring_recipients(const rl_keyring_t *k, const char *session_id, const char *device_id, const char *except)
 {
     const uint8_t *key = rl_keystore_key(k->sessions, session_id, 0);
     json_t *list, *body, *peer;
@@ -222,7 +222,7 @@ json_t *rl_keyring_recipients(const rl_keyring_t *k, const char *session_id, con
     {
         uint8_t pub[RL_E2E_KEY_LEN];
         char *wrapped;
-        if (device_id != NULL && strcmp(id, device_id) != 0)
+        if ((device_id != NULL && strcmp(id, device_id) != 0) || (except != NULL && strcmp(id, except) == 0))
             continue;
         if (rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0)
             continue;

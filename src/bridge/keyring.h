@@ -65,11 +65,11 @@ size_t rl_keyring_sessions(const rl_keyring_t *k);
 const char *rl_keyring_session(const rl_keyring_t *k, size_t i);
 /*
  * The body of POST /v1/bridge/sessions/:id/recipients with the newest key of
- * session_id wrapped for device_id, or for every accepted device when
- * device_id is NULL; the session id is in "session_id" (the writer moves it
- * into the path). NULL when there is no key or no device.
+ * session_id wrapped for device_id, or for every accepted device but
+ * except when device_id is NULL; the session id is in "session_id" (the
+ * writer moves it into the path). NULL when there is no key or no device.
  */
-json_t *rl_keyring_recipients(const rl_keyring_t *k, const char *session_id, const char *device_id);
+json_t *rl_keyring_recipients(const rl_keyring_t *k, const char *session_id, const char *device_id, const char *except);
 
 /* Seals plain for the field family kind ("messages", "tasks", ...) of session_id: base64, malloc'd, or NULL. */
 char *rl_keyring_seal(const rl_keyring_t *k, const char *session_id, const char *kind, const void *plain, size_t len);
