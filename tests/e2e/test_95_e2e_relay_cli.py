@@ -1,0 +1,212 @@
+"""End-to-end encryption between our relay-bridge and our terminal client (issue 26).
+
+Real relayd, the real relay-bridge running examples/echo_agent.py and the real
+`relay`, each with its own config folder (its own device key):
+
+- the bridge registers its device key; the terminal registers its own on first
+  use; both show the same four emoji (the bridge as a JSON line on its stdout,
+  the terminal in `relay devices confirm`), and only after the terminal confirms
+  does the bridge share keys and take its decisions;
+- an encrypted session made by `relay new`: a whole turn (message, deltas, a
+  task, an approval) streams and reads back in clear in the terminal, while
+  relayd holds only envelopes;
+- a signed approval reaches the agent; a decision posted straight to the API
+  without the signature, or with a forged one, is refused by the bridge (the
+  agent is not told);
+- a second terminal confirmed then revoked by the first: the first rotates the
+  session keys, the revoked one cannot read what comes next;
+- afterwards no word of the turns is in relayd's SQLite file, its WAL or its log.
+"""
+import glob
+import json
+import os
+import time
+
+import pytest
+
+from relaylib import bearer, wait_until
+from test_60_relay_cli import WAIT, Cli
+from test_63_relay_with_bridge import ECHO_AGENT, pair_real_bridge
+
+# The authors' SAS table (sas-emojis.ts): every emoji either side shows is one of these.
+SAS_EMOJI = set("🐱 🐶 🐭 🐹 🐰 🐻 🐼 🐨 🐯 🦁 🐮 🐷 🐸 🦊 🐔 🐺 🍎 🍌 🍇 🍓 🍑 🍒 🥕 🌽 🌙 ⭐ 🌈 🔥 ⚡ 🚀 ⚓ 🎁".split())
+LOCKED = "[encrypted: this device has no key for it]"
+
+
+def bridge_lines(bridge, event):
+    """The JSON lines relay-bridge printed on its stdout (its log file here) for event."""
+    out = []
+    for line in bridge.log_text().splitlines():
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if doc.get("event") == event:
+                out.append(doc)
+    return out
+
+
+def refused(proc):
+    """The JSON error a `relay` command printed (stdout or stderr)."""
+    for text in (proc.stdout, proc.stderr):
+        for line in text.splitlines():
+            if line.startswith("{"):
+                return json.loads(line)
+    raise AssertionError("no JSON error: %r %r" % (proc.stdout, proc.stderr))
+
+
+def confirm_bridge(cli, bridge):
+    """Registers cli's device, compares its emoji with the bridge's and confirms. Returns (device id, sas)."""
+    devices = cli.json("devices")
+    me = devices["this_device_id"]
+    bridge_dev = [d for d in devices["devices"] if d["platform"] == "bridge"]
+    assert len(bridge_dev) == 1, devices
+    bridge_dev = bridge_dev[0]
+    assert bridge_dev["confirmed_by_me"] is False
+    # Off a terminal, confirm shows the emoji and refuses to go on without --yes.
+    proc = cli.run("devices", "confirm", bridge_dev["device_id"])
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    shown = refused(proc)["sas"]
+    wait_until(lambda: any(d["device_id"] == me for d in bridge_lines(bridge, "device_pending")), WAIT,
+               what="the bridge showing the emoji of %s" % me)
+    printed = [d for d in bridge_lines(bridge, "device_pending") if d["device_id"] == me][-1]
+    assert printed["sas"] == shown, (printed, shown)
+    emoji = shown.split(" ")
+    assert len(emoji) == 4 and set(emoji) <= SAS_EMOJI, shown
+    # Not confirmed yet: the bridge has not accepted the device.
+    assert "device %s (" % me not in bridge.log_text().replace("device %s (%s" % (me, "cli"), ""), bridge.log_text()
+    done = cli.json("devices", "confirm", bridge_dev["device_id"], "--yes")
+    assert done["sas"] == shown
+    bridge.wait_log("device %s (" % me)
+    bridge.wait_log("confirmed: shared the keys of")
+    listed = cli.json("devices")
+    assert [d["confirmed_by_me"] for d in listed["devices"] if d["platform"] == "bridge"] == [True]
+    return me, shown, bridge_dev["device_id"]
+
+
+def test_sas_confirmation_shows_the_same_emoji_on_both_sides(relay, tmp_path):
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    bridge, inst = pair_real_bridge(cli, relay, tmp_path)
+    bridge.start(ECHO_AGENT)
+    try:
+        bridge.wait_log("device key registered as")
+        key_file = bridge.config / "bridge-device.json"
+        assert oct(os.stat(key_file).st_mode & 0o777) == "0o600"
+        me, sas, bridge_dev = confirm_bridge(cli, bridge)
+        assert oct(os.stat(cli.config / "client-device.json").st_mode & 0o777) == "0o600"
+        # The secret keys never leave their files: not in any log line.
+        secret = json.load(open(key_file))["secret_key"]
+        assert secret not in bridge.log_text()
+        assert secret not in open(relay.log_path, errors="replace").read()
+    finally:
+        assert bridge.stop() == 0
+
+
+def plaintext_anywhere(relay, words):
+    """The words of words found in relayd's store files or its log."""
+    found = []
+    paths = [relay.log_path]
+    paths += glob.glob(os.path.join(str(relay.data), "*.db*")) + glob.glob(os.path.join(str(relay.data), "*.sqlite*"))
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        for w in words:
+            if w.encode() in data:
+                found.append((os.path.basename(path), w))
+    return found
+
+
+@pytest.mark.skipif(os.environ.get("RELAY_TEST_STORE") == "postgres", reason="reads the SQLite files")
+def test_encrypted_turn_signed_decisions_and_a_revoked_device(relay, tmp_path):
+    cli = Cli(tmp_path)
+    token = cli.login(relay)
+    bridge, inst = pair_real_bridge(cli, relay, tmp_path)
+    bridge.start(ECHO_AGENT)
+    try:
+        bridge.wait_log("device key registered as")
+        me, _, bridge_dev = confirm_bridge(cli, bridge)
+
+        made = cli.json("new", "--installation", inst, "--title", "secret plans", "--encrypted")
+        ses = made["session_id"]
+        assert made["session"]["encrypted"] is True
+        bridge.wait_log("session %s: key received from device %s" % (ses, me))
+
+        # A whole turn: deltas of the reply, then (for "run") an approval and a task.
+        send = cli.start("send", ses, "hello zebracorn velociraptor")
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        deltas = "".join(line["data"]["delta"] for line in send.events("message_delta"))
+        assert deltas == "hello zebracorn velociraptor", send.lines
+        assert send.events("done")[0]["data"]["text"] == "hello zebracorn velociraptor"
+
+        send = cli.start("send", ses, "run echo quetzalcoatl")
+        asked = send.wait_for("approval_requested")["data"]
+        assert asked["command"] == "echo quetzalcoatl", asked
+        assert asked["title"] == "Run a command"
+
+        # A decision straight to the API: without a signature, then with a forged one. relayd cannot tell;
+        # the bridge refuses both and the agent is not told.
+        forged = {"decision": "approve", "device_id": me,
+                  "decision_sig": "H1i7jZB4Tv2bTAyOLx5A9DMV/YJvbrN9iJGAq/wsJek="}
+        r = relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"], json=forged,
+                          headers=bearer(token))
+        assert r.status_code == 200, r.text
+        bridge.wait_log("approval %s in encrypted session %s: decision refused" % (asked["approval_id"], ses))
+        assert "decision_sig does not verify" in bridge.log_text()
+        time.sleep(1.0)
+        assert send.events("task_started") == [], send.lines
+        assert send.proc.poll() is None
+        send.proc.terminate()
+        send.proc.wait(WAIT)
+
+        # Signed by the terminal: the agent runs it, the task's output comes back encrypted and reads in clear.
+        send = cli.start("send", ses, "run echo xylophonist")
+        asked = send.wait_for("approval_requested")["data"]
+        decided = cli.json("approve", asked["approval_id"])
+        assert decided["decision"] == "approve"
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        ran = send.events("done")[0]["data"]["text"]
+        assert ran.startswith("allow-once: ran `echo xylophonist`"), ran
+        listing = send.events("task_completed")[0]["data"]["result"]["content"][0]
+        assert "xylophonist" in listing["output"], listing
+
+        history = cli.json("history", ses)
+        texts = [m["text"] for m in history["messages"]]
+        assert "hello zebracorn velociraptor" in texts and any("xylophonist" in t for t in texts), texts
+        approvals = [i["approval"] for i in history["items"] if i["type"] == "approval"]
+        assert {a.get("command") for a in approvals} >= {"echo quetzalcoatl", "echo xylophonist"}, approvals
+
+        # What relayd serves is ciphertext: the same history, raw.
+        raw = relay.request("GET", "/v1/me/sessions/%s/messages" % ses, headers=bearer(token)).json()
+        assert "zebracorn" not in json.dumps(raw)
+        assert any(m.get("text_ct") for m in raw["result"]["messages"]), raw
+
+        # A second terminal, confirmed, reads the session (the bridge shares its keys with it) ...
+        other = Cli(tmp_path / "second")
+        other.json("login", "--server", relay.url(""), "--token", token)
+        second, _, _ = confirm_bridge(other, bridge)
+        bridge.wait_log("device %s (" % second)
+        wait_until(lambda: "hello zebracorn velociraptor" in
+                   [m["text"] for m in other.json("history", ses)["messages"]], WAIT,
+                   what="the second terminal reading the session")
+
+        # ... until the first revokes it: new keys for the session, the revoked one reads nothing new.
+        revoked = cli.json("devices", "revoke", second)
+        assert revoked["rotated_sessions"] == 1, revoked
+        bridge.wait_log("device %s revoked" % second)
+        bridge.wait_log("session %s: key received from device %s" % (ses, me), count=2)
+        send = cli.start("send", ses, "after the revoke: pterodactyl")
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        assert cli.json("history", ses)["messages"][-1]["text"] == "after the revoke: pterodactyl"
+        proc = other.run("history", ses)
+        texts = [m["text"] for m in json.loads(proc.stdout)["messages"]] if proc.returncode == 0 else []
+        assert "after the revoke: pterodactyl" not in texts, texts
+        assert not any("pterodactyl" in t for t in texts), texts
+        # Old messages stay readable by the first terminal, with the older key.
+        assert "hello zebracorn velociraptor" in [m["text"] for m in cli.json("history", ses)["messages"]]
+    finally:
+        assert bridge.stop() == 0
+    # Nothing of the turns in clear at relayd: store, WAL, log.
+    words = ["zebracorn", "velociraptor", "quetzalcoatl", "xylophonist", "pterodactyl", "secret plans"]
+    assert plaintext_anywhere(relay, words) == []
