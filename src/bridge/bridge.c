@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -556,6 +557,36 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         break;
     }
     rl_agent_line_free(line);
+}
+
+void rl_bridge_tool_file(rl_bridge_t *b, const char *session_id, const char *tool, const char *path)
+{
+    char idx[RL_E2E_BLIND_IDX_SIZE], blob[256], *real, *path_ct = NULL, *name_ct = NULL;
+    const char *name;
+    struct stat st;
+
+    if (b->keys == NULL || path == NULL || !rl_keyring_has(b->keys, session_id))
+        return;
+    real = realpath(path, NULL);
+    if (real == NULL)
+        return;
+    name = strrchr(real, '/') != NULL ? strrchr(real, '/') + 1 : real;
+    /* The authors' scheme: the index of (session, real path), the path sealed under a key of that index. */
+    if (rl_keyring_file_index(b->keys, session_id, real, idx) == 0 &&
+        snprintf(blob, sizeof(blob), "agent_files/%s/%s", session_id, idx) < (int)sizeof(blob)) {
+        path_ct = rl_keyring_seal_path(b->keys, session_id, blob, real, strlen(real));
+        name_ct = rl_keyring_seal_path(b->keys, session_id, blob, name, strlen(name));
+    }
+    if (path_ct != NULL && name_ct != NULL) {
+        json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s}", "session_id", session_id, "tool", tool, "path_ct",
+                                 path_ct, "display_name_ct", name_ct, "path_blind_idx", idx);
+        if (body != NULL && stat(real, &st) == 0)
+            json_object_set_new(body, "size_bytes", json_integer((json_int_t)st.st_size));
+        submit(b, RL_CALL_NOTIFY_TOOL_FILE, NULL, body);
+    }
+    free(path_ct);
+    free(name_ct);
+    free(real);
 }
 
 /* ---- encrypted updates (docs/api.md, "Encrypted sessions") ------------------------------------------- */
