@@ -81,6 +81,8 @@ struct rl_bridge {
     char installation_id[64];
     rl_keyring_t *keys; /* NULL with --no-e2e */
     json_t *encrypted;  /* {session_id: true}: sessions the relay said are encrypted */
+    json_t *asked;      /* {approval_id: {session_id, action, command, host}}: approvals of encrypted sessions */
+    json_t *grants;     /* [{action, scope, value}]: approve_always decisions that verified (this run only) */
 };
 
 static sigset_t blocked_signals;
@@ -452,6 +454,78 @@ void rl_bridge_fail(rl_bridge_t *b, const char *why)
     b->stopping = 1;
 }
 
+/* ---- approvals of encrypted sessions: grants the bridge keeps itself ------------------------------ */
+
+static void copy_fields(json_t *body, json_t *line, const char *const *fields);
+
+/*
+ * In an encrypted session the relay sees neither command nor host, and its
+ * word that a grant covers a request ("auto_resolved") is a decision it
+ * could forge. The bridge keeps the approve_always decisions that verified
+ * and takes an auto-resolved request only when one of them covers it
+ * (spec grant scopes: all, session, tool = the command, domain = the host).
+ */
+static void remember_approval(rl_bridge_t *b, json_t *body)
+{
+    const char *sid = json_string_value(json_object_get(body, "session_id"));
+    const char *id = json_string_value(json_object_get(body, "approval_id"));
+    json_t *entry;
+
+    if (b->keys == NULL || sid == NULL || id == NULL || !rl_keyring_has(b->keys, sid))
+        return;
+    entry = json_pack("{s:s}", "session_id", sid);
+    copy_fields(entry, body, (const char *const[]){"action", "command", "host", NULL});
+    json_object_set_new(b->asked, id, entry);
+}
+
+static const char *str_of(json_t *object, const char *key)
+{
+    const char *v = json_string_value(json_object_get(object, key));
+    return v != NULL ? v : "";
+}
+
+static void remember_grant(rl_bridge_t *b, const char *approval_id, json_t *payload)
+{
+    json_t *asked = json_object_get(b->asked, approval_id);
+    const char *scope = json_string_value(json_object_get(payload, "scope"));
+    const char *value = json_string_value(json_object_get(payload, "scope_value"));
+
+    if (asked == NULL)
+        return;
+    /* spec: no scope is all; no value is the request's own (tool: command, domain: host, session: session). */
+    if (scope == NULL)
+        scope = "all";
+    if (value == NULL)
+        value = strcmp(scope, "tool") == 0      ? str_of(asked, "command")
+                : strcmp(scope, "domain") == 0  ? str_of(asked, "host")
+                : strcmp(scope, "session") == 0 ? str_of(asked, "session_id")
+                                                : "";
+    json_array_append_new(
+        b->grants, json_pack("{s:s, s:s, s:s}", "action", str_of(asked, "action"), "scope", scope, "value", value));
+}
+
+/* 1 when a grant the bridge keeps covers the request body of an approval. */
+static int granted(rl_bridge_t *b, json_t *body)
+{
+    json_t *asked = json_object_get(b->asked, str_of(body, "approval_id")), *g;
+    size_t i;
+
+    if (asked == NULL)
+        return 0;
+    json_array_foreach(b->grants, i, g)
+    {
+        const char *scope = str_of(g, "scope"), *value = str_of(g, "value");
+        if (strcmp(str_of(g, "action"), str_of(asked, "action")) != 0)
+            continue;
+        if (strcmp(scope, "all") == 0 ||
+            (strcmp(scope, "session") == 0 && strcmp(value, str_of(asked, "session_id")) == 0) ||
+            (strcmp(scope, "tool") == 0 && strcmp(value, str_of(asked, "command")) == 0) ||
+            (strcmp(scope, "domain") == 0 && strcmp(value, str_of(asked, "host")) == 0))
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- lines of the jsonl protocol ---------------------------------------------------------------- */
 
 /* Copies the listed optional fields of the agent's line into body. */
@@ -538,6 +612,7 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         json_object_set_new(body, "idempotency_key", json_string(key));
         if (t != NULL)
             flush_turn(b, t, 0);
+        remember_approval(b, body);
         submit(b, RL_CALL_REQUEST_APPROVAL, t != NULL ? t->turn : NULL, body);
         break;
     }
@@ -646,8 +721,11 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
                                    json_string_value(json_object_get(f->payload, "decision")),
                                    json_string_value(json_object_get(f->payload, "scope")),
                                    json_string_value(json_object_get(f->payload, "device_id")),
-                                   json_string_value(json_object_get(f->payload, "decision_sig")), &why) == 0)
+                                   json_string_value(json_object_get(f->payload, "decision_sig")), &why) == 0) {
+        if (strcmp(str_of(f->payload, "decision"), "approve_always") == 0)
+            remember_grant(b, approval_id, f->payload);
         return 1;
+    }
     rl_log(RL_LOG_WARN, "approval %s in encrypted session %s: decision refused, the agent is not told: %s",
            approval_id != NULL ? approval_id : "?", f->session_id, why != NULL ? why : "encryption is off");
     return 0;
@@ -822,7 +900,9 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
             b->adapter->notify(b->agent, line);
             json_decref(line);
         }
+        json_object_del(b->asked, str_of(f->payload, "approval_id"));
     } else if (strcmp(f->update_type, "approval.expired") == 0) {
+        json_object_del(b->asked, str_of(f->payload, "approval_id"));
         json_t *line = json_pack("{s:s, s:O, s:s, s:s}", "type", "approval_expired", "approval_id",
                                  json_object_get(f->payload, "approval_id"), "session_id", f->session_id,
                                  "interaction_id", f->interaction_id);
@@ -1155,11 +1235,22 @@ static void handle_results(rl_bridge_t *b)
                 line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision", "deny",
                                  "session_id", json_object_get(r->body, "session_id"), "interaction_id",
                                  json_object_get(r->body, "interaction_id"));
-            else if (json_is_true(json_object_get(r->result, "auto_resolved")))
+            else if (json_is_true(json_object_get(r->result, "auto_resolved")) &&
+                     json_object_get(b->asked, str_of(r->body, "approval_id")) != NULL && !granted(b, r->body)) {
+                rl_log(RL_LOG_WARN,
+                       "approval %s in an encrypted session: the relay resolved it by a grant no signed decision "
+                       "made here: refused, the agent is told deny",
+                       str_of(r->body, "approval_id"));
+                line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision", "deny",
+                                 "session_id", json_object_get(r->body, "session_id"), "interaction_id",
+                                 json_object_get(r->body, "interaction_id"));
+            } else if (json_is_true(json_object_get(r->result, "auto_resolved")))
                 line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision",
                                  gateway_decision(json_string_value(json_object_get(r->result, "decision"))),
                                  "session_id", json_object_get(r->body, "session_id"), "interaction_id",
                                  json_object_get(r->body, "interaction_id"));
+            if (line != NULL || !r->ok)
+                json_object_del(b->asked, str_of(r->body, "approval_id"));
             if (line != NULL) {
                 if (!r->ok)
                     json_object_set_new(line, "error", json_string(r->code));
@@ -1324,6 +1415,8 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         goto out;
     }
     b.encrypted = json_object();
+    b.asked = json_object();
+    b.grants = json_array();
     if (!options->no_e2e) {
         char err[256];
         b.keys = rl_keyring_open(err, sizeof(err));
@@ -1363,6 +1456,8 @@ out:
     rl_dedupe_free(b.dedupe);
     rl_keyring_free(b.keys);
     json_decref(b.encrypted);
+    json_decref(b.asked);
+    json_decref(b.grants);
     if (b.sigfd >= 0)
         close(b.sigfd);
     rl_bridge_write_status("stopped", options->server, b.installation_id);

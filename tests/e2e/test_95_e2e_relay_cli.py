@@ -15,7 +15,8 @@ Real relayd, the real relay-bridge running examples/echo_agent.py and the real
   agent is not told);
 - a second terminal confirmed then revoked by the first: the first rotates the
   session keys, the revoked one cannot read what comes next;
-- afterwards no word of the turns is in relayd's SQLite file, its WAL or its log.
+- afterwards no word of the turns is in relayd's SQLite file, its WAL, its log
+  or the Web Push payloads it sent (decrypted by test_18's push service).
 """
 import glob
 import json
@@ -24,7 +25,9 @@ import time
 
 import pytest
 
-from relaylib import bearer, wait_until
+from e2elib import seal
+from relaylib import assert_ok, bearer, wait_until
+from test_18_push import PushService, push_relay
 from test_60_relay_cli import WAIT, Cli
 from test_63_relay_with_bridge import ECHO_AGENT, pair_real_bridge
 
@@ -119,9 +122,14 @@ def plaintext_anywhere(relay, words):
 
 
 @pytest.mark.skipif(os.environ.get("RELAY_TEST_STORE") == "postgres", reason="reads the SQLite files")
-def test_encrypted_turn_signed_decisions_and_a_revoked_device(relay, tmp_path):
+def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
+    relay = push_relay(relayd)
     cli = Cli(tmp_path)
     token = cli.login(relay)
+    service = PushService()
+    service.vapid_key = assert_ok(relay.get("/v1/web/config"))["push"]["vapid_public_key"]
+    phone = service.subscribe("phone")
+    assert_ok(relay.post("/v1/me/push-subscriptions", phone.json(), token=token))
     bridge, inst = pair_real_bridge(cli, relay, tmp_path)
     bridge.start(ECHO_AGENT)
     try:
@@ -205,8 +213,23 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relay, tmp_path):
         assert not any("pterodactyl" in t for t in texts), texts
         # Old messages stay readable by the first terminal, with the older key.
         assert "hello zebracorn velociraptor" in [m["text"] for m in cli.json("history", ses)["messages"]]
+
+        # No stream open: the reply is pushed, as ciphertext only.
+        with open(cli.config / "client-session-keys.json") as f:
+            key = bytes.fromhex(json.load(f)["sessions"][ses][0])
+        pushed = len(phone.messages)
+        assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
+                             {"text_ct": seal(key, "messages/" + ses, "unwatched archaeopteryx")}, token=token))
+        wait_until(lambda: len(phone.messages) > pushed and any(m.get("message_id") for m in phone.messages[pushed:]),
+                   WAIT, what="the push of the unwatched reply")
+        assert service.failures == []
+        assert [m for m in phone.messages if m.get("kind") == "approval"], phone.messages
     finally:
         assert bridge.stop() == 0
-    # Nothing of the turns in clear at relayd: store, WAL, log.
-    words = ["zebracorn", "velociraptor", "quetzalcoatl", "xylophonist", "pterodactyl", "secret plans"]
+        service.close()
+    # Nothing of the turns in clear at relayd: store, WAL, log, push payloads.
+    words = ["zebracorn", "velociraptor", "quetzalcoatl", "xylophonist", "pterodactyl", "archaeopteryx",
+             "secret plans", "Run a command"]
     assert plaintext_anywhere(relay, words) == []
+    pushed = json.dumps(phone.messages, ensure_ascii=False)
+    assert [w for w in words if w in pushed] == [], pushed

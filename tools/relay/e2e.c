@@ -334,7 +334,7 @@ char *relay_e2e_open_event(const char *data, size_t len)
     json_t *root;
     char *text;
 
-    if (len == 0 || !has_ct(data, len) || !load(0))
+    if (len == 0 || (!has_ct(data, len) && memmem(data, len, "\"wrapped_session_key\"", 21) == NULL) || !load(0))
         return NULL;
     root = json_loadb(data, len, 0, NULL);
     if (root == NULL)
