@@ -27,6 +27,7 @@
 #include "relay/metrics.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
+#include "relay/pairing.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
 #include "relay/token.h"
@@ -215,8 +216,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->deltas = rl_deltas_new(relay);
     relay->sweeps = rl_sweeps_start(relay);
     relay->me_cache = rl_me_cache_new(relay);
-    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL ||
-        relay->me_cache == NULL)
+    relay->pair_waits = rl_pair_waits_new(relay);
+    if (relay->pair_waits == NULL || relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL ||
+        relay->sweeps == NULL || relay->me_cache == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
@@ -242,6 +244,7 @@ void rl_relay_shutdown_begin(rl_relay_t *relay)
     if (relay->server != NULL)
         rl_http_server_shutdown(relay->server);
     rl_bridge_ws_close_all(relay->sockets);
+    rl_pair_waits_close(relay->pair_waits);
 }
 
 int rl_relay_quiet(rl_relay_t *relay)
@@ -277,6 +280,8 @@ void rl_relay_stop(rl_relay_t *relay)
         h2o_timeout_unlink(&relay->store_flush);
     rl_deltas_free(relay->deltas);
     relay->deltas = NULL;
+    rl_pair_waits_free(relay->pair_waits);
+    relay->pair_waits = NULL;
     rl_sweeps_free(relay->sweeps);
     relay->sweeps = NULL;
     if (relay->store_wake != NULL) {

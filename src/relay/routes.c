@@ -36,6 +36,8 @@ const rl_route_t rl_relay_routes[] = {
     /* Pairing: per-IP buckets on the unauthenticated routes, per-user on the claim. */
     {"POST", "/v1/pairing/start", rl_pairing_start, RL_AUTH_NONE, "pairing", &rl_pairing_start_schema, 0},
     {"POST", "/v1/pairing/poll", rl_pairing_poll, RL_AUTH_NONE, "pairing", &rl_pairing_poll_schema, 0},
+    /* the protocol authors' long poll by code (docs/api.md "Encrypted sessions") */
+    {"GET", "/v1/pairing/poll", rl_pairing_wait, RL_AUTH_NONE, "pairing", NULL, 0},
     {"POST", "/v1/me/pairing/claim", rl_pairing_claim, RL_AUTH_USER, "claim", &rl_pairing_claim_schema, 0},
     /* Client API. */
     {"GET", "/v1/me", rl_me_get, RL_AUTH_USER, "default", NULL, 0},
