@@ -293,7 +293,7 @@ static void open_tree(json_t *node, const char *sid)
         if (json_object_get(node, ct_fields[i].ct) == NULL || json_is_null(json_object_get(node, ct_fields[i].ct)))
             continue;
         if (open_field(node, &ct_fields[i], sid) != 0 && ct_fields[i].form == FORM_TEXT &&
-            json_object_get(node, ct_fields[i].plain) == NULL)
+            !json_is_string(json_object_get(node, ct_fields[i].plain)))
             json_object_set_new(node, ct_fields[i].plain, json_string(LOCKED));
     }
     if (json_is_array(json_object_get(node, "deltas_ct")))

@@ -23,8 +23,6 @@ import json
 import os
 import time
 
-import pytest
-
 from e2elib import seal
 from relaylib import assert_ok, bearer, wait_until
 from test_18_push import PushService, push_relay
@@ -111,6 +109,7 @@ def plaintext_anywhere(relay, words):
     """The words of words found in relayd's store files or its log."""
     found = []
     paths = [relay.log_path]
+    # On PostgreSQL (RELAY_TEST_STORE=postgres) every table is read instead of the files.
     paths += glob.glob(os.path.join(str(relay.data), "*.db*")) + glob.glob(os.path.join(str(relay.data), "*.sqlite*"))
     for path in paths:
         with open(path, "rb") as f:
@@ -118,10 +117,21 @@ def plaintext_anywhere(relay, words):
         for w in words:
             if w.encode() in data:
                 found.append((os.path.basename(path), w))
+    if relay.store and relay.store.startswith("postgres"):
+        import psycopg2
+        conn = psycopg2.connect(relay.store)
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
+            for (table,) in cur.fetchall():
+                cur.execute('SELECT t::text FROM "%s" t' % table)
+                text = "\n".join(row[0] for row in cur.fetchall())
+                found += [(table, w) for w in words if w in text]
+        finally:
+            conn.close()
     return found
 
 
-@pytest.mark.skipif(os.environ.get("RELAY_TEST_STORE") == "postgres", reason="reads the SQLite files")
 def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
     relay = push_relay(relayd)
     cli = Cli(tmp_path)
@@ -148,25 +158,26 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
         assert deltas == "hello zebracorn velociraptor", send.lines
         assert send.events("done")[0]["data"]["text"] == "hello zebracorn velociraptor"
 
-        send = cli.start("send", ses, "run echo quetzalcoatl")
-        asked = send.wait_for("approval_requested")["data"]
-        assert asked["command"] == "echo quetzalcoatl", asked
-        assert asked["title"] == "Run a command"
-
         # A decision straight to the API: without a signature, then with a forged one. relayd cannot tell;
         # the bridge refuses both and the agent is not told.
-        forged = {"decision": "approve", "device_id": me,
-                  "decision_sig": "H1i7jZB4Tv2bTAyOLx5A9DMV/YJvbrN9iJGAq/wsJek="}
-        r = relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"], json=forged,
-                          headers=bearer(token))
-        assert r.status_code == 200, r.text
-        bridge.wait_log("approval %s in encrypted session %s: decision refused" % (asked["approval_id"], ses))
-        assert "decision_sig does not verify" in bridge.log_text()
-        time.sleep(1.0)
-        assert send.events("task_started") == [], send.lines
-        assert send.proc.poll() is None
-        send.proc.terminate()
-        send.proc.wait(WAIT)
+        forgeries = [({"decision": "approve"}, "no decision_sig"),
+                     ({"decision": "approve", "device_id": me,
+                       "decision_sig": "H1i7jZB4Tv2bTAyOLx5A9DMV/YJvbrN9iJGAq/wsJek="}, "decision_sig does not verify")]
+        for word, (forged, why) in zip(["quetzalcoatl", "brachiosaurus"], forgeries):
+            send = cli.start("send", ses, "run echo " + word)
+            asked = send.wait_for("approval_requested")["data"]
+            assert asked["command"] == "echo " + word, asked
+            assert asked["title"] == "Run a command"
+            r = relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"], json=forged,
+                              headers=bearer(token))
+            assert r.status_code == 200, r.text
+            bridge.wait_log("approval %s in encrypted session %s: decision refused, the agent is not told: %s"
+                            % (asked["approval_id"], ses, why))
+            time.sleep(1.0)
+            assert send.events("task_started") == [], send.lines
+            assert send.proc.poll() is None
+            send.proc.terminate()
+            send.proc.wait(WAIT)
 
         # Signed by the terminal: the agent runs it, the task's output comes back encrypted and reads in clear.
         send = cli.start("send", ses, "run echo xylophonist")
@@ -183,7 +194,8 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
         texts = [m["text"] for m in history["messages"]]
         assert "hello zebracorn velociraptor" in texts and any("xylophonist" in t for t in texts), texts
         approvals = [i["approval"] for i in history["items"] if i["type"] == "approval"]
-        assert {a.get("command") for a in approvals} >= {"echo quetzalcoatl", "echo xylophonist"}, approvals
+        assert {a.get("command") for a in approvals} >= {"echo quetzalcoatl", "echo brachiosaurus",
+                                                         "echo xylophonist"}, approvals
 
         # What relayd serves is ciphertext: the same history, raw.
         raw = relay.request("GET", "/v1/me/sessions/%s/messages" % ses, headers=bearer(token)).json()
@@ -228,7 +240,7 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
         assert bridge.stop() == 0
         service.close()
     # Nothing of the turns in clear at relayd: store, WAL, log, push payloads.
-    words = ["zebracorn", "velociraptor", "quetzalcoatl", "xylophonist", "pterodactyl", "archaeopteryx",
+    words = ["zebracorn", "velociraptor", "quetzalcoatl", "brachiosaurus", "xylophonist", "pterodactyl", "archaeopteryx",
              "secret plans", "Run a command"]
     assert plaintext_anywhere(relay, words) == []
     pushed = json.dumps(phone.messages, ensure_ascii=False)
