@@ -28,6 +28,7 @@
 #include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/pairing.h"
+#include "relay/rpc.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
 #include "relay/token.h"
@@ -120,6 +121,7 @@ static const struct {
 } signal_routes[] = {
     {RL_TOPIC_AUTH, on_auth_signal},
     {"installation:", on_installation_signal},
+    {"rpc:", rl_rpc_on_signal},
 };
 
 static void on_bus_signal(void *ctx, const char *topic, json_t *message)
@@ -217,8 +219,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->sweeps = rl_sweeps_start(relay);
     relay->me_cache = rl_me_cache_new(relay);
     relay->pair_waits = rl_pair_waits_new(relay);
-    if (relay->pair_waits == NULL || relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL ||
-        relay->sweeps == NULL || relay->me_cache == NULL)
+    relay->rpc = rl_rpc_new(relay);
+    if (relay->pair_waits == NULL || relay->rpc == NULL || relay->limiter == NULL || relay->sockets == NULL ||
+        relay->deltas == NULL || relay->sweeps == NULL || relay->me_cache == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
@@ -282,6 +285,8 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->deltas = NULL;
     rl_pair_waits_free(relay->pair_waits);
     relay->pair_waits = NULL;
+    rl_rpc_free(relay->rpc);
+    relay->rpc = NULL;
     rl_sweeps_free(relay->sweeps);
     relay->sweeps = NULL;
     if (relay->store_wake != NULL) {

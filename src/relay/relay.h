@@ -63,6 +63,7 @@ typedef struct rl_relay {
     struct rl_login *login;           /* sign-in links (login.c) */
     struct rl_push *push;             /* Web Push to the users' devices (push.c) */
     struct rl_pair_waits *pair_waits; /* the authors' pairing long polls held here (pairing.c) */
+    struct rl_rpc *rpc;               /* requests of this node to bridges, waiting for answers (rpc.c) */
     unsigned char url_key[32];        /* signs attachment download URLs (attachments.c) */
     /* Each user's attachment bytes as this node last saw them (attachments.c). */
     struct rl_strmap *attachment_usage;
