@@ -27,6 +27,7 @@ from e2elib import seal
 from relaylib import assert_ok, bearer, wait_until
 from test_18_push import PushService, push_relay
 from test_60_relay_cli import WAIT, Cli
+from test_62_relay_chat import start_in_tmux, tmux, wait_screen  # noqa: F401 - tmux is a fixture
 from test_63_relay_with_bridge import ECHO_AGENT, pair_real_bridge
 
 # The authors' SAS table (sas-emojis.ts): every emoji either side shows is one of these.
@@ -245,3 +246,50 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
     assert plaintext_anywhere(relay, words) == []
     pushed = json.dumps(phone.messages, ensure_ascii=False)
     assert [w for w in words if w in pushed] == [], pushed
+
+
+def test_on_a_terminal_confirm_asks_and_chat_signs_its_one_key_answers(relay, tmp_path, tmux):
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    bridge, inst = pair_real_bridge(cli, relay, tmp_path)
+    bridge.start(ECHO_AGENT)
+    try:
+        bridge.wait_log("device key registered as")
+        devices = cli.json("devices")
+        me = devices["this_device_id"]
+        bridge_dev = [d for d in devices["devices"] if d["platform"] == "bridge"][0]["device_id"]
+        wait_until(lambda: any(d["device_id"] == me for d in bridge_lines(bridge, "device_pending")), WAIT,
+                   what="the bridge showing the emoji")
+        sas = [d for d in bridge_lines(bridge, "device_pending") if d["device_id"] == me][-1]["sas"]
+
+        # On a terminal, confirm shows the emoji the bridge must show and asks; "n" confirms nothing.
+        start_in_tmux(tmux, cli, ["devices", "confirm", bridge_dev])
+        shown = wait_screen(tmux, "[y/N]")
+        assert "must show: " + sas in shown, (shown, sas)
+        tmux("send-keys", "-t", "chat", "n", "Enter")
+        wait_screen(tmux, "relay exited with status 1")
+        assert [d["confirmed_by_me"] for d in cli.json("devices")["devices"] if d["platform"] == "bridge"] == [False]
+        tmux("kill-session", "-t", "chat")
+        start_in_tmux(tmux, cli, ["devices", "confirm", bridge_dev])
+        wait_screen(tmux, "[y/N]")
+        tmux("send-keys", "-t", "chat", "y", "Enter")
+        wait_screen(tmux, "relay exited with status 0")
+        bridge.wait_log("device %s (" % me)
+        tmux("kill-session", "-t", "chat")
+
+        ses = cli.json("new", "--installation", inst, "--encrypted")["session_id"]
+        bridge.wait_log("session %s: key received" % ses)
+        # chat: the approval shows its sealed command in clear, one key answers it, signed.
+        start_in_tmux(tmux, cli, ["chat", ses])
+        wait_screen(tmux, "you>")
+        tmux("send-keys", "-t", "chat", "run echo ornithopter", "Enter")
+        shown = wait_screen(tmux, "answer>")
+        assert "echo ornithopter" in shown, shown
+        tmux("send-keys", "-t", "chat", "o")
+        shown = wait_screen(tmux, "allow-once: ran `echo ornithopter`")
+        assert "decision refused" not in bridge.log_text()
+        tmux("send-keys", "-t", "chat", "/quit", "Enter")
+        wait_screen(tmux, "relay exited with status 0")
+    finally:
+        assert bridge.stop() == 0
+    assert plaintext_anywhere(relay, ["ornithopter"]) == []
