@@ -206,13 +206,9 @@ static int append(rl_keystore_t *ks, const char *session_id, const uint8_t key[R
     keys = malloc((e->nkeys + 1) * RL_E2E_KEY_LEN);
     if (keys == NULL)
         return -1;
-    if (newest) {
-        memcpy(keys[0], key, RL_E2E_KEY_LEN);
-        memcpy(keys + 1, e->keys, e->nkeys * RL_E2E_KEY_LEN);
-    } else {
-        memcpy(keys, e->keys, e->nkeys * RL_E2E_KEY_LEN);
-        memcpy(keys[e->nkeys], key, RL_E2E_KEY_LEN);
-    }
+    if (e->nkeys > 0)
+        memcpy(newest ? keys + 1 : keys, e->keys, e->nkeys * RL_E2E_KEY_LEN);
+    memcpy(newest ? keys[0] : keys[e->nkeys], key, RL_E2E_KEY_LEN);
     rl_e2e_wipe(e->keys, e->nkeys * RL_E2E_KEY_LEN);
     free(e->keys);
     e->keys = keys;
