@@ -202,3 +202,12 @@ def test_session_model_and_sealed_title_changes(relay, user_token):
     assert find_error(validation_errors(r), "title_ct") is not None, r.text
     sock.close()
     stream.close()
+
+
+def test_a_revoked_installation_takes_its_bridge_device_along(relay, user_token):
+    e = E2E(relay, user_token)
+    e.encrypted_session()
+    assert_ok(e.me("DELETE", "/v1/me/installations/%s" % e.inst.id))
+    devices = assert_ok(e.me("GET", "/v1/me/devices"))["devices"]
+    assert [d["device_id"] for d in devices] == [e.phone], devices
+    assert relay.count("session_recipients") == 1
