@@ -18,14 +18,18 @@ Real relayd, the real relay-bridge running examples/echo_agent.py and the real
 - afterwards no word of the turns is in relayd's SQLite file, its WAL, its log
   or the Web Push payloads it sent (decrypted by test_18's push service).
 """
+import base64
 import glob
 import json
 import os
 import time
 
-from e2elib import seal
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from e2elib import blob_key, open_, seal
 from relaylib import assert_ok, bearer, wait_until
 from test_18_push import PushService, push_relay
+from test_50_bridge_support import PYTHON
 from test_60_relay_cli import WAIT, Cli
 from test_62_relay_chat import start_in_tmux, tmux, wait_screen  # noqa: F401 - tmux is a fixture
 from test_63_relay_with_bridge import ECHO_AGENT, pair_real_bridge
@@ -33,6 +37,7 @@ from test_63_relay_with_bridge import ECHO_AGENT, pair_real_bridge
 # The authors' SAS table (sas-emojis.ts): every emoji either side shows is one of these.
 SAS_EMOJI = set("🐱 🐶 🐭 🐹 🐰 🐻 🐼 🐨 🐯 🦁 🐮 🐷 🐸 🦊 🐔 🐺 🍎 🍌 🍇 🍓 🍑 🍒 🥕 🌽 🌙 ⭐ 🌈 🔥 ⚡ 🚀 ⚓ 🎁".split())
 LOCKED = "[encrypted: this device has no key for it]"
+ACP_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "acp_agent.py")
 
 
 def bridge_lines(bridge, event):
@@ -220,10 +225,11 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
         send = cli.start("send", ses, "after the revoke: pterodactyl")
         assert send.finish() == 0, (send.lines, "".join(send.stderr))
         assert cli.json("history", ses)["messages"][-1]["text"] == "after the revoke: pterodactyl"
-        proc = other.run("history", ses)
-        texts = [m["text"] for m in json.loads(proc.stdout)["messages"]] if proc.returncode == 0 else []
-        assert "after the revoke: pterodactyl" not in texts, texts
+        texts = [m["text"] for m in other.json("history", ses)["messages"]]
         assert not any("pterodactyl" in t for t in texts), texts
+        # It still gets the envelopes (the same user's token), and opens none of the new ones.
+        assert texts[-2:] == [LOCKED, LOCKED], texts
+        assert "hello zebracorn velociraptor" in texts
         # Old messages stay readable by the first terminal, with the older key.
         assert "hello zebracorn velociraptor" in [m["text"] for m in cli.json("history", ses)["messages"]]
 
@@ -293,3 +299,49 @@ def test_on_a_terminal_confirm_asks_and_chat_signs_its_one_key_answers(relay, tm
     finally:
         assert bridge.stop() == 0
     assert plaintext_anywhere(relay, ["ornithopter"]) == []
+
+
+def test_files_the_agent_read_open_on_the_device_only(relay, tmp_path):
+    """An acp agent reads a file in an encrypted session: the relay lists it by blind index with its path
+    sealed, fetches it from the bridge (file.read.req) sealed, and cannot read either; the bridge also said
+    hello (its version) and answers models.list.req."""
+    cli = Cli(tmp_path)
+    token = cli.login(relay)
+    bridge, inst = pair_real_bridge(cli, relay, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("the treasure is under the gazebo\n")
+    (tmp_path / "outside.txt").write_text("not the agent's\n")
+    agent = "acp:%s %s --state %s --log %s" % (PYTHON, ACP_AGENT, tmp_path / "agent-state", tmp_path / "agent.log")
+    bridge.start(agent, "--cwd", str(work))
+    try:
+        bridge.wait_log("device key registered as")
+        confirm_bridge(cli, bridge)
+        ses = cli.json("new", "--installation", inst, "--encrypted")["session_id"]
+        bridge.wait_log("session %s: key received" % ses)
+        send = cli.start("send", ses, "read %s" % (work / "notes.txt"))
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        assert "gazebo" in send.events("done")[0]["data"]["text"]
+
+        with open(cli.config / "client-session-keys.json") as f:
+            key = bytes.fromhex(json.load(f)["sessions"][ses][0])
+        files = wait_until(lambda: assert_ok(relay.get("/v1/me/sessions/%s/files" % ses, headers=bearer(token)))["files"],
+                           WAIT, what="the file the agent read")
+        assert len(files) == 1 and files[0]["tool"] == "read", files
+        idx = files[0]["path_blind_idx"]
+        blob = "agent_files/%s/%s" % (ses, idx)
+        assert open_(key, blob, files[0]["path_ct"]) == os.path.realpath(str(work / "notes.txt"))
+        assert open_(key, blob, files[0]["display_name_ct"]) == "notes.txt"
+        got = assert_ok(relay.get("/v1/me/sessions/%s/files/%s" % (ses, idx), headers=bearer(token)))
+        assert got["encrypted"] is True and got["size_bytes"] == len("the treasure is under the gazebo\n"), got
+        raw = base64.b64decode(got["base64"])
+        assert raw[0] == 1
+        assert AESGCM(blob_key(key, blob)).decrypt(raw[1:13], raw[13:], None) == b"the treasure is under the gazebo\n"
+
+        assert assert_ok(relay.get("/v1/me/installations/%s/models" % inst, headers=bearer(token)))["models"] == []
+        me = assert_ok(relay.get("/v1/me", headers=bearer(token)))
+        version = bridge.command("version").stdout.split()[-1]
+        assert [i.get("bridge_version") for i in me["installations"] if i["id"] == inst] == [version]
+    finally:
+        assert bridge.stop() == 0
+    assert plaintext_anywhere(relay, ["treasure", "gazebo", "notes.txt"]) == []
