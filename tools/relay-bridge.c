@@ -259,6 +259,9 @@ static int run_run(const rl_cli_args_t *args)
     o.installation_id = json_string_value(json_object_get(cred, "installation_id"));
     o.agent = rl_cli_value(args, "agent");
     o.cwd = rl_cli_value(args, "cwd");
+    o.no_e2e = rl_cli_value(args, "no-e2e") != NULL;
+    o.json = machine_output();
+    o.label = json_string_value(json_object_get(cred, "host_label"));
     if (o.server == NULL || o.token == NULL) {
         json_decref(cred);
         return report(3, "the credentials file is incomplete: pair again");
@@ -312,6 +315,9 @@ static const rl_cli_flag_t run_flags[] = {
     {"cwd", 0, "DIR",
      "acp: the agent's working folder, the only one its file reads and writes may touch (default: the current "
      "folder)"},
+    {"no-e2e", 0, NULL,
+     "no device key: plain sessions only (by default the bridge registers its device key and serves encrypted "
+     "sessions of the devices you confirm with the emoji it prints)"},
     {"log-level", 0, "LEVEL", "debug, info (default), warn or error"},
     {"delta-window", 0, "DURATION", "text delta batching window (default 30ms; 0: none)"},
     {"backoff-first", 0, "DURATION", "first reconnect delay (default 1s)"},

@@ -70,6 +70,13 @@ void rl_bridge_break(rl_bridge_t *bridge, rl_turn_t *turn);
 const char *rl_bridge_cwd(const rl_bridge_t *bridge);
 /* One line of the jsonl protocol from the agent (also used by the openai adapter). Takes the line. */
 void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
+/*
+ * The agent read, edited or wrote path (tool "read", "edit", "write") in
+ * session_id: in an encrypted session the relay is told (notifyToolFile, the
+ * path sealed, a blind index to ask for it by) so the phone can list and open
+ * it; nothing for a plain session.
+ */
+void rl_bridge_tool_file(rl_bridge_t *bridge, const char *session_id, const char *tool, const char *path);
 /* Stops the bridge: the agent cannot go on. */
 void rl_bridge_fail(rl_bridge_t *bridge, const char *why);
 /* Blocked signals to restore in a child before exec. */

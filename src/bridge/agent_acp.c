@@ -950,6 +950,15 @@ static void acp_notify(rl_agent_t *a, json_t *line)
 
 /* ---- fs methods: inside the working folder only (acp_fs.c) ------------------------------------ */
 
+/* A file the agent touched, for the session's file list (encrypted sessions only: rl_bridge_tool_file). */
+static void tell_file(struct rl_agent *a, json_t *params, const char *tool)
+{
+    session_t *s = session_by_acp(a, json_string_value(json_object_get(params, "sessionId")));
+
+    if (s != NULL && s->relay_id[0] != '\0')
+        rl_bridge_tool_file(a->bridge, s->relay_id, tool, json_string_value(json_object_get(params, "path")));
+}
+
 static void on_read(struct rl_agent *a, json_t *id, json_t *params)
 {
     const char *why = NULL;
@@ -963,6 +972,7 @@ static void on_read(struct rl_agent *a, json_t *id, json_t *params)
         answer_error(a, id, code, why);
         return;
     }
+    tell_file(a, params, "read");
     send_msg(a, rl_jsonrpc_result(id, json_pack("{s:o}", "content", content)));
 }
 
@@ -979,6 +989,7 @@ static void on_write(struct rl_agent *a, json_t *id, json_t *params)
         answer_error(a, id, code, why);
         return;
     }
+    tell_file(a, params, "write");
     send_msg(a, rl_jsonrpc_result(id, NULL));
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,12 +16,15 @@
 #include "bridge/batch.h"
 #include "bridge/bridge.h"
 #include "bridge/dedupe.h"
+#include "bridge/keyring.h"
 #include "bridge/reply.h"
 #include "common/log.h"
 #include "bridge/rest.h"
 #include "client/credentials.h"
 #include "common/clock.h"
 #include "client/ws.h"
+#include "common/base64.h"
+#include "rl_version.h"
 
 #define MAX_WATCHES 256
 /*
@@ -75,6 +79,10 @@ struct rl_bridge {
     int exit_code;
     int stopping;
     char installation_id[64];
+    rl_keyring_t *keys; /* NULL with --no-e2e */
+    json_t *encrypted;  /* {session_id: true}: sessions the relay said are encrypted */
+    json_t *asked;      /* {approval_id: {session_id, action, command, host}}: approvals of encrypted sessions */
+    json_t *grants;     /* [{action, scope, value}]: approve_always decisions that verified (this run only) */
 };
 
 static sigset_t blocked_signals;
@@ -160,6 +168,40 @@ static void send_ack(rl_bridge_t *b)
         b->acked = upto;
 }
 
+/* ---- encryption of what the bridge sends ------------------------------------------------------------ */
+
+/*
+ * Every call goes through here: in an encrypted session its content fields
+ * are sealed before the writer sees the body, so that a retry resends the
+ * same ciphertext (idempotency is on its bytes) and no plaintext of an
+ * encrypted session reaches the relay. A session the relay said is encrypted
+ * but whose key this bridge lacks gets nothing: its text would be in clear.
+ */
+static void submit(rl_bridge_t *b, rl_call_t call, rl_turn_t *turn, json_t *body)
+{
+    const char *sid = turn != NULL ? turn->session_id : json_string_value(json_object_get(body, "session_id"));
+    int session_call = call != RL_CALL_SET_MANIFEST && call != RL_CALL_REGISTER_DEVICE &&
+                       call != RL_CALL_ADD_RECIPIENTS && call != RL_CALL_NOTIFY_TOOL_FILE;
+
+    if (body == NULL)
+        return;
+    if (session_call && sid != NULL) {
+        int sealed = turn != NULL ? turn->encrypted : b->keys != NULL && rl_keyring_has(b->keys, sid);
+        if (sealed && rl_keyring_seal_call(b->keys, call, sid, body) != 0) {
+            rl_log(RL_LOG_ERROR, "session %s: could not encrypt a write: not sent", sid);
+            json_decref(body);
+            return;
+        }
+        if (!sealed && json_object_get(b->encrypted, sid) != NULL) {
+            rl_log(RL_LOG_WARN, "session %s is encrypted and this bridge holds no key for it: a write was not sent",
+                   sid);
+            json_decref(body);
+            return;
+        }
+    }
+    rl_rest_submit(b->rest, call, turn, body);
+}
+
 /* ---- turns -------------------------------------------------------------------------------------- */
 
 static turn_state_t *find_turn(rl_bridge_t *b, const char *session_id, const char *interaction_id)
@@ -187,6 +229,7 @@ static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const cha
         return NULL;
     }
     t->turn->owner = t;
+    t->turn->encrypted = b->keys != NULL && rl_keyring_has(b->keys, session_id);
     t->message = t->turn;
     rl_turn_ref(t->message);
     t->update_id = update_id;
@@ -195,9 +238,9 @@ static turn_state_t *open_turn(rl_bridge_t *b, const char *session_id, const cha
     t->next = b->turns;
     b->turns = t;
     rl_rest_new_key(key);
-    rl_rest_submit(b->rest, RL_CALL_SEND_MESSAGE, t->turn,
-                   json_pack("{s:s, s:s, s:s, s:s}", "session_id", session_id, "interaction_id", interaction_id, "text",
-                             "", "idempotency_key", key));
+    submit(b, RL_CALL_SEND_MESSAGE, t->turn,
+           json_pack("{s:s, s:s, s:s, s:s}", "session_id", session_id, "interaction_id", interaction_id, "text", "",
+                     "idempotency_key", key));
     return t;
 }
 
@@ -231,8 +274,7 @@ static void submit_delta(rl_bridge_t *b, turn_state_t *t, char *text, size_t len
 
     rl_rest_new_key(key);
     rl_reply_append(&t->reply, text, len);
-    rl_rest_submit(b->rest, RL_CALL_DELTA, t->message,
-                   json_pack("{s:s%, s:s}", "delta", text, len, "idempotency_key", key));
+    submit(b, RL_CALL_DELTA, t->message, json_pack("{s:s%, s:s}", "delta", text, len, "idempotency_key", key));
     free(text);
 }
 
@@ -271,14 +313,15 @@ static void open_next_message(rl_bridge_t *b, turn_state_t *t)
         t->message->owner = NULL;
     rl_turn_unref(t->message);
     next->owner = t;
+    next->encrypted = t->turn->encrypted;
     t->message = next;
     t->broken = 0;
     rl_reply_free(&t->reply);
     rl_reply_init(&t->reply);
     rl_rest_new_key(key);
-    rl_rest_submit(b->rest, RL_CALL_SEND_MESSAGE, next,
-                   json_pack("{s:s, s:s, s:s, s:s}", "session_id", next->session_id, "interaction_id",
-                             next->interaction_id, "text", "", "idempotency_key", key));
+    submit(b, RL_CALL_SEND_MESSAGE, next,
+           json_pack("{s:s, s:s, s:s, s:s}", "session_id", next->session_id, "interaction_id", next->interaction_id,
+                     "text", "", "idempotency_key", key));
 }
 
 void rl_bridge_text(rl_bridge_t *b, rl_turn_t *turn, const char *bytes, size_t len)
@@ -395,7 +438,13 @@ static void send_end(rl_bridge_t *b, turn_state_t *t, const char *finish_reason,
         json_object_set_new(body, "text", rl_reply_canonical(&t->reply));
     else
         turn->incomplete_text = rl_reply_incomplete(&t->reply);
-    rl_rest_submit(b->rest, RL_CALL_END, turn, body);
+    if (turn->incomplete_text != NULL && turn->encrypted) {
+        char *sealed = rl_keyring_seal(b->keys, turn->session_id, "messages", turn->incomplete_text,
+                                       strlen(turn->incomplete_text));
+        free(turn->incomplete_text);
+        turn->incomplete_text = sealed;
+    }
+    submit(b, RL_CALL_END, turn, body);
 }
 
 void rl_bridge_fail(rl_bridge_t *b, const char *why)
@@ -403,6 +452,78 @@ void rl_bridge_fail(rl_bridge_t *b, const char *why)
     rl_log(RL_LOG_ERROR, "%s", why);
     b->exit_code = RL_BRIDGE_EXIT_ERROR;
     b->stopping = 1;
+}
+
+/* ---- approvals of encrypted sessions: grants the bridge keeps itself ------------------------------ */
+
+static void copy_fields(json_t *body, json_t *line, const char *const *fields);
+
+/*
+ * In an encrypted session the relay sees neither command nor host, and its
+ * word that a grant covers a request ("auto_resolved") is a decision it
+ * could forge. The bridge keeps the approve_always decisions that verified
+ * and takes an auto-resolved request only when one of them covers it
+ * (spec grant scopes: all, session, tool = the command, domain = the host).
+ */
+static void remember_approval(rl_bridge_t *b, json_t *body)
+{
+    const char *sid = json_string_value(json_object_get(body, "session_id"));
+    const char *id = json_string_value(json_object_get(body, "approval_id"));
+    json_t *entry;
+
+    if (b->keys == NULL || sid == NULL || id == NULL || !rl_keyring_has(b->keys, sid))
+        return;
+    entry = json_pack("{s:s}", "session_id", sid);
+    copy_fields(entry, body, (const char *const[]){"action", "command", "host", NULL});
+    json_object_set_new(b->asked, id, entry);
+}
+
+static const char *str_of(json_t *object, const char *key)
+{
+    const char *v = json_string_value(json_object_get(object, key));
+    return v != NULL ? v : "";
+}
+
+static void remember_grant(rl_bridge_t *b, const char *approval_id, json_t *payload)
+{
+    json_t *asked = json_object_get(b->asked, approval_id);
+    const char *scope = json_string_value(json_object_get(payload, "scope"));
+    const char *value = json_string_value(json_object_get(payload, "scope_value"));
+
+    if (asked == NULL)
+        return;
+    /* spec: no scope is all; no value is the request's own (tool: command, domain: host, session: session). */
+    if (scope == NULL)
+        scope = "all";
+    if (value == NULL)
+        value = strcmp(scope, "tool") == 0      ? str_of(asked, "command")
+                : strcmp(scope, "domain") == 0  ? str_of(asked, "host")
+                : strcmp(scope, "session") == 0 ? str_of(asked, "session_id")
+                                                : "";
+    json_array_append_new(
+        b->grants, json_pack("{s:s, s:s, s:s}", "action", str_of(asked, "action"), "scope", scope, "value", value));
+}
+
+/* 1 when a grant the bridge keeps covers the request body of an approval. */
+static int granted(rl_bridge_t *b, json_t *body)
+{
+    json_t *asked = json_object_get(b->asked, str_of(body, "approval_id")), *g;
+    size_t i;
+
+    if (asked == NULL)
+        return 0;
+    json_array_foreach(b->grants, i, g)
+    {
+        const char *scope = str_of(g, "scope"), *value = str_of(g, "value");
+        if (strcmp(str_of(g, "action"), str_of(asked, "action")) != 0)
+            continue;
+        if (strcmp(scope, "all") == 0 ||
+            (strcmp(scope, "session") == 0 && strcmp(value, str_of(asked, "session_id")) == 0) ||
+            (strcmp(scope, "tool") == 0 && strcmp(value, str_of(asked, "command")) == 0) ||
+            (strcmp(scope, "domain") == 0 && strcmp(value, str_of(asked, "host")) == 0))
+            return 1;
+    }
+    return 0;
 }
 
 /* ---- lines of the jsonl protocol ---------------------------------------------------------------- */
@@ -443,7 +564,7 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
     case RL_LINE_MANIFEST: {
         json_t *body = json_pack("{s:O}", "tools", json_object_get(line->root, "tools"));
         copy_fields(body, line->root, (const char *const[]){"agent", "commands", NULL});
-        rl_rest_submit(b->rest, RL_CALL_SET_MANIFEST, NULL, body);
+        submit(b, RL_CALL_SET_MANIFEST, NULL, body);
         break;
     }
     case RL_LINE_DELTA: {
@@ -464,14 +585,14 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         /* Text before a task goes out first: the relay applies writes in arrival order. */
         if (t != NULL)
             flush_turn(b, t, 0);
-        rl_rest_submit(b->rest,
-                       line->type == RL_LINE_TASK_START      ? RL_CALL_CREATE_TASK
-                       : line->type == RL_LINE_TASK_PROGRESS ? RL_CALL_UPDATE_TASK
-                                                             : RL_CALL_FINISH_TASK,
-                       t != NULL ? t->turn : NULL,
-                       task_body(line, line->type == RL_LINE_TASK_START      ? task_start
-                                       : line->type == RL_LINE_TASK_PROGRESS ? task_progress
-                                                                             : task_finish));
+        submit(b,
+               line->type == RL_LINE_TASK_START      ? RL_CALL_CREATE_TASK
+               : line->type == RL_LINE_TASK_PROGRESS ? RL_CALL_UPDATE_TASK
+                                                     : RL_CALL_FINISH_TASK,
+               t != NULL ? t->turn : NULL,
+               task_body(line, line->type == RL_LINE_TASK_START      ? task_start
+                               : line->type == RL_LINE_TASK_PROGRESS ? task_progress
+                                                                     : task_finish));
         break;
     case RL_LINE_APPROVAL_REQUEST: {
         json_t *body = task_body(line, approval);
@@ -491,7 +612,8 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         json_object_set_new(body, "idempotency_key", json_string(key));
         if (t != NULL)
             flush_turn(b, t, 0);
-        rl_rest_submit(b->rest, RL_CALL_REQUEST_APPROVAL, t != NULL ? t->turn : NULL, body);
+        remember_approval(b, body);
+        submit(b, RL_CALL_REQUEST_APPROVAL, t != NULL ? t->turn : NULL, body);
         break;
     }
     case RL_LINE_CAPABILITY_REQUEST: {
@@ -502,7 +624,7 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         /* The text before the request is what the user reads first, as with approvals. */
         if (t != NULL)
             flush_turn(b, t, 0);
-        rl_rest_submit(b->rest, RL_CALL_REQUEST_CAPABILITY, t != NULL ? t->turn : NULL, body);
+        submit(b, RL_CALL_REQUEST_CAPABILITY, t != NULL ? t->turn : NULL, body);
         break;
     }
     case RL_LINE_LOG:
@@ -510,6 +632,205 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         break;
     }
     rl_agent_line_free(line);
+}
+
+void rl_bridge_tool_file(rl_bridge_t *b, const char *session_id, const char *tool, const char *path)
+{
+    char idx[RL_E2E_BLIND_IDX_SIZE], blob[256], *real, *path_ct = NULL, *name_ct = NULL;
+    const char *name;
+    struct stat st;
+
+    if (b->keys == NULL || path == NULL || !rl_keyring_has(b->keys, session_id))
+        return;
+    real = realpath(path, NULL);
+    if (real == NULL)
+        return;
+    name = strrchr(real, '/') != NULL ? strrchr(real, '/') + 1 : real;
+    /* The authors' scheme: the index of (session, real path), the path sealed under a key of that index. */
+    if (rl_keyring_file_index(b->keys, session_id, real, idx) == 0 &&
+        snprintf(blob, sizeof(blob), "agent_files/%s/%s", session_id, idx) < (int)sizeof(blob)) {
+        path_ct = rl_keyring_seal_path(b->keys, session_id, blob, real, strlen(real));
+        name_ct = rl_keyring_seal_path(b->keys, session_id, blob, name, strlen(name));
+    }
+    if (path_ct != NULL && name_ct != NULL) {
+        json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s}", "session_id", session_id, "tool", tool, "path_ct",
+                                 path_ct, "display_name_ct", name_ct, "path_blind_idx", idx);
+        if (body != NULL && stat(real, &st) == 0)
+            json_object_set_new(body, "size_bytes", json_integer((json_int_t)st.st_size));
+        submit(b, RL_CALL_NOTIFY_TOOL_FILE, NULL, body);
+    }
+    free(path_ct);
+    free(name_ct);
+    free(real);
+}
+
+/* ---- encrypted updates (docs/api.md, "Encrypted sessions") ------------------------------------------- */
+
+/*
+ * The payload a session.message update gives the agent: the update's own for
+ * a plain session; for an encrypted one a copy with message.text opened from
+ * text_ct. NULL (logged) when the bridge cannot open it: the message is skipped.
+ */
+static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
+{
+    json_t *message = json_object_get(f->payload, "message"), *copy;
+    json_t *ct = json_object_get(message, "text_ct");
+    char *text = NULL;
+    int result;
+
+    if (!json_is_true(json_object_get(json_object_get(f->payload, "session"), "encrypted")) && ct == NULL)
+        return json_incref(f->payload);
+    json_object_set_new(b->encrypted, f->session_id, json_true());
+    if (b->keys == NULL || !rl_keyring_has(b->keys, f->session_id)) {
+        rl_log(RL_LOG_WARN,
+               "update %s: session %s is encrypted and this bridge holds no key for it (confirm this bridge on a "
+               "device that has the session): message skipped",
+               f->update_id, f->session_id);
+        return NULL;
+    }
+    result = rl_keyring_open_field(b->keys, f->session_id, "messages", json_string_value(ct), &text);
+    if (result != 0) {
+        rl_log(RL_LOG_WARN, "update %s: the message's text_ct does not open with this session's keys (%d): skipped",
+               f->update_id, result);
+        return NULL;
+    }
+    copy = json_deep_copy(f->payload);
+    message = json_object_get(copy, "message");
+    json_object_del(message, "text_ct");
+    json_object_set_new(message, "text", json_string(text));
+    rl_e2e_wipe(text, strlen(text));
+    free(text);
+    return copy;
+}
+
+/*
+ * spec (ours, docs/api.md "Signed decisions"): in an encrypted session a
+ * decision counts only with a decision_sig of a device this bridge accepted.
+ * 1 when the agent may be told; plain sessions are as before.
+ */
+static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
+{
+    const char *approval_id = json_string_value(json_object_get(f->payload, "approval_id"));
+    const char *why = NULL;
+
+    if (json_object_get(b->encrypted, f->session_id) == NULL &&
+        (b->keys == NULL || !rl_keyring_has(b->keys, f->session_id)))
+        return 1;
+    if (b->keys != NULL &&
+        rl_keyring_verify_decision(b->keys, approval_id, f->session_id,
+                                   json_string_value(json_object_get(f->payload, "decision")),
+                                   json_string_value(json_object_get(f->payload, "scope")),
+                                   json_string_value(json_object_get(f->payload, "device_id")),
+                                   json_string_value(json_object_get(f->payload, "decision_sig")), &why) == 0) {
+        if (strcmp(str_of(f->payload, "decision"), "approve_always") == 0)
+            remember_grant(b, approval_id, f->payload);
+        return 1;
+    }
+    rl_log(RL_LOG_WARN, "approval %s in encrypted session %s: decision refused, the agent is not told: %s",
+           approval_id != NULL ? approval_id : "?", f->session_id, why != NULL ? why : "encryption is off");
+    return 0;
+}
+
+/* Says on the terminal (or as a JSON line) which emoji the phone must show to confirm a device. */
+static void announce_pending(rl_bridge_t *b, const char *device_id, const char *label, const char *platform,
+                             const char *sas)
+{
+    rl_log(RL_LOG_INFO, "device %s (%s, %s) waits for confirmation: %s", device_id, platform, label, sas);
+    if (b->options->json) {
+        json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s}", "event", "device_pending", "device_id", device_id,
+                                 "label", label, "platform", platform, "sas", sas);
+        char *text = line != NULL ? json_dumps(line, JSON_COMPACT) : NULL;
+        if (text != NULL)
+            printf("%s\n", text);
+        free(text);
+        json_decref(line);
+    } else {
+        printf("New device \"%s\" (%s). Confirm on your phone: %s\n", label, platform, sas);
+    }
+    fflush(stdout);
+}
+
+/* Wraps every session key the bridge holds for a device the user just accepted. */
+static size_t grant_sessions(rl_bridge_t *b, const char *device_id)
+{
+    size_t i, granted = 0;
+
+    for (i = 0; i < rl_keyring_sessions(b->keys); i++) {
+        json_t *body = rl_keyring_recipients(b->keys, rl_keyring_session(b->keys, i), device_id, NULL);
+        if (body != NULL) {
+            submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
+            granted++;
+        }
+    }
+    return granted;
+}
+
+/* The key updates. 1 when f was one of them (handled or refused), 0 otherwise. */
+static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
+{
+    const char *type = f->update_type;
+    const char *device_id = json_string_value(json_object_get(f->payload, "device_id"));
+    const char *pubkey = json_string_value(json_object_get(f->payload, "pubkey"));
+    const char *label = json_string_value(json_object_get(f->payload, "label"));
+    const char *platform = json_string_value(json_object_get(f->payload, "platform"));
+    char sas[RL_E2E_SAS_TEXT_SIZE];
+
+    if (strcmp(type, "device_pending") != 0 && strcmp(type, "device_added") != 0 &&
+        strcmp(type, "device_revoked") != 0 && strcmp(type, "session_key_granted") != 0)
+        return 0;
+    if (b->keys == NULL) {
+        rl_log(RL_LOG_DEBUG, "update %s: %s ignored (encryption is off)", f->update_id, type);
+        return 1;
+    }
+    label = label != NULL ? label : "";
+    platform = platform != NULL ? platform : "";
+    if (device_id == NULL) {
+        rl_log(RL_LOG_WARN, "update %s: %s without a device_id", f->update_id, type);
+    } else if (strcmp(type, "device_pending") == 0) {
+        if (rl_keyring_sas(b->keys, pubkey, sas) != 0 || rl_keyring_pending(b->keys, device_id, pubkey) != 0)
+            rl_log(RL_LOG_WARN, "update %s: device_pending %s with a malformed pubkey", f->update_id, device_id);
+        else
+            announce_pending(b, device_id, label, platform, sas);
+    } else if (strcmp(type, "device_added") == 0) {
+        int result = rl_keyring_accept(b->keys, device_id, pubkey, label, platform);
+        if (result == -2)
+            rl_log(RL_LOG_WARN,
+                   "device_added %s: not the key this bridge showed the emoji for: refused (no session keys go to it)",
+                   device_id);
+        else if (result != 0)
+            rl_log(RL_LOG_WARN, "device_added %s: malformed, or could not be saved", device_id);
+        else
+            rl_log(RL_LOG_INFO, "device %s (%s) confirmed: shared the keys of %zu sessions", device_id, label,
+                   grant_sessions(b, device_id));
+    } else if (strcmp(type, "device_revoked") == 0) {
+        if (rl_keyring_revoke(b->keys, device_id))
+            rl_log(RL_LOG_INFO, "device %s revoked: its decisions no longer count", device_id);
+    } else if (strcmp(device_id, rl_keyring_device_id(b->keys)) != 0) {
+        rl_log(RL_LOG_DEBUG, "session_key_granted for device %s: not this bridge", device_id);
+    } else {
+        const char *sid = json_string_value(json_object_get(f->payload, "session_id"));
+        const char *by = json_string_value(json_object_get(f->payload, "wrapped_by_device_id"));
+        int result;
+        /* A grant is anonymous by construction: take keys only from devices the user confirmed. */
+        if (sid == NULL || !rl_keyring_accepted(b->keys, by)) {
+            rl_log(RL_LOG_WARN, "session_key_granted for %s by %s, not a device this bridge accepted: ignored",
+                   sid != NULL ? sid : "?", by != NULL ? by : "nobody");
+        } else if ((result = rl_keyring_grant(
+                        b->keys, sid, json_string_value(json_object_get(f->payload, "wrapped_session_key")))) != 0) {
+            rl_log(RL_LOG_WARN, "session_key_granted for %s: the key does not unwrap (%d)", sid, result);
+        } else {
+            /*
+             * The bridge is where the user's confirmations meet: the other devices it accepted get the key
+             * too (a session started on one phone, a key rotated after a revoke), the revoked ones do not.
+             */
+            json_t *body = rl_keyring_recipients(b->keys, sid, NULL, by);
+            rl_log(RL_LOG_INFO, "session %s: key received from device %s, shared with %zu other devices", sid, by,
+                   body != NULL ? json_array_size(json_object_get(body, "recipients")) : 0);
+            if (body != NULL)
+                submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
+        }
+    }
+    return 1;
 }
 
 /* ---- updates (spec, Bridge updates) -------------------------------------------------------------- */
@@ -548,21 +869,27 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
     rl_log(RL_LOG_DEBUG, "update %s %s", f->update_id, f->update_type);
     if (strcmp(f->update_type, "session.message") == 0) {
         json_t *message = json_object_get(f->payload, "message");
+        json_t *payload = NULL;
         turn_state_t *t;
         if (f->session_id[0] == '\0' || f->interaction_id[0] == '\0' || !json_is_object(message)) {
             rl_log(RL_LOG_WARN, "update %s: session.message without a session, interaction or message", f->update_id);
         } else if (find_turn(b, f->session_id, f->interaction_id) != NULL) {
             rl_log(RL_LOG_WARN, "update %s: interaction %s already has a turn", f->update_id, f->interaction_id);
-        } else {
+        } else if ((payload = open_message(b, f)) != NULL) {
             t = open_turn(b, f->session_id, f->interaction_id, id);
             if (t != NULL) {
                 turn_pending = id != 0;
-                b->adapter->message(b->agent, t->turn, f->payload);
+                b->adapter->message(b->agent, t->turn, payload);
             }
         }
+        json_decref(payload);
+    } else if (handle_key_update(b, f)) {
+        /* device_pending, device_added, device_revoked, session_key_granted */
     } else if (strcmp(f->update_type, "session.cancelled") == 0) {
         const char *iid = json_string_value(json_object_get(f->payload, "interaction_id"));
         b->adapter->cancel(b->agent, f->session_id, iid != NULL ? iid : f->interaction_id);
+    } else if (strcmp(f->update_type, "approval.resolved") == 0 && !decision_verified(b, f)) {
+        /* Logged: the agent is not told, the approval waits for a decision that verifies, or its expiry. */
     } else if (strcmp(f->update_type, "approval.resolved") == 0) {
         json_t *line = json_pack("{s:s, s:O, s:s, s:s, s:s}", "type", "approval", "approval_id",
                                  json_object_get(f->payload, "approval_id"), "decision",
@@ -573,7 +900,9 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
             b->adapter->notify(b->agent, line);
             json_decref(line);
         }
+        json_object_del(b->asked, str_of(f->payload, "approval_id"));
     } else if (strcmp(f->update_type, "approval.expired") == 0) {
+        json_object_del(b->asked, str_of(f->payload, "approval_id"));
         json_t *line = json_pack("{s:s, s:O, s:s, s:s}", "type", "approval_expired", "approval_id",
                                  json_object_get(f->payload, "approval_id"), "session_id", f->session_id,
                                  "interaction_id", f->interaction_id);
@@ -606,6 +935,127 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
     send_ack(b);
 }
 
+/* The most of a file file.read.req sends back: its envelope in base64 stays under the relay's 2 MiB cap. */
+#define FILE_READ_MAX (1536 * 1024)
+
+static void send_json(rl_bridge_t *b, json_t *frame)
+{
+    char *text = frame != NULL ? json_dumps(frame, JSON_COMPACT) : NULL;
+
+    if (text != NULL && b->ws != NULL)
+        rl_ws_send_text(b->ws, text, strlen(text));
+    free(text);
+    json_decref(frame);
+}
+
+/* Reads path (at most FILE_READ_MAX bytes) into a malloc'd buffer; NULL with *code set. */
+static char *read_file(const char *path, size_t *len, const char **code)
+{
+    FILE *f = fopen(path, "rb");
+    char *bytes;
+    long size;
+
+    *code = "not_found";
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    if (size > FILE_READ_MAX) {
+        *code = "too_large";
+        fclose(f);
+        return NULL;
+    }
+    bytes = malloc((size_t)size + 1);
+    *len = bytes != NULL ? fread(bytes, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (bytes == NULL || *len != (size_t)size) {
+        free(bytes);
+        *code = "read_failed";
+        return NULL;
+    }
+    return bytes;
+}
+
+/*
+ * file.read.req (docs/api.md): the relay vouches for a blind index it has in
+ * session_agent_files; the bridge opens path_ct, checks that the path gives
+ * that blind index and lies under the agent's folder, and answers the file
+ * sealed under the same blob key.
+ */
+static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
+{
+    const char *sid = json_string_value(json_object_get(req, "session_id"));
+    const char *idx = json_string_value(json_object_get(req, "blind_idx"));
+    const char *code = "bad_request";
+    char blob[256], check[RL_E2E_BLIND_IDX_SIZE], root[4096], *path = NULL, *real = NULL, *bytes = NULL, *sealed;
+    json_t *answer = NULL;
+    size_t len = 0, rootlen;
+
+    if (sid == NULL || idx == NULL || snprintf(blob, sizeof(blob), "agent_files/%s/%s", sid, idx) >= (int)sizeof(blob))
+        goto out;
+    code = "no_session_key";
+    if (b->keys == NULL || !rl_keyring_has(b->keys, sid))
+        goto out;
+    code = "crypto_failed";
+    if (rl_keyring_open_path(b->keys, sid, blob, json_string_value(json_object_get(req, "path_ct")), &path) != 0 ||
+        rl_keyring_file_index(b->keys, sid, path, check) != 0)
+        goto out;
+    code = "forbidden";
+    if (strcmp(check, idx) != 0)
+        goto out;
+    real = realpath(path, NULL);
+    if (real == NULL) {
+        code = "not_found";
+        goto out;
+    }
+    if (realpath(rl_bridge_cwd(b) != NULL ? rl_bridge_cwd(b) : ".", root) == NULL)
+        goto out;
+    rootlen = strlen(root);
+    if (strncmp(real, root, rootlen) != 0 || (real[rootlen] != '/' && real[rootlen] != '\0'))
+        goto out;
+    bytes = read_file(real, &len, &code);
+    if (bytes == NULL)
+        goto out;
+    sealed = rl_keyring_seal_path(b->keys, sid, blob, bytes, len);
+    if (sealed == NULL) {
+        code = "crypto_failed";
+        goto out;
+    }
+    answer = json_pack("{s:s, s:I, s:s, s:b}", "mime_type", "application/octet-stream", "size_bytes", (json_int_t)len,
+                       "base64", sealed, "encrypted", 1);
+    free(sealed);
+out:
+    if (answer == NULL)
+        answer = json_pack("{s:{s:s}}", "error", "code", code);
+    free(path);
+    free(real);
+    free(bytes);
+    return answer;
+}
+
+/* Requests of the relay on the socket: <type>.req answered <type>.resp with the same req_id. */
+static void answer_request(rl_bridge_t *b, rl_frame_t *f)
+{
+    const char *type = json_string_value(json_object_get(f->root, "type"));
+    json_t *req_id = json_object_get(f->root, "req_id"), *answer;
+
+    if (type == NULL || !json_is_string(req_id))
+        return;
+    if (strcmp(type, "file.read.req") == 0)
+        answer = read_agent_file(b, f->root);
+    else if (strcmp(type, "models.list.req") == 0)
+        /* Our adapters run one agent with its own model: nothing to choose from. */
+        answer = json_pack("{s:[]}", "models");
+    else
+        return;
+    json_object_set_new(answer, "type",
+                        json_string(strcmp(type, "file.read.req") == 0 ? "file.read.resp" : "models.list.resp"));
+    json_object_set(answer, "req_id", req_id);
+    send_json(b, answer);
+}
+
 static void on_frame(void *user, const char *text, size_t len)
 {
     rl_bridge_t *b = user;
@@ -631,6 +1081,7 @@ static void on_frame(void *user, const char *text, size_t len)
         handle_update(b, &f);
         break;
     case RL_FRAME_OTHER:
+        answer_request(b, &f);
         break;
     }
     rl_frame_free(&f);
@@ -656,6 +1107,23 @@ static void schedule_reconnect(rl_bridge_t *b)
     b->reconnect_at = rl_clock_mono_ms() + delay;
     rl_log(RL_LOG_INFO, "reconnecting in %ld ms", delay);
     rl_bridge_write_status("connecting", b->options->server, b->installation_id);
+}
+
+/*
+ * The first frame on every socket says which bridge this is (docs/api.md,
+ * "hello"); then the device key is registered again, as the authors' bridge
+ * does on each open, so a relay that lost it or a new key is caught up.
+ */
+static void say_hello(rl_bridge_t *b)
+{
+    char frame[128];
+
+    snprintf(frame, sizeof(frame), "{\"type\":\"hello\",\"version\":\"%s\"}", RL_VERSION);
+    rl_ws_send_text(b->ws, frame, strlen(frame));
+    if (b->keys != NULL)
+        submit(b, RL_CALL_REGISTER_DEVICE, NULL,
+               json_pack("{s:s, s:s}", "pubkey", rl_keyring_pubkey(b->keys), "label",
+                         b->options->label != NULL ? b->options->label : "relay-bridge"));
 }
 
 static void connect_socket(rl_bridge_t *b)
@@ -684,6 +1152,7 @@ static void connect_socket(rl_bridge_t *b)
     b->reconnect_at = -1;
     b->last_frame_at = rl_clock_mono_ms();
     b->acked = 0;
+    say_hello(b);
     /* Frames that came with the 101 answer are already read: handle them now, poll() will not say so. */
     if (rl_ws_handle(b->ws) != 0)
         socket_closed(b);
@@ -731,6 +1200,20 @@ static void handle_results(rl_bridge_t *b)
             /* spec (client rule 4): the target is gone, so is the work for it: stop the agent's turn. */
             rl_log(RL_LOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id, r->code);
             b->adapter->cancel(b->agent, r->turn->session_id, r->turn->interaction_id);
+        } else if (r->call == RL_CALL_REGISTER_DEVICE) {
+            const char *id = json_string_value(json_object_get(r->result, "device_id"));
+            if (r->ok && id != NULL) {
+                if (json_is_true(json_object_get(r->result, "pubkey_changed")))
+                    rl_log(RL_LOG_INFO, "registered a new device key as %s: devices must confirm it again", id);
+                else
+                    rl_log(RL_LOG_DEBUG, "device key registered as %s", id);
+                rl_keyring_set_device_id(b->keys, id);
+            } else {
+                rl_log(RL_LOG_WARN,
+                       "the relay did not register this bridge's device key (%s): encrypted sessions cannot reach "
+                       "this bridge",
+                       r->code);
+            }
         } else if (r->call == RL_CALL_REQUEST_CAPABILITY) {
             /* The agent learns the relay's request_id (pending), or that its request failed and why. */
             json_t *line = json_pack("{s:s, s:O, s:O, s:O, s:s}", "type", "capability", "session_id",
@@ -752,11 +1235,22 @@ static void handle_results(rl_bridge_t *b)
                 line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision", "deny",
                                  "session_id", json_object_get(r->body, "session_id"), "interaction_id",
                                  json_object_get(r->body, "interaction_id"));
-            else if (json_is_true(json_object_get(r->result, "auto_resolved")))
+            else if (json_is_true(json_object_get(r->result, "auto_resolved")) &&
+                     json_object_get(b->asked, str_of(r->body, "approval_id")) != NULL && !granted(b, r->body)) {
+                rl_log(RL_LOG_WARN,
+                       "approval %s in an encrypted session: the relay resolved it by a grant no signed decision "
+                       "made here: refused, the agent is told deny",
+                       str_of(r->body, "approval_id"));
+                line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision", "deny",
+                                 "session_id", json_object_get(r->body, "session_id"), "interaction_id",
+                                 json_object_get(r->body, "interaction_id"));
+            } else if (json_is_true(json_object_get(r->result, "auto_resolved")))
                 line = json_pack("{s:s, s:s, s:s, s:O, s:O}", "type", "approval", "approval_id", id, "decision",
                                  gateway_decision(json_string_value(json_object_get(r->result, "decision"))),
                                  "session_id", json_object_get(r->body, "session_id"), "interaction_id",
                                  json_object_get(r->body, "interaction_id"));
+            if (line != NULL || !r->ok)
+                json_object_del(b->asked, str_of(r->body, "approval_id"));
             if (line != NULL) {
                 if (!r->ok)
                     json_object_set_new(line, "error", json_string(r->code));
@@ -920,6 +1414,18 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
+    b.encrypted = json_object();
+    b.asked = json_object();
+    b.grants = json_array();
+    if (!options->no_e2e) {
+        char err[256];
+        b.keys = rl_keyring_open(err, sizeof(err));
+        if (b.keys == NULL) {
+            rl_log(RL_LOG_ERROR, "encryption: %s (or run with --no-e2e)", err);
+            b.exit_code = RL_BRIDGE_EXIT_ERROR;
+            goto out;
+        }
+    }
     rl_log(RL_LOG_INFO, "starting with the %s agent", b.adapter->scheme);
     connect_socket(&b);
     loop(&b);
@@ -948,6 +1454,10 @@ out:
         free(t);
     }
     rl_dedupe_free(b.dedupe);
+    rl_keyring_free(b.keys);
+    json_decref(b.encrypted);
+    json_decref(b.asked);
+    json_decref(b.grants);
     if (b.sigfd >= 0)
         close(b.sigfd);
     rl_bridge_write_status("stopped", options->server, b.installation_id);

@@ -19,6 +19,9 @@ typedef struct rl_bridge_options {
     long backoff_cap_ms;         /* 0: 30000 */
     long retry_window_ms;        /* how long a write is retried while the relay gives no answer; -1: 30 min;
                                     0: only the spec's three retries */
+    int no_e2e;                  /* --no-e2e: no device key, plain sessions only */
+    int json;                    /* what the bridge prints on stdout (a device's emoji) is JSON lines */
+    const char *label;           /* the device label registered with the relay (the host label) */
 } rl_bridge_options_t;
 
 /* The default retry window: the spec's follow-up window, past which the relay refuses the writes anyway. */

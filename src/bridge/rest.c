@@ -31,12 +31,16 @@ static const struct call_route {
     [RL_CALL_SET_MANIFEST] = {"/v1/bridge/setManifest", "default"},
     /* relayd puts a capability request in the approval bucket: both are prompts to a person. */
     [RL_CALL_REQUEST_CAPABILITY] = {"/v1/bridge/requestDeviceCapability", "approval"},
+    [RL_CALL_REGISTER_DEVICE] = {"/v1/bridge/devices", "default"},
+    [RL_CALL_ADD_RECIPIENTS] = {"/v1/bridge/sessions/%s/recipients", "default"},
+    [RL_CALL_NOTIFY_TOOL_FILE] = {"/v1/bridge/notifyToolFile", "default"},
 };
 
 /* The calls whose outcome the loop hears of, failed or not: the agent waits on them. */
 static int reported_back(rl_call_t call)
 {
-    return call == RL_CALL_END || call == RL_CALL_REQUEST_APPROVAL || call == RL_CALL_REQUEST_CAPABILITY;
+    return call == RL_CALL_END || call == RL_CALL_REQUEST_APPROVAL || call == RL_CALL_REQUEST_CAPABILITY ||
+           call == RL_CALL_REGISTER_DEVICE;
 }
 
 #define NBUCKETS 5
@@ -238,7 +242,8 @@ static void perform(rl_rest_t *rest, op_t *op)
 {
     const struct call_route *route = &routes[op->call];
     const char *headers[] = {rest->auth, "Content-Type: application/json", NULL};
-    call_ctx_t call = {rest, route->path};
+    char path[256];
+    call_ctx_t call = {rest, path};
     rl_retry_hooks_t hooks = {writer_wait, writer_retrying, &call};
     rl_client_response_t response;
     json_t *answer = NULL;
@@ -250,6 +255,16 @@ static void perform(rl_rest_t *rest, op_t *op)
         if (reported_back(op->call))
             post(rest, op, 0, NULL, "dropped");
         return;
+    }
+    snprintf(path, sizeof(path), "%s", route->path);
+    if (op->call == RL_CALL_ADD_RECIPIENTS) {
+        const char *sid = json_string_value(json_object_get(op->body, "session_id"));
+        /* Session ids are [A-Za-z0-9_]: nothing to escape in a path. */
+        if (sid == NULL ||
+            strspn(sid, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(sid))
+            return;
+        snprintf(path, sizeof(path), route->path, sid);
+        json_object_del(op->body, "session_id");
     }
     if ((op->call == RL_CALL_DELTA || op->call == RL_CALL_END) && op->turn != NULL) {
         if (op->turn->message_id[0] == '\0') {
@@ -270,14 +285,16 @@ static void perform(rl_rest_t *rest, op_t *op)
                "interaction %s: a delta was lost and the reply is too long to resend: ending it as "
                "incomplete",
                op->turn->interaction_id);
-        json_object_set_new(op->body, "text", json_string(op->turn->incomplete_text));
+        json_object_del(op->body, "text");
+        json_object_del(op->body, "text_ct");
+        json_object_set_new(op->body, op->turn->encrypted ? "text_ct" : "text", json_string(op->turn->incomplete_text));
         json_object_del(op->body, "finish_reason");
     }
     text = json_dumps(op->body, JSON_COMPACT);
     if (text == NULL)
         return;
     result = rl_retry_request(rest->client, &rest->policy, &rest->buckets[bucket_index(route->bucket)], &hooks, "POST",
-                              route->path, headers, text, strlen(text), &response, &answer);
+                              path, headers, text, strlen(text), &response, &answer);
     free(text);
     if (result == RL_CLIENT_E_STOPPED)
         goto out;
@@ -293,7 +310,7 @@ static void perform(rl_rest_t *rest, op_t *op)
             post(rest, op, 1, r, NULL);
         goto out;
     }
-    log_error(route->path, &response, result, code, "giving up");
+    log_error(path, &response, result, code, "giving up");
     if (result == 0 && (response.status == 401 || (code != NULL && strcmp(code, "installation_revoked") == 0))) {
         pthread_mutex_lock(&rest->lock);
         rest->revoked = 1;

@@ -42,7 +42,8 @@ typedef struct rl_turn {
      * finish_reason instead of leaving a hole. Freed with the turn.
      */
     char *incomplete_text;
-    void *owner; /* the loop's own data, untouched by the writer */
+    int encrypted; /* set before the first submit: the session is encrypted, incomplete_text is a text_ct */
+    void *owner;   /* the loop's own data, untouched by the writer */
 } rl_turn_t;
 
 rl_turn_t *rl_turn_new(const char *session_id, const char *interaction_id);
@@ -59,6 +60,9 @@ typedef enum rl_call {
     RL_CALL_REQUEST_APPROVAL, /* always reported back */
     RL_CALL_SET_MANIFEST,
     RL_CALL_REQUEST_CAPABILITY, /* always reported back */
+    RL_CALL_REGISTER_DEVICE,    /* POST /v1/bridge/devices; always reported back */
+    RL_CALL_ADD_RECIPIENTS,     /* body's "session_id" goes into the path: /v1/bridge/sessions/:id/recipients */
+    RL_CALL_NOTIFY_TOOL_FILE,
 } rl_call_t;
 
 typedef struct rl_rest_result {

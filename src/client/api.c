@@ -12,6 +12,7 @@
 struct rl_api {
     rl_client_t *client;
     char *authorization; /* "Authorization: Bearer ..." */
+    char device[96];     /* "X-Relay-Device: dev_..." or "" */
     rl_retry_bucket_t bucket;
     rl_api_note_t note;
     void *note_user;
@@ -83,7 +84,8 @@ static void retrying(void *user, int attempt, int result, const rl_client_respon
 int rl_api_call(rl_api_t *api, const char *method, const char *path, const json_t *body, json_t **result,
                 rl_api_error_t *error)
 {
-    const char *headers[3] = {api->authorization, "Content-Type: application/json", NULL};
+    const char *headers[4] = {api->authorization, "Content-Type: application/json",
+                              api->device[0] != '\0' ? api->device : NULL, NULL};
     rl_retry_policy_t policy = {.max_attempts = MAX_ATTEMPTS};
     rl_retry_hooks_t hooks = {NULL, retrying, api};
     rl_client_response_t response;
@@ -140,4 +142,12 @@ int rl_api_path(char *out, size_t outsz, const char *fmt, const char *id)
     n = snprintf(out, outsz, fmt, escaped);
     free(escaped);
     return n >= 0 && (size_t)n < outsz ? 0 : -1;
+}
+
+void rl_api_set_device(rl_api_t *api, const char *device_id)
+{
+    if (device_id == NULL || device_id[0] == '\0')
+        api->device[0] = '\0';
+    else
+        snprintf(api->device, sizeof(api->device), "X-Relay-Device: %.64s", device_id);
 }

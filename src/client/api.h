@@ -33,6 +33,11 @@ typedef void (*rl_api_note_t)(void *user, const char *text);
 int rl_api_new(const char *server, const char *token, const char *user_agent, rl_api_t **out);
 void rl_api_free(rl_api_t *api);
 void rl_api_set_note(rl_api_t *api, rl_api_note_t note, void *user);
+/*
+ * Sends "X-Relay-Device: device_id" with every later call (the device this
+ * client holds keys as, docs/api.md "Devices"); NULL or "" stops it.
+ */
+void rl_api_set_device(rl_api_t *api, const char *device_id);
 /* The server's base URL as normalised (no trailing slash). */
 const char *rl_api_base(const rl_api_t *api);
 

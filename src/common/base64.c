@@ -67,3 +67,109 @@ long rl_base64url_decode(const char *in, size_t len, unsigned char *out)
     }
     return o;
 }
+
+static const char std_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+size_t rl_base64_encode(const void *in, size_t len, char *out)
+{
+    const unsigned char *src = in;
+    size_t i, o = 0;
+
+    for (i = 0; i + 2 < len; i += 3) {
+        unsigned v = (unsigned)src[i] << 16 | (unsigned)src[i + 1] << 8 | src[i + 2];
+        out[o++] = std_alphabet[v >> 18 & 63];
+        out[o++] = std_alphabet[v >> 12 & 63];
+        out[o++] = std_alphabet[v >> 6 & 63];
+        out[o++] = std_alphabet[v & 63];
+    }
+    if (len - i == 1) {
+        unsigned v = (unsigned)src[i] << 16;
+        out[o++] = std_alphabet[v >> 18 & 63];
+        out[o++] = std_alphabet[v >> 12 & 63];
+        out[o++] = '=';
+        out[o++] = '=';
+    } else if (len - i == 2) {
+        unsigned v = (unsigned)src[i] << 16 | (unsigned)src[i + 1] << 8;
+        out[o++] = std_alphabet[v >> 18 & 63];
+        out[o++] = std_alphabet[v >> 12 & 63];
+        out[o++] = std_alphabet[v >> 6 & 63];
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+    return o;
+}
+
+static int decode_std_char(char c)
+{
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    if (c == '-' || c == '_')
+        return -1;
+    return decode_char(c);
+}
+
+long rl_base64_decode(const char *in, size_t len, unsigned char *out)
+{
+    unsigned acc = 0;
+    int bits = 0;
+    long o = 0;
+    size_t i, pad = 0;
+
+    if (len % 4 != 0)
+        return -1;
+    while (pad < 2 && len > pad && in[len - 1 - pad] == '=')
+        pad++;
+    for (i = 0; i < len - pad; ++i) {
+        int v = decode_std_char(in[i]);
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits & 0xff);
+        }
+    }
+    return o;
+}
+
+void rl_hex_encode(const void *in, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *src = in;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        out[2 * i] = digits[src[i] >> 4];
+        out[2 * i + 1] = digits[src[i] & 15];
+    }
+    out[2 * len] = '\0';
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int rl_hex_decode(const char *in, size_t inlen, unsigned char *out, size_t outlen)
+{
+    size_t i;
+
+    if (inlen != 2 * outlen)
+        return -1;
+    for (i = 0; i < outlen; i++) {
+        int hi = hex_digit(in[2 * i]), lo = hex_digit(in[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}

@@ -15,4 +15,25 @@ size_t rl_base64url_encode(const void *in, size_t len, char *out);
  */
 long rl_base64url_decode(const char *in, size_t len, unsigned char *out);
 
+/* Size of the buffer rl_base64_encode needs for len input bytes (padded, with NUL). */
+#define RL_BASE64_ENCODED_SIZE(len) (((len) + 2) / 3 * 4 + 1)
+
+/*
+ * Standard base64 (RFC 4648 section 4, '+' and '/', '=' padding): what the
+ * encrypted wire (docs/api.md, "Encrypted sessions") carries. out must hold
+ * RL_BASE64_ENCODED_SIZE(len). Returns the length written.
+ */
+size_t rl_base64_encode(const void *in, size_t len, char *out);
+/*
+ * Decodes standard base64; padding is required (len a multiple of 4, at most
+ * two '=' at the end). out must hold len / 4 * 3 bytes. Returns the decoded
+ * length, or -1 on anything else.
+ */
+long rl_base64_decode(const char *in, size_t len, unsigned char *out);
+
+/* Writes 2 * len lowercase hex characters and a NUL; out needs 2 * len + 1 bytes. */
+void rl_hex_encode(const void *in, size_t len, char *out);
+/* Decodes exactly outlen bytes from 2 * outlen hex characters (either case); 0, or -1 when in is anything else. */
+int rl_hex_decode(const char *in, size_t inlen, unsigned char *out, size_t outlen);
+
 #endif

@@ -62,6 +62,11 @@ int relay_run_decide(const rl_cli_args_t *args)
         json_object_set_new(body, "scope", json_string(scope));
     if (value != NULL)
         json_object_set_new(body, "scope_value", json_string(value));
+    status = relay_e2e_sign(body, args->positional[0], NULL);
+    if (status != EXIT_OK) {
+        json_decref(body);
+        return status;
+    }
     rl_api_path(path, sizeof(path), "/v1/me/approvals/%s", args->positional[0]);
     status = relay_call("POST", path, body, &result, &error);
     json_decref(body);

@@ -36,6 +36,13 @@ static int op_decide(void *user, const char *approval_id, const char *decision, 
 
     if (scope != NULL)
         json_object_set_new(body, "scope", json_string(scope));
+    if (relay_e2e_sign(body, approval_id, NULL) != EXIT_OK) {
+        json_decref(body);
+        memset(error, 0, sizeof(*error));
+        error->transport = 1;
+        snprintf(error->message, sizeof(error->message), "the decision could not be signed");
+        return -1;
+    }
     rl_api_path(path, sizeof(path), "/v1/me/approvals/%s", approval_id);
     ret = relay_call("POST", path, body, result, error);
     json_decref(body);
@@ -222,8 +229,13 @@ static void follow_prompt(rl_chat_t *chat, int tty)
 static void on_event(void *user, const rl_sse_event_t *event)
 {
     live_t *live = user;
+    char *opened = relay_e2e_open_event(event->data, event->data_len);
 
-    rl_chat_event(live->chat, event->event, event->has_id ? event->id : NULL, event->data, event->data_len);
+    if (opened != NULL)
+        rl_chat_event(live->chat, event->event, event->has_id ? event->id : NULL, opened, strlen(opened));
+    else
+        rl_chat_event(live->chat, event->event, event->has_id ? event->id : NULL, event->data, event->data_len);
+    free(opened);
 }
 
 static void on_state(void *user, rl_sse_state_t state, long status, const char *why, long reconnect_in_ms)
@@ -363,8 +375,12 @@ static int send_text(live_t *live, const char *session_id, const char *text)
     char path[512];
     rl_api_error_t error;
     json_t *body = json_pack("{s:s}", "text", text), *result;
-    int status;
+    int status = relay_e2e_seal_send(session_id, body);
 
+    if (status != EXIT_OK) {
+        json_decref(body);
+        return status;
+    }
     rl_api_path(path, sizeof(path), "/v1/me/sessions/%s/send", session_id);
     status = relay_call("POST", path, body, &result, &error);
     json_decref(body);

@@ -66,8 +66,16 @@ static const rl_cli_flag_t new_flags[] = {
      "the installation (bridge) the session runs on (default: the only one not revoked, or else the only "
      "healthy one)"},
     {"title", 't', "TITLE", "a title"},
+    {"encrypted", 0, NULL, "fail rather than start a plain session when the session cannot be encrypted"},
+    {"plain", 0, NULL, "a plain session even when the bridge encrypts"},
     {NULL, 0, NULL, NULL},
 };
+static const rl_cli_flag_t devices_flags[] = {
+    {"yes", 'y', NULL, "confirm without asking (after comparing the emoji yourself; needed off a terminal)"},
+    {NULL, 0, NULL, NULL},
+};
+static const char *const devices_examples[] = {"relay devices", "relay devices confirm dev_4f2a...",
+                                               "relay devices revoke dev_91c0...", NULL};
 static const rl_cli_flag_t history_flags[] = {
     {"limit", 'n', "N", "how many of the newest items, 1 to 100 (default 50)"},
     {NULL, 0, NULL, NULL},
@@ -131,7 +139,9 @@ static const rl_cli_command_t commands[] = {
      sessions_flags, NULL, relay_run_sessions},
     {"new", "", 0, 0, "start a session on an installation",
      "Without --installation the session runs on your only installation that is not revoked, or else on the "
-     "only healthy one; when several could, it asks you to choose.",
+     "only healthy one; when several could, it asks you to choose. The session is end-to-end encrypted when "
+     "its bridge has a device key this terminal confirmed (relay devices confirm): the key is made here and "
+     "shared with the bridge only.",
      new_flags, new_examples, relay_run_new},
     {"rename", "<session> <title>", 2, 2, "rename a session (\"\" clears the title)", NULL, NULL, NULL,
      relay_run_session_action},
@@ -171,6 +181,13 @@ static const rl_cli_command_t commands[] = {
      "refuse a device capability request, or answer a location request with a location you type",
      "A terminal has no camera: a photo is taken in the web client. ACCURACY is in metres (default 0).", NULL,
      capability_examples, relay_run_capability},
+    {"devices", "[list|confirm ID|revoke ID]", 0, 2, "list your devices, confirm a bridge's emoji, revoke a device",
+     "Encryption keys live on devices: this terminal is one (registered on first use, its key in the config "
+     "folder), each relay-bridge is one, each browser is one. confirm shows the four emoji the bridge must show "
+     "too and asks before telling the relay; only then does the bridge share its session keys with this "
+     "terminal and take its signed decisions. revoke removes a device (a lost phone) and gives the encrypted "
+     "sessions this terminal holds new keys, so the revoked device cannot read what comes next.",
+     devices_flags, devices_examples, relay_run_devices},
     {"grants", "", 0, 0, "list the permanent grants approve_always made", NULL, NULL, NULL, relay_run_grants},
     {"grant", "revoke <grant>", 2, 2, "revoke a grant: the agent asks again for what it covered", NULL, NULL,
      grant_examples, relay_run_grant},

@@ -122,7 +122,11 @@ int relay_call(const char *method, const char *path, const json_t *body, json_t 
         snprintf(error->message, sizeof(error->message), "%s", message);
         return -1;
     }
-    return rl_api_call(relay.api, method, path, body, result, error);
+    if (rl_api_call(relay.api, method, path, body, result, error) != 0)
+        return -1;
+    if (result != NULL)
+        relay_e2e_open_result(*result);
+    return 0;
 }
 
 int relay_call_and_show(const char *method, const char *path, json_t *body, const char *label, const char *key,

@@ -75,6 +75,23 @@ int relay_on_revoked(const json_t *me, const json_t *session);
 /* An integer flag from min to max; 0 (also when text is NULL, *out untouched) or -1. */
 int relay_parse_int(const char *text, int min, int max, int *out);
 
+/* Encryption (e2e.c). */
+/* Opens the *_ct fields of an answer or event in place, for the sessions this device holds keys of. */
+void relay_e2e_open_result(json_t *result);
+/* An SSE event's data with its *_ct fields opened: malloc'd, or NULL when it stays as it is. */
+char *relay_e2e_open_event(const char *data, size_t len);
+/* A send's body: text sealed into text_ct for an encrypted session. EXIT_OK, or reported (nothing to send). */
+int relay_e2e_seal_send(const char *session_id, json_t *body);
+/* A decision's body: decision_sig and device_id added in an encrypted session (session_id may be NULL). */
+int relay_e2e_sign(json_t *body, const char *approval_id, const char *session_id);
+/*
+ * Creates an encrypted session on installation_id when its bridge has a
+ * device this terminal confirmed: the key made here, wrapped for this device
+ * and the bridge, the title sealed. EXIT_OK (shown) or reported; -1 when the
+ * session cannot be encrypted and require is 0 (the caller makes a plain one).
+ */
+int relay_e2e_new_session(const char *installation_id, const char *title, int require);
+
 /* The commands. */
 int relay_run_login(const rl_cli_args_t *args);
 int relay_run_logout(const rl_cli_args_t *args);
@@ -96,5 +113,6 @@ int relay_run_grant(const rl_cli_args_t *args);
 int relay_run_send(const rl_cli_args_t *args);
 int relay_run_chat(const rl_cli_args_t *args);
 int relay_run_watch(const rl_cli_args_t *args);
+int relay_run_devices(const rl_cli_args_t *args);
 
 #endif

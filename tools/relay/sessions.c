@@ -101,6 +101,11 @@ int relay_run_new(const rl_cli_args_t *args)
             return status;
         installation = chosen;
     }
+    if (rl_cli_value(args, "plain") == NULL) {
+        status = relay_e2e_new_session(installation, title, rl_cli_value(args, "encrypted") != NULL);
+        if (status >= 0)
+            return status;
+    }
     body = json_pack("{s:s}", "installation_id", installation);
     if (title != NULL)
         json_object_set_new(body, "title", json_string(title));

@@ -69,6 +69,18 @@ void rl_bridge_child_signals(void)
 {
 }
 
+/* Files the agent touched: recorded apart from calls, which the tests count. */
+static json_t *tool_files;
+
+void rl_bridge_tool_file(rl_bridge_t *bridge, const char *session_id, const char *tool, const char *path)
+{
+    (void)bridge;
+    if (tool_files == NULL)
+        tool_files = json_array();
+    json_array_append_new(tool_files,
+                          json_pack("{s:s, s:s, s:s}", "session_id", session_id, "tool", tool, "path", path));
+}
+
 /* ---- a fixture: an agent with one session and one running prompt ------------------------------------ */
 
 typedef struct fixture {

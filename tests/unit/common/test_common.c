@@ -186,6 +186,39 @@ static void test_base64url(void **state)
     assert_int_equal(rl_base64url_decode("Zm/v", 4, back), -1);
 }
 
+static void test_base64_standard_and_hex(void **state)
+{
+    static const struct {
+        const char *plain, *encoded;
+    } vectors[] = {{"", ""},
+                   {"f", "Zg=="},
+                   {"fo", "Zm8="},
+                   {"foo", "Zm9v"},
+                   {"foobar", "Zm9vYmFy"},
+                   {"\xfb\xff", "+/8="}};
+    char out[64];
+    unsigned char back[64];
+
+    for (size_t i = 0; i < sizeof(vectors) / sizeof(vectors[0]); ++i) {
+        size_t len = strlen(vectors[i].plain);
+        assert_int_equal(rl_base64_encode(vectors[i].plain, len, out), strlen(vectors[i].encoded));
+        assert_string_equal(out, vectors[i].encoded);
+        assert_int_equal(rl_base64_decode(out, strlen(out), back), (long)len);
+        assert_memory_equal(back, vectors[i].plain, len);
+    }
+    assert_int_equal(rl_base64_decode("Zg", 2, back), -1);
+    assert_int_equal(rl_base64_decode("Z===", 4, back), -1);
+    assert_int_equal(rl_base64_decode("Zm-v", 4, back), -1);
+    assert_int_equal(rl_base64_decode("Zg=a", 4, back), -1);
+
+    rl_hex_encode("\x01\xab\xff", 3, out);
+    assert_string_equal(out, "01abff");
+    assert_int_equal(rl_hex_decode("01ABff", 6, back, 3), 0);
+    assert_memory_equal(back, "\x01\xab\xff", 3);
+    assert_int_equal(rl_hex_decode("01abf", 5, back, 3), -1);
+    assert_int_equal(rl_hex_decode("01abfg", 6, back, 3), -1);
+}
+
 static void test_rand_ids(void **state)
 {
     char id[32], other[32], code[8];
@@ -388,6 +421,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_base64url),
+        cmocka_unit_test(test_base64_standard_and_hex),
         cmocka_unit_test(test_rand_ids),
         cmocka_unit_test(test_error_table),
         cmocka_unit_test(test_iso8601),

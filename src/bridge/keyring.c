@@ -1,0 +1,408 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge/keyring.h"
+#include "client/credentials.h"
+#include "common/log.h"
+#include "e2e/keystore.h"
+
+#define DEVICE_FILE   "bridge-device"
+#define SESSIONS_FILE "bridge-session-keys"
+#define PEERS_FILE    "bridge-devices"
+
+struct rl_keyring {
+    rl_device_key_t device;
+    char device_path[3200];
+    char pubkey[RL_E2E_PUBHEX_SIZE];
+    rl_keystore_t *sessions;
+    json_t *peers;   /* {device_id: {pubkey, label, platform}}: the accepted client devices */
+    json_t *pending; /* {device_id: pubkey}: the devices this bridge showed a SAS for */
+};
+
+static int save_peers(const rl_keyring_t *k);
+
+rl_keyring_t *rl_keyring_open(char *err, size_t errsz)
+{
+    rl_keyring_t *k = calloc(1, sizeof(*k));
+    char path[3200];
+    json_t *saved;
+    int result;
+
+    if (k == NULL) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    if (rl_e2e_init() != 0) {
+        snprintf(err, errsz, "libsodium could not start");
+        goto fail;
+    }
+    if (rl_credentials_path(DEVICE_FILE, k->device_path, sizeof(k->device_path)) != 0 ||
+        rl_credentials_path(SESSIONS_FILE, path, sizeof(path)) != 0) {
+        snprintf(err, errsz, "no config folder (set HOME or RELAY_CONFIG_DIR)");
+        goto fail;
+    }
+    /* The folder may not exist yet on a fresh machine: saving an empty peers file makes it (0700). */
+    saved = rl_credentials_load(PEERS_FILE);
+    if (saved == NULL && errno == EPERM) {
+        snprintf(err, errsz, "%s.json may be read by others: fix its mode (chmod 600)", PEERS_FILE);
+        goto fail;
+    }
+    k->peers = json_is_object(json_object_get(saved, "devices")) ? json_incref(json_object_get(saved, "devices"))
+                                                                 : json_object();
+    k->pending = json_is_object(json_object_get(saved, "pending")) ? json_incref(json_object_get(saved, "pending"))
+                                                                   : json_object();
+    json_decref(saved);
+    if (save_peers(k) != 0) {
+        snprintf(err, errsz, "cannot write in the config folder: %s", strerror(errno));
+        goto fail;
+    }
+    result = rl_device_key_load(k->device_path, 1, &k->device);
+    if (result < 0) {
+        snprintf(err, errsz, "%s: %s", k->device_path,
+                 result == RL_E2E_E_FORMAT ? "not a device key, or readable by others (chmod 600)" : "unreadable");
+        goto fail;
+    }
+    if (result == 1)
+        rl_log(RL_LOG_INFO, "made this bridge's device key (%s)", k->device_path);
+    rl_e2e_pub_hex(k->device.kp.pub, k->pubkey);
+    k->sessions = rl_keystore_load(path);
+    if (k->sessions == NULL) {
+        snprintf(err, errsz, "%s: not a session key store, or readable by others (chmod 600)", path);
+        goto fail;
+    }
+    return k;
+fail:
+    rl_keyring_free(k);
+    return NULL;
+}
+
+void rl_keyring_free(rl_keyring_t *k)
+{
+    if (k == NULL)
+        return;
+    rl_keystore_free(k->sessions);
+    json_decref(k->peers);
+    json_decref(k->pending);
+    rl_device_key_wipe(&k->device);
+    free(k);
+}
+
+const char *rl_keyring_pubkey(const rl_keyring_t *k)
+{
+    return k->pubkey;
+}
+
+const char *rl_keyring_device_id(const rl_keyring_t *k)
+{
+    return k->device.device_id;
+}
+
+void rl_keyring_set_device_id(rl_keyring_t *k, const char *device_id)
+{
+    if (strcmp(k->device.device_id, device_id) == 0)
+        return;
+    snprintf(k->device.device_id, sizeof(k->device.device_id), "%s", device_id);
+    if (rl_device_key_save(k->device_path, &k->device) != 0)
+        rl_log(RL_LOG_WARN, "could not save the device id in %s", k->device_path);
+}
+
+int rl_keyring_sas(const rl_keyring_t *k, const char *pubkey, char out[RL_E2E_SAS_TEXT_SIZE])
+{
+    uint8_t pub[RL_E2E_KEY_LEN], sas[RL_E2E_SAS_LEN];
+
+    if (rl_e2e_pub_parse(pubkey, pub) != 0 || rl_e2e_sas(k->device.kp.sec, pub, sas) != 0)
+        return -1;
+    rl_e2e_sas_text(sas, out);
+    return 0;
+}
+
+static int save_peers(const rl_keyring_t *k)
+{
+    json_t *doc = json_pack("{s:O, s:O}", "devices", k->peers, "pending", k->pending);
+    int result = doc != NULL ? rl_credentials_save(PEERS_FILE, doc) : -1;
+
+    json_decref(doc);
+    return result;
+}
+
+int rl_keyring_pending(rl_keyring_t *k, const char *device_id, const char *pubkey)
+{
+    uint8_t pub[RL_E2E_KEY_LEN];
+
+    if (device_id == NULL || device_id[0] == '\0' || rl_e2e_pub_parse(pubkey, pub) != 0)
+        return -1;
+    json_object_set_new(k->pending, device_id, json_string(pubkey));
+    return save_peers(k);
+}
+
+int rl_keyring_accept(rl_keyring_t *k, const char *device_id, const char *pubkey, const char *label,
+                      const char *platform)
+{
+    uint8_t pub[RL_E2E_KEY_LEN], shown[RL_E2E_KEY_LEN];
+
+    if (device_id == NULL || device_id[0] == '\0' || rl_e2e_pub_parse(pubkey, pub) != 0)
+        return -1;
+    if (rl_e2e_pub_parse(json_string_value(json_object_get(k->pending, device_id)), shown) != 0 ||
+        memcmp(pub, shown, sizeof(pub)) != 0)
+        return -2;
+    json_object_del(k->pending, device_id);
+    json_object_set_new(k->peers, device_id,
+                        json_pack("{s:s, s:s, s:s}", "pubkey", pubkey, "label", label != NULL ? label : "", "platform",
+                                  platform != NULL ? platform : ""));
+    return save_peers(k);
+}
+
+int rl_keyring_revoke(rl_keyring_t *k, const char *device_id)
+{
+    if (device_id == NULL)
+        return 0;
+    json_object_del(k->pending, device_id);
+    if (json_object_get(k->peers, device_id) == NULL)
+        return 0;
+    json_object_del(k->peers, device_id);
+    if (save_peers(k) != 0)
+        rl_log(RL_LOG_WARN, "could not save the list of accepted devices");
+    return 1;
+}
+
+int rl_keyring_accepted(const rl_keyring_t *k, const char *device_id)
+{
+    return device_id != NULL && json_object_get(k->peers, device_id) != NULL;
+}
+
+int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped)
+{
+    uint8_t key[RL_E2E_KEY_LEN];
+    int result = rl_e2e_unwrap_key(k->device.kp.sec, wrapped, key);
+
+    if (result == 0 && rl_keystore_add(k->sessions, session_id, key) < 0)
+        result = RL_E2E_E_IO;
+    rl_e2e_wipe(key, sizeof(key));
+    return result;
+}
+
+int rl_keyring_create(rl_keyring_t *k, const char *session_id)
+{
+    uint8_t key[RL_E2E_KEY_LEN];
+    int result;
+
+    rl_e2e_session_key_new(key);
+    result = rl_keystore_add(k->sessions, session_id, key) < 0 ? RL_E2E_E_IO : 0;
+    rl_e2e_wipe(key, sizeof(key));
+    return result;
+}
+
+int rl_keyring_has(const rl_keyring_t *k, const char *session_id)
+{
+    return rl_keystore_key(k->sessions, session_id, 0) != NULL;
+}
+
+size_t rl_keyring_sessions(const rl_keyring_t *k)
+{
+    return rl_keystore_count(k->sessions);
+}
+
+const char *rl_keyring_session(const rl_keyring_t *k, size_t i)
+{
+    return rl_keystore_session(k->sessions, i);
+}
+
+json_t *rl_keyring_recipients(const rl_keyring_t *k, const char *session_id, const char *device_id, const char *except)
+{
+    const uint8_t *key = rl_keystore_key(k->sessions, session_id, 0);
+    json_t *list, *body, *peer;
+    const char *id;
+
+    if (key == NULL)
+        return NULL;
+    list = json_array();
+    json_object_foreach(k->peers, id, peer)
+    {
+        uint8_t pub[RL_E2E_KEY_LEN];
+        char *wrapped;
+        if ((device_id != NULL && strcmp(id, device_id) != 0) || (except != NULL && strcmp(id, except) == 0))
+            continue;
+        if (rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0)
+            continue;
+        wrapped = rl_e2e_wrap(pub, key, RL_E2E_KEY_LEN);
+        if (wrapped != NULL)
+            json_array_append_new(list, json_pack("{s:s, s:s}", "device_id", id, "wrapped_session_key", wrapped));
+        free(wrapped);
+    }
+    if (json_array_size(list) == 0) {
+        json_decref(list);
+        return NULL;
+    }
+    body = json_pack("{s:s, s:o}", "session_id", session_id, "recipients", list);
+    if (body != NULL && k->device.device_id[0] != '\0')
+        json_object_set_new(body, "wrapped_by_device_id", json_string(k->device.device_id));
+    return body;
+}
+
+char *rl_keyring_seal(const rl_keyring_t *k, const char *session_id, const char *kind, const void *plain, size_t len)
+{
+    char path[160];
+
+    if (rl_e2e_path(path, sizeof(path), kind, session_id) != 0)
+        return NULL;
+    return rl_keystore_seal_field(k->sessions, session_id, path, plain, len);
+}
+
+int rl_keyring_open_field(const rl_keyring_t *k, const char *session_id, const char *kind, const char *b64, char **out)
+{
+    char path[160];
+
+    if (b64 == NULL || rl_e2e_path(path, sizeof(path), kind, session_id) != 0)
+        return RL_E2E_E_FORMAT;
+    return rl_keystore_open_field(k->sessions, session_id, path, b64, out, NULL);
+}
+
+char *rl_keyring_seal_path(const rl_keyring_t *k, const char *session_id, const char *path, const void *plain,
+                           size_t len)
+{
+    return rl_keystore_seal_field(k->sessions, session_id, path, plain, len);
+}
+
+int rl_keyring_open_path(const rl_keyring_t *k, const char *session_id, const char *path, const char *b64, char **out)
+{
+    return b64 != NULL ? rl_keystore_open_field(k->sessions, session_id, path, b64, out, NULL) : RL_E2E_E_FORMAT;
+}
+
+int rl_keyring_file_index(const rl_keyring_t *k, const char *session_id, const char *path,
+                          char out[RL_E2E_BLIND_IDX_SIZE])
+{
+    const uint8_t *key = rl_keystore_key(k->sessions, session_id, 0);
+    const char *inputs[] = {session_id, path};
+    uint8_t idx_key[RL_E2E_KEY_LEN];
+    int result;
+
+    if (key == NULL)
+        return RL_E2E_E_AUTH;
+    result = rl_e2e_blind_index_key(key, idx_key);
+    if (result == 0)
+        result = rl_e2e_blind_index(idx_key, "agent_files", inputs, 2, out);
+    rl_e2e_wipe(idx_key, sizeof(idx_key));
+    return result;
+}
+
+int rl_keyring_verify_decision(const rl_keyring_t *k, const char *approval_id, const char *session_id,
+                               const char *decision, const char *scope, const char *device_id, const char *sig,
+                               const char **why)
+{
+    json_t *peer = device_id != NULL ? json_object_get(k->peers, device_id) : NULL;
+    uint8_t pub[RL_E2E_KEY_LEN];
+
+    if (sig == NULL || sig[0] == '\0') {
+        *why = "no decision_sig";
+        return -1;
+    }
+    if (device_id == NULL || device_id[0] == '\0') {
+        *why = "no device_id";
+        return -1;
+    }
+    if (peer == NULL) {
+        *why = "signed by a device this bridge has not accepted (unconfirmed or revoked)";
+        return -1;
+    }
+    if (approval_id == NULL || decision == NULL ||
+        rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0) {
+        *why = "malformed decision";
+        return -1;
+    }
+    if (rl_e2e_decision_verify(k->device.kp.sec, pub, approval_id, session_id, decision, scope, device_id, sig) != 0) {
+        *why = "decision_sig does not verify";
+        return -1;
+    }
+    return 0;
+}
+
+/* How each content field of a bridge call is sealed. */
+typedef enum seal_form {
+    SEAL_TEXT, /* a string, sealed as its bytes */
+    SEAL_JSON, /* any JSON value, sealed as its JSON text */
+    SEAL_AUTO, /* a string as SEAL_TEXT, anything else as SEAL_JSON */
+} seal_form_t;
+
+static const struct seal_rule {
+    rl_call_t call;
+    const char *field, *ct_field, *kind;
+    seal_form_t form;
+} seal_rules[] = {
+    {RL_CALL_SEND_MESSAGE, "text", "text_ct", "messages", SEAL_TEXT},
+    {RL_CALL_DELTA, "delta", "delta_ct", "messages", SEAL_TEXT},
+    {RL_CALL_END, "text", "text_ct", "messages", SEAL_TEXT},
+    {RL_CALL_CREATE_TASK, "status_label", "status_label_ct", "tasks", SEAL_TEXT},
+    {RL_CALL_CREATE_TASK, "args", "args_ct", "tasks", SEAL_JSON},
+    {RL_CALL_UPDATE_TASK, "status_label", "status_label_ct", "tasks", SEAL_TEXT},
+    {RL_CALL_UPDATE_TASK, "partial_result", "partial_result_ct", "tasks", SEAL_JSON},
+    {RL_CALL_FINISH_TASK, "status_label", "status_label_ct", "tasks", SEAL_TEXT},
+    {RL_CALL_FINISH_TASK, "error", "error_ct", "tasks", SEAL_AUTO},
+    {RL_CALL_FINISH_TASK, "result", "result_ct", "tasks", SEAL_JSON},
+};
+
+/* What an approval's details_ct holds (the authors' shape, and content: the diff or text a person reviews). */
+static const char *const approval_details[] = {"title",        "message",       "command", "host",
+                                               "tool_call_id", "approval_slug", "content", NULL};
+
+static int seal_value(const rl_keyring_t *k, const char *session_id, const char *kind, json_t *value, seal_form_t form,
+                      json_t *body, const char *ct_field)
+{
+    char *text, *sealed;
+    int owned = 0;
+    size_t len;
+
+    if (json_is_string(value) && form != SEAL_JSON) {
+        text = (char *)json_string_value(value);
+        len = json_string_length(value);
+    } else {
+        text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (text == NULL)
+            return -1;
+        len = strlen(text);
+        owned = 1;
+    }
+    sealed = rl_keyring_seal(k, session_id, kind, text, len);
+    if (owned)
+        free(text);
+    if (sealed == NULL)
+        return -1;
+    json_object_set_new(body, ct_field, json_string(sealed));
+    free(sealed);
+    return 0;
+}
+
+int rl_keyring_seal_call(const rl_keyring_t *k, rl_call_t call, const char *session_id, json_t *body)
+{
+    size_t i;
+
+    if (call == RL_CALL_REQUEST_APPROVAL) {
+        json_t *details = json_object();
+        int result;
+        for (i = 0; approval_details[i] != NULL; i++) {
+            json_t *v = json_object_get(body, approval_details[i]);
+            if (v != NULL && !json_is_null(v))
+                json_object_set(details, approval_details[i], v);
+            json_object_del(body, approval_details[i]);
+        }
+        result = seal_value(k, session_id, "approvals", details, SEAL_JSON, body, "details_ct");
+        json_decref(details);
+        return result;
+    }
+    for (i = 0; i < sizeof(seal_rules) / sizeof(seal_rules[0]); i++) {
+        const struct seal_rule *rule = &seal_rules[i];
+        json_t *v;
+        if (rule->call != call)
+            continue;
+        v = json_object_get(body, rule->field);
+        if (v == NULL || json_is_null(v)) {
+            json_object_del(body, rule->field);
+            continue;
+        }
+        if (seal_value(k, session_id, rule->kind, v, rule->form, body, rule->ct_field) != 0)
+            return -1;
+        json_object_del(body, rule->field);
+    }
+    return 0;
+}

@@ -1,0 +1,303 @@
+/*
+ * relay-bridge's keyring: what it seals for each call (the table), which
+ * devices it accepts, whose decisions it takes. A temporary config folder
+ * per run (RELAY_CONFIG_DIR).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bridge/keyring.h"
+#include "e2e/keystore.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    snprintf(dir, sizeof(dir), "/tmp/rl_keyring_test.XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    setenv("RELAY_CONFIG_DIR", dir, 1);
+    return rl_e2e_init();
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A client device: its key pair and the hex of its public key. */
+typedef struct phone {
+    rl_e2e_keypair_t kp;
+    char pub[RL_E2E_PUBHEX_SIZE];
+} phone_t;
+
+static void new_phone(phone_t *p)
+{
+    assert_int_equal(rl_e2e_keypair_new(&p->kp), 0);
+    rl_e2e_pub_hex(p->kp.pub, p->pub);
+}
+
+static void test_files_are_private_and_kept(void **state)
+{
+    char err[256], path[256], pub[RL_E2E_PUBHEX_SIZE];
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    struct stat st;
+
+    assert_non_null(k);
+    snprintf(pub, sizeof(pub), "%s", rl_keyring_pubkey(k));
+    assert_int_equal(strlen(pub), 64);
+    rl_keyring_set_device_id(k, "dev_bridge");
+    rl_keyring_free(k);
+    snprintf(path, sizeof(path), "%s/bridge-device.json", dir);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    k = rl_keyring_open(err, sizeof(err));
+    assert_non_null(k);
+    assert_string_equal(rl_keyring_pubkey(k), pub);
+    assert_string_equal(rl_keyring_device_id(k), "dev_bridge");
+    rl_keyring_free(k);
+}
+
+static void test_only_the_device_the_emoji_were_shown_for_is_accepted(void **state)
+{
+    char err[256], sas[RL_E2E_SAS_TEXT_SIZE], theirs[RL_E2E_SAS_TEXT_SIZE];
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone, mallory;
+    uint8_t bridge_pub[32], bytes[4];
+
+    new_phone(&phone);
+    new_phone(&mallory);
+    /* The phone computes the same emoji from the bridge's public key. */
+    assert_int_equal(rl_keyring_sas(k, phone.pub, sas), 0);
+    assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+    assert_int_equal(rl_e2e_sas(phone.kp.sec, bridge_pub, bytes), 0);
+    rl_e2e_sas_text(bytes, theirs);
+    assert_string_equal(sas, theirs);
+    /* device_added with no device_pending before, or with another key than the one shown: refused. */
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web"), -2);
+    assert_int_equal(rl_keyring_pending(k, "dev_phone", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", mallory.pub, "phone", "web"), -2);
+    assert_false(rl_keyring_accepted(k, "dev_phone"));
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web"), 0);
+    assert_true(rl_keyring_accepted(k, "dev_phone"));
+    assert_int_equal(rl_keyring_pending(k, "dev_x", "zz"), -1);
+    rl_keyring_free(k);
+    /* Kept across a restart; forgotten on revoke. */
+    k = rl_keyring_open(err, sizeof(err));
+    assert_true(rl_keyring_accepted(k, "dev_phone"));
+    assert_int_equal(rl_keyring_revoke(k, "dev_phone"), 1);
+    assert_false(rl_keyring_accepted(k, "dev_phone"));
+    assert_int_equal(rl_keyring_revoke(k, "dev_phone"), 0);
+    rl_keyring_free(k);
+}
+
+static void test_keys_granted_wrapped_and_rotated(void **state)
+{
+    char err[256];
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone, other;
+    uint8_t key1[32], key2[32], got[32], bridge_pub[32];
+    char *wrapped, *sealed, *plain;
+    json_t *body;
+
+    new_phone(&phone);
+    new_phone(&other);
+    assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+    rl_e2e_session_key_new(key1);
+    wrapped = rl_e2e_wrap(bridge_pub, key1, 32);
+    assert_int_equal(rl_keyring_grant(k, "ses_1", wrapped), 0);
+    free(wrapped);
+    assert_true(rl_keyring_has(k, "ses_1"));
+    /* A wrap for someone else does not open. */
+    wrapped = rl_e2e_wrap(phone.kp.pub, key1, 32);
+    assert_int_equal(rl_keyring_grant(k, "ses_2", wrapped), RL_E2E_E_AUTH);
+    free(wrapped);
+    assert_false(rl_keyring_has(k, "ses_2"));
+
+    /* No accepted device yet: nothing to wrap for. Then one for each accepted device, minus the one excepted. */
+    assert_null(rl_keyring_recipients(k, "ses_1", NULL, NULL));
+    assert_int_equal(rl_keyring_pending(k, "dev_p", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_p", phone.pub, "p", "cli"), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_o", other.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_o", other.pub, "o", "web"), 0);
+    body = rl_keyring_recipients(k, "ses_1", NULL, "dev_o");
+    assert_non_null(body);
+    assert_string_equal(json_string_value(json_object_get(body, "session_id")), "ses_1");
+    assert_int_equal(json_array_size(json_object_get(body, "recipients")), 1);
+    {
+        json_t *r = json_array_get(json_object_get(body, "recipients"), 0);
+        assert_string_equal(json_string_value(json_object_get(r, "device_id")), "dev_p");
+        assert_int_equal(
+            rl_e2e_unwrap_key(phone.kp.sec, json_string_value(json_object_get(r, "wrapped_session_key")), got), 0);
+        assert_memory_equal(got, key1, 32);
+    }
+    json_decref(body);
+
+    /* A rotation: sealed with the new key, the old messages still open. */
+    sealed = rl_keyring_seal(k, "ses_1", "messages", "before", 6);
+    rl_e2e_session_key_new(key2);
+    wrapped = rl_e2e_wrap(bridge_pub, key2, 32);
+    assert_int_equal(rl_keyring_grant(k, "ses_1", wrapped), 0);
+    free(wrapped);
+    assert_int_equal(rl_keyring_open_field(k, "ses_1", "messages", sealed, &plain), 0);
+    assert_string_equal(plain, "before");
+    free(plain);
+    free(sealed);
+    sealed = rl_keyring_seal(k, "ses_1", "messages", "after", 5);
+    assert_int_equal(rl_e2e_open_field(key2, "messages/ses_1", sealed, &plain, NULL), 0);
+    assert_string_equal(plain, "after");
+    free(plain);
+    free(sealed);
+    rl_keyring_free(k);
+}
+
+/* Opens body's field with key under kind/ses_1. */
+static char *opened(const uint8_t key[32], const char *kind, json_t *body, const char *field)
+{
+    char path[64], *plain = NULL;
+
+    snprintf(path, sizeof(path), "%s/ses_1", kind);
+    assert_non_null(json_string_value(json_object_get(body, field)));
+    assert_int_equal(rl_e2e_open_field(key, path, json_string_value(json_object_get(body, field)), &plain, NULL), 0);
+    return plain;
+}
+
+static void test_every_content_field_is_sealed(void **state)
+{
+    char err[256], *plain;
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    uint8_t key[32];
+    json_t *body;
+
+    assert_int_equal(rl_keyring_create(k, "ses_1"), 0);
+    /* The keystore keeps the key made; read it back from the file for the check. */
+    {
+        char path[256];
+        rl_keystore_t *ks;
+        snprintf(path, sizeof(path), "%s/bridge-session-keys.json", dir);
+        ks = rl_keystore_load(path);
+        assert_non_null(ks);
+        memcpy(key, rl_keystore_key(ks, "ses_1", 0), 32);
+        rl_keystore_free(ks);
+    }
+
+    body = json_pack("{s:s, s:s, s:s}", "session_id", "ses_1", "delta", "some words", "idempotency_key", "k1");
+    assert_int_equal(rl_keyring_seal_call(k, RL_CALL_DELTA, "ses_1", body), 0);
+    assert_null(json_object_get(body, "delta"));
+    plain = opened(key, "messages", body, "delta_ct");
+    assert_string_equal(plain, "some words");
+    free(plain);
+    assert_string_equal(json_string_value(json_object_get(body, "idempotency_key")), "k1");
+    json_decref(body);
+
+    body = json_pack("{s:s, s:s}", "session_id", "ses_1", "text", "");
+    assert_int_equal(rl_keyring_seal_call(k, RL_CALL_SEND_MESSAGE, "ses_1", body), 0);
+    assert_string_equal(json_string_value(json_object_get(body, "text_ct")), "AA==");
+    json_decref(body);
+
+    body = json_pack("{s:s, s:s, s:s, s:{s:s}, s:s}", "session_id", "ses_1", "task_id", "t1", "status_label", "Running",
+                     "args", "command", "ls", "name", "shell");
+    assert_int_equal(rl_keyring_seal_call(k, RL_CALL_CREATE_TASK, "ses_1", body), 0);
+    assert_null(json_object_get(body, "args"));
+    assert_null(json_object_get(body, "status_label"));
+    plain = opened(key, "tasks", body, "args_ct");
+    assert_string_equal(plain, "{\"command\":\"ls\"}");
+    free(plain);
+    plain = opened(key, "tasks", body, "status_label_ct");
+    assert_string_equal(plain, "Running");
+    free(plain);
+    json_decref(body);
+
+    body = json_pack("{s:s, s:s, s:s, s:[i], s:n}", "session_id", "ses_1", "task_id", "t1", "error", "boom", "result",
+                     1, "status_label");
+    assert_int_equal(rl_keyring_seal_call(k, RL_CALL_FINISH_TASK, "ses_1", body), 0);
+    assert_null(json_object_get(body, "status_label"));
+    assert_null(json_object_get(body, "status_label_ct"));
+    plain = opened(key, "tasks", body, "error_ct");
+    assert_string_equal(plain, "boom");
+    free(plain);
+    plain = opened(key, "tasks", body, "result_ct");
+    assert_string_equal(plain, "[1]");
+    free(plain);
+    json_decref(body);
+
+    body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "session_id", "ses_1", "approval_id", "apr_1", "title",
+                     "Run a command", "message", "wants ls", "command", "ls", "severity", "medium", "action", "exec");
+    assert_int_equal(rl_keyring_seal_call(k, RL_CALL_REQUEST_APPROVAL, "ses_1", body), 0);
+    assert_null(json_object_get(body, "title"));
+    assert_null(json_object_get(body, "message"));
+    assert_null(json_object_get(body, "command"));
+    assert_string_equal(json_string_value(json_object_get(body, "severity")), "medium");
+    plain = opened(key, "approvals", body, "details_ct");
+    {
+        json_t *details = json_loads(plain, 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(details, "title")), "Run a command");
+        assert_string_equal(json_string_value(json_object_get(details, "command")), "ls");
+        json_decref(details);
+    }
+    free(plain);
+    json_decref(body);
+    rl_keyring_free(k);
+}
+
+static void test_decisions_of_accepted_devices_only(void **state)
+{
+    char err[256], sig[RL_E2E_SIG_SIZE];
+    const char *why = NULL;
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone, stranger;
+    uint8_t bridge_pub[32];
+
+    new_phone(&phone);
+    new_phone(&stranger);
+    assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+    assert_int_equal(rl_e2e_decision_sig(phone.kp.sec, bridge_pub, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig),
+                     0);
+    /* Not accepted yet. */
+    assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig, &why), -1);
+    assert_non_null(strstr(why, "not accepted"));
+    assert_int_equal(rl_keyring_pending(k, "dev_ph", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_ph", phone.pub, "", "cli"), 0);
+    assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig, &why), 0);
+    /* The relay turning approve into approve_always, or naming another approval: refused. */
+    assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve_always", NULL, "dev_ph", sig, &why), -1);
+    assert_string_equal(why, "decision_sig does not verify");
+    assert_int_equal(rl_keyring_verify_decision(k, "apr_2", "ses_1", "approve", NULL, "dev_ph", sig, &why), -1);
+    assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve", NULL, "dev_ph", NULL, &why), -1);
+    assert_string_equal(why, "no decision_sig");
+    /* A stranger's key signing in the name of the accepted device. */
+    assert_int_equal(rl_e2e_decision_sig(stranger.kp.sec, bridge_pub, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig),
+                     0);
+    assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig, &why), -1);
+    /* Revoked: its decisions no longer count. */
+    assert_int_equal(rl_e2e_decision_sig(phone.kp.sec, bridge_pub, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig),
+                     0);
+    rl_keyring_revoke(k, "dev_ph");
+    assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig, &why), -1);
+    rl_keyring_free(k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_files_are_private_and_kept),
+        cmocka_unit_test(test_only_the_device_the_emoji_were_shown_for_is_accepted),
+        cmocka_unit_test(test_keys_granted_wrapped_and_rotated),
+        cmocka_unit_test(test_every_content_field_is_sealed),
+        cmocka_unit_test(test_decisions_of_accepted_devices_only),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
