@@ -31,9 +31,4 @@ size_t rl_base64_encode(const void *in, size_t len, char *out);
  */
 long rl_base64_decode(const char *in, size_t len, unsigned char *out);
 
-/* Writes 2 * len lowercase hex characters and a NUL; out needs 2 * len + 1 bytes. */
-void rl_hex_encode(const void *in, size_t len, char *out);
-/* Decodes exactly outlen bytes from 2 * outlen hex characters (either case); 0, or -1 when in is anything else. */
-int rl_hex_decode(const char *in, size_t inlen, unsigned char *out, size_t outlen);
-
 #endif

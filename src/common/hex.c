@@ -23,3 +23,18 @@ void rl_hex_encode(const void *bytes, size_t len, char *out)
     }
     out[2 * len] = '\0';
 }
+
+int rl_hex_decode(const char *in, size_t inlen, unsigned char *out, size_t outlen)
+{
+    size_t i;
+
+    if (inlen != 2 * outlen)
+        return -1;
+    for (i = 0; i < outlen; ++i) {
+        int hi = rl_hex_value((unsigned char)in[2 * i]), lo = rl_hex_value((unsigned char)in[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}

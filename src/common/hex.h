@@ -8,5 +8,7 @@
 int rl_hex_value(int c);
 /* Writes the len bytes as 2 * len lowercase hex digits and a NUL; out needs 2 * len + 1 bytes. */
 void rl_hex_encode(const void *bytes, size_t len, char *out);
+/* Decodes exactly outlen bytes from 2 * outlen hex digits (either case); 0, or -1 when in is anything else. */
+int rl_hex_decode(const char *in, size_t inlen, unsigned char *out, size_t outlen);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/hex.h"
 #include "e2e/e2e.h"
 
 #define ENVELOPE_V1 0x01

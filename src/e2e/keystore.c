@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/base64.h"
+#include "common/hex.h"
 #include "e2e/keystore.h"
 
 /* A session's keys, newest first. */

@@ -12,6 +12,7 @@
 
 #include "common/args.h"
 #include "common/base64.h"
+#include "common/hex.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/error.h"
