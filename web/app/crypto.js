@@ -8,7 +8,8 @@
 // HSalsa20, and the wire keys its sealed boxes and SAS by beforenm's output,
 // not the raw X25519 one. AES-256-GCM, HKDF-SHA256 and HMAC-SHA256 come from
 // WebCrypto. tweetnacl is a script, not a module: imported for its effect, it
-// sets self.nacl (a Node test sets `self` first).
+// sets self.nacl (nacl-scope.js gives Node a `self` first).
+import './nacl-scope.js';
 import './vendor/tweetnacl/nacl-fast.js';
 
 const VERSION_SYMMETRIC = 0x01;

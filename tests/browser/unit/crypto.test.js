@@ -11,9 +11,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// Node 18 has no global WebCrypto (Node 19 has); tweetnacl, a script, looks for `self`.
+// Node 18 has no global WebCrypto (Node 19 has).
 if (!globalThis.crypto) globalThis.crypto = webcrypto;
-if (!globalThis.self) globalThis.self = globalThis;
 const c = await import('../../../web/app/crypto.js');
 const nacl = globalThis.nacl;
 
