@@ -360,6 +360,11 @@ test('push: the service worker opens text_ct with the key in IndexedDB; without 
     if (!worker) return [];
     return worker.evaluate(async () => (await self.registration.getNotifications()).map((n) => ({ title: n.title, body: n.body, tag: n.tag })));
   };
+  // The closed page may still count as a window for a moment: the worker would skip a reply's notification.
+  await waitFor('no window of the app', async () => {
+    const worker = context.serviceWorkers().find((w) => w.url().startsWith(relay.url));
+    return worker && (await worker.evaluate(async () => (await self.clients.matchAll({ type: 'window', includeUncontrolled: true })).length)) === 0;
+  });
   await deliver({ kind: 'reply', session_id: sessionId, message_id: 'msg_x', title: 'New message', url: `/#/s/${sessionId}`,
     text_ct: seal(sessionKey, `messages/${sessionId}`, SECRET.push) });
   const shown = await waitFor('the opened notification', async () => (await notes()).find((n) => n.tag === sessionId));
