@@ -261,6 +261,7 @@ test('an encrypted turn: the message goes sealed, the reply, a task and an appro
       command: SECRET.approval, host: 'laptop', tool_call_id: 'call_shred', approval_slug: 'exec' })) });
   const approval = await page.waitForSelector('.approval-pending');
   assert.match(await approval.innerText(), /shred-the-marmalade --verbose/);
+  assert.equal(await approval.$('button[data-choice="always"]'), null, 'no grant in an encrypted chat: relayd would answer nothing by it');
   await screenshot(page, 'e2e-approval');
   assert.deepEqual(await axe(page), []);
   await (await approval.$('button[data-choice="once"]')).click();
