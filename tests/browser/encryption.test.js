@@ -198,6 +198,8 @@ test('Verify shows the emoji the bridge computes; They match confirms, and only 
   });
   assert.equal(shown, sasOf(webDevice.pubkey), 'the bridge derives the same four emoji');
   assert.equal((await page.innerText('ol.sas')).replace(/\s+/g, ' ').trim(), shown);
+  assert.doesNotMatch(await page.innerText('main'), /\bnull\b|\bundefined\b/, 'no stray null on the screen');
+  assert.equal(await page.$$eval('ol.sas', (els) => els.length), 1);
   await screenshot(page, 'e2e-verify');
   assert.deepEqual(await axe(page), []);
   await page.click('button:has-text("They match")');

@@ -6,7 +6,7 @@
 // from this device and new chats on it are not encrypted (e2e.js).
 import { describe } from './api.js';
 import { store, installationName, emit } from './state.js';
-import { h, clear, toast, ask, announce } from './ui.js';
+import { h, append, clear, toast, ask, announce } from './ui.js';
 import { e2e, refreshDevices, sasWith, confirmBridge, revoke, onKeys } from './e2e.js';
 
 function platformName(d) {
@@ -88,7 +88,9 @@ export function verifyView(main, bridgeDeviceId) {
   const body = h('div');
   main.append(h('div', { class: 'screen' }, h('h1', { text: 'Verify a machine' }), body));
 
+  let drawing = 0;
   async function draw() {
+    const mine = ++drawing;
     clear(body);
     const bridge = e2e.devices.find((d) => d.id === bridgeDeviceId && d.platform === 'bridge');
     if (!e2e.device || !bridge) {
@@ -97,7 +99,9 @@ export function verifyView(main, bridgeDeviceId) {
       return;
     }
     const emoji = await sasWith(bridge);
-    body.append(
+    // A newer draw (the devices changed meanwhile) owns the screen.
+    if (mine !== drawing) return;
+    append(body, [
       h('p', { text: `Compare these four emoji with the ones ${deviceName(bridge)} shows (relay-bridge prints them in its terminal). Confirm only if they are the same, in the same order.` }),
       h('ol', { class: 'sas', 'aria-label': 'Verification emoji', dataset: { sas: emoji.join(' ') } }, emoji.map((e) => h('li', { text: e }))),
       bridge.confirmed_by_me ? h('p', { class: 'pill pill-lock', text: 'Verified' }) : null,
@@ -113,7 +117,7 @@ export function verifyView(main, bridgeDeviceId) {
             toast(describe(err), 'error');
             draw();
           }
-        } })));
+        } }))]);
   }
 
   draw();
