@@ -90,6 +90,7 @@ const rl_route_t rl_relay_routes[] = {
     {"GET", "/sw.js", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
     {"GET", "/manifest.webmanifest", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
     {"GET", "/app/:version/:name", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/app/:version/vendor/:lib/:name", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0}, /* web/app/vendor/ */
     {"GET", "/v1/web/config", rl_webapp_config, RL_AUTH_NONE, "default", NULL, 0},
     {"POST", "/v1/login/exchange", rl_login_exchange, RL_AUTH_NONE, "login", &rl_login_exchange_schema, 0},
     {"GET", "/v1/me/sessions", rl_sessions_list, RL_AUTH_USER, "default", NULL, 0},
