@@ -35,11 +35,14 @@ let sessionId;
 let webDevice;          // the phone's device row
 let bridgeDevice;       // the bridge's device row
 const decisionRequests = [];
+// The steps build on each other: each one says which step it needs, instead of failing somewhere
+// in its middle.
+let reached = 0;
+const needs = (step) => assert.equal(reached, step, `step ${step} did not pass`);
 const USER_TEXT = 'Please summarise the tangerine ledger for Ottoline before the gondola leaves';
 
-function hex(bytes) {
-  return Buffer.from(bytes).toString('hex');
-}
+// A device row's id (GET /v1/me/devices).
+const idOf = (d) => d.id ?? d.device_id;
 
 before(async () => {
   const problems = verifyVendor();
@@ -68,6 +71,7 @@ after(async () => {
 });
 
 test('the authors\' bridge pairs with relayd through the 7-letter code the phone claims', async () => {
+  needs(0);
   bridge = new SophonBridge({ relayUrl: relay.url, gatewayUrl: gateway.url, gatewayToken: gateway.token,
     node: process.env.SOPHON_BRIDGE_NODE || process.execPath });
   script = defaultScript(join(bridge.dir, 'ledger.txt'));
@@ -102,9 +106,11 @@ test('the authors\' bridge pairs with relayd through the 7-letter code the phone
     return bridgeDevice;
   });
   assert.equal(bridgeDevice.installation_id, claimed.installation_id);
+  reached = 1;
 });
 
 test('the phone shows the same emoji as the authors\' code computes on the bridge\'s side, and the user confirms them', async () => {
+  needs(1);
   const creds = bridge.credentials();
   await waitFor('the phone\'s device', async () => {
     const { devices } = await relay.api('GET', '/v1/me/devices', user);
@@ -115,20 +121,21 @@ test('the phone shows the same emoji as the authors\' code computes on the bridg
   // (its credentials.json) and the phone's public key, through their emoji table.
   const expected = authors.sas.sasToEmojis(authors.crypto.deriveSASFromECDH(
     Uint8Array.from(Buffer.from(creds.bridgeSecretHex, 'hex')), Uint8Array.from(Buffer.from(webDevice.pubkey, 'hex'))));
-  await page.goto(`${relay.url}/#/devices`);
-  const row = await waitFor('the bridge device on the phone', () => page.$(`[data-device-id="${bridgeDevice.device_id}"]`));
+  await page.goto(`${relay.url}/#/verify/${encodeURIComponent(idOf(bridgeDevice))}`);
   const shown = await waitFor('the SAS on the phone', async () => {
-    const el = await row.$('.sas');
-    return el && (await el.innerText()).trim();
+    const el = await page.$('ol.sas');
+    return el && el.getAttribute('data-sas');
   });
-  assert.equal(shown.replace(/\s+/g, ' '), expected, 'the phone and the authors\' bridge derive the same four emoji');
+  assert.equal(shown, expected, 'the phone and the authors\' bridge derive the same four emoji');
+  assert.equal((await page.innerText('ol.sas')).replace(/\s+/g, ' ').trim(), expected, 'and the phone shows them');
   await screenshot(page, 'interop-sas');
-  await (await row.$('button.confirm-device')).click();
+  await page.click('button:has-text("They match")');
   await waitFor('the bridge confirmed by the phone', async () => {
-    const r = await fetch(`${relay.url}/v1/me/devices`, { headers: { Authorization: `Bearer ${user}`, 'X-Relay-Device': webDevice.device_id } });
-    const mine = (await r.json()).result.devices.find((d) => d.device_id === bridgeDevice.device_id);
+    const r = await fetch(`${relay.url}/v1/me/devices`, { headers: { Authorization: `Bearer ${user}`, 'X-Relay-Device': idOf(webDevice) } });
+    const mine = (await r.json()).result.devices.find((d) => idOf(d) === idOf(bridgeDevice));
     return mine && mine.confirmed_by_me === true;
   });
+  reached = 2;
 });
 
 async function lastAgentText() {
@@ -136,6 +143,7 @@ async function lastAgentText() {
 }
 
 test('one encrypted turn: the message, the streamed reply, a task and an approval, decrypted on the phone; the signed decision reaches the gateway', async () => {
+  needs(2);
   await page.goto(`${relay.url}/#/machines`);
   await page.click('.installation a:has-text("New chat")');
   await page.click('button:has-text("Start chat")');
@@ -178,7 +186,7 @@ test('one encrypted turn: the message, the streamed reply, a task and an approva
   assert.equal(decisionRequests.length, 1);
   const sent = decisionRequests[0].body;
   const deviceId = sent.device_id || decisionRequests[0].headers['x-relay-device'];
-  assert.equal(deviceId, webDevice.device_id);
+  assert.equal(deviceId, idOf(webDevice));
   const shared = nacl.box.before(Uint8Array.from(Buffer.from(webDevice.pubkey, 'hex')),
     Uint8Array.from(Buffer.from(bridge.credentials().bridgeSecretHex, 'hex')));
   const k = Buffer.from(hkdfSync('sha256', shared, new Uint8Array(0), Buffer.from('relay/v1/decision'), 32));
@@ -193,6 +201,7 @@ test('one encrypted turn: the message, the streamed reply, a task and an approva
   await gateway.until(() => gateway.finished.length === 1);
   await screenshot(page, 'interop-turn');
   assert.deepEqual(gateway.unknown, [], 'the bridge asked the gateway nothing it does not implement');
+  reached = 3;
 });
 
 function filesUnder(dir) {
@@ -206,6 +215,7 @@ function filesUnder(dir) {
 }
 
 test('no word of the turn is in relayd\'s SQLite file, its WAL or its log', async () => {
+  needs(3);
   const words = new Set();
   const add = (text) => { for (const w of String(text).match(/[A-Za-z]{6,}/g) || []) words.add(w); };
   add(USER_TEXT);
@@ -238,4 +248,5 @@ test('no word of the turn is in relayd\'s SQLite file, its WAL or its log', asyn
   // And the words really were on the phone: the search looks for what the turn showed.
   const body = await page.innerText('body');
   assert.ok(body.includes('harpsichord'), 'the phone shows the turn');
+  reached = 4;
 });
