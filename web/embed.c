@@ -193,6 +193,14 @@ int main(int argc, char **argv)
                 file->text = types[k].text;
             }
         }
+        /* A vendored library's licence keeps the name it has upstream (web/app/vendor/). */
+        if (file->type == NULL) {
+            const char *slash = strrchr(argv[i], '/');
+            if (strcmp(slash != NULL ? slash + 1 : argv[i], "LICENSE") == 0) {
+                file->type = "text/plain; charset=utf-8";
+                file->text = 1;
+            }
+        }
         if (file->type == NULL)
             die("no content type for this suffix", file->name);
         EVP_DigestUpdate(ctx, file->name, strlen(file->name) + 1);

@@ -26,12 +26,18 @@
     X(TASK_NOT_FOUND, 404, "task_not_found", "the task does not exist")                                                \
     X(PAIRING_NOT_FOUND, 404, "pairing_not_found", "no pending pairing matches this code or poll token")               \
     X(GRANT_NOT_FOUND, 404, "grant_not_found", "the grant does not exist")                                             \
+    X(DEVICE_NOT_FOUND, 404, "device_not_found", "the device does not exist or was revoked")                           \
+    X(FILE_NOT_FOUND, 404, "file_not_found", "the agent touched no file with this blind index in this session")        \
     X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")                         \
     X(IDEMPOTENCY_CONFLICT, 409, "idempotency_conflict",                                                               \
       "this idempotency key was already used with a different body")                                                   \
     X(MESSAGE_FINALIZED, 409, "message_finalized", "the message is already finalised")                                 \
     X(TASK_FINISHED, 409, "task_finished", "the task has already ended")                                               \
     X(CONFLICT, 409, "conflict", "a resource with this key already exists")                                            \
+    X(DEVICE_UNCONFIRMED, 409, "device_unconfirmed",                                                                   \
+      "the device has not confirmed this session's bridge (compare the emoji, then confirm)")                         \
+    X(SESSION_NOT_ENCRYPTED, 409, "session_not_encrypted", "the session is not end-to-end encrypted")                   \
+    X(DEVICE_MISMATCH, 409, "device_mismatch", "X-Relay-Device must name the device being confirmed")                 \
     X(APPROVAL_AMBIGUOUS, 409, "approval_ambiguous",                                                                   \
       "several of your installations use this approval id; name one with installation_id")                             \
     X(APPROVAL_EXPIRED, 410, "approval_expired", "the approval expired before a decision")                             \
@@ -49,6 +55,8 @@
     X(INTERNAL, 500, "internal_error", "internal server error")                                                        \
     X(UPSTREAM, 502, "upstream_error", "the bridge bus failed")                                                        \
     X(UNAVAILABLE, 503, "temporarily_unavailable", "the service is overloaded; retry later")                           \
+    X(BRIDGE_OFFLINE, 503, "bridge_offline", "the installation's bridge is not connected")                            \
+    X(BRIDGE_TIMEOUT, 504, "bridge_timeout", "the bridge did not answer in time")                                      \
     X(AGENT_DEGRADED, 503, "agent_degraded", "the agent is not answering; retry later")
 
 typedef enum rl_error {

@@ -23,6 +23,7 @@
 #include "relay/attachments.h"
 #include "relay/bridge.h"
 #include "relay/deltas.h"
+#include "relay/e2e.h"
 #include "relay/hub.h"
 #include "relay/manifest.h"
 #include "relay/push.h"
@@ -34,6 +35,10 @@
 #define ID_CHARS  20
 #define TEXT_MAX  0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
 #define DELTA_MAX 65536
+/* A delta's envelope: base64 of 29 bytes more than its text, and UTF-8 text can take 4 bytes a character. */
+#define DELTA_CT_MAX (DELTA_MAX * 6)
+
+static const char *const message_plain[] = {"text", NULL};
 
 /*
  * spec: stop, length, content_filter, tool_call. The protocol authors'
@@ -77,7 +82,8 @@ static const rl_schema_t usage_schema = RL_SCHEMA(usage_fields);
 static const rl_field_t send_message_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("interaction_id", RL_F_NULLABLE, 1, 64),
-    RL_FIELD_STRING("text", RL_F_REQUIRED, 0, TEXT_MAX),
+    RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
@@ -88,7 +94,8 @@ const rl_schema_t rl_send_message_schema = RL_SCHEMA(send_message_fields);
 
 static const rl_field_t send_delta_fields[] = {
     RL_FIELD_STRING("message_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("delta", RL_F_REQUIRED, 0, DELTA_MAX),
+    RL_FIELD_STRING("delta", 0, 0, DELTA_MAX),
+    RL_FIELD_CT("delta_ct", 0, DELTA_CT_MAX),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
@@ -97,6 +104,7 @@ const rl_schema_t rl_send_delta_schema = RL_SCHEMA(send_delta_fields);
 static const rl_field_t send_end_fields[] = {
     RL_FIELD_STRING("message_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
     RL_FIELD_ENUM("finish_reason", 0, finish_reasons),
     RL_FIELD_IDEMPOTENCY_KEY,
@@ -192,6 +200,9 @@ int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn
 
     if (result == 0)
         result = (check != NULL ? check : target_check)(txn, w);
+    /* issue 26: plaintext in an encrypted session, or ciphertext in a plain one, is refused by name. */
+    if (result == 0)
+        result = rl_e2e_body_check(w->body, w->session.encrypted, w->plain, &w->bad_field);
 
     if (result != 0)
         return result;
@@ -204,6 +215,27 @@ int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn
     if (result != 0 || (result = apply(txn, w)) != 0)
         return result;
     return rl_idempotency_record(txn, &w->idem, w->response, w->target.now);
+}
+
+int rl_bridge_write_require(rl_bridge_write_t *w, const char *field)
+{
+    if (json_object_get(w->body, field) != NULL)
+        return 0;
+    w->bad_field = field;
+    w->bad_required = 1;
+    return RL_E_INVALID_REQUEST;
+}
+
+void rl_bridge_write_fail(rl_call_t *call, rl_bridge_write_t *w, int result)
+{
+    if (result == RL_E_INVALID_REQUEST && w->bad_field != NULL && w->bad_required)
+        rl_call_fail_full(
+            call, RL_E_INVALID_REQUEST, NULL,
+            json_pack("[{s:s, s:s, s:s}]", "path", w->bad_field, "code", "invalid_type", "message", "Required"), NULL);
+    else if (result == RL_E_INVALID_REQUEST && w->bad_field != NULL)
+        rl_e2e_fail_field(call, w->bad_field, w->session.encrypted);
+    else
+        rl_call_fail(call, result, NULL);
 }
 
 int rl_bridge_write_answer(rl_call_t *call, rl_bridge_write_t *w)
@@ -226,12 +258,16 @@ struct message_open {
 static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
     struct message_open *op = (void *)w;
-    const char *text = json_string_value(json_object_get(w->body, "text"));
-    json_t *refs = json_object_get(w->body, "attachments"), *none = json_array(), *attachments = NULL, *usage;
+    /* An encrypted session's text column holds the envelope (views.c). */
+    const char *text = json_string_value(json_object_get(w->body, w->session.encrypted ? "text_ct" : "text"));
+    json_t *refs = json_object_get(w->body, "attachments"), *none, *attachments = NULL, *usage;
     int placeholder = text == NULL || text[0] == '\0', result;
     rl_message_row_t message = {0};
     char *attachments_text, *usage_text = NULL;
 
+    if ((result = rl_bridge_write_require(w, w->session.encrypted ? "text_ct" : "text")) != 0)
+        return result;
+    none = json_array();
     result = rl_attachments_resolve(txn, w->session.user_id, refs != NULL ? refs : none, &attachments);
     json_decref(none);
     /* The session now keeps these files: they go when it is purged, not before. */
@@ -265,6 +301,8 @@ static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         return result;
     w->response = json_pack("{s:s}", "message_id", op->message_id);
     w->op.value = rl_view_message(&message, message.text, strlen(message.text));
+    if (w->session.encrypted)
+        rl_view_seal_message(w->op.value);
     return 0;
 }
 
@@ -287,13 +325,14 @@ static void on_message_opened(rl_store_op_t *base)
                                     "Unknown attachment key"),
                           NULL);
     } else if (base->result != 0) {
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, w, base->result);
     } else if (!rl_bridge_write_answer(call, w)) {
         json_t *message = w->op.value;
         rl_deltas_opened(relay->deltas, json_string_value(json_object_get(message, "message_id")), call->principal,
                          w->session.user_id, json_object_get(message, "session_id"),
                          json_object_get(message, "interaction_id"),
-                         json_string_length(json_object_get(call->body, "text")));
+                         json_string_length(json_object_get(call->body, w->session.encrypted ? "text_ct" : "text")),
+                         w->session.encrypted);
         /* spec: the agent placeholder is announced as message_added. */
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
         rl_hub_publish(relay->hub, w->session.user_id, "message_added", json_incref(message));
@@ -305,9 +344,11 @@ static void on_message_opened(rl_store_op_t *base)
 static int text_too_long(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    const char *text = rl_body_string(call, "text");
+    const char *text = rl_body_string(call, "text"), *text_ct = rl_body_string(call, "text_ct");
 
-    return text != NULL && strlen(text) > (size_t)relay->config.max_message_bytes;
+    /* An encrypted text's cap applies to its envelope: relayd cannot count what it cannot read. */
+    return (text != NULL && strlen(text) > (size_t)relay->config.max_message_bytes) ||
+           (text_ct != NULL && strlen(text_ct) > (size_t)relay->config.max_message_bytes);
 }
 
 int rl_bridge_send_message(rl_call_t *call)
@@ -321,6 +362,7 @@ int rl_bridge_send_message(rl_call_t *call)
                              rl_body_string(call, "idempotency_key"));
     if (op == NULL)
         return RL_E_INTERNAL;
+    op->w.plain = message_plain;
     rl_rand_id(message_id, sizeof(message_id), "msg_", ID_CHARS);
     op->message_id = rl_op_str(op, message_id);
     rl_op_submit_for(call, op, on_message_opened);
@@ -371,10 +413,12 @@ static int message_end_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
     struct message_end *op = (void *)w;
     rl_message_row_t *message = &op->message;
-    json_t *canonical = json_object_get(w->body, "text"), *usage = json_object_get(w->body, "usage");
+    json_t *canonical = json_object_get(w->body, w->session.encrypted ? "text_ct" : "text"),
+           *usage = json_object_get(w->body, "usage");
     const char *text = NULL;
     char *usage_text = NULL;
     size_t len = 0;
+    int result;
 
     if (strcmp(message->state, "streaming") != 0)
         return RL_E_MESSAGE_FINALIZED;
@@ -390,9 +434,13 @@ static int message_end_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         free(usage_text);
     }
     w->response = json_pack("{s:s}", "message_id", op->message_id);
-    return finalize(txn, message, text, len,
-                    stored_finish_reason(json_string_value(json_object_get(w->body, "finish_reason"))), w->target.now,
-                    &w->op.value);
+    /* An encrypted message without a final text_ct keeps its opening envelope and its deltas' (views.c). */
+    result = finalize(txn, message, text, len,
+                      stored_finish_reason(json_string_value(json_object_get(w->body, "finish_reason"))), w->target.now,
+                      &w->op.value);
+    if (result == 0 && w->session.encrypted)
+        rl_view_seal_message(w->op.value);
+    return result;
 }
 
 static int message_end_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -411,7 +459,7 @@ static void on_message_ended(rl_store_op_t *base)
 
     rl_deltas_ending(relay->deltas, op->message_id, 0);
     if (base->result != 0) {
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, w, base->result);
     } else if (!rl_bridge_write_answer(call, w)) {
         json_t *message = w->op.value;
         rl_deltas_finalized(relay->deltas, op->message_id);
@@ -435,6 +483,7 @@ int rl_bridge_send_end(rl_call_t *call)
                              rl_body_string(call, "idempotency_key"));
     if (op == NULL)
         return RL_E_INTERNAL;
+    op->w.plain = message_plain;
     op->message_id = rl_op_str(op, message_id);
     /* The deltas answered so far land before the end that folds them into the canonical text. */
     rl_deltas_flush(relay->deltas);

@@ -22,10 +22,17 @@ typedef struct rl_bridge_write {
     rl_idempotency_t idem;
     rl_bridge_target_t target;
     json_t *body; /* the request body (a reference: never changed once submitted) */
+    /*
+     * issue 26: the body's plaintext content fields, refused in an encrypted
+     * session (NULL-terminated; NULL: none), checked once the session is known.
+     */
+    const char *const *plain;
     /* results */
     int replay;               /* the response is the stored one */
     json_t *response;         /* what the bridge is answered */
     rl_session_row_t session; /* the target session: its user_id is whom to tell */
+    const char *bad_field;    /* a refusal of the plaintext-or-ciphertext rule: the field */
+    int bad_required;         /* ... and whether it is missing (else present where it may not be) */
 } rl_bridge_write_t;
 
 /*
@@ -45,6 +52,13 @@ int rl_bridge_write_run(rl_txn_t *txn, rl_bridge_write_t *w, int (*check)(rl_txn
                         int (*apply)(rl_txn_t *, rl_bridge_write_t *));
 /* The dispose of every bridge write type. */
 void rl_bridge_write_dispose(rl_store_op_t *op);
+/*
+ * In a transaction: refuses (RL_E_INVALID_REQUEST) a write that lacks field,
+ * naming it, so that the answer says which field the session needs.
+ */
+int rl_bridge_write_require(rl_bridge_write_t *w, const char *field);
+/* Answers a failed write: errors[] naming the field for the rule of rl_e2e_body_check, else the error. */
+void rl_bridge_write_fail(rl_call_t *call, rl_bridge_write_t *w, int result);
 /* Answers the call with the write's response (marked idempotent on a replay); 1 when it was a replay. */
 int rl_bridge_write_answer(rl_call_t *call, rl_bridge_write_t *w);
 

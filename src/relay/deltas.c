@@ -40,6 +40,7 @@
 #include "common/log.h"
 #include "common/strmap.h"
 #include "relay/deltas.h"
+#include "relay/e2e.h"
 #include "relay/hub.h"
 #include "relay/idempotency.h"
 #include "relay/ops.h"
@@ -76,9 +77,10 @@ struct open_message {
     char user_id[RL_PRINCIPAL_MAX + 1];
     json_t *session_id, *interaction_id;
     rl_strmap_t *keys; /* stored deltas: idempotency key -> its body hash (a string of its own) */
-    json_t *pending; /* deltas being written: key -> body hash */
+    json_t *pending;   /* deltas being written: key -> body hash */
     int64_t next_seq;
     int loading, finalized, deleted;
+    int encrypted;         /* its session is: deltas are delta_ct envelopes, each stored after a '\n' (views.c) */
     int ending;            /* sendMessageEnd calls in the store */
     int64_t keys_until_ms; /* an ended message's keys stop replaying then (--idempotency-ttl); 0 while it streams */
     size_t text_bytes;     /* its text so far, stored and pending (--max-message-bytes) */
@@ -480,13 +482,17 @@ static const rl_store_op_type_t stream_state_type = RL_OP_TYPE(message_stream_st
 
 /* ---- batches ---- */
 
-/* spec: message_delta, to the user's streams. */
-static void publish_delta(rl_deltas_t *deltas, struct open_message *message, json_t *delta)
+/* spec: message_delta, to the user's streams; an encrypted message's carries delta_ct and a null delta. */
+static void publish_delta(rl_deltas_t *deltas, struct open_message *message, json_t *body)
 {
-    rl_hub_publish(deltas->relay->hub, message->user_id, "message_delta",
-                   json_pack("{s:O, s:s, s:O, s:O, s:I}", "session_id", message->session_id, "message_id",
-                             message->message_id, "delta", delta, "interaction_id", message->interaction_id, "ts",
-                             (json_int_t)rl_clock_now_ms()));
+    json_t *event =
+        json_pack("{s:O, s:s, s:O, s:O, s:I}", "session_id", message->session_id, "message_id", message->message_id,
+                  "delta", message->encrypted ? json_null() : json_object_get(body, "delta"), "interaction_id",
+                  message->interaction_id, "ts", (json_int_t)rl_clock_now_ms());
+
+    if (message->encrypted)
+        json_object_set(event, "delta_ct", json_object_get(body, "delta_ct"));
+    rl_hub_publish(deltas->relay->hub, message->user_id, "message_delta", event);
 }
 
 struct append {
@@ -524,7 +530,7 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
     json_object_del(message->pending, row->key);
     if (result == 0) {
         if (deltas->publish_on_commit)
-            publish_delta(deltas, message, json_object_get(call->body, "delta"));
+            publish_delta(deltas, message, call->body);
         rl_call_reply(call, json_pack("{s:s}", "message_id", message->message_id));
     } else if (result == RL_E_CONFLICT) {
         /* Another node wrote to this message: what the store holds now decides (dispatch reloads it). */
@@ -708,7 +714,7 @@ void rl_deltas_ending(rl_deltas_t *deltas, const char *message_id, int ending)
 }
 
 void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *installation_id, const char *user_id,
-                      json_t *session_id, json_t *interaction_id, size_t text_bytes)
+                      json_t *session_id, json_t *interaction_id, size_t text_bytes, int encrypted)
 {
     struct open_message *message = record_new(message_id, installation_id);
 
@@ -718,6 +724,7 @@ void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *i
     message->session_id = json_incref(session_id);
     message->interaction_id = json_incref(interaction_id);
     message->text_bytes = text_bytes;
+    message->encrypted = encrypted;
     if (rl_strmap_put(deltas->open_messages, message_id, message) != 0)
         record_unref(message);
 }
@@ -726,16 +733,29 @@ void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *i
 static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call)
 {
     const char *key = rl_body_string(call, "idempotency_key");
-    json_t *delta = json_object_get(call->body, "delta");
-    char body_hash[RL_BODY_HASH_HEX + 1];
+    json_t *delta = json_object_get(call->body, message->encrypted ? "delta_ct" : "delta");
+    char body_hash[RL_BODY_HASH_HEX + 1], *stored = NULL;
+    static const char *const plain[] = {"delta", NULL};
+    const char *seen, *field = NULL;
     rl_delta_row_t *row;
-    const char *seen;
-    size_t cap;
+    size_t cap, len;
 
     if (!rl_call_alive(call))
         return;
     if (strcmp(message->installation_id, call->principal) != 0) {
         rl_call_fail(call, RL_E_MESSAGE_NOT_FOUND, NULL);
+        return;
+    }
+    /* issue 26: the plaintext-or-ciphertext rule of the message's session, then the field it needs. */
+    if (rl_e2e_body_check(call->body, message->encrypted, plain, &field) != 0) {
+        rl_e2e_fail_field(call, field, message->encrypted);
+        return;
+    }
+    if (delta == NULL) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", message->encrypted ? "delta_ct" : "delta", "code",
+                                    "invalid_type", "message", "Required"),
+                          NULL);
         return;
     }
     if (rl_idempotency_body_hash(call->body, body_hash) != 0) {
@@ -748,9 +768,8 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
      * conflict. An ended message's keys count for --idempotency-ttl after
      * its end, like every other idempotency record.
      */
-    seen = message->keys_until_ms == 0 || message->used_ms < message->keys_until_ms
-               ? rl_strmap_get(message->keys, key)
-               : NULL;
+    seen = message->keys_until_ms == 0 || message->used_ms < message->keys_until_ms ? rl_strmap_get(message->keys, key)
+                                                                                    : NULL;
     if (seen != NULL) {
         if (strcmp(seen, body_hash) != 0)
             rl_call_fail(call, RL_E_IDEMPOTENCY_CONFLICT, NULL);
@@ -785,7 +804,9 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     }
     /* A message's text has a cap (--max-message-bytes); the delta that would pass it is refused, not cut. */
     cap = (size_t)deltas->relay->config.max_message_bytes;
-    if (message->text_bytes > cap || json_string_length(delta) > cap - message->text_bytes) {
+    /* An encrypted delta is kept as '\n' and its envelope, and counts as such: relayd cannot count characters. */
+    len = json_string_length(delta) + (message->encrypted ? 1 : 0);
+    if (message->text_bytes > cap || len > cap - message->text_bytes) {
         rl_call_fail(call, RL_E_MESSAGE_TOO_LARGE, NULL);
         return;
     }
@@ -793,8 +814,16 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
     }
-    row = rl_delta_batch_add_for(deltas->pending, message->message_id, message->next_seq, json_string_value(delta),
-                                 json_string_length(delta), key, body_hash, call, message);
+    if (message->encrypted && (stored = malloc(len + 1)) != NULL) {
+        stored[0] = '\n';
+        memcpy(stored + 1, json_string_value(delta), len);
+    }
+    row = message->encrypted && stored == NULL
+              ? NULL
+              : rl_delta_batch_add_for(deltas->pending, message->message_id, message->next_seq,
+                                       stored != NULL ? stored : json_string_value(delta), len, key, body_hash, call,
+                                       message);
+    free(stored);
     if (row == NULL) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);
         return;
@@ -803,14 +832,14 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     row->installation_id = message->installation_id;
     message->next_seq++;
     ++deltas->unwritten;
-    message->text_bytes += json_string_length(delta);
+    message->text_bytes += len;
     json_object_set_new(message->pending, key, json_string(body_hash));
     ++message->refs;
     rl_call_hold(call);
     /* Published once, even if a conflict with another node makes it go through here again. */
     if (call->handler_tag == 0 && !deltas->publish_on_commit) {
         call->handler_tag = 1;
-        publish_delta(deltas, message, delta);
+        publish_delta(deltas, message, call->body);
     }
     if (deltas->pending->count >= BATCH_MAX)
         submit(deltas);
@@ -838,6 +867,7 @@ static void on_loaded(rl_store_op_t *base)
         message->finalized = strcmp(op->message.state, "streaming") != 0;
         message->keys_until_ms = op->keys_until;
         message->text_bytes = op->text_bytes;
+        message->encrypted = op->session.encrypted;
         json_object_foreach(op->op.value, key, hash)
         {
             key_stored(message, key, json_string_value(hash));

@@ -73,10 +73,12 @@ size_t rl_deltas_pending(rl_deltas_t *deltas);
 void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms, unsigned parts);
 /* A session was deleted: its messages' records must be reloaded. */
 void rl_deltas_forget_session(rl_deltas_t *deltas, const char *session_id);
-/* sendMessage opened a message: its record starts with text_bytes of text (0 for a placeholder), without asking the
- * store. */
+/*
+ * sendMessage opened a message: its record starts with text_bytes of text (0 for a placeholder), without asking the
+ * store. encrypted: its session's (its deltas are envelopes, kept apart).
+ */
 void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *installation_id, const char *user_id,
-                      json_t *session_id, json_t *interaction_id, size_t text_bytes);
+                      json_t *session_id, json_t *interaction_id, size_t text_bytes, int encrypted);
 /* sendMessageEnd finalised a message: later deltas get 409. */
 void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id);
 /*

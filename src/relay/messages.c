@@ -7,6 +7,7 @@
 #include "http/query.h"
 #include "relay/attachments.h"
 #include "relay/deltas.h"
+#include "relay/e2e.h"
 #include "relay/hub.h"
 #include "relay/idempotency.h"
 #include "relay/messages.h"
@@ -31,7 +32,8 @@
 static const char *const thought_levels[] = {"default", "extended", "max", NULL};
 
 static const rl_field_t message_send_fields[] = {
-    RL_FIELD_STRING("text", RL_F_REQUIRED, 0, TEXT_MAX),
+    RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
     RL_FIELD_ENUM("thought_level", 0, thought_levels),
@@ -81,6 +83,8 @@ static int history_run(rl_txn_t *txn, rl_store_op_t *base)
         }
         bytes += len;
         json_array_append_new(messages, rl_view_message(&rows[i], text, len));
+        if (session.encrypted)
+            rl_view_seal_message(json_array_get(messages, json_array_size(messages) - 1));
     }
     shown = i;
     op->op.value = json_pack("{s:o, s:b, s:o}", "messages", messages, "has_more", count > shown, "next_cursor",
@@ -249,6 +253,8 @@ static int send_run(rl_txn_t *txn, rl_store_op_t *base)
     if ((result = RL_TXN(txn, session_update, &session)) != 0)
         return result;
     view = rl_view_message(&message, message.text, strlen(message.text));
+    if (session.encrypted)
+        rl_view_seal_message(view);
     /* spec: the user's message reaches the bridge as session.message. */
     result = rl_update_append(txn, session.installation_id, "session.message", op->session_id, op->interaction_id,
                               rl_update_session_message(&session, view, op->thought_level), op->now, &op->op.update_id);
@@ -317,7 +323,8 @@ static void store_message(rl_call_t *call, const char *session_id)
     op->interaction_id = rl_op_str(op, id);
     rl_rand_id(id, sizeof(id), "msg_", ID_CHARS);
     op->message_id = rl_op_str(op, id);
-    op->text = rl_op_str(op, rl_body_string(call, "text"));
+    /* An encrypted session's text column holds the envelope (views.c); the rule was checked on the session. */
+    op->text = rl_op_str(op, rl_body_string(call, rl_body_string(call, "text_ct") != NULL ? "text_ct" : "text"));
     op->reply_to = rl_op_str(op, rl_body_string(call, "reply_to"));
     op->thought_level = rl_op_str(op, thought_level != NULL ? thought_level : "default");
     op->refs = json_object_get(call->body, "attachments") != NULL
@@ -332,6 +339,7 @@ struct send_target {
     rl_op_t op;
     const char *user_id, *session_id;
     const char *installation_id; /* result */
+    int encrypted;               /* result */
 };
 
 static int send_target_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -340,8 +348,10 @@ static int send_target_run(rl_txn_t *txn, rl_store_op_t *base)
     rl_session_row_t session;
     int result = rl_session_of_user(txn, op->user_id, op->session_id, &session);
 
-    if (result == 0)
+    if (result == 0) {
         op->installation_id = session.installation_id;
+        op->encrypted = session.encrypted;
+    }
     return result;
 }
 
@@ -352,9 +362,19 @@ static void on_send_target(rl_store_op_t *base)
     struct send_target *op = (void *)base;
     rl_call_t *call = base->arg;
     rl_relay_t *relay = call->app;
+    static const char *const plain[] = {"text", NULL};
+    const char *field = NULL, *text = rl_body_string(call, op->encrypted ? "text_ct" : "text");
 
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
+    } else if (rl_e2e_body_check(call->body, op->encrypted, plain, &field) != 0) {
+        /* issue 26: plaintext in an encrypted session, or ciphertext in a plain one, is refused by name. */
+        rl_e2e_fail_field(call, field, op->encrypted);
+    } else if ((text == NULL || text[0] == '\0') && json_array_size(json_object_get(call->body, "attachments")) == 0) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          problem(op->encrypted ? "text_ct" : "text", text == NULL ? "invalid_type" : "too_small",
+                                  text == NULL ? "Required" : "A message needs text or at least one attachment"),
+                          NULL);
     } else if (strcmp(rl_bus_presence_get(relay->bus, op->installation_id), "degraded") == 0) {
         /* brief: an offline agent gets the message queued; a degraded one is refused until it answers again. */
         call->rate.retry_after_ms = relay->config.ws_pong_timeout;
@@ -370,15 +390,13 @@ int rl_message_send(rl_call_t *call)
     struct send_target *op;
     char session_id[72];
 
-    if (rl_body_string(call, "text")[0] == '\0' && json_array_size(json_object_get(call->body, "attachments")) == 0) {
-        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
-                          problem("text", "too_small", "A message needs text or at least one attachment"), NULL);
-        return 0;
-    }
+    const char *text = rl_body_string(call, "text"), *text_ct = rl_body_string(call, "text_ct");
+
     if (rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND) != 0)
         return RL_E_SESSION_NOT_FOUND;
     /* The same cap as an agent's message (--max-message-bytes). */
-    if (strlen(rl_body_string(call, "text")) > (size_t)((rl_relay_t *)call->app)->config.max_message_bytes)
+    if ((text != NULL && strlen(text) > (size_t)((rl_relay_t *)call->app)->config.max_message_bytes) ||
+        (text_ct != NULL && strlen(text_ct) > (size_t)((rl_relay_t *)call->app)->config.max_message_bytes))
         return RL_E_MESSAGE_TOO_LARGE;
     op = rl_op_new(&send_target_type, sizeof(*op));
     op->user_id = rl_op_str(op, call->principal);

@@ -10,6 +10,7 @@
 #include "relay/bridge_ws.h"
 #include "relay/capabilities.h"
 #include "relay/deltas.h"
+#include "relay/e2e.h"
 #include "relay/grants.h"
 #include "relay/installations.h"
 #include "relay/login.h"
@@ -87,11 +88,24 @@ const rl_route_t rl_relay_routes[] = {
     {"GET", "/sw.js", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
     {"GET", "/manifest.webmanifest", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
     {"GET", "/app/:version/:name", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0},
+    {"GET", "/app/:version/vendor/:lib/:name", rl_webapp_file, RL_AUTH_NONE, NULL, NULL, 0}, /* web/app/vendor/ */
     {"GET", "/v1/web/config", rl_webapp_config, RL_AUTH_NONE, "default", NULL, 0},
     {"POST", "/v1/login/exchange", rl_login_exchange, RL_AUTH_NONE, "login", &rl_login_exchange_schema, 0},
     {"GET", "/v1/me/sessions", rl_sessions_list, RL_AUTH_USER, "default", NULL, 0},
     {"GET", "/v1/me/grants", rl_grants_list, RL_AUTH_USER, "default", NULL, 0},
     {"DELETE", "/v1/me/grants/:id", rl_grant_revoke, RL_AUTH_USER, "default", NULL, 0},
+    /* End-to-end encryption (docs/api.md "Encrypted sessions"). */
+    {"POST", "/v1/me/devices", rl_device_register, RL_AUTH_USER, "default", &rl_device_register_schema, 0},
+    {"GET", "/v1/me/devices", rl_devices_list, RL_AUTH_USER, "default", NULL, 0},
+    {"DELETE", "/v1/me/devices/:id", rl_device_revoke, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/devices/:id/confirm", rl_device_confirm, RL_AUTH_USER, "default", &rl_device_confirm_schema, 0},
+    {"GET", "/v1/me/devices/:id/keys", rl_device_keys, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/me/sessions/:id/recipients", rl_recipients_put, RL_AUTH_USER, "default", &rl_recipients_schema, 0},
+    {"POST", "/v1/bridge/devices", rl_bridge_device_register, RL_AUTH_BRIDGE, "default", &rl_bridge_device_schema, 0},
+    {"POST", "/v1/bridge/createSession", rl_bridge_session_create, RL_AUTH_BRIDGE, "default", &rl_bridge_session_schema,
+     0},
+    {"POST", "/v1/bridge/sessions/:id/recipients", rl_recipients_put, RL_AUTH_BRIDGE, "default", &rl_recipients_schema,
+     0},
     {"POST", "/v1/me/push-subscriptions", rl_push_subscribe, RL_AUTH_USER, "default", &rl_push_subscribe_schema, 0},
     {"DELETE", "/v1/me/push-subscriptions", rl_push_unsubscribe, RL_AUTH_USER, "default", &rl_push_unsubscribe_schema,
      0},

@@ -7,6 +7,7 @@
 #include "http/query.h"
 #include "relay/approvals.h"
 #include "relay/deltas.h"
+#include "relay/e2e.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
@@ -17,6 +18,8 @@
 
 #define ID_CHARS  20
 #define TITLE_MAX 200
+/* an envelope of a 200-character title, in base64, with room */
+#define TITLE_CT_MAX 1024
 
 static int check_installation_id(const char *s, size_t len)
 {
@@ -27,6 +30,8 @@ static const rl_field_t session_create_fields[] = {
     RL_FIELD_STRING_CHECK("installation_id", RL_F_REQUIRED, 1, 64, check_installation_id,
                           "Installation ids look like inst_ followed by 16 letters or digits"),
     RL_FIELD_STRING("title", RL_F_NULLABLE, 0, TITLE_MAX),
+    RL_FIELD_BOOLEAN("encrypted", 0),
+    RL_FIELD_CT("title_ct", RL_F_NULLABLE, TITLE_CT_MAX),
     RL_FIELD_END,
 };
 const rl_schema_t rl_session_create_schema = RL_SCHEMA(session_create_fields);
@@ -49,6 +54,7 @@ struct session_create {
     rl_op_t op;
     const char *user_id, *installation_id, *session_id, *title;
     int64_t now, delete_grace;
+    int encrypted;
     const char *bridge; /* result: the installation to notify */
 };
 
@@ -60,6 +66,7 @@ static int session_create_run(rl_txn_t *txn, rl_store_op_t *base)
                                 op->now,        op->now,     RL_NO_TIME};
     int result = RL_TXN(txn, installation_get, op->installation_id, &installation);
 
+    session.encrypted = op->encrypted;
     /* Another user's installation looks like none at all. */
     if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(installation.user_id, op->user_id) != 0))
         return RL_E_INSTALLATION_NOT_FOUND;
@@ -101,14 +108,24 @@ static void on_session_created(rl_store_op_t *base)
 int rl_session_create(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
-    struct session_create *op = rl_op_new(&session_create_type, sizeof(*op));
+    struct session_create *op;
     char session_id[32];
+    static const char *const plain[] = {"title", NULL};
+    const char *field = NULL;
+    int encrypted = json_is_true(json_object_get(call->body, "encrypted"));
 
+    if (rl_e2e_body_check(call->body, encrypted, plain, &field) != 0) {
+        rl_e2e_fail_field(call, field, encrypted);
+        return 0;
+    }
+    op = rl_op_new(&session_create_type, sizeof(*op));
     rl_rand_id(session_id, sizeof(session_id), "ses_", ID_CHARS);
     op->user_id = rl_op_str(op, call->principal);
     op->installation_id = rl_op_str(op, rl_body_string(call, "installation_id"));
     op->session_id = rl_op_str(op, session_id);
-    op->title = rl_op_str(op, rl_body_string(call, "title"));
+    op->encrypted = json_is_true(json_object_get(call->body, "encrypted"));
+    /* An encrypted session's title column holds the client's envelope (title_ct). */
+    op->title = rl_op_str(op, rl_body_string(call, op->encrypted ? "title_ct" : "title"));
     op->now = rl_clock_now_ms();
     op->delete_grace = relay->config.delete_grace;
     rl_op_submit_for(call, op, on_session_created);

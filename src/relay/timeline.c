@@ -164,7 +164,7 @@ static size_t text_size(const char *text)
 }
 
 /* One row of kind as a timeline item; *bytes grows by what it holds. NULL with *result set on an error. */
-static json_t *item_of(rl_txn_t *txn, kind_t kind, const void *row, size_t *bytes, int *result)
+static json_t *item_of(rl_txn_t *txn, kind_t kind, const void *row, int encrypted, size_t *bytes, int *result)
 {
     char cursor[CURSOR_MAX];
     json_t *view, *item;
@@ -178,11 +178,15 @@ static json_t *item_of(rl_txn_t *txn, kind_t kind, const void *row, size_t *byte
         if ((*result = rl_text_of(txn, message, &text, &len)) != 0)
             return NULL;
         view = rl_view_message(message, text, len);
+        if (encrypted)
+            rl_view_seal_message(view);
         *bytes += len;
         key = message->id, at = message->created_at;
     } else if (kind == KIND_TASK) {
         const rl_task_row_t *task = row;
         view = rl_view_task(task);
+        if (encrypted)
+            rl_view_seal_task(view);
         *bytes +=
             text_size(task->args) + text_size(task->partial_result) + text_size(task->result) + text_size(task->error);
         key = task->task_id, at = task->created_at;
@@ -254,7 +258,8 @@ static int timeline_run(rl_txn_t *txn, rl_store_op_t *base)
         }
         if (pick < 0)
             break;
-        item = item_of(txn, (kind_t)pick, (const char *)rows[pick] + next[pick] * row_size[pick], &bytes, &result);
+        item = item_of(txn, (kind_t)pick, (const char *)rows[pick] + next[pick] * row_size[pick], session.encrypted,
+                       &bytes, &result);
         if (item == NULL) {
             json_decref(items);
             return result;

@@ -22,17 +22,44 @@ int rl_update_append(rl_txn_t *txn, const char *installation_id, const char *typ
     return result == RL_E_NOT_FOUND ? RL_E_INSTALLATION_NOT_FOUND : result;
 }
 
+/*
+ * The session as updates show it. issue 26: an encrypted session's title is
+ * its envelope (title_ct); encrypted and model are only said when set, so
+ * that a plain session's updates read as before.
+ */
+static json_t *session_part(const rl_session_row_t *session)
+{
+    json_t *part = json_pack("{s:s, s:s?}", "id", session->id, "title", session->encrypted ? NULL : session->title);
+
+    if (session->encrypted) {
+        json_object_set_new(part, "encrypted", json_true());
+        if (session->title != NULL)
+            json_object_set_new(part, "title_ct", json_string(session->title));
+    }
+    if (session->model != NULL)
+        json_object_set_new(part, "model", json_string(session->model));
+    return part;
+}
+
 json_t *rl_update_session_started(const rl_session_row_t *session)
 {
-    return json_pack("{s:{s:s, s:s?}}", "session", "id", session->id, "title", session->title);
+    return json_pack("{s:o}", "session", session_part(session));
 }
 
 json_t *rl_update_session_message(const rl_session_row_t *session, json_t *message, const char *thought_level)
 {
-    return json_pack("{s:{s:s, s:s?}, s:{s:O, s:O, s:O, s:O, s:s}}", "session", "id", session->id, "title",
-                     session->title, "message", "message_id", json_object_get(message, "message_id"), "text",
-                     json_object_get(message, "text"), "attachments", json_object_get(message, "attachments"),
-                     "reply_to", json_object_get(message, "reply_to"), "thought_level", thought_level);
+    json_t *update = json_pack("{s:o, s:{s:O, s:O, s:O, s:O, s:s}}", "session", session_part(session), "message",
+                               "message_id", json_object_get(message, "message_id"), "text",
+                               json_object_get(message, "text"), "attachments", json_object_get(message, "attachments"),
+                               "reply_to", json_object_get(message, "reply_to"), "thought_level", thought_level);
+
+    /* authors' wire: the bridge reads message.id and message.text_ct. */
+    if (json_object_get(message, "text_ct") != NULL) {
+        json_t *part = json_object_get(update, "message");
+        json_object_set(part, "text_ct", json_object_get(message, "text_ct"));
+        json_object_set(part, "id", json_object_get(message, "message_id"));
+    }
+    return update;
 }
 
 json_t *rl_update_session_cancelled(const char *interaction_id)

@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <string.h>
 
 #include "relay/views.h"
@@ -49,19 +50,72 @@ json_t *rl_view_installation(const rl_installation_row_t *row, const char *healt
     json_t *agent, *commands;
 
     manifest_parts(row->manifest, &agent, &commands);
-    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o}", "id", row->id, "custom_display_name",
+    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o, s:o}", "id", row->id, "custom_display_name",
                      text_or_null(row->custom_display_name), "custom_emoji", text_or_null(row->custom_emoji),
                      "connector_type", row->connector_type, "host_label", row->host_label, "state", row->state,
-                     "created_at", (json_int_t)row->created_at, "health", health, "agent", agent, "commands", commands);
+                     "created_at", (json_int_t)row->created_at, "health", health, "agent", agent, "commands", commands,
+                     "bridge_version", text_or_null(row->bridge_version));
 }
 
 json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace)
 {
-    return json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:o, s:o}", "id", row->id, "installation_id", row->installation_id,
-                     "title", text_or_null(row->title), "state", row->state, "created_at", (json_int_t)row->created_at,
-                     "updated_at", (json_int_t)row->updated_at, "deleted_at", rl_view_time(row->deleted_at),
-                     "restore_until",
-                     rl_view_time(row->deleted_at == RL_NO_TIME ? RL_NO_TIME : row->deleted_at + delete_grace));
+    json_t *view = json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:o, s:o, s:b, s:o}", "id", row->id, "installation_id",
+                             row->installation_id, "title", text_or_null(row->encrypted ? NULL : row->title), "state",
+                             row->state, "created_at", (json_int_t)row->created_at, "updated_at",
+                             (json_int_t)row->updated_at, "deleted_at", rl_view_time(row->deleted_at), "restore_until",
+                             rl_view_time(row->deleted_at == RL_NO_TIME ? RL_NO_TIME : row->deleted_at + delete_grace),
+                             "encrypted", row->encrypted, "model", text_or_null(row->model));
+
+    /* An encrypted session's title column holds the client's envelope. */
+    if (row->encrypted)
+        json_object_set_new(view, "title_ct", text_or_null(row->title));
+    return view;
+}
+
+/*
+ * An encrypted message's text column holds its envelopes: the opening (or
+ * final) text_ct, then each delta_ct of a message that ended without one,
+ * separated by '\n' (never in base64). Open messages add their deltas the
+ * same way (deltas.c), so one split serves every read.
+ */
+void rl_view_seal_message(json_t *view)
+{
+    const char *text = json_string_value(json_object_get(view, "text"));
+    const char *cut;
+    json_t *deltas;
+
+    if (text == NULL)
+        return;
+    cut = strchr(text, '\n');
+    json_object_set_new(view, "text_ct", cut != NULL ? json_stringn(text, (size_t)(cut - text)) : json_string(text));
+    deltas = json_array();
+    while (cut != NULL) {
+        const char *next = strchr(cut + 1, '\n');
+        size_t len = next != NULL ? (size_t)(next - cut - 1) : strlen(cut + 1);
+        if (len > 0)
+            json_array_append_new(deltas, json_stringn(cut + 1, len));
+        cut = next;
+    }
+    if (json_array_size(deltas) > 0)
+        json_object_set_new(view, "deltas_ct", deltas);
+    else
+        json_decref(deltas);
+    json_object_set_new(view, "text", json_null());
+}
+
+/* An encrypted session's task columns hold envelopes (as JSON strings): each moves to its *_ct key. */
+void rl_view_seal_task(json_t *view)
+{
+    static const char *const keys[] = {"status_label", "args", "partial_result", "result", "error"};
+    char name[32];
+    size_t i;
+
+    for (i = 0; i < sizeof(keys) / sizeof(keys[0]); ++i) {
+        json_t *value = json_object_get(view, keys[i]);
+        snprintf(name, sizeof(name), "%s_ct", keys[i]);
+        json_object_set_new(view, name, json_is_string(value) ? json_incref(value) : json_null());
+        json_object_set_new(view, keys[i], json_null());
+    }
 }
 
 json_t *rl_view_message(const rl_message_row_t *row, const char *text, size_t text_len)

@@ -30,6 +30,14 @@ json_t *rl_view_message(const rl_message_row_t *row, const char *text, size_t te
 json_t *rl_view_approval(const rl_approval_row_t *row);
 /* The spec's pending-approval entry (snapshot, approval_requested) of an approval view. */
 json_t *rl_view_pending_approval(json_t *approval);
+/*
+ * In place, for a session that is end-to-end encrypted (issue 26): the
+ * message's text becomes text_ct (and deltas_ct while its deltas are kept
+ * apart), the task's content fields become their *_ct twins; the plain
+ * keys stay, null, so that a client reading them finds no text.
+ */
+void rl_view_seal_message(json_t *view);
+void rl_view_seal_task(json_t *view);
 /* The task with its args, last partial_result, result and error (null when none). */
 json_t *rl_view_task(const rl_task_row_t *row);
 

@@ -51,6 +51,10 @@ static const struct {
     {"push_subscriptions", NULL},
     {"attachment_uses", NULL},
     {"capability_requests", NULL},
+    {"devices", NULL},
+    {"device_confirmations", NULL},
+    {"session_recipients", NULL},
+    {"session_agent_files", NULL},
 };
 
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))

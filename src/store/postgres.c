@@ -314,6 +314,44 @@ static const char *const migrations[] = {
     "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
     "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
     "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
+    /* 6 (SQLite 15): end-to-end encryption (issue 26). */
+    "ALTER TABLE sessions ADD COLUMN encrypted BOOLEAN NOT NULL DEFAULT FALSE;"
+    "ALTER TABLE sessions ADD COLUMN model TEXT;"
+    "ALTER TABLE installations ADD COLUMN bridge_version TEXT;"
+    "CREATE TABLE devices ("
+    "  id TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL,"
+    "  installation_id TEXT,"
+    "  platform TEXT NOT NULL,"
+    "  label TEXT,"
+    "  pubkey TEXT NOT NULL,"
+    "  created_at BIGINT NOT NULL,"
+    "  revoked_at BIGINT);"
+    "CREATE INDEX devices_of_user ON devices(user_id, created_at) WHERE revoked_at IS NULL;"
+    "CREATE TABLE device_confirmations ("
+    "  device_id TEXT NOT NULL,"
+    "  bridge_device_id TEXT NOT NULL,"
+    "  at BIGINT NOT NULL,"
+    "  PRIMARY KEY (device_id, bridge_device_id));"
+    "CREATE INDEX device_confirmations_bridge ON device_confirmations(bridge_device_id);"
+    "CREATE TABLE session_recipients ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  device_id TEXT NOT NULL,"
+    "  wrapped_session_key TEXT NOT NULL,"
+    "  wrapped_by_device_id TEXT,"
+    "  created_at BIGINT NOT NULL,"
+    "  PRIMARY KEY (session_id, device_id));"
+    "CREATE INDEX session_recipients_device ON session_recipients(device_id, created_at);"
+    "CREATE TABLE session_agent_files ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  path_blind_idx TEXT NOT NULL,"
+    "  tool TEXT NOT NULL,"
+    "  size_bytes BIGINT,"
+    "  mime TEXT,"
+    "  path_ct TEXT NOT NULL,"
+    "  display_name_ct TEXT NOT NULL,"
+    "  updated_at BIGINT NOT NULL,"
+    "  PRIMARY KEY (session_id, path_blind_idx));",
 };
 
 /* ---- waiting for the server, with a deadline --------------------------------------------------- */
@@ -1125,7 +1163,7 @@ static int pg_pairings_purge(rl_txn_t *txn, int64_t expired_before)
 
 #define INSTALLATION_COLUMNS                                                                                           \
     "id, user_id, token_hash, token_env, connector_type, host_label, custom_display_name, custom_emoji, state,"        \
-    " manifest, created_at, revoked_at"
+    " manifest, created_at, revoked_at, bridge_version"
 
 static void read_installation(struct pg_txn *t, PGresult *res, int r, void *out)
 {
@@ -1143,17 +1181,18 @@ static void read_installation(struct pg_txn *t, PGresult *res, int r, void *out)
     row->manifest = col_text(t, res, r, 9);
     row->created_at = col_int64(res, r, 10);
     row->revoked_at = col_time(res, r, 11);
+    row->bridge_version = col_text(t, res, r, 12);
 }
 
 static int pg_installation_insert(rl_txn_t *txn, const rl_installation_row_t *row)
 {
     static const char sql[] = "INSERT INTO installations(" INSTALLATION_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7,"
-                              " $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING";
+                              " $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING";
 
-    return insert_row(TXN(txn), sql, "ssssssssssIT", row->id, row->user_id, row->token_hash,
+    return insert_row(TXN(txn), sql, "ssssssssssITs", row->id, row->user_id, row->token_hash,
                       row->token_env != NULL ? row->token_env : "live", row->connector_type, row->host_label,
                       row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->created_at,
-                      row->revoked_at);
+                      row->revoked_at, row->bridge_version);
 }
 
 static int pg_installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t *out)
@@ -1166,10 +1205,12 @@ static int pg_installation_get(rl_txn_t *txn, const char *id, rl_installation_ro
 static int pg_installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
 {
     static const char sql[] = "UPDATE installations SET token_hash = $1, token_env = $2, custom_display_name = $3,"
-                              " custom_emoji = $4, state = $5, manifest = $6, revoked_at = $7 WHERE id = $8";
+                              " custom_emoji = $4, state = $5, manifest = $6, revoked_at = $7, bridge_version = $8"
+                              " WHERE id = $9";
 
-    return write_one(TXN(txn), sql, "ssssssTs", row->token_hash, row->token_env != NULL ? row->token_env : "live",
-                     row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->revoked_at, row->id);
+    return write_one(TXN(txn), sql, "ssssssTss", row->token_hash, row->token_env != NULL ? row->token_env : "live",
+                     row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->revoked_at,
+                     row->bridge_version, row->id);
 }
 
 static int pg_installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count)
@@ -1183,7 +1224,10 @@ static int pg_installations_of_user(rl_txn_t *txn, const char *user_id, rl_insta
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
 
-#define SESSION_COLUMNS "id, user_id, installation_id, title, state, created_at, updated_at, deleted_at"
+#define SESSION_COLUMNS                                                                                                \
+    "id, user_id, installation_id, title, state, created_at, updated_at, deleted_at, encrypted::int, model"
+#define SESSION_INSERT_COLUMNS                                                                                         \
+    "id, user_id, installation_id, title, state, created_at, updated_at, deleted_at, encrypted, model"
 
 static void read_session(struct pg_txn *t, PGresult *res, int r, void *out)
 {
@@ -1197,15 +1241,17 @@ static void read_session(struct pg_txn *t, PGresult *res, int r, void *out)
     row->created_at = col_int64(res, r, 5);
     row->updated_at = col_int64(res, r, 6);
     row->deleted_at = col_time(res, r, 7);
+    row->encrypted = col_int64(res, r, 8) != 0;
+    row->model = col_text(t, res, r, 9);
 }
 
 static int pg_session_insert(rl_txn_t *txn, const rl_session_row_t *row)
 {
-    static const char sql[] =
-        "INSERT INTO sessions(" SESSION_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING";
+    static const char sql[] = "INSERT INTO sessions(" SESSION_INSERT_COLUMNS
+                              ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::int::boolean, $10) ON CONFLICT DO NOTHING";
 
-    return insert_row(TXN(txn), sql, "sssssIIT", row->id, row->user_id, row->installation_id, row->title, row->state,
-                      row->created_at, row->updated_at, row->deleted_at);
+    return insert_row(TXN(txn), sql, "sssssIITIs", row->id, row->user_id, row->installation_id, row->title, row->state,
+                      row->created_at, row->updated_at, row->deleted_at, (int64_t)row->encrypted, row->model);
 }
 
 static int pg_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
@@ -1218,9 +1264,10 @@ static int pg_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
 static int pg_session_update(rl_txn_t *txn, const rl_session_row_t *row)
 {
     static const char sql[] =
-        "UPDATE sessions SET title = $1, state = $2, updated_at = $3, deleted_at = $4 WHERE id = $5";
+        "UPDATE sessions SET title = $1, state = $2, updated_at = $3, deleted_at = $4, model = $5 WHERE id = $6";
 
-    return write_one(TXN(txn), sql, "ssITs", row->title, row->state, row->updated_at, row->deleted_at, row->id);
+    return write_one(TXN(txn), sql, "ssITss", row->title, row->state, row->updated_at, row->deleted_at, row->model,
+                     row->id);
 }
 
 static int pg_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)
@@ -2107,6 +2154,166 @@ static void pg_close(rl_txn_t *txn)
     free(t);
 }
 
+/* ---- end-to-end encryption (issue 26) ---------------------------------------------------------- */
+
+static int pg_pairing_by_code_any(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
+{
+    static const char sql[] =
+        "SELECT " PAIRING_COLUMNS " FROM pairings WHERE code_hash = $1 ORDER BY created_at DESC LIMIT 1";
+
+    return get_one(TXN(txn), read_pairing, out, sql, "s", code_hash);
+}
+
+#define DEVICE_COLUMNS "id, user_id, installation_id, platform, label, pubkey, created_at, revoked_at"
+
+static void read_device(struct pg_txn *t, PGresult *res, int r, void *out)
+{
+    rl_device_row_t *row = out;
+
+    row->id = col_text(t, res, r, 0);
+    row->user_id = col_text(t, res, r, 1);
+    row->installation_id = col_text(t, res, r, 2);
+    row->platform = col_text(t, res, r, 3);
+    row->label = col_text(t, res, r, 4);
+    row->pubkey = col_text(t, res, r, 5);
+    row->created_at = col_int64(res, r, 6);
+    row->revoked_at = col_time(res, r, 7);
+}
+
+static int pg_device_insert(rl_txn_t *txn, const rl_device_row_t *row)
+{
+    static const char sql[] =
+        "INSERT INTO devices(" DEVICE_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING";
+
+    return insert_row(TXN(txn), sql, "ssssssIT", row->id, row->user_id, row->installation_id, row->platform,
+                      row->label, row->pubkey, row->created_at, row->revoked_at);
+}
+
+static int pg_device_get(rl_txn_t *txn, const char *id, rl_device_row_t *out)
+{
+    static const char *const sql[2] = BY_KEY("SELECT " DEVICE_COLUMNS " FROM devices WHERE id = $1");
+
+    return get_one(TXN(txn), read_device, out, LOCKING(TXN(txn), sql), "s", id);
+}
+
+static int pg_device_update(rl_txn_t *txn, const rl_device_row_t *row)
+{
+    static const char sql[] = "UPDATE devices SET label = $1, pubkey = $2, revoked_at = $3 WHERE id = $4";
+
+    return write_one(TXN(txn), sql, "ssTs", row->label, row->pubkey, row->revoked_at, row->id);
+}
+
+static int pg_devices_of_user(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " DEVICE_COLUMNS " FROM devices WHERE user_id = $1 AND revoked_at IS NULL"
+                              " ORDER BY created_at, id COLLATE \"C\"";
+
+    return get_all(TXN(txn), read_device, sizeof(**rows), (void **)rows, count, sql, "s", user_id);
+}
+
+static int pg_confirmation_put(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at)
+{
+    static const char sql[] = "INSERT INTO device_confirmations(device_id, bridge_device_id, at) VALUES ($1, $2, $3)"
+                              " ON CONFLICT DO NOTHING";
+
+    return write_rows(TXN(txn), NULL, sql, "ssI", device_id, bridge_device_id, at);
+}
+
+static void read_nothing(struct pg_txn *t, PGresult *res, int r, void *out)
+{
+    (void)t, (void)res, (void)r, (void)out;
+}
+
+static int pg_confirmation_get(rl_txn_t *txn, const char *device_id, const char *bridge_device_id)
+{
+    static const char sql[] = "SELECT 1 FROM device_confirmations WHERE device_id = $1 AND bridge_device_id = $2";
+
+    return get_one(TXN(txn), read_nothing, NULL, sql, "ss", device_id, bridge_device_id);
+}
+
+static int pg_confirmations_delete(rl_txn_t *txn, const char *device_id)
+{
+    static const char sql[] = "DELETE FROM device_confirmations WHERE device_id = $1 OR bridge_device_id = $1";
+
+    return write_rows(TXN(txn), NULL, sql, "s", device_id);
+}
+
+#define RECIPIENT_COLUMNS "session_id, device_id, wrapped_session_key, wrapped_by_device_id, created_at"
+
+static void read_recipient(struct pg_txn *t, PGresult *res, int r, void *out)
+{
+    rl_recipient_row_t *row = out;
+
+    row->session_id = col_text(t, res, r, 0);
+    row->device_id = col_text(t, res, r, 1);
+    row->wrapped_session_key = col_text(t, res, r, 2);
+    row->wrapped_by_device_id = col_text(t, res, r, 3);
+    row->created_at = col_int64(res, r, 4);
+}
+
+static int pg_recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
+{
+    static const char sql[] =
+        "INSERT INTO session_recipients(" RECIPIENT_COLUMNS ") VALUES ($1, $2, $3, $4, $5)"
+        " ON CONFLICT (session_id, device_id) DO UPDATE SET wrapped_session_key = EXCLUDED.wrapped_session_key,"
+        " wrapped_by_device_id = EXCLUDED.wrapped_by_device_id, created_at = EXCLUDED.created_at";
+
+    return write_rows(TXN(txn), NULL, sql, "ssssI", row->session_id, row->device_id, row->wrapped_session_key,
+                      row->wrapped_by_device_id, row->created_at);
+}
+
+static int pg_recipients_delete(rl_txn_t *txn, const char *device_id)
+{
+    static const char sql[] = "DELETE FROM session_recipients WHERE device_id = $1";
+
+    return write_rows(TXN(txn), NULL, sql, "s", device_id);
+}
+
+static int pg_recipients_of_device(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
+                                   size_t *count)
+{
+    static const char sql[] = "SELECT " RECIPIENT_COLUMNS " FROM session_recipients WHERE device_id = $1"
+                              " AND created_at >= $2 ORDER BY created_at, session_id COLLATE \"C\"";
+
+    return get_all(TXN(txn), read_recipient, sizeof(**rows), (void **)rows, count, sql, "sI", device_id, since);
+}
+
+#define AGENT_FILE_COLUMNS "session_id, path_blind_idx, tool, mime, path_ct, display_name_ct, size_bytes, updated_at"
+
+static void read_agent_file(struct pg_txn *t, PGresult *res, int r, void *out)
+{
+    rl_agent_file_row_t *row = out;
+
+    row->session_id = col_text(t, res, r, 0);
+    row->path_blind_idx = col_text(t, res, r, 1);
+    row->tool = col_text(t, res, r, 2);
+    row->mime = col_text(t, res, r, 3);
+    row->path_ct = col_text(t, res, r, 4);
+    row->display_name_ct = col_text(t, res, r, 5);
+    row->size_bytes = col_time(res, r, 6);
+    row->updated_at = col_int64(res, r, 7);
+}
+
+static int pg_agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row)
+{
+    static const char sql[] =
+        "INSERT INTO session_agent_files(" AGENT_FILE_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        " ON CONFLICT (session_id, path_blind_idx) DO UPDATE SET tool = EXCLUDED.tool, mime = EXCLUDED.mime,"
+        " path_ct = EXCLUDED.path_ct, display_name_ct = EXCLUDED.display_name_ct, size_bytes = EXCLUDED.size_bytes,"
+        " updated_at = EXCLUDED.updated_at";
+
+    return write_rows(TXN(txn), NULL, sql, "ssssssTI", row->session_id, row->path_blind_idx, row->tool, row->mime,
+                      row->path_ct, row->display_name_ct, row->size_bytes, row->updated_at);
+}
+
+static int pg_agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count)
+{
+    static const char sql[] = "SELECT " AGENT_FILE_COLUMNS " FROM session_agent_files WHERE session_id = $1"
+                              " ORDER BY updated_at DESC, path_blind_idx COLLATE \"C\"";
+
+    return get_all(TXN(txn), read_agent_file, sizeof(**rows), (void **)rows, count, sql, "s", session_id);
+}
+
 static const struct rl_txn_ops pg_ops = {
     .name = "postgres",
     .begin = pg_begin,
@@ -2187,6 +2394,19 @@ static const struct rl_txn_ops pg_ops = {
     .attachment_delete = pg_attachment_delete,
     .secret_insert_ignore = pg_secret_insert_ignore,
     .secret_get = pg_secret_get,
+    .pairing_by_code_any = pg_pairing_by_code_any,
+    .device_insert = pg_device_insert,
+    .device_get = pg_device_get,
+    .device_update = pg_device_update,
+    .devices_of_user = pg_devices_of_user,
+    .confirmation_put = pg_confirmation_put,
+    .confirmation_get = pg_confirmation_get,
+    .confirmations_delete = pg_confirmations_delete,
+    .recipient_put = pg_recipient_put,
+    .recipients_delete = pg_recipients_delete,
+    .recipients_of_device = pg_recipients_of_device,
+    .agent_file_put = pg_agent_file_put,
+    .agent_files_of_session = pg_agent_files_of_session,
     .login_code_insert = pg_login_code_insert,
     .login_code_get = pg_login_code_get,
     .login_code_delete = pg_login_code_delete,

@@ -350,6 +350,49 @@ static const char *const migrations[] = {
     "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
     "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
     "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
+    /*
+     * 15: end-to-end encryption (issue 26): devices (public keys), which
+     * bridges each client device confirmed, the session keys wrapped for
+     * each device, the files agents touched (by blind index); a session's
+     * encrypted flag and model, an installation's bridge version.
+     */
+    "ALTER TABLE sessions ADD COLUMN encrypted INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sessions ADD COLUMN model TEXT;"
+    "ALTER TABLE installations ADD COLUMN bridge_version TEXT;"
+    "CREATE TABLE devices ("
+    "  id TEXT PRIMARY KEY,"
+    "  user_id TEXT NOT NULL,"
+    "  installation_id TEXT,"
+    "  platform TEXT NOT NULL,"
+    "  label TEXT,"
+    "  pubkey TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  revoked_at INTEGER);"
+    "CREATE INDEX devices_of_user ON devices(user_id, created_at) WHERE revoked_at IS NULL;"
+    "CREATE TABLE device_confirmations ("
+    "  device_id TEXT NOT NULL,"
+    "  bridge_device_id TEXT NOT NULL,"
+    "  at INTEGER NOT NULL,"
+    "  PRIMARY KEY (device_id, bridge_device_id)) WITHOUT ROWID;"
+    "CREATE INDEX device_confirmations_bridge ON device_confirmations(bridge_device_id);"
+    "CREATE TABLE session_recipients ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  device_id TEXT NOT NULL,"
+    "  wrapped_session_key TEXT NOT NULL,"
+    "  wrapped_by_device_id TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (session_id, device_id)) WITHOUT ROWID;"
+    "CREATE INDEX session_recipients_device ON session_recipients(device_id, created_at);"
+    "CREATE TABLE session_agent_files ("
+    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+    "  path_blind_idx TEXT NOT NULL,"
+    "  tool TEXT NOT NULL,"
+    "  size_bytes INTEGER,"
+    "  mime TEXT,"
+    "  path_ct TEXT NOT NULL,"
+    "  display_name_ct TEXT NOT NULL,"
+    "  updated_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (session_id, path_blind_idx)) WITHOUT ROWID;",
 };
 
 /* ---- statements ---------------------------------------------------------------------------------- */
@@ -746,7 +789,7 @@ static int sqlite_pairings_purge(rl_txn_t *txn, int64_t expired_before)
 
 #define INSTALLATION_COLUMNS                                                                                           \
     "id, user_id, token_hash, token_env, connector_type, host_label, custom_display_name, custom_emoji, state,"        \
-    " manifest, created_at, revoked_at"
+    " manifest, created_at, revoked_at, bridge_version"
 
 static void read_installation(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
 {
@@ -764,17 +807,18 @@ static void read_installation(struct sqlite_txn *t, sqlite3_stmt *stmt, void *ou
     row->manifest = col_text(t, stmt, 9);
     row->created_at = sqlite3_column_int64(stmt, 10);
     row->revoked_at = col_time(stmt, 11);
+    row->bridge_version = col_text(t, stmt, 12);
 }
 
 static int sqlite_installation_insert(rl_txn_t *txn, const rl_installation_row_t *row)
 {
     static const char sql[] =
-        "INSERT INTO installations(" INSTALLATION_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        "INSERT INTO installations(" INSTALLATION_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-    return write_rows(TXN(txn), NULL, sql, "ssssssssssIT", row->id, row->user_id, row->token_hash,
+    return write_rows(TXN(txn), NULL, sql, "ssssssssssITs", row->id, row->user_id, row->token_hash,
                       row->token_env != NULL ? row->token_env : "live", row->connector_type, row->host_label,
                       row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->created_at,
-                      row->revoked_at);
+                      row->revoked_at, row->bridge_version);
 }
 
 static int sqlite_installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t *out)
@@ -787,10 +831,11 @@ static int sqlite_installation_get(rl_txn_t *txn, const char *id, rl_installatio
 static int sqlite_installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
 {
     static const char sql[] = "UPDATE installations SET token_hash = ?, token_env = ?, custom_display_name = ?,"
-                              " custom_emoji = ?, state = ?, manifest = ?, revoked_at = ? WHERE id = ?";
+                              " custom_emoji = ?, state = ?, manifest = ?, revoked_at = ?, bridge_version = ? WHERE id = ?";
 
-    return write_one(TXN(txn), sql, "ssssssTs", row->token_hash, row->token_env != NULL ? row->token_env : "live",
-                     row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->revoked_at, row->id);
+    return write_one(TXN(txn), sql, "ssssssTss", row->token_hash, row->token_env != NULL ? row->token_env : "live",
+                     row->custom_display_name, row->custom_emoji, row->state, row->manifest, row->revoked_at,
+                     row->bridge_version, row->id);
 }
 
 static int sqlite_installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count)
@@ -804,7 +849,8 @@ static int sqlite_installations_of_user(rl_txn_t *txn, const char *user_id, rl_i
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
 
-#define SESSION_COLUMNS "id, user_id, installation_id, title, state, created_at, updated_at, deleted_at"
+#define SESSION_COLUMNS                                                                                                \
+    "id, user_id, installation_id, title, state, created_at, updated_at, deleted_at, encrypted, model"
 
 static void read_session(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
 {
@@ -818,14 +864,17 @@ static void read_session(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
     row->created_at = sqlite3_column_int64(stmt, 5);
     row->updated_at = sqlite3_column_int64(stmt, 6);
     row->deleted_at = col_time(stmt, 7);
+    row->encrypted = sqlite3_column_int(stmt, 8) != 0;
+    row->model = col_text(t, stmt, 9);
 }
 
 static int sqlite_session_insert(rl_txn_t *txn, const rl_session_row_t *row)
 {
-    static const char sql[] = "INSERT INTO sessions(" SESSION_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+    static const char sql[] = "INSERT INTO sessions(" SESSION_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-    return write_rows(TXN(txn), NULL, sql, "sssssIIT", row->id, row->user_id, row->installation_id, row->title,
-                      row->state, row->created_at, row->updated_at, row->deleted_at);
+    return write_rows(TXN(txn), NULL, sql, "sssssIITIs", row->id, row->user_id, row->installation_id, row->title,
+                      row->state, row->created_at, row->updated_at, row->deleted_at, (int64_t)row->encrypted,
+                      row->model);
 }
 
 static int sqlite_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
@@ -837,9 +886,11 @@ static int sqlite_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *o
 
 static int sqlite_session_update(rl_txn_t *txn, const rl_session_row_t *row)
 {
-    static const char sql[] = "UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ? WHERE id = ?";
+    static const char sql[] =
+        "UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ?, model = ? WHERE id = ?";
 
-    return write_one(TXN(txn), sql, "ssITs", row->title, row->state, row->updated_at, row->deleted_at, row->id);
+    return write_one(TXN(txn), sql, "ssITss", row->title, row->state, row->updated_at, row->deleted_at, row->model,
+                     row->id);
 }
 
 static int sqlite_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)
@@ -1684,6 +1735,162 @@ static int sqlite_push_subscriptions_of_user(rl_txn_t *txn, const char *user_id,
                     count);
 }
 
+/* ---- end-to-end encryption (issue 26) ---------------------------------------------------------- */
+
+static int sqlite_pairing_by_code_any(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
+{
+    static const char sql[] =
+        "SELECT " PAIRING_COLUMNS " FROM pairings WHERE code_hash = ? ORDER BY created_at DESC LIMIT 1";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", code_hash), read_pairing, out);
+}
+
+#define DEVICE_COLUMNS "id, user_id, installation_id, platform, label, pubkey, created_at, revoked_at"
+
+static void read_device(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    rl_device_row_t *row = out;
+
+    row->id = col_text(t, stmt, 0);
+    row->user_id = col_text(t, stmt, 1);
+    row->installation_id = col_text(t, stmt, 2);
+    row->platform = col_text(t, stmt, 3);
+    row->label = col_text(t, stmt, 4);
+    row->pubkey = col_text(t, stmt, 5);
+    row->created_at = sqlite3_column_int64(stmt, 6);
+    row->revoked_at = col_time(stmt, 7);
+}
+
+static int sqlite_device_insert(rl_txn_t *txn, const rl_device_row_t *row)
+{
+    static const char sql[] = "INSERT INTO devices(" DEVICE_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssssssIT", row->id, row->user_id, row->installation_id, row->platform,
+                      row->label, row->pubkey, row->created_at, row->revoked_at);
+}
+
+static int sqlite_device_get(rl_txn_t *txn, const char *id, rl_device_row_t *out)
+{
+    static const char sql[] = "SELECT " DEVICE_COLUMNS " FROM devices WHERE id = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "s", id), read_device, out);
+}
+
+static int sqlite_device_update(rl_txn_t *txn, const rl_device_row_t *row)
+{
+    static const char sql[] = "UPDATE devices SET label = ?, pubkey = ?, revoked_at = ? WHERE id = ?";
+
+    return write_one(TXN(txn), sql, "ssTs", row->label, row->pubkey, row->revoked_at, row->id);
+}
+
+static int sqlite_devices_of_user(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count)
+{
+    static const char sql[] =
+        "SELECT " DEVICE_COLUMNS " FROM devices WHERE user_id = ? AND revoked_at IS NULL ORDER BY created_at, id";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "s", user_id), read_device, sizeof(**rows), (void **)rows, count);
+}
+
+static int sqlite_confirmation_put(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at)
+{
+    static const char sql[] = "INSERT OR IGNORE INTO device_confirmations(device_id, bridge_device_id, at)"
+                              " VALUES (?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssI", device_id, bridge_device_id, at);
+}
+
+static void read_nothing(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    (void)t, (void)stmt, (void)out;
+}
+
+static int sqlite_confirmation_get(rl_txn_t *txn, const char *device_id, const char *bridge_device_id)
+{
+    static const char sql[] = "SELECT 1 FROM device_confirmations WHERE device_id = ? AND bridge_device_id = ?";
+
+    return read_one(TXN(txn), query(TXN(txn), sql, "ss", device_id, bridge_device_id), read_nothing, NULL);
+}
+
+static int sqlite_confirmations_delete(rl_txn_t *txn, const char *device_id)
+{
+    static const char sql[] = "DELETE FROM device_confirmations WHERE device_id = ? OR bridge_device_id = ?";
+
+    return write_rows(TXN(txn), NULL, sql, "ss", device_id, device_id);
+}
+
+#define RECIPIENT_COLUMNS "session_id, device_id, wrapped_session_key, wrapped_by_device_id, created_at"
+
+static void read_recipient(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    rl_recipient_row_t *row = out;
+
+    row->session_id = col_text(t, stmt, 0);
+    row->device_id = col_text(t, stmt, 1);
+    row->wrapped_session_key = col_text(t, stmt, 2);
+    row->wrapped_by_device_id = col_text(t, stmt, 3);
+    row->created_at = sqlite3_column_int64(stmt, 4);
+}
+
+static int sqlite_recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
+{
+    static const char sql[] = "INSERT OR REPLACE INTO session_recipients(" RECIPIENT_COLUMNS ") VALUES (?, ?, ?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssssI", row->session_id, row->device_id, row->wrapped_session_key,
+                      row->wrapped_by_device_id, row->created_at);
+}
+
+static int sqlite_recipients_delete(rl_txn_t *txn, const char *device_id)
+{
+    static const char sql[] = "DELETE FROM session_recipients WHERE device_id = ?";
+
+    return write_rows(TXN(txn), NULL, sql, "s", device_id);
+}
+
+static int sqlite_recipients_of_device(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
+                                       size_t *count)
+{
+    static const char sql[] = "SELECT " RECIPIENT_COLUMNS " FROM session_recipients WHERE device_id = ?"
+                              " AND created_at >= ? ORDER BY created_at, session_id";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "sI", device_id, since), read_recipient, sizeof(**rows),
+                    (void **)rows, count);
+}
+
+#define AGENT_FILE_COLUMNS "session_id, path_blind_idx, tool, mime, path_ct, display_name_ct, size_bytes, updated_at"
+
+static void read_agent_file(struct sqlite_txn *t, sqlite3_stmt *stmt, void *out)
+{
+    rl_agent_file_row_t *row = out;
+
+    row->session_id = col_text(t, stmt, 0);
+    row->path_blind_idx = col_text(t, stmt, 1);
+    row->tool = col_text(t, stmt, 2);
+    row->mime = col_text(t, stmt, 3);
+    row->path_ct = col_text(t, stmt, 4);
+    row->display_name_ct = col_text(t, stmt, 5);
+    row->size_bytes = col_time(stmt, 6);
+    row->updated_at = sqlite3_column_int64(stmt, 7);
+}
+
+static int sqlite_agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row)
+{
+    static const char sql[] =
+        "INSERT OR REPLACE INTO session_agent_files(" AGENT_FILE_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+
+    return write_rows(TXN(txn), NULL, sql, "ssssssTI", row->session_id, row->path_blind_idx, row->tool, row->mime,
+                      row->path_ct, row->display_name_ct, row->size_bytes, row->updated_at);
+}
+
+static int sqlite_agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows,
+                                         size_t *count)
+{
+    static const char sql[] = "SELECT " AGENT_FILE_COLUMNS " FROM session_agent_files WHERE session_id = ?"
+                              " ORDER BY updated_at DESC, path_blind_idx";
+
+    return read_all(TXN(txn), query(TXN(txn), sql, "s", session_id), read_agent_file, sizeof(**rows), (void **)rows,
+                    count);
+}
+
 /* ---- the connection ------------------------------------------------------------------------------ */
 
 /*
@@ -1891,6 +2098,19 @@ static const struct rl_txn_ops sqlite_ops = {
     .attachment_get = sqlite_attachment_get,
     .secret_insert_ignore = sqlite_secret_insert_ignore,
     .secret_get = sqlite_secret_get,
+    .pairing_by_code_any = sqlite_pairing_by_code_any,
+    .device_insert = sqlite_device_insert,
+    .device_get = sqlite_device_get,
+    .device_update = sqlite_device_update,
+    .devices_of_user = sqlite_devices_of_user,
+    .confirmation_put = sqlite_confirmation_put,
+    .confirmation_get = sqlite_confirmation_get,
+    .confirmations_delete = sqlite_confirmations_delete,
+    .recipient_put = sqlite_recipient_put,
+    .recipients_delete = sqlite_recipients_delete,
+    .recipients_of_device = sqlite_recipients_of_device,
+    .agent_file_put = sqlite_agent_file_put,
+    .agent_files_of_session = sqlite_agent_files_of_session,
     .login_code_insert = sqlite_login_code_insert,
     .login_code_get = sqlite_login_code_get,
     .login_code_delete = sqlite_login_code_delete,

@@ -163,12 +163,20 @@ typedef struct rl_installation_row {
     const char *state; /* live, revoked */
     const char *manifest;
     int64_t created_at, revoked_at;
+    const char *bridge_version; /* the bridge's hello {version} (issue 26), or NULL */
 } rl_installation_row_t;
 
+/*
+ * encrypted (issue 26) is fixed at creation: the session's content columns
+ * (its title, its messages' text, its tasks' label, args and results) then
+ * hold the clients' base64 envelopes instead of plaintext.
+ */
 typedef struct rl_session_row {
     const char *id, *user_id, *installation_id, *title;
     const char *state; /* active, archived */
     int64_t created_at, updated_at, deleted_at;
+    int encrypted;
+    const char *model; /* the model a client chose for the session, or NULL */
 } rl_session_row_t;
 
 typedef struct rl_interaction_row {
@@ -264,6 +272,28 @@ typedef struct rl_push_subscription_row {
     const char *endpoint, *user_id, *p256dh, *auth;
     int64_t created_at;
 } rl_push_subscription_row_t;
+
+/*
+ * End-to-end encryption (issue 26). A device is a public key of the user's:
+ * a bridge's (installation_id set, one live per installation) or a client's.
+ * Keys are opaque to the store.
+ */
+typedef struct rl_device_row {
+    const char *id, *user_id, *installation_id, *platform, *label, *pubkey;
+    int64_t created_at, revoked_at;
+} rl_device_row_t;
+
+/* A session key wrapped for one device, keyed by (session_id, device_id). */
+typedef struct rl_recipient_row {
+    const char *session_id, *device_id, *wrapped_session_key, *wrapped_by_device_id;
+    int64_t created_at;
+} rl_recipient_row_t;
+
+/* A file an agent touched in a session, keyed by (session_id, path_blind_idx); size_bytes RL_NO_TIME when unknown. */
+typedef struct rl_agent_file_row {
+    const char *session_id, *path_blind_idx, *tool, *mime, *path_ct, *display_name_ct;
+    int64_t size_bytes, updated_at;
+} rl_agent_file_row_t;
 
 /* ---- transactions: what a backend implements --------------------------------------------------- */
 
@@ -477,6 +507,33 @@ struct rl_txn_ops {
     int (*attachments_doomed)(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count);
     /* Deletes a doomed attachment and its uses; RL_E_NOT_FOUND when there is none. */
     int (*attachment_delete)(rl_txn_t *txn, const char *key);
+
+    /* ---- end-to-end encryption (issue 26) ---- */
+    /* The pairing of code_hash most recently created, whatever its state. */
+    int (*pairing_by_code_any)(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out);
+    int (*device_insert)(rl_txn_t *txn, const rl_device_row_t *row);
+    int (*device_get)(rl_txn_t *txn, const char *id, rl_device_row_t *out); /* revoked ones too */
+    /* label, pubkey, revoked_at by id */
+    int (*device_update)(rl_txn_t *txn, const rl_device_row_t *row);
+    /* The user's devices not revoked, by created_at, id. */
+    int (*devices_of_user)(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count);
+    /* Records that client device_id confirmed bridge_device_id (kept once). */
+    int (*confirmation_put)(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at);
+    /* 0 when device_id confirmed bridge_device_id, RL_E_NOT_FOUND otherwise. */
+    int (*confirmation_get)(rl_txn_t *txn, const char *device_id, const char *bridge_device_id);
+    /* Deletes every confirmation made by or of the device. */
+    int (*confirmations_delete)(rl_txn_t *txn, const char *device_id);
+    /* Inserts or replaces the wrap of (session_id, device_id). */
+    int (*recipient_put)(rl_txn_t *txn, const rl_recipient_row_t *row);
+    /* Deletes every wrap addressed to the device. */
+    int (*recipients_delete)(rl_txn_t *txn, const char *device_id);
+    /* The wraps addressed to the device created at or after since, by created_at, session_id. */
+    int (*recipients_of_device)(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
+                                size_t *count);
+    /* Inserts or replaces the file of (session_id, path_blind_idx). */
+    int (*agent_file_put)(rl_txn_t *txn, const rl_agent_file_row_t *row);
+    /* The session's files, most recently touched first. */
+    int (*agent_files_of_session)(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count);
 };
 
 struct rl_txn {

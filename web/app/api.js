@@ -14,6 +14,14 @@ export function useCredentials(provider) {
   credentials = provider;
 }
 
+// This browser's end-to-end device (e2e.js), sent as X-Relay-Device once registered: the relay
+// answers confirmed_by_me relative to it, and a confirmation or a signed decision names it.
+let deviceId = null;
+
+export function useDevice(id) {
+  deviceId = id || null;
+}
+
 export class ApiError extends Error {
   constructor(status, body, requestId) {
     const error = (body && body.error) || {};
@@ -39,6 +47,7 @@ export async function api(method, path, { body, raw, contentType, signal, anonym
       const token = await credentials.token();
       if (!token) throw new ApiError(401, { error: { code: 'invalid_token', message: 'Not signed in' } });
       headers.Authorization = `Bearer ${token}`;
+      if (deviceId) headers['X-Relay-Device'] = deviceId;
     }
     let payload;
     if (raw !== undefined) {

@@ -9,6 +9,7 @@
 //                                lists and revokes grants)
 //   Deny                         decision deny
 import { post, describe } from './api.js';
+import { decisionBody } from './e2e.js';
 import { store, emit } from './state.js';
 import { h, clear, toast, formatCountdown, announce } from './ui.js';
 import { renderBlocks } from './blocks.js';
@@ -42,7 +43,9 @@ export async function decide(approval, choice) {
   if (busy.has(approval.approval_id)) return;
   busy.add(approval.approval_id);
   try {
-    const result = await post(`/v1/me/approvals/${encodeURIComponent(approval.approval_id)}`, choice.body);
+    // In an encrypted session the decision is signed for the bridge (decision_sig): the relay cannot forge one.
+    const body = await decisionBody(approval, store.sessions.get(approval.session_id), choice.body);
+    const result = await post(`/v1/me/approvals/${encodeURIComponent(approval.approval_id)}`, body);
     if (choice.remember) rememberSession(approval.session_id);
     const known = store.approvals.get(approval.approval_id) || approval;
     store.approvals.set(approval.approval_id, { ...known, status: 'resolved', decision: result.decision, scope: result.scope,

@@ -11,6 +11,7 @@ import { itemAt, orderItems, endsTurn, isHiddenMessage } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
+import { titleBody, hasKey, onKeys } from './e2e.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -166,6 +167,12 @@ export function chatView(main, sessionId) {
     clear(subtitle);
     subtitle.append(h('span', { text: `${inst && inst.custom_emoji ? `${inst.custom_emoji} ` : ''}${installationName(inst)}` }), ' ', healthPill(inst));
     if (s.state === 'archived') subtitle.append(' ', h('span', { class: 'pill', text: 'Archived' }));
+    // End-to-end encrypted (docs/web.md): the relay carries this chat's text sealed; without the key yet, it says so.
+    if (s.encrypted) {
+      subtitle.append(' ', h('span', { class: 'pill pill-lock', title: 'End-to-end encrypted: the relay cannot read this chat' },
+        icon('lock'), ' Encrypted'));
+      if (!hasKey(sessionId)) subtitle.append(' ', h('span', { class: 'pill pill-warn', text: 'Waiting for this device to receive the key…' }));
+    }
     // The agent's mode (ACP's current_mode_update, docs/bridge.md "acp:COMMAND"): "plan" and "default" behave very differently.
     const mode = inst && inst.agent && typeof inst.agent.mode === 'string' ? inst.agent.mode : '';
     if (mode) subtitle.append(' ', h('span', { class: 'pill pill-mode', text: `Mode: ${mode}` }));
@@ -401,7 +408,7 @@ export function chatView(main, sessionId) {
     const value = await ask({ title: 'Rename chat', confirm: 'Rename', input: { label: 'Title', value: s.title || '', max: 200 } });
     if (value === null) return;
     try {
-      await patch(`/v1/me/sessions/${encodeURIComponent(sessionId)}`, { title: value.trim() || null });
+      await patch(`/v1/me/sessions/${encodeURIComponent(sessionId)}`, await titleBody(s, value.trim() || null));
     } catch (err) {
       toast(describe(err), 'error');
     }
@@ -486,6 +493,9 @@ export function chatView(main, sessionId) {
     schedule();
     const m = id && c.messages.get(id);
     if (endsTurn(m) && m.finalized_at && Date.now() - m.finalized_at < 5000) announce('Reply finished');
+  }));
+  subscriptions.push(onKeys((id) => {
+    if (id === null || id === sessionId) header();
   }));
   subscriptions.push(on('sessions', () => {
     if (!store.sessions.has(sessionId)) {

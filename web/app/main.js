@@ -10,6 +10,8 @@ import { registerWorker } from './push.js';
 import * as screens from './screens.js';
 import { chatView } from './chat.js';
 import { provideShell } from './nav.js';
+import { start as startDevice, grant, refreshDevices, openStreamEvent } from './e2e.js';
+import { verifyView } from './devices.js';
 
 const wide = window.matchMedia('(min-width: 960px)');
 let stream = null;
@@ -30,6 +32,7 @@ const views = {
   pair: (main, arg) => screens.pairView(main, arg),
   approvals: (main) => screens.approvalsView(main),
   settings: (main) => screens.settingsView(main),
+  verify: (main, arg) => verifyView(main, arg),
 };
 
 function render() {
@@ -103,6 +106,31 @@ function shell() {
   approvalsBadge();
 }
 
+// Events are opened (an encrypted session's *_ct fields, e2e.js) before the store takes them, one
+// after the other: opening is asynchronous (WebCrypto), the order of a reply's deltas is not.
+let events = Promise.resolve();
+let rereading = null;
+
+// A key arrived: what was read without it (titles, the open chats, pending approvals) is read again.
+function rereadSoon() {
+  clearTimeout(rereading);
+  rereading = setTimeout(() => {
+    const { name: view, arg } = route();
+    reload(view === 's' ? arg : null).catch(() => {});
+  }, 150);
+}
+
+async function streamEvent(name, data) {
+  if (name === 'session_key_granted') {
+    if (await grant(data)) rereadSoon();
+    return;
+  }
+  if (name === 'device_added' || name === 'device_revoked') await refreshDevices().catch(() => {});
+  const opened = await openStreamEvent(name, data);
+  if (name === 'approval_requested') announce(`Approval needed: ${opened.title || opened.action}`, true);
+  applyEvent(name, opened);
+}
+
 function startStream() {
   if (stream) return;
   stream = new EventStream({
@@ -113,8 +141,7 @@ function startStream() {
         reload(view === 's' ? arg : null).catch((err) => toast(describe(err), 'error'));
         return;
       }
-      if (name === 'approval_requested') announce(`Approval needed: ${data.title || data.action}`, true);
-      applyEvent(name, data);
+      events = events.then(() => streamEvent(name, data)).catch((err) => console.warn(`relay: event ${name}`, err));
     },
     onState: (state, detail) => {
       const was = store.connection;
@@ -139,6 +166,8 @@ async function startSignedIn() {
   shell();
   const { name, arg } = route();
   try {
+    // This browser's device and the session keys it holds, before anything sealed is read.
+    await startDevice(auth.userId() || (store.user && store.user.id));
     // spec: /v1/me, the history, the snapshot, then the stream.
     await reload(name === 's' ? arg : null);
   } catch (err) {
@@ -237,7 +266,7 @@ function signedIn() {
     shell();
     render();
     startStream();
-    reload(null).catch(() => {});
+    startDevice(auth.userId()).then(() => reload(null)).catch(() => {});
     return;
   }
   started = true;

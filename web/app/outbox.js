@@ -16,6 +16,7 @@
 // The top half is pure (unit-tested under Node); the bottom half keeps the
 // list in localStorage and talks to the relay.
 import { post, describe } from './api.js';
+import { sendBody } from './e2e.js';
 import { store, emit } from './state.js';
 
 // An entry the relay keeps answering with a server error stops being retried by itself after this many attempts.
@@ -158,7 +159,8 @@ async function sendOne(entry) {
   const id = encodeURIComponent(entry.session_id);
   const body = { text: entry.text, idempotency_key: entry.id };
   if (entry.attachments.length) body.attachments = entry.attachments.map((a) => ({ key: a.key }));
-  await post(`/v1/me/sessions/${id}/send`, body);
+  // In an encrypted session the text leaves this device sealed (text_ct); the outbox keeps it here.
+  await post(`/v1/me/sessions/${id}/send`, await sendBody(store.sessions.get(entry.session_id), body));
 }
 
 // Sends the pending entries, oldest first; stops at the first one that gets no answer (the relay is away).

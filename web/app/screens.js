@@ -8,6 +8,8 @@ import { approvalCard } from './approvals.js';
 import { healthPill } from './chat.js';
 import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
 import { go, signedIn, signOut } from './nav.js';
+import { devicesSection } from './devices.js';
+import { e2e, canEncrypt, bridgeOf, createSession } from './e2e.js';
 
 // The agent a bridge runs, as its manifest names it (docs/api.md: the Installation's `agent`).
 function agentLine(inst) {
@@ -70,7 +72,7 @@ function updateSessionItem(el, s) {
   const last = lastMessage(s.id);
   const preview = previewText(last);
   const working = agentWorking(s.id);
-  const signature = JSON.stringify([s.title, s.state, s.updated_at, inst && inst.health, inst && inst.custom_emoji, inst && installationName(inst),
+  const signature = JSON.stringify([s.title, s.encrypted, s.state, s.updated_at, inst && inst.health, inst && inst.custom_emoji, inst && installationName(inst),
     location.hash, preview, working, store.reachable]);
   if (el.dataset.signature === signature) return;
   el.dataset.signature = signature;
@@ -80,7 +82,8 @@ function updateSessionItem(el, s) {
   el.append(h('a', { href: `#/s/${encodeURIComponent(s.id)}`, class: 'session-link', 'aria-current': current ? 'page' : null },
     h('span', { class: 'avatar', 'aria-hidden': 'true' }, inst && inst.custom_emoji ? inst.custom_emoji : icon('chats')),
     h('span', { class: 'session-text' },
-      h('span', { class: 'session-title', text: s.title || 'Untitled chat' }),
+      h('span', { class: 'session-title' }, s.encrypted ? h('span', { class: 'lock', title: 'End-to-end encrypted', 'aria-label': 'Encrypted:' }, icon('lock')) : null,
+        s.title || 'Untitled chat'),
       // The latest message, or what the agent is doing now.
       working === 'approval' ? h('span', { class: 'session-preview session-working', text: 'Waiting for your approval' })
         : working === 'reply' ? h('span', { class: 'session-preview session-working' },
@@ -187,21 +190,35 @@ export function newChatView(main, installationId) {
     live.map((i) => h('option', { value: i.id, selected: i.id === installationId, text: `${i.custom_emoji ? `${i.custom_emoji} ` : ''}${installationName(i)} (${i.health})` })));
   const title = h('input', { id: 'new-title', type: 'text', maxlength: '200', placeholder: 'Optional', autocomplete: 'off' });
   const button = h('button', { type: 'submit', class: 'btn btn-primary', text: 'Start chat' });
+  // Whether the chat will be end-to-end encrypted: the machine's bridge has a device this browser verified (e2e.js).
+  const sealing = h('p', { id: 'new-encryption', class: 'field-hint' });
+  const drawSealing = () => {
+    clear(sealing);
+    const bridge = bridgeOf(select.value);
+    if (canEncrypt(select.value)) sealing.append(h('span', { class: 'pill pill-lock', text: 'End-to-end encrypted' }));
+    else if (bridge && e2e.device) {
+      sealing.append('Not encrypted: ', h('a', { href: `#/verify/${encodeURIComponent(bridge.id)}`, text: 'verify this machine' }), ' to encrypt new chats on it.');
+    } else sealing.append('Not encrypted: this machine\'s bridge has no encryption key.');
+  };
+  select.addEventListener('change', drawSealing);
+  drawSealing();
   main.append(screen('New chat',
     h('form', { class: 'form', onsubmit: async (e) => {
       e.preventDefault();
       button.disabled = true;
       try {
-        const result = await post('/v1/me/sessions', { installation_id: select.value, title: title.value.trim() || null });
-        store.sessions.set(result.session.id, result.session);
-        go(`/s/${result.session.id}`);
+        const session = canEncrypt(select.value)
+          ? await createSession(select.value, title.value.trim() || null)
+          : (await post('/v1/me/sessions', { installation_id: select.value, title: title.value.trim() || null })).session;
+        store.sessions.set(session.id, session);
+        go(`/s/${session.id}`);
       } catch (err) {
         toast(describe(err), 'error');
         button.disabled = false;
       }
     } },
     h('label', { for: 'new-installation', class: 'field-label', text: 'Machine' }), select,
-    h('label', { for: 'new-title', class: 'field-label', text: 'Title' }), title,
+    h('label', { for: 'new-title', class: 'field-label', text: 'Title' }), title, sealing,
     h('div', { class: 'form-actions' }, h('a', { class: 'btn', href: '#/', text: 'Cancel' }), button))));
   return null;
 }
@@ -361,6 +378,7 @@ export function settingsView(main) {
     localStorage.setItem('relay.theme', theme.value);
     document.documentElement.dataset.theme = theme.value;
   });
+  const devices = devicesSection();
   main.append(screen('Settings',
     h('section', { class: 'settings-section', 'aria-labelledby': 'set-account' },
       h('h2', { id: 'set-account', text: 'Account' }),
@@ -377,6 +395,7 @@ export function settingsView(main) {
       h('h2', { id: 'set-grants', text: 'Always approved' }),
       h('p', { text: 'Requests these cover are approved without asking you.' }),
       grants, grantsEmpty),
+    devices.el,
     h('section', { class: 'settings-section', 'aria-labelledby': 'set-look' },
       h('h2', { id: 'set-look', text: 'Appearance' }),
       h('label', { for: 'theme', class: 'field-label', text: 'Theme' }), theme),
@@ -442,5 +461,8 @@ export function settingsView(main) {
   drawGrants();
   drawNotifications();
   loadGrants().catch((err) => toast(describe(err), 'error'));
-  return off;
+  return () => {
+    off();
+    devices.stop();
+  };
 }

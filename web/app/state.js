@@ -21,6 +21,7 @@
 // messages alone (GET .../messages), as before. How copies from the pages
 // and the stream merge is transcript.js's.
 import { get } from './api.js';
+import { openPageItem, openPageMessage, openPending, openSessionRow } from './e2e.js';
 import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn, ties, isHiddenMessage } from './transcript.js';
 
 const POLL_EVERY_MS = 3000;
@@ -203,6 +204,12 @@ const handlers = {
       return;
     }
     if (message.state === 'final' || message.fromHistory) return;
+    // A delta this device has no key for: the message stays locked until the key comes and the history is read again.
+    if (d.locked || message.locked) {
+      message.locked = true;
+      emit(`messages:${d.session_id}`, d.message_id);
+      return;
+    }
     // A placeholder reads " " until its first delta replaces it.
     message.text = message.placeholder_pending === false || message.text !== ' ' ? message.text + d.delta : d.delta;
     message.placeholder_pending = false;
@@ -298,6 +305,8 @@ async function readPage(sessionId, before) {
   if (store.timeline !== false) {
     try {
       const page = await get(`/v1/me/sessions/${id}/timeline?${params}`);
+      // An encrypted session's items read here as plain ones (sealed.js); without a key, locked.
+      page.items = await Promise.all((page.items || []).map((item) => openPageItem(sessionId, item)));
       store.timeline = true;
       applyTimeline(sessionId, page);
       return page;
@@ -310,6 +319,7 @@ async function readPage(sessionId, before) {
     }
   }
   const page = await get(`/v1/me/sessions/${id}/messages?${params}`);
+  page.messages = await Promise.all(page.messages.map((m) => openPageMessage(sessionId, m)));
   const c = chat(sessionId);
   const block = tie.page(page.messages.length);
   page.messages.forEach((message, i) => putPageMessage(c, message, block - i));
@@ -389,13 +399,17 @@ function stopPoll(sessionId, interactionId) {
 
 // Cold start and resync: the account, the open chats' history, then the snapshot.
 export async function reload(openSessionId) {
-  applyMe(await get('/v1/me'));
+  const me = await get('/v1/me');
+  me.sessions = await Promise.all(me.sessions.map(openSessionRow));
+  applyMe(me);
   const sessions = new Set([...store.chats.keys()].filter((id) => chat(id).loaded));
   if (openSessionId) sessions.add(openSessionId);
   for (const id of sessions) {
     if (store.sessions.has(id)) await loadHistory(id).catch(() => {});
   }
-  applySnapshot(await get('/v1/me/snapshot'));
+  const snapshot = await get('/v1/me/snapshot');
+  snapshot.pending_approvals = await Promise.all((snapshot.pending_approvals || []).map(openPending));
+  applySnapshot(snapshot);
   for (const id of sessions) if (inFlight(id).length) pollInFlight(id);
 }
 
@@ -478,7 +492,7 @@ export async function loadPreviews(sessions) {
       try {
         const page = await get(`/v1/me/sessions/${encodeURIComponent(s.id)}/messages?limit=5`);
         const shown = (page.messages || []).find((m) => !isHiddenMessage(m));
-        if (shown) store.previews.set(s.id, shown);
+        if (shown) store.previews.set(s.id, await openPageMessage(s.id, shown));
         else store.previews.delete(s.id);
         emit('previews', s.id);
       } catch (err) {

@@ -104,6 +104,7 @@ export const taskCard = {
     const signature = JSON.stringify([t.status, t.kind, t.name, t.progress_percent, t.status_label, t.args, t.partial_result, t.result, t.error]);
     if (el.dataset.signature === signature) return;
     el.dataset.signature = signature;
+    if (t.task_id) el.dataset.taskId = t.task_id;
     // What the reader opened stays open across a redraw.
     const open = new Set([...el.querySelectorAll('details[open][data-part]')].map((d) => d.dataset.part));
     clear(el);

@@ -107,6 +107,8 @@ export function timelineEntry(item) {
 // whose deltas are ahead of the page). `fromHistory` marks a reply the page
 // caught mid-stream: it is followed by polling, not by deltas (docs/web.md).
 export function mergePageMessage(known, message) {
+  // A message this device could not open (no key yet: sealed.js) gives way to any page that brings it.
+  if (known && known.locked && !message.locked) return { ...known, ...message, fromHistory: message.state !== 'final' };
   const live = known && known.fromHistory === false;
   if (live && known.state !== 'final' && message.state !== 'final' && (known.text || '').length >= (message.text || '').length) return null;
   if (known && known.state === 'final' && message.state !== 'final') return null;

@@ -775,6 +775,105 @@ static void test_approvals_and_grants(void **state)
     commit_close(txn);
 }
 
+/* issue 26: devices, confirmations, wrapped keys and agent files; a session's encrypted flag and model. */
+static void test_end_to_end_encryption(void **state)
+{
+    rl_txn_t *txn = open_txn();
+    rl_user_row_t alice = {"alice", 1};
+    rl_installation_row_t inst = installation("inst_a", "alice", 1000), inst_out;
+    rl_session_row_t s = session("ses_e", "alice", 2000), s_out;
+    rl_device_row_t bridge = {"dev_b", "alice", "inst_a", "bridge", "laptop", "aa", 1000, RL_NO_TIME};
+    rl_device_row_t phone = {"dev_p", "alice", NULL, "web", "phone", "bb", 2000, RL_NO_TIME}, out, *devices;
+    rl_recipient_row_t wrap = {"ses_e", "dev_p", "wrap1", "dev_b", 3000}, *wraps;
+    rl_agent_file_row_t file = {"ses_e", "idx1", "read", "text/plain", "pct", "dct", 12, 4000}, *files;
+    rl_pairing_row_t pairing = {"poll_e", "code_e", "inst_z", "openclaw", "host", "pending", NULL, 1000, 9000,
+                                RL_NO_TIME},
+                     pairing_out;
+    size_t count;
+
+    (void)state;
+    assert_int_equal(RL_TXN(txn, user_insert_ignore, &alice), 0);
+    inst.bridge_version = "0.13.7";
+    assert_int_equal(RL_TXN(txn, installation_insert, &inst), 0);
+    assert_int_equal(RL_TXN(txn, installation_get, "inst_a", &inst_out), 0);
+    assert_string_equal(inst_out.bridge_version, "0.13.7");
+    inst_out.bridge_version = "0.14.0";
+    assert_int_equal(RL_TXN(txn, installation_update, &inst_out), 0);
+    assert_int_equal(RL_TXN(txn, installation_get, "inst_a", &inst_out), 0);
+    assert_string_equal(inst_out.bridge_version, "0.14.0");
+
+    s.encrypted = 1;
+    assert_int_equal(RL_TXN(txn, session_insert, &s), 0);
+    assert_int_equal(RL_TXN(txn, session_get, "ses_e", &s_out), 0);
+    assert_int_equal(s_out.encrypted, 1);
+    assert_null(s_out.model);
+    s_out.model = "gpt-5";
+    assert_int_equal(RL_TXN(txn, session_update, &s_out), 0);
+    assert_int_equal(RL_TXN(txn, session_get, "ses_e", &s_out), 0);
+    assert_string_equal(s_out.model, "gpt-5");
+    assert_int_equal(s_out.encrypted, 1);
+
+    assert_int_equal(RL_TXN(txn, device_insert, &bridge), 0);
+    assert_int_equal(RL_TXN(txn, device_insert, &phone), 0);
+    assert_int_equal(RL_TXN(txn, device_insert, &phone), RL_E_CONFLICT);
+    assert_int_equal(RL_TXN(txn, devices_of_user, "alice", &devices, &count), 0);
+    assert_int_equal(count, 2);
+    assert_string_equal(devices[0].id, "dev_b");
+    assert_string_equal(devices[0].installation_id, "inst_a");
+    assert_null(devices[1].installation_id);
+    assert_int_equal(devices[1].revoked_at, RL_NO_TIME);
+
+    assert_int_equal(RL_TXN(txn, confirmation_get, "dev_p", "dev_b"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, confirmation_put, "dev_p", "dev_b", 2500), 0);
+    assert_int_equal(RL_TXN(txn, confirmation_put, "dev_p", "dev_b", 2600), 0);
+    assert_int_equal(RL_TXN(txn, confirmation_get, "dev_p", "dev_b"), 0);
+
+    assert_int_equal(RL_TXN(txn, recipient_put, &wrap), 0);
+    wrap.wrapped_session_key = "wrap2";
+    wrap.created_at = 3500;
+    assert_int_equal(RL_TXN(txn, recipient_put, &wrap), 0);
+    assert_int_equal(RL_TXN(txn, recipients_of_device, "dev_p", 0, &wraps, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(wraps[0].wrapped_session_key, "wrap2");
+    assert_string_equal(wraps[0].wrapped_by_device_id, "dev_b");
+    assert_int_equal(RL_TXN(txn, recipients_of_device, "dev_p", 3501, &wraps, &count), 0);
+    assert_int_equal(count, 0);
+
+    assert_int_equal(RL_TXN(txn, agent_file_put, &file), 0);
+    file.tool = "edit";
+    file.size_bytes = RL_NO_TIME;
+    assert_int_equal(RL_TXN(txn, agent_file_put, &file), 0);
+    assert_int_equal(RL_TXN(txn, agent_files_of_session, "ses_e", &files, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(files[0].tool, "edit");
+    assert_string_equal(files[0].path_ct, "pct");
+    assert_int_equal(files[0].size_bytes, RL_NO_TIME);
+
+    /* Revoking leaves no confirmation and no wrap behind. */
+    phone.revoked_at = 5000;
+    assert_int_equal(RL_TXN(txn, device_update, &phone), 0);
+    assert_int_equal(RL_TXN(txn, confirmations_delete, "dev_p"), 0);
+    assert_int_equal(RL_TXN(txn, recipients_delete, "dev_p"), 0);
+    assert_int_equal(RL_TXN(txn, confirmation_get, "dev_p", "dev_b"), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, recipients_of_device, "dev_p", 0, &wraps, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(RL_TXN(txn, devices_of_user, "alice", &devices, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(RL_TXN(txn, device_get, "dev_p", &out), 0);
+    assert_int_equal(out.revoked_at, 5000);
+    assert_int_equal(RL_TXN(txn, device_get, "dev_none", &out), RL_E_NOT_FOUND);
+
+    /* A pairing is found by its code whatever its state. */
+    assert_int_equal(RL_TXN(txn, pairing_insert, &pairing), 0);
+    pairing.state = "delivered";
+    assert_int_equal(RL_TXN(txn, pairing_update, &pairing), 0);
+    assert_int_equal(RL_TXN(txn, pairing_by_code, "code_e", &pairing_out), RL_E_NOT_FOUND);
+    assert_int_equal(RL_TXN(txn, pairing_by_code_any, "code_e", &pairing_out), 0);
+    assert_string_equal(pairing_out.state, "delivered");
+    assert_int_equal(RL_TXN(txn, pairing_by_code_any, "code_none", &pairing_out), RL_E_NOT_FOUND);
+    commit_close(txn);
+}
+
 static void test_login_codes(void **state)
 {
     rl_txn_t *txn = open_txn();
@@ -1535,6 +1634,7 @@ int main(void)
         TEST(test_attachment_lifetimes),
         TEST(test_secrets),
         TEST(test_login_codes),
+        TEST(test_end_to_end_encryption),
         TEST(test_push_subscriptions),
         TEST(test_a_savepoint_undoes_only_its_own_writes),
         TEST(test_a_rollback_undoes_the_transaction),

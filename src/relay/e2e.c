@@ -1,0 +1,774 @@
+/*
+ * End-to-end encryption: devices, confirmations, wrapped session keys and
+ * bridge-made sessions (docs/api.md "Encrypted sessions"). Every write is
+ * one store operation that also queues the bridge updates it causes; the
+ * client events it causes are built on the worker and published when it
+ * is done.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/rand.h"
+#include "http/query.h"
+#include "relay/e2e.h"
+#include "relay/hub.h"
+#include "relay/ops.h"
+#include "relay/auth.h"
+#include "relay/relay.h"
+#include "relay/target.h"
+#include "relay/updates.h"
+#include "relay/views.h"
+
+#define DEVICE_ID_CHARS  20
+#define SESSION_ID_CHARS 20
+#define LABEL_MAX        64
+#define PLATFORM_MAX     16
+#define WRAP_MAX         256
+#define RECIPIENTS_MAX   50
+#define TITLE_CT_MAX     1024
+#define SOURCE_MAX       64
+
+/* ---- syntax of what relayd carries ---- */
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Standard padded base64: the decoded length, or -1; *first receives the first decoded byte. */
+static long b64_shape(const char *s, size_t len, int *first)
+{
+    size_t i, pad = 0;
+
+    if (len == 0 || len % 4 != 0)
+        return -1;
+    if (s[len - 1] == '=')
+        pad = s[len - 2] == '=' ? 2 : 1;
+    for (i = 0; i < len - pad; ++i)
+        if (b64_value((unsigned char)s[i]) < 0)
+            return -1;
+    *first = (b64_value((unsigned char)s[0]) << 2) | (b64_value((unsigned char)s[1]) >> 4);
+    return (long)(len / 4 * 3 - pad);
+}
+
+int rl_e2e_pubkey_check(const char *s, size_t len)
+{
+    size_t i;
+
+    if (len != 64)
+        return -1;
+    for (i = 0; i < len; ++i)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return -1;
+    return 0;
+}
+
+/* authors' wire: 0x01 ‖ nonce(12) ‖ ciphertext ‖ tag(16); the empty value is the lone byte 0x00. */
+int rl_e2e_envelope_check(const char *s, size_t len)
+{
+    int first = 0;
+    long n = b64_shape(s, len, &first);
+
+    if (n == 1 && first == 0x00)
+        return 0;
+    return n >= 29 && first == 0x01 ? 0 : -1;
+}
+
+/* authors' wire: 0x02 ‖ ephemeral X25519 public key(32) ‖ envelope(29+). */
+int rl_e2e_wrap_check(const char *s, size_t len)
+{
+    int first = 0;
+    long n = len <= WRAP_MAX ? b64_shape(s, len, &first) : -1;
+
+    return n >= 1 + 32 + 29 && first == 0x02 ? 0 : -1;
+}
+
+int rl_e2e_blind_index_check(const char *s, size_t len)
+{
+    size_t i;
+
+    if (len == 0 || len > 64)
+        return -1;
+    for (i = 0; i < len; ++i)
+        if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '-' || s[i] == '_'))
+            return -1;
+    return 0;
+}
+
+static int ends_with_ct(const char *key)
+{
+    size_t len = strlen(key);
+
+    return len > 3 && strcmp(key + len - 3, "_ct") == 0;
+}
+
+int rl_e2e_body_check(const json_t *body, int encrypted, const char *const *plain, const char **field)
+{
+    const char *key;
+    json_t *value;
+    size_t i;
+
+    if (encrypted) {
+        for (i = 0; plain != NULL && plain[i] != NULL; ++i)
+            /* A null carries nothing, so nothing is lost by taking it. */
+            if (json_object_get(body, plain[i]) != NULL && !json_is_null(json_object_get(body, plain[i]))) {
+                *field = plain[i];
+                return RL_E_INVALID_REQUEST;
+            }
+        return 0;
+    }
+    json_object_foreach((json_t *)body, key, value)
+    {
+        if (ends_with_ct(key)) {
+            *field = key;
+            return RL_E_INVALID_REQUEST;
+        }
+    }
+    return 0;
+}
+
+void rl_e2e_fail_field(rl_call_t *call, const char *field, int encrypted)
+{
+    char message[160];
+
+    if (encrypted)
+        snprintf(message, sizeof(message),
+                 "This session is end-to-end encrypted: send %s_ct (a base64 envelope), not %s", field, field);
+    else
+        snprintf(message, sizeof(message), "This session is not encrypted: %s is refused (send the plain field)",
+                 field);
+    rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                      json_pack("[{s:s, s:s, s:s}]", "path", field, "code", "invalid_string", "message", message),
+                      NULL);
+}
+
+/* ---- schemas ---- */
+
+/* platform "bridge" is kept for bridges (POST /v1/bridge/devices). */
+static int check_client_platform(const char *s, size_t len)
+{
+    (void)len;
+    return strcmp(s, "bridge") == 0 ? -1 : 0;
+}
+
+static const rl_field_t bridge_device_fields[] = {
+    RL_FIELD_STRING_CHECK("pubkey", RL_F_REQUIRED, 64, 64, rl_e2e_pubkey_check, "Expected 64 lowercase hex digits"),
+    RL_FIELD_STRING("label", RL_F_NULLABLE, 0, LABEL_MAX),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_bridge_device_schema = RL_SCHEMA(bridge_device_fields);
+
+static const rl_field_t device_register_fields[] = {
+    RL_FIELD_STRING_CHECK("pubkey", RL_F_REQUIRED, 64, 64, rl_e2e_pubkey_check, "Expected 64 lowercase hex digits"),
+    RL_FIELD_STRING("label", RL_F_NULLABLE, 0, LABEL_MAX),
+    RL_FIELD_STRING_CHECK("platform", RL_F_REQUIRED, 1, PLATFORM_MAX, check_client_platform,
+                          "A client device's platform cannot be bridge"),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_device_register_schema = RL_SCHEMA(device_register_fields);
+
+static const rl_field_t device_confirm_fields[] = {
+    RL_FIELD_STRING("bridge_device_id", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_device_confirm_schema = RL_SCHEMA(device_confirm_fields);
+
+static const rl_field_t bridge_session_fields[] = {
+    RL_FIELD_STRING("source", RL_F_NULLABLE, 0, SOURCE_MAX),
+    RL_FIELD_CT("title_ct", RL_F_NULLABLE, TITLE_CT_MAX),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_bridge_session_schema = RL_SCHEMA(bridge_session_fields);
+
+static const rl_field_t recipient_fields[] = {
+    RL_FIELD_STRING("device_id", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_STRING_CHECK("wrapped_session_key", RL_F_REQUIRED, 1, WRAP_MAX, rl_e2e_wrap_check,
+                          "Expected a base64 sealed box (0x02, ephemeral key, envelope), at most 256 characters"),
+    RL_FIELD_END,
+};
+static const rl_schema_t recipient_schema = RL_SCHEMA(recipient_fields);
+static const rl_field_t recipient_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &recipient_schema);
+
+static const rl_field_t recipients_fields[] = {
+    RL_FIELD_ARRAY("recipients", RL_F_REQUIRED, 1, RECIPIENTS_MAX, &recipient_item),
+    RL_FIELD_STRING("wrapped_by_device_id", RL_F_NULLABLE, 1, 64),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_recipients_schema = RL_SCHEMA(recipients_fields);
+
+/* ---- the operation they all share ---- */
+
+struct notice {
+    const char *installation_id;
+    int64_t update_id;
+};
+
+struct e2e_op {
+    rl_op_t op;
+    const char *user_id;    /* the user whose devices these are */
+    const char *bridge;     /* the calling installation, or NULL for a client */
+    const char *device_id;  /* the path's device, or the caller's (X-Relay-Device) */
+    const char *session_id; /* the path's session, or a new one */
+    const char *new_id;     /* an id minted on the loop for a new row */
+    json_t *body;           /* a reference to the call's body */
+    int64_t now, since, delete_grace;
+    /* results */
+    struct notice *notices; /* in the arena */
+    size_t nnotices, notices_cap;
+    json_t *events; /* [[name, data], ...] for the user's streams */
+};
+
+static void e2e_dispose(rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+
+    json_decref(op->body);
+    json_decref(op->events);
+    rl_op_dispose(base);
+}
+
+static struct e2e_op *e2e_new(rl_call_t *call, const rl_store_op_type_t *type)
+{
+    struct e2e_op *op = rl_op_new(type, sizeof(*op));
+    int bridge = call->principal_kind == RL_PRINCIPAL_INSTALLATION;
+
+    op->user_id = rl_op_str(op, bridge ? call->owner : call->principal);
+    op->bridge = bridge ? rl_op_str(op, call->principal) : NULL;
+    op->body = json_incref(call->body);
+    op->now = rl_clock_now_ms();
+    op->events = json_array();
+    return op;
+}
+
+/* In a transaction: queues an update for a bridge and remembers whom to wake. Steals payload. */
+static int tell_bridge(rl_txn_t *txn, struct e2e_op *op, const char *installation_id, const char *type,
+                       const char *session_id, json_t *payload)
+{
+    int64_t update_id = 0;
+    int result;
+
+    if (rl_target_installation_check(txn, installation_id) != 0) {
+        json_decref(payload); /* a revoked installation hears nothing more */
+        return 0;
+    }
+    result = rl_update_append(txn, installation_id, type, session_id, NULL, payload, op->now, &update_id);
+    if (result != 0)
+        return result;
+    op->notices = rl_arena_grow(txn->arena, op->notices, op->nnotices, &op->notices_cap, sizeof(*op->notices));
+    op->notices[op->nnotices++] = (struct notice){rl_arena_strdup(txn->arena, installation_id), update_id};
+    return 0;
+}
+
+static void tell_clients(struct e2e_op *op, const char *name, json_t *data)
+{
+    json_array_append_new(op->events, json_pack("[s, o]", name, data));
+}
+
+/* On the loop: wakes the bridges and publishes the events of a successful operation. */
+static void e2e_announce(rl_relay_t *relay, struct e2e_op *op)
+{
+    size_t i;
+    json_t *event;
+
+    for (i = 0; i < op->nnotices; ++i)
+        rl_updates_notify(relay->bus, op->notices[i].installation_id, op->notices[i].update_id);
+    json_array_foreach(op->events, i, event)
+    {
+        rl_hub_publish(relay->hub, op->user_id, json_string_value(json_array_get(event, 0)),
+                       json_incref(json_array_get(event, 1)));
+    }
+}
+
+static void on_done(rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_call_t *call = base->arg;
+
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else {
+        e2e_announce(call->app, op);
+        rl_call_reply(call, json_incref(op->op.value));
+    }
+    rl_call_release(call);
+}
+
+static json_t *device_view(const rl_device_row_t *row)
+{
+    return json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:I}", "device_id", row->id, "platform", row->platform, "label",
+                     row->label, "installation_id", row->installation_id, "pubkey", row->pubkey, "created_at",
+                     (json_int_t)row->created_at);
+}
+
+/* The device payload of device_pending and device_added (authors' shape, installation_id null for a client). */
+static json_t *device_payload(const rl_device_row_t *row)
+{
+    return json_pack("{s:s, s:s, s:s?, s:s, s:s?}", "device_id", row->id, "pubkey", row->pubkey, "label", row->label,
+                     "platform", row->platform, "installation_id", row->installation_id);
+}
+
+/* The user's live device id, or RL_E_DEVICE_NOT_FOUND. */
+static int users_device(rl_txn_t *txn, const char *user_id, const char *id, rl_device_row_t *row)
+{
+    int result = RL_TXN(txn, device_get, id, row);
+
+    if (result == RL_E_NOT_FOUND ||
+        (result == 0 && (strcmp(row->user_id, user_id) != 0 || row->revoked_at != RL_NO_TIME)))
+        return RL_E_DEVICE_NOT_FOUND;
+    return result;
+}
+
+/* The live bridge device of installation_id among the user's devices, or NULL. */
+static const rl_device_row_t *bridge_device_of(const rl_device_row_t *rows, size_t count, const char *installation_id)
+{
+    size_t i;
+
+    for (i = 0; i < count; ++i)
+        if (rows[i].installation_id != NULL && strcmp(rows[i].installation_id, installation_id) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+/* ---- bridge: POST /v1/bridge/devices ---- */
+
+static int bridge_device_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    const char *pubkey = json_string_value(json_object_get(op->body, "pubkey"));
+    const char *label = json_string_value(json_object_get(op->body, "label"));
+    rl_device_row_t *rows, device;
+    const rl_device_row_t *mine;
+    size_t count, i;
+    int changed = 0, result = RL_TXN(txn, devices_of_user, op->user_id, &rows, &count);
+
+    if (result != 0)
+        return result;
+    mine = bridge_device_of(rows, count, op->bridge);
+    if (mine != NULL) {
+        device = *mine;
+        changed = strcmp(device.pubkey, pubkey) != 0;
+        device.pubkey = pubkey;
+        if (label != NULL)
+            device.label = label;
+        if ((result = RL_TXN(txn, device_update, &device)) != 0)
+            return result;
+        /* A new key cannot open what was wrapped for the old one, and the user compared the old one's emoji. */
+        if (changed && ((result = RL_TXN(txn, confirmations_delete, device.id)) != 0 ||
+                        (result = RL_TXN(txn, recipients_delete, device.id)) != 0))
+            return result;
+    } else {
+        device = (rl_device_row_t){op->new_id, op->user_id, op->bridge, "bridge", label, pubkey, op->now, RL_NO_TIME};
+        changed = 1;
+        if ((result = RL_TXN(txn, device_insert, &device)) != 0)
+            return result;
+        tell_clients(op, "device_added", device_view(&device));
+    }
+    /* A bridge that has a new key meets every client device again: each must be compared and confirmed anew. */
+    for (i = 0; changed && i < count; ++i)
+        if (rows[i].installation_id == NULL &&
+            (result = tell_bridge(txn, op, op->bridge, "device_pending", NULL, device_payload(&rows[i]))) != 0)
+            return result;
+    op->op.value = json_pack("{s:s, s:b, s:o}", "device_id", device.id, "pubkey_changed", mine != NULL && changed,
+                             "device", device_view(&device));
+    return 0;
+}
+
+static const rl_store_op_type_t bridge_device_type = {"bridge_device", 1, bridge_device_run, e2e_dispose};
+
+int rl_bridge_device_register(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &bridge_device_type);
+    char id[32];
+
+    rl_rand_id(id, sizeof(id), "dev_", DEVICE_ID_CHARS);
+    op->new_id = rl_op_str(op, id);
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* ---- client: POST /v1/me/devices ---- */
+
+static int device_register_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    const char *pubkey = json_string_value(json_object_get(op->body, "pubkey"));
+    rl_device_row_t *rows, device;
+    size_t count, i;
+    int result = RL_TXN(txn, devices_of_user, op->user_id, &rows, &count);
+
+    if (result != 0)
+        return result;
+    /* The same key registered again is the same device (a reload, a retry). */
+    for (i = 0; i < count; ++i)
+        if (rows[i].installation_id == NULL && strcmp(rows[i].pubkey, pubkey) == 0) {
+            op->op.value =
+                json_pack("{s:s, s:o, s:b}", "device_id", rows[i].id, "device", device_view(&rows[i]), "created", 0);
+            return 0;
+        }
+    device = (rl_device_row_t){op->new_id,
+                               op->user_id,
+                               NULL,
+                               json_string_value(json_object_get(op->body, "platform")),
+                               json_string_value(json_object_get(op->body, "label")),
+                               pubkey,
+                               op->now,
+                               RL_NO_TIME};
+    if ((result = RL_TXN(txn, device_insert, &device)) != 0)
+        return result;
+    /* ours: each bridge shows the emoji of this device and its own, for the user to compare on the phone. */
+    for (i = 0; i < count; ++i)
+        if (rows[i].installation_id != NULL && (result = tell_bridge(txn, op, rows[i].installation_id, "device_pending",
+                                                                     NULL, device_payload(&device))) != 0)
+            return result;
+    tell_clients(op, "device_added", device_view(&device));
+    op->op.value = json_pack("{s:s, s:o, s:b}", "device_id", device.id, "device", device_view(&device), "created", 1);
+    return 0;
+}
+
+static const rl_store_op_type_t device_register_type = {"device_register", 1, device_register_run, e2e_dispose};
+
+int rl_device_register(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &device_register_type);
+    char id[32];
+
+    rl_rand_id(id, sizeof(id), "dev_", DEVICE_ID_CHARS);
+    op->new_id = rl_op_str(op, id);
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* The calling client device (header X-Relay-Device), or NULL. */
+static const char *caller_device(rl_call_t *call, struct e2e_op *op)
+{
+    size_t len = 0;
+    const char *value = rl_call_header(call, "x-relay-device", &len);
+    char id[65];
+
+    if (value == NULL || len == 0 || len >= sizeof(id))
+        return NULL;
+    memcpy(id, value, len);
+    id[len] = '\0';
+    return rl_op_str(op, id);
+}
+
+/* ---- client: GET /v1/me/devices ---- */
+
+static int devices_list_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_device_row_t *rows;
+    size_t count, i;
+    json_t *devices;
+    int result = RL_TXN(txn, devices_of_user, op->user_id, &rows, &count);
+
+    if (result != 0)
+        return result;
+    devices = json_array();
+    for (i = 0; i < count; ++i) {
+        json_t *view = device_view(&rows[i]);
+        if (op->device_id != NULL && rows[i].installation_id != NULL) {
+            result = RL_TXN(txn, confirmation_get, op->device_id, rows[i].id);
+            if (result != 0 && result != RL_E_NOT_FOUND) {
+                json_decref(view);
+                json_decref(devices);
+                return result;
+            }
+            json_object_set_new(view, "confirmed_by_me", json_boolean(result == 0));
+        }
+        json_array_append_new(devices, view);
+    }
+    op->op.value = json_pack("{s:o}", "devices", devices);
+    return 0;
+}
+
+static const rl_store_op_type_t devices_list_type = {"devices_list", 0, devices_list_run, e2e_dispose};
+
+int rl_devices_list(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &devices_list_type);
+
+    op->device_id = caller_device(call, op);
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* ---- client: DELETE /v1/me/devices/:id ---- */
+
+static int device_revoke_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_device_row_t device, *rows;
+    size_t count, i;
+    int result = users_device(txn, op->user_id, op->device_id, &device);
+
+    if (result != 0)
+        return result;
+    device.revoked_at = op->now;
+    /* No trace of what was wrapped for it is kept: a lost phone finds no key here any more. */
+    if ((result = RL_TXN(txn, device_update, &device)) != 0 ||
+        (result = RL_TXN(txn, confirmations_delete, device.id)) != 0 ||
+        (result = RL_TXN(txn, recipients_delete, device.id)) != 0 ||
+        (result = RL_TXN(txn, devices_of_user, op->user_id, &rows, &count)) != 0)
+        return result;
+    for (i = 0; i < count; ++i)
+        if (rows[i].installation_id != NULL &&
+            (result = tell_bridge(txn, op, rows[i].installation_id, "device_revoked", NULL,
+                                  json_pack("{s:s}", "device_id", device.id))) != 0)
+            return result;
+    tell_clients(op, "device_revoked", json_pack("{s:s}", "device_id", device.id));
+    op->op.value = json_pack("{s:s, s:I}", "device_id", device.id, "revoked_at", (json_int_t)device.revoked_at);
+    return 0;
+}
+
+static const rl_store_op_type_t device_revoke_type = {"device_revoke", 1, device_revoke_run, e2e_dispose};
+
+static int path_device(rl_call_t *call, struct e2e_op *op)
+{
+    char id[65];
+    int result = rl_path_id(call, 0, id, sizeof(id), RL_E_DEVICE_NOT_FOUND);
+
+    if (result == 0)
+        op->device_id = rl_op_str(op, id);
+    return result;
+}
+
+int rl_device_revoke(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &device_revoke_type);
+    int result = path_device(call, op);
+
+    if (result != 0) {
+        rl_store_op_free(&op->op.base);
+        return result;
+    }
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* ---- client: POST /v1/me/devices/:id/confirm ---- */
+
+static int device_confirm_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    const char *bridge_id = json_string_value(json_object_get(op->body, "bridge_device_id"));
+    rl_device_row_t device, bridge;
+    int result = users_device(txn, op->user_id, op->device_id, &device);
+
+    if (result != 0)
+        return result;
+    if ((result = users_device(txn, op->user_id, bridge_id, &bridge)) != 0)
+        return result;
+    if (device.installation_id != NULL || bridge.installation_id == NULL)
+        return RL_E_DEVICE_MISMATCH;
+    if ((result = RL_TXN(txn, confirmation_put, device.id, bridge.id, op->now)) != 0)
+        return result;
+    /* authors' shape: only now may that bridge wrap session keys for this device. */
+    if ((result = tell_bridge(txn, op, bridge.installation_id, "device_added", NULL, device_payload(&device))) != 0)
+        return result;
+    op->op.value = json_pack("{s:s, s:s, s:b}", "device_id", device.id, "bridge_device_id", bridge.id, "confirmed", 1);
+    return 0;
+}
+
+static const rl_store_op_type_t device_confirm_type = {"device_confirm", 1, device_confirm_run, e2e_dispose};
+
+int rl_device_confirm(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &device_confirm_type);
+    const char *caller = caller_device(call, op);
+    int result = path_device(call, op);
+
+    /* The device confirms for itself: the emoji were compared on its screen. */
+    if (result == 0 && (caller == NULL || strcmp(caller, op->device_id) != 0))
+        result = RL_E_DEVICE_MISMATCH;
+    if (result != 0) {
+        rl_store_op_free(&op->op.base);
+        return result;
+    }
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* ---- client: GET /v1/me/devices/:id/keys ---- */
+
+static int device_keys_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_device_row_t device;
+    rl_recipient_row_t *rows;
+    size_t count, i;
+    json_t *keys;
+    int result = users_device(txn, op->user_id, op->device_id, &device);
+
+    if (result != 0 || (result = RL_TXN(txn, recipients_of_device, device.id, op->since, &rows, &count)) != 0)
+        return result;
+    keys = json_array();
+    for (i = 0; i < count; ++i)
+        json_array_append_new(keys,
+                              json_pack("{s:s, s:s, s:s?, s:I}", "session_id", rows[i].session_id,
+                                        "wrapped_session_key", rows[i].wrapped_session_key, "wrapped_by_device_id",
+                                        rows[i].wrapped_by_device_id, "created_at", (json_int_t)rows[i].created_at));
+    op->op.value = json_pack("{s:o}", "keys", keys);
+    return 0;
+}
+
+static const rl_store_op_type_t device_keys_type = {"device_keys", 0, device_keys_run, e2e_dispose};
+
+int rl_device_keys(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &device_keys_type);
+    char since[24], *end = NULL;
+    int result = path_device(call, op);
+    int found = call->req != NULL ? rl_query_param(call->req, "since", since, sizeof(since)) : 1;
+
+    if (result == 0 && found == 0) {
+        op->since = strtoll(since, &end, 10);
+        if (since[0] == '\0' || *end != '\0' || op->since < 0) {
+            rl_store_op_free(&op->op.base);
+            rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                              json_pack("[{s:s, s:s, s:s}]", "path", "since", "code", "invalid_type", "message",
+                                        "Expected milliseconds since the epoch"),
+                              NULL);
+            return 0;
+        }
+    } else if (found < 0) {
+        result = RL_E_INVALID_REQUEST;
+    }
+    if (result != 0) {
+        rl_store_op_free(&op->op.base);
+        return result;
+    }
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* ---- bridge: POST /v1/bridge/createSession ---- */
+
+static int bridge_session_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_session_row_t session = {op->new_id, op->user_id, op->bridge, NULL, "active", op->now, op->now, RL_NO_TIME};
+    json_t *view;
+    int result;
+
+    /* Sessions a bridge makes are encrypted: the authors' bridge speaks nothing else. */
+    session.encrypted = 1;
+    session.title = json_string_value(json_object_get(op->body, "title_ct"));
+    if ((result = RL_TXN(txn, session_insert, &session)) != 0)
+        return result;
+    view = rl_view_session(&session, op->delete_grace);
+    tell_clients(op, "session_created", json_pack("{s:s, s:O}", "session_id", session.id, "session", view));
+    op->op.value = json_pack("{s:s, s:o}", "session_id", session.id, "session", view);
+    return 0;
+}
+
+static const rl_store_op_type_t bridge_session_type = {"bridge_session", 1, bridge_session_run, e2e_dispose};
+
+int rl_bridge_session_create(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    struct e2e_op *op = e2e_new(call, &bridge_session_type);
+    char id[32];
+
+    rl_rand_id(id, sizeof(id), "ses_", SESSION_ID_CHARS);
+    op->new_id = rl_op_str(op, id);
+    op->delete_grace = relay->config.delete_grace;
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* ---- both sides: POST /v1/{bridge,me}/sessions/:id/recipients ---- */
+
+static int recipients_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    const char *by = json_string_value(json_object_get(op->body, "wrapped_by_device_id"));
+    json_t *recipients = json_object_get(op->body, "recipients"), *item, *granted;
+    rl_session_row_t session;
+    rl_device_row_t *rows;
+    const rl_device_row_t *session_bridge;
+    size_t count, i;
+    int result = RL_TXN(txn, session_get, op->session_id, &session);
+
+    /* Another user's session, or (for a bridge) another installation's, looks like none at all. */
+    if (result == RL_E_NOT_FOUND ||
+        (result == 0 && (strcmp(session.user_id, op->user_id) != 0 ||
+                         (op->bridge != NULL && strcmp(session.installation_id, op->bridge) != 0))))
+        return RL_E_SESSION_NOT_FOUND;
+    if (result != 0)
+        return result;
+    if (session.deleted_at != RL_NO_TIME)
+        return RL_E_SESSION_DELETED;
+    if (!session.encrypted)
+        return RL_E_SESSION_NOT_ENCRYPTED;
+    if ((result = RL_TXN(txn, devices_of_user, op->user_id, &rows, &count)) != 0)
+        return result;
+    session_bridge = bridge_device_of(rows, count, session.installation_id);
+    granted = json_array();
+    json_array_foreach(recipients, i, item)
+    {
+        const char *device_id = json_string_value(json_object_get(item, "device_id"));
+        rl_recipient_row_t row = {session.id, device_id,
+                                  json_string_value(json_object_get(item, "wrapped_session_key")), by, op->now};
+        rl_device_row_t device;
+        json_t *payload;
+
+        if ((result = users_device(txn, op->user_id, device_id, &device)) != 0)
+            break;
+        /* The user compared this device's emoji with the session's bridge, or it gets no key. */
+        if (device.installation_id == NULL &&
+            (session_bridge == NULL ||
+             (result = RL_TXN(txn, confirmation_get, device.id, session_bridge->id)) == RL_E_NOT_FOUND)) {
+            result = RL_E_DEVICE_UNCONFIRMED;
+            break;
+        }
+        if (result != 0 || (result = RL_TXN(txn, recipient_put, &row)) != 0)
+            break;
+        payload = json_pack("{s:s, s:s, s:s, s:s?}", "session_id", session.id, "device_id", device.id,
+                            "wrapped_session_key", row.wrapped_session_key, "wrapped_by_device_id", by);
+        json_array_append_new(granted, json_string(device.id));
+        if (device.installation_id != NULL)
+            result = tell_bridge(txn, op, device.installation_id, "session_key_granted", session.id, payload);
+        else
+            tell_clients(op, "session_key_granted", payload);
+        if (result != 0)
+            break;
+    }
+    if (result != 0) {
+        json_decref(granted);
+        return result;
+    }
+    op->op.value = json_pack("{s:s, s:o}", "session_id", session.id, "granted", granted);
+    return 0;
+}
+
+static const rl_store_op_type_t recipients_type = {"recipients", 1, recipients_run, e2e_dispose};
+
+int rl_recipients_put(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &recipients_type);
+    char id[65];
+    int result = rl_path_id(call, 0, id, sizeof(id), RL_E_SESSION_NOT_FOUND);
+
+    if (result != 0) {
+        rl_store_op_free(&op->op.base);
+        return result;
+    }
+    op->session_id = rl_op_str(op, id);
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}

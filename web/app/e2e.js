@@ -1,0 +1,258 @@
+// This browser as an end-to-end device (docs/web.md "End-to-end encryption";
+// docs/api.md "Encrypted sessions"): its X25519 key pair (IndexedDB, never
+// sent), its registration with the relay, the user's devices and which bridges
+// this one confirmed by the SAS, and the session keys it holds.
+//
+// Session keys reach this device as wraps addressed to it (sealed boxes to its
+// public key): read with GET /v1/me/devices/:id/keys at start and on each
+// session_key_granted, unwrapped here and kept in IndexedDB. This device makes
+// a key itself for a new encrypted session, and a new key for every encrypted
+// session it holds after a device is revoked (rotation): wrapped for itself,
+// the session's bridge and the user's other devices; the relay refuses a wrap
+// to a device that has not confirmed that bridge (409 device_unconfirmed),
+// which is left out then.
+//
+// Below state.js (which opens what it reads with keysOf) and the screens.
+import { get, post, patch, del, useDevice, ApiError } from './api.js';
+import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, decisionSig } from './crypto.js';
+import * as keystore from './keystore.js';
+import { openEvent, eventSession, openMessage, openTimelineItem, openApproval, openSession, sealSend, sealTitle } from './sealed.js';
+
+export const e2e = {
+  supported: typeof indexedDB !== 'undefined' && !!(globalThis.crypto && globalThis.crypto.subtle),
+  device: null, // { user_id, device_id, public_key, secret_key }
+  devices: [], // GET /v1/me/devices
+  keys: new Map(), // session id -> [{ key, at }] newest first
+  error: null,
+};
+
+const listeners = new Set();
+
+// fn(sessionId or null): a key arrived for that session, or the devices changed (null).
+export function onKeys(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+function changed(sessionId) {
+  for (const fn of [...listeners]) fn(sessionId || null);
+}
+
+export function keysOf(sessionId) {
+  return (e2e.keys.get(sessionId) || []).map((k) => k.key);
+}
+
+export const hasKey = (sessionId) => keysOf(sessionId).length > 0;
+
+function label() {
+  const ua = typeof navigator !== 'undefined' ? navigator.userAgent : '';
+  const browser = /Firefox\//.test(ua) ? 'Firefox' : /Edg\//.test(ua) ? 'Edge' : /Chrom/.test(ua) ? 'Chrome' : /Safari\//.test(ua) ? 'Safari' : 'Browser';
+  const os = /Android/.test(ua) ? 'Android' : /iPhone|iPad/.test(ua) ? 'iOS' : /Mac OS/.test(ua) ? 'macOS' : /Windows/.test(ua) ? 'Windows' : /Linux/.test(ua) ? 'Linux' : '';
+  return `${browser}${os ? ` on ${os}` : ''}`.slice(0, 64);
+}
+
+// The device of this browser for this account: made once, registered (idempotent by public key).
+export async function start(userId) {
+  if (!e2e.supported) return null;
+  try {
+    if (!userId) userId = (await get('/v1/me')).user.id;
+    let device = await keystore.loadDevice(userId);
+    if (!device) {
+      const kp = keyPair();
+      device = { user_id: userId, device_id: null, public_key: toHex(kp.publicKey), secret_key: kp.secretKey };
+      await keystore.saveDevice(device);
+    }
+    if (!device.device_id) {
+      const result = await post('/v1/me/devices', { pubkey: device.public_key, label: label(), platform: 'web' });
+      const row = result.device || result;
+      device = { ...device, device_id: row.id || row.device_id };
+      await keystore.saveDevice(device);
+    }
+    e2e.device = device;
+    useDevice(device.device_id);
+    e2e.keys = await keystore.loadSessionKeys();
+    await refreshDevices();
+    await fetchKeys();
+    e2e.error = null;
+  } catch (err) {
+    // A relay without devices (404) leaves the app as it was: plain sessions only.
+    e2e.error = err;
+    console.warn('relay: end-to-end encryption is not available', err);
+  }
+  changed(null);
+  return e2e.device;
+}
+
+export async function refreshDevices() {
+  const result = await get('/v1/me/devices');
+  // A device's id is `device_id` in relayd's views; `id` here.
+  e2e.devices = (result.devices || []).map((d) => ({ ...d, id: d.device_id || d.id }));
+  // This device was revoked from another one: its keys are of no use any more, a new device starts over.
+  if (e2e.device && !e2e.devices.some((d) => d.id === e2e.device.device_id)) {
+    await keystore.forgetDevice(e2e.device.user_id);
+    useDevice(null);
+    e2e.device = null;
+  }
+  changed(null);
+  return e2e.devices;
+}
+
+const bridges = () => e2e.devices.filter((d) => d.platform === 'bridge' && !d.revoked_at);
+
+export const bridgeOf = (installationId) => bridges().find((d) => d.installation_id === installationId) || null;
+
+// Whether a new chat on this machine is encrypted: its bridge has a device this browser confirmed.
+export function canEncrypt(installationId) {
+  const bridge = bridgeOf(installationId);
+  return !!(e2e.device && bridge && bridge.confirmed_by_me);
+}
+
+// The SAS this browser and a bridge device both show.
+export async function sasWith(bridge) {
+  return sasEmoji(await sasBytes(e2e.device.secret_key, fromHex(bridge.pubkey)));
+}
+
+export async function confirmBridge(bridgeDeviceId) {
+  await post(`/v1/me/devices/${encodeURIComponent(e2e.device.device_id)}/confirm`, { bridge_device_id: bridgeDeviceId });
+  await refreshDevices();
+}
+
+// ---- session keys ----
+
+async function keep(sessionId, key, at) {
+  const keys = await keystore.addSessionKey(sessionId, key, at);
+  e2e.keys.set(sessionId, keys);
+}
+
+let since = null;
+
+export async function fetchKeys() {
+  if (!e2e.device) return;
+  const query = since ? `?since=${encodeURIComponent(since)}` : '';
+  const result = await get(`/v1/me/devices/${encodeURIComponent(e2e.device.device_id)}/keys${query}`);
+  for (const k of result.keys || []) {
+    await grant(k);
+    if (k.created_at && (!since || k.created_at > since)) since = k.created_at;
+  }
+}
+
+// A wrap addressed to this device (from the keys route, or an SSE session_key_granted).
+export async function grant(k) {
+  if (!e2e.device || !k || !k.session_id || !k.wrapped_session_key) return false;
+  if (k.device_id && k.device_id !== e2e.device.device_id) return false;
+  let key = null;
+  try {
+    key = await unwrapKey(k.wrapped_session_key, e2e.device.secret_key);
+  } catch (err) {
+    key = null;
+  }
+  if (!key) {
+    console.warn(`relay: a key for ${k.session_id} does not open with this device's key`);
+    return false;
+  }
+  const known = keysOf(k.session_id).some((x) => toHex(x) === toHex(key));
+  await keep(k.session_id, key, Number(k.created_at) || Date.now());
+  if (!known) changed(k.session_id);
+  return !known;
+}
+
+// Wraps a session key for the session's bridge, this device and the user's other client devices.
+async function distribute(sessionId, installationId, key) {
+  const bridge = bridgeOf(installationId);
+  const first = [{ device_id: e2e.device.device_id, wrapped_session_key: await wrapKey(key, e2e.device.public_key) }];
+  if (bridge) first.push({ device_id: bridge.id, wrapped_session_key: await wrapKey(key, bridge.pubkey) });
+  const path = `/v1/me/sessions/${encodeURIComponent(sessionId)}/recipients`;
+  await post(path, { recipients: first, wrapped_by_device_id: e2e.device.device_id });
+  // Each other device alone: one that has not confirmed this bridge is refused, and only it.
+  const others = e2e.devices.filter((d) => d.platform !== 'bridge' && !d.revoked_at && d.id !== e2e.device.device_id);
+  for (const d of others) {
+    try {
+      await post(path, { recipients: [{ device_id: d.id, wrapped_session_key: await wrapKey(key, d.pubkey) }], wrapped_by_device_id: e2e.device.device_id });
+    } catch (err) {
+      if (err.status !== 409 && err.status !== 404) throw err;
+    }
+  }
+}
+
+// A new encrypted session: the key made here, kept, then wrapped. Returns the session.
+export async function createSession(installationId, title) {
+  const key = randomBytes(32);
+  const result = await post('/v1/me/sessions', { installation_id: installationId, encrypted: true });
+  const session = result.session;
+  await keep(session.id, key, Date.now());
+  await distribute(session.id, installationId, key);
+  if (title) {
+    const r = await patch(`/v1/me/sessions/${encodeURIComponent(session.id)}`, { title_ct: await sealTitle(key, session.id, title) });
+    return { ...session, ...((r && r.session) || {}), title };
+  }
+  return session;
+}
+
+// After a device is revoked: each encrypted session this device holds a key of gets a new key,
+// for the devices that remain; the old keys stay, to read what they sealed.
+export async function rotate(sessions) {
+  let rotated = 0;
+  for (const s of sessions) {
+    if (!s.encrypted || !hasKey(s.id)) continue;
+    const key = randomBytes(32);
+    await keep(s.id, key, Date.now());
+    try {
+      await distribute(s.id, s.installation_id, key);
+      rotated++;
+    } catch (err) {
+      console.warn(`relay: the key of ${s.id} could not be rotated`, err);
+    }
+  }
+  return rotated;
+}
+
+export async function revoke(deviceId, sessions) {
+  await del(`/v1/me/devices/${encodeURIComponent(deviceId)}`);
+  await refreshDevices();
+  if (e2e.device) return rotate(sessions);
+  return 0;
+}
+
+// ---- what the rest of the app sends and reads ----
+
+// An ApiError, so that the outbox shows it on the message (with Retry) rather than waiting for the relay.
+const missingKey = () => new ApiError(409, { error: { code: 'e2e_key_missing', message: 'This device does not have the key of this chat yet.' } });
+
+// A send's body for a session: text_ct instead of text in an encrypted one.
+export async function sendBody(session, body) {
+  if (!session || !session.encrypted) return body;
+  const [key] = keysOf(session.id);
+  if (!key) throw missingKey();
+  return sealSend(key, session.id, body);
+}
+
+export async function titleBody(session, title) {
+  if (!session || !session.encrypted) return { title };
+  const [key] = keysOf(session.id);
+  if (!key) throw missingKey();
+  return { title_ct: await sealTitle(key, session.id, title) };
+}
+
+// An approval decision's body, with decision_sig in an encrypted session.
+export async function decisionBody(approval, session, body) {
+  if (!session || !session.encrypted) return body;
+  const bridge = bridgeOf(session.installation_id);
+  if (!e2e.device || !bridge || !bridge.confirmed_by_me) {
+    throw new ApiError(409, { error: { code: 'e2e_unverified', message: 'This device cannot sign decisions for this machine yet: verify the machine in Settings, Devices.' } });
+  }
+  const sig = await decisionSig(e2e.device.secret_key, fromHex(bridge.pubkey), {
+    approvalId: approval.approval_id, sessionId: approval.session_id, decision: body.decision, scope: body.scope, deviceId: e2e.device.device_id,
+  });
+  return { ...body, decision_sig: sig };
+}
+
+export function openStreamEvent(name, data) {
+  if (name === 'session_key_granted') return Promise.resolve(data);
+  return openEvent(keysOf(eventSession(name, data)), name, data);
+}
+
+export const openPageMessage = (sessionId, m) => openMessage(keysOf(sessionId), sessionId, m);
+export const openPageItem = (sessionId, item) => openTimelineItem(keysOf(sessionId), sessionId, item);
+export const openPending = (a) => openApproval(keysOf(a.session_id), a.session_id, a);
+export const openSessionRow = (s) => openSession(keysOf(s.id), s);
+
