@@ -141,6 +141,12 @@ export async function probe(relay, { log = console.log } = {}) {
   if (started?.messageId) {
     await attempt('sendEnd', () => sophon.sendEnd({ messageId: started.messageId, sessionId, text: 'probe delta', usage: { input_tokens: 1 } }));
   }
+  // What relayd gives back: every ciphertext field sent must be there, as sent.
+  const timeline = await relay.api('GET', `/v1/me/sessions/${sessionId}/timeline?limit=50`, user).catch((e) => ({ error: e.message }));
+  const text = JSON.stringify(timeline);
+  for (const field of ['text_ct', 'status_label_ct', 'args_ct', 'partial_result_ct', 'result_ct', 'details_ct']) {
+    log(`readback: ${field} ${text.includes(`"${field}"`) ? 'present' : 'ABSENT'} in GET /v1/me/sessions/:id/timeline`);
+  }
   globalThis.fetch = realFetch;
   return calls;
 }
