@@ -242,6 +242,41 @@ static int int_above(json_int_t v, double bound)
 
 static void check_value(validation_t *v, const rl_field_t *field, const json_t *value);
 
+/* Whether the schema lists key. */
+static int listed(const rl_schema_t *schema, const char *key)
+{
+    const rl_field_t *field;
+
+    for (field = schema->fields; field->name != NULL; ++field)
+        if (strcmp(field->name, key) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * issue 26: a key ending in _ct is an encrypted field. Ignoring one the
+ * schema does not list would lose data nobody but its sender can rebuild
+ * (the relay cannot read it), so it is refused by name; other unknown keys
+ * stay ignored, for newer clients and bridges.
+ */
+static void check_unknown_ciphertext(validation_t *v, const rl_schema_t *schema, const json_t *object)
+{
+    const char *key;
+    json_t *value;
+
+    json_object_foreach((json_t *)object, key, value)
+    {
+        size_t len = strlen(key), mark;
+        if (is_full(v))
+            break;
+        if (len <= 3 || strcmp(key + len - 3, "_ct") != 0 || listed(schema, key))
+            continue;
+        mark = path_push(v, key, len);
+        add_problem(v, "unrecognized_keys", "Unrecognized encrypted field '%s': it would be lost", key);
+        path_pop(v, mark);
+    }
+}
+
 static void check_object(validation_t *v, const rl_schema_t *schema, const json_t *object)
 {
     const rl_field_t *field;
@@ -255,6 +290,8 @@ static void check_object(validation_t *v, const rl_schema_t *schema, const json_
         check_value(v, field, json_object_get(object, field->name));
         path_pop(v, mark);
     }
+    if (json_is_object(object))
+        check_unknown_ciphertext(v, schema, object);
     leave(v);
 }
 

@@ -10,9 +10,12 @@
  *   invalid_string      a string failed the field's custom check
  *   invalid_enum_value  a string outside the field's list of allowed values
  *   invalid_json        the body does not parse (rl_validate_body only)
+ *   unrecognized_keys   a key ending in _ct that the schema does not list
  *
- * Unknown keys are ignored (never unrecognized_keys), so that a newer client
- * sending a key this server does not know yet is still served.
+ * Unknown keys are ignored, so that a newer client sending a key this server
+ * does not know yet is still served; except a key ending in "_ct" (an
+ * encrypted field, issue 26), which is refused as unrecognized_keys rather
+ * than lost: the relay cannot read it, so nobody could notice the loss.
  *
  * A table reads like this:
  *

@@ -17,6 +17,7 @@
 #include "relay/approvals.h"
 #include "relay/bridge.h"
 #include "relay/capabilities.h"
+#include "relay/e2e.h"
 #include "relay/grants.h"
 #include "relay/hub.h"
 #include "relay/push.h"
@@ -37,6 +38,9 @@ static const rl_field_t decide_fields[] = {
     RL_FIELD_STRING("scope_value", RL_F_NULLABLE, 0, 8192),
     /* ours: which installation's approval, when several of the user's use the same id */
     RL_FIELD_STRING("installation_id", RL_F_NULLABLE, 1, 64),
+    /* ours (issue 26): the client device's MAC of its decision, for the bridge to check; opaque here */
+    RL_FIELD_STRING("decision_sig", RL_F_NULLABLE, 1, 128),
+    RL_FIELD_STRING("device_id", RL_F_NULLABLE, 1, 64),
     RL_FIELD_END,
 };
 const rl_schema_t rl_approval_decide_schema = RL_SCHEMA(decide_fields);
@@ -59,17 +63,21 @@ static const rl_field_t request_approval_fields[] = {
     RL_FIELD_STRING("interaction_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("approval_id", RL_F_REQUIRED, 1, 128),
     RL_FIELD_STRING("action", RL_F_REQUIRED, 1, 128),
-    RL_FIELD_STRING("title", RL_F_REQUIRED, 1, 200),
-    RL_FIELD_STRING("message", RL_F_REQUIRED, 0, 4000),
+    /* required in a plain session, refused in an encrypted one (approval_plain) */
+    RL_FIELD_STRING("title", 0, 1, 200),
+    RL_FIELD_STRING("message", 0, 0, 4000),
     RL_FIELD_STRING("command", RL_F_NULLABLE, 0, 8192),
     RL_FIELD_STRING("host", RL_F_NULLABLE, 0, 255),
     RL_FIELD_ENUM("severity", RL_F_REQUIRED, severities),
     RL_FIELD_STRING("tool_call_id", RL_F_NULLABLE, 1, 128),
     RL_FIELD_ARRAY("content", RL_F_NULLABLE, 0, CONTENT_MAX, &content_block_item),
+    /* issue 26: title, message, command, host, tool_call_id (and the authors' approval_slug), sealed */
+    RL_FIELD_CT("details_ct", 0, 0),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
 const rl_schema_t rl_request_approval_schema = RL_SCHEMA(request_approval_fields);
+static const char *const approval_plain[] = {"title", "message", "command", "host", "tool_call_id", "content", NULL};
 
 /* spec: approval_resolved (client) and approval.resolved (bridge) carry the same payload. */
 static json_t *resolution(json_t *approval)
@@ -131,15 +139,28 @@ static int approval_request_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         return RL_E_IDEMPOTENCY_CONFLICT;
     if (result != RL_E_NOT_FOUND)
         return result;
-    result = rl_grant_find(txn, w->target.installation_id, action, w->body, &grant);
+    /* issue 26: the sealed details in an encrypted session, the plain title and message in another. */
+    result = rl_bridge_write_require(w, w->session.encrypted ? "details_ct" : "title");
+    if (result == 0 && !w->session.encrypted)
+        result = rl_bridge_write_require(w, "message");
+    if (result != 0)
+        return result;
+    /*
+     * issue 26: in an encrypted session only a decision the user's device
+     * signed counts (the bridge checks it): relayd resolves nothing itself.
+     */
+    result =
+        w->session.encrypted ? RL_E_NOT_FOUND : rl_grant_find(txn, w->target.installation_id, action, w->body, &grant);
     if (result != 0 && result != RL_E_NOT_FOUND)
         return result;
     op->auto_resolved = result == 0;
-    request = json_pack("{s:O, s:O, s:O, s:O, s:O?, s:O?, s:O?, s:O?}", "action", json_object_get(w->body, "action"),
+    request = json_pack("{s:O, s:O?, s:O?, s:O, s:O?, s:O?, s:O?, s:O?}", "action", json_object_get(w->body, "action"),
                         "title", json_object_get(w->body, "title"), "message", json_object_get(w->body, "message"),
                         "severity", json_object_get(w->body, "severity"), "command",
                         json_object_get(w->body, "command"), "host", json_object_get(w->body, "host"), "tool_call_id",
                         json_object_get(w->body, "tool_call_id"), "content", json_object_get(w->body, "content"));
+    if (request != NULL && w->session.encrypted)
+        json_object_set(request, "details_ct", json_object_get(w->body, "details_ct"));
     request_text = json_dumps(request, JSON_COMPACT);
     json_decref(request);
     if (request_text == NULL)
@@ -193,7 +214,7 @@ static void on_approval_requested(rl_store_op_t *base)
     rl_relay_t *relay = call->app;
 
     if (base->result != 0) {
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, &op->w, base->result);
     } else if (!rl_bridge_write_answer(call, &op->w)) {
         if (op->auto_resolved) {
             rl_updates_notify(relay->bus, call->principal, op->w.op.update_id);
@@ -217,6 +238,7 @@ int rl_bridge_request_approval(rl_call_t *call)
     if (op == NULL)
         return RL_E_INTERNAL;
     op->expires_at = op->w.target.now + relay->config.approval_ttl;
+    op->w.plain = approval_plain;
     rl_op_submit_for(call, op, on_approval_requested);
     return 0;
 }
@@ -226,7 +248,8 @@ int rl_bridge_request_approval(rl_call_t *call)
 struct approval_decide {
     rl_op_t op;
     const char *user_id, *approval_id, *decision, *scope, *scope_value;
-    const char *of_installation; /* NULL: whichever of the user's installations has the id */
+    const char *decision_sig, *device_id; /* issue 26: carried to the bridge as given */
+    const char *of_installation;          /* NULL: whichever of the user's installations has the id */
     int64_t now;
     int changed;
     const char *installation_id; /* result */
@@ -237,7 +260,7 @@ static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
     struct approval_decide *op = (void *)base;
     rl_approval_row_t approval, *rows, *found = NULL;
     size_t count, i;
-    json_t *view;
+    json_t *view, *payload;
     int result = RL_TXN(txn, approvals_of_user_by_id, op->user_id, op->approval_id, &rows, &count);
 
     if (result != 0)
@@ -284,10 +307,13 @@ static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
         if (result != 0)
             return result;
     }
-    if ((result = rl_update_append(
-             txn, approval.installation_id, "approval.resolved", approval.session_id, approval.interaction_id,
-             rl_update_approval_resolved(approval.id, approval.decision, approval.scope, approval.scope_value), op->now,
-             &op->op.update_id)) != 0)
+    payload = rl_update_approval_resolved(approval.id, approval.decision, approval.scope, approval.scope_value);
+    if (op->decision_sig != NULL)
+        json_object_set_new(payload, "decision_sig", json_string(op->decision_sig));
+    if (op->device_id != NULL)
+        json_object_set_new(payload, "device_id", json_string(op->device_id));
+    if ((result = rl_update_append(txn, approval.installation_id, "approval.resolved", approval.session_id,
+                                   approval.interaction_id, payload, op->now, &op->op.update_id)) != 0)
         return result;
     op->changed = 1;
     op->installation_id = approval.installation_id;
@@ -310,6 +336,10 @@ static void on_decided(rl_store_op_t *base)
         return;
     }
     reply = resolution(op->op.value);
+    if (op->changed && op->decision_sig != NULL)
+        json_object_set_new(reply, "decision_sig", json_string(op->decision_sig));
+    if (op->changed && op->device_id != NULL)
+        json_object_set_new(reply, "device_id", json_string(op->device_id));
     if (op->changed) {
         /* spec: approval_resolved to the client and approval.resolved to the bridge, with the same payload. */
         rl_hub_publish(relay->hub, call->principal, "approval_resolved", json_incref(reply));
@@ -335,6 +365,8 @@ int rl_approval_decide(rl_call_t *call)
     op->scope = rl_op_str(op, rl_body_string(call, "scope"));
     op->scope_value = rl_op_str(op, rl_body_string(call, "scope_value"));
     op->of_installation = rl_op_str(op, rl_body_string(call, "installation_id"));
+    op->decision_sig = rl_op_str(op, rl_body_string(call, "decision_sig"));
+    op->device_id = rl_op_str(op, rl_body_string(call, "device_id"));
     op->now = rl_clock_now_ms();
     rl_op_submit_for(call, op, on_decided);
     return 0;

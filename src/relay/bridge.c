@@ -39,6 +39,9 @@
 #define DELTA_CT_MAX (DELTA_MAX * 6)
 
 static const char *const message_plain[] = {"text", NULL};
+static const char *const task_plain[] = {"status_label", "args", "partial_result", "result", "error", NULL};
+/* an envelope of a 200-character label, in base64, with room */
+#define LABEL_CT_MAX 1200
 
 /*
  * spec: stop, length, content_filter, tool_call. The protocol authors'
@@ -122,6 +125,8 @@ static const rl_field_t create_task_fields[] = {
     RL_FIELD_STRING("name", 0, 1, 128),
     RL_FIELD_STRING("status_label", RL_F_NULLABLE, 0, 200),
     RL_FIELD_OBJECT("args", RL_F_NULLABLE, NULL),
+    RL_FIELD_CT("status_label_ct", RL_F_NULLABLE, LABEL_CT_MAX),
+    RL_FIELD_CT("args_ct", RL_F_NULLABLE, 0),
     RL_FIELD_END,
 };
 const rl_schema_t rl_create_task_schema = RL_SCHEMA(create_task_fields);
@@ -131,6 +136,8 @@ static const rl_field_t update_task_fields[] = {
     RL_FIELD_NUMBER_RANGE("progress_percent", RL_F_NULLABLE, 0, 100),
     RL_FIELD_ANY("partial_result", 0),
     RL_FIELD_STRING("status_label", RL_F_NULLABLE, 0, 200),
+    RL_FIELD_CT("status_label_ct", RL_F_NULLABLE, LABEL_CT_MAX),
+    RL_FIELD_CT("partial_result_ct", RL_F_NULLABLE, 0),
     RL_FIELD_STRING("idempotency_key", 0, 1, 256),
     RL_FIELD_END,
 };
@@ -143,6 +150,9 @@ static const rl_field_t finish_task_fields[] = {
     RL_FIELD_STRING("status_label", RL_F_NULLABLE, 0, 200),
     RL_FIELD_ANY("error", 0),
     RL_FIELD_ANY("result", 0),
+    RL_FIELD_CT("status_label_ct", RL_F_NULLABLE, LABEL_CT_MAX),
+    RL_FIELD_CT("error_ct", RL_F_NULLABLE, 0),
+    RL_FIELD_CT("result_ct", RL_F_NULLABLE, 0),
     RL_FIELD_END,
 };
 const rl_schema_t rl_finish_task_schema = RL_SCHEMA(finish_task_fields);
@@ -596,7 +606,9 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     struct task_step *op = (void *)w;
     const char *task_id = json_string_value(json_object_get(w->body, "task_id"));
     const char *name = json_string_value(json_object_get(w->body, "name"));
-    const char *label = json_string_value(json_object_get(w->body, "status_label"));
+    /* An encrypted session's task columns hold the envelopes, the JSON ones as JSON strings (views.c). */
+    int sealed = w->session.encrypted;
+    const char *label = json_string_value(json_object_get(w->body, sealed ? "status_label_ct" : "status_label"));
     const char *args, *partial, *outcome, *error;
     rl_installation_row_t installation;
     rl_task_row_t task;
@@ -609,10 +621,10 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
             return RL_E_TOOL_NOT_DECLARED;
     }
     /* Each of these came in this body, so the 1 MB body limit bounds what a task keeps (docs/api.md). */
-    if ((result = body_json(txn, w->body, "args", &args)) != 0 ||
-        (result = body_json(txn, w->body, "partial_result", &partial)) != 0 ||
-        (result = body_json(txn, w->body, "result", &outcome)) != 0 ||
-        (result = body_json(txn, w->body, "error", &error)) != 0)
+    if ((result = body_json(txn, w->body, sealed ? "args_ct" : "args", &args)) != 0 ||
+        (result = body_json(txn, w->body, sealed ? "partial_result_ct" : "partial_result", &partial)) != 0 ||
+        (result = body_json(txn, w->body, sealed ? "result_ct" : "result", &outcome)) != 0 ||
+        (result = body_json(txn, w->body, sealed ? "error_ct" : "error", &error)) != 0)
         return result;
     result = RL_TXN(txn, task_get, w->target.installation_id, task_id, &task);
     if (result != 0 && result != RL_E_NOT_FOUND)
@@ -666,6 +678,8 @@ static int task_step_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     if (op->step != RL_TASK_CREATE)
         task.args = NULL;
     w->op.value = rl_view_task(&task);
+    if (sealed)
+        rl_view_seal_task(w->op.value);
     return 0;
 }
 
@@ -683,15 +697,23 @@ static const rl_store_op_type_t task_step_type = {"task_step", 1, task_step_run,
  */
 static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t step, json_t *task, json_t *body)
 {
-    static const char *const shared[] = {"task_id", "session_id", "interaction_id", "kind", "name", "status_label"};
+    /* issue 26: an encrypted session's task carries the *_ct twins (a plain one's view has none of them). */
+    static const char *const shared[] = {"task_id", "session_id",   "interaction_id", "kind",
+                                         "name",    "status_label", "status_label_ct"};
+    static const char *const sealed_steps[] = {"partial_result_ct", "result_ct", "error_ct"};
     const char *name = "task_created";
     json_t *event = json_object();
     size_t i;
 
     for (i = 0; i < sizeof(shared) / sizeof(shared[0]); ++i)
         json_object_set(event, shared[i], json_object_get(task, shared[i]));
+    for (i = 0; i < sizeof(sealed_steps) / sizeof(sealed_steps[0]); ++i)
+        if (json_object_get(body, sealed_steps[i]) != NULL)
+            json_object_set(event, sealed_steps[i], json_object_get(body, sealed_steps[i]));
     if (step == RL_TASK_CREATE) {
         json_object_set(event, "args", json_object_get(task, "args"));
+        if (json_object_get(task, "args_ct") != NULL)
+            json_object_set(event, "args_ct", json_object_get(task, "args_ct"));
     } else if (step == RL_TASK_UPDATE) {
         name = "task_progress";
         json_object_set(event, "progress_percent",
@@ -719,7 +741,7 @@ static void on_task(rl_store_op_t *base)
     rl_call_t *call = base->arg;
 
     if (base->result != 0)
-        rl_call_fail(call, base->result, NULL);
+        rl_bridge_write_fail(call, &op->w, base->result);
     else if (!rl_bridge_write_answer(call, &op->w))
         publish_task(call->app, op->w.session.user_id, op->step, op->w.op.value, call->body);
     rl_call_release(call);
@@ -746,6 +768,7 @@ int rl_bridge_task(rl_call_t *call)
     if (op == NULL)
         return RL_E_INTERNAL;
     op->step = step;
+    op->w.plain = task_plain;
     rl_op_submit_for(call, op, on_task);
     return 0;
 }

@@ -146,6 +146,9 @@ json_t *rl_view_approval(const rl_approval_row_t *row)
         json_t *field = json_object_get(request, fields[i]);
         json_object_set(approval, fields[i], field != NULL ? field : json_null());
     }
+    /* issue 26: an encrypted session's approval has its details sealed, and only them. */
+    if (json_object_get(request, "details_ct") != NULL)
+        json_object_set(approval, "details_ct", json_object_get(request, "details_ct"));
     json_decref(request);
     return approval;
 }
@@ -162,6 +165,8 @@ json_t *rl_view_pending_approval(json_t *approval)
         json_t *field = json_object_get(approval, fields[i]);
         json_object_set(view, fields[i], field != NULL ? field : json_null());
     }
+    if (json_object_get(approval, "details_ct") != NULL)
+        json_object_set(view, "details_ct", json_object_get(approval, "details_ct"));
     return view;
 }
 

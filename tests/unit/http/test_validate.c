@@ -170,6 +170,25 @@ static void test_valid_body_is_returned(void **state)
     json_decref(errors);
 }
 
+/* issue 26: an unknown key ending in _ct is refused by name, at any depth with a schema; other unknown keys pass. */
+static void test_unknown_encrypted_field_is_refused(void **state)
+{
+    json_t *errors;
+
+    (void)state;
+    assert_valid(&task_schema, TASK_OK ",\"other\":1,\"_ct\":2,\"ct\":3}");
+    assert_int_equal(run(&task_schema, TASK_OK ",\"args_ct\":\"AA==\",\"result_ct\":\"x\"}", &errors),
+                     RL_E_INVALID_REQUEST);
+    assert_int_equal(json_array_size(errors), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "code")), "unrecognized_keys");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "path")), "args_ct");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 1), "path")), "result_ct");
+    json_decref(errors);
+    assert_int_equal(run(&task_schema, TASK_OK ",\"usage\":{\"model_ct\":\"x\"}}", &errors), RL_E_INVALID_REQUEST);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "path")), "usage.model_ct");
+    json_decref(errors);
+}
+
 static void test_missing_required(void **state)
 {
     json_t *errors;
@@ -732,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_long_path_is_truncated),
         cmocka_unit_test(test_deep_input_under_any),
         cmocka_unit_test(test_schema_without_fields),
+        cmocka_unit_test(test_unknown_encrypted_field_is_refused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
