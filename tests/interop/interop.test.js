@@ -39,7 +39,7 @@ const decisionRequests = [];
 // The steps build on each other: each one says which step it needs, instead of failing somewhere
 // in its middle.
 let reached = 0;
-const needs = (step) => assert.equal(reached, step, `step ${step} did not pass`);
+const needs = (step) => assert.ok(reached >= step, `step ${step} did not pass`);
 const USER_TEXT = 'Please summarise the tangerine ledger for Ottoline before the gondola leaves';
 
 // A device row's id (GET /v1/me/devices).
@@ -212,6 +212,28 @@ test('one encrypted turn: the message, the streamed reply, a task and an approva
   reached = 3;
 });
 
+test('the file the tool read is listed for the session, under the blind index and sealed path the bridge made', async () => {
+  needs(3);
+  // The bridge's own key of the session (its session-keys.json), and the authors' derivations.
+  const keys = JSON.parse(readFileSync(join(bridge.config, 'session-keys.json'), 'utf8')).keys;
+  const sessionKey = Uint8Array.from(Buffer.from(keys[sessionId], 'hex'));
+  const { realpathSync } = await import('node:fs');
+  const real = realpathSync(script.tool.args.path);
+  const idx = authors.crypto.blindIndex(authors.crypto.deriveBlindIndexKey(sessionKey), 'agent_files', sessionId, real);
+  const files = await waitFor('the file in the session\'s files', async () => {
+    const r = await relay.api('GET', `/v1/me/sessions/${sessionId}/files`, user);
+    return r.files && r.files.length ? r.files : null;
+  });
+  const row = files.find((f) => f.path_blind_idx === idx);
+  assert.ok(row, `a row under the blind index ${idx}: ${JSON.stringify(files)}`);
+  assert.equal(row.tool, 'read');
+  const fileKey = authors.crypto.deriveBlobKey(sessionKey, `agent_files/${sessionId}/${idx}`);
+  const open = (ct) => new TextDecoder().decode(authors.crypto.decryptSymmetric(Uint8Array.from(Buffer.from(ct, 'base64')), fileKey));
+  assert.equal(open(row.path_ct), real);
+  assert.equal(open(row.display_name_ct), 'ledger.txt');
+  reached = 4;
+});
+
 function filesUnder(dir) {
   const out = [];
   for (const name of readdirSync(dir)) {
@@ -256,5 +278,5 @@ test('no word of the turn is in relayd\'s SQLite file, its WAL or its log', asyn
   // And the words really were on the phone: the search looks for what the turn showed.
   const body = await page.innerText('body');
   assert.ok(body.includes('harpsichord'), 'the phone shows the turn');
-  reached = 4;
+  reached = 5;
 });
