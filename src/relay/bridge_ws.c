@@ -23,6 +23,8 @@
 #include "common/strmap.h"
 #include "relay/attachments.h"
 #include "relay/bridge_ws.h"
+#include "relay/e2e.h"
+#include "relay/rpc.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
@@ -338,6 +340,9 @@ void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t 
     if (strcmp(type, "updates") == 0) {
         if (json_integer_value(json_object_get(message, "update_id")) > sock->sent_up_to)
             fetch(sock);
+    } else if (strcmp(type, "request") == 0 && json_is_object(json_object_get(message, "frame"))) {
+        /* issue 26: a request of any node to this bridge (rpc.c). */
+        send_frame(sock, json_incref(json_object_get(message, "frame")));
     } else if (strcmp(type, "replaced") == 0 && owner != NULL && strcmp(owner, sock->owner) != 0) {
         /* A newer socket of this installation opened on another node: it takes over (and its presence). */
         detach(sock);
@@ -396,6 +401,12 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
 
     if (type == NULL) {
         rl_log_info("bridge %s sent a frame that is not a JSON object with a type", sock->installation_id);
+    } else if (json_is_string(json_object_get(frame, "req_id"))) {
+        /* issue 26: the answer to a request of relayd's (rpc.c). */
+        rl_rpc_bridge_answered(sock->relay, sock->installation_id, frame, len);
+    } else if (strcmp(type, "hello") == 0) {
+        /* issue 26: the authors' first frame; its version is shown in /v1/me. Unknown types stay a no-op. */
+        rl_e2e_bridge_hello(sock->relay, sock->installation_id, json_string_value(json_object_get(frame, "version")));
     } else if (strcmp(type, "pong") == 0) {
         sock->awaiting_pong = 0;
         sock->missed_pongs = 0;

@@ -17,7 +17,10 @@
 #include "relay/hub.h"
 #include "relay/ops.h"
 #include "relay/auth.h"
+#include "common/log.h"
 #include "relay/relay.h"
+#include "relay/rpc.h"
+#include "relay/sessions.h"
 #include "relay/target.h"
 #include "relay/updates.h"
 #include "relay/views.h"
@@ -770,5 +773,304 @@ int rl_recipients_put(rl_call_t *call)
     }
     op->session_id = rl_op_str(op, id);
     rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* ---- the bridge's hello {version} ---- */
+
+struct hello {
+    rl_op_t op;
+    const char *installation_id, *version;
+    int changed;
+    rl_installation_row_t row; /* result */
+};
+
+static int hello_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct hello *op = (void *)base;
+    rl_installation_row_t installation;
+    int result = RL_TXN(txn, installation_get, op->installation_id, &installation);
+
+    if (result != 0)
+        return result;
+    if (installation.bridge_version != NULL && strcmp(installation.bridge_version, op->version) == 0)
+        return 0;
+    installation.bridge_version = op->version;
+    op->row = installation;
+    op->changed = 1;
+    return RL_TXN(txn, installation_update, &installation);
+}
+
+static const rl_store_op_type_t hello_type = RL_OP_TYPE(bridge_hello, 1, hello_run);
+
+static void on_hello(rl_store_op_t *base)
+{
+    struct hello *op = (void *)base;
+    rl_relay_t *relay = base->arg;
+    json_t *view;
+
+    if (base->result != 0) {
+        rl_log_info("bridge %s: could not record its version", op->installation_id);
+        return;
+    }
+    if (!op->changed)
+        return;
+    /* The user's clients (and the cached /v1/me) learn the version as any change of the installation. */
+    view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
+    rl_hub_publish(relay->hub, op->row.user_id, "installation_updated",
+                   json_pack("{s:s, s:o}", "installation_id", op->row.id, "installation", view));
+}
+
+void rl_e2e_bridge_hello(rl_relay_t *relay, const char *installation_id, const char *version)
+{
+    struct hello *op;
+    size_t i, len = version != NULL ? strlen(version) : 0;
+
+    /* A version is short printable text; anything else is not kept. */
+    for (i = 0; i < len; ++i)
+        if ((unsigned char)version[i] < 0x20 || (unsigned char)version[i] > 0x7e)
+            break;
+    if (len == 0 || len > 64 || i < len) {
+        rl_log_info("bridge %s said hello without a usable version", installation_id);
+        return;
+    }
+    op = rl_op_new(&hello_type, sizeof(*op));
+    op->installation_id = rl_op_str(op, installation_id);
+    op->version = rl_op_str(op, version);
+    rl_store_submit(relay->store, &op->op.base, on_hello, relay);
+}
+
+/* ---- files agents touched: POST /v1/bridge/notifyToolFile, GET /v1/me/sessions/:id/files[/:blind_idx] ---- */
+
+static const char *const tools[] = {"read", "edit", "write", NULL};
+
+static const rl_field_t notify_tool_file_fields[] = {
+    RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
+    RL_FIELD_ENUM("tool", RL_F_REQUIRED, tools),
+    {.name = "size_bytes", .type = RL_FT_INTEGER, .flags = RL_F_NULLABLE, .has_min = 1, .min = 0},
+    RL_FIELD_STRING("mime", RL_F_NULLABLE, 1, 128),
+    RL_FIELD_CT("path_ct", RL_F_REQUIRED, 8192),
+    RL_FIELD_CT("display_name_ct", RL_F_REQUIRED, 2048),
+    RL_FIELD_STRING_CHECK("path_blind_idx", RL_F_REQUIRED, 1, 64, rl_e2e_blind_index_check,
+                          "Expected base64url without padding"),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_notify_tool_file_schema = RL_SCHEMA(notify_tool_file_fields);
+
+/* The session for a files route: the user's (client) or the installation's (bridge), not deleted, encrypted. */
+static int files_session(rl_txn_t *txn, struct e2e_op *op, rl_session_row_t *session)
+{
+    int result = RL_TXN(txn, session_get, op->session_id, session);
+
+    if (result == RL_E_NOT_FOUND ||
+        (result == 0 && (strcmp(session->user_id, op->user_id) != 0 ||
+                         (op->bridge != NULL && strcmp(session->installation_id, op->bridge) != 0))))
+        return RL_E_SESSION_NOT_FOUND;
+    if (result != 0)
+        return result;
+    if (session->deleted_at != RL_NO_TIME)
+        return RL_E_SESSION_DELETED;
+    /* A file's path travels only sealed, so only an encrypted session has such files. */
+    return session->encrypted ? 0 : RL_E_SESSION_NOT_ENCRYPTED;
+}
+
+static json_t *agent_file_view(const rl_agent_file_row_t *row)
+{
+    return json_pack("{s:s, s:s, s:o, s:s?, s:s, s:s, s:I}", "path_blind_idx", row->path_blind_idx, "tool", row->tool,
+                     "size_bytes", row->size_bytes == RL_NO_TIME ? json_null() : json_integer(row->size_bytes), "mime",
+                     row->mime, "path_ct", row->path_ct, "display_name_ct", row->display_name_ct, "updated_at",
+                     (json_int_t)row->updated_at);
+}
+
+static int notify_tool_file_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    json_t *size = json_object_get(op->body, "size_bytes");
+    rl_session_row_t session;
+    rl_agent_file_row_t row = {op->session_id,
+                               json_string_value(json_object_get(op->body, "path_blind_idx")),
+                               json_string_value(json_object_get(op->body, "tool")),
+                               json_string_value(json_object_get(op->body, "mime")),
+                               json_string_value(json_object_get(op->body, "path_ct")),
+                               json_string_value(json_object_get(op->body, "display_name_ct")),
+                               json_is_integer(size) ? (int64_t)json_integer_value(size) : RL_NO_TIME,
+                               op->now};
+    int result = files_session(txn, op, &session);
+
+    if (result != 0 || (result = RL_TXN(txn, agent_file_put, &row)) != 0)
+        return result;
+    tell_clients(op, "session_file_touched",
+                 json_pack("{s:s, s:o}", "session_id", session.id, "file", agent_file_view(&row)));
+    op->op.value = json_pack("{s:s, s:s}", "session_id", session.id, "path_blind_idx", row.path_blind_idx);
+    return 0;
+}
+
+static const rl_store_op_type_t notify_tool_file_type = {"notify_tool_file", 1, notify_tool_file_run, e2e_dispose};
+
+int rl_bridge_notify_tool_file(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &notify_tool_file_type);
+
+    op->session_id = rl_op_str(op, rl_body_string(call, "session_id"));
+    rl_op_submit_for(call, op, on_done);
+    return 0;
+}
+
+/* Reads the session's files; with new_id set (a blind index), only that file, as the request to the bridge. */
+static int files_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_session_row_t session;
+    rl_agent_file_row_t *rows;
+    size_t count, i;
+    json_t *files;
+    int result = files_session(txn, op, &session);
+
+    if (result != 0 || (result = RL_TXN(txn, agent_files_of_session, session.id, &rows, &count)) != 0)
+        return result;
+    if (op->new_id != NULL) {
+        for (i = 0; i < count && strcmp(rows[i].path_blind_idx, op->new_id) != 0; ++i)
+            ;
+        if (i == count)
+            return RL_E_FILE_NOT_FOUND;
+        /* authors' wire: the bridge finds the file by its sealed path. */
+        op->op.value =
+            json_pack("{s:s, s:s, s:s, s:s, s:s}", "installation_id", session.installation_id, "type", "file.read.req",
+                      "session_id", session.id, "blind_idx", rows[i].path_blind_idx, "path_ct", rows[i].path_ct);
+        return 0;
+    }
+    files = json_array();
+    for (i = 0; i < count; ++i)
+        json_array_append_new(files, agent_file_view(&rows[i]));
+    op->op.value = json_pack("{s:o}", "files", files);
+    return 0;
+}
+
+static const rl_store_op_type_t files_type = {"session_files", 0, files_run, e2e_dispose};
+
+static struct e2e_op *files_op(rl_call_t *call, int *result)
+{
+    struct e2e_op *op = e2e_new(call, &files_type);
+    char id[72];
+
+    *result = rl_path_id(call, 0, id, sizeof(id), RL_E_SESSION_NOT_FOUND);
+    if (*result != 0) {
+        rl_store_op_free(&op->op.base);
+        return NULL;
+    }
+    op->session_id = rl_op_str(op, id);
+    return op;
+}
+
+int rl_session_files_list(rl_call_t *call)
+{
+    int result;
+    struct e2e_op *op = files_op(call, &result);
+
+    if (op != NULL)
+        rl_op_submit_for(call, op, on_done);
+    return result;
+}
+
+/* The bridge's answer, as it sent it (but for the envelope's type and req_id); its error is the bridge's. */
+static void on_bridge_answer(rl_call_t *call, json_t *reply, int error)
+{
+    json_t *copy;
+
+    if (error != 0) {
+        rl_call_fail(call, error, NULL);
+        return;
+    }
+    if (json_is_object(json_object_get(reply, "error"))) {
+        rl_call_fail_full(call, RL_E_UPSTREAM, "the bridge could not answer", NULL,
+                          json_pack("{s:O}", "bridge_error", json_object_get(reply, "error")));
+        return;
+    }
+    copy = json_deep_copy(reply);
+    json_object_del(copy, "type");
+    json_object_del(copy, "req_id");
+    rl_call_reply(call, copy);
+}
+
+static void on_file_found(rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+    json_t *frame;
+    char installation_id[40];
+
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+    } else {
+        frame = json_deep_copy(op->op.value);
+        snprintf(installation_id, sizeof(installation_id), "%s",
+                 json_string_value(json_object_get(frame, "installation_id")));
+        json_object_del(frame, "installation_id");
+        rl_rpc_ask(relay->rpc, call, installation_id, frame, on_bridge_answer);
+    }
+    rl_call_release(call);
+}
+
+int rl_session_file_read(rl_call_t *call)
+{
+    int result;
+    struct e2e_op *op = files_op(call, &result);
+    char idx[72];
+
+    if (op == NULL)
+        return result;
+    if (rl_call_param(call, 1, idx, sizeof(idx)) != 0 || rl_e2e_blind_index_check(idx, strlen(idx)) != 0) {
+        rl_store_op_free(&op->op.base);
+        return RL_E_FILE_NOT_FOUND;
+    }
+    op->new_id = rl_op_str(op, idx);
+    rl_op_submit_for(call, op, on_file_found);
+    return 0;
+}
+
+/* ---- GET /v1/me/installations/:id/models ---- */
+
+static int models_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_installation_row_t installation;
+    int result = RL_TXN(txn, installation_get, op->session_id, &installation);
+
+    if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(installation.user_id, op->user_id) != 0))
+        return RL_E_INSTALLATION_NOT_FOUND;
+    if (result == 0 && strcmp(installation.state, "live") != 0)
+        return RL_E_INSTALLATION_REVOKED;
+    return result;
+}
+
+static const rl_store_op_type_t models_type = {"installation_models", 0, models_run, e2e_dispose};
+
+static void on_models_installation(rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_call_t *call = base->arg;
+    rl_relay_t *relay = call->app;
+
+    if (base->result != 0)
+        rl_call_fail(call, base->result, NULL);
+    else
+        rl_rpc_ask(relay->rpc, call, op->session_id, json_pack("{s:s}", "type", "models.list.req"), on_bridge_answer);
+    rl_call_release(call);
+}
+
+int rl_installation_models(rl_call_t *call)
+{
+    struct e2e_op *op = e2e_new(call, &models_type);
+    char id[40];
+    int result = rl_path_id(call, 0, id, sizeof(id), RL_E_INSTALLATION_NOT_FOUND);
+
+    if (result != 0) {
+        rl_store_op_free(&op->op.base);
+        return result;
+    }
+    /* The installation's id rides in session_id: this operation has no session. */
+    op->session_id = rl_op_str(op, id);
+    rl_op_submit_for(call, op, on_models_installation);
     return 0;
 }

@@ -52,7 +52,15 @@ int rl_device_confirm(rl_call_t *call);
 int rl_device_keys(rl_call_t *call);
 int rl_bridge_session_create(rl_call_t *call);
 int rl_recipients_put(rl_call_t *call); /* both sides: the principal says which */
+int rl_bridge_notify_tool_file(rl_call_t *call);
+int rl_session_files_list(rl_call_t *call);
+int rl_session_file_read(rl_call_t *call);
+int rl_installation_models(rl_call_t *call);
 extern const rl_schema_t rl_bridge_device_schema, rl_device_register_schema, rl_device_confirm_schema,
-    rl_bridge_session_schema, rl_recipients_schema;
+    rl_bridge_session_schema, rl_recipients_schema, rl_notify_tool_file_schema;
+
+struct rl_relay;
+/* The bridge's hello {version} (bridge_ws.c): stored as the installation's bridge_version. Loop thread. */
+void rl_e2e_bridge_hello(struct rl_relay *relay, const char *installation_id, const char *version);
 
 #endif

@@ -37,6 +37,23 @@ static int users_installation(rl_txn_t *txn, const char *user_id, const char *id
     return result;
 }
 
+static int revoke_bridge_device(rl_txn_t *txn, struct installation_change *op)
+{
+    rl_device_row_t *rows;
+    size_t count, i;
+    int result = RL_TXN(txn, devices_of_user, op->user_id, &rows, &count);
+
+    for (i = 0; result == 0 && i < count; ++i) {
+        if (rows[i].installation_id == NULL || strcmp(rows[i].installation_id, op->installation_id) != 0)
+            continue;
+        rows[i].revoked_at = op->now;
+        if ((result = RL_TXN(txn, device_update, &rows[i])) == 0 &&
+            (result = RL_TXN(txn, confirmations_delete, rows[i].id)) == 0)
+            result = RL_TXN(txn, recipients_delete, rows[i].id);
+    }
+    return result;
+}
+
 static int installation_change_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct installation_change *op = (void *)base;
@@ -51,6 +68,9 @@ static int installation_change_run(rl_txn_t *txn, rl_store_op_t *base)
             return 0;
         op->row.state = "revoked";
         op->row.revoked_at = op->now;
+        /* issue 26: its bridge device goes too, with what was wrapped for it and the confirmations of it. */
+        if ((result = revoke_bridge_device(txn, op)) != 0)
+            return result;
     } else {
         /* brief: a client acting on a revoked installation gets 403 installation_revoked. */
         if (strcmp(op->row.state, "revoked") == 0)

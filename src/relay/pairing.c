@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/rand.h"
+#include "http/query.h"
 #include "http/validate.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
@@ -59,7 +60,9 @@ static int check_poll_token(const char *s, size_t len)
 }
 
 static const rl_field_t start_fields[] = {
-    RL_FIELD_STRING("connector_type", RL_F_REQUIRED, 1, 64),
+    /* one of the two is required: connector_type_id is the protocol authors' name for it (issue 26) */
+    RL_FIELD_STRING("connector_type", 0, 1, 64),
+    RL_FIELD_STRING("connector_type_id", 0, 1, 64),
     RL_FIELD_STRING("host_label", RL_F_REQUIRED, 1, 255),
     RL_FIELD_END,
 };
@@ -111,6 +114,30 @@ static void start_free(struct pairing_start *start)
 
 static void start_insert(struct pairing_start *start);
 
+/*
+ * The protocol authors' answer (issue 26): expires_at in milliseconds, the
+ * web client's pair page for the code, and how to install a bridge. The
+ * poll token stays, for a bridge that polls the spec's way.
+ */
+static json_t *authors_start_answer(rl_call_t *call, const struct pairing_start *start)
+{
+    rl_relay_t *relay = call->app;
+    const char *connector = rl_body_string(call, "connector_type_id");
+    char url[700], command[700], steps[1600];
+
+    snprintf(url, sizeof(url), "%s/pair?code=%s", relay->config.public_url, start->code);
+    snprintf(command, sizeof(command), "relay-bridge pair --server %s", relay->config.public_url);
+    snprintf(steps, sizeof(steps),
+             "1. Open %s on your phone, signed in to this relay.\n"
+             "2. Check that it shows the code **%s** and confirm.\n"
+             "3. Or type the code in the web client's pairing screen.",
+             url, start->code);
+    return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:{s:s, s:s}}", "code", start->code, "expires_at",
+                     (json_int_t)start->expires_at, "poll_token", start->poll_token, "browser_url", url,
+                     "install_command", command, "install_steps_md", steps, "connector", "id", connector,
+                     "display_name", connector);
+}
+
 static void on_start_inserted(rl_store_op_t *base)
 {
     struct pairing_start *start = base->arg;
@@ -123,6 +150,8 @@ static void on_start_inserted(rl_store_op_t *base)
     }
     if (base->result != 0) {
         rl_call_fail(call, base->result == RL_E_CONFLICT ? RL_E_UNAVAILABLE : base->result, NULL);
+    } else if (rl_body_string(call, "connector_type_id") != NULL) {
+        rl_call_reply(call, authors_start_answer(call, start));
     } else {
         /* spec: expires_at is in epoch seconds, 120 s ahead. */
         rl_call_reply(call, json_pack("{s:s, s:I, s:s}", "code", start->code, "expires_at",
@@ -149,7 +178,9 @@ static void start_insert(struct pairing_start *start)
     rl_token_hash(start->poll_token, strlen(start->poll_token), hash);
     op->row.poll_hash = rl_op_str(op, hash);
     op->row.installation_id = rl_op_str(op, installation_id);
-    op->row.connector_type = rl_op_str(op, rl_body_string(call, "connector_type"));
+    op->row.connector_type =
+        rl_op_str(op, rl_body_string(call, rl_body_string(call, "connector_type") != NULL ? "connector_type"
+                                                                                          : "connector_type_id"));
     op->row.host_label = rl_op_str(op, rl_body_string(call, "host_label"));
     op->row.state = "pending";
     op->row.created_at = now;
@@ -160,8 +191,16 @@ static void start_insert(struct pairing_start *start)
 
 int rl_pairing_start(rl_call_t *call)
 {
-    struct pairing_start *start = calloc(1, sizeof(*start));
+    struct pairing_start *start;
 
+    if (rl_body_string(call, "connector_type") == NULL && rl_body_string(call, "connector_type_id") == NULL) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "connector_type", "code", "invalid_type", "message",
+                                    "Required (or connector_type_id)"),
+                          NULL);
+        return 0;
+    }
+    start = calloc(1, sizeof(*start));
     if (start == NULL)
         return RL_E_INTERNAL;
     start->call = call;
@@ -338,4 +377,248 @@ int rl_pairing_claim(rl_call_t *call)
     op->now = rl_clock_now_ms();
     rl_op_submit_for(call, op, on_claimed);
     return 0;
+}
+
+/* ---- the authors' long poll by code (issue 26) ---- */
+
+struct pair_wait {
+    rl_call_t *call;
+    rl_pair_waits_t *waits;
+    char code[CODE_LEN + 1];
+    char code_hash[RL_TOKEN_HASH_HEX + 1];
+    int64_t deadline;
+    int checking; /* a store read is under way */
+    h2o_timeout_entry_t tick;
+    struct pair_wait *next, **prev;
+};
+
+struct rl_pair_waits {
+    rl_relay_t *relay;
+    h2o_timeout_t tick;
+    struct pair_wait *list;
+    size_t count;
+    int closing;
+};
+
+struct pair_check {
+    rl_op_t op;
+    const char *code_hash, *token_hash, *token_env;
+    int64_t now;
+    const char *status;          /* result: pending, claimed, expired */
+    const char *installation_id; /* result, when claimed */
+};
+
+/* Whether the code's pairing was claimed (the token is handed out now, once), is pending, or is over. */
+static int pair_check_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct pair_check *op = (void *)base;
+    rl_pairing_row_t pairing;
+    rl_installation_row_t installation;
+    int result = RL_TXN(txn, pairing_by_code_any, op->code_hash, &pairing);
+
+    /* Unknown, expired and spent look the same, as for a claim. */
+    op->status = "expired";
+    if (result == RL_E_NOT_FOUND)
+        return 0;
+    if (result != 0)
+        return result;
+    if (strcmp(pairing.state, "pending") == 0) {
+        if (pairing.expires_at > op->now)
+            op->status = "pending";
+        return 0;
+    }
+    if (strcmp(pairing.state, "claimed") != 0)
+        return 0;
+    if ((result = RL_TXN(txn, installation_get, pairing.installation_id, &installation)) != 0)
+        return result == RL_E_NOT_FOUND ? 0 : result;
+    installation.token_hash = op->token_hash;
+    installation.token_env = op->token_env;
+    pairing.state = "delivered";
+    if ((result = RL_TXN(txn, installation_update, &installation)) != 0 ||
+        (result = RL_TXN(txn, pairing_update, &pairing)) != 0)
+        return result;
+    op->status = "claimed";
+    op->installation_id = pairing.installation_id;
+    return 0;
+}
+
+static const rl_store_op_type_t pair_check_type = RL_OP_TYPE(pairing_wait, 1, pair_check_run);
+
+struct pair_check_secret {
+    struct pair_wait *wait;
+    char token[RL_TOKEN_MAX];
+};
+
+static void wait_end(struct pair_wait *wait)
+{
+    if (h2o_timeout_is_linked(&wait->tick))
+        h2o_timeout_unlink(&wait->tick);
+    *wait->prev = wait->next;
+    if (wait->next != NULL)
+        wait->next->prev = wait->prev;
+    wait->waits->count--;
+    rl_call_release(wait->call);
+    free(wait);
+}
+
+static void wait_check(struct pair_wait *wait);
+
+static void on_pair_checked(rl_store_op_t *base)
+{
+    struct pair_check *op = (void *)base;
+    struct pair_check_secret *secret = base->arg;
+    struct pair_wait *wait = secret->wait;
+    rl_call_t *call = wait->call;
+    rl_relay_t *relay = call->app;
+
+    wait->checking = 0;
+    if (base->result != 0) {
+        rl_call_fail(call, base->result, NULL);
+        wait_end(wait);
+    } else if (strcmp(op->status, "claimed") == 0) {
+        char whole[RL_TOKEN_MAX + RL_INSTALLATION_ID_LEN + 2], ws[600];
+        const char *url = relay->config.public_url;
+        /* authors' wire: the socket's URL, ws:// or wss:// as the relay's own scheme says. */
+        snprintf(ws, sizeof(ws), "%s%s/v1/bridge/ws", strncmp(url, "https:", 6) == 0 ? "wss:" : "ws:",
+                 strchr(url, ':') != NULL ? strchr(url, ':') + 1 : url);
+        snprintf(whole, sizeof(whole), "%s:%s", op->installation_id, secret->token);
+        rl_call_reply(call, json_pack("{s:s, s:s, s:s, s:s}", "status", "claimed", "bot_token", whole,
+                                      "installation_id", op->installation_id, "sophon_ws_url", ws));
+        OPENSSL_cleanse(whole, sizeof(whole));
+        rl_log_info("pairing delivered a token for installation %s", op->installation_id);
+        wait_end(wait);
+    } else if (strcmp(op->status, "expired") == 0 || !rl_call_alive(call) || wait->waits->closing ||
+               rl_clock_now_ms() >= wait->deadline - RL_PAIR_WAIT_TICK_MS / 10) {
+        rl_call_reply(call, json_pack("{s:s}", "status", rl_call_alive(call) ? op->status : "pending"));
+        wait_end(wait);
+    } else {
+        h2o_timeout_link(relay->loop, &wait->waits->tick, &wait->tick);
+    }
+    OPENSSL_cleanse(secret, sizeof(*secret));
+    free(secret);
+}
+
+static void wait_check(struct pair_wait *wait)
+{
+    rl_relay_t *relay = wait->call->app;
+    struct pair_check_secret *secret = calloc(1, sizeof(*secret));
+    struct pair_check *op;
+    char hash[RL_TOKEN_HASH_HEX + 1];
+
+    if (secret == NULL) {
+        rl_call_fail(wait->call, RL_E_INTERNAL, NULL);
+        wait_end(wait);
+        return;
+    }
+    secret->wait = wait;
+    op = rl_op_new(&pair_check_type, sizeof(*op));
+    /* As the spec's poll: the secret is minted here, and only its hash is stored, if the claim is there. */
+    snprintf(secret->token, sizeof(secret->token), "s_%s_", relay->config.token_env);
+    rl_rand_base62(secret->token + strlen(secret->token), RL_TOKEN_SECRET_CHARS);
+    rl_token_hash(secret->token, strlen(secret->token), hash);
+    op->token_hash = rl_op_str(op, hash);
+    op->token_env = rl_op_str(op, relay->config.token_env);
+    op->code_hash = rl_op_str(op, wait->code_hash);
+    op->now = rl_clock_now_ms();
+    wait->checking = 1;
+    rl_store_submit(relay->store, &op->op.base, on_pair_checked, secret);
+}
+
+static void on_wait_tick(h2o_timeout_entry_t *entry)
+{
+    struct pair_wait *wait = H2O_STRUCT_FROM_MEMBER(struct pair_wait, tick, entry);
+
+    wait_check(wait);
+}
+
+int rl_pairing_wait(rl_call_t *call)
+{
+    rl_relay_t *relay = call->app;
+    rl_pair_waits_t *waits = relay->pair_waits;
+    char typed[40], seconds[16], *end = NULL;
+    struct pair_wait *wait;
+    long timeout = 25;
+    int found = call->req != NULL ? rl_query_param(call->req, "code", typed, sizeof(typed)) : 1;
+    json_t *errors = json_array();
+
+    if (found != 0 || normalize_code(typed, strlen(typed), typed) != 0)
+        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "code", "code",
+                                                found != 0 ? "invalid_type" : "invalid_string", "message",
+                                                found != 0 ? "Required" : "Pairing codes are 7 letters"));
+    found = call->req != NULL ? rl_query_param(call->req, "timeout", seconds, sizeof(seconds)) : 1;
+    if (found == 0) {
+        timeout = strtol(seconds, &end, 10);
+        if (seconds[0] == '\0' || *end != '\0')
+            json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "timeout", "code", "invalid_type",
+                                                    "message", "Expected whole seconds"));
+    } else if (found < 0) {
+        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "timeout", "code", "invalid_type", "message",
+                                                "Given more than once"));
+    }
+    if (json_array_size(errors) > 0) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, errors, NULL);
+        return 0;
+    }
+    json_decref(errors);
+    /* A node holds a bounded number of polls; past it, the bridge comes back a little later. */
+    if (waits == NULL || waits->closing || waits->count >= RL_PAIR_WAITS_MAX) {
+        call->rate.retry_after_ms = 1000;
+        return RL_E_UNAVAILABLE;
+    }
+    wait = calloc(1, sizeof(*wait));
+    if (wait == NULL)
+        return RL_E_INTERNAL;
+    wait->call = call;
+    wait->waits = waits;
+    memcpy(wait->code, typed, sizeof(wait->code));
+    rl_token_hash(wait->code, CODE_LEN, wait->code_hash);
+    timeout = timeout < 0 ? 0 : timeout > 25 ? 25 : timeout;
+    wait->deadline = rl_clock_now_ms() + timeout * 1000;
+    wait->tick.cb = on_wait_tick;
+    wait->next = waits->list;
+    wait->prev = &waits->list;
+    if (waits->list != NULL)
+        waits->list->prev = &wait->next;
+    waits->list = wait;
+    waits->count++;
+    rl_call_hold(call);
+    wait_check(wait);
+    return 0;
+}
+
+rl_pair_waits_t *rl_pair_waits_new(rl_relay_t *relay)
+{
+    rl_pair_waits_t *waits = calloc(1, sizeof(*waits));
+
+    if (waits == NULL)
+        return NULL;
+    waits->relay = relay;
+    h2o_timeout_init(relay->loop, &waits->tick, RL_PAIR_WAIT_TICK_MS);
+    return waits;
+}
+
+void rl_pair_waits_close(rl_pair_waits_t *waits)
+{
+    struct pair_wait *wait, *next;
+
+    if (waits == NULL)
+        return;
+    waits->closing = 1;
+    /* Those waiting for their tick answer now; one in the store answers when its read is back. */
+    for (wait = waits->list; wait != NULL; wait = next) {
+        next = wait->next;
+        if (!wait->checking) {
+            rl_call_reply(wait->call, json_pack("{s:s}", "status", "pending"));
+            wait_end(wait);
+        }
+    }
+}
+
+void rl_pair_waits_free(rl_pair_waits_t *waits)
+{
+    if (waits == NULL)
+        return;
+    rl_pair_waits_close(waits);
+    h2o_timeout_dispose(waits->relay->loop, &waits->tick);
+    free(waits);
 }

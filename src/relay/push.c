@@ -922,6 +922,27 @@ static void session_url(json_t *data, char *url, size_t size)
     snprintf(url, size, "/#/s/%s", session_id != NULL ? session_id : "");
 }
 
+/*
+ * issue 26: a notification of an encrypted session carries no plaintext:
+ * the envelope (key) as the relay has it, for the service worker to open
+ * with the session key on the device, under a generic title. An envelope
+ * is never cut: one that does not fit is left out, and the title is all.
+ */
+static json_t *sealed_note(json_t *note, const char *key, json_t *envelope)
+{
+    char *text;
+
+    json_object_set_new(note, "encrypted", json_true());
+    if (!json_is_string(envelope))
+        return note;
+    json_object_set(note, key, envelope);
+    text = json_dumps(note, JSON_COMPACT);
+    if (text == NULL || strlen(text) > RL_WEBPUSH_PAYLOAD_MAX)
+        json_object_del(note, key);
+    free(text);
+    return note;
+}
+
 void rl_push_approval_requested(rl_push_t *push, const char *user_id, json_t *event)
 {
     const char *command = json_string_value(json_object_get(event, "command"));
@@ -933,6 +954,15 @@ void rl_push_approval_requested(rl_push_t *push, const char *user_id, json_t *ev
     session_url(event, url, sizeof(url));
     /* An approval is worth a push only while it can still be answered. */
     ttl_s = (expires_at - rl_clock_now_ms()) / 1000;
+    if (json_object_get(event, "details_ct") != NULL) {
+        json_t *note = json_pack(
+            "{s:s, s:s, s:s, s:O, s:O, s:O, s:s, s:I}", "kind", "approval", "title", "Approval needed", "body", "",
+            "severity", json_object_get(event, "severity"), "session_id", json_object_get(event, "session_id"),
+            "approval_id", json_object_get(event, "approval_id"), "url", url, "expires_at", (json_int_t)expires_at);
+        push_to_user(push, user_id, sealed_note(note, "details_ct", json_object_get(event, "details_ct")),
+                     ttl_s < 1 ? 1 : ttl_s, "high");
+        return;
+    }
     push_to_user(
         push, user_id,
         json_pack("{s:s, s:o, s:o, s:O, s:O, s:O, s:s, s:I}", "kind", "approval", "title",
@@ -955,6 +985,18 @@ void rl_push_reply_finalized(rl_push_t *push, const char *user_id, json_t *messa
     if (push == NULL || role == NULL || strcmp(role, "agent") != 0 || rl_hub_subscribers(push->relay->hub, user_id) > 0)
         return;
     session_url(message, url, sizeof(url));
+    if (json_object_get(message, "text_ct") != NULL) {
+        json_t *note = json_pack("{s:s, s:s, s:s, s:O, s:O, s:s}", "kind", "reply", "title", "New message", "body", "",
+                                 "session_id", json_object_get(message, "session_id"), "message_id",
+                                 json_object_get(message, "message_id"), "url", url);
+        /* A message kept as its opening envelope and deltas has no one envelope to show. */
+        push_to_user(
+            push, user_id,
+            sealed_note(note, "text_ct",
+                        json_object_get(message, "deltas_ct") == NULL ? json_object_get(message, "text_ct") : NULL),
+            REPLY_TTL_S, "normal");
+        return;
+    }
     push_to_user(push, user_id,
                  json_pack("{s:s, s:s, s:o, s:O, s:O, s:s}", "kind", "reply", "title", "New reply", "body",
                            snippet(json_string_value(json_object_get(message, "text")), SNIPPET_CHARS), "session_id",

@@ -27,6 +27,8 @@
 #include "relay/metrics.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
+#include "relay/pairing.h"
+#include "relay/rpc.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
 #include "relay/token.h"
@@ -119,6 +121,7 @@ static const struct {
 } signal_routes[] = {
     {RL_TOPIC_AUTH, on_auth_signal},
     {"installation:", on_installation_signal},
+    {"rpc:", rl_rpc_on_signal},
 };
 
 static void on_bus_signal(void *ctx, const char *topic, json_t *message)
@@ -215,8 +218,10 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->deltas = rl_deltas_new(relay);
     relay->sweeps = rl_sweeps_start(relay);
     relay->me_cache = rl_me_cache_new(relay);
-    if (relay->limiter == NULL || relay->sockets == NULL || relay->deltas == NULL || relay->sweeps == NULL ||
-        relay->me_cache == NULL)
+    relay->pair_waits = rl_pair_waits_new(relay);
+    relay->rpc = rl_rpc_new(relay);
+    if (relay->pair_waits == NULL || relay->rpc == NULL || relay->limiter == NULL || relay->sockets == NULL ||
+        relay->deltas == NULL || relay->sweeps == NULL || relay->me_cache == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
@@ -242,6 +247,7 @@ void rl_relay_shutdown_begin(rl_relay_t *relay)
     if (relay->server != NULL)
         rl_http_server_shutdown(relay->server);
     rl_bridge_ws_close_all(relay->sockets);
+    rl_pair_waits_close(relay->pair_waits);
 }
 
 int rl_relay_quiet(rl_relay_t *relay)
@@ -277,6 +283,10 @@ void rl_relay_stop(rl_relay_t *relay)
         h2o_timeout_unlink(&relay->store_flush);
     rl_deltas_free(relay->deltas);
     relay->deltas = NULL;
+    rl_pair_waits_free(relay->pair_waits);
+    relay->pair_waits = NULL;
+    rl_rpc_free(relay->rpc);
+    relay->rpc = NULL;
     rl_sweeps_free(relay->sweeps);
     relay->sweeps = NULL;
     if (relay->store_wake != NULL) {

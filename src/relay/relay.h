@@ -59,10 +59,12 @@ typedef struct rl_relay {
     struct rl_sweeps *sweeps;     /* the store's once-a-second sweeps (sweeps.c) */
     struct rl_me_cache *me_cache; /* answers of GET /v1/me (me.c) */
     struct rl_housekeeping *housekeeping;
-    struct rl_webapp *webapp;  /* the web client's files and policy (webapp.c) */
-    struct rl_login *login;    /* sign-in links (login.c) */
-    struct rl_push *push;      /* Web Push to the users' devices (push.c) */
-    unsigned char url_key[32]; /* signs attachment download URLs (attachments.c) */
+    struct rl_webapp *webapp;         /* the web client's files and policy (webapp.c) */
+    struct rl_login *login;           /* sign-in links (login.c) */
+    struct rl_push *push;             /* Web Push to the users' devices (push.c) */
+    struct rl_pair_waits *pair_waits; /* the authors' pairing long polls held here (pairing.c) */
+    struct rl_rpc *rpc;               /* requests of this node to bridges, waiting for answers (rpc.c) */
+    unsigned char url_key[32];        /* signs attachment download URLs (attachments.c) */
     /* Each user's attachment bytes as this node last saw them (attachments.c). */
     struct rl_strmap *attachment_usage;
     rl_http_config_t http;

@@ -36,6 +36,8 @@ const rl_route_t rl_relay_routes[] = {
     /* Pairing: per-IP buckets on the unauthenticated routes, per-user on the claim. */
     {"POST", "/v1/pairing/start", rl_pairing_start, RL_AUTH_NONE, "pairing", &rl_pairing_start_schema, 0},
     {"POST", "/v1/pairing/poll", rl_pairing_poll, RL_AUTH_NONE, "pairing", &rl_pairing_poll_schema, 0},
+    /* the protocol authors' long poll by code (docs/api.md "Encrypted sessions") */
+    {"GET", "/v1/pairing/poll", rl_pairing_wait, RL_AUTH_NONE, "pairing", NULL, 0},
     {"POST", "/v1/me/pairing/claim", rl_pairing_claim, RL_AUTH_USER, "claim", &rl_pairing_claim_schema, 0},
     /* Client API. */
     {"GET", "/v1/me", rl_me_get, RL_AUTH_USER, "default", NULL, 0},
@@ -101,6 +103,11 @@ const rl_route_t rl_relay_routes[] = {
     {"POST", "/v1/me/devices/:id/confirm", rl_device_confirm, RL_AUTH_USER, "default", &rl_device_confirm_schema, 0},
     {"GET", "/v1/me/devices/:id/keys", rl_device_keys, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/sessions/:id/recipients", rl_recipients_put, RL_AUTH_USER, "default", &rl_recipients_schema, 0},
+    {"GET", "/v1/me/sessions/:id/files", rl_session_files_list, RL_AUTH_USER, "default", NULL, 0},
+    {"GET", "/v1/me/sessions/:id/files/:blind_idx", rl_session_file_read, RL_AUTH_USER, "default", NULL, 0},
+    {"GET", "/v1/me/installations/:id/models", rl_installation_models, RL_AUTH_USER, "default", NULL, 0},
+    {"POST", "/v1/bridge/notifyToolFile", rl_bridge_notify_tool_file, RL_AUTH_BRIDGE, "default",
+     &rl_notify_tool_file_schema, 0},
     {"POST", "/v1/bridge/devices", rl_bridge_device_register, RL_AUTH_BRIDGE, "default", &rl_bridge_device_schema, 0},
     {"POST", "/v1/bridge/createSession", rl_bridge_session_create, RL_AUTH_BRIDGE, "default", &rl_bridge_session_schema,
      0},

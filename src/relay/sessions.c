@@ -36,8 +36,12 @@ static const rl_field_t session_create_fields[] = {
 };
 const rl_schema_t rl_session_create_schema = RL_SCHEMA(session_create_fields);
 
+/* One of title, title_ct (an encrypted session's) and model is required (rl_session_change). */
 static const rl_field_t session_rename_fields[] = {
-    RL_FIELD_STRING("title", RL_F_REQUIRED | RL_F_NULLABLE, 0, TITLE_MAX),
+    RL_FIELD_STRING("title", RL_F_NULLABLE, 0, TITLE_MAX),
+    RL_FIELD_CT("title_ct", RL_F_NULLABLE, TITLE_CT_MAX),
+    /* ours (issue 26): the model the agent should use, told to the bridge as session.model.changed */
+    RL_FIELD_STRING("model", RL_F_NULLABLE, 1, 128),
     RL_FIELD_END,
 };
 const rl_schema_t rl_session_rename_schema = RL_SCHEMA(session_rename_fields);
@@ -136,11 +140,22 @@ int rl_session_create(rl_call_t *call)
 
 struct session_change {
     rl_op_t op;
-    const char *user_id, *session_id, *title;
+    const char *user_id, *session_id, *title, *model;
     rl_session_op_t change;
     int64_t now, delete_grace;
     int changed;
+    json_t *body; /* a rename's body (a reference), for the rule of its session */
+    int set_title, set_model;
+    const char *bad_field; /* result: the field the plaintext-or-ciphertext rule refused */
+    int encrypted;         /* result: the session's */
+    const char *bridge;    /* result: the installation told of a new model */
 };
+
+static void session_change_dispose(rl_store_op_t *base)
+{
+    json_decref(((struct session_change *)base)->body);
+    rl_op_dispose(base);
+}
 
 /* The user's session, deleted or not; anyone else's is not found. */
 int rl_session_of_user(rl_txn_t *txn, const char *user_id, const char *session_id, rl_session_row_t *session)
@@ -173,7 +188,28 @@ static int session_change_run(rl_txn_t *txn, rl_store_op_t *base)
         /* Deleted sessions are not found by any route but restore. */
         return RL_E_SESSION_NOT_FOUND;
     } else if (op->change == RL_SESSION_RENAME) {
-        session.title = op->title;
+        static const char *const plain[] = {"title", NULL};
+        /* issue 26: an encrypted session's title is its envelope; a plain one takes no *_ct. */
+        op->encrypted = session.encrypted;
+        if ((result = rl_e2e_body_check(op->body, session.encrypted, plain, &op->bad_field)) != 0)
+            return result;
+        if (op->set_title)
+            session.title = json_string_value(json_object_get(op->body, session.encrypted ? "title_ct" : "title"));
+        /* Setting the model it has changes nothing, and tells nobody. */
+        if (op->set_model && ((session.model == NULL && op->model == NULL) ||
+                              (session.model != NULL && op->model != NULL && strcmp(session.model, op->model) == 0)))
+            op->set_model = 0;
+        if (op->set_model)
+            session.model = op->model;
+        /* ours: the bridge hears of a new model at once (authors' update session.model.changed). */
+        if (op->set_model) {
+            json_t *payload = json_pack("{s:{s:s, s:s?}, s:s?}", "session", "id", session.id, "model", session.model,
+                                        "model", session.model);
+            if ((result = rl_update_append(txn, session.installation_id, "session.model.changed", session.id, NULL,
+                                           payload, op->now, &op->op.update_id)) != 0)
+                return result;
+            op->bridge = session.installation_id;
+        }
     } else if (op->change == RL_SESSION_ARCHIVE || op->change == RL_SESSION_UNARCHIVE) {
         const char *target = op->change == RL_SESSION_ARCHIVE ? "archived" : "active";
         if (strcmp(session.state, target) == 0)
@@ -191,7 +227,7 @@ static int session_change_run(rl_txn_t *txn, rl_store_op_t *base)
     return 0;
 }
 
-static const rl_store_op_type_t session_change_type = RL_OP_TYPE(session_change, 1, session_change_run);
+static const rl_store_op_type_t session_change_type = {"session_change", 1, session_change_run, session_change_dispose};
 
 static void on_session_changed(rl_store_op_t *base)
 {
@@ -201,16 +237,27 @@ static void on_session_changed(rl_store_op_t *base)
     json_t *session = op->op.value, *id;
 
     if (base->result != 0) {
-        rl_call_fail(call, base->result, NULL);
+        if (base->result == RL_E_INVALID_REQUEST && op->bad_field != NULL)
+            rl_e2e_fail_field(call, op->bad_field, op->encrypted);
+        else
+            rl_call_fail(call, base->result, NULL);
         rl_call_release(call);
         return;
     }
     id = json_object_get(session, "id");
-    /* spec: each transition emits its event; a request that changes nothing emits none. */
-    if (op->change == RL_SESSION_RENAME) {
-        rl_hub_publish(relay->hub, call->principal, "session_renamed",
-                       json_pack("{s:O, s:O, s:O}", "session_id", id, "title", json_object_get(session, "title"),
+    if (op->bridge != NULL) {
+        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_hub_publish(relay->hub, call->principal, "session_updated",
+                       json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
                                  "session", session));
+    }
+    /* spec: each transition emits its event; a request that changes nothing emits none. */
+    if (op->change == RL_SESSION_RENAME && op->set_title) {
+        json_t *renamed = json_pack("{s:O, s:O, s:O}", "session_id", id, "title", json_object_get(session, "title"),
+                                    "session", session);
+        if (json_object_get(session, "title_ct") != NULL)
+            json_object_set(renamed, "title_ct", json_object_get(session, "title_ct"));
+        rl_hub_publish(relay->hub, call->principal, "session_renamed", renamed);
     } else if (op->changed && op->change == RL_SESSION_DELETE) {
         rl_deltas_forget_session(relay->deltas, json_string_value(id));
         rl_hub_publish(relay->hub, call->principal, "session_deleted",
@@ -240,7 +287,20 @@ int rl_session_change(rl_call_t *call)
     op->change = (rl_session_op_t)call->handler_tag;
     op->user_id = rl_op_str(op, call->principal);
     op->session_id = rl_op_str(op, session_id);
-    op->title = op->change == RL_SESSION_RENAME ? rl_op_str(op, rl_body_string(call, "title")) : NULL;
+    if (op->change == RL_SESSION_RENAME) {
+        op->body = json_incref(call->body);
+        op->set_title = json_object_get(call->body, "title") != NULL || json_object_get(call->body, "title_ct") != NULL;
+        op->set_model = json_object_get(call->body, "model") != NULL;
+        op->model = rl_op_str(op, rl_body_string(call, "model"));
+        if (!op->set_title && !op->set_model) {
+            rl_store_op_free(&op->op.base);
+            rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                              json_pack("[{s:s, s:s, s:s}]", "path", "title", "code", "invalid_type", "message",
+                                        "Required (or title_ct, or model)"),
+                              NULL);
+            return 0;
+        }
+    }
     op->now = rl_clock_now_ms();
     op->delete_grace = relay->config.delete_grace;
     rl_op_submit_for(call, op, on_session_changed);

@@ -164,3 +164,50 @@ def test_bridge_new_key_drops_confirmations_and_wraps(relay, user_token):
     assert_error(e.me("POST", "/v1/me/sessions/%s/recipients" % sid,
                       {"recipients": [{"device_id": e.phone, "wrapped_session_key": wrap()}]}),
                  409, "device_unconfirmed")
+
+
+def test_session_model_and_sealed_title_changes(relay, user_token):
+    e = E2E(relay, user_token)
+    sock = e.inst.connect()
+    assert [sock.next_update(WAIT)["type"] for _ in range(2)] == ["device_pending", "device_added"]
+    stream = e.inst.stream()
+    sid = e.encrypted_session()
+    assert sock.next_update(WAIT)["type"] == "session.started"
+    assert sock.next_update(WAIT)["type"] == "session_key_granted"
+    path = "/v1/me/sessions/%s" % sid
+    r = assert_ok(e.me("PATCH", path, {"model": "gpt-5"}))
+    assert r["session"]["model"] == "gpt-5", r
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session.model.changed", update
+    assert update["payload"] == {"session": {"id": sid, "model": "gpt-5"}, "model": "gpt-5"}, update
+    assert_ok(e.me("PATCH", path, {"model": "gpt-5"}))  # the same: nothing told
+    title_ct = seal(e.session_key, "session_meta/" + sid, "Taxes 2026")
+    r = assert_ok(e.me("PATCH", path, {"title_ct": title_ct}))
+    assert r["session"]["title_ct"] == title_ct and r["session"]["title"] is None, r
+    renamed = stream.wait_for("session_renamed", timeout=WAIT)
+    assert renamed.data["title_ct"] == title_ct, renamed
+    r = e.me("PATCH", path, {"title": "Taxes 2026"})
+    assert find_error(validation_errors(r), "title") is not None, r.text
+    assert_error(e.me("PATCH", path, {}), 400, "invalid_request")
+    # The model rides on each session.message; null clears it (and is told too).
+    assert_ok(e.me("POST", path + "/send", {"text_ct": seal(e.session_key, "messages/" + sid, "hi")}))
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session.message" and update["payload"]["session"]["model"] == "gpt-5", update
+    assert update["payload"]["session"]["title_ct"] == title_ct, update
+    assert_ok(e.me("PATCH", path, {"model": None}))
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session.model.changed" and update["payload"]["model"] is None, update
+    plain = assert_ok(e.me("POST", "/v1/me/sessions", {"installation_id": e.inst.id}))["session_id"]
+    r = e.me("PATCH", "/v1/me/sessions/%s" % plain, {"title_ct": title_ct})
+    assert find_error(validation_errors(r), "title_ct") is not None, r.text
+    sock.close()
+    stream.close()
+
+
+def test_a_revoked_installation_takes_its_bridge_device_along(relay, user_token):
+    e = E2E(relay, user_token)
+    e.encrypted_session()
+    assert_ok(e.me("DELETE", "/v1/me/installations/%s" % e.inst.id))
+    devices = assert_ok(e.me("GET", "/v1/me/devices"))["devices"]
+    assert [d["device_id"] for d in devices] == [e.phone], devices
+    assert relay.count("session_recipients") == 1
