@@ -181,9 +181,15 @@ export async function createSession(installationId, title) {
   const session = result.session;
   await keep(session.id, key, Date.now());
   await distribute(session.id, installationId, key);
+  // The title is sealed under the session's id, which the relay gives: it follows the create.
   if (title) {
-    const r = await patch(`/v1/me/sessions/${encodeURIComponent(session.id)}`, { title_ct: await sealTitle(key, session.id, title) });
-    return { ...session, ...((r && r.session) || {}), title };
+    try {
+      const r = await patch(`/v1/me/sessions/${encodeURIComponent(session.id)}`, { title_ct: await sealTitle(key, session.id, title) });
+      return { ...session, ...((r && r.session) || {}), title };
+    } catch (err) {
+      // The chat exists and is encrypted; only its title is missing (Rename sets it).
+      console.warn('relay: the encrypted title could not be set', err);
+    }
   }
   return session;
 }

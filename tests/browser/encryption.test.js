@@ -1,0 +1,405 @@
+// End-to-end encryption in the web client (issue 26; docs/web.md "End-to-end
+// encryption"), in headless Chromium against a real relayd.
+//
+// The test plays the bridge itself, on relayd's bridge REST routes and its
+// WebSocket, with its own implementation of the wire: Node's HKDF, AES-GCM
+// and HMAC, and tweetnacl from npm for crypto_box_beforenm (the page uses the
+// vendored copy of the same version, and crypto.js; nothing of the page's code
+// is reused here). The tests run in order and share one relay, one account,
+// one installation and one encrypted chat.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import nacl from 'tweetnacl';
+import { Relay, launch, newPage, signIn, screenshot, axe, waitFor, sleep, WAIT, ROOT } from './lib.js';
+import { BridgeSocket } from './bridge_socket.js';
+
+const PHONE_390 = { width: 390, height: 844 };
+// Words that must never reach relayd in clear: each is sent or shown only sealed.
+const SECRET = {
+  title: 'Quarterly tangerine audit',
+  user: 'Please count the marmalade invoices',
+  reply: 'Seventeen marmalade invoices, all paid',
+  delta: ['Seventeen marmalade ', 'invoices, ', 'all paid'],
+  task: 'Reading ledger-of-tangerines.csv',
+  args: '/srv/books/ledger-of-tangerines.csv',
+  result: 'the tangerine ledger holds 3 lines',
+  approval: 'shred-the-marmalade --verbose',
+  rotated: 'After the rotation: persimmon',
+  push: 'A pushed kumquat reply',
+};
+// The protocol authors' SAS table (their sas-emojis.ts), interop data.
+const SAS_EMOJI = ['🐱', '🐶', '🐭', '🐹', '🐰', '🐻', '🐼', '🐨', '🐯', '🦁', '🐮', '🐷', '🐸', '🦊', '🐔', '🐺',
+  '🍎', '🍌', '🍇', '🍓', '🍑', '🍒', '🥕', '🌽', '🌙', '⭐', '🌈', '🔥', '⚡', '🚀', '⚓', '🎁'];
+
+let relay;
+let browser;
+let token;
+let bridgeToken;
+let installationId;
+let socket;
+let page;
+let sessionId;
+let sessionKey;
+let oldKey;
+let webDevice;
+let bridgeDevice;
+let interactionId;
+const bridgeKeys = nacl.box.keyPair();
+const sent = []; // every request body the pages sent to /v1/
+const problems = [];
+
+// ---- the bridge's side of the wire, written from the contract ----
+const hkdf = (ikm, info, n) => new Uint8Array(hkdfSync('sha256', ikm, Buffer.alloc(0), Buffer.from(info, 'utf8'), n));
+const hex = (b) => Buffer.from(b).toString('hex');
+const unhex = (s) => new Uint8Array(Buffer.from(s, 'hex'));
+
+function sealBytes(key, plain) {
+  if (!plain.length) return Buffer.from([0]);
+  const nonce = randomBytes(12);
+  const c = createCipheriv('aes-256-gcm', key, nonce);
+  const body = Buffer.concat([c.update(plain), c.final()]);
+  return Buffer.concat([Buffer.from([1]), nonce, body, c.getAuthTag()]);
+}
+
+function openBytes(key, env) {
+  if (env.length === 1 && env[0] === 0) return Buffer.alloc(0);
+  assert.equal(env[0], 1, 'a v1 envelope');
+  const d = createDecipheriv('aes-256-gcm', key, env.subarray(1, 13));
+  d.setAuthTag(env.subarray(env.length - 16));
+  return Buffer.concat([d.update(env.subarray(13, env.length - 16)), d.final()]);
+}
+
+const seal = (key, path, text) => sealBytes(hkdf(key, `sophon/v1/blob/${path}`, 32), Buffer.from(text, 'utf8')).toString('base64');
+const open = (key, path, b64) => openBytes(hkdf(key, `sophon/v1/blob/${path}`, 32), Buffer.from(b64, 'base64')).toString('utf8');
+
+function unwrap(b64, secret) {
+  const env = new Uint8Array(Buffer.from(b64, 'base64'));
+  assert.equal(env[0], 2, 'a sealed box');
+  const key = hkdf(nacl.box.before(env.subarray(1, 33), secret), 'sophon/v1/sealed-box', 32);
+  return new Uint8Array(openBytes(key, Buffer.from(env.subarray(33))));
+}
+
+function wrap(sessionKeyBytes, pubHex) {
+  const eph = nacl.box.keyPair();
+  const key = hkdf(nacl.box.before(unhex(pubHex), eph.secretKey), 'sophon/v1/sealed-box', 32);
+  return Buffer.concat([Buffer.from([2]), Buffer.from(eph.publicKey), sealBytes(key, Buffer.from(sessionKeyBytes))]).toString('base64');
+}
+
+const sasOf = (pubHex) => [...hkdf(nacl.box.before(unhex(pubHex), bridgeKeys.secretKey), 'sophon/v1/sas', 4)].map((b) => SAS_EMOJI[b % 32]).join(' ');
+
+function expectedSig(devicePubHex, { approvalId, decision, scope, deviceId }) {
+  const k = hkdf(nacl.box.before(unhex(devicePubHex), bridgeKeys.secretKey), 'relay/v1/decision', 32);
+  const sep = Buffer.from([0xff]);
+  const parts = ['relay/v1/decision', approvalId, sessionId, decision, scope || '', deviceId].map((p) => Buffer.from(p, 'utf8'));
+  return createHmac('sha256', k).update(Buffer.concat(parts.flatMap((p, i) => (i ? [sep, p] : [p])))).digest('base64');
+}
+
+// ---- calls ----
+async function call(method, path, auth, body, headers = {}) {
+  for (let attempt = 0; ; attempt++) {
+    const r = await fetch(`${relay.url}${path}`, {
+      method,
+      headers: { ...(auth ? { Authorization: `Bearer ${auth}` } : {}), 'Content-Type': 'application/json', ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = await r.json();
+    if (r.status === 429 && attempt < 20) {
+      await sleep(500);
+      continue;
+    }
+    if (!json.ok) {
+      const err = new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json.error)}`);
+      err.status = r.status;
+      throw err;
+    }
+    return json.result;
+  }
+}
+
+const me = (method, path, body, headers) => call(method, path, token, body, headers);
+const bridge = (route, body) => call('POST', `/v1/bridge/${route}`, bridgeToken, body);
+const idOf = (d) => d.device_id || d.id;
+let keys = 0;
+const key = () => `k${Date.now()}-${keys++}`;
+
+function watch(p) {
+  p.on('request', (req) => {
+    if (new URL(req.url()).pathname.startsWith('/v1/')) sent.push(`${req.method()} ${req.url()} ${req.postData() || ''}`);
+  });
+  return p;
+}
+
+function collect(p) {
+  problems.push(...p.problems);
+  p.problems.length = 0;
+}
+
+const lastAgentText = (p) => p.$$eval('.msg-agent .msg-body', (els) => (els.length ? els[els.length - 1].innerText.trim() : ''));
+
+before(async () => {
+  relay = await new Relay(['--sse-heartbeat', '1s']).start();
+  browser = await launch();
+  token = relay.token('alice');
+  const start = await call('POST', '/v1/pairing/start', '', { connector_type: 'acp', host_label: 'laptop' });
+  await me('POST', '/v1/me/pairing/claim', { code: start.code });
+  const paired = await call('POST', '/v1/pairing/poll', '', { poll_token: start.poll_token });
+  bridgeToken = paired.token;
+  installationId = paired.installation_id;
+  socket = await new BridgeSocket(relay.url, bridgeToken).open();
+  const registered = await bridge('devices', { pubkey: hex(bridgeKeys.publicKey), label: 'laptop bridge' });
+  bridgeDevice = registered.device_id;
+  assert.match(bridgeDevice, /^dev_/);
+});
+
+after(async () => {
+  if (socket) socket.close();
+  if (browser) await browser.close();
+  const code = relay ? await relay.close() : 0;
+  assert.equal(code, 0, 'relayd exits 0 on SIGTERM');
+  assert.equal(relay.sanitizerReport(), null);
+  assert.deepEqual(problems, [], 'no script error or CSP report in any page');
+});
+
+test('the browser registers its device: a public key only, and the bridge hears of it', async () => {
+  page = watch(await newPage(browser, relay, PHONE_390));
+  await signIn(page, relay);
+  webDevice = await waitFor('the web device', async () => (await me('GET', '/v1/me/devices')).devices.find((d) => d.platform === 'web'));
+  assert.match(webDevice.pubkey, /^[0-9a-f]{64}$/);
+  // The secret stays in IndexedDB: what the browser holds derives the public key the relay has.
+  const held = await page.evaluate(() => new Promise((resolve, reject) => {
+    const req = indexedDB.open('relay-e2e');
+    req.onsuccess = () => {
+      const all = req.result.transaction('devices').objectStore('devices').getAll();
+      all.onsuccess = () => resolve(all.result.map((d) => ({ id: d.device_id, pub: d.public_key, secret: Array.from(d.secret_key) })));
+    };
+    req.onerror = () => reject(req.error);
+  }));
+  assert.equal(held.length, 1);
+  assert.equal(held[0].id, idOf(webDevice));
+  assert.equal(hex(nacl.box.keyPair.fromSecretKey(Uint8Array.from(held[0].secret)).publicKey), webDevice.pubkey);
+  const secretHex = hex(Uint8Array.from(held[0].secret));
+  assert.ok(!sent.some((r) => r.includes(secretHex)), 'the secret key was never sent');
+  // Every later call names the device.
+  const pending = await socket.update('device_pending', (p) => p.device_id === idOf(webDevice));
+  assert.equal(pending.payload.pubkey, webDevice.pubkey);
+  assert.equal(socket.updates('device_added').length, 0, 'no device_added before the user confirms');
+  collect(page);
+});
+
+test('Verify shows the emoji the bridge computes; They match confirms, and only then the bridge gets device_added', async () => {
+  await page.goto(`${relay.url}/#/settings`);
+  await page.click(`a[aria-label^="Verify"]`);
+  const shown = await waitFor('the SAS', async () => {
+    const el = await page.$('ol.sas');
+    return el && el.getAttribute('data-sas');
+  });
+  assert.equal(shown, sasOf(webDevice.pubkey), 'the bridge derives the same four emoji');
+  assert.equal((await page.innerText('ol.sas')).replace(/\s+/g, ' ').trim(), shown);
+  await screenshot(page, 'e2e-verify');
+  assert.deepEqual(await axe(page), []);
+  await page.click('button:has-text("They match")');
+  const added = await socket.update('device_added', (p) => p.device_id === idOf(webDevice));
+  assert.equal(added.payload.pubkey, webDevice.pubkey);
+  const mine = await me('GET', '/v1/me/devices', undefined, { 'X-Relay-Device': idOf(webDevice) });
+  assert.equal(mine.devices.find((d) => idOf(d) === bridgeDevice).confirmed_by_me, true);
+  await page.waitForSelector('.device-item .pill-lock');
+  collect(page);
+});
+
+test('a new chat on the verified machine is encrypted: the key is made in the browser and wrapped for the bridge', async () => {
+  await page.goto(`${relay.url}/#/new/${installationId}`);
+  await page.waitForSelector('#new-encryption .pill-lock');
+  await page.fill('#new-title', SECRET.title);
+  await page.click('button:has-text("Start chat")');
+  await page.waitForSelector('.composer-input');
+  sessionId = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
+  const session = (await me('GET', '/v1/me')).sessions.find((s) => s.id === sessionId);
+  assert.equal(session.encrypted, true);
+  const granted = await socket.update('session_key_granted', (p) => p.session_id === sessionId && p.device_id === bridgeDevice);
+  assert.equal(granted.payload.wrapped_by_device_id, idOf(webDevice));
+  sessionKey = unwrap(granted.payload.wrapped_session_key, bridgeKeys.secretKey);
+  assert.equal(sessionKey.length, 32);
+  // The title went sealed: the relay holds title_ct, the bridge opens it.
+  assert.equal(session.title || null, null);
+  assert.equal(open(sessionKey, `session_meta/${sessionId}`, session.title_ct), SECRET.title);
+  await page.waitForSelector('.chat-subtitle .pill-lock');
+  assert.equal(await page.innerText('.chat-title'), SECRET.title);
+  collect(page);
+});
+
+test('an encrypted turn: the message goes sealed, the reply, a task and an approval come sealed and read in clear; the decision is signed', async () => {
+  await page.fill('.composer-input', SECRET.user);
+  await page.click('button[aria-label="Send"]');
+  const message = await socket.update('session.message', (p) => p.session && p.session.id === sessionId);
+  interactionId = message.interaction_id;
+  assert.equal(message.payload.message.text || '', '');
+  assert.equal(open(sessionKey, `messages/${sessionId}`, message.payload.message.text_ct), SECRET.user);
+
+  const path = `messages/${sessionId}`;
+  const { message_id: messageId } = await bridge('sendMessage', { session_id: sessionId, interaction_id: interactionId,
+    text_ct: seal(sessionKey, path, ''), idempotency_key: key() });
+  for (const d of SECRET.delta) await bridge('sendMessageDelta', { message_id: messageId, delta_ct: seal(sessionKey, path, d), idempotency_key: key() });
+  await waitFor('the streamed reply', async () => (await lastAgentText(page)) === SECRET.reply);
+  await bridge('sendMessageEnd', { message_id: messageId, text_ct: seal(sessionKey, path, SECRET.reply), finish_reason: 'tool_call', idempotency_key: key() });
+
+  const tasks = `tasks/${sessionId}`;
+  await bridge('createTask', { session_id: sessionId, interaction_id: interactionId, task_id: 'call_read', kind: 'read',
+    status_label_ct: seal(sessionKey, tasks, SECRET.task), args_ct: seal(sessionKey, tasks, JSON.stringify({ path: SECRET.args })) });
+  await bridge('finishTask', { session_id: sessionId, interaction_id: interactionId, task_id: 'call_read', status: 'completed',
+    result_ct: seal(sessionKey, tasks, JSON.stringify({ content: [{ type: 'text', text: SECRET.result }] })) });
+  const card = await page.waitForSelector('[data-task-id="call_read"]');
+  await waitFor('the task opened', async () => (await card.innerText()).includes(SECRET.task));
+  await card.$$eval('details', (ds) => ds.forEach((d) => { d.open = true; }));
+  await waitFor('its result', async () => (await card.innerText()).includes(SECRET.result));
+
+  await bridge('requestApproval', { session_id: sessionId, interaction_id: interactionId, approval_id: 'apr_shred', action: 'execute',
+    severity: 'high', idempotency_key: key(),
+    details_ct: seal(sessionKey, `approvals/${sessionId}`, JSON.stringify({ title: 'Run a command', message: 'The agent wants to run it.',
+      command: SECRET.approval, host: 'laptop', tool_call_id: 'call_shred', approval_slug: 'exec' })) });
+  const approval = await page.waitForSelector('.approval-pending');
+  assert.match(await approval.innerText(), /shred-the-marmalade --verbose/);
+  await screenshot(page, 'e2e-approval');
+  assert.deepEqual(await axe(page), []);
+  await (await approval.$('button[data-choice="once"]')).click();
+  const resolved = await socket.update('approval.resolved', (p) => p.approval_id === 'apr_shred');
+  const p = resolved.payload;
+  assert.equal(p.decision, 'approve');
+  assert.equal(p.decision_sig, expectedSig(webDevice.pubkey, { approvalId: 'apr_shred', decision: p.decision, scope: p.scope, deviceId: idOf(webDevice) }),
+    'the decision is signed with the key the phone and the bridge share');
+  // A signature by another key does not verify: the bridge can tell a forged decision.
+  const other = nacl.box.keyPair();
+  assert.notEqual(p.decision_sig, expectedSig(hex(other.publicKey), { approvalId: 'apr_shred', decision: p.decision, scope: p.scope, deviceId: idOf(webDevice) }));
+  collect(page);
+});
+
+test('a reload reads the whole chat again from sealed history', async () => {
+  await page.reload();
+  await page.waitForSelector('.msg-agent .msg-body');
+  await waitFor('the history opened', async () => {
+    const text = await page.innerText('.timeline');
+    return text.includes(SECRET.user) && text.includes(SECRET.reply) && text.includes(SECRET.task);
+  });
+  assert.equal(await page.innerText('.chat-title'), SECRET.title);
+  collect(page);
+});
+
+test('a device without the key: a readable placeholder, never a crash; the key granted later opens it', async () => {
+  const context = await browser.newContext({ viewport: PHONE_390, baseURL: relay.url, serviceWorkers: 'allow' });
+  const second = watch(await context.newPage());
+  second.problems = [];
+  second.on('pageerror', (err) => second.problems.push(`pageerror: ${err.message}`));
+  await signIn(second, relay);
+  const device = await waitFor('the second web device', async () => (await me('GET', '/v1/me/devices')).devices.find((d) => d.platform === 'web' && idOf(d) !== idOf(webDevice)));
+  await second.goto(`${relay.url}/#/s/${sessionId}`);
+  await waitFor('the placeholder', async () => (await second.innerText('.timeline')).includes('Waiting for this device to receive the key'));
+  await second.waitForSelector('.chat-subtitle .pill-warn');
+  assert.ok(!(await second.innerText('body')).includes(SECRET.reply));
+  await screenshot(second, 'e2e-locked');
+  // It verifies the machine; the bridge, told of it, wraps the key for it.
+  await second.goto(`${relay.url}/#/verify/${bridgeDevice}`);
+  await second.click('button:has-text("They match")');
+  await second.waitForURL(/#\/settings$/);
+  const added = await socket.update('device_added', (p) => p.device_id === idOf(device));
+  await bridge(`sessions/${sessionId}/recipients`, { recipients: [{ device_id: idOf(device), wrapped_session_key: wrap(sessionKey, added.payload.pubkey) }],
+    wrapped_by_device_id: bridgeDevice });
+  await second.goto(`${relay.url}/#/s/${sessionId}`);
+  await waitFor('the chat opened with the granted key', async () => (await second.innerText('.timeline')).includes(SECRET.reply));
+  assert.deepEqual(second.problems, []);
+  await context.close();
+});
+
+test('revoking a device rotates the chat\'s key: a new key for the bridge, the old one kept for old messages', async () => {
+  // A second phone that confirmed the machine, then is lost.
+  const lost = nacl.box.keyPair();
+  const reg = await me('POST', '/v1/me/devices', { pubkey: hex(lost.publicKey), label: 'Lost phone', platform: 'ios' });
+  const lostId = reg.device_id || idOf(reg.device || reg);
+  await me('POST', `/v1/me/devices/${lostId}/confirm`, { bridge_device_id: bridgeDevice }, { 'X-Relay-Device': lostId });
+  oldKey = sessionKey;
+  const before = socket.updates('session_key_granted').length;
+  await page.goto(`${relay.url}/#/settings`);
+  await page.click('button[aria-label="Revoke Lost phone"]');
+  await page.click('dialog button:has-text("Revoke")');
+  await socket.update('device_revoked', (p) => p.device_id === lostId);
+  const grant = await waitFor('a new key for the bridge', () => socket.updates('session_key_granted')
+    .slice(before).find((u) => u.payload.session_id === sessionId && u.payload.device_id === bridgeDevice));
+  sessionKey = unwrap(grant.payload.wrapped_session_key, bridgeKeys.secretKey);
+  assert.notEqual(hex(sessionKey), hex(oldKey), 'a new key');
+  // The lost phone's wraps are gone.
+  await assert.rejects(me('GET', `/v1/me/devices/${lostId}/keys`, undefined, { 'X-Relay-Device': lostId }), (err) => err.status === 404 || err.status === 409);
+  // What the bridge seals with the new key reads on the phone; the old messages still read.
+  await page.goto(`${relay.url}/#/s/${sessionId}`);
+  await bridge('sendMessage', { session_id: sessionId, interaction_id: interactionId, text_ct: seal(sessionKey, `messages/${sessionId}`, SECRET.rotated),
+    idempotency_key: key() });
+  await waitFor('the message sealed with the new key', async () => (await page.innerText('.timeline')).includes(SECRET.rotated));
+  await page.reload();
+  await waitFor('old and new after a reload', async () => {
+    const text = await page.innerText('.timeline');
+    return text.includes(SECRET.reply) && text.includes(SECRET.rotated);
+  });
+  collect(page);
+});
+
+test('push: the service worker opens text_ct with the key in IndexedDB; without a key it says only "New message"', async () => {
+  const context = page.context();
+  await context.grantPermissions(['notifications'], { origin: relay.url });
+  // No window of the app open (a reply's notification is skipped while one is in front): the worker shows it.
+  const blank = await context.newPage();
+  collect(page);
+  await page.close();
+  const cdp = await context.newCDPSession(blank);
+  const registrations = [];
+  cdp.on('ServiceWorker.workerRegistrationUpdated', (e) => registrations.push(...e.registrations));
+  await cdp.send('ServiceWorker.enable');
+  const registration = await waitFor('the worker registration', () => registrations.find((r) => r.scopeURL === `${relay.url}/` && !r.isDeleted));
+  const deliver = (note) => cdp.send('ServiceWorker.deliverPushMessage', { origin: relay.url, registrationId: registration.registrationId, data: JSON.stringify(note) });
+  const notes = async () => {
+    const worker = context.serviceWorkers().find((w) => w.url().startsWith(relay.url));
+    if (!worker) return [];
+    return worker.evaluate(async () => (await self.registration.getNotifications()).map((n) => ({ title: n.title, body: n.body, tag: n.tag })));
+  };
+  await deliver({ kind: 'reply', session_id: sessionId, message_id: 'msg_x', title: 'New message', url: `/#/s/${sessionId}`,
+    text_ct: seal(sessionKey, `messages/${sessionId}`, SECRET.push) });
+  const shown = await waitFor('the opened notification', async () => (await notes()).find((n) => n.tag === sessionId));
+  assert.equal(shown.body, SECRET.push);
+  await deliver({ kind: 'reply', session_id: 'ses_unknown', message_id: 'msg_y', title: 'New message', url: '/',
+    text_ct: seal(randomBytes(32), 'messages/ses_unknown', 'nobody can read this') });
+  const generic = await waitFor('the generic notification', async () => (await notes()).find((n) => n.tag === 'ses_unknown'));
+  assert.equal(generic.title, 'New message');
+  assert.ok(!generic.body.includes('nobody can read this'));
+  await cdp.detach();
+  page = watch(blank);
+  page.problems = [];
+  page.on('pageerror', (err) => page.problems.push(`pageerror: ${err.message}`));
+  await page.goto(`${relay.url}/#/s/${sessionId}`);
+  await page.waitForSelector('.composer-input');
+});
+
+test('the relay never received a secret word in clear: not in any request the pages sent, nor in its files', async () => {
+  const words = Object.values(SECRET).flat().filter((w) => w.length > 12);
+  const leaks = sent.filter((r) => words.some((w) => r.includes(w)));
+  assert.deepEqual(leaks, []);
+  assert.ok(sent.some((r) => r.includes('text_ct')), 'the sends went as text_ct');
+  // relayd's data folder (SQLite and its journal) and its log.
+  const files = [];
+  const walk = (dir) => {
+    for (const name of readdirSync(dir)) {
+      const p = join(dir, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else files.push(p);
+    }
+  };
+  walk(relay.data);
+  assert.ok(files.length > 0);
+  for (const f of files) {
+    const bytes = readFileSync(f);
+    for (const w of words) assert.equal(bytes.includes(Buffer.from(w, 'utf8')), false, `${w} in ${f}`);
+  }
+  const log = relay.log.join('');
+  for (const w of words) assert.ok(!log.includes(w), `${w} in relayd's log`);
+  // The page's copy of tweetnacl is the one npm serves for 1.0.3.
+  assert.equal(readFileSync(join(ROOT, 'web', 'app', 'vendor', 'tweetnacl', 'nacl-fast.js'), 'utf8'),
+    readFileSync(join(ROOT, 'tests', 'browser', 'node_modules', 'tweetnacl', 'nacl-fast.js'), 'utf8'));
+});
