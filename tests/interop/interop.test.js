@@ -31,6 +31,7 @@ let browser;
 let page;
 let user;
 let script;
+let second;           // the stopped turn's script
 let authors;            // the authors' compiled modules: crypto.js, sas-emojis.js
 let sessionId;
 let webDevice;          // the phone's device row
@@ -41,6 +42,7 @@ const decisionRequests = [];
 let reached = 0;
 const needs = (step) => assert.ok(reached >= step, `step ${step} did not pass`);
 const USER_TEXT = 'Please summarise the tangerine ledger for Ottoline before the gondola leaves';
+const SECOND_TEXT = 'Then tally the quince inventory for Bartholomew';
 
 // A device row's id (GET /v1/me/devices).
 const idOf = (d) => d.id ?? d.device_id;
@@ -77,7 +79,10 @@ test('the authors\' bridge pairs with relayd through the 7-letter code the phone
     node: process.env.SOPHON_BRIDGE_NODE || process.execPath });
   script = defaultScript(join(bridge.dir, 'ledger.txt'));
   writeFileSync(join(bridge.dir, 'ledger.txt'), 'one\ntwo\nthree\n');
-  gateway.script = script;
+  // A second turn, with ids of its own, is stopped while its approval is pending.
+  second = defaultScript(join(bridge.dir, 'ledger.txt'));
+  second.before = ['Counting ', 'the quince ', 'inventory ', 'now.'];
+  gateway.script = [script, second];
   bridge.start();
 
   const started = await bridge.event('pairing_started');
@@ -215,6 +220,31 @@ test('one encrypted turn: the message, the streamed reply, a task and an approva
   reached = 3;
 });
 
+test('stopping a turn while its approval is pending: the gateway gets chat.abort, the phone keeps what streamed', async () => {
+  needs(3);
+  await page.fill('.composer-input', SECOND_TEXT);
+  await page.click('button[aria-label="Send"]');
+  await gateway.until(() => gateway.chats.length === 2);
+  assert.equal(gateway.chats[1].message, SECOND_TEXT);
+  const card = await waitFor('the second approval card', async () => {
+    const el = await page.$('.approval-pending');
+    return el && (await el.innerText()).includes('lighthouse-polish') ? el : null;
+  });
+  assert.ok(card);
+  await waitFor('the second reply streaming', async () => (await lastAgentText()).includes('quince inventory now.'));
+  await page.click('button[aria-label="Stop the reply"]');
+  await gateway.until(() => gateway.aborts.length === 1);
+  assert.deepEqual(gateway.aborts[0], { sessionKey: sessionId }, 'the bridge stops every run of the chat');
+  await gateway.until(() => gateway.finished.length === 2);
+  assert.equal(gateway.finished[1].decision, 'aborted');
+  assert.equal(gateway.decisions.length, 1, 'no decision was sent for the stopped turn\'s approval');
+  await waitFor('the reply ended', async () => (await page.$('button[aria-label="Stop the reply"]')) === null
+    || (await page.$eval('button[aria-label="Stop the reply"]', (b) => b.hidden)));
+  assert.match(await lastAgentText(), /Counting the quince inventory now\./);
+  await screenshot(page, 'interop-stopped');
+  reached = 4;
+});
+
 test('the file the tool read is listed for the session, under the blind index and sealed path the bridge made', async () => {
   needs(3);
   // The bridge's own key of the session (its session-keys.json), and the authors' derivations.
@@ -234,7 +264,25 @@ test('the file the tool read is listed for the session, under the blind index an
   const open = (ct) => new TextDecoder().decode(authors.crypto.decryptSymmetric(Uint8Array.from(Buffer.from(ct, 'base64')), fileKey));
   assert.equal(open(row.path_ct), real);
   assert.equal(open(row.display_name_ct), 'ledger.txt');
-  reached = 4;
+  reached = 5;
+});
+
+test('relayd answered every call the authors\' bridge made with a success', async () => {
+  needs(3);
+  // relayd logs each request with its route and status; the bridge's are the pairing and
+  // /v1/bridge/ routes (the bridge only logs a refused call, and goes on).
+  const requests = relay.log.join('').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
+    .filter((r) => r.msg === 'request' && /^\/v1\/(bridge|pairing)\//.test(r.route || ''));
+  const routes = new Set(requests.map((r) => r.route));
+  for (const route of ['/v1/pairing/start', '/v1/pairing/poll', '/v1/bridge/devices', '/v1/bridge/sendMessage',
+    '/v1/bridge/sendMessageDelta', '/v1/bridge/sendMessageEnd', '/v1/bridge/createTask', '/v1/bridge/updateTask',
+    '/v1/bridge/finishTask', '/v1/bridge/requestApproval', '/v1/bridge/notifyToolFile']) {
+    assert.ok(routes.has(route), `the bridge called ${route} (called: ${[...routes].join(', ')})`);
+  }
+  const refused = requests.filter((r) => r.status >= 400).map((r) => `${r.method} ${r.route} → ${r.status}`);
+  assert.deepEqual(refused, []);
+  assert.doesNotMatch(bridge.stderr, /failed|errored/, 'the bridge logged no failure');
+  reached = 6;
 });
 
 function filesUnder(dir) {
@@ -252,6 +300,8 @@ test('no word of the turn is in relayd\'s SQLite file, its WAL or its log', asyn
   const words = new Set();
   const add = (text) => { for (const w of String(text).match(/[A-Za-z]{6,}/g) || []) words.add(w); };
   add(USER_TEXT);
+  add(SECOND_TEXT);
+  for (const d of second.before) add(d);
   for (const d of script.before) add(d);
   add(script.after.approved);
   add(script.tool.progress);
@@ -281,5 +331,5 @@ test('no word of the turn is in relayd\'s SQLite file, its WAL or its log', asyn
   // And the words really were on the phone: the search looks for what the turn showed.
   const body = await page.innerText('body');
   assert.ok(body.includes('harpsichord'), 'the phone shows the turn');
-  reached = 5;
+  reached = 7;
 });

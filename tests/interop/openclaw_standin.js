@@ -8,7 +8,8 @@
 // OpenClaw itself cannot run in this suite (README.md says why), so this plays one turn, the
 // same every time: a reply streamed in several deltas, one tool call (start, update, result),
 // one approval request, and after the decision arrives by `exec.approval.resolve` the rest of
-// the reply and the end of the run. Everything the bridge sent is recorded for the test to read.
+// the reply and the end of the run; or, if the bridge sends `chat.abort` while the approval is
+// pending, the end of the run as aborted. Everything the bridge sent is recorded for the test.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { WebSocketServer } from 'ws';
 
@@ -41,7 +42,7 @@ export function defaultScript(filePath) {
 export class OpenClawStandIn {
   constructor({ token = randomBytes(16).toString('hex'), script, log = () => {} } = {}) {
     this.token = token;
-    this.script = script;
+    this.script = script;    // one turn's script, or one per turn
     this.log = log;
     this.server = null;
     this.port = null;
@@ -162,7 +163,7 @@ export class OpenClawStandIn {
       case 'chat.send': {
         this.chats.push(params);
         const runId = randomUUID();
-        this.runs.set(runId, { sessionKey: params.sessionKey, waiting: null });
+        this.runs.set(runId, { sessionKey: params.sessionKey, waiting: null, ended: false, abort: () => {} });
         this.reply(ws, id, { runId, status: 'started' });
         // The bridge binds its stream handlers when the ack arrives; play after it.
         setTimeout(() => this.play(ws, runId).catch((err) => this.log(`stand-in: ${err.message}`)), 20);
@@ -180,9 +181,13 @@ export class OpenClawStandIn {
         return;
       }
       case 'chat.abort': {
+        // Every live run of the session (the bridge names no runId: "stop this chat").
         this.aborts.push(params);
-        const ids = [...this.runs.entries()].filter(([, r]) => r.sessionKey === params.sessionKey).map(([k]) => k);
-        return this.reply(ws, id, { ok: true, aborted: ids.length > 0, runIds: ids });
+        const live = [...this.runs.entries()].filter(([k, r]) => r.sessionKey === params.sessionKey && !r.ended
+          && (!params.runId || params.runId === k));
+        this.reply(ws, id, { ok: true, aborted: live.length > 0, runIds: live.map(([k]) => k) });
+        for (const [, r] of live) r.abort();
+        return;
       }
       default:
         this.unknown.push({ method, params });
@@ -191,7 +196,9 @@ export class OpenClawStandIn {
   }
 
   async play(ws, runId) {
-    const s = this.script;
+    // One script per turn, in order; the last one again for any turn after.
+    const turn = this.chats.length - 1;
+    const s = Array.isArray(this.script) ? this.script[Math.min(turn, this.script.length - 1)] : this.script;
     const run = this.runs.get(runId);
     const agent = (stream, data) => this.event(ws, 'agent', { runId, sessionKey: run.sessionKey, stream, ts: Date.now(), data });
     const pause = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -211,11 +218,26 @@ export class OpenClawStandIn {
     await pause(60);
     const a = s.approval;
     run.approvalId = a.approvalId;
-    const decided = new Promise((resolve) => { run.waiting = resolve; });
+    const decided = new Promise((resolve) => {
+      run.waiting = resolve;
+      run.abort = () => {
+        run.waiting = null;
+        resolve('aborted');
+      };
+    });
     agent('approval', { phase: 'requested', kind: 'exec', status: 'pending', title: a.title,
       toolCallId: t.toolCallId, approvalId: a.approvalId, approvalSlug: a.approvalSlug,
       command: a.command, host: a.host, message: a.message });
     const decision = await decided;
+    if (decision === 'aborted') {
+      // As the gateway ends a run the user stopped: a `chat` event with state `aborted`.
+      this.event(ws, 'chat', { runId, sessionKey: run.sessionKey, state: 'aborted' });
+      agent('lifecycle', { phase: 'end', aborted: true });
+      run.ended = true;
+      this.finished.push({ runId, text, decision });
+      this.wake();
+      return;
+    }
     agent('approval', { phase: 'resolved', kind: 'exec', status: decision === 'deny' ? 'denied' : 'approved',
       title: a.title, approvalId: a.approvalId });
     const tail = decision === 'deny' ? s.after.denied : s.after.approved;
@@ -227,6 +249,7 @@ export class OpenClawStandIn {
     agent('lifecycle', { phase: 'end' });
     this.event(ws, 'chat', { runId, sessionKey: run.sessionKey, state: 'final',
       message: { role: 'assistant', content: [{ type: 'text', text }] } });
+    run.ended = true;
     this.finished.push({ runId, text, decision });
     this.wake();
   }
