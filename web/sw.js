@@ -121,7 +121,8 @@ async function openField(keys, path, b64) {
 async function openPush(note) {
   if (!note.session_id || (!note.text_ct && !note.details_ct)) return note;
   const keys = await readKeys(note.session_id);
-  const out = { ...note, title: note.title || 'New message', body: note.kind === 'approval' ? '' : 'Open the app to read it.' };
+  // The relay's generic title stays for a reply; an approval's says "Approval needed: a request" until opened.
+  const out = note.kind === 'approval' ? { ...note, title: null, body: '' } : { ...note, title: note.title || 'New message', body: 'Open the app to read it.' };
   if (!keys.length) return out;
   if (note.text_ct) {
     const text = await openField(keys, `messages/${note.session_id}`, note.text_ct);

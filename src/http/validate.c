@@ -286,7 +286,11 @@ static void check_object(validation_t *v, const rl_schema_t *schema, const json_
     if (!enter(v))
         return;
     for (field = schema->fields; field->name != NULL && !is_full(v); ++field) {
-        size_t mark = path_push(v, field->name, strlen(field->name));
+        size_t mark;
+        if (field->unless != NULL && json_object_get(object, field->name) == NULL &&
+            json_object_get(object, field->unless) != NULL)
+            continue;
+        mark = path_push(v, field->name, strlen(field->name));
         check_value(v, field, json_object_get(object, field->name));
         path_pop(v, mark);
     }

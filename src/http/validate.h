@@ -83,6 +83,8 @@ struct rl_field {
     const char *check_message; /* message of a failed check; NULL gives "Invalid" */
     const rl_schema_t *object; /* RL_FT_OBJECT: schema of the value; NULL accepts any object */
     const rl_field_t *items;   /* RL_FT_ARRAY: descriptor of every item; NULL accepts any items */
+    /* With RL_F_REQUIRED: the key may be absent when this sibling key is present (one of two names). */
+    const char *unless;
 };
 
 /*

@@ -531,6 +531,8 @@ static int lapse_run(rl_txn_t *txn, rl_store_op_t *base)
         if ((result = RL_TXN(txn, session_get, rows[i].session_id, &session)) != 0 ||
             (result = finalize(txn, &rows[i], NULL, 0, FINISH_INCOMPLETE, op->now, &view)) != 0)
             return result;
+        if (session.encrypted)
+            rl_view_seal_message(view);
         json_array_append_new(op->op.value, json_pack("{s:o, s:s, s:b}", "message", view, "user_id", session.user_id,
                                                       "deleted", session.deleted_at != RL_NO_TIME));
     }

@@ -61,7 +61,12 @@ static int check_poll_token(const char *s, size_t len)
 
 static const rl_field_t start_fields[] = {
     /* one of the two is required: connector_type_id is the protocol authors' name for it (issue 26) */
-    RL_FIELD_STRING("connector_type", 0, 1, 64),
+    {.name = "connector_type",
+     .type = RL_FT_STRING,
+     .flags = RL_F_REQUIRED,
+     .min_len = 1,
+     .max_len = 64,
+     .unless = "connector_type_id"},
     RL_FIELD_STRING("connector_type_id", 0, 1, 64),
     RL_FIELD_STRING("host_label", RL_F_REQUIRED, 1, 255),
     RL_FIELD_END,
@@ -193,13 +198,6 @@ int rl_pairing_start(rl_call_t *call)
 {
     struct pairing_start *start;
 
-    if (rl_body_string(call, "connector_type") == NULL && rl_body_string(call, "connector_type_id") == NULL) {
-        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
-                          json_pack("[{s:s, s:s, s:s}]", "path", "connector_type", "code", "invalid_type", "message",
-                                    "Required (or connector_type_id)"),
-                          NULL);
-        return 0;
-    }
     start = calloc(1, sizeof(*start));
     if (start == NULL)
         return RL_E_INTERNAL;

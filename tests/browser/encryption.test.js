@@ -261,13 +261,15 @@ test('an encrypted turn: the message goes sealed, the reply, a task and an appro
       command: SECRET.approval, host: 'laptop', tool_call_id: 'call_shred', approval_slug: 'exec' })) });
   const approval = await page.waitForSelector('.approval-pending');
   assert.match(await approval.innerText(), /shred-the-marmalade --verbose/);
+  assert.equal(await approval.$('button[data-choice="always"]'), null, 'no grant in an encrypted chat: relayd would answer nothing by it');
   await screenshot(page, 'e2e-approval');
   assert.deepEqual(await axe(page), []);
   await (await approval.$('button[data-choice="once"]')).click();
   const resolved = await socket.update('approval.resolved', (p) => p.approval_id === 'apr_shred');
   const p = resolved.payload;
   assert.equal(p.decision, 'approve');
-  assert.equal(p.decision_sig, expectedSig(webDevice.pubkey, { approvalId: 'apr_shred', decision: p.decision, scope: p.scope, deviceId: idOf(webDevice) }),
+  assert.equal(p.device_id, idOf(webDevice), 'the decision names the device that signed it');
+  assert.equal(p.decision_sig, expectedSig(webDevice.pubkey, { approvalId: 'apr_shred', decision: p.decision, scope: p.scope, deviceId: p.device_id }),
     'the decision is signed with the key the phone and the bridge share');
   // A signature by another key does not verify: the bridge can tell a forged decision.
   const other = nacl.box.keyPair();
@@ -360,6 +362,11 @@ test('push: the service worker opens text_ct with the key in IndexedDB; without 
     if (!worker) return [];
     return worker.evaluate(async () => (await self.registration.getNotifications()).map((n) => ({ title: n.title, body: n.body, tag: n.tag })));
   };
+  // The closed page may still count as a window for a moment: the worker would skip a reply's notification.
+  await waitFor('no window of the app', async () => {
+    const worker = context.serviceWorkers().find((w) => w.url().startsWith(relay.url));
+    return worker && (await worker.evaluate(async () => (await self.clients.matchAll({ type: 'window', includeUncontrolled: true })).length)) === 0;
+  });
   await deliver({ kind: 'reply', session_id: sessionId, message_id: 'msg_x', title: 'New message', url: `/#/s/${sessionId}`,
     text_ct: seal(sessionKey, `messages/${sessionId}`, SECRET.push) });
   const shown = await waitFor('the opened notification', async () => (await notes()).find((n) => n.tag === sessionId));
@@ -369,6 +376,16 @@ test('push: the service worker opens text_ct with the key in IndexedDB; without 
   const generic = await waitFor('the generic notification', async () => (await notes()).find((n) => n.tag === 'ses_unknown'));
   assert.equal(generic.title, 'New message');
   assert.ok(!generic.body.includes('nobody can read this'));
+  // An approval's details_ct, as relayd pushes it (title "Approval needed", no body).
+  await deliver({ kind: 'approval', title: 'Approval needed', body: '', severity: 'high', session_id: sessionId, approval_id: 'apr_pushed',
+    url: `/#/s/${sessionId}`, encrypted: true, details_ct: seal(sessionKey, `approvals/${sessionId}`,
+      JSON.stringify({ title: 'Run a command', message: 'The agent wants to run it.', command: SECRET.approval, host: 'laptop' })) });
+  const approvalNote = await waitFor('the opened approval notification', async () => (await notes()).find((n) => n.tag === 'apr_pushed'));
+  assert.deepEqual({ title: approvalNote.title, body: approvalNote.body }, { title: 'Approval needed: Run a command', body: SECRET.approval });
+  await deliver({ kind: 'approval', title: 'Approval needed', body: '', session_id: 'ses_unknown', approval_id: 'apr_sealed', url: '/', encrypted: true,
+    details_ct: seal(randomBytes(32), 'approvals/ses_unknown', '{"title":"nobody can read this"}') });
+  const sealedNote = await waitFor('the generic approval notification', async () => (await notes()).find((n) => n.tag === 'apr_sealed'));
+  assert.deepEqual({ title: sealedNote.title, body: sealedNote.body }, { title: 'Approval needed: a request', body: '' });
   await cdp.detach();
   page = watch(blank);
   page.problems = [];

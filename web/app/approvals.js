@@ -135,7 +135,10 @@ export const approvalCard = {
     }
     if (a.status === 'pending') {
       el.append(h('div', { class: 'countdown', 'aria-live': 'off' }));
-      el.append(h('div', { class: 'approval-actions' }, CHOICES.map((choice) =>
+      // In an encrypted chat relayd answers nothing by a grant (a grant's decision carries no signature): no "always" there.
+      const session = store.sessions.get(a.session_id);
+      const choices = session && session.encrypted ? CHOICES.filter((c) => c.id !== 'always') : CHOICES;
+      el.append(h('div', { class: 'approval-actions' }, choices.map((choice) =>
         h('button', { type: 'button', class: `btn ${choice.id === 'deny' ? 'btn-danger' : choice.id === 'once' ? 'btn-primary' : ''}`,
           dataset: { choice: choice.id }, text: choiceLabel(choice, a),
           onclick: (e) => {

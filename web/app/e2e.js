@@ -65,7 +65,7 @@ export async function start(userId) {
     if (!device.device_id) {
       const result = await post('/v1/me/devices', { pubkey: device.public_key, label: label(), platform: 'web' });
       const row = result.device || result;
-      device = { ...device, device_id: row.id || row.device_id };
+      device = { ...device, device_id: result.device_id || row.device_id || row.id };
       await keystore.saveDevice(device);
     }
     e2e.device = device;
@@ -249,7 +249,8 @@ export async function decisionBody(approval, session, body) {
   const sig = await decisionSig(e2e.device.secret_key, fromHex(bridge.pubkey), {
     approvalId: approval.approval_id, sessionId: approval.session_id, decision: body.decision, scope: body.scope, deviceId: e2e.device.device_id,
   });
-  return { ...body, decision_sig: sig };
+  // device_id says which device signed: the bridge recomputes the key with that device's public key.
+  return { ...body, decision_sig: sig, device_id: e2e.device.device_id };
 }
 
 export function openStreamEvent(name, data) {

@@ -9,7 +9,7 @@ import { healthPill } from './chat.js';
 import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
 import { go, signedIn, signOut } from './nav.js';
 import { devicesSection } from './devices.js';
-import { e2e, canEncrypt, bridgeOf, createSession } from './e2e.js';
+import { e2e, canEncrypt, bridgeOf, createSession, onKeys } from './e2e.js';
 
 // The agent a bridge runs, as its manifest names it (docs/api.md: the Installation's `agent`).
 function agentLine(inst) {
@@ -243,6 +243,14 @@ function updateInstallation(el, inst) {
         agentLine(inst) ? h('p', { class: 'installation-sub', text: agentLine(inst) }) : null),
       healthPill(inst)));
   if (inst.state === 'revoked') return;
+  // Its bridge's encryption key, verified by this browser or not yet (devices.js).
+  const bridge = bridgeOf(inst.id);
+  if (bridge && e2e.device) {
+    el.append(bridge.confirmed_by_me
+      ? h('p', { class: 'installation-sub' }, h('span', { class: 'pill pill-lock', text: 'New chats encrypted' }))
+      : h('p', { class: 'installation-sub' }, 'Verify this machine to encrypt its new chats: ',
+        h('a', { href: `#/verify/${encodeURIComponent(bridge.id)}`, text: 'Verify', 'aria-label': `Verify ${name}` })));
+  }
   el.append(h('div', { class: 'card-actions' },
     h('a', { class: 'btn btn-small btn-primary', href: `#/new/${encodeURIComponent(inst.id)}`, text: 'New chat' }),
     h('button', { type: 'button', class: 'btn btn-small', text: 'Rename', 'aria-label': `Rename ${name}`,
@@ -291,7 +299,7 @@ export function installationsView(main) {
     reconcile(list, items, (i) => i.id, installationItem, updateInstallation);
     empty.hidden = items.length > 0;
   }
-  const offs = [on('installations', draw), on('connection', draw)];
+  const offs = [on('installations', draw), on('connection', draw), onKeys((id) => id === null && draw())];
   draw();
   return () => offs.forEach((off) => off());
 }

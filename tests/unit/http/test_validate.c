@@ -189,6 +189,25 @@ static void test_unknown_encrypted_field_is_refused(void **state)
     json_decref(errors);
 }
 
+/* A key required unless its sibling is there: either name will do, and neither is "Required" at the first. */
+static void test_required_unless_sibling(void **state)
+{
+    static const rl_field_t fields[] = {
+        {.name = "connector_type", .type = RL_FT_STRING, .flags = RL_F_REQUIRED, .unless = "connector_type_id"},
+        RL_FIELD_STRING("connector_type_id", 0, 1, 64),
+        RL_FIELD_END,
+    };
+    static const rl_schema_t schema = RL_SCHEMA(fields);
+    json_t *errors;
+
+    (void)state;
+    assert_valid(&schema, "{\"connector_type\":\"a\"}");
+    assert_valid(&schema, "{\"connector_type_id\":\"a\"}");
+    assert_int_equal(run(&schema, "{}", &errors), RL_E_INVALID_REQUEST);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(errors, 0), "path")), "connector_type");
+    json_decref(errors);
+}
+
 static void test_missing_required(void **state)
 {
     json_t *errors;
@@ -752,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_deep_input_under_any),
         cmocka_unit_test(test_schema_without_fields),
         cmocka_unit_test(test_unknown_encrypted_field_is_refused),
+        cmocka_unit_test(test_required_unless_sibling),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
