@@ -34,6 +34,8 @@ let script;
 let second;           // the stopped turn's script
 let authors;            // the authors' compiled modules: crypto.js, sas-emojis.js
 let sessionId;
+let fileIdx;           // the blind index of the file the tool read
+let fileKey;           // its blob key, from the bridge's own session key
 let webDevice;          // the phone's device row
 let bridgeDevice;       // the bridge's device row
 const decisionRequests = [];
@@ -42,6 +44,7 @@ const decisionRequests = [];
 let reached = 0;
 const needs = (step) => assert.ok(reached >= step, `step ${step} did not pass`);
 const USER_TEXT = 'Please summarise the tangerine ledger for Ottoline before the gondola leaves';
+const LEDGER = 'persimmon 12\nloquat 7\nmedlar 3\n';
 const SECOND_TEXT = 'Then tally the quince inventory for Bartholomew';
 
 // A device row's id (GET /v1/me/devices).
@@ -78,7 +81,7 @@ test('the authors\' bridge pairs with relayd through the 7-letter code the phone
   bridge = new SophonBridge({ relayUrl: relay.url, gatewayUrl: gateway.url, gatewayToken: gateway.token,
     node: process.env.SOPHON_BRIDGE_NODE || process.execPath });
   script = defaultScript(join(bridge.dir, 'ledger.txt'));
-  writeFileSync(join(bridge.dir, 'ledger.txt'), 'one\ntwo\nthree\n');
+  writeFileSync(join(bridge.dir, 'ledger.txt'), LEDGER);
   // A second turn, with ids of its own, is stopped while its approval is pending.
   second = defaultScript(join(bridge.dir, 'ledger.txt'));
   second.before = ['Counting ', 'the quince ', 'inventory ', 'now.'];
@@ -260,11 +263,33 @@ test('the file the tool read is listed for the session, under the blind index an
   const row = files.find((f) => f.path_blind_idx === idx);
   assert.ok(row, `a row under the blind index ${idx}: ${JSON.stringify(files)}`);
   assert.equal(row.tool, 'read');
-  const fileKey = authors.crypto.deriveBlobKey(sessionKey, `agent_files/${sessionId}/${idx}`);
+  fileIdx = idx;
+  fileKey = authors.crypto.deriveBlobKey(sessionKey, `agent_files/${sessionId}/${idx}`);
   const open = (ct) => new TextDecoder().decode(authors.crypto.decryptSymmetric(Uint8Array.from(Buffer.from(ct, 'base64')), fileKey));
   assert.equal(open(row.path_ct), real);
   assert.equal(open(row.display_name_ct), 'ledger.txt');
   reached = 5;
+});
+
+test('relayd\'s requests to the bridge: its version, the gateway\'s models, a model change, the file read back sealed', async () => {
+  needs(5);
+  const me = await relay.api('GET', '/v1/me', user);
+  const inst = me.installations.find((i) => i.id === bridgeDevice.installation_id);
+  assert.equal(inst.bridge_version, '0.13.7', 'the hello frame\'s version');
+
+  const { models } = await relay.api('GET', `/v1/me/installations/${bridgeDevice.installation_id}/models`, user);
+  assert.deepEqual(models, [{ id: 'standin-1', name: 'Stand-in 1', provider: 'standin' }], 'models.list.req → OpenClaw models.list');
+
+  await relay.api('PATCH', `/v1/me/sessions/${sessionId}`, user, { model: 'standin-1' });
+  await gateway.until(() => gateway.patches.some((p) => p.key === sessionId && p.model === 'standin-1'));
+
+  const read = await relay.api('GET', `/v1/me/sessions/${sessionId}/files/${encodeURIComponent(fileIdx)}`, user);
+  assert.equal(read.encrypted, true);
+  assert.equal(read.size_bytes, Buffer.byteLength(LEDGER));
+  assert.equal(read.mime_type, 'text/plain');
+  const bytes = authors.crypto.decryptSymmetric(Uint8Array.from(Buffer.from(read.base64, 'base64')), fileKey);
+  assert.equal(new TextDecoder().decode(bytes), LEDGER, 'the file, sealed by the bridge for the phone');
+  reached = 6;
 });
 
 test('relayd answered every call the authors\' bridge made with a success', async () => {
@@ -282,7 +307,7 @@ test('relayd answered every call the authors\' bridge made with a success', asyn
   const refused = requests.filter((r) => r.status >= 400).map((r) => `${r.method} ${r.route} → ${r.status}`);
   assert.deepEqual(refused, []);
   assert.doesNotMatch(bridge.stderr, /failed|errored/, 'the bridge logged no failure');
-  reached = 6;
+  reached = 7;
 });
 
 function filesUnder(dir) {
@@ -301,6 +326,7 @@ test('no word of the turn is in relayd\'s SQLite file, its WAL or its log', asyn
   const add = (text) => { for (const w of String(text).match(/[A-Za-z]{6,}/g) || []) words.add(w); };
   add(USER_TEXT);
   add(SECOND_TEXT);
+  add(LEDGER);
   for (const d of second.before) add(d);
   for (const d of script.before) add(d);
   add(script.after.approved);
@@ -331,5 +357,5 @@ test('no word of the turn is in relayd\'s SQLite file, its WAL or its log', asyn
   // And the words really were on the phone: the search looks for what the turn showed.
   const body = await page.innerText('body');
   assert.ok(body.includes('harpsichord'), 'the phone shows the turn');
-  reached = 7;
+  reached = 8;
 });
