@@ -13,7 +13,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DRL_WERROR=ON
 endif
 
-.PHONY: all deps build run install test test-fresh test-unit test-e2e test-agents test-browser test-asan test-package fuzz bench clean
+.PHONY: all deps build run install test test-fresh test-unit test-e2e test-agents test-browser test-interop test-asan test-package fuzz bench clean
 
 all: build
 
@@ -45,12 +45,14 @@ install: deps
 
 # Unit tests and fuzz-corpus replays (ctest); the end-to-end suite twice at once, relayd on SQLite
 # with its in-process bus and on PostgreSQL + Redis (mostly waiting on sockets, so the two share the
-# cores well); the browser suite; unit and end-to-end again against the AddressSanitizer + UBSan
-# build; then the Debian packages, built, installed, run and removed.
+# cores well); the browser suite; the protocol authors' bridge client against relayd
+# (test-interop); unit and end-to-end again against the AddressSanitizer + UBSan build; then the
+# Debian packages, built, installed, run and removed.
 test: build
 	@$(MAKE) --no-print-directory test-unit BUILD=$(BUILD)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e test-e2e-cluster BUILD=$(BUILD)
 	@$(MAKE) --no-print-directory test-browser BUILD=$(BUILD)
+	@$(MAKE) --no-print-directory test-interop BUILD=$(BUILD)
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-package
 
@@ -79,6 +81,17 @@ test-agents:
 test-browser:
 	@cd tests/browser && npm ci --no-audit --no-fund --engine-strict
 	@cd tests/browser && RELAYD=$(abspath $(BUILD))/relayd node --test --test-concurrency=1 --test-reporter=spec
+
+# The protocol authors' bridge client (@sophonai/bridge 0.13.7, vendored unmodified in
+# tests/interop/sophon-bridge/vendor, its files checked against their pinned SHA-256 list and
+# compiled by the pinned TypeScript) paired with relayd for one encrypted turn, the web client in
+# Debian's headless Chromium as the phone, a scripted stand-in for the OpenClaw gateway behind it
+# (tests/interop/README.md). It drives the page with the browser suite's helpers, hence both
+# installs; --engine-strict as above.
+test-interop:
+	@cd tests/browser && npm ci --no-audit --no-fund --engine-strict
+	@cd tests/interop && npm ci --no-audit --no-fund --engine-strict
+	@cd tests/interop && RELAYD=$(abspath $(BUILD))/relayd node --test --test-concurrency=1 --test-reporter=spec interop.test.js
 
 test-asan: deps test-agents
 	@cmake -S . -B $(ASAN_BUILD) -DRL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null

@@ -18,7 +18,8 @@ for p in $PACKAGES; do
 done
 
 # Node runs the end-to-end suite's independent EventSource client, the browser suite
-# (playwright-core) and the ACP agents the bridge tests drive. Debian 12's own nodejs (18) and npm
+# (playwright-core), the ACP agents the bridge tests drive and the protocol authors' bridge client
+# (tests/interop, built with TypeScript from npm). Debian 12's own nodejs (18) and npm
 # (9) are what the tests' package locks are pinned for: nothing the tests install needs newer.
 NODE_MIN=18
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
