@@ -13,12 +13,12 @@
 #include "common/log.h"
 #include "common/strmap.h"
 #include "relay/auth.h"
-#include "relay/jwks_source.h"
-#include "relay/jwt.h"
+#include "auth/jwks_source.h"
+#include "auth/jwt.h"
 #include "relay/ops.h"
 #include "relay/ratelimit.h"
 #include "relay/relay.h"
-#include "relay/token.h"
+#include "auth/token.h"
 
 #define KNOWN_USERS_MAX 100000
 #define VERIFIED_MAX    100000

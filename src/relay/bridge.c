@@ -29,7 +29,7 @@
 #include "relay/push.h"
 #include "relay/relay.h"
 #include "relay/text.h"
-#include "relay/token.h"
+#include "auth/token.h"
 #include "relay/updates.h"
 #include "relay/views.h"
 

@@ -1,7 +1,6 @@
 /*
- * relayd's settings: one table, read from flags (--name value or
- * --name=value), then the environment (RELAY_ + NAME in capitals, dashes as
- * underscores), then the default. Durations carry a unit ("250ms", "3s").
+ * The relay's settings, as the domain reads them. relayd fills them from
+ * its flags, the environment and the defaults (relayd/config.h).
  */
 #ifndef RL_RELAY_CONFIG_H
 #define RL_RELAY_CONFIG_H
@@ -45,7 +44,7 @@ typedef struct rl_config {
     int64_t shutdown_timeout; /* SIGTERM: how long requests in flight get to finish */
     int64_t attachment_url_ttl;
     int64_t sse_buffer_events;
-    int64_t store_queue_max; /* shedding: see config.c */
+    int64_t store_queue_max; /* shedding: see relayd/config.c */
     int64_t delta_backlog_max;
     int64_t delta_wait_max; /* ms */
     /* Abuse limits (docs/operations.md, Security). */
@@ -69,15 +68,5 @@ typedef struct rl_config {
     int64_t push_failures_max;  /* failures in a row after which a subscription is dropped */
     char metrics_listen[256];   /* HOST:PORT of the Prometheus listener, "" for none */
 } rl_config_t;
-
-/*
- * Fills config from defaults, the environment and argv[first..argc). Stops
- * at the first argument that is not a setting and stores its index in
- * *rest (argc when all were consumed). Returns 0, 1 when --help was asked
- * (usage printed to stdout), or -1 on a bad setting (message on stderr).
- */
-int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *rest);
-/* Prints every setting with its default and its environment name. */
-void rl_config_usage(FILE *out);
 
 #endif

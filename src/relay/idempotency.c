@@ -3,7 +3,7 @@
 
 #include "common/error.h"
 #include "relay/idempotency.h"
-#include "relay/token.h"
+#include "auth/token.h"
 
 int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1])
 {

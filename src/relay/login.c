@@ -15,11 +15,11 @@
 #include "common/qr.h"
 #include "common/rand.h"
 #include "relay/auth.h"
-#include "relay/jwt.h"
+#include "auth/jwt.h"
 #include "relay/login.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
-#include "relay/token.h"
+#include "auth/token.h"
 
 struct rl_login {
     rl_jwt_issuer_t *issuer; /* NULL with an external provider */

@@ -23,7 +23,7 @@
 #include "relay/ops.h"
 #include "relay/pairing.h"
 #include "relay/relay.h"
-#include "relay/token.h"
+#include "auth/token.h"
 #include "relay/views.h"
 
 #define CODE_LEN         7

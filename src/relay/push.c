@@ -19,10 +19,10 @@
 #include "relay/hub.h"
 #include "relay/ops.h"
 #include "relay/push.h"
-#include "relay/push_endpoint.h"
+#include "push/push_endpoint.h"
 #include "relay/relay.h"
-#include "relay/token.h"
-#include "relay/webpush.h"
+#include "auth/token.h"
+#include "push/webpush.h"
 
 /*
  * Pushes in flight at once; a push service answers in tens of milliseconds.

@@ -24,16 +24,14 @@
 #include "relay/keys.h"
 #include "relay/me.h"
 #include "relay/login.h"
-#include "relay/metrics.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/pairing.h"
 #include "relay/rpc.h"
 #include "relay/relay.h"
 #include "relay/sweeps.h"
-#include "relay/token.h"
+#include "auth/token.h"
 #include "relay/webapp.h"
-#include "rl_version.h"
 
 #define RATE_KEYS_MAX 200000 /* buckets the local bus keeps */
 #define MAX_JSON_BODY (1024 * 1024)
@@ -172,7 +170,7 @@ static int open_bus(rl_relay_t *relay)
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
-    char bound[300], why[4400];
+    char why[4400];
 
     relay->loop = loop;
     rl_rand_id(relay->node_id, sizeof(relay->node_id), "node_", 12);
@@ -224,26 +222,23 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         relay->deltas == NULL || relay->sweeps == NULL || relay->me_cache == NULL)
         return -1;
 
-    if (rl_http_server_listen(relay->server, config->listen, bound, sizeof(bound)) != 0)
+    if (rl_http_server_listen(relay->server, config->listen, relay->address, sizeof(relay->address)) != 0)
         return -1;
     if (config->public_url[0] == '\0')
         snprintf(config->public_url, sizeof(config->public_url), "%s://%s",
-                 rl_http_server_tls(relay->server) ? "https" : "http", bound);
+                 rl_http_server_tls(relay->server) ? "https" : "http", relay->address);
     relay->housekeeping = rl_housekeeping_start(relay);
     if (relay->housekeeping == NULL)
         return -1;
     /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
     if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
-        rl_push_open(relay, &relay->push) != 0 || rl_metrics_open(relay) != 0)
+        rl_push_open(relay, &relay->push) != 0)
         return -1;
-    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", bound, "data",
-                                         config->data, "version", RL_VERSION));
     return 0;
 }
 
 void rl_relay_shutdown_begin(rl_relay_t *relay)
 {
-    rl_metrics_shutdown(relay);
     if (relay->server != NULL)
         rl_http_server_shutdown(relay->server);
     rl_bridge_ws_close_all(relay->sockets);

@@ -69,7 +69,8 @@ typedef struct rl_relay {
     struct rl_strmap *attachment_usage;
     rl_http_config_t http;
     rl_http_server_t *server;
-    rl_http_config_t metrics_http;    /* --metrics-listen (metrics.c) */
+    char address[300]; /* where server listens, once started (HOST:PORT) */
+    rl_http_config_t metrics_http;    /* --metrics-listen (relayd/metrics.c) */
     rl_http_server_t *metrics_server; /* NULL when it is not set */
     h2o_timeout_t zero_timeout;       /* runs work on the next loop turn */
     h2o_timeout_entry_t store_flush;  /* an inline store: flush on the next turn */

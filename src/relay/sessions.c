@@ -12,7 +12,7 @@
 #include "relay/ops.h"
 #include "relay/relay.h"
 #include "relay/sessions.h"
-#include "relay/token.h"
+#include "auth/token.h"
 #include "relay/updates.h"
 #include "relay/views.h"
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "relay/token.h"
+#include "auth/token.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

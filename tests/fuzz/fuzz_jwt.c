@@ -1,5 +1,5 @@
 /*
- * Fuzz target for src/relay/jwt.c: every input is verified as a token
+ * Fuzz target for src/auth/jwt.c: every input is verified as a token
  * against a fixed key set (one key of each algorithm, with the corpus's valid
  * tokens signed by their private halves), and parsed as a JWKS; a set that
  * parses is then used to verify the fixed valid tokens. The clock is fixed,
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "relay/jwt.h"
+#include "auth/jwt.h"
 
 #define FUZZ_NOW 1700000000
 

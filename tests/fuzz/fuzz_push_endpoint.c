@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the push subscription's endpoint rule (src/relay/push_endpoint.c).
+ * Fuzz target: the push subscription's endpoint rule (src/push/push_endpoint.c).
  * Input: an endpoint URL. Whatever the bytes, the check never reads out of
  * bounds, and what the default policy accepts, libcurl (which sends the push)
  * reads the same way: https, no user name or password, port 443, and a host
@@ -13,7 +13,7 @@
 
 #include <curl/curl.h>
 
-#include "relay/push_endpoint.h"
+#include "push/push_endpoint.h"
 
 #define URL_MAX 4096
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/relay/jwt.c and src/relay/jwks_source.c.
+ * Unit tests for src/auth/jwt.c and src/auth/jwks_source.c.
  *
  * Keys are generated here with OpenSSL and tokens are signed here by a
  * test-only signer, so that the verifier is checked against an independent
@@ -32,8 +32,8 @@
 
 #include "common/base64.h"
 #include "common/clock.h"
-#include "relay/jwks_source.h"
-#include "relay/jwt.h"
+#include "auth/jwks_source.h"
+#include "auth/jwt.h"
 
 #define NOW      1700000000
 #define ISSUER   "https://idp.test"

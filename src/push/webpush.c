@@ -14,8 +14,8 @@
 #include "common/base64.h"
 #include "common/log.h"
 #include "common/rand.h"
-#include "relay/keyfile.h"
-#include "relay/webpush.h"
+#include "auth/keyfile.h"
+#include "push/webpush.h"
 
 #define VAPID_FILE    "vapid.key"
 #define VAPID_TTL_MAX (24 * 3600)

@@ -15,7 +15,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "relay/jwks_source.h"
+#include "auth/jwks_source.h"
 
 #define ORIGIN_MAX 300
 

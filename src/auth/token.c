@@ -8,7 +8,7 @@
 #include "common/hex.h"
 #include "common/percent.h"
 #include "common/rand.h"
-#include "relay/token.h"
+#include "auth/token.h"
 
 static int is_base62(char c)
 {

@@ -5,7 +5,7 @@
 
 #include "common/duration.h"
 #include "http/peer.h"
-#include "relay/config.h"
+#include "relayd/config.h"
 
 enum setting_kind { SETTING_STRING, SETTING_DURATION, SETTING_COUNT };
 

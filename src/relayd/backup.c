@@ -21,7 +21,7 @@
 #include <jansson.h>
 
 #include "common/clock.h"
-#include "relay/backup.h"
+#include "relayd/backup.h"
 #include "relay/datalock.h"
 #include "rl_version.h"
 #include "store/sqlite.h"

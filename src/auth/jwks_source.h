@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "relay/jwt.h"
+#include "auth/jwt.h"
 
 /* Limits on one fetch of a JWKS URL. */
 #define RL_JWKS_FETCH_TIMEOUT_MS   10000

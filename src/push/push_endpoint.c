@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "relay/push_endpoint.h"
+#include "push/push_endpoint.h"
 
 #define HOST_MAX 253
 

@@ -1,5 +1,5 @@
 /*
- * Where a push may go (src/relay/push_endpoint.c): the public-address table,
+ * Where a push may go (src/push/push_endpoint.c): the public-address table,
  * the connect-time check on socket addresses with their ports, and the
  * endpoint rule under each policy.
  */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "relay/push_endpoint.h"
+#include "push/push_endpoint.h"
 
 static rl_addr_t address(const char *text)
 {

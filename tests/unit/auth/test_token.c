@@ -5,7 +5,7 @@
 
 #include <cmocka.h>
 
-#include "relay/token.h"
+#include "auth/token.h"
 
 #define GOOD "inst_0123456789abcdef:s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV"
 

@@ -22,8 +22,8 @@
 #include "common/base64.h"
 #include "common/log.h"
 #include "common/rand.h"
-#include "relay/jwt.h"
-#include "relay/keyfile.h"
+#include "auth/jwt.h"
+#include "auth/keyfile.h"
 
 /* A JWKS with more entries than this is refused: a token without kid is tried against every fitting key. */
 #define JWKS_KEYS_MAX   64

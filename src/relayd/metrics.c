@@ -13,7 +13,7 @@
 #include "http/sse.h"
 #include "relay/bridge_ws.h"
 #include "relay/hub.h"
-#include "relay/metrics.h"
+#include "relayd/metrics.h"
 #include "relay/relay.h"
 #include "rl_version.h"
 

@@ -22,10 +22,12 @@
 #include "http/stop.h"
 #include "relay/login.h"
 #include "relay/auth.h"
-#include "relay/backup.h"
-#include "relay/jwt.h"
+#include "relayd/backup.h"
+#include "auth/jwt.h"
 #include "relay/keys.h"
 #include "relay/relay.h"
+#include "relayd/config.h"
+#include "relayd/metrics.h"
 #include "rl_version.h"
 #include "store/migrate.h"
 #include "store/sqlite.h"
@@ -262,6 +264,7 @@ static void shut_down(rl_relay_t *relay, h2o_loop_t *loop)
     int64_t left;
 
     rl_log_info("stopping");
+    rl_metrics_shutdown(relay);
     rl_relay_shutdown_begin(relay);
     while (!rl_relay_quiet(relay) && (left = deadline - rl_clock_mono_us() / 1000) > 0)
         turn(relay, loop, left < 100 ? (int32_t)left : 100);
@@ -386,10 +389,12 @@ int main(int argc, char **argv)
         perror("relayd: signal pipe");
         return 1;
     }
-    if (rl_relay_start(&relay, loop) != 0) {
+    if (rl_relay_start(&relay, loop) != 0 || rl_metrics_open(&relay) != 0) {
         rl_relay_stop(&relay);
         return 1;
     }
+    rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s, s:s, s:s}", "msg", "listening", "address", relay.address, "data",
+                                         relay.config.data, "version", RL_VERSION));
     check_data_folder(relay.config.data);
     print_banner(&relay);
 

@@ -13,7 +13,7 @@
 
 #include "common/log.h"
 #include "common/rand.h"
-#include "relay/keyfile.h"
+#include "auth/keyfile.h"
 
 static int no_passphrase(char *buf, int size, int rwflag, void *u)
 {

@@ -18,7 +18,7 @@
 #include <openssl/evp.h>
 
 #include "common/base64.h"
-#include "relay/webpush.h"
+#include "push/webpush.h"
 
 /* RFC 8291, Appendix A. */
 #define PLAINTEXT  "When I grow up, I want to be a watermelon"
