@@ -13,8 +13,10 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DRL_WERROR=ON
 endif
 
-.PHONY: all deps build run install test test-fresh test-unit test-e2e test-agents test-browser test-interop test-asan test-package fuzz bench clean
+.PHONY: all deps build run run-catalog install test test-fresh test-unit test-e2e test-e2e-cluster test-e2e-postgres \
+	test-agents test-browser test-interop test-asan test-package fuzz bench bench-catalog clean
 
+# ==== Build, run, install ===========================================================================
 all: build
 
 deps:
@@ -33,6 +35,10 @@ run: deps
 	@./scripts/run-build.sh $(BUILD) $(JOBS) $(RUN_PROGRAMS)
 	@./scripts/run.sh $(BUILD)/relayd
 
+# catalogd on 127.0.0.1:8090 with the bundled dataset, imported from catalog/ into ./data/catalog.db when stale.
+run-catalog: build
+	@$(BUILD)/catalogd
+
 # The five programs, their manuals, docs, the catalog's dataset and the systemd units, under
 # $(DESTDIR)$(PREFIX), from a build folder of its own (RL_BUILD_TESTS=OFF: no tests, no fuzzers).
 PREFIX ?= /usr/local
@@ -43,6 +49,7 @@ install: deps
 	@cmake --build $(INSTALL_BUILD) -j$(JOBS)
 	@DESTDIR=$(DESTDIR) cmake --install $(INSTALL_BUILD)
 
+# ==== Tests ========================================================================================
 # Unit tests and fuzz-corpus replays (ctest); the end-to-end suite twice at once, relayd on SQLite
 # with its in-process bus and on PostgreSQL + Redis (mostly waiting on sockets, so the two share the
 # cores well); the browser suite; the protocol authors' bridge client against relayd
@@ -66,6 +73,25 @@ test-unit:
 
 test-e2e: test-agents
 	@RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
+
+# The end-to-end suite with every relayd on PostgreSQL and on a Redis bus: a PostgreSQL server and a
+# redis-server started for the session on Unix sockets in temporary folders (tests/support/pg.sh,
+# redis.sh), a fresh database of each per relayd data folder.
+# Tests that start their own servers whatever RELAY_TEST_STORE and RELAY_TEST_BUS say (the catalog,
+# migrate, the PostgreSQL backup, the Redis locations, several nodes, outages) and make run (it builds
+# in the build folder, which the other pass may be doing too) already ran in test-e2e.
+# Like test-e2e, it runs the build that is there (make build first).
+CLUSTER_PASS_SKIPS = test_20_catalog_api.py test_21_catalog_cli.py test_22_catalog_papers.py \
+	test_41_store_migrate.py test_42_postgres_backup.py test_43_redis_bus_urls.py \
+	test_77_make_run.py test_80_cluster.py test_81_cluster_failures.py
+test-e2e-cluster: test-agents
+	@RELAY_TEST_STORE=postgres RELAY_TEST_BUS=redis RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q \
+		-p no:cacheprovider $(addprefix --ignore=tests/e2e/,$(CLUSTER_PASS_SKIPS)) tests/e2e
+
+# The end-to-end suite with every relayd on PostgreSQL: a server started for the session on a Unix
+# socket in a temporary folder (tests/support/pg.sh), a fresh database per relayd data folder.
+test-e2e-postgres: build test-agents
+	@RELAY_TEST_STORE=postgres RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
 
 # The real coding agents the end-to-end tests drive through relay-bridge's acp: agent (test_9x):
 # @zed-industries/claude-agent-acp with the Claude Code it bundles, and @zed-industries/codex-acp
@@ -109,52 +135,19 @@ fuzz: deps
 		$$t -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$name || exit 1; \
 	done
 
-bench:
-	@./bench/run.sh
 
 # The Debian packages, built with dpkg-buildpackage, installed with dpkg -i, the installed relayd
 # started and talked to, then everything removed again (tests/package; slow: minutes, root).
 test-package: deps
 	@$(PYTHON) -m pytest -q -s tests/package
 
-clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(INSTALL_BUILD)
-
-# ---- catalog (issue 7) ---------------------------------------------------------------------------
-.PHONY: run-catalog bench-catalog
-
-# catalogd on 127.0.0.1:8090 with the bundled dataset, imported from catalog/ into ./data/catalog.db when stale.
-run-catalog: build
-	@$(BUILD)/catalogd
+# ==== Benchmarks (not part of make test) ===========================================================
+bench:
+	@./bench/run.sh
 
 # Search latency and entity-read throughput next to nginx; writes bench/catalog/RESULTS.md.
 bench-catalog: build
 	@./bench/catalog/run.sh $(BUILD)
-# ---- end of the catalog block --------------------------------------------------------------------
 
-# ---- PostgreSQL (issue 13) -----------------------------------------------------------------------
-.PHONY: test-e2e-postgres
-
-# The end-to-end suite with every relayd on PostgreSQL: a server started for the session on a Unix
-# socket in a temporary folder (tests/support/pg.sh), a fresh database per relayd data folder.
-test-e2e-postgres: build test-agents
-	@RELAY_TEST_STORE=postgres RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
-# ---- end of the PostgreSQL block -----------------------------------------------------------------
-
-# ---- PostgreSQL + Redis, one node (issue 13) -----------------------------------------------------
-.PHONY: test-e2e-cluster
-
-# The end-to-end suite with every relayd on PostgreSQL and on a Redis bus: a PostgreSQL server and a
-# redis-server started for the session on Unix sockets in temporary folders (tests/support/pg.sh,
-# redis.sh), a fresh database of each per relayd data folder.
-# Tests that start their own servers whatever RELAY_TEST_STORE and RELAY_TEST_BUS say (the catalog,
-# migrate, the PostgreSQL backup, the Redis locations, several nodes, outages) and make run (it builds
-# in the build folder, which the other pass may be doing too) already ran in test-e2e.
-# Like test-e2e, it runs the build that is there (make build first).
-CLUSTER_PASS_SKIPS = test_20_catalog_api.py test_21_catalog_cli.py test_22_catalog_papers.py \
-	test_41_store_migrate.py test_42_postgres_backup.py test_43_redis_bus_urls.py \
-	test_77_make_run.py test_80_cluster.py test_81_cluster_failures.py
-test-e2e-cluster: test-agents
-	@RELAY_TEST_STORE=postgres RELAY_TEST_BUS=redis RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q \
-		-p no:cacheprovider $(addprefix --ignore=tests/e2e/,$(CLUSTER_PASS_SKIPS)) tests/e2e
-# ---- end of the PostgreSQL + Redis block ---------------------------------------------------------
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(INSTALL_BUILD)
