@@ -30,5 +30,12 @@ size_t rl_base64_encode(const void *in, size_t len, char *out);
  * length, or -1 on anything else.
  */
 long rl_base64_decode(const char *in, size_t len, unsigned char *out);
+/*
+ * Checks standard padded base64 without decoding it: the decoded length, or
+ * -1 as rl_base64_decode would refuse it; *first (when not NULL and the
+ * length is not 0) receives the first decoded byte. For values a peer sends
+ * that are only carried, never opened (the encrypted wire's envelopes).
+ */
+long rl_base64_check(const char *in, size_t len, int *first);
 
 #endif

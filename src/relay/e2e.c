@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/rand.h"
@@ -36,37 +37,6 @@
 
 /* ---- syntax of what relayd carries ---- */
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Standard padded base64: the decoded length, or -1; *first receives the first decoded byte. */
-static long b64_shape(const char *s, size_t len, int *first)
-{
-    size_t i, pad = 0;
-
-    if (len == 0 || len % 4 != 0)
-        return -1;
-    if (s[len - 1] == '=')
-        pad = s[len - 2] == '=' ? 2 : 1;
-    for (i = 0; i < len - pad; ++i)
-        if (b64_value((unsigned char)s[i]) < 0)
-            return -1;
-    *first = (b64_value((unsigned char)s[0]) << 2) | (b64_value((unsigned char)s[1]) >> 4);
-    return (long)(len / 4 * 3 - pad);
-}
-
 int rl_e2e_pubkey_check(const char *s, size_t len)
 {
     size_t i;
@@ -83,7 +53,7 @@ int rl_e2e_pubkey_check(const char *s, size_t len)
 int rl_e2e_envelope_check(const char *s, size_t len)
 {
     int first = 0;
-    long n = b64_shape(s, len, &first);
+    long n = rl_base64_check(s, len, &first);
 
     if (n == 1 && first == 0x00)
         return 0;
@@ -94,7 +64,7 @@ int rl_e2e_envelope_check(const char *s, size_t len)
 int rl_e2e_wrap_check(const char *s, size_t len)
 {
     int first = 0;
-    long n = len <= WRAP_MAX ? b64_shape(s, len, &first) : -1;
+    long n = len <= WRAP_MAX ? rl_base64_check(s, len, &first) : -1;
 
     return n >= 1 + 32 + 29 && first == 0x02 ? 0 : -1;
 }
