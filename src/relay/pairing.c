@@ -207,6 +207,17 @@ int rl_pairing_start(rl_call_t *call)
     return 0;
 }
 
+/*
+ * A bridge token's secret part, s_<env>_ and random base62, into token (size
+ * bytes, at least RL_TOKEN_MAX), and its hash, which is what the store keeps.
+ */
+static void mint_token(const rl_relay_t *relay, char *token, size_t size, char *hash)
+{
+    snprintf(token, size, "s_%s_", relay->config.token_env);
+    rl_rand_base62(token + strlen(token), RL_TOKEN_SECRET_CHARS);
+    rl_token_hash(token, strlen(token), hash);
+}
+
 /* ---- poll ---- */
 
 struct pairing_poll {
@@ -287,9 +298,7 @@ int rl_pairing_poll(rl_call_t *call)
     secret->call = call;
     op = rl_op_new(&pairing_poll_type, sizeof(*op));
     /* Only the secret part is minted here (s_<env>_...); its hash is what the store keeps. */
-    snprintf(secret->token, sizeof(secret->token), "s_%s_", relay->config.token_env);
-    rl_rand_base62(secret->token + strlen(secret->token), RL_TOKEN_SECRET_CHARS);
-    rl_token_hash(secret->token, strlen(secret->token), hash);
+    mint_token(relay, secret->token, sizeof(secret->token), hash);
     op->token_hash = rl_op_str(op, hash);
     op->token_env = rl_op_str(op, relay->config.token_env);
     rl_token_hash(rl_body_string(call, "poll_token"), strlen(rl_body_string(call, "poll_token")), hash);
@@ -511,9 +520,7 @@ static void wait_check(struct pair_wait *wait)
     secret->wait = wait;
     op = rl_op_new(&pair_check_type, sizeof(*op));
     /* As the spec's poll: the secret is minted here, and only its hash is stored, if the claim is there. */
-    snprintf(secret->token, sizeof(secret->token), "s_%s_", relay->config.token_env);
-    rl_rand_base62(secret->token + strlen(secret->token), RL_TOKEN_SECRET_CHARS);
-    rl_token_hash(secret->token, strlen(secret->token), hash);
+    mint_token(relay, secret->token, sizeof(secret->token), hash);
     op->token_hash = rl_op_str(op, hash);
     op->token_env = rl_op_str(op, relay->config.token_env);
     op->code_hash = rl_op_str(op, wait->code_hash);
