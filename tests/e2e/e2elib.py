@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from bridgelib import Installation, key
+from bridgelib import WAIT, Installation, key
 from relaylib import assert_ok, bearer
 
 
@@ -87,3 +87,17 @@ class E2E:
                                           {"device_id": self.phone, "wrapped_session_key": wrap()}],
                            "wrapped_by_device_id": self.phone}))
         return sid
+
+
+def encrypted_session(relay, user_token):
+    """A phone confirmed for a bridge, the bridge's socket (its device_pending and device_added
+    read), the user's stream, and an encrypted session whose key the bridge was granted:
+    (E2E, socket, stream, session id)."""
+    e = E2E(relay, user_token)
+    sock = e.inst.connect()
+    assert [sock.next_update(WAIT)["type"] for _ in range(2)] == ["device_pending", "device_added"]
+    stream = e.inst.stream()
+    sid = e.encrypted_session()
+    assert sock.next_update(WAIT)["type"] == "session.started"
+    assert sock.next_update(WAIT)["type"] == "session_key_granted"
+    return e, sock, stream, sid

@@ -4,7 +4,7 @@ import os
 import time
 
 from bridgelib import WAIT, Installation
-from e2elib import E2E, pubkey, seal, wrap
+from e2elib import E2E, encrypted_session, pubkey, seal, wrap
 from relaylib import assert_error, assert_ok, find_error, validation_errors
 
 
@@ -167,13 +167,7 @@ def test_bridge_new_key_drops_confirmations_and_wraps(relay, user_token):
 
 
 def test_session_model_and_sealed_title_changes(relay, user_token):
-    e = E2E(relay, user_token)
-    sock = e.inst.connect()
-    assert [sock.next_update(WAIT)["type"] for _ in range(2)] == ["device_pending", "device_added"]
-    stream = e.inst.stream()
-    sid = e.encrypted_session()
-    assert sock.next_update(WAIT)["type"] == "session.started"
-    assert sock.next_update(WAIT)["type"] == "session_key_granted"
+    e, sock, stream, sid = encrypted_session(relay, user_token)
     path = "/v1/me/sessions/%s" % sid
     r = assert_ok(e.me("PATCH", path, {"model": "gpt-5"}))
     assert r["session"]["model"] == "gpt-5", r

@@ -6,23 +6,12 @@ the turn is anywhere in the store or the log."""
 import uuid
 
 from bridgelib import WAIT, key
-from e2elib import E2E, open_, seal
+from e2elib import encrypted_session, open_, seal
 from relaylib import assert_error, assert_ok, find_error, validation_errors
 
 
-def _turn(relay, user_token):
-    e = E2E(relay, user_token)
-    sock = e.inst.connect()
-    assert [sock.next_update(WAIT)["type"] for _ in range(2)] == ["device_pending", "device_added"]
-    stream = e.inst.stream()
-    sid = e.encrypted_session()
-    assert sock.next_update(WAIT)["type"] == "session.started"
-    assert sock.next_update(WAIT)["type"] == "session_key_granted"
-    return e, sock, stream, sid
-
-
 def test_an_encrypted_turn_carries_only_ciphertext(relay, user_token):
-    e, sock, stream, sid = _turn(relay, user_token)
+    e, sock, stream, sid = encrypted_session(relay, user_token)
     k, path = e.session_key, "messages/%s" % sid
     marker = "zebra" + uuid.uuid4().hex[:8]
     words = {w: marker + w for w in ("ask", "hello", "delta1", "delta2", "final")}
@@ -86,7 +75,7 @@ def test_an_encrypted_turn_carries_only_ciphertext(relay, user_token):
 
 
 def test_plaintext_and_ciphertext_each_in_their_place(relay, user_token):
-    e, sock, stream, sid = _turn(relay, user_token)
+    e, sock, stream, sid = encrypted_session(relay, user_token)
     k, path = e.session_key, "messages/%s" % sid
     ct = seal(k, path, "x")
 
@@ -132,7 +121,7 @@ def test_plaintext_and_ciphertext_each_in_their_place(relay, user_token):
 def test_idempotency_and_the_cap_work_on_ciphertext(relayd):
     relay = relayd("--max-message-bytes", "200")
     from relaylib import mint_token
-    e, sock, stream, sid = _turn(relay, mint_token(relay.data, "alice"))
+    e, sock, stream, sid = encrypted_session(relay, mint_token(relay.data, "alice"))
     k, path = e.session_key, "messages/%s" % sid
     sent = assert_ok(e.me("POST", "/v1/me/sessions/%s/send" % sid, {"text_ct": seal(k, path, "q")}))
     body = {"session_id": sid, "interaction_id": sent["interaction_id"], "text_ct": seal(k, path, "a"),

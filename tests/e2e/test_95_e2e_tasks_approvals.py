@@ -6,18 +6,12 @@ import json
 import uuid
 
 from bridgelib import WAIT, key
-from e2elib import E2E, open_, seal
+from e2elib import E2E, encrypted_session, open_, seal
 from relaylib import assert_error, assert_ok, find_error, validation_errors
 
 
 def _turn(relay, user_token):
-    e = E2E(relay, user_token)
-    sock = e.inst.connect()
-    assert [sock.next_update(WAIT)["type"] for _ in range(2)] == ["device_pending", "device_added"]
-    stream = e.inst.stream()
-    sid = e.encrypted_session()
-    assert sock.next_update(WAIT)["type"] == "session.started"
-    assert sock.next_update(WAIT)["type"] == "session_key_granted"
+    e, sock, stream, sid = encrypted_session(relay, user_token)
     k = e.session_key
     sent = assert_ok(e.me("POST", "/v1/me/sessions/%s/send" % sid, {"text_ct": seal(k, "messages/" + sid, "go")}))
     assert sock.next_update(WAIT)["type"] == "session.message"
