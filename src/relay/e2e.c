@@ -777,9 +777,11 @@ static int recipients_run(rl_txn_t *txn, rl_store_op_t *base)
         }
         if (result != 0 || (result = RL_TXN(txn, recipient_put, &row)) != 0)
             break;
-        payload = json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "session_id", session.id, "device_id", device.id,
-                            "wrapped_session_key", row.wrapped_session_key, "wrapped_by_device_id", by, "grant_sig",
-                            json_string_value(json_object_get(item, "grant_sig")));
+        payload = json_pack("{s:s, s:s, s:s, s:s?}", "session_id", session.id, "device_id", device.id,
+                            "wrapped_session_key", row.wrapped_session_key, "wrapped_by_device_id", by);
+        /* Only when given: a grant without one keeps the authors' shape. */
+        if (json_is_string(json_object_get(item, "grant_sig")))
+            json_object_set(payload, "grant_sig", json_object_get(item, "grant_sig"));
         json_array_append_new(granted, json_string(device.id));
         if (device.installation_id != NULL)
             result = tell_bridge(txn, op, device.installation_id, "session_key_granted", session.id, payload);
