@@ -810,14 +810,12 @@ static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
     } else {
         const char *sid = json_string_value(json_object_get(f->payload, "session_id"));
         const char *by = json_string_value(json_object_get(f->payload, "wrapped_by_device_id"));
-        int result;
-        /* A grant is anonymous by construction: take keys only from devices the user confirmed. */
-        if (sid == NULL || !rl_keyring_accepted(b->keys, by)) {
-            rl_log(RL_LOG_WARN, "session_key_granted for %s by %s, not a device this bridge accepted: ignored",
-                   sid != NULL ? sid : "?", by != NULL ? by : "nobody");
-        } else if ((result = rl_keyring_grant(
-                        b->keys, sid, json_string_value(json_object_get(f->payload, "wrapped_session_key")))) != 0) {
-            rl_log(RL_LOG_WARN, "session_key_granted for %s: the key does not unwrap (%d)", sid, result);
+        const char *why = NULL;
+        /* A grant is anonymous by construction: take keys only from devices the user confirmed, signed by them. */
+        if (rl_keyring_grant(b->keys, sid, json_string_value(json_object_get(f->payload, "wrapped_session_key")), by,
+                             json_string_value(json_object_get(f->payload, "grant_sig")), &why) != 0) {
+            rl_log(RL_LOG_WARN, "session_key_granted for %s by %s refused: %s (the key is not taken)",
+                   sid != NULL ? sid : "?", by != NULL ? by : "nobody", why);
         } else {
             /*
              * The bridge is where the user's confirmations meet: the other devices it accepted get the key

@@ -172,13 +172,29 @@ int rl_keyring_accepted(const rl_keyring_t *k, const char *device_id)
     return device_id != NULL && json_object_get(k->peers, device_id) != NULL;
 }
 
-int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped)
+int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped, const char *by, const char *sig,
+                     const char **why)
 {
-    uint8_t key[RL_E2E_KEY_LEN];
-    int result = rl_e2e_unwrap_key(k->device.kp.sec, wrapped, key);
+    json_t *peer = by != NULL ? json_object_get(k->peers, by) : NULL;
+    uint8_t key[RL_E2E_KEY_LEN], pub[RL_E2E_KEY_LEN];
+    int result = -1;
 
-    if (result == 0 && rl_keystore_add(k->sessions, session_id, key) < 0)
-        result = RL_E2E_E_IO;
+    if (session_id == NULL || wrapped == NULL)
+        *why = "malformed grant";
+    else if (peer == NULL)
+        *why = "not wrapped by a device this bridge accepted (unconfirmed, revoked or none named)";
+    else if (sig == NULL || sig[0] == '\0')
+        *why = "no grant_sig";
+    else if (rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0)
+        *why = "the device's key is malformed";
+    else if (rl_e2e_grant_verify(k->device.kp.sec, pub, session_id, wrapped, by, sig) != 0)
+        *why = "grant_sig does not verify";
+    else if (rl_e2e_unwrap_key(k->device.kp.sec, wrapped, key) != 0)
+        *why = "the key does not unwrap with this bridge's key";
+    else if (rl_keystore_add(k->sessions, session_id, key) < 0)
+        *why = "the key could not be saved";
+    else
+        result = 0;
     rl_e2e_wipe(key, sizeof(key));
     return result;
 }

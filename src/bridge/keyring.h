@@ -54,8 +54,17 @@ int rl_keyring_revoke(rl_keyring_t *k, const char *device_id);
 /* 1 when device_id is an accepted device. */
 int rl_keyring_accepted(const rl_keyring_t *k, const char *device_id);
 
-/* session_key_granted addressed to this bridge: unwraps and keeps the key. 0, or an RL_E2E_E_* error. */
-int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped);
+/*
+ * session_key_granted addressed to this bridge, wrapped by the client device
+ * by with grant_sig sig: keeps the key only when by is an accepted device and
+ * sig is its grant signature of (session_id, wrapped, by). A sealed box does
+ * not say who sealed it, so without the signature a relay could slip in a key
+ * of its own under a confirmed device's name and read what the bridge seals.
+ * 0; otherwise -1 with *why saying which check failed (for the log: never a
+ * key), and nothing kept.
+ */
+int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped, const char *by, const char *sig,
+                     const char **why);
 /* A fresh key for a session this bridge creates. 0 or RL_E2E_E_IO. */
 int rl_keyring_create(rl_keyring_t *k, const char *session_id);
 /* 1 when the bridge holds a key of session_id. */

@@ -372,18 +372,67 @@ void rl_e2e_sas_text(const uint8_t sas[RL_E2E_SAS_LEN], char out[RL_E2E_SAS_TEXT
     out[at] = '\0';
 }
 
+/* The MAC of parts under the key two devices share for purpose (also the message's first part). */
+static int pair_mac(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN], const char *purpose,
+                    const char *const *parts, size_t n, uint8_t mac[32])
+{
+    uint8_t key[RL_E2E_KEY_LEN];
+    int result = box_derive(my_sec, their_pub, purpose, key, sizeof(key));
+
+    if (result == 0)
+        result = mac_parts(key, purpose, parts, n, mac);
+    rl_e2e_wipe(key, sizeof(key));
+    return result;
+}
+
+/* 0 when sig is the base64 of mac (constant-time), RL_E2E_E_AUTH otherwise. */
+static int sig_equal(const uint8_t mac[32], const char *sig)
+{
+    uint8_t given[36];
+
+    if (sig == NULL || strlen(sig) != RL_E2E_SIG_SIZE - 1 || rl_base64_decode(sig, strlen(sig), given) != 32)
+        return RL_E2E_E_AUTH;
+    return sodium_memcmp(mac, given, 32) == 0 ? 0 : RL_E2E_E_AUTH;
+}
+
 static int decision_mac(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
                         const char *approval_id, const char *session_id, const char *decision, const char *scope,
                         const char *device_id, uint8_t mac[32])
 {
     const char *parts[] = {approval_id, session_id, decision, scope != NULL ? scope : "", device_id};
-    uint8_t key[RL_E2E_KEY_LEN];
-    int result = box_derive(my_sec, their_pub, "relay/v1/decision", key, sizeof(key));
+
+    return pair_mac(my_sec, their_pub, "relay/v1/decision", parts, 5, mac);
+}
+
+static int grant_mac(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                     const char *session_id, const char *wrapped, const char *device_id, uint8_t mac[32])
+{
+    const char *parts[] = {session_id, wrapped, device_id};
+
+    if (session_id == NULL || wrapped == NULL || device_id == NULL)
+        return RL_E2E_E_FORMAT;
+    return pair_mac(my_sec, their_pub, "relay/v1/grant", parts, 3, mac);
+}
+
+int rl_e2e_grant_sig(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                     const char *session_id, const char *wrapped, const char *device_id, char out[RL_E2E_SIG_SIZE])
+{
+    uint8_t mac[32];
+    int result = grant_mac(my_sec, their_pub, session_id, wrapped, device_id, mac);
 
     if (result == 0)
-        result = mac_parts(key, "relay/v1/decision", parts, 5, mac);
-    rl_e2e_wipe(key, sizeof(key));
+        rl_base64_encode(mac, sizeof(mac), out);
     return result;
+}
+
+int rl_e2e_grant_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                        const char *session_id, const char *wrapped, const char *device_id, const char *sig)
+{
+    uint8_t mac[32];
+
+    if (grant_mac(my_sec, their_pub, session_id, wrapped, device_id, mac) != 0)
+        return RL_E2E_E_AUTH;
+    return sig_equal(mac, sig);
 }
 
 int rl_e2e_decision_sig(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
@@ -402,15 +451,11 @@ int rl_e2e_decision_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t t
                            const char *approval_id, const char *session_id, const char *decision, const char *scope,
                            const char *device_id, const char *sig)
 {
-    uint8_t mac[32], given[36];
-    long len;
+    uint8_t mac[32];
 
-    if (sig == NULL || strlen(sig) != RL_E2E_SIG_SIZE - 1)
+    if (decision_mac(my_sec, their_pub, approval_id, session_id, decision, scope, device_id, mac) != 0)
         return RL_E2E_E_AUTH;
-    len = rl_base64_decode(sig, strlen(sig), given);
-    if (len != 32 || decision_mac(my_sec, their_pub, approval_id, session_id, decision, scope, device_id, mac) != 0)
-        return RL_E2E_E_AUTH;
-    return sodium_memcmp(mac, given, sizeof(mac)) == 0 ? 0 : RL_E2E_E_AUTH;
+    return sig_equal(mac, sig);
 }
 
 void rl_e2e_pub_hex(const uint8_t pub[RL_E2E_KEY_LEN], char out[RL_E2E_PUBHEX_SIZE])

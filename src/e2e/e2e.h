@@ -12,7 +12,8 @@
  *   blob key   HKDF-SHA256(session key, no salt, "sophon/v1/blob/" + path);
  *   blind idx  HMAC-SHA256(HKDF(session key, "sophon/v1/blind-index"), scope (0xFF input)*)[0..16], base64url;
  *   SAS        HKDF(crypto_box_beforenm(their pub, my secret), "sophon/v1/sas", 4 bytes), 4 emoji;
- *   decision   ours: HMAC-SHA256 under HKDF(crypto_box_beforenm(...), "relay/v1/decision"), docs/api.md.
+ *   decision   ours: HMAC-SHA256 under HKDF(crypto_box_beforenm(...), "relay/v1/decision"), docs/api.md;
+ *   grant      ours: the same under "relay/v1/grant", over a wrap a device made for a bridge.
  *
  * Every function is pure apart from the random nonces and key pairs, and
  * safe on any thread once rl_e2e_init() returned. Keys are never logged;
@@ -126,6 +127,21 @@ int rl_e2e_decision_sig(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t thei
 int rl_e2e_decision_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
                            const char *approval_id, const char *session_id, const char *decision, const char *scope,
                            const char *device_id, const char *sig);
+
+/*
+ * grant_sig (docs/api.md, "Signed grants"): base64 of HMAC-SHA256(K,
+ * "relay/v1/grant" 0xFF session_id 0xFF wrapped_session_key 0xFF device_id),
+ * K = HKDF(crypto_box_beforenm(their pub, my sec), "relay/v1/grant"), where
+ * wrapped_session_key is the wrap's base64 text exactly as sent and device_id
+ * the wrapping device (wrapped_by_device_id). A sealed box does not say who
+ * sealed it: this says it, to the one bridge that can check it. The device
+ * signs with (bridge pub, device sec), the bridge checks with (device pub, bridge sec).
+ */
+int rl_e2e_grant_sig(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                     const char *session_id, const char *wrapped, const char *device_id, char out[RL_E2E_SIG_SIZE]);
+/* 0 when sig is the grant's signature (constant-time compare), RL_E2E_E_AUTH otherwise. */
+int rl_e2e_grant_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                        const char *session_id, const char *wrapped, const char *device_id, const char *sig);
 
 /* Public keys travel as 64 lowercase hex characters. rl_e2e_pub_parse: 0 or RL_E2E_E_FORMAT. */
 void rl_e2e_pub_hex(const uint8_t pub[RL_E2E_KEY_LEN], char out[RL_E2E_PUBHEX_SIZE]);

@@ -171,6 +171,8 @@ static const rl_field_t recipient_fields[] = {
     RL_FIELD_STRING("device_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING_CHECK("wrapped_session_key", RL_F_REQUIRED, 1, WRAP_MAX, rl_e2e_wrap_check,
                           "Expected a base64 sealed box (0x02, ephemeral key, envelope), at most 256 characters"),
+    /* Our clients' proof to a bridge of who wrapped the key (docs/api.md, "Signed grants"): carried as given. */
+    RL_FIELD_STRING("grant_sig", RL_F_NULLABLE, 1, 128),
     RL_FIELD_END,
 };
 static const rl_schema_t recipient_schema = RL_SCHEMA(recipient_fields);
@@ -747,6 +749,9 @@ static int recipients_run(rl_txn_t *txn, rl_store_op_t *base)
             break;
         payload = json_pack("{s:s, s:s, s:s, s:s?}", "session_id", session.id, "device_id", device.id,
                             "wrapped_session_key", row.wrapped_session_key, "wrapped_by_device_id", by);
+        /* Only when given: a grant without one keeps the authors' shape. */
+        if (json_is_string(json_object_get(item, "grant_sig")))
+            json_object_set(payload, "grant_sig", json_object_get(item, "grant_sig"));
         json_array_append_new(granted, json_string(device.id));
         if (device.installation_id != NULL)
             result = tell_bridge(txn, op, device.installation_id, "session_key_granted", session.id, payload);

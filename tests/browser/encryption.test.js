@@ -55,6 +55,10 @@ const problems = [];
 const hkdf = (ikm, info, n) => new Uint8Array(hkdfSync('sha256', ikm, Buffer.alloc(0), Buffer.from(info, 'utf8'), n));
 const hex = (b) => Buffer.from(b).toString('hex');
 const unhex = (s) => new Uint8Array(Buffer.from(s, 'hex'));
+// The bridge's check of a grant the web device made (docs/api.md, "Signed grants"), from the bridge's side.
+const grantSigOf = (p, devicePub) => createHmac('sha256', Buffer.from(hkdf(nacl.box.before(unhex(devicePub), bridgeKeys.secretKey), 'relay/v1/grant', 32)))
+  .update(Buffer.concat(['relay/v1/grant', p.session_id, p.wrapped_session_key, p.wrapped_by_device_id].map((x, i) => Buffer.concat([Buffer.from(i ? [0xff] : []), Buffer.from(x, 'utf8')]))))
+  .digest('base64');
 
 function sealBytes(key, plain) {
   if (!plain.length) return Buffer.from([0]);
@@ -222,6 +226,8 @@ test('a new chat on the verified machine is encrypted: the key is made in the br
   assert.equal(session.encrypted, true);
   const granted = await socket.update('session_key_granted', (p) => p.session_id === sessionId && p.device_id === bridgeDevice);
   assert.equal(granted.payload.wrapped_by_device_id, idOf(webDevice));
+  // Signed, so that the bridge can tell this wrap from one the relay made in the device's name.
+  assert.equal(granted.payload.grant_sig, grantSigOf(granted.payload, webDevice.pubkey));
   sessionKey = unwrap(granted.payload.wrapped_session_key, bridgeKeys.secretKey);
   assert.equal(sessionKey.length, 32);
   // The title went sealed: the relay holds title_ct, the bridge opens it.
@@ -329,6 +335,7 @@ test('revoking a device rotates the chat\'s key: a new key for the bridge, the o
   await socket.update('device_revoked', (p) => p.device_id === lostId);
   const grant = await waitFor('a new key for the bridge', () => socket.updates('session_key_granted')
     .slice(before).find((u) => u.payload.session_id === sessionId && u.payload.device_id === bridgeDevice));
+  assert.equal(grant.payload.grant_sig, grantSigOf(grant.payload, webDevice.pubkey), 'a rotated key is signed too');
   sessionKey = unwrap(grant.payload.wrapped_session_key, bridgeKeys.secretKey);
   assert.notEqual(hex(sessionKey), hex(oldKey), 'a new key');
   // The lost phone's wraps are gone.

@@ -112,6 +112,17 @@ def test_recipients_keys_and_their_refusals(relay, user_token):
     keys = assert_ok(e.me("GET", "/v1/me/devices/%s/keys?since=%d" % (e.phone, since)))["keys"]
     assert [(k["session_id"], k["wrapped_session_key"], k["wrapped_by_device_id"]) for k in keys] == \
         [(sid, phone_wrap, e.phone)], keys
+    # grant_sig (ours, docs/api.md "Signed grants"): relayd cannot check it; the bridge gets it as given.
+    signed = {"recipients": [{"device_id": e.bridge_device, "wrapped_session_key": bridge_wrap,
+                              "grant_sig": "c2lnbmVkIGJ5IHRoZSBwaG9uZQ=="}], "wrapped_by_device_id": e.phone}
+    assert_ok(e.me("POST", "/v1/me/sessions/%s/recipients" % sid, signed))
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session_key_granted", update
+    assert update["payload"]["grant_sig"] == "c2lnbmVkIGJ5IHRoZSBwaG9uZQ==", update
+    too_long = {"recipients": [{"device_id": e.bridge_device, "wrapped_session_key": bridge_wrap,
+                                "grant_sig": "x" * 129}]}
+    r = e.me("POST", "/v1/me/sessions/%s/recipients" % sid, too_long)
+    assert find_error(validation_errors(r), "recipients.0.grant_sig") is not None, r.text
     assert assert_ok(e.me("GET", "/v1/me/devices/%s/keys?since=%d" % (e.phone, 2 ** 50)))["keys"] == []
     assert_error(e.me("GET", "/v1/me/devices/%s/keys?since=x" % e.phone), 400, "invalid_request")
 

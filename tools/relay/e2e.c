@@ -489,7 +489,7 @@ static int share_key(const char *session_id, const json_t *bridge)
 {
     const uint8_t *key = rl_keystore_key(e2e.keys, session_id, 0);
     uint8_t bridge_pub[RL_E2E_KEY_LEN];
-    char path[512], *mine, *theirs;
+    char path[512], *mine, *theirs, sig[RL_E2E_SIG_SIZE] = "";
     rl_api_error_t error;
     json_t *body, *result;
     int status = EXIT_OK;
@@ -498,9 +498,16 @@ static int share_key(const char *session_id, const json_t *bridge)
         return relay_report(EXIT_RUNTIME, "no key to share, or the bridge's key is malformed", NULL);
     mine = rl_e2e_wrap(e2e.device.kp.pub, key, RL_E2E_KEY_LEN);
     theirs = rl_e2e_wrap(bridge_pub, key, RL_E2E_KEY_LEN);
-    body = json_pack("{s:[{s:s, s:s}, {s:s, s:s}], s:s}", "recipients", "device_id", e2e.device.device_id,
+    /* The bridge takes the key only signed by this device: a sealed box alone could be anybody's. */
+    if (theirs == NULL ||
+        rl_e2e_grant_sig(e2e.device.kp.sec, bridge_pub, session_id, theirs, e2e.device.device_id, sig) != 0) {
+        free(mine);
+        free(theirs);
+        return relay_report(EXIT_RUNTIME, "could not wrap the session key for the bridge", NULL);
+    }
+    body = json_pack("{s:[{s:s, s:s}, {s:s, s:s, s:s}], s:s}", "recipients", "device_id", e2e.device.device_id,
                      "wrapped_session_key", mine != NULL ? mine : "", "device_id", rl_cli_str(bridge, "device_id"),
-                     "wrapped_session_key", theirs != NULL ? theirs : "", "wrapped_by_device_id", e2e.device.device_id);
+                     "wrapped_session_key", theirs, "grant_sig", sig, "wrapped_by_device_id", e2e.device.device_id);
     free(mine);
     free(theirs);
     rl_api_path(path, sizeof(path), "/v1/me/sessions/%s/recipients", session_id);

@@ -219,10 +219,23 @@ export function sasEmoji(bytes) {
 
 // Our extension: an approval decision authenticated to the bridge with a key only the phone and
 // the bridge derive (docs/api.md says what is signed).
-export async function decisionSig(deviceSecret, bridgePublic, { approvalId, sessionId, decision, scope, deviceId }) {
-  const key = await hkdf(shared(bridgePublic, deviceSecret), 'relay/v1/decision', KEY_BYTES);
+export function decisionSig(deviceSecret, bridgePublic, { approvalId, sessionId, decision, scope, deviceId }) {
+  return pairSig(deviceSecret, bridgePublic, 'relay/v1/decision', [approvalId, sessionId, decision, scope || '', deviceId]);
+}
+
+// Ours too: a session key this device wraps for a bridge, authenticated to that bridge (a sealed
+// box does not say who sealed it, so without this the relay could slip the bridge a key of its
+// own under this device's name). wrapped is the wrap's base64 exactly as sent; deviceId this
+// device's id (wrapped_by_device_id). docs/api.md, "Signed grants".
+export function grantSig(deviceSecret, bridgePublic, { sessionId, wrapped, deviceId }) {
+  return pairSig(deviceSecret, bridgePublic, 'relay/v1/grant', [sessionId, wrapped, deviceId]);
+}
+
+// base64(HMAC-SHA256(HKDF(box.before(their public, my secret), purpose), purpose (0xFF part)*)).
+async function pairSig(mySecret, theirPublic, purpose, fields) {
+  const key = await hkdf(shared(theirPublic, mySecret), purpose, KEY_BYTES);
   const sep = new Uint8Array([0xff]);
-  const parts = ['relay/v1/decision', approvalId, sessionId, decision, scope || '', deviceId].map(utf8);
+  const parts = [purpose, ...fields].map(utf8);
   const message = concat(...parts.flatMap((p, i) => (i ? [sep, p] : [p])));
   return toBase64(await hmac(key, message));
 }

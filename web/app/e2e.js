@@ -14,7 +14,7 @@
 //
 // Below state.js (which opens what it reads with keysOf) and the screens.
 import { get, post, patch, del, useDevice, ApiError } from './api.js';
-import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, decisionSig } from './crypto.js';
+import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, decisionSig, grantSig } from './crypto.js';
 import * as keystore from './keystore.js';
 import { openEvent, eventSession, openMessage, openTimelineItem, openApproval, openSession, sealSend, sealTitle } from './sealed.js';
 
@@ -160,7 +160,12 @@ export async function grant(k) {
 async function distribute(sessionId, installationId, key) {
   const bridge = bridgeOf(installationId);
   const first = [{ device_id: e2e.device.device_id, wrapped_session_key: await wrapKey(key, e2e.device.public_key) }];
-  if (bridge) first.push({ device_id: bridge.id, wrapped_session_key: await wrapKey(key, bridge.pubkey) });
+  if (bridge) {
+    // Signed for the bridge, which takes a key only from a device it can tell made the wrap.
+    const wrapped = await wrapKey(key, bridge.pubkey);
+    const sig = await grantSig(e2e.device.secret_key, fromHex(bridge.pubkey), { sessionId, wrapped, deviceId: e2e.device.device_id });
+    first.push({ device_id: bridge.id, wrapped_session_key: wrapped, grant_sig: sig });
+  }
   const path = `/v1/me/sessions/${encodeURIComponent(sessionId)}/recipients`;
   await post(path, { recipients: first, wrapped_by_device_id: e2e.device.device_id });
   // Each other device alone: one that has not confirmed this bridge is refused, and only it.

@@ -158,6 +158,23 @@ test('decision signature: what the contract signs, the same from the bridge\'s s
   assert.notEqual(await c.decisionSig(c.keyPair().secretKey, hex(BRIDGE_PUBLIC), fields), sig);
 });
 
+test('grant signature: the vector tests/unit/e2e shares, the same from the bridge\'s side', async () => {
+  const fields = { sessionId: 'ses_1', wrapped: 'AhEiM0RVZneImaq7zN3u/w==', deviceId: 'dev_1' };
+  const sig = await c.grantSig(PHONE_SECRET, hex(BRIDGE_PUBLIC), fields);
+  // Pinned: the C side (rl_e2e_grant_sig) computes the same bytes.
+  assert.equal(sig, 'oLfyUC6L3kYta5DwGjLhnRIh8lnAUuyDQN6vcP9AQNk=');
+  const k = hkdfSync('sha256', nacl.box.before(hex(PHONE_PUBLIC), BRIDGE_SECRET), new Uint8Array(0), Buffer.from('relay/v1/grant'), 32);
+  const mac = (sid, wrapped, dev) => createHmac('sha256', Buffer.from(k))
+    .update(Buffer.from(`relay/v1/grant\xff${sid}\xff${wrapped}\xff${dev}`, 'latin1'))
+    .digest('base64');
+  assert.equal(sig, mac('ses_1', fields.wrapped, 'dev_1'));
+  assert.notEqual(sig, mac('ses_2', fields.wrapped, 'dev_1'));
+  assert.notEqual(sig, mac('ses_1', fields.wrapped, 'dev_2'));
+  assert.notEqual(await c.grantSig(c.keyPair().secretKey, hex(BRIDGE_PUBLIC), fields), sig);
+  // A decision over the same strings signs under another key.
+  assert.notEqual(await c.decisionSig(PHONE_SECRET, hex(BRIDGE_PUBLIC), { approvalId: 'ses_1', sessionId: fields.wrapped, decision: 'dev_1', scope: '', deviceId: 'dev_1' }), sig);
+});
+
 test('encodings: hex and base64 round trips, bad input throws', () => {
   const bytes = new Uint8Array(70000).map((_, i) => (i * 31 + 7) & 0xff);
   assert.deepEqual(c.fromBase64(c.toBase64(bytes)), bytes);

@@ -103,35 +103,57 @@ static void test_only_the_device_the_emoji_were_shown_for_is_accepted(void **sta
     rl_keyring_free(k);
 }
 
+/* What a client device sends the bridge for key: the wrap, and its grant_sig (malloc'd wrap; sig filled). */
+static char *signed_wrap(rl_keyring_t *k, const phone_t *p, const char *device_id, const char *session_id,
+                         const uint8_t key[32], char sig[RL_E2E_SIG_SIZE])
+{
+    uint8_t bridge_pub[32];
+    char *wrapped;
+
+    assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+    wrapped = rl_e2e_wrap(bridge_pub, key, 32);
+    assert_non_null(wrapped);
+    assert_int_equal(rl_e2e_grant_sig(p->kp.sec, bridge_pub, session_id, wrapped, device_id, sig), 0);
+    return wrapped;
+}
+
 static void test_keys_granted_wrapped_and_rotated(void **state)
 {
-    char err[256];
+    char err[256], sig[RL_E2E_SIG_SIZE], first_sig[RL_E2E_SIG_SIZE];
     rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
     phone_t phone, other;
-    uint8_t key1[32], key2[32], got[32], bridge_pub[32];
-    char *wrapped, *sealed, *plain;
+    uint8_t key1[32], key2[32], got[32];
+    char *wrapped, *first, *sealed, *plain;
+    const char *why = NULL;
     json_t *body;
 
     new_phone(&phone);
     new_phone(&other);
-    assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
-    rl_e2e_session_key_new(key1);
-    wrapped = rl_e2e_wrap(bridge_pub, key1, 32);
-    assert_int_equal(rl_keyring_grant(k, "ses_1", wrapped), 0);
-    free(wrapped);
-    assert_true(rl_keyring_has(k, "ses_1"));
-    /* A wrap for someone else does not open. */
-    wrapped = rl_e2e_wrap(phone.kp.pub, key1, 32);
-    assert_int_equal(rl_keyring_grant(k, "ses_2", wrapped), RL_E2E_E_AUTH);
-    free(wrapped);
-    assert_false(rl_keyring_has(k, "ses_2"));
-
-    /* No accepted device yet: nothing to wrap for. Then one for each accepted device, minus the one excepted. */
-    assert_null(rl_keyring_recipients(k, "ses_1", NULL, NULL));
+    /* No accepted device yet: nothing to wrap for. */
+    assert_int_equal(rl_keyring_create(k, "ses_0"), 0);
+    assert_null(rl_keyring_recipients(k, "ses_0", NULL, NULL));
     assert_int_equal(rl_keyring_pending(k, "dev_p", phone.pub), 0);
     assert_int_equal(rl_keyring_accept(k, "dev_p", phone.pub, "p", "cli"), 0);
     assert_int_equal(rl_keyring_pending(k, "dev_o", other.pub), 0);
     assert_int_equal(rl_keyring_accept(k, "dev_o", other.pub, "o", "web"), 0);
+
+    rl_e2e_session_key_new(key1);
+    first = signed_wrap(k, &phone, "dev_p", "ses_1", key1, first_sig);
+    assert_int_equal(rl_keyring_grant(k, "ses_1", first, "dev_p", first_sig, &why), 0);
+    assert_true(rl_keyring_has(k, "ses_1"));
+    /* A wrap for someone else does not open, signed or not. */
+    {
+        uint8_t bridge_pub[32];
+        assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+        wrapped = rl_e2e_wrap(phone.kp.pub, key1, 32);
+        assert_int_equal(rl_e2e_grant_sig(phone.kp.sec, bridge_pub, "ses_2", wrapped, "dev_p", sig), 0);
+    }
+    assert_int_equal(rl_keyring_grant(k, "ses_2", wrapped, "dev_p", sig, &why), -1);
+    assert_string_equal(why, "the key does not unwrap with this bridge's key");
+    free(wrapped);
+    assert_false(rl_keyring_has(k, "ses_2"));
+
+    /* One wrap for each accepted device, minus the one excepted. */
     body = rl_keyring_recipients(k, "ses_1", NULL, "dev_o");
     assert_non_null(body);
     assert_string_equal(json_string_value(json_object_get(body, "session_id")), "ses_1");
@@ -148,8 +170,8 @@ static void test_keys_granted_wrapped_and_rotated(void **state)
     /* A rotation: sealed with the new key, the old messages still open. */
     sealed = rl_keyring_seal(k, "ses_1", "messages", "before", 6);
     rl_e2e_session_key_new(key2);
-    wrapped = rl_e2e_wrap(bridge_pub, key2, 32);
-    assert_int_equal(rl_keyring_grant(k, "ses_1", wrapped), 0);
+    wrapped = signed_wrap(k, &other, "dev_o", "ses_1", key2, sig);
+    assert_int_equal(rl_keyring_grant(k, "ses_1", wrapped, "dev_o", sig, &why), 0);
     free(wrapped);
     assert_int_equal(rl_keyring_open_field(k, "ses_1", "messages", sealed, &plain), 0);
     assert_string_equal(plain, "before");
@@ -160,6 +182,85 @@ static void test_keys_granted_wrapped_and_rotated(void **state)
     assert_string_equal(plain, "after");
     free(plain);
     free(sealed);
+    /* The first grant replayed (a relay may: it saw it) takes the bridge back to no older key. */
+    assert_int_equal(rl_keyring_grant(k, "ses_1", first, "dev_p", first_sig, &why), 0);
+    sealed = rl_keyring_seal(k, "ses_1", "messages", "still new", 9);
+    assert_int_equal(rl_e2e_open_field(key2, "messages/ses_1", sealed, &plain, NULL), 0);
+    assert_string_equal(plain, "still new");
+    free(plain);
+    free(sealed);
+    free(first);
+    rl_keyring_free(k);
+}
+
+/*
+ * The relay's attack: a key of its own, sealed to the bridge (a sealed box
+ * needs only the public key), in the name of a device the bridge accepted.
+ * Without that device's grant_sig it is refused and nothing is kept.
+ */
+static void test_grants_without_the_devices_signature_are_refused(void **state)
+{
+    char err[256], sig[RL_E2E_SIG_SIZE], forged[RL_E2E_SIG_SIZE], *wrapped, *sealed, *plain;
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone, relay;
+    uint8_t mine[32], injected[32], bridge_pub[32];
+    const char *why = NULL;
+
+    new_phone(&phone);
+    new_phone(&relay);
+    assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_p", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_p", phone.pub, "p", "web"), 0);
+    assert_int_equal(rl_keyring_create(k, "ses_9"), 0);
+    sealed = rl_keyring_seal(k, "ses_9", "messages", "mine", 4);
+    rl_e2e_session_key_new(injected);
+    rl_e2e_session_key_new(mine);
+    wrapped = rl_e2e_wrap(bridge_pub, injected, 32);
+
+    /* No signature at all (what an older client, or a relay, sends). */
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", NULL, &why), -1);
+    assert_string_equal(why, "no grant_sig");
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", "", &why), -1);
+    assert_string_equal(why, "no grant_sig");
+    /* Signed with a key the relay holds (its own X25519 pair): not the device's pairwise key. */
+    assert_int_equal(rl_e2e_grant_sig(relay.kp.sec, bridge_pub, "ses_9", wrapped, "dev_p", forged), 0);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", forged, &why), -1);
+    assert_string_equal(why, "grant_sig does not verify");
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", "not a signature", &why), -1);
+    assert_string_equal(why, "grant_sig does not verify");
+    /* A signature the device really made, for another session or another wrap, does not carry over. */
+    assert_int_equal(rl_e2e_grant_sig(phone.kp.sec, bridge_pub, "ses_8", wrapped, "dev_p", sig), 0);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", sig, &why), -1);
+    assert_string_equal(why, "grant_sig does not verify");
+    {
+        char *theirs = signed_wrap(k, &phone, "dev_p", "ses_9", mine, sig);
+        free(theirs);
+    }
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", sig, &why), -1);
+    assert_string_equal(why, "grant_sig does not verify");
+    /* Named after a device this bridge never accepted, or nobody. */
+    assert_int_equal(rl_e2e_grant_sig(relay.kp.sec, bridge_pub, "ses_9", wrapped, "dev_r", forged), 0);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_r", forged, &why), -1);
+    assert_string_equal(why, "not wrapped by a device this bridge accepted (unconfirmed, revoked or none named)");
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, NULL, forged, &why), -1);
+    assert_int_equal(rl_keyring_grant(k, NULL, wrapped, "dev_p", forged, &why), -1);
+    assert_string_equal(why, "malformed grant");
+
+    /* None of it was kept: the bridge still seals under its own key, and nothing opens under the injected one. */
+    assert_int_equal(rl_keyring_open_field(k, "ses_9", "messages", sealed, &plain), 0);
+    assert_string_equal(plain, "mine");
+    free(plain);
+    free(sealed);
+    sealed = rl_keyring_seal(k, "ses_9", "messages", "still mine", 10);
+    assert_int_not_equal(rl_e2e_open_field(injected, "messages/ses_9", sealed, &plain, NULL), 0);
+    free(sealed);
+    free(wrapped);
+
+    /* A revoked device's grant is refused too, even well signed. */
+    wrapped = signed_wrap(k, &phone, "dev_p", "ses_9", mine, sig);
+    assert_int_equal(rl_keyring_revoke(k, "dev_p"), 1);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", sig, &why), -1);
+    free(wrapped);
     rl_keyring_free(k);
 }
 
@@ -295,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_files_are_private_and_kept),
         cmocka_unit_test(test_only_the_device_the_emoji_were_shown_for_is_accepted),
         cmocka_unit_test(test_keys_granted_wrapped_and_rotated),
+        cmocka_unit_test(test_grants_without_the_devices_signature_are_refused),
         cmocka_unit_test(test_every_content_field_is_sealed),
         cmocka_unit_test(test_decisions_of_accepted_devices_only),
     };

@@ -33,6 +33,10 @@
 #define INSTALL_FROM_ECDH_HEX     "aa52bee1cc39d680ba05ccb4cef8541b0c80f05f1fe4321cfcd34ff2478ff11a"
 #define SAS_FROM_ECDH_HEX         "e2fb1f8a"
 #define DECISION_SIG_VECTOR       "H1i7jZB4Tv2bTAyOLx5A9DMV/YJvbrN9iJGAq/wsJek="
+/* The grant signature of GRANT_WRAP in ses_1 by dev_1, iOS secret to bridge public: also in
+ * tests/browser/unit/crypto.test.js. */
+#define GRANT_WRAP       "AhEiM0RVZneImaq7zN3u/w=="
+#define GRANT_SIG_VECTOR "oLfyUC6L3kYta5DwGjLhnRIh8lnAUuyDQN6vcP9AQNk="
 
 static void from_hex(const char *hex, uint8_t *out, size_t len)
 {
@@ -332,6 +336,37 @@ static void test_decision_signature(void **state)
                      RL_E2E_E_AUTH);
 }
 
+static void test_grant_signature(void **state)
+{
+    uint8_t bsec[32], bpub[32], isec[32], ipub[32];
+    rl_e2e_keypair_t other;
+    char sig[RL_E2E_SIG_SIZE], sig2[RL_E2E_SIG_SIZE], decision[RL_E2E_SIG_SIZE];
+
+    from_hex(BRIDGE_SECRET_HEX, bsec, 32);
+    from_hex(BRIDGE_PUBLIC_HEX, bpub, 32);
+    from_hex(IOS_SECRET_HEX, isec, 32);
+    from_hex(IOS_PUBLIC_HEX, ipub, 32);
+    assert_int_equal(rl_e2e_grant_sig(isec, bpub, "ses_1", GRANT_WRAP, "dev_1", sig), 0);
+    /* The same bytes as the web client's grantSig (and as Node's own HKDF and HMAC there). */
+    assert_string_equal(sig, GRANT_SIG_VECTOR);
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_1", GRANT_WRAP, "dev_1", sig), 0);
+    /* Every signed part counts: the session, the wrap's text, the wrapping device. */
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_2", GRANT_WRAP, "dev_1", sig), RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_1", "AhEiM0RVZneImaq7zN3u/x==", "dev_1", sig), RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_1", GRANT_WRAP, "dev_2", sig), RL_E2E_E_AUTH);
+    /* Missing, malformed, a key of another device, NULL parts. */
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_1", GRANT_WRAP, "dev_1", NULL), RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_1", GRANT_WRAP, "dev_1", ""), RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_1", NULL, "dev_1", sig), RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_grant_sig(isec, bpub, "ses_1", NULL, "dev_1", sig2), RL_E2E_E_FORMAT);
+    assert_int_equal(rl_e2e_keypair_new(&other), 0);
+    assert_int_equal(rl_e2e_grant_sig(other.sec, bpub, "ses_1", GRANT_WRAP, "dev_1", sig2), 0);
+    assert_int_equal(rl_e2e_grant_verify(bsec, ipub, "ses_1", GRANT_WRAP, "dev_1", sig2), RL_E2E_E_AUTH);
+    /* Its own key: a decision signature over the same strings is not a grant signature. */
+    assert_int_equal(rl_e2e_decision_sig(isec, bpub, "ses_1", GRANT_WRAP, "dev_1", NULL, "dev_1", decision), 0);
+    assert_string_not_equal(decision, sig);
+}
+
 /* ---- key files ---------------------------------------------------------------------------------------- */
 
 static char dir[64];
@@ -452,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_fields_travel_as_base64),
         cmocka_unit_test(test_sealed_box),
         cmocka_unit_test(test_decision_signature),
+        cmocka_unit_test(test_grant_signature),
     };
     const struct CMUnitTest files[] = {
         cmocka_unit_test(test_device_key_file),
