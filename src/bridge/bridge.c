@@ -855,6 +855,45 @@ static const char *gateway_decision(const char *decision)
     return "deny";
 }
 
+/*
+ * issue 26: in an encrypted session the user's answer comes sealed
+ * (answer_ct, blob path capabilities/<sid>): {location} for a location,
+ * {name, mime} of the photo for a camera. Its fields join the agent's line
+ * as a plain session's would; an answer that does not open is logged and
+ * the line says status "unreadable", so the agent is never left waiting.
+ */
+static void open_capability_answer(rl_bridge_t *b, const rl_frame_t *f, json_t *line)
+{
+    const char *ct = json_string_value(json_object_get(f->payload, "answer_ct"));
+    json_t *answer = NULL;
+    char *text = NULL;
+    int result;
+
+    if (ct == NULL)
+        return;
+    result = b->keys != NULL && rl_keyring_has(b->keys, f->session_id)
+                 ? rl_keyring_open_field(b->keys, f->session_id, "capabilities", ct, &text)
+                 : -1;
+    if (result == 0)
+        answer = json_loads(text, 0, NULL);
+    free(text);
+    if (!json_is_object(answer)) {
+        rl_log(RL_LOG_WARN, "update %s: the capability answer does not open with this session's keys: unreadable",
+               f->update_id);
+        json_object_set_new(line, "status", json_string("unreadable"));
+        json_decref(answer);
+        return;
+    }
+    if (json_is_object(json_object_get(answer, "location")))
+        json_object_set(line, "location", json_object_get(answer, "location"));
+    if (json_is_array(json_object_get(line, "attachments"))) {
+        json_t *item = json_array_get(json_object_get(line, "attachments"), 0);
+        copy_fields(item, answer, (const char *const[]){"name", "mime", NULL});
+        json_object_set_new(item, "sealed", json_true());
+    }
+    json_decref(answer);
+}
+
 static void handle_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
@@ -917,6 +956,7 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
         if (line != NULL) {
             copy_fields(line, f->payload,
                         (const char *const[]){"request_id", "capability", "status", "location", "attachments", NULL});
+            open_capability_answer(b, f, line);
             b->adapter->notify(b->agent, line);
             json_decref(line);
         }

@@ -340,6 +340,8 @@ static const struct seal_rule {
     {RL_CALL_FINISH_TASK, "status_label", "status_label_ct", "tasks", SEAL_TEXT},
     {RL_CALL_FINISH_TASK, "error", "error_ct", "tasks", SEAL_AUTO},
     {RL_CALL_FINISH_TASK, "result", "result_ct", "tasks", SEAL_JSON},
+    /* ours (docs/api.md "Device capabilities"): the agent's reason, under capabilities/<sid> */
+    {RL_CALL_REQUEST_CAPABILITY, "reason", "reason_ct", "capabilities", SEAL_TEXT},
 };
 
 /* What an approval's details_ct holds (the authors' shape, and content: the diff or text a person reviews). */
