@@ -288,8 +288,14 @@ static int answer_of(rl_txn_t *txn, struct capability_answer *op, int encrypted,
         return 0;
     }
     refs = json_pack("[{s:s}]", "key", op->attachment_key);
-    result = rl_attachments_resolve(txn, op->user_id, refs, &resolved);
+    result =
+        rl_attachments_resolve(txn, op->user_id, refs, encrypted ? RL_ATTACHMENTS_SEALED_BYTES : RL_ATTACHMENTS_PLAIN,
+                               &resolved, &op->problem);
     json_decref(refs);
+    if (result == RL_E_INVALID_REQUEST) {
+        op->problem_path = "attachment_key";
+        return result;
+    }
     if (result == RL_E_NOT_FOUND) {
         op->problem_path = "attachment_key";
         op->problem = "not one of your uploads (POST /v1/me/attachments)";
