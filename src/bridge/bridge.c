@@ -18,6 +18,7 @@
 #include "bridge/dedupe.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
+#include "bridge/sealed.h"
 #include "common/log.h"
 #include "bridge/rest.h"
 #include "client/credentials.h"
@@ -700,6 +701,7 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
     json_object_set_new(message, "text", json_string(text));
     rl_e2e_wipe(text, strlen(text));
     free(text);
+    rl_sealed_attachments_open(b->keys, f->session_id, message);
     return copy;
 }
 
@@ -886,10 +888,12 @@ static void open_capability_answer(rl_bridge_t *b, const rl_frame_t *f, json_t *
     }
     if (json_is_object(json_object_get(answer, "location")))
         json_object_set(line, "location", json_object_get(answer, "location"));
+    /* A photo: its bytes sealed under attachments/<sid>, described by the answer's {attachment}. */
     if (json_is_array(json_object_get(line, "attachments"))) {
-        json_t *item = json_array_get(json_object_get(line, "attachments"), 0);
-        copy_fields(item, answer, (const char *const[]){"name", "mime", NULL});
-        json_object_set_new(item, "sealed", json_true());
+        json_t *photos = json_deep_copy(json_object_get(line, "attachments"));
+        rl_sealed_attachment_open(b->keys, f->session_id, json_array_get(photos, 0),
+                                  json_object_get(answer, "attachment"));
+        json_object_set_new(line, "attachments", photos);
     }
     json_decref(answer);
 }
