@@ -18,6 +18,7 @@
 #include "bridge/dedupe.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
+#include "bridge/sealed.h"
 #include "common/log.h"
 #include "bridge/rest.h"
 #include "client/credentials.h"
@@ -700,6 +701,7 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
     json_object_set_new(message, "text", json_string(text));
     rl_e2e_wipe(text, strlen(text));
     free(text);
+    rl_sealed_attachments_open(b->keys, f->session_id, message);
     return copy;
 }
 
@@ -853,6 +855,47 @@ static const char *gateway_decision(const char *decision)
     return "deny";
 }
 
+/*
+ * issue 26: in an encrypted session the user's answer comes sealed
+ * (answer_ct, blob path capabilities/<sid>): {location} for a location,
+ * {name, mime} of the photo for a camera. Its fields join the agent's line
+ * as a plain session's would; an answer that does not open is logged and
+ * the line says status "unreadable", so the agent is never left waiting.
+ */
+static void open_capability_answer(rl_bridge_t *b, const rl_frame_t *f, json_t *line)
+{
+    const char *ct = json_string_value(json_object_get(f->payload, "answer_ct"));
+    json_t *answer = NULL;
+    char *text = NULL;
+    int result;
+
+    if (ct == NULL)
+        return;
+    result = b->keys != NULL && rl_keyring_has(b->keys, f->session_id)
+                 ? rl_keyring_open_field(b->keys, f->session_id, "capabilities", ct, &text)
+                 : -1;
+    if (result == 0)
+        answer = json_loads(text, 0, NULL);
+    free(text);
+    if (!json_is_object(answer)) {
+        rl_log(RL_LOG_WARN, "update %s: the capability answer does not open with this session's keys: unreadable",
+               f->update_id);
+        json_object_set_new(line, "status", json_string("unreadable"));
+        json_decref(answer);
+        return;
+    }
+    if (json_is_object(json_object_get(answer, "location")))
+        json_object_set(line, "location", json_object_get(answer, "location"));
+    /* A photo: its bytes sealed under attachments/<sid>, described by the answer's {attachment}. */
+    if (json_is_array(json_object_get(line, "attachments"))) {
+        json_t *photos = json_deep_copy(json_object_get(line, "attachments"));
+        rl_sealed_attachment_open(b->keys, f->session_id, json_array_get(photos, 0),
+                                  json_object_get(answer, "attachment"));
+        json_object_set_new(line, "attachments", photos);
+    }
+    json_decref(answer);
+}
+
 static void handle_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
@@ -915,6 +958,7 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
         if (line != NULL) {
             copy_fields(line, f->payload,
                         (const char *const[]){"request_id", "capability", "status", "location", "attachments", NULL});
+            open_capability_answer(b, f, line);
             b->adapter->notify(b->agent, line);
             json_decref(line);
         }

@@ -5,6 +5,7 @@
 
 #include "bridge/keyring.h"
 #include "client/credentials.h"
+#include "common/base64.h"
 #include "common/log.h"
 #include "e2e/keystore.h"
 
@@ -286,6 +287,23 @@ int rl_keyring_open_path(const rl_keyring_t *k, const char *session_id, const ch
     return b64 != NULL ? rl_keystore_open_field(k->sessions, session_id, path, b64, out, NULL) : RL_E2E_E_FORMAT;
 }
 
+int rl_keyring_open_bytes(const rl_keyring_t *k, const char *session_id, const char *kind, const void *envelope,
+                          size_t len, char **out, size_t *outlen)
+{
+    char path[160], *b64;
+    int result;
+
+    if (rl_e2e_path(path, sizeof(path), kind, session_id) != 0 || len > ((size_t)1 << 30))
+        return RL_E2E_E_FORMAT;
+    /* The key store opens base64 envelopes (every other field is one): the bytes are encoded once for it. */
+    if ((b64 = malloc(RL_BASE64_ENCODED_SIZE(len))) == NULL)
+        return RL_E2E_E_FORMAT;
+    rl_base64_encode(envelope, len, b64);
+    result = rl_keystore_open_field(k->sessions, session_id, path, b64, out, outlen);
+    free(b64);
+    return result;
+}
+
 int rl_keyring_file_index(const rl_keyring_t *k, const char *session_id, const char *path,
                           char out[RL_E2E_BLIND_IDX_SIZE])
 {
@@ -356,6 +374,8 @@ static const struct seal_rule {
     {RL_CALL_FINISH_TASK, "status_label", "status_label_ct", "tasks", SEAL_TEXT},
     {RL_CALL_FINISH_TASK, "error", "error_ct", "tasks", SEAL_AUTO},
     {RL_CALL_FINISH_TASK, "result", "result_ct", "tasks", SEAL_JSON},
+    /* ours (docs/api.md "Device capabilities"): the agent's reason, under capabilities/<sid> */
+    {RL_CALL_REQUEST_CAPABILITY, "reason", "reason_ct", "capabilities", SEAL_TEXT},
 };
 
 /* What an approval's details_ct holds (the authors' shape, and content: the diff or text a person reviews). */

@@ -88,6 +88,13 @@ int rl_keyring_open_field(const rl_keyring_t *k, const char *session_id, const c
 char *rl_keyring_seal_path(const rl_keyring_t *k, const char *session_id, const char *path, const void *plain,
                            size_t len);
 int rl_keyring_open_path(const rl_keyring_t *k, const char *session_id, const char *path, const char *b64, char **out);
+/*
+ * Opens raw envelope bytes (0x01 ‖ nonce ‖ ciphertext ‖ tag, as a sealed
+ * attachment is uploaded) of the field family kind: 0 with *out malloc'd
+ * (*outlen bytes, NUL-terminated past them), or an RL_E2E_E_* error.
+ */
+int rl_keyring_open_bytes(const rl_keyring_t *k, const char *session_id, const char *kind, const void *envelope,
+                          size_t len, char **out, size_t *outlen);
 /* The blind index of an agent file (scope agent_files, inputs session id and path). 0 or an RL_E2E_E_* error. */
 int rl_keyring_file_index(const rl_keyring_t *k, const char *session_id, const char *path,
                           char out[RL_E2E_BLIND_IDX_SIZE]);

@@ -31,6 +31,7 @@
 #include "http/query.h"
 #include "relay/attachments.h"
 #include "relay/auth.h"
+#include "relay/e2e.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
 #include "relay/target.h"
@@ -40,7 +41,10 @@
 #define URL_KEY_FILE   "url.key"
 #define NAME_MAX_BYTES 255
 #define MIME_MAX_BYTES 255
-#define LINK_REFUSED   "no such file, or the link is wrong or has expired"
+/* A sealed {name, mime, size, sha256}: a 255-byte name and type and the rest fit in 2 KiB of base64. */
+#define META_CT_MAX  2048
+#define SEALED_MIME  "application/octet-stream"
+#define LINK_REFUSED "no such file, or the link is wrong or has expired"
 /*
  * What this node learns of a user's attachment bytes (each upload's
  * transaction counts them) is trusted to refuse an upload from its declared
@@ -62,6 +66,8 @@ static const rl_field_t attachment_ref_fields[] = {
     RL_FIELD_STRING("mime", 0, 1, 255),
     RL_FIELD_INTEGER_RANGE("size", 0, 0, RL_ATTACHMENT_MAX),
     RL_FIELD_STRING("name", RL_F_NULLABLE, 0, 255),
+    /* issue 26: the real name, type, size and SHA-256 of a sealed upload, sealed (attachments/<sid>). */
+    RL_FIELD_CT("meta_ct", 0, META_CT_MAX),
     RL_FIELD_END,
 };
 static const rl_schema_t attachment_ref_schema = RL_SCHEMA(attachment_ref_fields);
@@ -229,9 +235,37 @@ void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
     }
 }
 
-int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, json_t **resolved)
+/*
+ * issue 26: what an attachment of a session must look like. In an encrypted
+ * session the bytes were sealed before upload, so the upload says nothing
+ * of them (application/octet-stream, no name), and a message's entry says
+ * the rest sealed (meta_ct); a plain session takes no meta_ct. A refusal's
+ * message, or NULL.
+ */
+static const char *sealing_problem(const json_t *ref, const rl_attachment_row_t *row, rl_attachment_sealing_t sealing)
 {
-    json_t *items = json_array(), *ref;
+    const json_t *name = json_object_get(ref, "name");
+    const char *mime = json_string_value(json_object_get(ref, "mime"));
+
+    if (sealing == RL_ATTACHMENTS_PLAIN)
+        return json_object_get(ref, "meta_ct") != NULL
+                   ? "This session is not encrypted: meta_ct is refused (send the plain name)"
+                   : NULL;
+    if (strcmp(row->mime, SEALED_MIME) != 0 || (row->name != NULL && row->name[0] != '\0'))
+        return "This session is end-to-end encrypted: upload the sealed bytes as " SEALED_MIME " with no name";
+    if (name != NULL && !json_is_null(name))
+        return "This session is end-to-end encrypted: the name goes sealed in meta_ct, not name";
+    if (mime != NULL && strcmp(mime, SEALED_MIME) != 0)
+        return "This session is end-to-end encrypted: the type goes sealed in meta_ct, not mime";
+    if (sealing == RL_ATTACHMENTS_SEALED && json_object_get(ref, "meta_ct") == NULL)
+        return "This session is end-to-end encrypted: each attachment carries meta_ct";
+    return NULL;
+}
+
+int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, rl_attachment_sealing_t sealing,
+                           json_t **resolved, const char **problem)
+{
+    json_t *items = json_array(), *ref, *item;
     const char *given;
     rl_attachment_row_t row;
     size_t i;
@@ -243,14 +277,19 @@ int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, jso
         /* Someone else's upload, or one on its way out, is not there. */
         if (result == 0 && (strcmp(row.user_id, user_id) != 0 || row.doomed_at != RL_NO_TIME))
             result = RL_E_NOT_FOUND;
+        if (result == 0 && (*problem = sealing_problem(ref, &row, sealing)) != NULL)
+            result = RL_E_INVALID_REQUEST;
         if (result != 0) {
             json_decref(items);
             return result;
         }
         /* The name a message gives wins over the upload's (null or absent keeps it); mime and size are the file's. */
         given = json_string_value(json_object_get(ref, "name"));
-        json_array_append_new(items, json_pack("{s:s, s:s, s:I, s:s?}", "key", row.key, "mime", row.mime, "size",
-                                               (json_int_t)row.size, "name", given != NULL ? given : row.name));
+        item = json_pack("{s:s, s:s, s:I, s:s?}", "key", row.key, "mime", row.mime, "size", (json_int_t)row.size,
+                         "name", given != NULL ? given : row.name);
+        if (json_object_get(ref, "meta_ct") != NULL)
+            json_object_set(item, "meta_ct", json_object_get(ref, "meta_ct"));
+        json_array_append_new(items, item);
     }
     *resolved = items;
     return 0;

@@ -33,14 +33,24 @@ int rl_attachments_head_limit(void *app, const rl_route_t *route, const char *au
                               rl_http_head_limit_t *limit);
 /* Adds "url" and "url_expires_at" to every {key, ...} item of an attachments array, in place. */
 void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
+/* How the attachments of a session are sent (issue 26, docs/api.md "Encrypted sessions"). */
+typedef enum {
+    RL_ATTACHMENTS_PLAIN,       /* a plain session: meta_ct refused */
+    RL_ATTACHMENTS_SEALED,      /* a message of an encrypted one: sealed bytes, each item's meta_ct required */
+    RL_ATTACHMENTS_SEALED_BYTES /* a capability answer of an encrypted one: sealed bytes, described by answer_ct */
+} rl_attachment_sealing_t;
+
 /*
  * In a transaction: resolves a message's attachment references (the items
  * of refs) against the user's uploads; the stored mime and size win over
- * what the sender claimed, and the stored name unless the item gives one.
- * *resolved is a new array. RL_E_NOT_FOUND for a key that is not one of the
- * user's uploads (or is being removed).
+ * what the sender claimed, and the stored name unless the item gives one;
+ * an item's meta_ct is kept as given. *resolved is a new array.
+ * RL_E_NOT_FOUND for a key that is not one of the user's uploads (or is
+ * being removed); RL_E_INVALID_REQUEST, with *problem set to a static
+ * message for the field "attachments", for an item that breaks sealing's rule.
  */
-int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, json_t **resolved);
+int rl_attachments_resolve(rl_txn_t *txn, const char *user_id, json_t *refs, rl_attachment_sealing_t sealing,
+                           json_t **resolved, const char **problem);
 /*
  * In a writing transaction: records that session_id references each
  * attachment of resolved (an array from rl_attachments_resolve), which keeps

@@ -271,6 +271,7 @@ int rl_bridge_write_answer(rl_call_t *call, rl_bridge_write_t *w)
 struct message_open {
     rl_bridge_write_t w;
     const char *message_id;
+    const char *problem; /* result: an attachment that breaks the session's sealing rule */
 };
 
 static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
@@ -286,7 +287,9 @@ static int message_open_apply(rl_txn_t *txn, rl_bridge_write_t *w)
     if ((result = rl_bridge_write_require(w, w->session.encrypted ? "text_ct" : "text")) != 0)
         return result;
     none = json_array();
-    result = rl_attachments_resolve(txn, w->session.user_id, refs != NULL ? refs : none, &attachments);
+    result = rl_attachments_resolve(txn, w->session.user_id, refs != NULL ? refs : none,
+                                    w->session.encrypted ? RL_ATTACHMENTS_SEALED : RL_ATTACHMENTS_PLAIN, &attachments,
+                                    &op->problem);
     json_decref(none);
     /* The session now keeps these files: they go when it is purged, not before. */
     if (result == 0 && (result = rl_attachments_use(txn, attachments, w->target.session_id, w->target.now)) != 0)
@@ -346,6 +349,11 @@ static void on_message_opened(rl_store_op_t *base)
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           json_pack("[{s:s, s:s, s:s}]", "path", "attachments", "code", "invalid_string", "message",
                                     "Unknown attachment key"),
+                          NULL);
+    } else if (base->result == RL_E_INVALID_REQUEST && ((struct message_open *)w)->problem != NULL) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "attachments", "code", "invalid_string", "message",
+                                    ((struct message_open *)w)->problem),
                           NULL);
     } else if (base->result != 0) {
         rl_bridge_write_fail(call, w, base->result);

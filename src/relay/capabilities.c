@@ -21,6 +21,7 @@
 #include "relay/attachments.h"
 #include "relay/bridge.h"
 #include "relay/capabilities.h"
+#include "relay/e2e.h"
 #include "relay/hub.h"
 #include "relay/relay.h"
 #include "relay/updates.h"
@@ -28,6 +29,8 @@
 
 #define SWEEP_MAX 500
 #define ID_CHARS  20
+/* A sealed location (or a photo's name and type) is a few hundred bytes; 4 KiB of base64 leaves room. */
+#define ANSWER_CT_MAX 4096
 
 /*
  * ours: the capabilities a browser can give without an app of its own
@@ -81,8 +84,14 @@ static const rl_field_t request_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("interaction_id", 0, 1, 64), /* required but in a session the bridge created (target.h) */
     RL_FIELD_ENUM("capability", RL_F_REQUIRED, capability_names),
-    /* What the user reads before deciding: required, as the RFC's reason is. */
-    RL_FIELD_STRING("reason", RL_F_REQUIRED, 1, 500),
+    /*
+     * What the user reads before deciding: required, as the RFC's reason is;
+     * in an encrypted session sealed instead (reason_ct, blob path
+     * capabilities/<sid>), and then reason is refused (capability_plain).
+     * 500 characters are at most 2000 bytes of UTF-8: the envelope's base64 fits 2800.
+     */
+    RL_FIELD_STRING("reason", 0, 1, 500),
+    RL_FIELD_CT("reason_ct", 0, 2800),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };
@@ -102,28 +111,35 @@ static const rl_field_t answer_fields[] = {
     RL_FIELD_OBJECT("location", RL_F_NULLABLE, &location_schema),
     RL_FIELD_STRING("attachment_key", RL_F_NULLABLE, 1, 128),
     RL_FIELD_BOOLEAN("refused", RL_F_NULLABLE),
+    /* issue 26: the answer sealed for the bridge in an encrypted session (api.md "Device capabilities"). */
+    RL_FIELD_CT("answer_ct", RL_F_NULLABLE, ANSWER_CT_MAX),
     RL_FIELD_END,
 };
 const rl_schema_t rl_capability_answer_schema = RL_SCHEMA(answer_fields);
 
 /* ---- views ---- */
 
-static const char *request_reason(const rl_capability_row_t *row, json_t **request)
+static const char *request_field(const rl_capability_row_t *row, json_t **request, const char *field)
 {
-    *request = rl_view_json(row->request, json_object());
-    return json_string_value(json_object_get(*request, "reason"));
+    if (*request == NULL)
+        *request = rl_view_json(row->request, json_object());
+    return json_string_value(json_object_get(*request, field));
 }
 
 /* The pending entry: the snapshot's pending_capability_requests[] and the device_capability_request event. */
 static json_t *pending_view(const rl_capability_row_t *row)
 {
-    json_t *request;
-    const char *reason = request_reason(row, &request);
+    json_t *request = NULL;
+    const char *reason = request_field(row, &request, "reason");
     json_t *view = json_pack("{s:s, s:s, s:n, s:s, s:s, s:s, s:s?, s:I, s:I}", "request_id", row->id, "installation_id",
                              row->installation_id, "agent_id", "session_id", row->session_id, "interaction_id",
                              row->interaction_id, "capability", row->capability, "reason", reason, "expires_at",
                              (json_int_t)row->expires_at, "ts", (json_int_t)row->created_at);
+    const char *reason_ct = request_field(row, &request, "reason_ct");
 
+    /* issue 26: an encrypted session's entry carries the sealed reason as given (reason stays null). */
+    if (reason_ct != NULL)
+        json_object_set_new(view, "reason_ct", json_string(reason_ct));
     json_decref(request);
     return view;
 }
@@ -159,11 +175,16 @@ struct capability_request {
 static int capability_request_apply(rl_txn_t *txn, rl_bridge_write_t *w)
 {
     struct capability_request *op = (void *)w;
-    json_t *request = json_pack("{s:O}", "reason", json_object_get(w->body, "reason"));
-    char *request_text = json_dumps(request, JSON_COMPACT);
+    const char *field = w->session.encrypted ? "reason_ct" : "reason";
+    json_t *request;
+    char *request_text;
     rl_capability_row_t row;
     int result;
 
+    if ((result = rl_bridge_write_require(w, field)) != 0)
+        return result;
+    request = json_pack("{s:O}", field, json_object_get(w->body, field));
+    request_text = json_dumps(request, JSON_COMPACT);
     json_decref(request);
     if (request_text == NULL)
         return RL_E_INTERNAL;
@@ -212,6 +233,9 @@ static void on_capability_requested(rl_store_op_t *base)
     rl_call_release(call);
 }
 
+/* The plaintext an encrypted session refuses (rl_e2e_body_check): the reason is sealed there. */
+static const char *const capability_plain[] = {"reason", NULL};
+
 int rl_bridge_request_capability(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
@@ -223,6 +247,7 @@ int rl_bridge_request_capability(rl_call_t *call)
     rl_rand_id(op->id, sizeof(op->id), "dcr_", ID_CHARS);
     op->expires_at = op->w.target.now + relay->config.capability_ttl;
     op->w.target.turn_bound = 1;
+    op->w.plain = capability_plain;
     rl_op_submit_for(call, op, on_capability_requested);
     return 0;
 }
@@ -235,6 +260,7 @@ struct capability_answer {
     const char *given_field; /* location, attachment_key, or NULL for a refusal */
     double latitude, longitude, accuracy;
     const char *attachment_key;
+    const char *answer_ct; /* issue 26: the sealed answer, or NULL */
     int64_t now;
     /* results */
     int changed;
@@ -242,20 +268,34 @@ struct capability_answer {
     rl_capability_row_t row;
 };
 
-/* The answer as stored: {location} or {attachments: [the photo]}. */
-static int answer_of(rl_txn_t *txn, struct capability_answer *op, json_t **answer)
+/*
+ * The answer as stored: {location} or {attachments: [the photo]}; in an
+ * encrypted session {answer_ct} or {answer_ct, attachments: [the sealed
+ * photo]}, where answer_ct is kept as the client sealed it.
+ */
+static int answer_of(rl_txn_t *txn, struct capability_answer *op, int encrypted, json_t **answer)
 {
     json_t *refs, *resolved = NULL;
     int result;
 
+    if (strcmp(op->given_field, "answer_ct") == 0) {
+        *answer = json_pack("{s:s}", "answer_ct", op->answer_ct);
+        return 0;
+    }
     if (strcmp(op->given_field, "location") == 0) {
         *answer = json_pack("{s:{s:f, s:f, s:f}}", "location", "latitude", op->latitude, "longitude", op->longitude,
                             "accuracy", op->accuracy);
         return 0;
     }
     refs = json_pack("[{s:s}]", "key", op->attachment_key);
-    result = rl_attachments_resolve(txn, op->user_id, refs, &resolved);
+    result =
+        rl_attachments_resolve(txn, op->user_id, refs, encrypted ? RL_ATTACHMENTS_SEALED_BYTES : RL_ATTACHMENTS_PLAIN,
+                               &resolved, &op->problem);
     json_decref(refs);
+    if (result == RL_E_INVALID_REQUEST) {
+        op->problem_path = "attachment_key";
+        return result;
+    }
     if (result == RL_E_NOT_FOUND) {
         op->problem_path = "attachment_key";
         op->problem = "not one of your uploads (POST /v1/me/attachments)";
@@ -263,7 +303,9 @@ static int answer_of(rl_txn_t *txn, struct capability_answer *op, json_t **answe
     }
     if (result != 0)
         return result;
-    if (strncmp(json_string_value(json_object_get(json_array_get(resolved, 0), "mime")), "image/", 6) != 0) {
+    /* A sealed photo is application/octet-stream to relayd: its real type is inside answer_ct. */
+    if (!encrypted &&
+        strncmp(json_string_value(json_object_get(json_array_get(resolved, 0), "mime")), "image/", 6) != 0) {
         json_decref(resolved);
         op->problem_path = "attachment_key";
         op->problem = "a camera request is answered with an image";
@@ -275,6 +317,40 @@ static int answer_of(rl_txn_t *txn, struct capability_answer *op, json_t **answe
         return result;
     }
     *answer = json_pack("{s:o}", "attachments", resolved);
+    if (encrypted)
+        json_object_set_new(*answer, "answer_ct", json_string(op->answer_ct));
+    return 0;
+}
+
+/*
+ * issue 26: the plaintext-or-ciphertext rule for an answer. In an encrypted
+ * session a location is sealed whole (answer_ct alone) and a photo is a
+ * sealed upload (attachment_key) with its name and type sealed (answer_ct);
+ * a plain location is refused, as answer_ct is in a plain session. A
+ * refusal carries nothing either way. 0, or RL_E_INVALID_REQUEST with the
+ * problem set.
+ */
+static int answer_sealing_check(struct capability_answer *op, int encrypted)
+{
+    const char *given = op->given_field;
+
+    if (!encrypted) {
+        if (op->answer_ct == NULL)
+            return 0;
+        op->problem_path = "answer_ct";
+        op->problem = "This session is not encrypted: answer_ct is refused (send the plain answer)";
+        return RL_E_INVALID_REQUEST;
+    }
+    if (given != NULL && strcmp(given, "location") == 0) {
+        op->problem_path = "location";
+        op->problem = "This session is end-to-end encrypted: send answer_ct (a base64 envelope), not location";
+        return RL_E_INVALID_REQUEST;
+    }
+    if (given != NULL && strcmp(given, "attachment_key") == 0 && op->answer_ct == NULL) {
+        op->problem_path = "answer_ct";
+        op->problem = "This session is end-to-end encrypted: a photo's name and type come sealed in answer_ct";
+        return RL_E_INVALID_REQUEST;
+    }
     return 0;
 }
 
@@ -285,6 +361,7 @@ static int capability_answer_run(rl_txn_t *txn, rl_store_op_t *base)
     json_t *answer = NULL;
     char *answer_text;
     int64_t update_id = 0;
+    rl_session_row_t session;
     int result = RL_TXN(txn, capability_get, op->request_id, &op->row);
 
     /* Another user's request is as absent as one that never was. */
@@ -297,14 +374,21 @@ static int capability_answer_run(rl_txn_t *txn, rl_store_op_t *base)
         return 0;
     if (strcmp(op->row.state, "pending") != 0 || op->row.expires_at <= op->now)
         return RL_E_CAPABILITY_EXPIRED;
+    if ((result = RL_TXN(txn, session_get, op->row.session_id, &session)) != 0)
+        return result == RL_E_NOT_FOUND ? RL_E_CAPABILITY_NOT_FOUND : result;
+    if ((result = answer_sealing_check(op, session.encrypted)) != 0)
+        return result;
     wanted = rl_capability_answer_field(op->row.capability);
+    if (session.encrypted && wanted != NULL && strcmp(wanted, "location") == 0)
+        wanted = "answer_ct";
     if (op->given_field != NULL && (wanted == NULL || strcmp(wanted, op->given_field) != 0)) {
         op->problem_path = op->given_field;
-        op->problem = strcmp(op->row.capability, "location") == 0 ? "a location request is answered with location"
-                                                                  : "a camera request is answered with attachment_key";
+        op->problem = strcmp(op->row.capability, "location") != 0 ? "a camera request is answered with attachment_key"
+                      : session.encrypted                         ? "a location request is answered with answer_ct"
+                                                                  : "a location request is answered with location";
         return RL_E_INVALID_REQUEST;
     }
-    if (op->given_field != NULL && (result = answer_of(txn, op, &answer)) != 0)
+    if (op->given_field != NULL && (result = answer_of(txn, op, session.encrypted, &answer)) != 0)
         return result;
     answer_text = answer != NULL ? json_dumps(answer, JSON_COMPACT) : NULL;
     json_decref(answer);
@@ -355,15 +439,24 @@ int rl_capability_answer(rl_call_t *call)
     struct capability_answer *op;
     json_t *location = json_object_get(call->body, "location");
     const char *given = rl_capability_answer_given(call->body);
+    const char *answer_ct = rl_body_string(call, "answer_ct");
     char request_id[64];
 
     if (rl_call_param(call, 0, request_id, sizeof(request_id)) != 0)
         return RL_E_CAPABILITY_NOT_FOUND;
-    /* Exactly one of the three: a field table cannot say that, so it is said here once. */
-    if (given == NULL) {
+    /*
+     * Exactly one of the three (or, in an encrypted session, answer_ct alone
+     * for a location): a field table cannot say that, so it is said here
+     * once. A refusal with a sealed answer would drop the answer silently.
+     */
+    if (given == NULL && answer_ct != NULL && json_object_get(call->body, "location") == NULL &&
+        json_object_get(call->body, "attachment_key") == NULL && !json_is_true(json_object_get(call->body, "refused")))
+        given = "answer_ct";
+    if (given == NULL || (strcmp(given, "refused") == 0 && answer_ct != NULL)) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           json_pack("[{s:s, s:s, s:s}]", "path", "", "code", "invalid_answer", "message",
-                                    "give exactly one of location, attachment_key or refused: true"),
+                                    "give exactly one of location (answer_ct in an encrypted session), "
+                                    "attachment_key or refused: true"),
                           NULL);
         return 0;
     }
@@ -377,6 +470,7 @@ int rl_capability_answer(rl_call_t *call)
         op->accuracy = json_number_value(json_object_get(location, "accuracy"));
     }
     op->attachment_key = rl_op_str(op, rl_body_string(call, "attachment_key"));
+    op->answer_ct = answer_ct != NULL ? rl_op_str(op, answer_ct) : NULL;
     op->now = rl_clock_now_ms();
     rl_op_submit_for(call, op, on_answered);
     return 0;

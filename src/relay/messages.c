@@ -185,6 +185,7 @@ struct send {
     int64_t now;
     rl_idempotency_t idem; /* key NULL: the send carries none */
     const char *bridge;    /* result: the session's installation */
+    const char *problem;   /* result: an attachment that breaks the session's sealing rule */
     json_t *replayed;      /* result: the stored answer of an earlier send with the same key */
 };
 
@@ -216,7 +217,9 @@ static int send_run(rl_txn_t *txn, rl_store_op_t *base)
     }
     if (result != 0)
         return result;
-    if ((result = rl_attachments_resolve(txn, op->user_id, op->refs, &attachments)) != 0)
+    if ((result = rl_attachments_resolve(txn, op->user_id, op->refs,
+                                         session.encrypted ? RL_ATTACHMENTS_SEALED : RL_ATTACHMENTS_PLAIN, &attachments,
+                                         &op->problem)) != 0)
         return result;
     /* The session now keeps these files: they go when it is purged, not before. */
     if ((result = rl_attachments_use(txn, attachments, op->session_id, op->now)) != 0) {
@@ -282,6 +285,9 @@ static void on_sent(rl_store_op_t *base)
     if (base->result == RL_E_NOT_FOUND) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           problem("attachments", "invalid_string", "Unknown attachment key"), NULL);
+    } else if (base->result == RL_E_INVALID_REQUEST && op->problem != NULL) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, problem("attachments", "invalid_string", op->problem),
+                          NULL);
     } else if (base->result == RL_E_MESSAGE_NOT_FOUND) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           problem("reply_to", "invalid_string", "No such message in this session"), NULL);

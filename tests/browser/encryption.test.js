@@ -9,7 +9,7 @@
 // one installation and one encrypted chat.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import nacl from 'tweetnacl';
@@ -29,7 +29,14 @@ const SECRET = {
   approval: 'shred-the-marmalade --verbose',
   rotated: 'After the rotation: persimmon',
   push: 'A pushed kumquat reply',
+  reason: 'to find the nearest quince orchard',
+  ask: 'Where is the nearest quince orchard?',
+  file: 'quince-orchard-survey.txt',
+  fileText: 'The quince orchard survey: eleven gnarled trees\n',
+  place: '51.47792812345',
 };
+// Where the browser says it is (Chromium's override), and which digits of it must never travel in clear.
+const WHERE = { latitude: 51.47792812345, longitude: -0.001545, accuracy: 9 };
 // The protocol authors' SAS table (their sas-emojis.ts), interop data.
 const SAS_EMOJI = ['🐱', '🐶', '🐭', '🐹', '🐰', '🐻', '🐼', '🐨', '🐯', '🦁', '🐮', '🐷', '🐸', '🦊', '🐔', '🐺',
   '🍎', '🍌', '🍇', '🍓', '🍑', '🍒', '🥕', '🌽', '🌙', '⭐', '🌈', '🔥', '⚡', '🚀', '⚓', '🎁'];
@@ -282,6 +289,56 @@ test('an encrypted turn: the message goes sealed, the reply, a task and an appro
   // A signature by another key does not verify: the bridge can tell a forged decision.
   const other = nacl.box.keyPair();
   assert.notEqual(p.decision_sig, expectedSig(hex(other.publicKey), { approvalId: 'apr_shred', decision: p.decision, scope: p.scope, deviceId: idOf(webDevice) }));
+  collect(page);
+});
+
+test('an encrypted capability request: the reason reads in clear, the location leaves sealed (answer_ct)', async () => {
+  await page.context().grantPermissions(['geolocation'], { origin: relay.url });
+  await page.context().setGeolocation(WHERE);
+  await page.fill('.composer-input', SECRET.ask);
+  await page.click('button[aria-label="Send"]');
+  const message = await socket.update('session.message', (p) => p.session && p.session.id === sessionId && p.message &&
+    open(sessionKey, `messages/${sessionId}`, p.message.text_ct) === SECRET.ask);
+  const caps = `capabilities/${sessionId}`;
+  // The plain reason is refused in an encrypted session, by name.
+  await assert.rejects(bridge('requestDeviceCapability', { session_id: sessionId, interaction_id: message.interaction_id,
+    capability: 'location', reason: SECRET.reason, idempotency_key: key() }), /400/);
+  const asked = await bridge('requestDeviceCapability', { session_id: sessionId, interaction_id: message.interaction_id,
+    capability: 'location', reason_ct: seal(sessionKey, caps, SECRET.reason), idempotency_key: key() });
+  const card = await page.waitForSelector('.capability-pending');
+  await waitFor('the reason opened', async () => (await card.$eval('.capability-reason', (e) => e.textContent)) === SECRET.reason);
+  await (await card.$('button[data-choice="share"]')).click();
+  const result = await socket.update('device_capability.result', (p) => p.request_id === asked.request_id);
+  assert.equal(result.payload.status, 'answered');
+  assert.equal(result.payload.location, undefined, 'no location in clear');
+  assert.deepEqual(JSON.parse(open(sessionKey, caps, result.payload.answer_ct)), { location: WHERE });
+  await page.waitForSelector('.capability-answered .approval-outcome:has-text("Location shared")');
+  collect(page);
+});
+
+test('an encrypted attachment: sealed before upload, its name and type in meta_ct; the bridge opens the very bytes', async () => {
+  await page.setInputFiles('#attach-file', { name: SECRET.file, mimeType: 'text/plain', buffer: Buffer.from(SECRET.fileText) });
+  await page.waitForSelector('.chip-ready');
+  await page.fill('.composer-input', 'see the survey');
+  await page.click('button[aria-label="Send"]');
+  const message = await socket.update('session.message', (p) => p.session && p.session.id === sessionId && p.message &&
+    (p.message.attachments || []).length === 1);
+  const item = message.payload.message.attachments[0];
+  assert.equal(item.mime, 'application/octet-stream');
+  assert.equal(item.name || null, null);
+  const files = `attachments/${sessionId}`;
+  const meta = JSON.parse(open(sessionKey, files, item.meta_ct));
+  assert.deepEqual({ name: meta.name, mime: meta.mime, size: meta.size }, { name: SECRET.file, mime: 'text/plain', size: Buffer.byteLength(SECRET.fileText) });
+  const envelope = Buffer.from(await (await fetch(item.url)).arrayBuffer());
+  const bytes = openBytes(hkdf(sessionKey, `sophon/v1/blob/${files}`, 32), envelope);
+  assert.equal(bytes.toString('utf8'), SECRET.fileText);
+  assert.equal(createHash('sha256').update(bytes).digest('hex'), meta.sha256);
+  // The chat shows the real name; a click fetches the envelope, opens it here and saves the file under its name.
+  const link = await page.waitForSelector(`.msg-user .attachment-sealed:has-text("${SECRET.file}")`);
+  const [download] = await Promise.all([page.waitForEvent('download'), link.click()]);
+  assert.ok((await link.getAttribute('href')).startsWith('blob:'), 'opened in the page, from a local blob');
+  assert.equal(download.suggestedFilename(), SECRET.file);
+  assert.equal(readFileSync(await download.path(), 'utf8'), SECRET.fileText);
   collect(page);
 });
 

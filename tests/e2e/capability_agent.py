@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """A jsonl agent (docs/bridge.md) that asks the user's phone for a capability:
 "where am I?" asks for the location, "photo ..." for a photo from the camera;
-it answers with what came back (the "capability" line). Used by test_47_capabilities_jsonl.py."""
+it answers with what came back (the "capability" line); a message with
+attachments is answered with each file's name, type, size and SHA-256 as the
+agent reads it (from path, which relay-bridge gives for an encrypted
+session's sealed files). Used by test_47_capabilities_jsonl.py and
+test_97_e2e_relay_cli.py."""
+import hashlib
 import json
 import sys
 import threading
@@ -20,6 +25,18 @@ def reply(ids, text):
     send(type="end", finish_reason="stop", **ids)
 
 
+def describe(files):
+    out = []
+    for f in files:
+        if "path" in f:
+            with open(f["path"], "rb") as fh:
+                data = fh.read()
+            out.append("%s %s %d %s" % (f.get("name"), f.get("mime"), len(data), hashlib.sha256(data).hexdigest()))
+        else:
+            out.append("%s %s no file: %s" % (f.get("name"), f.get("mime"), f.get("error", "a link only")))
+    return "; ".join(out)
+
+
 def main():
     send(type="manifest", agent={"name": "capability-test", "version": "1.0"}, tools=[])
     for raw in sys.stdin:
@@ -28,6 +45,9 @@ def main():
         if kind == "message":
             ids = {"session_id": msg["session_id"], "interaction_id": msg["interaction_id"]}
             text = msg["text"]
+            if msg.get("attachments"):
+                reply(ids, "files: " + describe(msg["attachments"]))
+                continue
             capability = "location" if text.startswith("where") else "camera" if text.startswith("photo") else None
             if capability is None:
                 reply(ids, "say 'where am I?' or 'photo ...'")
@@ -43,6 +63,8 @@ def main():
                 where = msg["location"]
                 reply(ids, "%s %s: you are at %.3f, %.3f (±%g m)" % (msg["request_id"], status, where["latitude"],
                                                                     where["longitude"], where["accuracy"]))
+            elif status == "answered" and "path" in msg["attachments"][0]:
+                reply(ids, "%s %s: a photo: %s" % (msg["request_id"], status, describe(msg["attachments"])))
             elif status == "answered":
                 photo = msg["attachments"][0]
                 reply(ids, "%s %s: a photo of %d bytes (%s) at %s" % (msg["request_id"], status, photo["size"],

@@ -41,6 +41,17 @@ def open_(session_key, path, envelope):
     return AESGCM(blob_key(session_key, path)).decrypt(raw[1:13], raw[13:], None).decode()
 
 
+def seal_bytes(session_key, path, data):
+    """The raw envelope of data (0x01, nonce, ciphertext, tag): how a sealed attachment is uploaded."""
+    nonce = os.urandom(12)
+    return b"\x01" + nonce + AESGCM(blob_key(session_key, path)).encrypt(nonce, data, None)
+
+
+def open_bytes(session_key, path, raw):
+    assert raw[0] == 1, raw[:1]
+    return AESGCM(blob_key(session_key, path)).decrypt(raw[1:13], raw[13:], None)
+
+
 def pubkey():
     return os.urandom(32).hex()
 

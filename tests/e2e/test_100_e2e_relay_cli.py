@@ -345,3 +345,100 @@ def test_files_the_agent_read_open_on_the_device_only(relay, tmp_path):
     finally:
         assert bridge.stop() == 0
     assert plaintext_anywhere(relay, ["treasure", "gazebo", "notes.txt"]) == []
+
+
+CAPABILITY_AGENT = "jsonl:%s %s" % (PYTHON, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                        "capability_agent.py"))
+
+
+def _agent_reply(cli, ses, start, what):
+    """The text of the agent's reply in ses that starts with start (read, opened, by the terminal)."""
+    found = []
+
+    def seen():
+        found[:] = [m["text"] for m in cli.json("history", ses)["messages"]
+                    if m["role"] == "agent" and start in m.get("text", "")]
+        return found
+    wait_until(seen, WAIT, what=what)
+    return found[-1]
+
+
+def test_encrypted_capability_and_attachments_through_the_real_bridge(relay, tmp_path):
+    """Gaps of issue 26 closed (docs/api.md "Device capabilities", "Encrypted sessions"): the
+    agent's reason and the user's location travel sealed between the terminal and the real
+    relay-bridge; a sealed attachment and a sealed photo reach the agent intact; relayd's store,
+    WAL, log and attachments folder hold none of the words, numbers or bytes."""
+    import hashlib
+    from e2elib import seal_bytes
+    cli = Cli(tmp_path)
+    token = cli.login(relay)
+    bridge, inst = pair_real_bridge(cli, relay, tmp_path)
+    bridge.start(CAPABILITY_AGENT)
+    try:
+        bridge.wait_log("device key registered as")
+        me, _, _ = confirm_bridge(cli, bridge)
+        ses = cli.json("new", "--installation", inst, "--encrypted")["session_id"]
+        bridge.wait_log("session %s: key received from device %s" % (ses, me))
+
+        # The reason reads in clear in the terminal; the location goes sealed; the agent gets it.
+        send = cli.start("send", ses, "where am I? near the okapisanctuary")
+        asked = send.wait_for("device_capability_request")["data"]
+        assert asked["reason"] == "because you asked: where am I? near the okapisanctuary", asked
+        assert "reason_ct" not in asked, asked
+        listed = cli.json("capabilities")["pending_capability_requests"]
+        assert [p["reason"] for p in listed] == [asked["reason"]], listed
+        done = cli.json("capability", "location", asked["request_id"], "48.858421,2.294481,7")
+        assert done["status"] == "answered", done
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        assert "you are at 48.858, 2.294 (±7 m)" in send.events("done")[0]["data"]["text"], send.lines
+
+        with open(cli.config / "client-session-keys.json") as f:
+            key = bytes.fromhex(json.load(f)["sessions"][ses][0])
+
+        def upload(data):
+            r = relay.request("POST", "/v1/me/attachments", data=seal_bytes(key, "attachments/" + ses, data),
+                              headers=dict(bearer(token), **{"Content-Type": "application/octet-stream"}))
+            return assert_ok(r)["key"]
+
+        def meta(name, mime, data):
+            return {"name": name, "mime": mime, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+        # A sealed attachment: the agent reads the very bytes, under their real name and type.
+        notes = b"okapi field notes: the wombatcartographer was here\n" * 40
+        item = {"key": upload(notes), "meta_ct": seal(key, "attachments/" + ses,
+                                                      json.dumps(meta("okapi-notes.txt", "text/plain", notes)))}
+        assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
+                             {"text_ct": seal(key, "messages/" + ses, "read this"), "attachments": [item]},
+                             token=token))
+        reply = _agent_reply(cli, ses, "files:", "the agent's reading of the attachment")
+        assert reply == "files: okapi-notes.txt text/plain %d %s" % (len(notes), hashlib.sha256(notes).hexdigest())
+
+        # A bad sealed file (bytes that are not what meta_ct names): the agent gets no file, and says so.
+        item = {"key": upload(b"other bytes"), "meta_ct": seal(key, "attachments/" + ses,
+                                                               json.dumps(meta("x.txt", "text/plain", notes)))}
+        assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
+                             {"text_ct": seal(key, "messages/" + ses, "and this"), "attachments": [item]},
+                             token=token))
+        reply = _agent_reply(cli, ses, "no file", "the agent told of an unreadable attachment")
+        assert reply == "files: None application/octet-stream no file: unreadable", reply
+
+        # A photo for a camera request: its bytes sealed, its name and type in answer_ct.
+        send = cli.start("send", ses, "photo of the okapi")
+        asked = send.wait_for("device_capability_request")["data"]
+        photo = b"\x89PNG\r\n\x1a\n" + b"okapi-photo-pixels" * 30
+        answer = seal(key, "capabilities/" + ses, json.dumps({"attachment": meta("okapi.png", "image/png", photo)}))
+        assert_ok(relay.post("/v1/me/capabilities/%s" % asked["request_id"],
+                             {"attachment_key": upload(photo), "answer_ct": answer}, token=token))
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        assert send.events("done")[0]["data"]["text"].endswith(
+            "a photo: okapi.png image/png %d %s" % (len(photo), hashlib.sha256(photo).hexdigest())), send.lines
+    finally:
+        assert bridge.stop() == 0
+    words = ["okapisanctuary", "48.858421", "2.294481", "wombatcartographer", "okapi-notes", "okapi-photo-pixels",
+             "okapi.png"]
+    assert plaintext_anywhere(relay, words) == []
+    for path in glob.glob(os.path.join(str(relay.data), "attachments", "**"), recursive=True):
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            assert not [w for w in words if w.encode() in data], path

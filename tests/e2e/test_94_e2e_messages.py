@@ -3,11 +3,17 @@ go through relayd as the ciphertext they came in, on every read, event and
 update; plaintext where ciphertext belongs (and the reverse) is refused by
 name; idempotency and the size cap work on the ciphertext; and no word of
 the turn is anywhere in the store or the log."""
+import glob
+import hashlib
+import json
+import os
 import uuid
 
+import requests
+
 from bridgelib import WAIT, key
-from e2elib import encrypted_session, open_, seal
-from relaylib import assert_error, assert_ok, find_error, validation_errors
+from e2elib import encrypted_session, open_, open_bytes, seal, seal_bytes
+from relaylib import assert_error, assert_ok, bearer, find_error, validation_errors
 
 
 def test_an_encrypted_turn_carries_only_ciphertext(relay, user_token):
@@ -144,3 +150,80 @@ def test_idempotency_and_the_cap_work_on_ciphertext(relayd):
                  "message_too_large")
     sock.close()
     stream.close()
+
+
+def _upload(e, data, mime="application/octet-stream", name=None):
+    headers = dict(bearer(e.user))
+    headers["Content-Type"] = mime
+    path = "/v1/me/attachments" + ("?name=" + name if name else "")
+    return assert_ok(e.relay.request("POST", path, data=data, headers=headers))["key"]
+
+
+def test_an_encrypted_attachment_goes_through_sealed(relay, user_token):
+    """A user's attachment in an encrypted session (api.md "Encrypted sessions", attachments):
+    the bytes are sealed before upload (application/octet-stream, no name), the message's entry
+    carries meta_ct {name, mime, size, sha256}; the bridge gets both as given and opens them."""
+    e, sock, stream, sid = encrypted_session(relay, user_token)
+    k, path = e.session_key, "attachments/%s" % sid
+    marker = "okapi" + uuid.uuid4().hex[:8]
+    plain = ("secret notes: " + marker + "\n").encode() * 50
+    sealed = seal_bytes(k, path, plain)
+    meta = seal(k, path, json.dumps({"name": marker + ".txt", "mime": "text/plain", "size": len(plain),
+                                     "sha256": hashlib.sha256(plain).hexdigest()}))
+    key_sealed = _upload(e, sealed)
+    text = seal(k, "messages/" + sid, "see attached")
+
+    # What would say something in clear is refused, by name. (An upload does not name its session:
+    # what a client uploads in clear by mistake is kept as any upload is, hence other words here.)
+    leaky = _upload(e, b"clear bytes", mime="text/plain")
+    for item, why in (({"key": leaky, "meta_ct": meta}, "application/octet-stream"),
+                      ({"key": _upload(e, sealed, name="clear-name"), "meta_ct": meta}, "no name"),
+                      ({"key": key_sealed, "meta_ct": meta, "name": "x.txt"}, "not name"),
+                      ({"key": key_sealed, "meta_ct": meta, "mime": "text/plain"}, "not mime"),
+                      ({"key": key_sealed}, "meta_ct")):
+        r = e.me("POST", "/v1/me/sessions/%s/send" % sid, {"text_ct": text, "attachments": [item]})
+        assert why in find_error(validation_errors(r), "attachments")["message"], (item, r.text)
+    r = e.me("POST", "/v1/me/sessions/%s/send" % sid, {"text_ct": text, "attachments": [{"key": key_sealed,
+                                                                                         "meta_ct": "%%"}]})
+    assert validation_errors(r), r.text
+
+    sent = assert_ok(e.me("POST", "/v1/me/sessions/%s/send" % sid,
+                          {"text_ct": text, "attachments": [{"key": key_sealed, "meta_ct": meta}]}))
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session.message", update
+    item = update["payload"]["message"]["attachments"][0]
+    assert item["meta_ct"] == meta and item["mime"] == "application/octet-stream" and item["name"] is None, item
+    got = requests.get(item["url"], timeout=WAIT)
+    assert got.status_code == 200 and got.content == sealed
+    assert open_bytes(k, path, got.content) == plain
+    history = assert_ok(e.me("GET", "/v1/me/sessions/%s/messages" % sid))["messages"]
+    kept = [m for m in history if m["message_id"] == sent["message_id"]][0]["attachments"][0]
+    assert kept["meta_ct"] == meta, kept
+
+    # The bridge's own sendMessage obeys the same rule.
+    r = e.inst.post("sendMessage", {"session_id": sid, "interaction_id": sent["interaction_id"], "text_ct": text,
+                                    "attachments": [{"key": key_sealed}], "idempotency_key": key()})
+    assert "meta_ct" in find_error(validation_errors(r), "attachments")["message"], r.text
+
+    relay.stop_ok()
+    for where, data in relay.store_dump().items():
+        assert marker.encode() not in data, where
+    assert marker not in relay.log_text()
+    sealed_file = [p for p in glob.glob(os.path.join(str(relay.data), "attachments", "**"), recursive=True)
+                   if os.path.isfile(p) and open(p, "rb").read() == sealed]
+    assert sealed_file, "the sealed upload is stored as sent"
+    sock.close()
+    stream.close()
+
+
+def test_meta_ct_refused_in_a_plain_session(relay, user_token):
+    from bridgelib import Installation
+    inst = Installation(relay, user_token)
+    sid = inst.create_session()
+    e = type("U", (), {"user": user_token, "relay": relay})()
+    k = _upload(e, b"hello")
+    r = relay.request("POST", "/v1/me/sessions/%s/send" % sid, headers=bearer(user_token),
+                      json={"text": "hi", "attachments": [{"key": k, "meta_ct": seal(os.urandom(32), "x", "y")}]})
+    assert "not encrypted" in find_error(validation_errors(r), "attachments")["message"], r.text
+    assert_ok(relay.request("POST", "/v1/me/sessions/%s/send" % sid, headers=bearer(user_token),
+                            json={"text": "hi", "attachments": [{"key": k}]}))

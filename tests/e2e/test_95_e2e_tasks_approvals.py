@@ -3,6 +3,7 @@ session keep their sealed fields on every read and event, the decision
 signature reaches the bridge as given, and no field relayd is sent is ever
 dropped without a word (the issue's silent data loss)."""
 import json
+import os
 import uuid
 
 from bridgelib import WAIT, key
@@ -133,3 +134,67 @@ def test_no_field_is_dropped_without_a_word(relay, user_token):
     assert_ok(e.inst.post("createTask", {"session_id": sid, "interaction_id": i, "task_id": "t9", "kind": "read",
                                          "idempotency_key": "task:create:t9", "future_flag": True}))
     sock.close()
+
+
+def test_encrypted_capability_request_and_sealed_answer(relay, user_token):
+    """Device capabilities in an encrypted session (api.md "Device capabilities"): the bridge's
+    reason and the user's answer travel sealed under capabilities/<sid>; relayd stores and
+    routes them as given and keeps none of the words or numbers in clear."""
+    e, sock, stream, sid, i = _turn(relay, user_token)
+    k, path = e.session_key, "capabilities/" + sid
+    reason_ct = seal(k, path, "to find the nearest okapisanctuary")
+    base = {"session_id": sid, "interaction_id": i, "capability": "location"}
+    # The plain reason is refused by name; no reason at all is Required (reason_ct).
+    r = e.inst.post("requestDeviceCapability", dict(base, reason="to find cafés", idempotency_key=key()))
+    assert find_error(validation_errors(r), "reason") is not None, r.text
+    r = e.inst.post("requestDeviceCapability", dict(base, idempotency_key=key()))
+    assert find_error(validation_errors(r), "reason_ct")["message"] == "Required", r.text
+    r = e.inst.post("requestDeviceCapability", dict(base, reason_ct="bm90IGFuIGVudmVsb3Bl", idempotency_key=key()))
+    assert find_error(validation_errors(r), "reason_ct") is not None, r.text
+    rid = assert_ok(e.inst.post("requestDeviceCapability", dict(base, reason_ct=reason_ct,
+                                                                 idempotency_key=key())))["request_id"]
+    event = stream.wait_for("device_capability_request", timeout=WAIT)
+    assert event.data["reason_ct"] == reason_ct and event.data["reason"] is None, event
+    pending = assert_ok(e.me("GET", "/v1/me/snapshot"))["pending_capability_requests"]
+    assert [p["reason_ct"] for p in pending] == [reason_ct], pending
+
+    # A plain location is refused by name; answer_ct with a refusal or a location is one answer too many.
+    answer_url = "/v1/me/capabilities/%s" % rid
+    r = e.me("POST", answer_url, {"location": {"latitude": 48.8, "longitude": 2.3, "accuracy": 10}})
+    assert find_error(validation_errors(r), "location")["code"] == "invalid_answer", r.text
+    sealed = seal(k, path, json.dumps({"location": {"latitude": 48.858421, "longitude": 2.294481, "accuracy": 7}}))
+    r = e.me("POST", answer_url, {"answer_ct": sealed, "refused": True})
+    assert find_error(validation_errors(r), "")["code"] == "invalid_answer", r.text
+    r = e.me("POST", answer_url, {"answer_ct": "%%%"})
+    assert find_error(validation_errors(r), "answer_ct") is not None, r.text
+    done = assert_ok(e.me("POST", answer_url, {"answer_ct": sealed}))
+    assert done["status"] == "answered", done
+    update = sock.next_update(WAIT)
+    while update["type"] != "device_capability.result":
+        update = sock.next_update(WAIT)
+    assert update["payload"]["answer_ct"] == sealed and "location" not in update["payload"], update
+    assert json.loads(open_(k, path, update["payload"]["answer_ct"]))["location"]["latitude"] == 48.858421
+    resolved = stream.wait_for("device_capability_resolved", timeout=WAIT)
+    assert resolved.data["status"] == "answered" and "answer_ct" not in resolved.data, resolved
+    assert "okapisanctuary" not in relay.log_text()
+    sock.close()
+    stream.close()
+
+
+def test_capability_ciphertext_refused_in_a_plain_session(relay, user_token):
+    from bridgelib import Turn
+    t = Turn(relay, user_token)
+    k = os.urandom(32)
+    r = t.inst.post("requestDeviceCapability", {"session_id": t.session, "interaction_id": t.interaction,
+                                                "capability": "location", "idempotency_key": key(),
+                                                "reason_ct": seal(k, "capabilities/x", "why")})
+    assert find_error(validation_errors(r), "reason_ct") is not None, r.text
+    rid = assert_ok(t.inst.post("requestDeviceCapability", {
+        "session_id": t.session, "interaction_id": t.interaction, "capability": "location", "reason": "why",
+        "idempotency_key": key()}))["request_id"]
+    r = t.inst.client("POST", "/v1/me/capabilities/%s" % rid, {"answer_ct": seal(k, "capabilities/x", "{}")})
+    assert find_error(validation_errors(r), "answer_ct")["code"] == "invalid_answer", r.text
+    # The plain answer still works as before.
+    assert assert_ok(t.inst.client("POST", "/v1/me/capabilities/%s" % rid, {
+        "location": {"latitude": 1, "longitude": 2, "accuracy": 3}}))["status"] == "answered"
+    t.stream.close()

@@ -55,6 +55,35 @@ static int parse_location(const char *text, double *latitude, double *longitude,
     return n == 2 || n == 3 ? 0 : -1;
 }
 
+/*
+ * In an encrypted session a location goes sealed: the relay refuses it in
+ * clear. The snapshot's reasons come opened when this device holds the key
+ * (then the key says so); a reason_ct still there says the session is
+ * encrypted and this device cannot answer it. A request no longer pending
+ * is left to the relay to answer (expired, or already answered).
+ */
+static int seal_if_encrypted(const char *request_id, json_t *body)
+{
+    rl_api_error_t error;
+    const json_t *request;
+    json_t *snapshot;
+    size_t i;
+    int status = EXIT_OK;
+
+    if (json_object_get(body, "location") == NULL)
+        return EXIT_OK;
+    if (relay_call("GET", "/v1/me/snapshot", NULL, &snapshot, &error) != 0)
+        return relay_report_api(&error);
+    json_array_foreach(json_object_get(snapshot, "pending_capability_requests"), i, request)
+    {
+        if (strcmp(rl_cli_str(request, "request_id"), request_id) == 0)
+            status = relay_e2e_seal_answer(rl_cli_str(request, "session_id"), body,
+                                           json_object_get(request, "reason_ct") != NULL);
+    }
+    json_decref(snapshot);
+    return status;
+}
+
 int relay_run_capability(const rl_cli_args_t *args)
 {
     const char *how = args->positional[0], *where = args->positional[2];
@@ -75,6 +104,10 @@ int relay_run_capability(const rl_cli_args_t *args)
                             NULL);
     status = relay_need_login();
     if (status != EXIT_OK) {
+        json_decref(body);
+        return status;
+    }
+    if ((status = seal_if_encrypted(args->positional[1], body)) != EXIT_OK) {
         json_decref(body);
         return status;
     }

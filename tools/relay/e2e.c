@@ -184,6 +184,7 @@ static const struct ct_field {
     {"result_ct", "result", "tasks", FORM_JSON},
     {"details_ct", NULL, "approvals", FORM_MERGE},
     {"title_ct", "title", "session_meta", FORM_TEXT},
+    {"reason_ct", "reason", "capabilities", FORM_TEXT},
 };
 
 static char *open_ct(const char *sid, const char *kind, const char *b64)
@@ -404,6 +405,46 @@ int relay_e2e_seal_send(const char *session_id, json_t *body)
                             "this session is encrypted and this terminal holds no key for it: confirm its bridge "
                             "with relay devices confirm ID, on a device that has the session",
                             NULL);
+    return EXIT_OK;
+}
+
+int relay_e2e_seal_answer(const char *session_id, json_t *body, int require)
+{
+    const json_t *location = json_object_get(body, "location");
+    char *text, *sealed = NULL, path[200];
+    json_t *answer;
+    int keyed;
+
+    if (location == NULL)
+        return EXIT_OK; /* a refusal says nothing to seal */
+    keyed = load(0);
+
+    if (keyed) {
+        sync_keys();
+        keyed = rl_keystore_key(e2e.keys, session_id, 0) != NULL;
+    }
+    if (!keyed) {
+        if (!require)
+            return EXIT_OK;
+        return relay_report(EXIT_RUNTIME,
+                            "this session is encrypted and this terminal holds no key for it: confirm its bridge "
+                            "with relay devices confirm ID, on a device that has the session",
+                            NULL);
+    }
+    /* The answer as the bridge opens it (docs/api.md "Device capabilities"): {location} under capabilities/<sid>. */
+    answer = json_pack("{s:O}", "location", location);
+    text = json_dumps(answer, JSON_COMPACT);
+    json_decref(answer);
+    if (text != NULL && rl_e2e_path(path, sizeof(path), "capabilities", session_id) == 0)
+        sealed = rl_keystore_seal_field(e2e.keys, session_id, path, text, strlen(text));
+    if (text != NULL)
+        rl_e2e_wipe(text, strlen(text));
+    free(text);
+    if (sealed == NULL)
+        return relay_report(EXIT_RUNTIME, "could not encrypt the answer", NULL);
+    json_object_set_new(body, "answer_ct", json_string(sealed));
+    json_object_del(body, "location");
+    free(sealed);
     return EXIT_OK;
 }
 

@@ -82,6 +82,13 @@ void relay_e2e_open_result(json_t *result);
 char *relay_e2e_open_event(const char *data, size_t len);
 /* A send's body: text sealed into text_ct for an encrypted session. EXIT_OK, or reported (nothing to send). */
 int relay_e2e_seal_send(const char *session_id, json_t *body);
+/*
+ * A capability answer's body: its location sealed into answer_ct
+ * (capabilities/<sid>) when this device holds the session's key. Without
+ * one: EXIT_OK unchanged (a plain session), or reported when require says
+ * the session is encrypted (nothing to send).
+ */
+int relay_e2e_seal_answer(const char *session_id, json_t *body, int require);
 /* A decision's body: decision_sig and device_id added in an encrypted session (session_id may be NULL). */
 int relay_e2e_sign(json_t *body, const char *approval_id, const char *session_id);
 /*

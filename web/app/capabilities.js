@@ -8,7 +8,8 @@
 // snapshot state.js passes on (topics `event:<name>` and `snapshot`), so
 // neither module imports the other's store.
 import { api, post, describe } from './api.js';
-import { on, emit } from './state.js';
+import { on, emit, store } from './state.js';
+import { answerBody, uploadBody } from './e2e.js';
 import { h, clear, toast, announce, formatCountdown } from './ui.js';
 
 const PHOTO_BYTES_MAX = 26214400;
@@ -51,9 +52,15 @@ on('snapshot', (snapshot) => {
   }
 });
 
+// The session a request belongs to, as far as sealing goes: an encrypted one's answer leaves sealed.
+function sessionOf(request) {
+  return store.sessions.get(request.session_id) || (request.encrypted ? { id: request.session_id, encrypted: true } : null);
+}
+
 async function answer(request, body, status) {
   try {
-    const result = await post(`/v1/me/capabilities/${encodeURIComponent(request.request_id)}`, body);
+    const sealed = await answerBody(sessionOf(request), body);
+    const result = await post(`/v1/me/capabilities/${encodeURIComponent(request.request_id)}`, sealed);
     put({ request_id: request.request_id, status: result.status, mine: result.idempotent ? undefined : status });
     announce(result.idempotent ? 'This request was already answered' : (status === 'refused' ? 'Refused' : 'Shared'));
   } catch (err) {
@@ -93,9 +100,12 @@ function sharePhoto(request, card) {
       if (!file) return resolve();
       try {
         if (file.size > PHOTO_BYTES_MAX) throw new Error('The photo is larger than 25 MB');
-        const uploaded = await api('POST', `/v1/me/attachments?name=${encodeURIComponent(file.name || 'photo.jpg')}`,
-          { raw: file, contentType: file.type || 'image/jpeg' });
-        await answer(request, { attachment_key: uploaded.key }, 'answered');
+        // In an encrypted session the photo leaves sealed and its name and type go in answer_ct.
+        const photo = file.type ? file : new File([file], file.name || 'photo.jpg', { type: 'image/jpeg' });
+        const sealed = await uploadBody(sessionOf(request), photo);
+        const query = sealed.name ? `?name=${encodeURIComponent(sealed.name)}` : '';
+        const uploaded = await api('POST', `/v1/me/attachments${query}`, { raw: sealed.raw, contentType: sealed.contentType });
+        await answer(request, { attachment_key: uploaded.key, ...(sealed.meta ? { attachment: sealed.meta } : {}) }, 'answered');
       } catch (err) {
         toast(describe(err), 'error');
       }

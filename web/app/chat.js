@@ -11,7 +11,7 @@ import { itemAt, orderItems, endsTurn, isHiddenMessage } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
-import { titleBody, hasKey, onKeys } from './e2e.js';
+import { titleBody, hasKey, onKeys, uploadBody, sealedFile } from './e2e.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -27,8 +27,29 @@ export function healthPill(inst) {
   return h('span', { class: `pill pill-${health}`, text: health === 'revoked' ? 'Disconnected' : healthLabel(health) });
 }
 
+// A sealed attachment (an encrypted session's): its link serves the envelope, so it is fetched and
+// opened here when asked for, and shown from a local blob URL.
+function sealedAttachmentView(a) {
+  const label = a.name || a.key;
+  const link = h('a', { class: 'attachment attachment-file attachment-sealed', href: '#', download: a.name || '' },
+    icon('file'), h('span', { text: `${label} (${formatSize(a.size || 0)})` }));
+  link.onclick = async (event) => {
+    if (link.dataset.opened) return;
+    event.preventDefault();
+    try {
+      link.href = URL.createObjectURL(await sealedFile(a.session_id, a));
+      link.dataset.opened = '1';
+      link.click();
+    } catch (err) {
+      toast(describe(err), 'error');
+    }
+  };
+  return link;
+}
+
 function attachmentView(a) {
   const label = a.name || a.key;
+  if (a.sealed) return sealedAttachmentView(a);
   if (a.url && /^image\//.test(a.mime || '')) {
     return h('a', { class: 'attachment attachment-image', href: a.url, target: '_blank', rel: 'noopener' },
       h('img', { src: a.url, alt: label, loading: 'lazy' }));
@@ -337,10 +358,13 @@ export function chatView(main, sessionId) {
     if (!frame) frame = requestAnimationFrame(draw);
   }
 
+  // In an encrypted session the bytes leave this device sealed, and the name and type with the message (meta_ct).
   async function upload(file) {
     if (file.size > ATTACHMENT_BYTES_MAX) throw new Error(`${file.name} is larger than 25 MB`);
-    return api('POST', `/v1/me/attachments?name=${encodeURIComponent(file.name || 'photo.jpg')}`,
-      { raw: file, contentType: file.type || 'application/octet-stream' });
+    const sealed = await uploadBody(store.sessions.get(sessionId), file);
+    const query = sealed.name ? `?name=${encodeURIComponent(sealed.name)}` : '';
+    const result = await api('POST', `/v1/me/attachments${query}`, { raw: sealed.raw, contentType: sealed.contentType });
+    return sealed.meta ? { ...result, ...sealed.meta, meta_ct: sealed.meta_ct } : result;
   }
 
   function addFiles(files) {
@@ -382,7 +406,8 @@ export function chatView(main, sessionId) {
       if (!text && !pending.some((e) => e.state === 'ready')) return;
       // Through the outbox (outbox.js): sent now if the relay can be reached, kept until it can otherwise.
       queueMessage(sessionId, text, pending.filter((e) => e.state === 'ready').map((e) => ({
-        key: e.result.key, name: e.result.name || e.file.name || '', mime: e.result.mime || e.file.type || '', size: e.result.size || e.file.size || 0 })));
+        key: e.result.key, name: e.result.name || e.file.name || '', mime: e.result.mime || e.file.type || '', size: e.result.size || e.file.size || 0,
+        ...(e.result.meta_ct ? { meta_ct: e.result.meta_ct } : {}) })));
       input.value = '';
       drawCommands();
       pending.length = 0;

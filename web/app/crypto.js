@@ -143,6 +143,24 @@ export async function open(key, envelope) {
   }
 }
 
+// Bytes of a session as uploaded (a sealed attachment): the raw envelope, not base64.
+export async function sealBytes(sessionKey, path, bytes) {
+  return seal(await blobKey(sessionKey, path), bytes);
+}
+
+// The bytes of a raw envelope, trying the session's keys in turn; null when none opens it.
+export async function openBytes(sessionKeys, path, envelope) {
+  for (const sessionKey of sessionKeys) {
+    const plain = await open(await blobKey(sessionKey, path), envelope);
+    if (plain) return plain;
+  }
+  return null;
+}
+
+export async function sha256Hex(bytes) {
+  return toHex(new Uint8Array(await subtle().digest('SHA-256', bytes)));
+}
+
 // A text field of a session as the wire carries it (base64).
 export async function sealText(sessionKey, path, text) {
   return toBase64(await seal(await blobKey(sessionKey, path), utf8(text)));

@@ -16,7 +16,8 @@
 import { get, post, patch, del, useDevice, ApiError } from './api.js';
 import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, decisionSig, grantSig } from './crypto.js';
 import * as keystore from './keystore.js';
-import { openEvent, eventSession, openMessage, openTimelineItem, openApproval, openSession, sealSend, sealTitle } from './sealed.js';
+import { openEvent, eventSession, openMessage, openTimelineItem, openApproval, openSession, sealSend, sealTitle,
+  openCapabilityRequest, sealAnswer, sealFile, sealMeta, openFile } from './sealed.js';
 
 export const e2e = {
   supported: typeof indexedDB !== 'undefined' && !!(globalThis.crypto && globalThis.crypto.subtle),
@@ -267,4 +268,36 @@ export const openPageMessage = (sessionId, m) => openMessage(keysOf(sessionId), 
 export const openPageItem = (sessionId, item) => openTimelineItem(keysOf(sessionId), sessionId, item);
 export const openPending = (a) => openApproval(keysOf(a.session_id), a.session_id, a);
 export const openSessionRow = (s) => openSession(keysOf(s.id), s);
+export const openCapability = (r) => openCapabilityRequest(keysOf(r.session_id), r.session_id, r);
+
+// A capability answer's body: in an encrypted session the location (or the photo's description)
+// goes sealed as answer_ct; the relay refuses it in clear there.
+export async function answerBody(session, body) {
+  const { location, attachment, ...rest } = body;
+  if (!session || !session.encrypted || body.refused) return location ? { ...rest, location } : rest;
+  const [key] = keysOf(session.id);
+  if (!key) throw missingKey();
+  return { ...rest, answer_ct: await sealAnswer(key, session.id, location ? { location } : { attachment }) };
+}
+
+// An upload for a session: in an encrypted one the bytes sealed (application/octet-stream, no
+// name) and the entry's meta_ct. Returns { raw, contentType, name (for the query, or null), meta, meta_ct }.
+export async function uploadBody(session, file) {
+  const name = file.name || 'photo.jpg';
+  const mime = file.type || 'application/octet-stream';
+  if (!session || !session.encrypted) return { raw: file, contentType: mime, name, meta: null, meta_ct: null };
+  const [key] = keysOf(session.id);
+  if (!key) throw missingKey();
+  const { envelope, meta } = await sealFile(key, session.id, new Uint8Array(await file.arrayBuffer()), name, mime);
+  return { raw: envelope, contentType: 'application/octet-stream', name: null, meta, meta_ct: await sealMeta(key, session.id, meta) };
+}
+
+// The opened bytes of a sealed attachment entry (docs/web.md): fetched from its url, opened here.
+export async function sealedFile(sessionId, a) {
+  const response = await fetch(a.url);
+  if (!response.ok) throw new Error(`The file could not be fetched (${response.status})`);
+  const bytes = await openFile(keysOf(sessionId), sessionId, new Uint8Array(await response.arrayBuffer()), a);
+  if (!bytes) throw new Error('This file does not open with the keys of this device');
+  return new Blob([bytes], { type: a.mime || 'application/octet-stream' });
+}
 

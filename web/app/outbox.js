@@ -158,7 +158,8 @@ export function discardMessage(id) {
 async function sendOne(entry) {
   const id = encodeURIComponent(entry.session_id);
   const body = { text: entry.text, idempotency_key: entry.id };
-  if (entry.attachments.length) body.attachments = entry.attachments.map((a) => ({ key: a.key }));
+  // A sealed upload's entry carries its meta_ct (its name and type, sealed): never the plain name.
+  if (entry.attachments.length) body.attachments = entry.attachments.map((a) => (a.meta_ct ? { key: a.key, meta_ct: a.meta_ct } : { key: a.key }));
   // In an encrypted session the text leaves this device sealed (text_ct); the outbox keeps it here.
   await post(`/v1/me/sessions/${id}/send`, await sendBody(store.sessions.get(entry.session_id), body));
 }

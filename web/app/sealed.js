@@ -8,7 +8,7 @@
 // reads LOCKED_TEXT and carries `locked: true`, and is read again when the key
 // arrives (e2e.js, session_key_granted). A record without any `*_ct` field is
 // returned as it is: plain sessions go through unchanged.
-import { openText, sealText, EnvelopeError } from './crypto.js';
+import { openText, sealText, sealBytes, openBytes, sha256Hex, EnvelopeError } from './crypto.js';
 
 export const LOCKED_TEXT = 'Waiting for this device to receive the key…';
 
@@ -18,6 +18,10 @@ export const paths = {
   tasks: (sid) => `tasks/${sid}`,
   approvals: (sid) => `approvals/${sid}`,
   meta: (sid) => `session_meta/${sid}`,
+  // Ours (docs/api.md "Device capabilities", "Encrypted sessions"): a request's reason and its
+  // answer; an attachment's bytes and its meta_ct {name, mime, size, sha256}.
+  capabilities: (sid) => `capabilities/${sid}`,
+  attachments: (sid) => `attachments/${sid}`,
 };
 
 // Task fields: ciphertext field -> plaintext field, and whether the plaintext is JSON text.
@@ -50,7 +54,19 @@ function parseJson(text) {
   }
 }
 
+// An attachment entry with meta_ct: its real name, type and size, and `sealed` (its url serves the
+// envelope: sealedFile opens it). Locked when no key opens the meta.
+async function openAttachment(keys, sessionId, a) {
+  if (!a || !present(a.meta_ct)) return a;
+  const text = await field(keys, paths.attachments(sessionId), a.meta_ct);
+  const meta = text === null ? null : parseJson(text);
+  if (!meta || typeof meta !== 'object') return { ...a, name: LOCKED_TEXT, sealed: true, locked: true, session_id: sessionId };
+  return { ...a, name: meta.name || '', mime: meta.mime || '', size: meta.size || 0, sha256: meta.sha256, sealed: true, session_id: sessionId };
+}
+
 export async function openMessage(keys, sessionId, m) {
+  if (m && Array.isArray(m.attachments) && m.attachments.some((a) => a && present(a.meta_ct)))
+    m = { ...m, attachments: await Promise.all(m.attachments.map((a) => openAttachment(keys, sessionId || m.session_id, a))) };
   if (!m || (!present(m.text_ct) && !Array.isArray(m.deltas_ct))) return m;
   const path = paths.messages(sessionId || m.session_id);
   let text = present(m.text_ct) ? await field(keys, path, m.text_ct) : '';
@@ -99,6 +115,13 @@ export async function openApproval(keys, sessionId, a) {
   return out;
 }
 
+// A device capability request (the event and the snapshot's entry): reason from reason_ct.
+export async function openCapabilityRequest(keys, sessionId, r) {
+  if (!r || !present(r.reason_ct)) return r;
+  const reason = await field(keys, paths.capabilities(sessionId || r.session_id), r.reason_ct);
+  return reason === null ? { ...r, reason: LOCKED_TEXT, encrypted: true, locked: true } : { ...r, reason, encrypted: true, locked: false };
+}
+
 export async function openSession(keys, s) {
   if (!s || !present(s.title_ct)) return s;
   const title = await field(keys, paths.meta(s.id), s.title_ct);
@@ -138,6 +161,8 @@ export async function openEvent(keys, name, d) {
       return openTask(keys, d.session_id, d);
     case 'approval_requested':
       return openApproval(keys, d.session_id, d);
+    case 'device_capability_request':
+      return openCapabilityRequest(keys, d.session_id, d);
     case 'session_created':
     case 'session_renamed':
     case 'session_updated':
@@ -151,6 +176,30 @@ export async function openEvent(keys, name, d) {
 export async function sealSend(key, sessionId, body) {
   const { text, ...rest } = body;
   return { ...rest, text_ct: await sealText(key, paths.messages(sessionId), text || '') };
+}
+
+// A capability answer in an encrypted session: {location} (or a photo's {attachment}) sealed as answer_ct.
+export async function sealAnswer(key, sessionId, answer) {
+  return sealText(key, paths.capabilities(sessionId), JSON.stringify(answer));
+}
+
+// A file for an encrypted session: the envelope to upload (application/octet-stream, no name) and
+// what describes it, {name, mime, size, sha256}, which the bridge checks the opened bytes against.
+export async function sealFile(key, sessionId, bytes, name, mime) {
+  const meta = { name, mime, size: bytes.length, sha256: await sha256Hex(bytes) };
+  return { envelope: await sealBytes(key, paths.attachments(sessionId), bytes), meta };
+}
+
+export async function sealMeta(key, sessionId, meta) {
+  return sealText(key, paths.attachments(sessionId), JSON.stringify(meta));
+}
+
+// The bytes of a sealed attachment (its envelope as downloaded), or null when no key opens them
+// or they are not the ones its meta names.
+export async function openFile(keys, sessionId, envelope, meta) {
+  const bytes = await openBytes(keys || [], paths.attachments(sessionId), envelope);
+  if (!bytes || (meta && meta.sha256 && (await sha256Hex(bytes)) !== meta.sha256)) return null;
+  return bytes;
 }
 
 export async function sealTitle(key, sessionId, title) {

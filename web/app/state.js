@@ -21,7 +21,7 @@
 // messages alone (GET .../messages), as before. How copies from the pages
 // and the stream merge is transcript.js's.
 import { get } from './api.js';
-import { openPageItem, openPageMessage, openPending, openSessionRow } from './e2e.js';
+import { openPageItem, openPageMessage, openPending, openSessionRow, openCapability } from './e2e.js';
 import { mergeTask, mergeApproval, mergePageMessage, timelineEntry, liveAt, pinBefore, endsTurn, ties, isHiddenMessage } from './transcript.js';
 
 const POLL_EVERY_MS = 3000;
@@ -409,6 +409,7 @@ export async function reload(openSessionId) {
   }
   const snapshot = await get('/v1/me/snapshot');
   snapshot.pending_approvals = await Promise.all((snapshot.pending_approvals || []).map(openPending));
+  snapshot.pending_capability_requests = await Promise.all((snapshot.pending_capability_requests || []).map(openCapability));
   applySnapshot(snapshot);
   for (const id of sessions) if (inFlight(id).length) pollInFlight(id);
 }

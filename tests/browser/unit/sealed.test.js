@@ -116,3 +116,41 @@ test('what the client sends: text_ct and title_ct a bridge opens', async () => {
   assert.equal(await c.openText([KEY], `session_meta/${SID}`, await s.sealTitle(KEY, SID, 'Title')), 'Title');
   assert.equal(await s.sealTitle(KEY, SID, null), null);
 });
+
+test('a capability request: reason from reason_ct under capabilities/<sid>; locked without the key; plain unchanged', async () => {
+  const r = { request_id: 'dcr_1', session_id: SID, capability: 'location', reason: null, reason_ct: bridgeSeal(KEY, `capabilities/${SID}`, 'to find cafés') };
+  const open = await s.openCapabilityRequest([KEY], SID, r);
+  assert.equal(open.reason, 'to find cafés');
+  assert.equal(open.encrypted, true);
+  const evented = await s.openEvent([KEY], 'device_capability_request', r);
+  assert.equal(evented.reason, 'to find cafés');
+  const locked = await s.openCapabilityRequest([OLD], SID, r);
+  assert.equal(locked.reason, s.LOCKED_TEXT);
+  assert.equal(locked.locked, true);
+  const plain = { request_id: 'dcr_2', session_id: SID, reason: 'plain' };
+  assert.equal(await s.openCapabilityRequest([KEY], SID, plain), plain);
+});
+
+test('an answer is sealed under capabilities/<sid>, a bridge opens it', async () => {
+  const sealed = await s.sealAnswer(KEY, SID, { location: { latitude: 1.5, longitude: 2, accuracy: 3 } });
+  assert.equal(await c.openText([KEY], `capabilities/${SID}`, sealed), '{"location":{"latitude":1.5,"longitude":2,"accuracy":3}}');
+});
+
+test('a file: sealed bytes and meta_ct under attachments/<sid>; the entry opens to its real name; bytes that are not the named ones do not open', async () => {
+  const bytes = new TextEncoder().encode('the survey');
+  const { envelope, meta } = await s.sealFile(KEY, SID, bytes, 'survey.txt', 'text/plain');
+  assert.equal(envelope[0], 1);
+  assert.deepEqual({ name: meta.name, mime: meta.mime, size: meta.size }, { name: 'survey.txt', mime: 'text/plain', size: 10 });
+  assert.deepEqual(await s.openFile([OLD, KEY], SID, envelope, meta), bytes);
+  const other = await s.sealFile(KEY, SID, new TextEncoder().encode('other'), 'x', 'text/plain');
+  assert.equal(await s.openFile([KEY], SID, other.envelope, meta), null, 'the sha256 of meta binds the bytes');
+  const m = { message_id: 'm9', session_id: SID, text_ct: bridgeSeal(KEY, `messages/${SID}`, 'see'),
+    attachments: [{ key: 'att_1', mime: 'application/octet-stream', name: null, size: 38, meta_ct: await s.sealMeta(KEY, SID, meta) }] };
+  const open = await s.openMessage([KEY], SID, m);
+  assert.equal(open.attachments[0].name, 'survey.txt');
+  assert.equal(open.attachments[0].mime, 'text/plain');
+  assert.equal(open.attachments[0].sealed, true);
+  assert.equal(open.attachments[0].session_id, SID);
+  const locked = await s.openMessage([OLD], SID, m);
+  assert.equal(locked.attachments[0].locked, true);
+});
