@@ -5,7 +5,7 @@ it answers with what came back (the "capability" line); a message with
 attachments is answered with each file's name, type, size and SHA-256 as the
 agent reads it (from path, which relay-bridge gives for an encrypted
 session's sealed files). Used by test_47_capabilities_jsonl.py and
-test_97_e2e_relay_cli.py."""
+test_100_e2e_relay_cli.py."""
 import hashlib
 import json
 import sys
