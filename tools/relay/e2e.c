@@ -139,7 +139,7 @@ static void sync_keys(void)
         rl_cli_note(&relay.cli, "relay: could not fetch this device's session keys: %s", error.message);
         return;
     }
-    /* The keys route keeps no grant_sig: these are unsigned grants, first key wins (docs/api.md). */
+    /* Checked as the events are: the keys route gives back each wrap's grant_sig (docs/api.md, "Signed grants"). */
     if (call("GET", "/v1/me/devices", NULL, &devices, &error) != 0)
         devices = NULL;
     json_array_foreach(json_object_get(result, "keys"), i, wrap) take_grant(devices, wrap);
@@ -545,7 +545,7 @@ static int share_key(const char *session_id, const json_t *bridge)
 {
     const uint8_t *key = rl_keystore_key(e2e.keys, session_id, 0);
     uint8_t bridge_pub[RL_E2E_KEY_LEN];
-    char path[512], *mine, *theirs, sig[RL_E2E_SIG_SIZE] = "";
+    char path[512], *mine, *theirs, sig[RL_E2E_SIG_SIZE] = "", own_sig[RL_E2E_SIG_SIZE] = "";
     rl_api_error_t error;
     json_t *body, *result;
     int status = EXIT_OK;
@@ -555,14 +555,16 @@ static int share_key(const char *session_id, const json_t *bridge)
     mine = rl_e2e_wrap(e2e.device.kp.pub, key, RL_E2E_KEY_LEN);
     theirs = rl_e2e_wrap(bridge_pub, key, RL_E2E_KEY_LEN);
     /* The bridge takes the key only signed by this device: a sealed box alone could be anybody's. */
-    if (theirs == NULL ||
-        rl_e2e_grant_sig(e2e.device.kp.sec, bridge_pub, session_id, theirs, e2e.device.device_id, sig) != 0) {
+    /* Its own wrap too: fetched back, it verifies, so it may be a sealing key again (a lost key store). */
+    if (theirs == NULL || mine == NULL ||
+        rl_e2e_grant_sig(e2e.device.kp.sec, bridge_pub, session_id, theirs, e2e.device.device_id, sig) != 0 ||
+        rl_e2e_grant_sig(e2e.device.kp.sec, e2e.device.kp.pub, session_id, mine, e2e.device.device_id, own_sig) != 0) {
         free(mine);
         free(theirs);
         return relay_report(EXIT_RUNTIME, "could not wrap the session key for the bridge", NULL);
     }
-    body = json_pack("{s:[{s:s, s:s}, {s:s, s:s, s:s}], s:s}", "recipients", "device_id", e2e.device.device_id,
-                     "wrapped_session_key", mine != NULL ? mine : "", "device_id", rl_cli_str(bridge, "device_id"),
+    body = json_pack("{s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}], s:s}", "recipients", "device_id", e2e.device.device_id,
+                     "wrapped_session_key", mine, "grant_sig", own_sig, "device_id", rl_cli_str(bridge, "device_id"),
                      "wrapped_session_key", theirs, "grant_sig", sig, "wrapped_by_device_id", e2e.device.device_id);
     free(mine);
     free(theirs);
