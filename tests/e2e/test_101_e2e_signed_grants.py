@@ -33,7 +33,7 @@ from e2elib import open_, seal
 from relaylib import assert_ok, bearer
 from test_60_relay_cli import Cli
 from test_63_relay_with_bridge import ECHO_AGENT, pair_real_bridge
-from test_97_e2e_relay_cli import confirm_bridge
+from test_100_e2e_relay_cli import confirm_bridge
 
 MASK = 0xFFFFFFFF
 
