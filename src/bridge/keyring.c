@@ -244,8 +244,16 @@ json_t *rl_keyring_recipients(const rl_keyring_t *k, const char *session_id, con
         if (rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0)
             continue;
         wrapped = rl_e2e_wrap(pub, key, RL_E2E_KEY_LEN);
-        if (wrapped != NULL)
-            json_array_append_new(list, json_pack("{s:s, s:s}", "device_id", id, "wrapped_session_key", wrapped));
+        if (wrapped != NULL) {
+            char sig[RL_E2E_SIG_SIZE];
+            json_t *item = json_pack("{s:s, s:s}", "device_id", id, "wrapped_session_key", wrapped);
+            /* Signed as the clients sign theirs: a phone takes a key as its sealing key only from a bridge it
+             * confirmed. */
+            if (item != NULL && k->device.device_id[0] != '\0' &&
+                rl_e2e_grant_sig(k->device.kp.sec, pub, session_id, wrapped, k->device.device_id, sig) == 0)
+                json_object_set_new(item, "grant_sig", json_string(sig));
+            json_array_append_new(list, item);
+        }
         free(wrapped);
     }
     if (json_array_size(list) == 0) {

@@ -324,6 +324,31 @@ int rl_keystore_add(rl_keystore_t *ks, const char *session_id, const uint8_t key
     return save(ks) == 0 ? 1 : RL_E2E_E_IO;
 }
 
+int rl_keystore_take_grant(rl_keystore_t *ks, const char *session_id, const uint8_t key[RL_E2E_KEY_LEN],
+                           rl_grant_trust_t trust)
+{
+    entry_t *e = find(ks, session_id);
+    size_t i;
+    int held = e != NULL && e->nkeys > 0, result;
+
+    for (i = 0; held && i < e->nkeys; i++)
+        if (memcmp(e->keys[i], key, RL_E2E_KEY_LEN) == 0)
+            return 0;
+    if (trust == RL_GRANT_FORGED || (held && trust == RL_GRANT_UNSIGNED))
+        return RL_E2E_E_AUTH;
+    if (trust == RL_GRANT_SIGNED || !held) {
+        result = 1;
+        if (append(ks, session_id, key, 1) != 0)
+            return RL_E2E_E_IO;
+    } else {
+        /* The oldest key: it opens what was sealed with it, and never seals. */
+        result = 2;
+        if (append(ks, session_id, key, 0) != 0)
+            return RL_E2E_E_IO;
+    }
+    return save(ks) == 0 ? result : RL_E2E_E_IO;
+}
+
 const uint8_t *rl_keystore_key(const rl_keystore_t *ks, const char *session_id, size_t i)
 {
     entry_t *e = session_id != NULL ? find(ks, session_id) : NULL;

@@ -54,6 +54,30 @@ void rl_keystore_free(rl_keystore_t *ks);
  * order), RL_E2E_E_IO when saving failed (the key is kept in memory).
  */
 int rl_keystore_add(rl_keystore_t *ks, const char *session_id, const uint8_t key[RL_E2E_KEY_LEN]);
+/*
+ * How far a client trusts a session key granted to it (docs/api.md, "Signed
+ * grants"). The relay could wrap a key of its own for any device: only a
+ * grant it cannot make may choose the key a client seals with.
+ */
+typedef enum rl_grant_trust {
+    RL_GRANT_SIGNED,   /* grant_sig verifies: a bridge device this client confirmed, or this device itself */
+    RL_GRANT_UNSIGNED, /* no grant_sig (the authors' bridge, a key fetched back from the keys route) */
+    RL_GRANT_PEER,     /* made by another client device of the user: no signature a client can check */
+    RL_GRANT_FORGED,   /* a grant_sig that does not verify, or a signer this client did not confirm */
+} rl_grant_trust_t;
+
+/*
+ * Takes a granted key by the rule of "Signed grants": a signed grant becomes
+ * the session's newest (sealing) key; an unsigned or peer grant is taken only
+ * for a session with no key yet (first key wins); a peer grant for a session
+ * already held is kept as its oldest key, to read with, never to seal with; an
+ * unsigned grant never adds to a session already held; a forged one is never
+ * taken. 1 when taken as the sealing key, 2 when kept to read only, 0 when
+ * the key was known already, RL_E2E_E_AUTH when refused, RL_E2E_E_IO when
+ * saving failed.
+ */
+int rl_keystore_take_grant(rl_keystore_t *ks, const char *session_id, const uint8_t key[RL_E2E_KEY_LEN],
+                           rl_grant_trust_t trust);
 /* The i-th newest key of session_id (0: the one to seal with), or NULL. Valid until the next add or free. */
 const uint8_t *rl_keystore_key(const rl_keystore_t *ks, const char *session_id, size_t i);
 /* Sessions in the store, and the id of the i-th (in no particular order), for fan-outs to a new device. */

@@ -615,10 +615,10 @@ static int device_keys_run(rl_txn_t *txn, rl_store_op_t *base)
         return result;
     keys = json_array();
     for (i = 0; i < count; ++i)
-        json_array_append_new(keys,
-                              json_pack("{s:s, s:s, s:s?, s:I}", "session_id", rows[i].session_id,
-                                        "wrapped_session_key", rows[i].wrapped_session_key, "wrapped_by_device_id",
-                                        rows[i].wrapped_by_device_id, "created_at", (json_int_t)rows[i].created_at));
+        json_array_append_new(keys, json_pack("{s:s, s:s, s:s?, s:I, s:s*}", "session_id", rows[i].session_id,
+                                              "wrapped_session_key", rows[i].wrapped_session_key,
+                                              "wrapped_by_device_id", rows[i].wrapped_by_device_id, "created_at",
+                                              (json_int_t)rows[i].created_at, "grant_sig", rows[i].grant_sig));
     op->op.value = json_pack("{s:o}", "keys", keys);
     return 0;
 }
@@ -731,8 +731,9 @@ static int recipients_run(rl_txn_t *txn, rl_store_op_t *base)
     json_array_foreach(recipients, i, item)
     {
         const char *device_id = json_string_value(json_object_get(item, "device_id"));
-        rl_recipient_row_t row = {session.id, device_id,
-                                  json_string_value(json_object_get(item, "wrapped_session_key")), by, op->now};
+        rl_recipient_row_t row = {
+            session.id, device_id, json_string_value(json_object_get(item, "wrapped_session_key")),
+            by,         op->now,   json_string_value(json_object_get(item, "grant_sig"))};
         rl_device_row_t device;
         json_t *payload;
 

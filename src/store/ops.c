@@ -964,7 +964,8 @@ static int recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
         "INSERT INTO session_recipients(" RL_ROW_COLUMNS(RL_ROW_RECIPIENT) ") VALUES (" RL_ROW_MARKS(
             RL_ROW_RECIPIENT) ") ON CONFLICT (session_id, device_id) DO UPDATE SET"
                               " wrapped_session_key = excluded.wrapped_session_key,"
-                              " wrapped_by_device_id = excluded.wrapped_by_device_id, created_at = excluded.created_at"};
+                              " wrapped_by_device_id = excluded.wrapped_by_device_id, created_at = excluded.created_at,"
+                              " grant_sig = excluded.grant_sig"};
 
     return rl_sql__insert_ignore(txn, &sql, &recipient_row, row);
 }

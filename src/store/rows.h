@@ -192,7 +192,8 @@
     N(T, device_id, device_id, TEXT)                                                                                   \
     N(T, wrapped_session_key, wrapped_session_key, TEXT)                                                               \
     N(T, wrapped_by_device_id, wrapped_by_device_id, TEXT)                                                             \
-    N(T, created_at, created_at, INT)
+    N(T, created_at, created_at, INT)                                                                                  \
+    N(T, grant_sig, grant_sig, TEXT)
 
 /* size_bytes is NULL when unknown (RL_NO_TIME in the row). */
 #define RL_ROW_AGENT_FILE(F, N, T)                                                                                     \

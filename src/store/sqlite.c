@@ -398,6 +398,8 @@ static const char *const migrations[] = {
     "  display_name_ct TEXT NOT NULL,"
     "  updated_at INTEGER NOT NULL,"
     "  PRIMARY KEY (session_id, path_blind_idx)) WITHOUT ROWID;",
+    /* A client checks a grant it fetches back as it checks the event (docs/api.md, "Signed grants"). */
+    "ALTER TABLE session_recipients ADD COLUMN grant_sig TEXT;",
 };
 
 /* ---- the driver: statements ---------------------------------------------------------------------- */

@@ -287,6 +287,7 @@ typedef struct rl_device_row {
 typedef struct rl_recipient_row {
     const char *session_id, *device_id, *wrapped_session_key, *wrapped_by_device_id;
     int64_t created_at;
+    const char *grant_sig; /* the signer's grant_sig (docs/api.md, "Signed grants"), or NULL */
 } rl_recipient_row_t;
 
 /* A file an agent touched in a session, keyed by (session_id, path_blind_idx); size_bytes RL_NO_TIME when unknown. */

@@ -410,6 +410,71 @@ test('revoking a device rotates the chat\'s key: a new key for the bridge, the o
   collect(page);
 });
 
+test('a grant the relay makes for the page, unsigned, forged or in the page\'s own name, does not change the key it seals with; the bridge\'s signed grant does', async () => {
+  const refused = [];
+  const seen = [];
+  const onConsole = (msg) => {
+    seen.push(`${msg.type()}: ${msg.text()}`);
+    if (msg.type() === 'warning' && msg.text().includes('was refused')) refused.push(msg.text());
+  };
+  page.on('console', onConsole);
+  await page.goto(`${relay.url}/#/s/${sessionId}`);
+  await page.waitForSelector('.composer-input');
+  // The page's stream is up once a reply sent now shows: the grants below reach it as events.
+  await bridge('sendMessage', { session_id: sessionId, interaction_id: interactionId, text_ct: seal(sessionKey, `messages/${sessionId}`, 'The stream is live: ibis'),
+    idempotency_key: key() });
+  await waitFor('the stream live', async () => (await page.innerText('.timeline')).includes('The stream is live: ibis'));
+  const web = idOf(webDevice);
+  const path = `sessions/${sessionId}/recipients`;
+  // The relay's own keys, wrapped for the page: as the bridge without grant_sig, and with one made under another key.
+  const injected = [randomBytes(32), randomBytes(32), randomBytes(32)].map((b) => new Uint8Array(b));
+  await bridge(path, { recipients: [{ device_id: web, wrapped_session_key: wrap(injected[0], webDevice.pubkey) }], wrapped_by_device_id: bridgeDevice });
+  const forgedWrap = wrap(injected[1], webDevice.pubkey);
+  const stranger = nacl.box.keyPair();
+  const forgedSig = createHmac('sha256', Buffer.from(hkdf(nacl.box.before(unhex(webDevice.pubkey), stranger.secretKey), 'relay/v1/grant', 32)))
+    .update(Buffer.from(`relay/v1/grant\xff${sessionId}\xff${forgedWrap}\xff${bridgeDevice}`, 'latin1')).digest('base64');
+  await bridge(path, { recipients: [{ device_id: web, wrapped_session_key: forgedWrap, grant_sig: forgedSig }], wrapped_by_device_id: bridgeDevice });
+  await waitFor('both grants refused by the page', () => refused.length >= 2).catch((err) => assert.fail(`${err.message}; console: ${seen.join(' | ')}`));
+  // In the page's own name, unsigned: at most a key to read with, never the one it seals with.
+  await me('POST', `/v1/me/${path}`, { recipients: [{ device_id: web, wrapped_session_key: wrap(injected[2], webDevice.pubkey) }], wrapped_by_device_id: web },
+    { 'X-Relay-Device': web });
+  await sleep(1000);
+  const sendAndOpen = async (text) => {
+    const before = socket.updates('session.message').length;
+    await page.fill('.composer-input', text);
+    await page.click('button[aria-label="Send"]');
+    const m = await waitFor('the sealed send', () => socket.updates('session.message').slice(before)
+      .find((u) => u.payload.session && u.payload.session.id === sessionId && u.payload.message && u.payload.message.text_ct));
+    return m.payload.message.text_ct;
+  };
+  const checkSealedWith = (ct, real, text) => {
+    assert.equal(open(real, `messages/${sessionId}`, ct), text, 'the next send opens with the real key');
+    for (const k of injected) assert.throws(() => open(k, `messages/${sessionId}`, ct), 'and not with a key the relay injected');
+  };
+  checkSealedWith(await sendAndOpen('Sealed with the real key'), sessionKey, 'Sealed with the real key');
+  // A reload reads the wraps back from the keys route (the last one is the relay's): still the real key.
+  await page.reload();
+  await page.waitForSelector('.composer-input');
+  checkSealedWith(await sendAndOpen('Still the real key after a reload'), sessionKey, 'Still the real key after a reload');
+  // The bridge's own grant, signed for this page (what relay-bridge does): it becomes the key the page seals with.
+  const next = new Uint8Array(randomBytes(32));
+  const signedWrap = wrap(next, webDevice.pubkey);
+  const sig = createHmac('sha256', Buffer.from(hkdf(nacl.box.before(unhex(webDevice.pubkey), bridgeKeys.secretKey), 'relay/v1/grant', 32)))
+    .update(Buffer.from(`relay/v1/grant\xff${sessionId}\xff${signedWrap}\xff${bridgeDevice}`, 'latin1')).digest('base64');
+  await bridge(path, { recipients: [{ device_id: web, wrapped_session_key: signedWrap, grant_sig: sig }], wrapped_by_device_id: bridgeDevice });
+  await waitFor('the signed key sealing the next send', async () => {
+    const ct = await sendAndOpen('Sealed with the signed key');
+    try {
+      return open(next, `messages/${sessionId}`, ct) === 'Sealed with the signed key';
+    } catch (err) {
+      return false;
+    }
+  });
+  sessionKey = next;
+  page.off('console', onConsole);
+  collect(page);
+});
+
 test('push: the service worker opens text_ct with the key in IndexedDB; without a key it says only "New message"', async () => {
   const context = page.context();
   await context.grantPermissions(['notifications'], { origin: relay.url });

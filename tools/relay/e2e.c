@@ -64,13 +64,71 @@ static int call(const char *method, const char *path, const json_t *body, json_t
     return ret;
 }
 
+/*
+ * How far this terminal trusts a grant (docs/api.md, "Signed grants"): signed
+ * by a bridge device it confirmed, or by itself; from another client device of
+ * the user (read only once a key is held); unsigned; or forged. devices is
+ * GET /v1/me/devices (NULL when it could not be fetched: nothing verifies).
+ */
+static rl_grant_trust_t grant_trust(const json_t *devices, const json_t *grant)
+{
+    const char *by = rl_cli_str(grant, "wrapped_by_device_id"), *sig = rl_cli_str(grant, "grant_sig");
+    const json_t *d, *signer = NULL;
+    uint8_t pub[RL_E2E_KEY_LEN];
+    size_t i;
+
+    json_array_foreach(json_object_get(devices, "devices"), i, d)
+    {
+        if (by[0] != '\0' && strcmp(rl_cli_str(d, "device_id"), by) == 0)
+            signer = d;
+    }
+    if (strcmp(by, e2e.device.device_id) == 0) {
+        memcpy(pub, e2e.device.kp.pub, sizeof(pub));
+    } else if (signer == NULL) {
+        return RL_GRANT_FORGED; /* no device of the user, or a revoked one: nobody this terminal can trust */
+    } else if (strcmp(rl_cli_str(signer, "platform"), "bridge") != 0) {
+        return sig[0] != '\0' ? RL_GRANT_FORGED : RL_GRANT_PEER;
+    } else if (!json_is_true(json_object_get(signer, "confirmed_by_me")) ||
+               rl_e2e_pub_parse(rl_cli_str(signer, "pubkey"), pub) != 0) {
+        return RL_GRANT_FORGED;
+    }
+    if (sig[0] == '\0')
+        return strcmp(by, e2e.device.device_id) == 0 ? RL_GRANT_PEER : RL_GRANT_UNSIGNED;
+    return rl_e2e_grant_verify(e2e.device.kp.sec, pub, rl_cli_str(grant, "session_id"),
+                               rl_cli_str(grant, "wrapped_session_key"), by, sig) == 0
+               ? RL_GRANT_SIGNED
+               : RL_GRANT_FORGED;
+}
+
+/* Unwraps a grant addressed to this device and keeps its key as far as it is trusted; says when it is not taken. */
+static void take_grant(const json_t *devices, const json_t *grant)
+{
+    uint8_t key[RL_E2E_KEY_LEN];
+    const char *sid = rl_cli_str(grant, "session_id");
+    int result;
+
+    if (rl_e2e_unwrap_key(e2e.device.kp.sec, rl_cli_str(grant, "wrapped_session_key"), key) != 0)
+        return;
+    result = rl_keystore_take_grant(e2e.keys, sid, key, grant_trust(devices, grant));
+    rl_e2e_wipe(key, sizeof(key));
+    if (result == RL_E2E_E_AUTH)
+        rl_cli_note(&relay.cli,
+                    "relay: a key granted for %s by %s was refused: not signed by a bridge this terminal "
+                    "confirmed (the key it seals with is unchanged)",
+                    sid,
+                    rl_cli_str(grant, "wrapped_by_device_id")[0] != '\0' ? rl_cli_str(grant, "wrapped_by_device_id")
+                                                                         : "nobody named");
+    else if (result == RL_E2E_E_IO)
+        rl_cli_note(&relay.cli, "relay: could not save the key of %s", sid);
+}
+
 /* Fetches the wraps addressed to this device and keeps the keys (once per run). */
 static void sync_keys(void)
 {
     char path[512];
     rl_api_error_t error;
     const json_t *wrap;
-    json_t *result;
+    json_t *result, *devices;
     size_t i;
 
     if (e2e.synced || e2e.device.device_id[0] == '\0')
@@ -81,15 +139,11 @@ static void sync_keys(void)
         rl_cli_note(&relay.cli, "relay: could not fetch this device's session keys: %s", error.message);
         return;
     }
-    json_array_foreach(json_object_get(result, "keys"), i, wrap)
-    {
-        uint8_t key[RL_E2E_KEY_LEN];
-        const char *sid = rl_cli_str(wrap, "session_id");
-        if (rl_e2e_unwrap_key(e2e.device.kp.sec, rl_cli_str(wrap, "wrapped_session_key"), key) == 0 &&
-            rl_keystore_add(e2e.keys, sid, key) < 0)
-            rl_cli_note(&relay.cli, "relay: could not save the key of %s", sid);
-        rl_e2e_wipe(key, sizeof(key));
-    }
+    /* Checked as the events are: the keys route gives back each wrap's grant_sig (docs/api.md, "Signed grants"). */
+    if (call("GET", "/v1/me/devices", NULL, &devices, &error) != 0)
+        devices = NULL;
+    json_array_foreach(json_object_get(result, "keys"), i, wrap) take_grant(devices, wrap);
+    json_decref(devices);
     json_decref(result);
 }
 
@@ -345,10 +399,12 @@ char *relay_e2e_open_event(const char *data, size_t len)
     /* A key granted while the stream runs (a new session, a rotation) arrives as an event too. */
     if (!json_is_null(json_object_get(root, "wrapped_session_key")) &&
         strcmp(rl_cli_str(root, "device_id"), e2e.device.device_id) == 0) {
-        uint8_t key[RL_E2E_KEY_LEN];
-        if (rl_e2e_unwrap_key(e2e.device.kp.sec, rl_cli_str(root, "wrapped_session_key"), key) == 0)
-            rl_keystore_add(e2e.keys, rl_cli_str(root, "session_id"), key);
-        rl_e2e_wipe(key, sizeof(key));
+        json_t *devices = NULL;
+        rl_api_error_t error;
+        if (call("GET", "/v1/me/devices", NULL, &devices, &error) != 0)
+            devices = NULL;
+        take_grant(devices, root);
+        json_decref(devices);
     }
     text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
@@ -530,7 +586,7 @@ static int share_key(const char *session_id, const json_t *bridge)
 {
     const uint8_t *key = rl_keystore_key(e2e.keys, session_id, 0);
     uint8_t bridge_pub[RL_E2E_KEY_LEN];
-    char path[512], *mine, *theirs, sig[RL_E2E_SIG_SIZE] = "";
+    char path[512], *mine, *theirs, sig[RL_E2E_SIG_SIZE] = "", own_sig[RL_E2E_SIG_SIZE] = "";
     rl_api_error_t error;
     json_t *body, *result;
     int status = EXIT_OK;
@@ -540,14 +596,16 @@ static int share_key(const char *session_id, const json_t *bridge)
     mine = rl_e2e_wrap(e2e.device.kp.pub, key, RL_E2E_KEY_LEN);
     theirs = rl_e2e_wrap(bridge_pub, key, RL_E2E_KEY_LEN);
     /* The bridge takes the key only signed by this device: a sealed box alone could be anybody's. */
-    if (theirs == NULL ||
-        rl_e2e_grant_sig(e2e.device.kp.sec, bridge_pub, session_id, theirs, e2e.device.device_id, sig) != 0) {
+    /* Its own wrap too: fetched back, it verifies, so it may be a sealing key again (a lost key store). */
+    if (theirs == NULL || mine == NULL ||
+        rl_e2e_grant_sig(e2e.device.kp.sec, bridge_pub, session_id, theirs, e2e.device.device_id, sig) != 0 ||
+        rl_e2e_grant_sig(e2e.device.kp.sec, e2e.device.kp.pub, session_id, mine, e2e.device.device_id, own_sig) != 0) {
         free(mine);
         free(theirs);
         return relay_report(EXIT_RUNTIME, "could not wrap the session key for the bridge", NULL);
     }
-    body = json_pack("{s:[{s:s, s:s}, {s:s, s:s, s:s}], s:s}", "recipients", "device_id", e2e.device.device_id,
-                     "wrapped_session_key", mine != NULL ? mine : "", "device_id", rl_cli_str(bridge, "device_id"),
+    body = json_pack("{s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}], s:s}", "recipients", "device_id", e2e.device.device_id,
+                     "wrapped_session_key", mine, "grant_sig", own_sig, "device_id", rl_cli_str(bridge, "device_id"),
                      "wrapped_session_key", theirs, "grant_sig", sig, "wrapped_by_device_id", e2e.device.device_id);
     free(mine);
     free(theirs);

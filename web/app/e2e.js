@@ -24,6 +24,7 @@ export const e2e = {
   device: null, // { user_id, device_id, public_key, secret_key }
   devices: [], // GET /v1/me/devices
   keys: new Map(), // session id -> [{ key, at }] newest first
+  firstUse: new Set(), // sessions whose sealing key came from an unsigned grant (taken on first use), in this page
   error: null,
 };
 
@@ -120,9 +121,36 @@ export async function confirmBridge(bridgeDeviceId) {
 
 // ---- session keys ----
 
-async function keep(sessionId, key, at) {
-  const keys = await keystore.addSessionKey(sessionId, key, at);
-  e2e.keys.set(sessionId, keys);
+async function keep(sessionId, key, at, trust = 'signed') {
+  const placed = await keystore.addSessionKey(sessionId, key, at, trust);
+  e2e.keys.set(sessionId, placed.keys);
+  return placed.taken;
+}
+
+function sameText(a, b) {
+  if (typeof a !== 'string' || typeof b !== 'string' || a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
+// How far this device trusts a grant addressed to it (docs/api.md "Signed grants"): 'signed' by a bridge
+// it confirmed or by itself, 'unsigned', 'peer' (another client device of the user) or 'forged'.
+export async function grantTrust(k) {
+  const by = k.wrapped_by_device_id;
+  const self = !!by && by === e2e.device.device_id;
+  let signer = self ? null : e2e.devices.find((d) => d.id === by);
+  if (!self && !signer && by) {
+    await refreshDevices(); // a device added since the list was read
+    signer = e2e.devices.find((d) => d.id === by);
+  }
+  if (!self && (!signer || signer.revoked_at)) return 'forged';
+  if (signer && signer.platform !== 'bridge') return k.grant_sig ? 'forged' : 'peer';
+  if (signer && !signer.confirmed_by_me) return 'forged';
+  if (!k.grant_sig) return self ? 'peer' : 'unsigned';
+  const pub = fromHex(self ? e2e.device.public_key : signer.pubkey);
+  const sig = await grantSig(e2e.device.secret_key, pub, { sessionId: k.session_id, wrapped: k.wrapped_session_key, deviceId: by });
+  return sameText(sig, k.grant_sig) ? 'signed' : 'forged';
 }
 
 let since = null;
@@ -151,16 +179,26 @@ export async function grant(k) {
     console.warn(`relay: a key for ${k.session_id} does not open with this device's key`);
     return false;
   }
-  const known = keysOf(k.session_id).some((x) => toHex(x) === toHex(key));
-  await keep(k.session_id, key, Number(k.created_at) || Date.now());
-  if (!known) changed(k.session_id);
-  return !known;
+  const trust = await grantTrust(k);
+  const taken = await keep(k.session_id, key, Date.now(), trust);
+  if (taken === 'refused') {
+    console.warn(`relay: a key for ${k.session_id} from ${k.wrapped_by_device_id || 'nobody named'} was refused (${trust}): this device seals with the key it holds`);
+    return false;
+  }
+  // First key of a session from an unsigned grant: trusted on first use (the authors' bridge does not sign).
+  if (taken === 'seal' && trust !== 'signed') e2e.firstUse.add(k.session_id);
+  if (taken === 'seal' && trust === 'signed') e2e.firstUse.delete(k.session_id);
+  if (taken !== 'known') changed(k.session_id);
+  return taken !== 'known';
 }
 
 // Wraps a session key for the session's bridge, this device and the user's other client devices.
 async function distribute(sessionId, installationId, key) {
   const bridge = bridgeOf(installationId);
-  const first = [{ device_id: e2e.device.device_id, wrapped_session_key: await wrapKey(key, e2e.device.public_key) }];
+  // Its own wrap signed too: fetched back on another load, it verifies as this device's (docs/api.md "Signed grants").
+  const mine = await wrapKey(key, e2e.device.public_key);
+  const ownSig = await grantSig(e2e.device.secret_key, fromHex(e2e.device.public_key), { sessionId, wrapped: mine, deviceId: e2e.device.device_id });
+  const first = [{ device_id: e2e.device.device_id, wrapped_session_key: mine, grant_sig: ownSig }];
   if (bridge) {
     // Signed for the bridge, which takes a key only from a device it can tell made the wrap.
     const wrapped = await wrapKey(key, bridge.pubkey);

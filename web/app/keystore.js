@@ -54,23 +54,41 @@ export async function loadSessionKeys() {
   return new Map(all.map((r) => [r.session_id, r.keys]));
 }
 
-// Adds a key to a session's list (newest first by `at`); a key already there is not added twice.
-export async function addSessionKey(sessionId, key, at) {
+const hex = (k) => Array.from(k, (b) => b.toString(16).padStart(2, '0')).join('');
+
+// Where a granted key goes in a session's list (docs/api.md "Signed grants"), by how far it is trusted:
+//   signed    grant_sig verifies (a bridge this device confirmed, or this device itself): the newest key, it seals;
+//   unsigned  no grant_sig (the authors' bridge, the keys route): taken only as the first key of a session;
+//   peer      another client device of the user (no signature a client can check): the first key of a session,
+//             else the oldest, to read what it sealed, never to seal with;
+//   forged    a grant_sig that does not verify, or a signer this device did not confirm: never taken.
+// keys is newest first ({ key, at }); the answer { keys, taken }: 'seal', 'read', 'known' or 'refused'.
+export function placeGrant(keys, key, trust, now) {
+  keys = keys || [];
+  if (keys.some((k) => hex(k.key) === hex(key))) return { keys, taken: 'known' };
+  if (trust === 'forged' || (keys.length > 0 && trust === 'unsigned')) return { keys, taken: 'refused' };
+  if (trust === 'signed' || keys.length === 0) {
+    // Newest whatever `at` the relay gave the others: this one seals.
+    const at = Math.max(now, keys.length ? keys[0].at + 1 : 0);
+    return { keys: [{ key, at }, ...keys], taken: 'seal' };
+  }
+  if (trust === 'peer') return { keys: [...keys, { key, at: keys[keys.length - 1].at - 1 }], taken: 'read' };
+  return { keys, taken: 'refused' };
+}
+
+// Places a key in a session's list (placeGrant; a key this device made itself is 'signed'). Answers { keys, taken }.
+export async function addSessionKey(sessionId, key, now, trust = 'signed') {
   const d = await db();
   return new Promise((resolve, reject) => {
     const tx = d.transaction('sessions', 'readwrite');
     const s = tx.objectStore('sessions');
-    let keys = [];
+    let placed = { keys: [], taken: 'refused' };
     const req = s.get(sessionId);
     req.onsuccess = () => {
-      keys = (req.result && req.result.keys) || [];
-      const hex = (k) => Array.from(k, (b) => b.toString(16).padStart(2, '0')).join('');
-      if (!keys.some((k) => hex(k.key) === hex(key))) {
-        keys = [...keys, { key, at }].sort((a, b) => b.at - a.at);
-        s.put({ session_id: sessionId, keys });
-      }
+      placed = placeGrant((req.result && req.result.keys) || [], key, trust, now);
+      if (placed.taken === 'seal' || placed.taken === 'read') s.put({ session_id: sessionId, keys: placed.keys });
     };
-    tx.oncomplete = () => resolve(keys);
+    tx.oncomplete = () => resolve(placed);
     tx.onerror = () => reject(tx.error);
   });
 }

@@ -129,6 +129,7 @@ static void test_keys_granted_wrapped_and_rotated(void **state)
 
     new_phone(&phone);
     new_phone(&other);
+    rl_keyring_set_device_id(k, "dev_bridge");
     /* No accepted device yet: nothing to wrap for. */
     assert_int_equal(rl_keyring_create(k, "ses_0"), 0);
     assert_null(rl_keyring_recipients(k, "ses_0", NULL, NULL));
@@ -164,6 +165,18 @@ static void test_keys_granted_wrapped_and_rotated(void **state)
         assert_int_equal(
             rl_e2e_unwrap_key(phone.kp.sec, json_string_value(json_object_get(r, "wrapped_session_key")), got), 0);
         assert_memory_equal(got, key1, 32);
+        /* Signed by the bridge for that phone (docs/api.md, "Signed grants"): another device's key does not verify it.
+         */
+        {
+            const char *w = json_string_value(json_object_get(r, "wrapped_session_key"));
+            const char *s = json_string_value(json_object_get(r, "grant_sig"));
+            uint8_t bridge_pub[32];
+            assert_non_null(s);
+            assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+            assert_int_equal(rl_e2e_grant_verify(phone.kp.sec, bridge_pub, "ses_1", w, "dev_bridge", s), 0);
+            assert_int_equal(rl_e2e_grant_verify(other.kp.sec, bridge_pub, "ses_1", w, "dev_bridge", s), RL_E2E_E_AUTH);
+            assert_int_equal(rl_e2e_grant_verify(phone.kp.sec, bridge_pub, "ses_2", w, "dev_bridge", s), RL_E2E_E_AUTH);
+        }
     }
     json_decref(body);
 

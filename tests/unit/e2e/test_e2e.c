@@ -412,6 +412,64 @@ static void test_device_key_file(void **state)
     rl_device_key_wipe(&b);
 }
 
+/* The client side of "Signed grants": only a signed grant picks the key a client seals with. */
+static void test_granted_keys_by_trust(void **state)
+{
+    char path[128];
+    uint8_t real[32], injected[32], peer[32], next[32], first[32];
+    rl_keystore_t *ks;
+    char *ct, *plain;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/granted-keys.json", dir);
+    unlink(path);
+    ks = rl_keystore_load(path);
+    assert_non_null(ks);
+    rl_e2e_session_key_new(real);
+    rl_e2e_session_key_new(injected);
+    rl_e2e_session_key_new(peer);
+    rl_e2e_session_key_new(next);
+    rl_e2e_session_key_new(first);
+    /* A forged grant is never taken, not even for a session with no key. */
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_1", injected, RL_GRANT_FORGED), RL_E2E_E_AUTH);
+    assert_null(rl_keystore_key(ks, "ses_1", 0));
+    /* First key wins: an unsigned grant (the authors' bridge) for a session with none. */
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_1", real, RL_GRANT_UNSIGNED), 1);
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_1", real, RL_GRANT_UNSIGNED), 0);
+    /* The relay's own key, unsigned or forged, neither replaces nor joins it. */
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_1", injected, RL_GRANT_UNSIGNED), RL_E2E_E_AUTH);
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_1", injected, RL_GRANT_FORGED), RL_E2E_E_AUTH);
+    assert_memory_equal(rl_keystore_key(ks, "ses_1", 0), real, 32);
+    assert_null(rl_keystore_key(ks, "ses_1", 1));
+    /* Another phone's rotation: kept to read with, and what this client seals next still opens with the real key. */
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_1", peer, RL_GRANT_PEER), 2);
+    assert_memory_equal(rl_keystore_key(ks, "ses_1", 0), real, 32);
+    assert_memory_equal(rl_keystore_key(ks, "ses_1", 1), peer, 32);
+    ct = rl_keystore_seal_field(ks, "ses_1", "messages/ses_1", "hi", 2);
+    assert_non_null(ct);
+    assert_int_equal(rl_e2e_open_field(peer, "messages/ses_1", ct, &plain, NULL), RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_open_field(injected, "messages/ses_1", ct, &plain, NULL), RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_open_field(real, "messages/ses_1", ct, &plain, NULL), 0);
+    assert_string_equal(plain, "hi");
+    free(plain);
+    free(ct);
+    /* A signed grant (the confirmed bridge's rotation) becomes the sealing key. */
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_1", next, RL_GRANT_SIGNED), 1);
+    assert_memory_equal(rl_keystore_key(ks, "ses_1", 0), next, 32);
+    /* A peer grant for a session with no key yet is its first key. */
+    assert_int_equal(rl_keystore_take_grant(ks, "ses_2", first, RL_GRANT_PEER), 1);
+    assert_memory_equal(rl_keystore_key(ks, "ses_2", 0), first, 32);
+    rl_keystore_free(ks);
+    /* What was kept survives a reload, in its order. */
+    ks = rl_keystore_load(path);
+    assert_non_null(ks);
+    assert_memory_equal(rl_keystore_key(ks, "ses_1", 0), next, 32);
+    assert_memory_equal(rl_keystore_key(ks, "ses_1", 1), real, 32);
+    assert_memory_equal(rl_keystore_key(ks, "ses_1", 2), peer, 32);
+    assert_null(rl_keystore_key(ks, "ses_1", 3));
+    rl_keystore_free(ks);
+}
+
 static void test_session_key_store_keeps_old_keys(void **state)
 {
     char path[128], tmp[140];
@@ -492,6 +550,7 @@ int main(void)
     const struct CMUnitTest files[] = {
         cmocka_unit_test(test_device_key_file),
         cmocka_unit_test(test_session_key_store_keeps_old_keys),
+        cmocka_unit_test(test_granted_keys_by_trust),
     };
     int failed = cmocka_run_group_tests(tests, setup, NULL);
 

@@ -839,6 +839,19 @@ static void test_end_to_end_encryption(void **state)
     assert_int_equal(count, 1);
     assert_string_equal(wraps[0].wrapped_session_key, "wrap2");
     assert_string_equal(wraps[0].wrapped_by_device_id, "dev_b");
+    assert_null(wraps[0].grant_sig);
+    /* A signed grant keeps its signature for the keys route; a later unsigned one does not inherit it. */
+    wrap.grant_sig = "c2lnbmVk";
+    wrap.created_at = 3600;
+    assert_int_equal(RL_TXN(txn, recipient_put, &wrap), 0);
+    assert_int_equal(RL_TXN(txn, recipients_of_device, "dev_p", 0, &wraps, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(wraps[0].grant_sig, "c2lnbmVk");
+    wrap.grant_sig = NULL;
+    wrap.created_at = 3500;
+    assert_int_equal(RL_TXN(txn, recipient_put, &wrap), 0);
+    assert_int_equal(RL_TXN(txn, recipients_of_device, "dev_p", 0, &wraps, &count), 0);
+    assert_null(wraps[0].grant_sig);
     assert_int_equal(RL_TXN(txn, recipients_of_device, "dev_p", 3501, &wraps, &count), 0);
     assert_int_equal(count, 0);
 
