@@ -1017,20 +1017,11 @@ static const char *inline_kind(struct rl_agent *a, json_t *attachment, long *max
 /* One GET of an absolute URL with the client core: the body, or NULL. */
 static char *fetch_url(const char *url, long max, size_t *len)
 {
-    const char *rest = strstr(url, "://");
-    const char *slash = rest != NULL ? strchr(rest + 3, '/') : NULL;
     rl_client_options_t options = {5000, FETCH_TIMEOUT_MS, (size_t)max, "relay-bridge"};
     rl_client_response_t response;
-    rl_client_t *client = NULL;
-    char base[1024], *body = NULL;
+    char *body = NULL;
 
-    if (slash == NULL || (size_t)(slash - url) >= sizeof(base))
-        return NULL;
-    snprintf(base, sizeof(base), "%.*s", (int)(slash - url), url);
-    memset(&response, 0, sizeof(response));
-    if (rl_client_new(base, &options, &client) != 0)
-        return NULL;
-    if (rl_client_get(client, slash, NULL, &response) == 0 && response.status == 200) {
+    if (rl_client_get_url(url, &options, &response) == 0 && response.status == 200) {
         body = response.body;
         *len = response.len;
         response.body = NULL;
@@ -1039,7 +1030,6 @@ static char *fetch_url(const char *url, long max, size_t *len)
                response.error);
     }
     rl_client_response_free(&response);
-    rl_client_free(client);
     return body;
 }
 

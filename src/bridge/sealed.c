@@ -23,21 +23,12 @@
 /* One GET of an absolute URL (the signed link relayd hydrated): the body, or NULL with *why set. */
 static char *fetch(const char *url, size_t *len, const char **why)
 {
-    const char *rest = url != NULL ? strstr(url, "://") : NULL;
-    const char *slash = rest != NULL ? strchr(rest + 3, '/') : NULL;
     rl_client_options_t options = {FETCH_CONNECT_MS, FETCH_TOTAL_MS, SEALED_MAX, "relay-bridge"};
     rl_client_response_t response;
-    rl_client_t *client = NULL;
-    char base[1024], *body = NULL;
+    char *body = NULL;
 
     *why = "download_failed";
-    if (slash == NULL || (size_t)(slash - url) >= sizeof(base))
-        return NULL;
-    snprintf(base, sizeof(base), "%.*s", (int)(slash - url), url);
-    memset(&response, 0, sizeof(response));
-    if (rl_client_new(base, &options, &client) != 0)
-        return NULL;
-    if (rl_client_get(client, slash, NULL, &response) == 0 && response.status == 200) {
+    if (rl_client_get_url(url, &options, &response) == 0 && response.status == 200) {
         body = response.body;
         *len = response.len;
         response.body = NULL;
@@ -45,7 +36,6 @@ static char *fetch(const char *url, size_t *len, const char **why)
         rl_log(RL_LOG_WARN, "sealed attachment: download failed (HTTP %ld %s)", response.status, response.error);
     }
     rl_client_response_free(&response);
-    rl_client_free(client);
     return body;
 }
 

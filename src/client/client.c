@@ -218,6 +218,29 @@ int rl_client_get(rl_client_t *client, const char *path, const char *const *head
     return rl_client_request(client, "GET", path, headers, NULL, 0, response);
 }
 
+int rl_client_get_url(const char *url, const rl_client_options_t *options, rl_client_response_t *response)
+{
+    const char *rest = url != NULL ? strstr(url, "://") : NULL;
+    const char *slash = rest != NULL ? strchr(rest + 3, '/') : NULL;
+    rl_client_t *client = NULL;
+    char base[1024];
+    int result;
+
+    memset(response, 0, sizeof(*response));
+    if (slash == NULL || (size_t)(slash - url) >= sizeof(base)) {
+        snprintf(response->error, sizeof(response->error), "not an absolute URL with a path");
+        return -1;
+    }
+    snprintf(base, sizeof(base), "%.*s", (int)(slash - url), url);
+    if (rl_client_new(base, options, &client) != 0) {
+        snprintf(response->error, sizeof(response->error), "cannot make a client for %.200s", base);
+        return -1;
+    }
+    result = rl_client_get(client, slash, NULL, response);
+    rl_client_free(client);
+    return result;
+}
+
 int rl_client_request(rl_client_t *client, const char *method, const char *path, const char *const *headers,
                       const void *body, size_t body_len, rl_client_response_t *response)
 {

@@ -77,6 +77,14 @@ const char *rl_client_base(const rl_client_t *client);
  */
 int rl_client_get(rl_client_t *client, const char *path, const char *const *headers, rl_client_response_t *response);
 /*
+ * One GET of an absolute URL (scheme://host[:port]/path, e.g. a signed link
+ * relayd handed out) with a client made for it and freed after. Returns as
+ * rl_client_get, or -1 when url has no path or is too
+ * long (response->status 0). Free the response in every case. Blocking: call
+ * it from a thread that may wait.
+ */
+int rl_client_get_url(const char *url, const rl_client_options_t *options, rl_client_response_t *response);
+/*
  * Any method: body (len bytes, may be NULL) is sent as is; give its type in
  * headers ("Content-Type: application/json"). Same contract as
  * rl_client_get.
