@@ -140,8 +140,10 @@ export async function grantTrust(k) {
   const by = k.wrapped_by_device_id;
   const self = !!by && by === e2e.device.device_id;
   let signer = self ? null : e2e.devices.find((d) => d.id === by);
-  if (!self && !signer && by) {
-    await refreshDevices(); // a device added since the list was read
+  // A device added since the list was read, or a bridge confirmed since: relay-bridge grants the keys the
+  // moment it hears of the confirmation, which can be before confirmBridge has read the list again.
+  if (!self && by && (!signer || (signer.platform === 'bridge' && !signer.confirmed_by_me))) {
+    await refreshDevices();
     signer = e2e.devices.find((d) => d.id === by);
   }
   if (!self && (!signer || signer.revoked_at)) return 'forged';
