@@ -208,6 +208,8 @@ test('a decision with a forged decision_sig, posted straight to the API, is refu
 
 test('a second browser, confirmed, reads the chat; revoked from the first page, it cannot read a new message', async () => {
   second = await newPage(browser, relay);
+  const said = [];
+  second.on('console', (msg) => said.push(`${msg.type()}: ${msg.text()}`));
   await signIn(second, relay);
   secondDevice = await waitFor('the second web device', async () => (await webDevices()).find((d) => idOf(d) !== idOf(webDevice)));
   const printed = await bridge.sasFor(idOf(secondDevice), secondDevice.label);
@@ -219,7 +221,8 @@ test('a second browser, confirmed, reads the chat; revoked from the first page, 
     (await relay.api('GET', `/v1/me/devices/${idOf(secondDevice)}/keys`, token)).keys.some((k) =>
       k.session_id === sessionId && k.wrapped_by_device_id === bridgeDevice && k.grant_sig));
   await second.goto(`${relay.url}/#/s/${sessionId}`);
-  await waitFor('the second browser reading the chat', async () => (await second.innerText('.timeline')).includes('hello zebracorn velociraptor'));
+  await waitFor('the second browser reading the chat', async () => (await second.innerText('.timeline')).includes('hello zebracorn velociraptor'))
+    .catch(async (err) => assert.fail(`${err.message}; console: ${said.join(' | ')}; page: ${await second.innerText('.timeline')}`));
 
   await page.goto(`${relay.url}/#/settings`);
   await page.click(`.device-item[data-device="${idOf(secondDevice)}"] button:has-text("Revoke")`);
