@@ -110,6 +110,7 @@ function shell() {
 // after the other: opening is asynchronous (WebCrypto), the order of a reply's deltas is not.
 let events = Promise.resolve();
 let rereading = null;
+let caughtUp = false; /* the stream has answered once since it was started */
 
 // A key arrived: what was read without it (titles, the open chats, pending approvals) is read again.
 function rereadSoon() {
@@ -133,6 +134,7 @@ async function streamEvent(name, data) {
 
 function startStream() {
   if (stream) return;
+  caughtUp = false;
   stream = new EventStream({
     onEvent: (name, data) => {
       if (name === 'resync') {
@@ -152,7 +154,13 @@ function startStream() {
       if (state === 'live' && !store.user) {
         const { name: view, arg } = route();
         reload(view === 's' ? arg : null).then(render, (err) => toast(describe(err), 'error'));
+      } else if (state === 'live' && !caughtUp) {
+        // The cold launch read /v1/me before this stream was attached (spec "Client-side resume"):
+        // what happened in between went to no stream of this page, and a first connection has no
+        // Last-Event-ID to replay it from. Read once more when the stream first answers.
+        rereadSoon();
       }
+      if (state === 'live') caughtUp = true;
       if (state === 'live' && was !== 'live' && was !== 'idle') {
         // Back after a drop: a reply in flight may have finished meanwhile.
         for (const [sessionId, c] of store.chats) if (c.loaded && inFlight(sessionId).length) pollInFlight(sessionId);
