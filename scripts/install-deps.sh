@@ -7,7 +7,7 @@ PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libh2o-evloop-dev libwslay-dev libuv1-dev libjansson-dev libsqlite3-dev libssl-dev \
 libcurl4-openssl-dev libsodium-dev libcmocka-dev zlib1g-dev curl libhiredis-dev redis-server redis-tools \
 python3 python3-pytest python3-requests python3-websockets python3-cryptography \
-tmux libqrencode-dev chromium fonts-dejavu-core nginx \
+tmux libqrencode-dev chromium fonts-dejavu-core fonts-noto-color-emoji nginx \
 postgresql libpq-dev python3-psycopg2 help2man debhelper dpkg-dev fakeroot caddy"
 
 missing=""
