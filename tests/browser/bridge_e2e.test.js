@@ -16,9 +16,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Relay, Bridge, BRIDGE, ECHO_AGENT, launch, newPage, signIn, waitFor, sleep, WAIT } from './lib.js';
+import { Relay, Bridge, BRIDGE, ECHO_AGENT, launch, newPage, signIn, waitFor, sleep, WAIT, filesUnder } from './lib.js';
 
 const LOCKED = 'Waiting for this device to receive the key…';
 // The protocol authors' SAS table (their sas-emojis.ts), interop data.
@@ -253,15 +253,7 @@ test('a second browser, confirmed, reads the chat; revoked from the first page, 
 });
 
 test('relayd never held a word of the chat in clear: not in its data folder, nor in its log', async () => {
-  const files = [];
-  const walk = (dir) => {
-    for (const name of readdirSync(dir)) {
-      const p = join(dir, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else files.push(p);
-    }
-  };
-  walk(relay.data);
+  const files = filesUnder(relay.data);
   assert.ok(files.some((f) => /\.db$/.test(f)), 'the SQLite file is there');
   for (const f of files) {
     const bytes = readFileSync(f);

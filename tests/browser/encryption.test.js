@@ -10,10 +10,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nacl from 'tweetnacl';
-import { Relay, launch, newPage, signIn, screenshot, axe, waitFor, sleep, WAIT, ROOT } from './lib.js';
+import { Relay, launch, newPage, signIn, screenshot, axe, waitFor, sleep, WAIT, ROOT, filesUnder } from './lib.js';
 import { BridgeSocket } from './bridge_socket.js';
 
 const PHONE_390 = { width: 390, height: 844 };
@@ -531,15 +531,7 @@ test('the relay never received a secret word in clear: not in any request the pa
   assert.deepEqual(leaks, []);
   assert.ok(sent.some((r) => r.includes('text_ct')), 'the sends went as text_ct');
   // relayd's data folder (SQLite and its journal) and its log.
-  const files = [];
-  const walk = (dir) => {
-    for (const name of readdirSync(dir)) {
-      const p = join(dir, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else files.push(p);
-    }
-  };
-  walk(relay.data);
+  const files = filesUnder(relay.data);
   assert.ok(files.length > 0);
   for (const f of files) {
     const bytes = readFileSync(f);

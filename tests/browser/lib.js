@@ -2,7 +2,7 @@
 // loopback, each with a temporary folder, and Debian's Chromium driven by
 // playwright-core (never a downloaded browser). Every wait is bounded.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -25,6 +25,17 @@ export const DESKTOP = { width: 1280, height: 800 };
 mkdirSync(ARTIFACTS, { recursive: true });
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Every file under dir, its subfolders' too (relayd's data folder: what a test searches for plaintext).
+export function filesUnder(dir) {
+  const files = [];
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) files.push(...filesUnder(p));
+    else files.push(p);
+  }
+  return files;
+}
 
 export async function waitFor(what, fn, timeout = WAIT) {
   const until = Date.now() + timeout;
