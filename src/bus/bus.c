@@ -38,3 +38,16 @@ int rl_bus_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *c
     rl_log_error("unsupported bus location: use local, redis://HOST:PORT/N or unix:///PATH?db=N");
     return -1;
 }
+
+void rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t *data)
+{
+    char *text = data != NULL ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+
+    json_decref(data);
+    if (data != NULL && text == NULL) {
+        rl_log_warn("could not encode %s", name);
+        return;
+    }
+    rl_bus_publish_text(bus, user_id, name, text != NULL ? text : "{}", text != NULL ? strlen(text) : 2);
+    free(text);
+}

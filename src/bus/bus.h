@@ -102,7 +102,8 @@ typedef struct rl_bus_config {
 struct rl_bus_ops {
     const char *name;
     void (*close)(rl_bus_t *bus);
-    void (*publish)(rl_bus_t *bus, const char *user_id, const char *name, json_t *data);
+    /* data: the event's payload, encoded as compact JSON (no line break), len bytes; only read. */
+    void (*publish)(rl_bus_t *bus, const char *user_id, const char *name, const char *data, size_t len);
     void (*read)(rl_bus_t *bus, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb, void *arg);
     void (*listen)(rl_bus_t *bus, const char *user_id, int on);
     void (*signal)(rl_bus_t *bus, const char *topic, json_t *message);
@@ -137,14 +138,19 @@ static inline void rl_bus_close(rl_bus_t *bus)
         bus->ops->close(bus);
 }
 /*
- * Publishes event `name` with `data` (stolen; NULL for {}) to the user: a
- * new id, the ring, every node that listens. Failures are logged (the event
- * is lost, which a client's resume turns into a resync).
+ * Publishes event `name` with `data`, already encoded as compact JSON (len
+ * bytes, no line break; only read), to the user: a new id, the ring, every
+ * node that listens. Failures are logged (the event is lost, which a
+ * client's resume turns into a resync). The hot path (deltas) encodes its
+ * events with a small writer and publishes them through this.
  */
-static inline void rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t *data)
+static inline void rl_bus_publish_text(rl_bus_t *bus, const char *user_id, const char *name, const char *data,
+                                       size_t len)
 {
-    bus->ops->publish(bus, user_id, name, data);
+    bus->ops->publish(bus, user_id, name, data, len);
 }
+/* As rl_bus_publish_text, from a JSON value (stolen; NULL for {}), encoded here. */
+void rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t *data);
 /* Reads at most max events of the user's ring after after_id. */
 static inline void rl_bus_read(rl_bus_t *bus, const char *user_id, int64_t after_id, size_t max, rl_bus_read_cb cb,
                                void *arg)

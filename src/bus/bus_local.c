@@ -227,7 +227,7 @@ static void drop_deferred(rl_later_item_t *item)
 
 /* ---- the operations -------------------------------------------------------------------------- */
 
-static void local_publish(rl_bus_t *super, const char *user_id, const char *name, json_t *data)
+static void local_publish(rl_bus_t *super, const char *user_id, const char *name, const char *data, size_t len)
 {
     struct local_bus *bus = (void *)super;
     struct hub *hub = hub_get(bus, user_id, 1);
@@ -236,17 +236,13 @@ static void local_publish(rl_bus_t *super, const char *user_id, const char *name
     rl_blob_t *frame;
 
     if (hub == NULL) {
-        json_decref(data);
         rl_log_warn("event bus full: dropping %s for a user", name);
         return;
     }
     id = hub->last_id + 1;
-    frame = rl_event_frame(id, name, data);
-    json_decref(data);
-    if (frame == NULL) {
-        rl_log_warn("could not encode %s", name);
+    /* rl_event_frame_text logs why it refused. */
+    if ((frame = rl_event_frame_text(id, name, strlen(name), data, len)) == NULL)
         return;
-    }
     hub->last_id = id;
     if (id > bus->highest_id)
         bus->highest_id = id;

@@ -481,33 +481,30 @@ static void on_published(redisReply *reply, void *arg)
         rl_log_warn("redis bus: publishing an event failed: %s", reply->str);
 }
 
-static void redis_publish(rl_bus_t *super, const char *user_id, const char *name, json_t *data)
+static void redis_publish(rl_bus_t *super, const char *user_id, const char *name, const char *data, size_t len)
 {
     struct redis_bus *bus = (void *)super;
     char counter[KEY_MAX], ring[KEY_MAX], channel[KEY_MAX], events[24], age[24], ttl[24];
-    char *text = data != NULL ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
     const char *argv[8];
     size_t lens[8], i;
 
-    json_decref(data);
     /* Event names are the relay's own short identifiers; one that is not a plain token is a bug, not data. */
-    if (text == NULL || !rl_event_name_valid(name, strlen(name))) {
+    if (!rl_event_name_valid(name, strlen(name)) || len == 0 || memchr(data, '\n', len) != NULL ||
+        memchr(data, '\r', len) != NULL) {
         rl_log_warn("could not encode %s", name);
-        goto out;
+        return;
     }
     if (event_keys(user_id, counter, ring) != 0 || key(channel, sizeof(channel), bus->events_channel, user_id) < 0)
-        goto out;
+        return;
     snprintf(events, sizeof(events), "%zu", bus->config.max_events);
     snprintf(age, sizeof(age), "%lld", (long long)bus->config.max_age_ms);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)bus->idle_ttl_ms);
-    argv[0] = counter, argv[1] = ring, argv[2] = name, argv[3] = text;
+    argv[0] = counter, argv[1] = ring, argv[2] = name, argv[3] = data;
     argv[4] = events, argv[5] = age, argv[6] = ttl, argv[7] = channel;
     for (i = 0; i < 8; ++i)
-        lens[i] = strlen(argv[i]);
+        lens[i] = i == 3 ? len : strlen(argv[i]);
     if (rl_redis_eval(bus->cmd, &publish_script, 2, 8, argv, lens, on_published, bus) != 0)
         count_drop(bus, &bus->dropped_events, "an event");
-out:
-    free(text);
 }
 
 struct read_op {

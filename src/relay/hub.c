@@ -70,13 +70,12 @@ rl_bus_t *rl_hub_bus(rl_hub_t *hub)
     return hub->bus;
 }
 
-void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data)
+/* The user's subscribers here that have a `published` hook hear of an event at once. */
+static void tell_hooked(rl_hub_t *hub, const char *user_id)
 {
     struct user *user;
     rl_hub_subscriber_t *sub, *next;
 
-    ++hub->published;
-    rl_bus_publish(hub->bus, user_id, name, data);
     if (hub->hooked == 0 || (user = rl_strmap_get(hub->users, user_id)) == NULL)
         return;
     /* A subscriber may unsubscribe itself from inside its hook; its neighbour is read first. */
@@ -85,6 +84,20 @@ void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t
         if (sub->published != NULL)
             sub->published(sub);
     }
+}
+
+void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data)
+{
+    ++hub->published;
+    rl_bus_publish(hub->bus, user_id, name, data);
+    tell_hooked(hub, user_id);
+}
+
+void rl_hub_publish_text(rl_hub_t *hub, const char *user_id, const char *name, const char *data, size_t len)
+{
+    ++hub->published;
+    rl_bus_publish_text(hub->bus, user_id, name, data, len);
+    tell_hooked(hub, user_id);
 }
 
 uint64_t rl_hub_published(const rl_hub_t *hub)

@@ -49,6 +49,8 @@ void rl_hub_free(rl_hub_t *hub);
  * user's subscribers here that have a `published` hook hear of it at once.
  */
 void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data);
+/* As rl_hub_publish, with data already encoded as compact JSON (len bytes, no line break; only read). */
+void rl_hub_publish_text(rl_hub_t *hub, const char *user_id, const char *name, const char *data, size_t len);
 /* 0, or RL_E_UNAVAILABLE when this node holds streams of too many users. */
 int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *sub);
 /* Detaches a subscriber; safe to call twice. */
