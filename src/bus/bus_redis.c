@@ -39,7 +39,16 @@
 #define OWNER_MAX         95
 #define READ_MAX          256           /* events in one read */
 #define READ_BYTES        (1024 * 1024) /* a read stops adding events past this many bytes */
-#define PRESENCE_LEASE_MS 15000         /* by default, a presence its node stops renewing lapses after this */
+/*
+ * By default, a presence its node stops renewing lapses after this, and it
+ * is renewed (and the lapses of others claimed) this many times per lease.
+ * docs/operations.md promises a dead node's bridges offline within 15 s:
+ * the last renewal lands at most at the death, the lapse follows a lease
+ * later, a claim at most a fifth of a lease after that (12 s); a live node
+ * whose renewals stall loses its presences only after 8 s without one.
+ */
+#define PRESENCE_LEASE_MS  10000
+#define RENEWALS_PER_LEASE 5
 #define RENEW_BATCH       256           /* installations renewed by one script call */
 #define SUBSCRIBE_BATCH   256           /* channels in one SUBSCRIBE */
 #define CATCH_UP_HELD     4096          /* live events held per user while catching up */
@@ -368,7 +377,7 @@ struct redis_bus {
     rl_redis_location_t location;
     rl_redis_t *cmd, *sub;
     int64_t idle_ttl_ms;
-    int64_t lease_ms, renew_ms; /* a presence's lease, and how often this node renews its own (a third of it) */
+    int64_t lease_ms, renew_ms; /* a presence's lease, and how often this node renews its own (a fifth of it) */
     char events_channel[32];    /* "relay:<db>:ev:", then the user */
     char signals_channel[32];   /* "relay:<db>:sig:", then the topic */
     char presence_channel[32];
@@ -1567,7 +1576,7 @@ static void claim_lapsed(struct redis_bus *bus)
     rl_redis_eval(bus->cmd, &presence_lapse_script, 3, 3, argv, lens, on_lapse_claimed, bus);
 }
 
-/* Every third of a lease: renew this node's presences, drop the lapsed ones of the others. */
+/* Every fifth of a lease: renew this node's presences, claim and drop the lapsed ones of the others. */
 static void on_renew(h2o_timeout_entry_t *entry)
 {
     struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, renew, entry);
@@ -1912,7 +1921,7 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     /* A user's keys outlive a few replay windows of silence, then go. */
     bus->idle_ttl_ms = 3 * bus->config.max_age_ms + 1000;
     bus->lease_ms = config->presence_lease_ms > 0 ? config->presence_lease_ms : PRESENCE_LEASE_MS;
-    bus->renew_ms = bus->lease_ms / 3 > 0 ? bus->lease_ms / 3 : 1;
+    bus->renew_ms = bus->lease_ms / RENEWALS_PER_LEASE > 0 ? bus->lease_ms / RENEWALS_PER_LEASE : 1;
     /* Channels, unlike keys, are shared by every database of a server: they carry the database's number. */
     snprintf(bus->events_channel, sizeof(bus->events_channel), "relay:%d:ev:", bus->location.db);
     snprintf(bus->signals_channel, sizeof(bus->signals_channel), "relay:%d:sig:", bus->location.db);
