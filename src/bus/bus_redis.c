@@ -39,16 +39,8 @@
 #define OWNER_MAX         95
 #define READ_MAX          256           /* events in one read */
 #define READ_BYTES        (1024 * 1024) /* a read stops adding events past this many bytes */
-/*
- * By default, a presence its node stops renewing lapses after this, and it
- * is renewed (and the lapses of others claimed) this many times per lease.
- * docs/operations.md promises a dead node's bridges offline within 15 s:
- * the last renewal lands at most at the death, the lapse follows a lease
- * later, a claim at most a fifth of a lease after that (12 s); a live node
- * whose renewals stall loses its presences only after 8 s without one.
- */
-#define PRESENCE_LEASE_MS  10000
-#define RENEWALS_PER_LEASE 5
+#define PRESENCE_LEASE_MS 10000         /* by default, a presence its node stops renewing lapses after this */
+#define LEASE_RENEWALS    5             /* renewals (and claims of others' lapses) per lease: see rl_bus__redis_open */
 #define RENEW_BATCH       256           /* installations renewed by one script call */
 #define SUBSCRIBE_BATCH   256           /* channels in one SUBSCRIBE */
 #define CATCH_UP_HELD     4096          /* live events held per user while catching up */
@@ -1921,7 +1913,14 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     /* A user's keys outlive a few replay windows of silence, then go. */
     bus->idle_ttl_ms = 3 * bus->config.max_age_ms + 1000;
     bus->lease_ms = config->presence_lease_ms > 0 ? config->presence_lease_ms : PRESENCE_LEASE_MS;
-    bus->renew_ms = bus->lease_ms / RENEWALS_PER_LEASE > 0 ? bus->lease_ms / RENEWALS_PER_LEASE : 1;
+    /*
+     * docs/operations.md promises a dead node's bridges offline within 15 s:
+     * its last renewal lands at the latest at its death, the presence lapses
+     * a lease (10 s) later, and a surviving node claims it at its next
+     * renewal, at most a fifth of a lease after that: 12 s. A live node whose
+     * renewals stall keeps its presences for four fifths of a lease (8 s).
+     */
+    bus->renew_ms = bus->lease_ms / LEASE_RENEWALS > 0 ? bus->lease_ms / LEASE_RENEWALS : 1;
     /* Channels, unlike keys, are shared by every database of a server: they carry the database's number. */
     snprintf(bus->events_channel, sizeof(bus->events_channel), "relay:%d:ev:", bus->location.db);
     snprintf(bus->signals_channel, sizeof(bus->signals_channel), "relay:%d:sig:", bus->location.db);
