@@ -167,8 +167,8 @@ static int listen_syntax_ok(const char *listen)
 }
 
 /*
- * Processes on one port are nodes of one relay that the kernel hands
- * connections to in turn: each holds a data folder of its own (its lock),
+ * Processes on one port are nodes of one relay among which the kernel
+ * spreads the connections: each holds a data folder of its own (its lock),
  * so they share nothing but what --store and --bus name. The data folder's
  * SQLite file cannot be shared so, and nodes on a local bus would not see
  * each other's events and bridges.
