@@ -1543,6 +1543,8 @@ static void prune_cache(struct redis_bus *bus)
     rl_strmap_sweep(bus->presence, lapsed, &now, free);
 }
 
+static void claim_lapsed(struct redis_bus *bus);
+
 static void on_lapse_claimed(redisReply *reply, void *arg)
 {
     struct redis_bus *bus = arg;
@@ -1557,6 +1559,13 @@ static void on_lapse_claimed(redisReply *reply, void *arg)
         if (reply->element[i]->type == REDIS_REPLY_STRING && bus->config.handlers.presence_lapsed != NULL)
             bus->config.handlers.presence_lapsed(bus->config.handlers.ctx, reply->element[i]->str);
     }
+    /*
+     * A script moves at most 100 lapses: a node that died with more bridges
+     * is claimed batch after batch now, not one batch a renewal (100 every
+     * 2 s would break the 15 s of docs/operations.md past ~200 bridges).
+     */
+    if (reply->elements > 0 && rl_redis_ready(bus->cmd))
+        claim_lapsed(bus);
 }
 
 /* Takes the presences whose node stopped renewing them: each goes to one node, which says offline. */

@@ -90,3 +90,33 @@ def test_a_killed_nodes_bridge_is_offline_within_the_documented_15_s(two_nodes, 
     assert len(offline_events(stream)) == 1, stream.events
     assert "lost with its node" in b.log_text()
     stream.close()
+
+
+def test_a_node_that_died_with_many_bridges_has_them_all_claimed_at_once(relayd, redis_bus):
+    """A presence script moves at most 100 lapses at a time: a survivor must claim batch after batch at once,
+    not 100 every renewal (2 s), or a node that died with 1 000 bridges would have its last ones said offline
+    20 s late. The dead node's presences are written into Redis as it would have left them, already lapsed."""
+    bus = redis_bus.url()
+    relayd("--bus", bus)
+    count = 600
+    now_ms = int(redis_bus.cli(bus, "TIME").split()[0]) * 1000
+    for first in range(0, count, 100):
+        args = []
+        for i in range(first, first + 100):
+            args += ["inst_dead%04d" % i, "%d healthy node_dead/socket%d" % (1000 + i, i)]
+        redis_bus.cli(bus, "HSET", "relay:presence", *args)
+        scores = []
+        for i in range(first, first + 100):
+            scores += [str(now_ms - 1000), "inst_dead%04d" % i]
+        redis_bus.cli(bus, "ZADD", LEASES_KEY, *scores)
+    started = time.monotonic()
+    deadline = started + 20
+    while int(redis_bus.cli(bus, "ZCARD", LEASES_KEY).strip() or 0) > 0:
+        assert time.monotonic() < deadline, "lapses still unclaimed after 20 s"
+        time.sleep(0.05)
+    took = time.monotonic() - started
+    print("%d lapses claimed in %.2f s" % (count, took))
+    # The node's next claim (within one renewal period, 2 s) takes them all, not a hundred.
+    assert took <= 3.0, "%d lapses took %.2f s to claim" % (count, took)
+    assert redis_bus.cli(bus, "HLEN", "relay:presence").strip() == "0"
+    assert redis_bus.cli(bus, "HLEN", "relay:presence:lapsed").strip() == "0"
