@@ -10,8 +10,10 @@
 #   streaming  sendMessageDelta -> SSE end to end (relayd) vs nchan pub -> EventSource, same payloads;
 #              the WAL's peak size while it runs
 #   overload   offered 2x the highest sustained rate, beside runs at that rate: delivered, shed, how fast
-#   cluster    issue 13's rows: one node on PostgreSQL + Redis and two nodes on them, beside the SQLite
-#              node (REST, streaming latency and capacity, idle scale), interleaved
+#   cluster    issues 13 and 25's rows: one node on PostgreSQL + Redis, two nodes on them, and two processes
+#              on one port (--reuse-port), beside the SQLite node (REST, streaming latency and capacity, idle
+#              scale), interleaved; PostgreSQL round trips and Redis calls per delta and per request, counted
+#              by relayd's metrics
 #   durability kill -9 under a write load, restart, verify
 #
 # A phase given alone replaces its own results in bench/out/ and keeps the others', so one part can be
@@ -112,7 +114,7 @@ phase_files() {
 	storm) echo storm.json ;;
 	streaming) echo stream.jsonl store.json ;;
 	overload) echo overload.jsonl overload-store.json ;;
-	cluster) echo cluster-rest.jsonl cluster-stream.jsonl cluster-scale.jsonl cluster.json ;;
+	cluster) echo cluster-rest.jsonl cluster-stream.jsonl cluster-scale.jsonl cluster-counters.jsonl cluster.json ;;
 	durability) echo durability.jsonl durability-load.jsonl verify.err ;;
 	esac
 }
@@ -587,7 +589,7 @@ if want overload && [ "$CAP" != skip ]; then
 	phase_end overload
 fi
 
-# ---------------------------------------------------------------- cluster (issue 13)
+# ---------------------------------------------------------------- cluster (issues 13 and 25)
 
 if want cluster; then
 	phase_begin cluster
@@ -607,6 +609,7 @@ if want cluster; then
 -c fsync=on -c max_connections=200 -c shared_buffers=256MB" start >/dev/null
 	PG1=$("$ROOT/tests/support/pg.sh" url "$PGDIR" relay)
 	PG2=$("$ROOT/tests/support/pg.sh" createdb "$PGDIR" relay2)
+	PG3=$("$ROOT/tests/support/pg.sh" createdb "$PGDIR" relay3)
 	redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --save '' --appendonly no \
 		--logfile "$WORK/redis.log" &
 	REDIS_PID=$!
@@ -614,32 +617,46 @@ if want cluster; then
 	for _ in $(seq 1 50); do [ -S "$WORK/redis.sock" ] && break; sleep 0.1; done
 	log "cluster: PostgreSQL $(basename "$(dirname "$PG_BIN")") in $PGDIR, Redis $(redis-server --version | awk '{print $3}' | sed 's/v=//') on $WORK/redis.sock"
 
-	# Config "pg1": one node; config "pg2": nodes A and B on another database and Redis db.
-	mkdir -p "$WORK/files/p1" "$WORK/files/p2"
-	P1_PORT=$(free_port) A_PORT=$(free_port) B_PORT=$(free_port)
+	# Config "pg1": one node; config "pg2": nodes A and B on another database and Redis db; config "pgr":
+	# processes R1 and R2 listening on one port (--reuse-port on: the kernel spreads the connections) on a
+	# third. Every process has a metrics listener of its own, read before and after the runs below.
+	mkdir -p "$WORK/files/p1" "$WORK/files/p2" "$WORK/files/p3"
+	P1_PORT=$(free_port) A_PORT=$(free_port) B_PORT=$(free_port) R_PORT=$(free_port)
+	M_P1=$(free_port) M_A=$(free_port) M_B=$(free_port) M_R1=$(free_port) M_R2=$(free_port)
 	# The first node of each store creates the issuer key in the store; the others read it from there.
-	mkdir -p "$WORK/p1" "$WORK/na" "$WORK/nb"
+	mkdir -p "$WORK/p1" "$WORK/na" "$WORK/nb" "$WORK/nr1" "$WORK/nr2"
 	T_P1=$("$RELAYD" token tmpl --data "$WORK/p1" --store "$PG1" 2>/dev/null | tail -1)
 	T_P2=$("$RELAYD" token tmpl --data "$WORK/na" --store "$PG2" 2>/dev/null | tail -1)
-	"$RELAYD" --listen "127.0.0.1:$P1_PORT" --data "$WORK/p1" --store "$PG1" --bus "unix://$WORK/redis.sock?db=1" \
-		--attachments "$WORK/files/p1" "${RELAY_FLAGS[@]}" 2>>"$WORK/p1.log" &
-	PID_P1=$!
-	PIDS+=("$PID_P1")
-	"$RELAYD" --listen "127.0.0.1:$A_PORT" --data "$WORK/na" --store "$PG2" --bus "unix://$WORK/redis.sock?db=2" \
-		--attachments "$WORK/files/p2" "${RELAY_FLAGS[@]}" 2>>"$WORK/na.log" &
-	PID_A=$!
-	PIDS+=("$PID_A")
-	"$RELAYD" --listen "127.0.0.1:$B_PORT" --data "$WORK/nb" --store "$PG2" --bus "unix://$WORK/redis.sock?db=2" \
-		--attachments "$WORK/files/p2" "${RELAY_FLAGS[@]}" 2>>"$WORK/nb.log" &
-	PID_B=$!
-	PIDS+=("$PID_B")
-	wait_http "http://127.0.0.1:$P1_PORT/healthz"
-	wait_http "http://127.0.0.1:$A_PORT/healthz"
-	wait_http "http://127.0.0.1:$B_PORT/healthz"
-	log "cluster: pg1 node $PID_P1 on :$P1_PORT; pg2 nodes $PID_A on :$A_PORT and $PID_B on :$B_PORT"
+	T_P3=$("$RELAYD" token tmpl --data "$WORK/nr1" --store "$PG3" 2>/dev/null | tail -1)
+	cluster_node() { # name port metrics-port store redis-db files [more flags...]: starts one, sets NODE_PID
+		local name=$1 port=$2 mport=$3 store=$4 db=$5 files=$6
+		shift 6
+		"$RELAYD" --listen "127.0.0.1:$port" --data "$WORK/$name" --store "$store" --bus "unix://$WORK/redis.sock?db=$db" \
+			--attachments "$WORK/files/$files" --metrics-listen "127.0.0.1:$mport" "${RELAY_FLAGS[@]}" "$@" \
+			2>>"$WORK/$name.log" &
+		NODE_PID=$!
+		PIDS+=("$NODE_PID")
+	}
+	cluster_node p1 "$P1_PORT" "$M_P1" "$PG1" 1 p1
+	PID_P1=$NODE_PID
+	cluster_node na "$A_PORT" "$M_A" "$PG2" 2 p2
+	PID_A=$NODE_PID
+	cluster_node nb "$B_PORT" "$M_B" "$PG2" 2 p2
+	PID_B=$NODE_PID
+	cluster_node nr1 "$R_PORT" "$M_R1" "$PG3" 3 p3 --reuse-port on
+	PID_R1=$NODE_PID
+	cluster_node nr2 "$R_PORT" "$M_R2" "$PG3" 3 p3 --reuse-port on
+	PID_R2=$NODE_PID
+	# A process's metrics listener opens once it serves (on the shared port, /healthz may be the other's).
+	for mport in "$M_P1" "$M_A" "$M_B" "$M_R1" "$M_R2"; do wait_http "http://127.0.0.1:$mport/metrics"; done
+	log "cluster: pg1 node $PID_P1 on :$P1_PORT; pg2 nodes $PID_A on :$A_PORT and $PID_B on :$B_PORT; pgr processes $PID_R1 and $PID_R2 both on :$R_PORT"
 
-	for c in p1 p2; do
-		if [ $c = p1 ]; then key=$WORK/p1/issuer.key tmpl=$T_P1 url=127.0.0.1:$P1_PORT src=127.7.0.1; else key=$WORK/na/issuer.key tmpl=$T_P2 url=127.0.0.1:$A_PORT src=127.8.0.1; fi
+	for c in p1 p2 p3; do
+		case $c in
+		p1) key=$WORK/p1/issuer.key tmpl=$T_P1 url=127.0.0.1:$P1_PORT src=127.7.0.1 ;;
+		p2) key=$WORK/na/issuer.key tmpl=$T_P2 url=127.0.0.1:$A_PORT src=127.8.0.1 ;;
+		p3) key=$WORK/nr1/issuer.key tmpl=$T_P3 url=127.0.0.1:$R_PORT src=127.9.0.1 ;;
+		esac
 		"$GEN" mint --key "$key" --template "$tmpl" --prefix b --from 0 --count "$N_BRIDGES" >"$WORK/$c-bridge-users.tsv"
 		"$GEN" mint --key "$key" --template "$tmpl" --prefix r --from 0 --count "$N_REST_USERS" >"$WORK/$c-rest-users.tsv"
 		t0=$(date +%s.%N)
@@ -649,6 +666,8 @@ if want cluster; then
 		# Half the REST users per token file, for the two wrk processes of the two-node runs.
 		"$GEN" warm --url "$url" --users "$WORK/$c-rest-users.tsv" >/dev/null
 		[ $c = p2 ] && "$GEN" warm --url "127.0.0.1:$B_PORT" --users "$WORK/$c-rest-users.tsv" >/dev/null
+		# On the shared port the kernel picks the process: a second pass likely warms the other one too.
+		[ $c = p3 ] && "$GEN" warm --url "$url" --users "$WORK/$c-rest-users.tsv" >/dev/null
 		awk 'NR % 2 == 1' "$WORK/$c-rest-users.tsv" >"$WORK/$c-rest-a.tsv"
 		awk 'NR % 2 == 0' "$WORK/$c-rest-users.tsv" >"$WORK/$c-rest-b.tsv"
 	done
@@ -663,6 +682,7 @@ if want cluster; then
 		sqlite) a=$RELAY_PORT b=$RELAY_PORT ta=$WORK/sq-rest-a.tsv tb=$WORK/sq-rest-b.tsv ;;
 		pg1) a=$P1_PORT b=$P1_PORT ta=$WORK/p1-rest-a.tsv tb=$WORK/p1-rest-b.tsv ;;
 		pg2) a=$A_PORT b=$B_PORT ta=$WORK/p2-rest-a.tsv tb=$WORK/p2-rest-b.tsv ;;
+		pgr) a=$R_PORT b=$R_PORT ta=$WORK/p3-rest-a.tsv tb=$WORK/p3-rest-b.tsv ;;
 		esac
 		rm -f "$WORK/crest-a.jsonl" "$WORK/crest-b.jsonl"
 		wrk_run "$1" "$2" "$WORK/crest-a.jsonl" 1 32 "$ta" "http://127.0.0.1:$a" 2>/dev/null &
@@ -682,11 +702,68 @@ d["processes"] = len(rows)
 print(json.dumps(d))' >>"$OUT/cluster-rest.jsonl"
 		tail -1 "$OUT/cluster-rest.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("[bench] cluster REST %-6s %9.0f req/s  non2xx %d" % (d["target"], d["requests"]/d["duration_us"]*1e6, d["non2xx"]))' >&2
 	}
+
+	# Issue 25's counters, read from relayd's own metrics (summed over the configuration's processes)
+	# before and after a run: PostgreSQL round trips (relay_store_round_trips_total) and Redis calls
+	# (relay_bus_calls_total) per delta accepted (relay_deltas_total) and per request answered
+	# (relay_http_requests_total). A relayd without one of these metrics gives null ("n/a" in the report).
+	metrics_ports() { # config
+		case $1 in
+		pg1) echo "$M_P1" ;;
+		pg2) echo "$M_A,$M_B" ;;
+		pgr) echo "$M_R1,$M_R2" ;;
+		esac
+	}
+	counters_read() { # ports: one JSON object, the counters summed over those processes' metrics
+		python3 -c '
+import json, sys, urllib.request
+names = ("relay_deltas_total", "relay_http_requests_total", "relay_store_round_trips_total", "relay_bus_calls_total")
+total, missing = dict.fromkeys(names, 0.0), set()
+try:
+    for port in sys.argv[1].split(","):
+        seen = set()
+        text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10).read().decode()
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in total and not line.startswith("#"):
+                total[name] += float(line.rsplit(" ", 1)[1])
+                seen.add(name)
+        missing |= set(names) - seen  # a metric one process lacks is absent for the configuration
+except OSError:
+    missing = set(names)
+total.update(dict.fromkeys(missing))
+print(json.dumps(total))' "$1"
+	}
+	counters_run() { # label config command...: runs the command and appends the counters it moved
+		local ports before label=$1 cfg=$2
+		shift 2
+		ports=$(metrics_ports "$cfg")
+		[ -n "$ports" ] && before=$(counters_read "$ports")
+		"$@"
+		[ -n "$ports" ] || return 0
+		python3 -c '
+import json, sys
+label, cfg, before, after = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+def moved(name):
+    b, a = before.get(name), after.get(name)
+    return None if a is None or b is None else a - b
+row = {"label": label, "config": cfg, "deltas": moved("relay_deltas_total"),
+       "requests": moved("relay_http_requests_total"), "store_round_trips": moved("relay_store_round_trips_total"),
+       "bus_calls": moved("relay_bus_calls_total")}
+print(json.dumps(row))
+per = row["deltas"] if label != "rest" else row["requests"]
+def each(n):
+    return "n/a" if n is None or not per else "%.3f" % (n / per)
+print("[bench] counters %s %-4s per %s: PostgreSQL round trips %s, Redis calls %s" % (
+    label, cfg, "request" if label == "rest" else "delta", each(row["store_round_trips"]), each(row["bus_calls"])),
+    file=sys.stderr)' "$label" "$cfg" "$before" "$(counters_read "$ports")" >>"$OUT/cluster-counters.jsonl"
+	}
+
 	ensure_relayd cluster
-	log "cluster: REST, $CLUSTER_ROUNDS interleaved rounds of sqlite / pg1 / pg2"
+	log "cluster: REST, $CLUSTER_ROUNDS interleaved rounds of sqlite / pg1 / pg2 / pgr"
 	for r in $(seq 1 "$CLUSTER_ROUNDS"); do
-		for c in sqlite pg1 pg2; do
-			cluster_rest rest "$c"
+		for c in sqlite pg1 pg2 pgr; do
+			counters_run rest "$c" cluster_rest rest "$c"
 			sleep 1
 		done
 	done
@@ -698,18 +775,21 @@ print(json.dumps(d))' >>"$OUT/cluster-rest.jsonl"
 		sqlite) stream_run "$1" relayd "$3" "$4" "$5" "$6" "$OUT/cluster-stream.jsonl" "127.0.0.1:$RELAY_PORT" "$MAIN_PID" "$WORK/state.tsv" ;;
 		pg1) stream_run "$1" relayd "$3" "$4" "$5" "$6" "$OUT/cluster-stream.jsonl" "127.0.0.1:$P1_PORT" "$PID_P1" "$WORK/p1-state.tsv" ;;
 		pg2) stream_run "$1" relayd "$3" "$4" "$5" "$6" "$OUT/cluster-stream.jsonl" "127.0.0.1:$A_PORT" "$PID_A,$PID_B" "$WORK/p2-state.tsv" "127.0.0.1:$B_PORT" ;;
+		pgr) stream_run "$1" relayd "$3" "$4" "$5" "$6" "$OUT/cluster-stream.jsonl" "127.0.0.1:$R_PORT" "$PID_R1,$PID_R2" "$WORK/p3-state.tsv" ;;
 		esac
 		# The line's target becomes the configuration's name.
 		sed -i '$ s/"target":"relayd"/"target":"'"$2"'"/' "$OUT/cluster-stream.jsonl"
 	}
 	log "cluster: streaming at $LOW_RATE deltas/s, $CLUSTER_ROUNDS interleaved rounds"
 	for r in $(seq 1 "$CLUSTER_ROUNDS"); do
-		for c in sqlite pg1 pg2; do cluster_stream low "$c" "$LOW_RATE" "$LOW_INST" "$STREAM_SECONDS" "$STREAM_WARMUP"; done
+		for c in sqlite pg1 pg2 pgr; do
+			counters_run low "$c" cluster_stream low "$c" "$LOW_RATE" "$LOW_INST" "$STREAM_SECONDS" "$STREAM_WARMUP"
+		done
 	done
 	log "cluster: capacity ramp ($CLUSTER_RAMP deltas/s), a configuration stops after two misses"
-	declare -A CMISS=([sqlite]=0 [pg1]=0 [pg2]=0)
+	declare -A CMISS=([sqlite]=0 [pg1]=0 [pg2]=0 [pgr]=0)
 	for rate in $CLUSTER_RAMP; do
-		for c in sqlite pg1 pg2; do
+		for c in sqlite pg1 pg2 pgr; do
 			[ "${CMISS[$c]}" -ge 2 ] && continue
 			cluster_stream ramp "$c" "$rate" "$N_STREAMING" "$RAMP_SECONDS" 1
 			if tail -1 "$OUT/cluster-stream.jsonl" | python3 "$HERE/report.py" --sustained; then CMISS[$c]=0; else CMISS[$c]=$((CMISS[$c] + 1)); fi
@@ -717,7 +797,8 @@ print(json.dumps(d))' >>"$OUT/cluster-rest.jsonl"
 	done
 
 	# Idle scale: the same 15 000 + 3 000 connections on one PostgreSQL node, then spread over two nodes
-	# (two hold processes of each kind per node); memory is the nodes' resident memory together.
+	# (two hold processes of each kind per node); memory is the nodes' resident memory together. Not for
+	# pgr: the phase's time goes to its REST and streaming rows.
 	cluster_scale() { # config nodes pids state
 		local before=0 held=0 pid opened
 		for pid in ${3//,/ }; do before=$((before + $(rss_kib "$pid"))); done
@@ -735,7 +816,7 @@ print(json.dumps(d))' >>"$OUT/cluster-rest.jsonl"
 	cluster_scale pg2 "127.0.0.1:$A_PORT,127.0.0.1:$B_PORT" "$PID_A,$PID_B" "$WORK/p2-state.tsv"
 
 	echo "{\"postgres\": \"$("$PG_BIN/postgres" --version | awk '{print $3}')\", \"redis\": \"$(redis-server --version | awk '{print $3}' | sed 's/v=//')\", \"pg_settings\": \"fsync=on, shared_buffers=256MB, relayd setting synchronous_commit=on\"}" >"$OUT/cluster.json"
-	for pid in "$PID_P1" "$PID_A" "$PID_B"; do stop_pid "$pid"; done
+	for pid in "$PID_P1" "$PID_A" "$PID_B" "$PID_R1" "$PID_R2"; do stop_pid "$pid"; done
 	stop_pid "$REDIS_PID"
 	"$ROOT/tests/support/pg.sh" stop "$PGDIR" >/dev/null 2>&1
 	PGDIR=""

@@ -39,7 +39,8 @@
 #define OWNER_MAX         95
 #define READ_MAX          256           /* events in one read */
 #define READ_BYTES        (1024 * 1024) /* a read stops adding events past this many bytes */
-#define PRESENCE_LEASE_MS 15000         /* by default, a presence its node stops renewing lapses after this */
+#define PRESENCE_LEASE_MS 10000         /* by default, a presence its node stops renewing lapses after this */
+#define LEASE_RENEWALS    5             /* renewals (and claims of others' lapses) per lease: see rl_bus__redis_open */
 #define RENEW_BATCH       256           /* installations renewed by one script call */
 #define SUBSCRIBE_BATCH   256           /* channels in one SUBSCRIBE */
 #define CATCH_UP_HELD     4096          /* live events held per user while catching up */
@@ -368,7 +369,7 @@ struct redis_bus {
     rl_redis_location_t location;
     rl_redis_t *cmd, *sub;
     int64_t idle_ttl_ms;
-    int64_t lease_ms, renew_ms; /* a presence's lease, and how often this node renews its own (a third of it) */
+    int64_t lease_ms, renew_ms; /* a presence's lease, and how often this node renews its own (a fifth of it) */
     char events_channel[32];    /* "relay:<db>:ev:", then the user */
     char signals_channel[32];   /* "relay:<db>:sig:", then the topic */
     char presence_channel[32];
@@ -1542,6 +1543,8 @@ static void prune_cache(struct redis_bus *bus)
     rl_strmap_sweep(bus->presence, lapsed, &now, free);
 }
 
+static void claim_lapsed(struct redis_bus *bus);
+
 static void on_lapse_claimed(redisReply *reply, void *arg)
 {
     struct redis_bus *bus = arg;
@@ -1556,6 +1559,13 @@ static void on_lapse_claimed(redisReply *reply, void *arg)
         if (reply->element[i]->type == REDIS_REPLY_STRING && bus->config.handlers.presence_lapsed != NULL)
             bus->config.handlers.presence_lapsed(bus->config.handlers.ctx, reply->element[i]->str);
     }
+    /*
+     * A script moves at most 100 lapses: a node that died with more bridges
+     * is claimed batch after batch now, not one batch a renewal (100 every
+     * 2 s would break the 15 s of docs/operations.md past ~200 bridges).
+     */
+    if (reply->elements > 0 && rl_redis_ready(bus->cmd))
+        claim_lapsed(bus);
 }
 
 /* Takes the presences whose node stopped renewing them: each goes to one node, which says offline. */
@@ -1567,7 +1577,7 @@ static void claim_lapsed(struct redis_bus *bus)
     rl_redis_eval(bus->cmd, &presence_lapse_script, 3, 3, argv, lens, on_lapse_claimed, bus);
 }
 
-/* Every third of a lease: renew this node's presences, drop the lapsed ones of the others. */
+/* Every fifth of a lease: renew this node's presences, claim and drop the lapsed ones of the others. */
 static void on_renew(h2o_timeout_entry_t *entry)
 {
     struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, renew, entry);
@@ -1912,7 +1922,14 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     /* A user's keys outlive a few replay windows of silence, then go. */
     bus->idle_ttl_ms = 3 * bus->config.max_age_ms + 1000;
     bus->lease_ms = config->presence_lease_ms > 0 ? config->presence_lease_ms : PRESENCE_LEASE_MS;
-    bus->renew_ms = bus->lease_ms / 3 > 0 ? bus->lease_ms / 3 : 1;
+    /*
+     * docs/operations.md promises a dead node's bridges offline within 15 s:
+     * its last renewal lands at the latest at its death, the presence lapses
+     * a lease (10 s) later, and a surviving node claims it at its next
+     * renewal, at most a fifth of a lease after that: 12 s. A live node whose
+     * renewals stall keeps its presences for four fifths of a lease (8 s).
+     */
+    bus->renew_ms = bus->lease_ms / LEASE_RENEWALS > 0 ? bus->lease_ms / LEASE_RENEWALS : 1;
     /* Channels, unlike keys, are shared by every database of a server: they carry the database's number. */
     snprintf(bus->events_channel, sizeof(bus->events_channel), "relay:%d:ev:", bus->location.db);
     snprintf(bus->signals_channel, sizeof(bus->signals_channel), "relay:%d:sig:", bus->location.db);

@@ -790,6 +790,7 @@ int rl_http_server_listen(rl_http_server_t *server, const char *hostport, char *
     }
     fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
+        (server->config->reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) != 0) ||
         bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
         rl_log_error("cannot listen on '%s': %s", hostport, strerror(errno));

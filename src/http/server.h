@@ -80,6 +80,12 @@ typedef struct rl_http_config {
      */
     size_t max_connections_per_address;
     /*
+     * Nonzero: listeners take SO_REUSEPORT, so that other processes (of the
+     * same user) may listen on the same address and port; the kernel spreads
+     * new connections among them.
+     */
+    int reuse_port;
+    /*
      * Comma-separated CIDR blocks of reverse proxies (NULL or "" for none).
      * A request whose direct peer is one of them takes its client address
      * from forwarded_header ("x-forwarded-for" when NULL, or "forwarded"),

@@ -13,6 +13,7 @@
 
 typedef struct rl_config {
     char listen[256];
+    char reuse_port[8]; /* "on": listen beside other relayd processes on the same port (SO_REUSEPORT), or "off" */
     char data[1024];
     char store[1024]; /* "" for the data folder's relay.db */
     char bus[1024];

@@ -188,6 +188,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->http.tls_cert = config->tls_cert;
     relay->http.tls_key = config->tls_key;
     relay->http.max_connections_per_address = (size_t)config->max_connections_per_address;
+    relay->http.reuse_port = strcmp(config->reuse_port, "on") == 0;
     relay->http.trusted_proxies = config->trusted_proxies;
     relay->http.forwarded_header = config->forwarded_header;
     if (rl_http_server_create(loop, &relay->http, &relay->server) != 0)

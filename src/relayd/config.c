@@ -33,6 +33,8 @@ struct setting {
 
 static const struct setting settings[] = {
     STRING("listen", listen, "127.0.0.1:8080", "address to listen on, HOST:PORT"),
+    STRING("reuse-port", reuse_port, "off",
+           "on: relayd processes share the listen port, one per core (needs a postgres:// store and a redis bus)"),
     STRING("data", data, "data", "data folder (SQLite store, signing key, attachments)"),
     STRING("store", store, "", "the store: sqlite:PATH or postgres://... (default: the data folder's relay.db)"),
     STRING("attachments", attachments, "",
@@ -164,6 +166,35 @@ static int listen_syntax_ok(const char *listen)
     return *end == '\0' && number >= 0 && number <= 65535;
 }
 
+/*
+ * Processes on one port are nodes of one relay among which the kernel
+ * spreads the connections: each holds a data folder of its own (its lock),
+ * so they share nothing but what --store and --bus name. The data folder's
+ * SQLite file cannot be shared so, and nodes on a local bus would not see
+ * each other's events and bridges.
+ */
+static int reuse_port_check(const rl_config_t *config)
+{
+    if (strcmp(config->reuse_port, "off") == 0)
+        return 0;
+    if (strcmp(config->reuse_port, "on") != 0) {
+        fprintf(stderr, "relayd: --reuse-port must be on or off, not '%s'\n", config->reuse_port);
+        return -1;
+    }
+    if (strncmp(config->store, "postgres://", 11) != 0 && strncmp(config->store, "postgresql://", 13) != 0) {
+        fprintf(stderr, "relayd: --reuse-port needs --store postgres://...: the processes on one port each hold a data "
+                        "folder of their own (its lock allows one relayd), so a SQLite store cannot be shared by them "
+                        "(docs/operations.md, \"One process per core\")\n");
+        return -1;
+    }
+    if (strcmp(config->bus, "local") == 0 || config->bus[0] == '\0') {
+        fprintf(stderr, "relayd: --reuse-port needs --bus redis://... (or unix://...): on the local bus the processes "
+                        "on one port would not see each other's events and bridges\n");
+        return -1;
+    }
+    return 0;
+}
+
 static const struct setting *find(const char *name, size_t len)
 {
     size_t i;
@@ -230,6 +261,8 @@ int rl_config_load(rl_config_t *config, int argc, char **argv, int first, int *r
                 config->metrics_listen);
         return -1;
     }
+    if (reuse_port_check(config) != 0)
+        return -1;
     if (strcmp(config->log_format, "json") != 0 && strcmp(config->log_format, "text") != 0 &&
         strcmp(config->log_format, "auto") != 0) {
         fprintf(stderr, "relayd: --log-format must be json, text or auto\n");

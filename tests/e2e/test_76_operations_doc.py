@@ -72,6 +72,11 @@ EXERCISED = {
     'pg_restore --clean --if-exists --no-owner --dbname="$RELAY_STORE" relay.pgdump':
         ("tests/e2e/test_42_postgres_backup.py",
          """RESTORE = 'pg_restore --clean --if-exists --no-owner --dbname="$RELAY_STORE" relay.pgdump'"""),
+    # One process per core: processes on one port, each with its data folder and metrics port.
+    "RELAY_REUSE_PORT=on RELAY_DATA=/var/lib/relayd/1 RELAY_METRICS_LISTEN=127.0.0.1:9464 relayd --listen 0.0.0.0:8080 &":
+        ("tests/e2e/test_109_reuse_port.py", '"--reuse-port", "on",'),
+    "RELAY_REUSE_PORT=on RELAY_DATA=/var/lib/relayd/2 RELAY_METRICS_LISTEN=127.0.0.1:9465 relayd --listen 0.0.0.0:8080 &":
+        ("tests/e2e/test_109_reuse_port.py", '"--metrics-listen", "127.0.0.1:%d" % metrics'),
     # Redis: the three forms of a bus location.
     "relayd --bus redis://:PASSWORD@10.0.0.5:6379/0      # TCP; the password may be %-encoded":
         ("tests/e2e/test_43_redis_bus_urls.py", 'url = "redis://:%s@127.0.0.1:%d/0"'),
