@@ -318,6 +318,19 @@ end:
     return 0;
 }
 
+int rl_json_utf8_valid(const char *text, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)text, *end = p + len;
+
+    while (p < end) {
+        size_t n = *p < 0x80 ? 1 : utf8_sequence(p, (size_t)(end - p));
+        if (n == 0)
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
 const rl_json_flat_member_t *rl_json_flat_get(const rl_json_flat_t *object, const char *key)
 {
     size_t i;

@@ -61,6 +61,8 @@ typedef struct rl_json_flat {
  * to jansson. Allocates nothing.
  */
 int rl_json_flat_parse(const char *bytes, size_t len, char *scratch, size_t scratch_len, rl_json_flat_t *out);
+/* Whether len bytes are UTF-8 as jansson's json_string takes it (no NUL check: len is given). */
+int rl_json_utf8_valid(const char *text, size_t len);
 /* The member named key, or NULL. */
 const rl_json_flat_member_t *rl_json_flat_get(const rl_json_flat_t *object, const char *key);
 /* The string value of key, or NULL when it is absent or not a string. */

@@ -36,6 +36,19 @@ typedef struct rl_route {
 #define RL_ROUTE_RAW_BODY 0x1u
 /* The application may lower the body limit from the request head (rl_http_hooks_t.head_limit). */
 #define RL_ROUTE_HEAD_LIMIT 0x2u
+/*
+ * A hot route: a body that is one flat object (common/json_flat.h) and meets
+ * every rule of the route's schema is read without jansson into call->flat,
+ * and call->body stays NULL; any other body takes the generic path (jansson
+ * and the validator: call->body, and the same errors as ever).
+ */
+#define RL_ROUTE_FLAT_BODY 0x4u
+/*
+ * Refused with 503 and Retry-After right after routing, before
+ * authentication or its body, while the loop lags past
+ * rl_http_config_t.loop_lag_max_ms (docs/internals/http.md).
+ */
+#define RL_ROUTE_SHED 0x8u
 
 typedef struct rl_route_param {
     const char *base;
