@@ -310,8 +310,7 @@ int rl_call_body_generic(rl_call_t *call)
         return RL_E_INTERNAL;
     /* What run_handler does for a route without RL_ROUTE_FLAT_BODY (server.c). */
     errors = json_array();
-    result = rl_validate_body(call->route->body, call->req->entity.base, call->req->entity.len, 1, &call->body,
-                              errors);
+    result = rl_validate_body(call->route->body, call->req->entity.base, call->req->entity.len, 1, &call->body, errors);
     if (result != 0) {
         rl_call_fail_full(call, result, NULL, result == RL_E_INVALID_REQUEST ? errors : NULL, NULL);
         if (result != RL_E_INVALID_REQUEST)

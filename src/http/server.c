@@ -102,7 +102,8 @@ struct rl_http_server {
     size_t head_refusal_path_len; /* 0: no refusal set */
     /* The loop's last turn (loop_lag_ms): when it ended and how long it ran, in h2o's clock (ms). */
     uint64_t turn_end_ms, turn_busy_ms;
-    uint64_t shed; /* requests refused because the loop lagged, ever */
+    uint64_t shed;      /* requests refused because the loop lagged, ever */
+    int generic_bodies; /* RELAY_GENERIC_BODIES: no flat reading (rl_http_server_create) */
 };
 
 struct route_handler {
@@ -329,7 +330,8 @@ static void run_handler(rl_call_t *call)
         return;
     }
     if (route->body != NULL && (route->flags & RL_ROUTE_RAW_BODY) == 0 &&
-        !((route->flags & RL_ROUTE_FLAT_BODY) != 0 && read_flat(call, req->entity.base, req->entity.len) == 0)) {
+        !((route->flags & RL_ROUTE_FLAT_BODY) != 0 && !call->server->generic_bodies &&
+          read_flat(call, req->entity.base, req->entity.len) == 0)) {
         json_t *errors = json_array();
         result = rl_validate_body(route->body, req->entity.base, req->entity.len, 1, &call->body, errors);
         if (result != 0) {
@@ -567,6 +569,14 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     if (server == NULL)
         return -1;
     server->config = config;
+    /*
+     * A diagnostic switch, read once: RELAY_GENERIC_BODIES=1 sends every
+     * body through jansson and the validator, as before the flat reader, so
+     * that the two paths can be compared on one build (tests/e2e/test_105).
+     */
+    server->generic_bodies = getenv("RELAY_GENERIC_BODIES") != NULL &&
+                             strcmp(getenv("RELAY_GENERIC_BODIES"), "0") != 0 &&
+                             getenv("RELAY_GENERIC_BODIES")[0] != '\0';
     server->stats = calloc(config->nroutes + 1, sizeof(*server->stats));
     if (server->stats == NULL) {
         free(server);

@@ -538,7 +538,8 @@ int rl_validate_flat(const rl_schema_t *schema, const rl_json_flat_t *body)
     for (field = schema->fields; field->name != NULL; ++field) {
         const rl_json_flat_member_t *member = rl_json_flat_get(body, field->name);
         if (member == NULL) {
-            if ((field->flags & RL_F_REQUIRED) && (field->unless == NULL || rl_json_flat_get(body, field->unless) == NULL))
+            if ((field->flags & RL_F_REQUIRED) &&
+                (field->unless == NULL || rl_json_flat_get(body, field->unless) == NULL))
                 return 1;
             continue;
         }

@@ -942,8 +942,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     row = message->encrypted && stored == NULL
               ? NULL
               : rl_delta_batch_add_for(deltas->pending, message->message_id, message->next_seq,
-                                       stored != NULL ? stored : text, len, key, body_hash, call,
-                                       message);
+                                       stored != NULL ? stored : text, len, key, body_hash, call, message);
     free(stored);
     if (row == NULL) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);

@@ -178,8 +178,16 @@ static void test_corpus_matches_jansson(void **state)
 /* Every one-byte string, and every code point class, written as jansson writes it. */
 static void test_writer_escapes_as_jansson(void **state)
 {
-    static const char *const samples[] = {"", "plain", "a\"b", "a\\b", "/", "\xc3\xa9", "\xf0\x9f\x98\x80",
-                                          "\x7f", "\xe2\x80\xa8", "mixed\x01\x1f\"\\/\xe2\x82\xac end"};
+    static const char *const samples[] = {"",
+                                          "plain",
+                                          "a\"b",
+                                          "a\\b",
+                                          "/",
+                                          "\xc3\xa9",
+                                          "\xf0\x9f\x98\x80",
+                                          "\x7f",
+                                          "\xe2\x80\xa8",
+                                          "mixed\x01\x1f\"\\/\xe2\x82\xac end"};
     rl_json_out_t out;
     char byte[1];
     size_t i;
@@ -355,8 +363,16 @@ static void random_space(char *buf, size_t *len, size_t cap)
 
 static size_t random_body(char *buf, size_t cap)
 {
-    static const char *const numbers[] = {"0",     "-0", "7", "-42", "9223372036854775807", "-9223372036854775808",
-                                          "123456789012", "1.5", "1e2", "9223372036854775808"};
+    static const char *const numbers[] = {"0",
+                                          "-0",
+                                          "7",
+                                          "-42",
+                                          "9223372036854775807",
+                                          "-9223372036854775808",
+                                          "123456789012",
+                                          "1.5",
+                                          "1e2",
+                                          "9223372036854775808"};
     static const char *const keys[] = {"\"a\"", "\"b\"", "\"\"", "\"ab\"", "\"\\u0061\"", "\"A\"", "\"\xc3\xa9\""};
     size_t len = 0, n = rnd() % 8, i;
 
