@@ -72,4 +72,18 @@ rl_route_result_t rl_route_find(const rl_route_t *routes, size_t count, const ch
                                 const char *path, size_t path_len, const rl_route_t **out, rl_route_param_t *params,
                                 char *allow, size_t allowsz);
 
+/*
+ * The same lookup through an index built once per table: a route without
+ * :params is found by a hash of its method and path, when no row before it
+ * would match its path with its method (else, and for everything else, the
+ * table is scanned as rl_route_find does, with the same answers). The table
+ * must outlive the index. NULL when out of memory.
+ */
+typedef struct rl_route_index rl_route_index_t;
+rl_route_index_t *rl_route_index_new(const rl_route_t *routes, size_t count);
+void rl_route_index_free(rl_route_index_t *index);
+rl_route_result_t rl_route_index_find(const rl_route_index_t *index, const char *method, size_t method_len,
+                                      const char *path, size_t path_len, const rl_route_t **out,
+                                      rl_route_param_t *params, char *allow, size_t allowsz);
+
 #endif

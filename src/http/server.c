@@ -102,8 +102,9 @@ struct rl_http_server {
     size_t head_refusal_path_len; /* 0: no refusal set */
     /* The loop's last turn (loop_lag_ms): when it ended and how long it ran, in h2o's clock (ms). */
     uint64_t turn_end_ms, turn_busy_ms;
-    uint64_t shed;      /* requests refused because the loop lagged, ever */
-    int generic_bodies; /* RELAY_GENERIC_BODIES: no flat reading (rl_http_server_create) */
+    uint64_t shed;            /* requests refused because the loop lagged, ever */
+    int generic_bodies;       /* RELAY_GENERIC_BODIES: no flat reading (rl_http_server_create) */
+    rl_route_index_t *routes; /* the config's table, indexed */
 };
 
 struct route_handler {
@@ -233,8 +234,8 @@ void rl__http_server_limit_for(rl_http_server_t *server, const char *method, siz
     head_refusal_clear(server);
     if (query != NULL)
         path_len = (size_t)(query - path);
-    if (rl_route_find(server->config->routes, server->config->nroutes, method, method_len, path, path_len, &route,
-                      params, NULL, 0) == RL_ROUTE_MATCHED)
+    if (rl_route_index_find(server->routes, method, method_len, path, path_len, &route, params, NULL, 0) ==
+        RL_ROUTE_MATCHED)
         limit = route_limit(server, route);
     if (route != NULL && (route->flags & RL_ROUTE_HEAD_LIMIT) != 0 && server->config->hooks.head_limit != NULL) {
         for (i = 0; i < num_headers; ++i) {
@@ -451,8 +452,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
 
-    found = rl_route_find(config->routes, config->nroutes, req->method.base, req->method.len, path.base, path.len,
-                          &route, call->params, allow, sizeof(allow));
+    found = rl_route_index_find(server->routes, req->method.base, req->method.len, path.base, path.len, &route,
+                                call->params, allow, sizeof(allow));
     if (found == RL_ROUTE_NO_PATH) {
         rl_call_fail(call, RL_E_NOT_FOUND, NULL);
         return 0;
@@ -578,7 +579,10 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
                              strcmp(getenv("RELAY_GENERIC_BODIES"), "0") != 0 &&
                              getenv("RELAY_GENERIC_BODIES")[0] != '\0';
     server->stats = calloc(config->nroutes + 1, sizeof(*server->stats));
-    if (server->stats == NULL) {
+    server->routes = rl_route_index_new(config->routes, config->nroutes);
+    if (server->stats == NULL || server->routes == NULL) {
+        free(server->stats);
+        rl_route_index_free(server->routes);
         free(server);
         return -1;
     }
@@ -1103,6 +1107,7 @@ void rl_http_server_free(rl_http_server_t *server)
         SSL_CTX_free(server->retired_tls[i]);
     free(server->retired_tls);
     free(server->stats);
+    rl_route_index_free(server->routes);
     rl_cidr_set_free(&server->trusted_proxies);
     if (server->addresses != NULL)
         address_table_release(server->addresses);
