@@ -1,5 +1,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +30,47 @@ int rl_installation_id_is_valid(const char *id, size_t len)
     return len == RL_INSTALLATION_ID_LEN && memcmp(id, "inst_", 5) == 0 && base62_run(id + 5, 16) == 16;
 }
 
+static EVP_MD *sha256_md;
+static pthread_key_t sha256_key;
+
+static void sha256_ctx_free(void *ctx)
+{
+    EVP_MD_CTX_free(ctx);
+}
+
+static void sha256_fetch(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (pthread_key_create(&sha256_key, sha256_ctx_free) != 0) {
+        EVP_MD_free(sha256_md);
+        sha256_md = NULL;
+    }
+}
+
+/*
+ * EVP_Digest with EVP_sha256() makes OpenSSL 3 look the implementation up
+ * and build a context for every digest, most of a short hash's cost (twice
+ * per delta in the profile: the token and the body). The implementation is
+ * fetched once for the process, and each thread keeps one context, set up
+ * again for every digest (freed when the thread ends).
+ */
 void rl_token_hash(const void *bytes, size_t len, char *out)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     unsigned char digest[32];
     unsigned int digest_len = 0;
+    EVP_MD_CTX *ctx;
 
-    EVP_Digest(bytes, len, digest, &digest_len, EVP_sha256(), NULL);
+    pthread_once(&once, sha256_fetch);
+    ctx = sha256_md != NULL ? pthread_getspecific(sha256_key) : NULL;
+    if (ctx == NULL && sha256_md != NULL && (ctx = EVP_MD_CTX_new()) != NULL &&
+        pthread_setspecific(sha256_key, ctx) != 0) {
+        EVP_MD_CTX_free(ctx);
+        ctx = NULL;
+    }
+    if (ctx == NULL || EVP_DigestInit_ex2(ctx, sha256_md, NULL) != 1 || EVP_DigestUpdate(ctx, bytes, len) != 1 ||
+        EVP_DigestFinal_ex(ctx, digest, &digest_len) != 1)
+        EVP_Digest(bytes, len, digest, &digest_len, EVP_sha256(), NULL);
     rl_hex_encode(digest, sizeof(digest), out);
 }
 

@@ -84,7 +84,23 @@ void rl_rand_base62(char *out, size_t len)
 
 void rl_rand_hex(char *out, size_t len)
 {
-    rand_alphabet(out, len, "0123456789abcdef", 16);
+    static const char digits[] = "0123456789abcdef";
+    unsigned char bytes[64];
+    size_t i = 0;
+
+    /* Two digits a byte, no rejection: every request draws a request id and a trace id. */
+    while (i < len) {
+        size_t n = (len - i + 1) / 2, j;
+        if (n > sizeof(bytes))
+            n = sizeof(bytes);
+        rl_rand_bytes(bytes, n);
+        for (j = 0; j < n && i < len; ++j) {
+            out[i++] = digits[bytes[j] >> 4];
+            if (i < len)
+                out[i++] = digits[bytes[j] & 0x0F];
+        }
+    }
+    out[len] = '\0';
 }
 
 void rl_rand_upper(char *out, size_t len)

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "http/call.h"
 #include "http/server.h"
+#include "http/validate.h"
 
 /* The retry_after_ms of a 503 whose cause did not say how long to wait. */
 #define UNAVAILABLE_RETRY_MS 1000
@@ -21,6 +22,7 @@ void rl_call_release(rl_call_t *call)
     if (--call->refs > 0)
         return;
     json_decref(call->body);
+    free(call->flat);
     free(call);
 }
 
@@ -277,16 +279,89 @@ void rl_call_reply(rl_call_t *call, json_t *result)
         free(buf.base);
 }
 
+void rl_call_reply_text(rl_call_t *call, const char *result, size_t len)
+{
+    static const char head[] = "{\"ok\":true,\"result\":";
+    rl_json_out_t out;
+
+    rl_json_out_init(&out);
+    rl_json_out_raw(&out, head, sizeof(head) - 1);
+    rl_json_out_raw(&out, result, len);
+    rl_json_out_raw(&out, "}", 1);
+    if (out.failed) {
+        static const char fallback[] = "{\"ok\":false,\"error\":{\"code\":\"internal_error\"}}";
+        rl_call_send(call, 500, "application/json; charset=utf-8", fallback, sizeof(fallback) - 1);
+    } else {
+        rl_call_send(call, 200, "application/json; charset=utf-8", out.bytes, out.len);
+    }
+    rl_json_out_free(&out);
+}
+
+int rl_call_body_generic(rl_call_t *call)
+{
+    json_t *errors;
+    int result;
+
+    if (call->flat == NULL)
+        return 0;
+    free(call->flat);
+    call->flat = NULL;
+    if (!rl_call_alive(call))
+        return RL_E_INTERNAL;
+    /* What run_handler does for a route without RL_ROUTE_FLAT_BODY (server.c). */
+    errors = json_array();
+    result = rl_validate_body(call->route->body, call->req->entity.base, call->req->entity.len, 1, &call->body, errors);
+    if (result != 0) {
+        rl_call_fail_full(call, result, NULL, result == RL_E_INVALID_REQUEST ? errors : NULL, NULL);
+        if (result != RL_E_INVALID_REQUEST)
+            json_decref(errors);
+        return result;
+    }
+    json_decref(errors);
+    return 0;
+}
+
+/*
+ * The envelope of an error with neither errors[] nor details, written
+ * without a tree: the answer of every refusal under overload. The bytes are
+ * the ones jansson writes for it (the same keys in the same order); a
+ * message jansson would refuse (not UTF-8) takes jansson's path, and its
+ * answer, as before.
+ */
+#define RAW(out, literal) rl_json_out_raw((out), (literal), sizeof(literal) - 1)
+
+static int fail_text(rl_call_t *call, int status, const char *code, const char *message)
+{
+    rl_json_out_t out;
+    size_t message_len = strlen(message);
+
+    if (!rl_json_utf8_valid(message, message_len) || !rl_json_utf8_valid(code, strlen(code)))
+        return -1;
+    rl_json_out_init(&out);
+    RAW(&out, "{\"ok\":false,\"error\":{\"code\":");
+    rl_json_out_string(&out, code, strlen(code));
+    RAW(&out, ",\"message\":");
+    rl_json_out_string(&out, message, message_len);
+    if ((status == 429 || status == 503) && call->rate.retry_after_ms > 0) {
+        RAW(&out, ",\"retry_after_ms\":");
+        rl_json_out_integer(&out, call->rate.retry_after_ms);
+    }
+    rl_json_out_raw(&out, "}}", 2);
+    if (out.failed) {
+        rl_json_out_free(&out);
+        return -1;
+    }
+    rl_call_send(call, status, "application/json; charset=utf-8", out.bytes, out.len);
+    rl_json_out_free(&out);
+    return 0;
+}
+
 void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *errors, json_t *details)
 {
-    json_t *error = json_pack("{s:s, s:s}", "code", rl_error_code(err), "message",
-                              message != NULL ? message : rl_error_message(err));
+    const char *text = message != NULL ? message : rl_error_message(err);
     int status = rl_error_status(err);
+    json_t *error;
 
-    if (errors != NULL)
-        json_object_set_new(error, "errors", errors);
-    if (details != NULL)
-        json_object_set_new(error, "details", details);
     /*
      * spec: retry_after_ms is set on 429 and 503. A 503 whose cause gave no
      * time (the store or the bus could not be reached: they reconnect with a
@@ -294,6 +369,13 @@ void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *er
      */
     if (status == 503 && call->rate.retry_after_ms <= 0)
         call->rate.retry_after_ms = UNAVAILABLE_RETRY_MS;
+    if (errors == NULL && details == NULL && fail_text(call, status, rl_error_code(err), text) == 0)
+        return;
+    error = json_pack("{s:s, s:s}", "code", rl_error_code(err), "message", text);
+    if (errors != NULL)
+        json_object_set_new(error, "errors", errors);
+    if (details != NULL)
+        json_object_set_new(error, "details", details);
     if ((status == 429 || status == 503) && call->rate.retry_after_ms > 0)
         json_object_set_new(error, "retry_after_ms", json_integer(call->rate.retry_after_ms));
     send_envelope(call, status, json_pack("{s:b, s:o}", "ok", 0, "error", error));

@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include "common/json_flat.h"
 #include "http/peer.h"
 #include "http/route.h"
 #include "http/trace.h"
@@ -35,6 +36,12 @@ typedef struct rl_call_rate {
 
 #define RL_PRINCIPAL_MAX 256
 
+/* A body the flat reader read (RL_ROUTE_FLAT_BODY): its members, and the bytes they point into. */
+typedef struct rl_call_flat {
+    rl_json_flat_t object;
+    char scratch[]; /* decoded keys and strings */
+} rl_call_flat_t;
+
 typedef struct rl_call {
     h2o_req_t *req; /* NULL once the client has gone */
     struct rl_http_server *server;
@@ -44,7 +51,8 @@ typedef struct rl_call {
     int responded;
     int status;
     rl_route_param_t params[RL_ROUTE_MAX_PARAMS];
-    json_t *body; /* the validated JSON body, or NULL */
+    json_t *body;         /* the validated JSON body, or NULL */
+    rl_call_flat_t *flat; /* or, on a route flagged RL_ROUTE_FLAT_BODY, the body read flat and valid; or NULL */
 
     /* Filled by the application's authenticate hook. */
     int principal_kind;
@@ -72,6 +80,17 @@ int rl_call_alive(const rl_call_t *call);
 
 /* Answers 200 {"ok":true,"result":result}. Steals result (NULL means {}). */
 void rl_call_reply(rl_call_t *call, json_t *result);
+/* The same answer with the result already encoded as compact JSON (len bytes, only read): no tree is built. */
+void rl_call_reply_text(rl_call_t *call, const char *result, size_t len);
+/*
+ * For a call whose body came flat (call->flat): reads the body again as the
+ * generic path does (jansson and the route's schema) into call->body and
+ * drops call->flat, so that a handler that meets a rule it does not check
+ * on the flat form answers exactly what the generic path answers. 0; or the
+ * call was answered with the validator's error, or is no longer alive, and
+ * a negative error is returned. A call without a flat body: 0, unchanged.
+ */
+int rl_call_body_generic(rl_call_t *call);
 /* Answers the error's status with {"ok":false,"error":{code,message}}; message NULL = the table's default. */
 void rl_call_fail(rl_call_t *call, int err, const char *message);
 /*

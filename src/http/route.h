@@ -36,6 +36,19 @@ typedef struct rl_route {
 #define RL_ROUTE_RAW_BODY 0x1u
 /* The application may lower the body limit from the request head (rl_http_hooks_t.head_limit). */
 #define RL_ROUTE_HEAD_LIMIT 0x2u
+/*
+ * A hot route: a body that is one flat object (common/json_flat.h) and meets
+ * every rule of the route's schema is read without jansson into call->flat,
+ * and call->body stays NULL; any other body takes the generic path (jansson
+ * and the validator: call->body, and the same errors as ever).
+ */
+#define RL_ROUTE_FLAT_BODY 0x4u
+/*
+ * Refused with 503 and Retry-After right after routing, before
+ * authentication or its body, while the loop lags past
+ * rl_http_config_t.loop_lag_max_ms (docs/internals/http.md).
+ */
+#define RL_ROUTE_SHED 0x8u
 
 typedef struct rl_route_param {
     const char *base;
@@ -58,5 +71,19 @@ typedef enum rl_route_result {
 rl_route_result_t rl_route_find(const rl_route_t *routes, size_t count, const char *method, size_t method_len,
                                 const char *path, size_t path_len, const rl_route_t **out, rl_route_param_t *params,
                                 char *allow, size_t allowsz);
+
+/*
+ * The same lookup through an index built once per table: a route without
+ * :params is found by a hash of its method and path, when no row before it
+ * would match its path with its method (else, and for everything else, the
+ * table is scanned as rl_route_find does, with the same answers). The table
+ * must outlive the index. NULL when out of memory.
+ */
+typedef struct rl_route_index rl_route_index_t;
+rl_route_index_t *rl_route_index_new(const rl_route_t *routes, size_t count);
+void rl_route_index_free(rl_route_index_t *index);
+rl_route_result_t rl_route_index_find(const rl_route_index_t *index, const char *method, size_t method_len,
+                                      const char *path, size_t path_len, const rl_route_t **out,
+                                      rl_route_param_t *params, char *allow, size_t allowsz);
 
 #endif

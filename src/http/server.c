@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -60,6 +61,9 @@ struct route_stats {
     rl_histogram_t latency;
 };
 
+/* A request refused because the loop lags is asked to come back in this long (503 retry_after_ms). */
+#define LAG_RETRY_MS 250
+
 /* The longest request path a lowered body limit is kept for; longer ones keep the route's limit. */
 #define HEAD_PATH_MAX 2048
 
@@ -96,6 +100,11 @@ struct rl_http_server {
     rl_http_head_limit_t head_refusal;
     char head_refusal_path[HEAD_PATH_MAX];
     size_t head_refusal_path_len; /* 0: no refusal set */
+    /* The loop's last turn (loop_lag_ms): when it ended and how long it ran, in h2o's clock (ms). */
+    uint64_t turn_end_ms, turn_busy_ms;
+    uint64_t shed;            /* requests refused because the loop lagged, ever */
+    int generic_bodies;       /* RELAY_GENERIC_BODIES: no flat reading (rl_http_server_create) */
+    rl_route_index_t *routes; /* the config's table, indexed */
 };
 
 struct route_handler {
@@ -225,8 +234,8 @@ void rl__http_server_limit_for(rl_http_server_t *server, const char *method, siz
     head_refusal_clear(server);
     if (query != NULL)
         path_len = (size_t)(query - path);
-    if (rl_route_find(server->config->routes, server->config->nroutes, method, method_len, path, path_len, &route,
-                      params, NULL, 0) == RL_ROUTE_MATCHED)
+    if (rl_route_index_find(server->routes, method, method_len, path, path_len, &route, params, NULL, 0) ==
+        RL_ROUTE_MATCHED)
         limit = route_limit(server, route);
     if (route != NULL && (route->flags & RL_ROUTE_HEAD_LIMIT) != 0 && server->config->hooks.head_limit != NULL) {
         for (i = 0; i < num_headers; ++i) {
@@ -250,11 +259,64 @@ void rl__http_server_limit_for(rl_http_server_t *server, const char *method, siz
     server->globalconf.max_request_entity_size = limit;
 }
 
+/* Wall-clock ms, the clock h2o's loop keeps its turn's start in (h2o_now). */
+static uint64_t wall_ms(void)
+{
+    struct timeval tv;
+
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+/*
+ * How long a request read now may have waited for the loop, in ms: the
+ * time since this turn began (h2o_now is taken when epoll_wait returns, and
+ * every request of the turn was readable then), or the whole previous turn
+ * when the loop went straight from it into this one (its bytes may have
+ * arrived while the last turn ran). Two clock reads, nothing kept per
+ * request: cheap enough to ask before every shed-able request.
+ */
+static uint64_t loop_lag_ms(rl_http_server_t *server)
+{
+    uint64_t now = wall_ms(), start = h2o_now(server->context.loop);
+    uint64_t lag = now > start ? now - start : 0;
+
+    if (start <= server->turn_end_ms + 1 && server->turn_busy_ms > lag)
+        lag = server->turn_busy_ms;
+    return lag;
+}
+
 void rl_http_server_after_turn(rl_http_server_t *server)
 {
+    uint64_t start = h2o_now(server->context.loop);
+
+    server->turn_end_ms = wall_ms();
+    server->turn_busy_ms = server->turn_end_ms > start ? server->turn_end_ms - start : 0;
     server->globalconf.max_request_entity_size = server->config->max_body;
     if (server->head_refusal_path_len != 0)
         head_refusal_clear(server);
+}
+
+/*
+ * A hot route's body read by the flat reader, when it is a flat object that
+ * meets every rule of the route's schema: one allocation, no tree. 0 with
+ * call->flat set, or -1 for the generic path.
+ */
+static int read_flat(rl_call_t *call, const char *bytes, size_t len)
+{
+    /* A decoded string and its NUL fit in its quoted form; the slack spares the reader's margin checks. */
+    size_t scratch_len = len + 16;
+    rl_call_flat_t *flat = malloc(sizeof(*flat) + scratch_len);
+
+    if (flat == NULL)
+        return -1;
+    if (rl_json_flat_parse(bytes, len, flat->scratch, scratch_len, &flat->object) != 0 ||
+        rl_validate_flat(call->route->body, &flat->object) != 0) {
+        free(flat);
+        return -1;
+    }
+    call->flat = flat;
+    return 0;
 }
 
 static void run_handler(rl_call_t *call)
@@ -268,7 +330,9 @@ static void run_handler(rl_call_t *call)
         rl_call_fail(call, RL_E_PAYLOAD_TOO_LARGE, NULL);
         return;
     }
-    if (route->body != NULL && (route->flags & RL_ROUTE_RAW_BODY) == 0) {
+    if (route->body != NULL && (route->flags & RL_ROUTE_RAW_BODY) == 0 &&
+        !((route->flags & RL_ROUTE_FLAT_BODY) != 0 && !call->server->generic_bodies &&
+          read_flat(call, req->entity.base, req->entity.len) == 0)) {
         json_t *errors = json_array();
         result = rl_validate_body(route->body, req->entity.base, req->entity.len, 1, &call->body, errors);
         if (result != 0) {
@@ -344,6 +408,15 @@ static int refuse_head(rl_call_t *call, h2o_req_t *req)
     return 0;
 }
 
+/* Copies len bytes and a NUL into out (cut to fit). snprintf showed in the profile here. */
+static void copy_text(char *out, size_t outsz, const char *text, size_t len)
+{
+    if (len >= outsz)
+        len = outsz - 1;
+    memcpy(out, text, len);
+    out[len] = '\0';
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     rl_http_server_t *server = ((struct route_handler *)self)->server;
@@ -362,8 +435,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     call->app = config->app;
     call->refs = 1;
     call->started_us = rl_clock_mono_us();
-    snprintf(call->method, sizeof(call->method), "%.*s", (int)req->method.len, req->method.base);
-    snprintf(call->route_name, sizeof(call->route_name), "-");
+    copy_text(call->method, sizeof(call->method), req->method.base, req->method.len);
+    call->route_name[0] = '-';
     identify_peer(server, req, call);
     correlate(req, call->request_id, call->traceparent, call->trace_id);
     /* The guard lives in the request's pool: when h2o drops the request, the call learns of it. */
@@ -379,8 +452,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
 
-    found = rl_route_find(config->routes, config->nroutes, req->method.base, req->method.len, path.base, path.len,
-                          &route, call->params, allow, sizeof(allow));
+    found = rl_route_index_find(server->routes, req->method.base, req->method.len, path.base, path.len, &route,
+                                call->params, allow, sizeof(allow));
     if (found == RL_ROUTE_NO_PATH) {
         rl_call_fail(call, RL_E_NOT_FOUND, NULL);
         return 0;
@@ -392,7 +465,15 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     }
     call->route = route;
     call->handler_tag = route->tag;
-    snprintf(call->route_name, sizeof(call->route_name), "%s", route->pattern);
+    copy_text(call->route_name, sizeof(call->route_name), route->pattern, strlen(route->pattern));
+    /* Before authentication and the body: a refusal must cost the lagging loop next to nothing. */
+    if ((route->flags & RL_ROUTE_SHED) != 0 && config->loop_lag_max_ms > 0 &&
+        loop_lag_ms(server) > config->loop_lag_max_ms) {
+        ++server->shed;
+        call->rate.retry_after_ms = LAG_RETRY_MS;
+        rl_call_fail(call, RL_E_UNAVAILABLE, "the server is behind; retry");
+        return 0;
+    }
 
     if (route->auth != 0 && config->hooks.authenticate != NULL) {
         rl_call_hold(call);
@@ -489,8 +570,19 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
     if (server == NULL)
         return -1;
     server->config = config;
+    /*
+     * A diagnostic switch, read once: RELAY_GENERIC_BODIES=1 sends every
+     * body through jansson and the validator, as before the flat reader, so
+     * that the two paths can be compared on one build (tests/e2e/test_105).
+     */
+    server->generic_bodies = getenv("RELAY_GENERIC_BODIES") != NULL &&
+                             strcmp(getenv("RELAY_GENERIC_BODIES"), "0") != 0 &&
+                             getenv("RELAY_GENERIC_BODIES")[0] != '\0';
     server->stats = calloc(config->nroutes + 1, sizeof(*server->stats));
-    if (server->stats == NULL) {
+    server->routes = rl_route_index_new(config->routes, config->nroutes);
+    if (server->stats == NULL || server->routes == NULL) {
+        free(server->stats);
+        rl_route_index_free(server->routes);
         free(server);
         return -1;
     }
@@ -956,6 +1048,11 @@ void rl_http_server_write_metrics(rl_http_server_t *server, FILE *out)
           "# TYPE relay_http_requests_in_flight gauge\n",
           out);
     fprintf(out, "relay_http_requests_in_flight %zu\n", server->in_flight);
+    fputs("# HELP relay_http_shed_total Requests refused with 503 before their body was read, because the loop "
+          "lagged past --loop-lag-max.\n"
+          "# TYPE relay_http_shed_total counter\n",
+          out);
+    fprintf(out, "relay_http_shed_total %llu\n", (unsigned long long)server->shed);
     fputs("# HELP relay_http_requests_total Answers, by route (the route table's pattern; \"-\": none matched), "
           "method and status.\n"
           "# TYPE relay_http_requests_total counter\n",
@@ -1011,6 +1108,7 @@ void rl_http_server_free(rl_http_server_t *server)
         SSL_CTX_free(server->retired_tls[i]);
     free(server->retired_tls);
     free(server->stats);
+    rl_route_index_free(server->routes);
     rl_cidr_set_free(&server->trusted_proxies);
     if (server->addresses != NULL)
         address_table_release(server->addresses);

@@ -95,6 +95,12 @@ typedef struct rl_http_config {
     const char *forwarded_header;
     rl_http_hooks_t hooks;
     void *app;
+    /*
+     * Routes flagged RL_ROUTE_SHED are refused with 503 and Retry-After,
+     * before authentication and before their body is read, while the loop
+     * lags more than this (ms; server.c's loop_lag_ms). 0: never.
+     */
+    uint64_t loop_lag_max_ms;
 } rl_http_config_t;
 
 /* Creates the server on loop. The config (and its route table) must outlive the server. 0 or -1. */

@@ -485,6 +485,77 @@ int rl_validate_json(const rl_schema_t *schema, const json_t *body, json_t *erro
     return v.count;
 }
 
+/* ---- flat bodies: the same rules, a verdict without words ---- */
+
+static int flat_string_ok(const rl_field_t *field, const rl_json_flat_member_t *member)
+{
+    size_t chars, i;
+
+    if (field->enum_values != NULL) {
+        for (i = 0; field->enum_values[i] != NULL; ++i)
+            if (strlen(field->enum_values[i]) == member->len &&
+                memcmp(field->enum_values[i], member->string, member->len) == 0)
+                return 1;
+        return 0;
+    }
+    chars = utf8_count(member->string, member->len);
+    if (chars < field->min_len || (field->max_len != 0 && chars > field->max_len))
+        return 0;
+    return field->check == NULL || field->check(member->string, member->len) == 0;
+}
+
+/* Whether a present member meets its field's row, as check_value would find it. */
+static int flat_value_ok(const rl_field_t *field, const rl_json_flat_member_t *member)
+{
+    if (member->type == RL_JSON_FLAT_NULL)
+        return (field->flags & RL_F_NULLABLE) != 0 || field->type == RL_FT_ANY;
+    switch (field->type) {
+    case RL_FT_STRING:
+        return member->type == RL_JSON_FLAT_STRING && flat_string_ok(field, member);
+    case RL_FT_INTEGER:
+        return member->type == RL_JSON_FLAT_INTEGER && !(field->has_min && int_below(member->integer, field->min)) &&
+               !(field->has_max && int_above(member->integer, field->max));
+    case RL_FT_NUMBER:
+        /* refine_number compares json_number_value, the integer as a double. */
+        return member->type == RL_JSON_FLAT_INTEGER && !(field->has_min && (double)member->integer < field->min) &&
+               !(field->has_max && (double)member->integer > field->max);
+    case RL_FT_BOOLEAN:
+        return member->type == RL_JSON_FLAT_TRUE || member->type == RL_JSON_FLAT_FALSE;
+    case RL_FT_ANY:
+        return 1;
+    default:
+        return 0; /* an object or an array: a flat body has none */
+    }
+}
+
+int rl_validate_flat(const rl_schema_t *schema, const rl_json_flat_t *body)
+{
+    const rl_field_t *field;
+    size_t i;
+
+    if (schema == NULL || schema->fields == NULL)
+        return 0;
+    for (field = schema->fields; field->name != NULL; ++field) {
+        const rl_json_flat_member_t *member = rl_json_flat_get(body, field->name);
+        if (member == NULL) {
+            if ((field->flags & RL_F_REQUIRED) &&
+                (field->unless == NULL || rl_json_flat_get(body, field->unless) == NULL))
+                return 1;
+            continue;
+        }
+        if (!flat_value_ok(field, member))
+            return 1;
+    }
+    /* check_unknown_ciphertext's rule. */
+    for (i = 0; i < body->count; ++i) {
+        const rl_json_flat_member_t *member = &body->members[i];
+        if (member->key_len > 3 && memcmp(member->key + member->key_len - 3, "_ct", 3) == 0 &&
+            !listed(schema, member->key))
+            return 1;
+    }
+    return 0;
+}
+
 static int is_blank(const char *bytes, size_t len)
 {
     size_t i;

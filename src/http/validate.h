@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <jansson.h>
 
+#include "common/json_flat.h"
+
 /* One call reports at most this many problems; later ones are dropped. */
 #define RL_VALIDATE_MAX_ERRORS 50
 /*
@@ -139,6 +141,15 @@ struct rl_field {
  * nonzero return always means the body must be refused.
  */
 int rl_validate_json(const rl_schema_t *schema, const json_t *body, json_t *errors);
+
+/*
+ * The same rules over a body the flat reader read: 0 when rl_validate_json
+ * would find no problem in the same body, nonzero otherwise (no errors[]
+ * are written: a caller with a nonzero answer takes the generic path,
+ * whose errors are the answer). A field of a type a flat body cannot hold
+ * (object, array) is a problem when present.
+ */
+int rl_validate_flat(const rl_schema_t *schema, const rl_json_flat_t *body);
 
 /*
  * Parses len bytes as exactly one JSON value and validates it with

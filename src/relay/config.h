@@ -48,6 +48,7 @@ typedef struct rl_config {
     int64_t store_queue_max; /* shedding: see relayd/config.c */
     int64_t delta_backlog_max;
     int64_t delta_wait_max; /* ms */
+    int64_t loop_lag_max;   /* ms: sendMessageDelta gets 503 before its body is read while the loop lags more */
     /* Abuse limits (docs/operations.md, Security). */
     int64_t max_connections_per_address;
     int64_t max_message_bytes;     /* the longest text one message may hold, streamed or not */

@@ -37,6 +37,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/json_flat.h"
 #include "common/log.h"
 #include "common/strmap.h"
 #include "relay/deltas.h"
@@ -482,17 +483,89 @@ static const rl_store_op_type_t stream_state_type = RL_OP_TYPE(message_stream_st
 
 /* ---- batches ---- */
 
-/* spec: message_delta, to the user's streams; an encrypted message's carries delta_ct and a null delta. */
-static void publish_delta(rl_deltas_t *deltas, struct open_message *message, json_t *body)
-{
-    json_t *event =
-        json_pack("{s:O, s:s, s:O, s:O, s:I}", "session_id", message->session_id, "message_id", message->message_id,
-                  "delta", message->encrypted ? json_null() : json_object_get(body, "delta"), "interaction_id",
-                  message->interaction_id, "ts", (json_int_t)rl_clock_now_ms());
+#define RAW(out, literal) rl_json_out_raw((out), (literal), sizeof(literal) - 1)
 
+/* A JSON string of the record (session_id, interaction_id), or null. */
+static void out_string_or_null(rl_json_out_t *out, const json_t *value)
+{
+    if (json_is_string(value))
+        rl_json_out_string(out, json_string_value(value), json_string_length(value));
+    else
+        RAW(out, "null");
+}
+
+/*
+ * spec: message_delta, to the user's streams; an encrypted message's carries
+ * delta_ct (text: the envelope) and a null delta. Written by the compact
+ * writer in the order the jansson object had (session_id, message_id,
+ * delta, interaction_id, ts[, delta_ct]): the same bytes, without a tree.
+ */
+static void publish_delta(rl_deltas_t *deltas, struct open_message *message, const char *text, size_t len)
+{
+    rl_json_out_t out;
+
+    rl_json_out_init(&out);
+    RAW(&out, "{\"session_id\":");
+    out_string_or_null(&out, message->session_id);
+    RAW(&out, ",\"message_id\":");
+    rl_json_out_string(&out, message->message_id, strlen(message->message_id));
+    RAW(&out, ",\"delta\":");
     if (message->encrypted)
-        json_object_set(event, "delta_ct", json_object_get(body, "delta_ct"));
-    rl_hub_publish(deltas->relay->hub, message->user_id, "message_delta", event);
+        RAW(&out, "null");
+    else
+        rl_json_out_string(&out, text, len);
+    RAW(&out, ",\"interaction_id\":");
+    out_string_or_null(&out, message->interaction_id);
+    RAW(&out, ",\"ts\":");
+    rl_json_out_integer(&out, rl_clock_now_ms());
+    if (message->encrypted) {
+        RAW(&out, ",\"delta_ct\":");
+        rl_json_out_string(&out, text, len);
+    }
+    RAW(&out, "}");
+    if (!out.failed)
+        rl_hub_publish_text(deltas->relay->hub, message->user_id, "message_delta", out.bytes, out.len);
+    rl_json_out_free(&out);
+}
+
+/* A string of the call's body, read flat (the fast path) or from jansson's tree (the generic one). */
+static const char *body_string(const rl_call_t *call, const char *key, size_t *len)
+{
+    const rl_json_flat_member_t *member;
+    json_t *value;
+
+    if (call->flat != NULL) {
+        member = rl_json_flat_get(&call->flat->object, key);
+        if (member == NULL || member->type != RL_JSON_FLAT_STRING)
+            return NULL;
+        if (len != NULL)
+            *len = member->len;
+        return member->string;
+    }
+    value = json_object_get(call->body, key);
+    if (!json_is_string(value))
+        return NULL;
+    if (len != NULL)
+        *len = json_string_length(value);
+    return json_string_value(value);
+}
+
+/* {"message_id":id} or, for a replay, {"message_id":id,"idempotent":true}: the answer, without a tree. */
+static void reply_delta(rl_call_t *call, const char *message_id, int idempotent)
+{
+    rl_json_out_t out;
+
+    rl_json_out_init(&out);
+    RAW(&out, "{\"message_id\":");
+    rl_json_out_string(&out, message_id, strlen(message_id));
+    if (idempotent)
+        RAW(&out, ",\"idempotent\":true");
+    RAW(&out, "}");
+    if (out.failed)
+        rl_call_fail(call, RL_E_INTERNAL, NULL);
+    else
+        rl_call_reply_text(call, out.bytes, out.len);
+    rl_json_out_free(&out);
 }
 
 struct append {
@@ -529,9 +602,11 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
         key_stored(message, row->key, json_string_value(hash));
     json_object_del(message->pending, row->key);
     if (result == 0) {
-        if (deltas->publish_on_commit)
-            publish_delta(deltas, message, call->body);
-        rl_call_reply(call, json_pack("{s:s}", "message_id", message->message_id));
+        size_t len = 0;
+        const char *text = body_string(call, message->encrypted ? "delta_ct" : "delta", &len);
+        if (deltas->publish_on_commit && text != NULL)
+            publish_delta(deltas, message, text, len);
+        reply_delta(call, message->message_id, 0);
     } else if (result == RL_E_CONFLICT) {
         /* Another node wrote to this message: what the store holds now decides (dispatch reloads it). */
         forget(deltas, message);
@@ -767,17 +842,41 @@ static int delta_rule(const struct open_message *message, const char *key, const
     return 0;
 }
 
+/*
+ * Whether a body read flat meets apply's own rules for its message (issue
+ * 26: in an encrypted session delta_ct and no delta; in a plain one delta
+ * and no *_ct key). A body that does not is read again by the generic path,
+ * whose answer (the field named, in its words) is the one given.
+ */
+static int flat_body_fits(const rl_json_flat_t *body, int encrypted)
+{
+    const rl_json_flat_member_t *member;
+    size_t i;
+
+    if (encrypted) {
+        member = rl_json_flat_get(body, "delta");
+        if (member != NULL && member->type != RL_JSON_FLAT_NULL)
+            return 0;
+        member = rl_json_flat_get(body, "delta_ct");
+        return member != NULL && member->type == RL_JSON_FLAT_STRING;
+    }
+    for (i = 0; i < body->count; ++i)
+        if (body->members[i].key_len > 3 && memcmp(body->members[i].key + body->members[i].key_len - 3, "_ct", 3) == 0)
+            return 0;
+    member = rl_json_flat_get(body, "delta");
+    return member != NULL && member->type == RL_JSON_FLAT_STRING;
+}
+
 /* Checks one delta against a loaded record; a new one joins the pending batch, answered once it is written. */
 static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call)
 {
-    const char *key = rl_body_string(call, "idempotency_key");
-    json_t *delta = json_object_get(call->body, message->encrypted ? "delta_ct" : "delta");
+    const char *key, *text;
     char body_hash[RL_BODY_HASH_HEX + 1], *stored = NULL;
     static const char *const plain[] = {"delta", NULL};
     const char *field = NULL;
     rl_delta_row_t *row;
-    size_t len;
-    int rule;
+    size_t text_len = 0, len;
+    int rule, hashed;
 
     if (!rl_call_alive(call))
         return;
@@ -785,28 +884,35 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_MESSAGE_NOT_FOUND, NULL);
         return;
     }
+    if (call->flat != NULL && !flat_body_fits(&call->flat->object, message->encrypted) &&
+        rl_call_body_generic(call) != 0)
+        return;
     /* issue 26: the plaintext-or-ciphertext rule of the message's session, then the field it needs. */
-    if (rl_e2e_body_check(call->body, message->encrypted, plain, &field) != 0) {
+    if (call->flat == NULL && rl_e2e_body_check(call->body, message->encrypted, plain, &field) != 0) {
         rl_e2e_fail_field(call, field, message->encrypted);
         return;
     }
-    if (delta == NULL) {
+    key = body_string(call, "idempotency_key", NULL);
+    text = body_string(call, message->encrypted ? "delta_ct" : "delta", &text_len);
+    if (text == NULL) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           json_pack("[{s:s, s:s, s:s}]", "path", message->encrypted ? "delta_ct" : "delta", "code",
                                     "invalid_type", "message", "Required"),
                           NULL);
         return;
     }
-    if (rl_idempotency_body_hash(call->body, body_hash) != 0) {
+    hashed = call->flat != NULL ? rl_idempotency_body_hash_flat(&call->flat->object, body_hash)
+                                : rl_idempotency_body_hash(call->body, body_hash);
+    if (hashed != 0) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);
         return;
     }
     message->used_ms = rl_clock_now_ms();
     /* An encrypted delta is kept as '\n' and its envelope, and counts as such: relayd cannot count characters. */
-    len = json_string_length(delta) + (message->encrypted ? 1 : 0);
+    len = text_len + (message->encrypted ? 1 : 0);
     rule = delta_rule(message, key, body_hash, len, (size_t)deltas->relay->config.max_message_bytes, message->used_ms);
     if (rule == DELTA_REPLAY) {
-        rl_call_reply(call, json_pack("{s:s, s:b}", "message_id", message->message_id, "idempotent", 1));
+        reply_delta(call, message->message_id, 1);
         return;
     }
     if (rule == DELTA_WRITING) {
@@ -830,13 +936,13 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     }
     if (message->encrypted && (stored = malloc(len + 1)) != NULL) {
         stored[0] = '\n';
-        memcpy(stored + 1, json_string_value(delta), len);
+        memcpy(stored + 1, text, text_len);
+        stored[len] = '\0';
     }
     row = message->encrypted && stored == NULL
               ? NULL
               : rl_delta_batch_add_for(deltas->pending, message->message_id, message->next_seq,
-                                       stored != NULL ? stored : json_string_value(delta), len, key, body_hash, call,
-                                       message);
+                                       stored != NULL ? stored : text, len, key, body_hash, call, message);
     free(stored);
     if (row == NULL) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);
@@ -853,7 +959,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     /* Published once, even if a conflict with another node makes it go through here again. */
     if (call->handler_tag == 0 && !deltas->publish_on_commit) {
         call->handler_tag = 1;
-        publish_delta(deltas, message, call->body);
+        publish_delta(deltas, message, text, text_len);
     }
     if (deltas->pending->count >= BATCH_MAX)
         submit(deltas);
@@ -914,7 +1020,7 @@ static void on_loaded(rl_store_op_t *base)
 /* A delta for the record of its message: applied now, or once the record is loaded. */
 static void dispatch(rl_deltas_t *deltas, rl_call_t *call)
 {
-    const char *message_id = rl_body_string(call, "message_id");
+    const char *message_id = body_string(call, "message_id", NULL);
     struct open_message *message = rl_strmap_get(deltas->open_messages, message_id);
     struct stream_state *op;
     struct waiting *w;

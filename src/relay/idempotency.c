@@ -16,6 +16,21 @@ int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1])
     return 0;
 }
 
+int rl_idempotency_body_hash_flat(const rl_json_flat_t *body, char out[RL_BODY_HASH_HEX + 1])
+{
+    rl_json_out_t canonical;
+    int result = -1;
+
+    rl_json_out_init(&canonical);
+    rl_json_flat_canonical(body, &canonical);
+    if (!canonical.failed) {
+        rl_token_hash(canonical.bytes, canonical.len, out);
+        result = 0;
+    }
+    rl_json_out_free(&canonical);
+    return result;
+}
+
 void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idempotency_t *src)
 {
     dst->owner = rl_arena_strdup(arena, src->owner);

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "common/json_flat.h"
 #include "store/store.h"
 
 #define RL_BODY_HASH_HEX 64
@@ -29,6 +30,12 @@ typedef struct rl_idempotency {
 
 /* Hex SHA-256 of body's canonical JSON into out. 0, or -1 when out of memory. Any thread. */
 int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1]);
+/*
+ * The same hash of a body read by the flat reader: its canonical bytes are
+ * written by json_flat's writer, which writes what jansson writes, so a hash
+ * stored by either path matches the other's. 0, or -1 when out of memory.
+ */
+int rl_idempotency_body_hash_flat(const rl_json_flat_t *body, char out[RL_BODY_HASH_HEX + 1]);
 /* Copies src into dst with its strings in arena. */
 void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idempotency_t *src);
 

@@ -191,6 +191,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->http.reuse_port = strcmp(config->reuse_port, "on") == 0;
     relay->http.trusted_proxies = config->trusted_proxies;
     relay->http.forwarded_header = config->forwarded_header;
+    relay->http.loop_lag_max_ms = (uint64_t)config->loop_lag_max;
     if (rl_http_server_create(loop, &relay->http, &relay->server) != 0)
         return -1;
     if (mkdir(config->data, 0700) != 0 && errno != EEXIST) {

@@ -68,7 +68,9 @@ const rl_route_t rl_relay_routes[] = {
     {"GET", "/v1/bridge/ws", rl_bridge_ws_open, RL_AUTH_BRIDGE_UPGRADE, "default", NULL, 0},
     {"POST", "/v1/bridge/setManifest", rl_manifest_set, RL_AUTH_BRIDGE, "default", &rl_manifest_schema, 0},
     {"POST", "/v1/bridge/sendMessage", rl_bridge_send_message, RL_AUTH_BRIDGE, "msg", &rl_send_message_schema, 0},
-    {"POST", "/v1/bridge/sendMessageDelta", rl_bridge_send_delta, RL_AUTH_BRIDGE, "delta", &rl_send_delta_schema, 0},
+    /* The hot route: read flat when it can be, refused unread while the loop lags (http/route.h). */
+    {"POST", "/v1/bridge/sendMessageDelta", rl_bridge_send_delta, RL_AUTH_BRIDGE, "delta", &rl_send_delta_schema,
+     RL_ROUTE_FLAT_BODY | RL_ROUTE_SHED},
     {"POST", "/v1/bridge/sendMessageEnd", rl_bridge_send_end, RL_AUTH_BRIDGE, "msg", &rl_send_end_schema, 0},
     {"POST", "/v1/bridge/createTask", rl_bridge_task, RL_AUTH_BRIDGE, "task", &rl_create_task_schema, 0, 0,
      RL_TASK_CREATE},

@@ -72,6 +72,8 @@ static const struct setting settings[] = {
           "streamed deltas not yet stored past which new ones get 503 at once"),
     DURATION("delta-wait-max", delta_wait_max, "100ms",
              "time the oldest streamed delta not yet stored may wait past which new ones get 503 at once"),
+    DURATION("loop-lag-max", loop_lag_max, "50ms",
+             "how far behind the event loop may fall before new deltas get 503 unread (0: never)"),
     COUNT("max-message-bytes", max_message_bytes, "1048576",
           "the longest text (in bytes) a message may hold, its deltas included; at most 4194304"),
     COUNT("attachment-quota", attachment_quota, "1073741824",
