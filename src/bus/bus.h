@@ -96,6 +96,14 @@ typedef struct rl_bus_config {
      * the backend's default. The local bus has no use for it.
      */
     int64_t presence_lease_ms;
+    /*
+     * A networked bus: how often a node settles the rate buckets it serves
+     * from its local shares (0 for the backend's default, 250 ms), and how
+     * long the shares keep serving while the bus is unreachable (0: not at
+     * all; take then answers RL_E_UNAVAILABLE at once). docs/internals/bus.md.
+     */
+    int64_t bucket_settle_ms;
+    int64_t bucket_grace_ms;
     rl_bus_handlers_t handlers;
 } rl_bus_config_t;
 
@@ -218,6 +226,13 @@ static inline void rl_bus_sweep_part(rl_bus_t *bus, int64_t now_ms, unsigned par
 {
     bus->ops->sweep(bus, now_ms, parts);
 }
+
+/*
+ * Commands and script calls this process has sent to a networked bus's
+ * server (Redis) since it started, each call of a pipeline counted; 0 on the
+ * local bus. The metric relay_bus_calls_total.
+ */
+uint64_t rl_bus_calls_total(void);
 
 /* Backends. */
 int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);
