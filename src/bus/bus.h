@@ -200,7 +200,10 @@ static inline const char *rl_bus_presence_get(rl_bus_t *bus, const char *install
 /*
  * Takes one token from the bucket `key` (capacity tokens, refilled at
  * refill_per_s; full when first seen). The bucket is shared by every node. A
- * networked bus may count time by its own clock instead of now_ms.
+ * networked bus may count time by its own clock instead of now_ms, and may
+ * answer from this node's local share of the bucket, settled with the others
+ * now and then: the cluster may then grant more than the bucket, within a
+ * bound the backend documents (docs/internals/bus.md, "Rate buckets").
  */
 static inline void rl_bus_take(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
                                rl_bus_take_cb cb, void *arg)

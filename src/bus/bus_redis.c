@@ -7,14 +7,17 @@
  * Two connections (redis.c): one for commands and scripts, one for
  * SUBSCRIBE, whose messages carry live events, signals and presence changes
  * to this node. Everything that must be atomic is one Lua script, run by
- * EVALSHA: an event's id, its place in the ring and its PUBLISH; a bucket's
- * refill and take; a lease's take or renewal; a presence's compare-and-set.
+ * EVALSHA: the events of a loop turn, each with its id, its place in the
+ * ring and its PUBLISH; a bucket's first take and its settlements (takes
+ * are served from this node's share in between); a lease's take or renewal;
+ * a presence's compare-and-set.
  * Listening to a user and joining a topic catch up from the ring (or the
  * topic's log) once the subscription is confirmed, so that nothing sent
  * after the call is lost to the subscription taking effect later.
  *
  * Redis down or slow: publish and signal are dropped (logged once per
- * episode, counted), read and take answer RL_E_UNAVAILABLE, lease answers
+ * episode, counted), read answers RL_E_UNAVAILABLE, take answers from the
+ * shares for the outage grace and RL_E_UNAVAILABLE after it, lease answers
  * "not held", presence_get answers from this node's cache. Both connections
  * come back by themselves; subscriptions, this node's presences and the
  * presence cache are restored then.
