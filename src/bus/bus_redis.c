@@ -2121,8 +2121,12 @@ static void redis_take(rl_bus_t *super, const char *bucket, double capacity, dou
     struct share *s = share_of(bus, bucket, capacity, refill_per_s);
     struct take_op *op;
 
-    if (s == NULL)
-        goto fail;
+    if (s == NULL) {
+        /* This node keeps as many shares as it may: the others are taken in Redis, one round trip each. */
+        if (!rl_redis_ready(bus->cmd))
+            goto fail;
+        goto round_trip;
+    }
     s->touched_ms = now;
     /* The spec's figures may change with a new version of the relay while the share lives. */
     s->capacity = capacity;
@@ -2137,6 +2141,7 @@ static void redis_take(rl_bus_t *super, const char *bucket, double capacity, dou
         take_from_share(s, now, cb, arg);
         return;
     }
+round_trip:
     /* Not known yet: a round trip, which is a take of its own in Redis. */
     if ((op = malloc(sizeof(*op) + len + 1)) == NULL || key(name, sizeof(name), "relay:bucket:", bucket) < 0) {
         free(op);
