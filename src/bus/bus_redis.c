@@ -185,25 +185,33 @@ static rl_redis_script_t take_script = {
 /*
  * A node's settlement of the buckets it serves from its shares
  * (docs/internals/bus.md, "Rate buckets"). KEYS: the buckets. ARGV: for each,
- * capacity, refill per second and the tokens this node took since its last
- * settlement. Each bucket is refilled by Redis's clock, the tokens taken are
- * subtracted (it may go below zero: what several nodes took at once is owed,
- * and refused until refilled), and its level is answered, one per key.
+ * capacity, refill per second, the tokens this node took since its last
+ * settlement and how long ago (ms) it took the first of them. Each bucket is
+ * refilled by Redis's clock up to that first take, the tokens are subtracted
+ * (it may go below zero: what several nodes took at once is owed, and
+ * refused until refilled), and it is refilled again up to now: a bucket that
+ * was full when the takes began earns the refill since, as it would have
+ * had each take reached Redis at once. Its level is answered, one per key.
  */
 static rl_redis_script_t settle_script = {
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
     "local out = {}\n"
     "for k = 1, #KEYS do\n"
-    "  local capacity, rate, used = tonumber(ARGV[3 * k - 2]), tonumber(ARGV[3 * k - 1]), tonumber(ARGV[3 * k])\n"
+    "  local capacity, rate = tonumber(ARGV[4 * k - 3]), tonumber(ARGV[4 * k - 2])\n"
+    "  local used, first = tonumber(ARGV[4 * k - 1]), now - tonumber(ARGV[4 * k])\n"
     "  local b = redis.call('HMGET', KEYS[k], 'tokens', 'ms')\n"
     "  local tokens, at = tonumber(b[1]), tonumber(b[2])\n"
-    "  if tokens == nil or at == nil then tokens, at = capacity, now end\n"
+    "  if tokens == nil or at == nil then tokens, at = capacity, first end\n"
+    "  if first > at then\n"
+    "    tokens = math.min(capacity, tokens + (first - at) / 1000 * rate)\n"
+    "    at = first\n"
+    "  end\n"
+    "  tokens = tokens - used\n"
     "  if now > at then\n"
     "    tokens = math.min(capacity, tokens + (now - at) / 1000 * rate)\n"
     "    at = now\n"
     "  end\n"
-    "  tokens = tokens - used\n"
     "  redis.call('HSET', KEYS[k], 'tokens', string.format('%.17g', tokens), 'ms', string.format('%.17g', at))\n"
     "  local ttl = 86400000\n"
     "  if rate > 0 then ttl = math.ceil((capacity - tokens) / rate * 1000) + 1000 end\n"
@@ -429,6 +437,8 @@ struct share {
     int64_t touched_ms; /* the last take */
     double used;        /* taken here since the last settlement was sent */
     double sending;     /* taken here and carried by the settlement in flight */
+    int64_t first_ms;   /* monotonic: when the first of used was taken (0: none) */
+    int settling;       /* a settlement of this share is in flight */
     int known;          /* tokens came from Redis (or from this node's grace while it was away) */
 };
 
@@ -2003,7 +2013,8 @@ struct take_op {
     struct redis_bus *bus;
     rl_bus_take_cb cb;
     void *arg;
-    char key[]; /* the bucket */
+    int64_t sent_ms; /* monotonic: Redis's answer is the bucket as of (a little after) then */
+    char key[];      /* the bucket */
 };
 
 static void refill(struct share *s, int64_t now)
@@ -2019,7 +2030,7 @@ static void refill(struct share *s, int64_t now)
 /* Whether Redis has been away for longer than the shares may serve alone. */
 static int past_grace(struct redis_bus *bus, int64_t now)
 {
-    return bus->lost_ms >= 0 && now - bus->lost_ms >= bus->config.bucket_grace_ms;
+    return bus->config.bucket_grace_ms <= 0 || (bus->lost_ms >= 0 && now - bus->lost_ms >= bus->config.bucket_grace_ms);
 }
 
 /* Redis was just found away (if it was not already): whether the shares may no longer serve. */
@@ -2065,18 +2076,25 @@ static void on_taken(redisReply *reply, void *arg)
         s = rl_strmap_get(bus->shares, op->key);
         /* The level Redis answered becomes this node's share (less what it took meanwhile). */
         if (s != NULL && !s->known) {
+            /* Refilled from when it was sent: the time the answer spent on its way and in the loop counts too. */
             s->tokens = tokens - s->used;
-            s->at_ms = mono_ms();
+            s->at_ms = op->sent_ms;
             s->known = 1;
         }
         op->cb(reply->element[0]->integer == 1 ? 0 : RL_E_RATE_LIMITED, tokens, op->arg);
-    } else if (reply == NULL && (s = rl_strmap_get(bus->shares, op->key)) != NULL && !away_too_long(bus)) {
-        /* The connection went while this waited: as if Redis had been away already. */
-        take_alone(s, mono_ms(), op->cb, op->arg);
     } else {
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
             rl_log_warn("redis bus: taking a token failed: %s", reply->str);
-        op->cb(RL_E_UNAVAILABLE, 0, op->arg);
+        /*
+         * The connection went while this waited (or a Redis going down
+         * answered an error): as if Redis had been away already, within the
+         * grace. Only a lost connection starts the grace's clock.
+         */
+        s = rl_strmap_get(bus->shares, op->key);
+        if (s != NULL && (reply == NULL ? !away_too_long(bus) : !past_grace(bus, mono_ms())))
+            take_alone(s, mono_ms(), op->cb, op->arg);
+        else
+            op->cb(RL_E_UNAVAILABLE, 0, op->arg);
     }
 out:
     free(op);
@@ -2088,6 +2106,8 @@ static void take_from_share(struct share *s, int64_t now, rl_bus_take_cb cb, voi
     refill(s, now);
     if (s->tokens >= 1) {
         s->tokens -= 1;
+        if (s->used == 0)
+            s->first_ms = now;
         s->used += 1;
         cb(0, s->tokens, arg);
     } else {
@@ -2147,7 +2167,7 @@ round_trip:
         free(op);
         goto fail;
     }
-    op->bus = bus, op->cb = cb, op->arg = arg;
+    op->bus = bus, op->cb = cb, op->arg = arg, op->sent_ms = mono_ms();
     memcpy(op->key, bucket, len + 1);
     snprintf(cap, sizeof(cap), "%.17g", capacity);
     snprintf(rate, sizeof(rate), "%.17g", refill_per_s);
@@ -2163,15 +2183,16 @@ fail:
 /* One settlement call on its way: the buckets it carries, in the order of its keys. */
 struct settle_op {
     struct redis_bus *bus;
+    int64_t sent_ms; /* monotonic: the levels answered are the buckets' as of (a little after) then */
     size_t count;
     char *keys[SETTLE_BATCH];
+    int64_t ages[SETTLE_BATCH]; /* ms since the first take each carries */
 };
 
 static void on_settled(redisReply *reply, void *arg)
 {
     struct settle_op *op = arg;
     struct redis_bus *bus = op->bus;
-    int64_t now = mono_ms();
     size_t i;
 
     if (bus->closing)
@@ -2184,11 +2205,15 @@ static void on_settled(redisReply *reply, void *arg)
             continue;
         if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && i < reply->elements &&
             reply->element[i]->type == REDIS_REPLY_STRING) {
-            /* What every node left, less what this node took since it sent this. */
+            /*
+             * What every node left, less what this node took since it sent
+             * this, refilled from then: the refill while the answer was on
+             * its way (or waited for a busy loop) is not lost.
+             */
             s->tokens = strtod(reply->element[i]->str, NULL) - s->used;
             if (s->tokens > s->capacity)
                 s->tokens = s->capacity;
-            s->at_ms = now;
+            s->at_ms = op->sent_ms;
             s->known = 1;
         } else if (reply != NULL) {
             /* Not settled: counted again with the next one. */
@@ -2196,6 +2221,7 @@ static void on_settled(redisReply *reply, void *arg)
         }
         /* No reply: Redis went away; what was taken meanwhile is forgiven with the rest of the outage's. */
         s->sending = 0;
+        s->settling = 0;
     }
 out:
     for (i = 0; i < op->count; ++i)
@@ -2205,9 +2231,9 @@ out:
 
 static void send_settlement(struct redis_bus *bus, struct settle_op *op)
 {
-    const char *argv[SETTLE_BATCH * 4];
-    size_t lens[SETTLE_BATCH * 4], i, n;
-    char(*numbers)[32] = malloc(op->count * 3 * sizeof(*numbers));
+    const char *argv[SETTLE_BATCH * 5];
+    size_t lens[SETTLE_BATCH * 5], i, n;
+    char(*numbers)[32] = malloc(op->count * 4 * sizeof(*numbers));
     char(*names)[KEY_MAX] = NULL;
 
     if (numbers == NULL || (names = malloc(op->count * sizeof(*names))) == NULL)
@@ -2216,13 +2242,16 @@ static void send_settlement(struct redis_bus *bus, struct settle_op *op)
         struct share *s = rl_strmap_get(bus->shares, op->keys[i]);
         key(names[i], KEY_MAX, "relay:bucket:", op->keys[i]);
         argv[i] = names[i], lens[i] = strlen(names[i]);
-        snprintf(numbers[3 * i], 32, "%.17g", s->capacity);
-        snprintf(numbers[3 * i + 1], 32, "%.17g", s->rate);
-        snprintf(numbers[3 * i + 2], 32, "%.17g", s->sending);
-        argv[n] = numbers[3 * i], lens[n] = strlen(argv[n]), ++n;
-        argv[n] = numbers[3 * i + 1], lens[n] = strlen(argv[n]), ++n;
-        argv[n] = numbers[3 * i + 2], lens[n] = strlen(argv[n]), ++n;
+        snprintf(numbers[4 * i], 32, "%.17g", s->capacity);
+        snprintf(numbers[4 * i + 1], 32, "%.17g", s->rate);
+        snprintf(numbers[4 * i + 2], 32, "%.17g", s->sending);
+        snprintf(numbers[4 * i + 3], 32, "%lld", (long long)op->ages[i]);
+        argv[n] = numbers[4 * i], lens[n] = strlen(argv[n]), ++n;
+        argv[n] = numbers[4 * i + 1], lens[n] = strlen(argv[n]), ++n;
+        argv[n] = numbers[4 * i + 2], lens[n] = strlen(argv[n]), ++n;
+        argv[n] = numbers[4 * i + 3], lens[n] = strlen(argv[n]), ++n;
     }
+    op->sent_ms = mono_ms();
     if (rl_redis_eval(bus->cmd, &settle_script, (int)op->count, (int)n, argv, lens, on_settled, op) == 0)
         op = NULL;
 fail:
@@ -2245,7 +2274,7 @@ static int settle_share(const char *bucket, void *value, void *arg)
     struct share *s = value;
     size_t len = strlen(bucket);
 
-    if (s->sending > 0)
+    if (s->settling)
         return 0; /* the previous settlement has not come back yet */
     if (s->used == 0 && st->now - s->touched_ms > SHARE_IDLE_MS)
         return 1;
@@ -2258,9 +2287,12 @@ static int settle_share(const char *bucket, void *value, void *arg)
     }
     if ((st->op->keys[st->op->count] = strdup(bucket)) == NULL)
         return 0;
+    st->op->ages[st->op->count] = s->used > 0 && st->now > s->first_ms ? st->now - s->first_ms : 0;
     st->op->count++;
     s->sending = s->used;
     s->used = 0;
+    s->first_ms = 0;
+    s->settling = 1;
     if (st->op->count == SETTLE_BATCH) {
         send_settlement(st->bus, st->op);
         st->op = NULL;
