@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bus/bus.h"
+#include "bus/redis.h"
 #include "common/log.h"
 
 static int open_local(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
@@ -50,4 +51,9 @@ void rl_bus_publish(rl_bus_t *bus, const char *user_id, const char *name, json_t
     }
     rl_bus_publish_text(bus, user_id, name, text != NULL ? text : "{}", text != NULL ? strlen(text) : 2);
     free(text);
+}
+
+uint64_t rl_bus_calls_total(void)
+{
+    return rl_redis_calls();
 }

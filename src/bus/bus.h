@@ -96,6 +96,14 @@ typedef struct rl_bus_config {
      * the backend's default. The local bus has no use for it.
      */
     int64_t presence_lease_ms;
+    /*
+     * A networked bus: how often a node settles the rate buckets it serves
+     * from its local shares (0 for the backend's default, 250 ms), and how
+     * long the shares keep serving while the bus is unreachable (0: not at
+     * all; take then answers RL_E_UNAVAILABLE at once). docs/internals/bus.md.
+     */
+    int64_t bucket_settle_ms;
+    int64_t bucket_grace_ms;
     rl_bus_handlers_t handlers;
 } rl_bus_config_t;
 
@@ -192,7 +200,10 @@ static inline const char *rl_bus_presence_get(rl_bus_t *bus, const char *install
 /*
  * Takes one token from the bucket `key` (capacity tokens, refilled at
  * refill_per_s; full when first seen). The bucket is shared by every node. A
- * networked bus may count time by its own clock instead of now_ms.
+ * networked bus may count time by its own clock instead of now_ms, and may
+ * answer from this node's local share of the bucket, settled with the others
+ * now and then: the cluster may then grant more than the bucket, within a
+ * bound the backend documents (docs/internals/bus.md, "Rate buckets").
  */
 static inline void rl_bus_take(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
                                rl_bus_take_cb cb, void *arg)
@@ -218,6 +229,13 @@ static inline void rl_bus_sweep_part(rl_bus_t *bus, int64_t now_ms, unsigned par
 {
     bus->ops->sweep(bus, now_ms, parts);
 }
+
+/*
+ * Commands and script calls this process has sent to a networked bus's
+ * server (Redis) since it started, each call of a pipeline counted; 0 on the
+ * local bus. The metric relay_bus_calls_total.
+ */
+uint64_t rl_bus_calls_total(void);
 
 /* Backends. */
 int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);

@@ -7,18 +7,22 @@
  * Two connections (redis.c): one for commands and scripts, one for
  * SUBSCRIBE, whose messages carry live events, signals and presence changes
  * to this node. Everything that must be atomic is one Lua script, run by
- * EVALSHA: an event's id, its place in the ring and its PUBLISH; a bucket's
- * refill and take; a lease's take or renewal; a presence's compare-and-set.
+ * EVALSHA: the events of a loop turn, each with its id, its place in the
+ * ring and its PUBLISH; a bucket's first take and its settlements (takes
+ * are served from this node's share in between); a lease's take or renewal;
+ * a presence's compare-and-set.
  * Listening to a user and joining a topic catch up from the ring (or the
  * topic's log) once the subscription is confirmed, so that nothing sent
  * after the call is lost to the subscription taking effect later.
  *
  * Redis down or slow: publish and signal are dropped (logged once per
- * episode, counted), read and take answer RL_E_UNAVAILABLE, lease answers
+ * episode, counted), read answers RL_E_UNAVAILABLE, take answers from the
+ * shares for the outage grace and RL_E_UNAVAILABLE after it, lease answers
  * "not held", presence_get answers from this node's cache. Both connections
  * come back by themselves; subscriptions, this node's presences and the
  * presence cache are restored then.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/event.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/strmap.h"
 #include "http/later.h"
@@ -52,7 +57,14 @@
 #define QUEUE_BYTES       (64 * 1024 * 1024)
 #define REPLY_BYTES       (64 * 1024 * 1024)
 #define PENDING_MAX       100000
-#define START_WAIT_MS     2000 /* how long opening waits for Redis before the node starts anyway */
+#define BATCH_EVENTS      1024          /* events in one publish call */
+#define BATCH_USERS       256           /* users in one publish call */
+#define BATCH_BYTES       (1024 * 1024) /* a publish call is sent once its strings reach this */
+#define START_WAIT_MS     2000          /* how long opening waits for Redis before the node starts anyway */
+#define SETTLE_MS         250           /* by default, how often a node settles its bucket shares with Redis */
+#define SETTLE_BATCH      256           /* buckets in one settlement call */
+#define SHARE_IDLE_MS     10000         /* a share nobody took from for this long is forgotten (once settled) */
+#define SHARES_MAX        1000000
 
 /* ---- the scripts ----------------------------------------------------------------------------- */
 
@@ -62,35 +74,52 @@
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
 /*
- * KEYS: the user's counter (hash: first, last) and ring (sorted set: score
- * the id, member "<created ms> <event>"). ARGV: name, data, ring length,
- * ring age (ms), idle lifetime of the keys (ms), the user's channel. A new
- * counter starts from the clock (ms * 1000), so that ids keep increasing
- * after the keys of an idle user expired. Times only grow with ids, so the
- * events too old to keep are a prefix of the ring. An event travels (on the
- * channel, and in the ring after its time) as "<id> <name> <data>": what the
- * event is, never how a client sees it; each node builds the SSE record.
+ * Every event this node published during one loop turn, for any number of
+ * users, in one call. KEYS: each user's counter (hash: first, last) and ring
+ * (sorted set: score the id, member "<created ms> <event>"), two per user.
+ * ARGV: ring length, ring age (ms), idle lifetime of the keys (ms), the
+ * number of users U, each user's channel (U of them), then the events in
+ * publish order as (user's number from 1, name, data) triples. Each event
+ * gets the user's next id, its place in the ring and its PUBLISH in that
+ * order; each user's ring is cut once, after its last event. A new counter
+ * starts from the clock (ms * 1000), so that ids keep increasing after the
+ * keys of an idle user expired. Times only grow with ids, so the events too
+ * old to keep are a prefix of the ring. An event travels (on the channel,
+ * and in the ring after its time) as "<id> <name> <data>": what the event
+ * is, never how a client sees it; each node builds the SSE record. Answers
+ * the number of events.
  */
 static rl_redis_script_t publish_script = {
-    LUA_NOW "local id = redis.call('HINCRBY', KEYS[1], 'last', 1)\n"
-            "if id == 1 then\n"
-            "  id = now * 1000\n"
-            "  redis.call('HSET', KEYS[1], 'first', string.format('%d', id), 'last', string.format('%d', id))\n"
+    LUA_NOW "local length, age, ttl, users = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])\n"
+            "local newest, count = {}, 0\n"
+            "for i = 5 + users, #ARGV - 2, 3 do\n"
+            "  local u = tonumber(ARGV[i])\n"
+            "  local counter, ring = KEYS[2 * u - 1], KEYS[2 * u]\n"
+            "  local id = redis.call('HINCRBY', counter, 'last', 1)\n"
+            "  if id == 1 then\n"
+            "    id = now * 1000\n"
+            "    redis.call('HSET', counter, 'first', string.format('%d', id), 'last', string.format('%d', id))\n"
+            "  end\n"
+            "  local sid = string.format('%d', id)\n"
+            "  local event = sid .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2]\n"
+            "  redis.call('ZADD', ring, sid, string.format('%d', now) .. ' ' .. event)\n"
+            "  redis.call('PUBLISH', ARGV[4 + u], event)\n"
+            "  newest[u] = id\n"
+            "  count = count + 1\n"
             "end\n"
-            "local sid = string.format('%d', id)\n"
-            "local event = sid .. ' ' .. ARGV[1] .. ' ' .. ARGV[2]\n"
-            "redis.call('ZADD', KEYS[2], sid, string.format('%d', now) .. ' ' .. event)\n"
-            "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', id - tonumber(ARGV[3])))\n"
-            "local cutoff = now - tonumber(ARGV[4])\n"
-            "while true do\n"
-            "  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
-            "  if #oldest == 0 or tonumber(string.match(oldest[1], '^%d+')) >= cutoff then break end\n"
-            "  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, 0)\n"
+            "local cutoff = now - age\n"
+            "for u, id in pairs(newest) do\n"
+            "  local counter, ring = KEYS[2 * u - 1], KEYS[2 * u]\n"
+            "  redis.call('ZREMRANGEBYSCORE', ring, '-inf', string.format('%d', id - length))\n"
+            "  while true do\n"
+            "    local oldest = redis.call('ZRANGE', ring, 0, 0)\n"
+            "    if #oldest == 0 or tonumber(string.match(oldest[1], '^%d+')) >= cutoff then break end\n"
+            "    redis.call('ZREMRANGEBYRANK', ring, 0, 0)\n"
+            "  end\n"
+            "  redis.call('PEXPIRE', counter, ttl)\n"
+            "  redis.call('PEXPIRE', ring, ttl)\n"
             "end\n"
-            "redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
-            "redis.call('PEXPIRE', KEYS[2], ARGV[5])\n"
-            "redis.call('PUBLISH', ARGV[6], event)\n"
-            "return id\n"};
+            "return count\n"};
 
 /*
  * KEYS: counter, ring. ARGV: after id, max events, ring age (ms), idle
@@ -153,6 +182,44 @@ static rl_redis_script_t take_script = {
     "if rate > 0 then ttl = math.ceil((capacity - tokens) / rate * 1000) + 1000 end\n"
     "redis.call('PEXPIRE', KEYS[1], ttl)\n"
     "return {taken, string.format('%.17g', tokens)}\n"};
+
+/*
+ * A node's settlement of the buckets it serves from its shares
+ * (docs/internals/bus.md, "Rate buckets"). KEYS: the buckets. ARGV: for each,
+ * capacity, refill per second, the tokens this node took since its last
+ * settlement and how long ago (ms) it took the first of them. Each bucket is
+ * refilled by Redis's clock up to that first take, the tokens are subtracted
+ * (it may go below zero: what several nodes took at once is owed, and
+ * refused until refilled), and it is refilled again up to now: a bucket that
+ * was full when the takes began earns the refill since, as it would have
+ * had each take reached Redis at once. Its level is answered, one per key.
+ */
+static rl_redis_script_t settle_script = {
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
+    "local out = {}\n"
+    "for k = 1, #KEYS do\n"
+    "  local capacity, rate = tonumber(ARGV[4 * k - 3]), tonumber(ARGV[4 * k - 2])\n"
+    "  local used, first = tonumber(ARGV[4 * k - 1]), now - tonumber(ARGV[4 * k])\n"
+    "  local b = redis.call('HMGET', KEYS[k], 'tokens', 'ms')\n"
+    "  local tokens, at = tonumber(b[1]), tonumber(b[2])\n"
+    "  if tokens == nil or at == nil then tokens, at = capacity, first end\n"
+    "  if first > at then\n"
+    "    tokens = math.min(capacity, tokens + (first - at) / 1000 * rate)\n"
+    "    at = first\n"
+    "  end\n"
+    "  tokens = tokens - used\n"
+    "  if now > at then\n"
+    "    tokens = math.min(capacity, tokens + (now - at) / 1000 * rate)\n"
+    "    at = now\n"
+    "  end\n"
+    "  redis.call('HSET', KEYS[k], 'tokens', string.format('%.17g', tokens), 'ms', string.format('%.17g', at))\n"
+    "  local ttl = 86400000\n"
+    "  if rate > 0 then ttl = math.ceil((capacity - tokens) / rate * 1000) + 1000 end\n"
+    "  redis.call('PEXPIRE', KEYS[k], ttl)\n"
+    "  out[k] = string.format('%.17g', tokens)\n"
+    "end\n"
+    "return out\n"};
 
 /* KEYS: the lease. ARGV: holder, lifetime (ms). 1 when holder holds it now. */
 static rl_redis_script_t lease_script = {
@@ -322,8 +389,9 @@ static rl_redis_script_t signal_script = {LUA_NOW "local seq = redis.call('INCR'
                                                   "return seq\n"};
 
 static rl_redis_script_t *const scripts[] = {
-    &signal_script,       &publish_script,        &read_script,           &take_script,          &lease_script,
-    &presence_set_script, &presence_clear_script, &presence_renew_script, &presence_load_script, &presence_lapse_script,
+    &signal_script,         &publish_script,       &read_script,           &take_script,
+    &settle_script,         &lease_script,         &presence_set_script,   &presence_clear_script,
+    &presence_renew_script, &presence_load_script, &presence_lapse_script,
 };
 
 /* ---- the bus --------------------------------------------------------------------------------- */
@@ -362,6 +430,36 @@ struct deferred {
     int value;
 };
 
+/* A rate bucket this node serves from its share (redis_take). */
+struct share {
+    double capacity, rate;
+    double tokens;      /* this node's view of the bucket, as of at_ms */
+    int64_t at_ms;      /* monotonic */
+    int64_t touched_ms; /* the last take */
+    double used;        /* taken here since the last settlement was sent */
+    double sending;     /* taken here and carried by the settlement in flight */
+    int64_t first_ms;   /* monotonic: when the first of used was taken (0: none) */
+    int settling;       /* a settlement of this share is in flight */
+    int known;          /* tokens came from Redis (or from this node's grace while it was away) */
+};
+
+/* The events published during this loop turn, sent at its end as one call (send_events). */
+struct batch_user {
+    size_t user, user_len, counter, ring, channel, number; /* offsets in bytes */
+};
+struct batch_event {
+    size_t user; /* in users */
+    size_t name, name_len, data, data_len;
+};
+struct event_batch {
+    rl_later_item_t item;
+    struct batch_user users[BATCH_USERS];
+    size_t nusers;
+    struct batch_event events[BATCH_EVENTS];
+    size_t nevents;
+    rl_buf_t bytes; /* every string of the call, NUL-terminated */
+};
+
 struct redis_bus {
     rl_bus_t super;
     rl_bus_config_t config;
@@ -383,6 +481,12 @@ struct redis_bus {
     int dropping; /* an episode of dropped events or signals is under way (and was logged) */
     uint64_t dropped_events, dropped_signals;
     rl_later_t later;
+    rl_strmap_t *shares; /* bucket -> struct share */
+    h2o_timeout_entry_t settle;
+    int64_t lost_ms;        /* when the command connection was lost (monotonic), -1 while it is up */
+    rl_later_t batch_later; /* the batch's own end of turn (later holds only struct deferred) */
+    struct event_batch batch;
+    char ring_length[24], ring_age[24], idle_ttl[24]; /* the publish script's settings, as text */
     h2o_timeout_entry_t renew;
     int closing;
 };
@@ -400,9 +504,9 @@ static int key(char *buf, size_t size, const char *prefix, const char *name)
     return len < 0 || (size_t)len >= size ? -1 : len;
 }
 
-static void count_drop(struct redis_bus *bus, uint64_t *counter, const char *what)
+static void count_drops(struct redis_bus *bus, uint64_t *counter, size_t n, const char *what)
 {
-    ++*counter;
+    *counter += n;
     if (!bus->dropping) {
         bus->dropping = 1;
         rl_log_warn("redis bus at %s: cannot send %s; events and signals are dropped until Redis answers again",
@@ -470,24 +574,155 @@ static int event_keys(const char *user_id, char *counter, char *ring)
     return 0;
 }
 
+/* One batch on its way: how many events it carries, counted as dropped if it fails. */
+struct batch_op {
+    struct redis_bus *bus;
+    size_t events;
+};
+
 static void on_published(redisReply *reply, void *arg)
 {
-    struct redis_bus *bus = arg;
+    struct batch_op *op = arg;
+    struct redis_bus *bus = op->bus;
 
     if (bus->closing)
-        return;
+        goto out;
     if (reply == NULL)
-        count_drop(bus, &bus->dropped_events, "an event");
+        count_drops(bus, &bus->dropped_events, op->events, "events");
     else if (reply->type == REDIS_REPLY_ERROR)
-        rl_log_warn("redis bus: publishing an event failed: %s", reply->str);
+        rl_log_warn("redis bus: publishing %zu events failed: %s", op->events, reply->str);
+out:
+    free(op);
 }
 
+static void events_reset(struct event_batch *b)
+{
+    b->nusers = b->nevents = 0;
+    rl_buf_reset(&b->bytes);
+}
+
+/* Where the batch's strings are, once no more are appended (the buffer may move until then). */
+static const char *at(const struct event_batch *b, size_t offset)
+{
+    return b->bytes.bytes + offset;
+}
+
+/*
+ * Sends every event of the batch as one call of the publish script (the
+ * order of the arguments is the script's), and empties the batch. Reads of
+ * the ring send the batch first, so that a read after a publish finds it.
+ */
+static void send_events(struct redis_bus *bus)
+{
+    struct event_batch *b = &bus->batch;
+    size_t argc = 2 * b->nusers + 4 + b->nusers + 3 * b->nevents, i, n = 0;
+    const char **argv;
+    size_t *lens;
+    struct batch_op *op;
+    char users[16];
+
+    if (b->nevents == 0) {
+        events_reset(b);
+        return;
+    }
+    argv = malloc(argc * sizeof(*argv));
+    lens = malloc(argc * sizeof(*lens));
+    op = malloc(sizeof(*op));
+    if (argv == NULL || lens == NULL || op == NULL) {
+        count_drops(bus, &bus->dropped_events, b->nevents, "events");
+        goto out;
+    }
+    for (i = 0; i < b->nusers; ++i) {
+        argv[n] = at(b, b->users[i].counter), lens[n++] = strlen(at(b, b->users[i].counter));
+        argv[n] = at(b, b->users[i].ring), lens[n++] = strlen(at(b, b->users[i].ring));
+    }
+    snprintf(users, sizeof(users), "%zu", b->nusers);
+    argv[n] = bus->ring_length, lens[n++] = strlen(bus->ring_length);
+    argv[n] = bus->ring_age, lens[n++] = strlen(bus->ring_age);
+    argv[n] = bus->idle_ttl, lens[n++] = strlen(bus->idle_ttl);
+    argv[n] = users, lens[n++] = strlen(users);
+    for (i = 0; i < b->nusers; ++i)
+        argv[n] = at(b, b->users[i].channel), lens[n++] = strlen(at(b, b->users[i].channel));
+    for (i = 0; i < b->nevents; ++i) {
+        const struct batch_event *e = &b->events[i];
+        argv[n] = at(b, b->users[e->user].number), lens[n++] = strlen(at(b, b->users[e->user].number));
+        argv[n] = at(b, e->name), lens[n++] = e->name_len;
+        argv[n] = at(b, e->data), lens[n++] = e->data_len;
+    }
+    *op = (struct batch_op){bus, b->nevents};
+    if (rl_redis_eval(bus->cmd, &publish_script, (int)(2 * b->nusers), (int)argc, argv, lens, on_published, op) == 0)
+        op = NULL;
+    else
+        count_drops(bus, &bus->dropped_events, b->nevents, "events");
+out:
+    free(op);
+    free(argv);
+    free(lens);
+    events_reset(b);
+}
+
+static void on_turn_end(rl_later_item_t *item)
+{
+    struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, batch.item, item);
+
+    send_events(bus);
+}
+
+/* Appends a NUL-terminated string to the batch's bytes; its offset, or -1. */
+static ptrdiff_t batch_string(struct event_batch *b, const char *text, size_t len)
+{
+    size_t offset = b->bytes.len;
+
+    if (rl_buf_append(&b->bytes, text, len) != 0 || rl_buf_append(&b->bytes, "", 1) != 0) {
+        b->bytes.len = offset;
+        return -1;
+    }
+    return (ptrdiff_t)offset;
+}
+
+/* The user's number in the batch, adding the user (keys, channel) when new; -1 when it cannot. */
+static int batch_user(struct redis_bus *bus, const char *user_id)
+{
+    struct event_batch *b = &bus->batch;
+    char counter[KEY_MAX], ring[KEY_MAX], channel[KEY_MAX], number[16];
+    struct batch_user *u;
+    ptrdiff_t offsets[4];
+    size_t i, len = strlen(user_id);
+
+    /* The events of a turn mostly come in runs of one user: look at the last one first. */
+    for (i = b->nusers; i-- > 0;) {
+        if (b->users[i].user_len == len && memcmp(at(b, b->users[i].user), user_id, len) == 0)
+            return (int)i;
+    }
+    if (event_keys(user_id, counter, ring) != 0 || key(channel, sizeof(channel), bus->events_channel, user_id) < 0)
+        return -1;
+    snprintf(number, sizeof(number), "%zu", b->nusers + 1);
+    u = &b->users[b->nusers];
+    if ((offsets[0] = batch_string(b, user_id, len)) < 0 ||
+        (offsets[1] = batch_string(b, counter, strlen(counter))) < 0 ||
+        (offsets[2] = batch_string(b, ring, strlen(ring))) < 0 ||
+        (offsets[3] = batch_string(b, channel, strlen(channel))) < 0 ||
+        (u->number = (size_t)batch_string(b, number, strlen(number))) == (size_t)-1)
+        return -1;
+    u->user = (size_t)offsets[0], u->user_len = len;
+    u->counter = (size_t)offsets[1], u->ring = (size_t)offsets[2], u->channel = (size_t)offsets[3];
+    return (int)b->nusers++;
+}
+
+/*
+ * An event joins this turn's batch, which is sent at the end of the turn
+ * (or at once when it is full): one script call per node per turn, whatever
+ * the number of users, since the node's events of a turn all go to the same
+ * Redis anyway and one call is what a round trip costs there. Ids are
+ * assigned by the script in the order of the calls.
+ */
 static void redis_publish(rl_bus_t *super, const char *user_id, const char *name, const char *data, size_t len)
 {
     struct redis_bus *bus = (void *)super;
-    char counter[KEY_MAX], ring[KEY_MAX], channel[KEY_MAX], events[24], age[24], ttl[24];
-    const char *argv[8];
-    size_t lens[8], i;
+    struct event_batch *b = &bus->batch;
+    struct batch_event *e;
+    ptrdiff_t name_at, data_at;
+    int user;
 
     /* Event names are the relay's own short identifiers; one that is not a plain token is a bug, not data. */
     if (!rl_event_name_valid(name, strlen(name)) || len == 0 || memchr(data, '\n', len) != NULL ||
@@ -495,17 +730,16 @@ static void redis_publish(rl_bus_t *super, const char *user_id, const char *name
         rl_log_warn("could not encode %s", name);
         return;
     }
-    if (event_keys(user_id, counter, ring) != 0 || key(channel, sizeof(channel), bus->events_channel, user_id) < 0)
+    if (b->nevents == BATCH_EVENTS || b->nusers == BATCH_USERS || b->bytes.len + len + KEY_MAX * 4 > BATCH_BYTES)
+        send_events(bus);
+    if ((user = batch_user(bus, user_id)) < 0 || (name_at = batch_string(b, name, strlen(name))) < 0 ||
+        (data_at = batch_string(b, data, len)) < 0) {
+        count_drops(bus, &bus->dropped_events, 1, "an event");
         return;
-    snprintf(events, sizeof(events), "%zu", bus->config.max_events);
-    snprintf(age, sizeof(age), "%lld", (long long)bus->config.max_age_ms);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)bus->idle_ttl_ms);
-    argv[0] = counter, argv[1] = ring, argv[2] = name, argv[3] = data;
-    argv[4] = events, argv[5] = age, argv[6] = ttl, argv[7] = channel;
-    for (i = 0; i < 8; ++i)
-        lens[i] = i == 3 ? len : strlen(argv[i]);
-    if (rl_redis_eval(bus->cmd, &publish_script, 2, 8, argv, lens, on_published, bus) != 0)
-        count_drop(bus, &bus->dropped_events, "an event");
+    }
+    e = &b->events[b->nevents++];
+    *e = (struct batch_event){(size_t)user, (size_t)name_at, strlen(name), (size_t)data_at, len};
+    rl_later_add(&bus->batch_later, &b->item);
 }
 
 struct read_op {
@@ -616,6 +850,8 @@ static void read_ring(struct redis_bus *bus, const char *user_id, int64_t after_
     struct read_op *op = malloc(sizeof(*op));
     struct deferred *d;
 
+    /* What this node published before the read is in the ring when the read runs. */
+    send_events(bus);
     if (op == NULL || event_keys(user_id, counter, ring) != 0)
         goto fail;
     *op = (struct read_op){bus, cb, arg, internal};
@@ -1604,6 +1840,23 @@ static int assert_own(const char *id, void *value, void *arg)
     return 0;
 }
 
+static int forget_share(const char *bucket, void *value, void *arg)
+{
+    struct share *s = value;
+
+    s->known = 0;
+    s->used = s->sending = 0;
+    return 0;
+}
+
+static void on_cmd_lost(rl_redis_t *redis, void *ctx)
+{
+    struct redis_bus *bus = ctx;
+
+    if (bus->lost_ms < 0)
+        bus->lost_ms = mono_ms();
+}
+
 /* The command connection is (back) up. */
 static void on_cmd_ready(rl_redis_t *redis, void *ctx)
 {
@@ -1616,6 +1869,12 @@ static void on_cmd_ready(rl_redis_t *redis, void *ctx)
         bus->dropping = 0;
         bus->dropped_events = bus->dropped_signals = 0;
     }
+    /*
+     * The shares served alone meanwhile: what they gave is forgiven, and
+     * each bucket's next take asks Redis again (it may have lost them too).
+     */
+    bus->lost_ms = -1;
+    rl_strmap_sweep(bus->shares, forget_share, NULL, NULL);
     /* Redis may have lost them (a restart without persistence), or they lapsed meanwhile. */
     rl_strmap_sweep(bus->own, assert_own, bus, NULL);
     maybe_load(bus);
@@ -1630,7 +1889,7 @@ static void on_signalled(redisReply *reply, void *arg)
     if (bus->closing)
         return;
     if (reply == NULL)
-        count_drop(bus, &bus->dropped_signals, "a signal");
+        count_drops(bus, &bus->dropped_signals, 1, "a signal");
     else if (reply->type == REDIS_REPLY_ERROR)
         rl_log_warn("redis bus: a signal failed: %s", reply->str);
 }
@@ -1655,7 +1914,7 @@ static void redis_signal(rl_bus_t *super, const char *topic, json_t *message)
     for (i = 0; i < 6; ++i)
         lens[i] = strlen(argv[i]);
     if (rl_redis_eval(bus->cmd, &signal_script, 2, 6, argv, lens, on_signalled, bus) != 0)
-        count_drop(bus, &bus->dropped_signals, "a signal");
+        count_drops(bus, &bus->dropped_signals, 1, "a signal");
 out:
     free(text);
 }
@@ -1749,28 +2008,136 @@ static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
 
 /* ---- buckets and leases ---------------------------------------------------------------------- */
 
+/*
+ * Rate buckets from local shares (docs/internals/bus.md, "Rate buckets").
+ * A node learns a bucket's level from Redis once (its first take is a
+ * round trip, the take script), then serves takes from its share: that
+ * level, refilled by this node's clock, less what it took since. Every
+ * settle interval it sends what it took, for every bucket it serves, in one
+ * call of the settle script, and the answer (what every node left) becomes
+ * its share again. While Redis is away, shares keep serving for the outage
+ * grace; what they gave meanwhile is forgiven (never settled).
+ */
+
 struct take_op {
     struct redis_bus *bus;
     rl_bus_take_cb cb;
     void *arg;
+    int64_t sent_ms; /* monotonic: Redis's answer is the bucket as of (a little after) then */
+    char key[];      /* the bucket */
 };
+
+static void refill(struct share *s, int64_t now)
+{
+    if (now > s->at_ms) {
+        s->tokens += (double)(now - s->at_ms) / 1000.0 * s->rate;
+        if (s->tokens > s->capacity)
+            s->tokens = s->capacity;
+        s->at_ms = now;
+    }
+}
+
+/* Whether Redis has been away for longer than the shares may serve alone. */
+static int past_grace(struct redis_bus *bus, int64_t now)
+{
+    return bus->config.bucket_grace_ms <= 0 || (bus->lost_ms >= 0 && now - bus->lost_ms >= bus->config.bucket_grace_ms);
+}
+
+/* Redis was just found away (if it was not already): whether the shares may no longer serve. */
+static int away_too_long(struct redis_bus *bus)
+{
+    int64_t now = mono_ms();
+
+    if (bus->lost_ms < 0)
+        bus->lost_ms = now;
+    return past_grace(bus, now);
+}
+
+static struct share *share_of(struct redis_bus *bus, const char *bucket, double capacity, double refill_per_s)
+{
+    struct share *s = rl_strmap_get(bus->shares, bucket);
+
+    if (s != NULL)
+        return s;
+    if ((s = calloc(1, sizeof(*s))) == NULL)
+        return NULL;
+    if (rl_strmap_put(bus->shares, bucket, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    s->capacity = capacity;
+    s->rate = refill_per_s;
+    return s;
+}
+
+static void take_alone(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg);
 
 static void on_taken(redisReply *reply, void *arg)
 {
     struct take_op *op = arg;
+    struct redis_bus *bus = op->bus;
+    struct share *s;
 
-    if (op->bus->closing)
+    if (bus->closing)
         goto out;
     if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
         reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[1]->type == REDIS_REPLY_STRING) {
-        op->cb(reply->element[0]->integer == 1 ? 0 : RL_E_RATE_LIMITED, strtod(reply->element[1]->str, NULL), op->arg);
+        double tokens = strtod(reply->element[1]->str, NULL);
+        s = rl_strmap_get(bus->shares, op->key);
+        /* The level Redis answered becomes this node's share (less what it took meanwhile). */
+        if (s != NULL && !s->known) {
+            /* Refilled from when it was sent: the time the answer spent on its way and in the loop counts too. */
+            s->tokens = tokens - s->used;
+            s->at_ms = op->sent_ms;
+            s->known = 1;
+        }
+        op->cb(reply->element[0]->integer == 1 ? 0 : RL_E_RATE_LIMITED, tokens, op->arg);
     } else {
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
             rl_log_warn("redis bus: taking a token failed: %s", reply->str);
-        op->cb(RL_E_UNAVAILABLE, 0, op->arg);
+        /*
+         * The connection went while this waited (or a Redis going down
+         * answered an error): as if Redis had been away already, within the
+         * grace. Only a lost connection starts the grace's clock.
+         */
+        s = rl_strmap_get(bus->shares, op->key);
+        if (s != NULL && (reply == NULL ? !away_too_long(bus) : !past_grace(bus, mono_ms())))
+            take_alone(s, mono_ms(), op->cb, op->arg);
+        else
+            op->cb(RL_E_UNAVAILABLE, 0, op->arg);
     }
 out:
     free(op);
+}
+
+/* Takes one token from a share this node knows, inside the call. */
+static void take_from_share(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
+{
+    refill(s, now);
+    if (s->tokens >= 1) {
+        s->tokens -= 1;
+        if (s->used == 0)
+            s->first_ms = now;
+        s->used += 1;
+        cb(0, s->tokens, arg);
+    } else {
+        cb(RL_E_RATE_LIMITED, s->tokens, arg);
+    }
+}
+
+/*
+ * Redis is away (or just went) and the grace has not run out: a share this
+ * node did not know starts full, as a bucket nobody took from would be.
+ */
+static void take_alone(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
+{
+    if (!s->known) {
+        s->tokens = s->capacity;
+        s->at_ms = now;
+        s->used = 0;
+        s->known = 1;
+    }
+    take_from_share(s, now, cb, arg);
 }
 
 static void redis_take(rl_bus_t *super, const char *bucket, double capacity, double refill_per_s, int64_t now_ms,
@@ -1779,22 +2146,185 @@ static void redis_take(rl_bus_t *super, const char *bucket, double capacity, dou
     struct redis_bus *bus = (void *)super;
     char name[KEY_MAX], cap[32], rate[32];
     const char *argv[3] = {name, cap, rate};
-    size_t lens[3], i;
-    struct take_op *op = malloc(sizeof(*op));
+    size_t lens[3], i, len = strlen(bucket);
+    int64_t now = mono_ms();
+    struct share *s = share_of(bus, bucket, capacity, refill_per_s);
+    struct take_op *op;
 
-    /* Redis's clock counts, not now_ms: every node must refill a shared bucket alike. */
-    if (op == NULL || key(name, sizeof(name), "relay:bucket:", bucket) < 0)
+    if (s == NULL) {
+        /* This node keeps as many shares as it may: the others are taken in Redis, one round trip each. */
+        if (!rl_redis_ready(bus->cmd))
+            goto fail;
+        goto round_trip;
+    }
+    s->touched_ms = now;
+    /* The spec's figures may change with a new version of the relay while the share lives. */
+    s->capacity = capacity;
+    s->rate = refill_per_s;
+    if (!rl_redis_ready(bus->cmd)) {
+        if (away_too_long(bus))
+            goto fail;
+        take_alone(s, now, cb, arg);
+        return;
+    }
+    if (s->known) {
+        take_from_share(s, now, cb, arg);
+        return;
+    }
+round_trip:
+    /* Not known yet: a round trip, which is a take of its own in Redis. */
+    if ((op = malloc(sizeof(*op) + len + 1)) == NULL || key(name, sizeof(name), "relay:bucket:", bucket) < 0) {
+        free(op);
         goto fail;
-    *op = (struct take_op){bus, cb, arg};
+    }
+    op->bus = bus, op->cb = cb, op->arg = arg, op->sent_ms = mono_ms();
+    memcpy(op->key, bucket, len + 1);
     snprintf(cap, sizeof(cap), "%.17g", capacity);
     snprintf(rate, sizeof(rate), "%.17g", refill_per_s);
     for (i = 0; i < 3; ++i)
         lens[i] = strlen(argv[i]);
     if (rl_redis_eval(bus->cmd, &take_script, 1, 3, argv, lens, on_taken, op) == 0)
         return;
-fail:
     free(op);
+fail:
     defer(bus, DEFER_TAKE, arg)->take_cb = cb;
+}
+
+/* One settlement call on its way: the buckets it carries, in the order of its keys. */
+struct settle_op {
+    struct redis_bus *bus;
+    int64_t sent_ms; /* monotonic: the levels answered are the buckets' as of (a little after) then */
+    size_t count;
+    char *keys[SETTLE_BATCH];
+    int64_t ages[SETTLE_BATCH]; /* ms since the first take each carries */
+};
+
+static void on_settled(redisReply *reply, void *arg)
+{
+    struct settle_op *op = arg;
+    struct redis_bus *bus = op->bus;
+    size_t i;
+
+    if (bus->closing)
+        goto out;
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+        rl_log_warn("redis bus: settling rate buckets failed: %s", reply->str);
+    for (i = 0; i < op->count; ++i) {
+        struct share *s = rl_strmap_get(bus->shares, op->keys[i]);
+        if (s == NULL)
+            continue;
+        if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && i < reply->elements &&
+            reply->element[i]->type == REDIS_REPLY_STRING) {
+            /*
+             * What every node left, less what this node took since it sent
+             * this, refilled from then: the refill while the answer was on
+             * its way (or waited for a busy loop) is not lost.
+             */
+            s->tokens = strtod(reply->element[i]->str, NULL) - s->used;
+            if (s->tokens > s->capacity)
+                s->tokens = s->capacity;
+            s->at_ms = op->sent_ms;
+            s->known = 1;
+        } else if (reply != NULL) {
+            /* Not settled: counted again with the next one. */
+            s->used += s->sending;
+        }
+        /* No reply: Redis went away; what was taken meanwhile is forgiven with the rest of the outage's. */
+        s->sending = 0;
+        s->settling = 0;
+    }
+out:
+    for (i = 0; i < op->count; ++i)
+        free(op->keys[i]);
+    free(op);
+}
+
+static void send_settlement(struct redis_bus *bus, struct settle_op *op)
+{
+    const char *argv[SETTLE_BATCH * 5];
+    size_t lens[SETTLE_BATCH * 5], i, n;
+    char(*numbers)[32] = malloc(op->count * 4 * sizeof(*numbers));
+    char(*names)[KEY_MAX] = NULL;
+
+    if (numbers == NULL || (names = malloc(op->count * sizeof(*names))) == NULL)
+        goto fail;
+    for (i = 0, n = op->count; i < op->count; ++i) {
+        struct share *s = rl_strmap_get(bus->shares, op->keys[i]);
+        key(names[i], KEY_MAX, "relay:bucket:", op->keys[i]);
+        argv[i] = names[i], lens[i] = strlen(names[i]);
+        snprintf(numbers[4 * i], 32, "%.17g", s->capacity);
+        snprintf(numbers[4 * i + 1], 32, "%.17g", s->rate);
+        snprintf(numbers[4 * i + 2], 32, "%.17g", s->sending);
+        snprintf(numbers[4 * i + 3], 32, "%lld", (long long)op->ages[i]);
+        argv[n] = numbers[4 * i], lens[n] = strlen(argv[n]), ++n;
+        argv[n] = numbers[4 * i + 1], lens[n] = strlen(argv[n]), ++n;
+        argv[n] = numbers[4 * i + 2], lens[n] = strlen(argv[n]), ++n;
+        argv[n] = numbers[4 * i + 3], lens[n] = strlen(argv[n]), ++n;
+    }
+    op->sent_ms = mono_ms();
+    if (rl_redis_eval(bus->cmd, &settle_script, (int)op->count, (int)n, argv, lens, on_settled, op) == 0)
+        op = NULL;
+fail:
+    free(numbers);
+    free(names);
+    if (op != NULL)
+        on_settled(NULL, op);
+}
+
+struct settling {
+    struct redis_bus *bus;
+    struct settle_op *op;
+    int64_t now;
+};
+
+/* Visits one share: adds it to the settlement, or drops it once idle and settled. 1 removes it. */
+static int settle_share(const char *bucket, void *value, void *arg)
+{
+    struct settling *st = arg;
+    struct share *s = value;
+    size_t len = strlen(bucket);
+
+    if (s->settling)
+        return 0; /* the previous settlement has not come back yet */
+    if (s->used == 0 && st->now - s->touched_ms > SHARE_IDLE_MS)
+        return 1;
+    if (!s->known || len + sizeof("relay:bucket:") > KEY_MAX)
+        return 0;
+    if (st->op == NULL) {
+        if ((st->op = calloc(1, sizeof(*st->op))) == NULL)
+            return 0;
+        st->op->bus = st->bus;
+    }
+    if ((st->op->keys[st->op->count] = strdup(bucket)) == NULL)
+        return 0;
+    st->op->ages[st->op->count] = s->used > 0 && st->now > s->first_ms ? st->now - s->first_ms : 0;
+    st->op->count++;
+    s->sending = s->used;
+    s->used = 0;
+    s->first_ms = 0;
+    s->settling = 1;
+    if (st->op->count == SETTLE_BATCH) {
+        send_settlement(st->bus, st->op);
+        st->op = NULL;
+    }
+    return 0;
+}
+
+static void on_settle_tick(h2o_timeout_entry_t *entry)
+{
+    struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, settle, entry);
+    struct settling st = {bus, NULL, mono_ms()};
+
+    h2o_timeout_link(bus->loop, rl_redis__loop_timeout(bus->loop, (uint64_t)bus->config.bucket_settle_ms),
+                     &bus->settle);
+    if (!rl_redis_ready(bus->cmd)) {
+        if (bus->lost_ms < 0)
+            bus->lost_ms = st.now;
+        return;
+    }
+    rl_strmap_sweep(bus->shares, settle_share, &st, free);
+    if (st.op != NULL)
+        send_settlement(bus, st.op);
 }
 
 struct lease_op {
@@ -1854,11 +2384,16 @@ static void redis_close(rl_bus_t *super)
 
     /* The clients fail what waits for a reply; the callbacks see closing and only free their state. */
     bus->closing = 1;
+    rl_later_dispose(&bus->batch_later, NULL);
     rl_redis_free(bus->cmd);
     rl_redis_free(bus->sub);
     if (h2o_timeout_is_linked(&bus->renew))
         h2o_timeout_unlink(&bus->renew);
+    if (h2o_timeout_is_linked(&bus->settle))
+        h2o_timeout_unlink(&bus->settle);
+    rl_strmap_free(bus->shares, free);
     rl_later_dispose(&bus->later, drop_deferred);
+    rl_buf_free(&bus->batch.bytes);
     rl_strmap_free(bus->users, listener_free);
     rl_strmap_free(bus->topics, joined_free);
     rl_strmap_free(bus->presence, free);
@@ -1896,6 +2431,7 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
         .reply_timeout_ms = REPLY_TIMEOUT_MS,
         .keepalive_ms = KEEPALIVE_MS,
         .on_ready = on_cmd_ready,
+        .on_lost = on_cmd_lost,
     };
     rl_redis_config_t sub = cmd;
     const char *why = NULL;
@@ -1939,7 +2475,18 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     bus->presence = rl_strmap_new(PRESENCE_MAX);
     bus->own = rl_strmap_new(PRESENCE_MAX);
     rl_later_init(&bus->later, loop);
+    rl_later_init(&bus->batch_later, loop);
+    bus->batch.item.run = on_turn_end;
+    rl_buf_init(&bus->batch.bytes, SIZE_MAX);
+    snprintf(bus->ring_length, sizeof(bus->ring_length), "%zu", bus->config.max_events);
+    snprintf(bus->ring_age, sizeof(bus->ring_age), "%lld", (long long)bus->config.max_age_ms);
+    snprintf(bus->idle_ttl, sizeof(bus->idle_ttl), "%lld", (long long)bus->idle_ttl_ms);
     bus->renew.cb = on_renew;
+    bus->settle.cb = on_settle_tick;
+    bus->lost_ms = mono_ms(); /* not connected yet */
+    if (bus->config.bucket_settle_ms <= 0)
+        bus->config.bucket_settle_ms = SETTLE_MS;
+    bus->shares = rl_strmap_new(config->max_buckets > 0 ? config->max_buckets : SHARES_MAX);
     cmd.ctx = bus;
     sub.name = "subscriptions";
     sub.scripts = NULL;
@@ -1949,13 +2496,14 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     sub.on_lost = on_sub_lost;
     sub.on_push = on_push;
     sub.ctx = bus;
-    if (bus->users == NULL || bus->topics == NULL || bus->presence == NULL || bus->own == NULL ||
+    if (bus->users == NULL || bus->topics == NULL || bus->presence == NULL || bus->own == NULL || bus->shares == NULL ||
         rl_redis_new(loop, &bus->location, &cmd, &bus->cmd) != 0 ||
         rl_redis_new(loop, &bus->location, &sub, &bus->sub) != 0) {
         redis_close(&bus->super);
         return -1;
     }
     h2o_timeout_link(loop, rl_redis__loop_timeout(loop, (uint64_t)bus->renew_ms), &bus->renew);
+    h2o_timeout_link(loop, rl_redis__loop_timeout(loop, (uint64_t)bus->config.bucket_settle_ms), &bus->settle);
     /*
      * Opening is part of starting a node, before it serves anyone: give
      * Redis a moment, so that the first streams and events find the bus

@@ -666,6 +666,17 @@ static void on_read(h2o_socket_t *sock, const char *err)
     leave(r);
 }
 
+/*
+ * Commands and script calls queued for a server, by every client of the
+ * process (handshakes and keep-alive PINGs included): relay_bus_calls_total.
+ */
+static uint64_t calls_sent;
+
+uint64_t rl_redis_calls(void)
+{
+    return calls_sent;
+}
+
 static int append_command(rl_buf_t *b, int argc, const char **argv)
 {
     size_t lens[4];
@@ -678,6 +689,8 @@ static int append_command(rl_buf_t *b, int argc, const char **argv)
         return -1;
     result = rl_buf_append(b, command, (size_t)len);
     redisFreeCommand(command);
+    if (result == 0)
+        ++calls_sent;
     return result;
 }
 
@@ -915,6 +928,7 @@ static int queue_command(rl_redis_t *r, char *command, size_t len, rl_redis_repl
         }
     }
     free(command);
+    ++calls_sent;
     flush(r);
     return 0;
 }

@@ -137,6 +137,13 @@ int rl_redis_eval(rl_redis_t *redis, const rl_redis_script_t *script, int nkeys,
 int rl_redis_subscription(rl_redis_t *redis, int argc, const char **argv, const size_t *argvlen);
 
 /*
+ * Commands and script calls this process has queued for any server since it
+ * started (each command of a pipeline counts; handshakes and PINGs too).
+ * Loop thread only.
+ */
+uint64_t rl_redis_calls(void);
+
+/*
  * A timeout of ms on loop that lives as long as the thread, shared by every
  * user of the same period: entries can be unlinked from inside any callback,
  * which disposing of a timeout there could not (h2o walks the list).

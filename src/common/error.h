@@ -64,7 +64,7 @@
     X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                               \
     X(INTERNAL, 500, "internal_error", "internal server error")                                                        \
     X(UPSTREAM, 502, "upstream_error", "the bridge bus failed")                                                        \
-    X(UNAVAILABLE, 503, "temporarily_unavailable", "the service is overloaded; retry later")                           \
+    X(UNAVAILABLE, 503, "temporarily_unavailable", "the store (PostgreSQL) is unreachable; retry later")               \
     X(BRIDGE_OFFLINE, 503, "bridge_offline", "the installation's bridge is not connected")                             \
     X(BRIDGE_TIMEOUT, 504, "bridge_timeout", "the bridge did not answer in time")                                      \
     X(AGENT_DEGRADED, 503, "agent_degraded", "the agent is not answering; retry later")

@@ -342,7 +342,14 @@ static void limit_done(struct limit *limit, int result)
 {
     rl_call_t *call = limit->call;
 
-    rl_call_limited(call, result);
+    /*
+     * Only a shared bucket is ever unavailable: the bus's server is away, and
+     * the node's local shares have stopped serving (docs/operations.md).
+     */
+    if (result == RL_E_UNAVAILABLE && rl_call_alive(call))
+        rl_call_fail(call, result, "the event bus (Redis) is unreachable; retry later");
+    else
+        rl_call_limited(call, result);
     rl_call_release(call);
     free(limit);
 }

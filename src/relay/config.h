@@ -17,7 +17,9 @@ typedef struct rl_config {
     char data[1024];
     char store[1024]; /* "" for the data folder's relay.db */
     char bus[1024];
-    char attachments[1024]; /* "" for DATA/attachments */
+    int64_t bus_settle;       /* ms between a node's settlements of its bucket shares (a shared bus) */
+    int64_t bus_outage_grace; /* ms the shares keep serving while the bus is unreachable */
+    char attachments[1024];   /* "" for DATA/attachments */
     char log_level[16];
     char log_format[8]; /* json, text, or auto: text on a terminal */
     char public_url[512];

@@ -22,7 +22,7 @@ void rl_op_submit_for(rl_call_t *call, void *op, rl_store_done_cb done)
     if (rl_store_queued(relay->store) >= (size_t)relay->config.store_queue_max) {
         rl_store_op_free(op);
         call->rate.retry_after_ms = STORE_RETRY_MS;
-        rl_call_fail(call, RL_E_UNAVAILABLE, "the relay is overloaded; retry later");
+        rl_call_fail(call, RL_E_UNAVAILABLE, "the store (the database) is not keeping up; retry later");
         return;
     }
     rl_call_hold(call);

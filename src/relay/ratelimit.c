@@ -82,9 +82,12 @@ void rl_ratelimit_fill(const rl_bucket_spec_t *spec, const char *scope, int resu
     rate->bucket = spec->name;
     rate->scope = scope;
     rate->limit = (long)spec->capacity;
-    if (tokens < 0)
-        tokens = 0;
-    rate->remaining = (long)floor(tokens);
+    /*
+     * A shared bucket served from local shares may be below zero (what two
+     * nodes granted at once is owed): none remains, and the times count the
+     * debt too, so that a client told to wait is not refused again.
+     */
+    rate->remaining = tokens > 0 ? (long)floor(tokens) : 0;
     rate->reset_after = (spec->capacity - tokens) / spec->refill_per_s;
     if (result == 0)
         rate->retry_after_ms = 0;

@@ -153,6 +153,8 @@ static int open_bus(rl_relay_t *relay)
         .max_age_ms = relay->config.replay_window,
         .max_users = BUS_USERS_MAX,
         .max_buckets = RATE_KEYS_MAX,
+        .bucket_settle_ms = relay->config.bus_settle,
+        .bucket_grace_ms = relay->config.bus_outage_grace,
         .handlers = {.event = on_bus_event,
                      .signal = on_bus_signal,
                      .presence_lapsed = on_presence_lapsed,

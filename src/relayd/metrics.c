@@ -88,8 +88,11 @@ static void write_relay(rl_relay_t *relay, FILE *out)
     rl_histogram_write(out, "relay_store_commit_duration_seconds", "", &store.commit);
     fprintf(out,
             "# HELP relay_bus_info The bus between relay nodes (local: one node; redis: shared).\n"
-            "# TYPE relay_bus_info gauge\nrelay_bus_info{backend=\"%s\"} 1\n",
-            bus_backend(relay->config.bus));
+            "# TYPE relay_bus_info gauge\nrelay_bus_info{backend=\"%s\"} 1\n"
+            "# HELP relay_bus_calls_total Commands and script calls this node sent to the bus's server (Redis), "
+            "each call of a pipeline counted; 0 on the local bus.\n"
+            "# TYPE relay_bus_calls_total counter\nrelay_bus_calls_total %llu\n",
+            bus_backend(relay->config.bus), (unsigned long long)rl_bus_calls_total());
 }
 
 static int on_metrics(rl_call_t *call)

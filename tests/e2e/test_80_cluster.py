@@ -264,24 +264,33 @@ def test_one_event_sequence_per_user_and_a_resume_on_another_node(cluster):
 
 
 def test_a_bridge_alternating_nodes_takes_from_one_bucket(cluster):
+    """Each node serves the bucket from its local share, settled with Redis every 250 ms: alternating
+    nodes, the bridge gets the bucket (10, 2 a second) and at most the documented excess of two nodes
+    (docs/operations.md: one capacity and a settlement's refill); test_106 measures it over a window."""
     c = cluster(2)
     a, b = c.nodes
     inst = Installation(c.front, c.front.token("alice"))
     session = inst.create_session()
     interaction, _ = inst.send(session)
     results = []
-    for n in range(11):
+    started = time.monotonic()
+    for n in range(40):
         node = a if n % 2 == 0 else b
         results.append(on(inst, node).request_approval(session, interaction)[1])
+        if n >= 10 and [r.status_code for r in results[-2:]] == [429, 429]:
+            break
+    took = time.monotonic() - started
     for r in results[:10]:
         assert_ok(r)
     remaining = [assert_rate_headers(r, "approval", 10) for r in results[:10]]
-    assert remaining[0] == 9 and remaining == sorted(remaining, reverse=True), remaining
-    err = assert_error(results[10], 429, "rate_limited")
+    assert remaining[0] == 9, remaining
+    granted = [r for r in results if r.status_code == 200]
+    assert len(granted) <= 10 + 2 * took + (10 + 2 * 0.35), (len(granted), took)
+    err = assert_error(results[-1], 429, "rate_limited")
     assert 0 < err["retry_after_ms"] <= 1000, err
-    assert int(results[10].headers["Retry-After"]) >= 1
-    assert assert_rate_headers(results[10], "approval", 10) == 0
-    assert len(inst.snapshot()["pending_approvals"]) == 10
+    assert int(results[-1].headers["Retry-After"]) >= 1
+    assert assert_rate_headers(results[-1], "approval", 10) == 0
+    assert len(inst.snapshot()["pending_approvals"]) == len(granted)
 
 
 def test_a_bridge_reconnecting_to_b_replaces_its_socket_on_a_and_health_is_the_same_everywhere(cluster):

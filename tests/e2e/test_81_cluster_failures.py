@@ -9,7 +9,9 @@ through the balancer the whole time, and one part lost in the middle:
 
 In each case every delta acknowledged is in the store exactly once (its
 idempotency key too), requests that cannot be served meanwhile get 503
-`temporarily_unavailable` with `retry_after_ms` and Retry-After, relayd logs
+`temporarily_unavailable` with `retry_after_ms`, Retry-After and a message
+naming the part that is away (Redis only once the rate buckets' local shares
+stopped serving, after --bus-outage-grace), relayd logs
 the loss and the reconnection, and the relay serves again by itself within a
 bounded time after the part is back. A test that stops PostgreSQL or Redis
 starts a server of its own, so that no other test sees the outage.
@@ -309,6 +311,7 @@ def test_a_postgresql_restart_under_load_loses_nothing_and_recovers_by_itself(no
             r = read_messages(node, inst, session)
             assert time.monotonic() - started < 2 * SLOW, "a request waited for the database"
             assert_unavailable(r)
+            assert r.json()["error"]["message"] == "the store (PostgreSQL) is unreachable; retry later", r.text
         r = c.front.post("/v1/me/sessions/%s/send" % session, {"text": "while the database is down"},
                          token=inst.user)
         assert_unavailable(r)
@@ -352,12 +355,17 @@ def test_a_postgresql_restart_under_load_loses_nothing_and_recovers_by_itself(no
 
 # ---- Redis lost ----------------------------------------------------------------------------------
 
+# The outage grace of the Redis test: how long each node's local shares of the rate buckets keep serving.
+GRACE = 2.0 * SLOW
+
+
 def test_a_redis_restart_under_load_loses_nothing_and_recovers_by_itself(nodes, postgres, own_redis):
     store = postgres.database()
-    c = nodes(2, store, own_redis.location)
+    c = nodes(2, store, own_redis.location, "--bus-outage-grace", "%dms" % int(GRACE * 1000))
     inst, sock, session, message_id = start_turn(c, store)
     stream = inst.stream()
-    pump = DeltaPump(inst, message_id)
+    # Enough deltas to stream through the grace and past it.
+    pump = DeltaPump(inst, message_id, count=3 * DELTAS)
     pump.start()
     pump.wait_acked(DELTAS // 4)
 
@@ -365,15 +373,26 @@ def test_a_redis_restart_under_load_loses_nothing_and_recovers_by_itself(nodes, 
     down_at = time.monotonic()
     acked_before = pump.acked_before(down_at)
     try:
-        # Rate buckets live in Redis: without it every node refuses at once, saying when to come back.
+        # Rate buckets are served from each node's local shares for the grace: requests go on.
+        for node in c.nodes:
+            started = time.monotonic()
+            r = node.get("/v1/me", headers=bearer(inst.user))
+            assert time.monotonic() - started < 2 * SLOW, "a request waited for Redis"
+            assert_ok(r)
+        assert time.monotonic() - down_at < GRACE, "the machine is too slow for this test's grace"
+        # Past the grace, every node refuses at once, saying why and when to come back.
+        time.sleep(max(0.0, GRACE + 0.3 - (time.monotonic() - down_at)))
         for node in c.nodes:
             started = time.monotonic()
             r = node.get("/v1/me", headers=bearer(inst.user))
             assert time.monotonic() - started < 2 * SLOW, "a request waited for Redis"
             assert_unavailable(r)
+            assert r.json()["error"]["message"] == "the event bus (Redis) is unreachable; retry later", r.text
         time.sleep(max(0.0, OUTAGE - (time.monotonic() - down_at)))
     finally:
         own_redis.start()
+    # The bridge's deltas were acknowledged through the grace (stored; their events could not be sent).
+    assert [i for i, at in pump.acked if down_at + 0.2 < at < down_at + GRACE - 0.2], ("no delta served in the grace", [(round(at - down_at, 2)) for _, at in pump.acked][-40:], pump.refusals[:3])
 
     assert_recovered(c, inst, session, pump, store, message_id, acked_before)
 

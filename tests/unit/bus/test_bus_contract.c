@@ -309,6 +309,54 @@ static void test_an_event_right_after_listen_is_delivered(void **state)
     rl_bus_close(bus);
 }
 
+/*
+ * Many events of several users published in one loop turn (a networked bus
+ * sends them together at its end): each user's arrive at a listening node in
+ * publish order with consecutive ids, and the ring replays them all.
+ */
+static void test_a_turns_events_of_several_users_arrive_in_order(void **state)
+{
+    static const char *const users[3] = {"ula", "vic", "wes"};
+    rl_bus_t *bus = bus_new(64, 60000, 100);
+    int64_t before[3];
+    int i, u, seen[3] = {0};
+
+    for (u = 0; u < 3; ++u) {
+        before[u] = newest(bus, users[u]);
+        rl_bus_listen(bus, users[u], 1);
+    }
+    settle(bus);
+    /* 20 events each, interleaved, without running the loop in between. */
+    for (i = 0; i < 20; ++i) {
+        for (u = 0; u < 3; ++u)
+            publish(bus, users[u], i);
+    }
+    wait_for(rec.count == 60);
+    settle(bus);
+    assert_int_equal(rec.count, 60);
+    for (i = 0; i < 60; ++i) {
+        char data[32];
+        for (u = 0; u < 3 && strcmp(rec.users[i], users[u]) != 0; ++u)
+            ;
+        assert_true(u < 3);
+        assert_int_equal(rec.ids[i], before[u] + 1 + seen[u]);
+        snprintf(data, sizeof(data), "data: {\"n\":%d}\n\n", seen[u]);
+        assert_true(strstr(rec.frames[i], data) != NULL);
+        ++seen[u];
+    }
+    for (u = 0; u < 3; ++u) {
+        struct reading r = read_after(bus, users[u], before[u]);
+        assert_int_equal(seen[u], 20);
+        assert_false(r.gap);
+        assert_int_equal(r.count, 20);
+        assert_int_equal(r.newest, before[u] + 20);
+        for (i = 0; i < 20; ++i)
+            assert_int_equal(r.ids[i], before[u] + 1 + i);
+        rl_bus_listen(bus, users[u], 0);
+    }
+    rl_bus_close(bus);
+}
+
 static void test_exact_replay(void **state)
 {
     rl_bus_t *bus = bus_new(8, 60000, 100);
@@ -374,7 +422,12 @@ static void test_age_limit_and_sweep(void **state)
     int64_t first = newest(bus, "alice") + 1;
 
     publish(bus, "alice", 1);
-    /* With a zero window everything published is already too old to replay (once the clock moved on). */
+    /*
+     * With a zero window everything published is already too old to replay
+     * (once the clock moved on). A networked bus sends a turn's events at its
+     * end, which is their time: let the turn end first.
+     */
+    run_for(20);
     usleep(2000);
     rl_bus_sweep(bus, first / 1000 + 1000);
     assert_true(read_after(bus, "alice", first - 1).gap);
@@ -669,13 +722,19 @@ static void test_two_nodes_share_signals_presence_buckets_and_leases(void **stat
     wait_for(strcmp(rl_bus_presence_get(a, "inst_p"), "offline") == 0);
     wait_for(strcmp(rl_bus_presence_get(c, "inst_p"), "offline") == 0);
 
-    /* One bucket for every node: 3 tokens, taken twice on a and once on b, and then none is left on b. */
+    /*
+     * One bucket for every node, each serving from its share and settling
+     * every settle interval (250 ms): 3 tokens, taken twice on a; once a
+     * settled, b takes the last one, and once b settled, none is left on a.
+     */
     take(a, "bridge/inst_p/msg", 3, 0.001, 0, &t);
     take(a, "bridge/inst_p/msg", 3, 0.001, 0, &t);
+    run_for(600);
     take(b, "bridge/inst_p/msg", 3, 0.001, 0, &t);
     assert_int_equal(t.result, 0);
     take(b, "bridge/inst_p/msg", 3, 0.001, 0, &t);
     assert_int_equal(t.result, RL_E_RATE_LIMITED);
+    run_for(600);
     take(a, "bridge/inst_p/msg", 3, 0.001, 0, &t);
     assert_int_equal(t.result, RL_E_RATE_LIMITED);
 
@@ -746,10 +805,11 @@ static void test_a_ring_written_before_the_upgrade_replays(void **state)
     struct reading r;
 
     assert_non_null(dir);
-    snprintf(command, sizeof(command),
-             "redis-cli -s '%s/redis.sock' ZADD relay:ev:ring:olga 41 \"%lld id: 41\nevent: message_delta\ndata: "
-             "{\\\"n\\\":41}\n\n\" >/dev/null && redis-cli -s '%s/redis.sock' HSET relay:ev:n:olga first 41 last 41 >/dev/null",
-             dir, (long long)(rl_clock_now_ms()), dir);
+    snprintf(
+        command, sizeof(command),
+        "redis-cli -s '%s/redis.sock' ZADD relay:ev:ring:olga 41 \"%lld id: 41\nevent: message_delta\ndata: "
+        "{\\\"n\\\":41}\n\n\" >/dev/null && redis-cli -s '%s/redis.sock' HSET relay:ev:n:olga first 41 last 41 >/dev/null",
+        dir, (long long)(rl_clock_now_ms()), dir);
     assert_int_equal(system(command), 0);
     r = read_after(bus, "olga", 40);
     assert_int_equal(r.result, 0);
@@ -846,12 +906,87 @@ static void test_redis_restart(void **state)
     rl_bus_close(b);
 }
 
+/*
+ * Buckets from local shares: once a node knows a bucket, takes are answered
+ * inside the call without a call to Redis, and one settlement per interval
+ * carries every bucket. While Redis is away the shares serve for the grace
+ * (here 1 s), buckets this node did not know included; past it, take answers
+ * RL_E_UNAVAILABLE. Once back, each bucket is asked again.
+ */
+static void test_bucket_shares_spare_round_trips_and_outlive_an_outage(void **state)
+{
+    const char *stop = getenv("RL_TEST_REDIS_STOP"), *start = getenv("RL_TEST_REDIS_START");
+    rl_bus_config_t config = {.max_events = 8, .max_age_ms = 60000, .max_users = 100, .bucket_grace_ms = 1000};
+    rl_bus_t *bus = NULL;
+    struct taken t = {0};
+    uint64_t calls;
+    int i, keys;
+
+    assert_non_null(stop);
+    assert_non_null(start);
+    memset(&rec, 0, sizeof(rec));
+    assert_int_equal(rl_bus_open(location, loop, &config, &bus), 0);
+    /* The first take of each bucket asks Redis. */
+    for (keys = 0; keys < 20; ++keys) {
+        char key[32];
+        snprintf(key, sizeof(key), "user/u%d/default", keys);
+        take(bus, key, 1000, 1, 0, &t);
+        assert_int_equal(t.result, 0);
+    }
+    /* Then 2 000 takes over 20 buckets and about a second: a handful of settlements, no call per take. */
+    calls = rl_bus_calls_total();
+    for (i = 0; i < 2000; ++i) {
+        char key[32];
+        int before = t.calls;
+        snprintf(key, sizeof(key), "user/u%d/default", i % keys);
+        rl_bus_take(bus, key, 1000, 1, 0, on_taken, &t);
+        /* Inside the call. */
+        assert_int_equal(t.calls, before + 1);
+        assert_int_equal(t.result, 0);
+        if (i % 200 == 0)
+            run_for(100);
+    }
+    assert_true(rl_bus_calls_total() - calls <= 12);
+    assert_true(rl_bus_calls_total() - calls >= 2);
+
+    assert_int_equal(system(stop), 0);
+    /* Away: a known bucket and a new one are served from shares... */
+    take(bus, "user/u1/default", 1000, 1, 0, &t);
+    assert_int_equal(t.result, 0);
+    take(bus, "user/new/default", 2, 0.001, 0, &t);
+    assert_int_equal(t.result, 0);
+    take(bus, "user/new/default", 2, 0.001, 0, &t);
+    take(bus, "user/new/default", 2, 0.001, 0, &t);
+    /* ...which stay buckets... */
+    assert_int_equal(t.result, RL_E_RATE_LIMITED);
+    /* ...until the grace ends. */
+    run_for(1100);
+    take(bus, "user/u1/default", 1000, 1, 0, &t);
+    assert_int_equal(t.result, RL_E_UNAVAILABLE);
+    take(bus, "user/other/default", 1000, 1, 0, &t);
+    assert_int_equal(t.result, RL_E_UNAVAILABLE);
+
+    assert_int_equal(system(start), 0);
+    {
+        int64_t deadline = mono_ms() + 15000;
+        do {
+            run_for(100);
+            take(bus, "user/u1/default", 1000, 1, 0, &t);
+        } while (t.result != 0 && mono_ms() < deadline);
+        assert_int_equal(t.result, 0);
+    }
+    /* Redis came back empty: the bucket is full again there, as the node now knows. */
+    assert_true(t.tokens > 990);
+    rl_bus_close(bus);
+}
+
 int main(void)
 {
     const struct CMUnitTest every_bus[] = {
         cmocka_unit_test_setup(test_live_delivery_and_encoding, setup),
         cmocka_unit_test_setup(test_events_travel_as_id_name_payload, setup),
         cmocka_unit_test_setup(test_an_event_right_after_listen_is_delivered, setup),
+        cmocka_unit_test_setup(test_a_turns_events_of_several_users_arrive_in_order, setup),
         cmocka_unit_test_setup(test_exact_replay, setup),
         cmocka_unit_test_setup(test_gaps, setup),
         cmocka_unit_test_setup(test_age_limit_and_sweep, setup),
@@ -870,6 +1005,7 @@ int main(void)
         cmocka_unit_test_setup(test_two_nodes_share_signals_presence_buckets_and_leases, setup),
         cmocka_unit_test_setup(test_a_dead_nodes_presence_lapses, setup),
         cmocka_unit_test_setup(test_redis_restart, setup),
+        cmocka_unit_test_setup(test_bucket_shares_spare_round_trips_and_outlive_an_outage, setup),
         cmocka_unit_test_setup(test_a_ring_written_before_the_upgrade_replays, setup),
     };
     const char *other = getenv("RL_TEST_BUS");
