@@ -46,6 +46,7 @@
 #include "relay/ops.h"
 #include "relay/relay.h"
 #include "relay/target.h"
+#include "store/deltalog.h"
 
 #define OPEN_MESSAGES_MAX    100000
 #define KEYS_PER_MESSAGE_MAX 100000
@@ -99,6 +100,7 @@ struct rl_deltas {
     h2o_timeout_t group_commit;
     h2o_timeout_entry_t due;
     int publish_on_commit; /* a shared bus: other nodes write to messages too (above) */
+    unsigned changing;     /* changes to messages' state in the store, not yet told to the records */
 };
 
 static void record_unref(struct open_message *message)
@@ -303,7 +305,8 @@ static int check_run(rl_txn_t *txn, const rl_delta_batch_t *batch, const rl_delt
     int64_t next = 0;
     int result;
 
-    if (first->installation_id == NULL)
+    /* One node whose records are the truth (rl_delta_batch_t.trusted): nothing to read back. */
+    if (first->installation_id == NULL || batch->trusted)
         return 0;
     /* Another node may have revoked the installation since this one's token cache last heard (target.h). */
     if ((batch->shared && (result = rl_target_installation_check(txn, first->installation_id)) != 0) ||
@@ -512,7 +515,28 @@ static void append_dispose(rl_store_op_t *base)
     rl_op_dispose(base);
 }
 
-static const rl_store_op_type_t append_type = {"deltas_append", 1, append_run, append_dispose};
+/*
+ * On the worker, for a store with a delta log: a trusted batch's deltas as
+ * log records (the store folds them into runs later, as write_run would).
+ * A batch that must be checked runs in a transaction.
+ */
+static int append_log(rl_store_op_t *base, struct rl_deltalog_buf *buf)
+{
+    rl_delta_batch_t *batch = ((struct append *)base)->batch;
+    rl_delta_row_t *row;
+
+    if (!batch->trusted)
+        return 1;
+    for (row = batch->head; row != NULL; row = row->next) {
+        if (rl_deltalog_encode(buf, row->message_id, row->seq, row->key, row->body_hash, row->delta, row->delta_len) !=
+            0)
+            return 1;
+        row->outcome = 0;
+    }
+    return 0;
+}
+
+static const rl_store_op_type_t append_type = {"deltas_append", 1, append_run, append_dispose, append_log};
 
 static void submit(rl_deltas_t *deltas);
 static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call);
@@ -579,6 +603,8 @@ static void submit(rl_deltas_t *deltas)
     next->shared = deltas->relay->shared;
     if (h2o_timeout_is_linked(&deltas->due))
         h2o_timeout_unlink(&deltas->due);
+    /* Trusted only while no change to a message's state is unaccounted for (rl_deltas_changing). */
+    deltas->pending->trusted = !deltas->pending->shared && deltas->changing == 0 && !deltas->pending->doubted;
     op = rl_op_new(&append_type, sizeof(*op));
     op->batch = deltas->pending;
     deltas->pending = next;
@@ -689,6 +715,35 @@ void rl_deltas_forget_session(rl_deltas_t *deltas, const char *session_id)
 {
     /* A deleted session's open messages answer 410 from now on: the next delta reloads the truth. */
     rl_strmap_sweep(deltas->open_messages, of_session, (void *)session_id, message_free);
+}
+
+void rl_deltas_changing(rl_deltas_t *deltas, int begin)
+{
+    if (deltas == NULL)
+        return;
+    if (begin) {
+        rl_deltas_flush(deltas);
+        ++deltas->changing;
+        return;
+    }
+    if (deltas->changing > 0)
+        --deltas->changing;
+    /* Deltas that joined while the change was in the store met records that had not heard of it. */
+    if (deltas->pending != NULL && deltas->pending->count > 0)
+        deltas->pending->doubted = 1;
+}
+
+static int any(const char *key, void *value, void *arg)
+{
+    (void)key;
+    (void)arg;
+    return !((struct open_message *)value)->loading;
+}
+
+void rl_deltas_forget_all(rl_deltas_t *deltas)
+{
+    if (deltas != NULL)
+        rl_strmap_sweep(deltas->open_messages, any, NULL, message_free);
 }
 
 void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id)

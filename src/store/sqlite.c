@@ -864,6 +864,11 @@ fail:
     return -1;
 }
 
+const char *rl_store__sqlite_path(rl_txn_t *txn)
+{
+    return RL_SQL_TXN(txn)->driver == &sqlite_driver ? ((struct sqlite_txn *)txn)->path : NULL;
+}
+
 /* ---- one-shot access for relayd's commands (sqlite.h) --------------------------------------------- */
 
 int rl_store_sqlite_target_version(void)

@@ -4,6 +4,8 @@
 
 #include "common/log.h"
 #include "store/backends.h"
+#include "store/deltalog.h"
+#include "store/sql.h"
 
 /*
  * Where each kind of location goes; a location without a scheme is a data
@@ -46,8 +48,25 @@ int rl_store__backend_open(const char *location, rl_txn_t **out)
 int rl_store_open(const char *location, rl_store_t **out)
 {
     rl_txn_t *txn;
+    const char *db;
+    char path[4200];
 
-    return rl_store__backend_open(location, &txn) == 0 ? rl_store__wrap(txn, 1, out) : -1;
+    if (rl_store__backend_open(location, &txn) != 0)
+        return -1;
+    /*
+     * relayd's SQLite store streams deltas through a log beside the database
+     * (deltalog.h). Only here: relayd holds the data folder, and a one-shot
+     * command (rl_store_open_inline) must not fold or cut the log of a
+     * relayd that runs meanwhile.
+     */
+    if ((db = rl_store__sqlite_path(txn)) != NULL) {
+        snprintf(path, sizeof(path), "%s-deltas.log", db);
+        if ((txn->log = rl_deltalog_open(path)) == NULL) {
+            txn->ops->close(txn);
+            return -1;
+        }
+    }
+    return rl_store__wrap(txn, 1, out);
 }
 
 int rl_store_open_inline(const char *location, rl_store_t **out)

@@ -65,6 +65,7 @@ void rl_arena_free(rl_arena_t *arena);
 typedef struct rl_store rl_store_t;
 typedef struct rl_txn rl_txn_t;
 typedef struct rl_store_op rl_store_op_t;
+struct rl_deltalog_buf;
 
 typedef struct rl_store_op_type {
     const char *name;
@@ -74,6 +75,15 @@ typedef struct rl_store_op_type {
     int (*run)(rl_txn_t *txn, rl_store_op_t *op);
     /* Optional, on the loop thread: frees what the op owns outside its arena. */
     void (*dispose)(rl_store_op_t *op);
+    /*
+     * Optional, on the worker: a write that a store with a delta log
+     * (SQLite, deltalog.h) may append there instead of running in a
+     * transaction. Encodes the op's records into buf and returns 0, or
+     * returns 1 when this op must run in a transaction after all. A batch
+     * whose every op appends is one write(2) and no transaction; any other
+     * op first folds the log into the database, in its batch's transaction.
+     */
+    int (*log)(rl_store_op_t *op, struct rl_deltalog_buf *buf);
 } rl_store_op_type_t;
 
 /* Called on the loop thread once the operation has run; the store frees it when this returns. */
@@ -129,7 +139,10 @@ size_t rl_store_queued(rl_store_t *store);
 
 /* What the worker has done so far, for the metrics (docs/operations.md, "Monitoring"). */
 typedef struct rl_store_figures {
-    uint64_t batches;      /* transactions run */
+    uint64_t batches;      /* transactions run (a fold of the delta log is one) */
+    uint64_t log_appends;  /* batches written to the delta log instead (one write(2) each, no transaction) */
+    uint64_t log_folds;    /* transactions that folded the delta log into the database */
+    uint64_t round_trips;  /* network round trips to the database server (PostgreSQL; 0 on SQLite) */
     uint64_t operations;   /* operations run in them */
     rl_histogram_t commit; /* time each commit took (the WAL write, or PostgreSQL's COMMIT) */
     size_t queued;         /* operations waiting for the worker now */
@@ -541,6 +554,10 @@ struct rl_txn_ops {
 
 struct rl_txn {
     const struct rl_txn_ops *ops;
+    /* The delta log beside a SQLite database opened by rl_store_open (deltalog.h), or NULL. */
+    struct rl_deltalog *log;
+    /* Round trips to the server so far (a network backend counts them; worker thread). */
+    uint64_t round_trips;
     /* Set by the worker around each operation: where rows read go, and whether the operation writes. */
     rl_arena_t *arena;
     int writing;
