@@ -39,7 +39,7 @@ typedef struct rl_delta_row {
 typedef struct rl_delta_batch {
     rl_delta_row_t *head, **tail;
     size_t count;
-    int shared;       /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
+    int shared; /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
     /*
      * One node, and no change to a message's state in flight when it was
      * submitted: the records it was applied against are the truth, and its
@@ -47,7 +47,7 @@ typedef struct rl_delta_batch {
      * default) checks every run.
      */
     int trusted;
-    int doubted; /* a change finished while it gathered: it is not trusted (rl_deltas_changing) */
+    int doubted;      /* a change finished while it gathered: it is not trusted (rl_deltas_changing) */
     int64_t first_ms; /* when its first delta joined it (rl_clock_mono_ms) */
 } rl_delta_batch_t;
 

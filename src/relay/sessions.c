@@ -237,7 +237,8 @@ static void on_session_changed(rl_store_op_t *base)
     json_t *session = op->op.value, *id;
 
     if (op->change == RL_SESSION_DELETE || op->change == RL_SESSION_RESTORE) {
-        /* Its messages' records are reloaded by their next delta: 410 after a delete, streaming again after a restore. */
+        /* Its messages' records are reloaded by their next delta: 410 after a delete, streaming again after a restore.
+         */
         if (base->result == 0 && op->changed)
             rl_deltas_forget_session(relay->deltas, json_string_value(json_object_get(session, "id")));
         rl_deltas_changing(relay->deltas, 0);

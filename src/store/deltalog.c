@@ -292,8 +292,8 @@ struct entry {
 static int by_message_then_seq(const void *a, const void *b)
 {
     const struct entry *x = a, *y = b;
-    size_t n = x->record.message_id_len < y->record.message_id_len ? x->record.message_id_len
-                                                                     : y->record.message_id_len;
+    size_t n =
+        x->record.message_id_len < y->record.message_id_len ? x->record.message_id_len : y->record.message_id_len;
     int order = memcmp(x->record.message_id, y->record.message_id, n);
 
     if (order == 0)
@@ -321,8 +321,8 @@ static int write_run(rl_txn_t *txn, const char *message_id, const struct entry *
         const rl_deltalog_record_t *r = &entries[i].record;
         memcpy(text + len, r->delta, r->delta_len);
         len += r->delta_len;
-        if (json_array_append_new(keys, json_pack("[s#, s#]", r->key, (int)r->key_len, r->body_hash,
-                                                  (int)r->body_hash_len)) != 0)
+        if (json_array_append_new(
+                keys, json_pack("[s#, s#]", r->key, (int)r->key_len, r->body_hash, (int)r->body_hash_len)) != 0)
             goto out;
     }
     if ((keys_text = json_dumps(keys, JSON_COMPACT)) == NULL)
@@ -408,9 +408,10 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
     txn->arena = &arena;
     txn->writing = 1;
     for (start = 0; start < count && result == 0; start = end) {
-        for (end = start + 1; end < count && entries[end].record.message_id_len == entries[start].record.message_id_len &&
-                              memcmp(entries[end].record.message_id, entries[start].record.message_id,
-                                     entries[start].record.message_id_len) == 0;
+        for (end = start + 1;
+             end < count && entries[end].record.message_id_len == entries[start].record.message_id_len &&
+             memcmp(entries[end].record.message_id, entries[start].record.message_id,
+                    entries[start].record.message_id_len) == 0;
              ++end) {
         }
         result = fold_message(txn, entries + start, end - start);

@@ -423,6 +423,8 @@ static PGresult *await(struct pg_txn *t, int *error)
     PGresult *kept = NULL, *res;
     int flushed, ready;
 
+    /* Everything sent since the last wait, answered: one network round trip (relay_store_round_trips_total). */
+    ++t->base.base.round_trips;
     while ((flushed = PQflush(t->conn)) == 1) {
         ready = wait_socket(t, POLLIN | POLLOUT, deadline);
         if (ready <= 0)
