@@ -941,6 +941,17 @@ static int pg_begin(rl_txn_t *txn)
     return result;
 }
 
+/* Statements outside a transaction, each its own: the connection is made again when it was lost. */
+static int pg_autocommit(rl_txn_t *txn)
+{
+    struct pg_txn *t = TXN(txn);
+
+    t->failed = 0;
+    t->timed_out = 0;
+    t->in_txn = t->in_savepoint = 0;
+    return reconnect(t);
+}
+
 static void pg_rollback(rl_txn_t *txn)
 {
     struct pg_txn *t = TXN(txn);
@@ -1034,6 +1045,7 @@ static const rl_sql_driver_t pg_driver = {
     .savepoint = pg_savepoint,
     .release = pg_release,
     .close = pg_close,
+    .autocommit = pg_autocommit,
     .run = pg_run,
     .next = pg_next,
     .is_null = pg_is_null,

@@ -84,6 +84,14 @@ typedef struct rl_store_op_type {
      * op first folds the log into the database, in its batch's transaction.
      */
     int (*log)(rl_store_op_t *op, struct rl_deltalog_buf *buf);
+    /*
+     * Optional, on the worker: whether this op may run on its own, outside a
+     * transaction, on a backend that offers it (rl_txn_ops.autocommit): its
+     * run is then one statement, atomic by itself. A batch whose every op
+     * may is run so: one round trip per op instead of BEGIN, SAVEPOINT,
+     * RELEASE and COMMIT around it (PostgreSQL).
+     */
+    int (*direct)(const rl_store_op_t *op);
 } rl_store_op_type_t;
 
 /* Called on the loop thread once the operation has run; the store frees it when this returns. */
@@ -334,6 +342,13 @@ struct rl_txn_ops {
     /* Ends the savepoint: keep 1 keeps its writes, 0 undoes them. */
     void (*release)(rl_txn_t *txn, int keep);
     void (*close)(rl_txn_t *txn);
+    /*
+     * Optional: readies the connection to run statements outside any
+     * transaction, each its own (autocommit), for the operations whose type
+     * offers it (rl_store_op_type_t.direct). 0, an error (as begin), or 1
+     * when the backend runs everything in transactions (SQLite).
+     */
+    int (*autocommit)(rl_txn_t *txn);
 
     /* users: insert_ignore keeps an existing row */
     int (*user_insert_ignore)(rl_txn_t *txn, const rl_user_row_t *row);
@@ -412,6 +427,19 @@ struct rl_txn_ops {
     int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
     int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at);
     int (*delta_keys_purge)(rl_txn_t *txn, int64_t created_before);
+    /*
+     * Several messages' runs checked and inserted by one statement (one
+     * round trip): runs is a JSON array of objects {i, message_id, seq,
+     * seq_last, delta, keys, installation_id}. A run is inserted only when
+     * its installation exists and is not revoked, its message is an agent
+     * message of a session of that installation that is not deleted, the
+     * message streams (its row is locked meanwhile), and seq is the one after
+     * the message's stored runs; a (message_id, seq) already stored is not
+     * inserted either. *written (in the arena) receives the i of each run
+     * inserted, *count how many. 1 when the backend has no such statement
+     * (SQLite: check and insert run by run).
+     */
+    int (*delta_runs_insert_checked)(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count);
 
     /* idempotency records */
     int (*idempotency_get)(rl_txn_t *txn, const char *owner, const char *scope, const char *key,

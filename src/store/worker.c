@@ -200,6 +200,36 @@ static int run_logged(rl_store_t *store, rl_store_op_t *batch)
     return 1;
 }
 
+/*
+ * A batch whose every operation may run on its own (rl_store_op_type_t.direct),
+ * on a backend that runs statements outside a transaction: each op's run
+ * as its own statement, no BEGIN, SAVEPOINT, RELEASE or COMMIT (on
+ * PostgreSQL each of those is a round trip). 1 when it ran so (each op's
+ * result set), 0 when the batch needs a transaction.
+ */
+static int run_direct(rl_txn_t *txn, rl_store_op_t *batch)
+{
+    rl_store_op_t *op;
+    int ready;
+
+    if (txn->ops->autocommit == NULL || (txn->log != NULL && rl_deltalog_size(txn->log) > 0))
+        return 0;
+    for (op = batch; op != NULL; op = op->next)
+        if (op->type->direct == NULL || !op->type->direct(op))
+            return 0;
+    if ((ready = txn->ops->autocommit(txn)) == 1)
+        return 0;
+    for (op = batch; op != NULL; op = op->next) {
+        txn->arena = &op->arena;
+        txn->writing = op->type->writes;
+        op->result =
+            ready != 0 ? (ready == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL) : op->type->run(txn, op);
+    }
+    txn->arena = NULL;
+    txn->writing = 0;
+    return 1;
+}
+
 /* Whether the delta log is due for a fold of its own (big enough, or old enough). */
 static int fold_due(const rl_store_t *store, int64_t now_ms)
 {
@@ -228,7 +258,7 @@ static void run_counted(rl_store_t *store, struct op_list *batch, int locked)
     int64_t commit_us = -1;
     int logged = batch->head != NULL && run_logged(store, batch->head), folded = 0;
 
-    if (!logged)
+    if (!logged && (batch->head == NULL || !run_direct(store->txn, batch->head)))
         run_batch(store->txn, batch->head, &commit_us, &folded);
     if (locked)
         pthread_mutex_lock(&store->lock);
