@@ -706,6 +706,16 @@ static void on_written(rl_store_op_t *base)
     }
 }
 
+/*
+ * Whether a batch submitted now may skip check_run's reads: one node, and
+ * no change to a message's state unaccounted for, neither in the store now
+ * nor while its deltas gathered (rl_deltas_changing).
+ */
+static int batch_trusted(const rl_deltas_t *deltas, const rl_delta_batch_t *batch)
+{
+    return !batch->shared && deltas->changing == 0 && !batch->doubted;
+}
+
 /* Hands the pending batch to the store. */
 static void submit(rl_deltas_t *deltas)
 {
@@ -717,8 +727,7 @@ static void submit(rl_deltas_t *deltas)
     next->shared = deltas->relay->shared;
     if (h2o_timeout_is_linked(&deltas->due))
         h2o_timeout_unlink(&deltas->due);
-    /* Trusted only while no change to a message's state is unaccounted for (rl_deltas_changing). */
-    deltas->pending->trusted = !deltas->pending->shared && deltas->changing == 0 && !deltas->pending->doubted;
+    deltas->pending->trusted = batch_trusted(deltas, deltas->pending);
     op = rl_op_new(&append_type, sizeof(*op));
     op->batch = deltas->pending;
     deltas->pending = next;
