@@ -15,13 +15,28 @@
  * A commit per delta cost about 20 KB of WAL frames and 120-160 us of CPU
  * per delta on SQLite; a batch shares both.
  *
- * The record is a cache: another node may have written to the message
- * meanwhile. The batch checks each message in its transaction (the message
+ * One node alone (relay->shared == 0; relayd holds the data folder's lock)
+ * has the truth in its records: a batch is *trusted* and written without
+ * reading anything back (check_run), and on SQLite it is one write(2) to
+ * the store's delta log rather than a transaction (docs/internals/store.md,
+ * "The delta log"). That holds only while every change to a message's state
+ * tells the records: sendMessageEnd (rl_deltas_ending, rl_deltas_finalized),
+ * the sweep of messages left open, a session deleted or restored
+ * (rl_deltas_changing around the store operation, then rl_deltas_finalized
+ * or rl_deltas_forget_session), a purge (rl_deltas_forget_all). While such a
+ * change is in the store, and for the deltas that gathered meanwhile, a
+ * batch is not trusted and is checked like a shared one. (A revoked
+ * installation is refused by auth before its delta gets here.)
+ *
+ * With several nodes the record is a cache: another node may have written
+ * to the message meanwhile. The batch checks each message (the message
  * still streaming, its session not deleted, and the store's next sequence
  * number the one the record assumed; the message's row is locked while it
- * is read, where the backend needs it). A message that moved on elsewhere
- * has its record dropped and its deltas applied again against a fresh one,
- * where a retry that another node already stored is now a replay.
+ * is read, where the backend needs it); on PostgreSQL every run's checks
+ * and insert are one statement, one round trip per batch. A message that
+ * moved on elsewhere has its record dropped and its deltas applied again
+ * against a fresh one, where a retry that another node already stored is
+ * now a replay.
  *
  * On a shared bus (several nodes) a delta is published only once its batch
  * committed, not when it joins the batch: this node's record may be stale,
