@@ -163,3 +163,21 @@ def test_reads_of_an_open_message_see_deltas_not_folded_yet(relayd):
     metrics = requests.get("http://127.0.0.1:%d/metrics" % port, timeout=10).text
     appends = [line for line in metrics.splitlines() if line.startswith("relay_store_log_appends_total ")]
     assert appends and int(appends[0].split()[1]) >= 20, appends
+
+
+def test_a_migration_after_a_kill9_carries_the_deltas_of_the_log(relayd, postgres):
+    from relaylib import run_relayd
+    relay = relayd(store="sqlite")
+    inst, session, (mid,) = open_messages(relay, 1)
+    for n in range(5):
+        assert_ok(inst.delta(mid, "d%d " % n, idem="k%d" % n))
+    assert log_size(relay) > 0
+    relay.kill9()
+    url = postgres.database()
+    proc = run_relayd(["migrate", "--from", "sqlite:%s" % relay.db_path(), "--to", url], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    moved_relay = relayd(store=url)
+    moved = Installation.__new__(Installation)
+    moved.relay, moved.user, moved.id, moved.token = moved_relay, inst.user, inst.id, inst.token
+    assert moved.message(session, mid)["text"] == "d0 d1 d2 d3 d4 "
+    assert assert_ok(moved.delta(mid, "d4 ", idem="k4")) == {"message_id": mid, "idempotent": True}
