@@ -124,6 +124,7 @@ struct rl_deltas {
     h2o_timeout_entry_t due;
     int publish_on_commit; /* a shared bus: other nodes write to messages too (above) */
     unsigned changing;     /* changes to messages' state in the store, not yet told to the records */
+    int exclusive;         /* no other process writes to the store (rl_store_exclusive): records are the truth */
 };
 
 static void record_unref(struct open_message *message)
@@ -443,7 +444,7 @@ int rl_delta_batch_write(rl_txn_t *txn, rl_delta_batch_t *batch)
         rows[n++] = row;
     qsort(rows, n, sizeof(*rows), by_message_then_seq);
     /* Several nodes: the checks and the insert of every run in one statement, where the backend has it. */
-    if (batch->shared && !batch->trusted && n > 0 && rows[0]->installation_id != NULL &&
+    if (!batch->trusted && n > 0 && rows[0]->installation_id != NULL &&
         (result = write_checked(txn, batch, rows, n)) != 1) {
         free(rows);
         return result;
@@ -655,7 +656,7 @@ static int append_direct(const rl_store_op_t *base)
 {
     const rl_delta_batch_t *batch = ((const struct append *)base)->batch;
 
-    return batch->shared && !batch->trusted;
+    return !batch->trusted;
 }
 
 static const rl_store_op_type_t append_type = {"deltas_append", 1,          append_run,
@@ -728,7 +729,7 @@ static void on_written(rl_store_op_t *base)
  */
 static int batch_trusted(const rl_deltas_t *deltas, const rl_delta_batch_t *batch)
 {
-    return !batch->shared && deltas->changing == 0 && !batch->doubted;
+    return deltas->exclusive && !batch->shared && deltas->changing == 0 && !batch->doubted;
 }
 
 /* Hands the pending batch to the store. */
@@ -805,6 +806,7 @@ rl_deltas_t *rl_deltas_new(rl_relay_t *relay)
         return NULL;
     deltas->relay = relay;
     deltas->publish_on_commit = relay->shared;
+    deltas->exclusive = relay->store != NULL && rl_store_exclusive(relay->store);
     deltas->newest = &deltas->oldest;
     deltas->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
     deltas->pending = rl_delta_batch_new();

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -191,7 +192,7 @@ int rl_deltalog_read_file(const char *path, char **data, size_t *len)
     return 0;
 }
 
-rl_deltalog_t *rl_deltalog_open(const char *path)
+rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive)
 {
     rl_deltalog_t *log = calloc(1, sizeof(*log));
     struct stat st;
@@ -203,6 +204,14 @@ rl_deltalog_t *rl_deltalog_open(const char *path)
     log->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (log->fd < 0 || fstat(log->fd, &st) != 0) {
         rl_log_error("cannot open the delta log %s: %s", path, strerror(errno));
+        rl_deltalog_close(log);
+        return NULL;
+    }
+    if (flock(log->fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+        rl_log_error("%s is locked by another relayd: %s", path,
+                     exclusive ? "the store of this data folder is in use as sqlite:PATH by a relayd that shares it"
+                               : "this SQLite file is the data folder store of a relayd that writes it alone; "
+                                 "share a file of its own (sqlite:PATH) between nodes instead");
         rl_deltalog_close(log);
         return NULL;
     }

@@ -49,8 +49,13 @@ size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *ou
 
 typedef struct rl_deltalog rl_deltalog_t;
 
-/* Opens (creating) the log at path. NULL with the cause logged. */
-rl_deltalog_t *rl_deltalog_open(const char *path);
+/*
+ * Opens (creating) the log at path and locks it (flock): exclusively for
+ * the relayd that writes it, shared for one that only shares the database
+ * (and must never meet the former). NULL with the cause logged, when
+ * another relayd holds a lock that excludes this one.
+ */
+rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive);
 void rl_deltalog_close(rl_deltalog_t *log);
 /* The bytes of whole records in the log not yet folded. */
 size_t rl_deltalog_size(const rl_deltalog_t *log);

@@ -142,6 +142,13 @@ void rl_store_flush(rl_store_t *store);
 void rl_store_drain(rl_store_t *store);
 /* Drains, stops the worker and closes the backend. */
 void rl_store_close(rl_store_t *store);
+/*
+ * Whether this process is the store's only writer: a SQLite store in relayd's
+ * own data folder (whose lock relayd holds), with its delta log. Deltas
+ * (deltas.c) then trust their open-message records. 0 for PostgreSQL, a
+ * sqlite:PATH store (other relayds may share the file) and inline stores.
+ */
+int rl_store_exclusive(rl_store_t *store);
 /* Operations queued and not yet taken by the worker (for shedding load and for metrics). */
 size_t rl_store_queued(rl_store_t *store);
 
@@ -584,6 +591,8 @@ struct rl_txn {
     const struct rl_txn_ops *ops;
     /* The delta log beside a SQLite database opened by rl_store_open (deltalog.h), or NULL. */
     struct rl_deltalog *log;
+    /* The same file opened only for its shared lock (a store given as sqlite:PATH), or NULL. */
+    struct rl_deltalog *log_lock;
     /* Round trips to the server so far (a network backend counts them; worker thread). */
     uint64_t round_trips;
     /* Set by the worker around each operation: where rows read go, and whether the operation writes. */

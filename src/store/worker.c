@@ -345,6 +345,11 @@ void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done
     pthread_mutex_unlock(&store->lock);
 }
 
+int rl_store_exclusive(rl_store_t *store)
+{
+    return store->txn->log != NULL;
+}
+
 int rl_store_pending(rl_store_t *store)
 {
     return store->outstanding > 0;
@@ -452,6 +457,10 @@ void rl_store_close(rl_store_t *store)
             run_counted(store, &none, 0);
         rl_deltalog_close(store->txn->log);
         store->txn->log = NULL;
+    }
+    if (store->txn != NULL) {
+        rl_deltalog_close(store->txn->log_lock);
+        store->txn->log_lock = NULL;
     }
     rl_deltalog_buf_free(&store->log_buf);
     if (store->txn != NULL)

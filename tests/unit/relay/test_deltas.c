@@ -398,6 +398,7 @@ static void node_init(struct node *n)
     n->deltas.open_messages = rl_strmap_new(16);
     n->deltas.pending = rl_delta_batch_new();
     n->deltas.newest = &n->deltas.oldest;
+    n->deltas.exclusive = 1;
     assert_non_null(n->deltas.open_messages);
     assert_non_null(n->deltas.pending);
 }
@@ -472,6 +473,11 @@ static void test_batches_are_trusted_only_when_no_change_is_unaccounted_for(void
     assert_true(batch_trusted(&n.deltas, batch));
     batch->shared = 1;
     assert_false(batch_trusted(&n.deltas, batch));
+    /* Nor a store that other processes may write (sqlite:PATH, PostgreSQL). */
+    batch->shared = 0;
+    n.deltas.exclusive = 0;
+    assert_false(batch_trusted(&n.deltas, batch));
+    n.deltas.exclusive = 1;
     rl_delta_batch_free(batch);
     /* Two changes at once: trusted only when both came back. */
     rl_deltas_changing(&n.deltas, 1);
