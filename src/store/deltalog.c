@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <zlib.h>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -26,33 +27,10 @@ struct rl_deltalog {
 
 /* ---- codec ---- */
 
-static uint32_t crc_table[256];
-
-static void crc_init(void)
-{
-    uint32_t i, c;
-    int k;
-
-    for (i = 0; i < 256; ++i) {
-        for (c = i, k = 0; k < 8; ++k)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-/* CRC-32 (IEEE), as zlib computes it. */
+/* CRC-32 (IEEE): zlib's, which relayd links already and which is several times faster than a bytewise table. */
 static uint32_t crc32_of(const unsigned char *p, size_t n)
 {
-    static int ready;
-    uint32_t c = 0xFFFFFFFFu;
-
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        crc_init();
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
-    while (n-- > 0)
-        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    return (uint32_t)crc32_z(0, p, n);
 }
 
 static unsigned char *put_le(unsigned char *p, uint64_t v, int bytes)
