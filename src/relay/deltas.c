@@ -15,8 +15,9 @@
  * A commit per delta cost about 20 KB of WAL frames and 120-160 us of CPU
  * per delta on SQLite; a batch shares both.
  *
- * One node alone (relay->shared == 0; relayd holds the data folder's lock)
- * has the truth in its records: a batch is *trusted* and written without
+ * A node that is its store's only writer (rl_store_exclusive: the data
+ * folder's own SQLite store, whose folder lock relayd holds; and a local
+ * bus) has the truth in its records: a batch is *trusted* and written without
  * reading anything back (check_run), and on SQLite it is one write(2) to
  * the store's delta log rather than a transaction (docs/internals/store.md,
  * "The delta log"). That holds only while every change to a message's state
@@ -28,7 +29,8 @@
  * batch is not trusted and is checked like a shared one. (A revoked
  * installation is refused by auth before its delta gets here.)
  *
- * With several nodes the record is a cache: another node may have written
+ * Otherwise (PostgreSQL, a SQLite file shared as sqlite:PATH, a shared bus)
+ * the record is a cache: another node may have written
  * to the message meanwhile. The batch checks each message (the message
  * still streaming, its session not deleted, and the store's next sequence
  * number the one the record assumed; the message's row is locked while it

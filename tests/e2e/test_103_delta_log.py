@@ -2,7 +2,8 @@
 deltas is one write to relay.db-deltas.log, answered when it returns, and folded into
 the database later. kill -9 mid-stream loses no answered delta and duplicates none; a
 torn or corrupt tail is ignored with a log line; reads of an open message see deltas not
-folded yet. SQLite only: a PostgreSQL store has no log (store="sqlite" for every relayd)."""
+folded yet. One SQLite node only: PostgreSQL and a shared bus write no log (store="sqlite", bus="local"
+for every relayd but the migration's target)."""
 import os
 import struct
 import threading
@@ -46,7 +47,7 @@ def open_messages(relay, count):
 
 
 def test_kill9_mid_stream_keeps_every_answered_delta_once(relayd):
-    relay = relayd(store="sqlite")
+    relay = relayd(store="sqlite", bus="local")
     inst, session, mids = open_messages(relay, 3)
     acked = {m: [] for m in mids}     # (key, chunk) answered 200, in order
     inflight = {m: None for m in mids}  # the one sent and not answered when relayd died
@@ -113,7 +114,7 @@ def test_kill9_mid_stream_keeps_every_answered_delta_once(relayd):
 
 
 def test_a_torn_or_corrupt_tail_is_ignored_and_whole_records_are_folded(relayd):
-    relay = relayd(store="sqlite")
+    relay = relayd(store="sqlite", bus="local")
     inst, session, (mid,) = open_messages(relay, 1)
     assert_ok(inst.delta(mid, "one ", idem="k1"))
     relay.stop_ok()
@@ -148,7 +149,7 @@ def test_a_torn_or_corrupt_tail_is_ignored_and_whole_records_are_folded(relayd):
 
 def test_reads_of_an_open_message_see_deltas_not_folded_yet(relayd):
     port = free_port()
-    relay = relayd("--metrics-listen", "127.0.0.1:%d" % port, store="sqlite")
+    relay = relayd("--metrics-listen", "127.0.0.1:%d" % port, store="sqlite", bus="local")
     inst, session, (mid,) = open_messages(relay, 1)
     seen_unfolded = 0
     text = ""
@@ -167,7 +168,7 @@ def test_reads_of_an_open_message_see_deltas_not_folded_yet(relayd):
 
 def test_a_migration_after_a_kill9_carries_the_deltas_of_the_log(relayd, postgres):
     from relaylib import run_relayd
-    relay = relayd(store="sqlite")
+    relay = relayd(store="sqlite", bus="local")
     inst, session, (mid,) = open_messages(relay, 1)
     for n in range(5):
         assert_ok(inst.delta(mid, "d%d " % n, idem="k%d" % n))
