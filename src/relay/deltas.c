@@ -77,12 +77,12 @@
  * held 4 deltas (0.26 round trips a delta). So a shared store's batch
  * gathers this long after its first delta even when the previous one came
  * back sooner. Measured at 5 000/s over 100 bridges (RelWithDebInfo, one
- * node, tests/support/pg.sh): 3 ms gave 0.052-0.058 round trips a delta,
- * p99 17-49 ms; 4 ms 0.028-0.041 but p99 140-230 ms (a bigger batch's
- * statement takes longer, so the next one is bigger still); 8 ms batches
- * of ~100 took ~14 ms each and only 4 530/s got through.
+ * node, tests/support/pg.sh, 3 runs): 5 ms gave 0.037-0.044 round trips a
+ * delta and p99 13-33 ms; 3 ms 0.070 and p99 8-10 ms; 8 ms batches of ~100
+ * whose statement took ~14 ms, and only 4 530/s got through (every bridge
+ * waits for its answer).
  */
-#define SHARED_GROUP_COMMIT_MS 3
+#define SHARED_GROUP_COMMIT_MS 5
 #define BATCH_MAX              4096
 /* A retry of a delta still being written is asked to come back in this long (503). */
 #define RETRY_PENDING_MS 100
@@ -734,8 +734,9 @@ static void on_written(rl_store_op_t *base)
 }
 
 /*
- * Whether a batch submitted now may skip check_run's reads: one node, and
- * no change to a message's state unaccounted for, neither in the store now
+ * Whether a batch submitted now may skip check_run's reads: this process is
+ * its store's only writer (rl_store_exclusive), the bus is local, and no
+ * change to a message's state is unaccounted for, neither in the store now
  * nor while its deltas gathered (rl_deltas_changing).
  */
 static int batch_trusted(const rl_deltas_t *deltas, const rl_delta_batch_t *batch)
@@ -769,18 +770,8 @@ static void on_due(h2o_timeout_entry_t *entry)
     rl_deltas_t *deltas = H2O_STRUCT_FROM_MEMBER(rl_deltas_t, due, entry);
 
     /* While a batch is being written, the next one gathers; on_written sends it. */
-    /*
-     * One node's next batch goes now: it holds what arrived while this one
-     * was written. A shared store's waits out its window
-     * (SHARED_GROUP_COMMIT_MS) from its first delta, below.
-     */
-    if (deltas->inflight == 0 && deltas->pending->count > 0) {
-        if (!deltas->relay->shared || deltas->pending->count >= BATCH_MAX ||
-            rl_clock_mono_ms() - deltas->pending->first_ms >= SHARED_GROUP_COMMIT_MS)
-            submit(deltas);
-        else if (!h2o_timeout_is_linked(&deltas->due))
-            h2o_timeout_link(deltas->relay->loop, &deltas->group_commit, &deltas->due);
-    }
+    if (deltas->inflight == 0)
+        submit(deltas);
 }
 
 void rl_deltas_flush(rl_deltas_t *deltas)

@@ -41,8 +41,9 @@ typedef struct rl_delta_batch {
     size_t count;
     int shared; /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
     /*
-     * One node, and no change to a message's state in flight when it was
-     * submitted: the records it was applied against are the truth, and its
+     * The store's only writer, a local bus, and no change to a message's
+     * state in flight when it was submitted (deltas.c, batch_trusted): the
+     * records it was applied against are the truth, and its
      * runs are written without reading the store back (check_run). 0 (the
      * default) checks every run.
      */
