@@ -30,6 +30,7 @@
 #include "common/strmap.h"
 #include "http/query.h"
 #include "relay/attachments.h"
+#include "relay/deltas.h"
 #include "relay/auth.h"
 #include "relay/e2e.h"
 #include "relay/ops.h"
@@ -415,8 +416,11 @@ void rl_attachments_swept(rl_relay_t *relay, rl_store_op_t *base)
             rl_log_warn("the sweep of deleted sessions and attachments failed; it runs again in a second");
         return;
     }
-    if (op->sessions > 0)
+    if (op->sessions > 0) {
         rl_log_info("purged %lld sessions past their delete grace", (long long)op->sessions);
+        /* Their messages are gone: a record kept of one answers as the store now does (404). */
+        rl_deltas_forget_all(relay->deltas);
+    }
     if (json_array_size(op->op.value) == 0)
         return;
     json_array_foreach(op->op.value, i, key)

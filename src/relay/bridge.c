@@ -568,8 +568,11 @@ rl_store_op_t *rl_messages_lapse(rl_relay_t *relay, int64_t now)
 {
     struct lapse *op = rl_op_new(&lapse_type, sizeof(*op));
 
-    /* What was answered of these messages is in their text. */
-    rl_deltas_flush(relay->deltas);
+    /*
+     * What was answered of these messages is in their text; deltas that
+     * arrive while the sweep is in the store are checked against it.
+     */
+    rl_deltas_changing(relay->deltas, 1);
     /* The window closes after followup_window: at exactly that age the bridge may still write (target.c). */
     op->at = now - relay->config.followup_window - 1;
     op->now = now;
@@ -582,6 +585,13 @@ void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
     json_t *item;
     size_t i;
 
+    if (base->result == 0)
+        json_array_foreach(op->op.value, i, item)
+        {
+            rl_deltas_finalized(relay->deltas,
+                                json_string_value(json_object_get(json_object_get(item, "message"), "message_id")));
+        }
+    rl_deltas_changing(relay->deltas, 0);
     if (base->result != 0) {
         /* The store logs its own outage once (RL_E_UNAVAILABLE): the sweep meeting it is not news each second. */
         if (base->result == RL_E_UNAVAILABLE)
@@ -593,7 +603,6 @@ void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
     json_array_foreach(op->op.value, i, item)
     {
         json_t *message = json_object_get(item, "message");
-        rl_deltas_finalized(relay->deltas, json_string_value(json_object_get(message, "message_id")));
         rl_log_info("message %s was left open past its follow-up window; ended as incomplete",
                     json_string_value(json_object_get(message, "message_id")));
         if (json_is_true(json_object_get(item, "deleted")))

@@ -39,7 +39,16 @@ typedef struct rl_delta_row {
 typedef struct rl_delta_batch {
     rl_delta_row_t *head, **tail;
     size_t count;
-    int shared;       /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
+    int shared; /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
+    /*
+     * The store's only writer, a local bus, and no change to a message's
+     * state in flight when it was submitted (deltas.c, batch_trusted): the
+     * records it was applied against are the truth, and its
+     * runs are written without reading the store back (check_run). 0 (the
+     * default) checks every run.
+     */
+    int trusted;
+    int doubted;      /* a change finished while it gathered: it is not trusted (rl_deltas_changing) */
     int64_t first_ms; /* when its first delta joined it (rl_clock_mono_ms) */
 } rl_delta_batch_t;
 
@@ -79,6 +88,18 @@ void rl_deltas_forget_session(rl_deltas_t *deltas, const char *session_id);
  */
 void rl_deltas_opened(rl_deltas_t *deltas, const char *message_id, const char *installation_id, const char *user_id,
                       json_t *session_id, json_t *interaction_id, size_t text_bytes, int encrypted);
+/*
+ * A change to messages' state that the records do not foresee (a session
+ * deleted, restored or purged, messages ended by the sweep) goes to the
+ * store (begin = 1) or has come back and told the records (begin = 0,
+ * after rl_deltas_finalized / rl_deltas_forget_session). Meanwhile, and for
+ * the deltas that gathered meanwhile, batches are checked against the
+ * store rather than trusted. begin = 1 also queues the pending deltas
+ * first: they were answered as before the change.
+ */
+void rl_deltas_changing(rl_deltas_t *deltas, int begin);
+/* Forgets every record: the store is the truth again (a purge that removed messages). */
+void rl_deltas_forget_all(rl_deltas_t *deltas);
 /* sendMessageEnd finalised a message: later deltas get 409. */
 void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id);
 /*

@@ -236,6 +236,13 @@ static void on_session_changed(rl_store_op_t *base)
     rl_relay_t *relay = call->app;
     json_t *session = op->op.value, *id;
 
+    if (op->change == RL_SESSION_DELETE || op->change == RL_SESSION_RESTORE) {
+        /* Its messages' records are reloaded by their next delta: 410 after a delete, streaming again after a restore.
+         */
+        if (base->result == 0 && op->changed)
+            rl_deltas_forget_session(relay->deltas, json_string_value(json_object_get(session, "id")));
+        rl_deltas_changing(relay->deltas, 0);
+    }
     if (base->result != 0) {
         if (base->result == RL_E_INVALID_REQUEST && op->bad_field != NULL)
             rl_e2e_fail_field(call, op->bad_field, op->encrypted);
@@ -259,7 +266,6 @@ static void on_session_changed(rl_store_op_t *base)
             json_object_set(renamed, "title_ct", json_object_get(session, "title_ct"));
         rl_hub_publish(relay->hub, call->principal, "session_renamed", renamed);
     } else if (op->changed && op->change == RL_SESSION_DELETE) {
-        rl_deltas_forget_session(relay->deltas, json_string_value(id));
         rl_hub_publish(relay->hub, call->principal, "session_deleted",
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "deleted_at",
                                  json_object_get(session, "deleted_at"), "restore_until",
@@ -303,6 +309,9 @@ int rl_session_change(rl_call_t *call)
     }
     op->now = rl_clock_now_ms();
     op->delete_grace = relay->config.delete_grace;
+    /* A delete or a restore changes what a delta to the session's messages gets: the records hear of it. */
+    if (op->change == RL_SESSION_DELETE || op->change == RL_SESSION_RESTORE)
+        rl_deltas_changing(relay->deltas, 1);
     rl_op_submit_for(call, op, on_session_changed);
     return 0;
 }

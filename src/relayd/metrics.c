@@ -78,13 +78,24 @@ static void write_relay(rl_relay_t *relay, FILE *out)
     fprintf(out,
             "# HELP relay_store_queue_depth Store operations waiting for the store's worker.\n"
             "# TYPE relay_store_queue_depth gauge\nrelay_store_queue_depth %zu\n"
-            "# HELP relay_store_batches_total Store transactions run (each a batch of operations, one commit).\n"
+            "# HELP relay_store_batches_total Store transactions run (each a batch of operations, one commit; a "
+            "fold of the delta log is one).\n"
             "# TYPE relay_store_batches_total counter\nrelay_store_batches_total %llu\n"
+            "# HELP relay_store_log_appends_total Batches of streamed deltas written to the SQLite delta log "
+            "instead of a transaction (one write(2) each).\n"
+            "# TYPE relay_store_log_appends_total counter\nrelay_store_log_appends_total %llu\n"
+            "# HELP relay_store_log_folds_total Transactions that folded the delta log into the database.\n"
+            "# TYPE relay_store_log_folds_total counter\nrelay_store_log_folds_total %llu\n"
+            "# HELP relay_store_round_trips_total Network round trips to the PostgreSQL store (all operations; 0 "
+            "on SQLite).\n"
+            "# TYPE relay_store_round_trips_total counter\nrelay_store_round_trips_total %llu\n"
             "# HELP relay_store_operations_total Store operations run.\n"
             "# TYPE relay_store_operations_total counter\nrelay_store_operations_total %llu\n"
             "# HELP relay_store_commit_duration_seconds Time each store commit took.\n"
             "# TYPE relay_store_commit_duration_seconds histogram\n",
-            store.queued, (unsigned long long)store.batches, (unsigned long long)store.operations);
+            store.queued, (unsigned long long)store.batches, (unsigned long long)store.log_appends,
+            (unsigned long long)store.log_folds, (unsigned long long)store.round_trips,
+            (unsigned long long)store.operations);
     rl_histogram_write(out, "relay_store_commit_duration_seconds", "", &store.commit);
     fprintf(out,
             "# HELP relay_bus_info The bus between relay nodes (local: one node; redis: shared).\n"

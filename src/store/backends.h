@@ -7,6 +7,9 @@
 /* SQLite (sqlite.c): the database file at path. */
 int rl_store__sqlite_open(const char *path, rl_txn_t **out);
 
+/* The database file of a SQLite backend connection, or NULL for another backend. */
+const char *rl_store__sqlite_path(rl_txn_t *txn);
+
 /*
  * PostgreSQL (postgres.c): conninfo is a libpq connection URI, as given
  * (postgres://user:password@host:port/db?..., or ?host=/dir for a Unix

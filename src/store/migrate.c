@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "common/hex.h"
 #include "store/backends.h"
+#include "store/deltalog.h"
 #include "store/migrate.h"
 
 /* Parents before children, so that the foreign keys hold row by row. */
@@ -416,7 +417,8 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
     char from[4200];
     int64_t started = rl_clock_mono_us();
     int v_sqlite = 0, v_pg = 0, ok = 0, began = 0;
-    size_t i;
+    char log_path[4200], *log_bytes = NULL;
+    size_t i, log_len = 0;
 
     memset(&c, 0, sizeof(c));
     c.terminal = isatty(STDOUT_FILENO);
@@ -431,6 +433,16 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
         goto out;
     }
     source->ops->close(source);
+    /*
+     * Deltas a relayd answered and had not folded when it stopped (a kill -9)
+     * are in its delta log: read before the snapshot, folded into the copy
+     * before its commit, with the fold's rules (what is there is skipped).
+     */
+    snprintf(log_path, sizeof(log_path), "%s-deltas.log", sqlite_path);
+    if (rl_deltalog_read_file(log_path, &log_bytes, &log_len) != 0) {
+        fail(&c, "cannot read %s: %s", log_path, strerror(errno));
+        goto out;
+    }
     if (sqlite3_open_v2(sqlite_path, &c.src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         fail(&c, "cannot open the SQLite store %s: %s", sqlite_path, sqlite3_errmsg(c.src));
         goto out;
@@ -468,6 +480,10 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
     for (i = 0; i < NTABLES; ++i)
         if (copy_table(&c, i) != 0)
             goto out;
+    if (log_len > 0 && rl_deltalog_fold_bytes(target, log_bytes, log_len, log_path, NULL) != 0) {
+        fail(&c, "cannot fold the delta log %s into the copy", log_path);
+        goto out;
+    }
     if (pg_ok(&c, "COMMIT") != 0)
         goto out;
     began = 0;
@@ -481,5 +497,6 @@ out:
         sqlite3_close(c.src);
     if (target != NULL)
         target->ops->close(target);
+    free(log_bytes);
     return ok ? 0 : 1;
 }

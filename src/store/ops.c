@@ -109,6 +109,13 @@ static void sql_close(rl_txn_t *txn)
     RL_SQL_TXN(txn)->driver->close(txn);
 }
 
+static int sql_autocommit(rl_txn_t *txn)
+{
+    const rl_sql_driver_t *driver = RL_SQL_TXN(txn)->driver;
+
+    return driver->autocommit != NULL ? driver->autocommit(txn) : 1;
+}
+
 /* ---- users ------------------------------------------------------------------------------------- */
 
 static int user_insert_ignore(rl_txn_t *txn, const rl_user_row_t *row)
@@ -431,6 +438,46 @@ static int delta_keys_get(rl_txn_t *txn, const char *message_id, const char **ke
         *created_at = out.created_at;
     }
     return result;
+}
+
+/*
+ * PostgreSQL only (a JSON recordset, FOR UPDATE OF): the checks of
+ * rl_txn_ops.delta_runs_insert_checked and the insert in one statement.
+ * The message's row is locked as the transactional path's read locks it,
+ * so that an end on another node waits for this insert (and folds it) or
+ * runs first (and this run is refused); the primary key (message_id, seq)
+ * refuses the second of two nodes that numbered a run alike.
+ */
+static int delta_runs_insert_checked(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count)
+{
+    static const rl_sql_t sql = {
+        "WITH r AS (SELECT * FROM json_to_recordset(?::json) AS x(i BIGINT, message_id TEXT, seq BIGINT, "
+        "seq_last BIGINT, delta TEXT, keys TEXT, installation_id TEXT)), "
+        "ok AS (SELECT r.i, r.message_id, r.seq, r.seq_last, r.delta, r.keys FROM r "
+        "JOIN messages m ON m.id = r.message_id "
+        "JOIN sessions s ON s.id = m.session_id "
+        "JOIN installations n ON n.id = r.installation_id "
+        "WHERE m.role = 'agent' AND m.state = 'streaming' AND s.installation_id = r.installation_id "
+        "AND s.deleted_at IS NULL AND n.state <> 'revoked' "
+        "AND r.seq = COALESCE((SELECT d.seq_last FROM message_deltas d WHERE d.message_id = r.message_id "
+        "ORDER BY d.seq DESC LIMIT 1), 0) + 1 "
+        "FOR UPDATE OF m), "
+        "ins AS (INSERT INTO message_deltas(message_id, seq, seq_last, delta, keys) "
+        "SELECT message_id, seq, seq_last, convert_to(delta, 'UTF8'), keys FROM ok "
+        "ON CONFLICT DO NOTHING RETURNING message_id, seq) "
+        "SELECT ok.i FROM ok JOIN ins ON ins.message_id = ok.message_id AND ins.seq = ok.seq"};
+    int_value_t *rows;
+    size_t i;
+    int result;
+
+    if (!RL_SQL_TXN(txn)->driver->dialect.numbered)
+        return 1;
+    if ((result = LIST(txn, &sql, &int_value, &rows, count, P_TEXT(runs))) != 0)
+        return result;
+    *written = rl_arena_alloc(txn->arena, (*count > 0 ? *count : 1) * sizeof(**written));
+    for (i = 0; i < *count; ++i)
+        (*written)[i] = rows[i].value;
+    return 0;
 }
 
 static int delta_keys_purge(rl_txn_t *txn, int64_t created_before)
@@ -1019,6 +1066,7 @@ static int agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agen
 const struct rl_txn_ops rl_sql__txn_ops = {
     .name = "sql",
     .begin = sql_begin,
+    .autocommit = sql_autocommit,
     .commit = sql_commit,
     .rollback = sql_rollback,
     .savepoint = sql_savepoint,
@@ -1057,6 +1105,7 @@ const struct rl_txn_ops rl_sql__txn_ops = {
     .delta_keys_put = delta_keys_put,
     .delta_keys_get = delta_keys_get,
     .delta_keys_purge = delta_keys_purge,
+    .delta_runs_insert_checked = delta_runs_insert_checked,
     .idempotency_get = idempotency_get,
     .idempotency_insert = idempotency_insert,
     .idempotency_delete = idempotency_delete,

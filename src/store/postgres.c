@@ -423,6 +423,8 @@ static PGresult *await(struct pg_txn *t, int *error)
     PGresult *kept = NULL, *res;
     int flushed, ready;
 
+    /* Everything sent since the last wait, answered: one network round trip (relay_store_round_trips_total). */
+    ++t->base.base.round_trips;
     while ((flushed = PQflush(t->conn)) == 1) {
         ready = wait_socket(t, POLLIN | POLLOUT, deadline);
         if (ready <= 0)
@@ -939,6 +941,17 @@ static int pg_begin(rl_txn_t *txn)
     return result;
 }
 
+/* Statements outside a transaction, each its own: the connection is made again when it was lost. */
+static int pg_autocommit(rl_txn_t *txn)
+{
+    struct pg_txn *t = TXN(txn);
+
+    t->failed = 0;
+    t->timed_out = 0;
+    t->in_txn = t->in_savepoint = 0;
+    return reconnect(t);
+}
+
 static void pg_rollback(rl_txn_t *txn)
 {
     struct pg_txn *t = TXN(txn);
@@ -1032,6 +1045,7 @@ static const rl_sql_driver_t pg_driver = {
     .savepoint = pg_savepoint,
     .release = pg_release,
     .close = pg_close,
+    .autocommit = pg_autocommit,
     .run = pg_run,
     .next = pg_next,
     .is_null = pg_is_null,

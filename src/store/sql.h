@@ -125,6 +125,8 @@ typedef struct rl_sql_driver {
     int (*savepoint)(rl_txn_t *txn);
     void (*release)(rl_txn_t *txn, int keep);
     void (*close)(rl_txn_t *txn);
+    /* Optional: as rl_txn_ops.autocommit (NULL: transactions only). */
+    int (*autocommit)(rl_txn_t *txn);
     /*
      * Runs stmt (with its locked suffix when locked) with n parameters,
      * preparing it on first use (its address is the key of the driver's

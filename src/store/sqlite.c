@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "store/backends.h"
 #include "store/sql.h"
+#include "store/deltalog.h"
 #include "store/sqlite.h"
 
 #define TXN(txn) ((struct sqlite_txn *)(txn))
@@ -864,6 +865,11 @@ fail:
     return -1;
 }
 
+const char *rl_store__sqlite_path(rl_txn_t *txn)
+{
+    return RL_SQL_TXN(txn)->driver == &sqlite_driver ? ((struct sqlite_txn *)txn)->path : NULL;
+}
+
 /* ---- one-shot access for relayd's commands (sqlite.h) --------------------------------------------- */
 
 int rl_store_sqlite_target_version(void)
@@ -959,6 +965,33 @@ int rl_store_sqlite_version(const char *path, int *version, int *err_no, char *w
     return result;
 }
 
+/*
+ * Folds a delta log's bytes into the copy open as db, through a backend
+ * connection of its own on the same file (the copy is nobody else's yet).
+ */
+static int fold_log_into(sqlite3 *db, const char *bytes, size_t len, const char *what, char *why, size_t whysz)
+{
+    const char *path = sqlite3_db_filename(db, "main");
+    rl_txn_t *txn = NULL;
+    size_t records = 0;
+    int result;
+
+    if (path == NULL || rl_store__sqlite_open(path, &txn) != 0) {
+        snprintf(why, whysz, "cannot open the copy to fold the delta log into it");
+        return -1;
+    }
+    if ((result = txn->ops->begin(txn)) == 0 && (result = rl_deltalog_fold_bytes(txn, bytes, len, what, &records)) == 0)
+        result = txn->ops->commit(txn);
+    else
+        txn->ops->rollback(txn);
+    txn->ops->close(txn);
+    if (result != 0)
+        snprintf(why, whysz, "cannot fold the delta log into the copy (%d)", result);
+    else
+        rl_log_info("folded %zu deltas of the running relayd's delta log into the copy", records);
+    return result != 0 ? -1 : 0;
+}
+
 int rl_store_sqlite_copy(const char *src, const char *dest, int *version, char *why, size_t whysz)
 {
     struct stat st;
@@ -966,11 +999,24 @@ int rl_store_sqlite_copy(const char *src, const char *dest, int *version, char *
     sqlite3_backup *backup = NULL;
     sqlite3_stmt *stmt = NULL;
     int result = -1, rc, fd;
+    char log_path[4200], *log_bytes = NULL;
+    size_t log_len = 0;
 
     if (from == NULL)
         return -1;
     if (access(dest, F_OK) == 0) {
         snprintf(why, whysz, "%s already exists", dest);
+        goto out_keep;
+    }
+    /*
+     * Deltas a running relayd answered but has not folded yet are in its
+     * delta log (deltalog.h): read before the database is copied, so that
+     * whatever the log loses to a fold meanwhile is in the copy, and folded
+     * into the copy afterwards (what the copy holds already is skipped).
+     */
+    snprintf(log_path, sizeof(log_path), "%s-deltas.log", src);
+    if (rl_deltalog_read_file(log_path, &log_bytes, &log_len) != 0) {
+        snprintf(why, whysz, "cannot read %s: %s", log_path, strerror(errno));
         goto out_keep;
     }
     if (sqlite3_open_v2(dest, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
@@ -1006,6 +1052,8 @@ int rl_store_sqlite_copy(const char *src, const char *dest, int *version, char *
     sqlite3_finalize(stmt);
     if (read_version(to, version, why, whysz) != 0)
         goto out;
+    if (log_len > 0 && fold_log_into(to, log_bytes, log_len, log_path, why, whysz) != 0)
+        goto out;
     /* The copy stands alone: its WAL folded in, one file on disk. */
     if (exec_sql(to, "PRAGMA wal_checkpoint(TRUNCATE)") != 0) {
         snprintf(why, whysz, "cannot finish %s", dest);
@@ -1033,6 +1081,7 @@ out:
         unlink(side);
     }
 out_keep:
+    free(log_bytes);
     sqlite3_close(from);
     give_side_files_to_owner(src, &st);
     return result;

@@ -4,6 +4,8 @@
 
 #include "common/log.h"
 #include "store/backends.h"
+#include "store/deltalog.h"
+#include "store/sql.h"
 
 /*
  * Where each kind of location goes; a location without a scheme is a data
@@ -46,8 +48,36 @@ int rl_store__backend_open(const char *location, rl_txn_t **out)
 int rl_store_open(const char *location, rl_store_t **out)
 {
     rl_txn_t *txn;
+    const char *db;
+    char path[4200];
+    int own;
 
-    return rl_store__backend_open(location, &txn) == 0 ? rl_store__wrap(txn, 1, out) : -1;
+    if (rl_store__backend_open(location, &txn) != 0)
+        return -1;
+    /*
+     * relayd's SQLite store streams deltas through a log beside the database
+     * (deltalog.h), and its open-message records are the truth, only when
+     * the store is the data folder's own: relayd holds that folder's lock, so
+     * no other relayd writes to it. Its log is locked exclusively; a relayd
+     * given the same file as sqlite:PATH (nodes sharing a file, which check
+     * every delta against the store) takes that lock shared, so the two can
+     * never meet. One-shot commands (rl_store_open_inline) take neither: they
+     * must not fold or cut the log of a relayd that runs meanwhile.
+     */
+    if ((db = rl_store__sqlite_path(txn)) != NULL) {
+        own = strncmp(location, "sqlite:", 7) != 0;
+        snprintf(path, sizeof(path), "%s-deltas.log", db);
+        if ((txn->log = rl_deltalog_open(path, own)) == NULL) {
+            txn->ops->close(txn);
+            return -1;
+        }
+        if (!own) {
+            /* Held for its shared lock as long as relayd runs; nothing is written to it. */
+            txn->log_lock = txn->log;
+            txn->log = NULL;
+        }
+    }
+    return rl_store__wrap(txn, 1, out);
 }
 
 int rl_store_open_inline(const char *location, rl_store_t **out)

@@ -65,6 +65,7 @@ void rl_arena_free(rl_arena_t *arena);
 typedef struct rl_store rl_store_t;
 typedef struct rl_txn rl_txn_t;
 typedef struct rl_store_op rl_store_op_t;
+struct rl_deltalog_buf;
 
 typedef struct rl_store_op_type {
     const char *name;
@@ -74,6 +75,23 @@ typedef struct rl_store_op_type {
     int (*run)(rl_txn_t *txn, rl_store_op_t *op);
     /* Optional, on the loop thread: frees what the op owns outside its arena. */
     void (*dispose)(rl_store_op_t *op);
+    /*
+     * Optional, on the worker: a write that a store with a delta log
+     * (SQLite, deltalog.h) may append there instead of running in a
+     * transaction. Encodes the op's records into buf and returns 0, or
+     * returns 1 when this op must run in a transaction after all. A batch
+     * whose every op appends is one write(2) and no transaction; any other
+     * op first folds the log into the database, in its batch's transaction.
+     */
+    int (*log)(rl_store_op_t *op, struct rl_deltalog_buf *buf);
+    /*
+     * Optional, on the worker: whether this op may run on its own, outside a
+     * transaction, on a backend that offers it (rl_txn_ops.autocommit): its
+     * run is then one statement, atomic by itself. A batch whose every op
+     * may is run so: one round trip per op instead of BEGIN, SAVEPOINT,
+     * RELEASE and COMMIT around it (PostgreSQL).
+     */
+    int (*direct)(const rl_store_op_t *op);
 } rl_store_op_type_t;
 
 /* Called on the loop thread once the operation has run; the store frees it when this returns. */
@@ -124,12 +142,22 @@ void rl_store_flush(rl_store_t *store);
 void rl_store_drain(rl_store_t *store);
 /* Drains, stops the worker and closes the backend. */
 void rl_store_close(rl_store_t *store);
+/*
+ * Whether this process is the store's only writer: a SQLite store in relayd's
+ * own data folder (whose lock relayd holds), with its delta log. Deltas
+ * (deltas.c) then trust their open-message records. 0 for PostgreSQL, a
+ * sqlite:PATH store (other relayds may share the file) and inline stores.
+ */
+int rl_store_exclusive(rl_store_t *store);
 /* Operations queued and not yet taken by the worker (for shedding load and for metrics). */
 size_t rl_store_queued(rl_store_t *store);
 
 /* What the worker has done so far, for the metrics (docs/operations.md, "Monitoring"). */
 typedef struct rl_store_figures {
-    uint64_t batches;      /* transactions run */
+    uint64_t batches;      /* transactions run (a fold of the delta log is one) */
+    uint64_t log_appends;  /* batches written to the delta log instead (one write(2) each, no transaction) */
+    uint64_t log_folds;    /* transactions that folded the delta log into the database */
+    uint64_t round_trips;  /* network round trips to the database server (PostgreSQL; 0 on SQLite) */
     uint64_t operations;   /* operations run in them */
     rl_histogram_t commit; /* time each commit took (the WAL write, or PostgreSQL's COMMIT) */
     size_t queued;         /* operations waiting for the worker now */
@@ -321,6 +349,13 @@ struct rl_txn_ops {
     /* Ends the savepoint: keep 1 keeps its writes, 0 undoes them. */
     void (*release)(rl_txn_t *txn, int keep);
     void (*close)(rl_txn_t *txn);
+    /*
+     * Optional: readies the connection to run statements outside any
+     * transaction, each its own (autocommit), for the operations whose type
+     * offers it (rl_store_op_type_t.direct). 0, an error (as begin), or 1
+     * when the backend runs everything in transactions (SQLite).
+     */
+    int (*autocommit)(rl_txn_t *txn);
 
     /* users: insert_ignore keeps an existing row */
     int (*user_insert_ignore)(rl_txn_t *txn, const rl_user_row_t *row);
@@ -399,6 +434,19 @@ struct rl_txn_ops {
     int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
     int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at);
     int (*delta_keys_purge)(rl_txn_t *txn, int64_t created_before);
+    /*
+     * Several messages' runs checked and inserted by one statement (one
+     * round trip): runs is a JSON array of objects {i, message_id, seq,
+     * seq_last, delta, keys, installation_id}. A run is inserted only when
+     * its installation exists and is not revoked, its message is an agent
+     * message of a session of that installation that is not deleted, the
+     * message streams (its row is locked meanwhile), and seq is the one after
+     * the message's stored runs; a (message_id, seq) already stored is not
+     * inserted either. *written (in the arena) receives the i of each run
+     * inserted, *count how many. 1 when the backend has no such statement
+     * (SQLite: check and insert run by run).
+     */
+    int (*delta_runs_insert_checked)(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count);
 
     /* idempotency records */
     int (*idempotency_get)(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
@@ -541,6 +589,12 @@ struct rl_txn_ops {
 
 struct rl_txn {
     const struct rl_txn_ops *ops;
+    /* The delta log beside a SQLite database opened by rl_store_open (deltalog.h), or NULL. */
+    struct rl_deltalog *log;
+    /* The same file opened only for its shared lock (a store given as sqlite:PATH), or NULL. */
+    struct rl_deltalog *log_lock;
+    /* Round trips to the server so far (a network backend counts them; worker thread). */
+    uint64_t round_trips;
     /* Set by the worker around each operation: where rows read go, and whether the operation writes. */
     rl_arena_t *arena;
     int writing;

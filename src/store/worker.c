@@ -23,12 +23,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "store/deltalog.h"
 #include "store/store.h"
+
+/* The delta log is folded once it holds this much, or once its oldest record has waited this long. */
+#define FOLD_BYTES (4u * 1024 * 1024)
+#define FOLD_MS    1000
 
 struct op_list {
     rl_store_op_t *head, *tail;
@@ -48,6 +54,9 @@ struct rl_store {
     int stopping;
     int pipe_read, pipe_write;
     rl_store_figures_t figures; /* under lock: the worker writes them, a metrics scrape reads them */
+    /* The delta log (txn->log): the worker's alone. */
+    rl_deltalog_buf_t log_buf; /* a batch's records before their one write */
+    int64_t log_since_ms;      /* when the log got its first record since its last fold (rl_clock_mono_ms) */
 };
 
 static void list_push(struct op_list *list, rl_store_op_t *op)
@@ -103,11 +112,26 @@ void rl_store_op_free(rl_store_op_t *op)
  * because its server is unreachable says RL_E_UNAVAILABLE, and the
  * operations answer that (503, retry later) rather than an internal error.
  */
-static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us)
+static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, int *folded)
 {
     rl_store_op_t *op;
     int began = txn->ops->begin(txn), wrote = 0, committed;
     int64_t commit_started;
+
+    /*
+     * Whatever the delta log holds goes into the database first, in this
+     * transaction: every operation sees every delta answered before it (a
+     * read of an open message, an end, a sweep, an export).
+     */
+    *folded = 0;
+    if (began == 0 && txn->log != NULL && rl_deltalog_size(txn->log) > 0) {
+        if ((began = rl_deltalog_fold(txn->log, txn)) != 0) {
+            rl_log_error("cannot fold the delta log into the store (%d); its operations fail", began);
+            txn->ops->rollback(txn);
+        } else {
+            *folded = 1;
+        }
+    }
 
     for (op = batch; op != NULL; op = op->next) {
         int saved;
@@ -135,7 +159,10 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us)
     commit_started = rl_clock_mono_us();
     committed = txn->ops->commit(txn);
     *commit_us = rl_clock_mono_us() - commit_started;
+    if (committed == 0 && *folded)
+        rl_deltalog_truncate(txn->log);
     if (committed != 0) {
+        *folded = 0;
         txn->ops->rollback(txn);
         /* Nothing of the batch is durable: no write may be answered as done. */
         for (op = batch; op != NULL && wrote; op = op->next)
@@ -144,20 +171,128 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us)
     }
 }
 
-/* The figures of one batch; under the store's lock when threaded. */
-static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us)
+/*
+ * A batch whose every operation has its records for the delta log: those
+ * records as one write(2), answered once it returns (deltalog.h says why
+ * that is as durable as a commit here). 1 when it was written so (each op's
+ * result set), 0 when the batch needs a transaction.
+ */
+static int run_logged(rl_store_t *store, rl_store_op_t *batch)
 {
-    ++store->figures.batches;
+    rl_deltalog_t *log = store->txn->log;
+    rl_store_op_t *op;
+    int result;
+
+    if (log == NULL)
+        return 0;
+    store->log_buf.len = 0;
+    for (op = batch; op != NULL; op = op->next)
+        if (op->type->log == NULL || op->type->log(op, &store->log_buf) != 0)
+            return 0;
+    if (rl_deltalog_size(log) == 0)
+        store->log_since_ms = rl_clock_mono_ms();
+    result = rl_deltalog_append(log, &store->log_buf);
+    for (op = batch; op != NULL; op = op->next)
+        op->result = result;
+    /* A big batch's buffer is not kept for the small ones after it. */
+    if (store->log_buf.cap > FOLD_BYTES)
+        rl_deltalog_buf_free(&store->log_buf);
+    return 1;
+}
+
+/*
+ * A batch whose every operation may run on its own (rl_store_op_type_t.direct),
+ * on a backend that runs statements outside a transaction: each op's run
+ * as its own statement, no BEGIN, SAVEPOINT, RELEASE or COMMIT (on
+ * PostgreSQL each of those is a round trip). 1 when it ran so (each op's
+ * result set), 0 when the batch needs a transaction.
+ */
+static int run_direct(rl_txn_t *txn, rl_store_op_t *batch)
+{
+    rl_store_op_t *op;
+    int ready;
+
+    if (txn->ops->autocommit == NULL || (txn->log != NULL && rl_deltalog_size(txn->log) > 0))
+        return 0;
+    for (op = batch; op != NULL; op = op->next)
+        if (op->type->direct == NULL || !op->type->direct(op))
+            return 0;
+    if ((ready = txn->ops->autocommit(txn)) == 1)
+        return 0;
+    for (op = batch; op != NULL; op = op->next) {
+        txn->arena = &op->arena;
+        txn->writing = op->type->writes;
+        op->result =
+            ready != 0 ? (ready == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL) : op->type->run(txn, op);
+    }
+    txn->arena = NULL;
+    txn->writing = 0;
+    return 1;
+}
+
+/* Whether the delta log is due for a fold of its own (big enough, or old enough). */
+static int fold_due(const rl_store_t *store, int64_t now_ms)
+{
+    size_t size = store->txn->log != NULL ? rl_deltalog_size(store->txn->log) : 0;
+
+    return size > 0 && (size >= FOLD_BYTES || now_ms - store->log_since_ms >= FOLD_MS);
+}
+
+/* The figures of one batch; under the store's lock when threaded. */
+static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us, int logged, int folded)
+{
+    if (logged)
+        ++store->figures.log_appends;
+    else
+        ++store->figures.batches;
+    store->figures.log_folds += folded != 0;
     store->figures.operations += operations;
+    store->figures.round_trips = store->txn->round_trips;
     if (commit_us >= 0)
         rl_histogram_observe_us(&store->figures.commit, (uint64_t)commit_us);
+}
+
+/* Runs a batch (NULL: only folds the delta log) as one log write or one transaction, and counts it. */
+static void run_counted(rl_store_t *store, struct op_list *batch, int locked)
+{
+    int64_t commit_us = -1;
+    int logged = batch->head != NULL && run_logged(store, batch->head), folded = 0;
+
+    if (!logged && (batch->head == NULL || !run_direct(store->txn, batch->head)))
+        run_batch(store->txn, batch->head, &commit_us, &folded);
+    if (locked)
+        pthread_mutex_lock(&store->lock);
+    count_batch(store, batch->count, commit_us, logged, folded);
+    if (locked)
+        pthread_mutex_unlock(&store->lock);
+}
+
+/* Waits for work, or until the delta log is due for a fold. Under the store's lock. */
+static void wait_for_work(rl_store_t *store)
+{
+    while (store->todo.head == NULL && !store->stopping && !fold_due(store, rl_clock_mono_ms())) {
+        if (store->txn->log != NULL && rl_deltalog_size(store->txn->log) > 0) {
+            struct timespec until;
+            int64_t wait_ms = store->log_since_ms + FOLD_MS - rl_clock_mono_ms();
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            wait_ms = wait_ms < 1 ? 1 : wait_ms;
+            until.tv_sec += wait_ms / 1000;
+            until.tv_nsec += (wait_ms % 1000) * 1000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&store->wake, &store->lock, &until);
+        } else {
+            pthread_cond_wait(&store->wake, &store->lock);
+        }
+    }
 }
 
 static void *worker_main(void *p)
 {
     rl_store_t *store = p;
     rl_store_op_t *op;
-    int64_t commit_us;
     sigset_t all;
 
     /* Signals belong to the loop thread (src/http/stop.c); none should interrupt a query here. */
@@ -166,20 +301,22 @@ static void *worker_main(void *p)
     pthread_mutex_lock(&store->lock);
     for (;;) {
         struct op_list batch;
-        while (store->todo.head == NULL && !store->stopping)
-            pthread_cond_wait(&store->wake, &store->lock);
-        if (store->todo.head == NULL)
+        wait_for_work(store);
+        if (store->todo.head == NULL && store->stopping)
             break;
         batch = store->todo;
         store->todo.head = store->todo.tail = NULL;
         store->todo.count = 0;
         pthread_mutex_unlock(&store->lock);
-        commit_us = -1;
-        run_batch(store->txn, batch.head, &commit_us);
+        /* No operation: the log's own fold (it is big, or a second old). */
+        run_counted(store, &batch, 1);
+        if (batch.head == NULL) {
+            pthread_mutex_lock(&store->lock);
+            continue;
+        }
         for (op = batch.head; op != NULL; op = op->next)
             __atomic_store_n(&op->ran, 1, __ATOMIC_RELEASE);
         pthread_mutex_lock(&store->lock);
-        count_batch(store, batch.count, commit_us);
         list_append(&store->done, &batch);
         pthread_mutex_unlock(&store->lock);
         /* A full pipe already says there is something to collect. */
@@ -206,6 +343,11 @@ void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done
     if (store->threaded)
         pthread_cond_signal(&store->wake);
     pthread_mutex_unlock(&store->lock);
+}
+
+int rl_store_exclusive(rl_store_t *store)
+{
+    return store->txn->log != NULL;
 }
 
 int rl_store_pending(rl_store_t *store)
@@ -253,7 +395,6 @@ static void complete(rl_store_t *store, rl_store_op_t *op)
 void rl_store_flush(rl_store_t *store)
 {
     rl_store_op_t *op;
-    int64_t commit_us;
     struct op_list batch;
     char sink[256];
 
@@ -263,9 +404,7 @@ void rl_store_flush(rl_store_t *store)
             batch = store->todo;
             store->todo.head = store->todo.tail = NULL;
             store->todo.count = 0;
-            commit_us = -1;
-            run_batch(store->txn, batch.head, &commit_us);
-            count_batch(store, batch.count, commit_us);
+            run_counted(store, &batch, 0);
             for (op = batch.head; op != NULL; op = op->next)
                 op->ran = 1;
             complete(store, batch.head);
@@ -311,6 +450,19 @@ void rl_store_close(rl_store_t *store)
     } else {
         rl_store_drain(store);
     }
+    /* At shutdown the delta log goes into the database: a stopped relayd leaves none behind. */
+    if (store->txn != NULL && store->txn->log != NULL) {
+        struct op_list none = {NULL, NULL, 0};
+        if (rl_deltalog_size(store->txn->log) > 0)
+            run_counted(store, &none, 0);
+        rl_deltalog_close(store->txn->log);
+        store->txn->log = NULL;
+    }
+    if (store->txn != NULL) {
+        rl_deltalog_close(store->txn->log_lock);
+        store->txn->log_lock = NULL;
+    }
+    rl_deltalog_buf_free(&store->log_buf);
     if (store->txn != NULL)
         store->txn->ops->close(store->txn);
     if (store->pipe_read >= 0)
@@ -335,7 +487,29 @@ int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out)
     store->threaded = threaded;
     store->pipe_read = store->pipe_write = -1;
     pthread_mutex_init(&store->lock, NULL);
-    pthread_cond_init(&store->wake, NULL);
+    {
+        /* The wait for the delta log's fold counts on the monotonic clock (wait_for_work). */
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&store->wake, &attr);
+        pthread_condattr_destroy(&attr);
+    }
+    /*
+     * A delta log left by a relayd that was killed is replayed before
+     * anything else runs: what it answered is in the database from the
+     * first operation on (records already there are skipped).
+     */
+    if (txn->log != NULL && rl_deltalog_size(txn->log) > 0) {
+        struct op_list none = {NULL, NULL, 0};
+        rl_log_info("folding the delta log left by the last run (%zu bytes)", rl_deltalog_size(txn->log));
+        run_counted(store, &none, 0);
+        if (rl_deltalog_size(txn->log) > 0) {
+            rl_log_error("cannot fold the delta log left by the last run; not starting");
+            rl_store_close(store);
+            return -1;
+        }
+    }
     if (threaded) {
         if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
             rl_log_error("cannot create the store's wake-up pipe: %s", strerror(errno));

@@ -15,6 +15,16 @@ def WriteLock(relay):
     return relay.hold_store()
 
 
+def stall_worker(relay, token):
+    """Puts the store's worker inside a transaction that waits for the held store. On SQLite a batch of
+    deltas is a write to the delta log, which no database lock holds back: the deltas then wait behind
+    this operation instead, as they would behind a slow fold. Returns the thread (join it after release)."""
+    t = threading.Thread(target=lambda: relay.get("/v1/me/snapshot", headers=bearer(token), timeout=30))
+    t.start()
+    time.sleep(0.2)
+    return t
+
+
 def in_parallel(calls):
     """Runs the calls at once; returns (response, seconds) for each, in order."""
     results = [None] * len(calls)
@@ -76,7 +86,9 @@ def test_a_stalled_store_sheds_new_requests_at_once(relayd):
 def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
     relay = relayd("--delta-backlog-max", "3")
     inst, session, mid = streaming_message(relay)
+    token = relay.token("alice")
     lock = WriteLock(relay)
+    staller = stall_worker(relay, token)
     try:
         threads, results = in_parallel([delta_call(relay, inst, mid, n) for n in range(8)])
         time.sleep(1.0)
@@ -86,6 +98,7 @@ def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
             assert r.json()["error"]["retry_after_ms"] == 250, r.text
     finally:
         lock.release()
+    staller.join(30)
     for t in threads:
         t.join(20)
     accepted = [n for n, (r, _) in enumerate(results) if r.status_code == 200]
@@ -103,7 +116,9 @@ def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relay
     def delta(n):
         return delta_call(relay, inst, mid, n)
 
+    token = relay.token("alice")
     lock = WriteLock(relay)
+    staller = stall_worker(relay, token)
     try:
         first, first_result = in_parallel([delta(0)])
         # Under the limit: a second delta still joins the same wait.
@@ -122,6 +137,7 @@ def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relay
             assert seconds < 0.5, seconds
     finally:
         lock.release()
+    staller.join(30)
     for t in first + second:
         t.join(20)
     assert first_result[0][0].status_code == 200 and second_result[0][0].status_code == 200

@@ -37,6 +37,12 @@ muts = [
  ("bridge", "src/relay/bridge.c", '    if (strcmp(message->state, "streaming") != 0)\n        return RL_E_MESSAGE_FINALIZED;\n', ""),
  ("bridge", "src/relay/bridge.c", 'if (strcmp(task.status, "created") != 0 && strcmp(task.status, "progressing") != 0)', 'if (0)'),
  ("bridge", "src/relay/bridge.c", '{"end_turn", "stop"}', '{"end_turn", "end_turn"}'),
+ ("deltas", "src/relay/deltas.c", "return deltas->exclusive && !batch->shared && deltas->changing == 0 && !batch->doubted;", "return deltas->exclusive && !batch->shared && !batch->doubted;"),
+ ("deltas", "src/relay/deltas.c", "return deltas->exclusive && !batch->shared && deltas->changing == 0 && !batch->doubted;", "return deltas->exclusive && !batch->shared && deltas->changing == 0;"),
+ ("deltas", "src/relay/deltas.c", "return deltas->exclusive && !batch->shared && deltas->changing == 0 && !batch->doubted;", "return !batch->shared && deltas->changing == 0 && !batch->doubted;"),
+ ("deltas", "src/relay/deltas.c", "    if (deltas->pending != NULL && deltas->pending->count > 0)\n        deltas->pending->doubted = 1;", ""),
+ ("deltas", "src/relay/deltas.c", "if (first->installation_id == NULL || batch->trusted)", "if (first->installation_id == NULL)"),
+ ("deltas", "src/relay/deltas.c", "    if (deltas->changing > 0)\n        --deltas->changing;", ""),
 ]
 only = sys.argv[1:]
 missed = 0

@@ -382,13 +382,181 @@ static void test_size_cap(void **state)
     record_unref(record);
 }
 
+/* ---- one node: the records are the truth, and every change to a message's state tells them ---- */
+
+/* A node's deltas over an empty relay: no loop, nothing submitted (the pending batch stays empty). */
+struct node {
+    rl_relay_t relay;
+    rl_deltas_t deltas;
+};
+
+static void node_init(struct node *n)
+{
+    memset(n, 0, sizeof(*n));
+    n->relay.config.idempotency_ttl = TTL;
+    n->deltas.relay = &n->relay;
+    n->deltas.open_messages = rl_strmap_new(16);
+    n->deltas.pending = rl_delta_batch_new();
+    n->deltas.newest = &n->deltas.oldest;
+    n->deltas.exclusive = 1;
+    assert_non_null(n->deltas.open_messages);
+    assert_non_null(n->deltas.pending);
+}
+
+static void node_free(struct node *n)
+{
+    rl_strmap_free(n->deltas.open_messages, message_free);
+    rl_delta_batch_free(n->deltas.pending);
+}
+
+static void open_record(struct node *n, const char *message_id)
+{
+    json_t *session = json_string(FIX_SESSION), *interaction = json_string("int_one");
+
+    rl_deltas_opened(&n->deltas, message_id, FIX_INSTALLATION, FIX_USER, session, interaction, 0, 0);
+    json_decref(session);
+    json_decref(interaction);
+    assert_non_null(rl_strmap_get(n->deltas.open_messages, message_id));
+}
+
+/*
+ * A trusted batch (one node, its records the truth) is written without
+ * reading the message back: even to a message the store says is gone, which
+ * the records would have refused. A batch that is not trusted is checked.
+ */
+static void test_a_trusted_batch_reads_nothing_back(void **state)
+{
+    rl_store_t *store = *state;
+    rl_delta_batch_t *batch = rl_delta_batch_new();
+
+    seed(store);
+    assert_int_equal(in_txn(store, delete_session_run, NULL), 0);
+    add(batch, MSG, 1, "a", "k1", FIX_INSTALLATION);
+    batch->trusted = 1;
+    assert_int_equal(in_txn(store, write_run_txn, batch), 0);
+    assert_int_equal(outcome_of(batch, MSG, 1), 0);
+    rl_delta_batch_free(batch);
+    batch = rl_delta_batch_new();
+    add(batch, MSG, 2, "b", "k2", FIX_INSTALLATION);
+    assert_int_equal(in_txn(store, write_run_txn, batch), 0);
+    assert_int_equal(outcome_of(batch, MSG, 2), RL_E_SESSION_DELETED);
+    rl_delta_batch_free(batch);
+}
+
+/*
+ * While a change to messages' state is in the store (a session deleted or
+ * restored, the sweep of messages left open), a batch submitted is not
+ * trusted, nor is one whose deltas gathered meanwhile; once the change came
+ * back and the records heard of it, new batches are trusted again. Several
+ * nodes never trust.
+ */
+static void test_batches_are_trusted_only_when_no_change_is_unaccounted_for(void **state)
+{
+    struct node n;
+    rl_delta_batch_t *batch;
+
+    (void)state;
+    node_init(&n);
+    assert_true(batch_trusted(&n.deltas, n.deltas.pending));
+    rl_deltas_changing(&n.deltas, 1);
+    assert_false(batch_trusted(&n.deltas, n.deltas.pending));
+    /* A delta joins the pending batch while the change is in the store. */
+    assert_int_equal(rl_delta_batch_add(n.deltas.pending, MSG, 1, "a", 1, "k1", "h1"), 0);
+    rl_deltas_changing(&n.deltas, 0);
+    assert_int_equal(n.deltas.changing, 0);
+    assert_false(batch_trusted(&n.deltas, n.deltas.pending));
+    /* (As submit would hand it to the store.) */
+    rl_delta_batch_free(n.deltas.pending);
+    n.deltas.pending = rl_delta_batch_new();
+    /* A batch that starts after the change came back is. */
+    batch = rl_delta_batch_new();
+    assert_true(batch_trusted(&n.deltas, batch));
+    batch->shared = 1;
+    assert_false(batch_trusted(&n.deltas, batch));
+    /* Nor a store that other processes may write (sqlite:PATH, PostgreSQL). */
+    batch->shared = 0;
+    n.deltas.exclusive = 0;
+    assert_false(batch_trusted(&n.deltas, batch));
+    n.deltas.exclusive = 1;
+    rl_delta_batch_free(batch);
+    /* Two changes at once: trusted only when both came back. */
+    rl_deltas_changing(&n.deltas, 1);
+    rl_deltas_changing(&n.deltas, 1);
+    rl_deltas_changing(&n.deltas, 0);
+    batch = rl_delta_batch_new();
+    assert_false(batch_trusted(&n.deltas, batch));
+    rl_deltas_changing(&n.deltas, 0);
+    assert_true(batch_trusted(&n.deltas, batch));
+    rl_delta_batch_free(batch);
+    node_free(&n);
+}
+
+/* sendMessageEnd and the sweep of messages left open tell the record: a new delta is 409, a replay still answers. */
+static void test_an_end_or_the_sweep_finalizes_the_record(void **state)
+{
+    struct node n;
+    struct open_message *record;
+
+    (void)state;
+    node_init(&n);
+    open_record(&n, MSG);
+    record = rl_strmap_get(n.deltas.open_messages, MSG);
+    key_stored(record, "k1", "h1");
+    rl_deltas_ending(&n.deltas, MSG, 1);
+    assert_int_equal(delta_rule(record, "k2", "h2", 1, 1000, T0), RL_E_MESSAGE_FINALIZED);
+    rl_deltas_ending(&n.deltas, MSG, 0);
+    assert_int_equal(delta_rule(record, "k2", "h2", 1, 1000, T0), 0);
+    rl_deltas_finalized(&n.deltas, MSG);
+    assert_int_equal(delta_rule(record, "k2", "h2", 1, 1000, rl_clock_now_ms()), RL_E_MESSAGE_FINALIZED);
+    assert_int_equal(delta_rule(record, "k1", "h1", 1, 1000, rl_clock_now_ms()), DELTA_REPLAY);
+    node_free(&n);
+}
+
+/*
+ * A session deleted (or restored) drops its messages' records, and a purge
+ * drops them all: the next delta reloads the truth from the store, 410
+ * after a delete.
+ */
+static void test_a_deleted_or_purged_session_drops_its_records(void **state)
+{
+    rl_store_t *store = *state;
+    struct open_message *record;
+    struct node n;
+
+    node_init(&n);
+    open_record(&n, MSG);
+    open_record(&n, MSG2);
+    rl_deltas_forget_session(&n.deltas, "ses_elsewhere");
+    assert_non_null(rl_strmap_get(n.deltas.open_messages, MSG));
+    rl_deltas_forget_session(&n.deltas, FIX_SESSION);
+    assert_null(rl_strmap_get(n.deltas.open_messages, MSG));
+    assert_null(rl_strmap_get(n.deltas.open_messages, MSG2));
+    seed(store);
+    assert_int_equal(in_txn(store, delete_session_run, NULL), 0);
+    record = load(store, MSG, T0 + 10);
+    assert_int_equal(delta_rule(record, "k2", "h2", 1, 1000, T0 + 10), RL_E_SESSION_DELETED);
+    record_unref(record);
+    open_record(&n, MSG);
+    rl_deltas_forget_all(&n.deltas);
+    assert_int_equal(rl_strmap_size(n.deltas.open_messages), 0);
+    node_free(&n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        INLINE(test_batch_keeps_seq_order), INLINE(test_stale_run_conflicts),
-        INLINE(test_run_targets),           INLINE(test_key_replays_or_conflicts),
-        INLINE(test_key_being_written),     INLINE(test_keys_outlive_the_end),
-        INLINE(test_deleted_session),       INLINE(test_size_cap),
+        INLINE(test_batch_keeps_seq_order),
+        INLINE(test_stale_run_conflicts),
+        INLINE(test_run_targets),
+        INLINE(test_key_replays_or_conflicts),
+        INLINE(test_key_being_written),
+        INLINE(test_keys_outlive_the_end),
+        INLINE(test_deleted_session),
+        INLINE(test_size_cap),
+        INLINE(test_a_trusted_batch_reads_nothing_back),
+        INLINE(test_batches_are_trusted_only_when_no_change_is_unaccounted_for),
+        INLINE(test_an_end_or_the_sweep_finalizes_the_record),
+        INLINE(test_a_deleted_or_purged_session_drops_its_records),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,411 @@
+/* The SQLite store's delta log (deltalog.h): its codec, its file, and its fold into message_deltas. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <zlib.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "store/deltalog.h"
+
+#define HEADER      8 /* u32 length, u32 CRC-32 */
+#define VERSION     1
+#define PAYLOAD_MAX (64u * 1024 * 1024)
+
+struct rl_deltalog {
+    int fd;
+    char *path;
+    size_t size; /* bytes of whole records: where the next write goes */
+};
+
+/* ---- codec ---- */
+
+/* CRC-32 (IEEE): zlib's, which relayd links already and which is several times faster than a bytewise table. */
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+    return (uint32_t)crc32_z(0, p, n);
+}
+
+static unsigned char *put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    int i;
+
+    for (i = 0; i < bytes; ++i)
+        *p++ = (unsigned char)(v >> (8 * i));
+    return p;
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 0; i < bytes; ++i)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static unsigned char *put_field(unsigned char *p, const char *text, size_t len, int bytes)
+{
+    p = put_le(p, len, bytes);
+    memcpy(p, text, len);
+    return p + len;
+}
+
+int rl_deltalog_encode(rl_deltalog_buf_t *buf, const char *message_id, int64_t seq, const char *key,
+                       const char *body_hash, const char *delta, size_t delta_len)
+{
+    size_t lens[3] = {strlen(message_id), strlen(key), strlen(body_hash)};
+    size_t payload = 1 + 8 + 2 + lens[0] + 2 + lens[1] + 2 + lens[2] + 4 + delta_len, need;
+    unsigned char *start, *p;
+
+    if (lens[0] > 0xFFFF || lens[1] > 0xFFFF || lens[2] > 0xFFFF || payload > PAYLOAD_MAX)
+        return -1;
+    need = buf->len + HEADER + payload;
+    if (need > buf->cap) {
+        size_t cap = buf->cap > 0 ? buf->cap : 4096;
+        char *grown;
+        while (cap < need)
+            cap *= 2;
+        if ((grown = realloc(buf->data, cap)) == NULL)
+            return -1;
+        buf->data = grown;
+        buf->cap = cap;
+    }
+    start = (unsigned char *)buf->data + buf->len;
+    p = start + HEADER;
+    *p++ = VERSION;
+    p = put_le(p, (uint64_t)seq, 8);
+    p = put_field(p, message_id, lens[0], 2);
+    p = put_field(p, key, lens[1], 2);
+    p = put_field(p, body_hash, lens[2], 2);
+    p = put_field(p, delta, delta_len, 4);
+    put_le(start, payload, 4);
+    put_le(start + 4, crc32_of(start + HEADER, payload), 4);
+    buf->len = need;
+    return 0;
+}
+
+void rl_deltalog_buf_free(rl_deltalog_buf_t *buf)
+{
+    free(buf->data);
+    buf->data = NULL;
+    buf->len = buf->cap = 0;
+}
+
+/* Reads a length-prefixed field at *p within end: 0, or -1 when it does not fit. */
+static int take_field(const unsigned char **p, const unsigned char *end, int bytes, const char **text, size_t *len)
+{
+    if (end - *p < bytes)
+        return -1;
+    *len = (size_t)get_le(*p, bytes);
+    *p += bytes;
+    if ((size_t)(end - *p) < *len)
+        return -1;
+    *text = (const char *)*p;
+    *p += *len;
+    return 0;
+}
+
+size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *out)
+{
+    const unsigned char *start = (const unsigned char *)data, *p, *end;
+    size_t payload;
+
+    if (len < HEADER)
+        return 0;
+    payload = (size_t)get_le(start, 4);
+    if (payload < 1 + 8 || payload > PAYLOAD_MAX || payload > len - HEADER ||
+        crc32_of(start + HEADER, payload) != (uint32_t)get_le(start + 4, 4))
+        return 0;
+    p = start + HEADER;
+    end = p + payload;
+    if (*p++ != VERSION)
+        return 0;
+    out->seq = (int64_t)get_le(p, 8);
+    p += 8;
+    if (take_field(&p, end, 2, &out->message_id, &out->message_id_len) != 0 ||
+        take_field(&p, end, 2, &out->key, &out->key_len) != 0 ||
+        take_field(&p, end, 2, &out->body_hash, &out->body_hash_len) != 0 ||
+        take_field(&p, end, 4, &out->delta, &out->delta_len) != 0 || p != end)
+        return 0;
+    return HEADER + payload;
+}
+
+/* ---- the file ---- */
+
+int rl_deltalog_read_file(const char *path, char **data, size_t *len)
+{
+    struct stat st;
+    size_t got = 0;
+    char *bytes;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    *data = NULL;
+    *len = 0;
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (fstat(fd, &st) != 0 || (bytes = malloc((size_t)st.st_size + 1)) == NULL) {
+        close(fd);
+        return -1;
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, bytes + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    *data = bytes;
+    *len = got;
+    return 0;
+}
+
+rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive)
+{
+    rl_deltalog_t *log = calloc(1, sizeof(*log));
+    struct stat st;
+
+    if (log == NULL || (log->path = strdup(path)) == NULL) {
+        free(log);
+        return NULL;
+    }
+    log->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (log->fd < 0 || fstat(log->fd, &st) != 0) {
+        rl_log_error("cannot open the delta log %s: %s", path, strerror(errno));
+        rl_deltalog_close(log);
+        return NULL;
+    }
+    if (flock(log->fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+        rl_log_error("%s is locked by another relayd: %s", path,
+                     exclusive ? "the store of this data folder is in use as sqlite:PATH by a relayd that shares it"
+                               : "this SQLite file is the data folder store of a relayd that writes it alone; "
+                                 "share a file of its own (sqlite:PATH) between nodes instead");
+        rl_deltalog_close(log);
+        return NULL;
+    }
+    /* Whatever it holds is folded at start-up (rl_store__wrap), torn tail and all; new records go after it. */
+    log->size = (size_t)st.st_size;
+    return log;
+}
+
+void rl_deltalog_close(rl_deltalog_t *log)
+{
+    if (log == NULL)
+        return;
+    if (log->fd >= 0)
+        close(log->fd);
+    free(log->path);
+    free(log);
+}
+
+size_t rl_deltalog_size(const rl_deltalog_t *log)
+{
+    return log->size;
+}
+
+int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf)
+{
+    size_t done = 0;
+
+    while (done < buf->len) {
+        ssize_t n = pwrite(log->fd, buf->data + done, buf->len - done, (off_t)(log->size + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rl_log_error("cannot write the delta log %s: %s", log->path, n < 0 ? strerror(errno) : "short write");
+            /* A part of the batch left behind would end the log there for every later record (a torn tail). */
+            if (ftruncate(log->fd, (off_t)log->size) != 0)
+                rl_log_error("cannot cut the delta log %s back: %s", log->path, strerror(errno));
+            return RL_E_INTERNAL;
+        }
+        done += (size_t)n;
+    }
+    log->size += buf->len;
+    return 0;
+}
+
+int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn)
+{
+    char *data;
+    size_t len = 0;
+    int result;
+
+    if (log->size == 0)
+        return 0;
+    if ((data = malloc(log->size)) == NULL)
+        return RL_E_INTERNAL;
+    while (len < log->size) {
+        ssize_t n = pread(log->fd, data + len, log->size - len, (off_t)len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    result = rl_deltalog_fold_bytes(txn, data, len, log->path, NULL);
+    free(data);
+    return result;
+}
+
+void rl_deltalog_truncate(rl_deltalog_t *log)
+{
+    /*
+     * Cut to zero: a crash before this leaves the records behind, and the
+     * next fold finds them stored already (their seqs are below the next).
+     */
+    if (ftruncate(log->fd, 0) != 0)
+        rl_log_error("cannot empty the delta log %s: %s", log->path, strerror(errno));
+    else
+        log->size = 0;
+}
+
+/* ---- the fold ---- */
+
+struct entry {
+    rl_deltalog_record_t record;
+    size_t order; /* position in the log: a stable sort */
+};
+
+static int by_message_then_seq(const void *a, const void *b)
+{
+    const struct entry *x = a, *y = b;
+    size_t n =
+        x->record.message_id_len < y->record.message_id_len ? x->record.message_id_len : y->record.message_id_len;
+    int order = memcmp(x->record.message_id, y->record.message_id, n);
+
+    if (order == 0)
+        order = (x->record.message_id_len > y->record.message_id_len) -
+                (x->record.message_id_len < y->record.message_id_len);
+    if (order == 0)
+        order = (x->record.seq > y->record.seq) - (x->record.seq < y->record.seq);
+    return order != 0 ? order : (x->order > y->order) - (x->order < y->order);
+}
+
+/* Writes entries[0..n) (one message, consecutive seqs) as one run, keys as deltas.c writes them. */
+static int write_run(rl_txn_t *txn, const char *message_id, const struct entry *entries, size_t n)
+{
+    json_t *keys = json_array();
+    rl_delta_run_row_t run = {message_id, entries[0].record.seq, entries[n - 1].record.seq, NULL, 0, NULL};
+    char *text = NULL, *keys_text = NULL;
+    size_t len = 0, i;
+    int result = RL_E_INTERNAL;
+
+    for (i = 0; i < n; ++i)
+        len += entries[i].record.delta_len;
+    if (keys == NULL || (text = malloc(len + 1)) == NULL)
+        goto out;
+    for (len = 0, i = 0; i < n; ++i) {
+        const rl_deltalog_record_t *r = &entries[i].record;
+        memcpy(text + len, r->delta, r->delta_len);
+        len += r->delta_len;
+        if (json_array_append_new(
+                keys, json_pack("[s#, s#]", r->key, (int)r->key_len, r->body_hash, (int)r->body_hash_len)) != 0)
+            goto out;
+    }
+    if ((keys_text = json_dumps(keys, JSON_COMPACT)) == NULL)
+        goto out;
+    run.text = text;
+    run.text_len = len;
+    run.keys = keys_text;
+    result = RL_TXN(txn, delta_run_insert, &run);
+out:
+    json_decref(keys);
+    free(text);
+    free(keys_text);
+    return result;
+}
+
+/* The records of one message, entries[0..n): those after its stored ones, in runs of consecutive seqs. */
+static int fold_message(rl_txn_t *txn, const struct entry *entries, size_t n)
+{
+    char *message_id = strndup(entries[0].record.message_id, entries[0].record.message_id_len);
+    rl_message_row_t message;
+    int64_t next = 0;
+    size_t start, end;
+    int result;
+
+    if (message_id == NULL)
+        return RL_E_INTERNAL;
+    result = RL_TXN(txn, message_get, message_id, &message);
+    /* Ended or gone: what the log held of it was folded before its end, or never answered. */
+    if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(message.state, "streaming") != 0)) {
+        result = 0;
+        goto out;
+    }
+    if (result != 0 || (result = RL_TXN(txn, delta_next_seq, message_id, &next)) != 0)
+        goto out;
+    for (start = 0; start < n && entries[start].record.seq < next; ++start) {
+    }
+    for (; start < n && result == 0; start = end) {
+        for (end = start + 1; end < n && entries[end].record.seq == entries[end - 1].record.seq + 1; ++end) {
+        }
+        result = write_run(txn, message_id, entries + start, end - start);
+        /* The same seq twice (never written so): the first is kept. */
+        while (end < n && entries[end].record.seq == entries[end - 1].record.seq)
+            ++end;
+    }
+out:
+    free(message_id);
+    return result;
+}
+
+int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, size_t *records)
+{
+    struct entry *entries = NULL;
+    size_t count = 0, cap = 0, at = 0, step, start, end;
+    rl_arena_t arena = {0};
+    rl_arena_t *was_arena = txn->arena;
+    int was_writing = txn->writing, result = 0;
+
+    while (at < len) {
+        rl_deltalog_record_t record;
+        if ((step = rl_deltalog_decode(data + at, len - at, &record)) == 0) {
+            rl_log_warn("%s: ignoring %zu bytes at offset %zu: a record cut short or failing its checksum (a write "
+                        "interrupted by a crash, never answered)",
+                        what, len - at, at);
+            break;
+        }
+        if (count == cap) {
+            struct entry *grown = realloc(entries, (cap = cap > 0 ? cap * 2 : 256) * sizeof(*entries));
+            if (grown == NULL) {
+                free(entries);
+                return RL_E_INTERNAL;
+            }
+            entries = grown;
+        }
+        entries[count].record = record;
+        entries[count].order = count;
+        ++count;
+        at += step;
+    }
+    if (records != NULL)
+        *records = count;
+    qsort(entries, count, sizeof(*entries), by_message_then_seq);
+    /* Rows read here live until the fold ends: it is no operation of its own. */
+    txn->arena = &arena;
+    txn->writing = 1;
+    for (start = 0; start < count && result == 0; start = end) {
+        for (end = start + 1;
+             end < count && entries[end].record.message_id_len == entries[start].record.message_id_len &&
+             memcmp(entries[end].record.message_id, entries[start].record.message_id,
+                    entries[start].record.message_id_len) == 0;
+             ++end) {
+        }
+        result = fold_message(txn, entries + start, end - start);
+    }
+    txn->arena = was_arena;
+    txn->writing = was_writing;
+    rl_arena_free(&arena);
+    free(entries);
+    return result;
+}

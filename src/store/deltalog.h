@@ -1,0 +1,90 @@
+/*
+ * The SQLite store's delta log (docs/internals/store.md, "The delta log"):
+ * an append-only file beside the database where a batch of streamed deltas
+ * from any number of messages is one write(2), answered when the write
+ * returns, and later folded into message_deltas in one transaction.
+ *
+ * Its durability is the database's under synchronous=NORMAL: a write that
+ * returned is in the kernel's page cache and survives kill -9 of relayd
+ * (not a power cut), like a commit to the WAL.
+ *
+ * A record: u32 length of the payload, u32 CRC-32 of the payload, then the
+ * payload: u8 version (1), i64 seq, u16 length + message id, u16 length +
+ * idempotency key, u16 length + body hash, u32 length + delta bytes. All
+ * integers little-endian. A record that is cut short or fails its checksum
+ * ends the log: it is the tail of a write that a kill -9 interrupted, which
+ * was never answered.
+ *
+ * Worker thread only (the store's), but for rl_deltalog_replay_file.
+ */
+#ifndef RL_STORE_DELTALOG_H
+#define RL_STORE_DELTALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+/* Records are encoded here before their one write. */
+typedef struct rl_deltalog_buf {
+    char *data;
+    size_t len, cap;
+} rl_deltalog_buf_t;
+
+typedef struct rl_deltalog_record {
+    int64_t seq;
+    const char *message_id, *key, *body_hash, *delta; /* into the decoded bytes: not NUL-terminated */
+    size_t message_id_len, key_len, body_hash_len, delta_len;
+} rl_deltalog_record_t;
+
+/* Appends one record to buf. 0, or -1 (out of memory, or a field too long for its length). */
+int rl_deltalog_encode(rl_deltalog_buf_t *buf, const char *message_id, int64_t seq, const char *key,
+                       const char *body_hash, const char *delta, size_t delta_len);
+void rl_deltalog_buf_free(rl_deltalog_buf_t *buf);
+/*
+ * Decodes the record at data[0..len): its size in bytes, filling *out; 0
+ * when the bytes hold no whole record with a good checksum (a torn tail).
+ */
+size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *out);
+
+typedef struct rl_deltalog rl_deltalog_t;
+
+/*
+ * Opens (creating) the log at path and locks it (flock): exclusively for
+ * the relayd that writes it, shared for one that only shares the database
+ * (and must never meet the former). NULL with the cause logged, when
+ * another relayd holds a lock that excludes this one.
+ */
+rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive);
+void rl_deltalog_close(rl_deltalog_t *log);
+/* The bytes of whole records in the log not yet folded. */
+size_t rl_deltalog_size(const rl_deltalog_t *log);
+/*
+ * Writes buf at the log's end with one write(2): 0 once it returned, or
+ * RL_E_INTERNAL with nothing of it left in the log.
+ */
+int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf);
+/*
+ * In a transaction: the log's records into message_deltas, one run per
+ * message (rl_deltalog_fold_bytes). The log is emptied only by
+ * rl_deltalog_truncate, once that transaction has committed.
+ */
+int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn);
+/* After the fold's commit: the log starts over. */
+void rl_deltalog_truncate(rl_deltalog_t *log);
+/*
+ * In a transaction: the records of data[0..len) into message_deltas. Of a
+ * message that is not streaming (ended, or gone) nothing is written, and a
+ * record whose seq is below the message's next stored seq is already there
+ * (a crash between a fold's commit and the log's truncation): each is
+ * written once. A torn tail is ignored with a log line naming `what`.
+ * *records (when asked): how many were whole.
+ */
+int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, size_t *records);
+/*
+ * Reads the whole log file at path (none: *len 0) into a malloc'd *data.
+ * 0 or -1 with the cause in errno.
+ */
+int rl_deltalog_read_file(const char *path, char **data, size_t *len);
+
+#endif
