@@ -436,13 +436,12 @@ static const char *escape_of(unsigned char c)
  * UTF-8, never counts). Most of a delta's text needs no escape, and a word
  * costs what two bytes through the table do.
  */
-#define ONES 0x0101010101010101ULL
+#define ONES  0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 static int word_needs_escape(uint64_t w)
 {
     uint64_t quote = w ^ (ONES * '"'), backslash = w ^ (ONES * '\\');
-    uint64_t low = (w - ONES * 0x20) & ~w, quoted = (quote - ONES) & ~quote,
-             escaped = (backslash - ONES) & ~backslash;
+    uint64_t low = (w - ONES * 0x20) & ~w, quoted = (quote - ONES) & ~quote, escaped = (backslash - ONES) & ~backslash;
 
     return ((low | quoted | escaped) & HIGHS) != 0;
 }

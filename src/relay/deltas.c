@@ -108,7 +108,7 @@ struct open_message {
     char installation_id[32];
     char user_id[RL_PRINCIPAL_MAX + 1];
     json_t *session_id, *interaction_id;
-    rl_strmap_t *keys; /* stored deltas: idempotency key -> its body hash (a string of its own) */
+    rl_strmap_t *keys;    /* stored deltas: idempotency key -> its body hash (a string of its own) */
     rl_strmap_t *pending; /* deltas being written: key -> body hash (a string of its own) */
     int64_t next_seq;
     int loading, finalized, deleted;

@@ -297,8 +297,7 @@ static int by_message_then_seq(const void *a, const void *b)
  * gives, written by the flat writer rather than a jansson tree per record (the
  * fold's largest cost). keys is the caller's writer, reused across runs.
  */
-static int write_run(rl_txn_t *txn, const char *message_id, const struct entry *entries, size_t n,
-                     rl_json_out_t *keys)
+static int write_run(rl_txn_t *txn, const char *message_id, const struct entry *entries, size_t n, rl_json_out_t *keys)
 {
     rl_delta_run_row_t run = {message_id, entries[0].record.seq, entries[n - 1].record.seq, NULL, 0, NULL};
     char *text = NULL;

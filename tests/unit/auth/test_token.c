@@ -118,10 +118,8 @@ static void test_url_credentials(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_valid),
-        cmocka_unit_test(test_hash_is_sha256),
-        cmocka_unit_test(test_parse_invalid),
-        cmocka_unit_test(test_mint_roundtrip),
+        cmocka_unit_test(test_parse_valid),     cmocka_unit_test(test_hash_is_sha256),
+        cmocka_unit_test(test_parse_invalid),   cmocka_unit_test(test_mint_roundtrip),
         cmocka_unit_test(test_url_credentials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -225,7 +225,10 @@ static void test_writer_escapes_as_jansson(void **state)
         for (at = 0; at < sizeof(text); ++at) {
             json_t *string;
             char *theirs;
-            memcpy(text, "\xc3\xa9" "abcdefghijklmnopqrstuv", sizeof(text));
+            memcpy(text,
+                   "\xc3\xa9"
+                   "abcdefghijklmnopqrstuv",
+                   sizeof(text));
             text[at] = (char)i;
             if ((string = json_stringn(text, sizeof(text))) == NULL)
                 continue; /* the byte broke the two-byte character: not UTF-8 */
