@@ -405,6 +405,11 @@ static int reserve(rl_json_out_t *out, size_t n)
 
 void rl_json_out_raw(rl_json_out_t *out, const char *bytes, size_t len)
 {
+    /* Mostly one byte of punctuation, with room: stored without a call to memcpy. */
+    if (len == 1 && !out->failed && out->len < out->cap) {
+        out->bytes[out->len++] = bytes[0];
+        return;
+    }
     if (reserve(out, len) != 0)
         return;
     memcpy(out->bytes + out->len, bytes, len);
