@@ -405,6 +405,11 @@ static int reserve(rl_json_out_t *out, size_t n)
 
 void rl_json_out_raw(rl_json_out_t *out, const char *bytes, size_t len)
 {
+    /* Mostly one byte of punctuation, with room: stored without a call to memcpy. */
+    if (len == 1 && !out->failed && out->len < out->cap) {
+        out->bytes[out->len++] = bytes[0];
+        return;
+    }
     if (reserve(out, len) != 0)
         return;
     memcpy(out->bytes + out->len, bytes, len);
@@ -430,6 +435,38 @@ static const char *escape_of(unsigned char c)
     return NULL;
 }
 
+/*
+ * Eight bytes at a time: whether any of the word's bytes is below 0x20, '"'
+ * or '\\' (the bit tricks are exact for "any": a byte with its high bit set,
+ * UTF-8, never counts). Most of a delta's text needs no escape, and a word
+ * costs what two bytes through the table do.
+ */
+#define ONES  0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+static int word_needs_escape(uint64_t w)
+{
+    uint64_t quote = w ^ (ONES * '"'), backslash = w ^ (ONES * '\\');
+    uint64_t low = (w - ONES * 0x20) & ~w, quoted = (quote - ONES) & ~quote, escaped = (backslash - ONES) & ~backslash;
+
+    return ((low | quoted | escaped) & HIGHS) != 0;
+}
+
+/* The first byte at or after p that needs an escape, or end. */
+static const unsigned char *plain_until(const unsigned char *p, const unsigned char *end)
+{
+    uint64_t w;
+
+    while (end - p >= 8) {
+        memcpy(&w, p, sizeof(w));
+        if (word_needs_escape(w))
+            break;
+        p += 8;
+    }
+    while (p < end && !(stops[*p] & STOP_WRITE))
+        ++p;
+    return p;
+}
+
 void rl_json_out_string(rl_json_out_t *out, const char *text, size_t len)
 {
     const unsigned char *p = (const unsigned char *)text, *end = p + len, *run;
@@ -443,8 +480,7 @@ void rl_json_out_string(rl_json_out_t *out, const char *text, size_t len)
     while (p < end) {
         const char *escape;
         run = p;
-        while (p < end && !(stops[*p] & STOP_WRITE))
-            ++p;
+        p = plain_until(p, end);
         memcpy(at, run, (size_t)(p - run));
         at += p - run;
         if (p == end)

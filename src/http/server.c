@@ -1,6 +1,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,11 +418,34 @@ static void copy_text(char *out, size_t outsz, const char *text, size_t len)
     out[len] = '\0';
 }
 
+/* The text fields of rl_call_t lie together, from principal to method, between the fields new_call zeroes. */
+_Static_assert(offsetof(rl_call_t, principal_kind) < offsetof(rl_call_t, principal) &&
+                   offsetof(rl_call_t, method) + sizeof(((rl_call_t *)0)->method) <= offsetof(rl_call_t, started_us),
+               "rl_call_t's text fields moved: new_call zeroes the fields around them");
+
+/*
+ * A call with every field zero but its text fields, which are empty strings
+ * (only ever read up to their NUL): zeroing all of its ~1 100 bytes (calloc)
+ * showed in the profile of every request.
+ */
+static rl_call_t *new_call(void)
+{
+    rl_call_t *call = malloc(sizeof(*call));
+
+    if (call == NULL)
+        return NULL;
+    memset(call, 0, offsetof(rl_call_t, principal));
+    call->principal[0] = call->owner[0] = call->request_id[0] = call->trace_id[0] = call->traceparent[0] = '\0';
+    call->peer[0] = call->peer_group[0] = call->via[0] = call->route_name[0] = call->method[0] = '\0';
+    memset(&call->started_us, 0, sizeof(*call) - offsetof(rl_call_t, started_us));
+    return call;
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     rl_http_server_t *server = ((struct route_handler *)self)->server;
     const rl_http_config_t *config = server->config;
-    rl_call_t *call = calloc(1, sizeof(*call));
+    rl_call_t *call = new_call();
     struct call_guard *guard;
     char allow[64];
     h2o_iovec_t path = req->path_normalized;

@@ -108,8 +108,8 @@ struct open_message {
     char installation_id[32];
     char user_id[RL_PRINCIPAL_MAX + 1];
     json_t *session_id, *interaction_id;
-    rl_strmap_t *keys; /* stored deltas: idempotency key -> its body hash (a string of its own) */
-    json_t *pending;   /* deltas being written: key -> body hash */
+    rl_strmap_t *keys;    /* stored deltas: idempotency key -> its body hash (a string of its own) */
+    rl_strmap_t *pending; /* deltas being written: key -> body hash (a string of its own) */
     int64_t next_seq;
     int loading, finalized, deleted;
     int encrypted;         /* its session is: deltas are delta_ct envelopes, each stored after a '\n' (views.c) */
@@ -142,22 +142,40 @@ static void record_unref(struct open_message *message)
     json_decref(message->session_id);
     json_decref(message->interaction_id);
     rl_strmap_free(message->keys, free);
-    json_decref(message->pending);
+    rl_strmap_free(message->pending, free);
     free(message);
 }
 
-/* Remembers a stored delta's key and body hash (replays answer from them). */
-static void key_stored(struct open_message *message, const char *key, const char *body_hash)
+/* Remembers a stored delta's key and body hash (replays answer from them); takes body_hash (malloc'd, or NULL). */
+static void key_kept(struct open_message *message, const char *key, char *body_hash)
 {
-    char *copy = body_hash != NULL ? strdup(body_hash) : NULL;
     char *old = rl_strmap_get(message->keys, key);
+
+    if (body_hash == NULL)
+        return;
+    if (rl_strmap_put(message->keys, key, body_hash) != 0)
+        free(body_hash);
+    else
+        free(old);
+}
+
+/* Remembers a delta being written (a copy of body_hash), replacing one of the same key. */
+static void key_pending(struct open_message *message, const char *key, const char *body_hash)
+{
+    char *copy = strdup(body_hash), *old = rl_strmap_get(message->pending, key);
 
     if (copy == NULL)
         return;
-    if (rl_strmap_put(message->keys, key, copy) != 0)
+    if (rl_strmap_put(message->pending, key, copy) != 0)
         free(copy);
     else
         free(old);
+}
+
+/* As key_kept, with a copy of body_hash. */
+static void key_stored(struct open_message *message, const char *key, const char *body_hash)
+{
+    key_kept(message, key, body_hash != NULL ? strdup(body_hash) : NULL);
 }
 
 /* The map's reference; the record lives on while deltas of it are in flight. */
@@ -182,10 +200,10 @@ static struct open_message *record_new(const char *message_id, const char *insta
      * (rl_strmap moves a few slots per insertion).
      */
     message->keys = rl_strmap_new(KEYS_PER_MESSAGE_MAX);
-    message->pending = json_object();
+    message->pending = rl_strmap_new(KEYS_PER_MESSAGE_MAX);
     if (message->keys == NULL || message->pending == NULL) {
         rl_strmap_free(message->keys, free);
-        json_decref(message->pending);
+        rl_strmap_free(message->pending, free);
         free(message);
         return NULL;
     }
@@ -751,11 +769,13 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
 {
     struct open_message *message = row->record;
     rl_call_t *call = row->call;
-    json_t *hash = json_object_get(message->pending, row->key);
+    char *hash = rl_strmap_remove(message->pending, row->key);
 
-    if (hash != NULL && result == 0)
-        key_stored(message, row->key, json_string_value(hash));
-    json_object_del(message->pending, row->key);
+    /* The pending hash moves to the stored keys as it is: no copy per delta. */
+    if (result == 0)
+        key_kept(message, row->key, hash);
+    else
+        free(hash);
     if (result == 0) {
         size_t len = 0;
         const char *text = body_string(call, message->encrypted ? "delta_ct" : "delta", &len);
@@ -1036,7 +1056,7 @@ static int delta_rule(const struct open_message *message, const char *key, const
     seen = message->keys_until_ms == 0 || now <= message->keys_until_ms ? rl_strmap_get(message->keys, key) : NULL;
     if (seen != NULL)
         return strcmp(seen, body_hash) == 0 ? DELTA_REPLAY : RL_E_IDEMPOTENCY_CONFLICT;
-    seen = json_string_value(json_object_get(message->pending, key));
+    seen = rl_strmap_get(message->pending, key);
     if (seen != NULL)
         return strcmp(seen, body_hash) == 0 ? DELTA_WRITING : RL_E_IDEMPOTENCY_CONFLICT;
     if (message->deleted)
@@ -1137,7 +1157,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_UNAVAILABLE, "deltas arrive faster than they can be stored; retry");
         return;
     }
-    if (rl_strmap_size(message->keys) + json_object_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
+    if (rl_strmap_size(message->keys) + rl_strmap_size(message->pending) >= KEYS_PER_MESSAGE_MAX) {
         rl_call_fail(call, RL_E_UNAVAILABLE, "this message has too many deltas");
         return;
     }
@@ -1160,7 +1180,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     message->next_seq++;
     ++deltas->unwritten;
     message->text_bytes += len;
-    json_object_set_new(message->pending, key, json_string(body_hash));
+    key_pending(message, key, body_hash);
     ++message->refs;
     rl_call_hold(call);
     /* Published once, even if a conflict with another node makes it go through here again. */

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <zlib.h>
 
 #include "common/error.h"
+#include "common/json_flat.h"
 #include "common/log.h"
 #include "store/deltalog.h"
 
@@ -291,42 +291,49 @@ static int by_message_then_seq(const void *a, const void *b)
     return order != 0 ? order : (x->order > y->order) - (x->order < y->order);
 }
 
-/* Writes entries[0..n) (one message, consecutive seqs) as one run, keys as deltas.c writes them. */
-static int write_run(rl_txn_t *txn, const char *message_id, const struct entry *entries, size_t n)
+/*
+ * Writes entries[0..n) (one message, consecutive seqs) as one run, keys as
+ * deltas.c writes them: [["key","hash"],...], the bytes json_dumps(JSON_COMPACT)
+ * gives, written by the flat writer rather than a jansson tree per record (the
+ * fold's largest cost). keys is the caller's writer, reused across runs.
+ */
+static int write_run(rl_txn_t *txn, const char *message_id, const struct entry *entries, size_t n, rl_json_out_t *keys)
 {
-    json_t *keys = json_array();
     rl_delta_run_row_t run = {message_id, entries[0].record.seq, entries[n - 1].record.seq, NULL, 0, NULL};
-    char *text = NULL, *keys_text = NULL;
+    char *text = NULL;
     size_t len = 0, i;
     int result = RL_E_INTERNAL;
 
     for (i = 0; i < n; ++i)
         len += entries[i].record.delta_len;
-    if (keys == NULL || (text = malloc(len + 1)) == NULL)
+    if ((text = malloc(len + 1)) == NULL)
         goto out;
+    keys->len = 0;
+    rl_json_out_raw(keys, "[", 1);
     for (len = 0, i = 0; i < n; ++i) {
         const rl_deltalog_record_t *r = &entries[i].record;
         memcpy(text + len, r->delta, r->delta_len);
         len += r->delta_len;
-        if (json_array_append_new(
-                keys, json_pack("[s#, s#]", r->key, (int)r->key_len, r->body_hash, (int)r->body_hash_len)) != 0)
-            goto out;
+        rl_json_out_raw(keys, i == 0 ? "[" : ",[", i == 0 ? 1 : 2);
+        rl_json_out_string(keys, r->key, r->key_len);
+        rl_json_out_raw(keys, ",", 1);
+        rl_json_out_string(keys, r->body_hash, r->body_hash_len);
+        rl_json_out_raw(keys, "]", 1);
     }
-    if ((keys_text = json_dumps(keys, JSON_COMPACT)) == NULL)
+    rl_json_out_raw(keys, "]", 2); /* with its NUL: the row takes a C string */
+    if (keys->failed)
         goto out;
     run.text = text;
     run.text_len = len;
-    run.keys = keys_text;
+    run.keys = keys->bytes;
     result = RL_TXN(txn, delta_run_insert, &run);
 out:
-    json_decref(keys);
     free(text);
-    free(keys_text);
     return result;
 }
 
 /* The records of one message, entries[0..n): those after its stored ones, in runs of consecutive seqs. */
-static int fold_message(rl_txn_t *txn, const struct entry *entries, size_t n)
+static int fold_message(rl_txn_t *txn, const struct entry *entries, size_t n, rl_json_out_t *keys)
 {
     char *message_id = strndup(entries[0].record.message_id, entries[0].record.message_id_len);
     rl_message_row_t message;
@@ -349,7 +356,7 @@ static int fold_message(rl_txn_t *txn, const struct entry *entries, size_t n)
     for (; start < n && result == 0; start = end) {
         for (end = start + 1; end < n && entries[end].record.seq == entries[end - 1].record.seq + 1; ++end) {
         }
-        result = write_run(txn, message_id, entries + start, end - start);
+        result = write_run(txn, message_id, entries + start, end - start, keys);
         /* The same seq twice (never written so): the first is kept. */
         while (end < n && entries[end].record.seq == entries[end - 1].record.seq)
             ++end;
@@ -365,6 +372,7 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
     size_t count = 0, cap = 0, at = 0, step, start, end;
     rl_arena_t arena = {0};
     rl_arena_t *was_arena = txn->arena;
+    rl_json_out_t keys;
     int was_writing = txn->writing, result = 0;
 
     while (at < len) {
@@ -391,6 +399,7 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
     if (records != NULL)
         *records = count;
     qsort(entries, count, sizeof(*entries), by_message_then_seq);
+    rl_json_out_init(&keys);
     /* Rows read here live until the fold ends: it is no operation of its own. */
     txn->arena = &arena;
     txn->writing = 1;
@@ -401,8 +410,9 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
                     entries[start].record.message_id_len) == 0;
              ++end) {
         }
-        result = fold_message(txn, entries + start, end - start);
+        result = fold_message(txn, entries + start, end - start, &keys);
     }
+    rl_json_out_free(&keys);
     txn->arena = was_arena;
     txn->writing = was_writing;
     rl_arena_free(&arena);

@@ -28,6 +28,20 @@ static void test_parse_valid(void **state)
     assert_string_equal(again.env, "test");
 }
 
+/* The stored token hashes are SHA-256 in lower-case hex: the FIPS 180-2 vectors, one of them longer than a block. */
+static void test_hash_is_sha256(void **state)
+{
+    char hash[65];
+
+    (void)state;
+    rl_token_hash("abc", 3, hash);
+    assert_string_equal(hash, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    rl_token_hash("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, hash);
+    assert_string_equal(hash, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    rl_token_hash("", 0, hash);
+    assert_string_equal(hash, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
 static void test_parse_invalid(void **state)
 {
     rl_bridge_token_t token;
@@ -104,9 +118,8 @@ static void test_url_credentials(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_valid),
-        cmocka_unit_test(test_parse_invalid),
-        cmocka_unit_test(test_mint_roundtrip),
+        cmocka_unit_test(test_parse_valid),     cmocka_unit_test(test_hash_is_sha256),
+        cmocka_unit_test(test_parse_invalid),   cmocka_unit_test(test_mint_roundtrip),
         cmocka_unit_test(test_url_credentials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

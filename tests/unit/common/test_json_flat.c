@@ -218,6 +218,30 @@ static void test_writer_escapes_as_jansson(void **state)
         free(theirs);
         json_decref(string);
     }
+    /* Each byte at each place of a text longer than a word: the scan that takes eight bytes at a time. */
+    for (i = 1; i < 0x80; ++i) {
+        char text[24];
+        size_t at;
+        for (at = 0; at < sizeof(text); ++at) {
+            json_t *string;
+            char *theirs;
+            memcpy(text,
+                   "\xc3\xa9"
+                   "abcdefghijklmnopqrstuv",
+                   sizeof(text));
+            text[at] = (char)i;
+            if ((string = json_stringn(text, sizeof(text))) == NULL)
+                continue; /* the byte broke the two-byte character: not UTF-8 */
+            theirs = json_dumps(string, JSON_COMPACT | JSON_ENCODE_ANY);
+            rl_json_out_init(&out);
+            rl_json_out_string(&out, text, sizeof(text));
+            assert_int_equal(out.len, strlen(theirs));
+            assert_memory_equal(out.bytes, theirs, out.len);
+            rl_json_out_free(&out);
+            free(theirs);
+            json_decref(string);
+        }
+    }
 }
 
 static void test_writer_integers_and_growth(void **state)

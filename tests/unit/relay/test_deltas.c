@@ -281,7 +281,7 @@ static void test_key_being_written(void **state)
 
     seed(store);
     record = load(store, MSG, T0 + 10);
-    json_object_set_new(record->pending, "k1", json_string("h1"));
+    key_pending(record, "k1", "h1");
     assert_int_equal(delta_rule(record, "k1", "h1", 1, 1000, T0 + 10), DELTA_WRITING);
     assert_int_equal(delta_rule(record, "k1", "h2", 1, 1000, T0 + 10), RL_E_IDEMPOTENCY_CONFLICT);
     record_unref(record);

@@ -223,6 +223,7 @@ static int seed_run(rl_txn_t *txn, void *arg)
 struct stored {
     const char *message_id;
     char text[256];
+    char keys[256]; /* the runs' keys columns, one after the other */
     size_t runs;
 };
 
@@ -233,10 +234,12 @@ static int stored_run(rl_txn_t *txn, void *arg)
     size_t count, i, at = 0;
     int result = RL_TXN(txn, delta_runs_of, s->message_id, &runs, &count);
 
-    s->text[0] = '\0';
+    s->text[0] = s->keys[0] = '\0';
     s->runs = count;
     for (i = 0; i < count && result == 0; ++i)
         at += (size_t)snprintf(s->text + at, sizeof(s->text) - at, "%.*s", (int)runs[i].text_len, runs[i].text);
+    for (at = 0, i = 0; i < count && result == 0; ++i)
+        at += (size_t)snprintf(s->keys + at, sizeof(s->keys) - at, "%s", runs[i].keys);
     return result;
 }
 
@@ -276,7 +279,7 @@ static void test_records_are_folded_before_other_operations_and_once(void **stat
     assert_int_equal(rl_store_open(folder, &store), 0);
     assert_int_equal(in_txn(store, seed_run, NULL), 0);
     append(store, MSG, 1, "k1", "a");
-    append(store, MSG, 2, "k2", "b");
+    append(store, MSG, 2, "k\"2\xc3\xa9", "b");
     append(store, ENDED, 1, "k1", "lost");
     rl_store_figures(store, &figures);
     assert_int_equal(figures.log_appends, 3);
@@ -285,6 +288,8 @@ static void test_records_are_folded_before_other_operations_and_once(void **stat
     s = stored(store, MSG);
     assert_string_equal(s.text, "ab");
     assert_int_equal(s.runs, 1);
+    /* Its keys as deltas.c reads them back (jansson): json_dumps(JSON_COMPACT) of [[key, hash], ...]. */
+    assert_string_equal(s.keys, "[[\"k1\",\"hash\"],[\"k\\\"2\xc3\xa9\",\"hash\"]]");
     /* Of a message that no longer streams, nothing. */
     assert_string_equal(stored(store, ENDED).text, "");
     assert_int_equal(file_size(log_file), 0);
