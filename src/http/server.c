@@ -418,27 +418,16 @@ static void copy_text(char *out, size_t outsz, const char *text, size_t len)
     out[len] = '\0';
 }
 
-/* The text fields of rl_call_t lie together, from principal to method, between the fields new_call zeroes. */
-_Static_assert(offsetof(rl_call_t, principal_kind) < offsetof(rl_call_t, principal) &&
-                   offsetof(rl_call_t, method) + sizeof(((rl_call_t *)0)->method) <= offsetof(rl_call_t, started_us),
-               "rl_call_t's text fields moved: new_call zeroes the fields around them");
-
 /*
- * A call with every field zero but its text fields, which are empty strings
- * (only ever read up to their NUL): zeroing all of its ~1 100 bytes (calloc)
- * showed in the profile of every request.
+ * A call with every byte zero. Zeroing only the fields around its text
+ * fields saved ~450 instructions a request, but left bytes past a text
+ * field's first one undefined, and route_name was then written as "-"
+ * without its NUL: the access log read past it (caught under ASan by
+ * test_06). Whole zeroing keeps every text field terminated by construction.
  */
 static rl_call_t *new_call(void)
 {
-    rl_call_t *call = malloc(sizeof(*call));
-
-    if (call == NULL)
-        return NULL;
-    memset(call, 0, offsetof(rl_call_t, principal));
-    call->principal[0] = call->owner[0] = call->request_id[0] = call->trace_id[0] = call->traceparent[0] = '\0';
-    call->peer[0] = call->peer_group[0] = call->via[0] = call->route_name[0] = call->method[0] = '\0';
-    memset(&call->started_us, 0, sizeof(*call) - offsetof(rl_call_t, started_us));
-    return call;
+    return calloc(1, sizeof(rl_call_t));
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
@@ -460,7 +449,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     call->refs = 1;
     call->started_us = rl_clock_mono_us();
     copy_text(call->method, sizeof(call->method), req->method.base, req->method.len);
-    call->route_name[0] = '-';
+    memcpy(call->route_name, "-", 2);
     identify_peer(server, req, call);
     correlate(req, call->request_id, call->traceparent, call->trace_id);
     /* The guard lives in the request's pool: when h2o drops the request, the call learns of it. */

@@ -398,7 +398,9 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
     }
     if (records != NULL)
         *records = count;
-    qsort(entries, count, sizeof(*entries), by_message_then_seq);
+    /* No whole record (a torn tail alone): entries is NULL, which qsort may not be given. */
+    if (count > 0)
+        qsort(entries, count, sizeof(*entries), by_message_then_seq);
     rl_json_out_init(&keys);
     /* Rows read here live until the fold ends: it is no operation of its own. */
     txn->arena = &arena;
