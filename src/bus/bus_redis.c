@@ -725,8 +725,7 @@ static void redis_publish(rl_bus_t *super, const char *user_id, const char *name
     int user;
 
     /* Event names are the relay's own short identifiers; one that is not a plain token is a bug, not data. */
-    if (!rl_event_name_valid(name, strlen(name)) || len == 0 || memchr(data, '\n', len) != NULL ||
-        memchr(data, '\r', len) != NULL) {
+    if (!rl_event_name_valid(name, strlen(name)) || !rl_event_payload_valid(data, len)) {
         rl_log_warn("could not encode %s", name);
         return;
     }

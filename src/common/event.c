@@ -130,8 +130,7 @@ rl_blob_t *rl_event_frame_text(int64_t id, const char *name, size_t name_len, co
     struct frame_writer writer;
     int result;
 
-    if (!rl_event_name_valid(name, name_len) || payload_len == 0 || memchr(payload, '\n', payload_len) != NULL ||
-        memchr(payload, '\r', payload_len) != NULL) {
+    if (!rl_event_name_valid(name, name_len) || !rl_event_payload_valid(payload, payload_len)) {
         rl_log_error("refusing to encode an event whose name or payload could break its record");
         return NULL;
     }
@@ -140,4 +139,9 @@ rl_blob_t *rl_event_frame_text(int64_t id, const char *name, size_t name_len, co
     if (result == 0)
         result = frame_append(payload, payload_len, &writer);
     return frame_close(&writer, result, "(carried by the bus)");
+}
+
+int rl_event_payload_valid(const char *payload, size_t len)
+{
+    return len > 0 && memchr(payload, '\n', len) == NULL && memchr(payload, '\r', len) == NULL;
 }

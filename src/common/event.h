@@ -22,6 +22,8 @@
 
 /* Whether name is 1 to RL_EVENT_NAME_MAX bytes of letters, digits, '_', '.' and '-'. */
 int rl_event_name_valid(const char *name, size_t len);
+/* Whether len bytes can be an event's data line: not empty, no line break (which would end it early). */
+int rl_event_payload_valid(const char *payload, size_t len);
 
 /*
  * Encodes one event record:
