@@ -1,9 +1,11 @@
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/event.h"
@@ -26,6 +28,7 @@ struct rl_sse {
     const char *why; /* the stream is over (why, for on_end); NULL while it lasts */
     int released;    /* h2o holds the generator no more: the response was finished or disposed of */
     h2o_timeout_entry_t heartbeat;
+    h2o_socket_t *hangup; /* HTTP/1: a duplicate of the connection's descriptor, read to hear the reader hang up */
     /*
      * A stream that is over is reaped here after the loop turn, never inside
      * the call or callback that ended it: on_end runs there, and the memory
@@ -49,7 +52,7 @@ static h2o_loop_t *reaper_loop;
  * connection, and the descriptor must be a socket whose peer is the one h2o
  * knows.
  */
-int rl__http_conn_shutdown(h2o_req_t *req)
+static int conn_fd(h2o_req_t *req)
 {
     h2o_socket_t *sock = *(h2o_socket_t **)((char *)req->conn + sizeof(h2o_conn_t));
     struct sockaddr_storage mine, theirs;
@@ -65,7 +68,14 @@ int rl__http_conn_shutdown(h2o_req_t *req)
         getpeername(fd, (struct sockaddr *)&mine, &mine_len) != 0 || mine_len != theirs_len ||
         memcmp(&mine, &theirs, mine_len) != 0)
         return -1;
-    return shutdown(fd, SHUT_RDWR);
+    return fd;
+}
+
+int rl__http_conn_shutdown(h2o_req_t *req)
+{
+    int fd = conn_fd(req);
+
+    return fd >= 0 ? shutdown(fd, SHUT_RDWR) : -1;
 }
 
 /* What waits to be written; the frames in flight stay, h2o may still be writing them. */
@@ -91,12 +101,23 @@ static void release_all(rl_sse_t *sse)
     sse->ninflight = 0;
 }
 
+static void hangup_stop(rl_sse_t *sse)
+{
+    if (sse->hangup == NULL)
+        return;
+    h2o_socket_read_stop(sse->hangup);
+    h2o_socket_close(sse->hangup);
+    sse->hangup = NULL;
+}
+
 /* The stream is over: marked here, reaped (on_end, then freed) after the loop turn. */
 static void end_once(rl_sse_t *sse, const char *why)
 {
     if (sse->why != NULL)
         return;
     sse->why = why;
+    /* The duplicate would keep the connection open after h2o closes it. */
+    hangup_stop(sse);
     if (h2o_timeout_is_linked(&sse->heartbeat))
         h2o_timeout_unlink(&sse->heartbeat);
     rl_later_add(&reaper, &sse->reap);
@@ -111,6 +132,7 @@ static void destroy(rl_sse_t *sse)
     if (sse->next != NULL)
         sse->next->prev = sse->prev;
     --stats.open;
+    hangup_stop(sse);
     release_all(sse);
     rl_call_release(sse->call);
     free(sse);
@@ -216,6 +238,49 @@ static void on_heartbeat(h2o_timeout_entry_t *entry)
         h2o_timeout_link(sse->call->req->conn->ctx->loop, sse->config.heartbeat, &sse->heartbeat);
 }
 
+/*
+ * h2o's HTTP/1 reads nothing from a connection while a response lasts, so a
+ * reader that hung up would be noticed only at the second write after it
+ * (the first is answered with a reset), or at a heartbeat: until then the
+ * user counts as watching, and a finished reply is not pushed to them. The
+ * stream reads a duplicate of the descriptor instead: what a client sends
+ * after the request is dropped (an event stream has nothing to read, and
+ * its connection is never reused, see rl_sse_start), and the end of the
+ * input or an error ends the stream at once. HTTP/2 reads all along and
+ * tells h2o itself.
+ */
+static void on_hangup_read(h2o_socket_t *sock, const char *err)
+{
+    rl_sse_t *sse = sock->data;
+
+    if (err == NULL) {
+        h2o_buffer_consume(&sock->input, sock->input->size);
+        return;
+    }
+    end_once(sse, "client gone");
+    release_queue(sse);
+    /* A write in flight fails now rather than at the peer's reset; with none, reap ends the response. */
+    if (sse->call->req != NULL)
+        (void)rl__http_conn_shutdown(sse->call->req);
+}
+
+static void hangup_start(rl_sse_t *sse, h2o_req_t *req)
+{
+    int fd = req->version < 0x200 ? conn_fd(req) : -1;
+
+    if (fd < 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return;
+    /* What the duplicate reads is gone for h2o: no request may follow on this connection. */
+    req->http1_is_persistent = 0;
+    sse->hangup = h2o_evloop_socket_create(req->conn->ctx->loop, fd, 0);
+    if (sse->hangup == NULL) {
+        close(fd);
+        return;
+    }
+    sse->hangup->data = sse;
+    h2o_socket_read_start(sse->hangup, on_hangup_read);
+}
+
 rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
 {
     h2o_req_t *req = call->req;
@@ -256,6 +321,7 @@ rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-accel-buffering"), 0, NULL, H2O_STRLIT("no"));
     rl__call_common_headers(call);
     rl__call_log(call);
+    hangup_start(sse, req);
     h2o_start_response(req, &sse->generator);
     if (config->heartbeat != NULL)
         h2o_timeout_link(req->conn->ctx->loop, config->heartbeat, &sse->heartbeat);

@@ -877,6 +877,68 @@ def test_independent_eventsource_client(relayd):
         refused.stop()
 
 
+# -- a reader that hangs up ----------------------------------------------------------------------
+
+def raw_stream(relay, token, extra=b""):
+    """A stream over a bare socket: (socket, what was read up to the hello's data line)."""
+    sock = socket.create_connection(("127.0.0.1", relay.port), timeout=WAIT)
+    sock.sendall(b"GET /v1/me/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() +
+                 b"\r\n\r\n" + extra)
+    got = b""
+    while b"event: hello" not in got or b"}\n\n" not in got[got.index(b"event: hello"):]:
+        chunk = sock.recv(4096)
+        assert chunk, got
+        got += chunk
+    return sock, got
+
+
+def test_a_reader_that_hangs_up_is_forgotten_at_once(relayd):
+    """HTTP/1 answers read nothing while they last; the stream still hears its reader hang up,
+    without waiting for a heartbeat (25 s here) or an event to fail on."""
+    from relaylib import free_port, wait_until
+    from test_73_metrics import scrape, value
+    port = free_port()
+    relay = relayd("--metrics-listen", "127.0.0.1:%d" % port)
+    token = relay.token("alice")
+    sock, head = raw_stream(relay, token)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    # The connection carries nothing after the stream: it says so.
+    assert b"\r\nconnection: close\r\n" in head.lower(), head
+    assert value(scrape(port), "relay_event_streams") == 1
+    t0 = time.monotonic()
+    sock.close()
+    wait_until(lambda: value(scrape(port), "relay_event_streams") == 0, 2 * SLOW, interval=0.02,
+               what="the stream to be gone")
+    assert time.monotonic() - t0 < 2 * SLOW
+
+
+def test_what_a_reader_sends_after_its_request_is_dropped(relay, user_token):
+    """Bytes after the request (a pipelined request, noise) are read and dropped: the stream goes on
+    and nothing is answered to them; a half-close ends it like a hang-up."""
+    inst, _, _ = relay.pair(user_token)
+    sock, _ = raw_stream(relay, user_token, extra=b"GET /v1/me HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        sock.sendall(b"x" * 100000)
+        sid = create_session(relay, user_token, inst)["session_id"]
+        got = b""
+        while sid.encode() not in got:
+            chunk = sock.recv(4096)
+            assert chunk, got
+            got += chunk
+        assert b"HTTP/1.1" not in got, got
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(5 * SLOW)
+        rest = b""
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            rest += chunk
+        assert b"HTTP/1.1" not in rest, rest
+    finally:
+        sock.close()
+
+
 # -- HTTP/2 ---------------------------------------------------------------------------------------------
 
 def test_stream_over_http2(relay, user_token):
