@@ -14,16 +14,39 @@
 #define RL_TOKEN_MAX           256 /* longer input is refused before any work */
 #define RL_TOKEN_HASH_HEX      64
 
+#define RL_TOKEN_MAC_LEN       16
+
 typedef struct rl_bridge_token {
     char installation_id[RL_INSTALLATION_ID_LEN + 1];
-    char env[5];                             /* "live" or "test" */
-    char secret_hash[RL_TOKEN_HASH_HEX + 1]; /* hex SHA-256 of the part after the colon */
+    char env[5]; /* "live" or "test" */
+    /*
+     * SipHash-2-4 (128 bits) of the part after the colon under a key this
+     * process drew at random: a cheap memo of a secret already checked
+     * against its stored SHA-256 (rl_bridge_token_mac_equal). It is no
+     * stored hash and means nothing to another process.
+     */
+    unsigned char mac[RL_TOKEN_MAC_LEN];
+    /* Hex SHA-256 of the part after the colon: "" until rl_bridge_token_hash. */
+    char secret_hash[RL_TOKEN_HASH_HEX + 1];
+    /* The part after the colon, in the parsed text (NULL once hashed): valid while that text is. */
+    const char *secret;
+    size_t secret_len;
 } rl_bridge_token_t;
 
 /* Returns 1 when id is "inst_" followed by exactly 16 base62 characters. */
 int rl_installation_id_is_valid(const char *id, size_t len);
-/* Parses and hashes a presented token; 0, or -1 when malformed. */
+/*
+ * Parses a presented token and takes its mac; 0, or -1 when malformed. out
+ * points into token until rl_bridge_token_hash.
+ */
 int rl_bridge_token_parse(const char *token, size_t len, rl_bridge_token_t *out);
+/*
+ * Fills token->secret_hash (once) and lets go of the parsed text. 0, or -1
+ * when the text is gone unhashed.
+ */
+int rl_bridge_token_hash(rl_bridge_token_t *token);
+/* Constant-time comparison of a token's mac with a remembered one; 1 when equal. */
+int rl_bridge_token_mac_equal(const rl_bridge_token_t *token, const unsigned char mac[RL_TOKEN_MAC_LEN]);
 /*
  * Mints a new secret for an installation: writes the whole token into out
  * (outsz >= RL_TOKEN_MAX) and the hex hash of its secret into hash_out

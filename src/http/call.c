@@ -189,6 +189,7 @@ void rl__call_common_headers(rl_call_t *call)
 
     /* Room for every header below at once: the vector doubled three times per answer in the profile. */
     h2o_vector_reserve(&call->req->pool, &call->req->res.headers, call->req->res.headers.size + 10);
+    h2o_add_header(&call->req->pool, &call->req->res.headers, H2O_TOKEN_SERVER, NULL, H2O_STRLIT("relay"));
     ADD_PLAIN(call, "x-request-id", call->request_id, strlen(call->request_id));
     ADD_PLAIN(call, "traceparent", call->traceparent, strlen(call->traceparent));
     /* spec: tracestate is passed through verbatim. */

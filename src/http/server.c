@@ -600,7 +600,12 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
         return -1;
     }
     h2o_config_init(&server->globalconf);
-    server->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("relay"));
+    /*
+     * No server name here: h2o's HTTP/1 would write it with an sprintf per
+     * answer. Every answer relayd writes carries "server: relay" as one of
+     * its own headers instead (rl__call_common_headers).
+     */
+    server->globalconf.server_name = h2o_iovec_init(H2O_STRLIT(""));
     server->globalconf.max_request_entity_size = config->max_body;
     if (config->request_timeout_ms > 0) {
         server->globalconf.http1.req_timeout = config->request_timeout_ms;

@@ -23,6 +23,13 @@ struct rl_sse {
     size_t queue_head, queue_count, queue_capacity, queued_bytes;
     rl_blob_t *inflight[MAX_BATCH];
     size_t ninflight;
+    /*
+     * HTTP/1.1: the stream writes its own chunked framing (h2o's encoder
+     * formats each chunk's size with an sprintf); the size line of the
+     * write in flight.
+     */
+    int chunked;
+    char chunk_head[2 * sizeof(size_t) + 3];
     int sending;
     int ending;      /* rl_sse_end was asked */
     const char *why; /* the stream is over (why, for on_end); NULL while it lasts */
@@ -158,9 +165,27 @@ static void reap(rl_later_item_t *item)
         destroy(sse);
 }
 
+/* A chunk's size line ("1a2\r\n") into out; its length. */
+static size_t chunk_size_line(char *out, size_t len)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[2 * sizeof(size_t)];
+    size_t n = 0, i;
+
+    do {
+        tmp[n++] = digits[len & 15];
+        len >>= 4;
+    } while (len != 0);
+    for (i = 0; i < n; ++i)
+        out[i] = tmp[n - 1 - i];
+    out[n] = '\r';
+    out[n + 1] = '\n';
+    return n + 2;
+}
+
 static void flush(rl_sse_t *sse)
 {
-    h2o_iovec_t bufs[MAX_BATCH];
+    h2o_iovec_t bufs[MAX_BATCH + 2];
     h2o_req_t *req = sse->call->req;
     size_t n = 0;
 
@@ -179,14 +204,25 @@ static void flush(rl_sse_t *sse)
         stats.frames_sent += n;
         sse->ninflight = n;
         sse->sending = 1;
+        if (sse->chunked) {
+            size_t len = 0, i;
+            for (i = 0; i < n; ++i)
+                len += bufs[i].len;
+            memmove(bufs + 1, bufs, n * sizeof(bufs[0]));
+            bufs[0] = h2o_iovec_init(sse->chunk_head, chunk_size_line(sse->chunk_head, len));
+            bufs[n + 1] = h2o_iovec_init(H2O_STRLIT("\r\n"));
+            n += 2;
+        }
         h2o_send(req, bufs, n, H2O_SEND_STATE_IN_PROGRESS);
         return;
     }
     if (sse->ending && !sse->released) {
         /* Everything was written: finish the response. h2o will not call back again. */
+        static h2o_iovec_t last = {H2O_STRLIT("0\r\n\r\n")};
+
         end_once(sse, "closed");
         sse->released = 1;
-        h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
+        h2o_send(req, sse->chunked ? &last : NULL, sse->chunked ? 1 : 0, H2O_SEND_STATE_FINAL);
     }
 }
 
@@ -319,6 +355,11 @@ rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
                    H2O_STRLIT("text/event-stream; charset=utf-8"));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-accel-buffering"), 0, NULL, H2O_STRLIT("no"));
+    /* A response that names its transfer coding is left alone by h2o's chunked encoder: flush frames it. */
+    if (req->version == 0x101) {
+        sse->chunked = 1;
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_TRANSFER_ENCODING, NULL, H2O_STRLIT("chunked"));
+    }
     rl__call_common_headers(call);
     rl__call_log(call);
     hangup_start(sse, req);

@@ -42,6 +42,9 @@ struct verified {
 
 struct bridge_entry {
     char secret_hash[RL_TOKEN_HASH_HEX + 1];
+    /* The mac of the secret last found to match secret_hash: the same secret again needs no SHA-256. */
+    unsigned char mac[RL_TOKEN_MAC_LEN];
+    int mac_set;
     char user_id[RL_PRINCIPAL_MAX + 1];
     int revoked;
     int64_t until_ms;
@@ -155,11 +158,30 @@ static void copy_id(char *out, size_t outsz, const char *id)
     out[len] = '\0';
 }
 
-/* Decides a bridge token against its installation's entry. */
-static int judge_bridge(rl_call_t *call, const rl_bridge_token_t *token, const struct bridge_entry *entry,
-                        int want_installation)
+/*
+ * Whether a presented token's secret is the one whose SHA-256 the entry
+ * holds. The SHA-256 is taken once per entry: a secret that matched leaves
+ * its mac (token.h), and the same secret again is known by it. A mac can
+ * only be one a matching secret left, and it lives and goes with the entry
+ * (a revocation or a new token drops the entry, BRIDGE_TTL_MS renews it).
+ */
+static int bridge_secret_matches(struct bridge_entry *entry, rl_bridge_token_t *token)
 {
-    if (entry->secret_hash[0] == '\0' || !rl_token_hash_equal(entry->secret_hash, token->secret_hash))
+    if (entry->secret_hash[0] == '\0')
+        return 0;
+    if (entry->mac_set && rl_bridge_token_mac_equal(token, entry->mac))
+        return 1;
+    if (rl_bridge_token_hash(token) != 0 || !rl_token_hash_equal(entry->secret_hash, token->secret_hash))
+        return 0;
+    memcpy(entry->mac, token->mac, sizeof(entry->mac));
+    entry->mac_set = 1;
+    return 1;
+}
+
+/* Decides a bridge token against its installation's entry. */
+static int judge_bridge(rl_call_t *call, rl_bridge_token_t *token, struct bridge_entry *entry, int want_installation)
+{
+    if (!bridge_secret_matches(entry, token))
         return RL_E_INVALID_TOKEN;
     /* A genuine bridge token on a user route: the token is real but lacks the scope. */
     if (!want_installation)
@@ -221,7 +243,7 @@ static void on_installation(rl_store_op_t *base)
     free(lookup);
 }
 
-static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, const rl_bridge_token_t *token, int want_installation)
+static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, rl_bridge_token_t *token, int want_installation)
 {
     struct bridge_entry *entry = rl_strmap_get(relay->auth->bridge_tokens, token->installation_id);
     struct bridge_lookup *lookup;
@@ -233,7 +255,9 @@ static void lookup_bridge(rl_relay_t *relay, rl_call_t *call, const rl_bridge_to
         return;
     }
     lookup = malloc(sizeof(*lookup));
-    if (lookup == NULL) {
+    /* The store answers later, when the request's text may be gone: the secret travels as its hash. */
+    if (lookup == NULL || rl_bridge_token_hash(token) != 0) {
+        free(lookup);
         rl_call_proceed(call, RL_E_INTERNAL);
         return;
     }
@@ -298,7 +322,7 @@ int rl_auth_known_owner(rl_auth_t *auth, const char *authorization, size_t len, 
 {
     char digest[RL_TOKEN_HASH_HEX + 1];
     const struct verified *verified;
-    const struct bridge_entry *entry;
+    struct bridge_entry *entry;
     rl_bridge_token_t token;
     int64_t now = rl_clock_now_ms();
 
@@ -312,8 +336,7 @@ int rl_auth_known_owner(rl_auth_t *auth, const char *authorization, size_t len, 
         return -1;
     if (rl_bridge_token_parse(authorization, len, &token) == 0) {
         entry = auth->bridge_tokens != NULL ? rl_strmap_get(auth->bridge_tokens, token.installation_id) : NULL;
-        if (entry == NULL || entry->until_ms <= now || entry->revoked || entry->secret_hash[0] == '\0' ||
-            !rl_token_hash_equal(entry->secret_hash, token.secret_hash))
+        if (entry == NULL || entry->until_ms <= now || entry->revoked || !bridge_secret_matches(entry, &token))
             return -1;
         snprintf(user, usersz, "%s", entry->user_id);
         return 0;

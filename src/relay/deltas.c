@@ -1094,6 +1094,13 @@ static int flat_body_fits(const rl_json_flat_t *body, int encrypted)
     return member != NULL && member->type == RL_JSON_FLAT_STRING;
 }
 
+/* The digest of a delta's body, from whichever reader read it (both write the same canonical bytes). */
+static int delta_body_hash(rl_call_t *call, rl_body_digest_t digest, char out[RL_BODY_HASH_HEX + 1])
+{
+    return call->flat != NULL ? rl_idempotency_body_digest_flat(&call->flat->object, digest, out)
+                              : rl_idempotency_body_digest(call->body, digest, out);
+}
+
 /* Checks one delta against a loaded record; a new one joins the pending batch, answered once it is written. */
 static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call)
 {
@@ -1103,7 +1110,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     const char *field = NULL;
     rl_delta_row_t *row;
     size_t text_len = 0, len;
-    int rule, hashed;
+    int rule;
 
     if (!rl_call_alive(call))
         return;
@@ -1128,9 +1135,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
                           NULL);
         return;
     }
-    hashed = call->flat != NULL ? rl_idempotency_body_hash_flat(&call->flat->object, body_hash)
-                                : rl_idempotency_body_hash(call->body, body_hash);
-    if (hashed != 0) {
+    if (delta_body_hash(call, RL_BODY_BLAKE2B, body_hash) != 0) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);
         return;
     }
@@ -1138,6 +1143,17 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     /* An encrypted delta is kept as '\n' and its envelope, and counts as such: relayd cannot count characters. */
     len = text_len + (message->encrypted ? 1 : 0);
     rule = delta_rule(message, key, body_hash, len, (size_t)deltas->relay->config.max_message_bytes, message->used_ms);
+    if (rule == RL_E_IDEMPOTENCY_CONFLICT) {
+        /* A key stored before BLAKE2b took over holds the body's SHA-256 (idempotency.h). */
+        char legacy[RL_BODY_HASH_HEX + 1];
+        int again;
+
+        if (delta_body_hash(call, RL_BODY_SHA256, legacy) == 0 &&
+            ((again = delta_rule(message, key, legacy, len, (size_t)deltas->relay->config.max_message_bytes,
+                                 message->used_ms)) == DELTA_REPLAY ||
+             again == DELTA_WRITING))
+            rule = again;
+    }
     if (rule == DELTA_REPLAY) {
         reply_delta(call, message->message_id, 1);
         return;

@@ -1,22 +1,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "common/error.h"
+#include "common/hex.h"
 #include "relay/idempotency.h"
 #include "auth/token.h"
 
-int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1])
+static void digest_of(const char *bytes, size_t len, rl_body_digest_t digest, char out[RL_BODY_HASH_HEX + 1])
+{
+    unsigned char raw[32];
+
+    if (digest == RL_BODY_SHA256) {
+        rl_token_hash(bytes, len, out);
+        return;
+    }
+    crypto_generichash(raw, sizeof(raw), (const unsigned char *)bytes, len, NULL, 0);
+    rl_hex_encode(raw, sizeof(raw), out);
+}
+
+int rl_idempotency_body_digest(json_t *body, rl_body_digest_t digest, char out[RL_BODY_HASH_HEX + 1])
 {
     char *canonical = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
 
     if (canonical == NULL)
         return -1;
-    rl_token_hash(canonical, strlen(canonical), out);
+    digest_of(canonical, strlen(canonical), digest, out);
     free(canonical);
     return 0;
 }
 
-int rl_idempotency_body_hash_flat(const rl_json_flat_t *body, char out[RL_BODY_HASH_HEX + 1])
+int rl_idempotency_body_digest_flat(const rl_json_flat_t *body, rl_body_digest_t digest,
+                                    char out[RL_BODY_HASH_HEX + 1])
 {
     rl_json_out_t canonical;
     int result = -1;
@@ -24,11 +40,21 @@ int rl_idempotency_body_hash_flat(const rl_json_flat_t *body, char out[RL_BODY_H
     rl_json_out_init(&canonical);
     rl_json_flat_canonical(body, &canonical);
     if (!canonical.failed) {
-        rl_token_hash(canonical.bytes, canonical.len, out);
+        digest_of(canonical.bytes, canonical.len, digest, out);
         result = 0;
     }
     rl_json_out_free(&canonical);
     return result;
+}
+
+int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1])
+{
+    return rl_idempotency_body_digest(body, RL_BODY_SHA256, out);
+}
+
+int rl_idempotency_body_hash_flat(const rl_json_flat_t *body, char out[RL_BODY_HASH_HEX + 1])
+{
+    return rl_idempotency_body_digest_flat(body, RL_BODY_SHA256, out);
 }
 
 void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idempotency_t *src)

@@ -36,6 +36,18 @@ int rl_idempotency_body_hash(json_t *body, char out[RL_BODY_HASH_HEX + 1]);
  * stored by either path matches the other's. 0, or -1 when out of memory.
  */
 int rl_idempotency_body_hash_flat(const rl_json_flat_t *body, char out[RL_BODY_HASH_HEX + 1]);
+/*
+ * The digest a body is compared through. SHA-256 for every idempotency
+ * record, and for the keys of deltas stored before BLAKE2b-256 took over
+ * there: a delta is the relay's most frequent request, and BLAKE2b costs
+ * about a quarter of SHA-256 on its canonical bytes (docs/internals/
+ * performance.md). Both are 64 hex characters; a delta's stored key is
+ * compared under BLAKE2b first and, when that differs, under SHA-256.
+ */
+typedef enum rl_body_digest { RL_BODY_SHA256, RL_BODY_BLAKE2B } rl_body_digest_t;
+int rl_idempotency_body_digest(json_t *body, rl_body_digest_t digest, char out[RL_BODY_HASH_HEX + 1]);
+int rl_idempotency_body_digest_flat(const rl_json_flat_t *body, rl_body_digest_t digest,
+                                    char out[RL_BODY_HASH_HEX + 1]);
 /* Copies src into dst with its strings in arena. */
 void rl_idempotency_copy(rl_arena_t *arena, rl_idempotency_t *dst, const rl_idempotency_t *src);
 

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "common/args.h"
 #include "common/clock.h"
 #include "common/duration.h"
@@ -353,6 +355,11 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     /* The store, its WAL, keys and uploads hold every chat: nothing relayd creates is for other users. */
     umask(077);
+    /* libsodium picks its fastest BLAKE2b for this CPU here (idempotency.c); it fails only without randomness. */
+    if (sodium_init() < 0) {
+        fprintf(stderr, "relayd: libsodium cannot start (no source of randomness)\n");
+        return 1;
+    }
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("relayd %s\n", RL_VERSION);
         return 0;

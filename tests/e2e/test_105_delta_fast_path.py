@@ -9,8 +9,10 @@ across the switch, answers idempotent), and a loop that lags refuses deltas with
 them.
 """
 import base64
+import hashlib
 import json
 import socket
+import sqlite3
 import time
 
 from bridgelib import Turn, key
@@ -181,6 +183,53 @@ def test_a_replay_across_a_restart_and_the_switch_is_idempotent(relayd):
     r = _post_raw(relay, inst.token, after)
     assert r.status_code == 200 and r.json()["result"] == {"message_id": mid, "idempotent": True}, r.text
     assert inst.message(t.session, mid)["text"] == "\u00e9\U0001F600 \"q\" / \x1f\n\t\x01 \u20ac"
+
+
+def _rewrite_store(relay, sql, params):
+    if relay.store is None:
+        conn = sqlite3.connect(relay.db_path())
+        try:
+            conn.execute(sql, params)
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    import psycopg2
+    conn = psycopg2.connect(relay.store)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(sql.replace("?", "%s"), params)
+    finally:
+        conn.close()
+
+
+def test_a_key_stored_under_sha256_still_replays(relayd):
+    """A delta's key keeps the BLAKE2b-256 of its canonical body; one stored before that holds the
+    SHA-256 of the same bytes, and a replay across the upgrade is still a replay (and another body
+    under it still a conflict)."""
+    relay = relayd()
+    t = Turn(relay, mint_token(relay.data, "alice"))
+    inst = t.inst
+    mid = inst.open_message(t.session, t.interaction)
+    body = {"message_id": mid, "delta": "old words", "idempotency_key": "k-before"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    assert_ok(_post_raw(relay, inst.token, json.dumps(body).encode()))
+    t.close()
+    relay.stop_ok()
+    b2 = hashlib.blake2b(canonical, digest_size=32).hexdigest()
+    sha = hashlib.sha256(canonical).hexdigest()
+    [(keys,)] = relay.query("SELECT keys FROM message_deltas WHERE message_id = ?", (mid,))
+    assert json.loads(keys) == [["k-before", b2]], keys
+    # As a relayd before BLAKE2b stored it.
+    _rewrite_store(relay, "UPDATE message_deltas SET keys = ? WHERE message_id = ?",
+                   (json.dumps([["k-before", sha]]), mid))
+    relay.start()
+    r = _post_raw(relay, inst.token, json.dumps(body).encode())
+    assert r.status_code == 200 and r.json()["result"] == {"message_id": mid, "idempotent": True}, r.text
+    r = relay.post("/v1/bridge/sendMessageDelta", token=inst.token, json=dict(body, delta="new words"))
+    assert_error(r, 409, "idempotency_conflict")
+    # Neither the replay nor the conflict wrote anything.
+    assert inst.message(t.session, mid)["text"] == "old words"
 
 
 def _burst(relay, token, mid, n):

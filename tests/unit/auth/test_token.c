@@ -22,7 +22,13 @@ static void test_parse_valid(void **state)
     assert_int_equal(parse(GOOD, &token), 0);
     assert_string_equal(token.installation_id, "inst_0123456789abcdef");
     assert_string_equal(token.env, "live");
+    /* Hashed on demand, once: the parsed text is let go of then. */
+    assert_string_equal(token.secret_hash, "");
+    assert_int_equal(rl_bridge_token_hash(&token), 0);
     rl_token_hash("s_live_0123456789ABCDEFGHIJKLMNOPQRSTUV", 39, expected);
+    assert_string_equal(token.secret_hash, expected);
+    assert_null(token.secret);
+    assert_int_equal(rl_bridge_token_hash(&token), 0);
     assert_string_equal(token.secret_hash, expected);
     assert_int_equal(parse("inst_0123456789abcdef:s_test_0123456789ABCDEFGHIJKLMNOPQRSTUVxyz", &again), 0);
     assert_string_equal(again.env, "test");
@@ -62,6 +68,28 @@ static void test_parse_invalid(void **state)
         assert_int_equal(parse(bad[i], &token), -1);
 }
 
+/* The mac tells one secret from another, and is the same for the same secret; without text or hash there is no hash. */
+static void test_mac(void **state)
+{
+    rl_bridge_token_t a, b, c, d;
+    char other[] = GOOD;
+
+    (void)state;
+    assert_int_equal(parse(GOOD, &a), 0);
+    assert_int_equal(parse(GOOD, &b), 0);
+    assert_true(rl_bridge_token_mac_equal(&a, b.mac));
+    other[sizeof(other) - 2] = 'W';
+    assert_int_equal(parse(other, &c), 0);
+    assert_false(rl_bridge_token_mac_equal(&a, c.mac));
+    /* The installation id is not part of it: only the secret is. */
+    other[sizeof(other) - 2] = 'V';
+    other[5] = '9';
+    assert_int_equal(parse(other, &d), 0);
+    assert_true(rl_bridge_token_mac_equal(&a, d.mac));
+    d.secret = NULL;
+    assert_int_equal(rl_bridge_token_hash(&d), -1);
+}
+
 static void test_mint_roundtrip(void **state)
 {
     char whole[RL_TOKEN_MAX], hash[65];
@@ -70,11 +98,13 @@ static void test_mint_roundtrip(void **state)
     rl_bridge_token_mint("inst_0123456789abcdef", "live", whole, sizeof(whole), hash);
     assert_true(strlen(whole) >= 50);
     assert_int_equal(parse(whole, &token), 0);
+    assert_int_equal(rl_bridge_token_hash(&token), 0);
     assert_true(rl_token_hash_equal(token.secret_hash, hash));
     assert_false(rl_token_hash_equal(token.secret_hash, "00"));
     /* Another valid secret of the same shape must not match. */
     whole[strlen(whole) - 1] = whole[strlen(whole) - 1] == 'A' ? 'B' : 'A';
     assert_int_equal(parse(whole, &token), 0);
+    assert_int_equal(rl_bridge_token_hash(&token), 0);
     assert_false(rl_token_hash_equal(token.secret_hash, hash));
 }
 
@@ -120,6 +150,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_valid),     cmocka_unit_test(test_hash_is_sha256),
         cmocka_unit_test(test_parse_invalid),   cmocka_unit_test(test_mint_roundtrip),
+        cmocka_unit_test(test_mac),
         cmocka_unit_test(test_url_credentials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

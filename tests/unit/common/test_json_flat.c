@@ -505,6 +505,9 @@ static void test_body_hash_matches_the_generic_one(void **state)
         assert_int_equal(rl_idempotency_body_hash(body, theirs), 0);
         assert_int_equal(rl_idempotency_body_hash_flat(&object, ours), 0);
         assert_string_equal(ours, theirs);
+        assert_int_equal(rl_idempotency_body_digest(body, RL_BODY_BLAKE2B, theirs), 0);
+        assert_int_equal(rl_idempotency_body_digest_flat(&object, RL_BODY_BLAKE2B, ours), 0);
+        assert_string_equal(ours, theirs);
         json_decref(body);
     }
 }

@@ -118,9 +118,26 @@ static void test_body_hash_is_canonical(void **state)
     json_decref(c);
 }
 
+/* The two digests of one body, against Python's hashlib over the canonical bytes {"n":1,"text":"hi"}. */
+static void test_body_digests(void **state)
+{
+    json_t *a = json_pack("{s:s, s:i}", "text", "hi", "n", 1);
+    char sha[RL_BODY_HASH_HEX + 1], b2[RL_BODY_HASH_HEX + 1], plain[RL_BODY_HASH_HEX + 1];
+
+    (void)state;
+    assert_int_equal(rl_idempotency_body_digest(a, RL_BODY_SHA256, sha), 0);
+    assert_string_equal(sha, "fdae9030065f798a4ab5431e8a45d75e4877accc80853d8119e8ad078832d0e1");
+    assert_int_equal(rl_idempotency_body_hash(a, plain), 0);
+    assert_string_equal(plain, sha);
+    assert_int_equal(rl_idempotency_body_digest(a, RL_BODY_BLAKE2B, b2), 0);
+    assert_string_equal(b2, "87374b70e0b41dc3ffdcddb21b4f9a503f98151a28cc585d2e15c94d2ceb237e");
+    json_decref(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_body_digests),
         INLINE(test_replay_and_conflict),
         INLINE(test_keys_are_per_owner_and_scope),
         INLINE(test_keys_lapse_after_ttl),
