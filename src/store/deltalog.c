@@ -23,6 +23,16 @@ struct rl_deltalog {
     int fd;
     char *path;
     size_t size; /* bytes of whole records: where the next write goes */
+    /*
+     * Every record was written by this process since the log was last
+     * emptied (it was empty at open, or a truncation succeeded since): the
+     * bytes are known whole, and each message's records follow what the
+     * store holds of it (deltas.c took their seqs from its record, which is
+     * the truth while the folder is this relayd's). Such a fold checks no
+     * checksum and reads no next seq. After a crash, or a truncation that
+     * failed, the log may hold records stored already: those are checked.
+     */
+    int own_records;
 };
 
 /* ---- codec ---- */
@@ -114,7 +124,7 @@ static int take_field(const unsigned char **p, const unsigned char *end, int byt
     return 0;
 }
 
-size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *out)
+static size_t decode(const char *data, size_t len, int verify, rl_deltalog_record_t *out)
 {
     const unsigned char *start = (const unsigned char *)data, *p, *end;
     size_t payload;
@@ -123,7 +133,7 @@ size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *ou
         return 0;
     payload = (size_t)get_le(start, 4);
     if (payload < 1 + 8 || payload > PAYLOAD_MAX || payload > len - HEADER ||
-        crc32_of(start + HEADER, payload) != (uint32_t)get_le(start + 4, 4))
+        (verify && crc32_of(start + HEADER, payload) != (uint32_t)get_le(start + 4, 4)))
         return 0;
     p = start + HEADER;
     end = p + payload;
@@ -137,6 +147,11 @@ size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *ou
         take_field(&p, end, 4, &out->delta, &out->delta_len) != 0 || p != end)
         return 0;
     return HEADER + payload;
+}
+
+size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *out)
+{
+    return decode(data, len, 1, out);
 }
 
 /* ---- the file ---- */
@@ -195,6 +210,7 @@ rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive)
     }
     /* Whatever it holds is folded at start-up (rl_store__wrap), torn tail and all; new records go after it. */
     log->size = (size_t)st.st_size;
+    log->own_records = log->size == 0;
     return log;
 }
 
@@ -234,6 +250,8 @@ int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf)
     return 0;
 }
 
+static int fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, int own, size_t *records);
+
 int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn)
 {
     char *data;
@@ -252,7 +270,7 @@ int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn)
             break;
         len += (size_t)n;
     }
-    result = rl_deltalog_fold_bytes(txn, data, len, log->path, NULL);
+    result = fold_bytes(txn, data, len, log->path, log->own_records, NULL);
     free(data);
     return result;
 }
@@ -263,10 +281,13 @@ void rl_deltalog_truncate(rl_deltalog_t *log)
      * Cut to zero: a crash before this leaves the records behind, and the
      * next fold finds them stored already (their seqs are below the next).
      */
-    if (ftruncate(log->fd, 0) != 0)
+    if (ftruncate(log->fd, 0) != 0) {
         rl_log_error("cannot empty the delta log %s: %s", log->path, strerror(errno));
-    else
+        log->own_records = 0;
+    } else {
         log->size = 0;
+        log->own_records = 1;
+    }
 }
 
 /* ---- the fold ---- */
@@ -332,8 +353,11 @@ out:
     return result;
 }
 
-/* The records of one message, entries[0..n): those after its stored ones, in runs of consecutive seqs. */
-static int fold_message(rl_txn_t *txn, const struct entry *entries, size_t n, rl_json_out_t *keys)
+/*
+ * The records of one message, entries[0..n): those after its stored ones, in
+ * runs of consecutive seqs. own: they all follow what is stored (own_records).
+ */
+static int fold_message(rl_txn_t *txn, const struct entry *entries, size_t n, int own, rl_json_out_t *keys)
 {
     char *message_id = strndup(entries[0].record.message_id, entries[0].record.message_id_len);
     rl_message_row_t message;
@@ -349,7 +373,7 @@ static int fold_message(rl_txn_t *txn, const struct entry *entries, size_t n, rl
         result = 0;
         goto out;
     }
-    if (result != 0 || (result = RL_TXN(txn, delta_next_seq, message_id, &next)) != 0)
+    if (result != 0 || (!own && (result = RL_TXN(txn, delta_next_seq, message_id, &next)) != 0))
         goto out;
     for (start = 0; start < n && entries[start].record.seq < next; ++start) {
     }
@@ -366,7 +390,7 @@ out:
     return result;
 }
 
-int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, size_t *records)
+static int fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, int own, size_t *records)
 {
     struct entry *entries = NULL;
     size_t count = 0, cap = 0, at = 0, step, start, end;
@@ -377,7 +401,7 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
 
     while (at < len) {
         rl_deltalog_record_t record;
-        if ((step = rl_deltalog_decode(data + at, len - at, &record)) == 0) {
+        if ((step = decode(data + at, len - at, !own, &record)) == 0) {
             rl_log_warn("%s: ignoring %zu bytes at offset %zu: a record cut short or failing its checksum (a write "
                         "interrupted by a crash, never answered)",
                         what, len - at, at);
@@ -412,7 +436,7 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
                     entries[start].record.message_id_len) == 0;
              ++end) {
         }
-        result = fold_message(txn, entries + start, end - start, &keys);
+        result = fold_message(txn, entries + start, end - start, own, &keys);
     }
     rl_json_out_free(&keys);
     txn->arena = was_arena;
@@ -420,4 +444,9 @@ int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const ch
     rl_arena_free(&arena);
     free(entries);
     return result;
+}
+
+int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, size_t *records)
+{
+    return fold_bytes(txn, data, len, what, 0, records);
 }

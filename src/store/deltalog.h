@@ -67,7 +67,10 @@ int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf);
 /*
  * In a transaction: the log's records into message_deltas, one run per
  * message (rl_deltalog_fold_bytes). The log is emptied only by
- * rl_deltalog_truncate, once that transaction has committed.
+ * rl_deltalog_truncate, once that transaction has committed. While every
+ * record in it is this process's own (the log was empty at open, or has
+ * been emptied since), checksums and stored seqs are not read again: the
+ * records are whole and follow what is stored (deltalog.c, own_records).
  */
 int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn);
 /* After the fold's commit: the log starts over. */
