@@ -1,4 +1,3 @@
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +8,9 @@
 
 #include "common/clock.h"
 #include "common/event.h"
+#include "common/hex.h"
 #include "common/log.h"
+#include "common/strmap.h"
 #include "http/later.h"
 #include "http/sse.h"
 
@@ -35,7 +36,7 @@ struct rl_sse {
     const char *why; /* the stream is over (why, for on_end); NULL while it lasts */
     int released;    /* h2o holds the generator no more: the response was finished or disposed of */
     h2o_timeout_entry_t heartbeat;
-    h2o_socket_t *hangup; /* HTTP/1: a duplicate of the connection's descriptor, read to hear the reader hang up */
+    h2o_socket_t *hangup; /* HTTP/1: h2o's socket of the connection, read by the stream to hear its reader hang up */
     /*
      * A stream that is over is reaped here after the loop turn, never inside
      * the call or callback that ended it: on_end runs there, and the memory
@@ -59,7 +60,8 @@ static h2o_loop_t *reaper_loop;
  * connection, and the descriptor must be a socket whose peer is the one h2o
  * knows.
  */
-static int conn_fd(h2o_req_t *req)
+/* h2o's socket of req's connection, checked (see above), or NULL. */
+static h2o_socket_t *conn_socket(h2o_req_t *req, int *fd_out)
 {
     h2o_socket_t *sock = *(h2o_socket_t **)((char *)req->conn + sizeof(h2o_conn_t));
     struct sockaddr_storage mine, theirs;
@@ -68,21 +70,23 @@ static int conn_fd(h2o_req_t *req)
     int fd;
 
     if (sock == NULL || sock->data != req->conn)
-        return -1;
+        return NULL;
     fd = *(int *)((char *)sock + sizeof(h2o_socket_t));
     theirs_len = h2o_socket_getpeername(sock, (struct sockaddr *)&theirs);
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
         getpeername(fd, (struct sockaddr *)&mine, &mine_len) != 0 || mine_len != theirs_len ||
         memcmp(&mine, &theirs, mine_len) != 0)
-        return -1;
-    return fd;
+        return NULL;
+    if (fd_out != NULL)
+        *fd_out = fd;
+    return sock;
 }
 
 int rl__http_conn_shutdown(h2o_req_t *req)
 {
-    int fd = conn_fd(req);
+    int fd = -1;
 
-    return fd >= 0 ? shutdown(fd, SHUT_RDWR) : -1;
+    return conn_socket(req, &fd) != NULL ? shutdown(fd, SHUT_RDWR) : -1;
 }
 
 /* What waits to be written; the frames in flight stay, h2o may still be writing them. */
@@ -108,12 +112,30 @@ static void release_all(rl_sse_t *sse)
     sse->ninflight = 0;
 }
 
+/* Streams that read their connection, by h2o's socket (whose data is h2o's own connection). */
+static rl_strmap_t *hangups;
+
+static void socket_key(const h2o_socket_t *sock, char key[2 * sizeof(void *) + 1])
+{
+    uintptr_t v = (uintptr_t)sock;
+
+    rl_hex_encode(&v, sizeof(v), key);
+}
+
+/*
+ * The stream stops reading its connection: always before h2o closes the
+ * socket, which it does only after disposing of the request (on_stop, then
+ * end_once here) or after a response finished (end_once came first).
+ */
 static void hangup_stop(rl_sse_t *sse)
 {
+    char key[2 * sizeof(void *) + 1];
+
     if (sse->hangup == NULL)
         return;
+    socket_key(sse->hangup, key);
+    rl_strmap_remove(hangups, key);
     h2o_socket_read_stop(sse->hangup);
-    h2o_socket_close(sse->hangup);
     sse->hangup = NULL;
 }
 
@@ -123,7 +145,6 @@ static void end_once(rl_sse_t *sse, const char *why)
     if (sse->why != NULL)
         return;
     sse->why = why;
-    /* The duplicate would keep the connection open after h2o closes it. */
     hangup_stop(sse);
     if (h2o_timeout_is_linked(&sse->heartbeat))
         h2o_timeout_unlink(&sse->heartbeat);
@@ -279,16 +300,24 @@ static void on_heartbeat(h2o_timeout_entry_t *entry)
  * reader that hung up would be noticed only at the second write after it
  * (the first is answered with a reset), or at a heartbeat: until then the
  * user counts as watching, and a finished reply is not pushed to them. The
- * stream reads a duplicate of the descriptor instead: what a client sends
- * after the request is dropped (an event stream has nothing to read, and
- * its connection is never reused, see rl_sse_start), and the end of the
- * input or an error ends the stream at once. HTTP/2 reads all along and
- * tells h2o itself.
+ * stream reads the connection itself, through h2o's socket (no descriptor
+ * of its own: a stream costs one, as before): what a client sends after its
+ * request is dropped (an event stream has nothing to read, and its
+ * connection is never reused, see hangup_start), and the end of the input
+ * or an error ends the stream at once. HTTP/2 reads all along and tells
+ * h2o itself.
  */
 static void on_hangup_read(h2o_socket_t *sock, const char *err)
 {
-    rl_sse_t *sse = sock->data;
+    char key[2 * sizeof(void *) + 1];
+    rl_sse_t *sse;
 
+    socket_key(sock, key);
+    sse = hangups != NULL ? rl_strmap_get(hangups, key) : NULL;
+    if (sse == NULL) {
+        h2o_socket_read_stop(sock);
+        return;
+    }
     if (err == NULL) {
         h2o_buffer_consume(&sock->input, sock->input->size);
         return;
@@ -302,19 +331,20 @@ static void on_hangup_read(h2o_socket_t *sock, const char *err)
 
 static void hangup_start(rl_sse_t *sse, h2o_req_t *req)
 {
-    int fd = req->version < 0x200 ? conn_fd(req) : -1;
+    h2o_socket_t *sock = req->version < 0x200 ? conn_socket(req, NULL) : NULL;
+    char key[2 * sizeof(void *) + 1];
 
-    if (fd < 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+    if (sock == NULL)
         return;
-    /* What the duplicate reads is gone for h2o: no request may follow on this connection. */
+    if (hangups == NULL && (hangups = rl_strmap_new(SIZE_MAX)) == NULL)
+        return;
+    socket_key(sock, key);
+    if (rl_strmap_put(hangups, key, sse) != 0)
+        return;
+    /* What the stream reads is gone for h2o: no request may follow on this connection. */
     req->http1_is_persistent = 0;
-    sse->hangup = h2o_evloop_socket_create(req->conn->ctx->loop, fd, 0);
-    if (sse->hangup == NULL) {
-        close(fd);
-        return;
-    }
-    sse->hangup->data = sse;
-    h2o_socket_read_start(sse->hangup, on_hangup_read);
+    sse->hangup = sock;
+    h2o_socket_read_start(sock, on_hangup_read);
 }
 
 rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)
