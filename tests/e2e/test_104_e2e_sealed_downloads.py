@@ -14,6 +14,10 @@ as on a slow link.
   the attachment's own session (a second message, a cancel of the first) wait
   behind it; once the download is let through, the attachment reaches the agent
   intact, and the session's updates follow in the order they were sent.
+- relayd restarting while a download hangs: the bridge reconnects, the relay
+  replays the parked update and the one processed after it (neither was acked:
+  an ack covers every id below it), the bridge recognises both, and each reaches
+  the agent once.
 - A bridge stopped while a download hangs stops at once; the update it had
   parked was never acked, so the relay replays it to the bridge started again.
 """
@@ -26,7 +30,7 @@ import time
 
 from e2elib import seal, seal_bytes
 from relaylib import assert_ok, wait_until
-from test_50_bridge_support import PYTHON
+from test_50_bridge_support import PYTHON, restart_on_same_port
 from test_60_relay_cli import WAIT, Cli
 from test_63_relay_with_bridge import pair_real_bridge
 from test_100_e2e_relay_cli import confirm_bridge
@@ -245,6 +249,39 @@ def test_a_bridge_stopped_during_a_download_leaves_the_update_to_the_replay(rela
         entries = s.journal(s.ses)
         assert [(e["type"], e["interaction_id"]) for e in entries] == [("message", first)], entries
         assert entries[0]["files"] == _described("okapi-notes.txt", "text/plain", NOTES), entries
+        replies = wait_until(lambda: (lambda r: r if first in r else None)(s.sealed_replies()), WAIT,
+                             what="the agent's reply in the encrypted session")
+        assert replies[first] == "files: " + _described("okapi-notes.txt", "text/plain", NOTES), replies
+    finally:
+        s.proxy.close()
+        assert s.bridge.stop() == 0
+
+
+def test_a_reconnect_during_a_download_gives_the_agent_nothing_twice(relayd, tmp_path):
+    s = Setup(relayd, tmp_path)
+    try:
+        plain = assert_ok(s.relay.post("/v1/me/sessions", {"installation_id": s.inst}, token=s.token))["session_id"]
+        s.proxy.hold()
+        first = s.send_sealed("read this", [("okapi-notes.txt", "text/plain", NOTES)])
+        wait_until(lambda: s.proxy.held, WAIT, what="the bridge's GET of the sealed attachment")
+        assert s.ask_plain(plain, "before the restart", PROMPT) == "echo: before the restart"
+
+        # relayd restarts (close code 1012): the bridge reconnects at once and is sent again what it did not
+        # ack, the parked message and the one answered after it; it takes neither a second time.
+        skipped = s.bridge.log_text().count("skipped (already handled)")
+        s.relay.stop_ok()
+        restart_on_same_port(s.relay)
+        s.bridge.wait_log("connected as", count=2, timeout=40)
+        s.bridge.wait_log("skipped (already handled)", count=skipped + 2)
+        assert s.proxy.holding() and s.journal(s.ses) == []
+
+        s.proxy.release()
+        wait_until(lambda: s.journal(s.ses), WAIT, what="the parked message at the agent")
+        assert s.ask_plain(plain, "after the restart", PROMPT) == "echo: after the restart"
+        entries = s.journal()
+        assert [e["text"] for e in entries] == ["before the restart", "read this", "after the restart"], entries
+        assert entries[1]["interaction_id"] == first
+        assert entries[1]["files"] == _described("okapi-notes.txt", "text/plain", NOTES), entries
         replies = wait_until(lambda: (lambda r: r if first in r else None)(s.sealed_replies()), WAIT,
                              what="the agent's reply in the encrypted session")
         assert replies[first] == "files: " + _described("okapi-notes.txt", "text/plain", NOTES), replies
