@@ -1063,10 +1063,9 @@ static int sealed_item(const rl_frame_t *f, json_t *item, size_t i)
     return json_object_get(item, "meta_ct") != NULL;
 }
 
-/* Opens item index of p with the bytes its url gave (NULL: the download failed), on the loop. */
-static void open_fetched(rl_bridge_t *b, parked_t *p, size_t index, const char *bytes, size_t len)
+/* Opens item index of f with the bytes its url gave (NULL: the download failed), on the loop. */
+static void open_fetched(rl_bridge_t *b, rl_frame_t *f, size_t index, const char *bytes, size_t len)
 {
-    rl_frame_t *f = &p->frame;
     json_t *items = sealed_items(b, f), *answer = NULL;
 
     if (strcmp(f->update_type, "device_capability.result") == 0)
@@ -1128,9 +1127,14 @@ static int park(rl_bridge_t *b, rl_frame_t *f)
     if (items == NULL && !behind)
         return 0;
     if (b->nparked >= PARKED_MAX || (p = calloc(1, sizeof(*p))) == NULL) {
-        /* Its sealed items then fail as download_failed (fail_unfetched), each logged. */
         rl_log(RL_LOG_WARN, "%zu updates are parked already: update %s is processed now, out of its session's order",
                b->nparked, f->update_id);
+        /* Its sealed items fail as download_failed, each logged: the agent never gets a sealed url. */
+        json_array_foreach(items, i, item)
+        {
+            if (sealed_item(f, item, i))
+                open_fetched(b, f, i, NULL, 0);
+        }
         return 0;
     }
     p->frame = *f;
@@ -1151,7 +1155,7 @@ static int park(rl_bridge_t *b, rl_frame_t *f)
         }
         if (url != NULL)
             rl_log(RL_LOG_WARN, "sealed attachment: %d downloads are waiting already: not queued", RL_FETCH_QUEUE_MAX);
-        open_fetched(b, p, i, NULL, 0);
+        open_fetched(b, &p->frame, i, NULL, 0);
     }
     if (p->waiting > 0)
         rl_log(RL_LOG_DEBUG, "update %s parked: %zu downloads", p->frame.update_id, p->waiting);
@@ -1170,7 +1174,7 @@ static void handle_fetched(rl_bridge_t *b)
     while (job != NULL) {
         rl_fetch_t *next = job->next;
         parked_t *p = job->owner;
-        open_fetched(b, p, job->index, job->body, job->len);
+        open_fetched(b, &p->frame, job->index, job->body, job->len);
         p->waiting--;
         rl_fetch_free(job);
         job = next;
