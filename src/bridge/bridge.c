@@ -1126,7 +1126,8 @@ static int park(rl_bridge_t *b, rl_frame_t *f)
 
     if (items == NULL && !behind)
         return 0;
-    if (b->nparked >= PARKED_MAX || (p = calloc(1, sizeof(*p))) == NULL) {
+    p = b->nparked < PARKED_MAX ? calloc(1, sizeof(*p)) : NULL;
+    if (p == NULL) {
         rl_log(RL_LOG_WARN, "%zu updates are parked already: update %s is processed now, out of its session's order",
                b->nparked, f->update_id);
         /* Its sealed items fail as download_failed, each logged: the agent never gets a sealed url. */

@@ -135,7 +135,9 @@ int rl_fetcher_submit(rl_fetcher_t *fetcher, const char *url, void *owner, size_
         return -1;
     }
     job = calloc(1, sizeof(*job));
-    if (job == NULL || (job->url = strdup(url)) == NULL) {
+    if (job != NULL)
+        job->url = strdup(url);
+    if (job == NULL || job->url == NULL) {
         pthread_mutex_unlock(&fetcher->lock);
         free(job);
         return -1;
