@@ -16,6 +16,7 @@
 #include "bridge/batch.h"
 #include "bridge/bridge.h"
 #include "bridge/dedupe.h"
+#include "bridge/fetcher.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
 #include "bridge/sealed.h"
@@ -36,6 +37,8 @@
 #define SILENCE_MS 75000L
 /* The relay's cap on one delta (docs/api.md) is 64 KiB of text. */
 #define DELTA_MAX (60 * 1024)
+/* Updates parked at once (see parked_t); past it an update is processed as it comes. */
+#define PARKED_MAX 1024
 
 typedef struct watch {
     int fd;
@@ -61,6 +64,22 @@ typedef struct turn_state {
     int broken; /* the current message takes no more text: the next text opens another */
 } turn_state_t;
 
+/*
+ * An update parked until its sealed attachments are downloaded (fetcher.h),
+ * or behind an earlier parked update of its session, so that the session's
+ * updates reach the agent in their order (a cancel never overtakes the
+ * message it cancels). Its sealed items are opened in place, on the loop, as
+ * their bytes arrive; once none is awaited and no earlier update of its
+ * session is parked, it is processed as if it had just come. Until then it
+ * holds the ack back (send_ack): the relay replays it should the bridge stop.
+ */
+typedef struct parked {
+    struct parked *next; /* every parked update, in arrival order */
+    rl_frame_t frame;    /* owns the update */
+    uint64_t update_id;  /* 0 when not a number */
+    size_t waiting;      /* downloads not back yet */
+} parked_t;
+
 struct rl_bridge {
     const rl_bridge_options_t *options;
     const rl_agent_adapter_t *adapter;
@@ -68,6 +87,9 @@ struct rl_bridge {
     rl_rest_t *rest;
     rl_ws_t *ws;
     rl_dedupe_t *dedupe;
+    rl_fetcher_t *fetcher;
+    parked_t *parked;
+    size_t nparked;
     rl_backoff_t backoff;
     long reconnect_at;  /* ms; -1 while connected */
     long last_frame_at; /* ms: when the socket last brought a frame */
@@ -151,17 +173,22 @@ static uint64_t parse_id(const char *id)
 
 /*
  * An ack covers every id up to it, so it may only go as far as the oldest
- * update still being processed: a turn is processed when its message ended.
+ * update still being processed: a turn is processed when its message ended,
+ * a parked update once it has been taken out and processed.
  */
 static void send_ack(rl_bridge_t *b)
 {
     uint64_t upto = b->processed_max;
     turn_state_t *t;
+    parked_t *p;
     char frame[96];
 
     for (t = b->turns; t != NULL; t = t->next)
         if (t->update_id != 0 && t->update_id - 1 < upto)
             upto = t->update_id - 1;
+    for (p = b->parked; p != NULL; p = p->next)
+        if (p->update_id != 0 && p->update_id - 1 < upto)
+            upto = p->update_id - 1;
     if (b->ws == NULL || upto <= b->acked)
         return;
     snprintf(frame, sizeof(frame), "{\"type\":\"ack\",\"up_to_update_id\":\"%" PRIu64 "\"}", upto);
@@ -668,6 +695,23 @@ void rl_bridge_tool_file(rl_bridge_t *b, const char *session_id, const char *too
 /* ---- encrypted updates (docs/api.md, "Encrypted sessions") ------------------------------------------- */
 
 /*
+ * Sealed items of message still unopened, had they no download (parked
+ * updates opened theirs already): they fail as download_failed, logged, so
+ * that the agent never gets a sealed url as if it were the file.
+ */
+static void fail_unfetched(rl_bridge_t *b, const char *session_id, json_t *message)
+{
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(json_object_get(message, "attachments"), i, item)
+    {
+        if (json_object_get(item, "meta_ct") != NULL)
+            rl_sealed_attachment_open(b->keys, session_id, item, NULL, NULL, 0);
+    }
+}
+
+/*
  * The payload a session.message update gives the agent: the update's own for
  * a plain session; for an encrypted one a copy with message.text opened from
  * text_ct. NULL (logged) when the bridge cannot open it: the message is skipped.
@@ -701,7 +745,7 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
     json_object_set_new(message, "text", json_string(text));
     rl_e2e_wipe(text, strlen(text));
     free(text);
-    rl_sealed_attachments_open(b->keys, f->session_id, message);
+    fail_unfetched(b, f->session_id, message);
     return copy;
 }
 
@@ -855,6 +899,27 @@ static const char *gateway_decision(const char *decision)
     return "deny";
 }
 
+/* The opened answer_ct of a device_capability.result (a new reference), or NULL when it does not open. */
+static json_t *capability_answer(rl_bridge_t *b, const rl_frame_t *f)
+{
+    const char *ct = json_string_value(json_object_get(f->payload, "answer_ct"));
+    json_t *answer = NULL;
+    char *text = NULL;
+    int result;
+
+    result = ct != NULL && b->keys != NULL && rl_keyring_has(b->keys, f->session_id)
+                 ? rl_keyring_open_field(b->keys, f->session_id, "capabilities", ct, &text)
+                 : -1;
+    if (result == 0)
+        answer = json_loads(text, 0, NULL);
+    free(text);
+    if (!json_is_object(answer)) {
+        json_decref(answer);
+        return NULL;
+    }
+    return answer;
+}
+
 /*
  * issue 26: in an encrypted session the user's answer comes sealed
  * (answer_ct, blob path capabilities/<sid>): {location} for a location,
@@ -864,50 +929,29 @@ static const char *gateway_decision(const char *decision)
  */
 static void open_capability_answer(rl_bridge_t *b, const rl_frame_t *f, json_t *line)
 {
-    const char *ct = json_string_value(json_object_get(f->payload, "answer_ct"));
-    json_t *answer = NULL;
-    char *text = NULL;
-    int result;
+    json_t *answer;
 
-    if (ct == NULL)
+    if (json_object_get(f->payload, "answer_ct") == NULL)
         return;
-    result = b->keys != NULL && rl_keyring_has(b->keys, f->session_id)
-                 ? rl_keyring_open_field(b->keys, f->session_id, "capabilities", ct, &text)
-                 : -1;
-    if (result == 0)
-        answer = json_loads(text, 0, NULL);
-    free(text);
-    if (!json_is_object(answer)) {
+    answer = capability_answer(b, f);
+    if (answer == NULL) {
         rl_log(RL_LOG_WARN, "update %s: the capability answer does not open with this session's keys: unreadable",
                f->update_id);
         json_object_set_new(line, "status", json_string("unreadable"));
-        json_decref(answer);
         return;
     }
     if (json_is_object(json_object_get(answer, "location")))
         json_object_set(line, "location", json_object_get(answer, "location"));
-    /* A photo: its bytes sealed under attachments/<sid>, described by the answer's {attachment}. */
-    if (json_is_array(json_object_get(line, "attachments"))) {
-        json_t *photos = json_deep_copy(json_object_get(line, "attachments"));
-        rl_sealed_attachment_open(b->keys, f->session_id, json_array_get(photos, 0),
-                                  json_object_get(answer, "attachment"));
-        json_object_set_new(line, "attachments", photos);
-    }
+    /* A photo was opened while its update was parked (open_fetched): the line copied it as it is now. */
     json_decref(answer);
 }
 
-static void handle_update(rl_bridge_t *b, rl_frame_t *f)
+/* An update taken in: de-duplicated already, and neither parked nor behind a parked one of its session. */
+static void process_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
     int turn_pending = 0;
 
-    /* spec (delivery rule 1): at least once; de-duplicate by update_id. */
-    if (rl_dedupe_add(b->dedupe, f->update_id) == 0) {
-        rl_log(RL_LOG_INFO, "update %s delivered again: skipped (already handled)", f->update_id);
-        send_ack(b);
-        return;
-    }
-    rl_log(RL_LOG_DEBUG, "update %s %s", f->update_id, f->update_type);
     if (strcmp(f->update_type, "session.message") == 0) {
         json_t *message = json_object_get(f->payload, "message");
         json_t *payload = NULL;
@@ -975,6 +1019,181 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
     if (!turn_pending && id > b->processed_max)
         b->processed_max = id;
     send_ack(b);
+}
+
+/* ---- parked updates (see parked_t) ------------------------------------------------------------------ */
+
+/*
+ * The array of f's items whose sealed bytes must be downloaded before f is
+ * processed, or NULL: a session.message of an encrypted session whose key
+ * the bridge holds (its items with meta_ct), or a capability answer with a
+ * photo (its first item). Both as open_message and open_capability_answer
+ * would open them.
+ */
+static json_t *sealed_items(rl_bridge_t *b, const rl_frame_t *f)
+{
+    json_t *message = json_object_get(f->payload, "message"), *items, *item;
+    size_t i;
+
+    if (b->keys == NULL || f->session_id[0] == '\0' || !rl_keyring_has(b->keys, f->session_id))
+        return NULL;
+    if (strcmp(f->update_type, "device_capability.result") == 0) {
+        items = json_object_get(f->payload, "attachments");
+        return json_object_get(f->payload, "answer_ct") != NULL && json_array_size(items) > 0 ? items : NULL;
+    }
+    if (strcmp(f->update_type, "session.message") != 0 || f->interaction_id[0] == '\0' ||
+        (!json_is_true(json_object_get(json_object_get(f->payload, "session"), "encrypted")) &&
+         json_object_get(message, "text_ct") == NULL))
+        return NULL;
+    items = json_object_get(message, "attachments");
+    json_array_foreach(items, i, item)
+    {
+        if (json_object_get(item, "meta_ct") != NULL)
+            return items;
+    }
+    return NULL;
+}
+
+/* 1 when item i of the array sealed_items gave is sealed: a capability's photo is its first, a message's carry meta_ct.
+ */
+static int sealed_item(const rl_frame_t *f, json_t *item, size_t i)
+{
+    if (strcmp(f->update_type, "device_capability.result") == 0)
+        return i == 0;
+    return json_object_get(item, "meta_ct") != NULL;
+}
+
+/* Opens item index of f with the bytes its url gave (NULL: the download failed), on the loop. */
+static void open_fetched(rl_bridge_t *b, rl_frame_t *f, size_t index, const char *bytes, size_t len)
+{
+    json_t *items = sealed_items(b, f), *answer = NULL;
+
+    if (strcmp(f->update_type, "device_capability.result") == 0)
+        answer = capability_answer(b, f);
+    /* A photo is described by the capability's answer_ct, an attachment by its own meta_ct. */
+    rl_sealed_attachment_open(b->keys, f->session_id, json_array_get(items, index),
+                              answer != NULL ? json_object_get(answer, "attachment") : NULL, bytes, len);
+    json_decref(answer);
+}
+
+static int session_parked(rl_bridge_t *b, const char *session_id)
+{
+    parked_t *p;
+
+    for (p = b->parked; session_id[0] != '\0' && p != NULL; p = p->next)
+        if (strcmp(p->frame.session_id, session_id) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * Processes, in arrival order, each parked update that awaits no download
+ * and has no earlier parked update of its session; the rest stay parked.
+ */
+static void run_parked(rl_bridge_t *b)
+{
+    json_t *held = json_object(); /* sessions with an update still parked before the one looked at */
+    parked_t **pp = &b->parked;
+
+    while (*pp != NULL && held != NULL) {
+        parked_t *p = *pp;
+        if (p->waiting > 0 || json_object_get(held, p->frame.session_id) != NULL) {
+            json_object_set_new(held, p->frame.session_id, json_true());
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        b->nparked--;
+        rl_log(RL_LOG_DEBUG, "update %s taken out of the parked ones", p->frame.update_id);
+        process_update(b, &p->frame);
+        rl_frame_free(&p->frame);
+        free(p);
+    }
+    json_decref(held);
+}
+
+/*
+ * Parks f when it needs downloads or an earlier update of its session is
+ * parked (taking f's update: the caller's frame is left empty), and starts
+ * its downloads. 0 when f is to be processed now.
+ */
+static int park(rl_bridge_t *b, rl_frame_t *f)
+{
+    json_t *items = sealed_items(b, f), *item;
+    int behind = session_parked(b, f->session_id);
+    parked_t *p, **tail;
+    size_t i;
+
+    if (items == NULL && !behind)
+        return 0;
+    p = b->nparked < PARKED_MAX ? calloc(1, sizeof(*p)) : NULL;
+    if (p == NULL) {
+        rl_log(RL_LOG_WARN, "%zu updates are parked already: update %s is processed now, out of its session's order",
+               b->nparked, f->update_id);
+        /* Its sealed items fail as download_failed, each logged: the agent never gets a sealed url. */
+        json_array_foreach(items, i, item)
+        {
+            if (sealed_item(f, item, i))
+                open_fetched(b, f, i, NULL, 0);
+        }
+        return 0;
+    }
+    p->frame = *f;
+    memset(f, 0, sizeof(*f));
+    p->update_id = parse_id(p->frame.update_id);
+    for (tail = &b->parked; *tail != NULL; tail = &(*tail)->next) {
+    }
+    *tail = p;
+    b->nparked++;
+    json_array_foreach(items, i, item)
+    {
+        const char *url = json_string_value(json_object_get(item, "url"));
+        if (!sealed_item(&p->frame, item, i))
+            continue;
+        if (url != NULL && rl_fetcher_submit(b->fetcher, url, p, i) == 0) {
+            p->waiting++;
+            continue;
+        }
+        if (url != NULL)
+            rl_log(RL_LOG_WARN, "sealed attachment: %d downloads are waiting already: not queued", RL_FETCH_QUEUE_MAX);
+        open_fetched(b, &p->frame, i, NULL, 0);
+    }
+    if (p->waiting > 0)
+        rl_log(RL_LOG_DEBUG, "update %s parked: %zu downloads", p->frame.update_id, p->waiting);
+    else if (behind)
+        rl_log(RL_LOG_DEBUG, "update %s parked behind an earlier update of session %s", p->frame.update_id,
+               p->frame.session_id);
+    run_parked(b);
+    return 1;
+}
+
+/* Downloads the fetcher finished: their items open, and the updates they completed are processed. */
+static void handle_fetched(rl_bridge_t *b)
+{
+    rl_fetch_t *job = rl_fetcher_results(b->fetcher);
+
+    while (job != NULL) {
+        rl_fetch_t *next = job->next;
+        parked_t *p = job->owner;
+        open_fetched(b, &p->frame, job->index, job->body, job->len);
+        p->waiting--;
+        rl_fetch_free(job);
+        job = next;
+    }
+    run_parked(b);
+}
+
+static void handle_update(rl_bridge_t *b, rl_frame_t *f)
+{
+    /* spec (delivery rule 1): at least once; de-duplicate by update_id. An update parked was added here once. */
+    if (rl_dedupe_add(b->dedupe, f->update_id) == 0) {
+        rl_log(RL_LOG_INFO, "update %s delivered again: skipped (already handled)", f->update_id);
+        send_ack(b);
+        return;
+    }
+    rl_log(RL_LOG_DEBUG, "update %s %s", f->update_id, f->update_type);
+    if (!park(b, f))
+        process_update(b, f);
 }
 
 /* The most of a file file.read.req sends back: its envelope in base64 stays under the relay's 2 MiB cap. */
@@ -1363,7 +1582,7 @@ static void run_timers(rl_bridge_t *b)
 
 static void loop(rl_bridge_t *b)
 {
-    struct pollfd fds[MAX_WATCHES + 3];
+    struct pollfd fds[MAX_WATCHES + 4];
     watch_t snapshot[MAX_WATCHES];
 
     while (!b->stopping) {
@@ -1372,6 +1591,7 @@ static void loop(rl_bridge_t *b)
 
         fds[n++] = (struct pollfd){.fd = b->sigfd, .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = rl_rest_fd(b->rest), .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = rl_fetcher_fd(b->fetcher), .events = POLLIN};
         if (b->ws != NULL) {
             ws_slot = n;
             fds[n++] = (struct pollfd){.fd = rl_ws_fd(b->ws), .events = rl_ws_events(b->ws)};
@@ -1388,6 +1608,8 @@ static void loop(rl_bridge_t *b)
             handle_signals(b);
         if (fds[1].revents != 0)
             handle_results(b);
+        if (fds[2].revents != 0)
+            handle_fetched(b);
         if (ws_slot >= 0 && b->ws != NULL && fds[ws_slot].revents != 0 && rl_ws_handle(b->ws) != 0)
             socket_closed(b);
         for (i = 0; i < nw; i++) {
@@ -1452,6 +1674,12 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
+    b.fetcher = rl_fetcher_start();
+    if (b.fetcher == NULL) {
+        rl_log(RL_LOG_ERROR, "cannot start the download thread");
+        b.exit_code = RL_BRIDGE_EXIT_ERROR;
+        goto out;
+    }
     if (b.adapter->create(&b, arg, &b.agent) != 0) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
@@ -1472,6 +1700,19 @@ int rl_bridge_run(const rl_bridge_options_t *options)
     connect_socket(&b);
     loop(&b);
 out:
+    /*
+     * A download in progress ends now; parked updates were never acked, so the relay replays them to the next
+     * run (spec delivery rule 3), whose de-duplication starts afresh.
+     */
+    rl_fetcher_stop(b.fetcher);
+    if (b.parked != NULL)
+        rl_log(RL_LOG_INFO, "%zu updates still parked are left to the relay's replay", b.nparked);
+    while (b.parked != NULL) {
+        parked_t *p = b.parked;
+        b.parked = p->next;
+        rl_frame_free(&p->frame);
+        free(p);
+    }
     if (b.agent != NULL)
         b.adapter->destroy(b.agent);
     /* On a plain stop, give writes already queued (a turn's last deltas and its end) a moment to go out. */

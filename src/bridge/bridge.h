@@ -2,8 +2,8 @@
  * relay-bridge's run loop: the socket to the relay, the delivery rules, the
  * turns, and the agent adapter. One thread runs the loop (poll(2) over the
  * socket, the writer's eventfd, a signalfd and the agent's descriptors);
- * the REST writer (rest.h) and the openai adapter's requests run on their
- * own threads.
+ * the REST writer (rest.h), the downloads of sealed attachments (fetcher.h)
+ * and the openai adapter's requests run on their own threads.
  */
 #ifndef RL_BRIDGE_BRIDGE_H
 #define RL_BRIDGE_BRIDGE_H

@@ -10,34 +10,9 @@
 #include <openssl/evp.h>
 
 #include "bridge/sealed.h"
-#include "client/client.h"
 #include "client/credentials.h"
 #include "common/hex.h"
 #include "common/log.h"
-
-/* relayd's upload cap (25 MB) plus the envelope's version byte, nonce and tag. */
-#define SEALED_MAX       (25 * 1024 * 1024 + 29)
-#define FETCH_CONNECT_MS 5000
-#define FETCH_TOTAL_MS   60000
-
-/* One GET of an absolute URL (the signed link relayd hydrated): the body, or NULL with *why set. */
-static char *fetch(const char *url, size_t *len, const char **why)
-{
-    rl_client_options_t options = {FETCH_CONNECT_MS, FETCH_TOTAL_MS, SEALED_MAX, "relay-bridge"};
-    rl_client_response_t response;
-    char *body = NULL;
-
-    *why = "download_failed";
-    if (rl_client_get_url(url, &options, &response) == 0 && response.status == 200) {
-        body = response.body;
-        *len = response.len;
-        response.body = NULL;
-    } else {
-        rl_log(RL_LOG_WARN, "sealed attachment: download failed (HTTP %ld %s)", response.status, response.error);
-    }
-    rl_client_response_free(&response);
-    return body;
-}
 
 /* A file name the sealed meta gave, made safe to be one path component: no slash, no leading dot, not empty. */
 static void safe_name(const char *name, char *out, size_t outsz)
@@ -105,11 +80,11 @@ static int matches(json_t *meta, const char *bytes, size_t len)
 }
 
 const char *rl_sealed_attachment_open(const rl_keyring_t *keys, const char *session_id, json_t *item,
-                                      json_t *given_meta)
+                                      json_t *given_meta, const char *sealed, size_t sealed_len)
 {
     const char *key = json_string_value(json_object_get(item, "key")), *why = NULL;
-    char *meta_text = NULL, *sealed = NULL, *plain = NULL, path[3600], url[3700];
-    size_t sealed_len = 0, plain_len = 0;
+    char *meta_text = NULL, *plain = NULL, path[3600], url[3700];
+    size_t plain_len = 0;
     json_t *meta = json_incref(given_meta);
 
     if (key == NULL ||
@@ -119,8 +94,10 @@ const char *rl_sealed_attachment_open(const rl_keyring_t *keys, const char *sess
         why = "unreadable";
         goto out;
     }
-    if ((sealed = fetch(json_string_value(json_object_get(item, "url")), &sealed_len, &why)) == NULL)
+    if (sealed == NULL) {
+        why = "download_failed";
         goto out;
+    }
     if (rl_keyring_open_bytes(keys, session_id, "attachments", sealed, sealed_len, &plain, &plain_len) != 0 ||
         !matches(meta, plain, plain_len)) {
         why = "unreadable";
@@ -147,23 +124,9 @@ out:
     }
     json_decref(meta);
     free(meta_text);
-    free(sealed);
     if (plain != NULL) {
         rl_e2e_wipe(plain, plain_len);
         free(plain);
     }
     return why;
-}
-
-void rl_sealed_attachments_open(const rl_keyring_t *keys, const char *session_id, json_t *message)
-{
-    json_t *item;
-    size_t i;
-
-    json_array_foreach(json_object_get(message, "attachments"), i, item)
-    {
-        if (json_object_get(item, "meta_ct") == NULL)
-            continue;
-        rl_sealed_attachment_open(keys, session_id, item, NULL);
-    }
 }

@@ -14,23 +14,20 @@
 #include "bridge/keyring.h"
 
 /*
- * Opens, in place, every item of message's "attachments" that carries
- * meta_ct: downloads its bytes from the item's signed url, opens them with
- * the session's key, checks size and SHA-256 against the sealed meta, and
- * writes the file (0600) under the config folder's attachments/<key>/<name>.
- * The item then carries the real name, mime and size, path (the file) and
- * url (file:// of it), and no meta_ct. An item that cannot be opened keeps
- * no url (the agent never gets sealed bytes as if they were the file) and
- * says why in "error"; the failure is logged. Loop thread: the download
- * blocks it for at most the fetch's timeout.
- */
-void rl_sealed_attachments_open(const rl_keyring_t *keys, const char *session_id, json_t *message);
-
-/*
- * Opens one item as above, described by meta ({name, mime, size, sha256},
+ * Opens one item in place, described by meta ({name, mime, size, sha256},
  * already opened: a camera answer's answer_ct) or, when meta is NULL, by the
- * item's own meta_ct. NULL when opened, else why not (also in "error").
+ * item's own meta_ct; sealed (sealed_len bytes) is what the item's signed url
+ * gave, downloaded beforehand off the loop (fetcher.h), or NULL when that
+ * download failed. The bytes are opened with the session's key, checked
+ * (size and SHA-256) against the meta, and written (0600) under the config
+ * folder's attachments/<key>/<name>. The item then carries the real name,
+ * mime and size, path (the file) and url (file:// of it), and no meta_ct.
+ * An item that cannot be opened keeps no url (the agent never gets sealed
+ * bytes as if they were the file) and says why in "error" (unreadable,
+ * download_failed, not_saved); the failure is logged. Returns NULL when
+ * opened, else why not. Loop thread; sealed is not taken.
  */
-const char *rl_sealed_attachment_open(const rl_keyring_t *keys, const char *session_id, json_t *item, json_t *meta);
+const char *rl_sealed_attachment_open(const rl_keyring_t *keys, const char *session_id, json_t *item, json_t *meta,
+                                      const char *sealed, size_t sealed_len);
 
 #endif

@@ -144,6 +144,13 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* libcurl calls this about once a second while a transfer runs: a set stop flag ends it. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return __atomic_load_n((const int *)arg, __ATOMIC_ACQUIRE) != 0;
+}
+
 static int classify(CURLcode code, const capture_t *capture)
 {
     if (capture->too_large)
@@ -291,12 +298,22 @@ int rl_client_request(rl_client_t *client, const char *method, const char *path,
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, response);
     if (client->options.max_body <= (size_t)0x7fffffff)
         curl_easy_setopt(curl, CURLOPT_MAXFILESIZE, (long)client->options.max_body);
+    if (client->options.stop != NULL) {
+        curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *)client->options.stop);
+        curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    }
     code = curl_easy_perform(curl);
     curl_slist_free_all(list);
     free(url);
     /* What arrived belongs to the response, a failed transfer's part included. */
     if (capture.body.bytes != NULL)
         response->body = rl_buf_take(&capture.body, &response->len);
+    if (code == CURLE_ABORTED_BY_CALLBACK) {
+        snprintf(response->error, sizeof(response->error), "stopped");
+        response->status = 0;
+        return RL_CLIENT_E_STOPPED;
+    }
     if (code != CURLE_OK) {
         int err = code == CURLE_FILESIZE_EXCEEDED ? RL_CLIENT_E_TOO_LARGE : classify(code, &capture);
         if (err == RL_CLIENT_E_TOO_LARGE)

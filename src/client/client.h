@@ -23,6 +23,11 @@ typedef struct rl_client_options {
     long timeout_ms;         /* the whole exchange; 0: 30 s */
     size_t max_body;         /* bytes kept of a body; a larger one fails with RL_CLIENT_E_TOO_LARGE; 0: 64 MiB */
     const char *user_agent;  /* NULL: "relay-client" */
+    /*
+     * NULL, or a flag another thread sets (atomically) to end a transfer in
+     * progress: it then fails with RL_CLIENT_E_STOPPED within about a second.
+     */
+    const int *stop;
 } rl_client_options_t;
 
 typedef enum rl_client_error {
@@ -32,7 +37,7 @@ typedef enum rl_client_error {
     RL_CLIENT_E_TIMEOUT = -3,   /* no complete answer in time */
     RL_CLIENT_E_TOO_LARGE = -4, /* the body passed max_body */
     RL_CLIENT_E_TRANSFER = -5,  /* anything else on the wire */
-    RL_CLIENT_E_STOPPED = -6,   /* rl_retry_request: the caller stopped the retries */
+    RL_CLIENT_E_STOPPED = -6,   /* rl_retry_request: the caller stopped the retries; or options.stop was set */
     RL_CLIENT_E_TRUST = -7,     /* the server's certificate is not trusted (or the CA bundle is unreadable) */
 } rl_client_error_t;
 

@@ -1,0 +1,60 @@
+/*
+ * The bridge's downloads (docs/bridge.md, "Inside"): the sealed attachments
+ * of encrypted sessions are fetched from their signed links on a thread of
+ * their own, so that the loop never waits on a download (up to a minute
+ * each) while it has pings to answer and other sessions to serve.
+ *
+ * One worker thread takes jobs from a FIFO queue and makes one GET at a time
+ * with the blocking client (5 s to connect, 60 s in all, a body capped at
+ * RL_FETCH_BODY_MAX). Finished jobs come back, oldest first, through
+ * rl_fetcher_results(), signalled on an eventfd the loop polls: the same
+ * pattern as the REST writer (rest.h). Everything a peer can feed is bounded:
+ * one download at a time, at most RL_FETCH_QUEUE_MAX jobs queued or in
+ * flight, each body capped.
+ */
+#ifndef RL_BRIDGE_FETCHER_H
+#define RL_BRIDGE_FETCHER_H
+
+#include <stddef.h>
+
+/* relayd's upload cap (25 MB) plus a sealed envelope's version byte, nonce and tag. */
+#define RL_FETCH_BODY_MAX (25 * 1024 * 1024 + 29)
+/* Jobs waiting or in flight; past it a new one is refused. */
+#define RL_FETCH_QUEUE_MAX 64
+
+typedef struct rl_fetcher rl_fetcher_t;
+
+/* One download, handed back to the loop once done. */
+typedef struct rl_fetch {
+    struct rl_fetch *next;
+    void *owner;  /* the loop's, as given to rl_fetcher_submit; untouched by the worker */
+    size_t index; /* the same */
+    char *url;
+    char *body; /* the answer's body on a 200, owned by the job; NULL when the download failed */
+    size_t len;
+} rl_fetch_t;
+
+/*
+ * Starts the worker. A client of the client core must have been made before
+ * (curl's global init is not thread-safe). NULL on failure.
+ */
+rl_fetcher_t *rl_fetcher_start(void);
+/*
+ * Stops the worker: a download in progress ends within about a second, the
+ * thread is joined, jobs not done and results not taken are freed. Loop
+ * thread; NULL is a no-op.
+ */
+void rl_fetcher_stop(rl_fetcher_t *fetcher);
+/* The eventfd that becomes readable when results are waiting. */
+int rl_fetcher_fd(const rl_fetcher_t *fetcher);
+/*
+ * Queues a GET of url (copied) for owner and index. 0, or -1 when the queue
+ * holds RL_FETCH_QUEUE_MAX jobs already (or memory ran out): the caller
+ * treats the download as failed. Loop thread.
+ */
+int rl_fetcher_submit(rl_fetcher_t *fetcher, const char *url, void *owner, size_t index);
+/* Takes every finished job, oldest first; free each with rl_fetch_free. Loop thread. */
+rl_fetch_t *rl_fetcher_results(rl_fetcher_t *fetcher);
+void rl_fetch_free(rl_fetch_t *job);
+
+#endif
