@@ -359,7 +359,9 @@ def _agent_reply(cli, ses, start, what):
         found[:] = [m["text"] for m in cli.json("history", ses)["messages"]
                     if m["role"] == "agent" and start in m.get("text", "")]
         return found
-    wait_until(seen, WAIT, what=what)
+    # Each look is a `relay history` (a few GETs): at 0.1 s a slow machine spent the user's bucket
+    # (10 a second, burst 30) and the terminal got a 429.
+    wait_until(seen, WAIT, interval=0.5, what=what)
     return found[-1]
 
 
