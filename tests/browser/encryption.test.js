@@ -267,8 +267,12 @@ test('an encrypted turn: the message goes sealed, the reply, a task and an appro
     result_ct: seal(sessionKey, tasks, JSON.stringify({ content: [{ type: 'text', text: SECRET.result }] })) });
   const card = await page.waitForSelector('[data-task-id="call_read"]');
   await waitFor('the task opened', async () => (await card.innerText()).includes(SECRET.task));
-  await card.$$eval('details', (ds) => ds.forEach((d) => { d.open = true; }));
-  await waitFor('its result', async () => (await card.innerText()).includes(SECRET.result));
+  // The result's disclosure comes with task_completed, which may follow the card's first drawing: open
+  // what the card has each time (a disclosure the reader opened stays open across a redraw).
+  await waitFor('its result', async () => {
+    await card.$$eval('details', (ds) => ds.forEach((d) => { d.open = true; }));
+    return (await card.innerText()).includes(SECRET.result);
+  });
 
   await bridge('requestApproval', { session_id: sessionId, interaction_id: interactionId, approval_id: 'apr_shred', action: 'execute',
     severity: 'high', idempotency_key: key(),

@@ -348,12 +348,18 @@ test('push: an approval request with no stream open reaches the device, and open
   cdp.on('ServiceWorker.workerRegistrationUpdated', (e) => registrations.push(...e.registrations));
   await cdp.send('ServiceWorker.enable');
   const registration = await waitFor('the worker registration', () => registrations.find((r) => r.scopeURL === `${relay.url}/`));
-  await cdp.send('ServiceWorker.deliverPushMessage', { origin: relay.url, registrationId: registration.registrationId, data: JSON.stringify(note) });
-  const shown = await waitFor('the notification', async () => {
-    const list = await device.evaluate(async () => (await (await navigator.serviceWorker.ready).getNotifications())
-      .map((n) => ({ title: n.title, body: n.body, url: n.data && n.data.url })));
-    return list.length ? list : null;
-  });
+  // A push delivered before the worker is active is lost: wait for it, and deliver again (the same tag
+  // replaces the notification) should none show within a few seconds.
+  await device.evaluate(async () => { await navigator.serviceWorker.ready; });
+  let shown = null;
+  for (let attempt = 0; attempt < 3 && !shown; attempt++) {
+    await cdp.send('ServiceWorker.deliverPushMessage', { origin: relay.url, registrationId: registration.registrationId, data: JSON.stringify(note) });
+    shown = await waitFor('the notification', async () => {
+      const list = await device.evaluate(async () => (await (await navigator.serviceWorker.ready).getNotifications())
+        .map((n) => ({ title: n.title, body: n.body, url: n.data && n.data.url })));
+      return list.length ? list : null;
+    }, attempt < 2 ? 5000 : undefined).catch((err) => { if (attempt === 2) throw err; return null; });
+  }
   assert.deepEqual(shown[0], { title: 'Approval needed: Run a command', body: 'uptime', url: `/#/s/${sessionId}` });
   await screenshot(device, 'phone-approvals');
   assert.deepEqual(await axe(device), []);
