@@ -157,6 +157,13 @@ class Setup:
         return assert_ok(self.relay.post("/v1/me/sessions/%s/send" % self.ses, body,
                                          token=self.token))["interaction_id"]
 
+    def send_held(self, text):
+        """A sealed message whose attachment's GET the proxy holds, sent and held: its interaction id."""
+        self.proxy.hold()
+        interaction = self.send_sealed(text, [("okapi-notes.txt", "text/plain", NOTES)])
+        wait_until(lambda: self.proxy.held, WAIT, what="the bridge's GET of the sealed attachment")
+        return interaction
+
     def ask_plain(self, session_id, text, timeout):
         """Sends text in a plain session and returns the agent's final reply, waited for at most timeout."""
         sent = assert_ok(self.relay.post("/v1/me/sessions/%s/send" % session_id, {"text": text}, token=self.token))
@@ -173,6 +180,13 @@ class Setup:
         return {m["interaction_id"]: m.get("text") for m in self.cli.json("history", self.ses)["messages"]
                 if m["role"] == "agent" and m.get("state", "final") == "final"}
 
+    def wait_sealed_replies(self, *interactions):
+        """sealed_replies, once it holds a reply to every one of interactions."""
+        def replies():
+            got = self.sealed_replies()
+            return got if all(i in got for i in interactions) else None
+        return wait_until(replies, WAIT, what="the agent's replies in the encrypted session")
+
 
 NOTES = b"okapi field notes: the slow link held them back\n" * 200
 
@@ -185,9 +199,7 @@ def test_a_slow_download_holds_back_only_its_own_session(relayd, tmp_path):
     s = Setup(relayd, tmp_path)
     try:
         plain = assert_ok(s.relay.post("/v1/me/sessions", {"installation_id": s.inst}, token=s.token))["session_id"]
-        s.proxy.hold()
-        first = s.send_sealed("read this", [("okapi-notes.txt", "text/plain", NOTES)])
-        wait_until(lambda: s.proxy.held, WAIT, what="the bridge's GET of the sealed attachment")
+        first = s.send_held("read this")
 
         # Another session is served while the download hangs: its message reaches the agent, the reply
         # streams back.
@@ -218,8 +230,7 @@ def test_a_slow_download_holds_back_only_its_own_session(relayd, tmp_path):
         # The other session's messages reached the agent first, while the download hung.
         order = [e["interaction_id"] for e in s.journal()]
         assert order.index(first) == 2, s.journal()
-        replies = wait_until(lambda: (lambda r: r if first in r and second in r else None)(s.sealed_replies()),
-                             WAIT, what="the agent's replies in the encrypted session")
+        replies = s.wait_sealed_replies(first, second)
         assert replies[first] == "files: " + _described("okapi-notes.txt", "text/plain", NOTES), replies
         assert replies[second] == "echo: and a second question", replies
         assert "sealed attachment" not in s.bridge.log_text()  # no download failed, no file refused
@@ -231,9 +242,7 @@ def test_a_slow_download_holds_back_only_its_own_session(relayd, tmp_path):
 def test_a_bridge_stopped_during_a_download_leaves_the_update_to_the_replay(relayd, tmp_path):
     s = Setup(relayd, tmp_path)
     try:
-        s.proxy.hold()
-        first = s.send_sealed("read this", [("okapi-notes.txt", "text/plain", NOTES)])
-        wait_until(lambda: s.proxy.held, WAIT, what="the bridge's GET of the sealed attachment")
+        first = s.send_held("read this")
 
         # SIGTERM is heard at once: the download in progress is abandoned, the parked update dropped unacked.
         started = time.monotonic()
@@ -249,8 +258,7 @@ def test_a_bridge_stopped_during_a_download_leaves_the_update_to_the_replay(rela
         entries = s.journal(s.ses)
         assert [(e["type"], e["interaction_id"]) for e in entries] == [("message", first)], entries
         assert entries[0]["files"] == _described("okapi-notes.txt", "text/plain", NOTES), entries
-        replies = wait_until(lambda: (lambda r: r if first in r else None)(s.sealed_replies()), WAIT,
-                             what="the agent's reply in the encrypted session")
+        replies = s.wait_sealed_replies(first)
         assert replies[first] == "files: " + _described("okapi-notes.txt", "text/plain", NOTES), replies
     finally:
         s.proxy.close()
@@ -261,9 +269,7 @@ def test_a_reconnect_during_a_download_gives_the_agent_nothing_twice(relayd, tmp
     s = Setup(relayd, tmp_path)
     try:
         plain = assert_ok(s.relay.post("/v1/me/sessions", {"installation_id": s.inst}, token=s.token))["session_id"]
-        s.proxy.hold()
-        first = s.send_sealed("read this", [("okapi-notes.txt", "text/plain", NOTES)])
-        wait_until(lambda: s.proxy.held, WAIT, what="the bridge's GET of the sealed attachment")
+        first = s.send_held("read this")
         assert s.ask_plain(plain, "before the restart", PROMPT) == "echo: before the restart"
 
         # relayd restarts (close code 1012): the bridge reconnects at once and is sent again what it did not
@@ -282,8 +288,7 @@ def test_a_reconnect_during_a_download_gives_the_agent_nothing_twice(relayd, tmp
         assert [e["text"] for e in entries] == ["before the restart", "read this", "after the restart"], entries
         assert entries[1]["interaction_id"] == first
         assert entries[1]["files"] == _described("okapi-notes.txt", "text/plain", NOTES), entries
-        replies = wait_until(lambda: (lambda r: r if first in r else None)(s.sealed_replies()), WAIT,
-                             what="the agent's reply in the encrypted session")
+        replies = s.wait_sealed_replies(first)
         assert replies[first] == "files: " + _described("okapi-notes.txt", "text/plain", NOTES), replies
     finally:
         s.proxy.close()
