@@ -1,6 +1,6 @@
 /*
  * relay-bridge: pairs with a relay once, then runs the user's agent behind
- * it (src/bridge/). Commands: pair, status, run, help, version.
+ * it (src/bridge/). Commands: pair, status, run, devices, help, version.
  */
 #include <errno.h>
 #include <signal.h>
@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "bridge/bridge.h"
+#include "bridge/enrol.h"
+#include "bridge/keyring.h"
 #include "client/cli.h"
 #include "client/client.h"
 #include "client/credentials.h"
@@ -100,11 +102,27 @@ static int claim_page_served(const char *base)
     return served;
 }
 
-static void show_code(const char *code, const char *claim_url, int claim_page, long expires_in)
+/*
+ * The pairing screen. enrol, when there is one, is a code for the first
+ * device's verification of this machine (docs/bridge.md, "Devices"): the QR
+ * and the link carry it in their fragment, which the browser keeps from
+ * the relay, so that the phone that pairs can also prove it saw this screen.
+ */
+static void show_code(const char *code, const char *claim_url, const char *enrol, int claim_page, long expires_in)
 {
+    char link[1300];
+
+    if (enrol != NULL)
+        snprintf(link, sizeof(link), "%s#enrol=%s", claim_url, enrol);
+    else
+        snprintf(link, sizeof(link), "%s", claim_url);
     if (machine_output()) {
         json_t *doc = json_pack("{s:s, s:s, s:b, s:i}", "code", code, "claim_url", claim_url, "claim_page", claim_page,
                                 "expires_in_s", (int)expires_in);
+        if (doc != NULL && enrol != NULL) {
+            json_object_set_new(doc, "enrol_code", json_string(enrol));
+            json_object_set_new(doc, "enrol_link", json_string(link));
+        }
         rl_cli_print_json(&cli, doc);
         json_decref(doc);
         return;
@@ -114,19 +132,24 @@ static void show_code(const char *code, const char *claim_url, int claim_page, l
         printf("%c ", *c);
     printf("%s\n\n", rl_term_style(&cli.out, RL_TERM_RESET));
     if (claim_page) {
-        rl_qr_print(stdout, claim_url);
-        printf("Or open %s\n", claim_url);
+        rl_qr_print(stdout, link);
+        printf("Or open %s\n", link);
     } else {
         printf("(with the terminal client: relay pair %s)\n", code);
     }
-    printf("The code is valid for %ld seconds. Waiting...\n", expires_in);
+    if (enrol != NULL)
+        printf("For encrypted chats, the device that verifies this machine types this code (once, within a day):\n"
+               "    %s\n",
+               enrol);
+    printf("The pairing code is valid for %ld seconds. Waiting...\n", expires_in);
     fflush(stdout);
 }
 
 static int run_pair(const rl_cli_args_t *args)
 {
     const char *server = rl_cli_value(args, "server"), *name = rl_cli_value(args, "name");
-    char host[256] = "relay-bridge", claim_url[1200], message[300];
+    char host[256] = "relay-bridge", claim_url[1200], message[300], enrol[RL_E2E_ENROL_TEXT];
+    int have_enrol;
     rl_client_t *client = NULL;
     json_t *answer, *body, *saved;
     const char *code, *poll_token;
@@ -153,7 +176,12 @@ static int run_pair(const rl_cli_args_t *args)
     }
     expires = (time_t)json_integer_value(json_object_get(json_object_get(answer, "result"), "expires_at"));
     snprintf(claim_url, sizeof(claim_url), "%s/pair?code=%s", rl_client_base(client), code);
-    show_code(code, claim_url, claim_page_served(rl_client_base(client)), (long)(expires - time(NULL)));
+    have_enrol = rl_enrol_code_new(RL_ENROL_TTL_MS, enrol) == 0;
+    if (!have_enrol)
+        fprintf(stderr,
+                "relay-bridge: could not keep a code for encrypted chats (relay-bridge devices add makes one)\n");
+    show_code(code, claim_url, have_enrol ? enrol : NULL, claim_page_served(rl_client_base(client)),
+              (long)(expires - time(NULL)));
     body = json_pack("{s:s}", "poll_token", poll_token);
     for (;;) {
         json_t *poll, *r;
@@ -291,6 +319,207 @@ static int run_run(const rl_cli_args_t *args)
     return result;
 }
 
+/* ---- devices (docs/bridge.md, "Devices") ------------------------------------------------------------ */
+
+/* The link that opens the app's verify screen with code filled in: a fragment, never sent to the relay. */
+static void verify_link(char *out, size_t outsz, const char *server, const char *installation_id, const char *code)
+{
+    snprintf(out, outsz, "%s/#/verify/%s?enrol=%s", server, installation_id, code);
+}
+
+static void show_enrol_code(const char *code, const char *link, long long expires_at_ms)
+{
+    time_t until = (time_t)(expires_at_ms / 1000);
+    char when[64];
+
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M", localtime(&until));
+    if (machine_output()) {
+        json_t *doc = json_pack("{s:s, s:s, s:I}", "code", code, "link", link, "expires_at", (json_int_t)expires_at_ms);
+        rl_cli_print_json(&cli, doc);
+        json_decref(doc);
+        return;
+    }
+    printf("To let a phone or browser read this machine's encrypted chats, open on it:\n\n");
+    rl_qr_print(stdout, link);
+    printf("%s\n\nor type this code when it asks (once, until %s):\n\n    %s%s%s\n\n", link, when,
+           rl_term_style(&cli.out, RL_TERM_BOLD), code, rl_term_style(&cli.out, RL_TERM_RESET));
+    printf("The relay never sees the code: whoever holds it can add a device, so show it to no one else.\n");
+}
+
+static int devices_add(const rl_cli_args_t *args)
+{
+    json_t *cred = rl_credentials_load(CREDENTIALS);
+    const char *server = json_string_value(json_object_get(cred, "server"));
+    const char *inst = json_string_value(json_object_get(cred, "installation_id"));
+    long ttl_ms = RL_ENROL_TTL_MS;
+    char code[RL_E2E_ENROL_TEXT], link[2048];
+    int result;
+
+    if (parse_duration(rl_cli_value(args, "ttl"), 30L * 24 * 3600 * 1000, &ttl_ms) != 0 || ttl_ms <= 0) {
+        json_decref(cred);
+        return report(2, "--ttl is a duration such as 10m or 24h, at most 30 days");
+    }
+    if (server == NULL || inst == NULL) {
+        json_decref(cred);
+        return report(3, "not paired: run relay-bridge pair --server URL first");
+    }
+    if (rl_enrol_code_new(ttl_ms, code) != 0) {
+        json_decref(cred);
+        return report(1, "could not save the code in the config folder");
+    }
+    verify_link(link, sizeof(link), server, inst, code);
+    show_enrol_code(code, link, (long long)time(NULL) * 1000 + ttl_ms);
+    result = 0;
+    rl_e2e_wipe(code, sizeof(code));
+    json_decref(cred);
+    return result;
+}
+
+static void print_device_row(json_t *d)
+{
+    const char *state = json_string_value(json_object_get(d, "state"));
+    const char *verified = json_string_value(json_object_get(d, "verified"));
+
+    printf("  %s  %s (%s)", json_string_value(json_object_get(d, "device_id")),
+           json_string_value(json_object_get(d, "label")), json_string_value(json_object_get(d, "platform")));
+    if (strcmp(state, "accepted") == 0) {
+        printf("  accepted, %s\n", verified != NULL && strcmp(verified, "code") == 0 ? "with a code from this machine"
+                                                                                     : "confirmed on this machine");
+        return;
+    }
+    printf("  shows %s  %s\n", json_string_value(json_object_get(d, "sas")),
+           json_is_true(json_object_get(d, "reverify"))          ? "(accepted before this version: confirm it again)"
+           : json_is_true(json_object_get(d, "phone_confirmed")) ? "(confirmed on the device, not here)"
+                                                                 : "(not confirmed)");
+}
+
+static int devices_list(void)
+{
+    char err[256];
+    rl_keyring_t *k = rl_keyring_peek(err, sizeof(err));
+    json_t *list, *d;
+    long long last = 0;
+    size_t i, codes = rl_enrol_codes_live(&last), waiting = 0;
+
+    if (k == NULL)
+        return report(1, err);
+    list = rl_keyring_devices(k);
+    if (machine_output()) {
+        json_t *doc = json_pack("{s:O, s:I}", "devices", list, "codes", (json_int_t)codes);
+        rl_cli_print_json(&cli, doc);
+        json_decref(doc);
+    } else if (json_array_size(list) == 0) {
+        printf("No device has asked for this machine's encrypted chats yet.\n");
+    } else {
+        printf("Devices of this machine's encrypted chats:\n");
+        json_array_foreach(list, i, d)
+        {
+            print_device_row(d);
+            waiting += strcmp(json_string_value(json_object_get(d, "state")), "waiting") == 0;
+        }
+        if (waiting > 0)
+            printf("Confirm a waiting device that shows the same emoji: relay-bridge devices confirm DEVICE_ID\n");
+    }
+    if (!machine_output() && codes > 0)
+        printf("%zu unused enrolment code%s (relay-bridge devices add).\n", codes, codes == 1 ? "" : "s");
+    json_decref(list);
+    rl_keyring_free(k);
+    return 0;
+}
+
+/* The waiting (or accepted) row of device_id, or NULL. */
+static json_t *find_device(json_t *list, const char *device_id)
+{
+    json_t *d;
+    size_t i;
+
+    json_array_foreach(list, i, d)
+    {
+        if (strcmp(json_string_value(json_object_get(d, "device_id")), device_id) == 0)
+            return d;
+    }
+    return NULL;
+}
+
+/* Asks on the terminal whether the device shows sas. 1 for yes. */
+static int ask_same_emoji(json_t *d)
+{
+    char answer[16] = "";
+
+    printf("Device %s, \"%s\" (%s), must show: %s\nDoes it show these emoji? [y/N] ",
+           json_string_value(json_object_get(d, "device_id")), json_string_value(json_object_get(d, "label")),
+           json_string_value(json_object_get(d, "platform")), json_string_value(json_object_get(d, "sas")));
+    fflush(stdout);
+    if (fgets(answer, sizeof(answer), stdin) == NULL)
+        return 0;
+    return answer[0] == 'y' || answer[0] == 'Y';
+}
+
+static int devices_change(const rl_cli_args_t *args, int confirm)
+{
+    const char *device_id = args->npositional > 1 ? args->positional[1] : NULL;
+    char err[256], message[512];
+    rl_keyring_t *k;
+    json_t *list, *d;
+    int result = 0;
+
+    if (device_id == NULL)
+        return report(2, confirm ? "devices confirm needs a DEVICE_ID (relay-bridge devices lists them)"
+                                 : "devices revoke needs a DEVICE_ID (relay-bridge devices lists them)");
+    k = rl_keyring_peek(err, sizeof(err));
+    if (k == NULL)
+        return report(1, err);
+    list = rl_keyring_devices(k);
+    d = find_device(list, device_id);
+    if (d == NULL) {
+        snprintf(message, sizeof(message),
+                 "no device %s has asked this machine (relay-bridge devices lists them; a device shows here once "
+                 "relay-bridge run heard of it)",
+                 device_id);
+        result = report(1, message);
+    } else if (!confirm) {
+        result = rl_enrol_owner_revoke(device_id) == 0 ? 0 : report(1, "could not save in the config folder");
+        if (result == 0 && !machine_output())
+            printf("Device %s revoked on this machine: it gets no new keys, and its decisions no longer count.\n",
+                   device_id);
+    } else if (strcmp(json_string_value(json_object_get(d, "state")), "accepted") == 0) {
+        if (!machine_output())
+            printf("Device %s is already accepted.\n", device_id);
+    } else if (rl_cli_value(args, "yes") == NULL && !(cli.out.tty && isatty(0))) {
+        result = report(2, "not on a terminal: compare the emoji (relay-bridge devices), then confirm with --yes");
+    } else if (rl_cli_value(args, "yes") == NULL && !ask_same_emoji(d)) {
+        result = report(1, "not confirmed: nothing changed");
+    } else if (rl_enrol_owner_confirm(device_id, json_string_value(json_object_get(d, "pubkey"))) != 0) {
+        result = report(1, "could not save in the config folder");
+    } else if (!machine_output()) {
+        printf("Device %s confirmed on this machine: a running relay-bridge shares its chats' keys with it now.\n",
+               device_id);
+    }
+    if (result == 0 && machine_output()) {
+        json_t *doc = json_pack("{s:s, s:s}", "device_id", device_id, "state", confirm ? "confirmed" : "revoked");
+        rl_cli_print_json(&cli, doc);
+        json_decref(doc);
+    }
+    json_decref(list);
+    rl_keyring_free(k);
+    return result;
+}
+
+static int run_devices(const rl_cli_args_t *args)
+{
+    const char *verb = args->npositional > 0 ? args->positional[0] : "list";
+
+    if (strcmp(verb, "list") == 0)
+        return devices_list();
+    if (strcmp(verb, "add") == 0)
+        return devices_add(args);
+    if (strcmp(verb, "confirm") == 0)
+        return devices_change(args, 1);
+    if (strcmp(verb, "revoke") == 0)
+        return devices_change(args, 0);
+    return report(2, "devices takes list, add, confirm DEVICE_ID or revoke DEVICE_ID");
+}
+
 /* ---- help, version, table ------------------------------------------------------------------------- */
 
 static int run_version(const rl_cli_args_t *args)
@@ -327,6 +556,17 @@ static const rl_cli_flag_t run_flags[] = {
      "retries)"},
     {NULL, 0, NULL, NULL},
 };
+static const rl_cli_flag_t devices_flags[] = {
+    {"ttl", 0, "DURATION", "add: how long the code stays valid (default 24h, at most 30 days)"},
+    {"yes", 'y', NULL, "confirm: the emoji were compared already (no question asked)"},
+    {NULL, 0, NULL, NULL},
+};
+static const char *const devices_examples[] = {
+    "relay-bridge devices",
+    "relay-bridge devices add",
+    "relay-bridge devices confirm dev_4fJk2LmQ9xZa7RtYb3Cd",
+    NULL,
+};
 static const char *const pair_examples[] = {"relay-bridge pair --server https://relay.example.com --name laptop", NULL};
 static const char *const run_examples[] = {
     "relay-bridge run --agent 'exec:ollama run llama3'",
@@ -351,6 +591,12 @@ static const rl_cli_command_t commands[] = {
     {"run", "--agent AGENT", 0, 0, "connect to the relay and run the agent for each message",
      "Stops with exit status 3 when the relay revokes the installation or refuses its token: pair again.", run_flags,
      run_examples, run_run},
+    {"devices", "[list|add|confirm DEVICE_ID|revoke DEVICE_ID]", 0, 2,
+     "the devices that may read this machine's encrypted chats",
+     "A device gets this machine's session keys only on evidence the relay cannot make: a one-time code from "
+     "`devices add` typed or scanned on it, or the owner's `devices confirm` here after comparing its emoji. "
+     "A running relay-bridge takes a confirmation or a revocation made here at once.",
+     devices_flags, devices_examples, run_devices},
     {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL,
      rl_cli_run_help},
     {"version", "", 0, 0, "show the version", NULL, NULL, NULL, run_version},

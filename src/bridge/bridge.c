@@ -16,6 +16,7 @@
 #include "bridge/batch.h"
 #include "bridge/bridge.h"
 #include "bridge/dedupe.h"
+#include "bridge/enrol.h"
 #include "bridge/fetcher.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
@@ -94,6 +95,7 @@ struct rl_bridge {
     long reconnect_at;  /* ms; -1 while connected */
     long last_frame_at; /* ms: when the socket last brought a frame */
     int sigfd;
+    int ownerfd; /* inotify: the owner confirmed or revoked a device on this machine (bridge/enrol.h) */
     watch_t watches[MAX_WATCHES];
     int nwatches;
     turn_state_t *turns;
@@ -777,23 +779,40 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
     return 0;
 }
 
-/* Says on the terminal (or as a JSON line) which emoji the phone must show to confirm a device. */
+/* One line for the terminal, or one JSON line with --json: what a device waits for, and what to do. */
+static void announce_device(rl_bridge_t *b, const char *event, const char *device_id, const char *label,
+                            const char *platform, const char *sas, const char *text)
+{
+    if (b->options->json) {
+        json_t *line = json_pack("{s:s, s:s, s:s, s:s}", "event", event, "device_id", device_id, "label", label,
+                                 "platform", platform);
+        char *dumped;
+        if (line != NULL && sas != NULL)
+            json_object_set_new(line, "sas", json_string(sas));
+        dumped = line != NULL ? json_dumps(line, JSON_COMPACT) : NULL;
+        if (dumped != NULL)
+            printf("%s\n", dumped);
+        free(dumped);
+        json_decref(line);
+    } else {
+        printf("%s\n", text);
+    }
+    fflush(stdout);
+}
+
+/* Says which emoji the device must show, and the two ways to let it read this machine's chats. */
 static void announce_pending(rl_bridge_t *b, const char *device_id, const char *label, const char *platform,
                              const char *sas)
 {
+    char text[1024];
+
     rl_log(RL_LOG_INFO, "device %s (%s, %s) waits for confirmation: %s", device_id, platform, label, sas);
-    if (b->options->json) {
-        json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s}", "event", "device_pending", "device_id", device_id,
-                                 "label", label, "platform", platform, "sas", sas);
-        char *text = line != NULL ? json_dumps(line, JSON_COMPACT) : NULL;
-        if (text != NULL)
-            printf("%s\n", text);
-        free(text);
-        json_decref(line);
-    } else {
-        printf("New device \"%s\" (%s). Confirm on your phone: %s\n", label, platform, sas);
-    }
-    fflush(stdout);
+    snprintf(text, sizeof(text),
+             "New device \"%s\" (%s, %s) asks for this machine's encrypted chats. It must show %s.\n"
+             "To let it in, type on it a code from `relay-bridge devices add`, or confirm it here:\n"
+             "  relay-bridge devices confirm %s",
+             label, platform, device_id, sas, device_id);
+    announce_device(b, "device_pending", device_id, label, platform, sas, text);
 }
 
 /* Wraps every session key the bridge holds for a device the user just accepted. */
@@ -809,6 +828,26 @@ static size_t grant_sessions(rl_bridge_t *b, const char *device_id)
         }
     }
     return granted;
+}
+
+static void owner_accepted(void *user, const char *device_id)
+{
+    rl_bridge_t *b = user;
+
+    rl_log(RL_LOG_INFO, "device %s confirmed on this machine: shared the keys of %zu sessions", device_id,
+           grant_sessions(b, device_id));
+}
+
+/* The owner file changed (relay-bridge devices confirm / revoke in another process), or the bridge starts. */
+static void owner_changed(void *user, int fd, short revents)
+{
+    rl_bridge_t *b = user;
+
+    (void)revents;
+    if (fd >= 0 && !rl_enrol_watch_drain(fd))
+        return;
+    if (rl_keyring_owner_sync(b->keys, owner_accepted, b) < 0)
+        rl_log(RL_LOG_WARN, "the owner's confirmations (bridge-owner.json) are unreadable, or readable by others");
 }
 
 /* The key updates. 1 when f was one of them (handled or refused), 0 otherwise. */
@@ -833,21 +872,37 @@ static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
     if (device_id == NULL) {
         rl_log(RL_LOG_WARN, "update %s: %s without a device_id", f->update_id, type);
     } else if (strcmp(type, "device_pending") == 0) {
-        if (rl_keyring_sas(b->keys, pubkey, sas) != 0 || rl_keyring_pending(b->keys, device_id, pubkey) != 0)
+        if (rl_keyring_sas(b->keys, pubkey, sas) != 0 ||
+            rl_keyring_pending(b->keys, device_id, pubkey, label, platform) != 0)
             rl_log(RL_LOG_WARN, "update %s: device_pending %s with a malformed pubkey", f->update_id, device_id);
         else
             announce_pending(b, device_id, label, platform, sas);
     } else if (strcmp(type, "device_added") == 0) {
-        int result = rl_keyring_accept(b->keys, device_id, pubkey, label, platform);
-        if (result == -2)
+        int result = rl_keyring_accept(b->keys, device_id, pubkey, label, platform,
+                                       json_string_value(json_object_get(f->payload, "enrol_proof")));
+        if (result == -2) {
             rl_log(RL_LOG_WARN,
                    "device_added %s: not the key this bridge showed the emoji for: refused (no session keys go to it)",
                    device_id);
-        else if (result != 0)
+        } else if (result == -3) {
+            char text[1024];
+            rl_log(RL_LOG_WARN,
+                   "device_added %s (%s): confirmed on the phone, with no valid code from this machine: no keys go "
+                   "to it until you confirm it here (relay-bridge devices confirm %s)",
+                   device_id, label, device_id);
+            snprintf(text, sizeof(text),
+                     "Device \"%s\" (%s) says it matches, but brought no valid code from this machine.\n"
+                     "If it is yours and showed the same emoji, confirm it here:\n  relay-bridge devices confirm %s",
+                     label, platform, device_id);
+            announce_device(b, "device_unverified", device_id, label, platform, NULL, text);
+        } else if (result < 0) {
             rl_log(RL_LOG_WARN, "device_added %s: malformed, or could not be saved", device_id);
-        else
-            rl_log(RL_LOG_INFO, "device %s (%s) confirmed: shared the keys of %zu sessions", device_id, label,
-                   grant_sessions(b, device_id));
+        } else {
+            /* Accepted now, or again (the phone confirmed after the owner did): the relay may have refused the
+             * first wraps while the phone had not confirmed, so they go again. */
+            rl_log(RL_LOG_INFO, "device %s (%s) %s: shared the keys of %zu sessions", device_id, label,
+                   result == 0 ? "accepted" : "confirmed again", grant_sessions(b, device_id));
+        }
     } else if (strcmp(type, "device_revoked") == 0) {
         if (rl_keyring_revoke(b->keys, device_id))
             rl_log(RL_LOG_INFO, "device %s revoked: its decisions no longer count", device_id);
@@ -1643,6 +1698,7 @@ int rl_bridge_run(const rl_bridge_options_t *options)
     memset(&b, 0, sizeof(b));
     b.options = options;
     b.sigfd = -1;
+    b.ownerfd = -1;
     b.reconnect_at = -1;
     snprintf(b.installation_id, sizeof(b.installation_id), "%s",
              options->installation_id != NULL ? options->installation_id : "");
@@ -1695,6 +1751,12 @@ int rl_bridge_run(const rl_bridge_options_t *options)
             b.exit_code = RL_BRIDGE_EXIT_ERROR;
             goto out;
         }
+        b.ownerfd = rl_enrol_watch_open();
+        if (b.ownerfd >= 0)
+            rl_bridge_watch(&b, b.ownerfd, POLLIN, owner_changed, &b);
+        else
+            rl_log(RL_LOG_WARN, "cannot watch the config folder: devices confirmed here count from the next start");
+        owner_changed(&b, -1, 0);
     }
     rl_log(RL_LOG_INFO, "starting with the %s agent", b.adapter->scheme);
     connect_socket(&b);
@@ -1743,6 +1805,8 @@ out:
     json_decref(b.grants);
     if (b.sigfd >= 0)
         close(b.sigfd);
+    if (b.ownerfd >= 0)
+        close(b.ownerfd);
     rl_bridge_write_status("stopped", options->server, b.installation_id);
     return b.exit_code;
 }

@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "bridge/enrol.h"
 #include "bridge/keyring.h"
 #include "client/credentials.h"
 #include "common/base64.h"
@@ -18,13 +20,54 @@ struct rl_keyring {
     char device_path[3200];
     char pubkey[RL_E2E_PUBHEX_SIZE];
     rl_keystore_t *sessions;
-    json_t *peers;   /* {device_id: {pubkey, label, platform}}: the accepted client devices */
-    json_t *pending; /* {device_id: pubkey}: the devices this bridge showed a SAS for */
+    json_t *peers;   /* {device_id: {pubkey, label, platform, verified, verified_at}}: the accepted devices */
+    json_t *pending; /* {device_id: {pubkey, label, platform, phone_confirmed?, reverify?}}: SAS shown, not accepted */
 };
 
 static int save_peers(const rl_keyring_t *k);
 
-rl_keyring_t *rl_keyring_open(char *err, size_t errsz)
+/* The pending devices as saved: {id: pubkey} before this version, {id: {pubkey, ...}} since. */
+static void load_pending(rl_keyring_t *k, json_t *saved)
+{
+    const char *id;
+    json_t *item;
+
+    json_object_foreach(saved, id, item)
+    {
+        if (json_is_string(item))
+            json_object_set_new(k->pending, id, json_pack("{s:O}", "pubkey", item));
+        else if (json_is_string(json_object_get(item, "pubkey")))
+            json_object_set(k->pending, id, item);
+    }
+}
+
+/*
+ * A device accepted before the bridge asked for evidence was accepted on the
+ * relay's word alone (device_added): it waits again, its decisions and grants
+ * refused, until its owner confirms it on this machine or it brings a code.
+ */
+static void demote_unverified(rl_keyring_t *k)
+{
+    const char *id;
+    json_t *peer;
+    void *tmp;
+
+    json_object_foreach_safe(k->peers, tmp, id, peer)
+    {
+        if (json_is_string(json_object_get(peer, "verified")))
+            continue;
+        rl_log(RL_LOG_WARN,
+               "device %s (%s) was accepted by an older relay-bridge on the relay's word alone: it gets no keys "
+               "until you confirm it again (relay-bridge devices confirm %s, or a code from relay-bridge devices add)",
+               id, json_string_value(json_object_get(peer, "label")), id);
+        json_object_set_new(peer, "reverify", json_true());
+        json_object_set_new(peer, "phone_confirmed", json_true());
+        json_object_set(k->pending, id, peer);
+        json_object_del(k->peers, id);
+    }
+}
+
+static rl_keyring_t *open_keyring(int writable, char *err, size_t errsz)
 {
     rl_keyring_t *k = calloc(1, sizeof(*k));
     char path[3200];
@@ -52,14 +95,15 @@ rl_keyring_t *rl_keyring_open(char *err, size_t errsz)
     }
     k->peers = json_is_object(json_object_get(saved, "devices")) ? json_incref(json_object_get(saved, "devices"))
                                                                  : json_object();
-    k->pending = json_is_object(json_object_get(saved, "pending")) ? json_incref(json_object_get(saved, "pending"))
-                                                                   : json_object();
+    k->pending = json_object();
+    load_pending(k, json_object_get(saved, "pending"));
     json_decref(saved);
-    if (save_peers(k) != 0) {
+    demote_unverified(k);
+    if (writable && save_peers(k) != 0) {
         snprintf(err, errsz, "cannot write in the config folder: %s", strerror(errno));
         goto fail;
     }
-    result = rl_device_key_load(k->device_path, 1, &k->device);
+    result = rl_device_key_load(k->device_path, writable, &k->device);
     if (result < 0) {
         snprintf(err, errsz, "%s: %s", k->device_path,
                  result == RL_E2E_E_FORMAT ? "not a device key, or readable by others (chmod 600)" : "unreadable");
@@ -67,6 +111,7 @@ rl_keyring_t *rl_keyring_open(char *err, size_t errsz)
     }
     if (result == 1)
         rl_log(RL_LOG_INFO, "made this bridge's device key (%s)", k->device_path);
+
     rl_e2e_pub_hex(k->device.kp.pub, k->pubkey);
     k->sessions = rl_keystore_load(path);
     if (k->sessions == NULL) {
@@ -77,6 +122,41 @@ rl_keyring_t *rl_keyring_open(char *err, size_t errsz)
 fail:
     rl_keyring_free(k);
     return NULL;
+}
+
+rl_keyring_t *rl_keyring_open(char *err, size_t errsz)
+{
+    return open_keyring(1, err, errsz);
+}
+
+rl_keyring_t *rl_keyring_peek(char *err, size_t errsz)
+{
+    return open_keyring(0, err, errsz);
+}
+
+json_t *rl_keyring_devices(const rl_keyring_t *k)
+{
+    json_t *list = json_array(), *item;
+    const char *id;
+
+    json_object_foreach(k->peers, id, item)
+    {
+        json_t *row = json_deep_copy(item);
+        json_object_set_new(row, "device_id", json_string(id));
+        json_object_set_new(row, "state", json_string("accepted"));
+        json_array_append_new(list, row);
+    }
+    json_object_foreach(k->pending, id, item)
+    {
+        char sas[RL_E2E_SAS_TEXT_SIZE];
+        json_t *row = json_deep_copy(item);
+        json_object_set_new(row, "device_id", json_string(id));
+        json_object_set_new(row, "state", json_string("waiting"));
+        if (rl_keyring_sas(k, json_string_value(json_object_get(item, "pubkey")), sas) == 0)
+            json_object_set_new(row, "sas", json_string(sas));
+        json_array_append_new(list, row);
+    }
+    return list;
 }
 
 void rl_keyring_free(rl_keyring_t *k)
@@ -128,31 +208,120 @@ static int save_peers(const rl_keyring_t *k)
     return result;
 }
 
-int rl_keyring_pending(rl_keyring_t *k, const char *device_id, const char *pubkey)
+int rl_keyring_pending(rl_keyring_t *k, const char *device_id, const char *pubkey, const char *label,
+                       const char *platform)
 {
     uint8_t pub[RL_E2E_KEY_LEN];
+    json_t *was;
 
     if (device_id == NULL || device_id[0] == '\0' || rl_e2e_pub_parse(pubkey, pub) != 0)
         return -1;
-    json_object_set_new(k->pending, device_id, json_string(pubkey));
-    return save_peers(k);
-}
-
-int rl_keyring_accept(rl_keyring_t *k, const char *device_id, const char *pubkey, const char *label,
-                      const char *platform)
-{
-    uint8_t pub[RL_E2E_KEY_LEN], shown[RL_E2E_KEY_LEN];
-
-    if (device_id == NULL || device_id[0] == '\0' || rl_e2e_pub_parse(pubkey, pub) != 0)
-        return -1;
-    if (rl_e2e_pub_parse(json_string_value(json_object_get(k->pending, device_id)), shown) != 0 ||
-        memcmp(pub, shown, sizeof(pub)) != 0)
-        return -2;
-    json_object_del(k->pending, device_id);
-    json_object_set_new(k->peers, device_id,
+    was = json_object_get(k->pending, device_id);
+    /* A repeated device_pending (a redelivery) keeps what the phone said since, for the same key. */
+    if (was != NULL && strcmp(json_string_value(json_object_get(was, "pubkey")), pubkey) == 0)
+        return 0;
+    json_object_set_new(k->pending, device_id,
                         json_pack("{s:s, s:s, s:s}", "pubkey", pubkey, "label", label != NULL ? label : "", "platform",
                                   platform != NULL ? platform : ""));
     return save_peers(k);
+}
+
+/* Moves a pending device to the accepted ones, saying how it was verified. 0 or -1 (not saved). */
+static int accept_pending(rl_keyring_t *k, const char *device_id, const char *how)
+{
+    json_t *pending = json_object_get(k->pending, device_id);
+    json_t *peer;
+
+    if (pending == NULL)
+        return -1;
+    peer = json_pack("{s:O, s:s, s:s, s:s, s:I}", "pubkey", json_object_get(pending, "pubkey"), "label",
+                     json_string_value(json_object_get(pending, "label")) != NULL
+                         ? json_string_value(json_object_get(pending, "label"))
+                         : "",
+                     "platform",
+                     json_string_value(json_object_get(pending, "platform")) != NULL
+                         ? json_string_value(json_object_get(pending, "platform"))
+                         : "",
+                     "verified", how, "verified_at", (json_int_t)time(NULL));
+    json_object_set_new(k->peers, device_id, peer);
+    json_object_del(k->pending, device_id);
+    return save_peers(k);
+}
+
+/* 1 when the owner file confirms device_id with exactly pubkey. */
+static int owner_confirmed(const char *device_id, const char *pubkey)
+{
+    json_t *owner = rl_enrol_owner_load();
+    const char *said = json_string_value(json_object_get(json_object_get(owner, "confirmed"), device_id));
+    int result = said != NULL && strcmp(said, pubkey) == 0;
+
+    json_decref(owner);
+    return result;
+}
+
+int rl_keyring_accept(rl_keyring_t *k, const char *device_id, const char *pubkey, const char *label,
+                      const char *platform, const char *enrol_proof)
+{
+    uint8_t pub[RL_E2E_KEY_LEN], shown[RL_E2E_KEY_LEN];
+    json_t *peer, *pending;
+
+    if (device_id == NULL || device_id[0] == '\0' || rl_e2e_pub_parse(pubkey, pub) != 0)
+        return -1;
+    peer = json_object_get(k->peers, device_id);
+    if (peer != NULL)
+        return strcmp(json_string_value(json_object_get(peer, "pubkey")), pubkey) == 0 ? 1 : -2;
+    pending = json_object_get(k->pending, device_id);
+    if (rl_e2e_pub_parse(json_string_value(json_object_get(pending, "pubkey")), shown) != 0 ||
+        memcmp(pub, shown, sizeof(pub)) != 0)
+        return -2;
+    if (label != NULL && label[0] != '\0')
+        json_object_set_new(pending, "label", json_string(label));
+    if (platform != NULL && platform[0] != '\0')
+        json_object_set_new(pending, "platform", json_string(platform));
+    /* spec (ours, docs/api.md "A device the machine accepted"): evidence the relay cannot make, or no keys. */
+    if (rl_enrol_code_spend(k->device.device_id, device_id, pubkey, enrol_proof) == 0)
+        return accept_pending(k, device_id, "code") == 0 ? 0 : -1;
+    if (owner_confirmed(device_id, pubkey))
+        return accept_pending(k, device_id, "owner") == 0 ? 0 : -1;
+    json_object_set_new(pending, "phone_confirmed", json_true());
+    save_peers(k);
+    return -3;
+}
+
+int rl_keyring_owner_sync(rl_keyring_t *k, void (*accepted)(void *user, const char *device_id), void *user)
+{
+    json_t *owner = rl_enrol_owner_load(), *item;
+    const char *id;
+    size_t i;
+    int changed = 0;
+
+    if (owner == NULL)
+        return -1;
+    json_array_foreach(json_object_get(owner, "revoked"), i, item)
+    {
+        if (json_is_string(item) && (json_object_get(k->peers, json_string_value(item)) != NULL ||
+                                     json_object_get(k->pending, json_string_value(item)) != NULL)) {
+            rl_log(RL_LOG_INFO, "device %s revoked on this machine: its decisions and grants no longer count",
+                   json_string_value(item));
+            rl_keyring_revoke(k, json_string_value(item));
+        }
+    }
+    json_object_foreach(json_object_get(owner, "confirmed"), id, item)
+    {
+        json_t *pending = json_object_get(k->pending, id);
+        if (pending == NULL || !json_is_string(item) ||
+            strcmp(json_string_value(json_object_get(pending, "pubkey")), json_string_value(item)) != 0)
+            continue;
+        if (accept_pending(k, id, "owner") != 0) {
+            rl_log(RL_LOG_WARN, "device %s: confirmed on this machine, but the list could not be saved", id);
+            continue;
+        }
+        changed++;
+        if (accepted != NULL)
+            accepted(user, id);
+    }
+    json_decref(owner);
+    return changed;
 }
 
 int rl_keyring_revoke(rl_keyring_t *k, const char *device_id)

@@ -1,8 +1,10 @@
 /*
- * relay-bridge's keys (docs/bridge.md, "Encryption"): its device key pair,
- * the session keys it holds and the client devices the user accepted for it
- * (device_added, after comparing the SAS). Files in the config folder, 0600:
- * bridge-device.json, bridge-session-keys.json, bridge-devices.json.
+ * relay-bridge's keys (docs/bridge.md, "Encryption" and "Devices"): its
+ * device key pair, the session keys it holds and the client devices it
+ * accepted, on evidence the relay cannot make (a code from this machine, or
+ * the owner's word here: bridge/enrol.h), and the ones that wait for it.
+ * Files in the config folder, 0600: bridge-device.json,
+ * bridge-session-keys.json, bridge-devices.json.
  *
  * Only accepted devices get session keys from the bridge, and only their
  * decisions are taken (rl_keyring_verify_decision). Loop thread only.
@@ -24,6 +26,18 @@ typedef struct rl_keyring rl_keyring_t;
  * err set when a file is unreadable, malformed or readable by others.
  */
 rl_keyring_t *rl_keyring_open(char *err, size_t errsz);
+/*
+ * The same, read only, for the devices commands beside a running bridge: no
+ * key is made and nothing is written (the running bridge owns these files).
+ */
+rl_keyring_t *rl_keyring_peek(char *err, size_t errsz);
+/*
+ * Every client device this bridge knows, accepted first: each row
+ * {device_id, state ("accepted" or "waiting"), pubkey, label, platform,
+ * verified ("code" or "owner"), verified_at, phone_confirmed, reverify, sas
+ * (waiting ones)}. A new reference.
+ */
+json_t *rl_keyring_devices(const rl_keyring_t *k);
 void rl_keyring_free(rl_keyring_t *k);
 
 /* The device's public key in hex (what POST /v1/bridge/devices registers). */
@@ -39,16 +53,29 @@ int rl_keyring_sas(const rl_keyring_t *k, const char *pubkey, char out[RL_E2E_SA
  * device_pending: remembers which key this bridge showed a SAS for (saved),
  * so that a device_added can be checked against it. 0, or -1 for a malformed key.
  */
-int rl_keyring_pending(rl_keyring_t *k, const char *device_id, const char *pubkey);
+int rl_keyring_pending(rl_keyring_t *k, const char *device_id, const char *pubkey, const char *label,
+                       const char *platform);
 /*
- * device_added: remembers the device (saved). Only a device this bridge
- * showed a SAS for, with that very key, is accepted: otherwise a relay could
- * add a key of its own after the user compared the right one. 0; -1 for a
- * malformed key or a failed save; -2 when the key is not the one the SAS was
- * shown for.
+ * device_added: the relay says the user confirmed the device on it. That is
+ * the relay's word, which a relay (or anyone with a user token) can say of a
+ * key of its own, so it is not enough (docs/api.md, "A device the machine
+ * accepted"): the device is accepted only when it is the one this bridge
+ * showed a SAS for, with that very key, and enrol_proof spends one of this
+ * machine's enrolment codes (bridge/enrol.h) or the owner confirmed it on
+ * this machine. 0 when accepted now; 1 when it already was (same key); -1
+ * for a malformed key or a failed save; -2 when the key is not the one the
+ * SAS was shown for; -3 when the evidence is missing (it stays waiting,
+ * marked as confirmed on the phone).
  */
 int rl_keyring_accept(rl_keyring_t *k, const char *device_id, const char *pubkey, const char *label,
-                      const char *platform);
+                      const char *platform, const char *enrol_proof);
+/*
+ * Applies the owner's word said on this machine (relay-bridge devices
+ * confirm / revoke): accepts the waiting devices it confirms with their
+ * very key, calling accepted for each, and forgets the ones it revokes.
+ * The number accepted, or -1 when the owner file is unreadable.
+ */
+int rl_keyring_owner_sync(rl_keyring_t *k, void (*accepted)(void *user, const char *device_id), void *user);
 /* device_revoked: forgets it (saved). 1 when it was known. */
 int rl_keyring_revoke(rl_keyring_t *k, const char *device_id);
 /* 1 when device_id is an accepted device. */

@@ -467,3 +467,73 @@ int rl_e2e_pub_parse(const char *hex, uint8_t pub[RL_E2E_KEY_LEN])
 {
     return hex != NULL && rl_hex_decode(hex, strlen(hex), pub, RL_E2E_KEY_LEN) == 0 ? 0 : RL_E2E_E_FORMAT;
 }
+
+/* No I, O, 0 or 1: a code is read off a screen and typed. 32 letters, so that a byte's low 5 bits pick one evenly. */
+static const char enrol_alphabet[] = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+
+void rl_e2e_enrol_new(char out[RL_E2E_ENROL_TEXT])
+{
+    uint8_t raw[RL_E2E_ENROL_LEN];
+    size_t i, at = 0;
+
+    randombytes_buf(raw, sizeof(raw));
+    for (i = 0; i < RL_E2E_ENROL_LEN; i++) {
+        if (i > 0 && i % 4 == 0)
+            out[at++] = '-';
+        out[at++] = enrol_alphabet[raw[i] & 31];
+    }
+    out[at] = '\0';
+    rl_e2e_wipe(raw, sizeof(raw));
+}
+
+int rl_e2e_enrol_key(const char *code, uint8_t key[RL_E2E_KEY_LEN])
+{
+    char norm[RL_E2E_ENROL_LEN];
+    size_t n = 0;
+    int result = RL_E2E_E_FORMAT;
+
+    for (; code != NULL && *code != '\0'; code++) {
+        char c = *code >= 'a' && *code <= 'z' ? (char)(*code - 'a' + 'A') : *code;
+        if (c == '-' || c == ' ' || c == '\t' || c == '\n' || c == '\r')
+            continue;
+        if (n == sizeof(norm) || strchr(enrol_alphabet, c) == NULL)
+            goto out;
+        norm[n++] = c;
+    }
+    if (n == sizeof(norm))
+        result = rl_e2e_hkdf((const uint8_t *)norm, n, "relay/v1/enrol", key, RL_E2E_KEY_LEN);
+out:
+    rl_e2e_wipe(norm, sizeof(norm));
+    return result;
+}
+
+static int enrol_mac(const uint8_t key[RL_E2E_KEY_LEN], const char *bridge_device_id, const char *device_id,
+                     const char *pubkey_hex, uint8_t mac[32])
+{
+    const char *parts[] = {bridge_device_id, device_id, pubkey_hex};
+
+    if (bridge_device_id == NULL || device_id == NULL || pubkey_hex == NULL)
+        return RL_E2E_E_FORMAT;
+    return mac_parts(key, "relay/v1/enrol", parts, 3, mac);
+}
+
+int rl_e2e_enrol_proof(const uint8_t key[RL_E2E_KEY_LEN], const char *bridge_device_id, const char *device_id,
+                       const char *pubkey_hex, char out[RL_E2E_SIG_SIZE])
+{
+    uint8_t mac[32];
+    int result = enrol_mac(key, bridge_device_id, device_id, pubkey_hex, mac);
+
+    if (result == 0)
+        rl_base64_encode(mac, sizeof(mac), out);
+    return result;
+}
+
+int rl_e2e_enrol_verify(const uint8_t key[RL_E2E_KEY_LEN], const char *bridge_device_id, const char *device_id,
+                        const char *pubkey_hex, const char *proof)
+{
+    uint8_t mac[32];
+
+    if (enrol_mac(key, bridge_device_id, device_id, pubkey_hex, mac) != 0)
+        return RL_E2E_E_AUTH;
+    return sig_equal(mac, proof);
+}

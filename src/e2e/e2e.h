@@ -13,7 +13,9 @@
  *   blind idx  HMAC-SHA256(HKDF(session key, "sophon/v1/blind-index"), scope (0xFF input)*)[0..16], base64url;
  *   SAS        HKDF(crypto_box_beforenm(their pub, my secret), "sophon/v1/sas", 4 bytes), 4 emoji;
  *   decision   ours: HMAC-SHA256 under HKDF(crypto_box_beforenm(...), "relay/v1/decision"), docs/api.md;
- *   grant      ours: the same under "relay/v1/grant", over a wrap a device made for a bridge.
+ *   grant      ours: the same under "relay/v1/grant", over a wrap a device made for a bridge;
+ *   enrolment  ours: HMAC-SHA256 under HKDF(a one-time code shown by the bridge, "relay/v1/enrol")
+ *              over a client device's key, the evidence the relay cannot make.
  *
  * Every function is pure apart from the random nonces and key pairs, and
  * safe on any thread once rl_e2e_init() returned. Keys are never logged;
@@ -35,6 +37,8 @@
 #define RL_E2E_SIG_SIZE       45 /* 32 bytes in standard base64, and the NUL */
 #define RL_E2E_PUBHEX_SIZE    65 /* a public key in lowercase hex, and the NUL */
 #define RL_E2E_SAS_TEXT_SIZE  64 /* 4 emoji of up to 4 UTF-8 bytes each, 3 spaces, the NUL */
+#define RL_E2E_ENROL_LEN      20 /* an enrolment code's characters: 100 bits */
+#define RL_E2E_ENROL_TEXT     25 /* as shown, 5 groups of 4 joined by '-', and the NUL */
 
 enum {
     RL_E2E_E_FORMAT = -1,  /* truncated, not base64, wrong length */
@@ -142,6 +146,28 @@ int rl_e2e_grant_sig(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_p
 /* 0 when sig is the grant's signature (constant-time compare), RL_E2E_E_AUTH otherwise. */
 int rl_e2e_grant_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
                         const char *session_id, const char *wrapped, const char *device_id, const char *sig);
+
+/*
+ * Enrolment codes (docs/api.md, "Who may read: a device the machine
+ * accepted"): 20 characters of ABCDEFGHJKLMNPQRSTUVWXYZ23456789 shown by the
+ * bridge, typed or scanned on the client device, never sent to the relay.
+ * rl_e2e_enrol_new makes one, as shown (with dashes). rl_e2e_enrol_key
+ * normalises a typed code (case, dashes and white space do not matter) and
+ * derives K = HKDF-SHA256(the 20 characters, "relay/v1/enrol"): 0, or
+ * RL_E2E_E_FORMAT for anything that is not such a code.
+ */
+void rl_e2e_enrol_new(char out[RL_E2E_ENROL_TEXT]);
+int rl_e2e_enrol_key(const char *code, uint8_t key[RL_E2E_KEY_LEN]);
+/*
+ * enrol_proof: base64 of HMAC-SHA256(K, "relay/v1/enrol" 0xFF bridge_device_id
+ * 0xFF device_id 0xFF device_pubkey_hex): a client device's proof that it
+ * holds the code, bound to its key and to the bridge device it confirms.
+ * rl_e2e_enrol_verify: 0, or RL_E2E_E_AUTH (constant-time compare).
+ */
+int rl_e2e_enrol_proof(const uint8_t key[RL_E2E_KEY_LEN], const char *bridge_device_id, const char *device_id,
+                       const char *pubkey_hex, char out[RL_E2E_SIG_SIZE]);
+int rl_e2e_enrol_verify(const uint8_t key[RL_E2E_KEY_LEN], const char *bridge_device_id, const char *device_id,
+                        const char *pubkey_hex, const char *proof);
 
 /* Public keys travel as 64 lowercase hex characters. rl_e2e_pub_parse: 0 or RL_E2E_E_FORMAT. */
 void rl_e2e_pub_hex(const uint8_t pub[RL_E2E_KEY_LEN], char out[RL_E2E_PUBHEX_SIZE]);

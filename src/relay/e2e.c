@@ -30,6 +30,7 @@
 #define SESSION_ID_CHARS 20
 #define LABEL_MAX        64
 #define PLATFORM_MAX     16
+#define ENROL_PROOF_MAX  128
 #define WRAP_MAX         256
 #define RECIPIENTS_MAX   50
 #define TITLE_CT_MAX     1024
@@ -156,6 +157,8 @@ const rl_schema_t rl_device_register_schema = RL_SCHEMA(device_register_fields);
 
 static const rl_field_t device_confirm_fields[] = {
     RL_FIELD_STRING("bridge_device_id", RL_F_REQUIRED, 1, 64),
+    /* ours: the device's proof, for the bridge, that it holds one of the bridge's enrolment codes. */
+    RL_FIELD_STRING("enrol_proof", RL_F_NULLABLE, 1, ENROL_PROOF_MAX),
     RL_FIELD_END,
 };
 const rl_schema_t rl_device_confirm_schema = RL_SCHEMA(device_confirm_fields);
@@ -563,6 +566,7 @@ static int device_confirm_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct e2e_op *op = (void *)base;
     const char *bridge_id = json_string_value(json_object_get(op->body, "bridge_device_id"));
+    json_t *proof = json_object_get(op->body, "enrol_proof"), *payload;
     rl_device_row_t device, bridge;
     int result = users_device(txn, op->user_id, op->device_id, &device);
 
@@ -574,8 +578,14 @@ static int device_confirm_run(rl_txn_t *txn, rl_store_op_t *base)
         return RL_E_DEVICE_MISMATCH;
     if ((result = RL_TXN(txn, confirmation_put, device.id, bridge.id, op->now)) != 0)
         return result;
-    /* authors' shape: only now may that bridge wrap session keys for this device. */
-    if ((result = tell_bridge(txn, op, bridge.installation_id, "device_added", NULL, device_payload(&device))) != 0)
+    /*
+     * authors' shape: only now may that bridge wrap session keys for this device. Ours: relay-bridge wraps
+     * nothing on this word alone; the proof it checks travels in the same update, as the device gave it.
+     */
+    payload = device_payload(&device);
+    if (json_is_string(proof))
+        json_object_set(payload, "enrol_proof", proof);
+    if ((result = tell_bridge(txn, op, bridge.installation_id, "device_added", NULL, payload)) != 0)
         return result;
     op->op.value = json_pack("{s:s, s:s, s:b}", "device_id", device.id, "bridge_device_id", bridge.id, "confirmed", 1);
     return 0;

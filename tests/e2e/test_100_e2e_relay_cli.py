@@ -63,8 +63,10 @@ def refused(proc):
     raise AssertionError("no JSON error: %r %r" % (proc.stdout, proc.stderr))
 
 
-def confirm_bridge(cli, bridge):
-    """Registers cli's device, compares its emoji with the bridge's and confirms. Returns (device id, sas)."""
+def confirm_bridge(cli, bridge, how="code"):
+    """Registers cli's device, compares its emoji with the bridge's and confirms, with evidence the relay
+    cannot make (issue 34): a code from `relay-bridge devices add` (how="code") or the owner's
+    `relay-bridge devices confirm` on the bridge's machine (how="owner"). Returns (device id, sas, bridge device)."""
     devices = cli.json("devices")
     me = devices["this_device_id"]
     bridge_dev = [d for d in devices["devices"] if d["platform"] == "bridge"]
@@ -83,10 +85,15 @@ def confirm_bridge(cli, bridge):
     assert len(emoji) == 4 and set(emoji) <= SAS_EMOJI, shown
     # Not confirmed yet: the bridge has not accepted the device.
     assert "device %s (" % me not in bridge.log_text().replace("device %s (%s" % (me, "cli"), ""), bridge.log_text()
-    done = cli.json("devices", "confirm", bridge_dev["device_id"], "--yes")
+    if how == "code":
+        done = cli.json("devices", "confirm", bridge_dev["device_id"], "--yes", "--code", bridge.enrol_code())
+    else:
+        done = cli.json("devices", "confirm", bridge_dev["device_id"], "--yes")
+        bridge.wait_log("device_added %s (" % me)
+        assert bridge.confirm_device(me) == {"device_id": me, "state": "confirmed"}
     assert done["sas"] == shown
     bridge.wait_log("device %s (" % me)
-    bridge.wait_log("confirmed: shared the keys of")
+    bridge.wait_log(" accepted: shared the keys of" if how == "code" else "confirmed on this machine: shared the keys")
     listed = cli.json("devices")
     assert [d["confirmed_by_me"] for d in listed["devices"] if d["platform"] == "bridge"] == [True]
     return me, shown, bridge_dev["device_id"]
@@ -279,8 +286,13 @@ def test_on_a_terminal_confirm_asks_and_chat_signs_its_one_key_answers(relay, tm
         start_in_tmux(tmux, cli, ["devices", "confirm", bridge_dev])
         wait_screen(tmux, "[y/N]")
         tmux("send-keys", "-t", "chat", "y", "Enter")
-        wait_screen(tmux, "relay exited with status 0")
-        bridge.wait_log("device %s (" % me)
+        # Without a code the bridge waits for its owner, and the terminal says how (issue 34).
+        shown = wait_screen(tmux, "relay exited with status 0")
+        assert "relay-bridge devices confirm %s" % me in shown, shown
+        bridge.wait_log("device_added %s (" % me)
+        assert " accepted: shared the keys" not in bridge.log_text()
+        bridge.confirm_device(me)
+        bridge.wait_log("device %s confirmed on this machine: shared the keys" % me)
         tmux("kill-session", "-t", "chat")
 
         ses = cli.json("new", "--installation", inst, "--encrypted")["session_id"]

@@ -76,6 +76,20 @@ class RelayBridge:
         self.printed = out + err
         return self.installation_id
 
+    def enrol_code(self):
+        """A one-time code for a device's verification, as `relay-bridge devices add` shows it."""
+        proc = self.command("devices", "add", "--json")
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        shown = json.loads(proc.stdout)
+        assert shown["link"].endswith("?enrol=" + shown["code"]), shown
+        return shown["code"]
+
+    def confirm_device(self, device_id):
+        """The owner's word on this machine: `relay-bridge devices confirm ID --yes`."""
+        proc = self.command("devices", "confirm", device_id, "--yes", "--json")
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        return json.loads(proc.stdout)
+
     def credentials(self):
         with open(self.config / "bridge.json") as f:
             return json.load(f)

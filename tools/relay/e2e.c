@@ -742,7 +742,7 @@ static size_t rotate_keys(const json_t *devices)
     return rotated;
 }
 
-static int confirm(const json_t *devices, const char *id, int yes)
+static int confirm(const json_t *devices, const char *id, int yes, const char *code)
 {
     const json_t *d, *bridge = NULL;
     uint8_t pub[RL_E2E_KEY_LEN], sas[RL_E2E_SAS_LEN];
@@ -776,6 +776,20 @@ static int confirm(const json_t *devices, const char *id, int yes)
         }
     }
     body = json_pack("{s:s}", "bridge_device_id", rl_cli_str(bridge, "device_id"));
+    if (code != NULL) {
+        /* ours (docs/api.md, "A device the machine accepted"): the code stays here; only the proof travels. */
+        uint8_t key[RL_E2E_KEY_LEN];
+        char pubhex[RL_E2E_PUBHEX_SIZE], proof[RL_E2E_SIG_SIZE];
+        rl_e2e_pub_hex(e2e.device.kp.pub, pubhex);
+        if (rl_e2e_enrol_key(code, key) != 0) {
+            json_decref(body);
+            return relay_report(
+                EXIT_USAGE, "--code takes the 20-character code relay-bridge showed (relay-bridge devices add)", NULL);
+        }
+        if (rl_e2e_enrol_proof(key, rl_cli_str(bridge, "device_id"), e2e.device.device_id, pubhex, proof) == 0)
+            json_object_set_new(body, "enrol_proof", json_string(proof));
+        rl_e2e_wipe(key, sizeof(key));
+    }
     rl_api_path(path, sizeof(path), "/v1/me/devices/%s/confirm", e2e.device.device_id);
     if (call("POST", path, body, &result, &error) != 0) {
         json_decref(body);
@@ -786,8 +800,14 @@ static int confirm(const json_t *devices, const char *id, int yes)
         json_object_set_new(result, "sas", json_string(text));
         relay_print_json(result);
     } else {
-        printf("confirmed %s (%s): it now shares its session keys with this terminal\n",
-               rl_cli_str(bridge, "device_id"), text);
+        if (code != NULL)
+            printf("confirmed %s (%s) with its code: it shares its session keys with this terminal now\n",
+                   rl_cli_str(bridge, "device_id"), text);
+        else
+            printf("confirmed %s (%s). The bridge shares its keys with this terminal once its owner confirms it "
+                   "there too:\n  relay-bridge devices confirm %s\n(or confirm again here with --code and a code "
+                   "from relay-bridge devices add)\n",
+                   rl_cli_str(bridge, "device_id"), text, e2e.device.device_id);
     }
     json_decref(result);
     return EXIT_OK;
@@ -816,7 +836,7 @@ int relay_run_devices(const rl_cli_args_t *args)
             json_array_foreach(json_object_get(devices, "devices"), i, d) show_device(d);
         }
     } else if (strcmp(verb, "confirm") == 0 && id != NULL) {
-        status = confirm(devices, id, rl_cli_value(args, "yes") != NULL);
+        status = confirm(devices, id, rl_cli_value(args, "yes") != NULL, rl_cli_value(args, "code"));
     } else if (strcmp(verb, "revoke") == 0 && id != NULL) {
         char path[512];
         rl_api_error_t error;

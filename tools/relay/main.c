@@ -72,9 +72,13 @@ static const rl_cli_flag_t new_flags[] = {
 };
 static const rl_cli_flag_t devices_flags[] = {
     {"yes", 'y', NULL, "confirm without asking (after comparing the emoji yourself; needed off a terminal)"},
+    {"code", 'c', "CODE",
+     "confirm: the one-time code the bridge's machine showed (relay-bridge devices add): with it the bridge "
+     "accepts this terminal at once; without it, its owner confirms this terminal there"},
     {NULL, 0, NULL, NULL},
 };
 static const char *const devices_examples[] = {"relay devices", "relay devices confirm dev_4f2a...",
+                                               "relay devices confirm dev_4f2a... --code ABCD-EFGH-JKLM-NPQR-ST23",
                                                "relay devices revoke dev_91c0...", NULL};
 static const rl_cli_flag_t history_flags[] = {
     {"limit", 'n', "N", "how many of the newest items, 1 to 100 (default 50)"},
@@ -184,8 +188,9 @@ static const rl_cli_command_t commands[] = {
     {"devices", "[list|confirm ID|revoke ID]", 0, 2, "list your devices, confirm a bridge's emoji, revoke a device",
      "Encryption keys live on devices: this terminal is one (registered on first use, its key in the config "
      "folder), each relay-bridge is one, each browser is one. confirm shows the four emoji the bridge must show "
-     "too and asks before telling the relay; only then does the bridge share its session keys with this "
-     "terminal and take its signed decisions. revoke removes a device (a lost phone) and gives the encrypted "
+     "too and asks before telling the relay. The bridge shares its session keys with this terminal, and takes "
+     "its signed decisions, only on evidence the relay cannot make: the one-time code its machine showed "
+     "(--code), or its owner's relay-bridge devices confirm there. revoke removes a device (a lost phone) and gives the encrypted "
      "sessions this terminal holds new keys, so the revoked device cannot read what comes next.",
      devices_flags, devices_examples, relay_run_devices},
     {"grants", "", 0, 0, "list the permanent grants approve_always made", NULL, NULL, NULL, relay_run_grants},

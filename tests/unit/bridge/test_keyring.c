@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "bridge/enrol.h"
 #include "bridge/keyring.h"
 #include "e2e/keystore.h"
 
@@ -86,13 +87,20 @@ static void test_only_the_device_the_emoji_were_shown_for_is_accepted(void **sta
     rl_e2e_sas_text(bytes, theirs);
     assert_string_equal(sas, theirs);
     /* device_added with no device_pending before, or with another key than the one shown: refused. */
-    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web"), -2);
-    assert_int_equal(rl_keyring_pending(k, "dev_phone", phone.pub), 0);
-    assert_int_equal(rl_keyring_accept(k, "dev_phone", mallory.pub, "phone", "web"), -2);
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web", NULL), -2);
+    assert_int_equal(rl_keyring_pending(k, "dev_phone", phone.pub, "phone", "web"), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", mallory.pub, "phone", "web", NULL), -2);
     assert_false(rl_keyring_accepted(k, "dev_phone"));
-    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web"), 0);
+    /* The right key on the relay's word alone: it waits (issue 34: the relay can say that of its own key). */
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web", NULL), -3);
+    assert_false(rl_keyring_accepted(k, "dev_phone"));
+    /* The owner's word, said on this machine, with that key. */
+    assert_int_equal(rl_enrol_owner_confirm("dev_phone", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web", NULL), 0);
     assert_true(rl_keyring_accepted(k, "dev_phone"));
-    assert_int_equal(rl_keyring_pending(k, "dev_x", "zz"), -1);
+    /* Again (a redelivery, or the phone confirming after the owner): already accepted. */
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "web", NULL), 1);
+    assert_int_equal(rl_keyring_pending(k, "dev_x", "zz", NULL, NULL), -1);
     rl_keyring_free(k);
     /* Kept across a restart; forgotten on revoke. */
     k = rl_keyring_open(err, sizeof(err));
@@ -100,6 +108,146 @@ static void test_only_the_device_the_emoji_were_shown_for_is_accepted(void **sta
     assert_int_equal(rl_keyring_revoke(k, "dev_phone"), 1);
     assert_false(rl_keyring_accepted(k, "dev_phone"));
     assert_int_equal(rl_keyring_revoke(k, "dev_phone"), 0);
+    rl_keyring_free(k);
+}
+
+/* The enrol_proof a device makes from code for the bridge of k. */
+static void proof_of(rl_keyring_t *k, const char *code, const char *device_id, const char *pub,
+                     char proof[RL_E2E_SIG_SIZE])
+{
+    uint8_t key[32];
+
+    assert_int_equal(rl_e2e_enrol_key(code, key), 0);
+    assert_int_equal(rl_e2e_enrol_proof(key, rl_keyring_device_id(k), device_id, pub, proof), 0);
+}
+
+static void test_a_code_from_this_machine_accepts_one_device(void **state)
+{
+    char err[256], code[RL_E2E_ENROL_TEXT], proof[RL_E2E_SIG_SIZE], other_proof[RL_E2E_SIG_SIZE];
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone, second, mallory;
+    long long last;
+
+    (void)state;
+    new_phone(&phone);
+    new_phone(&second);
+    new_phone(&mallory);
+    rl_keyring_set_device_id(k, "dev_bridge");
+    assert_int_equal(rl_enrol_code_new(RL_ENROL_TTL_MS, code), 0);
+    assert_int_equal(rl_enrol_codes_live(&last), 1);
+    assert_int_equal(rl_keyring_pending(k, "dev_phone", phone.pub, "phone", "ios"), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_mal", mallory.pub, "phone", "ios"), 0);
+    /* The relay saw the phone's proof: it binds the phone's id and key, so it is no proof for another. */
+    proof_of(k, code, "dev_phone", phone.pub, proof);
+    assert_int_equal(rl_keyring_accept(k, "dev_mal", mallory.pub, "phone", "ios", proof), -3);
+    /* A proof made for another bridge device, or with another code, is none either. */
+    {
+        uint8_t key[32];
+        char guessed[RL_E2E_ENROL_TEXT];
+        rl_e2e_enrol_new(guessed);
+        assert_int_equal(rl_e2e_enrol_key(code, key), 0);
+        assert_int_equal(rl_e2e_enrol_proof(key, "dev_other_bridge", "dev_phone", phone.pub, other_proof), 0);
+        assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "ios", other_proof), -3);
+        proof_of(k, guessed, "dev_phone", phone.pub, other_proof);
+        assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "ios", other_proof), -3);
+    }
+    assert_int_equal(rl_keyring_accept(k, "dev_phone", phone.pub, "phone", "ios", proof), 0);
+    assert_true(rl_keyring_accepted(k, "dev_phone"));
+    assert_false(rl_keyring_accepted(k, "dev_mal"));
+    /* Used once: the same code makes no second device. */
+    assert_int_equal(rl_enrol_codes_live(&last), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_second", second.pub, "laptop", "web"), 0);
+    proof_of(k, code, "dev_second", second.pub, proof);
+    assert_int_equal(rl_keyring_accept(k, "dev_second", second.pub, "laptop", "web", proof), -3);
+    assert_false(rl_keyring_accepted(k, "dev_second"));
+    /* An expired code is none. */
+    assert_int_equal(rl_enrol_code_new(-1, code), 0);
+    proof_of(k, code, "dev_second", second.pub, proof);
+    assert_int_equal(rl_keyring_accept(k, "dev_second", second.pub, "laptop", "web", proof), -3);
+    rl_keyring_free(k);
+}
+
+static int accepted_calls;
+static void count_accepted(void *user, const char *device_id)
+{
+    (void)user;
+    (void)device_id;
+    accepted_calls++;
+}
+
+static void test_the_owner_confirms_and_revokes_on_this_machine(void **state)
+{
+    char err[256];
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone, mallory;
+    json_t *list;
+
+    (void)state;
+    new_phone(&phone);
+    new_phone(&mallory);
+    assert_int_equal(rl_keyring_pending(k, "dev_tab", phone.pub, "tablet", "web"), 0);
+    /* A confirmation of another key than the one the emoji were shown for accepts nothing. */
+    assert_int_equal(rl_enrol_owner_confirm("dev_tab", mallory.pub), 0);
+    accepted_calls = 0;
+    assert_int_equal(rl_keyring_owner_sync(k, count_accepted, NULL), 0);
+    assert_false(rl_keyring_accepted(k, "dev_tab"));
+    assert_int_equal(rl_enrol_owner_confirm("dev_tab", phone.pub), 0);
+    assert_int_equal(rl_keyring_owner_sync(k, count_accepted, NULL), 1);
+    assert_int_equal(accepted_calls, 1);
+    assert_true(rl_keyring_accepted(k, "dev_tab"));
+    list = rl_keyring_devices(k);
+    {
+        json_t *row;
+        size_t i;
+        int seen = 0;
+        json_array_foreach(list, i, row)
+        {
+            if (strcmp(json_string_value(json_object_get(row, "device_id")), "dev_tab") == 0) {
+                assert_string_equal(json_string_value(json_object_get(row, "verified")), "owner");
+                seen = 1;
+            }
+        }
+        assert_true(seen);
+    }
+    json_decref(list);
+    /* The owner's revocation holds even when the relay never says device_revoked. */
+    assert_int_equal(rl_enrol_owner_revoke("dev_tab"), 0);
+    assert_int_equal(rl_keyring_owner_sync(k, count_accepted, NULL), 0);
+    assert_false(rl_keyring_accepted(k, "dev_tab"));
+    rl_keyring_free(k);
+}
+
+static void test_devices_accepted_before_evidence_wait_again(void **state)
+{
+    char err[256], path[4096];
+    rl_keyring_t *k;
+    phone_t phone;
+    json_t *doc, *list;
+    FILE *f;
+
+    (void)state;
+    new_phone(&phone);
+    /* The file of an older relay-bridge: accepted on device_added, no "verified". */
+    doc = json_pack("{s:{s:{s:s, s:s, s:s}}, s:{}}", "devices", "dev_old", "pubkey", phone.pub, "label", "old phone",
+                    "platform", "ios", "pending");
+    snprintf(path, sizeof(path), "%s/bridge-devices.json", getenv("RELAY_CONFIG_DIR"));
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(json_dumpf(doc, f, 0), 0);
+    fclose(f);
+    chmod(path, 0600);
+    json_decref(doc);
+    k = rl_keyring_open(err, sizeof(err));
+    assert_non_null(k);
+    assert_false(rl_keyring_accepted(k, "dev_old"));
+    list = rl_keyring_devices(k);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "state")), "waiting");
+    assert_true(json_is_true(json_object_get(json_array_get(list, 0), "reverify")));
+    json_decref(list);
+    /* Confirmed again on this machine, it is back. */
+    assert_int_equal(rl_enrol_owner_confirm("dev_old", phone.pub), 0);
+    assert_int_equal(rl_keyring_owner_sync(k, NULL, NULL), 1);
+    assert_true(rl_keyring_accepted(k, "dev_old"));
     rl_keyring_free(k);
 }
 
@@ -133,10 +281,12 @@ static void test_keys_granted_wrapped_and_rotated(void **state)
     /* No accepted device yet: nothing to wrap for. */
     assert_int_equal(rl_keyring_create(k, "ses_0"), 0);
     assert_null(rl_keyring_recipients(k, "ses_0", NULL, NULL));
-    assert_int_equal(rl_keyring_pending(k, "dev_p", phone.pub), 0);
-    assert_int_equal(rl_keyring_accept(k, "dev_p", phone.pub, "p", "cli"), 0);
-    assert_int_equal(rl_keyring_pending(k, "dev_o", other.pub), 0);
-    assert_int_equal(rl_keyring_accept(k, "dev_o", other.pub, "o", "web"), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_p", phone.pub, NULL, NULL), 0);
+    assert_int_equal(rl_enrol_owner_confirm("dev_p", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_p", phone.pub, "p", "cli", NULL), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_o", other.pub, NULL, NULL), 0);
+    assert_int_equal(rl_enrol_owner_confirm("dev_o", other.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_o", other.pub, "o", "web", NULL), 0);
 
     rl_e2e_session_key_new(key1);
     first = signed_wrap(k, &phone, "dev_p", "ses_1", key1, first_sig);
@@ -222,8 +372,9 @@ static void test_grants_without_the_devices_signature_are_refused(void **state)
     new_phone(&phone);
     new_phone(&relay);
     assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
-    assert_int_equal(rl_keyring_pending(k, "dev_p", phone.pub), 0);
-    assert_int_equal(rl_keyring_accept(k, "dev_p", phone.pub, "p", "web"), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_p2", phone.pub, NULL, NULL), 0);
+    assert_int_equal(rl_enrol_owner_confirm("dev_p2", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_p2", phone.pub, "p", "web", NULL), 0);
     assert_int_equal(rl_keyring_create(k, "ses_9"), 0);
     sealed = rl_keyring_seal(k, "ses_9", "messages", "mine", 4);
     rl_e2e_session_key_new(injected);
@@ -231,32 +382,32 @@ static void test_grants_without_the_devices_signature_are_refused(void **state)
     wrapped = rl_e2e_wrap(bridge_pub, injected, 32);
 
     /* No signature at all (what an older client, or a relay, sends). */
-    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", NULL, &why), -1);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p2", NULL, &why), -1);
     assert_string_equal(why, "no grant_sig");
-    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", "", &why), -1);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p2", "", &why), -1);
     assert_string_equal(why, "no grant_sig");
     /* Signed with a key the relay holds (its own X25519 pair): not the device's pairwise key. */
-    assert_int_equal(rl_e2e_grant_sig(relay.kp.sec, bridge_pub, "ses_9", wrapped, "dev_p", forged), 0);
-    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", forged, &why), -1);
+    assert_int_equal(rl_e2e_grant_sig(relay.kp.sec, bridge_pub, "ses_9", wrapped, "dev_p2", forged), 0);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p2", forged, &why), -1);
     assert_string_equal(why, "grant_sig does not verify");
-    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", "not a signature", &why), -1);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p2", "not a signature", &why), -1);
     assert_string_equal(why, "grant_sig does not verify");
     /* A signature the device really made, for another session or another wrap, does not carry over. */
-    assert_int_equal(rl_e2e_grant_sig(phone.kp.sec, bridge_pub, "ses_8", wrapped, "dev_p", sig), 0);
-    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", sig, &why), -1);
+    assert_int_equal(rl_e2e_grant_sig(phone.kp.sec, bridge_pub, "ses_8", wrapped, "dev_p2", sig), 0);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p2", sig, &why), -1);
     assert_string_equal(why, "grant_sig does not verify");
     {
-        char *theirs = signed_wrap(k, &phone, "dev_p", "ses_9", mine, sig);
+        char *theirs = signed_wrap(k, &phone, "dev_p2", "ses_9", mine, sig);
         free(theirs);
     }
-    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", sig, &why), -1);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p2", sig, &why), -1);
     assert_string_equal(why, "grant_sig does not verify");
     /* Named after a device this bridge never accepted, or nobody. */
     assert_int_equal(rl_e2e_grant_sig(relay.kp.sec, bridge_pub, "ses_9", wrapped, "dev_r", forged), 0);
     assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_r", forged, &why), -1);
     assert_string_equal(why, "not wrapped by a device this bridge accepted (unconfirmed, revoked or none named)");
     assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, NULL, forged, &why), -1);
-    assert_int_equal(rl_keyring_grant(k, NULL, wrapped, "dev_p", forged, &why), -1);
+    assert_int_equal(rl_keyring_grant(k, NULL, wrapped, "dev_p2", forged, &why), -1);
     assert_string_equal(why, "malformed grant");
 
     /* None of it was kept: the bridge still seals under its own key, and nothing opens under the injected one. */
@@ -270,9 +421,9 @@ static void test_grants_without_the_devices_signature_are_refused(void **state)
     free(wrapped);
 
     /* A revoked device's grant is refused too, even well signed. */
-    wrapped = signed_wrap(k, &phone, "dev_p", "ses_9", mine, sig);
-    assert_int_equal(rl_keyring_revoke(k, "dev_p"), 1);
-    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p", sig, &why), -1);
+    wrapped = signed_wrap(k, &phone, "dev_p2", "ses_9", mine, sig);
+    assert_int_equal(rl_keyring_revoke(k, "dev_p2"), 1);
+    assert_int_equal(rl_keyring_grant(k, "ses_9", wrapped, "dev_p2", sig, &why), -1);
     free(wrapped);
     rl_keyring_free(k);
 }
@@ -382,8 +533,9 @@ static void test_decisions_of_accepted_devices_only(void **state)
     /* Not accepted yet. */
     assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig, &why), -1);
     assert_non_null(strstr(why, "not accepted"));
-    assert_int_equal(rl_keyring_pending(k, "dev_ph", phone.pub), 0);
-    assert_int_equal(rl_keyring_accept(k, "dev_ph", phone.pub, "", "cli"), 0);
+    assert_int_equal(rl_keyring_pending(k, "dev_ph", phone.pub, NULL, NULL), 0);
+    assert_int_equal(rl_enrol_owner_confirm("dev_ph", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_ph", phone.pub, "", "cli", NULL), 0);
     assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve", NULL, "dev_ph", sig, &why), 0);
     /* The relay turning approve into approve_always, or naming another approval: refused. */
     assert_int_equal(rl_keyring_verify_decision(k, "apr_1", "ses_1", "approve_always", NULL, "dev_ph", sig, &why), -1);
@@ -412,6 +564,10 @@ int main(void)
         cmocka_unit_test(test_grants_without_the_devices_signature_are_refused),
         cmocka_unit_test(test_every_content_field_is_sealed),
         cmocka_unit_test(test_decisions_of_accepted_devices_only),
+        /* These leave accepted devices behind: after the tests that start from none. */
+        cmocka_unit_test(test_a_code_from_this_machine_accepts_one_device),
+        cmocka_unit_test(test_the_owner_confirms_and_revokes_on_this_machine),
+        cmocka_unit_test(test_devices_accepted_before_evidence_wait_again),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -367,6 +367,59 @@ static void test_grant_signature(void **state)
     assert_string_not_equal(decision, sig);
 }
 
+/* The contract's vector (docs/api.md, "Enrolment codes"; web/app's enrolProof is held to the same bytes). */
+#define ENROL_PUB   "1111111111111111111111111111111111111111111111111111111111111111"
+#define ENROL_PROOF "TBQSpeUbhle8y0ZdY6Lc4i9JROohoQzGxa64frFmlMM="
+
+static void test_enrolment_code_and_proof(void **state)
+{
+    uint8_t key[32], again[32], other[32];
+    char proof[RL_E2E_SIG_SIZE], code[RL_E2E_ENROL_TEXT];
+    size_t i;
+
+    (void)state;
+    assert_int_equal(rl_e2e_enrol_key("ABCD-EFGH-JKLM-NPQR-ST23", key), 0);
+    assert_int_equal(rl_e2e_enrol_proof(key, "dev_BRIDGE0000000000000", "dev_PHONE00000000000000", ENROL_PUB, proof),
+                     0);
+    assert_string_equal(proof, ENROL_PROOF);
+    assert_int_equal(
+        rl_e2e_enrol_verify(key, "dev_BRIDGE0000000000000", "dev_PHONE00000000000000", ENROL_PUB, ENROL_PROOF), 0);
+    /* Typed as a person would: lower case, spaces, no dashes. */
+    assert_int_equal(rl_e2e_enrol_key(" abcd efghjklm-npqr st23\n", again), 0);
+    assert_memory_equal(key, again, 32);
+    /* Every bound part counts: the bridge, the device, its key. */
+    assert_int_equal(
+        rl_e2e_enrol_verify(key, "dev_BRIDGE0000000000001", "dev_PHONE00000000000000", ENROL_PUB, ENROL_PROOF),
+        RL_E2E_E_AUTH);
+    assert_int_equal(
+        rl_e2e_enrol_verify(key, "dev_BRIDGE0000000000000", "dev_PHONE00000000000001", ENROL_PUB, ENROL_PROOF),
+        RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_enrol_verify(key, "dev_BRIDGE0000000000000", "dev_PHONE00000000000000",
+                                         "2111111111111111111111111111111111111111111111111111111111111111",
+                                         ENROL_PROOF),
+                     RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_enrol_verify(key, "dev_BRIDGE0000000000000", "dev_PHONE00000000000000", ENROL_PUB, NULL),
+                     RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_enrol_verify(key, "dev_BRIDGE0000000000000", NULL, ENROL_PUB, ENROL_PROOF), RL_E2E_E_AUTH);
+    /* Another code, a letter the alphabet leaves out (I, O, 0, 1), too short, too long, nothing. */
+    assert_int_equal(rl_e2e_enrol_key("ABCD-EFGH-JKLM-NPQR-ST24", other), 0);
+    assert_int_equal(
+        rl_e2e_enrol_verify(other, "dev_BRIDGE0000000000000", "dev_PHONE00000000000000", ENROL_PUB, ENROL_PROOF),
+        RL_E2E_E_AUTH);
+    assert_int_equal(rl_e2e_enrol_key("ABCD-EFGH-JKLM-NPQR-ST2I", other), RL_E2E_E_FORMAT);
+    assert_int_equal(rl_e2e_enrol_key("ABCD-EFGH-JKLM-NPQR-ST20", other), RL_E2E_E_FORMAT);
+    assert_int_equal(rl_e2e_enrol_key("ABCD-EFGH-JKLM-NPQR-ST2", other), RL_E2E_E_FORMAT);
+    assert_int_equal(rl_e2e_enrol_key("ABCD-EFGH-JKLM-NPQR-ST234", other), RL_E2E_E_FORMAT);
+    assert_int_equal(rl_e2e_enrol_key("", other), RL_E2E_E_FORMAT);
+    assert_int_equal(rl_e2e_enrol_key(NULL, other), RL_E2E_E_FORMAT);
+    /* A new code has the shown shape and is a code. */
+    rl_e2e_enrol_new(code);
+    assert_int_equal(strlen(code), RL_E2E_ENROL_TEXT - 1);
+    for (i = 0; i < strlen(code); i++)
+        assert_true((i % 5 == 4) ? code[i] == '-' : strchr("ABCDEFGHJKLMNPQRSTUVWXYZ23456789", code[i]) != NULL);
+    assert_int_equal(rl_e2e_enrol_key(code, other), 0);
+}
+
 /* ---- key files ---------------------------------------------------------------------------------------- */
 
 static char dir[64];
@@ -548,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_grant_signature),
     };
     const struct CMUnitTest files[] = {
+        cmocka_unit_test(test_enrolment_code_and_proof),
         cmocka_unit_test(test_device_key_file),
         cmocka_unit_test(test_session_key_store_keeps_old_keys),
         cmocka_unit_test(test_granted_keys_by_trust),
