@@ -216,6 +216,10 @@ int rl_keyring_pending(rl_keyring_t *k, const char *device_id, const char *pubke
 
     if (device_id == NULL || device_id[0] == '\0' || rl_e2e_pub_parse(pubkey, pub) != 0)
         return -1;
+    was = json_object_get(k->peers, device_id);
+    /* Already accepted with this key: a redelivered device_pending changes nothing. */
+    if (was != NULL && strcmp(json_string_value(json_object_get(was, "pubkey")), pubkey) == 0)
+        return 0;
     was = json_object_get(k->pending, device_id);
     /* A repeated device_pending (a redelivery) keeps what the phone said since, for the same key. */
     if (was != NULL && strcmp(json_string_value(json_object_get(was, "pubkey")), pubkey) == 0)
