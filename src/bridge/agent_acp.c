@@ -309,7 +309,7 @@ static void send_manifest(struct rl_agent *a)
         json_object_set_new(agent, "mode", json_string(a->mode));
     /*
      * No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c),
-     * so a tool call's title can be its task's name (docs/bridge.md "acp:COMMAND").
+     * so a tool call's title can be its task's name in a plain session (docs/bridge.md "acp:COMMAND").
      */
     emit(a, RL_LINE_MANIFEST, NULL,
          json_pack("{s:s, s:[], s:o, s:o}", "type", "manifest", "tools", "agent", agent, "commands",
