@@ -9,8 +9,9 @@ the user approves, a file read and a file written whose names hold it, updates
 the bridge ignores, the reply and the usage (a model's name). A second marker
 stands for the agent's own diagnostics: the reason it could not start a session
 and the error of a failed prompt, with what it wrote on stderr. The user sees
-both markers (opened with the session key); relayd's data folder, its store (a
-dump of every table on PostgreSQL), its log and the pushes it sent hold neither,
+both markers (opened with the session key); relayd's data folder, its store (on
+PostgreSQL every table and a pg_dump), its Redis bus (every key it keeps, with
+RELAY_TEST_BUS=redis), its log and the pushes it sent hold neither,
 and relay-bridge's log holds no content (only the diagnostics, on the agent's
 machine, as docs/bridge.md says).
 """
@@ -49,9 +50,10 @@ def files_of(folder):
     return out
 
 
-# How to read each kind of Redis value a bus may keep.
-REDIS_READERS = {"string": ["GET"], "list": ["LRANGE", "{}", "0", "-1"], "hash": ["HGETALL"],
-                 "set": ["SMEMBERS"], "zset": ["ZRANGE", "{}", "0", "-1"], "stream": ["XRANGE", "{}", "-", "+"]}
+# How to read each kind of Redis value a bus may keep: the command for a key.
+REDIS_READERS = {"string": lambda k: ["GET", k], "list": lambda k: ["LRANGE", k, "0", "-1"],
+                 "hash": lambda k: ["HGETALL", k], "set": lambda k: ["SMEMBERS", k],
+                 "zset": lambda k: ["ZRANGE", k, "0", "-1"], "stream": lambda k: ["XRANGE", k, "-", "+"]}
 
 
 def bus_holds(bus):
@@ -68,9 +70,8 @@ def bus_holds(bus):
     out = {}
     for key in cli("--scan").decode().splitlines():
         kind = cli("TYPE", key).decode().strip()
-        reader = REDIS_READERS.get(kind, ["DUMP"])
-        argv = [reader[0], key] + reader[2:] if "{}" in reader else reader + [key]
-        out["redis %s %s" % (kind, key)] = cli(*argv)
+        if kind != "none":  # gone since the scan
+            out["redis %s %s" % (kind, key)] = cli(*REDIS_READERS.get(kind, lambda k: ["DUMP", k])(key))
     return out
 
 
@@ -134,6 +135,11 @@ class Scene:
         """Everything of relayd's a marker must not be in: {where: bytes}."""
         out = files_of(self.relay.data)
         out.update(self.relay.store_dump())
+        if self.relay.store is not None:
+            # On PostgreSQL, also the dump docs/operations.md's backups take (test_42), sequences and all.
+            proc = subprocess.run(["pg_dump", self.relay.store], capture_output=True, timeout=120)
+            assert proc.returncode == 0, proc.stderr
+            out["pg_dump"] = proc.stdout
         out.update(bus_holds(getattr(self.relay, "bus", None)))
         out["relayd's log"] = self.relay.log_text().encode()
         out["the pushes"] = json.dumps(self.phone.messages).encode()
@@ -167,8 +173,13 @@ def test_nothing_the_agent_writes_reaches_relayd_in_clear(relayd, tmp_path):
         items, opened = s.opened_timeline()
         for seen in ("Run cat %s" % os.path.join(str(s.work), marker + "-plan-A.txt"), "terminal output " + marker,
                      "plan step " + marker, "thinking about " + marker, "Odd tool " + marker,
-                     "error: %s went wrong" % marker, "notes of " + marker):
+                     "error: %s went wrong" % marker, "notes of " + marker, "about to read " + marker):
             assert seen in opened, (seen, opened[:3000])
+        # The two files it touched are listed, their names sealed under their blind index's key.
+        files = s.me("GET", "/v1/me/sessions/%s/files" % s.ses)["files"]
+        names = sorted(open_(s.key, "agent_files/%s/%s" % (s.ses, f["path_blind_idx"]), f["display_name_ct"])
+                       for f in files)
+        assert names == [marker + "-notes.txt", marker + "-out.txt"], names
         tasks = [i for i in items if i.get("task_id")]
         assert len(tasks) >= 6 and all(t.get("name") is None for t in tasks), tasks
         assert {t["kind"] for t in tasks} >= {"execute", "other", "read", "edit", "plan", "think"}, tasks
