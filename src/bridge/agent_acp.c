@@ -52,6 +52,13 @@
 #define MAX_PENDING_OUT (16u * 1024u * 1024u)
 /* One line of the agent's stderr in the log; the rest of a longer line is cut. */
 #define STDERR_LINE 1024
+/* The agent's last stderr lines kept for the user's error text when it fails (docs/bridge.md "acp:COMMAND"). */
+#define STDERR_TAIL 2048
+/* What a failed request's message and data may take of that text. */
+#define ERROR_MESSAGE_MAX 300
+#define ERROR_DATA_MAX    600
+/* A failure's text: its reason, the error's message and data, the stderr tail, and the words around them. */
+#define FAILURE_TEXT_MAX (ERROR_MESSAGE_MAX + ERROR_DATA_MAX + STDERR_TAIL + 256)
 /* A thought's text is sent at most this often (docs/bridge.md "acp:COMMAND"). */
 #define THOUGHT_EVERY_MS 500
 #define RESTART_FIRST_MS 1000L
@@ -156,6 +163,8 @@ struct rl_agent {
     rl_jsonl_reader_t reader;
     char err_line[STDERR_LINE + 1];
     size_t err_len;
+    char err_tail[STDERR_TAIL + 1]; /* its last whole stderr lines since the last failure or success, each ending \n */
+    size_t tail_len;
     int err_skipping;
     int err_escape; /* inside a terminal escape sequence (colours): 1 after ESC, 2 inside CSI */
     int initialized;
@@ -300,7 +309,7 @@ static void send_manifest(struct rl_agent *a)
         json_object_set_new(agent, "mode", json_string(a->mode));
     /*
      * No tools: ACP agents declare none up front, and an empty list lets every task through (src/relay/manifest.c),
-     * so a tool call's title can be its task's name (docs/bridge.md "acp:COMMAND").
+     * so a tool call's title can be its task's name in a plain session (docs/bridge.md "acp:COMMAND").
      */
     emit(a, RL_LINE_MANIFEST, NULL,
          json_pack("{s:s, s:[], s:o, s:o}", "type", "manifest", "tools", "agent", agent, "commands",
@@ -558,6 +567,17 @@ static const char *tool_title(tool_t *t)
     return title != NULL && *title != '\0' ? title : json_string_value(json_object_get(t->call, "toolCallId"));
 }
 
+/*
+ * A task's name is plain to relayd even in an encrypted session (docs/api.md "Ciphertext fields"), and a
+ * title is content ("Run cat ~/plan.txt"): there the task has none, its sealed status_label carries the
+ * title. A plain session names it by its title, which clients show.
+ */
+static void tool_name(prompt_t *p, tool_t *t, json_t *line)
+{
+    if (line != NULL && !p->turn->encrypted)
+        json_object_set_new(line, "name", cut_string(tool_title(t), RL_ACP_NAME_MAX));
+}
+
 static void tool_create(struct rl_agent *a, prompt_t *p, tool_t *t);
 
 static void tool_finish(struct rl_agent *a, prompt_t *p, tool_t *t, const char *status, const char *why)
@@ -568,10 +588,10 @@ static void tool_finish(struct rl_agent *a, prompt_t *p, tool_t *t, const char *
         return;
     tool_create(a, p, t);
     t->finished = 1;
-    line = json_pack("{s:s, s:O, s:s, s:o, s:o, s:o}", "type", "task_finish", "task_id",
+    line = json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_finish", "task_id",
                      json_object_get(t->call, "toolCallId"), "status", status, "status_label",
-                     cut_string(tool_title(t), RL_ACP_LABEL_MAX), "name", cut_string(tool_title(t), RL_ACP_NAME_MAX),
-                     "result", tool_result(t, 1));
+                     cut_string(tool_title(t), RL_ACP_LABEL_MAX), "result", tool_result(t, 1));
+    tool_name(p, t, line);
     if (strcmp(status, "failed") == 0)
         json_object_set_new(line, "error", json_pack("{s:s}", "message", why != NULL ? why : "the tool call failed"));
     emit(a, RL_LINE_TASK_FINISH, p, line);
@@ -599,10 +619,10 @@ static void tool_create(struct rl_agent *a, prompt_t *p, tool_t *t)
     if (t->created)
         return;
     t->created = 1;
-    line =
-        json_pack("{s:s, s:O, s:s, s:o, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
-                  "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
-                  cut_string(tool_title(t), RL_ACP_LABEL_MAX), "name", cut_string(tool_title(t), RL_ACP_NAME_MAX));
+    line = json_pack("{s:s, s:O, s:s, s:o}", "type", "task_start", "task_id", json_object_get(t->call, "toolCallId"),
+                     "kind", rl_acp_tool_kind(json_string_value(json_object_get(t->call, "kind"))), "status_label",
+                     cut_string(tool_title(t), RL_ACP_LABEL_MAX));
+    tool_name(p, t, line);
     args = rl_acp_args(json_object_get(t->call, "rawInput"));
     if (args != NULL)
         json_object_set_new(line, "args", args);
@@ -1199,6 +1219,64 @@ static void pump(struct rl_agent *a, session_t *s)
             s, p);
 }
 
+static int read_stderr(struct rl_agent *a);
+
+/*
+ * Why a request failed, as the agent said: the error's message and its data
+ * (an adapter's real reason is there: the ACP SDK answers an exception as
+ * "Internal error" with data {"details": its message}), each cut.
+ */
+static void error_reason(rl_jsonrpc_msg_t *msg, char *out, size_t outsz)
+{
+    static const char *const detail_keys[] = {"details", "message", "error", NULL};
+    json_t *data = json_object_get(msg->error, "data"), *message, *detail = NULL;
+    const char *text = NULL;
+    char *dumped = NULL;
+    size_t i;
+
+    message = cut_string(rl_jsonrpc_error_message(msg), ERROR_MESSAGE_MAX);
+    if (json_is_string(data))
+        text = json_string_value(data);
+    for (i = 0; text == NULL && json_is_object(data) && detail_keys[i] != NULL; i++)
+        text = json_string_value(json_object_get(data, detail_keys[i]));
+    if (text == NULL && data != NULL && !json_is_null(data)) {
+        dumped = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
+        text = dumped;
+    }
+    if (text != NULL && *text != '\0')
+        detail = cut_string(text, ERROR_DATA_MAX);
+    snprintf(out, outsz, "%s%s%s%s", json_string_value(message), detail != NULL ? " (" : "",
+             detail != NULL ? json_string_value(detail) : "", detail != NULL ? ")" : "");
+    json_decref(message);
+    json_decref(detail);
+    free(dumped);
+}
+
+/*
+ * head, then what the agent wrote last on stderr (STDERR_TAIL at most), into
+ * out: the text the user reads of a failure. It goes as the reply's text, so
+ * an encrypted session's is sealed like any other (docs/bridge.md).
+ */
+static void failure_text(struct rl_agent *a, const char *head, char *out, size_t outsz)
+{
+    int n;
+    int i;
+
+    /* What it wrote just before answering may still be in the pipe. */
+    for (i = 0; i < 256 && a->err_fd >= 0 && read_stderr(a) > 0; i++)
+        ;
+    n = snprintf(out, outsz, "%s", head);
+    if (a->tail_len > 0 && n >= 0 && (size_t)n < outsz)
+        snprintf(out + n, outsz - (size_t)n, "\n\nThe agent's last lines on stderr:\n%s", a->err_tail);
+}
+
+/* The stderr before a success, or already reported, explains no later failure. */
+static void tail_reset(struct rl_agent *a)
+{
+    a->tail_len = 0;
+    a->err_tail[0] = '\0';
+}
+
 static void open_session(struct rl_agent *a, session_t *s)
 {
     const char *known;
@@ -1376,7 +1454,7 @@ static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t
 {
     session_t *s = r->session;
     const char *acp_id;
-    char why[300];
+    char reason[ERROR_MESSAGE_MAX + ERROR_DATA_MAX + 8], head[sizeof(reason) + 64], why[FAILURE_TEXT_MAX];
 
     if (s == NULL)
         return;
@@ -1404,9 +1482,15 @@ static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t
                 fail_queue(a, s, LOGIN_TEXT);
                 return;
             }
-            snprintf(why, sizeof(why), "[the agent could not start a session: %.200s]",
-                     msg->error != NULL ? rl_jsonrpc_error_message(msg) : "no sessionId");
-            rl_log(RL_LOG_WARN, "%s", why);
+            if (msg->error != NULL)
+                error_reason(msg, reason, sizeof(reason));
+            else
+                snprintf(reason, sizeof(reason), "no sessionId");
+            rl_log(RL_LOG_WARN, "the acp agent could not start a session for relay session %s: %s", s->relay_id,
+                   reason);
+            snprintf(head, sizeof(head), "[the agent could not start a session: %s]", reason);
+            failure_text(a, head, why, sizeof(why));
+            tail_reset(a);
             fail_queue(a, s, why);
             return;
         }
@@ -1415,6 +1499,7 @@ static void on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t
         state_set(a, s->relay_id, acp_id);
         set_mode(a, json_string_value(json_object_get(json_object_get(msg->result, "modes"), "currentModeId")));
         rl_log(RL_LOG_INFO, "acp session %s opened for relay session %s", s->acp_id, s->relay_id);
+        tail_reset(a);
     }
     s->state = SESSION_READY;
     pump(a, s);
@@ -1427,7 +1512,7 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     const char *stop = json_string_value(json_object_get(msg->result, "stopReason"));
     const char *finish;
     json_t *usage;
-    char why[300];
+    char reason[ERROR_MESSAGE_MAX + ERROR_DATA_MAX + 8], head[sizeof(reason) + 64], why[FAILURE_TEXT_MAX];
 
     if (s == NULL || p == NULL)
         return;
@@ -1435,11 +1520,16 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
         /* Claude Code, say, creates sessions without a login and refuses the prompt. */
         if (rl_jsonrpc_error_code(msg) == RL_JSONRPC_AUTH_REQUIRED) {
             log_auth(a);
+            snprintf(head, sizeof(head), "%s", LOGIN_TEXT);
             snprintf(why, sizeof(why), "%s", LOGIN_TEXT);
         } else {
-            snprintf(why, sizeof(why), "[the agent failed: %.200s]", rl_jsonrpc_error_message(msg));
+            error_reason(msg, reason, sizeof(reason));
+            rl_log(RL_LOG_WARN, "the acp agent failed a prompt of relay session %s: %s", s->relay_id, reason);
+            snprintf(head, sizeof(head), "[the agent failed: %s]", reason);
+            failure_text(a, head, why, sizeof(why));
         }
-        close_items(a, p, "failed", why);
+        tail_reset(a);
+        close_items(a, p, "failed", head);
         end_prompt(a, s, p, "error", NULL, why);
         pump(a, s);
         return;
@@ -1449,6 +1539,7 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     usage = rl_acp_usage(json_object_get(msg->result, "usage"));
     close_items(a, p, strcmp(finish, "cancelled") == 0 ? "cancelled" : "completed", NULL);
     end_prompt(a, s, p, finish, usage, NULL);
+    tail_reset(a);
     json_decref(usage);
     a->restart_delay_ms = RESTART_FIRST_MS;
     pump(a, s);
@@ -1570,11 +1661,34 @@ static void on_stdout(void *user, int fd, short revents)
     read_stdout(user);
 }
 
+/* Appends a line to the stderr tail, dropping its oldest whole lines to make room. */
+static void tail_add(struct rl_agent *a, const char *line, size_t len)
+{
+    size_t drop = 0;
+
+    if (len + 1 > STDERR_TAIL)
+        return;
+    if (a->tail_len + len + 1 > STDERR_TAIL) {
+        const char *nl;
+        drop = a->tail_len + len + 1 - STDERR_TAIL;
+        nl = memchr(a->err_tail + drop - 1, '\n', a->tail_len - drop + 1);
+        drop = nl != NULL ? (size_t)(nl - a->err_tail) + 1 : a->tail_len;
+        memmove(a->err_tail, a->err_tail + drop, a->tail_len - drop);
+        a->tail_len -= drop;
+    }
+    memcpy(a->err_tail + a->tail_len, line, len);
+    a->tail_len += len;
+    a->err_tail[a->tail_len++] = '\n';
+    a->err_tail[a->tail_len] = '\0';
+}
+
 static void err_flush(struct rl_agent *a)
 {
     a->err_line[a->err_len] = '\0';
-    if (a->err_len > 0)
+    if (a->err_len > 0) {
         rl_log(RL_LOG_INFO, "acp agent stderr: %s", a->err_line);
+        tail_add(a, a->err_line, a->err_len);
+    }
     a->err_len = 0;
 }
 
@@ -1712,6 +1826,7 @@ static void spawn(struct rl_agent *a)
     a->err_len = 0;
     a->err_skipping = 0;
     a->err_escape = 0;
+    a->tail_len = 0;
     rl_bridge_watch(a->bridge, a->out_fd, POLLIN, on_stdout, a);
     rl_bridge_watch(a->bridge, a->err_fd, POLLIN, on_stderr, a);
     rl_log(RL_LOG_INFO, "started the acp agent (pid %d) in %s", (int)a->pid, a->root);
@@ -1739,10 +1854,15 @@ fail:
 static void agent_gone(struct rl_agent *a, const char *why)
 {
     session_t *s;
-    char text[300];
+    char head[300], text[FAILURE_TEXT_MAX], early[FAILURE_TEXT_MAX];
     int started;
 
     drain(a);
+    snprintf(head, sizeof(head), "[%s; relay-bridge restarts it: send the message again]", why);
+    failure_text(a, head, text, sizeof(text));
+    snprintf(head, sizeof(head), "[the agent could not start: %s; see relay-bridge's log]", why);
+    failure_text(a, head, early, sizeof(early));
+    tail_reset(a);
     started = a->initialized;
     close_fd(a, &a->in_fd);
     close_fd(a, &a->out_fd);
@@ -1756,7 +1876,6 @@ static void agent_gone(struct rl_agent *a, const char *why)
     }
     while (a->permissions != NULL)
         permission_done(a, a->permissions);
-    snprintf(text, sizeof(text), "[%s; relay-bridge restarts it: send the message again]", why);
     for (s = a->sessions; s != NULL; s = s->next) {
         prompt_t *p = running_prompt(s);
         s->state = SESSION_CLOSED;
@@ -1766,14 +1885,30 @@ static void agent_gone(struct rl_agent *a, const char *why)
             end_prompt(a, s, p, "error", NULL, text);
         }
         /* An agent that dies before it even answers initialize will most likely do so again: nobody waits for it. */
-        if (!started) {
-            snprintf(text, sizeof(text), "[the agent could not start: %s; see relay-bridge's log]", why);
-            fail_queue(a, s, text);
-        }
+        if (!started)
+            fail_queue(a, s, early);
     }
 }
 
 /* ---- the adapter ------------------------------------------------------------------------------ */
+
+/*
+ * A variable of the bridge's environment (the agent's too) that makes an agent
+ * fail in a way it does not explain: Claude Code run as root refuses its
+ * session unless IS_SANDBOX is exactly 1, while claude-agent-acp takes any
+ * value as leave to skip permissions; the session then fails as "Internal
+ * error" (docs/bridge.md "Claude Code").
+ */
+static void warn_environment(void)
+{
+    const char *sandbox = getenv("IS_SANDBOX");
+
+    if (geteuid() == 0 && sandbox != NULL && strcmp(sandbox, "1") != 0)
+        rl_log(RL_LOG_WARN,
+               "IS_SANDBOX=%.16s in the environment of root: Claude Code then refuses to start a session "
+               "(it accepts only IS_SANDBOX=1 as root): unset it or set it to 1",
+               sandbox);
+}
 
 static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
 {
@@ -1799,6 +1934,7 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     rl_bridge_watch(bridge, a->fetch_pipe[0], POLLIN, on_fetched, a);
     rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
     state_load(a);
+    warn_environment();
     spawn(a);
     *out = a;
     return 0;

@@ -37,6 +37,14 @@ the agent does:
   whoami                 the reply is the ACP session id
   garbage                writes a line that is not JSON and two invalid requests
                          (the client's error answers are in the log)
+  leak MARKER            every field the agent can fill carries MARKER: a thought, a
+                         plan, tool calls (titles, a kind of its own, inputs, paths,
+                         locations, a diff, output, raw output, an error), a
+                         permission request (answered by the user), a file read and
+                         a file written in the working folder whose names hold it,
+                         ignored updates, the reply and the usage (a model's name)
+  leakfail MARKER        writes MARKER on stderr, then answers the prompt with an
+                         error whose message and data hold it
 
 Sessions are kept in the folder named by --state (or $ACP_AGENT_STATE) so
 that a restarted agent can session/load them (their history is replayed as
@@ -48,7 +56,11 @@ and session/new answers -32000 (authentication required); --auth-env VAR:
 an "env_var" auth method on VAR is offered and session/new answers -32000
 until authenticate with it succeeds (VAR set); --auth-prompt: session/prompt
 answers -32000 (as Claude Code without a key); --images: the
-prompt capabilities image and embeddedContext are advertised.
+prompt capabilities image and embeddedContext are advertised. --fail-new
+TEXT: session/new writes three lines on stderr (the last one holds TEXT; with
+--fail-new-noise N, N lines of filler before them) and answers -32603 "Internal
+error" with data {"details": TEXT}, as claude-agent-acp does when Claude Code
+will not start; --fail-new-once: only the first session/new fails so.
 """
 import argparse
 import json
@@ -67,6 +79,9 @@ PARSER.add_argument("--auth-env", metavar="VAR",
                     help="an env_var auth method on VAR; session/new answers auth_required until authenticate")
 PARSER.add_argument("--auth-prompt", action="store_true", help="session/prompt answers auth_required")
 PARSER.add_argument("--images", action="store_true", help="advertise promptCapabilities image and embeddedContext")
+PARSER.add_argument("--fail-new", metavar="TEXT", help="session/new fails with TEXT in its data and on stderr")
+PARSER.add_argument("--fail-new-noise", type=int, default=0, help="lines of stderr filler before the failure's")
+PARSER.add_argument("--fail-new-once", action="store_true", help="only the first session/new fails")
 ARGS = PARSER.parse_args()
 
 OUT = threading.Lock()
@@ -374,6 +389,54 @@ def scenario_garbage(sid, text, words):
     return "end_turn"
 
 
+def scenario_leak(sid, text, words):
+    """Every field an agent can fill, each holding the marker (test_110: none of it may reach relayd in clear)."""
+    m = words[1]
+    cwd = SESSIONS[sid]["cwd"]
+    for part in ("thinking about ", m):
+        update(sid, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": part}})
+    update(sid, {"sessionUpdate": "plan", "entries": [
+        {"content": "plan step " + m, "priority": "high", "status": "pending"},
+        {"content": "second " + m, "priority": "low", "status": "in_progress"}]})
+    say(sid, "Starting " + m)
+    secret = os.path.join(cwd, m + "-plan-A.txt")
+    run = "call_run_" + uuid.uuid4().hex[:8]
+    tool_call(sid, run, "Run cat %s" % secret, "execute", rawInput={"command": "cat " + secret, "note": m},
+              locations=[{"path": secret, "line": 1}])
+    choice = ask(sid, {"toolCallId": run, "title": "Run cat %s (%s)" % (secret, m),
+                       "rawInput": {"command": ["/bin/bash", "-lc", "cat " + secret]},
+                       "content": text_content("about to read " + m)})
+    tool_update(sid, run, status="in_progress", content=text_content("terminal output " + m))
+    tool_update(sid, run, status="completed", content=text_content("plan A of " + m),
+                rawOutput={"stdout": "out " + m, "exit_code": 0})
+    odd = "call_odd_" + uuid.uuid4().hex[:8]
+    tool_call(sid, odd, "Odd tool " + m, "kind-" + m, rawInput=m)
+    tool_update(sid, odd, status="failed", content=text_content("error: " + m + " went wrong"))
+    path = os.path.join(cwd, m + "-notes.txt")
+    read = "call_read_" + uuid.uuid4().hex[:8]
+    tool_call(sid, read, "Read " + path, "read", rawInput={"file_path": path}, locations=[{"path": path}])
+    result, error = call("fs/read_text_file", {"sessionId": sid, "path": path})
+    tool_update(sid, read, status="completed", content=text_content((result or {}).get("content", str(error))))
+    written = os.path.join(cwd, m + "-out.txt")
+    edit = "call_edit_" + uuid.uuid4().hex[:8]
+    diff = {"type": "diff", "path": written, "oldText": None, "newText": "new " + m + "\n"}
+    tool_call(sid, edit, "Write " + written, "edit", rawInput={"file_path": written, "content": "new " + m},
+              content=[diff], locations=[{"path": written}])
+    result, error = call("fs/write_text_file", {"sessionId": sid, "path": written, "content": "new " + m + "\n"})
+    tool_update(sid, edit, status="completed" if error is None else "failed")
+    update(sid, {"sessionUpdate": "session_info_update", "title": "title " + m})
+    update(sid, {"sessionUpdate": "usage_update", "used": 10, "size": 100, "model": m})
+    say(sid, "Done with %s (%s)" % (m, choice))
+    return "end_turn", {"inputTokens": 5, "outputTokens": 7, "model": "model-" + m}
+
+
+def scenario_leakfail(sid, text, words):
+    print("agent trouble: " + words[1], file=sys.stderr, flush=True)
+    time.sleep(0.1)
+    return {"error": {"code": -32603, "message": "Internal error: " + words[1],
+                      "data": {"details": "the model said no to " + words[1]}}}
+
+
 def scenario_whoami(sid, text, words):
     say(sid, "session " + sid)
     return "end_turn"
@@ -383,7 +446,7 @@ SCENARIOS = {
     "tools": scenario_tools, "plan": scenario_plan, "think": scenario_think, "mode": scenario_mode,
     "commands": scenario_commands, "write": scenario_write, "run": scenario_run, "slow": scenario_slow,
     "crash": scenario_crash, "read": scenario_read, "unknown": scenario_unknown, "whoami": scenario_whoami,
-    "garbage": scenario_garbage, "twostep": scenario_twostep, "askfirst": scenario_askfirst, "big": scenario_big,
+    "garbage": scenario_garbage, "leak": scenario_leak, "leakfail": scenario_leakfail, "twostep": scenario_twostep, "askfirst": scenario_askfirst, "big": scenario_big,
     "refuse": lambda sid, text, words: (say(sid, "no."), "refusal")[1],
     "maxtokens": lambda sid, text, words: (say(sid, "too long"), "max_tokens")[1],
 }
@@ -426,12 +489,25 @@ def on_authenticate(rid, params):
         respond(rid, error={"code": -32000, "message": "Authentication required"})
 
 
+FAILED_NEW = [0]
+
+
 def on_new(rid, params):
     if ARGS.auth or (ARGS.auth_env and not AUTHENTICATED[0]):
         respond(rid, error={"code": -32000, "message": "Authentication required"})
         return
+    if ARGS.fail_new and not (ARGS.fail_new_once and FAILED_NEW[0]):
+        FAILED_NEW[0] += 1
+        for n in range(ARGS.fail_new_noise):
+            print("filler line %04d of the agent's stderr, long enough to fill a tail soon" % n, file=sys.stderr)
+        print("Error handling request session/new", file=sys.stderr)
+        print("  code: -32603, message: 'Internal error'", file=sys.stderr)
+        print("  the real reason: " + ARGS.fail_new, file=sys.stderr, flush=True)
+        time.sleep(0.1)
+        respond(rid, error={"code": -32603, "message": "Internal error", "data": {"details": ARGS.fail_new}})
+        return
     sid = "sess_" + uuid.uuid4().hex[:16]
-    SESSIONS[sid] = {"history": [], "cancel": threading.Event()}
+    SESSIONS[sid] = {"history": [], "cancel": threading.Event(), "cwd": params.get("cwd") or os.getcwd()}
     save(sid)
     log("session_new", session=sid, cwd=params.get("cwd"))
     respond(rid, {"sessionId": sid, "modes": {"currentModeId": "ask", "availableModes": [
@@ -446,7 +522,7 @@ def on_load(rid, params):
     if history is None:
         respond(rid, error={"code": -32002, "message": "unknown session"})
         return
-    SESSIONS[sid] = {"history": history, "cancel": threading.Event()}
+    SESSIONS[sid] = {"history": history, "cancel": threading.Event(), "cwd": params.get("cwd") or os.getcwd()}
     for role, text in history:
         kind = "user_message_chunk" if role == "user" else "agent_message_chunk"
         update(sid, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
@@ -473,6 +549,10 @@ def on_prompt(rid, params):
 
     def run():
         stop = scenario(sid, text, words)
+        if isinstance(stop, dict):
+            log("prompt_end", session=sid, error=stop["error"])
+            respond(rid, error=stop["error"])
+            return
         result = {"stopReason": stop}
         if isinstance(stop, tuple):
             result = {"stopReason": stop[0], "usage": stop[1]}

@@ -630,9 +630,79 @@ def test_an_agent_that_cannot_start_fails_the_message_and_says_why(relay, user_t
         reply = user.wait_reply(session, interaction, timeout=WAIT + 10)
         assert reply["finish_reason"] == "error", reply
         assert "the agent could not start: the agent exited with status 5" in reply["text"], reply
+        # What it wrote on stderr before it died is the user's too (issue 35).
+        assert "The agent's last lines on stderr:\nno API key configured \n" in reply["text"], reply
         assert "restarting the acp agent in 2000 ms" in bridge.log_text()
     finally:
         assert bridge.stop() == 0
+
+
+def test_a_session_the_agent_refuses_shows_its_reason_and_its_stderr(relay, user_token, tmp_path):
+    """Issue 35: claude-agent-acp answers a Claude Code that will not start as "Internal error" with the
+    reason in the error's data; the user reads it, with the agent's last stderr lines (2 KiB at most)."""
+    reason = "Claude Code exited: --dangerously-skip-permissions cannot be used with root"
+    acp = Acp(relay, user_token, tmp_path, agent_flags="--fail-new '%s' --fail-new-noise 60 --fail-new-once" % reason)
+    try:
+        session = acp.user.create_session()
+        _, replies = acp.turn(session, "hello")
+        text = replies[0]["text"]
+        assert replies[0]["finish_reason"] == "error", replies
+        head, tail = text.split("\n\nThe agent's last lines on stderr:\n")
+        assert head.strip() == "[the agent could not start a session: Internal error (%s)]" % reason, text
+        assert tail.endswith("Error handling request session/new\n  code: -32603, message: 'Internal error'\n"
+                             "  the real reason: %s\n" % reason), tail
+        # Whole lines, the last 2 KiB of them: the first filler lines (and the start banner) are gone.
+        assert 1800 < len(tail.encode()) <= 2048, len(tail)
+        assert tail.startswith("filler line ") and "filler line 0000" not in tail, tail[:200]
+        assert "acp test agent started" not in tail, tail
+        log = acp.bridge.log_text()
+        assert ("the acp agent could not start a session for relay session %s: Internal error (%s)" % (session, reason)
+                in log), log[-3000:]
+        assert "acp agent stderr:   the real reason: " + reason in log, log[-3000:]
+
+        # The next message opens the session; its reply is the agent's, with no stderr of the failure before.
+        _, replies = acp.turn(session, "hello again")
+        assert replies[0]["text"] == "echo: hello again" and replies[0]["finish_reason"] == "stop", replies
+    finally:
+        assert acp.close() == 0
+
+
+def test_is_sandbox_other_than_1_is_warned_about_when_root(relay, user_token, tmp_path):
+    """Claude Code as root starts no session unless IS_SANDBOX is exactly 1, and says so only in its debug log:
+    the bridge, which passes its environment on, warns (docs/bridge.md "Claude Code")."""
+    acp = Acp(relay, user_token, tmp_path, bridge_env={"IS_SANDBOX": "0"})
+    try:
+        warned = "IS_SANDBOX=0 in the environment of root: Claude Code then refuses to start a session"
+        assert (warned in acp.bridge.log_text()) == (os.geteuid() == 0), acp.bridge.log_text()[-2000:]
+    finally:
+        assert acp.close() == 0
+    acp = Acp(relay, user_token, tmp_path / "again", bridge_env={"IS_SANDBOX": "1"})
+    try:
+        assert "IS_SANDBOX" not in acp.bridge.log_text(), acp.bridge.log_text()[-2000:]
+    finally:
+        assert acp.close() == 0
+
+
+def test_a_failed_prompt_shows_the_agents_reason_and_stderr(relay, user_token, tmp_path):
+    acp = Acp(relay, user_token, tmp_path)
+    try:
+        session = acp.user.create_session()
+        interaction, replies = acp.turn(session, "leakfail quota-exceeded")
+        assert replies[0]["finish_reason"] == "error", replies
+        assert replies[0]["text"].strip() == (
+            "[the agent failed: Internal error: quota-exceeded (the model said no to quota-exceeded)]\n\n"
+            "The agent's last lines on stderr:\nagent trouble: quota-exceeded"), replies
+        log = acp.bridge.log_text()
+        assert ("the acp agent failed a prompt of relay session %s: Internal error: quota-exceeded "
+                "(the model said no to quota-exceeded)" % session) in log, log[-3000:]
+        # A turn that ends well resets what the next failure quotes of stderr.
+        _, replies = acp.turn(session, "fine now")
+        assert replies[0]["text"] == "echo: fine now", replies
+        _, replies = acp.turn(session, "leakfail again")
+        assert "agent trouble: quota-exceeded" not in replies[0]["text"], replies
+        assert replies[0]["text"].strip().endswith("stderr:\nagent trouble: again"), replies
+    finally:
+        assert acp.close() == 0
 
 
 def test_a_cwd_that_does_not_exist_is_refused(relay, user_token, tmp_path):

@@ -19,7 +19,8 @@ What is avoided, and how:
   (HTTPS_PROXY), which records it and answers 403: Claude Code 2.1.83 fetches the plugin blocklist
   from GitHub once per start; the tests allow that one refused request (ClaudeRig.known_refused) and
   fail on any other. The stand-in records every request: only POST /v1/messages?beta=true is seen.
-- Root: the tests run as root (CI does) and do NOT set IS_SANDBOX. Claude Code refuses to *skip*
+- Root: the tests run as root (CI does) and do NOT set IS_SANDBOX (but one, which shows what
+  IS_SANDBOX=0 does as root: no session starts, and the user reads why). Claude Code refuses to *skip*
   permission checks as root (--dangerously-skip-permissions); in the adapter (dist/acp-agent.js)
   being root only drops the bypassPermissions mode and passes allowDangerouslySkipPermissions=false
   to Claude Code (IS_ROOT gates ALLOW_BYPASS and nothing else). The path we test is the opposite
@@ -157,11 +158,12 @@ class ClaudeThroughBridge(ThroughBridge):
     """A paired relay-bridge running the real Claude Code (ClaudeRig's launcher: the agent in its
     network namespace with its own environment), a user and an event stream."""
 
-    def __init__(self, relay, token, tmp_path, steps, text, drop_env=()):
+    def __init__(self, relay, token, tmp_path, steps, text, drop_env=(), extra_env=None):
         self.rig = _rig(tmp_path, steps, text)
         self.cwd = self.rig.cwd
         for name in drop_env:
             del self.rig.env[name]
+        self.rig.env.update(extra_env or {})
         launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "claude-agent.sh"))
         self._start(relay, token, tmp_path, launcher, "acp agent @zed-industries/claude-agent-acp 0.23.1 ready")
 
@@ -443,5 +445,30 @@ def test_claude_code_approve_always_covers_the_same_file_only(relay, user_token,
         with open(b) as f:
             assert f.read() == "y\n"
         run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_claude_code_as_root_with_is_sandbox_0_fails_and_the_user_reads_why(relay, user_token, tmp_path):
+    """Issue 35: IS_SANDBOX set to anything but 1 makes claude-agent-acp start Claude Code with leave to skip
+    permissions, which Claude Code as root refuses: session/new answers "Internal error". The user reads
+    that, with the adapter's details and its last stderr lines; so does relay-bridge's log."""
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "Hello.", extra_env={"IS_SANDBOX": "0"})
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "hello")
+        replies = run.wait_turn(session, interaction)
+        text = replies[-1]["text"]
+        if os.geteuid() != 0:
+            # Not root: IS_SANDBOX changes nothing that matters here (CI runs as root, where it does).
+            assert text.startswith("Hello."), replies
+            return
+        reason = "Internal error (Query closed before response received)"
+        assert replies[-1]["finish_reason"] == "error", replies
+        assert text.strip().startswith("[the agent could not start a session: %s]" % reason), text
+        assert "\n\nThe agent's last lines on stderr:\n" in text and "Error handling request" in text, text
+        assert len(text.encode()) < 3200, len(text)
+        log = run.bridge.log_text()
+        assert "the acp agent could not start a session for relay session %s: %s" % (session, reason) in log, log
     finally:
         assert run.close() == 0

@@ -501,6 +501,86 @@ static void test_an_agent_that_dies_before_initialize_fails_what_waits(void **st
     assert_null(f->session->queue);
 }
 
+static void test_an_encrypted_sessions_tool_task_has_no_name(void **state)
+{
+    fixture_t *f = *state;
+
+    f->prompt->turn->encrypted = 1;
+    update(f, "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run cat /home/a/plan.txt\","
+              "\"kind\":\"execute\",\"rawInput\":{\"command\":\"cat /home/a/plan.txt\"}}");
+    update(f, "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"c1\",\"status\":\"completed\"}");
+    /* The title is the label only, which the bridge seals; nothing names the task in clear. */
+    expect_calls("[{\"call\":\"break\"},"
+                 "{\"call\":\"line\",\"type\":\"task_start\",\"task_id\":\"c1\",\"kind\":\"execute\","
+                 "\"status_label\":\"Run cat /home/a/plan.txt\",\"args\":{\"command\":\"cat /home/a/plan.txt\"}},"
+                 "{\"call\":\"line\",\"type\":\"task_finish\",\"task_id\":\"c1\",\"status\":\"completed\","
+                 "\"status_label\":\"Run cat /home/a/plan.txt\",\"result\":{\"content\":[],\"locations\":[]}}]");
+}
+
+static void reason_of(const char *error, const char *expected)
+{
+    rl_jsonrpc_msg_t msg = {0};
+    char out[ERROR_MESSAGE_MAX + ERROR_DATA_MAX + 8];
+
+    msg.error = json_loads(error, 0, NULL);
+    assert_non_null(msg.error);
+    error_reason(&msg, out, sizeof(out));
+    assert_string_equal(out, expected);
+    json_decref(msg.error);
+}
+
+static void test_a_failures_reason_is_its_message_and_data(void **state)
+{
+    char long_details[1501], expected[1600];
+
+    (void)state;
+    reason_of("{\"code\":-32603,\"message\":\"Internal error\",\"data\":{\"details\":\"Query closed\"}}",
+              "Internal error (Query closed)");
+    reason_of("{\"code\":-32603,\"message\":\"Internal error\",\"data\":\"no key\"}", "Internal error (no key)");
+    reason_of("{\"code\":-32603,\"message\":\"Internal error\",\"data\":{\"code\":7}}",
+              "Internal error ({\"code\":7})");
+    reason_of("{\"code\":-32603,\"message\":\"Internal error\",\"data\":null}", "Internal error");
+    reason_of("{\"code\":-32603,\"message\":\"Internal error\"}", "Internal error");
+    /* Long details are cut at ERROR_DATA_MAX bytes. */
+    memset(long_details, 'x', 1500);
+    long_details[1500] = '\0';
+    snprintf(expected, sizeof(expected), "{\"code\":1,\"message\":\"m\",\"data\":{\"details\":\"%s\"}}", long_details);
+    {
+        rl_jsonrpc_msg_t msg = {0};
+        char out[ERROR_MESSAGE_MAX + ERROR_DATA_MAX + 8];
+        msg.error = json_loads(expected, 0, NULL);
+        error_reason(&msg, out, sizeof(out));
+        assert_int_equal(strlen(out), strlen("m ()") + ERROR_DATA_MAX);
+        json_decref(msg.error);
+    }
+}
+
+static void test_the_stderr_tail_keeps_the_last_whole_lines(void **state)
+{
+    fixture_t *f = *state;
+    char line[100], text[FAILURE_TEXT_MAX];
+    int i;
+
+    for (i = 0; i < 100; i++) {
+        snprintf(line, sizeof(line), "line %03d of the agent's complaints, forty-odd bytes", i);
+        tail_add(f->agent, line, strlen(line));
+    }
+    assert_true(f->agent->tail_len <= STDERR_TAIL);
+    assert_int_equal(f->agent->err_tail[f->agent->tail_len - 1], '\n');
+    assert_non_null(strstr(f->agent->err_tail, "line 099 of"));
+    assert_null(strstr(f->agent->err_tail, "line 000 of"));
+    /* Whole lines: it starts at the start of one. */
+    assert_memory_equal(f->agent->err_tail, "line ", 5);
+    failure_text(f->agent, "[the agent failed: x]", text, sizeof(text));
+    {
+        static const char head[] = "[the agent failed: x]\n\nThe agent's last lines on stderr:\nline ";
+        assert_memory_equal(text, head, sizeof(head) - 1);
+    }
+    tail_reset(f->agent);
+    failure_text(f->agent, "[the agent failed: y]", text, sizeof(text));
+    assert_string_equal(text, "[the agent failed: y]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,6 +594,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_waiting_message_cancelled_ends_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_dead_agent_ends_the_running_reply_and_keeps_the_rest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_an_agent_that_dies_before_initialize_fails_what_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_encrypted_sessions_tool_task_has_no_name, setup, teardown),
+        cmocka_unit_test(test_a_failures_reason_is_its_message_and_data),
+        cmocka_unit_test_setup_teardown(test_the_stderr_tail_keeps_the_last_whole_lines, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
