@@ -95,6 +95,12 @@ def test_a_big_file_crosses_the_redis_bus_between_two_nodes(relayd, redis_bus, t
     wait_until(lambda: b.get("/v1/me", headers=bearer(a.token("alice"))).status_code == 200, WAIT, what="node b")
     # The bridge holds its socket on a; the client asks b: the request and the 2 MiB answer cross Redis.
     _read_big_through_the_real_bridge(b, a, tmp_path)
+    # The answer went to b's "rpc:" topic, published but not kept in the topic's log (docs/internals/bus.md).
+    logs = [k for k in redis_bus.cli(bus, "KEYS", "relay:sig:log:rpc:*").split()]
+    assert logs, "no signal was logged on an rpc topic (the models answer is small, and logged)"
+    for k in logs:
+        sizes = [len(item) for item in redis_bus.cli(bus, "LRANGE", k, 0, -1).splitlines()]
+        assert max(sizes) < 64 * 1024, (k, sizes)
 
 
 def test_a_large_frame_answering_nothing_closes_the_socket(relay, user_token):
