@@ -391,8 +391,6 @@ static void asked_add(struct bridge_socket *sock, const char *req_id)
     if (sock->nasked == ASKED_MAX) {
         rl_log_warn("bridge %s has %d requests unanswered; the oldest is forgotten", sock->installation_id, ASKED_MAX);
         asked_remove(sock, 0);
-        if (sock->asked == NULL && (sock->asked = calloc(ASKED_MAX, sizeof(*sock->asked))) == NULL)
-            return;
     }
     entry = &sock->asked[sock->nasked++];
     snprintf(entry->req_id, sizeof(entry->req_id), "%s", req_id);
@@ -402,14 +400,15 @@ static void asked_add(struct bridge_socket *sock, const char *req_id)
     set_frame_cap(sock);
 }
 
-/* The index of req_id among the requests this socket was sent, or -1. */
+/* The index of req_id among the requests this socket was sent and still awaits, or -1. */
 static int asked_find(const struct bridge_socket *sock, const char *req_id)
 {
+    int64_t now = rl_clock_mono_ms();
     unsigned i;
 
     for (i = 0; req_id != NULL && i < sock->nasked; ++i)
         if (strcmp(sock->asked[i].req_id, req_id) == 0)
-            return (int)i;
+            return sock->asked[i].until_ms > now ? (int)i : -1;
     return -1;
 }
 
@@ -418,7 +417,11 @@ static void on_asked_timer(h2o_timeout_entry_t *entry)
     struct bridge_socket *sock = H2O_STRUCT_FROM_MEMBER(struct bridge_socket, asked_timer, entry);
     int64_t now = rl_clock_mono_ms();
 
-    /* The askers gave up on these (504): their answers are no longer taken, nor large frames for them. */
+    /*
+     * The askers gave up on these (504): their answers are no longer taken
+     * (asked_find), nor, from now, large frames. An entry added after the
+     * timer was linked waits for the next turn of it: at most one more period.
+     */
     while (sock->nasked > 0 && sock->asked[0].until_ms <= now)
         asked_remove(sock, 0);
     if (sock->nasked > 0 && !h2o_timeout_is_linked(&sock->asked_timer))
