@@ -368,7 +368,8 @@ static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
     if (result != 0 && result != RL_E_NOT_FOUND)
         return result;
     session.encrypted = result == 0 && session.encrypted;
-    if (session.encrypted && (result = check_signed(txn, op)) != 0)
+    result = session.encrypted ? check_signed(txn, op) : 0;
+    if (result != 0)
         return result;
     if (strcmp(approval.state, "resolved") == 0) {
         op->op.value = rl_view_approval(&approval);
@@ -399,7 +400,10 @@ static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
     approval.resolved_at = op->now;
     approval.decision_sig = op->decision_sig;
     approval.device_id = op->device_id;
-    if ((result = RL_TXN(txn, approval_update, &approval)) != 0 || (result = send_decision(txn, op, &approval)) != 0)
+    result = RL_TXN(txn, approval_update, &approval);
+    if (result == 0)
+        result = send_decision(txn, op, &approval);
+    if (result != 0)
         return result;
     op->changed = 1;
     op->op.value = rl_view_approval(&approval);

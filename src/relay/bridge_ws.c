@@ -386,7 +386,9 @@ static void asked_add(struct bridge_socket *sock, const char *req_id)
 
     if (req_id == NULL || strlen(req_id) >= sizeof(entry->req_id))
         return;
-    if (sock->asked == NULL && (sock->asked = calloc(ASKED_MAX, sizeof(*sock->asked))) == NULL)
+    if (sock->asked == NULL)
+        sock->asked = calloc(ASKED_MAX, sizeof(*sock->asked));
+    if (sock->asked == NULL)
         return;
     if (sock->nasked == ASKED_MAX) {
         rl_log_warn("bridge %s has %d requests unanswered; the oldest is forgotten", sock->installation_id, ASKED_MAX);
