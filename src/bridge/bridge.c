@@ -107,6 +107,7 @@ struct rl_bridge {
     rl_keyring_t *keys; /* NULL with --no-e2e */
     json_t *encrypted;  /* {session_id: true}: sessions the relay said are encrypted */
     json_t *asked;      /* {approval_id: {session_id, action, command, host}}: approvals of encrypted sessions */
+    json_t *decided;    /* {approval_id: true}: approvals of encrypted sessions the agent was told a decision of */
     json_t *grants;     /* [{action, scope, value}]: approve_always decisions that verified (this run only) */
 };
 
@@ -751,6 +752,9 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
     return copy;
 }
 
+/* Approvals of encrypted sessions remembered as decided (the oldest are forgotten all at once). */
+#define DECIDED_MAX 4096
+
 /*
  * spec (ours, docs/api.md "Signed decisions"): in an encrypted session a
  * decision counts only with a decision_sig of a device this bridge accepted.
@@ -770,6 +774,20 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
                                    json_string_value(json_object_get(f->payload, "scope")),
                                    json_string_value(json_object_get(f->payload, "device_id")),
                                    json_string_value(json_object_get(f->payload, "decision_sig")), &why) == 0) {
+        /*
+         * issue 34: relayd passes on every differently signed decision of
+         * an approval (a forged first one must not hide the user's): the
+         * first that verifies is the agent's answer, the others change nothing.
+         */
+        if (approval_id == NULL || json_object_get(b->decided, approval_id) != NULL) {
+            rl_log(RL_LOG_INFO, "approval %s in encrypted session %s: already decided; this decision changes nothing",
+                   approval_id != NULL ? approval_id : "?", f->session_id);
+            return 0;
+        }
+        /* Bounded: an approval decided this long ago is no longer asked about. */
+        if (json_object_size(b->decided) >= DECIDED_MAX)
+            json_object_clear(b->decided);
+        json_object_set_new(b->decided, approval_id, json_true());
         if (strcmp(str_of(f->payload, "decision"), "approve_always") == 0)
             remember_grant(b, approval_id, f->payload);
         return 1;
@@ -1742,6 +1760,7 @@ int rl_bridge_run(const rl_bridge_options_t *options)
     }
     b.encrypted = json_object();
     b.asked = json_object();
+    b.decided = json_object();
     b.grants = json_array();
     if (!options->no_e2e) {
         char err[256];
@@ -1802,6 +1821,7 @@ out:
     rl_keyring_free(b.keys);
     json_decref(b.encrypted);
     json_decref(b.asked);
+    json_decref(b.decided);
     json_decref(b.grants);
     if (b.sigfd >= 0)
         close(b.sigfd);

@@ -51,6 +51,7 @@
 #define CATCH_UP_HELD     4096          /* live events held per user while catching up */
 #define SIGNALS_LOGGED    16            /* signals a topic's log keeps for nodes that just joined */
 #define SIGNALS_LOG_MS    60000         /* and for how long */
+#define SIGNAL_LOGGED_MAX (64 * 1024)   /* a larger signal (a bridge's answer, rpc.c) is sent but not logged */
 #define SIGNALS_HELD      64            /* live signals held per topic while reading its log */
 #define REPLY_TIMEOUT_MS  2000
 #define KEEPALIVE_MS      5000
@@ -369,11 +370,11 @@ static rl_redis_script_t presence_lapse_script = {
 
 /*
  * KEYS: the topic's counter and log (a list of its last messages, each
- * "<seq> <message>"). ARGV: message, channel, log length, lifetime (ms). A
- * node that just joined reads the log for what was sent between its join
- * and its SUBSCRIBE taking effect (docs/internals/bus.md). A new counter
- * starts from the clock, so that numbers keep growing after Redis lost its
- * data.
+ * "<seq> <message>"). ARGV: message, channel, log length (0: the message
+ * is not logged), lifetime (ms). A node that just joined reads the log for
+ * what was sent between its join and its SUBSCRIBE taking effect
+ * (docs/internals/bus.md). A new counter starts from the clock, so that
+ * numbers keep growing after Redis lost its data.
  */
 static rl_redis_script_t signal_script = {LUA_NOW "local seq = redis.call('INCR', KEYS[1])\n"
                                                   "if seq == 1 then\n"
@@ -381,10 +382,12 @@ static rl_redis_script_t signal_script = {LUA_NOW "local seq = redis.call('INCR'
                                                   "  redis.call('SET', KEYS[1], string.format('%d', seq))\n"
                                                   "end\n"
                                                   "local item = string.format('%d', seq) .. ' ' .. ARGV[1]\n"
-                                                  "redis.call('RPUSH', KEYS[2], item)\n"
-                                                  "redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)\n"
+                                                  "if tonumber(ARGV[3]) > 0 then\n"
+                                                  "  redis.call('RPUSH', KEYS[2], item)\n"
+                                                  "  redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)\n"
+                                                  "  redis.call('PEXPIRE', KEYS[2], ARGV[4])\n"
+                                                  "end\n"
                                                   "redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
-                                                  "redis.call('PEXPIRE', KEYS[2], ARGV[4])\n"
                                                   "redis.call('PUBLISH', ARGV[2], item)\n"
                                                   "return seq\n"};
 
@@ -1908,7 +1911,12 @@ static void redis_signal(rl_bus_t *super, const char *topic, json_t *message)
         rl_log_warn("redis bus: a signal that cannot be sent");
         goto out;
     }
-    snprintf(length, sizeof(length), "%d", SIGNALS_LOGGED);
+    /*
+     * The log is for a node that joins a topic late; a node's own "rpc:"
+     * topic, where the large answers go, is joined once at start. Logging
+     * them would keep up to 16 answers of 3 MiB in Redis for a minute.
+     */
+    snprintf(length, sizeof(length), "%d", strlen(text) > SIGNAL_LOGGED_MAX ? 0 : SIGNALS_LOGGED);
     snprintf(ttl, sizeof(ttl), "%d", SIGNALS_LOG_MS);
     for (i = 0; i < 6; ++i)
         lens[i] = strlen(argv[i]);

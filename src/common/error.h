@@ -61,6 +61,7 @@
     X(QUOTA_EXCEEDED, 413, "quota_exceeded", "this upload would pass your storage quota for attachments")              \
     X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")                   \
     X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                             \
+    X(BRIDGE_BUSY, 429, "bridge_busy", "too many requests already wait for the bridge's answers; retry later")         \
     X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                               \
     X(INTERNAL, 500, "internal_error", "internal server error")                                                        \
     X(UPSTREAM, 502, "upstream_error", "the bridge bus failed")                                                        \

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -252,16 +253,99 @@ struct approval_decide {
     const char *decision_sig, *device_id; /* issue 26: carried to the bridge as given */
     const char *of_installation;          /* NULL: whichever of the user's installations has the id */
     int64_t now;
-    int changed;
+    int changed;    /* result: the first decision, stored and sent to the bridge */
+    int forwarded;  /* result: a later signed decision of an encrypted session, sent to the bridge too */
+    json_t *errors; /* result: with RL_E_INVALID_REQUEST, what the decision lacks in an encrypted session */
     const char *installation_id; /* result */
 };
+
+static void add_problem(json_t *errors, const char *path, const char *code, const char *message)
+{
+    json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", path, "code", code, "message", message));
+}
+
+/*
+ * issue 34: in an encrypted session a decision counts only as signed by a
+ * device (docs/api.md "Approval decisions: what is signed"). relayd cannot
+ * check the MAC, but it refuses what cannot possibly verify, so that an
+ * unsigned decision cannot be the first one: a decision_sig that is not the
+ * base64 of 32 bytes, a device_id that is not a live client device of the
+ * user. 0, or RL_E_INVALID_REQUEST with op->errors.
+ */
+static int check_signed(rl_txn_t *txn, struct approval_decide *op)
+{
+    rl_device_row_t device;
+    long sig_bytes = op->decision_sig != NULL ? rl_base64_check(op->decision_sig, strlen(op->decision_sig), NULL) : -1;
+    int result = op->device_id != NULL ? RL_TXN(txn, device_get, op->device_id, &device) : RL_E_NOT_FOUND;
+
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    op->errors = json_array();
+    if (op->decision_sig == NULL)
+        add_problem(op->errors, "decision_sig", "invalid_type", "Required");
+    else if (sig_bytes != 32)
+        add_problem(op->errors, "decision_sig", "invalid_string",
+                    "Expected the base64 of a 32-byte HMAC-SHA256 (44 characters)");
+    if (op->device_id == NULL)
+        add_problem(op->errors, "device_id", "invalid_type", "Required");
+    else if (result != 0 || strcmp(device.user_id, op->user_id) != 0 || device.installation_id != NULL ||
+             device.revoked_at != RL_NO_TIME)
+        add_problem(op->errors, "device_id", "invalid_string", "Expected a live client device of yours");
+    if (json_array_size(op->errors) > 0)
+        return RL_E_INVALID_REQUEST;
+    json_decref(op->errors);
+    op->errors = NULL;
+    return 0;
+}
+
+/* The bridge hears this decision (approval.resolved), with its signature; approve_always also stores its grant. */
+static int send_decision(rl_txn_t *txn, struct approval_decide *op, const rl_approval_row_t *approval)
+{
+    json_t *payload;
+    int result;
+
+    if (strcmp(op->decision, "approve_always") == 0) {
+        /* spec: approve_always stores a permanent grant for (action, scope, scope_value). */
+        json_t *request = rl_view_json(approval->request, json_object());
+        rl_grant_row_t grant = {approval->installation_id, json_string_value(json_object_get(request, "action")),
+                                op->scope, op->scope_value, op->now};
+        result = RL_TXN(txn, grant_insert_ignore, &grant);
+        json_decref(request);
+        if (result != 0)
+            return result;
+    }
+    payload = rl_update_approval_resolved(approval->id, op->decision, op->scope, op->scope_value);
+    if (op->decision_sig != NULL)
+        json_object_set_new(payload, "decision_sig", json_string(op->decision_sig));
+    if (op->device_id != NULL)
+        json_object_set_new(payload, "device_id", json_string(op->device_id));
+    op->installation_id = rl_arena_strdup(txn->arena, approval->installation_id);
+    return rl_update_append(txn, approval->installation_id, "approval.resolved", approval->session_id,
+                            approval->interaction_id, payload, op->now, &op->op.update_id);
+}
+
+/* The grant an approve_always decision makes, its scope and value copied into the operation. */
+static void grant_of_decision(struct approval_decide *op, const rl_approval_row_t *approval)
+{
+    json_t *view = rl_view_approval(approval);
+
+    rl_grant_of_decision(view, &op->scope, &op->scope_value);
+    op->scope = op->scope != NULL ? rl_op_str(op, op->scope) : NULL;
+    op->scope_value = op->scope_value != NULL ? rl_op_str(op, op->scope_value) : NULL;
+    json_decref(view);
+}
+
+static int same(const char *a, const char *b)
+{
+    return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
 
 static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct approval_decide *op = (void *)base;
     rl_approval_row_t approval, *rows, *found = NULL;
+    rl_session_row_t session;
     size_t count, i;
-    json_t *view, *payload;
     int result = RL_TXN(txn, approvals_of_user_by_id, op->user_id, op->approval_id, &rows, &count);
 
     if (result != 0)
@@ -280,49 +364,62 @@ static int approval_decide_run(rl_txn_t *txn, rl_store_op_t *base)
     if (found == NULL)
         return RL_E_APPROVAL_NOT_FOUND;
     approval = *found;
-    /* brief: the first decision wins; a later one gets it back. */
+    result = RL_TXN(txn, session_get, approval.session_id, &session);
+    if (result != 0 && result != RL_E_NOT_FOUND)
+        return result;
+    session.encrypted = result == 0 && session.encrypted;
+    result = session.encrypted ? check_signed(txn, op) : 0;
+    if (result != 0)
+        return result;
     if (strcmp(approval.state, "resolved") == 0) {
         op->op.value = rl_view_approval(&approval);
-        return 0;
+        /* brief: the first decision wins; a later one gets it back. */
+        if (!session.encrypted ||
+            (same(approval.device_id, op->device_id) && same(approval.decision_sig, op->decision_sig)))
+            return 0;
+        /*
+         * issue 34: relayd cannot tell a forged signature from the user's, and
+         * the bridge drops one that does not verify. So in an encrypted session
+         * a later decision signed otherwise is not answered with the first: it
+         * goes to the bridge too, which acts on the first that verifies and
+         * ignores the rest. The record keeps the first decision.
+         */
+        if (strcmp(op->decision, "approve_always") == 0)
+            grant_of_decision(op, &approval);
+        op->forwarded = 1;
+        return send_decision(txn, op, &approval);
     }
     if (strcmp(approval.state, "pending") != 0 || approval.expires_at <= op->now)
         return RL_E_APPROVAL_EXPIRED;
-    view = rl_view_approval(&approval);
     if (strcmp(op->decision, "approve_always") == 0)
-        rl_grant_of_decision(view, &op->scope, &op->scope_value);
+        grant_of_decision(op, &approval);
     approval.state = "resolved";
     approval.decision = op->decision;
-    approval.scope = op->scope != NULL ? rl_arena_strdup(txn->arena, op->scope) : NULL;
-    approval.scope_value = op->scope_value != NULL ? rl_arena_strdup(txn->arena, op->scope_value) : NULL;
+    approval.scope = op->scope;
+    approval.scope_value = op->scope_value;
     approval.resolved_at = op->now;
-    json_decref(view);
-    if ((result = RL_TXN(txn, approval_update, &approval)) != 0)
-        return result;
-    if (strcmp(op->decision, "approve_always") == 0) {
-        /* spec: approve_always stores a permanent grant for (action, scope, scope_value). */
-        json_t *request = rl_view_json(approval.request, json_object());
-        rl_grant_row_t grant = {approval.installation_id, json_string_value(json_object_get(request, "action")),
-                                approval.scope, approval.scope_value, op->now};
-        result = RL_TXN(txn, grant_insert_ignore, &grant);
-        json_decref(request);
-        if (result != 0)
-            return result;
-    }
-    payload = rl_update_approval_resolved(approval.id, approval.decision, approval.scope, approval.scope_value);
-    if (op->decision_sig != NULL)
-        json_object_set_new(payload, "decision_sig", json_string(op->decision_sig));
-    if (op->device_id != NULL)
-        json_object_set_new(payload, "device_id", json_string(op->device_id));
-    if ((result = rl_update_append(txn, approval.installation_id, "approval.resolved", approval.session_id,
-                                   approval.interaction_id, payload, op->now, &op->op.update_id)) != 0)
+    approval.decision_sig = op->decision_sig;
+    approval.device_id = op->device_id;
+    result = RL_TXN(txn, approval_update, &approval);
+    if (result == 0)
+        result = send_decision(txn, op, &approval);
+    if (result != 0)
         return result;
     op->changed = 1;
-    op->installation_id = approval.installation_id;
     op->op.value = rl_view_approval(&approval);
     return 0;
 }
 
-static const rl_store_op_type_t approval_decide_type = RL_OP_TYPE(approval_decide, 1, approval_decide_run);
+static void approval_decide_dispose(rl_store_op_t *base)
+{
+    struct approval_decide *op = (void *)base;
+
+    json_decref(op->errors);
+    rl_op_dispose(base);
+}
+
+static const rl_store_op_type_t approval_decide_type = {"approval_decide", 1, approval_decide_run,
+                                                        approval_decide_dispose};
 
 static void on_decided(rl_store_op_t *base)
 {
@@ -331,19 +428,38 @@ static void on_decided(rl_store_op_t *base)
     rl_relay_t *relay = call->app;
     json_t *reply;
 
+    if (base->result == RL_E_INVALID_REQUEST && op->errors != NULL) {
+        rl_call_fail_full(call, base->result, "in an encrypted session a decision must be signed by a device",
+                          json_incref(op->errors), NULL);
+        rl_call_release(call);
+        return;
+    }
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
         rl_call_release(call);
         return;
     }
     reply = resolution(op->op.value);
-    if (op->changed && op->decision_sig != NULL)
+    if (op->forwarded) {
+        /* This decision, as the bridge got it; the approval's record keeps the first. */
+        json_object_set_new(reply, "decision", json_string(op->decision));
+        json_object_del(reply, "scope");
+        json_object_del(reply, "scope_value");
+        if (op->scope != NULL)
+            json_object_set_new(reply, "scope", json_string(op->scope));
+        if (op->scope_value != NULL)
+            json_object_set_new(reply, "scope_value", json_string(op->scope_value));
+        json_object_set_new(reply, "forwarded", json_true());
+    }
+    if ((op->changed || op->forwarded) && op->decision_sig != NULL)
         json_object_set_new(reply, "decision_sig", json_string(op->decision_sig));
-    if (op->changed && op->device_id != NULL)
+    if ((op->changed || op->forwarded) && op->device_id != NULL)
         json_object_set_new(reply, "device_id", json_string(op->device_id));
     if (op->changed) {
         /* spec: approval_resolved to the client and approval.resolved to the bridge, with the same payload. */
         rl_hub_publish(relay->hub, call->principal, "approval_resolved", json_incref(reply));
+        rl_updates_notify(relay->bus, op->installation_id, op->op.update_id);
+    } else if (op->forwarded) {
         rl_updates_notify(relay->bus, op->installation_id, op->op.update_id);
     } else {
         json_object_set_new(reply, "idempotent", json_true());

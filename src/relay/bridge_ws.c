@@ -31,7 +31,9 @@
 #include "relay/relay.h"
 #include "relay/updates.h"
 
-#define FRAME_MAX        (64 * 1024) /* the largest frame a bridge may send */
+#define FRAME_MAX        (64 * 1024) /* the largest frame a bridge may send, but for an answer awaited */
+#define ASKED_MAX        64          /* requests one socket waits to answer: 16 per asking node, a few nodes */
+#define ASKED_GRACE_MS   5000        /* a request is forgotten this long after its asker stopped waiting */
 #define QUEUED_MAX       1024        /* frames waiting for a bridge that does not read */
 #define FETCH_BATCH      128
 #define SOCKETS_MAX      200000
@@ -39,10 +41,15 @@
 
 enum health { HEALTH_HEALTHY, HEALTH_DEGRADED };
 
+struct asked {
+    char req_id[64];
+    int64_t until_ms; /* monotonic: forgotten after */
+};
+
 struct rl_bridge_ws {
     rl_relay_t *relay;
     rl_strmap_t *sockets; /* installation id -> its socket on this node */
-    h2o_timeout_t ping_timeout, pong_timeout;
+    h2o_timeout_t ping_timeout, pong_timeout, asked_timeout;
     uint64_t connections; /* counts sockets opened, for their owner ids */
     size_t live;          /* sockets whose connection is not over */
     int shutting_down;    /* rl_bridge_ws_close_all ran: no new sockets */
@@ -64,7 +71,14 @@ struct bridge_socket {
     int registered; /* the registry's socket for its installation, joined to its topic */
     int closing;    /* a close frame is queued */
     int gone;       /* the connection is closed; free once pending drops to 0 */
-    h2o_timeout_entry_t ping_timer, pong_timer, close_timer;
+    /*
+     * Requests of relayd sent on this socket and not answered yet (rpc.h),
+     * oldest first; allocated only while one waits, when the socket also
+     * takes frames up to RL_RPC_REPLY_MAX instead of FRAME_MAX.
+     */
+    struct asked *asked;
+    unsigned nasked;
+    h2o_timeout_entry_t ping_timer, pong_timer, close_timer, asked_timer;
     rl_later_item_t reap;
 };
 
@@ -150,12 +164,16 @@ static void unlink_timers(struct bridge_socket *sock)
         h2o_timeout_unlink(&sock->pong_timer);
     if (h2o_timeout_is_linked(&sock->close_timer))
         h2o_timeout_unlink(&sock->close_timer);
+    if (h2o_timeout_is_linked(&sock->asked_timer))
+        h2o_timeout_unlink(&sock->asked_timer);
 }
 
 static void release(struct bridge_socket *sock)
 {
-    if (--sock->pending == 0 && sock->gone)
+    if (--sock->pending == 0 && sock->gone) {
+        free(sock->asked);
         free(sock);
+    }
 }
 
 /* The connection is over: forget it, tell the user the agent is offline if no newer socket took its place. */
@@ -340,6 +358,78 @@ static void fetch(struct bridge_socket *sock)
     rl_store_submit(sock->relay->store, &op->op.base, on_fetched, sock);
 }
 
+/* ---- requests of relayd waiting for this socket's answer ---- */
+
+/* The frame cap follows the requests: a large answer is taken only while one is awaited. */
+static void set_frame_cap(struct bridge_socket *sock)
+{
+    if (sock->ws != NULL)
+        wslay_event_config_set_max_recv_msg_length(sock->ws->ws_ctx, sock->nasked > 0 ? RL_RPC_REPLY_MAX : FRAME_MAX);
+}
+
+static void asked_remove(struct bridge_socket *sock, unsigned at)
+{
+    memmove(&sock->asked[at], &sock->asked[at + 1], (sock->nasked - at - 1) * sizeof(sock->asked[0]));
+    if (--sock->nasked > 0)
+        return;
+    /* An idle socket holds nothing for requests. */
+    free(sock->asked);
+    sock->asked = NULL;
+    if (h2o_timeout_is_linked(&sock->asked_timer))
+        h2o_timeout_unlink(&sock->asked_timer);
+    set_frame_cap(sock);
+}
+
+static void asked_add(struct bridge_socket *sock, const char *req_id)
+{
+    struct asked *entry;
+
+    if (req_id == NULL || strlen(req_id) >= sizeof(entry->req_id))
+        return;
+    if (sock->asked == NULL)
+        sock->asked = calloc(ASKED_MAX, sizeof(*sock->asked));
+    if (sock->asked == NULL)
+        return;
+    if (sock->nasked == ASKED_MAX) {
+        rl_log_warn("bridge %s has %d requests unanswered; the oldest is forgotten", sock->installation_id, ASKED_MAX);
+        asked_remove(sock, 0);
+    }
+    entry = &sock->asked[sock->nasked++];
+    snprintf(entry->req_id, sizeof(entry->req_id), "%s", req_id);
+    entry->until_ms = rl_clock_mono_ms() + RL_RPC_TIMEOUT_MS + ASKED_GRACE_MS;
+    if (!h2o_timeout_is_linked(&sock->asked_timer))
+        h2o_timeout_link(sock->relay->loop, &sock->registry->asked_timeout, &sock->asked_timer);
+    set_frame_cap(sock);
+}
+
+/* The index of req_id among the requests this socket was sent and still awaits, or -1. */
+static int asked_find(const struct bridge_socket *sock, const char *req_id)
+{
+    int64_t now = rl_clock_mono_ms();
+    unsigned i;
+
+    for (i = 0; req_id != NULL && i < sock->nasked; ++i)
+        if (strcmp(sock->asked[i].req_id, req_id) == 0)
+            return sock->asked[i].until_ms > now ? (int)i : -1;
+    return -1;
+}
+
+static void on_asked_timer(h2o_timeout_entry_t *entry)
+{
+    struct bridge_socket *sock = H2O_STRUCT_FROM_MEMBER(struct bridge_socket, asked_timer, entry);
+    int64_t now = rl_clock_mono_ms();
+
+    /*
+     * The askers gave up on these (504): their answers are no longer taken
+     * (asked_find), nor, from now, large frames. An entry added after the
+     * timer was linked waits for the next turn of it: at most one more period.
+     */
+    while (sock->nasked > 0 && sock->asked[0].until_ms <= now)
+        asked_remove(sock, 0);
+    if (sock->nasked > 0 && !h2o_timeout_is_linked(&sock->asked_timer))
+        h2o_timeout_link(sock->relay->loop, &sock->registry->asked_timeout, &sock->asked_timer);
+}
+
 void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t *message)
 {
     const char *type = json_string_value(json_object_get(message, "type"));
@@ -353,8 +443,9 @@ void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t 
         if (json_integer_value(json_object_get(message, "update_id")) > sock->sent_up_to)
             fetch(sock);
     } else if (strcmp(type, "request") == 0 && json_is_object(json_object_get(message, "frame"))) {
-        /* issue 26: a request of any node to this bridge (rpc.c). */
-        send_frame(sock, json_incref(json_object_get(message, "frame")));
+        /* issue 26: a request of any node to this bridge (rpc.c); only this socket may answer it. */
+        if (send_frame(sock, json_incref(json_object_get(message, "frame"))) == 0)
+            asked_add(sock, json_string_value(json_object_get(json_object_get(message, "frame"), "req_id")));
     } else if (strcmp(type, "replaced") == 0 && owner != NULL && strcmp(owner, sock->owner) != 0) {
         /* A newer socket of this installation opened on another node: it takes over (and its presence). */
         detach(sock);
@@ -426,11 +517,23 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
 {
     json_t *frame = json_loadb(bytes, len, JSON_REJECT_DUPLICATES, NULL);
     const char *type = json_string_value(json_object_get(frame, "type"));
+    const char *req_id = json_string_value(json_object_get(frame, "req_id"));
+    int asked = asked_find(sock, req_id);
 
-    if (type == NULL) {
+    if (len > FRAME_MAX && asked < 0) {
+        /* Large frames are let in for an awaited answer only; anything else that large is what 1009 is for. */
+        rl_log_warn("bridge %s sent a %zu-byte frame that answers nothing it was asked; closing", sock->installation_id,
+                    len);
+        close_with(sock, 1009, "frame too large");
+    } else if (type == NULL) {
         rl_log_info("bridge %s sent a frame that is not a JSON object with a type", sock->installation_id);
-    } else if (json_is_string(json_object_get(frame, "req_id"))) {
+    } else if (req_id != NULL && asked < 0) {
+        /* Another installation's req_id, a late answer, or one never sent: only the socket asked may answer. */
+        rl_log_warn("bridge %s answered %s, a request it was not sent (or no longer awaited); dropped",
+                    sock->installation_id, req_id);
+    } else if (req_id != NULL) {
         /* issue 26: the answer to a request of relayd's (rpc.c). */
+        asked_remove(sock, (unsigned)asked);
         rl_rpc_bridge_answered(sock->relay, sock->installation_id, frame, len);
     } else if (strcmp(type, "hello") == 0) {
         /* issue 26: the authors' first frame; its version is shown in /v1/me. Unknown types stay a no-op. */
@@ -537,6 +640,7 @@ int rl_bridge_ws_open(rl_call_t *call)
     sock->ping_timer.cb = on_ping_timer;
     sock->pong_timer.cb = on_pong_timer;
     sock->close_timer.cb = on_close_timer;
+    sock->asked_timer.cb = on_asked_timer;
     sock->reap.run = reap;
 
     /* What every node knows of the installation before this socket takes it over. */
@@ -590,6 +694,7 @@ rl_bridge_ws_t *rl_bridge_ws_new(rl_relay_t *relay)
     rl_later_init(&registry->reaper, relay->loop);
     h2o_timeout_init(relay->loop, &registry->ping_timeout, (uint64_t)relay->config.ws_ping_interval);
     h2o_timeout_init(relay->loop, &registry->pong_timeout, (uint64_t)relay->config.ws_pong_timeout);
+    h2o_timeout_init(relay->loop, &registry->asked_timeout, RL_RPC_TIMEOUT_MS + ASKED_GRACE_MS);
     return registry;
 }
 

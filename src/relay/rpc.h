@@ -14,9 +14,14 @@
 
 #include "http/call.h"
 
-/* How long a client waits for the bridge's answer, and the largest answer relayd passes on. */
+/*
+ * How long a client waits for the bridge's answer, and the largest answer
+ * relayd passes on: a file of up to 2 MiB in base64 (relay-bridge sends
+ * files up to 1.5 MiB, sealed) with its JSON around it. A bridge socket
+ * takes frames this large only while a request to it waits (bridge_ws.c).
+ */
 #define RL_RPC_TIMEOUT_MS 10000
-#define RL_RPC_REPLY_MAX  (2 * 1024 * 1024)
+#define RL_RPC_REPLY_MAX  (3 * 1024 * 1024)
 
 struct rl_relay;
 typedef struct rl_rpc rl_rpc_t;
@@ -29,7 +34,10 @@ void rl_rpc_free(rl_rpc_t *rpc);
  * Sends frame (stolen; its type set, req_id added) to the installation's
  * bridge for call, which is held until answer(call, reply, error) runs: with
  * the bridge's frame (borrowed) and 0, or NULL and RL_E_BRIDGE_OFFLINE (no
- * socket anywhere) or RL_E_BRIDGE_TIMEOUT. answer must reply.
+ * socket anywhere) or RL_E_BRIDGE_TIMEOUT. answer must reply. A request
+ * over a cap (16 waiting for the installation, 64 for the user, 4096 on the
+ * node) is answered here, 429 bridge_busy or 503, and answer does not run.
+ * Only the installation asked can answer (its req_id from another is dropped).
  */
 void rl_rpc_ask(rl_rpc_t *rpc, rl_call_t *call, const char *installation_id, json_t *frame,
                 void (*answer)(rl_call_t *call, json_t *reply, int error));

@@ -599,11 +599,13 @@ static int approval_get(rl_txn_t *txn, const char *installation_id, const char *
 
 static int approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
 {
-    static const rl_sql_t sql = {"UPDATE approvals SET state = ?, decision = ?, scope = ?, scope_value = ?,"
-                                 " resolved_at = ? WHERE installation_id = ? AND id = ?"};
+    static const rl_sql_t sql = {
+        "UPDATE approvals SET state = ?, decision = ?, scope = ?, scope_value = ?,"
+        " resolved_at = ?, decision_sig = ?, device_id = ? WHERE installation_id = ? AND id = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(row->state), P_TEXT(row->decision), P_TEXT(row->scope), P_TEXT(row->scope_value),
-                     P_TIME(row->resolved_at), P_TEXT(row->installation_id), P_TEXT(row->id));
+                     P_TIME(row->resolved_at), P_TEXT(row->decision_sig), P_TEXT(row->device_id),
+                     P_TEXT(row->installation_id), P_TEXT(row->id));
 }
 
 static int approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,

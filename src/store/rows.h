@@ -120,7 +120,9 @@
     N(T, scope_value, scope_value, TEXT)                                                                               \
     N(T, created_at, created_at, INT)                                                                                  \
     N(T, expires_at, expires_at, INT)                                                                                  \
-    N(T, resolved_at, resolved_at, TIME)
+    N(T, resolved_at, resolved_at, TIME)                                                                               \
+    N(T, decision_sig, decision_sig, TEXT)                                                                             \
+    N(T, device_id, device_id, TEXT)
 
 #define RL_ROW_CAPABILITY(F, N, T)                                                                                     \
     F(T, id, id, TEXT)                                                                                                 \

@@ -401,6 +401,9 @@ static const char *const migrations[] = {
     "  PRIMARY KEY (session_id, path_blind_idx)) WITHOUT ROWID;",
     /* A client checks a grant it fetches back as it checks the event (docs/api.md, "Signed grants"). */
     "ALTER TABLE session_recipients ADD COLUMN grant_sig TEXT;",
+    /* An encrypted session's first decision keeps its signature: a retry is told apart from another (issue 34). */
+    "ALTER TABLE approvals ADD COLUMN decision_sig TEXT;"
+    "ALTER TABLE approvals ADD COLUMN device_id TEXT;",
 };
 
 /* ---- the driver: statements ---------------------------------------------------------------------- */

@@ -249,6 +249,8 @@ typedef struct rl_approval_row {
     const char *state;   /* pending, resolved, expired */
     const char *decision, *scope, *scope_value;
     int64_t created_at, expires_at, resolved_at;
+    /* issue 34: the first decision's signature and signing device, as given (encrypted sessions), or NULL */
+    const char *decision_sig, *device_id;
 } rl_approval_row_t;
 
 /*

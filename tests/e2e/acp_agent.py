@@ -31,6 +31,7 @@ the agent does:
                          30 s; honours session/cancel with stopReason cancelled
   crash                  some text, then the process exits (status 3)
   read PATH              fs/read_text_file; the reply is the content or the error
+  peek PATH              fs/read_text_file; the reply is only the content's length (a large file)
   unknown                asks the client for a method it does not serve; the
                          reply is the error code
   refuse / maxtokens     stopReason refusal / max_tokens
@@ -370,6 +371,13 @@ def scenario_read(sid, text, words):
     return "end_turn"
 
 
+def scenario_peek(sid, text, words):
+    result, error = call("fs/read_text_file", {"sessionId": sid, "path": words[1]})
+    log("fs_read", path=words[1], error=error)
+    say(sid, "read %d characters" % len(result["content"]) if error is None else "error %s" % error["code"])
+    return "end_turn"
+
+
 def scenario_unknown(sid, text, words):
     result, error = call("x/not_a_method", {"sessionId": sid})
     log("unknown_answer", result=result, error=error)
@@ -445,8 +453,9 @@ def scenario_whoami(sid, text, words):
 SCENARIOS = {
     "tools": scenario_tools, "plan": scenario_plan, "think": scenario_think, "mode": scenario_mode,
     "commands": scenario_commands, "write": scenario_write, "run": scenario_run, "slow": scenario_slow,
-    "crash": scenario_crash, "read": scenario_read, "unknown": scenario_unknown, "whoami": scenario_whoami,
-    "garbage": scenario_garbage, "leak": scenario_leak, "leakfail": scenario_leakfail, "twostep": scenario_twostep, "askfirst": scenario_askfirst, "big": scenario_big,
+    "crash": scenario_crash, "read": scenario_read, "peek": scenario_peek, "unknown": scenario_unknown,
+    "whoami": scenario_whoami, "garbage": scenario_garbage, "leak": scenario_leak, "leakfail": scenario_leakfail,
+    "twostep": scenario_twostep, "askfirst": scenario_askfirst, "big": scenario_big,
     "refuse": lambda sid, text, words: (say(sid, "no."), "refusal")[1],
     "maxtokens": lambda sid, text, words: (say(sid, "too long"), "max_tokens")[1],
 }

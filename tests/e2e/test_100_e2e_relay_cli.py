@@ -171,9 +171,10 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
         assert deltas == "hello zebracorn velociraptor", send.lines
         assert send.events("done")[0]["data"]["text"] == "hello zebracorn velociraptor"
 
-        # A decision straight to the API: without a signature, then with a forged one. relayd cannot tell;
-        # the bridge refuses both and the agent is not told.
-        forgeries = [({"decision": "approve"}, "no decision_sig"),
+        # A decision straight to the API: without a signature, then with a forged one. relayd refuses the
+        # first (issue 34: it could never verify); it cannot tell the second, which the bridge refuses. The
+        # agent is told of neither.
+        forgeries = [({"decision": "approve"}, None),
                      ({"decision": "approve", "device_id": me,
                        "decision_sig": "H1i7jZB4Tv2bTAyOLx5A9DMV/YJvbrN9iJGAq/wsJek="}, "decision_sig does not verify")]
         for word, (forged, why) in zip(["quetzalcoatl", "brachiosaurus"], forgeries):
@@ -183,12 +184,19 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
             assert asked["title"] == "Run a command"
             r = relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"], json=forged,
                               headers=bearer(token))
-            assert r.status_code == 200, r.text
-            bridge.wait_log("approval %s in encrypted session %s: decision refused, the agent is not told: %s"
-                            % (asked["approval_id"], ses, why))
+            if why is None:
+                assert r.status_code == 400 and "decision_sig" in r.text, r.text
+            else:
+                assert r.status_code == 200, r.text
+                bridge.wait_log("approval %s in encrypted session %s: decision refused, the agent is not told: %s"
+                                % (asked["approval_id"], ses, why))
             time.sleep(1.0)
             assert send.events("task_started") == [], send.lines
             assert send.proc.poll() is None
+            if why is None:
+                # Still pending: the turn is cancelled, so that the next send does not show it again.
+                assert_ok(relay.post("/v1/me/sessions/%s/cancel" % ses, {"interaction_id": asked["interaction_id"]},
+                                     token=token))
             send.proc.terminate()
             send.proc.wait(WAIT)
 

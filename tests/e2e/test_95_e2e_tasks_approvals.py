@@ -2,6 +2,7 @@
 session keep their sealed fields on every read and event, the decision
 signature reaches the bridge as given, and no field relayd is sent is ever
 dropped without a word (the issue's silent data loss)."""
+import base64
 import json
 import os
 import uuid
@@ -79,7 +80,7 @@ def test_encrypted_approval_details_and_decision_signature(relay, user_token):
                                             approval_id="apr_3", idempotency_key=key()))
     assert find_error(validation_errors(r), "details_ct")["message"] == "Required", r.text
 
-    sig = "c2lnbmF0dXJl" * 3
+    sig = base64.b64encode(b"s" * 32).decode()  # the shape of an HMAC-SHA256; relayd cannot check more
     decided = assert_ok(e.me("POST", "/v1/me/approvals/%s" % approval_id,
                              {"decision": "approve", "decision_sig": sig, "device_id": e.phone}))
     assert decided["decision_sig"] == sig and decided["device_id"] == e.phone, decided
@@ -94,7 +95,8 @@ def test_encrypted_approval_details_and_decision_signature(relay, user_token):
     # An approve_always grant resolves nothing in an encrypted session: only a signed decision counts.
     again = "apr_" + uuid.uuid4().hex
     assert_ok(e.inst.post("requestApproval", dict(body, approval_id=again, idempotency_key=key())))
-    assert_ok(e.me("POST", "/v1/me/approvals/%s" % again, {"decision": "approve_always", "scope": "all"}))
+    assert_ok(e.me("POST", "/v1/me/approvals/%s" % again, {"decision": "approve_always", "scope": "all",
+                                                           "decision_sig": sig, "device_id": e.phone}))
     assert sock.next_update(WAIT)["type"] == "approval.resolved"
     third = assert_ok(e.inst.post("requestApproval", dict(body, approval_id="apr_" + uuid.uuid4().hex,
                                                           idempotency_key=key())))
