@@ -6,7 +6,7 @@ import { store, on, loadDeleted, loadGrants, installationName, lastMessage, prev
 import { h, clear, reconcile, icon, toast, ask, formatTime, codeBox } from './ui.js';
 import { approvalCard } from './approvals.js';
 import { healthPill } from './chat.js';
-import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
+import { pushStatus, pushSupported, enablePush, disablePush, PushTimeout } from './push.js';
 import { go, signedIn, signOut } from './nav.js';
 import { devicesSection, verifyHref, bridgeStatus } from './devices.js';
 import { e2e, canEncrypt, bridgeOf, bridgeState, createSession, onKeys, bindPairingEnrol } from './e2e.js';
@@ -472,23 +472,31 @@ export function settingsView(main) {
     if (version) version.textContent = `App version ${config.version}`;
   }).catch(() => {});
 
-  async function drawNotifications() {
-    clear(notifications);
+  // failure: what went wrong the last time, shown until the next try (a toast would be gone in seconds).
+  async function drawNotifications(failure = null) {
     const status = await pushStatus().catch(() => 'unsupported');
+    clear(notifications);
     const text = { on: 'On for this device.', off: 'Off for this device.', denied: 'Blocked in this browser\'s site settings.',
       unsupported: pushSupported() ? 'Not available.' : 'This browser cannot receive notifications (on iPhone, add the app to the home screen first).' }[status];
     notifications.append(h('p', { class: 'push-status', text }));
+    if (failure) notifications.append(h('p', { class: 'notice push-failure', role: 'alert', text: failure }));
     if (status === 'on' || status === 'off') {
-      notifications.append(h('button', { type: 'button', class: status === 'on' ? 'btn' : 'btn btn-primary', text: status === 'on' ? 'Turn off' : 'Turn on',
+      const label = status === 'on' ? 'Turn off' : 'Turn on';
+      notifications.append(h('button', { type: 'button', class: status === 'on' ? 'btn' : 'btn btn-primary', text: label,
         onclick: async (e) => {
-          e.target.disabled = true;
+          const button = e.currentTarget;
+          button.disabled = true;
+          button.textContent = status === 'on' ? 'Turning off…' : 'Turning on…';
+          const old = notifications.querySelector('.push-failure');
+          if (old) old.remove();
+          let failed = null;
           try {
             if (status === 'on') await disablePush();
             else await enablePush();
           } catch (err) {
-            toast(describe(err), 'error');
+            failed = err instanceof PushTimeout ? err.message : `Notifications could not be turned ${status === 'on' ? 'off' : 'on'}: ${describe(err)}`;
           }
-          drawNotifications();
+          drawNotifications(failed);
         } }));
     }
   }
