@@ -58,6 +58,7 @@ let oldKey;
 let webDevice;
 let bridgeDevice;
 let interactionId;
+let waitingSession; // a chat made while the machine waited for its owner (issue 34)
 const bridgeKeys = nacl.box.keyPair();
 const sent = []; // every request body the pages sent to /v1/
 const problems = [];
@@ -123,6 +124,9 @@ async function shots(p, name) {
   await p.emulateMedia({ colorScheme: 'light' });
   await p.setViewportSize(size);
 }
+
+// The grants of waitingSession's key to the bridge, oldest first.
+const waitingGrants = () => socket.updates('session_key_granted').filter((u) => u.payload.session_id === waitingSession && u.payload.device_id === bridgeDevice);
 
 // The confirmations the pages posted, parsed.
 const confirms = () => sent.filter((r) => /^POST \S+\/v1\/me\/devices\/[^/]+\/confirm /.test(r)).map((r) => JSON.parse(r.slice(r.indexOf(' {') + 1)));
@@ -318,6 +322,18 @@ test('Verify again without a code: it still confirms, then shows the command the
   await page.waitForSelector('.installation .bridge-status[data-state="waiting"]');
   await shots(page, 'machines-machine-waiting');
   assert.deepEqual(await axe(page), []);
+  // A chat encrypted while the machine waits: an upgraded bridge refuses its grant then, so each start of
+  // the app grants it again (signed, the same key), until the machine has taken this device.
+  await page.goto(`${relay.url}/#/new/${installationId}`);
+  await page.click('button:has-text("Start chat")');
+  await page.waitForSelector('.composer-input');
+  waitingSession = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
+  const first = await socket.update('session_key_granted', (p) => p.session_id === waitingSession && p.device_id === bridgeDevice);
+  await page.reload();
+  await page.waitForSelector('.composer-input');
+  const regranted = await waitFor('the grant again at start', () => waitingGrants()[1]);
+  assert.equal(regranted.payload.grant_sig, grantSigOf(regranted.payload, webDevice.pubkey));
+  assert.equal(hex(unwrap(regranted.payload.wrapped_session_key, bridgeKeys.secretKey)), hex(unwrap(first.payload.wrapped_session_key, bridgeKeys.secretKey)));
   collect(page);
 });
 
@@ -334,6 +350,13 @@ test('Verify from the link relay-bridge prints (#/verify/<installation>?enrol=):
   await page.waitForURL(/#\/settings$/);
   const proof = enrolProofOf(SECRET.linkCode, bridgeDevice, idOf(webDevice), webDevice.pubkey);
   assert.deepEqual(confirms().pop(), { bridge_device_id: bridgeDevice, enrol_proof: proof });
+  // Verified again: the chat made while the machine waited is granted to it once more, after the confirmation.
+  await waitFor('the grant after the confirmation', () => waitingGrants()[2]);
+  const grants = waitingGrants().length;
+  await page.reload();
+  await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="code"]`);
+  await sleep(1000);
+  assert.equal(waitingGrants().length, grants, 'no longer granted at each start: the machine has the code');
   const again = await waitFor('device_added again', () => socket.updates('device_added').slice(before).find((u) => u.payload.device_id === idOf(webDevice)));
   // Used: the tab forgets it.
   assert.deepEqual(await page.evaluate(() => Object.keys(sessionStorage).filter((k) => k.startsWith('relay.enrol'))), []);
