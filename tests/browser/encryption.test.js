@@ -338,6 +338,19 @@ test('Verify again without a code: it still confirms, then shows the command the
 });
 
 test('Verify from the link relay-bridge prints (#/verify/<installation>?enrol=): the code prefilled, out of the address bar, sent as enrol_proof', async () => {
+  // This browser as it was before machines asked for a code: confirmed, with no record of how.
+  await page.goto(`${relay.url}/#/settings`);
+  await page.evaluate((id) => localStorage.removeItem(`relay.enrol.${id}`), idOf(webDevice));
+  await page.reload();
+  const row = await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="earlier"]`);
+  assert.match(await row.innerText(), /Verified before machines asked for their code/);
+  assert.ok(await page.$(`.device-item[data-device="${bridgeDevice}"] a.btn-primary:has-text("Verify again")`), 'Verify again, first among its actions');
+  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await shots(page, 'settings-bridge-earlier');
+  // A link with a malformed code: the field says so at once.
+  await page.goto(`${relay.url}/#/verify/${installationId}?enrol=not-a-code`);
+  await page.waitForSelector('#enrol-error:not([hidden])');
+  assert.match(await page.innerText('#enrol-error'), /has O \(codes use no O, 0, I or 1\)/);
   const before = socket.updates('device_added').length;
   await page.goto(`${relay.url}/#/verify/${installationId}?enrol=${SECRET.linkCode.toLowerCase()}`);
   await page.waitForSelector('ol.sas[data-sas]');

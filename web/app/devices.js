@@ -167,6 +167,8 @@ function codeField(initial) {
   if (initial) {
     input.value = initial;
     regroup();
+    // A link that carried a malformed code: said at once, not after They match.
+    read();
   }
   return { input, error, read, say };
 }
@@ -176,7 +178,8 @@ function codeField(initial) {
 export function verifyView(main, target, query = new URLSearchParams()) {
   const body = h('div');
   main.append(h('div', { class: 'screen' }, h('h1', { text: 'Verify a machine' }), body));
-  const origin = ORIGINS[query.get('from')] || ORIGINS.settings;
+  const from = query.get('from');
+  const origin = (from && Object.hasOwn(ORIGINS, from) && ORIGINS[from]) || ORIGINS.settings;
   const findBridge = () => (String(target || '').startsWith('dev_')
     ? e2e.devices.find((d) => d.id === target && d.platform === 'bridge' && !d.revoked_at)
     : bridgeOf(target)) || null;

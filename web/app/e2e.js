@@ -139,7 +139,11 @@ function records() {
 }
 
 function saveRecords(all) {
-  if (e2e.device) localStorage.setItem(ENROL_RECORDS + e2e.device.device_id, JSON.stringify(all));
+  try {
+    if (e2e.device) localStorage.setItem(ENROL_RECORDS + e2e.device.device_id, JSON.stringify(all));
+  } catch (err) {
+    // storage full or disabled: the rows then say less, nothing else changes
+  }
 }
 
 // 'unverified' (not confirmed here), 'earlier' (confirmed before machines asked for a code: an upgraded
