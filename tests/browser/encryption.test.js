@@ -703,6 +703,7 @@ test('the pairing link\'s #enrol=: kept for the machine that claim pairs, prefil
   await shots(page, 'pair-with-enrol-code');
   await page.click('.pair-result a:has-text("Verify it")');
   await waitFor('the screen waiting for the bridge\'s key', async () => (await page.innerText('main')).includes('has not registered its encryption key yet'));
+  await shots(page, 'verify-waiting-for-bridge');
   const paired = await call('POST', '/v1/pairing/poll', '', { poll_token: start.poll_token });
   const desktop = nacl.box.keyPair();
   const registered = await call('POST', '/v1/bridge/devices', paired.token, { pubkey: hex(desktop.publicKey), label: 'desktop bridge' });

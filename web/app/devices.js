@@ -245,7 +245,7 @@ export function verifyView(main, target, query = new URLSearchParams()) {
       } else {
         body.append(h('p', { text: e2e.device ? 'This machine has no encryption key registered, or it was revoked.' : 'This device is still being set up.' }));
       }
-      body.append(h('a', { class: 'btn', href: `#${origin.path({ installation_id: target })}`, text: origin.label }));
+      body.append(h('div', { class: 'form-actions' }, h('a', { class: 'btn', href: `#${origin.path({ installation_id: target })}`, text: origin.label })));
       return;
     }
     if (waiting) {
