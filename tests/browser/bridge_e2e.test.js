@@ -15,7 +15,7 @@
 // The tests run in order and share one relay, one bridge and one account.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Relay, Bridge, BRIDGE, ECHO_AGENT, launch, newPage, signIn, waitFor, sleep, WAIT, filesUnder } from './lib.js';
@@ -40,6 +40,7 @@ let webDevice;
 let sessionId;
 let second;
 let secondDevice;
+let enrolCode; // the one-time code relay-bridge pair showed
 const decisions = []; // the bodies the page posted to /v1/me/approvals/:id
 const problems = [];
 
@@ -121,6 +122,9 @@ before(async () => {
   token = relay.token('alice');
   bridge = new TerminalBridge(relay);
   const pairing = await bridge.startPairing('laptop');
+  // The code for the first device that pairing made (issue 34): the pairing link carries it in its fragment.
+  enrolCode = pairing.enrol_code;
+  assert.match(enrolCode, /^[A-HJ-NP-Z2-9]{4}(-[A-HJ-NP-Z2-9]{4}){4}$/);
   await relay.api('POST', '/v1/me/pairing/claim', token, { code: pairing.code });
   installationId = await pairing.done;
   bridge.run(ECHO_AGENT);
@@ -146,12 +150,12 @@ test('the page registers its device; relay-bridge prints four emoji, the Verify 
   await signIn(page, relay);
   webDevice = await waitFor('the web device', async () => (await webDevices())[0]);
   const printed = await bridge.sasFor(idOf(webDevice), webDevice.label);
-  assert.doesNotMatch(bridge.text(), new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) confirmed`), 'not accepted before the user confirms');
-  await verify(page, printed);
+  assert.doesNotMatch(bridge.text(), new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) accepted`), 'not accepted before the user confirms');
+  // The code typed as relay-bridge showed it: the page sends its proof, the bridge checks it and takes the device.
+  await verify(page, printed, enrolCode);
   await bridge.waitLog(`device ${idOf(webDevice)} (`, 2);
-  await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) confirmed: shared the keys`).test(bridge.text()));
-  // Without the machine's code the page says what its owner runs there (issue 34).
-  assert.equal(await page.innerText('main .code-box code'), `relay-bridge devices confirm ${idOf(webDevice)}`);
+  await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) accepted: shared the keys`).test(bridge.text()));
+  await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="code"]`);
   collect(page);
 });
 
@@ -218,9 +222,19 @@ test('a second browser, confirmed, reads the chat; revoked from the first page, 
   await signIn(second, relay);
   secondDevice = await waitFor('the second web device', async () => (await webDevices()).find((d) => idOf(d) !== idOf(webDevice)));
   const printed = await bridge.sasFor(idOf(secondDevice), secondDevice.label);
+  // Without a code: the page confirms and shows the owner's command; the bridge waits until it is run.
   await verify(second, printed);
+  assert.equal(await second.innerText('main .code-box code'), `relay-bridge devices confirm ${idOf(secondDevice)}`);
+  await bridge.waitLog(`device_added ${idOf(secondDevice)} (`);
+  assert.doesNotMatch(bridge.text(), new RegExp(`device ${idOf(secondDevice)} .*shared the keys`), 'no keys on the relay\'s word');
+  // The owner runs it, as the page said.
+  const confirmed = spawnSync(BRIDGE, ['devices', 'confirm', idOf(secondDevice), '--yes'], { env: bridge.env(), encoding: 'utf8', timeout: WAIT });
+  assert.equal(confirmed.status, 0, confirmed.stderr);
   await waitFor('the bridge accepting the second device', () =>
-    new RegExp(`device ${idOf(secondDevice)} \\([^)]*\\) confirmed: shared the keys of 1 sessions`).test(bridge.text()));
+    new RegExp(`device ${idOf(secondDevice)} confirmed on this machine: shared the keys of 1 sessions`).test(bridge.text()));
+  // The machine's signed grant tells the page it took this device.
+  await second.goto(`${relay.url}/#/settings`);
+  await second.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="keys"]`);
   // The bridge's grant for the chat is at relayd before the second browser opens it.
   await waitFor('the chat key wrapped for the second browser', async () =>
     (await relay.api('GET', `/v1/me/devices/${idOf(secondDevice)}/keys`, token)).keys.some((k) =>
