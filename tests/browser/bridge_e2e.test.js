@@ -271,6 +271,35 @@ test('a second browser, confirmed, reads the chat; revoked from the first page, 
   await second.context().close();
 });
 
+test('the pairing link relay-bridge prints carries its code: the page pairs, verifies the machine with it, and the bridge takes the device', async () => {
+  const desktop = new TerminalBridge(relay);
+  const pairing = await desktop.startPairing('desktop');
+  assert.equal(pairing.enrol_link, `${relay.url}/pair?code=${pairing.code}#enrol=${pairing.enrol_code}`);
+  await page.goto(pairing.enrol_link);
+  await page.waitForSelector('#pair-code');
+  assert.doesNotMatch(page.url(), /enrol/i, 'the code left the address bar');
+  await page.click('form button[type="submit"]');
+  await page.click('.pair-result a:has-text("Verify it")');
+  const desktopId = await pairing.done;
+  desktop.run(ECHO_AGENT);
+  try {
+    const printed = await desktop.sasFor(idOf(webDevice), webDevice.label);
+    const shown = await waitFor('the SAS of the new machine', async () => {
+      const el = await page.$('ol.sas[data-sas]');
+      return el && el.getAttribute('data-sas');
+    });
+    assert.equal(shown, printed, 'the page and the new relay-bridge show the same four emoji');
+    assert.equal(await page.inputValue('#enrol-code'), pairing.enrol_code, 'the code the link carried, filled in');
+    await page.click('button:has-text("They match")');
+    await page.waitForURL(new RegExp(`#/new/${desktopId}$`));
+    await waitFor('the new bridge accepting the device', () => new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) accepted`).test(desktop.text()));
+    await page.waitForSelector('#new-encryption .pill-lock');
+  } finally {
+    await desktop.stop();
+  }
+  collect(page);
+});
+
 test('relayd never held a word of the chat in clear: not in its data folder, nor in its log', async () => {
   const files = filesUnder(relay.data);
   assert.ok(files.some((f) => /\.db$/.test(f)), 'the SQLite file is there');
