@@ -15,7 +15,7 @@
 // The tests run in order and share one relay, one bridge and one account.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Relay, Bridge, BRIDGE, ECHO_AGENT, launch, newPage, signIn, waitFor, sleep, WAIT, filesUnder } from './lib.js';
@@ -40,6 +40,7 @@ let webDevice;
 let sessionId;
 let second;
 let secondDevice;
+let enrolCode; // the one-time code relay-bridge pair showed
 const decisions = []; // the bodies the page posted to /v1/me/approvals/:id
 const problems = [];
 
@@ -96,7 +97,9 @@ async function composerSend(p, text) {
 const agentReplies = (p) => p.$$eval('.msg-agent.msg-final .msg-body', (els) => els.map((e) => e.innerText.trim()));
 
 // The Verify screen of the bridge device in p: the four emoji it shows must be the ones the bridge printed.
-async function verify(p, printed) {
+// code: the enrolment code relay-bridge showed (issue 34), typed into the screen; without one, the screen
+// shows the command the machine's owner runs (the caller runs it, once relay-bridge has it).
+async function verify(p, printed, code = null) {
   await p.goto(`${relay.url}/#/verify/${bridgeDevice}`);
   const shown = await waitFor('the SAS on the Verify screen', async () => {
     const el = await p.$('ol.sas[data-sas]');
@@ -107,8 +110,10 @@ async function verify(p, printed) {
   assert.equal(emoji.length, 4);
   assert.ok(emoji.every((e) => SAS_EMOJI.includes(e)), shown);
   assert.equal((await p.innerText('ol.sas')).replace(/\s+/g, ' ').trim(), shown);
+  if (code) await p.fill('#enrol-code', code);
   await p.click('button:has-text("They match")');
-  await p.waitForURL(/#\/settings$/);
+  if (code) await p.waitForURL(/#\/settings$/);
+  else await p.waitForSelector('main .success');
 }
 
 before(async () => {
@@ -117,6 +122,9 @@ before(async () => {
   token = relay.token('alice');
   bridge = new TerminalBridge(relay);
   const pairing = await bridge.startPairing('laptop');
+  // The code for the first device that pairing made (issue 34): the pairing link carries it in its fragment.
+  enrolCode = pairing.enrol_code;
+  assert.match(enrolCode, /^[A-HJ-NP-Z2-9]{4}(-[A-HJ-NP-Z2-9]{4}){4}$/);
   await relay.api('POST', '/v1/me/pairing/claim', token, { code: pairing.code });
   installationId = await pairing.done;
   bridge.run(ECHO_AGENT);
@@ -142,11 +150,12 @@ test('the page registers its device; relay-bridge prints four emoji, the Verify 
   await signIn(page, relay);
   webDevice = await waitFor('the web device', async () => (await webDevices())[0]);
   const printed = await bridge.sasFor(idOf(webDevice), webDevice.label);
-  assert.doesNotMatch(bridge.text(), new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) confirmed`), 'not accepted before the user confirms');
-  await verify(page, printed);
+  assert.doesNotMatch(bridge.text(), new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) accepted`), 'not accepted before the user confirms');
+  // The code typed as relay-bridge showed it: the page sends its proof, the bridge checks it and takes the device.
+  await verify(page, printed, enrolCode);
   await bridge.waitLog(`device ${idOf(webDevice)} (`, 2);
-  await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) confirmed: shared the keys`).test(bridge.text()));
-  await page.waitForSelector('.device-item .pill-lock');
+  await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) accepted: shared the keys`).test(bridge.text()));
+  await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="code"]`);
   collect(page);
 });
 
@@ -213,9 +222,19 @@ test('a second browser, confirmed, reads the chat; revoked from the first page, 
   await signIn(second, relay);
   secondDevice = await waitFor('the second web device', async () => (await webDevices()).find((d) => idOf(d) !== idOf(webDevice)));
   const printed = await bridge.sasFor(idOf(secondDevice), secondDevice.label);
+  // Without a code: the page confirms and shows the owner's command; the bridge waits until it is run.
   await verify(second, printed);
+  assert.equal(await second.innerText('main .code-box code'), `relay-bridge devices confirm ${idOf(secondDevice)}`);
+  await bridge.waitLog(`device_added ${idOf(secondDevice)} (`);
+  assert.doesNotMatch(bridge.text(), new RegExp(`device ${idOf(secondDevice)} .*shared the keys`), 'no keys on the relay\'s word');
+  // The owner runs it, as the page said.
+  const confirmed = spawnSync(BRIDGE, ['devices', 'confirm', idOf(secondDevice), '--yes'], { env: bridge.env(), encoding: 'utf8', timeout: WAIT });
+  assert.equal(confirmed.status, 0, confirmed.stderr);
   await waitFor('the bridge accepting the second device', () =>
-    new RegExp(`device ${idOf(secondDevice)} \\([^)]*\\) confirmed: shared the keys of 1 sessions`).test(bridge.text()));
+    new RegExp(`device ${idOf(secondDevice)} confirmed on this machine: shared the keys of 1 sessions`).test(bridge.text()));
+  // The machine's signed grant tells the page it took this device.
+  await second.goto(`${relay.url}/#/settings`);
+  await second.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="keys"]`);
   // The bridge's grant for the chat is at relayd before the second browser opens it.
   await waitFor('the chat key wrapped for the second browser', async () =>
     (await relay.api('GET', `/v1/me/devices/${idOf(secondDevice)}/keys`, token)).keys.some((k) =>
@@ -250,6 +269,35 @@ test('a second browser, confirmed, reads the chat; revoked from the first page, 
   collect(page);
   collect(second);
   await second.context().close();
+});
+
+test('the pairing link relay-bridge prints carries its code: the page pairs, verifies the machine with it, and the bridge takes the device', async () => {
+  const desktop = new TerminalBridge(relay);
+  const pairing = await desktop.startPairing('desktop');
+  assert.equal(pairing.enrol_link, `${relay.url}/pair?code=${pairing.code}#enrol=${pairing.enrol_code}`);
+  await page.goto(pairing.enrol_link);
+  await page.waitForSelector('#pair-code');
+  assert.doesNotMatch(page.url(), /enrol/i, 'the code left the address bar');
+  await page.click('form button[type="submit"]');
+  await page.click('.pair-result a:has-text("Verify it")');
+  const desktopId = await pairing.done;
+  desktop.run(ECHO_AGENT);
+  try {
+    const printed = await desktop.sasFor(idOf(webDevice), webDevice.label);
+    const shown = await waitFor('the SAS of the new machine', async () => {
+      const el = await page.$('ol.sas[data-sas]');
+      return el && el.getAttribute('data-sas');
+    });
+    assert.equal(shown, printed, 'the page and the new relay-bridge show the same four emoji');
+    assert.equal(await page.inputValue('#enrol-code'), pairing.enrol_code, 'the code the link carried, filled in');
+    await page.click('button:has-text("They match")');
+    await page.waitForURL(new RegExp(`#/new/${desktopId}$`));
+    await waitFor('the new bridge accepting the device', () => new RegExp(`device ${idOf(webDevice)} \\([^)]*\\) accepted`).test(desktop.text()));
+    await page.waitForSelector('#new-encryption .pill-lock');
+  } finally {
+    await desktop.stop();
+  }
+  collect(page);
 });
 
 test('relayd never held a word of the chat in clear: not in its data folder, nor in its log', async () => {

@@ -34,6 +34,10 @@ const SECRET = {
   file: 'quince-orchard-survey.txt',
   fileText: 'The quince orchard survey: eleven gnarled trees\n',
   place: '51.47792812345',
+  // The machine's one-time codes (issue 34): out of band, never through relayd.
+  code: 'K7QW-M3ZP-TR8N-HX2C-V9YB',
+  linkCode: 'PQ4R-S5T6-UV7W-XY8Z-AB9C',
+  pairCode: 'HJ2K-LM3N-PQ4R-ST5U-VW6X',
 };
 // Where the browser says it is (Chromium's override), and which digits of it must never travel in clear.
 const WHERE = { latitude: 51.47792812345, longitude: -0.001545, accuracy: 9 };
@@ -54,6 +58,7 @@ let oldKey;
 let webDevice;
 let bridgeDevice;
 let interactionId;
+let waitingSession; // a chat made while the machine waited for its owner (issue 34)
 const bridgeKeys = nacl.box.keyPair();
 const sent = []; // every request body the pages sent to /v1/
 const problems = [];
@@ -98,6 +103,33 @@ function wrap(sessionKeyBytes, pubHex) {
   const key = hkdf(nacl.box.before(unhex(pubHex), eph.secretKey), 'sophon/v1/sealed-box', 32);
   return Buffer.concat([Buffer.from([2]), Buffer.from(eph.publicKey), sealBytes(key, Buffer.from(sessionKeyBytes))]).toString('base64');
 }
+
+// The contract's enrol_proof (issue 34), as relay-bridge checks it.
+const enrolProofOf = (code, bridgeId, deviceId, pubHex) => createHmac('sha256',
+  Buffer.from(hkdfSync('sha256', Buffer.from(code.replace(/-/g, ''), 'ascii'), Buffer.alloc(0), Buffer.from('relay/v1/enrol'), 32)))
+  .update(Buffer.concat([Buffer.from('relay/v1/enrol'), ...[bridgeId, deviceId, pubHex].flatMap((x) => [Buffer.from([0xff]), Buffer.from(x)])]))
+  .digest('base64');
+
+// The screen at both phone widths, light and dark: nothing scrolls sideways.
+async function shots(p, name) {
+  const size = p.viewportSize();
+  for (const viewport of [{ width: 360, height: 740 }, PHONE_390]) {
+    for (const colorScheme of ['light', 'dark']) {
+      await p.setViewportSize(viewport);
+      await p.emulateMedia({ colorScheme });
+      await screenshot(p, `${name}-${viewport.width}-${colorScheme}`);
+      assert.ok(await p.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), `${name} scrolls sideways at ${viewport.width}`);
+    }
+  }
+  await p.emulateMedia({ colorScheme: 'light' });
+  await p.setViewportSize(size);
+}
+
+// The grants of waitingSession's key to the bridge, oldest first.
+const waitingGrants = () => socket.updates('session_key_granted').filter((u) => u.payload.session_id === waitingSession && u.payload.device_id === bridgeDevice);
+
+// The confirmations the pages posted, parsed.
+const confirms = () => sent.filter((r) => /^POST \S+\/v1\/me\/devices\/[^/]+\/confirm /.test(r)).map((r) => JSON.parse(r.slice(r.indexOf(' {') + 1)));
 
 const sasOf = (pubHex) => [...hkdf(nacl.box.before(unhex(pubHex), bridgeKeys.secretKey), 'sophon/v1/sas', 4)].map((b) => SAS_EMOJI[b % 32]).join(' ');
 
@@ -200,9 +232,11 @@ test('the browser registers its device: a public key only, and the bridge hears 
   collect(page);
 });
 
-test('Verify shows the emoji the bridge computes; They match confirms, and only then the bridge gets device_added', async () => {
-  await page.goto(`${relay.url}/#/settings`);
-  await page.click(`a[aria-label^="Verify"]`);
+test('Verify from New chat: the emoji the bridge computes, a malformed code refused with its reason, a typed code sent as enrol_proof, and back to the form as it was', async () => {
+  await page.goto(`${relay.url}/#/new/${installationId}`);
+  await page.fill('#new-title', 'A title typed before verifying');
+  await page.click('#new-encryption a:has-text("verify this machine")');
+  await page.waitForURL(/#\/verify\/.+\?from=new$/);
   const shown = await waitFor('the SAS', async () => {
     const el = await page.$('ol.sas');
     return el && el.getAttribute('data-sas');
@@ -211,15 +245,138 @@ test('Verify shows the emoji the bridge computes; They match confirms, and only 
   assert.equal((await page.innerText('ol.sas')).replace(/\s+/g, ' ').trim(), shown);
   assert.doesNotMatch(await page.innerText('main'), /\bnull\b|\bundefined\b/, 'no stray null on the screen');
   assert.equal(await page.$$eval('ol.sas', (els) => els.length), 1);
-  await screenshot(page, 'e2e-verify');
+  assert.equal(await page.inputValue('#enrol-code'), '', 'nothing prefilled without a link');
+  await shots(page, 'verify-code-empty');
   assert.deepEqual(await axe(page), []);
+  // A code with an O (codes have none): said why, nothing sent.
+  await page.fill('#enrol-code', 'k7qw m3zp tr8n hx2c v9yO');
   await page.click('button:has-text("They match")');
-  const added = await socket.update('device_added', (p) => p.device_id === idOf(webDevice));
-  assert.equal(added.payload.pubkey, webDevice.pubkey);
+  await page.waitForSelector('#enrol-error:not([hidden])');
+  assert.match(await page.innerText('#enrol-error'), /has O \(codes use no O, 0, I or 1\)/);
+  assert.equal(await page.getAttribute('#enrol-code', 'aria-invalid'), 'true');
+  await page.fill('#enrol-code', 'K7QW-M3ZP');
+  await page.click('button:has-text("They match")');
+  assert.match(await page.innerText('#enrol-error'), /has 8 letters and digits; the machine's has 20/);
+  await shots(page, 'verify-code-malformed');
+  assert.deepEqual(confirms(), [], 'a malformed code sends nothing');
+  assert.equal(socket.updates('device_added').length, 0);
+  // Typed as a person types it (lower case, spaces): grouped in fours as the machine shows it.
+  await page.fill('#enrol-code', '');
+  await page.type('#enrol-code', SECRET.code.toLowerCase().replace(/-/g, ' '));
+  assert.equal(await page.inputValue('#enrol-code'), SECRET.code);
+  assert.equal(await page.isHidden('#enrol-error'), true, 'the message goes once the code is right');
+  await page.click('button:has-text("They match")');
+  // Back where the person started, the form as they left it, with a confirmation.
+  await page.waitForURL(new RegExp(`#/new/${installationId}$`));
+  assert.equal(await page.inputValue('#new-title'), 'A title typed before verifying');
+  await page.waitForSelector('#new-encryption .pill-lock');
+  await waitFor('the confirmation', async () => (await page.innerText('#toasts')).includes('verified with its code'));
+  await shots(page, 'verify-back-to-new-chat');
+  const proof = enrolProofOf(SECRET.code, bridgeDevice, idOf(webDevice), webDevice.pubkey);
+  assert.deepEqual(confirms(), [{ bridge_device_id: bridgeDevice, enrol_proof: proof }], 'the proof of the code, never the code');
   const mine = await me('GET', '/v1/me/devices', undefined, { 'X-Relay-Device': idOf(webDevice) });
   assert.equal(mine.devices.find((d) => idOf(d) === bridgeDevice).confirmed_by_me, true);
-  await page.waitForSelector('.device-item .pill-lock');
+  const added = await socket.update('device_added', (p) => p.device_id === idOf(webDevice));
+  assert.equal(added.payload.pubkey, webDevice.pubkey);
+  await page.goto(`${relay.url}/#/settings`);
+  await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="code"]`);
+  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await shots(page, 'settings-bridge-code');
+  assert.deepEqual(await axe(page), []);
   collect(page);
+  // Needs the lead's relayd (issue 34): it carries enrol_proof in the bridge's device_added.
+  assert.equal(added.payload.enrol_proof, proof, 'relayd carries the proof to the bridge as given');
+});
+
+test('Verify again without a code: it still confirms, then shows the command the machine\'s owner runs with this device\'s id; Settings says the machine is waiting', async () => {
+  const before = socket.updates('device_added').length;
+  await page.goto(`${relay.url}/#/settings`);
+  await page.click(`.device-item[data-device="${bridgeDevice}"] a:has-text("Verify again")`);
+  await page.waitForSelector('ol.sas[data-sas]');
+  await page.click('button:has-text("They match")');
+  await page.waitForSelector('main .success');
+  const command = `relay-bridge devices confirm ${idOf(webDevice)}`;
+  assert.equal(await page.innerText('main .code-box code'), command);
+  assert.match(await page.innerText('main'), /sends this device its keys only after that/);
+  await shots(page, 'verify-no-code-command');
+  assert.deepEqual(await axe(page), []);
+  // Its Copy button copies the command whole.
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: relay.url });
+  await page.click('main .code-box button.code-copy');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
+  const again = await waitFor('device_added again', () => socket.updates('device_added').slice(before).find((u) => u.payload.device_id === idOf(webDevice)));
+  assert.equal(again.payload.enrol_proof ?? null, null, 'no proof without a code');
+  assert.deepEqual(confirms().pop(), { bridge_device_id: bridgeDevice });
+  await page.click('main button:has-text("Back to Settings")');
+  await page.waitForURL(/#\/settings$/);
+  const row = await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="waiting"]`);
+  assert.match(await row.innerText(), /Waiting for the machine/);
+  assert.equal(await row.$eval('code', (el) => el.textContent), command);
+  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await shots(page, 'settings-bridge-waiting');
+  // New chat says so too.
+  await page.goto(`${relay.url}/#/new/${installationId}`);
+  await waitFor('the waiting note', async () => (await page.innerText('#new-encryption')).includes('waits for its owner to confirm this device'));
+  await shots(page, 'new-chat-machine-waiting');
+  await page.goto(`${relay.url}/#/machines`);
+  await page.waitForSelector('.installation .bridge-status[data-state="waiting"]');
+  await shots(page, 'machines-machine-waiting');
+  assert.deepEqual(await axe(page), []);
+  // A chat encrypted while the machine waits: an upgraded bridge refuses its grant then, so each start of
+  // the app grants it again (signed, the same key), until the machine has taken this device.
+  await page.goto(`${relay.url}/#/new/${installationId}`);
+  await page.click('button:has-text("Start chat")');
+  await page.waitForSelector('.composer-input');
+  waitingSession = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
+  const first = await socket.update('session_key_granted', (p) => p.session_id === waitingSession && p.device_id === bridgeDevice);
+  await page.reload();
+  await page.waitForSelector('.composer-input');
+  const regranted = await waitFor('the grant again at start', () => waitingGrants()[1]);
+  assert.equal(regranted.payload.grant_sig, grantSigOf(regranted.payload, webDevice.pubkey));
+  assert.equal(hex(unwrap(regranted.payload.wrapped_session_key, bridgeKeys.secretKey)), hex(unwrap(first.payload.wrapped_session_key, bridgeKeys.secretKey)));
+  collect(page);
+});
+
+test('Verify from the link relay-bridge prints (#/verify/<installation>?enrol=): the code prefilled, out of the address bar, sent as enrol_proof', async () => {
+  // This browser as it was before machines asked for a code: confirmed, with no record of how.
+  await page.goto(`${relay.url}/#/settings`);
+  await page.evaluate((id) => localStorage.removeItem(`relay.enrol.${id}`), idOf(webDevice));
+  await page.reload();
+  const row = await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="earlier"]`);
+  assert.match(await row.innerText(), /Verified before machines asked for their code/);
+  assert.ok(await page.$(`.device-item[data-device="${bridgeDevice}"] a.btn-primary:has-text("Verify again")`), 'Verify again, first among its actions');
+  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await shots(page, 'settings-bridge-earlier');
+  // A link with a malformed code: the field says so at once.
+  await page.goto(`${relay.url}/#/verify/${installationId}?enrol=not-a-code`);
+  await page.waitForSelector('#enrol-error:not([hidden])');
+  assert.match(await page.innerText('#enrol-error'), /has O \(codes use no O, 0, I or 1\)/);
+  const before = socket.updates('device_added').length;
+  await page.goto(`${relay.url}/#/verify/${installationId}?enrol=${SECRET.linkCode.toLowerCase()}`);
+  await page.waitForSelector('ol.sas[data-sas]');
+  assert.equal(await page.inputValue('#enrol-code'), SECRET.linkCode);
+  assert.doesNotMatch(page.url(), /enrol/i, 'the code left the address bar');
+  assert.equal(await page.evaluate(() => history.length >= 1 && location.hash), `#/verify/${installationId}`);
+  assert.match(await page.innerText('#enrol-hint'), /Filled in from the link/);
+  await shots(page, 'verify-code-from-link');
+  await page.click('button:has-text("They match")');
+  await page.waitForURL(/#\/settings$/);
+  const proof = enrolProofOf(SECRET.linkCode, bridgeDevice, idOf(webDevice), webDevice.pubkey);
+  assert.deepEqual(confirms().pop(), { bridge_device_id: bridgeDevice, enrol_proof: proof });
+  // Verified again: the chat made while the machine waited is granted to it once more, after the confirmation.
+  await waitFor('the grant after the confirmation', () => waitingGrants()[2]);
+  const grants = waitingGrants().length;
+  await page.reload();
+  await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="code"]`);
+  await sleep(1000);
+  assert.equal(waitingGrants().length, grants, 'no longer granted at each start: the machine has the code');
+  const again = await waitFor('device_added again', () => socket.updates('device_added').slice(before).find((u) => u.payload.device_id === idOf(webDevice)));
+  // Used: the tab forgets it.
+  assert.deepEqual(await page.evaluate(() => Object.keys(sessionStorage).filter((k) => k.startsWith('relay.enrol'))), []);
+  await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="code"]`);
+  collect(page);
+  // Needs the lead's relayd (issue 34).
+  assert.equal(again.payload.enrol_proof, proof);
 });
 
 test('a new chat on the verified machine is encrypted: the key is made in the browser and wrapped for the bridge', async () => {
@@ -372,7 +529,7 @@ test('a device without the key: a readable placeholder, never a crash; the key g
   // It verifies the machine; the bridge, told of it, wraps the key for it.
   await second.goto(`${relay.url}/#/verify/${bridgeDevice}`);
   await second.click('button:has-text("They match")');
-  await second.waitForURL(/#\/settings$/);
+  await second.waitForSelector('main .success');
   const added = await socket.update('device_added', (p) => p.device_id === idOf(device));
   await bridge(`sessions/${sessionId}/recipients`, { recipients: [{ device_id: idOf(device), wrapped_session_key: wrap(sessionKey, added.payload.pubkey) }],
     wrapped_by_device_id: bridgeDevice });
@@ -476,6 +633,12 @@ test('a grant the relay makes for the page, unsigned, forged or in the page\'s o
   });
   sessionKey = next;
   page.off('console', onConsole);
+  // A grant the bridge signed for this device, after its confirmation: the machine took this device.
+  await page.goto(`${relay.url}/#/settings`);
+  const row = await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="keys"]`);
+  assert.match(await row.innerText(), /Keys received/);
+  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await shots(page, 'settings-bridge-keys');
   collect(page);
 });
 
@@ -527,6 +690,32 @@ test('push: the service worker opens text_ct with the key in IndexedDB; without 
   page.on('pageerror', (err) => page.problems.push(`pageerror: ${err.message}`));
   await page.goto(`${relay.url}/#/s/${sessionId}`);
   await page.waitForSelector('.composer-input');
+});
+
+test('the pairing link\'s #enrol=: kept for the machine that claim pairs, prefilled on its Verify screen once its bridge has a key, then forgotten', async () => {
+  const start = await call('POST', '/v1/pairing/start', '', { connector_type: 'acp', host_label: 'desktop' });
+  await page.goto(`${relay.url}/pair?code=${start.code}#enrol=${SECRET.pairCode}`);
+  await page.waitForSelector('#pair-code');
+  assert.doesNotMatch(page.url(), /enrol/i, 'the code left the address bar');
+  assert.equal(await page.inputValue('#pair-code'), start.code);
+  await page.click('form button:has-text("Pair")');
+  await page.waitForSelector('.pair-result a:has-text("Verify it")');
+  await shots(page, 'pair-with-enrol-code');
+  await page.click('.pair-result a:has-text("Verify it")');
+  await waitFor('the screen waiting for the bridge\'s key', async () => (await page.innerText('main')).includes('has not registered its encryption key yet'));
+  await shots(page, 'verify-waiting-for-bridge');
+  const paired = await call('POST', '/v1/pairing/poll', '', { poll_token: start.poll_token });
+  const desktop = nacl.box.keyPair();
+  const registered = await call('POST', '/v1/bridge/devices', paired.token, { pubkey: hex(desktop.publicKey), label: 'desktop bridge' });
+  // The screen looks again every 3 s until the bridge has registered its key.
+  await page.waitForSelector('ol.sas[data-sas]', { timeout: WAIT });
+  assert.equal(await page.inputValue('#enrol-code'), SECRET.pairCode);
+  await page.click('button:has-text("They match")');
+  await page.waitForURL(new RegExp(`#/new/${paired.installation_id}$`));
+  const proof = enrolProofOf(SECRET.pairCode, registered.device_id, idOf(webDevice), webDevice.pubkey);
+  assert.deepEqual(confirms().pop(), { bridge_device_id: registered.device_id, enrol_proof: proof });
+  assert.deepEqual(await page.evaluate(() => Object.keys(sessionStorage).filter((k) => k.startsWith('relay.enrol'))), []);
+  collect(page);
 });
 
 test('the relay never received a secret word in clear: not in any request the pages sent, nor in its files', async () => {

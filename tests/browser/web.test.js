@@ -390,6 +390,61 @@ test('push: an approval request with no stream open reaches the device, and open
   await context.close();
 });
 
+test('push: a browser push service that cannot be reached: after 10 s a message says so and Turn on works again (issue 35)', async () => {
+  const subscription = push.subscribe('unreachable');
+  const context = await browser.newContext({ viewport: PHONE, serviceWorkers: 'allow' });
+  await context.grantPermissions(['notifications'], { origin: relay.url });
+  // The browser's push service (Google's, for Chromium) unreachable: subscribe answers nothing, as Chrome's
+  // does for a long time without a network path to it; then reachable again, the local service's subscription.
+  await context.addInitScript((sub) => {
+    let current = null;
+    PushManager.prototype.subscribe = function subscribe() {
+      if (!window.__pushReachable) return new Promise(() => {});
+      current = { endpoint: sub.endpoint, options: {}, toJSON: () => sub, unsubscribe: async () => { current = null; return true; } };
+      return Promise.resolve(current);
+    };
+    PushManager.prototype.getSubscription = async function getSubscription() {
+      return current;
+    };
+  }, subscription);
+  const p = await context.newPage();
+  p.problems = [];
+  p.on('pageerror', (err) => p.problems.push(`pageerror: ${err.message}`));
+  await p.goto(relay.loginLink('alice'));
+  await p.waitForSelector('nav.tabs');
+  await p.goto(`${relay.url}/#/settings`);
+  const started = Date.now();
+  await p.click('button:has-text("Turn on")');
+  // While it waits, the button says so and cannot be pressed twice.
+  const busy = await p.waitForSelector('.setting button:has-text("Turning on…")');
+  assert.equal(await busy.isDisabled(), true);
+  const failure = await p.waitForSelector('.push-failure', { timeout: 14000 });
+  const waited = Date.now() - started;
+  assert.ok(waited >= 9500 && waited < 14000, `the message after ${waited} ms`);
+  assert.match(await failure.innerText(), /The browser's push service did not answer within 10 s\. Notifications stay off/);
+  assert.equal(await failure.getAttribute('role'), 'alert');
+  const again = await p.waitForSelector('.setting button:has-text("Turn on")');
+  assert.equal(await again.isDisabled(), false, 'the button is usable again');
+  assert.match(await p.innerText('.push-status'), /Off for this device/);
+  await (await p.$('#set-notify')).scrollIntoViewIfNeeded();
+  for (const viewport of [PHONE, { width: 390, height: 844 }]) {
+    for (const colorScheme of ['light', 'dark']) {
+      await p.setViewportSize(viewport);
+      await p.emulateMedia({ colorScheme });
+      await screenshot(p, `push-unreachable-${viewport.width}-${colorScheme}`);
+    }
+  }
+  assert.deepEqual(await axe(p), []);
+  // Reachable again: the same button turns notifications on, and the message goes.
+  await p.evaluate(() => { window.__pushReachable = true; });
+  await again.click();
+  await p.waitForSelector('.setting button:has-text("Turn off")');
+  assert.equal(await p.$('.push-failure'), null);
+  collect(p);
+  await p.evaluate(() => localStorage.removeItem('relay.push'));
+  await context.close();
+});
+
 test('with an OpenID Connect provider: sign-in with PKCE, and a refresh before the token lapses', async () => {
   const provider = await new OidcProvider({ clientId: 'relay-web', audience: 'relay-api', lifetimeS: 65 }).start();
   const other = await new Relay(['--jwks-url', `${provider.issuer}/jwks`, '--jwt-issuer', provider.issuer,

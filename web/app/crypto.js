@@ -257,3 +257,46 @@ async function pairSig(mySecret, theirPublic, purpose, fields) {
   const message = concat(...parts.flatMap((p, i) => (i ? [sep, p] : [p])));
   return toBase64(await hmac(key, message));
 }
+
+// ---- the enrolment code (issue 34): evidence the relay cannot make ----
+
+// What relay-bridge shows on its machine: 20 characters of this alphabet (no I, O, 0, 1), 100 bits,
+// in five groups of four. It reaches the phone out of band (read off the screen, or in the fragment
+// of a link the bridge prints), never through relayd.
+export const ENROL_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+export const ENROL_LENGTH = 20;
+
+// The code as it is used: upper case, without dashes and white space. Returns { code } or
+// { error } saying what is wrong with it (the app then sends nothing).
+export function normaliseEnrolCode(text) {
+  const code = String(text == null ? '' : text).toUpperCase().replace(/[\s-]+/g, '');
+  const stray = [...code].find((ch) => !ENROL_ALPHABET.includes(ch));
+  if (stray !== undefined) {
+    const lookalike = { O: 'O (codes use no O, 0, I or 1)', 0: '0 (codes use no O, 0, I or 1)', I: 'I (codes use no O, 0, I or 1)', 1: '1 (codes use no O, 0, I or 1)' }[stray];
+    return { error: `The code has ${lookalike || `“${stray}”, which codes never have`}: check it against the machine's screen.` };
+  }
+  if (code.length !== ENROL_LENGTH) {
+    return { error: `The code has ${code.length} letters and digits; the machine's has ${ENROL_LENGTH} (five groups of four).` };
+  }
+  return { code };
+}
+
+// Five groups of four joined by dashes, as the machine shows it (what is typed so far, grouped).
+export function groupEnrolCode(code) {
+  return (code.match(/.{1,4}/g) || []).join('-');
+}
+
+// The proof sent with a confirmation (the lead's contract, "enrol_proof"):
+// base64(HMAC-SHA256(HKDF-SHA256(code, salt empty, "relay/v1/enrol", 32),
+//        "relay/v1/enrol" ‖ 0xFF ‖ bridge device id ‖ 0xFF ‖ device id ‖ 0xFF ‖ device public key hex)).
+// It names both devices and this device's key, so the relay can neither replay it for another device
+// nor learn the code from it (the code's 100 bits are not guessed offline in any useful time).
+export async function enrolProof(text, { bridgeDeviceId, deviceId, devicePublicHex }) {
+  const { code, error } = normaliseEnrolCode(text);
+  if (error) throw new Error(error);
+  const key = await hkdf(utf8(code), 'relay/v1/enrol', KEY_BYTES);
+  const sep = new Uint8Array([0xff]);
+  const parts = ['relay/v1/enrol', bridgeDeviceId, deviceId, devicePublicHex].map(utf8);
+  const message = concat(...parts.flatMap((p, i) => (i ? [sep, p] : [p])));
+  return toBase64(await hmac(key, message));
+}

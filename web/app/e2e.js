@@ -14,7 +14,8 @@
 //
 // Below state.js (which opens what it reads with keysOf) and the screens.
 import { get, post, patch, del, useDevice, ApiError } from './api.js';
-import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, decisionSig, grantSig } from './crypto.js';
+import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, decisionSig, grantSig, enrolProof,
+  normaliseEnrolCode, groupEnrolCode } from './crypto.js';
 import * as keystore from './keystore.js';
 import { openEvent, eventSession, openMessage, openTimelineItem, openApproval, openSession, sealSend, sealTitle,
   openCapabilityRequest, sealAnswer, sealFile, sealMeta, openFile } from './sealed.js';
@@ -114,9 +115,161 @@ export async function sasWith(bridge) {
   return sasEmoji(await sasBytes(e2e.device.secret_key, fromHex(bridge.pubkey)));
 }
 
-export async function confirmBridge(bridgeDeviceId) {
-  await post(`/v1/me/devices/${encodeURIComponent(e2e.device.device_id)}/confirm`, { bridge_device_id: bridgeDeviceId });
+// ---- how each machine came to accept this device (issue 34, finding 1) ----
+//
+// relayd's confirmed_by_me says only that this device confirmed a bridge. An upgraded relay-bridge
+// takes the device only with an enrol_proof made from the one-time code on its screen, or once its
+// owner runs `relay-bridge devices confirm <device id>` there; it tells nobody when it does. What this
+// browser knows is kept per device in localStorage (relay.enrol.<device id>: bridge device id ->
+// {how: 'code' or 'machine', at, keys_at}): how it confirmed, and when a grant signed by that bridge
+// (which only a bridge that accepted this device makes, and the relay cannot forge) came after it.
+// docs/web.md, "Verifying a machine", says what each state means and what it cannot tell.
+
+const ENROL_RECORDS = 'relay.enrol.';
+const CLOCK_SKEW_MS = 30000;
+const loadedAt = Date.now();
+
+function records() {
+  if (!e2e.device) return {};
+  try {
+    return JSON.parse(localStorage.getItem(ENROL_RECORDS + e2e.device.device_id) || '{}') || {};
+  } catch (err) {
+    return {};
+  }
+}
+
+function saveRecords(all) {
+  try {
+    if (e2e.device) localStorage.setItem(ENROL_RECORDS + e2e.device.device_id, JSON.stringify(all));
+  } catch (err) {
+    // storage full or disabled: the rows then say less, nothing else changes
+  }
+}
+
+// 'unverified' (not confirmed here), 'earlier' (confirmed before machines asked for a code: an upgraded
+// bridge waits for this device to be verified again), 'waiting' (confirmed without the code: the
+// machine's owner must confirm this device there), 'code' (confirmed with the machine's code) or
+// 'keys' (the machine sent this device a signed key since: it accepted this device).
+export function bridgeState(bridge) {
+  if (!bridge || !bridge.confirmed_by_me) return 'unverified';
+  const record = records()[bridge.id];
+  if (record && record.keys_at) return 'keys';
+  if (!record) return 'earlier';
+  return record.how === 'code' ? 'code' : 'waiting';
+}
+
+// A grant this device took as 'signed' from a bridge: that bridge accepted this device when it made it.
+function noteSignedGrant(k) {
+  const all = records();
+  const record = all[k.wrapped_by_device_id];
+  // A wrap fetched back from before this confirmation (or from before this page, when the confirmation
+  // is older than this release) says nothing of now; an event carries no date and is now.
+  const since = (record ? record.at : loadedAt) - CLOCK_SKEW_MS;
+  if ((k.created_at || Date.now()) < since || (record && record.keys_at)) return;
+  all[k.wrapped_by_device_id] = { ...(record || { how: 'earlier', at: Date.now() }), keys_at: Date.now() };
+  saveRecords(all);
+  changed(null);
+}
+
+// The enrolment codes this tab holds, until used: sessionStorage, keyed by the installation (or the
+// bridge device) the link named. Never sent to relayd: only the proof made from one is.
+const HELD = 'relay.enrol-code.';
+const PAIRING = 'relay.enrol-pairing';
+
+function session() {
+  try {
+    return globalThis.sessionStorage || null;
+  } catch (err) {
+    return null; // storage disabled: codes are typed, not kept
+  }
+}
+
+export function holdEnrolCode(target, code) {
+  const { code: normal } = normaliseEnrolCode(code);
+  // A malformed code from a link is kept as it came, for the field to show and say what is wrong.
+  if (target && session()) session().setItem(HELD + target, normal ? groupEnrolCode(normal) : String(code).slice(0, 64));
+}
+
+export function heldEnrolCode(...targets) {
+  for (const t of targets) {
+    const code = t && session() ? session().getItem(HELD + t) : null;
+    if (code) return code;
+  }
+  return null;
+}
+
+export function dropEnrolCode(...targets) {
+  for (const t of targets) if (t && session()) session().removeItem(HELD + t);
+}
+
+// The pairing link's #enrol=: kept for the installation the claim of that pairing code returns.
+export function holdPairingEnrol(pairCode, code) {
+  if (session()) session().setItem(PAIRING, JSON.stringify({ pair: String(pairCode).toUpperCase().replace(/[\s-]+/g, ''), code }));
+}
+
+export function bindPairingEnrol(pairCode, installationId) {
+  const store = session();
+  if (!store) return false;
+  let held = null;
+  try {
+    held = JSON.parse(store.getItem(PAIRING) || 'null');
+  } catch (err) {
+    held = null;
+  }
+  store.removeItem(PAIRING);
+  // Only the claim of the code the link carried: a code typed by hand is another machine's pairing.
+  if (!held || held.pair !== String(pairCode).toUpperCase().replace(/[\s-]+/g, '')) return false;
+  holdEnrolCode(installationId, held.code);
+  return true;
+}
+
+// Confirms a bridge from this device. With the machine's code, the proof goes along and the machine
+// accepts this device on its own; without, its owner must confirm it there. Either way the keys of the
+// chats this device encrypted on that machine meanwhile are granted to it again: a bridge refuses the
+// grants of a device it has not accepted yet, and takes them once it has (after this confirmation in
+// the order of its updates, when the code is right).
+export async function confirmBridge(bridgeDeviceId, code = null, sessions = []) {
+  const bridge = e2e.devices.find((d) => d.id === bridgeDeviceId);
+  const before = bridgeState(bridge);
+  const body = { bridge_device_id: bridgeDeviceId };
+  if (code) {
+    body.enrol_proof = await enrolProof(code, { bridgeDeviceId, deviceId: e2e.device.device_id, devicePublicHex: e2e.device.public_key });
+  }
+  await post(`/v1/me/devices/${encodeURIComponent(e2e.device.device_id)}/confirm`, body);
+  const all = records();
+  all[bridgeDeviceId] = { how: code ? 'code' : 'machine', at: Date.now() };
+  saveRecords(all);
   await refreshDevices();
+  if (bridge && before !== 'unverified') await regrant(bridge, sessions);
+}
+
+// At start: a machine still waiting for its owner to confirm this device refused the keys of the chats
+// this device encrypted on it since; they are granted again, and taken once the owner has confirmed.
+export async function regrantWaiting(sessions) {
+  if (!e2e.device) return;
+  const all = records();
+  for (const bridge of bridges()) {
+    const record = all[bridge.id];
+    if (bridgeState(bridge) !== 'waiting') continue;
+    await regrant(bridge, sessions.filter((s) => !s.created_at || s.created_at >= record.at - CLOCK_SKEW_MS));
+  }
+}
+
+// The newest key of each encrypted chat this device holds on the bridge's machine, wrapped and signed
+// for the bridge again (the relay keeps one wrap per session and device: this one replaces the last).
+async function regrant(bridge, sessions) {
+  for (const s of sessions) {
+    const [key] = keysOf(s.id);
+    if (!s.encrypted || !key || s.installation_id !== bridge.installation_id) continue;
+    try {
+      const wrapped = await wrapKey(key, bridge.pubkey);
+      const sig = await grantSig(e2e.device.secret_key, fromHex(bridge.pubkey), { sessionId: s.id, wrapped, deviceId: e2e.device.device_id });
+      await post(`/v1/me/sessions/${encodeURIComponent(s.id)}/recipients`,
+        { recipients: [{ device_id: bridge.id, wrapped_session_key: wrapped, grant_sig: sig }], wrapped_by_device_id: e2e.device.device_id });
+    } catch (err) {
+      console.warn(`relay: the key of ${s.id} could not be granted to the machine again`, err);
+    }
+  }
 }
 
 // ---- session keys ----
@@ -187,6 +340,8 @@ export async function grant(k) {
     console.warn(`relay: a key for ${k.session_id} from ${k.wrapped_by_device_id || 'nobody named'} was refused (${trust}): this device seals with the key it holds`);
     return false;
   }
+  if (trust === 'signed' && k.wrapped_by_device_id !== e2e.device.device_id
+    && e2e.devices.some((d) => d.id === k.wrapped_by_device_id && d.platform === 'bridge')) noteSignedGrant(k);
   // First key of a session from an unsigned grant: trusted on first use (the authors' bridge does not sign).
   if (taken === 'seal' && trust !== 'signed') e2e.firstUse.add(k.session_id);
   if (taken === 'seal' && trust === 'signed') e2e.firstUse.delete(k.session_id);

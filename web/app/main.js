@@ -10,7 +10,7 @@ import { registerWorker } from './push.js';
 import * as screens from './screens.js';
 import { chatView } from './chat.js';
 import { provideShell } from './nav.js';
-import { start as startDevice, grant, refreshDevices, openStreamEvent } from './e2e.js';
+import { start as startDevice, grant, refreshDevices, openStreamEvent, holdEnrolCode, holdPairingEnrol, regrantWaiting } from './e2e.js';
 import { verifyView } from './devices.js';
 
 const wide = window.matchMedia('(min-width: 960px)');
@@ -18,10 +18,23 @@ let stream = null;
 let cleanup = null;
 let started = false;
 
+// #/<name>/<arg>?<query>: the query is the verify screen's (from=, where to go back to).
 function route() {
-  const hash = location.hash.replace(/^#/, '') || '/';
+  const [hash, search] = (location.hash.replace(/^#/, '') || '/').split('?');
   const parts = hash.split('/').filter(Boolean).map(decodeURIComponent);
-  return { name: parts[0] || 'home', arg: parts[1] || null };
+  return { name: parts[0] || 'home', arg: parts[1] || null, query: new URLSearchParams(search || '') };
+}
+
+// A link relay-bridge prints, #/verify/<installation id>?enrol=<code>: the code is held in this tab for
+// that machine's Verify screen and taken out of the address bar and the history at once (it is one
+// use, but a secret until then). The fragment never reaches relayd.
+function takeEnrolCode() {
+  const { name, arg, query } = route();
+  if (name !== 'verify' || !query.has('enrol')) return;
+  if (arg) holdEnrolCode(arg, query.get('enrol'));
+  query.delete('enrol');
+  const rest = query.toString();
+  history.replaceState(history.state, '', `#/verify/${encodeURIComponent(arg || '')}${rest ? `?${rest}` : ''}`);
 }
 
 const views = {
@@ -32,7 +45,7 @@ const views = {
   pair: (main, arg) => screens.pairView(main, arg),
   approvals: (main) => screens.approvalsView(main),
   settings: (main) => screens.settingsView(main),
-  verify: (main, arg) => verifyView(main, arg),
+  verify: (main, arg, query) => verifyView(main, arg, query),
 };
 
 function render() {
@@ -41,9 +54,10 @@ function render() {
   if (cleanup) cleanup();
   cleanup = null;
   clear(main);
-  const { name, arg } = route();
+  takeEnrolCode();
+  const { name, arg, query } = route();
   const view = views[name] || views.home;
-  cleanup = view(main, arg) || null;
+  cleanup = view(main, arg, query) || null;
   for (const link of document.querySelectorAll('.tabs a')) {
     const current = link.dataset.route === name || (name === 's' && link.dataset.route === 'home');
     if (current) link.setAttribute('aria-current', 'page');
@@ -178,6 +192,7 @@ async function startSignedIn() {
     await startDevice(auth.userId() || (store.user && store.user.id));
     // spec: /v1/me, the history, the snapshot, then the stream.
     await reload(name === 's' ? arg : null);
+    regrantWaiting([...store.sessions.values()]).catch(() => {});
   } catch (err) {
     if (!auth.signedIn()) return;
     toast(describe(err), 'error');
@@ -203,8 +218,13 @@ function showLogin(message) {
 // The paths the relay serves the app at besides /: a sign-in link, a provider's answer, a pairing link.
 async function arrive() {
   const path = location.pathname;
+  takeEnrolCode();
   if (path === '/pair') {
     const code = new URLSearchParams(location.search).get('code') || '';
+    // The bridge's pairing link may carry its enrolment code in the fragment: kept in this tab for the
+    // installation that claim returns (screens.js), out of the address bar at once.
+    const enrol = new URLSearchParams(location.hash.replace(/^#/, '')).get('enrol');
+    if (enrol) holdPairingEnrol(code, enrol);
     history.replaceState(null, '', `/#/pair/${encodeURIComponent(code)}`);
   } else if (path === '/login') {
     const fragment = new URLSearchParams(location.hash.replace(/^#/, ''));

@@ -26,29 +26,48 @@ export function pushSupported() {
 export async function pushStatus() {
   if (!pushSupported()) return 'unsupported';
   if (Notification.permission === 'denied') return 'denied';
-  const registration = await navigator.serviceWorker.ready;
-  const subscription = await registration.pushManager.getSubscription();
+  const registration = await within(navigator.serviceWorker.ready, 'The app\'s service worker');
+  const subscription = await within(registration.pushManager.getSubscription(), 'The browser\'s push service');
   return subscription && localStorage.getItem('relay.push') === subscription.endpoint ? 'on' : 'off';
+}
+
+// How long the browser's side of turning notifications on may take (issue 35): its push service
+// (Google's for Chrome, Mozilla's for Firefox, Apple's for Safari) may be unreachable, and
+// PushManager.subscribe then answers nothing for a long time, or never.
+export const PUSH_TIMEOUT_MS = 10000;
+
+export class PushTimeout extends Error {}
+
+function within(promise, what) {
+  let timer = null;
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new PushTimeout(`${what} did not answer within ${PUSH_TIMEOUT_MS / 1000} s. Notifications stay off; check the connection and try again.`)),
+      PUSH_TIMEOUT_MS);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 export async function enablePush() {
   const config = await auth.loadConfig();
   if (!config.push || !config.push.vapid_public_key) throw new Error('This relay does not send notifications.');
+  // The person's answer to the browser's question is not timed.
   const permission = await Notification.requestPermission();
   if (permission !== 'granted') throw new Error('Notifications are blocked for this site in the browser settings.');
-  const registration = await navigator.serviceWorker.ready;
-  let subscription = await registration.pushManager.getSubscription();
+  const registration = await within(navigator.serviceWorker.ready, 'The app\'s service worker');
+  let subscription = await within(registration.pushManager.getSubscription(), 'The browser\'s push service');
   const key = keyBytes(config.push.vapid_public_key);
   // A subscription made for another relay key would never deliver: start over.
   if (subscription && subscription.options && subscription.options.applicationServerKey) {
     const old = new Uint8Array(subscription.options.applicationServerKey);
     if (old.length !== key.length || old.some((b, i) => b !== key[i])) {
-      await subscription.unsubscribe();
+      await within(subscription.unsubscribe(), 'The browser\'s push service');
       subscription = null;
     }
   }
-  if (!subscription)
-    subscription = await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+  if (!subscription) {
+    subscription = await within(registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key }),
+      'The browser\'s push service');
+  }
   const json = subscription.toJSON();
   await post('/v1/me/push-subscriptions', { endpoint: json.endpoint, keys: json.keys });
   localStorage.setItem('relay.push', json.endpoint);

@@ -6,10 +6,10 @@ import { store, on, loadDeleted, loadGrants, installationName, lastMessage, prev
 import { h, clear, reconcile, icon, toast, ask, formatTime, codeBox } from './ui.js';
 import { approvalCard } from './approvals.js';
 import { healthPill } from './chat.js';
-import { pushStatus, pushSupported, enablePush, disablePush } from './push.js';
+import { pushStatus, pushSupported, enablePush, disablePush, PushTimeout } from './push.js';
 import { go, signedIn, signOut } from './nav.js';
-import { devicesSection } from './devices.js';
-import { e2e, canEncrypt, bridgeOf, createSession, onKeys } from './e2e.js';
+import { devicesSection, verifyHref, bridgeStatus } from './devices.js';
+import { e2e, canEncrypt, bridgeOf, bridgeState, createSession, onKeys, bindPairingEnrol } from './e2e.js';
 
 // The agent a bridge runs, as its manifest names it (docs/api.md: the Installation's `agent`).
 function agentLine(inst) {
@@ -180,27 +180,70 @@ export function welcomeView(main) {
   return null;
 }
 
+// The New chat form's draft (machine and title), kept in this tab while the person verifies the
+// machine and comes back (issue 35): sessionStorage, dropped once the chat is made or cancelled.
+const NEW_CHAT_DRAFT = 'relay.new-chat';
+
+function loadDraft() {
+  try {
+    return JSON.parse(sessionStorage.getItem(NEW_CHAT_DRAFT) || 'null');
+  } catch (err) {
+    return null;
+  }
+}
+
+function saveDraft(draft) {
+  try {
+    if (draft) sessionStorage.setItem(NEW_CHAT_DRAFT, JSON.stringify(draft));
+    else sessionStorage.removeItem(NEW_CHAT_DRAFT);
+  } catch (err) {
+    // storage disabled: the form is not kept
+  }
+}
+
 export function newChatView(main, installationId) {
   const live = [...store.installations.values()].filter((i) => i.state !== 'revoked');
   if (!live.length) {
     main.append(screen('New chat', h('p', { text: 'No machine is paired yet.' }), h('a', { class: 'btn btn-primary', href: '#/pair', text: 'Pair a machine' })));
     return null;
   }
+  const saved = loadDraft();
+  // The draft of this machine's form (or of any, when none is named): another machine's form starts empty.
+  const draft = saved && (!installationId || saved.installation_id === installationId) ? saved : null;
+  const chosen = installationId || (draft && draft.installation_id);
   const select = h('select', { id: 'new-installation', required: true },
-    live.map((i) => h('option', { value: i.id, selected: i.id === installationId, text: `${i.custom_emoji ? `${i.custom_emoji} ` : ''}${installationName(i)} (${i.health})` })));
-  const title = h('input', { id: 'new-title', type: 'text', maxlength: '200', placeholder: 'Optional', autocomplete: 'off' });
+    live.map((i) => h('option', { value: i.id, selected: i.id === chosen, text: `${i.custom_emoji ? `${i.custom_emoji} ` : ''}${installationName(i)} (${i.health})` })));
+  const title = h('input', { id: 'new-title', type: 'text', maxlength: '200', placeholder: 'Optional', autocomplete: 'off',
+    value: draft && typeof draft.title === 'string' ? draft.title : '' });
+  const keep = () => saveDraft({ installation_id: select.value, title: title.value });
+  title.addEventListener('input', keep);
   const button = h('button', { type: 'submit', class: 'btn btn-primary', text: 'Start chat' });
-  // Whether the chat will be end-to-end encrypted: the machine's bridge has a device this browser verified (e2e.js).
-  const sealing = h('p', { id: 'new-encryption', class: 'field-hint' });
+  // Whether the chat will be end-to-end encrypted: the machine's bridge has a device this browser verified (e2e.js),
+  // and whether that machine has taken this device yet (issue 34).
+  const sealing = h('div', { id: 'new-encryption', class: 'field-hint' });
   const drawSealing = () => {
     clear(sealing);
     const bridge = bridgeOf(select.value);
-    if (canEncrypt(select.value)) sealing.append(h('span', { class: 'pill pill-lock', text: 'End-to-end encrypted' }));
-    else if (bridge && e2e.device) {
-      sealing.append('Not encrypted: ', h('a', { href: `#/verify/${encodeURIComponent(bridge.id)}`, text: 'verify this machine' }), ' to encrypt new chats on it.');
-    } else sealing.append('Not encrypted: this machine\'s bridge has no encryption key.');
+    const inst = store.installations.get(select.value);
+    const name = inst ? installationName(inst) : 'This machine';
+    if (canEncrypt(select.value)) {
+      const state = bridgeState(bridge);
+      sealing.append(h('p', null, h('span', { class: 'pill pill-lock', text: 'End-to-end encrypted' })));
+      if (state === 'waiting') {
+        sealing.append(h('p', null, `${name} waits for its owner to confirm this device on it: until then it cannot read the chats encrypted here. `,
+          h('a', { href: verifyHref(bridge, 'new'), text: 'Enter its code' }), ', or see Settings for the command.'));
+      } else if (state === 'earlier') {
+        sealing.append(h('p', null, `An upgraded relay-bridge on ${name} waits for this device to be verified again: `,
+          h('a', { href: verifyHref(bridge, 'new'), text: 'verify again' }), '.'));
+      }
+    } else if (bridge && e2e.device) {
+      sealing.append(h('p', null, 'Not encrypted: ', h('a', { href: verifyHref(bridge, 'new'), text: 'verify this machine' }), ' to encrypt new chats on it.'));
+    } else sealing.append(h('p', { text: 'Not encrypted: this machine\'s bridge has no encryption key.' }));
   };
-  select.addEventListener('change', drawSealing);
+  select.addEventListener('change', () => {
+    keep();
+    drawSealing();
+  });
   drawSealing();
   main.append(screen('New chat',
     h('form', { class: 'form', onsubmit: async (e) => {
@@ -211,6 +254,7 @@ export function newChatView(main, installationId) {
           ? await createSession(select.value, title.value.trim() || null)
           : (await post('/v1/me/sessions', { installation_id: select.value, title: title.value.trim() || null })).session;
         store.sessions.set(session.id, session);
+        saveDraft(null);
         go(`/s/${session.id}`);
       } catch (err) {
         toast(describe(err), 'error');
@@ -219,8 +263,9 @@ export function newChatView(main, installationId) {
     } },
     h('label', { for: 'new-installation', class: 'field-label', text: 'Machine' }), select,
     h('label', { for: 'new-title', class: 'field-label', text: 'Title' }), title, sealing,
-    h('div', { class: 'form-actions' }, h('a', { class: 'btn', href: '#/', text: 'Cancel' }), button))));
-  return null;
+    h('div', { class: 'form-actions' }, h('a', { class: 'btn', href: '#/', text: 'Cancel', onclick: () => saveDraft(null) }), button))));
+  // The machine's verification may change while the form is open (a device confirmed, keys received).
+  return onKeys((id) => id === null && drawSealing());
 }
 
 // ---- machines ----
@@ -246,10 +291,18 @@ function updateInstallation(el, inst) {
   // Its bridge's encryption key, verified by this browser or not yet (devices.js).
   const bridge = bridgeOf(inst.id);
   if (bridge && e2e.device) {
-    el.append(bridge.confirmed_by_me
-      ? h('p', { class: 'installation-sub' }, h('span', { class: 'pill pill-lock', text: 'New chats encrypted' }))
-      : h('p', { class: 'installation-sub' }, 'Verify this machine to encrypt its new chats: ',
-        h('a', { href: `#/verify/${encodeURIComponent(bridge.id)}`, text: 'Verify', 'aria-label': `Verify ${name}` })));
+    const state = bridgeState(bridge);
+    if (state === 'unverified') {
+      el.append(h('p', { class: 'installation-sub' }, 'Verify this machine to encrypt its new chats: ',
+        h('a', { href: verifyHref(bridge, 'machines'), text: 'Verify', 'aria-label': `Verify ${name}` })));
+    } else {
+      el.append(h('p', { class: 'installation-sub' }, h('span', { class: 'pill pill-lock', text: 'New chats encrypted' })));
+      if (state === 'waiting' || state === 'earlier') {
+        el.append(bridgeStatus(bridge), h('p', { class: 'installation-sub' },
+          h('a', { href: verifyHref(bridge, 'machines'), text: state === 'waiting' ? 'Enter its code' : 'Verify again',
+            'aria-label': `${state === 'waiting' ? 'Enter its code' : 'Verify again'}: ${name}` })));
+      }
+    }
   }
   el.append(h('div', { class: 'card-actions' },
     h('a', { class: 'btn btn-small btn-primary', href: `#/new/${encodeURIComponent(inst.id)}`, text: 'New chat' }),
@@ -320,9 +373,15 @@ export function pairView(main, code) {
       try {
         const answer = await post('/v1/me/pairing/claim', { code: input.value.trim() });
         store.installations.set(answer.installation.id, answer.installation);
+        // The enrolment code the pairing link carried (main.js) now belongs to this machine's Verify screen.
+        const withCode = bindPairingEnrol(input.value.trim(), answer.installation.id);
         input.value = '';
+        const id = encodeURIComponent(answer.installation.id);
         result.append(h('p', { class: 'success', text: `Paired ${installationName(answer.installation)}. Start its bridge with relay-bridge run, then chat.` }),
-          h('a', { class: 'btn btn-primary', href: `#/new/${encodeURIComponent(answer.installation.id)}`, text: 'Start a chat' }));
+          withCode ? h('p', { text: 'The link also carried the code that lets you verify this machine: once its bridge runs, verify it so that its chats are end-to-end encrypted.' }) : null,
+          h('div', { class: 'form-actions' },
+            withCode ? h('a', { class: 'btn btn-primary', href: `#/verify/${id}?from=new`, text: 'Verify it' }) : null,
+            h('a', { class: `btn${withCode ? '' : ' btn-primary'}`, href: `#/new/${id}`, text: 'Start a chat' })));
       } catch (err) {
         result.append(h('p', { class: 'notice', role: 'alert', text: describe(err) }));
       } finally {
@@ -413,23 +472,31 @@ export function settingsView(main) {
     if (version) version.textContent = `App version ${config.version}`;
   }).catch(() => {});
 
-  async function drawNotifications() {
-    clear(notifications);
+  // failure: what went wrong the last time, shown until the next try (a toast would be gone in seconds).
+  async function drawNotifications(failure = null) {
     const status = await pushStatus().catch(() => 'unsupported');
+    clear(notifications);
     const text = { on: 'On for this device.', off: 'Off for this device.', denied: 'Blocked in this browser\'s site settings.',
       unsupported: pushSupported() ? 'Not available.' : 'This browser cannot receive notifications (on iPhone, add the app to the home screen first).' }[status];
     notifications.append(h('p', { class: 'push-status', text }));
+    if (failure) notifications.append(h('p', { class: 'notice push-failure', role: 'alert', text: failure }));
     if (status === 'on' || status === 'off') {
-      notifications.append(h('button', { type: 'button', class: status === 'on' ? 'btn' : 'btn btn-primary', text: status === 'on' ? 'Turn off' : 'Turn on',
+      const label = status === 'on' ? 'Turn off' : 'Turn on';
+      notifications.append(h('button', { type: 'button', class: status === 'on' ? 'btn' : 'btn btn-primary', text: label,
         onclick: async (e) => {
-          e.target.disabled = true;
+          const button = e.currentTarget;
+          button.disabled = true;
+          button.textContent = status === 'on' ? 'Turning off…' : 'Turning on…';
+          const old = notifications.querySelector('.push-failure');
+          if (old) old.remove();
+          let failed = null;
           try {
             if (status === 'on') await disablePush();
             else await enablePush();
           } catch (err) {
-            toast(describe(err), 'error');
+            failed = err instanceof PushTimeout ? err.message : `Notifications could not be turned ${status === 'on' ? 'off' : 'on'}: ${describe(err)}`;
           }
-          drawNotifications();
+          drawNotifications(failed);
         } }));
     }
   }
