@@ -380,8 +380,9 @@ def _agent_reply(cli, ses, start, what):
                     if m["role"] == "agent" and start in m.get("text", "")]
         return found
     # Each look is a `relay history` (a few GETs): at 0.1 s a slow machine spent the user's bucket
-    # (10 a second, burst 30) and the terminal got a 429.
-    wait_until(seen, WAIT, interval=0.5, what=what)
+    # (10 a second, burst 30) and the terminal got a 429; at 0.5 s a loaded one left the test's next
+    # request a 429. One look a second stays well inside the refill.
+    wait_until(seen, WAIT, interval=1.0, what=what)
     return found[-1]
 
 

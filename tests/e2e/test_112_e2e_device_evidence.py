@@ -11,7 +11,8 @@ and the real `relay` (the user's own terminal, confirmed with a code from
   and with the proof the user's real device would send (which the relay
   sees) replayed for its own key. The bridge shares no key with any of them
   (the keys route has nothing the attacker can unwrap) and refuses the
-  decision the attacker signs with its own key: the agent is not told;
+  decision the attacker signs with its own key: the agent is not told, and
+  the user's own signed decision, sent after it, still reaches the agent;
 - the owner's own word on the machine (`relay-bridge devices confirm`) lets a
   second real terminal in while the bridge runs, and `relay-bridge devices
   revoke` shuts a device out even though the relay never says device_revoked.
@@ -143,8 +144,11 @@ def test_a_user_token_or_the_data_folder_alone_reads_nothing_and_decides_nothing
         bridge.wait_log("approval %s in encrypted session %s: decision refused, the agent is not told: signed by a "
                         "device this bridge has not accepted" % (asked["approval_id"], ses))
         assert send.events("task_started") == [], send.lines
-        send.proc.terminate()
-        send.proc.wait(30)
+        # The attacker got in first, yet the user's own signed decision still reaches the agent (finding 5).
+        decided = cli.json("approve", asked["approval_id"], "--session", ses)
+        assert decided.get("forwarded") is True, decided
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        assert "ran `echo exfiltrate`" in send.events("done")[0]["data"]["text"], send.lines
     finally:
         assert bridge.stop() == 0
 

@@ -62,7 +62,7 @@ int relay_run_decide(const rl_cli_args_t *args)
         json_object_set_new(body, "scope", json_string(scope));
     if (value != NULL)
         json_object_set_new(body, "scope_value", json_string(value));
-    status = relay_e2e_sign(body, args->positional[0], NULL);
+    status = relay_e2e_sign(body, args->positional[0], rl_cli_value(args, "session"));
     if (status != EXIT_OK) {
         json_decref(body);
         return status;
@@ -79,7 +79,10 @@ int relay_run_decide(const rl_cli_args_t *args)
                rl_cli_str(result, "decision"), relay_style(RL_TERM_RESET),
                rl_cli_str(result, "scope")[0] != '\0' ? ", scope " : "", rl_cli_str(result, "scope"),
                rl_cli_str(result, "scope_value")[0] != '\0' ? " " : "", rl_cli_str(result, "scope_value"),
-               json_is_true(json_object_get(result, "idempotent")) ? " (already decided)" : "");
+               json_is_true(json_object_get(result, "idempotent")) ? " (already decided)"
+               : json_is_true(json_object_get(result, "forwarded"))
+                   ? " (another device decided first; yours went to the bridge too)"
+                   : "");
     }
     json_decref(result);
     return EXIT_OK;

@@ -92,6 +92,13 @@ static const rl_cli_flag_t approve_flags[] = {
     {"always", 0, NULL, "approve_always: a permanent grant for this action"},
     {"scope", 0, "SCOPE", "with --always: session, tool, domain or all (default tool: this command, as the chat's a)"},
     {"value", 0, "VALUE", "with --always: the scope's value (default: taken from the request)"},
+    {"session", 0, "SESSION",
+     "the approval's session, for one no longer pending (in an encrypted session another device's decision, "
+     "which the bridge may have refused, does not stop yours: docs/api.md)"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t deny_flags[] = {
+    {"session", 0, "SESSION", "the approval's session, for one no longer pending (see approve)"},
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t watch_flags[] = {
@@ -118,7 +125,7 @@ static const char *const send_examples[] = {"relay send ses_abc \"summarise the 
 static const char *const chat_examples[] = {"relay chat", "relay chat ses_abc", NULL};
 static const char *const grant_examples[] = {"relay grants", "relay grant revoke grt_0123456789abcdef", NULL};
 static const char *const approve_examples[] = {"relay approve apr_abc", "relay approve apr_abc --always --scope tool",
-                                               "relay deny apr_abc", NULL};
+                                               "relay approve apr_abc --session ses_abc", "relay deny apr_abc", NULL};
 static const char *const capability_examples[] = {"relay capability refuse dcr_abc",
                                                   "relay capability location dcr_abc 52.5200,13.4050,25", NULL};
 static const char *const watch_examples[] = {"relay watch", "relay watch --json --count 5", NULL};
@@ -178,7 +185,7 @@ static const rl_cli_command_t commands[] = {
     {"approvals", "", 0, 0, "list pending approvals", NULL, NULL, NULL, relay_run_approvals},
     {"approve", "<approval>", 1, 1, "approve a pending approval", NULL, approve_flags, approve_examples,
      relay_run_decide},
-    {"deny", "<approval>", 1, 1, "deny a pending approval", NULL, NULL, approve_examples, relay_run_decide},
+    {"deny", "<approval>", 1, 1, "deny a pending approval", NULL, deny_flags, approve_examples, relay_run_decide},
     {"capabilities", "", 0, 0, "list pending device capability requests (an agent asking for your location or a photo)",
      NULL, NULL, NULL, relay_run_capabilities},
     {"capability", "refuse|location <request> [LAT,LON[,ACCURACY]]", 2, 3,
