@@ -848,10 +848,40 @@ static size_t grant_sessions(rl_bridge_t *b, const char *device_id)
     return granted;
 }
 
+/*
+ * The bridge is where the user's confirmations meet: the other devices it
+ * accepted get a key it received too (a session started on one phone, a key
+ * rotated after a revoke), the revoked ones do not.
+ */
+static void share_received(rl_bridge_t *b, const char *session_id, const char *by)
+{
+    json_t *body = rl_keyring_recipients(b->keys, session_id, NULL, by);
+
+    rl_log(RL_LOG_INFO, "session %s: key received from device %s, shared with %zu other devices", session_id, by,
+           body != NULL ? json_array_size(json_object_get(body, "recipients")) : 0);
+    if (body != NULL)
+        submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
+}
+
+/* A device was accepted: the keys it granted while it waited are taken now, and passed on. */
+static void share_held(rl_bridge_t *b)
+{
+    json_t *received = rl_keyring_take_received(b->keys), *item;
+    size_t i;
+
+    json_array_foreach(received, i, item)
+    {
+        share_received(b, json_string_value(json_object_get(item, "session_id")),
+                       json_string_value(json_object_get(item, "by")));
+    }
+    json_decref(received);
+}
+
 static void owner_accepted(void *user, const char *device_id)
 {
     rl_bridge_t *b = user;
 
+    share_held(b);
     rl_log(RL_LOG_INFO, "device %s confirmed on this machine: shared the keys of %zu sessions", device_id,
            grant_sessions(b, device_id));
 }
@@ -918,6 +948,7 @@ static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
         } else {
             /* Accepted now, or again (the phone confirmed after the owner did): the relay may have refused the
              * first wraps while the phone had not confirmed, so they go again. */
+            share_held(b);
             rl_log(RL_LOG_INFO, "device %s (%s) %s: shared the keys of %zu sessions", device_id, label,
                    result == 0 ? "accepted" : "confirmed again", grant_sessions(b, device_id));
         }
@@ -931,21 +962,16 @@ static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
         const char *by = json_string_value(json_object_get(f->payload, "wrapped_by_device_id"));
         const char *why = NULL;
         /* A grant is anonymous by construction: take keys only from devices the user confirmed, signed by them. */
-        if (rl_keyring_grant(b->keys, sid, json_string_value(json_object_get(f->payload, "wrapped_session_key")), by,
-                             json_string_value(json_object_get(f->payload, "grant_sig")), &why) != 0) {
+        int result =
+            rl_keyring_grant(b->keys, sid, json_string_value(json_object_get(f->payload, "wrapped_session_key")), by,
+                             json_string_value(json_object_get(f->payload, "grant_sig")), &why);
+        if (result == 1)
+            rl_log(RL_LOG_INFO, "session_key_granted for %s by %s: %s", sid, by, why);
+        else if (result != 0)
             rl_log(RL_LOG_WARN, "session_key_granted for %s by %s refused: %s (the key is not taken)",
                    sid != NULL ? sid : "?", by != NULL ? by : "nobody", why);
-        } else {
-            /*
-             * The bridge is where the user's confirmations meet: the other devices it accepted get the key
-             * too (a session started on one phone, a key rotated after a revoke), the revoked ones do not.
-             */
-            json_t *body = rl_keyring_recipients(b->keys, sid, NULL, by);
-            rl_log(RL_LOG_INFO, "session %s: key received from device %s, shared with %zu other devices", sid, by,
-                   body != NULL ? json_array_size(json_object_get(body, "recipients")) : 0);
-            if (body != NULL)
-                submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
-        }
+        else
+            share_received(b, sid, by);
     }
     return 1;
 }

@@ -20,11 +20,13 @@ struct rl_keyring {
     char device_path[3200];
     char pubkey[RL_E2E_PUBHEX_SIZE];
     rl_keystore_t *sessions;
-    json_t *peers;   /* {device_id: {pubkey, label, platform, verified, verified_at}}: the accepted devices */
-    json_t *pending; /* {device_id: {pubkey, label, platform, phone_confirmed?, reverify?}}: SAS shown, not accepted */
+    json_t *peers;    /* {device_id: {pubkey, label, platform, verified, verified_at}}: the accepted devices */
+    json_t *pending;  /* {device_id: {pubkey, label, platform, phone_confirmed?, reverify?, held?}}: not accepted */
+    json_t *received; /* [{session_id, by}]: keys taken from held grants, for the bridge to pass on */
 };
 
 static int save_peers(const rl_keyring_t *k);
+static void take_held(rl_keyring_t *k, const char *device_id, json_t *pending);
 
 /* The pending devices as saved: {id: pubkey} before this version, {id: {pubkey, ...}} since. */
 static void load_pending(rl_keyring_t *k, json_t *saved)
@@ -96,6 +98,7 @@ static rl_keyring_t *open_keyring(int writable, char *err, size_t errsz)
     k->peers = json_is_object(json_object_get(saved, "devices")) ? json_incref(json_object_get(saved, "devices"))
                                                                  : json_object();
     k->pending = json_object();
+    k->received = json_array();
     load_pending(k, json_object_get(saved, "pending"));
     json_decref(saved);
     demote_unverified(k);
@@ -166,6 +169,7 @@ void rl_keyring_free(rl_keyring_t *k)
     rl_keystore_free(k->sessions);
     json_decref(k->peers);
     json_decref(k->pending);
+    json_decref(k->received);
     rl_device_key_wipe(&k->device);
     free(k);
 }
@@ -247,6 +251,7 @@ static int accept_pending(rl_keyring_t *k, const char *device_id, const char *ho
                          ? json_string_value(json_object_get(pending, "platform"))
                          : "",
                      "verified", how, "verified_at", (json_int_t)time(NULL));
+    take_held(k, device_id, pending);
     json_object_set_new(k->peers, device_id, peer);
     json_object_del(k->pending, device_id);
     return save_peers(k);
@@ -346,31 +351,109 @@ int rl_keyring_accepted(const rl_keyring_t *k, const char *device_id)
     return device_id != NULL && json_object_get(k->peers, device_id) != NULL;
 }
 
-int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped, const char *by, const char *sig,
-                     const char **why)
+/*
+ * The checks of a grant by device by whose key is pub (hex): 0 with the
+ * unwrapped session key in key, or -1 with *why.
+ */
+static int check_grant(const rl_keyring_t *k, const char *session_id, const char *wrapped, const char *by,
+                       const char *pubhex, const char *sig, uint8_t key[RL_E2E_KEY_LEN], const char **why)
 {
-    json_t *peer = by != NULL ? json_object_get(k->peers, by) : NULL;
-    uint8_t key[RL_E2E_KEY_LEN], pub[RL_E2E_KEY_LEN];
-    int result = -1;
+    uint8_t pub[RL_E2E_KEY_LEN];
 
-    if (session_id == NULL || wrapped == NULL)
-        *why = "malformed grant";
-    else if (peer == NULL)
-        *why = "not wrapped by a device this bridge accepted (unconfirmed, revoked or none named)";
-    else if (sig == NULL || sig[0] == '\0')
+    if (sig == NULL || sig[0] == '\0')
         *why = "no grant_sig";
-    else if (rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0)
+    else if (rl_e2e_pub_parse(pubhex, pub) != 0)
         *why = "the device's key is malformed";
     else if (rl_e2e_grant_verify(k->device.kp.sec, pub, session_id, wrapped, by, sig) != 0)
         *why = "grant_sig does not verify";
     else if (rl_e2e_unwrap_key(k->device.kp.sec, wrapped, key) != 0)
         *why = "the key does not unwrap with this bridge's key";
-    else if (rl_keystore_add(k->sessions, session_id, key) < 0)
-        *why = "the key could not be saved";
     else
+        return 0;
+    return -1;
+}
+
+/*
+ * A grant of a device that waits for this machine's word: kept (at most
+ * HELD_MAX a device, the newest), so that a chat begun on the device before
+ * its owner confirmed it here opens once it is accepted. Nothing is taken
+ * from it before then.
+ */
+#define HELD_MAX 32
+
+static int hold_grant(rl_keyring_t *k, json_t *pending, const char *session_id, const char *wrapped, const char *sig)
+{
+    json_t *held = json_object_get(pending, "held");
+
+    if (!json_is_array(held)) {
+        held = json_array();
+        json_object_set_new(pending, "held", held);
+    }
+    while (json_array_size(held) >= HELD_MAX)
+        json_array_remove(held, 0);
+    json_array_append_new(
+        held, json_pack("{s:s, s:s, s:s}", "session_id", session_id, "wrapped_session_key", wrapped, "grant_sig", sig));
+    return save_peers(k);
+}
+
+int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped, const char *by, const char *sig,
+                     const char **why)
+{
+    json_t *peer = by != NULL ? json_object_get(k->peers, by) : NULL;
+    json_t *pending = by != NULL ? json_object_get(k->pending, by) : NULL;
+    uint8_t key[RL_E2E_KEY_LEN];
+    int result = -1;
+
+    if (session_id == NULL || wrapped == NULL) {
+        *why = "malformed grant";
+    } else if (peer == NULL && pending != NULL) {
+        if (check_grant(k, session_id, wrapped, by, json_string_value(json_object_get(pending, "pubkey")), sig, key,
+                        why) == 0 &&
+            hold_grant(k, pending, session_id, wrapped, sig) == 0) {
+            *why = "the device waits for this machine's word (relay-bridge devices confirm, or a code): held until "
+                   "then";
+            result = 1;
+        }
+    } else if (peer == NULL) {
+        *why = "not wrapped by a device this bridge accepted (unconfirmed, revoked or none named)";
+    } else if (check_grant(k, session_id, wrapped, by, json_string_value(json_object_get(peer, "pubkey")), sig, key,
+                           why) != 0) {
+        /* why says which check failed */
+    } else if (rl_keystore_add(k->sessions, session_id, key) < 0) {
+        *why = "the key could not be saved";
+    } else {
         result = 0;
+    }
     rl_e2e_wipe(key, sizeof(key));
     return result;
+}
+
+/* The held grants of a device just accepted: taken now (checked again), their sessions noted for the bridge. */
+static void take_held(rl_keyring_t *k, const char *device_id, json_t *pending)
+{
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(json_object_get(pending, "held"), i, item)
+    {
+        const char *sid = json_string_value(json_object_get(item, "session_id")), *why = NULL;
+        uint8_t key[RL_E2E_KEY_LEN];
+        if (sid != NULL &&
+            check_grant(k, sid, json_string_value(json_object_get(item, "wrapped_session_key")), device_id,
+                        json_string_value(json_object_get(pending, "pubkey")),
+                        json_string_value(json_object_get(item, "grant_sig")), key, &why) == 0 &&
+            rl_keystore_add(k->sessions, sid, key) >= 0)
+            json_array_append_new(k->received, json_pack("{s:s, s:s}", "session_id", sid, "by", device_id));
+        rl_e2e_wipe(key, sizeof(key));
+    }
+}
+
+json_t *rl_keyring_take_received(rl_keyring_t *k)
+{
+    json_t *taken = k->received;
+
+    k->received = json_array();
+    return taken;
 }
 
 int rl_keyring_create(rl_keyring_t *k, const char *session_id)

@@ -88,10 +88,20 @@ int rl_keyring_accepted(const rl_keyring_t *k, const char *device_id);
  * not say who sealed it, so without the signature a relay could slip in a key
  * of its own under a confirmed device's name and read what the bridge seals.
  * 0; otherwise -1 with *why saying which check failed (for the log: never a
- * key), and nothing kept.
+ * key), and nothing kept. A grant by a device that waits for this machine's
+ * word, signed by its key, is held (saved, not taken) and 1 is returned with
+ * *why saying so: it is taken when the device is accepted
+ * (rl_keyring_take_received).
  */
 int rl_keyring_grant(rl_keyring_t *k, const char *session_id, const char *wrapped, const char *by, const char *sig,
                      const char **why);
+/*
+ * The sessions whose keys were taken from held grants when their devices
+ * were accepted, since the last call: [{session_id, by}], a new reference
+ * (an empty array when none), so that the bridge passes them on to its other
+ * accepted devices.
+ */
+json_t *rl_keyring_take_received(rl_keyring_t *k);
 /* A fresh key for a session this bridge creates. 0 or RL_E2E_E_IO. */
 int rl_keyring_create(rl_keyring_t *k, const char *session_id);
 /* 1 when the bridge holds a key of session_id. */

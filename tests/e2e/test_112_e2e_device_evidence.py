@@ -14,7 +14,8 @@ and the real `relay` (the user's own terminal, confirmed with a code from
   decision the attacker signs with its own key: the agent is not told, and
   the user's own signed decision, sent after it, still reaches the agent;
 - the owner's own word on the machine (`relay-bridge devices confirm`) lets a
-  second real terminal in while the bridge runs, and `relay-bridge devices
+  real terminal in while the bridge runs, with the key of the chat it began
+  while it waited (held by the bridge until then), and `relay-bridge devices
   revoke` shuts a device out even though the relay never says device_revoked.
 """
 import base64
@@ -160,10 +161,23 @@ def test_the_owner_confirms_and_revokes_on_the_machine(relay, tmp_path):
     bridge.start(ECHO_AGENT)
     try:
         bridge.wait_log("device key registered as")
-        # The owner's word, said while the bridge runs: it takes it at once (no restart).
-        me, _, bridge_dev = confirm_bridge(cli, bridge, how="owner")
+        # The terminal confirms without a code and begins a chat at once: its key waits with the device.
+        devices = cli.json("devices")
+        me = devices["this_device_id"]
+        bridge_dev = [d for d in devices["devices"] if d["platform"] == "bridge"][0]["device_id"]
+        bridge.wait_log("device %s (" % me)
+        cli.json("devices", "confirm", bridge_dev, "--yes")
+        bridge.wait_log("device_added %s (" % me)
         ses = cli.json("new", "--installation", inst, "--encrypted")["session_id"]
+        bridge.wait_log("session_key_granted for %s by %s: the device waits for this machine's word" % (ses, me))
+        assert "session %s: key received" % ses not in bridge.log_text()
+        # The owner's word, said while the bridge runs: it takes it at once (no restart), with the held key.
+        assert bridge.confirm_device(me) == {"device_id": me, "state": "confirmed"}
         bridge.wait_log("session %s: key received from device %s" % (ses, me))
+        bridge.wait_log("device %s confirmed on this machine: shared the keys" % me)
+        send = cli.start("send", ses, "hello after the owner's word")
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        assert send.events("done")[0]["data"]["text"] == "hello after the owner's word", send.lines
         # A confirmation typed for a device the bridge never heard of changes nothing.
         proc = bridge.command("devices", "confirm", "dev_NOSUCHDEVICE000000", "--yes")
         assert proc.returncode == 1 and "no device dev_NOSUCHDEVICE000000" in proc.stderr, (proc.stdout,

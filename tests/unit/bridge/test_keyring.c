@@ -555,6 +555,42 @@ static void test_decisions_of_accepted_devices_only(void **state)
     rl_keyring_free(k);
 }
 
+static void test_a_waiting_devices_grant_is_held_until_it_is_accepted(void **state)
+{
+    char err[256], sig[RL_E2E_SIG_SIZE], *wrapped;
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone;
+    uint8_t key[32];
+    const char *why = NULL;
+    json_t *received;
+
+    (void)state;
+    new_phone(&phone);
+    rl_e2e_session_key_new(key);
+    assert_int_equal(rl_keyring_pending(k, "dev_wait", phone.pub, "phone", "web"), 0);
+    wrapped = signed_wrap(k, &phone, "dev_wait", "ses_held", key, sig);
+    /* Unsigned: refused outright, held or not. */
+    assert_int_equal(rl_keyring_grant(k, "ses_held", wrapped, "dev_wait", NULL, &why), -1);
+    /* Signed by the waiting key: held, not taken. */
+    assert_int_equal(rl_keyring_grant(k, "ses_held", wrapped, "dev_wait", sig, &why), 1);
+    assert_false(rl_keyring_has(k, "ses_held"));
+    received = rl_keyring_take_received(k);
+    assert_int_equal(json_array_size(received), 0);
+    json_decref(received);
+    /* Kept across a restart, taken when the owner accepts the device. */
+    rl_keyring_free(k);
+    k = rl_keyring_open(err, sizeof(err));
+    assert_int_equal(rl_enrol_owner_confirm("dev_wait", phone.pub), 0);
+    assert_int_equal(rl_keyring_owner_sync(k, NULL, NULL), 1);
+    assert_true(rl_keyring_has(k, "ses_held"));
+    received = rl_keyring_take_received(k);
+    assert_int_equal(json_array_size(received), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(received, 0), "by")), "dev_wait");
+    json_decref(received);
+    free(wrapped);
+    rl_keyring_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -568,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_a_code_from_this_machine_accepts_one_device),
         cmocka_unit_test(test_the_owner_confirms_and_revokes_on_this_machine),
         cmocka_unit_test(test_devices_accepted_before_evidence_wait_again),
+        cmocka_unit_test(test_a_waiting_devices_grant_is_held_until_it_is_accepted),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
