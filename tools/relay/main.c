@@ -161,8 +161,8 @@ static const rl_cli_command_t commands[] = {
     {"send", "<session> <text>", 2, 2, "send a message and stream the reply",
      "Prints the reply as it streams and task lines as they start and end; on a terminal it asks about "
      "approvals. Exit status: 0 when the reply finished (finish_reason stop or tool_call), 4 when it is final "
-     "but did not finish (no finish_reason: the agent failed, was cancelled at its end or its bridge gave up; "
-     "or length, content_filter), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
+     "but did not finish (error: the agent failed or its bridge gave up; cancelled; incomplete: the relay "
+     "ended it; length, content_filter; an end without a reason is stop), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
      "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
      "message_delta, task_*, approval_*, device_capability_*, resync, polled, and done {status, text, "
      "finish_reason, source}.",
