@@ -516,7 +516,7 @@ int relay_run_chat(const rl_cli_args_t *args)
 
     /* Without a session, the newest one: what a person coming back to the chat most likely wants. */
     if (session_id == NULL) {
-        status = relay_newest_session(newest, sizeof(newest));
+        status = relay_newest_session("chat", newest, sizeof(newest));
         if (status != EXIT_OK)
             return status;
         session_id = newest;

@@ -153,8 +153,8 @@ static const rl_cli_command_t commands[] = {
     {"unarchive", "<session>", 1, 1, "bring an archived session back", NULL, NULL, NULL, relay_run_session_action},
     {"delete", "<session>", 1, 1, "delete a session (restorable for 24 h)", NULL, NULL, NULL, relay_run_session_action},
     {"restore", "<session>", 1, 1, "restore a deleted session", NULL, NULL, NULL, relay_run_session_action},
-    {"history", "<session>", 1, 1, "show a session's messages, tool calls and approvals, oldest first",
-     "The session's timeline: messages; tool calls with their status, arguments and results, a unified diff "
+    {"history", "[session]", 0, 1, "show a session's messages, tool calls and approvals (default: your newest)",
+     "The session's timeline, oldest first (without a session, your newest one, as relay chat takes it): messages; tool calls with their status, arguments and results, a unified diff "
      "for each edit (coloured on a terminal) and plans as checklists; approvals with what the agent showed "
      "and the decision. With --json: {items, messages, has_more, next_cursor}, items and messages oldest first.",
      history_flags, NULL, relay_run_history},
