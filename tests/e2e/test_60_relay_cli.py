@@ -708,6 +708,37 @@ def test_chat_reads_a_script_from_a_pipe(relay, tmp_path):
     agent.close()
 
 
+def test_chat_sends_a_script_s_lines_one_turn_after_the_other(relay, tmp_path):
+    """Issue 35, item 7: a piped script's lines arrive while the first reply streams; each is queued
+    and sent once the turn before it ended, in order, none thrown away."""
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    agent = pair_with_cli(cli, relay)
+    ses = new_session(cli, agent)
+    received = []
+
+    def play():
+        for n in range(3):
+            update = agent.next_update("session.message")
+            received.append(update["payload"]["message"]["text"])
+            mid = agent.open(ses, update["interaction_id"])
+            time.sleep(0.3)
+            agent.end(mid, text="answer %d" % n, finish_reason="stop")
+
+    join = in_thread(play)
+    proc = subprocess.run([RELAY_CLI, "chat", ses], input="one\ntwo\nthree\n", capture_output=True, text=True,
+                          timeout=WAIT, env=cli.env)
+    join()
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert received == ["one", "two", "three"], received
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [line["data"]["text"] for line in lines if line["event"] == "done"] == ["answer 0", "answer 1", "answer 2"]
+    assert [line["event"] for line in lines].count("sent") == 3, lines
+    assert proc.stderr.count("(queued: sent when the agent's answer ends") == 2, proc.stderr
+    assert "still answering" not in proc.stderr, proc.stderr
+    agent.close()
+
+
 def test_rate_limited_call_waits_retry_after_then_gives_the_answer(relay, tmp_path):
     """spec: client rule 2: a 429 is retried after Retry-After (with jitter), never in a tight loop."""
     cli = Cli(tmp_path)

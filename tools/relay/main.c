@@ -168,7 +168,9 @@ static const rl_cli_command_t commands[] = {
      "finish_reason, source}.",
      send_flags, send_examples, relay_run_send},
     {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
-     "Type a message and watch the answer stream. Approvals are asked in place and answered with one key, "
+     "Type a message and watch the answer stream. A line typed while the agent answers is queued (up to 16) "
+     "and sent when the turn ends, one at a time, in order; Ctrl-C on the turn drops what is queued, and says "
+     "so. Approvals are asked in place and answered with one key, "
      "no Enter (a line when input is not a terminal): o approve once; s approve this request and, while "
      "this chat is open, the session's later ones (each stored as approve: the relay keeps no grant for "
      "it); a always approve this command (approve_always, scope tool); d deny. Ctrl-C cancels the reply in "
