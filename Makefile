@@ -1,5 +1,7 @@
 # The two commands of the README: `make run` and `make test`.
-# Both install missing Debian packages first (scripts/install-deps.sh).
+# Both install missing Debian packages first (scripts/install-deps.sh): make run, build and install what
+# building and running the programs needs (deps); make test also the test toolchain and the servers the
+# tests start themselves, never started as system services (deps-test).
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -13,14 +15,17 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DRL_WERROR=ON
 endif
 
-.PHONY: all deps build run run-catalog install test test-fresh test-unit test-e2e test-e2e-cluster test-e2e-postgres \
+.PHONY: all deps deps-test build run run-catalog install test test-fresh test-unit test-e2e test-e2e-cluster test-e2e-postgres \
 	test-agents test-browser test-interop test-asan test-package fuzz bench bench-catalog clean
 
 # ==== Build, run, install ===========================================================================
 all: build
 
 deps:
-	@./scripts/install-deps.sh
+	@./scripts/install-deps.sh build
+
+deps-test:
+	@./scripts/install-deps.sh test
 
 build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
@@ -55,7 +60,8 @@ install: deps
 # cores well); the browser suite; the protocol authors' bridge client against relayd
 # (test-interop); unit and end-to-end again against the AddressSanitizer + UBSan build; then the
 # Debian packages, built, installed, run and removed.
-test: build
+test: deps-test
+	@$(MAKE) --no-print-directory build BUILD=$(BUILD)
 	@$(MAKE) --no-print-directory test-unit BUILD=$(BUILD)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e test-e2e-cluster BUILD=$(BUILD)
 	@$(MAKE) --no-print-directory test-browser BUILD=$(BUILD)
@@ -119,14 +125,14 @@ test-interop:
 	@cd tests/interop && npm ci --no-audit --no-fund --engine-strict
 	@cd tests/interop && RELAYD=$(abspath $(BUILD))/relayd node --test --test-concurrency=1 --test-reporter=spec interop.test.js
 
-test-asan: deps test-agents
+test-asan: deps-test test-agents
 	@cmake -S . -B $(ASAN_BUILD) -DRL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 	@RELAYD=$(abspath $(ASAN_BUILD))/relayd RL_SANITIZED=1 $(PYTHON) -m pytest -q tests/e2e
 
 # Real libFuzzer runs (clang), FUZZ_SECONDS per target; new inputs land in the corpora.
-fuzz: deps
+fuzz: deps-test
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DRL_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j$(JOBS)
 	@for t in $(FUZZ_BUILD)/fuzz_*; do \
@@ -138,7 +144,7 @@ fuzz: deps
 
 # The Debian packages, built with dpkg-buildpackage, installed with dpkg -i, the installed relayd
 # started and talked to, then everything removed again (tests/package; slow: minutes, root).
-test-package: deps
+test-package: deps-test
 	@$(PYTHON) -m pytest -q -s tests/package
 
 # ==== Benchmarks (not part of make test) ===========================================================

@@ -3,6 +3,7 @@
  * it (src/bridge/). Commands: pair, status, run, devices, help, version.
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@
 #define CREDENTIALS    "bridge"
 
 static rl_cli_t cli;
+/* argv[0]: how to name this program in a command to run next (see self_name). */
+static const char *invoked_as = "relay-bridge";
 
 static int report(int status, const char *message)
 {
@@ -145,6 +148,42 @@ static void show_code(const char *code, const char *claim_url, const char *enrol
     fflush(stdout);
 }
 
+/*
+ * This program as a command to type: "relay-bridge" when that is what PATH
+ * finds, else the path it was run as (build/relay-bridge in the README's tour).
+ */
+static const char *self_name(void)
+{
+    const char *path = getenv("PATH");
+    char self[PATH_MAX], found[PATH_MAX], candidate[PATH_MAX];
+    size_t len;
+
+    if (strchr(invoked_as, '/') == NULL || realpath(invoked_as, self) == NULL)
+        return invoked_as;
+    while (path != NULL && *path != '\0') {
+        len = strcspn(path, ":");
+        if (len > 0 &&
+            (size_t)snprintf(candidate, sizeof(candidate), "%.*s/relay-bridge", (int)len, path) < sizeof(candidate) &&
+            realpath(candidate, found) != NULL && strcmp(found, self) == 0)
+            return "relay-bridge";
+        path = path[len] == ':' ? path + len + 1 : path + len;
+    }
+    return invoked_as;
+}
+
+/* After pairing: the command that comes next, with the tour's example agent when it is here to run. */
+static void print_next_step(void)
+{
+    if (access("examples/echo_agent.py", R_OK) == 0)
+        printf("Start the bridge with: %s run --agent 'jsonl:python3 examples/echo_agent.py --delay 0.3'\n"
+               "(the README's example agent; your own: --agent exec:COMMAND, jsonl:, acp: or openai:, "
+               "%s help run)\n",
+               self_name(), self_name());
+    else
+        printf("Start the bridge with: %s run --agent exec:COMMAND (or jsonl:, acp:, openai:; %s help run)\n",
+               self_name(), self_name());
+}
+
 static int run_pair(const rl_cli_args_t *args)
 {
     const char *server = rl_cli_value(args, "server"), *name = rl_cli_value(args, "name");
@@ -211,9 +250,8 @@ static int run_pair(const rl_cli_args_t *args)
                     rl_cli_print_json(&cli, doc);
                     json_decref(doc);
                 } else {
-                    printf("Paired: installation %s. Credentials saved in %s.\nStart the bridge with: "
-                           "relay-bridge run --agent exec:COMMAND\n",
-                           inst != NULL ? inst : "", path);
+                    printf("Paired: installation %s. Credentials saved in %s.\n", inst != NULL ? inst : "", path);
+                    print_next_step();
                 }
                 result = 0;
             }
@@ -634,6 +672,8 @@ int main(int argc, char **argv)
     rl_client_t *warm = NULL;
 
     rl_log_set_text("relay-bridge");
+    if (argc > 0 && argv[0] != NULL && argv[0][0] != '\0')
+        invoked_as = argv[0];
     /* rl_client_new initialises libcurl, which must happen before any thread starts. */
     if (rl_client_new("http://127.0.0.1", NULL, &warm) == 0)
         rl_client_free(warm);

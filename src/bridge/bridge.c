@@ -389,21 +389,18 @@ const char *rl_bridge_cwd(const rl_bridge_t *b)
 }
 
 /*
- * relayd accepts finish_reason stop, length, content_filter and tool_call
- * (src/relay/bridge.c). Our adapters' other outcomes map onto them: OpenAI's
- * "tool_calls" is "tool_call"; "cancelled" and "error" have no word there, so
- * the message ends without a finish_reason and says what happened in its text.
+ * relayd accepts finish_reason stop, length, content_filter, tool_call, error
+ * and cancelled (src/relay/bridge.c), and stores an end without one as "stop"
+ * (docs/api.md, "Finish reasons"): a turn that failed or was cancelled must
+ * say so. OpenAI's "tool_calls" is "tool_call"; a cancelled reply also says so
+ * in its text.
  */
 static const struct {
     const char *agent, *relay, *note;
 } finish_map[] = {
-    {"stop", "stop", NULL},
-    {"length", "length", NULL},
-    {"content_filter", "content_filter", NULL},
-    {"tool_call", "tool_call", NULL},
-    {"tool_calls", "tool_call", NULL},
-    {"cancelled", NULL, "[cancelled]"},
-    {"error", NULL, NULL},
+    {"stop", "stop", NULL},           {"length", "length", NULL},        {"content_filter", "content_filter", NULL},
+    {"tool_call", "tool_call", NULL}, {"tool_calls", "tool_call", NULL}, {"cancelled", "cancelled", "[cancelled]"},
+    {"error", "error", NULL},
 };
 
 void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, json_t *usage, const char *error_text)
@@ -422,6 +419,9 @@ void rl_bridge_end(rl_bridge_t *b, rl_turn_t *turn, const char *finish_reason, j
         rl_log(RL_LOG_DEBUG, "finish_reason %s unknown to the relay: left out", finish_reason);
         finish_reason = NULL;
     }
+    /* A jsonl agent's end with an error for the user but no reason failed all the same. */
+    if (finish_reason == NULL && error_text != NULL)
+        finish_reason = "error";
     if (error_text == NULL)
         error_text = note;
     end_turn(b, turn, finish_reason, usage, error_text);

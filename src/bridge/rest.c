@@ -277,7 +277,8 @@ static void perform(rl_rest_t *rest, op_t *op)
     }
     /*
      * A reply too long for a canonical text that also lost a delta cannot be stored whole: it ends with
-     * what arrived and says so, without a finish_reason, rather than with a silent hole.
+     * what arrived and says so, with finish_reason "error" (relayd keeps "incomplete" for its own
+     * endings, and an end without a reason would read as a whole reply), rather than with a silent hole.
      */
     if (op->call == RL_CALL_END && op->turn != NULL && op->turn->incomplete_text != NULL &&
         __atomic_load_n(&op->turn->lost_text, __ATOMIC_ACQUIRE)) {
@@ -288,7 +289,7 @@ static void perform(rl_rest_t *rest, op_t *op)
         json_object_del(op->body, "text");
         json_object_del(op->body, "text_ct");
         json_object_set_new(op->body, op->turn->encrypted ? "text_ct" : "text", json_string(op->turn->incomplete_text));
-        json_object_del(op->body, "finish_reason");
+        json_object_set_new(op->body, "finish_reason", json_string("error"));
     }
     text = json_dumps(op->body, JSON_COMPACT);
     if (text == NULL)

@@ -469,6 +469,34 @@ static void show_cancelled(rl_chat_t *chat, const char *why)
     fflush(chat->out);
 }
 
+/*
+ * How a reply that did not simply stop ended, in words. relayd stores an end without a reason as
+ * "stop" (docs/api.md, "Finish reasons"): no reason at all is a reply from before that rule.
+ */
+static const struct {
+    const char *reason, *words;
+} endings[] = {
+    {"", "(the reply did not finish: the agent failed or stopped before its end)"},
+    {"error", "(the reply did not finish: the agent failed)"},
+    {"cancelled", "(the reply was cancelled)"},
+    {"incomplete", "(the reply did not finish: the agent stopped writing it and the relay ended it)"},
+};
+
+static void note_ending(rl_chat_t *chat, const char *reason)
+{
+    size_t i;
+
+    if (strcmp(reason, "stop") == 0)
+        return;
+    for (i = 0; i < sizeof(endings) / sizeof(endings[0]); ++i) {
+        if (strcmp(reason, endings[i].reason) == 0) {
+            note(chat, "%s", endings[i].words);
+            return;
+        }
+    }
+    note(chat, "(finished: %s)", reason);
+}
+
 static void finish_turn(rl_chat_t *chat, const json_t *message, const char *source)
 {
     chat->turn.finished = 1;
@@ -488,10 +516,8 @@ static void finish_turn(rl_chat_t *chat, const json_t *message, const char *sour
         rl_chat_end_line(chat);
         if (chat->cancelled)
             show_cancelled(chat, "");
-        else if (str(message, "finish_reason")[0] == '\0')
-            note(chat, "(the reply did not finish: the agent failed or stopped before its end)");
-        else if (strcmp(str(message, "finish_reason"), "stop") != 0)
-            note(chat, "(finished: %s)", str(message, "finish_reason"));
+        else
+            note_ending(chat, str(message, "finish_reason"));
     }
     rl_chat_prompt(chat);
 }

@@ -99,6 +99,43 @@ static int parse_flag(rl_cli_args_t *args, int argc, char **argv, int *i, char *
     return add_flag(args, flag, value, err, errsz);
 }
 
+/* Arguments that may be empty: free text ("" clears a title, an empty value is a value). Any other is a name. */
+static const char *const may_be_empty[] = {"text", "title", "value", "query", NULL};
+
+/*
+ * An empty name ("" for a session id, say) would reach the server as a path
+ * with a hole in it, and come back as "no such route": it is refused here,
+ * before any request, saying which argument was empty. The usage string says
+ * what each argument is: the n-th word, when it is a whole <name> or [name].
+ */
+static int empty_argument(const rl_cli_command_t *command, const rl_cli_args_t *args, char *err, size_t errsz)
+{
+    const char *word = command->usage;
+    size_t len, k;
+    int n;
+
+    for (n = 0; n < args->npositional && *word != '\0'; ++n) {
+        while (*word == ' ')
+            ++word;
+        len = strcspn(word, " ");
+        if (len > 2 && args->positional[n][0] == '\0' &&
+            ((word[0] == '<' && word[len - 1] == '>') || (word[0] == '[' && word[len - 1] == ']')) &&
+            strcspn(word, "|") >= len) {
+            for (k = 0; may_be_empty[k] != NULL; ++k) {
+                if (strlen(may_be_empty[k]) == len - 2 && strncmp(word + 1, may_be_empty[k], len - 2) == 0)
+                    break;
+            }
+            if (may_be_empty[k] == NULL) {
+                snprintf(err, errsz, "%s: the %.*s argument is empty: give one (nothing was sent)", command->name,
+                         (int)len, word);
+                return 1;
+            }
+        }
+        word += len;
+    }
+    return 0;
+}
+
 int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_args_t *args, char *err, size_t errsz)
 {
     int i, flags_done = 0;
@@ -146,6 +183,8 @@ int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_
                  args->command->usage[0] != '\0' ? " " : "", args->command->usage);
         return -1;
     }
+    if (empty_argument(args->command, args, err, errsz))
+        return -1;
     return 0;
 }
 

@@ -1,5 +1,6 @@
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "client/diff.h"
@@ -195,6 +196,28 @@ static const struct task_status {
     {"cancelled", "■", RL_TERM_YELLOW, "cancelled"},
 };
 
+/* Labels that only name a state: the line says the task's own state after its title. */
+static const char *const state_words[] = {"pending", "in progress", "in_progress", "done", "finished", NULL};
+
+/*
+ * Whether a status_label is only a state ("running"): the relay keeps a task's last label, so an ended
+ * task would read "task running completed". Such a label is no title; the task's name is.
+ */
+static int names_a_state(const char *label)
+{
+    size_t k;
+
+    for (k = 0; k < sizeof(task_statuses) / sizeof(task_statuses[0]); ++k) {
+        if (strcasecmp(label, task_statuses[k].status) == 0 || strcasecmp(label, task_statuses[k].word) == 0)
+            return 1;
+    }
+    for (k = 0; state_words[k] != NULL; ++k) {
+        if (strcasecmp(label, state_words[k]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 void rl_timeline_print_task(FILE *out, const rl_term_t *term, const json_t *task)
 {
     const char *name = str(task, "name"), *label = str(task, "status_label"), *kind = str(task, "kind");
@@ -202,6 +225,8 @@ void rl_timeline_print_task(FILE *out, const rl_term_t *term, const json_t *task
     size_t k;
     char when[32];
 
+    if (names_a_state(label))
+        label = "";
     for (k = 0; k + 1 < sizeof(task_statuses) / sizeof(task_statuses[0]); ++k) {
         if (strcmp(str(task, "status"), task_statuses[k].status) == 0)
             break;

@@ -65,11 +65,19 @@ static const char *const finish_reasons[] = {"stop",      "length",   "content_f
 #define FINISH_INCOMPLETE "incomplete"
 #define LAPSE_BATCH       100
 
+/*
+ * The spec makes finish_reason optional, and the protocol authors' own bridge
+ * never sends one: an end without a reason is a normal end, stored as "stop",
+ * so that every client reads it the same way (docs/api.md). The relay's own
+ * endings (rl_messages_lapse) name theirs and do not come here.
+ */
 static const char *stored_finish_reason(const char *sent)
 {
     size_t i;
 
-    for (i = 0; sent != NULL && i < sizeof(finish_reason_map) / sizeof(finish_reason_map[0]); ++i)
+    if (sent == NULL)
+        return "stop";
+    for (i = 0; i < sizeof(finish_reason_map) / sizeof(finish_reason_map[0]); ++i)
         if (strcmp(sent, finish_reason_map[i].sent) == 0)
             return finish_reason_map[i].stored;
     return NULL;
@@ -110,7 +118,7 @@ static const rl_field_t send_end_fields[] = {
     RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
     RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
-    RL_FIELD_ENUM("finish_reason", 0, finish_reasons),
+    RL_FIELD_ENUM("finish_reason", RL_F_NULLABLE, finish_reasons),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
 };

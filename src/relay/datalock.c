@@ -81,3 +81,51 @@ int rl_datalock_held(const char *data)
     close(fd);
     return held;
 }
+
+int rl_dataurl_write(const char *data, const char *url)
+{
+    char path[4096], tmp[4200];
+    int fd, result = -1;
+    size_t len = strlen(url);
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", data, RL_DATAURL_FILE) >= sizeof(path))
+        return -1;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    /* A reader sees the old address or the new one, never half of one. */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    if (write(fd, url, len) == (ssize_t)len && write(fd, "\n", 1) == 1)
+        result = 0;
+    if (close(fd) != 0)
+        result = -1;
+    if (result == 0)
+        result = rename(tmp, path);
+    if (result != 0)
+        unlink(tmp);
+    return result;
+}
+
+int rl_dataurl_read(const char *data, char *url, size_t urlsz)
+{
+    char path[4096];
+    ssize_t n;
+    int fd;
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", data, RL_DATAURL_FILE) >= sizeof(path) || urlsz < 2)
+        return -1;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, url, urlsz - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    /* Longer than the buffer: its line end did not come within it. */
+    if ((size_t)n == urlsz - 1 && url[n - 1] != '\n')
+        return -1;
+    url[n] = '\0';
+    while (n > 0 && (url[n - 1] == '\n' || url[n - 1] == '\r'))
+        url[--n] = '\0';
+    return n == 0 || strchr(url, '\n') != NULL ? -1 : 0;
+}

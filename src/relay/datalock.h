@@ -23,4 +23,19 @@ int rl_datalock_take(const char *data, char *why, size_t whysz);
 /* Whether a process holds the lock of the data folder now: 1, 0, or -1 (cannot tell). */
 int rl_datalock_held(const char *data);
 
+/*
+ * The address the relay serves, as clients reach it (--public-url, else
+ * http(s)://the address it listens on, the port it was given when it asked
+ * for 0), written to DATA/relayd.url once it listens, so that the one-shot
+ * commands beside it (relayd login-link) name the relay's real address
+ * without being told it again.
+ */
+#define RL_DATAURL_FILE "relayd.url"
+#define RL_DATAURL_MAX  512
+
+/* Writes url (and a newline) to DATA/relayd.url, replacing it whole. 0, or -1 with errno. */
+int rl_dataurl_write(const char *data, const char *url);
+/* Reads DATA/relayd.url into url (at most urlsz - 1 bytes, no newline). 0, or -1 when absent, empty or too long. */
+int rl_dataurl_read(const char *data, char *url, size_t urlsz);
+
 #endif

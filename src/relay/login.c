@@ -16,6 +16,7 @@
 #include "common/rand.h"
 #include "relay/auth.h"
 #include "auth/jwt.h"
+#include "relay/datalock.h"
 #include "relay/login.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
@@ -182,16 +183,48 @@ static int user_id_ok(const char *user)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n");
+    fprintf(stderr, "usage: relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL] "
+                    "[--listen HOST:PORT]\n");
     return 2;
+}
+
+static const char *set(const char *value)
+{
+    return value != NULL && value[0] != '\0' ? value : NULL;
+}
+
+/*
+ * Where the link points: what this command is told (--public-url, else
+ * --listen), else the address the relayd on this data folder serves (it
+ * writes DATA/relayd.url once it listens: its own --public-url, or the
+ * address it listens on, the one make run picked included), else the
+ * environment (RELAY_PUBLIC_URL, RELAY_LISTEN), else relayd's default.
+ * The running relayd goes before the environment: a shell's RELAY_LISTEN may
+ * be another relay's, the file is this folder's.
+ */
+static void link_base(const char *data, const char *public_url, const char *listen, char *served, size_t servedsz,
+                      char *base, size_t basesz)
+{
+    if (set(public_url) != NULL)
+        snprintf(base, basesz, "%s", public_url);
+    else if (set(listen) != NULL)
+        snprintf(base, basesz, "http://%s", listen);
+    else if (rl_dataurl_read(data, served, servedsz) == 0)
+        snprintf(base, basesz, "%s", served);
+    else if (set(getenv("RELAY_PUBLIC_URL")) != NULL)
+        snprintf(base, basesz, "%s", getenv("RELAY_PUBLIC_URL"));
+    else if (set(getenv("RELAY_LISTEN")) != NULL)
+        snprintf(base, basesz, "http://%s", getenv("RELAY_LISTEN"));
+    else
+        snprintf(base, basesz, "http://127.0.0.1:8080");
 }
 
 int rl_login_link_command(int argc, char **argv)
 {
     const char *user = NULL, *data = getenv("RELAY_DATA"), *ttl_text = RL_LOGIN_TTL_DEFAULT;
-    const char *public_url = getenv("RELAY_PUBLIC_URL"), *listen = getenv("RELAY_LISTEN");
+    const char *public_url = NULL, *listen = NULL;
     const char *location = getenv("RELAY_STORE");
-    char code[RL_LOGIN_CODE_CHARS + 1], hash[RL_TOKEN_HASH_HEX + 1], base[600];
+    char code[RL_LOGIN_CODE_CHARS + 1], hash[RL_TOKEN_HASH_HEX + 1], base[600], served[RL_DATAURL_MAX];
     struct link_outcome outcome = {0, 0};
     struct code_insert *op;
     rl_store_t *store = NULL;
@@ -204,7 +237,8 @@ int rl_login_link_command(int argc, char **argv)
     for (i = 2; i < argc; ++i) {
         if (rl_arg_value(argc, argv, &i, "--data", &data) || rl_arg_value(argc, argv, &i, "--store", &location) ||
             rl_arg_value(argc, argv, &i, "--ttl", &ttl_text) ||
-            rl_arg_value(argc, argv, &i, "--public-url", &public_url))
+            rl_arg_value(argc, argv, &i, "--public-url", &public_url) ||
+            rl_arg_value(argc, argv, &i, "--listen", &listen))
             continue;
         if (argv[i][0] != '-' && user == NULL)
             user = argv[i];
@@ -221,10 +255,7 @@ int rl_login_link_command(int argc, char **argv)
         fprintf(stderr, "relayd login-link: --ttl needs a duration from 1s to 24h, such as 10m\n");
         return 2;
     }
-    if (public_url != NULL && public_url[0] != '\0')
-        snprintf(base, sizeof(base), "%s", public_url);
-    else
-        snprintf(base, sizeof(base), "http://%s", listen != NULL && listen[0] != '\0' ? listen : "127.0.0.1:8080");
+    link_base(data, public_url, listen, served, sizeof(served), base, sizeof(base));
     len = strlen(base);
     while (len > 0 && base[len - 1] == '/')
         base[--len] = '\0';

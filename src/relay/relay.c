@@ -231,6 +231,10 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (config->public_url[0] == '\0')
         snprintf(config->public_url, sizeof(config->public_url), "%s://%s",
                  rl_http_server_tls(relay->server) ? "https" : "http", relay->address);
+    /* For relayd login-link beside it: the address it serves, the port it picked included. */
+    if (rl_dataurl_write(config->data, config->public_url) != 0)
+        rl_log_warn("cannot write %s/%s: %s (relayd login-link then needs --public-url)", config->data, RL_DATAURL_FILE,
+                    strerror(errno));
     relay->housekeeping = rl_housekeeping_start(relay);
     if (relay->housekeeping == NULL)
         return -1;

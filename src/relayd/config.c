@@ -329,6 +329,7 @@ void rl_config_usage(FILE *out)
     fprintf(out, "usage: relayd [--listen HOST:PORT] [--data DIR] [settings...]\n"
                  "       relayd token USER [--data DIR] [--ttl DURATION]\n"
                  "       relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n"
+                 "                         [--listen HOST:PORT]\n"
                  "       relayd backup DEST [--data DIR] [--store sqlite:PATH] [--attachments DIR]\n"
                  "       relayd restore SRC [--data DIR] [--attachments DIR]\n"
                  "       relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n"

@@ -298,8 +298,12 @@ static const struct command commands[] = {
      token_command},
     {"login-link",
      "usage: relayd login-link USER [--data DIR] [--store URL] [--ttl DURATION] [--public-url URL]\n"
+     "                         [--listen HOST:PORT]\n"
      "\nPrints a one-time sign-in link for the web client, and its QR code on a terminal; it is\n"
-     "valid --ttl (default 10m, at most 24h) and is exchanged for a user token (docs/web.md).\n",
+     "valid --ttl (default 10m, at most 24h) and is exchanged for a user token (docs/web.md).\n"
+     "The link points at --public-url, else http://--listen, else the address the relayd on the\n"
+     "data folder serves (DATA/relayd.url), else RELAY_PUBLIC_URL or RELAY_LISTEN, else\n"
+     "http://127.0.0.1:8080.\n",
      rl_login_link_command},
     {"backup",
      "usage: relayd backup DEST [--data DIR] [--store sqlite:PATH] [--attachments DIR]\n"

@@ -106,6 +106,9 @@ def test_https_serves_the_api_over_http1_and_http2(tls_relay, pki):
     # without the CA the certificate is not trusted: the client refuses, nothing is served
     out = _curl("-o", "/dev/null", relay.url("/healthz"))
     assert out.returncode == 60, (out.returncode, out.stderr)
+    # relayd login-link beside it names the address it serves, https included (issue 35, item 4).
+    with open(os.path.join(str(relay.data), "relayd.url")) as f:
+        assert f.read() == relay.url("") + "\n"
 
 
 def test_event_stream_over_tls_and_http2(tls_relay, pki):

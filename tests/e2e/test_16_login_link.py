@@ -92,17 +92,44 @@ def test_links_are_rate_limited_per_address(relay):
     assert 429 in statuses[10:], statuses
 
 
-def test_the_link_uses_the_public_url_or_the_listen_address(relay, tmp_path):
-    env = clean_env({"RELAY_LISTEN": "127.0.0.1:9999"})
-    proc = subprocess.run([RELAYD, "login-link", "erin", "--data", str(relay.data)], capture_output=True, text=True,
-                          timeout=15, env=env)
+def _link(data, *extra, env=None):
+    proc = subprocess.run([RELAYD, "login-link", "erin", "--data", str(data)] + list(extra), capture_output=True,
+                          text=True, timeout=15 * SLOW, env=clean_env(env))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().startswith("http://127.0.0.1:9999/login#code=")
-    env = clean_env({"RELAY_PUBLIC_URL": "https://relay.example.org/"})
-    proc = subprocess.run([RELAYD, "login-link", "erin", "--data", str(relay.data)], capture_output=True, text=True,
-                          timeout=15, env=env)
-    assert proc.stdout.strip().startswith("https://relay.example.org/login#code="), proc.stdout
-    assert os.path.exists(os.path.join(str(relay.data), "relay.db"))
+    return proc.stdout.strip().split("/login#code=")[0]
+
+
+def test_beside_a_running_relayd_the_link_names_the_address_it_serves(relay):
+    """Issue 35, item 4: the README's `relayd login-link local`, run in another terminal than make run's
+    (no RELAY_LISTEN there, or another relay's), names the address the relayd on that data folder
+    listens on: it writes it to DATA/relayd.url once it listens. What the command is told wins."""
+    served = relay.url("")
+    with open(os.path.join(str(relay.data), "relayd.url")) as f:
+        assert f.read() == served + "\n"
+    assert (os.stat(os.path.join(str(relay.data), "relayd.url")).st_mode & 0o777) == 0o600
+    assert _link(relay.data) == served
+    assert _link(relay.data, env={"RELAY_LISTEN": "127.0.0.1:9999"}) == served
+    assert _link(relay.data, "--listen", "127.0.0.1:9998") == "http://127.0.0.1:9998"
+    assert _link(relay.data, "--public-url", "https://relay.example.org/") == "https://relay.example.org"
+    assert _link(relay.data, "--listen", "127.0.0.1:9998", "--public-url", "https://a.example") == "https://a.example"
+
+
+def test_the_running_relayd_s_public_url_and_tls_reach_the_link(relayd, tmp_path):
+    relay = relayd("--public-url", "https://relay.example.org/base/")
+    assert _link(relay.data) == "https://relay.example.org/base"
+    # Stopped, it leaves its last address: the best guess for the link until it starts again.
+    relay.stop()
+    assert _link(relay.data) == "https://relay.example.org/base"
+
+
+def test_without_a_relayd_on_the_folder_the_environment_or_the_default(tmp_path):
+    data = tmp_path / "fresh"
+    assert _link(data, env={"RELAY_LISTEN": "127.0.0.1:9999"}) == "http://127.0.0.1:9999"
+    assert _link(data, env={"RELAY_PUBLIC_URL": "https://relay.example.org/",
+                            "RELAY_LISTEN": "127.0.0.1:9999"}) == "https://relay.example.org"
+    assert _link(data) == "http://127.0.0.1:8080"
+    assert os.path.exists(os.path.join(str(data), "relay.db"))
+    assert not os.path.exists(os.path.join(str(data), "relayd.url"))
 
 
 def test_a_link_made_for_a_shared_store_works_on_any_node(relayd, tmp_path):

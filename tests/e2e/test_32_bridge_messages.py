@@ -102,6 +102,25 @@ def test_every_finish_reason_is_accepted(relay, user_token):
     t.close()
 
 
+def test_an_end_without_a_finish_reason_is_a_normal_end(relay, user_token):
+    """The spec makes finish_reason optional and the protocol authors' bridge never sends one
+    ({message_id, text_ct, usage?, idempotency_key}): relayd stores such an end as "stop", in the
+    event and in the record, so that no client reads a finished reply as a failed one. null is the
+    same as absent; a reason that is given is kept as it is."""
+    t = Turn(relay, user_token)
+    ends = {"absent": {}, "null": {"finish_reason": None}, "cancelled": {"finish_reason": "cancelled"},
+            "error": {"finish_reason": "error"}}
+    expected = {"absent": "stop", "null": "stop", "cancelled": "cancelled", "error": "error"}
+    for name, extra in ends.items():
+        mid = t.inst.open_message(t.session, t.interaction, text=name)
+        assert_ok(t.inst.end(mid, text="the reply", usage={"output_tokens": 2}, **extra))
+        finalized = t.stream.wait_for("message_finalized", lambda d: d["message_id"] == mid, timeout=WAIT).data
+        assert finalized["finish_reason"] == expected[name] and finalized["state"] == "final", (name, finalized)
+        stored = t.inst.message(t.session, mid)
+        assert stored["finish_reason"] == expected[name] and stored["text"] == "the reply", (name, stored)
+    t.close()
+
+
 def test_writes_after_finalisation_are_409_message_finalized(relay, user_token):
     t = Turn(relay, user_token)
     inst = t.inst

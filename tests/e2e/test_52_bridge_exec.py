@@ -25,7 +25,7 @@ def test_a_failing_agent_finishes_with_error_and_says_why(relay, user_token, tmp
         session = user.create_session()
         interaction = user.send(session, "hi")
         reply = user.wait_reply(session, interaction)
-        assert reply["finish_reason"] is None, reply
+        assert reply["finish_reason"] == "error", reply
         assert reply["text"].startswith("partial\n"), reply
         assert "exit status 3" in reply["text"] and "model not found" in reply["text"], reply
     finally:
@@ -46,7 +46,7 @@ def test_cancel_stops_the_command(relay, user_token, tmp_path):
                    what="streamed text")
         user.cancel(session, interaction)
         reply = user.wait_reply(session, interaction, timeout=10)
-        assert reply["finish_reason"] is None and reply["text"].endswith("[cancelled]"), reply
+        assert reply["finish_reason"] == "cancelled" and reply["text"].endswith("[cancelled]"), reply
         assert reply["text"].startswith("started"), reply
         assert not marker.exists()
     finally:

@@ -79,6 +79,6 @@ def test_a_dead_model_server_ends_the_turn_with_an_error_text(relay, user_token,
         session = user.create_session()
         interaction = user.send(session, "hello")
         reply = user.wait_reply(session, interaction)
-        assert "[the model server failed" in reply["text"] and reply["finish_reason"] is None, reply
+        assert "[the model server failed" in reply["text"] and reply["finish_reason"] == "error", reply
     finally:
         assert bridge.stop() == 0

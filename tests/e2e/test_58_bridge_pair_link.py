@@ -6,6 +6,7 @@ keeps claim_url for scripts and says with claim_page whether it is served."""
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import threading
@@ -128,3 +129,62 @@ def test_the_json_line_says_whether_the_page_is_served(relay, tmp_path, scripted
             proc.communicate()
         assert first["claim_page"] is served, (server, first)
         assert first["claim_url"].endswith("/pair?code=" + first["code"]), first
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _paired_screen(relay, user_token, tmp_path, argv0, cwd, path_dirs=()):
+    """`relay-bridge pair` on a terminal, run as argv0 from cwd, the code claimed by the user: the screen."""
+    bridge = RelayBridge(relay, tmp_path)
+    master, slave = pty.openpty()
+    env = bridge.env({"NO_COLOR": "1", "TERM": "xterm",
+                      "PATH": ":".join(list(path_dirs) + ["/usr/local/bin", "/usr/bin", "/bin"])})
+    proc = subprocess.Popen([argv0, "pair", "--server", relay.url(""), "--name", "screen-test"],
+                            executable=BRIDGE, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                            env=env, close_fds=True)
+    os.close(slave)
+    screen, claimed, deadline = b"", False, time.monotonic() + WAIT
+    try:
+        while time.monotonic() < deadline and proc.poll() is None or select.select([master], [], [], 0)[0]:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                screen += data
+            code = re.search(rb"\b([A-Z2-9]{7})\b", screen.split(b"Enter this code")[-1])
+            if not claimed and b"Enter this code" in screen and code:
+                r = requests.post(relay.url("/v1/me/pairing/claim"), json={"code": code.group(1).decode()},
+                                  headers={"Authorization": "Bearer " + user_token}, timeout=10 * SLOW)
+                assert r.status_code == 200, r.text
+                claimed = True
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        os.close(master)
+    text = screen.decode("utf-8", "replace").replace("\r\n", "\n")
+    assert "Paired: installation" in text, text
+    return text
+
+
+def test_after_pairing_it_names_itself_as_it_can_be_run_and_the_tour_s_agent(relay, user_token, tmp_path):
+    """Issue 35, item 9: built from the tree, relay-bridge is not on PATH: the next command is the path
+    it was run as, with the README tour's agent when its example is there; on PATH, its bare name."""
+    inside = os.path.join(os.path.dirname(BRIDGE), ".", "relay-bridge")
+    text = _paired_screen(relay, user_token, tmp_path / "a", inside, REPO)
+    assert ("Start the bridge with: %s run --agent 'jsonl:python3 examples/echo_agent.py --delay 0.3'\n" % inside
+            in text), text
+    assert "--agent exec:COMMAND\n" not in text and "relay-bridge run --agent exec:COMMAND" not in text, text
+    # Elsewhere, no example agent to point at: the generic form, still with the path it was run as.
+    text = _paired_screen(relay, user_token, tmp_path / "b", inside, str(tmp_path))
+    assert "Start the bridge with: %s run --agent exec:COMMAND" % inside in text, text
+    # Found on PATH (a link to this very program): its name is enough.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(BRIDGE, str(bin_dir / "relay-bridge"))
+    text = _paired_screen(relay, user_token, tmp_path / "c", inside, REPO, path_dirs=[str(bin_dir)])
+    assert "Start the bridge with: relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py" in text, text

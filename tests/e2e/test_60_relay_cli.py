@@ -278,6 +278,45 @@ def test_usage_errors_exit_2(relay, tmp_path):
             "watch"} <= names
 
 
+def test_an_empty_id_is_refused_before_any_request(relay, tmp_path):
+    """Issue 35, item 9: `relay send "" hi` made the path /v1/me/sessions//send and got "no such route
+    (HTTP 404)". An empty name is a usage error that says which argument, and nothing reaches the relay:
+    with the relay stopped, a request would be a runtime error (1), not a usage one (2)."""
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    relay.stop()
+    for argv, name in ((["send", "", "hi"], "<session>"), (["history", ""], "[session]"),
+                       (["chat", ""], "[session]"), (["cancel", ""], "<session>"), (["approve", ""], "<approval>"),
+                       (["rename", "", "x"], "<session>"), (["pair", ""], "<code>")):
+        proc = cli.run(*argv)
+        assert proc.returncode == 2, (argv, proc.returncode, proc.stdout, proc.stderr)
+        error = json.loads(proc.stdout)["error"]
+        assert error == "%s: the %s argument is empty: give one (nothing was sent)" % (argv[0], name), (argv, error)
+    # Free text may be empty: this one is sent (and fails to reach the stopped relay).
+    proc = cli.run("rename", "ses_x", "")
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_history_without_a_session_shows_the_newest_as_chat_does(relay, tmp_path):
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    proc = cli.run("history")
+    assert proc.returncode == 1 and "no session yet: start one with relay new" in proc.stdout, proc
+    agent = pair_with_cli(cli, relay)
+    older = new_session(cli, agent, title="older")
+    time.sleep(0.01)
+    newer = new_session(cli, agent, title="newer")
+    token = mint_token(relay.data, "alice")
+    assert_ok(relay.post("/v1/me/sessions/%s/send" % newer, {"text": "in the newer one"}, token=token))
+    proc = cli.run("history")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert [m["text"] for m in json.loads(proc.stdout)["messages"]] == ["in the newer one"], proc.stdout
+    assert 'showing your newest session, %s "newer" (relay history SESSION picks another)' % newer in proc.stderr, \
+        proc.stderr
+    assert json.loads(cli.run("history", older).stdout)["messages"] == []
+    agent.close()
+
+
 def test_remote_errors_exit_1_with_request_id(relay, tmp_path):
     cli = Cli(tmp_path)
     cli.login(relay)
@@ -666,6 +705,37 @@ def test_chat_reads_a_script_from_a_pipe(relay, tmp_path):
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [line["event"] for line in lines][0] == "sent", lines
     assert lines[-1]["event"] == "done" and lines[-1]["data"]["text"] == "scripted answer", lines
+    agent.close()
+
+
+def test_chat_sends_a_script_s_lines_one_turn_after_the_other(relay, tmp_path):
+    """Issue 35, item 7: a piped script's lines arrive while the first reply streams; each is queued
+    and sent once the turn before it ended, in order, none thrown away."""
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    agent = pair_with_cli(cli, relay)
+    ses = new_session(cli, agent)
+    received = []
+
+    def play():
+        for n in range(3):
+            update = agent.next_update("session.message")
+            received.append(update["payload"]["message"]["text"])
+            mid = agent.open(ses, update["interaction_id"])
+            time.sleep(0.3)
+            agent.end(mid, text="answer %d" % n, finish_reason="stop")
+
+    join = in_thread(play)
+    proc = subprocess.run([RELAY_CLI, "chat", ses], input="one\ntwo\nthree\n", capture_output=True, text=True,
+                          timeout=WAIT, env=cli.env)
+    join()
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert received == ["one", "two", "three"], received
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [line["data"]["text"] for line in lines if line["event"] == "done"] == ["answer 0", "answer 1", "answer 2"]
+    assert [line["event"] for line in lines].count("sent") == 3, lines
+    assert proc.stderr.count("(queued: sent when the agent's answer ends") == 2, proc.stderr
+    assert "still answering" not in proc.stderr, proc.stderr
     agent.close()
 
 

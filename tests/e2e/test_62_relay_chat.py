@@ -175,3 +175,78 @@ def test_no_color_on_a_terminal(relay, tmp_path, tmux):
     wait_screen(tmux, "relay exited with status 0")
     shown = tmux("capture-pane", "-p", "-e", "-t", "chat")
     assert "alice" in shown and "\x1b[" not in shown, repr(shown)
+
+
+def test_lines_typed_while_the_agent_answers_are_queued_and_sent_in_order(relay, tmp_path, tmux):
+    """Issue 35, item 7: a line typed while the agent answers is not thrown away: the chat says it is
+    queued and sends it when the turn ends, one line at a time, in the order typed. Ctrl-C on a turn
+    drops what waits, and says so."""
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    agent = pair_with_cli(cli, relay)
+    ses = new_session(cli, agent, "queue test")
+    received, release = [], {}
+
+    def turns():
+        for n in range(3):
+            update = agent.next_update("session.message")
+            received.append((update["payload"]["message"]["text"], time.monotonic()))
+            mid = agent.open(ses, update["interaction_id"])
+            agent.delta(mid, "answer %d streaming " % n)
+            # The first turn stays open until the test has typed its two lines.
+            if n == 0:
+                while "go" not in release:
+                    time.sleep(0.05)
+            else:
+                time.sleep(0.3)
+            agent.end(mid, text="answer %d streaming done" % n, finish_reason="stop")
+            release["ended_%d" % n] = time.monotonic()
+
+    join = in_thread(turns)
+    start_in_tmux(tmux, cli, ["chat", ses], no_color=True)
+    wait_screen(tmux, "you>")
+    tmux("send-keys", "-t", "chat", "first question", "Enter")
+    wait_screen(tmux, "answer 0 streaming")
+    tmux("send-keys", "-t", "chat", "second question", "Enter")
+    wait_screen(tmux, "(queued: sent when the agent's answer ends)")
+    tmux("send-keys", "-t", "chat", "third question", "Enter")
+    shown = wait_screen(tmux, "after the 1 line before it)")
+    assert "still answering" not in shown, shown
+    # Nothing else reached the agent while its first answer streamed.
+    time.sleep(0.5)
+    assert [text for text, _ in received] == ["first question"], received
+    release["go"] = True
+    shown = wait_screen(tmux, "answer 2 streaming done")
+    join()
+    assert [text for text, _ in received] == ["first question", "second question", "third question"], received
+    # One at a time: each went only after the turn before it had ended.
+    assert received[1][1] >= release["ended_0"] and received[2][1] >= release["ended_1"], (received, release)
+    # Each queued line is shown after a prompt, as if typed there, before its answer (the first answer's
+    # line holds the echo of what was typed meanwhile).
+    at = [shown.find(text) for text in ("answer 0 streaming", "you> second question", "answer 1 streaming done",
+                                        "you> third question", "answer 2 streaming done")]
+    assert all(i >= 0 for i in at) and at == sorted(at), (at, shown)
+
+    # Ctrl-C cancels the turn and drops the line that waited, saying so.
+    def slow_turn():
+        update = agent.next_update("session.message")
+        received.append((update["payload"]["message"]["text"], time.monotonic()))
+        mid = agent.open(ses, update["interaction_id"])
+        agent.delta(mid, "slow words ")
+        agent.next_update("session.cancelled")
+        agent.end(mid, text="slow words [cancelled]", finish_reason="cancelled")
+
+    join = in_thread(slow_turn)
+    tmux("send-keys", "-t", "chat", "count slowly", "Enter")
+    wait_screen(tmux, "slow words")
+    tmux("send-keys", "-t", "chat", "never sent", "Enter")
+    wait_screen(tmux, "(queued: sent when the agent's answer ends)")
+    tmux("send-keys", "-t", "chat", "C-c")
+    shown = wait_screen(tmux, "(turn cancelled: the 1 queued line was not sent)")
+    join()
+    wait_screen(tmux, "turn cancelled\n")
+    time.sleep(0.5)
+    assert [text for text, _ in received][-1] == "count slowly", received
+    tmux("send-keys", "-t", "chat", "C-c")
+    wait_screen(tmux, "relay exited with status 0")
+    agent.close()

@@ -268,3 +268,38 @@ def test_the_tour_and_the_pairing_calls_use_what_make_run_prints():
     assert re.findall(r"curl -s -X POST (\S+)", two_commands) == [
         '"$RELAY/v1/pairing/start"', '"$RELAY/v1/me/pairing/claim"', '"$RELAY/v1/pairing/poll"']
     assert "builds relayd, relay and relay-bridge" in two_commands
+
+
+def phone_commands():
+    """The commands of the README's "On your phone", in order, without comments."""
+    text = read("README.md")
+    section = text[text.index("### On your phone"):]
+    block = section[section.index("```sh") + 5:]
+    block = block[:block.index("```")]
+    return [line.strip() for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_the_phone_s_sign_in_link_is_for_the_tour_s_user_at_make_run_s_address(tmp_path):
+    """Issue 35, item 4: the phone section's login-link, run as written in another terminal after
+    `RELAY_LISTEN=... make run` (a port that is not 8080), signs in the tour's user `local` (the
+    owner of its sessions) at the address make run picked."""
+    link_line = next(line for line in phone_commands() if "relayd login-link" in line)
+    argv = shlex.split(local_command(link_line))
+    assert argv[2] == "local" and "--public-url" not in argv and "--listen" not in argv, link_line
+    proc, exports = make_run(tmp_path)
+    try:
+        # The reader's other terminal, at the top of the repository: none of make run's settings.
+        link = subprocess.run(argv + ["--data", str(tmp_path / "data")], cwd=REPO, capture_output=True, text=True,
+                              timeout=60, env=clean_env())
+        assert link.returncode == 0, link.stderr
+        base, code = link.stdout.strip().split("/login#code=")
+        assert base == exports["RELAY"], (base, exports)
+        signed_in = requests.post(base + "/v1/login/exchange", json={"code": code}, timeout=5).json()["result"]
+        me = requests.get(base + "/v1/me", headers={"Authorization": "Bearer " + exports["TOKEN"]}, timeout=5)
+        assert signed_in["user_id"] == me.json()["result"]["user"]["id"] == "local", (signed_in, me.text)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=START_TIMEOUT)
+    # The bridge is paired and run against the address the tour uses.
+    rest = " ".join(phone_commands())
+    assert 'relay-bridge pair --server "$RELAY"' in rest, rest

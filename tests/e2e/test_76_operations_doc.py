@@ -11,7 +11,7 @@ PACKAGE = "tests/package/test_package.py"
 
 # command as written in the page -> (test file, fragment that file must hold)
 EXERCISED = {
-    "./scripts/install-deps.sh": (PACKAGE, 'sh("./scripts/install-deps.sh"'),
+    "./scripts/install-deps.sh package": (PACKAGE, 'sh("./scripts/install-deps.sh package"'),
     "dpkg-buildpackage -b -us -uc": (PACKAGE, '"dpkg-buildpackage -b -us -uc"'),
     "dpkg -i ../relayd_*.deb ../relay-client_*.deb": (PACKAGE, '"dpkg -i ../relayd_*.deb ../relay-client_*.deb"'),
     "make install PREFIX=/usr/local": (PACKAGE, '"make install PREFIX=/usr/local DESTDIR='),

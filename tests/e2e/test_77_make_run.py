@@ -68,6 +68,15 @@ def test_make_run_builds_the_tour_s_programs_shows_progress_greets_and_serves(tm
     try:
         wait_until(lambda: proc.poll() is not None or _healthy(port), 600, interval=0.2, what="make run to serve")
         assert proc.poll() is None, proc.communicate()
+        # The README's phone section, in another terminal (no RELAY_LISTEN there): the link names the
+        # address make run picked, for the tour's user (issue 35, item 4).
+        link = subprocess.run([os.path.join(BUILD, "relayd"), "login-link", "local", "--data", str(tmp_path / "data")],
+                              capture_output=True, text=True, timeout=60, env=clean_env())
+        assert link.returncode == 0, link.stderr
+        assert re.match(r"http://127\.0\.0\.1:%d/login#code=\w{32}$" % port, link.stdout.strip()), link.stdout
+        code = link.stdout.strip().split("#code=")[1]
+        signed_in = requests.post("http://127.0.0.1:%d/v1/login/exchange" % port, json={"code": code}, timeout=5)
+        assert signed_in.json()["result"]["user_id"] == "local", signed_in.text
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=START_TIMEOUT)

@@ -155,7 +155,7 @@ def src(work):
 @pytest.fixture(scope="module")
 def debs(work, src):
     """docs/operations.md, Install: install-deps, then dpkg-buildpackage; {package: its .deb}."""
-    sh("./scripts/install-deps.sh", cwd=str(src))
+    sh("./scripts/install-deps.sh package", cwd=str(src))
     started = time.monotonic()
     proc = sh("dpkg-buildpackage -b -us -uc", check=False, cwd=str(src), timeout=3600,
               env=dict(os.environ, DEB_BUILD_OPTIONS="parallel=2"))

@@ -504,8 +504,67 @@ out:
     return status;
 }
 
+/*
+ * Lines typed while the agent answers: each waits its turn and is sent when the turn before it has ended,
+ * one at a time, in the order typed. Bounded: a line past QUEUE_MAX is refused and said so.
+ */
+#define QUEUE_MAX 16
+typedef struct line_queue {
+    char lines[QUEUE_MAX][4096];
+    int head, count;
+} line_queue_t;
+
+static void queue_push(line_queue_t *queue, const char *line)
+{
+    if (queue->count == QUEUE_MAX) {
+        rl_cli_note(&relay.cli, "(not sent: %d lines already wait for the agent's answer to end)", QUEUE_MAX);
+        return;
+    }
+    snprintf(queue->lines[(queue->head + queue->count) % QUEUE_MAX], sizeof(queue->lines[0]), "%s", line);
+    queue->count++;
+    if (queue->count == 1)
+        rl_cli_note(&relay.cli, "(queued: sent when the agent's answer ends)");
+    else
+        rl_cli_note(&relay.cli, "(queued: sent when the agent's answer ends, after the %d line%s before it)",
+                    queue->count - 1, queue->count == 2 ? "" : "s");
+}
+
+/* Drops what waits, saying so (Ctrl-C, /quit, a send that failed): the person typed it, they must know. */
+static void queue_drop(line_queue_t *queue, const char *why)
+{
+    if (queue->count > 0)
+        rl_cli_note(&relay.cli, "(%s: the %d queued line%s %s not sent)", why, queue->count,
+                    queue->count == 1 ? "" : "s", queue->count == 1 ? "was" : "were");
+    queue->head = queue->count = 0;
+}
+
+/*
+ * Once the turn has ended and no approval waits for an answer, the next queued line goes, shown after the
+ * prompt as if typed there. A line that cannot be sent drops the rest: they followed it.
+ */
+static void queue_send_next(line_queue_t *queue, live_t *live, const char *session_id)
+{
+    const char *line;
+
+    if (queue->count == 0 || rl_chat_turn_active(live->chat) || rl_chat_prompting(live->chat) ||
+        rl_chat_waiting(live->chat) > 0)
+        return;
+    line = queue->lines[queue->head];
+    queue->head = (queue->head + 1) % QUEUE_MAX;
+    queue->count--;
+    if (!relay.cli.json) {
+        printf("%s\n", line);
+        fflush(stdout);
+    }
+    if (send_text(live, session_id, line) != EXIT_OK) {
+        queue_drop(queue, "the queued line could not be sent");
+        rl_chat_prompt(live->chat);
+    }
+}
+
 int relay_run_chat(const rl_cli_args_t *args)
 {
+    static line_queue_t queue;
     const char *session_id = args->npositional > 0 ? args->positional[0] : NULL;
     line_reader_t reader = {.len = 0};
     json_t *history = NULL;
@@ -516,7 +575,7 @@ int relay_run_chat(const rl_cli_args_t *args)
 
     /* Without a session, the newest one: what a person coming back to the chat most likely wants. */
     if (session_id == NULL) {
-        status = relay_newest_session(newest, sizeof(newest));
+        status = relay_newest_session("chat", newest, sizeof(newest));
         if (status != EXIT_OK)
             return status;
         session_id = newest;
@@ -542,9 +601,11 @@ int relay_run_chat(const rl_cli_args_t *args)
             if (!rl_chat_turn_active(live.chat)) {
                 rl_chat_end_line(live.chat);
                 printf("\n");
+                queue_drop(&queue, "left the chat");
                 break;
             }
             cancel_turn(&live, session_id);
+            queue_drop(&queue, "turn cancelled");
             /* The chat follows the cancelled reply to its stored end first (rl_chat_cancelled), then prompts. */
             if (!rl_chat_turn_active(live.chat)) {
                 rl_cli_note(&relay.cli, "(Ctrl-C again to quit)");
@@ -561,22 +622,25 @@ int relay_run_chat(const rl_cli_args_t *args)
                 follow_prompt(live.chat, tty);
                 continue;
             }
-            if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0)
+            if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) {
+                queue_drop(&queue, "left the chat");
                 goto done;
+            }
             if (line[0] == '\0') {
                 rl_chat_prompt(live.chat);
                 continue;
             }
-            if (rl_chat_turn_active(live.chat)) {
-                rl_cli_note(&relay.cli, "(the agent is still answering: wait, or Ctrl-C to cancel)");
+            if (rl_chat_turn_active(live.chat) || queue.count > 0) {
+                queue_push(&queue, line);
                 continue;
             }
             if (send_text(&live, session_id, line) != EXIT_OK)
                 rl_chat_prompt(live.chat);
         }
+        queue_send_next(&queue, &live, session_id);
         follow_prompt(live.chat, tty);
-        /* At the end of input (a script piped in), the reply in progress is still awaited. */
-        if (reader.eof && reader.len == 0 && !rl_chat_turn_active(live.chat))
+        /* At the end of input (a script piped in), the reply in progress and the lines queued are still awaited. */
+        if (reader.eof && reader.len == 0 && !rl_chat_turn_active(live.chat) && queue.count == 0)
             break;
         if (rl_chat_gone(live.chat) != NULL) {
             status = relay_report(EXIT_RUNTIME, rl_chat_gone(live.chat), NULL);

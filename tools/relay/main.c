@@ -160,22 +160,24 @@ static const rl_cli_command_t commands[] = {
     {"unarchive", "<session>", 1, 1, "bring an archived session back", NULL, NULL, NULL, relay_run_session_action},
     {"delete", "<session>", 1, 1, "delete a session (restorable for 24 h)", NULL, NULL, NULL, relay_run_session_action},
     {"restore", "<session>", 1, 1, "restore a deleted session", NULL, NULL, NULL, relay_run_session_action},
-    {"history", "<session>", 1, 1, "show a session's messages, tool calls and approvals, oldest first",
-     "The session's timeline: messages; tool calls with their status, arguments and results, a unified diff "
+    {"history", "[session]", 0, 1, "show a session's messages, tool calls and approvals (default: your newest)",
+     "The session's timeline, oldest first (without a session, your newest one, as relay chat takes it): messages; tool calls with their status, arguments and results, a unified diff "
      "for each edit (coloured on a terminal) and plans as checklists; approvals with what the agent showed "
      "and the decision. With --json: {items, messages, has_more, next_cursor}, items and messages oldest first.",
      history_flags, NULL, relay_run_history},
     {"send", "<session> <text>", 2, 2, "send a message and stream the reply",
      "Prints the reply as it streams and task lines as they start and end; on a terminal it asks about "
      "approvals. Exit status: 0 when the reply finished (finish_reason stop or tool_call), 4 when it is final "
-     "but did not finish (no finish_reason: the agent failed, was cancelled at its end or its bridge gave up; "
-     "or length, content_filter), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
+     "but did not finish (error: the agent failed or its bridge gave up; cancelled; incomplete: the relay "
+     "ended it; length, content_filter; an end without a reason is stop), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
      "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
      "message_delta, task_*, approval_*, device_capability_*, resync, polled, and done {status, text, "
      "finish_reason, source}.",
      send_flags, send_examples, relay_run_send},
     {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
-     "Type a message and watch the answer stream. Approvals are asked in place and answered with one key, "
+     "Type a message and watch the answer stream. A line typed while the agent answers is queued (up to 16) "
+     "and sent when the turn ends, one at a time, in order; Ctrl-C on the turn drops what is queued, and says "
+     "so. Approvals are asked in place and answered with one key, "
      "no Enter (a line when input is not a terminal): o approve once; s approve this request and, while "
      "this chat is open, the session's later ones (each stored as approve: the relay keeps no grant for "
      "it); a always approve this command (approve_always, scope tool); d deny. Ctrl-C cancels the reply in "

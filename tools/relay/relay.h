@@ -66,8 +66,11 @@ int relay_fetch_me(json_t **me);
 int relay_fetch_history(const char *session_id, int limit, json_t **result);
 /* GET /v1/me/sessions/:id/timeline?limit=N (newest first); EXIT_OK with *result, or reported. */
 int relay_fetch_timeline(const char *session_id, int limit, json_t **result);
-/* The newest active session not on a revoked installation: EXIT_OK with its id in out, or reported. */
-int relay_newest_session(char *out, size_t outsz);
+/*
+ * The newest active session not on a revoked installation, for command (chat, history: named in the
+ * note it prints on stderr): EXIT_OK with its id in out, or reported.
+ */
+int relay_newest_session(const char *command, char *out, size_t outsz);
 /* An installation the relay revoked: left out of the default lists and choices. */
 int relay_revoked(const json_t *installation);
 /* Whether the session's installation (looked up in me) is revoked. */

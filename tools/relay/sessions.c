@@ -187,6 +187,8 @@ static const struct item_kind {
  */
 int relay_run_history(const rl_cli_args_t *args)
 {
+    const char *session_id = args->npositional > 0 ? args->positional[0] : NULL;
+    char newest[128];
     int limit = 50, status;
     json_t *result, *items, *messages;
     const json_t *item;
@@ -197,7 +199,14 @@ int relay_run_history(const rl_cli_args_t *args)
     status = relay_need_login();
     if (status != EXIT_OK)
         return status;
-    status = relay_fetch_timeline(args->positional[0], limit, &result);
+    /* Without a session, the newest one, as relay chat takes it. */
+    if (args->npositional == 0) {
+        status = relay_newest_session("history", newest, sizeof(newest));
+        if (status != EXIT_OK)
+            return status;
+        session_id = newest;
+    }
+    status = relay_fetch_timeline(session_id, limit, &result);
     if (status != EXIT_OK)
         return status;
     items = json_array();
@@ -255,7 +264,7 @@ int relay_run_cancel(const rl_cli_args_t *args)
     return relay_print_result(result, "asked the agent to stop the turn in %s\n", args->positional[0]);
 }
 
-int relay_newest_session(char *out, size_t outsz)
+int relay_newest_session(const char *command, char *out, size_t outsz)
 {
     const json_t *session, *newest = NULL;
     json_int_t newest_at = -1;
@@ -279,12 +288,16 @@ int relay_newest_session(char *out, size_t outsz)
     }
     if (newest == NULL) {
         json_decref(me);
-        return relay_report(EXIT_RUNTIME, "no session to chat in yet: start one with relay new", NULL);
+        return relay_report(EXIT_RUNTIME,
+                            strcmp(command, "chat") == 0 ? "no session to chat in yet: start one with relay new"
+                                                         : "no session yet: start one with relay new",
+                            NULL);
     }
     snprintf(out, outsz, "%s", rl_cli_str(newest, "id"));
-    rl_cli_note(&relay.cli, "relay: chatting in your newest session, %s%s%s%s (relay chat SESSION picks another)", out,
+    rl_cli_note(&relay.cli, "relay: %s your newest session, %s%s%s%s (relay %s SESSION picks another)",
+                strcmp(command, "chat") == 0 ? "chatting in" : "showing", out,
                 rl_cli_str(newest, "title")[0] != '\0' ? " \"" : "", rl_cli_str(newest, "title"),
-                rl_cli_str(newest, "title")[0] != '\0' ? "\"" : "");
+                rl_cli_str(newest, "title")[0] != '\0' ? "\"" : "", command);
     json_decref(me);
     return EXIT_OK;
 }

@@ -95,6 +95,13 @@ static void test_parse_refuses(void **state)
     /* A command's flag before the command is not known yet. */
     assert_int_equal(parse(&args, err, "--type", "x", "search", "y", NULL), -1);
     assert_int_equal(parse(&args, err, "get", "--type", "x", "a", "b", NULL), -1);
+    /* An empty name would make a path with a hole in it: refused, naming the argument (issue 35, item 9). */
+    assert_int_equal(parse(&args, err, "get", "model", "", NULL), -1);
+    assert_string_equal(err, "get: the <slug> argument is empty: give one (nothing was sent)");
+    assert_int_equal(parse(&args, err, "get", "", "x", NULL), -1);
+    assert_non_null(strstr(err, "the <type> argument is empty"));
+    /* Free text may be empty. */
+    assert_int_equal(parse(&args, err, "search", "", NULL), 0);
 }
 
 static void test_help_and_manifest(void **state)

@@ -64,6 +64,22 @@ static void test_a_plan_and_a_running_task_show_what_they_showed_last(void **sta
     free(got);
 }
 
+static void test_an_ended_task_shows_its_final_state_once(void **state)
+{
+    /* The tour's echo agent: its last label was "running"; the relay keeps it after the end (issue 35, item 9). */
+    char *got = printed(rl_timeline_print_task,
+                        "{\"task_id\":\"t\",\"kind\":\"exec\",\"name\":\"shell\",\"status_label\":\"running\","
+                        "\"status\":\"completed\",\"args\":null,\"result\":null,\"error\":null}");
+
+    assert_string_equal(got, "✓ task shell completed, exec\n");
+    free(got);
+    got = printed(rl_timeline_print_task,
+                  "{\"task_id\":\"t\",\"kind\":\"exec\",\"name\":\"shell\",\"status_label\":\"Running\","
+                  "\"status\":\"progressing\",\"args\":null,\"result\":null,\"error\":null}");
+    assert_string_equal(got, "▶ task shell running, exec\n");
+    free(got);
+}
+
 static void test_approvals_with_their_content_and_decision(void **state)
 {
     char *got =
@@ -104,6 +120,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_failed_task_with_its_output_and_error),
         cmocka_unit_test(test_a_plan_and_a_running_task_show_what_they_showed_last),
+        cmocka_unit_test(test_an_ended_task_shows_its_final_state_once),
         cmocka_unit_test(test_approvals_with_their_content_and_decision),
         cmocka_unit_test(test_long_output_is_cut_with_a_count),
     };
