@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import os
+import time
 
 from relaylib import assert_ok, bearer, mint_token
 from test_60_relay_cli import Cli
@@ -54,24 +55,35 @@ def decision_sig(my_sec, their_pub, approval_id, session_id, decision, scope, de
     return base64.b64encode(hmac.new(k, b"\xff".join(p.encode() for p in parts), hashlib.sha256).digest()).decode()
 
 
+def paced(send):
+    """send() again after the bucket's Retry-After while it answers 429: the attacker shares the user's bucket
+    (10 a second) with the user's own terminal, and waits its turn as a patient attacker would."""
+    for _ in range(50):
+        r = send()
+        if r.status_code != 429:
+            return r
+        time.sleep(r.json()["error"]["retry_after_ms"] / 1000.0 + 0.05)
+    return r
+
+
 def attacker_device(relay, token, bridge_dev, proof):
     """A device key the attacker holds, registered and "confirmed" through the API alone."""
     sec, pub = keypair()
-    made = assert_ok(relay.post("/v1/me/devices", {"pubkey": pub.hex(), "platform": "ios", "label": "iPhone"},
-                                token=token))
+    made = assert_ok(paced(lambda: relay.post("/v1/me/devices", {"pubkey": pub.hex(), "platform": "ios",
+                                                                  "label": "iPhone"}, token=token)))
     dev = made["device_id"]
     body = {"bridge_device_id": bridge_dev}
     if proof is not None:
         body["enrol_proof"] = proof
-    confirmed = assert_ok(relay.request("POST", "/v1/me/devices/%s/confirm" % dev, json=body,
-                                        headers=dict(bearer(token), **{"X-Relay-Device": dev})))
+    confirmed = assert_ok(paced(lambda: relay.request("POST", "/v1/me/devices/%s/confirm" % dev, json=body,
+                                                      headers=dict(bearer(token), **{"X-Relay-Device": dev}))))
     assert confirmed["confirmed"] is True
     return dev, sec, pub
 
 
 def wraps_for(relay, token, dev):
-    return assert_ok(relay.request("GET", "/v1/me/devices/%s/keys" % dev,
-                                   headers=dict(bearer(token), **{"X-Relay-Device": dev})))["keys"]
+    return assert_ok(paced(lambda: relay.request("GET", "/v1/me/devices/%s/keys" % dev,
+                                                 headers=dict(bearer(token), **{"X-Relay-Device": dev}))))["keys"]
 
 
 def test_a_user_token_or_the_data_folder_alone_reads_nothing_and_decides_nothing(relay, tmp_path):
@@ -103,13 +115,13 @@ def test_a_user_token_or_the_data_folder_alone_reads_nothing_and_decides_nothing
         for what, proof in attempts.items():
             if what == "a guessed code":
                 sec, pub = keypair()
-                made = assert_ok(relay.post("/v1/me/devices", {"pubkey": pub.hex(), "platform": "ios",
-                                                               "label": "iPhone"}, token=stolen))
+                made = assert_ok(paced(lambda: relay.post("/v1/me/devices", {"pubkey": pub.hex(), "platform": "ios",
+                                                                              "label": "iPhone"}, token=stolen)))
                 dev = made["device_id"]
-                assert_ok(relay.request("POST", "/v1/me/devices/%s/confirm" % dev,
-                                        json={"bridge_device_id": bridge_dev,
-                                              "enrol_proof": enrol_proof(guessed, bridge_dev, dev, pub.hex())},
-                                        headers=dict(bearer(stolen), **{"X-Relay-Device": dev})))
+                proof = enrol_proof(guessed, bridge_dev, dev, pub.hex())
+                assert_ok(paced(lambda: relay.request("POST", "/v1/me/devices/%s/confirm" % dev,
+                                                      json={"bridge_device_id": bridge_dev, "enrol_proof": proof},
+                                                      headers=dict(bearer(stolen), **{"X-Relay-Device": dev}))))
             else:
                 dev, sec, pub = attacker_device(relay, stolen, bridge_dev, proof)
             # The bridge heard the relay's word and says it is not enough.
@@ -140,8 +152,9 @@ def test_a_user_token_or_the_data_folder_alone_reads_nothing_and_decides_nothing
         send = cli.start("send", ses, "run echo exfiltrate")
         asked = send.wait_for("approval_requested")["data"]
         sig = decision_sig(sec, bridge_pub, asked["approval_id"], ses, "approve", None, dev)
-        relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"],
-                      json={"decision": "approve", "device_id": dev, "decision_sig": sig}, headers=bearer(stolen))
+        assert_ok(paced(lambda: relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"],
+                                              json={"decision": "approve", "device_id": dev, "decision_sig": sig},
+                                              headers=bearer(stolen))))
         bridge.wait_log("approval %s in encrypted session %s: decision refused, the agent is not told: signed by a "
                         "device this bridge has not accepted" % (asked["approval_id"], ses))
         assert send.events("task_started") == [], send.lines
