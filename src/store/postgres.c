@@ -361,6 +361,9 @@ static const char *const migrations[] = {
     "  PRIMARY KEY (session_id, path_blind_idx));",
     /* A client checks a grant it fetches back as it checks the event (docs/api.md, "Signed grants"). */
     "ALTER TABLE session_recipients ADD COLUMN grant_sig TEXT;",
+    /* Who may redeem a pairing (docs/api.md, "Who redeems a pairing"); rows from before: the poll token only. */
+    "ALTER TABLE pairings ADD COLUMN redeem_by TEXT;"
+    "UPDATE pairings SET redeem_by = 'poll_token';",
 };
 
 /* ---- waiting for the server, with a deadline --------------------------------------------------- */
