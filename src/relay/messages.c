@@ -32,7 +32,7 @@
 static const char *const thought_levels[] = {"default", "extended", "max", NULL};
 
 static const rl_field_t message_send_fields[] = {
-    RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_STRING("text", RL_F_NULL_ABSENT, 0, TEXT_MAX),
     RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
