@@ -260,7 +260,8 @@ static int pairing_poll_run(rl_txn_t *txn, rl_store_op_t *base)
      */
     if (pairing.redeem_by == NULL) {
         pairing.redeem_by = REDEEM_POLL_TOKEN;
-        if ((result = RL_TXN(txn, pairing_update, &pairing)) != 0)
+        result = RL_TXN(txn, pairing_update, &pairing);
+        if (result != 0)
             return result;
     }
     if (strcmp(pairing.state, "pending") == 0)
@@ -472,7 +473,8 @@ static int pair_check_run(rl_txn_t *txn, rl_store_op_t *base)
     /* The first poll binds an authors' pairing: from then on, only its address polls it by code. */
     if (pairing.redeem_by == NULL) {
         pairing.redeem_by = op->redeemer;
-        if ((result = RL_TXN(txn, pairing_update, &pairing)) != 0)
+        result = RL_TXN(txn, pairing_update, &pairing);
+        if (result != 0)
             return result;
     }
     if (strcmp(pairing.state, "pending") == 0) {
