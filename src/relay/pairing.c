@@ -426,7 +426,17 @@ struct pair_wait {
     int gone;     /* the client hung up while the read was under way */
     h2o_timeout_entry_t tick;
     rl_http_hangup_t hangup;
+    struct wait_guard *guard; /* in the request's pool while both last */
     struct pair_wait *next, **prev;
+};
+
+/*
+ * h2o disposes of a request whose connection it closes (after which it closes
+ * the socket): the poll then stops watching the socket and gives its place
+ * back, whatever closed it.
+ */
+struct wait_guard {
+    struct pair_wait *wait;
 };
 
 struct rl_pair_waits {
@@ -501,10 +511,19 @@ struct pair_check_secret {
     char token[RL_TOKEN_MAX];
 };
 
+/* The poll lets go of its request's guard and of the request's socket. */
+static void wait_detach(struct pair_wait *wait)
+{
+    if (wait->guard != NULL)
+        wait->guard->wait = NULL;
+    wait->guard = NULL;
+    rl__http_hangup_stop(&wait->hangup);
+}
+
 /* Gives the poll's place back; it was answered, or its client is gone. */
 static void wait_end(struct pair_wait *wait)
 {
-    rl__http_hangup_stop(&wait->hangup);
+    wait_detach(wait);
     if (h2o_timeout_is_linked(&wait->tick))
         h2o_timeout_unlink(&wait->tick);
     *wait->prev = wait->next;
@@ -518,7 +537,7 @@ static void wait_end(struct pair_wait *wait)
 /* Answers the poll (steals answer) and ends it; the watch of its connection stops first. */
 static void wait_answer(struct pair_wait *wait, json_t *answer)
 {
-    rl__http_hangup_stop(&wait->hangup);
+    wait_detach(wait);
     rl_call_reply(wait->call, answer);
     wait_end(wait);
 }
@@ -535,7 +554,7 @@ static void on_pair_checked(rl_store_op_t *base)
 
     wait->checking = 0;
     if (base->result != 0) {
-        rl__http_hangup_stop(&wait->hangup);
+        wait_detach(wait);
         rl_call_fail(call, base->result, NULL);
         wait_end(wait);
     } else if (strcmp(op->status, "claimed") == 0) {
@@ -567,7 +586,7 @@ static void wait_check(struct pair_wait *wait)
     char hash[RL_TOKEN_HASH_HEX + 1];
 
     if (secret == NULL) {
-        rl__http_hangup_stop(&wait->hangup);
+        wait_detach(wait);
         rl_call_fail(wait->call, RL_E_INTERNAL, NULL);
         wait_end(wait);
         return;
@@ -607,6 +626,20 @@ static void on_wait_hangup(rl_http_hangup_t *hangup)
         return;
     }
     wait_answer(wait, json_pack("{s:s}", "status", "pending"));
+}
+
+static void on_wait_disposed(void *p)
+{
+    struct wait_guard *guard = p;
+    struct pair_wait *wait = guard->wait;
+
+    if (wait == NULL)
+        return;
+    wait_detach(wait);
+    if (wait->checking)
+        wait->gone = 1;
+    else
+        wait_end(wait);
 }
 
 /* The polls this client address holds now (a node holds at most RL_PAIR_WAITS_MAX). */
@@ -679,7 +712,11 @@ int rl_pairing_wait(rl_call_t *call)
     waits->list = wait;
     waits->count++;
     rl_call_hold(call);
-    (void)rl__http_hangup_watch(&wait->hangup, call->req, on_wait_hangup);
+    if (call->req != NULL) {
+        wait->guard = h2o_mem_alloc_shared(&call->req->pool, sizeof(*wait->guard), on_wait_disposed);
+        wait->guard->wait = wait;
+        (void)rl__http_hangup_watch(&wait->hangup, call->req, on_wait_hangup);
+    }
     wait_check(wait);
     return 0;
 }
