@@ -326,6 +326,11 @@ static int run_run(const rl_cli_args_t *args)
     o.agent = rl_cli_value(args, "agent");
     o.cwd = rl_cli_value(args, "cwd");
     o.no_e2e = rl_cli_value(args, "no-e2e") != NULL;
+    o.files_url = rl_cli_value(args, "files-url");
+    if (o.files_url != NULL && strncmp(o.files_url, "http://", 7) != 0 && strncmp(o.files_url, "https://", 8) != 0) {
+        json_decref(cred);
+        return report(2, "--files-url must be an http:// or https:// URL");
+    }
     o.json = machine_output();
     o.label = json_string_value(json_object_get(cred, "host_label"));
     if (o.server == NULL || o.token == NULL) {
@@ -585,6 +590,9 @@ static const rl_cli_flag_t run_flags[] = {
     {"no-e2e", 0, NULL,
      "no device key: plain sessions only (by default the bridge registers its device key and serves encrypted "
      "sessions of the devices you confirm with the emoji it prints)"},
+    {"files-url", 0, "URL",
+     "the relay's public URL (relayd's --public-url) when it is not the paired server URL: attachments are "
+     "downloaded from the signed links of these two origins only"},
     {"log-level", 0, "LEVEL", "debug, info (default), warn or error"},
     {"delta-window", 0, "DURATION", "text delta batching window (default 30ms; 0: none)"},
     {"backoff-first", 0, "DURATION", "first reconnect delay (default 1s)"},

@@ -1282,6 +1282,37 @@ static void handle_fetched(rl_bridge_t *b)
     run_parked(b);
 }
 
+/*
+ * An attachment's url is followed only when it is a signed file link of the
+ * relay this bridge is paired with (rl_fetch_link_allowed): any other, which
+ * only a hostile or broken relay sends, could make the bridge or its agent
+ * request an address of the bridge's own network (--files-url names one more
+ * origin, the relay's public one, when the bridge reaches the relay by
+ * another URL). Such an item loses its url
+ * and fails as download_failed, logged, before anything reads it.
+ */
+static void drop_foreign_links(rl_bridge_t *b, rl_frame_t *f, json_t *items)
+{
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(items, i, item)
+    {
+        const char *url = json_string_value(json_object_get(item, "url"));
+        if (json_object_get(item, "url") == NULL || rl_fetch_link_allowed(b->options->server, url) ||
+            (b->options->files_url != NULL && rl_fetch_link_allowed(b->options->files_url, url)))
+            continue;
+        rl_log(RL_LOG_WARN, "update %s: attachment %s links outside the relay (%s): not fetched, download_failed",
+               f->update_id,
+               json_string_value(json_object_get(item, "key")) != NULL ? json_string_value(json_object_get(item, "key"))
+                                                                       : "?",
+               b->options->server);
+        json_object_del(item, "url");
+        json_object_del(item, "url_expires_at");
+        json_object_set_new(item, "error", json_string("download_failed"));
+    }
+}
+
 static void handle_update(rl_bridge_t *b, rl_frame_t *f)
 {
     /* spec (delivery rule 1): at least once; de-duplicate by update_id. An update parked was added here once. */
@@ -1291,6 +1322,8 @@ static void handle_update(rl_bridge_t *b, rl_frame_t *f)
         return;
     }
     rl_log(RL_LOG_DEBUG, "update %s %s", f->update_id, f->update_type);
+    drop_foreign_links(b, f, json_object_get(json_object_get(f->payload, "message"), "attachments"));
+    drop_foreign_links(b, f, json_object_get(f->payload, "attachments"));
     if (!park(b, f))
         process_update(b, f);
 }

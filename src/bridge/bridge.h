@@ -22,6 +22,8 @@ typedef struct rl_bridge_options {
     int no_e2e;                  /* --no-e2e: no device key, plain sessions only */
     int json;                    /* what the bridge prints on stdout (a device's emoji) is JSON lines */
     const char *label;           /* the device label registered with the relay (the host label) */
+    const char *files_url;       /* --files-url: the relay's public URL, when its file links name another
+                                    origin than server; NULL: server's only */
 } rl_bridge_options_t;
 
 /* The default retry window: the spec's follow-up window, past which the relay refuses the writes anyway. */

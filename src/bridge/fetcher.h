@@ -57,4 +57,15 @@ int rl_fetcher_submit(rl_fetcher_t *fetcher, const char *url, void *owner, size_
 rl_fetch_t *rl_fetcher_results(rl_fetcher_t *fetcher);
 void rl_fetch_free(rl_fetch_t *job);
 
+/*
+ * 1 when url is a signed file link of the relay at server (the bridge's
+ * configured base URL), as relayd makes them: the same scheme, host and port
+ * (80 and 443 when unsaid), then server's own path, /v1/files/<key>,
+ * ?exp=<digits>&sig=<32 hex digits> and nothing else; 0 for anything else,
+ * so that a hostile relay cannot make the bridge (or its agent) request an
+ * address of the bridge's own network. No user part, no fragment, no space,
+ * control or non-ASCII byte, no backslash. Pure, any thread.
+ */
+int rl_fetch_link_allowed(const char *server, const char *url);
+
 #endif

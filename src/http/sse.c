@@ -36,7 +36,7 @@ struct rl_sse {
     const char *why; /* the stream is over (why, for on_end); NULL while it lasts */
     int released;    /* h2o holds the generator no more: the response was finished or disposed of */
     h2o_timeout_entry_t heartbeat;
-    h2o_socket_t *hangup; /* HTTP/1: h2o's socket of the connection, read by the stream to hear its reader hang up */
+    rl_http_hangup_t hangup; /* HTTP/1: the connection, read by the stream to hear its reader hang up */
     /*
      * A stream that is over is reaped here after the loop turn, never inside
      * the call or callback that ended it: on_end runs there, and the memory
@@ -112,7 +112,7 @@ static void release_all(rl_sse_t *sse)
     sse->ninflight = 0;
 }
 
-/* Streams that read their connection, by h2o's socket (whose data is h2o's own connection). */
+/* Requests that read their connection, by h2o's socket (whose data is h2o's own connection). */
 static rl_strmap_t *hangups;
 
 static void socket_key(const h2o_socket_t *sock, char key[2 * sizeof(void *) + 1])
@@ -123,20 +123,25 @@ static void socket_key(const h2o_socket_t *sock, char key[2 * sizeof(void *) + 1
 }
 
 /*
- * The stream stops reading its connection: always before h2o closes the
- * socket, which it does only after disposing of the request (on_stop, then
- * end_once here) or after a response finished (end_once came first).
+ * Always before h2o closes the socket, which it does only after disposing of
+ * the request (the owner's stop, then this) or after a response finished
+ * (this came first).
  */
-static void hangup_stop(rl_sse_t *sse)
+void rl__http_hangup_stop(rl_http_hangup_t *hangup)
 {
     char key[2 * sizeof(void *) + 1];
 
-    if (sse->hangup == NULL)
+    if (hangup->sock == NULL)
         return;
-    socket_key(sse->hangup, key);
+    socket_key(hangup->sock, key);
     rl_strmap_remove(hangups, key);
-    h2o_socket_read_stop(sse->hangup);
-    sse->hangup = NULL;
+    h2o_socket_read_stop(hangup->sock);
+    hangup->sock = NULL;
+}
+
+static void hangup_stop(rl_sse_t *sse)
+{
+    rl__http_hangup_stop(&sse->hangup);
 }
 
 /* The stream is over: marked here, reaped (on_end, then freed) after the loop turn. */
@@ -303,18 +308,18 @@ static void on_heartbeat(h2o_timeout_entry_t *entry)
  * stream reads the connection itself, through h2o's socket (no descriptor
  * of its own: a stream costs one, as before): what a client sends after its
  * request is dropped (an event stream has nothing to read, and its
- * connection is never reused, see hangup_start), and the end of the input
- * or an error ends the stream at once. HTTP/2 reads all along and tells
- * h2o itself.
+ * connection is never reused, see rl__http_hangup_watch), and the end of
+ * the input or an error ends the stream at once. HTTP/2 reads all along and
+ * tells h2o itself. A long poll uses the same watch (relay/pairing.c).
  */
 static void on_hangup_read(h2o_socket_t *sock, const char *err)
 {
     char key[2 * sizeof(void *) + 1];
-    rl_sse_t *sse;
+    rl_http_hangup_t *hangup;
 
     socket_key(sock, key);
-    sse = hangups != NULL ? rl_strmap_get(hangups, key) : NULL;
-    if (sse == NULL) {
+    hangup = hangups != NULL ? rl_strmap_get(hangups, key) : NULL;
+    if (hangup == NULL) {
         h2o_socket_read_stop(sock);
         return;
     }
@@ -322,6 +327,35 @@ static void on_hangup_read(h2o_socket_t *sock, const char *err)
         h2o_buffer_consume(&sock->input, sock->input->size);
         return;
     }
+    rl__http_hangup_stop(hangup);
+    hangup->on_gone(hangup);
+}
+
+int rl__http_hangup_watch(rl_http_hangup_t *hangup, h2o_req_t *req, void (*on_gone)(rl_http_hangup_t *hangup))
+{
+    h2o_socket_t *sock = req->version < 0x200 ? conn_socket(req, NULL) : NULL;
+    char key[2 * sizeof(void *) + 1];
+
+    hangup->sock = NULL;
+    hangup->on_gone = on_gone;
+    if (sock == NULL)
+        return -1;
+    if (hangups == NULL && (hangups = rl_strmap_new(SIZE_MAX)) == NULL)
+        return -1;
+    socket_key(sock, key);
+    if (rl_strmap_put(hangups, key, hangup) != 0)
+        return -1;
+    /* What the watch reads is gone for h2o: no request may follow on this connection. */
+    req->http1_is_persistent = 0;
+    hangup->sock = sock;
+    h2o_socket_read_start(sock, on_hangup_read);
+    return 0;
+}
+
+static void on_stream_hangup(rl_http_hangup_t *hangup)
+{
+    rl_sse_t *sse = H2O_STRUCT_FROM_MEMBER(rl_sse_t, hangup, hangup);
+
     end_once(sse, "client gone");
     release_queue(sse);
     /* A write in flight fails now rather than at the peer's reset; with none, reap ends the response. */
@@ -331,20 +365,7 @@ static void on_hangup_read(h2o_socket_t *sock, const char *err)
 
 static void hangup_start(rl_sse_t *sse, h2o_req_t *req)
 {
-    h2o_socket_t *sock = req->version < 0x200 ? conn_socket(req, NULL) : NULL;
-    char key[2 * sizeof(void *) + 1];
-
-    if (sock == NULL)
-        return;
-    if (hangups == NULL && (hangups = rl_strmap_new(SIZE_MAX)) == NULL)
-        return;
-    socket_key(sock, key);
-    if (rl_strmap_put(hangups, key, sse) != 0)
-        return;
-    /* What the stream reads is gone for h2o: no request may follow on this connection. */
-    req->http1_is_persistent = 0;
-    sse->hangup = sock;
-    h2o_socket_read_start(sock, on_hangup_read);
+    (void)rl__http_hangup_watch(&sse->hangup, req, on_stream_hangup);
 }
 
 rl_sse_t *rl_sse_start(rl_call_t *call, const rl_sse_config_t *config)

@@ -79,4 +79,24 @@ void rl_sse_stats(rl_sse_stats_t *out);
  */
 int rl__http_conn_shutdown(h2o_req_t *req);
 
+/*
+ * h2o's HTTP/1 reads nothing from a connection while a response lasts, so a
+ * client that hung up would be noticed only at the first write after it.
+ * A request that holds its answer (an event stream, a long poll) reads the
+ * connection itself, through h2o's socket: what the client sends after its
+ * request is dropped (the connection is then never reused), and the end of
+ * the input or an error calls on_gone once, on the loop, the watch already
+ * stopped. HTTP/2 reads all along and tells h2o itself (the request is
+ * disposed of).
+ */
+typedef struct rl_http_hangup rl_http_hangup_t;
+struct rl_http_hangup {
+    h2o_socket_t *sock; /* NULL while not watching */
+    void (*on_gone)(rl_http_hangup_t *hangup);
+};
+/* Watches req's connection: 0, or -1 when it is not watched (HTTP/2, or the connection not identified safely). */
+int rl__http_hangup_watch(rl_http_hangup_t *hangup, h2o_req_t *req, void (*on_gone)(rl_http_hangup_t *hangup));
+/* Stops watching (nothing when not watching): before the response is finished or the request released. */
+void rl__http_hangup_stop(rl_http_hangup_t *hangup);
+
 #endif

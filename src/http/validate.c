@@ -466,7 +466,7 @@ static void check_value(validation_t *v, const rl_field_t *field, const json_t *
         return;
     }
     type = &field_types[field->type];
-    if (json_is_null(value) && ((field->flags & RL_F_NULLABLE) || field->type == RL_FT_ANY))
+    if (json_is_null(value) && ((field->flags & (RL_F_NULLABLE | RL_F_NULL_ABSENT)) || field->type == RL_FT_ANY))
         return;
     if (!type->accepts(value)) {
         report_type(v, type, field, value);
@@ -507,6 +507,7 @@ static int flat_string_ok(const rl_field_t *field, const rl_json_flat_member_t *
 /* Whether a present member meets its field's row, as check_value would find it. */
 static int flat_value_ok(const rl_field_t *field, const rl_json_flat_member_t *member)
 {
+    /* A null taken as absent goes the generic way, which removes it (rl_validate_body). */
     if (member->type == RL_JSON_FLAT_NULL)
         return (field->flags & RL_F_NULLABLE) != 0 || field->type == RL_FT_ANY;
     switch (field->type) {
@@ -554,6 +555,18 @@ int rl_validate_flat(const rl_schema_t *schema, const rl_json_flat_t *body)
             return 1;
     }
     return 0;
+}
+
+/* The members of a valid body whose null stands for absent (RL_F_NULL_ABSENT) are removed. */
+static void drop_null_absent(const rl_schema_t *schema, json_t *body)
+{
+    const rl_field_t *field;
+
+    if (schema == NULL || schema->fields == NULL || !json_is_object(body))
+        return;
+    for (field = schema->fields; field->name != NULL; ++field)
+        if ((field->flags & RL_F_NULL_ABSENT) && json_is_null(json_object_get(body, field->name)))
+            json_object_del(body, field->name);
 }
 
 static int is_blank(const char *bytes, size_t len)
@@ -628,6 +641,7 @@ int rl_validate_body(const rl_schema_t *schema, const char *bytes, size_t len, i
         result = RL_E_INVALID_REQUEST;
         goto out;
     }
+    drop_null_absent(schema, body);
     *out = body;
     body = NULL;
     result = 0;

@@ -62,6 +62,12 @@ typedef enum rl_field_type {
 
 #define RL_F_REQUIRED 0x1u /* absent -> invalid_type "Required" */
 #define RL_F_NULLABLE 0x2u /* JSON null accepted */
+/*
+ * JSON null accepted and taken as absent: rl_validate_body removes the
+ * member (top level), so the handler never sees it. For a plain content
+ * field beside its *_ct twin (docs/api.md, "Ciphertext fields").
+ */
+#define RL_F_NULL_ABSENT 0x4u
 
 typedef struct rl_field rl_field_t;
 

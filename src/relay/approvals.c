@@ -65,8 +65,8 @@ static const rl_field_t request_approval_fields[] = {
     RL_FIELD_STRING("approval_id", RL_F_REQUIRED, 1, 128),
     RL_FIELD_STRING("action", RL_F_REQUIRED, 1, 128),
     /* required in a plain session, refused in an encrypted one (approval_plain) */
-    RL_FIELD_STRING("title", 0, 1, 200),
-    RL_FIELD_STRING("message", 0, 0, 4000),
+    RL_FIELD_STRING("title", RL_F_NULL_ABSENT, 1, 200),
+    RL_FIELD_STRING("message", RL_F_NULL_ABSENT, 0, 4000),
     RL_FIELD_STRING("command", RL_F_NULLABLE, 0, 8192),
     RL_FIELD_STRING("host", RL_F_NULLABLE, 0, 255),
     RL_FIELD_ENUM("severity", RL_F_REQUIRED, severities),

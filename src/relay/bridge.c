@@ -94,7 +94,7 @@ static const rl_schema_t usage_schema = RL_SCHEMA(usage_fields);
 static const rl_field_t send_message_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_STRING("interaction_id", RL_F_NULLABLE, 1, 64),
-    RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_STRING("text", RL_F_NULL_ABSENT, 0, TEXT_MAX),
     RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
@@ -106,7 +106,7 @@ const rl_schema_t rl_send_message_schema = RL_SCHEMA(send_message_fields);
 
 static const rl_field_t send_delta_fields[] = {
     RL_FIELD_STRING("message_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("delta", 0, 0, DELTA_MAX),
+    RL_FIELD_STRING("delta", RL_F_NULL_ABSENT, 0, DELTA_MAX),
     RL_FIELD_CT("delta_ct", 0, DELTA_CT_MAX),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,
@@ -115,7 +115,7 @@ const rl_schema_t rl_send_delta_schema = RL_SCHEMA(send_delta_fields);
 
 static const rl_field_t send_end_fields[] = {
     RL_FIELD_STRING("message_id", RL_F_REQUIRED, 1, 64),
-    RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_STRING("text", RL_F_NULL_ABSENT, 0, TEXT_MAX),
     RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_OBJECT("usage", RL_F_NULLABLE, &usage_schema),
     RL_FIELD_ENUM("finish_reason", RL_F_NULLABLE, finish_reasons),

@@ -90,7 +90,7 @@ static const rl_field_t request_fields[] = {
      * capabilities/<sid>), and then reason is refused (capability_plain).
      * 500 characters are at most 2000 bytes of UTF-8: the envelope's base64 fits 2800.
      */
-    RL_FIELD_STRING("reason", 0, 1, 500),
+    RL_FIELD_STRING("reason", RL_F_NULL_ABSENT, 1, 500),
     RL_FIELD_CT("reason_ct", 0, 2800),
     RL_FIELD_IDEMPOTENCY_KEY,
     RL_FIELD_END,

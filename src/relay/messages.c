@@ -32,7 +32,7 @@
 static const char *const thought_levels[] = {"default", "extended", "max", NULL};
 
 static const rl_field_t message_send_fields[] = {
-    RL_FIELD_STRING("text", 0, 0, TEXT_MAX),
+    RL_FIELD_STRING("text", RL_F_NULL_ABSENT, 0, TEXT_MAX),
     RL_FIELD_CT("text_ct", 0, TEXT_MAX),
     RL_FIELD_ARRAY("attachments", 0, 0, 10, &rl_attachment_ref_item),
     RL_FIELD_STRING("reply_to", RL_F_NULLABLE, 1, 64),
@@ -117,24 +117,24 @@ static void on_history(rl_store_op_t *base)
 int rl_page_query(rl_call_t *call, int *limit_out, char *before, size_t beforesz)
 {
     h2o_req_t *req = call->req;
-    char value[80], *tail;
+    char value[80];
     json_t *errors = json_array();
     long limit = HISTORY_DEFAULT;
+    long long asked = 0;
 
-    switch (rl_query_param(req, "limit", value, sizeof(value))) {
+    /* A number of any length is read: past 100 it is too big, as 101 is, not a malformed one. */
+    switch (rl_query_integer(req, "limit", &asked)) {
     case 1:
         break;
     case 0:
-        limit = strtol(value, &tail, 10);
-        if (value[0] != '\0' && *tail == '\0' && limit >= 1 && limit <= HISTORY_MAX)
+        if (asked >= 1 && asked <= HISTORY_MAX) {
+            limit = (long)asked;
             break;
-        json_array_append_new(errors, value[0] == '\0' || *tail != '\0'
-                                          ? json_pack("{s:s, s:s, s:s}", "path", "limit", "code", "invalid_type",
-                                                      "message", "Expected integer, received string")
-                                          : json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
-                                                      limit < 1 ? "too_small" : "too_big", "message",
-                                                      limit < 1 ? "Number must be greater than or equal to 1"
-                                                                : "Number must be less than or equal to 100"));
+        }
+        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code",
+                                                asked < 1 ? "too_small" : "too_big", "message",
+                                                asked < 1 ? "Number must be greater than or equal to 1"
+                                                          : "Number must be less than or equal to 100"));
         break;
     default:
         json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "limit", "code", "invalid_type", "message",

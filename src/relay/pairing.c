@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/rand.h"
 #include "http/query.h"
+#include "http/sse.h"
 #include "http/validate.h"
 #include "relay/hub.h"
 #include "relay/ops.h"
@@ -29,6 +30,13 @@
 #define CODE_LEN         7
 #define POLL_TOKEN_CHARS 32
 #define MINT_ATTEMPTS    5
+/* pairings.redeem_by: the poll token only, or "addr:" and the first code poller's address. */
+#define REDEEM_POLL_TOKEN "poll_token"
+#define REDEEM_ADDR       "addr:"
+/* Long polls held at once for one client address (its IPv6 /64), past which it is answered 429. */
+#define WAITS_PER_ADDR 4
+/* The longest a code's long poll is held, and its default. */
+#define WAIT_MAX_S 25
 
 /* A claim may be typed with spaces, dashes or lower case; what remains must be 7 letters. */
 static int normalize_code(const char *in, size_t len, char *out)
@@ -191,6 +199,13 @@ static void start_insert(struct pairing_start *start)
     op->row.created_at = now;
     op->row.expires_at = start->expires_at = now + relay->config.pairing_ttl;
     op->row.claimed_at = RL_NO_TIME;
+    /*
+     * A spec start is redeemed by its poll token alone: the code is shown on
+     * screens and typed by people, so it must not be a bearer of the token
+     * (docs/api.md, "Who redeems a pairing"). An authors' start is bound by
+     * its first poll.
+     */
+    op->row.redeem_by = rl_body_string(call, "connector_type_id") != NULL ? NULL : REDEEM_POLL_TOKEN;
     rl_store_submit(relay->store, &op->op.base, on_start_inserted, start);
 }
 
@@ -237,8 +252,20 @@ static int pairing_poll_run(rl_txn_t *txn, rl_store_op_t *base)
 
     if (result != 0)
         return result == RL_E_NOT_FOUND ? RL_E_PAIRING_NOT_FOUND : result;
+    if (strcmp(pairing.state, "pending") == 0 && pairing.expires_at <= op->now)
+        return RL_E_PAIRING_EXPIRED;
+    /*
+     * The poll token is the starter's own secret and always redeems; polled
+     * before any long poll by code, it shuts that way out.
+     */
+    if (pairing.redeem_by == NULL) {
+        pairing.redeem_by = REDEEM_POLL_TOKEN;
+        result = RL_TXN(txn, pairing_update, &pairing);
+        if (result != 0)
+            return result;
+    }
     if (strcmp(pairing.state, "pending") == 0)
-        return pairing.expires_at <= op->now ? RL_E_PAIRING_EXPIRED : 0;
+        return 0;
     /* The token is handed out once; a spent pairing is gone. */
     if (strcmp(pairing.state, "claimed") != 0)
         return RL_E_PAIRING_NOT_FOUND;
@@ -393,10 +420,23 @@ struct pair_wait {
     rl_pair_waits_t *waits;
     char code[CODE_LEN + 1];
     char code_hash[RL_TOKEN_HASH_HEX + 1];
+    char redeemer[sizeof(REDEEM_ADDR) + RL_ADDR_TEXT_MAX]; /* "addr:" and the client's address (its /64) */
     int64_t deadline;
     int checking; /* a store read is under way */
+    int gone;     /* the client hung up while the read was under way */
     h2o_timeout_entry_t tick;
+    rl_http_hangup_t hangup;
+    struct wait_guard *guard; /* in the request's pool while both last */
     struct pair_wait *next, **prev;
+};
+
+/*
+ * h2o disposes of a request whose connection it closes (after which it closes
+ * the socket): the poll then stops watching the socket and gives its place
+ * back, whatever closed it.
+ */
+struct wait_guard {
+    struct pair_wait *wait;
 };
 
 struct rl_pair_waits {
@@ -409,19 +449,26 @@ struct rl_pair_waits {
 
 struct pair_check {
     rl_op_t op;
-    const char *code_hash, *token_hash, *token_env;
+    const char *code_hash, *token_hash, *token_env, *redeemer;
     int64_t now;
     const char *status;          /* result: pending, claimed, expired */
     const char *installation_id; /* result, when claimed */
 };
 
-/* Whether the code's pairing was claimed (the token is handed out now, once), is pending, or is over. */
+/*
+ * Whether the code's pairing was claimed (the token is handed out now, once),
+ * is pending, or is over, for this poller. A pairing this poller may not
+ * redeem (a spec start's, or one an earlier poll bound to another address)
+ * is "expired" at once, as an unknown code is: the code poll tells a guesser
+ * nothing about the codes of others.
+ */
 static int pair_check_run(rl_txn_t *txn, rl_store_op_t *base)
 {
     struct pair_check *op = (void *)base;
     rl_pairing_row_t pairing;
     rl_installation_row_t installation;
     int result = RL_TXN(txn, pairing_by_code_any, op->code_hash, &pairing);
+    int live;
 
     /* Unknown, expired and spent look the same, as for a claim. */
     op->status = "expired";
@@ -429,13 +476,21 @@ static int pair_check_run(rl_txn_t *txn, rl_store_op_t *base)
         return 0;
     if (result != 0)
         return result;
+    live = strcmp(pairing.state, "claimed") == 0 ||
+           (strcmp(pairing.state, "pending") == 0 && pairing.expires_at > op->now);
+    if (!live || (pairing.redeem_by != NULL && strcmp(pairing.redeem_by, op->redeemer) != 0))
+        return 0;
+    /* The first poll binds an authors' pairing: from then on, only its address polls it by code. */
+    if (pairing.redeem_by == NULL) {
+        pairing.redeem_by = op->redeemer;
+        result = RL_TXN(txn, pairing_update, &pairing);
+        if (result != 0)
+            return result;
+    }
     if (strcmp(pairing.state, "pending") == 0) {
-        if (pairing.expires_at > op->now)
-            op->status = "pending";
+        op->status = "pending";
         return 0;
     }
-    if (strcmp(pairing.state, "claimed") != 0)
-        return 0;
     if ((result = RL_TXN(txn, installation_get, pairing.installation_id, &installation)) != 0)
         return result == RL_E_NOT_FOUND ? 0 : result;
     installation.token_hash = op->token_hash;
@@ -456,8 +511,19 @@ struct pair_check_secret {
     char token[RL_TOKEN_MAX];
 };
 
+/* The poll lets go of its request's guard and of the request's socket. */
+static void wait_detach(struct pair_wait *wait)
+{
+    if (wait->guard != NULL)
+        wait->guard->wait = NULL;
+    wait->guard = NULL;
+    rl__http_hangup_stop(&wait->hangup);
+}
+
+/* Gives the poll's place back; it was answered, or its client is gone. */
 static void wait_end(struct pair_wait *wait)
 {
+    wait_detach(wait);
     if (h2o_timeout_is_linked(&wait->tick))
         h2o_timeout_unlink(&wait->tick);
     *wait->prev = wait->next;
@@ -466,6 +532,14 @@ static void wait_end(struct pair_wait *wait)
     wait->waits->count--;
     rl_call_release(wait->call);
     free(wait);
+}
+
+/* Answers the poll (steals answer) and ends it; the watch of its connection stops first. */
+static void wait_answer(struct pair_wait *wait, json_t *answer)
+{
+    wait_detach(wait);
+    rl_call_reply(wait->call, answer);
+    wait_end(wait);
 }
 
 static void wait_check(struct pair_wait *wait);
@@ -480,6 +554,7 @@ static void on_pair_checked(rl_store_op_t *base)
 
     wait->checking = 0;
     if (base->result != 0) {
+        wait_detach(wait);
         rl_call_fail(call, base->result, NULL);
         wait_end(wait);
     } else if (strcmp(op->status, "claimed") == 0) {
@@ -489,15 +564,13 @@ static void on_pair_checked(rl_store_op_t *base)
         snprintf(ws, sizeof(ws), "%s%s/v1/bridge/ws", strncmp(url, "https:", 6) == 0 ? "wss:" : "ws:",
                  strchr(url, ':') != NULL ? strchr(url, ':') + 1 : url);
         snprintf(whole, sizeof(whole), "%s:%s", op->installation_id, secret->token);
-        rl_call_reply(call, json_pack("{s:s, s:s, s:s, s:s}", "status", "claimed", "bot_token", whole,
-                                      "installation_id", op->installation_id, "sophon_ws_url", ws));
+        wait_answer(wait, json_pack("{s:s, s:s, s:s, s:s}", "status", "claimed", "bot_token", whole, "installation_id",
+                                    op->installation_id, "sophon_ws_url", ws));
         OPENSSL_cleanse(whole, sizeof(whole));
         rl_log_info("pairing delivered a token for installation %s", op->installation_id);
-        wait_end(wait);
-    } else if (strcmp(op->status, "expired") == 0 || !rl_call_alive(call) || wait->waits->closing ||
+    } else if (strcmp(op->status, "expired") == 0 || wait->gone || !rl_call_alive(call) || wait->waits->closing ||
                rl_clock_now_ms() >= wait->deadline - RL_PAIR_WAIT_TICK_MS / 10) {
-        rl_call_reply(call, json_pack("{s:s}", "status", rl_call_alive(call) ? op->status : "pending"));
-        wait_end(wait);
+        wait_answer(wait, json_pack("{s:s}", "status", rl_call_alive(call) ? op->status : "pending"));
     } else {
         h2o_timeout_link(relay->loop, &wait->waits->tick, &wait->tick);
     }
@@ -513,6 +586,7 @@ static void wait_check(struct pair_wait *wait)
     char hash[RL_TOKEN_HASH_HEX + 1];
 
     if (secret == NULL) {
+        wait_detach(wait);
         rl_call_fail(wait->call, RL_E_INTERNAL, NULL);
         wait_end(wait);
         return;
@@ -524,6 +598,7 @@ static void wait_check(struct pair_wait *wait)
     op->token_hash = rl_op_str(op, hash);
     op->token_env = rl_op_str(op, relay->config.token_env);
     op->code_hash = rl_op_str(op, wait->code_hash);
+    op->redeemer = rl_op_str(op, wait->redeemer);
     op->now = rl_clock_now_ms();
     wait->checking = 1;
     rl_store_submit(relay->store, &op->op.base, on_pair_checked, secret);
@@ -536,13 +611,56 @@ static void on_wait_tick(h2o_timeout_entry_t *entry)
     wait_check(wait);
 }
 
+/*
+ * An HTTP/1 client hung up (HTTP/2 disposes of the request, seen at the next
+ * tick): the poll's place is given back now, not at its timeout. The answer
+ * makes h2o write and so close the connection; a poll whose store read is
+ * under way ends when the read is back.
+ */
+static void on_wait_hangup(rl_http_hangup_t *hangup)
+{
+    struct pair_wait *wait = H2O_STRUCT_FROM_MEMBER(struct pair_wait, hangup, hangup);
+
+    if (wait->checking) {
+        wait->gone = 1;
+        return;
+    }
+    wait_answer(wait, json_pack("{s:s}", "status", "pending"));
+}
+
+static void on_wait_disposed(void *p)
+{
+    struct wait_guard *guard = p;
+    struct pair_wait *wait = guard->wait;
+
+    if (wait == NULL)
+        return;
+    wait_detach(wait);
+    if (wait->checking)
+        wait->gone = 1;
+    else
+        wait_end(wait);
+}
+
+/* The polls this client address holds now (a node holds at most RL_PAIR_WAITS_MAX). */
+static size_t waits_of(const rl_pair_waits_t *waits, const char *redeemer)
+{
+    const struct pair_wait *wait;
+    size_t count = 0;
+
+    for (wait = waits->list; wait != NULL; wait = wait->next)
+        count += strcmp(wait->redeemer, redeemer) == 0;
+    return count;
+}
+
 int rl_pairing_wait(rl_call_t *call)
 {
     rl_relay_t *relay = call->app;
     rl_pair_waits_t *waits = relay->pair_waits;
-    char typed[40], seconds[16], *end = NULL;
+    char typed[40], redeemer[sizeof(((struct pair_wait *)NULL)->redeemer)];
     struct pair_wait *wait;
-    long timeout = 25;
+    long timeout = WAIT_MAX_S;
+    long long seconds = 0;
     int found = call->req != NULL ? rl_query_param(call->req, "code", typed, sizeof(typed)) : 1;
     json_t *errors = json_array();
 
@@ -550,25 +668,32 @@ int rl_pairing_wait(rl_call_t *call)
         json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "code", "code",
                                                 found != 0 ? "invalid_type" : "invalid_string", "message",
                                                 found != 0 ? "Required" : "Pairing codes are 7 letters"));
-    found = call->req != NULL ? rl_query_param(call->req, "timeout", seconds, sizeof(seconds)) : 1;
+    found = call->req != NULL ? rl_query_integer(call->req, "timeout", &seconds) : 1;
     if (found == 0) {
-        timeout = strtol(seconds, &end, 10);
-        if (seconds[0] == '\0' || *end != '\0')
-            json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "timeout", "code", "invalid_type",
-                                                    "message", "Expected whole seconds"));
-    } else if (found < 0) {
-        json_array_append_new(errors, json_pack("{s:s, s:s, s:s}", "path", "timeout", "code", "invalid_type", "message",
-                                                "Given more than once"));
+        /* Any whole number is taken, clamped: a client asking for a day waits the longest we hold. */
+        timeout = seconds < 0 ? 0 : seconds > WAIT_MAX_S ? WAIT_MAX_S : (long)seconds;
+    } else if (found != 1) {
+        json_array_append_new(errors,
+                              json_pack("{s:s, s:s, s:s}", "path", "timeout", "code", "invalid_type", "message",
+                                        found == RL_QUERY_TWICE ? "Given more than once" : "Expected whole seconds"));
     }
     if (json_array_size(errors) > 0) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL, errors, NULL);
         return 0;
     }
     json_decref(errors);
+    snprintf(redeemer, sizeof(redeemer), "%s%s", REDEEM_ADDR, call->peer_group);
     /* A node holds a bounded number of polls; past it, the bridge comes back a little later. */
     if (waits == NULL || waits->closing || waits->count >= RL_PAIR_WAITS_MAX) {
         call->rate.retry_after_ms = 1000;
-        return RL_E_UNAVAILABLE;
+        rl_call_fail(call, RL_E_UNAVAILABLE, "too many pairing polls wait on this node; retry later");
+        return 0;
+    }
+    /* One address may not take the node's places: a few polls each, enough for a few bridges behind one NAT. */
+    if (waits_of(waits, redeemer) >= WAITS_PER_ADDR) {
+        call->rate.retry_after_ms = 2000;
+        rl_call_fail(call, RL_E_RATE_LIMITED, "too many pairing polls from this address wait at once; retry later");
+        return 0;
     }
     wait = calloc(1, sizeof(*wait));
     if (wait == NULL)
@@ -576,8 +701,8 @@ int rl_pairing_wait(rl_call_t *call)
     wait->call = call;
     wait->waits = waits;
     memcpy(wait->code, typed, sizeof(wait->code));
+    memcpy(wait->redeemer, redeemer, sizeof(wait->redeemer));
     rl_token_hash(wait->code, CODE_LEN, wait->code_hash);
-    timeout = timeout < 0 ? 0 : timeout > 25 ? 25 : timeout;
     wait->deadline = rl_clock_now_ms() + timeout * 1000;
     wait->tick.cb = on_wait_tick;
     wait->next = waits->list;
@@ -587,6 +712,11 @@ int rl_pairing_wait(rl_call_t *call)
     waits->list = wait;
     waits->count++;
     rl_call_hold(call);
+    if (call->req != NULL) {
+        wait->guard = h2o_mem_alloc_shared(&call->req->pool, sizeof(*wait->guard), on_wait_disposed);
+        wait->guard->wait = wait;
+        (void)rl__http_hangup_watch(&wait->hangup, call->req, on_wait_hangup);
+    }
     wait_check(wait);
     return 0;
 }
@@ -612,10 +742,8 @@ void rl_pair_waits_close(rl_pair_waits_t *waits)
     /* Those waiting for their tick answer now; one in the store answers when its read is back. */
     for (wait = waits->list; wait != NULL; wait = next) {
         next = wait->next;
-        if (!wait->checking) {
-            rl_call_reply(wait->call, json_pack("{s:s}", "status", "pending"));
-            wait_end(wait);
-        }
+        if (!wait->checking)
+            wait_answer(wait, json_pack("{s:s}", "status", "pending"));
     }
 }
 

@@ -160,10 +160,11 @@ static int pairing_by_poll(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_
 
 static int pairing_update(rl_txn_t *txn, const rl_pairing_row_t *row)
 {
-    static const rl_sql_t sql = {"UPDATE pairings SET state = ?, user_id = ?, claimed_at = ? WHERE poll_hash = ?"};
+    static const rl_sql_t sql = {
+        "UPDATE pairings SET state = ?, user_id = ?, claimed_at = ?, redeem_by = ? WHERE poll_hash = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(row->state), P_TEXT(row->user_id), P_TIME(row->claimed_at),
-                     P_TEXT(row->poll_hash));
+                     P_TEXT(row->redeem_by), P_TEXT(row->poll_hash));
 }
 
 static int pairing_delete_lapsed(rl_txn_t *txn, const char *code_hash, int64_t at)

@@ -28,7 +28,8 @@
     N(T, user_id, user_id, TEXT)                                                                                       \
     N(T, created_at, created_at, INT)                                                                                  \
     N(T, expires_at, expires_at, INT)                                                                                  \
-    N(T, claimed_at, claimed_at, TIME)
+    N(T, claimed_at, claimed_at, TIME)                                                                                 \
+    N(T, redeem_by, redeem_by, TEXT)
 
 #define RL_ROW_INSTALLATION(F, N, T)                                                                                   \
     F(T, id, id, TEXT)                                                                                                 \

@@ -404,6 +404,9 @@ static const char *const migrations[] = {
     /* An encrypted session's first decision keeps its signature: a retry is told apart from another (issue 34). */
     "ALTER TABLE approvals ADD COLUMN decision_sig TEXT;"
     "ALTER TABLE approvals ADD COLUMN device_id TEXT;",
+    /* Who may redeem a pairing (docs/api.md, "Who redeems a pairing"); rows from before: the poll token only. */
+    "ALTER TABLE pairings ADD COLUMN redeem_by TEXT;"
+    "UPDATE pairings SET redeem_by = 'poll_token';",
 };
 
 /* ---- the driver: statements ---------------------------------------------------------------------- */

@@ -183,6 +183,13 @@ typedef struct rl_pairing_row {
     const char *state; /* pending, claimed, delivered */
     const char *user_id;
     int64_t created_at, expires_at, claimed_at;
+    /*
+     * Who may redeem it: "poll_token" (only POST /v1/pairing/poll with the
+     * start's poll token), "addr:<address>" (also the code's long poll from
+     * that address), or NULL (an authors' start nobody polled yet: the first
+     * poll binds it). docs/api.md, "Who redeems a pairing".
+     */
+    const char *redeem_by;
 } rl_pairing_row_t;
 
 typedef struct rl_installation_row {
@@ -367,7 +374,8 @@ struct rl_txn_ops {
     int (*pairing_insert)(rl_txn_t *txn, const rl_pairing_row_t *row);
     int (*pairing_by_code)(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out); /* the pending one */
     int (*pairing_by_poll)(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out);
-    int (*pairing_update)(rl_txn_t *txn, const rl_pairing_row_t *row); /* state, user_id, claimed_at by poll_hash */
+    int (*pairing_update)(rl_txn_t *txn,
+                          const rl_pairing_row_t *row); /* state, user_id, claimed_at, redeem_by by poll_hash */
     /* Deletes the pending rows of code_hash that expired at or before `at`. */
     int (*pairing_delete_lapsed)(rl_txn_t *txn, const char *code_hash, int64_t at);
     int (*pairings_purge)(rl_txn_t *txn, int64_t expired_before);

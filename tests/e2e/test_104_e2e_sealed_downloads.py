@@ -51,6 +51,7 @@ class FilesProxy:
     def __init__(self):
         self.upstream = None  # relayd's port, once it runs
         self.held = []        # the paths kept back
+        self.hits = []        # every path asked for
         self.gate = threading.Event()
         self.gate.set()
         self.listener = socket.socket()
@@ -87,6 +88,7 @@ class FilesProxy:
             lines, rest = head.split(b"\r\n\r\n", 1)
             lines = lines.split(b"\r\n")
             path = lines[0].split(b" ")[1].decode()
+            self.hits.append(path)
             if path.startswith("/v1/files/") and self.holding():
                 self.held.append(path)
                 self.gate.wait(HOLD_MAX)
@@ -112,8 +114,10 @@ class FilesProxy:
 class Setup:
     """A relayd behind a FilesProxy, a real bridge confirmed by a real `relay`, one encrypted session."""
 
-    def __init__(self, relayd, tmp_path):
+    def __init__(self, relayd, tmp_path, files_url=True):
         self.proxy = FilesProxy()
+        # The bridge is paired with relayd's own URL, the links name the proxy: --files-url allows it.
+        self.flags = ("--files-url", self.proxy.url) if files_url else ()
         self.relay = relayd("--public-url", self.proxy.url)
         self.proxy.upstream = self.relay.port
         self.cli = Cli(tmp_path)
@@ -129,7 +133,7 @@ class Setup:
             self.key = bytes.fromhex(json.load(f)["sessions"][self.ses][0])
 
     def start_bridge(self):
-        self.bridge.start(JOURNAL_AGENT, env={"JOURNAL": str(self.journal_path)})
+        self.bridge.start(JOURNAL_AGENT, *self.flags, env={"JOURNAL": str(self.journal_path)})
 
     def journal(self, session_id=None):
         """The messages and cancels the agent was given, in order (of session_id, or all)."""
@@ -290,6 +294,30 @@ def test_a_reconnect_during_a_download_gives_the_agent_nothing_twice(relayd, tmp
         assert entries[1]["files"] == _described("okapi-notes.txt", "text/plain", NOTES), entries
         replies = s.wait_sealed_replies(first)
         assert replies[first] == "files: " + _described("okapi-notes.txt", "text/plain", NOTES), replies
+    finally:
+        s.proxy.close()
+        assert s.bridge.stop() == 0
+
+
+def test_a_link_outside_the_relay_is_never_fetched(relayd, tmp_path):
+    """issue 34: relayd's links name another origin (here the proxy, as a hostile relay's could name any
+    address of the bridge's network) and the bridge was not told it is the relay's (--files-url): it
+    requests nothing there, sealed or plain; the agent gets the items as download_failed, with no link."""
+    s = Setup(relayd, tmp_path, files_url=False)
+    try:
+        first = s.send_sealed("read this", [("okapi-notes.txt", "text/plain", NOTES)])
+        plain = assert_ok(s.relay.post("/v1/me/sessions", {"installation_id": s.inst}, token=s.token))["session_id"]
+        up = assert_ok(s.relay.request("POST", "/v1/me/attachments?name=n.txt", data=b"plain notes",
+                                       headers={"Authorization": "Bearer " + s.token, "Content-Type": "text/plain"}))
+        sent = assert_ok(s.relay.post("/v1/me/sessions/%s/send" % plain,
+                                      {"text": "and this", "attachments": [{"key": up["key"]}]}, token=s.token))
+        wait_until(lambda: len(s.journal()) == 2, WAIT, what="both messages at the agent")
+        entries = {e["interaction_id"]: e for e in s.journal()}
+        assert entries[first]["files"] == "None no file: download_failed", entries
+        assert entries[sent["interaction_id"]]["files"] == "n.txt no file: download_failed", entries
+        assert s.wait_sealed_replies(first)[first] == "files: None no file: download_failed"
+        assert s.proxy.hits == [], s.proxy.hits
+        assert s.bridge.log_text().count("links outside the relay") == 2, s.bridge.log_text()
     finally:
         s.proxy.close()
         assert s.bridge.stop() == 0

@@ -297,8 +297,12 @@ def test_history_query_validation(relay, user_token):
     other_sid = create_session(relay, user_token, inst)["session_id"]
     other_msg = assert_ok(send(relay, user_token, other_sid, {"text": "two"}))["message_id"]
 
+    # A number of any length is a number (too big or too small), not a malformed value (issue 34).
     for query, code in (("?limit=0", "too_small"), ("?limit=101", "too_big"), ("?limit=abc", "invalid_type"),
-                        ("?limit=-1", "too_small")):
+                        ("?limit=-1", "too_small"), ("?limit=" + "9" * 23, "too_big"),
+                        ("?limit=" + "9" * 120, "too_big"), ("?limit=-" + "9" * 30, "too_small"),
+                        ("?limit=1.5", "invalid_type"), ("?limit=", "invalid_type"), ("?limit=" + "9" * 90 + "x",
+                                                                                   "invalid_type")):
         errors = validation_errors(history(relay, user_token, sid, query))
         assert find_error(errors, "limit")["code"] == code, (query, errors)
     assert len(assert_ok(history(relay, user_token, sid, "?limit=100"))["messages"]) == 1

@@ -200,11 +200,59 @@ static void test_the_queue_is_bounded_and_a_stop_ends_a_hung_download(void **sta
     server_stop(&s);
 }
 
+/* issue 34: only the relay's own signed file links are followed. */
+static void test_only_the_relays_signed_links_are_followed(void **state)
+{
+    static const char sig[] = "0123456789abcdef0123456789abcdef";
+    static const struct {
+        const char *server, *url;
+        int allowed;
+    } cases[] = {
+        {"http://127.0.0.1:8080", "http://127.0.0.1:8080/v1/files/att_abc?exp=17&sig=%s", 1},
+        {"http://127.0.0.1:8080/", "http://127.0.0.1:8080/v1/files/att_abc?exp=17&sig=%s", 1},
+        {"HTTPS://Relay.Example", "https://relay.example:443/v1/files/att_abc?exp=17&sig=%s", 1},
+        {"https://relay.example/relay/", "https://relay.example/relay/v1/files/att_abc?exp=17&sig=%s", 1},
+        {"http://[::1]:9", "http://[::1]:9/v1/files/att_abc?exp=17&sig=%s", 1},
+        /* another origin: host, port, scheme */
+        {"http://127.0.0.1:8080", "http://127.0.0.1:8081/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://127.0.0.1:8080", "http://127.0.0.2:8080/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://127.0.0.1:8080", "https://127.0.0.1:8080/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://relay.example", "http://169.254.169.254/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://relay.example", "file:///etc/passwd", 0},
+        /* the relay's host as a user part, a fragment, a backslash, a space */
+        {"http://relay.example", "http://relay.example@10.0.0.1/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://relay.example", "http://relay.example:80@10.0.0.1/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://relay.example", "http://relay.example/v1/files/att_abc?exp=17&sig=%s#x", 0},
+        {"http://relay.example", "http://10.0.0.1\\@relay.example/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://relay.example", "http://relay.example/v1/files/att abc?exp=17&sig=%s", 0},
+        /* not the signed shape */
+        {"http://relay.example", "http://relay.example/v1/me?exp=17&sig=%s", 0},
+        {"http://relay.example", "http://relay.example/v1/files/att_abc?exp=17&sig=%s&x=1", 0},
+        {"http://relay.example", "http://relay.example/v1/files/att_abc/../x?exp=17&sig=%s", 0},
+        {"http://relay.example", "http://relay.example/v1/files/att_abc?sig=%s", 0},
+        {"http://relay.example/relay", "http://relay.example/v1/files/att_abc?exp=17&sig=%s", 0},
+        {"http://relay.example", "http://relay.example:99999/v1/files/att_abc?exp=17&sig=%s", 0},
+        {NULL, "http://relay.example/v1/files/att_abc?exp=17&sig=%s", 0},
+    };
+    char url[512];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        snprintf(url, sizeof(url), cases[i].url, sig);
+        if (rl_fetch_link_allowed(cases[i].server, url) != cases[i].allowed)
+            fail_msg("case %zu: %s under %s", i, url, cases[i].server != NULL ? cases[i].server : "(none)");
+    }
+    assert_int_equal(
+        rl_fetch_link_allowed("http://relay.example", "http://relay.example/v1/files/att_abc?exp=17&sig=abc"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_results_come_back_in_order_through_the_eventfd),
         cmocka_unit_test(test_the_queue_is_bounded_and_a_stop_ends_a_hung_download),
+        cmocka_unit_test(test_only_the_relays_signed_links_are_followed),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

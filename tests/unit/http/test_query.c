@@ -1,3 +1,4 @@
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,8 +60,52 @@ static void test_repeated_keys(void **state)
     assert_string_equal(out, "deleted");
 }
 
+/* issue 34: a whole number of any length is read, saturated; anything else is not a number. */
+static void test_integers(void **state)
+{
+    static const struct {
+        const char *path;
+        int result;
+        long long value;
+    } cases[] = {
+        {"/v1/x?t=20", 0, 20},
+        {"/v1/x?t=-3", 0, -3},
+        {"/v1/x?t=%2B7", 0, 7},
+        {"/v1/x?t=%32%35", 0, 25},
+        {"/v1/x?t=00000000000000000000000000000012", 0, 12},
+        {"/v1/x?t=99999999999999999999999", 0, LLONG_MAX},
+        {"/v1/x?t=9223372036854775807", 0, LLONG_MAX},
+        {"/v1/x?t=9223372036854775808", 0, LLONG_MAX},
+        {"/v1/x?t=-9223372036854775808", 0, LLONG_MIN},
+        {"/v1/x?t=-99999999999999999999999999999999999999999999999999999999999999999999999999", 0, LLONG_MIN},
+        {"/v1/x?t=99999999999999999999999999999999999999999999999999999999999999999999999999", 0, LLONG_MAX},
+        {"/v1/x?t=", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t=-", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t=1.5", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t=1e3", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t=+4", RL_QUERY_NOT_INTEGER, 0}, /* a form's + is a space */
+        {"/v1/x?t=4%00", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t=%ZZ", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t=999999999999999999999999999999999999999999999999999999999999999999x", RL_QUERY_NOT_INTEGER, 0},
+        {"/v1/x?t=1&t=2", RL_QUERY_TWICE, 0},
+        {"/v1/x?u=1", 1, 0},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        h2o_req_t req = request(cases[i].path);
+        long long value = 0;
+        int result = rl_query_integer(&req, "t", &value);
+        if (result != cases[i].result || (result == 0 && value != cases[i].value))
+            fail_msg("%s: %d %lld", cases[i].path, result, value);
+    }
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_params), cmocka_unit_test(test_repeated_keys)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_params), cmocka_unit_test(test_repeated_keys),
+                                       cmocka_unit_test(test_integers)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -208,6 +208,29 @@ static void test_required_unless_sibling(void **state)
     json_decref(errors);
 }
 
+/* issue 34: a plain field's null beside its ciphertext is taken, and removed, so the handler sees it absent. */
+static void test_null_taken_as_absent(void **state)
+{
+    static const rl_field_t fields[] = {
+        RL_FIELD_STRING("text", RL_F_NULL_ABSENT, 0, 10),
+        RL_FIELD_STRING("label", RL_F_NULLABLE, 0, 10),
+        RL_FIELD_END,
+    };
+    static const rl_schema_t schema = RL_SCHEMA(fields);
+    const char *text = "{\"text\":null,\"label\":null}";
+    json_t *errors = json_array(), *body = NULL;
+
+    (void)state;
+    assert_int_equal(rl_validate_body(&schema, text, strlen(text), 0, &body, errors), 0);
+    assert_null(json_object_get(body, "text"));
+    /* A nullable field keeps its null: there it may mean something (a PATCH clears). */
+    assert_true(json_is_null(json_object_get(body, "label")));
+    json_decref(body);
+    json_decref(errors);
+    assert_int_equal(run(&schema, "{\"text\":1}", &errors), RL_E_INVALID_REQUEST);
+    json_decref(errors);
+}
+
 static void test_missing_required(void **state)
 {
     json_t *errors;
@@ -772,6 +795,7 @@ int main(void)
         cmocka_unit_test(test_schema_without_fields),
         cmocka_unit_test(test_unknown_encrypted_field_is_refused),
         cmocka_unit_test(test_required_unless_sibling),
+        cmocka_unit_test(test_null_taken_as_absent),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
