@@ -638,23 +638,20 @@ static const rl_store_op_type_t device_keys_type = {"device_keys", 0, device_key
 int rl_device_keys(rl_call_t *call)
 {
     struct e2e_op *op = e2e_new(call, &device_keys_type);
-    char since[24], *end = NULL;
+    long long since = 0;
     int result = path_device(call, op);
-    int found = call->req != NULL ? rl_query_param(call->req, "since", since, sizeof(since)) : 1;
+    int found = call->req != NULL ? rl_query_integer(call->req, "since", &since) : 1;
 
-    if (result == 0 && found == 0) {
-        op->since = strtoll(since, &end, 10);
-        if (since[0] == '\0' || *end != '\0' || op->since < 0) {
-            rl_store_op_free(&op->op.base);
-            rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
-                              json_pack("[{s:s, s:s, s:s}]", "path", "since", "code", "invalid_type", "message",
-                                        "Expected milliseconds since the epoch"),
-                              NULL);
-            return 0;
-        }
-    } else if (found < 0) {
-        result = RL_E_INVALID_REQUEST;
+    /* A number of any length is read (a far future is simply later than every wrap); anything else is 400. */
+    if (result == 0 && (found < 0 || since < 0)) {
+        rl_store_op_free(&op->op.base);
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "since", "code", "invalid_type", "message",
+                                    "Expected milliseconds since the epoch"),
+                          NULL);
+        return 0;
     }
+    op->since = since;
     if (result != 0) {
         rl_store_op_free(&op->op.base);
         return result;

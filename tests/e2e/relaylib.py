@@ -407,6 +407,17 @@ def postgres_query(url, sql, params=()):
     return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
 
 
+def paced(send, attempts=50):
+    """send() again after the bucket's retry_after_ms while it answers 429, as a patient client does: for tests
+    whose own calls share the user's bucket with the real terminal or bridge they drive."""
+    for _ in range(attempts):
+        r = send()
+        if r.status_code != 429:
+            return r
+        time.sleep(r.json()["error"]["retry_after_ms"] / 1000.0 + 0.05)
+    return r
+
+
 # -- assertions ---------------------------------------------------------------
 
 def assert_ok(r, status=200):

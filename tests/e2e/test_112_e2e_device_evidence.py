@@ -23,9 +23,8 @@ import hashlib
 import hmac
 import json
 import os
-import time
 
-from relaylib import assert_ok, bearer, mint_token
+from relaylib import assert_ok, bearer, mint_token, paced
 from test_60_relay_cli import Cli
 from test_63_relay_with_bridge import ECHO_AGENT, pair_real_bridge
 from test_100_e2e_relay_cli import confirm_bridge
@@ -53,17 +52,6 @@ def decision_sig(my_sec, their_pub, approval_id, session_id, decision, scope, de
     k = hkdf(beforenm(their_pub, my_sec), b"relay/v1/decision")
     parts = ["relay/v1/decision", approval_id, session_id, decision, scope or "", device_id]
     return base64.b64encode(hmac.new(k, b"\xff".join(p.encode() for p in parts), hashlib.sha256).digest()).decode()
-
-
-def paced(send):
-    """send() again after the bucket's Retry-After while it answers 429: the attacker shares the user's bucket
-    (10 a second) with the user's own terminal, and waits its turn as a patient attacker would."""
-    for _ in range(50):
-        r = send()
-        if r.status_code != 429:
-            return r
-        time.sleep(r.json()["error"]["retry_after_ms"] / 1000.0 + 0.05)
-    return r
 
 
 def attacker_device(relay, token, bridge_dev, proof):

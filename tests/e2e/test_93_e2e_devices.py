@@ -125,6 +125,10 @@ def test_recipients_keys_and_their_refusals(relay, user_token):
     assert find_error(validation_errors(r), "recipients.0.grant_sig") is not None, r.text
     assert assert_ok(e.me("GET", "/v1/me/devices/%s/keys?since=%d" % (e.phone, 2 ** 50)))["keys"] == []
     assert_error(e.me("GET", "/v1/me/devices/%s/keys?since=x" % e.phone), 400, "invalid_request")
+    # A number of any length is a number: later than every wrap (it gave a 400 without errors[] past 23 digits).
+    assert assert_ok(e.me("GET", "/v1/me/devices/%s/keys?since=%s" % (e.phone, "9" * 40)))["keys"] == []
+    r = e.me("GET", "/v1/me/devices/%s/keys?since=-5" % e.phone)
+    assert r.status_code == 400 and r.json()["error"]["errors"][0]["path"] == "since", r.text
 
     # The bridge's side: a wrap for the phone, from the bridge's own route.
     again = wrap()
