@@ -102,14 +102,19 @@ export async function openTask(keys, sessionId, t) {
   return out;
 }
 
-// details_ct is JSON {title, message, command, host, tool_call_id, approval_slug}.
+// What details_ct holds (relay-bridge seals the plain request's fields there, src/bridge/keyring.c): the
+// authors' {title, message, command, host, tool_call_id, approval_slug}, and ours, `content`, the
+// blocks a person reviews (an edit's diff). Only these: the plain metadata (action, severity, ids)
+// stays the relay's.
+const APPROVAL_DETAILS = ['title', 'message', 'command', 'host', 'tool_call_id', 'approval_slug', 'content'];
+
 export async function openApproval(keys, sessionId, a) {
   if (!a || !present(a.details_ct)) return a;
   const text = await field(keys, paths.approvals(sessionId || a.session_id), a.details_ct);
   const details = text === null ? null : parseJson(text);
   if (!details || typeof details !== 'object') return { ...a, title: LOCKED_TEXT, encrypted: true, locked: true };
   const out = { ...a, encrypted: true, locked: false };
-  for (const k of ['title', 'message', 'command', 'host', 'tool_call_id', 'approval_slug']) {
+  for (const k of APPROVAL_DETAILS) {
     if (details[k] !== undefined && details[k] !== null) out[k] = details[k];
   }
   return out;

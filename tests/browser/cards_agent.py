@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""The agent of tests/browser/sealed_cards.test.js, behind relay-bridge's jsonl adapter (docs/bridge.md).
+
+To "cards" it answers with one of everything a chat shows of an agent's work,
+the same way in a plain and in an encrypted session (relay-bridge seals what
+it must in the second): a plan changed in place, an edit with its arguments,
+a progress label, the diff while it runs and again as its result (with a
+raw output), a capability request with its reason, an approval of the edit
+carrying the diff, a read that fails with an error, a command's output.
+Ids are made fresh per turn (task and approval ids are the installation's).
+Python 3 standard library only.
+"""
+import json
+import sys
+import threading
+import uuid
+
+PATH = "/home/alice/projects/relay-demo/docs/notes.md"
+OLD = "".join("line %d of the notes\n" % i for i in range(1, 13))
+NEW = OLD.replace("line 6 of the notes\n",
+                  "line 6 of the notes, rewritten by the agent so that it is long enough to scroll sideways on a phone\n")
+DIFF = {"type": "diff", "path": PATH, "old_text": OLD, "new_text": NEW}
+PLAN = [{"content": "Read the notes", "status": "completed", "priority": "medium"},
+        {"content": "Rewrite line 6", "status": "in_progress", "priority": "high"},
+        {"content": "Run the checks", "status": "pending", "priority": "low"}]
+
+lock = threading.Lock()
+waiting = {}
+
+
+def send(**line):
+    with lock:
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+
+def turn(msg):
+    ids = {"session_id": msg["session_id"], "interaction_id": msg["interaction_id"]}
+    if (msg.get("text") or "") != "cards":
+        send(type="delta", text="Say cards.", **ids)
+        send(type="end", finish_reason="stop", **ids)
+        return
+    tag = uuid.uuid4().hex[:10]
+    plan, edit, read, run = ("%s_%s" % (k, tag) for k in ("plan", "edit", "read", "run"))
+    send(type="delta", text="I will rewrite line 6 of the notes.", **ids)
+    send(type="end", finish_reason="tool_call", **ids)
+    send(type="task_start", task_id=plan, kind="plan", **ids)
+    send(type="task_progress", task_id=plan, partial_result={"entries": PLAN}, **ids)
+    send(type="task_start", task_id=edit, kind="edit", status_label="Edit docs/notes.md", args={"file_path": PATH}, **ids)
+    send(type="task_progress", task_id=edit, progress_percent=40, status_label="Writing line 6",
+         partial_result={"content": [DIFF], "locations": [{"path": PATH}]}, **ids)
+    send(type="capability_request", capability="location", reason="to name the nearest office in the notes", **ids)
+    approval_id = "apr_" + uuid.uuid4().hex
+    done = threading.Event()
+    holder = {}
+    waiting[approval_id] = (done, holder)
+    send(type="approval_request", approval_id=approval_id, action="edit", title="Edit docs/notes.md",
+         message="The agent asks to edit " + PATH, severity="medium", command=PATH, host="build-box",
+         tool_call_id=edit, content=[DIFF], **ids)
+    done.wait(600)
+    decision = holder.get("decision", "deny")
+    if decision == "deny":
+        send(type="task_finish", task_id=edit, status="failed", error={"message": "The user said no"}, **ids)
+    else:
+        send(type="task_finish", task_id=edit, status="completed", status_label="Edited docs/notes.md",
+             result={"content": [DIFF], "locations": [{"path": PATH}], "raw_output": {"bytes_written": len(NEW)}}, **ids)
+    send(type="task_start", task_id=read, kind="read", status_label="Read docs/missing.md",
+         args={"file_path": "/home/alice/projects/relay-demo/docs/missing.md"}, **ids)
+    send(type="task_finish", task_id=read, status="failed",
+         error={"message": "ENOENT: no such file docs/missing.md", "code": -2}, **ids)
+    send(type="task_start", task_id=run, kind="execute", status_label="Run the checks", args={"command": "make check"}, **ids)
+    send(type="task_finish", task_id=run, status="completed",
+         result={"content": [{"type": "text", "text": "```console\nall 12 checks passed\n```"}]}, **ids)
+    send(type="task_finish", task_id=plan, status="completed",
+         result={"entries": [dict(e, status="completed") for e in PLAN]}, **ids)
+    send(type="delta", text="Done: %s." % decision, **ids)
+    send(type="end", finish_reason="stop", **ids)
+
+
+def main():
+    send(type="manifest", agent={"name": "Cards agent", "version": "1.0"},
+         tools=[{"name": "edit"}, {"name": "read"}, {"name": "execute"}])
+    for raw in sys.stdin:
+        msg = json.loads(raw)
+        kind = msg.get("type")
+        if kind == "message":
+            threading.Thread(target=turn, args=(msg,), daemon=True).start()
+        elif kind == "approval":
+            entry = waiting.pop(msg["approval_id"], None)
+            if entry is not None:
+                entry[1]["decision"] = msg["decision"]
+                entry[0].set()
+
+
+if __name__ == "__main__":
+    main()
