@@ -7,8 +7,11 @@ it must in the second): a plan changed in place, an edit with its arguments,
 a progress label, the diff while it runs and again as its result (with a
 raw output), a capability request with its reason, an approval of the edit
 carrying the diff, a read that fails with an error, a command's output.
+To "ask" it asks to run a command before writing anything (the turn's
+placeholder stays empty while the approval waits), then says what it was told.
 Ids are made fresh per turn (task and approval ids are the installation's).
-Python 3 standard library only.
+`--name NAME` is the agent's name in its manifest (an ACP agent's is its npm
+package). Python 3 standard library only.
 """
 import json
 import sys
@@ -34,8 +37,23 @@ def send(**line):
         sys.stdout.flush()
 
 
+def wait_for(approval_id):
+    done = threading.Event()
+    holder = {}
+    waiting[approval_id] = (done, holder)
+    return lambda: (done.wait(600), holder.get("decision", "deny"))[1]
+
+
 def turn(msg):
     ids = {"session_id": msg["session_id"], "interaction_id": msg["interaction_id"]}
+    if (msg.get("text") or "") == "ask":
+        approval_id = "apr_" + uuid.uuid4().hex
+        decided = wait_for(approval_id)
+        send(type="approval_request", approval_id=approval_id, action="execute", title="Run make check",
+             message="The agent asks to run make check", severity="medium", command="make check", **ids)
+        send(type="delta", text="Told: %s." % decided(), **ids)
+        send(type="end", finish_reason="stop", **ids)
+        return
     if (msg.get("text") or "") != "cards":
         send(type="delta", text="Say cards.", **ids)
         send(type="end", finish_reason="stop", **ids)
@@ -51,14 +69,11 @@ def turn(msg):
          partial_result={"content": [DIFF], "locations": [{"path": PATH}]}, **ids)
     send(type="capability_request", capability="location", reason="to name the nearest office in the notes", **ids)
     approval_id = "apr_" + uuid.uuid4().hex
-    done = threading.Event()
-    holder = {}
-    waiting[approval_id] = (done, holder)
+    decided = wait_for(approval_id)
     send(type="approval_request", approval_id=approval_id, action="edit", title="Edit docs/notes.md",
          message="The agent asks to edit " + PATH, severity="medium", command=PATH, host="build-box",
          tool_call_id=edit, content=[DIFF], **ids)
-    done.wait(600)
-    decision = holder.get("decision", "deny")
+    decision = decided()
     if decision == "deny":
         send(type="task_finish", task_id=edit, status="failed", error={"message": "The user said no"}, **ids)
     else:
@@ -77,9 +92,20 @@ def turn(msg):
     send(type="end", finish_reason="stop", **ids)
 
 
+COMMANDS = [
+    {"name": "review", "description": "Review the changes on this branch against main: every file, every function it "
+     "touches, the tests that cover them and the ones that are missing, the documentation that no longer says what "
+     "the code does, and a summary of what to fix first, ordered by how much each finding matters to the people "
+     "who use this project"},
+    {"name": "init", "description": "Create CLAUDE.md"},
+    {"name": "compact", "description": "Summarise the conversation so far"},
+]
+
+
 def main():
-    send(type="manifest", agent={"name": "Cards agent", "version": "1.0"},
-         tools=[{"name": "edit"}, {"name": "read"}, {"name": "execute"}])
+    name = sys.argv[sys.argv.index("--name") + 1] if "--name" in sys.argv else "Cards agent"
+    send(type="manifest", agent={"name": name, "version": "1.0"},
+         tools=[{"name": "edit"}, {"name": "read"}, {"name": "execute"}], commands=COMMANDS)
     for raw in sys.stdin:
         msg = json.loads(raw)
         kind = msg.get("type")

@@ -193,8 +193,9 @@ test('screenshots of the cards at 360 and 390 px, light and dark', async () => {
       const edit = await page.$('.task-kind-edit');
       await edit.scrollIntoViewIfNeeded();
       await screenshot(page, `cards-${size}-${scheme}-sealed-edit`);
-      // Nothing scrolls the page sideways: a wide diff scrolls inside its card.
+      // Nothing scrolls sideways, neither the page nor a diff: on a phone a long line of a diff wraps inside it.
       assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true, `${size} ${scheme}`);
+      assert.deepEqual(await page.$$eval('.diff-body', (els) => els.filter((e) => e.scrollWidth > e.clientWidth).length), 0, `${size} ${scheme}`);
     }
   }
   await page.emulateMedia({ colorScheme: 'light' });
