@@ -149,6 +149,8 @@ test('a machine card: "paired" and its time never break inside the time', async 
   const sub = page.locator('.installation-sub', { hasText: 'paired' });
   await sub.waitFor();
   const time = /paired (.+)$/.exec(await sub.textContent())[1];
+  // The agent as the empty chat names it, not its package (which broke at its hyphens on a phone).
+  assert.equal(await page.locator('.installation-sub', { hasText: 'Agent:' }).textContent(), 'Agent: Claude Code 1.0');
   assert.doesNotMatch(time, / /, `an ordinary space inside "${time}"`);
   await everyLook('machines', async () => {
     // The time is one piece on screen: the line holding it ends with it whole.
