@@ -72,7 +72,8 @@ async function playUntilApproval(id) {
 }
 
 async function finishTurn() {
-  await (await page.$('.approval-pending button[data-choice="once"]')).click();
+  await page.waitForSelector('.timeline .approval-pending');
+  await (await page.$('.timeline .approval-pending button[data-choice="once"]')).click();
   await (await page.$('.capability-pending button[data-choice="refuse"]')).click();
   await waitFor('the end of the turn', async () => (await page.innerText('.timeline')).includes('Done: allow-once.'));
   await waitFor('every card final', async () => (await page.$$('.task-running')).length === 0 && (await page.$$('.task')).length === 4);
@@ -152,10 +153,18 @@ test('while the approval waits: the encrypted chat shows every card as the plain
   assert.equal(await page.$('.approval-pending .approval-command'), null);
   assert.equal(await page.innerText('.approval-pending .approval-message'), 'The agent asks to edit:');
   assert.deepEqual(await axe(page), []);
+  // The Approvals screen lists both requests (from the snapshot when it opens): the same card twice.
+  await page.goto(`${relay.url}/#/approvals`);
+  await waitFor('both pending requests listed with their diff', async () => (await page.$$('.approvals-list .approval-pending .diff')).length === 2);
+  // Each card links to its chat, whose titles differ ("Open chat: Plain notes"): the rest must not.
+  const listed = (await readCards(page, '.approvals-list .approval-pending')).map((c) => ({ ...c, text: c.text.replace(/Open chat: (Plain|Sealed) notes$/, '') }));
+  assert.equal(listed.length, 2);
+  assert.deepEqual(listed[0], listed[1], 'the plain and the encrypted request read the same on the Approvals screen');
   collect(page);
 });
 
 test('answered, finished, then reloaded: the two timelines read the same', async () => {
+  await openChat(sealedId);
   await finishTurn();
   const sealedLive = await cards(page);
   await openChat(plainId);
