@@ -76,6 +76,10 @@ test('a task: label as text, args and results as JSON, under tasks/<sid>', async
   assert.deepEqual(open.args, { path: '/etc/hosts' });
   assert.deepEqual(open.result, { content: [{ type: 'text', text: 'ok' }] });
   assert.equal(open.error, 'plain words, not JSON');
+  // An error string that happens to read as JSON stays the string a plain chat shows; an object is JSON.
+  for (const text of ['404', 'null', 'true', '"quoted"'])
+    assert.equal((await s.openTask([KEY], SID, { ...t, error_ct: bridgeSeal(KEY, path, text) })).error, text, text);
+  assert.deepEqual((await s.openTask([KEY], SID, { ...t, error_ct: bridgeSeal(KEY, path, '{"message":"boom"}') })).error, { message: 'boom' });
   const locked = await s.openTask([], SID, t);
   assert.equal(locked.locked, true);
   assert.equal(locked.status_label, s.LOCKED_TEXT);
