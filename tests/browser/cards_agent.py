@@ -16,6 +16,7 @@ package). Python 3 standard library only.
 import json
 import sys
 import threading
+import time
 import uuid
 
 PATH = "/home/alice/projects/relay-demo/docs/notes.md"
@@ -88,6 +89,10 @@ def turn(msg):
          result={"content": [{"type": "text", "text": "```console\nall 12 checks passed\n```"}]}, **ids)
     send(type="task_finish", task_id=plan, status="completed",
          result={"entries": [dict(e, status="completed") for e in PLAN]}, **ids)
+    # The closing words a moment after the last task: relay-bridge opens a message and finishes a task on
+    # separate requests, and two of one millisecond may be listed either way after a reload (the two chats
+    # would then differ by an order that says nothing of what encryption shows).
+    time.sleep(0.3)
     send(type="delta", text="Done: %s." % decision, **ids)
     send(type="end", finish_reason="stop", **ids)
 
