@@ -12,7 +12,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT } from './lib.js';
+import { spawnSync } from 'node:child_process';
+import { Relay, Bridge, BRIDGE, launch, newPage, signIn, screenshot, axe, waitFor, ROOT, WAIT } from './lib.js';
 
 const AGENT = `jsonl:python3 ${join(ROOT, 'tests', 'browser', 'cards_agent.py')}`;
 const PHONE_390 = { width: 390, height: 844 };
@@ -101,8 +102,10 @@ before(async () => {
   await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
   await page.click('button:has-text("They match")');
   await page.waitForURL(/#\/settings$/);
-  await waitFor('the bridge accepting the device', () => bridge.log.join('').includes(`device ${idOf(web)} (`) &&
-    /confirmed: shared the keys/.test(bridge.log.join('')));
+  // The machine's half (docs/bridge.md "Devices"): the owner's word on this machine, as a script gives it.
+  const confirmed = spawnSync(BRIDGE, ['devices', 'confirm', idOf(web), '--yes'], { env: bridge.env(), encoding: 'utf8', timeout: WAIT });
+  assert.equal(confirmed.status, 0, `relay-bridge devices confirm: ${confirmed.stderr}`);
+  await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} .*shared the keys`).test(bridge.log.join('')));
   await page.goto(`${relay.url}/#/new/${installationId}`);
   await page.waitForSelector('#new-encryption .pill-lock');
   await page.fill('#new-title', 'Sealed notes');
