@@ -158,13 +158,18 @@ test('tool calls: a diff folded around its changes, command output, a new file, 
   assert.equal(await args.evaluate((d) => d.open), false);
   await args.locator('summary').click();
   assert.match(await args.innerText(), /numbers\.js/);
-  // At 360 px the long line scrolls inside the diff, not the page.
+  // At 360 px the long line wraps inside the diff (issue 35: scrolled sideways, its end was out of sight): neither
+  // the page nor the diff scrolls sideways, and the changed line takes more than one line of the box.
   await page.setViewportSize(PHONE_360);
-  const widths = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, view: window.innerWidth,
-    body: document.querySelector('[data-key="t:call_edit"] .diff-body').scrollWidth,
-    box: document.querySelector('[data-key="t:call_edit"] .diff-body').clientWidth }));
+  const widths = await page.evaluate(() => {
+    const body = document.querySelector('[data-key="t:call_edit"] .diff-body');
+    const long = [...body.querySelectorAll('.diff-add .diff-code')].find((e) => e.textContent.includes('sideways scroll on a phone'));
+    return { page: document.documentElement.scrollWidth, view: window.innerWidth, body: body.scrollWidth, box: body.clientWidth,
+      lines: Math.round(long.getBoundingClientRect().height / parseFloat(getComputedStyle(long).lineHeight)) };
+  });
   assert.ok(widths.page <= widths.view, `the page does not scroll sideways (${widths.page} > ${widths.view})`);
-  assert.ok(widths.body > widths.box, 'the diff scrolls sideways inside its box');
+  assert.ok(widths.body <= widths.box, `the diff wraps inside its box (${widths.body} > ${widths.box})`);
+  assert.ok(widths.lines >= 2, 'the long line wraps');
   await page.setViewportSize(PHONE_390);
 
   // A command and its output, monospace; then a new file; then one that fails.

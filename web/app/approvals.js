@@ -90,6 +90,20 @@ function choiceLabel(choice, a) {
   return ALWAYS_LABELS[a.action] || 'Always approve this';
 }
 
+// Why an encrypted chat's card has three answers (docs/web.md "End-to-end encryption").
+const NO_GRANT_NOTE = 'No “Always approve” in an encrypted chat: the relay cannot read the command, so it cannot '
+  + 'answer the next request for you. “Approve for this session” answers this chat’s requests while the app is open.';
+
+// The agent's sentence without the command it ends with, when the card shows that command below it (in
+// its code box, or as the path its diff names): "The agent asks to edit /a/b.txt" reads "The agent asks to edit:".
+function sentence(message, command) {
+  const text = typeof message === 'string' ? message.trim() : '';
+  if (text === command) return '';
+  if (!command || !text.endsWith(command)) return text;
+  const head = text.slice(0, text.length - command.length).replace(/[\s:]+$/, '');
+  return head ? `${head}:` : text;
+}
+
 function outcome(a) {
   if (a.status === 'expired') return 'Expired without an answer';
   if (a.decision === 'deny') return 'Denied';
@@ -114,13 +128,14 @@ export const approvalCard = {
     el.append(h('div', { class: 'approval-head' },
       h('span', { class: `severity severity-badge-${a.severity || 'medium'}`, text: `${(a.severity || 'medium')} risk` }),
       h('strong', { class: 'approval-title', text: a.title || a.action || 'Approval' })));
-    if (a.message) el.append(h('p', { class: 'approval-message', text: a.message }));
     // What the agent wants to do, as it will be done (the diff of an edit, docs/bridge.md "acp:COMMAND", permissions), just above the answers.
-    // The command is shown once: not again as a text block, nor as the path a diff already names.
+    // The command is shown once: not again as a text block, nor as the path a diff already names, nor at the end of the sentence.
     const command = typeof a.command === 'string' ? a.command.trim() : '';
     const content = (Array.isArray(a.content) ? a.content : []).filter((b) => b && typeof b === 'object' &&
       !(b.type === 'text' && typeof b.text === 'string' && command && b.text.trim() === command));
     const diffPaths = new Set(content.filter((b) => b.type === 'diff').map((b) => b.path));
+    const message = sentence(a.message, command);
+    if (message) el.append(h('p', { class: 'approval-message', text: message }));
     if (command && !diffPaths.has(a.command))
       el.append(h('pre', { class: 'code-block approval-command', tabindex: '0', 'aria-label': COMMAND_ACTIONS.has(a.action) ? 'Command' : 'What it acts on' }, h('code', { text: a.command })));
     const facts = [];
@@ -135,9 +150,11 @@ export const approvalCard = {
     }
     if (a.status === 'pending') {
       el.append(h('div', { class: 'countdown', 'aria-live': 'off' }));
-      // In an encrypted chat relayd answers nothing by a grant (a grant's decision carries no signature): no "always" there.
+      // In an encrypted chat nothing answers a later request by a grant (docs/web.md "End-to-end encryption"): no
+      // "always" there, and the card says why rather than silently offering three answers instead of four.
       const session = store.sessions.get(a.session_id);
-      const choices = session && session.encrypted ? CHOICES.filter((c) => c.id !== 'always') : CHOICES;
+      const sealed = !!(session && session.encrypted);
+      const choices = sealed ? CHOICES.filter((c) => c.id !== 'always') : CHOICES;
       el.append(h('div', { class: 'approval-actions' }, choices.map((choice) =>
         h('button', { type: 'button', class: `btn ${choice.id === 'deny' ? 'btn-danger' : choice.id === 'once' ? 'btn-primary' : ''}`,
           dataset: { choice: choice.id }, text: choiceLabel(choice, a),
@@ -148,6 +165,7 @@ export const approvalCard = {
             });
             e.stopPropagation();
           } }))));
+      if (sealed) el.append(h('p', { class: 'approval-note', text: NO_GRANT_NOTE }));
       approvalCard.tick(el);
     } else {
       el.append(h('p', { class: 'approval-outcome', text: outcome(a) }));

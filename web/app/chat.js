@@ -7,7 +7,7 @@ import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
 import { capabilityTray } from './capabilities.js';
 import { taskCard } from './toolcall.js';
-import { itemAt, orderItems, endsTurn, isHiddenMessage } from './transcript.js';
+import { itemAt, orderItems, endsTurn, isHiddenMessage, isHeldBubble, agentLabel } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
@@ -88,9 +88,11 @@ function updateMessage(el, m) {
 function timeline(sessionId) {
   const c = chat(sessionId);
   const items = [];
+  const waiting = new Set();
+  for (const a of store.approvals.values()) if (a.session_id === sessionId && a.status === 'pending') waiting.add(a.interaction_id);
   for (const id of c.order) {
     const m = c.messages.get(id);
-    if (isHiddenMessage(m)) continue;
+    if (isHiddenMessage(m) || isHeldBubble(m, waiting)) continue;
     items.push({ type: 'message', id, key: `m:${id}`, at: itemAt(m), tie: m.tie, value: m });
   }
   for (const t of c.tasks.values()) items.push({ type: 'task', id: t.task_id, key: `t:${t.task_id}`, at: itemAt(t), tie: t.tie, value: t });
@@ -331,7 +333,7 @@ export function chatView(main, sessionId) {
     const s = store.sessions.get(sessionId) || session;
     const inst = store.installations.get(s.installation_id);
     const machine = installationName(inst);
-    const agent = inst && inst.agent && typeof inst.agent.name === 'string' && inst.agent.name ? inst.agent.name : 'The agent';
+    const agent = (inst && inst.agent && agentLabel(inst.agent.name)) || 'The agent';
     const commands = agentCommands();
     const signature = JSON.stringify([machine, agent, commands.length, inst && inst.health]);
     if (emptyState.dataset.signature === signature) return;
@@ -340,7 +342,8 @@ export function chatView(main, sessionId) {
     append(emptyState, [
       h('h2', { class: 'chat-empty-title', text: 'Start the conversation' }),
       h('p', { text: `Type a message below: ask a question, or ask for something to be done. ${agent} on ${machine} will answer here.` }),
-      h('p', { text: 'Anything it wants to run on the machine first asks you for approval.' }),
+      // Not "anything it runs asks first": what asks is the agent's own setting on the machine, and reading files seldom does.
+      h('p', { text: 'Before it changes a file or runs a command, it asks you here, as its settings on the machine say. Reading files usually does not ask.' }),
       commands.length ? h('p', null, 'Type ', h('kbd', { text: '/' }), ` to see its ${commands.length === 1 ? 'command' : `${commands.length} commands`}.`) : null,
       inst && inst.health !== 'healthy' && inst.state !== 'revoked'
         ? h('p', { class: 'chat-empty-note', text: `${machine} is not answering right now: what you write waits until it is back.` }) : null]);

@@ -2,6 +2,7 @@
 // pairing, approvals, settings.
 import { auth } from './auth.js';
 import { get, post, patch, del, describe } from './api.js';
+import { agentLabel } from './transcript.js';
 import { store, on, loadDeleted, loadGrants, installationName, lastMessage, previewText, agentWorking, loadPreviews } from './state.js';
 import { h, clear, reconcile, icon, toast, ask, formatTime, codeBox } from './ui.js';
 import { approvalCard } from './approvals.js';
@@ -15,7 +16,7 @@ import { e2e, canEncrypt, bridgeOf, bridgeState, createSession, onKeys, bindPair
 function agentLine(inst) {
   const agent = inst.agent;
   if (!agent || typeof agent.name !== 'string' || !agent.name) return '';
-  const parts = [`Agent: ${agent.name}${typeof agent.version === 'string' && agent.version ? ` ${agent.version}` : ''}`];
+  const parts = [`Agent: ${agentLabel(agent.name)}${typeof agent.version === 'string' && agent.version ? ` ${agent.version}` : ''}`];
   if (typeof agent.mode === 'string' && agent.mode) parts.push(`mode ${agent.mode}`);
   return parts.join(' · ');
 }

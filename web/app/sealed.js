@@ -24,14 +24,23 @@ export const paths = {
   attachments: (sid) => `attachments/${sid}`,
 };
 
-// Task fields: ciphertext field -> plaintext field, and whether the plaintext is JSON text.
+// Task fields: ciphertext field -> plaintext field, and how the plaintext reads: 'text', 'json', or 'auto'
+// for an error, which relay-bridge seals as the text itself when it is a string and as JSON otherwise
+// (src/bridge/keyring.c SEAL_AUTO): an object or an array is JSON, anything else the string it was (an
+// error "404" or "null" stays that text, as a plain chat shows it).
 const TASK_FIELDS = [
-  ['status_label_ct', 'status_label', false],
-  ['args_ct', 'args', true],
-  ['partial_result_ct', 'partial_result', true],
-  ['result_ct', 'result', true],
-  ['error_ct', 'error', true],
+  ['status_label_ct', 'status_label', 'text'],
+  ['args_ct', 'args', 'json'],
+  ['partial_result_ct', 'partial_result', 'json'],
+  ['result_ct', 'result', 'json'],
+  ['error_ct', 'error', 'auto'],
 ];
+
+function readField(text, form) {
+  if (form === 'text') return text;
+  const value = parseJson(text);
+  return form === 'auto' && (value === null || typeof value !== 'object') ? text : value;
+}
 
 const present = (v) => typeof v === 'string' && v !== '';
 
@@ -89,7 +98,7 @@ export async function openDelta(keys, d) {
 export async function openTask(keys, sessionId, t) {
   if (!t || !TASK_FIELDS.some(([ct]) => present(t[ct]))) return t;
   const out = { ...t, encrypted: true, locked: false };
-  for (const [ct, plain, json] of TASK_FIELDS) {
+  for (const [ct, plain, form] of TASK_FIELDS) {
     if (!present(t[ct])) continue;
     const text = await field(keys, paths.tasks(sessionId || t.session_id), t[ct]);
     if (text === null) {
@@ -97,19 +106,24 @@ export async function openTask(keys, sessionId, t) {
       if (plain === 'status_label') out.status_label = LOCKED_TEXT;
       continue;
     }
-    out[plain] = json ? parseJson(text) : text;
+    out[plain] = readField(text, form);
   }
   return out;
 }
 
-// details_ct is JSON {title, message, command, host, tool_call_id, approval_slug}.
+// What details_ct holds (relay-bridge seals the plain request's fields there, src/bridge/keyring.c): the
+// authors' {title, message, command, host, tool_call_id, approval_slug}, and ours, `content`, the
+// blocks a person reviews (an edit's diff). Only these: the plain metadata (action, severity, ids)
+// stays the relay's.
+const APPROVAL_DETAILS = ['title', 'message', 'command', 'host', 'tool_call_id', 'approval_slug', 'content'];
+
 export async function openApproval(keys, sessionId, a) {
   if (!a || !present(a.details_ct)) return a;
   const text = await field(keys, paths.approvals(sessionId || a.session_id), a.details_ct);
   const details = text === null ? null : parseJson(text);
   if (!details || typeof details !== 'object') return { ...a, title: LOCKED_TEXT, encrypted: true, locked: true };
   const out = { ...a, encrypted: true, locked: false };
-  for (const k of ['title', 'message', 'command', 'host', 'tool_call_id', 'approval_slug']) {
+  for (const k of APPROVAL_DETAILS) {
     if (details[k] !== undefined && details[k] !== null) out[k] = details[k];
   }
   return out;

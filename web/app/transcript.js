@@ -128,6 +128,31 @@ export function isHiddenMessage(m) {
   return !!m && m.role === 'agent' && m.state === 'final' && m.finish_reason === 'tool_call' && !/\S/.test(m.text || '');
 }
 
+// The agent's name for people: ACP agents name themselves by their npm package (the Installation's
+// `agent.name`, from ACP's agentInfo), which says nothing to a person reading "@zed-industries/claude-agent-acp
+// on laptop will answer". The agents relay-bridge is made for by their product's name; any other scoped
+// package by its name without the scope; anything else as it came. '' for none.
+const AGENT_LABELS = {
+  'claude-agent-acp': 'Claude Code',
+  'claude-code-acp': 'Claude Code',
+  'codex-acp': 'Codex',
+  'gemini-cli': 'Gemini CLI',
+  gemini: 'Gemini CLI',
+};
+
+export function agentLabel(name) {
+  if (typeof name !== 'string' || !name.trim()) return '';
+  const bare = name.trim().replace(/^@[^/]+\//, '');
+  return AGENT_LABELS[bare.toLowerCase()] || bare;
+}
+
+// Whether an agent's message is only an empty typing bubble that an approval of its turn holds up
+// (`waiting`: the interaction ids with an approval pending): the agent writes nothing until the user
+// answers, so the bubble, its dots and its time are not shown then (the card is what waits).
+export function isHeldBubble(m, waiting) {
+  return !!m && m.role === 'agent' && m.state === 'streaming' && !/\S/.test(m.text || '') && !!waiting && waiting.has(m.interaction_id);
+}
+
 // When an item happened, for ordering: the relay's time when known, else when the app first saw it.
 export function itemAt(value) {
   return value.created_at || value.ts || value.seen_at || 0;

@@ -109,10 +109,9 @@ export function formatTime(ms) {
   const d = new Date(ms);
   const now = new Date();
   const sameDay = d.toDateString() === now.toDateString();
-  return sameDay
-    ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
-    : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' +
-      d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  // A time is one word: "05:46 PM" never breaks before its PM (no-break spaces), nor "Nov 28".
+  const time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }).replace(/\s+/g, '\u00a0');
+  return sameDay ? time : `${d.toLocaleDateString([], { month: 'short', day: 'numeric' }).replace(/\s+/g, '\u00a0')} ${time}`;
 }
 
 export function formatCountdown(ms) {
@@ -128,12 +127,16 @@ export function formatSize(bytes) {
 }
 
 // An inline SVG icon from a path, built as DOM like everything else.
+// Icons whose inner shapes are holes whichever way they are drawn.
+const HOLLOW = new Set(['camera']);
+
 export function icon(name) {
   const paths = {
     back: 'M15.4 7.4 14 6l-6 6 6 6 1.4-1.4L10.8 12z',
     send: 'M2 21 23 12 2 3v7l15 2-15 2z',
     attach: 'M16.5 6v11.5a4 4 0 0 1-8 0V5a2.5 2.5 0 0 1 5 0v10.5a1 1 0 0 1-2 0V6H10v9.5a2.5 2.5 0 0 0 5 0V5a4 4 0 0 0-8 0v12.5a5.5 5.5 0 0 0 11 0V6z',
-    camera: 'M12 9a4 4 0 1 0 0 8 4 4 0 0 0 0-8zm8-3h-3.2L15 4H9L7.2 6H4a2 2 0 0 0-2 2v11a2 2 0 0 0 2 2h16a2 2 0 0 0 2-2V8a2 2 0 0 0-2-2z',
+    // Drawn even-odd (HOLLOW): the body, the lens cut out of it, a smaller lens inside (filled whole, it read as a blob).
+    camera: 'M20 6h-3.2L15 4H9L7.2 6H4a2 2 0 0 0-2 2v11a2 2 0 0 0 2 2h16a2 2 0 0 0 2-2V8a2 2 0 0 0-2-2zM12 8.3a4.7 4.7 0 1 0 0 9.4 4.7 4.7 0 0 0 0-9.4zm0 2.2a2.5 2.5 0 1 1 0 5 2.5 2.5 0 0 1 0-5z',
     stop: 'M6 6h12v12H6z',
     chats: 'M4 4h16v12H5.2L4 17.2zm0-2a2 2 0 0 0-2 2v18l4-4h14a2 2 0 0 0 2-2V4a2 2 0 0 0-2-2z',
     machines: 'M4 6h16v10H4zm-2-2v14h8v2H8v2h8v-2h-2v-2h8V4z',
@@ -162,6 +165,7 @@ export function icon(name) {
   svg.setAttribute('class', 'icon');
   const path = document.createElementNS('http://www.w3.org/2000/svg', 'path');
   path.setAttribute('d', paths[name] || '');
+  if (HOLLOW.has(name)) path.setAttribute('fill-rule', 'evenodd');
   svg.append(path);
   return svg;
 }
@@ -192,8 +196,14 @@ export async function copyText(text) {
 }
 
 // A block of code with its language (when known) and a Copy button that says "Copied".
+// A command's words as a code box shows them: a short word with a hyphen (relay-bridge, --server) is kept on
+// one line, since a line broken after its hyphen reads as two words; anything else breaks where it must.
+function codeWords(text) {
+  return text.split(/(\s+)/).map((word) => (word.includes('-') && word.length <= 32 && !/\s/.test(word) ? h('span', { class: 'nobreak', text: word }) : word));
+}
+
 export function codeBox(text, language = '', label = 'Copy code') {
-  const code = h('code', { text });
+  const code = h('code', null, codeWords(text));
   if (language) code.className = `language-${language}`;
   // What the button says is part of its name (axe: label-content-name-mismatch): "Copy" and, for screen readers, what.
   const state = h('span', { class: 'code-copy-state', text: 'Copy' });

@@ -76,18 +76,27 @@ test('a task: label as text, args and results as JSON, under tasks/<sid>', async
   assert.deepEqual(open.args, { path: '/etc/hosts' });
   assert.deepEqual(open.result, { content: [{ type: 'text', text: 'ok' }] });
   assert.equal(open.error, 'plain words, not JSON');
+  // An error string that happens to read as JSON stays the string a plain chat shows; an object is JSON.
+  for (const text of ['404', 'null', 'true', '"quoted"'])
+    assert.equal((await s.openTask([KEY], SID, { ...t, error_ct: bridgeSeal(KEY, path, text) })).error, text, text);
+  assert.deepEqual((await s.openTask([KEY], SID, { ...t, error_ct: bridgeSeal(KEY, path, '{"message":"boom"}') })).error, { message: 'boom' });
   const locked = await s.openTask([], SID, t);
   assert.equal(locked.locked, true);
   assert.equal(locked.status_label, s.LOCKED_TEXT);
   assert.equal(locked.args, undefined);
 });
 
-test('an approval: details_ct is JSON {title, message, command, host, tool_call_id, approval_slug}', async () => {
+test('an approval: details_ct is JSON {title, message, command, host, tool_call_id, approval_slug, content}', async () => {
+  const content = [{ type: 'diff', path: '/srv/a.txt', old_text: 'one\n', new_text: 'two\n' }];
   const details = { title: 'Run a command', message: 'The agent wants to list files', command: 'ls -la', host: 'laptop', tool_call_id: 'tc_1', approval_slug: 'exec' };
-  const a = { approval_id: 'apr_1', session_id: SID, action: 'exec', details_ct: bridgeSeal(KEY, `approvals/${SID}`, JSON.stringify(details)) };
+  // The plain metadata stays the relay's: a sealed action or severity does not replace it.
+  const a = { approval_id: 'apr_1', session_id: SID, action: 'exec', severity: 'high',
+    details_ct: bridgeSeal(KEY, `approvals/${SID}`, JSON.stringify({ ...details, content, action: 'read', severity: 'low' })) };
   const open = await s.openApproval([KEY], SID, a);
   for (const [k, v] of Object.entries(details)) assert.equal(open[k], v, k);
+  assert.deepEqual(open.content, content, 'the blocks a person reviews (an edit\'s diff) come out of details_ct');
   assert.equal(open.action, 'exec');
+  assert.equal(open.severity, 'high');
   const locked = await s.openApproval([], SID, a);
   assert.equal(locked.title, s.LOCKED_TEXT);
   assert.equal(locked.command, undefined);

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   mergeTask, mergeApproval, mergePageMessage, timelineEntry, orderItems, planEntries, thinkingText,
-  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence, ties, isHiddenMessage,
+  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence, ties, isHiddenMessage, isHeldBubble, agentLabel,
 } from '../../../web/app/transcript.js';
 import { commandQuery, filterCommands, commandIn } from '../../../web/app/commands.js';
 
@@ -216,4 +216,26 @@ test('the empty placeholder of a turn that began with a tool call is hidden, not
   assert.equal(isHiddenMessage(agent(' ', 'stop')), false);
   assert.equal(isHiddenMessage(agent(' ', null, 'streaming')), false);
   assert.equal(isHiddenMessage({ role: 'user', text: ' ', finish_reason: 'tool_call', state: 'final' }), false);
+});
+
+test('an empty typing bubble is held back while an approval of its turn waits, and only then', () => {
+  const bubble = (text, state = 'streaming', interaction = 'int_1') => ({ role: 'agent', text, state, interaction_id: interaction });
+  const waiting = new Set(['int_1']);
+  assert.equal(isHeldBubble(bubble(' '), waiting), true);
+  assert.equal(isHeldBubble(bubble(''), waiting), true);
+  assert.equal(isHeldBubble(bubble('Editing the file…'), waiting), false, 'a bubble with words stays');
+  assert.equal(isHeldBubble(bubble(' '), new Set()), false, 'no approval waits: the dots say the agent is writing');
+  assert.equal(isHeldBubble(bubble(' ', 'streaming', 'int_2'), waiting), false, 'another turn\'s approval');
+  assert.equal(isHeldBubble(bubble(' ', 'final'), waiting), false);
+  assert.equal(isHeldBubble({ role: 'user', text: '', state: 'streaming', interaction_id: 'int_1' }, waiting), false);
+});
+
+test('the agent is named as people know it, not by its npm package', () => {
+  assert.equal(agentLabel('@zed-industries/claude-agent-acp'), 'Claude Code');
+  assert.equal(agentLabel('@zed-industries/codex-acp'), 'Codex');
+  assert.equal(agentLabel('gemini'), 'Gemini CLI');
+  assert.equal(agentLabel('@acme/helper'), 'helper');
+  assert.equal(agentLabel('browser-test'), 'browser-test');
+  assert.equal(agentLabel(''), '');
+  assert.equal(agentLabel(null), '');
 });
