@@ -519,18 +519,21 @@ static void remember_grant(rl_bridge_t *b, const char *approval_id, json_t *payl
 {
     json_t *asked = json_object_get(b->asked, approval_id);
     const char *scope = json_string_value(json_object_get(payload, "scope"));
-    const char *value = json_string_value(json_object_get(payload, "scope_value"));
+    const char *value;
 
     if (asked == NULL)
         return;
-    /* spec: no scope is all; no value is the request's own (tool: command, domain: host, session: session). */
+    /*
+     * spec: no scope is all. The value is always the request's own (tool: command, domain: host, session:
+     * session), never the update's scope_value: decision_sig covers the scope but not that value, so a relay
+     * could otherwise widen a signed "always approve `ls`" into a grant for a command of its choosing.
+     */
     if (scope == NULL)
         scope = "all";
-    if (value == NULL)
-        value = strcmp(scope, "tool") == 0      ? str_of(asked, "command")
-                : strcmp(scope, "domain") == 0  ? str_of(asked, "host")
-                : strcmp(scope, "session") == 0 ? str_of(asked, "session_id")
-                                                : "";
+    value = strcmp(scope, "tool") == 0      ? str_of(asked, "command")
+            : strcmp(scope, "domain") == 0  ? str_of(asked, "host")
+            : strcmp(scope, "session") == 0 ? str_of(asked, "session_id")
+                                            : "";
     json_array_append_new(
         b->grants, json_pack("{s:s, s:s, s:s}", "action", str_of(asked, "action"), "scope", scope, "value", value));
 }
