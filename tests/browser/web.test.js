@@ -112,6 +112,11 @@ test('a bridge pairs from the link its QR code carries', async () => {
   await screenshot(page, 'phone-pair');
   await page.click('form button[type="submit"]');
   await page.waitForSelector('.pair-result .success');
+  // Paired: the emptied form is gone, the result and its next steps stay (issue 35, item 9).
+  assert.equal(await page.isVisible('#pair-code'), false);
+  assert.match(await page.innerText('.pair-result .success code'), /^relay-bridge run$/);
+  assert.doesNotMatch(await page.innerText('.pair-result'), /null/);
+  await screenshot(page, 'phone-paired');
   installationId = await pairing.done;
   bridge.run(AGENT);
   await page.goto(`${relay.url}/#/machines`);

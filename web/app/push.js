@@ -26,7 +26,7 @@ export function pushSupported() {
 export async function pushStatus() {
   if (!pushSupported()) return 'unsupported';
   if (Notification.permission === 'denied') return 'denied';
-  const registration = await within(navigator.serviceWorker.ready, 'The app\'s service worker');
+  const registration = await navigator.serviceWorker.ready;
   const subscription = await within(registration.pushManager.getSubscription(), 'The browser\'s push service');
   return subscription && localStorage.getItem('relay.push') === subscription.endpoint ? 'on' : 'off';
 }
@@ -47,13 +47,15 @@ function within(promise, what) {
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
+// The app's own service worker is not timed: it is local, and on a loaded phone its first start can take longer
+// than the push service's limit; only what waits on the network is.
 export async function enablePush() {
   const config = await auth.loadConfig();
   if (!config.push || !config.push.vapid_public_key) throw new Error('This relay does not send notifications.');
   // The person's answer to the browser's question is not timed.
   const permission = await Notification.requestPermission();
   if (permission !== 'granted') throw new Error('Notifications are blocked for this site in the browser settings.');
-  const registration = await within(navigator.serviceWorker.ready, 'The app\'s service worker');
+  const registration = await navigator.serviceWorker.ready;
   let subscription = await within(registration.pushManager.getSubscription(), 'The browser\'s push service');
   const key = keyBytes(config.push.vapid_public_key);
   // A subscription made for another relay key would never deliver: start over.

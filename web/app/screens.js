@@ -363,10 +363,17 @@ export function pairView(main, code) {
     spellcheck: 'false', maxlength: '12', pattern: '[A-Za-z \\-]{7,12}', required: true, value: code || '', 'aria-describedby': 'pair-help' });
   const button = h('button', { type: 'submit', class: 'btn btn-primary', text: 'Pair' });
   const result = h('div', { class: 'pair-result', role: 'status' });
+  const help = h('p', { id: 'pair-help' }, ['On the machine with your agent, run ', h('code', { class: 'nobreak', text: 'relay-bridge pair' }),
+    '. It shows a 7-letter code (and a QR code that opens this page with the code filled in). Codes last two minutes.']);
+  const command = codeBox(`relay-bridge pair --server ${location.origin}`, '', 'Copy the command');
+  // Once paired, the emptied form goes: the result is what is left to read, with a way back to pair another.
+  const showForm = (shown) => {
+    for (const el of [help, command, input.form]) el.hidden = !shown;
+  };
   main.append(screen('Pair a machine',
-    h('p', { id: 'pair-help', text: 'On the machine with your agent, run relay-bridge pair. It shows a 7-letter code (and a QR code that opens this page with the code filled in). Codes last two minutes.' }),
+    help,
     // The command wraps inside its box on a narrow screen, and copies whole.
-    codeBox(`relay-bridge pair --server ${location.origin}`, '', 'Copy the command'),
+    command,
     h('form', { class: 'form', onsubmit: async (e) => {
       e.preventDefault();
       button.disabled = true;
@@ -378,11 +385,19 @@ export function pairView(main, code) {
         const withCode = bindPairingEnrol(input.value.trim(), answer.installation.id);
         input.value = '';
         const id = encodeURIComponent(answer.installation.id);
-        result.append(h('p', { class: 'success', text: `Paired ${installationName(answer.installation)}. Start its bridge with relay-bridge run, then chat.` }),
+        showForm(false);
+        // DOM append writes a null as the text "null": the optional paragraph is left out instead.
+        result.append(...[h('p', { class: 'success' }, [`Paired ${installationName(answer.installation)}. Start its bridge with `,
+          h('code', { class: 'nobreak', text: 'relay-bridge run' }), ', then chat.']),
           withCode ? h('p', { text: 'The link also carried the code that lets you verify this machine: once its bridge runs, verify it so that its chats are end-to-end encrypted.' }) : null,
           h('div', { class: 'form-actions' },
             withCode ? h('a', { class: 'btn btn-primary', href: `#/verify/${id}?from=new`, text: 'Verify it' }) : null,
-            h('a', { class: `btn${withCode ? '' : ' btn-primary'}`, href: `#/new/${id}`, text: 'Start a chat' })));
+            h('a', { class: `btn${withCode ? '' : ' btn-primary'}`, href: `#/new/${id}`, text: 'Start a chat' }),
+            h('button', { type: 'button', class: 'btn', text: 'Pair another machine', onclick: () => {
+              clear(result);
+              showForm(true);
+              input.focus();
+            } }))].filter(Boolean));
       } catch (err) {
         result.append(h('p', { class: 'notice', role: 'alert', text: describe(err) }));
       } finally {
