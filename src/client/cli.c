@@ -100,7 +100,8 @@ static int parse_flag(rl_cli_args_t *args, int argc, char **argv, int *i, char *
 }
 
 /* Arguments that may be empty: free text ("" clears a title, an empty value is a value). Any other is a name. */
-static const char *const may_be_empty[] = {"text", "title", "value", "query", NULL};
+/* Free text, and a pairing code, which its command checks itself and says what a code is (7 letters). */
+static const char *const may_be_empty[] = {"text", "title", "value", "query", "code", NULL};
 
 /*
  * An empty name ("" for a session id, say) would reach the server as a path

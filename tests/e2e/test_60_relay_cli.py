@@ -287,11 +287,14 @@ def test_an_empty_id_is_refused_before_any_request(relay, tmp_path):
     relay.stop()
     for argv, name in ((["send", "", "hi"], "<session>"), (["history", ""], "[session]"),
                        (["chat", ""], "[session]"), (["cancel", ""], "<session>"), (["approve", ""], "<approval>"),
-                       (["rename", "", "x"], "<session>"), (["pair", ""], "<code>")):
+                       (["rename", "", "x"], "<session>")):
         proc = cli.run(*argv)
         assert proc.returncode == 2, (argv, proc.returncode, proc.stdout, proc.stderr)
         error = json.loads(proc.stdout)["error"]
         assert error == "%s: the %s argument is empty: give one (nothing was sent)" % (argv[0], name), (argv, error)
+    # An empty pairing code is refused by pair itself, which says what a code is (test_66), also before any request.
+    proc = cli.run("pair", "")
+    assert proc.returncode == 2 and "7 letters" in json.loads(proc.stdout)["error"], (proc.stdout, proc.stderr)
     # Free text may be empty: this one is sent (and fails to reach the stopped relay).
     proc = cli.run("rename", "ses_x", "")
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
