@@ -66,6 +66,7 @@
     X(INTERNAL, 500, "internal_error", "internal server error")                                                        \
     X(UPSTREAM, 502, "upstream_error", "the bridge bus failed")                                                        \
     X(UNAVAILABLE, 503, "temporarily_unavailable", "the store (PostgreSQL) is unreachable; retry later")               \
+    X(STORAGE_FULL, 503, "storage_full", "the relay's disk is full; retry later")                                      \
     X(BRIDGE_OFFLINE, 503, "bridge_offline", "the installation's bridge is not connected")                             \
     X(BRIDGE_TIMEOUT, 504, "bridge_timeout", "the bridge did not answer in time")                                      \
     X(AGENT_DEGRADED, 503, "agent_degraded", "the agent is not answering; retry later")

@@ -11,6 +11,8 @@
 
 /* The retry_after_ms of a 503 whose cause did not say how long to wait. */
 #define UNAVAILABLE_RETRY_MS 1000
+/* A full disk is not freed in a second: someone has to make room (docs/operations.md, "A full disk"). */
+#define STORAGE_FULL_RETRY_MS 10000
 
 void rl_call_hold(rl_call_t *call)
 {
@@ -387,7 +389,7 @@ void rl_call_fail_full(rl_call_t *call, int err, const char *message, json_t *er
      * back-off of their own) says a second, in the body and in Retry-After.
      */
     if (status == 503 && call->rate.retry_after_ms <= 0)
-        call->rate.retry_after_ms = UNAVAILABLE_RETRY_MS;
+        call->rate.retry_after_ms = err == RL_E_STORAGE_FULL ? STORAGE_FULL_RETRY_MS : UNAVAILABLE_RETRY_MS;
     if (errors == NULL && details == NULL && fail_text(call, status, rl_error_code(err), text) == 0)
         return;
     error = json_pack("{s:s, s:s}", "code", rl_error_code(err), "message", text);

@@ -528,9 +528,35 @@ static void on_upload_recorded(rl_store_op_t *base)
         return;
     }
     usage_learn(upload->relay, call->owner, ((struct attachment_op *)base)->used + (int64_t)upload->written);
+    if (upload->relay->attachments_full) {
+        upload->relay->attachments_full = 0;
+        rl_log_info("the attachments folder's disk has room again");
+    }
     rl_call_reply(call, json_pack("{s:s, s:s, s:I, s:s?}", "key", upload->key, "mime", upload->mime, "size",
                                   (json_int_t)upload->written, "name", upload->has_name ? upload->name : NULL));
     upload_free(upload, 1);
+}
+
+/*
+ * An upload the attachments folder could not take (errno err). A full disk
+ * (or quota) is an overload the client waits out: 503 storage_full with
+ * Retry-After, told in the log once per episode (docs/operations.md, "A full
+ * disk") and counted; anything else is an internal error, logged.
+ */
+static void upload_failed(rl_relay_t *relay, rl_call_t *call, int err, const char *what)
+{
+    if (err == ENOSPC || err == EDQUOT) {
+        ++relay->attachments_full_refusals;
+        if (!relay->attachments_full)
+            rl_log_warn("the attachments folder's disk is full: uploads are refused (503 storage_full) until "
+                        "there is room again");
+        relay->attachments_full = 1;
+        rl_call_fail(call, RL_E_STORAGE_FULL,
+                     "the relay's disk is full: the attachment could not be stored; retry later");
+        return;
+    }
+    rl_log_error("writing attachment %s: %s", what, strerror(err));
+    rl_call_fail(call, RL_E_INTERNAL, "the attachment could not be stored");
 }
 
 static void upload_step(h2o_timeout_entry_t *entry)
@@ -554,9 +580,9 @@ static void upload_step(h2o_timeout_entry_t *entry)
         if (done < 0 && errno == EINTR)
             continue;
         if (done <= 0) {
-            rl_log_error("writing attachment %s: %s", upload->key, strerror(errno));
+            int err = done < 0 ? errno : ENOSPC; /* a regular file's short write: no room left */
             upload_drop_files(upload);
-            rl_call_fail(call, RL_E_INTERNAL, "the attachment could not be stored");
+            upload_failed(upload->relay, call, err, upload->key);
             upload_free(upload, 0);
             return;
         }
@@ -649,9 +675,9 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
     upload->fd = open(upload->part_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     rl_call_hold(call);
     if (upload->fd < 0) {
-        rl_log_error("cannot create %s: %s", upload->part_path, strerror(errno));
+        upload_failed(relay, call, errno, upload->part_path);
         upload_free(upload, 0);
-        return RL_E_INTERNAL;
+        return 0;
     }
     upload->step.cb = upload_step;
     upload_step(&upload->step);

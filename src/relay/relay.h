@@ -67,9 +67,11 @@ typedef struct rl_relay {
     unsigned char url_key[32];        /* signs attachment download URLs (attachments.c) */
     /* Each user's attachment bytes as this node last saw them (attachments.c). */
     struct rl_strmap *attachment_usage;
+    int attachments_full;               /* the attachments folder's disk refused the last upload (ENOSPC) */
+    uint64_t attachments_full_refusals; /* uploads refused for a full disk since the start */
     rl_http_config_t http;
     rl_http_server_t *server;
-    char address[300]; /* where server listens, once started (HOST:PORT) */
+    char address[300];                /* where server listens, once started (HOST:PORT) */
     rl_http_config_t metrics_http;    /* --metrics-listen (relayd/metrics.c) */
     rl_http_server_t *metrics_server; /* NULL when it is not set */
     h2o_timeout_t zero_timeout;       /* runs work on the next loop turn */

@@ -98,6 +98,17 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             (unsigned long long)store.operations);
     rl_histogram_write(out, "relay_store_commit_duration_seconds", "", &store.commit);
     fprintf(out,
+            "# HELP relay_disk_full Whether the last write to this folder's disk was refused for lack of room "
+            "(1 until a write succeeds again).\n"
+            "# TYPE relay_disk_full gauge\nrelay_disk_full{folder=\"store\"} %d\n"
+            "relay_disk_full{folder=\"attachments\"} %d\n"
+            "# HELP relay_disk_full_refusals_total Writes answered 503 storage_full because the disk was full.\n"
+            "# TYPE relay_disk_full_refusals_total counter\n"
+            "relay_disk_full_refusals_total{folder=\"store\"} %llu\n"
+            "relay_disk_full_refusals_total{folder=\"attachments\"} %llu\n",
+            store.full, relay->attachments_full, (unsigned long long)store.full_refusals,
+            (unsigned long long)relay->attachments_full_refusals);
+    fprintf(out,
             "# HELP relay_bus_info The bus between relay nodes (local: one node; redis: shared).\n"
             "# TYPE relay_bus_info gauge\nrelay_bus_info{backend=\"%s\"} 1\n"
             "# HELP relay_bus_calls_total Commands and script calls this node sent to the bus's server (Redis), "

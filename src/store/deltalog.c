@@ -238,11 +238,14 @@ int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            rl_log_error("cannot write the delta log %s: %s", log->path, n < 0 ? strerror(errno) : "short write");
+            /* A full disk is an episode the worker reports once (worker.c, note_full), not per batch. */
+            int full = n < 0 && (errno == ENOSPC || errno == EDQUOT);
+            if (!full)
+                rl_log_error("cannot write the delta log %s: %s", log->path, n < 0 ? strerror(errno) : "short write");
             /* A part of the batch left behind would end the log there for every later record (a torn tail). */
             if (ftruncate(log->fd, (off_t)log->size) != 0)
                 rl_log_error("cannot cut the delta log %s back: %s", log->path, strerror(errno));
-            return RL_E_INTERNAL;
+            return full ? RL_E_STORAGE_FULL : RL_E_INTERNAL;
         }
         done += (size_t)n;
     }

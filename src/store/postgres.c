@@ -499,6 +499,9 @@ static int error_of_state(const char *state)
         return RL_E_INTERNAL;
     if (strcmp(state, "23505") == 0 || strcmp(state, "23503") == 0)
         return RL_E_CONFLICT;
+    /* disk_full: the server's disk; reported once per episode by the worker (worker.c, note_full). */
+    if (strcmp(state, "53100") == 0)
+        return RL_E_STORAGE_FULL;
     for (i = 0; i < sizeof(unavailable_states) / sizeof(unavailable_states[0]); ++i)
         if (strncmp(state, unavailable_states[i], strlen(unavailable_states[i])) == 0)
             return RL_E_UNAVAILABLE;

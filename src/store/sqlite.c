@@ -455,10 +455,25 @@ static sqlite3_stmt *prepare(struct sqlite_txn *t, const rl_sql_t *stmt)
     return handle;
 }
 
+/*
+ * Whether rc says the disk (or the user's quota) is full: SQLite answers
+ * SQLITE_FULL, or an I/O error whose system error is ENOSPC when the WAL or a
+ * temporary file could not grow. The worker reports that once per episode
+ * (worker.c, note_full), so it is not logged here per statement.
+ */
+static int disk_full(struct sqlite_txn *t, int rc)
+{
+    int sys = sqlite3_system_errno(t->db);
+
+    return (rc & 0xff) == SQLITE_FULL || ((rc & 0xff) == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT));
+}
+
 static int step_error(struct sqlite_txn *t, int rc)
 {
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
         return RL_E_CONFLICT;
+    if (disk_full(t, rc))
+        return RL_E_STORAGE_FULL;
     rl_log_error("sqlite step: %s", sqlite3_errmsg(t->db));
     return RL_E_INTERNAL;
 }
@@ -559,14 +574,15 @@ static int run_static(struct sqlite_txn *t, const rl_sql_t *stmt)
     int rc;
 
     if (handle == NULL)
-        return -1;
+        return RL_E_INTERNAL;
     rc = sqlite3_step(handle);
     sqlite3_reset(handle);
-    if (rc != SQLITE_DONE) {
-        rl_log_error("sqlite %s: %s", stmt->text, sqlite3_errmsg(t->db));
-        return -1;
-    }
-    return 0;
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (disk_full(t, rc))
+        return RL_E_STORAGE_FULL;
+    rl_log_error("sqlite %s: %s", stmt->text, sqlite3_errmsg(t->db));
+    return RL_E_INTERNAL;
 }
 
 static const rl_sql_t begin_sql = {"BEGIN IMMEDIATE"};
@@ -582,7 +598,7 @@ static int sqlite_begin(rl_txn_t *txn)
     /* Yields to a restart of the WAL (checkpoint_main), which would otherwise wait for a gap between batches. */
     pthread_mutex_lock(&t->restarting);
     pthread_mutex_unlock(&t->restarting);
-    return run_static(t, &begin_sql) == 0 ? 0 : RL_E_INTERNAL;
+    return run_static(t, &begin_sql);
 }
 
 /*
@@ -620,7 +636,7 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
 
 static int sqlite_commit(rl_txn_t *txn)
 {
-    return run_static(TXN(txn), &commit_sql) == 0 ? 0 : RL_E_INTERNAL;
+    return run_static(TXN(txn), &commit_sql);
 }
 
 static void sqlite_rollback(rl_txn_t *txn)
@@ -631,7 +647,7 @@ static void sqlite_rollback(rl_txn_t *txn)
 
 static int sqlite_savepoint(rl_txn_t *txn)
 {
-    return run_static(TXN(txn), &savepoint_sql) == 0 ? 0 : RL_E_INTERNAL;
+    return run_static(TXN(txn), &savepoint_sql);
 }
 
 static void sqlite_release(rl_txn_t *txn, int keep)

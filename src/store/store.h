@@ -154,13 +154,15 @@ size_t rl_store_queued(rl_store_t *store);
 
 /* What the worker has done so far, for the metrics (docs/operations.md, "Monitoring"). */
 typedef struct rl_store_figures {
-    uint64_t batches;      /* transactions run (a fold of the delta log is one) */
-    uint64_t log_appends;  /* batches written to the delta log instead (one write(2) each, no transaction) */
-    uint64_t log_folds;    /* transactions that folded the delta log into the database */
-    uint64_t round_trips;  /* network round trips to the database server (PostgreSQL; 0 on SQLite) */
-    uint64_t operations;   /* operations run in them */
-    rl_histogram_t commit; /* time each commit took (the WAL write, or PostgreSQL's COMMIT) */
-    size_t queued;         /* operations waiting for the worker now */
+    uint64_t batches;       /* transactions run (a fold of the delta log is one) */
+    uint64_t log_appends;   /* batches written to the delta log instead (one write(2) each, no transaction) */
+    uint64_t log_folds;     /* transactions that folded the delta log into the database */
+    uint64_t round_trips;   /* network round trips to the database server (PostgreSQL; 0 on SQLite) */
+    uint64_t operations;    /* operations run in them */
+    rl_histogram_t commit;  /* time each commit took (the WAL write, or PostgreSQL's COMMIT) */
+    size_t queued;          /* operations waiting for the worker now */
+    uint64_t full_refusals; /* operations refused because the disk was full (RL_E_STORAGE_FULL) */
+    int full;               /* 1 from a refusal for a full disk until a write succeeds again */
 } rl_store_figures_t;
 /* Copies the figures, under the lock the worker already takes once per batch. Loop thread. */
 void rl_store_figures(rl_store_t *store, rl_store_figures_t *out);

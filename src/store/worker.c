@@ -35,6 +35,8 @@
 /* The delta log is folded once it holds this much, or once its oldest record has waited this long. */
 #define FOLD_BYTES (4u * 1024 * 1024)
 #define FOLD_MS    1000
+/* A full disk's episode ends at a write that succeeds this long after the last refusal (note_full). */
+#define FULL_QUIET_MS 2000
 
 struct op_list {
     rl_store_op_t *head, *tail;
@@ -57,6 +59,8 @@ struct rl_store {
     /* The delta log (txn->log): the worker's alone. */
     rl_deltalog_buf_t log_buf; /* a batch's records before their one write */
     int64_t log_since_ms;      /* when the log got its first record since its last fold (rl_clock_mono_ms) */
+    uint64_t full_since;       /* figures.full_refusals when the full disk's episode began (under lock) */
+    int64_t full_last_ms;      /* when a write was last refused for a full disk (rl_clock_mono_ms, under lock) */
 };
 
 static void list_push(struct op_list *list, rl_store_op_t *op)
@@ -107,6 +111,17 @@ void rl_store_op_free(rl_store_op_t *op)
 }
 
 /*
+ * What an operation answers when the backend failed it: the outage
+ * (RL_E_UNAVAILABLE: 503, retry later) and the full disk
+ * (RL_E_STORAGE_FULL: 503 storage_full) keep their word, anything else is
+ * an internal error.
+ */
+static int batch_error(int result)
+{
+    return result == RL_E_UNAVAILABLE || result == RL_E_STORAGE_FULL ? result : RL_E_INTERNAL;
+}
+
+/*
  * Runs one batch in one transaction. Every operation's result is set; writes
  * fail together if the commit does. A backend that cannot begin or commit
  * because its server is unreachable says RL_E_UNAVAILABLE, and the
@@ -126,7 +141,8 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
     *folded = 0;
     if (began == 0 && txn->log != NULL && rl_deltalog_size(txn->log) > 0) {
         if ((began = rl_deltalog_fold(txn->log, txn)) != 0) {
-            rl_log_error("cannot fold the delta log into the store (%d); its operations fail", began);
+            if (began != RL_E_STORAGE_FULL)
+                rl_log_error("cannot fold the delta log into the store (%d); its operations fail", began);
             txn->ops->rollback(txn);
         } else {
             *folded = 1;
@@ -136,14 +152,14 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
     for (op = batch; op != NULL; op = op->next) {
         int saved;
         if (began != 0) {
-            op->result = began == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
+            op->result = batch_error(began);
             continue;
         }
         txn->arena = &op->arena;
         txn->writing = op->type->writes;
         /* A connection lost earlier in the batch fails the savepoint: that is a 503 too. */
         if (op->type->writes && (saved = txn->ops->savepoint(txn)) != 0) {
-            op->result = saved == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
+            op->result = batch_error(saved);
             continue;
         }
         op->result = op->type->run(txn, op);
@@ -167,7 +183,7 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
         /* Nothing of the batch is durable: no write may be answered as done. */
         for (op = batch; op != NULL && wrote; op = op->next)
             if (op->type->writes && op->result == 0)
-                op->result = committed == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL;
+                op->result = batch_error(committed);
     }
 }
 
@@ -222,8 +238,7 @@ static int run_direct(rl_txn_t *txn, rl_store_op_t *batch)
     for (op = batch; op != NULL; op = op->next) {
         txn->arena = &op->arena;
         txn->writing = op->type->writes;
-        op->result =
-            ready != 0 ? (ready == RL_E_UNAVAILABLE ? RL_E_UNAVAILABLE : RL_E_INTERNAL) : op->type->run(txn, op);
+        op->result = ready != 0 ? batch_error(ready) : op->type->run(txn, op);
     }
     txn->arena = NULL;
     txn->writing = 0;
@@ -252,6 +267,39 @@ static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us,
         rl_histogram_observe_us(&store->figures.commit, (uint64_t)commit_us);
 }
 
+/*
+ * A full disk is one episode, told once when it begins and once when it
+ * ends (docs/operations.md, "A full disk"), however many writes it refuses
+ * meanwhile; the refusals are counted for the metrics. A nearly full disk
+ * still takes the writes that fit in pages SQLite already has, so the
+ * episode ends at a write that succeeds FULL_QUIET_MS after the last
+ * refusal, not at the first one. Under the store's lock when threaded.
+ */
+static void note_full(rl_store_t *store, const struct op_list *batch)
+{
+    const rl_store_op_t *op;
+    uint64_t refused = 0;
+    int wrote = 0;
+    int64_t now = rl_clock_mono_ms();
+
+    for (op = batch->head; op != NULL; op = op->next) {
+        refused += op->result == RL_E_STORAGE_FULL;
+        wrote |= op->type->writes && op->result == 0;
+    }
+    store->figures.full_refusals += refused;
+    if (refused > 0)
+        store->full_last_ms = now;
+    if (refused > 0 && !store->figures.full) {
+        store->figures.full = 1;
+        store->full_since = store->figures.full_refusals - refused;
+        rl_log_warn("the store's disk is full: writes are refused (503 storage_full) until there is room again");
+    } else if (refused == 0 && wrote && store->figures.full && now - store->full_last_ms >= FULL_QUIET_MS) {
+        store->figures.full = 0;
+        rl_log_info("the store's disk has room again: %llu writes were refused meanwhile",
+                    (unsigned long long)(store->figures.full_refusals - store->full_since));
+    }
+}
+
 /* Runs a batch (NULL: only folds the delta log) as one log write or one transaction, and counts it. */
 static void run_counted(rl_store_t *store, struct op_list *batch, int locked)
 {
@@ -263,6 +311,7 @@ static void run_counted(rl_store_t *store, struct op_list *batch, int locked)
     if (locked)
         pthread_mutex_lock(&store->lock);
     count_batch(store, batch->count, commit_us, logged, folded);
+    note_full(store, batch);
     if (locked)
         pthread_mutex_unlock(&store->lock);
 }
