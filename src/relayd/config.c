@@ -333,7 +333,7 @@ void rl_config_usage(FILE *out)
                  "       relayd backup DEST [--data DIR] [--store sqlite:PATH] [--attachments DIR]\n"
                  "       relayd restore SRC [--data DIR] [--attachments DIR]\n"
                  "       relayd migrate --from sqlite:PATH --to postgres://USER:PASSWORD@HOST/DB\n"
-                 "       relayd migrate --check [--data DIR] [--store sqlite:PATH]\n"
+                 "       relayd migrate --check [--data DIR] [--store sqlite:PATH|postgres://...]\n"
                  "       relayd --version\n"
                  "       relayd COMMAND --help   (what one of the commands above does)\n\n"
                  "Runs the relay in the foreground; logs go to stderr, as text on a terminal and JSON lines\n"

@@ -25,6 +25,7 @@
 #include "relay/login.h"
 #include "relay/auth.h"
 #include "relayd/backup.h"
+#include "store/postgres.h"
 #include "auth/jwt.h"
 #include "relay/keys.h"
 #include "relay/relay.h"
@@ -90,7 +91,7 @@ static int token_command(int argc, char **argv)
     return 0;
 }
 
-#define MIGRATE_CHECK_USAGE "usage: relayd migrate --check [--data DIR] [--store sqlite:PATH]\n"
+#define MIGRATE_CHECK_USAGE "usage: relayd migrate --check [--data DIR] [--store sqlite:PATH|postgres://...]\n"
 
 /*
  * relayd migrate --check: what a start of this relayd would do to the
@@ -112,6 +113,36 @@ static int migrate_wants_check(int argc, char **argv)
     return check;
 }
 
+/* The answer of migrate --check for a PostgreSQL store (the same words as for SQLite's). */
+static int migrate_check_postgres(const char *conninfo)
+{
+    int version = 0, target = rl_store_postgres_target_version();
+    char where[512], why[1024];
+
+    if (rl_store_postgres_version(conninfo, &version, where, sizeof(where), why, sizeof(why)) != 0) {
+        fprintf(stderr, "relayd migrate --check: %s\n", why);
+        return 1;
+    }
+    if (version == 0) {
+        printf("the store %s holds no relay schema yet: a start creates it at schema version %d\n", where, target);
+        return 0;
+    }
+    if (version > target) {
+        printf("the store %s is at schema version %d, newer than this relayd (%d): a start would be refused. Run "
+               "the relayd that wrote it, or restore the backup taken before the upgrade\n",
+               where, version, target);
+        return 1;
+    }
+    if (version == target)
+        printf("the store %s is at schema version %d, this relayd's: a start changes nothing\n", where, version);
+    else
+        printf("the store %s is at schema version %d: a start migrates it to %d (%d migration%s, one transaction "
+               "each, the nodes starting together migrating once; no relayd older than this one can open it "
+               "afterwards)\n",
+               where, version, target, target - version, target - version == 1 ? "" : "s");
+    return 0;
+}
+
 static int migrate_check_command(int argc, char **argv)
 {
     const char *data = getenv("RELAY_DATA") != NULL ? getenv("RELAY_DATA") : "data";
@@ -129,12 +160,16 @@ static int migrate_check_command(int argc, char **argv)
         fputs(MIGRATE_CHECK_USAGE, stderr);
         return 2;
     }
+    if (strncmp(location, "postgres://", 11) == 0 || strncmp(location, "postgresql://", 13) == 0)
+        return migrate_check_postgres(location);
     if (location[0] == '\0')
         snprintf(path, sizeof(path), "%s/relay.db", data);
     else if (strncmp(location, "sqlite:", 7) == 0 && location[7] != '\0')
         snprintf(path, sizeof(path), "%s", location + 7);
     else {
-        fprintf(stderr, "relayd migrate --check: unsupported store '%.*s:...' (sqlite:PATH, or the data folder's)\n",
+        fprintf(stderr,
+                "relayd migrate --check: unsupported store '%.*s:...' (sqlite:PATH, postgres://..., or the data "
+                "folder's)\n",
                 (int)strcspn(location, ":"), location);
         return 2;
     }

@@ -46,6 +46,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "store/backends.h"
+#include "store/postgres.h"
 #include "store/rows.h"
 #include "store/sql.h"
 
@@ -1116,6 +1117,66 @@ static int migrate(struct pg_txn *t)
     t->base.base.arena = NULL;
     rl_arena_free(&arena);
     return result == 0 ? 0 : -1;
+}
+
+int rl_store_postgres_target_version(void)
+{
+    return (int)(sizeof(migrations) / sizeof(migrations[0]));
+}
+
+/* The one value of sql on conn (read only), or NULL with the reason in why. The caller clears the result. */
+static PGresult *read_value(PGconn *conn, const char *sql, const char *where, char *why, size_t whysz)
+{
+    PGresult *res = PQexec(conn, sql);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 1) {
+        const char *message = PQresultErrorMessage(res);
+        snprintf(why, whysz, "cannot read the schema version of %s: %.*s", where, (int)strcspn(message, "\n"), message);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+int rl_store_postgres_version(const char *conninfo, int *version, char *where, size_t wheresz, char *why, size_t whysz)
+{
+    struct pg_txn t = {0};
+    PGresult *res = NULL;
+    PQconninfoOption *parsed;
+    char *error = NULL;
+    int result = -1;
+
+    /* libpq's parse errors may quote the URL, password included: say only that it is wrong. */
+    parsed = PQconninfoParse(conninfo, &error);
+    PQfreemem(error);
+    if (parsed == NULL) {
+        snprintf(why, whysz,
+                 "the store URL is not a valid PostgreSQL connection URI "
+                 "(postgres://user:password@host:port/db)");
+        return -1;
+    }
+    PQconninfoFree(parsed);
+    describe(conninfo, where, wheresz);
+    t.conninfo = (char *)conninfo;
+    if (connect_now(&t, why, whysz) != 0)
+        return -1;
+    /* A session that cannot write, whatever follows: --check changes nothing. */
+    PQclear(PQexec(t.conn, "SET default_transaction_read_only = on"));
+    if ((res = read_value(t.conn, "SELECT to_regclass('schema_version') IS NOT NULL", where, why, whysz)) == NULL)
+        goto out;
+    *version = 0;
+    if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+        PQclear(res);
+        if ((res = read_value(t.conn, "SELECT coalesce(max(version), 0) FROM schema_version", where, why, whysz)) ==
+            NULL)
+            goto out;
+        *version = atoi(PQgetvalue(res, 0, 0));
+    }
+    result = 0;
+out:
+    PQclear(res);
+    PQfinish(t.conn);
+    return result;
 }
 
 int rl_store__postgres_open(const char *conninfo, rl_txn_t **out)

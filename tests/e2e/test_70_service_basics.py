@@ -133,3 +133,62 @@ def test_migrate_check_says_what_a_start_would_do_and_changes_nothing(relayd, tm
     assert run_relayd(["migrate", "--check", "--store", "redis://x"]).returncode == 2
     usage = run_relayd(["migrate", "--frobnicate"])
     assert usage.returncode == 2 and "usage: relayd migrate --check" in usage.stderr
+
+
+def _pg_exec(url, sql, params=()):
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description else None
+    finally:
+        conn.close()
+
+
+def test_migrate_check_on_postgresql_says_what_a_start_would_do_and_changes_nothing(relayd, postgres, tmp_path):
+    url = postgres.database()
+    try:
+        proc = run_relayd(["migrate", "--check", "--store", url])
+        assert proc.returncode == 0, proc.stderr
+        m = re.match(r"the store database relay_\d+ on .* holds no relay schema yet: a start creates it at schema "
+                     r"version (\d+)$", proc.stdout.strip())
+        assert m, proc.stdout
+        target = int(m.group(1))
+        assert _pg_exec(url, "SELECT to_regclass('schema_version') IS NULL") == [(True,)], "--check created tables"
+
+        relay = relayd(data=tmp_path / "pg", store=url)
+        relay.stop_ok()
+        tables = _pg_exec(url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+        proc = run_relayd(["migrate", "--check"], env={"RELAY_STORE": url})
+        assert proc.returncode == 0, proc.stderr
+        assert "schema version %d, this relayd's: a start changes nothing" % target in proc.stdout, proc.stdout
+
+        # One version behind (as if written by the previous release): a start would migrate it, once.
+        _pg_exec(url, "DELETE FROM schema_version WHERE version = %s", (target,))
+        proc = run_relayd(["migrate", "--check", "--store", url])
+        assert proc.returncode == 0, proc.stderr
+        assert "schema version %d: a start migrates it to %d (1 migration" % (target - 1, target) in proc.stdout
+        assert _pg_exec(url, "SELECT max(version) FROM schema_version") == [(target - 1,)], "--check migrated"
+        assert _pg_exec(url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == tables
+
+        # From a newer relayd: refused by --check (status 1) and by a start, the store untouched.
+        _pg_exec(url, "INSERT INTO schema_version VALUES (%s), (%s)", (target, target + 1))
+        proc = run_relayd(["migrate", "--check", "--store", url])
+        assert proc.returncode == 1, proc.stdout
+        assert "schema version %d, newer than this relayd (%d): a start would be refused" % (target + 1, target) \
+            in proc.stdout
+        relay.start(expect_ready=False)
+        assert relay.wait_exit(START_TIMEOUT) == 1
+        assert _pg_exec(url, "SELECT max(version) FROM schema_version") == [(target + 1,)]
+    finally:
+        postgres.drop(url)
+
+    # A server that is not there: status 1, the reason, and never the password.
+    gone = "postgres://relay:s3cret-pass@/nothing?host=%s" % (tmp_path / "no-socket-here")
+    proc = run_relayd(["migrate", "--check", "--store", gone])
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stderr.startswith("relayd migrate --check: ") and "s3cret" not in proc.stderr + proc.stdout, \
+        proc.stderr
