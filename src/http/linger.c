@@ -8,18 +8,17 @@
  * client read it: the client sees "connection reset" where the relay said
  * 413. h2o 2.2.5 closes at once (lingering close is a TODO in its http1.c).
  *
- * h2o calls h2o_socket_close through the PLT, so relayd exports its own (see
- * CMakeLists.txt). For a connection the server accepted (marked by
- * rl__http_server_accepted) over plain TCP whose peer has not closed yet, it
- * keeps a duplicate of the descriptor, lets h2o close and free its socket,
- * then half-closes the duplicate, so the peer reads the end of the response,
+ * The shim's h2o_socket_close (h2o_shim.c) asks rl__http_linger_keep first:
+ * for a connection the server accepted (marked by rl__http_server_accepted)
+ * over plain TCP whose peer has not closed yet, it keeps a duplicate of the
+ * descriptor; h2o then closes and frees its socket, and
+ * rl__http_linger_start half-closes the duplicate, so the peer reads the end of the response,
  * and reads and drops whatever the peer still sends, until the peer closes,
  * falls quiet for LINGER_IDLE_MS, or LINGER_MAX_MS have passed. At most
  * LINGER_MAX_SOCKETS linger at a time; past that a connection closes at
  * once, as before. TLS connections end with h2o's own close_notify and are
  * left to h2o.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -31,8 +30,8 @@
 #include "common/log.h"
 #include "http/server.h"
 
-#define LINGER_IDLE_MS 2000
-#define LINGER_MAX_MS 10000
+#define LINGER_IDLE_MS     2000
+#define LINGER_MAX_MS      10000
 #define LINGER_MAX_SOCKETS 1024
 
 struct lingerer {
@@ -48,17 +47,6 @@ static struct {
     h2o_linklist_t all;
     size_t count;
 } lingering;
-
-typedef void (*socket_close_fn)(h2o_socket_t *sock);
-
-static socket_close_fn real_close(void)
-{
-    static socket_close_fn next;
-
-    if (next == NULL)
-        next = (socket_close_fn)dlsym(RTLD_NEXT, "h2o_socket_close");
-    return next;
-}
 
 static void lingerer_end(struct lingerer *l)
 {
@@ -98,7 +86,7 @@ static int peer_may_send(int fd)
     return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
-static void linger(h2o_loop_t *loop, int fd)
+void rl__http_linger_start(h2o_loop_t *loop, int fd)
 {
     struct lingerer *l = calloc(1, sizeof(*l));
 
@@ -122,27 +110,18 @@ static void linger(h2o_loop_t *loop, int fd)
     h2o_socket_read_start(l->sock, on_linger_read);
 }
 
-void h2o_socket_close(h2o_socket_t *sock)
+int rl__http_linger_keep(h2o_socket_t *sock, h2o_loop_t **loop)
 {
-    socket_close_fn next = real_close();
-    h2o_loop_t *loop = NULL;
-    int fd = -1;
+    int own;
 
-    if (next == NULL) {
-        rl_log_error("h2o_socket_close: h2o's own not found");
-        abort();
-    }
-    if (sock->ssl == NULL && rl__http_server_accepted(sock) && lingering.count < LINGER_MAX_SOCKETS &&
-        (lingering.loop == NULL || lingering.loop == h2o_socket_get_loop(sock))) {
-        int own = h2o_socket_get_fd(sock);
-        if (own >= 0 && peer_may_send(own)) {
-            fd = fcntl(own, F_DUPFD_CLOEXEC, 0);
-            loop = h2o_socket_get_loop(sock);
-        }
-    }
-    next(sock);
-    if (fd >= 0)
-        linger(loop, fd);
+    if (sock->ssl != NULL || !rl__http_server_accepted(sock) || lingering.count >= LINGER_MAX_SOCKETS ||
+        (lingering.loop != NULL && lingering.loop != h2o_socket_get_loop(sock)))
+        return -1;
+    own = h2o_socket_get_fd(sock);
+    if (own < 0 || !peer_may_send(own))
+        return -1;
+    *loop = h2o_socket_get_loop(sock);
+    return fcntl(own, F_DUPFD_CLOEXEC, 0);
 }
 
 size_t rl__http_lingering(void)

@@ -582,6 +582,11 @@ int rl_http_server_create(h2o_loop_t *loop, const rl_http_config_t *config, rl_h
 
     if (server == NULL)
         return -1;
+    if (rl__http_shim_check(error, sizeof(error)) != 0) {
+        rl_log_error("refusing to start: %s (docs/internals/http.md, \"h2o from the outside\")", error);
+        free(server);
+        return -1;
+    }
     server->config = config;
     /*
      * A diagnostic switch, read once: RELAY_GENERIC_BODIES=1 sends every
@@ -977,14 +982,10 @@ void rl_http_server_shutdown(rl_http_server_t *server)
 }
 
 /*
- * h2o 2.2.5 keeps its HTTP/1 connections on ctx->http1._conns, each linked
- * right after its h2o_conn_t header and its socket pointer (lib/http1.c,
- * struct st_h2o_http1_conn_t); the socket itself is public through the
- * connection's callbacks. A connection is checked to belong to the context
- * before it is read, as sse.c checks what it reaches the same way.
+ * The HTTP/1 connections of the context come from the shim
+ * (rl__http_shim_http1_conn: h2o keeps them on a private list), which the
+ * start-up check has verified against a live connection.
  */
-#define HTTP1_LINK_OFFSET (sizeof(h2o_conn_t) + sizeof(h2o_socket_t *))
-
 static size_t count_links(const h2o_linklist_t *list)
 {
     const h2o_linklist_t *node;
@@ -1002,7 +1003,7 @@ int rl_http_server_busy(rl_http_server_t *server)
     if (server->in_flight > 0)
         return 1;
     for (node = list->next; node != list; node = node->next) {
-        h2o_conn_t *conn = (h2o_conn_t *)((char *)node - HTTP1_LINK_OFFSET);
+        h2o_conn_t *conn = rl__http_shim_http1_conn(node);
         h2o_socket_t *sock;
         if (conn->ctx != &server->context)
             return 1; /* not the layout this was written for: do not pretend to know */

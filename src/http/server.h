@@ -157,10 +157,29 @@ void rl_http_server_after_turn(rl_http_server_t *server);
 void rl__http_server_limit_for(rl_http_server_t *server, const char *method, size_t method_len, const char *path,
                                size_t path_len, const struct phr_header *headers, size_t num_headers);
 void rl__http_bodylimit_attach(rl_http_server_t *server);
-/* 1 once an HTTP/1 head has gone through the per-route limit wrapper. */
-int rl__http_bodylimit_active(void);
+/* Internal (h2o_shim.c -> bodylimit.c): the head just parsed sets the body limit for its route. */
+void rl__http_bodylimit_apply(const char *method, size_t method_len, const char *path, size_t path_len,
+                              const struct phr_header *headers, size_t num_headers);
+/*
+ * Internal (server.c -> h2o_shim.c): one request through h2o's HTTP/1 path on
+ * a private loop, to see that both of the shim's functions are in force.
+ * 0 (once it passed, at once), or -1 with the reason in why.
+ */
+int rl__http_shim_check(char *why, size_t whysz);
+/*
+ * Internal (h2o_shim.c): the connection of a link of the context's private
+ * list of HTTP/1 connections (ctx->http1._conns), for the graceful stop.
+ */
+h2o_conn_t *rl__http_shim_http1_conn(h2o_linklist_t *link);
 /* Internal (linger.c): whether the server accepted this socket (its connections linger at close). */
 int rl__http_server_accepted(const h2o_socket_t *sock);
+/*
+ * Internal (h2o_shim.c -> linger.c): before h2o closes sock, a duplicate of
+ * its descriptor when the connection should linger (*loop set), else -1; and
+ * the lingering of that duplicate once h2o has closed its socket.
+ */
+int rl__http_linger_keep(h2o_socket_t *sock, h2o_loop_t **loop);
+void rl__http_linger_start(h2o_loop_t *loop, int fd);
 /* Internal (linger.c): connections lingering after their close, and closing them all. */
 size_t rl__http_lingering(void);
 void rl__http_linger_close_all(void);

@@ -52,41 +52,25 @@ static rl_sse_stats_t stats;
 static rl_later_t reaper;
 static h2o_loop_t *reaper_loop;
 
-/*
- * h2o 2.2.5 keeps the connection's socket right after the h2o_conn_t header
- * in both its HTTP/1 and HTTP/2 connection structs, and an evloop socket keeps
- * its descriptor right after the h2o_socket_t header. Neither is public API,
- * so both are checked before use: the socket must point back at the
- * connection, and the descriptor must be a socket whose peer is the one h2o
- * knows.
- */
-/* h2o's socket of req's connection, checked (see above), or NULL. */
-static h2o_socket_t *conn_socket(h2o_req_t *req, int *fd_out)
+/* The socket of req's connection, through h2o's public API (the connection's get_socket), or NULL. */
+static h2o_socket_t *conn_socket(h2o_req_t *req)
 {
-    h2o_socket_t *sock = *(h2o_socket_t **)((char *)req->conn + sizeof(h2o_conn_t));
-    struct sockaddr_storage mine, theirs;
-    socklen_t mine_len = sizeof(mine), theirs_len;
-    struct stat st;
-    int fd;
+    return req->conn->callbacks->get_socket != NULL ? req->conn->callbacks->get_socket(req->conn) : NULL;
+}
 
-    if (sock == NULL || sock->data != req->conn)
-        return NULL;
-    fd = *(int *)((char *)sock + sizeof(h2o_socket_t));
-    theirs_len = h2o_socket_getpeername(sock, (struct sockaddr *)&theirs);
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-        getpeername(fd, (struct sockaddr *)&mine, &mine_len) != 0 || mine_len != theirs_len ||
-        memcmp(&mine, &theirs, mine_len) != 0)
-        return NULL;
-    if (fd_out != NULL)
-        *fd_out = fd;
-    return sock;
+/* The descriptor of req's connection, or -1. */
+static int conn_fd(h2o_req_t *req)
+{
+    h2o_socket_t *sock = conn_socket(req);
+
+    return sock != NULL ? h2o_socket_get_fd(sock) : -1;
 }
 
 int rl__http_conn_shutdown(h2o_req_t *req)
 {
-    int fd = -1;
+    int fd = conn_fd(req);
 
-    return conn_socket(req, &fd) != NULL ? shutdown(fd, SHUT_RDWR) : -1;
+    return fd >= 0 ? shutdown(fd, SHUT_RDWR) : -1;
 }
 
 /* What waits to be written; the frames in flight stay, h2o may still be writing them. */
@@ -333,7 +317,7 @@ static void on_hangup_read(h2o_socket_t *sock, const char *err)
 
 int rl__http_hangup_watch(rl_http_hangup_t *hangup, h2o_req_t *req, void (*on_gone)(rl_http_hangup_t *hangup))
 {
-    h2o_socket_t *sock = req->version < 0x200 ? conn_socket(req, NULL) : NULL;
+    h2o_socket_t *sock = req->version < 0x200 ? conn_socket(req) : NULL;
     char key[2 * sizeof(void *) + 1];
 
     hangup->sock = NULL;
