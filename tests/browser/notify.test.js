@@ -363,6 +363,31 @@ test('a high-severity request offers Deny and Open to approve, not Approve; a ta
   collect();
 });
 
+test('signed out: the worker holds no token any more, and a tap on Approve asks to sign in instead of answering', async () => {
+  await relay.api('POST', `/v1/me/sessions/${plainId}/send`, token, { text: 'run echo plainquince' });
+  const note = await approvalPush(plainId, 5);
+  await deliver(note);
+  await page.goto(`${relay.url}/#/settings`);
+  await page.click('button:has-text("Sign out")');
+  await page.waitForSelector('nav.tabs', { state: 'detached' });
+  // Signing out deletes the worker's copy of the token (handoff.js), as the worker reads it.
+  await waitFor('the token gone from the worker\'s store', () => worker().evaluate(() => new Promise((resolve) => {
+    const req = indexedDB.open('relay-worker', 1);
+    req.onsuccess = () => {
+      const get = req.result.transaction('auth', 'readonly').objectStore('auth').get('current');
+      get.onsuccess = () => { req.result.close(); resolve(get.result === undefined); };
+    };
+  })));
+  await tap(note.approval_id, 'approve');
+  const [follow] = await shown(note.approval_id);
+  assert.equal(follow.title, 'Sign in to answer: Run a command');
+  assert.equal(follow.body, 'Relay is signed out on this device. Open it to sign in and answer.');
+  await sleep(300);
+  assert.equal(workerPosts.filter((p) => p.approvalId === note.approval_id).length, 0, 'nothing was posted');
+  await relay.api('POST', `/v1/me/approvals/${note.approval_id}`, token, { decision: 'deny' });
+  collect();
+});
+
 function collect() {
   problems.push(...page.problems);
   page.problems.length = 0;
