@@ -5,6 +5,14 @@
 // fetched from the network first and from the cache when offline, the
 // versioned files from the cache first (their URLs never change content).
 // The API (/v1/) is never cached: what the app shows of it comes live.
+//
+// A module worker (push.js registers it with type "module"): it imports the
+// app's own modules for what it shares with the page, the envelope's opening
+// (crypto.js) and an approval decision's signature (decision.js, by notify.js),
+// rather than a copy of them.
+import { openText } from '/app/@VERSION@/crypto.js';
+import { approvalActions, answerApproval } from '/app/@VERSION@/notify.js';
+
 const VERSION = '@VERSION@';
 const CACHE = `relay-${VERSION}`;
 const SHELL = [
@@ -37,6 +45,9 @@ const SHELL = [
   `/app/${VERSION}/keystore.js`,
   `/app/${VERSION}/e2e.js`,
   `/app/${VERSION}/devices.js`,
+  `/app/${VERSION}/decision.js`,
+  `/app/${VERSION}/handoff.js`,
+  `/app/${VERSION}/notify.js`,
   `/app/${VERSION}/vendor/tweetnacl/nacl-fast.js`,
   `/app/${VERSION}/icon.svg`,
   `/app/${VERSION}/icon-192.png`,
@@ -70,8 +81,7 @@ self.addEventListener('fetch', (event) => {
 // The relay sends {session_id, message_id, kind, text_ct} or, for an approval, details_ct: no
 // plaintext. The worker opens it with the session's keys, which the page keeps in IndexedDB
 // (keystore.js: database relay-e2e, store sessions, {session_id, keys: [{key, at}]} newest first),
-// so the text shows only on this device. A classic worker cannot import the app's modules: the
-// envelope's opening (crypto.js open/blobKey) is repeated here, WebCrypto only.
+// so the text shows only on this device; crypto.js opens the envelope as the page does.
 function readKeys(sessionId) {
   return new Promise((resolve) => {
     const req = indexedDB.open('relay-e2e', 1);
@@ -94,27 +104,12 @@ function readKeys(sessionId) {
 }
 
 async function openField(keys, path, b64) {
-  let env;
   try {
-    env = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    return await openText(keys, path, b64);
   } catch (err) {
+    // A malformed envelope: the generic words stay.
     return null;
   }
-  if (env.length === 1 && env[0] === 0) return '';
-  if (env[0] !== 1 || env.length < 29) return null;
-  for (const sessionKey of keys) {
-    try {
-      const ikm = await crypto.subtle.importKey('raw', sessionKey, 'HKDF', false, ['deriveBits']);
-      const bits = await crypto.subtle.deriveBits({ name: 'HKDF', hash: 'SHA-256', salt: new Uint8Array(0),
-        info: new TextEncoder().encode(`sophon/v1/blob/${path}`) }, ikm, 256);
-      const key = await crypto.subtle.importKey('raw', bits, 'AES-GCM', false, ['decrypt']);
-      const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: env.subarray(1, 13) }, key, env.subarray(13));
-      return new TextDecoder().decode(plain);
-    } catch (err) {
-      // Another of the session's keys (a rotated session keeps its old ones).
-    }
-  }
-  return null;
 }
 
 // The push's title and body in clear, when this device holds the key; else the relay's generic words.
@@ -135,6 +130,7 @@ async function openPush(note) {
       if (details && typeof details === 'object') {
         if (details.title) out.title = details.title;
         out.body = details.command || details.message || '';
+        out.opened = true;
       }
     } catch (err) {
       // Not JSON: the generic words stay.
@@ -155,30 +151,61 @@ self.addEventListener('push', (event) => {
     const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
     // A reply the person is looking at needs no notification; an approval always gets one.
     if (note.kind === 'reply' && windows.some((w) => w.visibilityState === 'visible' && w.focused)) return;
-    const title = note.kind === 'approval' ? `Approval needed: ${note.title || 'a request'}` : note.title || 'Relay';
-    await self.registration.showNotification(title, {
+    const approval = note.kind === 'approval';
+    const title = approval ? `Approval needed: ${note.title || 'a request'}` : note.title || 'Relay';
+    const options = {
       body: note.body || '',
       tag: note.approval_id || note.session_id || 'relay',
-      renotify: note.kind === 'approval',
-      requireInteraction: note.kind === 'approval',
+      renotify: approval,
+      requireInteraction: approval,
       icon: `/app/${VERSION}/icon-192.png`,
       badge: `/app/${VERSION}/icon-192.png`,
       data: { url: typeof note.url === 'string' && note.url.startsWith('/') ? note.url : '/', kind: note.kind || '' },
-    });
+    };
+    if (approval && note.approval_id) {
+      // What a tap on Approve or Deny needs to answer without the app (notify.js), and the words of a follow-up.
+      Object.assign(options.data, { approval_id: note.approval_id, session_id: note.session_id || '',
+        installation_id: note.installation_id || '', encrypted: !!note.encrypted, title: note.title || '', severity: note.severity || '' });
+      // An encrypted request this device could not open shows no words of its own: nothing to approve blind.
+      options.actions = approvalActions(note, !note.encrypted || !!note.opened);
+    }
+    await self.registration.showNotification(title, options);
   })());
 });
 
-self.addEventListener('notificationclick', (event) => {
-  event.notification.close();
-  const url = new URL(event.notification.data && event.notification.data.url ? event.notification.data.url : '/', self.location.origin);
-  event.waitUntil((async () => {
-    const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
-    for (const client of windows) {
-      if (new URL(client.url).origin === self.location.origin) {
-        client.postMessage({ type: 'open', url: url.pathname + url.hash });
-        return client.focus();
-      }
+// The app, focused (or opened) on url.
+async function openApp(url) {
+  const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+  for (const client of windows) {
+    if (new URL(client.url).origin === self.location.origin) {
+      client.postMessage({ type: 'open', url: url.pathname + url.hash });
+      return client.focus();
     }
-    return self.clients.openWindow(url.href);
+  }
+  return self.clients.openWindow(url.href);
+}
+
+// A tap on the notification opens its chat; a tap on Approve or Deny answers with no window
+// (docs/web.md "Approve or deny from the notification"), and what went wrong, or was already
+// decided, comes back as a notification of its own under the same tag.
+self.addEventListener('notificationclick', (event) => {
+  const notification = event.notification;
+  const data = notification.data || {};
+  const url = new URL(data.url || '/', self.location.origin);
+  notification.close();
+  if (data.kind !== 'approval' || (event.action !== 'approve' && event.action !== 'deny')) {
+    event.waitUntil(openApp(url));
+    return;
+  }
+  event.waitUntil((async () => {
+    const followUp = await answerApproval(data, event.action);
+    if (!followUp) return;
+    await self.registration.showNotification(followUp.title, {
+      body: followUp.body,
+      tag: data.approval_id,
+      icon: `/app/${VERSION}/icon-192.png`,
+      badge: `/app/${VERSION}/icon-192.png`,
+      data: { url: url.pathname + url.hash, kind: 'followup', approval_id: data.approval_id },
+    });
   })());
 });

@@ -956,23 +956,24 @@ void rl_push_approval_requested(rl_push_t *push, const char *user_id, json_t *ev
     ttl_s = (expires_at - rl_clock_now_ms()) / 1000;
     if (json_object_get(event, "details_ct") != NULL) {
         json_t *note = json_pack(
-            "{s:s, s:s, s:s, s:O, s:O, s:O, s:s, s:I}", "kind", "approval", "title", "Approval needed", "body", "",
+            "{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:s, s:I}", "kind", "approval", "title", "Approval needed", "body", "",
             "severity", json_object_get(event, "severity"), "session_id", json_object_get(event, "session_id"),
-            "approval_id", json_object_get(event, "approval_id"), "url", url, "expires_at", (json_int_t)expires_at);
+            "installation_id", json_object_get(event, "installation_id"), "approval_id",
+            json_object_get(event, "approval_id"), "url", url, "expires_at", (json_int_t)expires_at);
         push_to_user(push, user_id, sealed_note(note, "details_ct", json_object_get(event, "details_ct")),
                      ttl_s < 1 ? 1 : ttl_s, "high");
         return;
     }
     push_to_user(
         push, user_id,
-        json_pack("{s:s, s:o, s:o, s:O, s:O, s:O, s:s, s:I}", "kind", "approval", "title",
+        json_pack("{s:s, s:o, s:o, s:O, s:O, s:O, s:O, s:s, s:I}", "kind", "approval", "title",
                   snippet(json_string_value(json_object_get(event, "title")), 80), "body",
                   snippet(command != NULL && command[0] != '\0' ? command
                                                                 : json_string_value(json_object_get(event, "message")),
                           SNIPPET_CHARS),
                   "severity", json_object_get(event, "severity"), "session_id", json_object_get(event, "session_id"),
-                  "approval_id", json_object_get(event, "approval_id"), "url", url, "expires_at",
-                  (json_int_t)expires_at),
+                  "installation_id", json_object_get(event, "installation_id"), "approval_id",
+                  json_object_get(event, "approval_id"), "url", url, "expires_at", (json_int_t)expires_at),
         ttl_s < 1 ? 1 : ttl_s, "high");
 }
 

@@ -212,7 +212,8 @@ def test_approvals_and_unwatched_replies_are_pushed(relayd):
         assert service.failures == []
         note = phone.messages[0]
         assert note == {"kind": "approval", "title": "Clean the build", "body": "rm -rf build", "severity": "high",
-                        "session_id": s, "approval_id": body["approval_id"], "url": "/#/s/%s" % s,
+                        "session_id": s, "installation_id": inst.id, "approval_id": body["approval_id"],
+                        "url": "/#/s/%s" % s,
                         "expires_at": expires_at, "urgency": "high", "ttl": note["ttl"]}
         assert 0 < note["ttl"] <= 300
 

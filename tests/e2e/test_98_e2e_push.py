@@ -35,6 +35,9 @@ def test_pushes_of_an_encrypted_session_carry_only_ciphertext(relayd):
         note = phone.messages[0]
         assert note["kind"] == "approval" and note["title"] == "Approval needed" and note["body"] == "", note
         assert note["details_ct"] == details and note["encrypted"] is True, note
+        # What the service worker needs to answer it from the notification (docs/web.md).
+        assert note["installation_id"] == e.inst.id and note["approval_id"] == approval_id, note
+        assert note["session_id"] == sid and note["severity"] == "high", note
 
         text_ct = seal(k, "messages/" + sid, "reply " + marker)
         mid = assert_ok(e.inst.post("sendMessage", {"session_id": sid, "interaction_id": i, "text_ct": text_ct,

@@ -12,6 +12,7 @@
 // Connect provider, with the authorization-code flow and PKCE, refreshed with
 // its refresh token.
 import { api, useCredentials } from './api.js';
+import { shareAuth } from './handoff.js';
 
 const KEY = 'relay.auth';
 const PKCE_KEY = 'relay.pkce';
@@ -28,6 +29,8 @@ function load() {
 function save(value) {
   if (value) localStorage.setItem(KEY, JSON.stringify(value));
   else localStorage.removeItem(KEY);
+  // The service worker answers notifications with the same token (handoff.js).
+  shareAuth(value);
 }
 
 function b64url(bytes) {
@@ -188,3 +191,5 @@ export const auth = {
 
 // The API's calls carry this token (api.js does not import this module: it would be a cycle).
 useCredentials(auth);
+// A sign-in kept from before the service worker needed it, handed over once per load.
+shareAuth(auth.state);

@@ -14,9 +14,10 @@
 //
 // Below state.js (which opens what it reads with keysOf) and the screens.
 import { get, post, patch, del, useDevice, ApiError } from './api.js';
-import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, decisionSig, grantSig, enrolProof,
+import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, grantSig, enrolProof,
   normaliseEnrolCode, groupEnrolCode } from './crypto.js';
 import * as keystore from './keystore.js';
+import { signedDecision } from './decision.js';
 import { openEvent, eventSession, openMessage, openTimelineItem, openApproval, openSession, sealSend, sealTitle,
   openCapabilityRequest, sealAnswer, sealFile, sealMeta, openFile } from './sealed.js';
 
@@ -440,18 +441,14 @@ export async function titleBody(session, title) {
   return { title_ct: await sealTitle(key, session.id, title) };
 }
 
-// An approval decision's body, with decision_sig in an encrypted session.
+// An approval decision's body, with decision_sig in an encrypted session (decision.js, shared with the service worker).
 export async function decisionBody(approval, session, body) {
   if (!session || !session.encrypted) return body;
-  const bridge = bridgeOf(session.installation_id);
-  if (!e2e.device || !bridge || !bridge.confirmed_by_me) {
+  const signed = await signedDecision(approval, e2e.device, bridgeOf(session.installation_id), body);
+  if (!signed) {
     throw new ApiError(409, { error: { code: 'e2e_unverified', message: 'This device cannot sign decisions for this machine yet: verify the machine in Settings, Devices.' } });
   }
-  const sig = await decisionSig(e2e.device.secret_key, fromHex(bridge.pubkey), {
-    approvalId: approval.approval_id, sessionId: approval.session_id, decision: body.decision, scope: body.scope, deviceId: e2e.device.device_id,
-  });
-  // device_id says which device signed: the bridge recomputes the key with that device's public key.
-  return { ...body, decision_sig: sig, device_id: e2e.device.device_id };
+  return signed;
 }
 
 export function openStreamEvent(name, data) {

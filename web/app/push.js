@@ -6,7 +6,8 @@ import { post, del } from './api.js';
 export async function registerWorker() {
   if (!('serviceWorker' in navigator)) return null;
   try {
-    return await navigator.serviceWorker.register('/sw.js', { scope: '/' });
+    // A module worker: sw.js imports the app's modules it shares with the page (decision.js, crypto.js).
+    return await navigator.serviceWorker.register('/sw.js', { scope: '/', type: 'module' });
   } catch (err) {
     console.warn('relay: the service worker could not be registered', err);
     return null;
