@@ -151,6 +151,8 @@ test('an encrypted chat: the same list and diff, and each file read through the 
   await page.click(`${card('big.log')} .file-read`);
   await waitFor('the size said', async () =>
     (await page.innerText(card('big.log'))).includes('This file is 2.0 MB; the machine sends only its first 1.5 MB.'));
+  await page.$eval(card('logo.png'), (el) => { el.closest('.files').scrollTop = el.offsetTop - el.closest('.files').offsetTop; });
+  await screenshot(page, 'files-360-light-binary-large');
   await page.click(`${card('big.log')} .file-show-start`);
   const start = await page.textContent(`${card('big.log')} .file-text`);
   assert.ok(start.startsWith('first line of a large log'));
@@ -184,12 +186,21 @@ test('screenshots of the Files view at 360 px, light and dark', async () => {
     await openCard('link.txt');
     await page.click(`${card('link.txt')} .file-read`);
     await page.waitForSelector(`${card('link.txt')} .file-refused`);
-    await page.$eval(card('notes.md'), (el) => el.scrollIntoView());
+    await page.$eval(card('notes.md'), (el) => { el.closest('.files').scrollTop = el.offsetTop - el.closest('.files').offsetTop; });
     await screenshot(page, `files-360-${scheme}-notes`);
-    await page.$eval(card('link.txt'), (el) => el.scrollIntoView());
+    await page.$eval(card('link.txt'), (el) => { el.closest('.files').scrollTop = el.offsetTop - el.closest('.files').offsetTop; });
     await screenshot(page, `files-360-${scheme}-refused`);
     // Nothing sideways on a phone but inside the diff and the text.
     assert.equal(await page.evaluate(() => document.documentElement.scrollWidth), 360);
   }
+  // Two panes on a wide screen: the view in the chat's place, its back button kept.
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.goto(`${relay.url}/#/s/${sealedId}`);
+  await page.click('.chat-header .files-button');
+  await waitFor('five files listed', async () => (await page.$$('.file-card')).length === 5);
+  await openCard('notes.md');
+  assert.ok(await page.isVisible('.files-back'));
+  await screenshot(page, 'files-1280-light-notes');
   problems.push(...page.problems.splice(0));
 });

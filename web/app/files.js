@@ -168,7 +168,7 @@ function currentSection(sessionId, session, file) {
   } else {
     const size = typeof file.agent.size_bytes === 'number' ? ` (${formatSize(file.agent.size_bytes)} when the agent touched it)` : '';
     box.append(h('button', { type: 'button', class: 'btn btn-small file-read', text: 'Read it from the machine',
-      onclick: () => readCurrent(sessionId, file, box) }), h('span', { class: 'file-meta', text: size }));
+      onclick: () => readCurrent(sessionId, file, box) }), h('span', { class: 'file-meta file-size', text: size }));
   }
   return h('section', { class: 'file-current', 'aria-label': 'Current content' }, h('h3', { text: 'Now on the machine' }), box);
 }
@@ -180,7 +180,7 @@ function changesSection(file) {
     return out;
   }
   const edits = file.edits.length;
-  const notes = [`${edits === 1 ? 'One edit' : `${edits} edits`}, combined.`];
+  const notes = [edits === 1 ? 'One edit.' : `${edits} edits, combined.`];
   if (file.parts.length > 1) notes.push(`They do not follow one another (the file changed in between, or an edit named text not found): shown as ${file.parts.length} parts.`);
   if (file.pending) notes.push('An edit is still running.');
   if (file.notApplied) notes.push(`${file.notApplied === 1 ? 'One edit was' : `${file.notApplied} edits were`} not applied (denied or failed) and is left out.`);
