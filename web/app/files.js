@@ -12,7 +12,7 @@
 import { h, clear, icon, formatSize, toast } from './ui.js';
 import { get, describe } from './api.js';
 import { store, on, chat, loadHistory } from './state.js';
-import { keysOf, onKeys } from './e2e.js';
+import { keysOf, onKeys, hasKey } from './e2e.js';
 import { openText, openBytes, fromBase64 } from './crypto.js';
 import { diffView } from './blocks.js';
 import { touchedFiles, readContent } from './touched.js';
@@ -49,8 +49,8 @@ async function loadReports(sessionId) {
   return opened;
 }
 
-function filesOf(sessionId) {
-  return touchedFiles(chat(sessionId).tasks.values(), reports.get(sessionId) || []);
+function filesOf(sessionId, combine = true) {
+  return touchedFiles(chat(sessionId).tasks.values(), reports.get(sessionId) || [], { combine });
 }
 
 // The chat header's button: "Files" with how many the session touched. Returns {el, dispose}.
@@ -58,8 +58,10 @@ export function filesButton(sessionId) {
   const count = h('span', { class: 'files-count' });
   const el = h('a', { class: 'files-button', href: `#/files/${enc(sessionId)}` }, icon('file'), count);
   const draw = () => {
-    const n = filesOf(sessionId).length;
-    count.textContent = String(n);
+    // Drawn again with every streamed delta: counted without chaining the edits.
+    const n = filesOf(sessionId, false).length;
+    // No number before there is one to give: an empty chat's header stays quiet.
+    count.textContent = n ? String(n) : '';
     el.setAttribute('aria-label', `Files the agent touched: ${n}`);
   };
   const refresh = () => loadReports(sessionId).then(draw, () => {});
@@ -227,15 +229,18 @@ export function filesView(main, sessionId) {
   let drawn = null;
   const draw = () => {
     if (disposed) return;
-    const files = filesOf(sessionId);
-    // Redrawn only when the list changes: an opened card keeps what the user read.
-    const signature = JSON.stringify(files.map((f) => [f.path, f.tools, f.edits.length, f.notApplied, f.pending, f.agent && f.agent.path_blind_idx]));
+    // Redrawn only when the list changes (a streamed delta changes nothing here): an opened card keeps what the user read.
+    const locked = session.encrypted && !hasKey(sessionId);
+    const signature = JSON.stringify([locked, filesOf(sessionId, false).map((f) =>
+      [f.path, f.tools, f.edits.length, f.notApplied, f.pending, f.agent && f.agent.path_blind_idx])]);
     if (signature === drawn) return;
     drawn = signature;
+    const files = filesOf(sessionId);
     const open = new Set([...list.querySelectorAll('.file-card[open]')].map((c) => c.dataset.path));
     clear(list);
-    status.textContent = files.length ? `${files.length === 1 ? 'One file' : `${files.length} files`} the agent touched in this chat.`
-      : 'The agent has not touched a file in this chat yet.';
+    status.textContent = locked ? 'Waiting for this device to receive the chat’s key: the files are listed once it can read them.'
+      : files.length ? `${files.length === 1 ? 'One file' : `${files.length} files`} the agent touched in this chat.`
+        : 'The agent has not touched a file in this chat yet.';
     for (const file of files) {
       const card = fileCard(sessionId, session, file);
       list.append(card);
@@ -259,6 +264,8 @@ export function filesView(main, sessionId) {
   const offs = [
     on(`messages:${sessionId}`, () => { if (drawn !== null) draw(); }),
     on('event:session_file_touched', (d) => { if (d && d.session_id === sessionId) loadReports(sessionId).then(draw, () => {}); }),
+    // The key arrived: the tool calls are read again (state.js) and the reports open now.
+    onKeys((id) => { if ((id === null || id === sessionId) && drawn !== null) loadReports(sessionId).then(draw, () => {}); }),
   ];
   return () => {
     disposed = true;

@@ -85,7 +85,8 @@ function locations(task) {
 
 // Every file of the session: [{path, name, tools: [...], edits, parts, notApplied, pending, agent, at}],
 // the most recently touched first. `tasks`: the chat's tasks; `reports`: the bridge's, opened.
-export function touchedFiles(tasks, reports = []) {
+// With combine false, parts is null: a count or a comparison needs no chaining of large texts.
+export function touchedFiles(tasks, reports = [], { combine = true } = {}) {
   const files = new Map();
   for (const task of inOrder(tasks)) {
     if (!task || task.kind === 'plan' || task.kind === 'think') continue;
@@ -117,7 +118,7 @@ export function touchedFiles(tasks, reports = []) {
     if (isText(report.tool)) f.tools.add(report.tool);
     f.at = Math.max(f.at, report.updated_at || 0);
   }
-  const list = [...files.values()].map((f) => ({ ...f, tools: [...f.tools].filter((t) => t !== 'other' || f.tools.size === 1), parts: combineEdits(f.edits) }));
+  const list = [...files.values()].map((f) => ({ ...f, tools: [...f.tools].filter((t) => t !== 'other' || f.tools.size === 1), parts: combine ? combineEdits(f.edits) : null }));
   return list.sort((x, y) => y.at - x.at || (x.path < y.path ? -1 : 1));
 }
 

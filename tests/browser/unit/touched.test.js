@@ -53,6 +53,10 @@ test('files from the tool calls: in the order the edits happened, whatever order
   assert.deepEqual(a.tools.sort(), ['edit', 'write']);
   assert.deepEqual(files[0].tools, ['read']);
   assert.deepEqual(files[0].parts, []);
+  // Counted without chaining: the same files, no parts.
+  const counted = touchedFiles(tasks, [], { combine: false });
+  assert.deepEqual(counted.map((f) => f.path), files.map((f) => f.path));
+  assert.ok(counted.every((f) => f.parts === null));
 });
 
 test('a denied or failed edit is counted but not applied; a running one is applied and counted as pending', () => {
