@@ -30,6 +30,8 @@ const SHELL = [
   `/app/${VERSION}/ui.js`,
   `/app/${VERSION}/markdown.js`,
   `/app/${VERSION}/chat.js`,
+  `/app/${VERSION}/files.js`,
+  `/app/${VERSION}/touched.js`,
   `/app/${VERSION}/approvals.js`,
   `/app/${VERSION}/toolcall.js`,
   `/app/${VERSION}/blocks.js`,

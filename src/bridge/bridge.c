@@ -1344,29 +1344,34 @@ static void send_json(rl_bridge_t *b, json_t *frame)
     json_decref(frame);
 }
 
-/* Reads path (at most FILE_READ_MAX bytes) into a malloc'd buffer; NULL with *code set. */
-static char *read_file(const char *path, size_t *len, const char **code)
+/*
+ * Reads path into a malloc'd buffer: the whole file, or its first FILE_READ_MAX
+ * bytes with *size the file's own size (larger than *len: the answer is marked
+ * truncated, so that a phone can show the start of a large log and say how
+ * large it is). NULL with *code set.
+ */
+static char *read_file(const char *path, size_t *len, long *size, const char **code)
 {
     FILE *f = fopen(path, "rb");
     char *bytes;
-    long size;
+    size_t want;
 
     *code = "not_found";
     if (f == NULL)
         return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    *size = -1;
+    if (fseek(f, 0, SEEK_END) == 0)
+        *size = ftell(f);
+    if (*size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        *code = "read_failed";
         fclose(f);
         return NULL;
     }
-    if (size > FILE_READ_MAX) {
-        *code = "too_large";
-        fclose(f);
-        return NULL;
-    }
-    bytes = malloc((size_t)size + 1);
-    *len = bytes != NULL ? fread(bytes, 1, (size_t)size, f) : 0;
+    want = *size > FILE_READ_MAX ? FILE_READ_MAX : (size_t)*size;
+    bytes = malloc(want + 1);
+    *len = bytes != NULL ? fread(bytes, 1, want, f) : 0;
     fclose(f);
-    if (bytes == NULL || *len != (size_t)size) {
+    if (bytes == NULL || *len != want) {
         free(bytes);
         *code = "read_failed";
         return NULL;
@@ -1388,6 +1393,7 @@ static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
     char blob[256], check[RL_E2E_BLIND_IDX_SIZE], root[4096], *path = NULL, *real = NULL, *bytes = NULL, *sealed;
     json_t *answer = NULL;
     size_t len = 0, rootlen;
+    long size = 0;
 
     if (sid == NULL || idx == NULL || snprintf(blob, sizeof(blob), "agent_files/%s/%s", sid, idx) >= (int)sizeof(blob))
         goto out;
@@ -1411,7 +1417,7 @@ static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
     rootlen = strlen(root);
     if (strncmp(real, root, rootlen) != 0 || (real[rootlen] != '/' && real[rootlen] != '\0'))
         goto out;
-    bytes = read_file(real, &len, &code);
+    bytes = read_file(real, &len, &size, &code);
     if (bytes == NULL)
         goto out;
     sealed = rl_keyring_seal_path(b->keys, sid, blob, bytes, len);
@@ -1419,8 +1425,9 @@ static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
         code = "crypto_failed";
         goto out;
     }
-    answer = json_pack("{s:s, s:I, s:s, s:b}", "mime_type", "application/octet-stream", "size_bytes", (json_int_t)len,
-                       "base64", sealed, "encrypted", 1);
+    /* Ours: truncated says the envelope holds only the file's start; size_bytes stays the file's size. */
+    answer = json_pack("{s:s, s:I, s:s, s:b, s:b}", "mime_type", "application/octet-stream", "size_bytes",
+                       (json_int_t)size, "base64", sealed, "encrypted", 1, "truncated", (size_t)size > len);
     free(sealed);
 out:
     if (answer == NULL)

@@ -201,8 +201,8 @@ export class Bridge {
     });
   }
 
-  run(agent = ECHO_AGENT) {
-    this.proc = spawn(BRIDGE, ['run', '--agent', agent], { env: this.env(), stdio: ['ignore', 'ignore', 'pipe'] });
+  run(agent = ECHO_AGENT, extra = []) {
+    this.proc = spawn(BRIDGE, ['run', '--agent', agent, ...extra], { env: this.env(), stdio: ['ignore', 'ignore', 'pipe'] });
     this.proc.stderr.on('data', (c) => this.log.push(c.toString()));
     return this;
   }

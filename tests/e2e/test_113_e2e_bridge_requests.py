@@ -2,7 +2,7 @@
 docs/api.md "The bridge's socket"):
 
 - a file of 1.5 MiB, the most relay-bridge sends, read through the REAL relay-bridge reaches the
-  client whole (the socket takes frames up to 3 MiB while an answer is awaited; it took 64 KiB and
+  client whole (and a larger one as its first 1.5 MiB, `truncated`, with its own size) (the socket takes frames up to 3 MiB while an answer is awaited; it took 64 KiB and
   closed with 1009), on one node and across two nodes on one store and a Redis bus (the answer
   then crosses Redis);
 - a frame over 64 KiB that answers nothing awaited still closes the socket with 1009;
@@ -69,6 +69,14 @@ def _read_big_through_the_real_bridge(client_relay, bridge_relay, tmp_path):
         assert got["encrypted"] is True and got["size_bytes"] == BIG, {k: v for k, v in got.items() if k != "base64"}
         raw = base64.b64decode(got["base64"])
         blob = "agent_files/%s/%s" % (ses, idx)
+        assert AESGCM(blob_key(key, blob)).decrypt(raw[1:13], raw[13:], None) == data
+        assert got["truncated"] is False
+        # Grown past the cap: its first 1.5 MiB, marked truncated, with the file's own size (docs/bridge.md).
+        with open(work / "big.txt", "ab") as f:
+            f.write(b"one more line past the cap\n" * 100)
+        got = assert_ok(client_relay.request("GET", "/v1/me/sessions/%s/files/%s" % (ses, idx), headers=bearer(token)))
+        assert got["truncated"] is True and got["size_bytes"] == BIG + 2700, {k: v for k, v in got.items() if k != "base64"}
+        raw = base64.b64decode(got["base64"])
         assert AESGCM(blob_key(key, blob)).decrypt(raw[1:13], raw[13:], None) == data
         # The socket is still the one that answered (not closed with 1009 and reconnected).
         assert "1009" not in bridge.log_text() and bridge.log_text().count("connected as") == 1, bridge.log_text()

@@ -29,6 +29,7 @@ export class ApiError extends Error {
     this.status = status;
     this.code = error.code || (status ? 'http_error' : 'network_error');
     this.errors = error.errors || [];
+    this.details = error.details || null;
     this.retryAfterMs = error.retry_after_ms || 0;
     this.requestId = requestId || '';
   }

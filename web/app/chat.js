@@ -6,6 +6,7 @@ import { h, append, clear, reconcile, icon, toast, ask, announce, formatTime, fo
 import { renderMarkdown } from './markdown.js';
 import { approvalCard, autoApprove } from './approvals.js';
 import { capabilityTray } from './capabilities.js';
+import { filesButton } from './files.js';
 import { taskCard } from './toolcall.js';
 import { itemAt, orderItems, endsTurn, isHiddenMessage, isHeldBubble, agentLabel } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
@@ -176,11 +177,13 @@ export function chatView(main, sessionId) {
       h('button', { type: 'button', role: 'menuitem', class: 'danger', text: 'Delete', onclick: () => remove() })));
 
   const tray = capabilityTray(sessionId);
+  // What the session changed (files.js): a count here, the Files view behind it.
+  const filesLink = filesButton(sessionId);
   main.append(h('div', { class: 'chat' },
     h('header', { class: 'chat-header' },
       h('a', { class: 'icon-btn back', href: '#/', 'aria-label': 'Back to chats' }, icon('back')),
       h('div', { class: 'chat-heading' }, title, subtitle),
-      menu),
+      filesLink.el, menu),
     scroller, tray.el, revoked, form));
 
   function header() {
@@ -569,6 +572,7 @@ export function chatView(main, sessionId) {
     for (const unsubscribe of subscriptions) unsubscribe();
     clearInterval(ticker);
     tray.dispose();
+    filesLink.dispose();
     document.removeEventListener('click', closeMenu);
     if (frame) cancelAnimationFrame(frame);
     document.title = 'Relay';

@@ -9,6 +9,7 @@ import { h, clear, icon, toast, announce } from './ui.js';
 import { registerWorker } from './push.js';
 import * as screens from './screens.js';
 import { chatView } from './chat.js';
+import { filesView } from './files.js';
 import { provideShell } from './nav.js';
 import { start as startDevice, grant, refreshDevices, openStreamEvent, holdEnrolCode, holdPairingEnrol, regrantWaiting } from './e2e.js';
 import { verifyView } from './devices.js';
@@ -40,6 +41,7 @@ function takeEnrolCode() {
 const views = {
   home: (main) => (wide.matches ? screens.welcomeView(main) : screens.sessionsView(main)),
   s: (main, arg) => chatView(main, arg),
+  files: (main, arg) => filesView(main, arg),
   new: (main, arg) => screens.newChatView(main, arg),
   machines: (main) => screens.installationsView(main),
   pair: (main, arg) => screens.pairView(main, arg),
@@ -59,7 +61,7 @@ function render() {
   const view = views[name] || views.home;
   cleanup = view(main, arg, query) || null;
   for (const link of document.querySelectorAll('.tabs a')) {
-    const current = link.dataset.route === name || (name === 's' && link.dataset.route === 'home');
+    const current = link.dataset.route === name || ((name === 's' || name === 'files') && link.dataset.route === 'home');
     if (current) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
   }
