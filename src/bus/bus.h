@@ -1,7 +1,7 @@
 /*
  * The bus: everything one relay node tells the others, behind a seam that
  * an in-process backend (bus_local.c, one node) and a networked one (several
- * nodes) implement alike. Three services:
+ * nodes) implement alike. Four services:
  *
  * - User events. Each user has one sequence of events with consecutive,
  *   increasing ids shared by every node, and a replay ring of the last N
