@@ -12,6 +12,7 @@ import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
 import { titleBody, hasKey, onKeys, uploadBody, sealedFile } from './e2e.js';
+import { dictation } from './dictation.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -159,13 +160,15 @@ export function chatView(main, sessionId) {
       }
     } }, icon('stop'));
   const revoked = h('p', { class: 'notice', hidden: true, text: 'This machine was disconnected. Pair it again to keep chatting.' });
+  // Where the browser recognises speech: a microphone that writes into the composer (dictation.js).
+  const dictate = dictation(input);
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); submit(); } },
     commandList, hint,
     chips,
     h('div', { class: 'composer-row' },
       h('button', { type: 'button', class: 'icon-btn', 'aria-label': 'Attach a file', onclick: () => attachInput.click() }, icon('attach')),
       h('button', { type: 'button', class: 'icon-btn', 'aria-label': 'Take a photo', onclick: () => cameraInput.click() }, icon('camera')),
-      input, cancel, send),
+      input, dictate && dictate.button, cancel, send),
     attachInput, cameraInput);
 
   const menu = h('details', { class: 'menu' },
@@ -204,6 +207,7 @@ export function chatView(main, sessionId) {
     revoked.hidden = !gone;
     input.disabled = gone;
     send.disabled = gone;
+    if (dictate) dictate.button.disabled = gone;
     document.title = `${title.textContent} · Relay`;
   }
 
@@ -401,6 +405,8 @@ export function chatView(main, sessionId) {
   }
 
   async function submit() {
+    // Sending ends dictation: what the composer shows is what goes, and no late word refills it.
+    if (dictate) dictate.stop();
     const text = input.value.trim();
     if (!text && pending.length === 0) return;
     send.disabled = true;
@@ -569,6 +575,7 @@ export function chatView(main, sessionId) {
     for (const unsubscribe of subscriptions) unsubscribe();
     clearInterval(ticker);
     tray.dispose();
+    if (dictate) dictate.dispose();
     document.removeEventListener('click', closeMenu);
     if (frame) cancelAnimationFrame(frame);
     document.title = 'Relay';
