@@ -23,6 +23,7 @@ const SHELL = [
   `/app/${VERSION}/markdown.js`,
   `/app/${VERSION}/chat.js`,
   `/app/${VERSION}/approvals.js`,
+  `/app/${VERSION}/inbox.js`,
   `/app/${VERSION}/dictation.js`,
   `/app/${VERSION}/toolcall.js`,
   `/app/${VERSION}/blocks.js`,

@@ -103,7 +103,9 @@ function timeline(sessionId) {
   return orderItems(items);
 }
 
-export function chatView(main, sessionId) {
+// at: the key of an item to show (`m:`, `t:`, `a:` + its id, or `c:` + a capability request's),
+// scrolled to and highlighted once drawn: the inbox opens a chat there (docs/web.md "Inbox").
+export function chatView(main, sessionId, at = null) {
   const session = store.sessions.get(sessionId);
   const c = chat(sessionId);
   const pending = [];
@@ -306,6 +308,24 @@ export function chatView(main, sessionId) {
     streaming = agentStreaming ? agentStreaming.interaction_id : open[open.length - 1] || null;
     cancel.hidden = !streaming;
     if (stick) scroller.scrollTop = scroller.scrollHeight;
+    if (reveal) revealItem();
+  }
+
+  // The item the chat was opened at: once it is drawn, in view and highlighted for a moment; given
+  // up once the history is read without it (older than its first page).
+  let reveal = at;
+  function revealItem() {
+    const el = list.querySelector(`[data-key="${CSS.escape(reveal)}"]`)
+      || (reveal.startsWith('c:') ? tray.el.querySelector(`[data-request="${CSS.escape(reveal.slice(2))}"]`) : null);
+    if (!el) {
+      if (c.loaded && !c.loading) reveal = null;
+      return;
+    }
+    reveal = null;
+    stuck = false;
+    el.scrollIntoView({ block: 'center' });
+    el.classList.add('revealed');
+    setTimeout(() => el.classList.remove('revealed'), 4000);
   }
 
   function outboxItem() {
@@ -567,7 +587,7 @@ export function chatView(main, sessionId) {
   }
   draw();
   drawOutbox();
-  scroller.scrollTop = scroller.scrollHeight;
+  if (!at) scroller.scrollTop = scroller.scrollHeight;
   for (const a of store.approvals.values()) if (a.session_id === sessionId) autoApprove(a);
   if (window.matchMedia('(pointer: fine)').matches) input.focus({ preventScroll: true });
 
