@@ -98,6 +98,7 @@ before(async () => {
   await page.waitForSelector('main h1:has-text("Inbox")');
   await page.waitForSelector('.inbox .empty:not([hidden])');
   assert.equal(await badge(), 0);
+  assert.equal(await page.isVisible('button:has-text("Mark all as read")'), false, 'nothing to mark read');
 });
 
 after(async () => {
@@ -203,6 +204,7 @@ test('an approval answered in the inbox leaves it; the reply it brings arrives i
   await page.click('button:has-text("Mark all as read")');
   await waitBadge(1);
   assert.deepEqual(await entries('inbox-replies'), []);
+  assert.equal(await page.isVisible('button:has-text("Mark all as read")'), false);
   // The read marks are this device's: a reload keeps them.
   await page.reload();
   await page.waitForSelector('.approvals-list .approval-pending');
