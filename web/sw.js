@@ -33,6 +33,8 @@ const SHELL = [
   `/app/${VERSION}/files.js`,
   `/app/${VERSION}/touched.js`,
   `/app/${VERSION}/approvals.js`,
+  `/app/${VERSION}/inbox.js`,
+  `/app/${VERSION}/dictation.js`,
   `/app/${VERSION}/toolcall.js`,
   `/app/${VERSION}/blocks.js`,
   `/app/${VERSION}/diff.js`,

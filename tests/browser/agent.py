@@ -8,6 +8,7 @@
 - "markdown" answers with every construct the app renders, and some that
   must stay text;
 - "table" (or the command "/table") answers with a wide table and a code block;
+- "fail ..." runs a build (a shell tool call) that fails, and ends the turn with finish_reason error;
 - anything else is echoed back word by word.
 Python 3 standard library only.
 """
@@ -88,6 +89,14 @@ def turn(msg):
             send(type="delta", text=(" " if n else "") + word, **ids)
             time.sleep(0.15)
         send(type="end", finish_reason="stop", **ids)
+        return
+    if text.startswith("fail"):
+        task_id = "task_" + uuid.uuid4().hex[:12]
+        send(type="task_start", task_id=task_id, kind="exec", name="shell", args={"command": "make"},
+             status_label="building", **ids)
+        send(type="task_finish", task_id=task_id, status="failed", name="shell", error="make: *** [all] Error 2", **ids)
+        send(type="delta", text="The build broke.", **ids)
+        send(type="end", finish_reason="error", **ids)
         return
     if text in ("table", "/table"):
         send(type="delta", text=TABLE, **ids)

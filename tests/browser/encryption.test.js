@@ -34,6 +34,8 @@ const SECRET = {
   file: 'quince-orchard-survey.txt',
   fileText: 'The quince orchard survey: eleven gnarled trees\n',
   place: '51.47792812345',
+  inbox: 'A persimmon reply read in the inbox',
+  inboxError: 'the fig ledger is unreadable',
   // The machine's one-time codes (issue 34): out of band, never through relayd.
   code: 'K7QW-M3ZP-TR8N-HX2C-V9YB',
   linkCode: 'PQ4R-S5T6-UV7W-XY8Z-AB9C',
@@ -450,6 +452,32 @@ test('an encrypted turn: the message goes sealed, the reply, a task and an appro
   // A signature by another key does not verify: the bridge can tell a forged decision.
   const other = nacl.box.keyPair();
   assert.notEqual(p.decision_sig, expectedSig(hex(other.publicKey), { approvalId: 'apr_shred', decision: p.decision, scope: p.scope, deviceId: idOf(webDevice) }));
+  collect(page);
+});
+
+test('the inbox reads an encrypted chat\'s reply and failed tool call with this device\'s key, and sends nothing', async () => {
+  await page.goto(`${relay.url}/#/inbox`);
+  await page.waitForSelector('main h1:has-text("Inbox")');
+  const from = sent.length;
+  const tasks = `tasks/${sessionId}`;
+  await bridge('createTask', { session_id: sessionId, interaction_id: interactionId, task_id: 'call_fig', kind: 'read',
+    status_label_ct: seal(sessionKey, tasks, 'Reading the figs') });
+  await bridge('finishTask', { session_id: sessionId, interaction_id: interactionId, task_id: 'call_fig', status: 'failed',
+    error_ct: seal(sessionKey, tasks, SECRET.inboxError) });
+  const path = `messages/${sessionId}`;
+  const { message_id: messageId } = await bridge('sendMessage', { session_id: sessionId, interaction_id: interactionId,
+    text_ct: seal(sessionKey, path, ''), idempotency_key: key() });
+  await bridge('sendMessageEnd', { message_id: messageId, text_ct: seal(sessionKey, path, SECRET.inbox), finish_reason: 'stop', idempotency_key: key() });
+  const line = (kind) => page.$$eval(`.inbox-link[data-kind="${kind}"]`, (links) => links.map((a) => [a.querySelector('.session-title').textContent, a.querySelector('.inbox-what').textContent]));
+  await waitFor('the reply in clear in the inbox', async () => JSON.stringify(await line('reply')) === JSON.stringify([[SECRET.title, SECRET.inbox]]) || null);
+  await waitFor('the failed tool call in clear', async () => JSON.stringify(await line('failed-task')) === JSON.stringify([[SECRET.title, `Tool call failed: read: ${SECRET.inboxError}`]]) || null)
+    .catch(async (err) => assert.fail(`${err.message}: ${await page.innerText('main')}`));
+  assert.ok(await page.$('.inbox-link[data-kind="reply"] .lock'), 'the entry says the chat is encrypted');
+  // Opening the reply: the chat, at the reply, in clear.
+  await page.click('.inbox-link[data-kind="reply"]');
+  await page.waitForSelector(`[data-key="m:${messageId}"].revealed`);
+  assert.equal(await lastAgentText(page), SECRET.inbox);
+  assert.deepEqual(sent.slice(from).filter((r) => !r.startsWith('GET ')), [], 'the inbox only reads');
   collect(page);
 });
 

@@ -13,6 +13,7 @@ import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
 import { titleBody, hasKey, onKeys, uploadBody, sealedFile } from './e2e.js';
+import { dictation } from './dictation.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -103,7 +104,9 @@ function timeline(sessionId) {
   return orderItems(items);
 }
 
-export function chatView(main, sessionId) {
+// at: the key of an item to show (`m:`, `t:`, `a:` + its id, or `c:` + a capability request's),
+// scrolled to and highlighted once drawn: the inbox opens a chat there (docs/web.md "Inbox").
+export function chatView(main, sessionId, at = null) {
   const session = store.sessions.get(sessionId);
   const c = chat(sessionId);
   const pending = [];
@@ -160,13 +163,15 @@ export function chatView(main, sessionId) {
       }
     } }, icon('stop'));
   const revoked = h('p', { class: 'notice', hidden: true, text: 'This machine was disconnected. Pair it again to keep chatting.' });
+  // Where the browser recognises speech: a microphone that writes into the composer (dictation.js).
+  const dictate = dictation(input);
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); submit(); } },
     commandList, hint,
     chips,
     h('div', { class: 'composer-row' },
       h('button', { type: 'button', class: 'icon-btn', 'aria-label': 'Attach a file', onclick: () => attachInput.click() }, icon('attach')),
       h('button', { type: 'button', class: 'icon-btn', 'aria-label': 'Take a photo', onclick: () => cameraInput.click() }, icon('camera')),
-      input, cancel, send),
+      input, dictate && dictate.button, cancel, send),
     attachInput, cameraInput);
 
   const menu = h('details', { class: 'menu' },
@@ -207,6 +212,7 @@ export function chatView(main, sessionId) {
     revoked.hidden = !gone;
     input.disabled = gone;
     send.disabled = gone;
+    if (dictate) dictate.button.disabled = gone;
     document.title = `${title.textContent} · Relay`;
   }
 
@@ -305,6 +311,24 @@ export function chatView(main, sessionId) {
     streaming = agentStreaming ? agentStreaming.interaction_id : open[open.length - 1] || null;
     cancel.hidden = !streaming;
     if (stick) scroller.scrollTop = scroller.scrollHeight;
+    if (reveal) revealItem();
+  }
+
+  // The item the chat was opened at: once it is drawn, in view and highlighted for a moment; given
+  // up once the history is read without it (older than its first page).
+  let reveal = at;
+  function revealItem() {
+    const el = list.querySelector(`[data-key="${CSS.escape(reveal)}"]`)
+      || (reveal.startsWith('c:') ? tray.el.querySelector(`[data-request="${CSS.escape(reveal.slice(2))}"]`) : null);
+    if (!el) {
+      if (c.loaded && !c.loading) reveal = null;
+      return;
+    }
+    reveal = null;
+    stuck = false;
+    el.scrollIntoView({ block: 'center' });
+    el.classList.add('revealed');
+    setTimeout(() => el.classList.remove('revealed'), 4000);
   }
 
   function outboxItem() {
@@ -404,6 +428,8 @@ export function chatView(main, sessionId) {
   }
 
   async function submit() {
+    // Sending ends dictation: what the composer shows is what goes, and no late word refills it.
+    if (dictate) dictate.stop();
     const text = input.value.trim();
     if (!text && pending.length === 0) return;
     send.disabled = true;
@@ -564,7 +590,7 @@ export function chatView(main, sessionId) {
   }
   draw();
   drawOutbox();
-  scroller.scrollTop = scroller.scrollHeight;
+  if (!at) scroller.scrollTop = scroller.scrollHeight;
   for (const a of store.approvals.values()) if (a.session_id === sessionId) autoApprove(a);
   if (window.matchMedia('(pointer: fine)').matches) input.focus({ preventScroll: true });
 
@@ -573,6 +599,7 @@ export function chatView(main, sessionId) {
     clearInterval(ticker);
     tray.dispose();
     filesLink.dispose();
+    if (dictate) dictate.dispose();
     document.removeEventListener('click', closeMenu);
     if (frame) cancelAnimationFrame(frame);
     document.title = 'Relay';

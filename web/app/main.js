@@ -13,6 +13,7 @@ import { filesView } from './files.js';
 import { provideShell } from './nav.js';
 import { start as startDevice, grant, refreshDevices, openStreamEvent, holdEnrolCode, holdPairingEnrol, regrantWaiting } from './e2e.js';
 import { verifyView } from './devices.js';
+import { inboxView, inboxBadge } from './inbox.js';
 
 const wide = window.matchMedia('(min-width: 960px)');
 let stream = null;
@@ -23,7 +24,9 @@ let started = false;
 function route() {
   const [hash, search] = (location.hash.replace(/^#/, '') || '/').split('?');
   const parts = hash.split('/').filter(Boolean).map(decodeURIComponent);
-  return { name: parts[0] || 'home', arg: parts[1] || null, query: new URLSearchParams(search || '') };
+  // #/approvals, the screen the inbox replaced, is the inbox (links and notifications made before it).
+  const name = parts[0] === 'approvals' ? 'inbox' : parts[0] || 'home';
+  return { name, arg: parts[1] || null, query: new URLSearchParams(search || '') };
 }
 
 // A link relay-bridge prints, #/verify/<installation id>?enrol=<code>: the code is held in this tab for
@@ -40,12 +43,12 @@ function takeEnrolCode() {
 
 const views = {
   home: (main) => (wide.matches ? screens.welcomeView(main) : screens.sessionsView(main)),
-  s: (main, arg) => chatView(main, arg),
+  s: (main, arg, query) => chatView(main, arg, query.get('at')),
   files: (main, arg) => filesView(main, arg),
   new: (main, arg) => screens.newChatView(main, arg),
   machines: (main) => screens.installationsView(main),
   pair: (main, arg) => screens.pairView(main, arg),
-  approvals: (main) => screens.approvalsView(main),
+  inbox: (main) => inboxView(main),
   settings: (main) => screens.settingsView(main),
   verify: (main, arg, query) => verifyView(main, arg, query),
 };
@@ -60,6 +63,8 @@ function render() {
   const { name, arg, query } = route();
   const view = views[name] || views.home;
   cleanup = view(main, arg, query) || null;
+  // The item a chat was opened at (?at=, from the inbox) is shown once: the address goes back to the chat's own.
+  if (name === 's' && query.has('at')) history.replaceState(history.state, '', `#/s/${encodeURIComponent(arg)}`);
   for (const link of document.querySelectorAll('.tabs a')) {
     const current = link.dataset.route === name || ((name === 's' || name === 'files') && link.dataset.route === 'home');
     if (current) link.setAttribute('aria-current', 'page');
@@ -92,14 +97,7 @@ function banner() {
   document.body.dataset.connection = offline ? 'offline' : state;
 }
 
-function approvalsBadge() {
-  const badge = document.getElementById('approvals-badge');
-  if (!badge) return;
-  const count = [...store.approvals.values()].filter((a) => a.status === 'pending').length;
-  clear(badge);
-  if (count) badge.append(String(count), h('span', { class: 'sr-only', text: ' waiting' }));
-  badge.hidden = count === 0;
-}
+let unbadge = null;
 
 function shell() {
   const app = document.getElementById('app');
@@ -113,13 +111,14 @@ function shell() {
       h('nav', { class: 'tabs', 'aria-label': 'Sections' },
         tab('home', '#/', 'Chats', 'chats'),
         tab('machines', '#/machines', 'Machines', 'machines'),
-        tab('approvals', '#/approvals', 'Approvals', 'shield', h('span', { id: 'approvals-badge', class: 'badge', hidden: true })),
+        tab('inbox', '#/inbox', 'Inbox', 'inbox', h('span', { id: 'inbox-badge', class: 'badge', hidden: true })),
         tab('settings', '#/settings', 'Settings', 'settings')),
       h('aside', { id: 'sidebar', class: 'sidebar', 'aria-label': 'Chats' }),
       h('main', { id: 'main', tabindex: '-1' })));
   screens.sessionsList(document.getElementById('sidebar'), true);
   banner();
-  approvalsBadge();
+  if (unbadge) unbadge();
+  unbadge = inboxBadge(document.getElementById('inbox-badge'));
 }
 
 // Events are opened (an encrypted session's *_ct fields, e2e.js) before the store takes them, one
@@ -272,7 +271,6 @@ async function boot() {
     if (document.visibilityState === 'visible' && stream && store.connection !== 'live') stream.nudge();
   });
   on('connection', banner);
-  on('approvals', approvalsBadge);
   // A notification clicked while the app is open: the worker asks the page to go there.
   if ('serviceWorker' in navigator) {
     navigator.serviceWorker.addEventListener('message', (event) => {

@@ -1,11 +1,10 @@
 // The screens other than a chat: sign-in, chats, a new chat, machines,
-// pairing, approvals, settings.
+// pairing, settings (the inbox is inbox.js's).
 import { auth } from './auth.js';
 import { get, post, patch, del, describe } from './api.js';
 import { agentLabel } from './transcript.js';
 import { store, on, loadDeleted, loadGrants, installationName, lastMessage, previewText, agentWorking, loadPreviews } from './state.js';
 import { h, clear, reconcile, icon, toast, ask, formatTime, codeBox } from './ui.js';
-import { approvalCard } from './approvals.js';
 import { healthPill } from './chat.js';
 import { pushStatus, pushSupported, enablePush, disablePush, PushTimeout } from './push.js';
 import { go, signedIn, signOut } from './nav.js';
@@ -409,43 +408,6 @@ export function pairView(main, code) {
     result));
   if (!code) input.focus();
   return null;
-}
-
-// ---- approvals ----
-
-export function approvalsView(main) {
-  const pending = h('section', { class: 'approvals-list', 'aria-label': 'Waiting for you' });
-  const done = h('section', { class: 'approvals-list', 'aria-label': 'Answered here' });
-  const empty = h('p', { class: 'empty', text: 'Nothing is waiting for your approval.' });
-  main.append(screen('Approvals', pending, empty, h('h2', { class: 'section-title', text: 'Recent' }), done));
-  const card = (a) => {
-    const el = approvalCard.create(a);
-    return el;
-  };
-  const withLink = (el, a) => {
-    approvalCard.update(el, a);
-    if (!el.querySelector('.approval-session')) {
-      const s = store.sessions.get(a.session_id);
-      el.append(h('a', { class: 'approval-session', href: `#/s/${encodeURIComponent(a.session_id)}`, text: `Open chat${s && s.title ? `: ${s.title}` : ''}` }));
-    }
-  };
-  function draw() {
-    const all = [...store.approvals.values()].sort((a, b) => (b.ts || b.seen_at) - (a.ts || a.seen_at));
-    const waiting = all.filter((a) => a.status === 'pending');
-    reconcile(pending, waiting, (a) => a.approval_id, card, withLink);
-    reconcile(done, all.filter((a) => a.status !== 'pending' && !a.fromTimeline).slice(0, 20), (a) => a.approval_id, card, withLink);
-    empty.hidden = waiting.length > 0;
-    done.previousElementSibling.hidden = done.children.length === 0;
-  }
-  const off = on('approvals', draw);
-  const ticker = setInterval(() => {
-    for (const el of pending.querySelectorAll('.approval-pending')) approvalCard.tick(el);
-  }, 1000);
-  draw();
-  return () => {
-    off();
-    clearInterval(ticker);
-  };
 }
 
 // ---- settings ----
