@@ -1053,6 +1053,37 @@ static char *fetch_url(const char *url, long max, size_t *len)
     return body;
 }
 
+/*
+ * The bytes of a sealed attachment the bridge opened itself (bridge/sealed.h:
+ * a file:// URL under its config folder, never one the relay gave): read
+ * from disk, up to max bytes. The body, or NULL.
+ */
+static char *read_opened(const char *path, long max, size_t *len)
+{
+    char *body = malloc((size_t)max + 1);
+    size_t got = 0;
+    ssize_t n = 1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    while (fd >= 0 && body != NULL && n > 0 && got <= (size_t)max) {
+        n = read(fd, body + got, (size_t)max + 1 - got);
+        if (n < 0 && errno == EINTR)
+            n = 1;
+        else if (n > 0)
+            got += (size_t)n;
+    }
+    if (fd < 0 || n < 0 || got > (size_t)max) {
+        rl_log(RL_LOG_WARN, "acp: could not read an opened attachment (%s): sent as a link",
+               fd < 0 || n < 0 ? strerror(errno) : "too large");
+        free(body);
+        body = NULL;
+    }
+    if (fd >= 0)
+        close(fd);
+    *len = got;
+    return body;
+}
+
 static void *fetch_run(void *arg)
 {
     fetch_t *f = arg;
@@ -1065,7 +1096,9 @@ static void *fetch_run(void *arg)
         const char *url = json_string_value(json_object_get(want, "url"));
         json_t *block = NULL;
         size_t len = 0;
-        char *body = as != NULL ? fetch_url(url, (long)json_integer_value(json_object_get(want, "max")), &len) : NULL;
+        const char *opened = json_string_value(json_object_get(want, "path"));
+        long max = (long)json_integer_value(json_object_get(want, "max"));
+        char *body = as == NULL ? NULL : opened != NULL ? read_opened(opened, max, &len) : fetch_url(url, max, &len);
 
         if (body != NULL && strcmp(as, "image") == 0) {
             char *data = malloc(4 * ((len + 2) / 3) + 1);
@@ -1117,6 +1150,32 @@ static void on_fetched(void *user, int fd, short revents)
         pump(a, s);
 }
 
+/*
+ * 1 when path is a file the bridge wrote when it opened a sealed attachment
+ * (bridge/sealed.h: <config>/attachments/<key>/<name>). Only those are read
+ * from disk: a path the relay put in an update names nothing to read.
+ */
+static int opened_here(const char *path)
+{
+    char dir[3200], *real = NULL, *folder = NULL;
+    size_t n = 0;
+    int result = 0;
+
+    if (path == NULL || rl_credentials_path("attachments", dir, sizeof(dir)) != 0)
+        return 0;
+    n = strlen(dir);
+    if (n < 5)
+        return 0;
+    dir[n - 5] = '\0'; /* the ".json" the credentials path adds, as sealed.c takes it off */
+    folder = realpath(dir, NULL);
+    real = realpath(path, NULL);
+    if (folder != NULL && real != NULL && strncmp(real, folder, strlen(folder)) == 0 && real[strlen(folder)] == '/')
+        result = 1;
+    free(folder);
+    free(real);
+    return result;
+}
+
 /* Starts fetching p's attachments that go inline; the prompt waits for them. Nothing to fetch: nothing done. */
 static void fetch_start(struct rl_agent *a, prompt_t *p)
 {
@@ -1129,9 +1188,12 @@ static void fetch_start(struct rl_agent *a, prompt_t *p)
     {
         const char *as = inline_kind(a, item, &max);
         if (as != NULL) {
-            json_array_append_new(wanted,
-                                  json_pack("{s:s, s:O, s:O, s:I}", "as", as, "url", json_object_get(item, "url"),
-                                            "mime", json_object_get(item, "mime"), "max", (json_int_t)max));
+            json_t *want = json_pack("{s:s, s:O, s:O, s:I}", "as", as, "url", json_object_get(item, "url"), "mime",
+                                     json_object_get(item, "mime"), "max", (json_int_t)max);
+            /* In an encrypted session the bridge opened the file itself: its bytes are on this machine. */
+            if (want != NULL && opened_here(json_string_value(json_object_get(item, "path"))))
+                json_object_set(want, "path", json_object_get(item, "path"));
+            json_array_append_new(wanted, want);
             count++;
         } else {
             json_array_append_new(wanted, json_null());
@@ -1207,6 +1269,38 @@ static json_t *prompt_blocks(struct rl_agent *a, json_t *message, json_t *inline
     return blocks;
 }
 
+/*
+ * An image that does not go inline is not dropped (it goes as a link), but
+ * an agent may well not open a link: the user is told so in the reply, before
+ * the agent's words, rather than left to wonder why it did not see their
+ * screenshot (docs/bridge.md "acp:COMMAND", attachments).
+ */
+static void note_images_as_links(struct rl_agent *a, prompt_t *p)
+{
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(json_object_get(p->message, "attachments"), i, item)
+    {
+        const char *mime = json_string_value(json_object_get(item, "mime"));
+        const char *name = json_string_value(json_object_get(item, "name"));
+        const char *why;
+        char note[512];
+        int n;
+
+        if (mime == NULL || strncmp(mime, "image/", 6) != 0 || json_is_object(json_array_get(p->inline_blocks, i)))
+            continue;
+        why = !a->image ? "this agent does not take images"
+              : json_integer_value(json_object_get(item, "size")) > FETCH_IMAGE_MAX
+                  ? "it is larger than the 5 MB an image may be"
+                  : "it could not be fetched";
+        n = snprintf(note, sizeof(note), "[%.200s reached the agent as a link only: %s]\n\n",
+                     name != NULL ? name : "an image", why);
+        if (n > 0)
+            rl_bridge_text(a->bridge, p->turn, note, (size_t)n < sizeof(note) ? (size_t)n : sizeof(note) - 1);
+    }
+}
+
 static void pump(struct rl_agent *a, session_t *s)
 {
     prompt_t *p = s->queue;
@@ -1214,6 +1308,7 @@ static void pump(struct rl_agent *a, session_t *s)
     if (!a->initialized || s->state != SESSION_READY || s->running || p == NULL || p->fetch != NULL)
         return;
     s->running = 1;
+    note_images_as_links(a, p);
     request(a, REQ_PROMPT, "session/prompt",
             json_pack("{s:s, s:o}", "sessionId", s->acp_id, "prompt", prompt_blocks(a, p->message, p->inline_blocks)),
             s, p);

@@ -616,8 +616,13 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
     case RL_LINE_TASK_START:
     case RL_LINE_TASK_PROGRESS:
     case RL_LINE_TASK_FINISH:
-        /* Text before a task goes out first: the relay applies writes in arrival order. */
-        if (t != NULL)
+        /*
+         * Text before a task goes out first: the relay applies writes in arrival order. A new task also ends
+         * the message in progress, so that text after it opens a new message below it (as acp: does).
+         */
+        if (t != NULL && line->type == RL_LINE_TASK_START)
+            rl_bridge_break(b, t->turn);
+        else if (t != NULL)
             flush_turn(b, t, 0);
         submit(b,
                line->type == RL_LINE_TASK_START      ? RL_CALL_CREATE_TASK
@@ -644,8 +649,9 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
             json_object_set_new(body, "severity", json_string("medium"));
         rl_rest_new_key(key);
         json_object_set_new(body, "idempotency_key", json_string(key));
+        /* The text before the request is what the user reads first; the text after it goes below the card. */
         if (t != NULL)
-            flush_turn(b, t, 0);
+            rl_bridge_break(b, t->turn);
         remember_approval(b, body);
         submit(b, RL_CALL_REQUEST_APPROVAL, t != NULL ? t->turn : NULL, body);
         break;
@@ -655,9 +661,9 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
         char key[37];
         rl_rest_new_key(key);
         json_object_set_new(body, "idempotency_key", json_string(key));
-        /* The text before the request is what the user reads first, as with approvals. */
+        /* As with approvals: the text before the request above it, the text after it below. */
         if (t != NULL)
-            flush_turn(b, t, 0);
+            rl_bridge_break(b, t->turn);
         submit(b, RL_CALL_REQUEST_CAPABILITY, t != NULL ? t->turn : NULL, body);
         break;
     }

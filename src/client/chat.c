@@ -46,6 +46,7 @@ typedef struct turn {
     int64_t poll_until;   /* spec: poll every 3 s for up to 24 s */
     int64_t next_poll;
     int64_t cancel_until; /* cancelled from chat: its reply is followed until final, up to this time */
+    int64_t next_by;      /* its message ended as a tool call: the turn ends unless another opens by then */
 } turn_t;
 
 struct rl_chat {
@@ -67,6 +68,7 @@ struct rl_chat {
     char seen[MAX_SEEN][64]; /* approval ids handled, spec: de-duplicated by approval_id */
     int nseen;
     json_t *queue;            /* approvals waiting for an answer on the terminal */
+    json_t *paused;           /* the turn's message that ended as a tool call, while next_by runs */
     int prompting;            /* the first of queue is on screen */
     int session_approved;     /* "approve for this session" was chosen */
     int defer_approvals;      /* chat's cold start: the snapshot is read again once the history is shown */
@@ -199,6 +201,7 @@ void rl_chat_free(rl_chat_t *chat)
     if (chat == NULL)
         return;
     json_decref(chat->queue);
+    json_decref(chat->paused);
     free(chat->session_id);
     free(chat);
 }
@@ -422,6 +425,8 @@ static void start_polling(rl_chat_t *chat)
 static void begin_turn(rl_chat_t *chat, const char *interaction_id)
 {
     memset(&chat->turn, 0, sizeof(chat->turn));
+    json_decref(chat->paused);
+    chat->paused = NULL;
     chat->cancelled = 0;
     chat->turn.active = 1;
     snprintf(chat->turn.session_id, sizeof(chat->turn.session_id), "%s", chat->session_id);
@@ -497,6 +502,24 @@ static void note_ending(rl_chat_t *chat, const char *reason)
     note(chat, "(finished: %s)", reason);
 }
 
+/*
+ * The turn's message now is message_id. Another one than before is the text after a tool call, an
+ * approval or a request (docs/api.md, "One turn, several agent messages"): its text is shown from its start,
+ * and the turn goes on.
+ */
+static void follow_message(rl_chat_t *chat, const char *message_id)
+{
+    if (message_id[0] == '\0' || strcmp(message_id, chat->turn.message_id) == 0)
+        return;
+    /* A reply followed from chat's start (rl_chat_intro) has its text shown, its id not known yet. */
+    if (chat->turn.message_id[0] != '\0')
+        chat->turn.printed = 0;
+    snprintf(chat->turn.message_id, sizeof(chat->turn.message_id), "%s", message_id);
+    chat->turn.next_by = 0;
+    json_decref(chat->paused);
+    chat->paused = NULL;
+}
+
 static void finish_turn(rl_chat_t *chat, const json_t *message, const char *source)
 {
     chat->turn.finished = 1;
@@ -522,6 +545,32 @@ static void finish_turn(rl_chat_t *chat, const json_t *message, const char *sour
     rl_chat_prompt(chat);
 }
 
+/*
+ * A message of the turn ended as a tool call. relay-bridge then opens the
+ * next message at once (the text after the call), but another bridge may end
+ * a whole turn so: the turn ends with this message unless the next one opens
+ * within RL_CHAT_NEXT_MESSAGE_MS.
+ */
+static void pause_turn(rl_chat_t *chat, json_t *message, const char *id, const char *source)
+{
+    follow_message(chat, str(message, "message_id"));
+    if (chat->paused != NULL)
+        return;
+    if (chat->json)
+        emit(chat, "message_finalized", id, message);
+    else
+        show_reply_text(chat, str(message, "text"));
+    rl_chat_end_line(chat);
+    chat->paused = json_incref(message);
+    chat->turn.source = source;
+    chat->turn.next_by = rl_clock_mono_ms() + RL_CHAT_NEXT_MESSAGE_MS;
+}
+
+static int ends_as_tool_call(const json_t *message)
+{
+    return strcmp(str(message, "finish_reason"), "tool_call") == 0;
+}
+
 /* spec: client-side resume, rule 2: look for the reply of the turn in flight in the history. */
 static void poll_turn(rl_chat_t *chat)
 {
@@ -543,10 +592,12 @@ static void poll_turn(rl_chat_t *chat)
         if (strcmp(str(message, "role"), "agent") != 0 ||
             strcmp(str(message, "interaction_id"), chat->turn.interaction_id) != 0)
             continue;
-        snprintf(chat->turn.message_id, sizeof(chat->turn.message_id), "%s", str(message, "message_id"));
-        if (chat->json)
+        follow_message(chat, str(message, "message_id"));
+        if (chat->json && chat->paused == NULL)
             emit(chat, "polled", NULL, (json_t *)message);
-        if (strcmp(str(message, "state"), "final") == 0)
+        if (strcmp(str(message, "state"), "final") == 0 && ends_as_tool_call(message))
+            pause_turn(chat, (json_t *)message, NULL, "poll");
+        else if (strcmp(str(message, "state"), "final") == 0)
             finish_turn(chat, message, "poll");
         else
             show_reply_text(chat, str(message, "text"));
@@ -557,6 +608,13 @@ static void poll_turn(rl_chat_t *chat)
 
 void rl_chat_tick(rl_chat_t *chat, int64_t now_ms)
 {
+    if (chat->turn.active && chat->turn.next_by != 0 && now_ms >= chat->turn.next_by) {
+        json_t *last = chat->paused;
+        chat->paused = NULL;
+        finish_turn(chat, last, chat->turn.source);
+        json_decref(last);
+        return;
+    }
     if (chat->turn.active && chat->turn.cancel_until != 0 && now_ms >= chat->turn.cancel_until) {
         rl_chat_end_line(chat);
         chat->turn.active = 0;
@@ -648,7 +706,7 @@ static void on_message_added(rl_chat_t *chat, const char *id, json_t *data)
 {
     if (!ours(chat, data) || strcmp(str(data, "role"), "agent") != 0)
         return;
-    snprintf(chat->turn.message_id, sizeof(chat->turn.message_id), "%s", str(data, "message_id"));
+    follow_message(chat, str(data, "message_id"));
     if (chat->json)
         emit(chat, "message_added", id, data);
     show_reply_text(chat, str(data, "text"));
@@ -660,6 +718,7 @@ static void on_message_delta(rl_chat_t *chat, const char *id, json_t *data)
 
     if (!ours(chat, data))
         return;
+    follow_message(chat, str(data, "message_id"));
     if (chat->json) {
         emit(chat, "message_delta", id, data);
         chat->turn.printed += strlen(delta);
@@ -680,7 +739,10 @@ static void on_message_finalized(rl_chat_t *chat, const char *id, json_t *data)
 {
     if (!ours(chat, data) || strcmp(str(data, "role"), "agent") != 0)
         return;
-    finish_turn(chat, data, "stream");
+    if (ends_as_tool_call(data))
+        pause_turn(chat, data, id, "stream");
+    else
+        finish_turn(chat, data, "stream");
 }
 
 /* The remembered label of a task, or a free slot for it (the oldest is reused when all are taken). */

@@ -28,6 +28,8 @@
 #define RL_CHAT_POLL_WINDOW_MS 24000
 /* How long chat follows a reply cancelled from it until the reply is final (rl_chat_cancelled). */
 #define RL_CHAT_CANCEL_FOLLOW_MS 5000
+/* How long a turn whose message ended as a tool call waits for its next message (the text after the call). */
+#define RL_CHAT_NEXT_MESSAGE_MS 3000
 
 typedef enum rl_chat_mode {
     RL_CHAT_WATCH, /* every event of the account, one per line */

@@ -79,7 +79,10 @@ test('a location request: the reason, then the browser\'s location reaches the a
   assert.deepEqual(await axe(page), []);
   await card.$('button[data-choice="share"]').then((b) => b.click());
   const said = await reply(/answered: you are at/);
-  assert.match(said, /^asking your phone\.\.\. dcr_\w+ answered: you are at 48\.858, 2\.295 \(±12 m\)$/);
+  assert.match(said, /^dcr_\w+ answered: you are at 48\.858, 2\.295 \(±12 m\)$/);
+  // What the agent wrote before asking stays in its own message, the answer's text in one below it.
+  const bodies = await page.$$eval('.timeline .msg-agent .msg-body', (els) => els.map((e) => e.innerText.trim()));
+  assert.deepEqual(bodies.slice(-2), ['asking your phone...', said]);
   await page.waitForSelector('.capability-answered .approval-outcome:has-text("Location shared")');
   assert.equal((await relay.api('GET', '/v1/me/snapshot', token)).pending_capability_requests.length, 0);
   collect(page);
@@ -101,7 +104,7 @@ test('a photo request: the camera\'s file input, uploaded and handed to the agen
 test('a refusal reaches the agent', async () => {
   const card = await ask('where now?');
   await (await card.$('button[data-choice="refuse"]')).click();
-  assert.match(await reply(/ refused$/), /^asking your phone\.\.\. dcr_\w+ refused$/);
+  assert.match(await reply(/ refused$/), /^dcr_\w+ refused$/);
   await page.waitForSelector('.capability-refused .approval-outcome:has-text("Refused")');
   collect(page);
 });
@@ -127,7 +130,7 @@ test('a pending request is back after a reload, never shown to another user, and
 
   // Nobody answers: the card says so and the agent hears it.
   await page.waitForSelector('.capability-expired .approval-outcome:has-text("Expired without an answer")', { timeout: 15000 });
-  assert.match(await reply(/ expired$/), /^asking your phone\.\.\. dcr_\w+ expired$/);
+  assert.match(await reply(/ expired$/), /^dcr_\w+ expired$/);
   await screenshot(page, 'phone-capability-expired');
   collect(page);
 });

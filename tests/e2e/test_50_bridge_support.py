@@ -171,17 +171,27 @@ class User:
         return [m for m in self.messages(session_id)
                 if m["role"] == "agent" and m["interaction_id"] == interaction_id]
 
-    def wait_reply(self, session_id, interaction_id, timeout=WAIT):
-        """Waits for the agent's message of the interaction to be final; returns it."""
+    def wait_reply(self, session_id, interaction_id, timeout=WAIT, ends_as_tool_call=False):
+        """Waits for the agent's message that ends the turn to be final; returns it. A message that ended
+        as a tool call is not that one: the text after a task, an approval or a capability request goes
+        on in a new message (docs/bridge.md), unless the turn itself ended as a tool call
+        (ends_as_tool_call: an openai: model that called tools)."""
         found = {}
 
         def final():
-            hits = [m for m in self.replies(session_id, interaction_id) if m["state"] == "final"]
+            hits = [m for m in self.replies(session_id, interaction_id) if m["state"] == "final"
+                    and (ends_as_tool_call or m["finish_reason"] != "tool_call")]
             if hits:
                 found["m"] = hits[0]
             return bool(hits)
         wait_until(final, timeout, interval=0.1, what="a final reply to %s" % interaction_id)
         return found["m"]
+
+    def shown_texts(self, session_id, interaction_id):
+        """The texts of the turn's agent messages as clients show them: in the order they opened, without
+        the empty placeholder a turn that begins with a task or a request ends as a tool call."""
+        replies = sorted(self.replies(session_id, interaction_id), key=lambda m: (m["created_at"], m["message_id"]))
+        return [m["text"] for m in replies if not (m["finish_reason"] == "tool_call" and not m["text"].strip())]
 
     def decide(self, approval_id, decision, **extra):
         body = {"decision": decision}

@@ -4,7 +4,7 @@ word, an approved command run with its output streamed (issue 28, item 9), a
 denied one not run, and cancel."""
 import os
 
-from relaylib import wait_until
+from relaylib import assert_ok, wait_until
 from streams import EventStream
 from test_50_bridge_support import EXAMPLES, PYTHON, WAIT, paired
 
@@ -238,4 +238,84 @@ def test_an_approved_command_runs_in_its_folder_streams_and_is_held_to_its_limit
         assert terminal(cancelled)["output"] == "going\n", cancelled.data
     finally:
         stream.close()
+        assert bridge.stop() == 0
+
+
+def _on_a_terminal(cli, *args):
+    """What `relay ARGS` prints for a person: its stdout is a pseudo-terminal."""
+    import pty
+    import subprocess
+    from test_60_relay_cli import RELAY_CLI
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([RELAY_CLI] + list(args), stdin=subprocess.DEVNULL, stdout=follower,
+                            stderr=subprocess.PIPE, env=dict(cli.env, COLUMNS="200"))
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert proc.wait(WAIT) == 0, proc.stderr.read()
+    return out.decode()
+
+
+ORDER = "jsonl:%s %s" % (PYTHON, os.path.join(os.path.dirname(os.path.abspath(__file__)), "order_agent.py"))
+
+
+def test_a_turn_reads_in_the_order_it_happened(relay, user_token, tmp_path):
+    """Issue 40, item 6: text a jsonl agent writes after a tool call or an approval is a new agent message
+    below them, not more text in the message that opened before them; the timeline, `relay history` and
+    `relay send` (which follows the turn through its messages to the last) all read in that order."""
+    from test_60_relay_cli import Cli
+    bridge, user = paired(relay, user_token, tmp_path)
+    bridge.start(ORDER)
+    cli = Cli(tmp_path)
+    cli.login(relay)
+    try:
+        session = user.create_session()
+        send = cli.start("send", session, "check the notes")
+        asked = send.wait_for("approval_requested")["data"]
+        user.decide(asked["approval_id"], "approve")
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        interaction = asked["interaction_id"]
+        told = "Told: allow-once. All checks passed."
+        reply = user.wait_reply(session, interaction)
+        assert reply["text"] == told and reply["finish_reason"] == "stop", reply
+
+        # The stored turn: three agent messages, the first two ended as tool calls, in the order they opened.
+        replies = sorted(user.replies(session, interaction), key=lambda m: m["created_at"])
+        assert [(m["text"], m["finish_reason"]) for m in replies] == [
+            ("First I read the notes.", "tool_call"), ("The notes say to run the checks.", "tool_call"),
+            (told, "stop")], replies
+
+        # The timeline: message, task, message, approval, message.
+        items = assert_ok(user.call("GET", "/v1/me/sessions/%s/timeline?limit=100" % session))["items"][::-1]
+        turn = [i for i in items if i[i["type"]].get("interaction_id") == interaction]
+        seen = [(i["type"], i["message"]["text"] if i["type"] == "message" else i[i["type"]].get("status") or i[i["type"]].get("decision"))
+                for i in turn if not (i["type"] == "message" and i["message"]["role"] == "user")]
+        assert seen == [("message", "First I read the notes."), ("task", "completed"),
+                        ("message", "The notes say to run the checks."), ("approval", "approve"),
+                        ("message", told)], seen
+
+        # relay send followed the turn to its last message, its events in the same order: each message
+        # opened after what came before it, and ended (as a tool call) when the next text came.
+        names = [line["event"] for line in send.lines
+                 if line["event"] in ("message_added", "task_created", "approval_requested", "done")]
+        assert names == ["message_added", "task_created", "message_added", "approval_requested", "message_added",
+                         "done"], send.lines
+        ended = [line["data"]["text"] for line in send.lines if line["event"] == "message_finalized"]
+        assert ended == ["First I read the notes.", "The notes say to run the checks."], send.lines
+        assert send.events("done")[0]["data"]["text"] == told, send.lines
+
+        # relay history on a terminal's layout: each text below what came before it.
+        out = _on_a_terminal(cli, "history", session)
+        where = [out.find(s) for s in ("check the notes", "First I read the notes.", "Read notes.md",
+                                       "The notes say to run the checks.", "The agent asks to run make check", told)]
+        assert -1 not in where and where == sorted(where), (where, out)
+    finally:
         assert bridge.stop() == 0

@@ -39,8 +39,10 @@ def test_tool_calls_become_tasks(relay, user_token, tmp_path):
     try:
         session = user.create_session()
         interaction = user.send(session, 'tool: get_weather {"city": "Paris"}')
-        reply = user.wait_reply(session, interaction)
+        reply = user.wait_reply(session, interaction, ends_as_tool_call=True)
         assert reply["text"] == "calling get_weather" and reply["finish_reason"] == "tool_call", reply
+        # the text came before the tool calls: one message, above their tasks
+        assert user.shown_texts(session, interaction) == ["calling get_weather"]
         created = stream.wait_for("task_created", lambda d: d["interaction_id"] == interaction, timeout=WAIT)
         assert created.data["task_id"] == "call_1" and created.data["kind"] == "tool", created.data
         assert created.data["args"] == {"city": "Paris"}, created.data

@@ -63,7 +63,11 @@ def test_send_and_approve_through_relay_bridge(relay, tmp_path):
         assert listing["type"] == "terminal" and listing["output"].startswith("total "), listing
         assert [t["data"]["name"] for t in send.events("task_completed")] == ["shell"]
 
+        # The second turn asked first: its placeholder ended empty, as a tool call (clients hide it), and
+        # the reply after the approval is a message of its own below the card (docs/bridge.md).
         history = cli.json("history", ses)["messages"]
-        assert [m["role"] for m in history] == ["user", "agent", "user", "agent"]
+        assert [m["role"] for m in history] == ["user", "agent", "user", "agent", "agent"], history
+        assert history[3]["finish_reason"] == "tool_call" and not history[3]["text"].strip(), history
+        assert history[4]["text"] == ran, history
     finally:
         assert bridge.stop() == 0

@@ -587,6 +587,10 @@ def test_attachments_as_links_or_inline_as_the_agent_accepts(relay, user_token, 
                 assert [b["name"] for b in blocks] == ["shot.png", "notes.txt", "blob.bin"], blocks
                 assert blocks[0]["mimeType"] == "image/png" and blocks[0]["size"] == len(png), blocks
                 assert "/v1/files/%s?" % image in blocks[0]["uri"], blocks
+            # The user is told which image went as a link only, and why (issue 40, item 3); other files say nothing.
+            note = "[shot.png reached the agent as a link only: this agent does not take images]\n\n"
+            reply = acp.user.wait_reply(session, interaction)
+            assert reply["text"] == ("" if inline else note) + "echo: look", reply
         finally:
             assert acp.close() == 0
 

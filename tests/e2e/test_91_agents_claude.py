@@ -472,3 +472,103 @@ def test_claude_code_as_root_with_is_sandbox_0_fails_and_the_user_reads_why(rela
         assert "the acp agent could not start a session for relay session %s: %s" % (session, reason) in log, log
     finally:
         assert run.close() == 0
+
+
+# -- images sent with a message (issue 40, item 3) ----------------------------------------------------
+
+def png(width=3, height=2, rgb=(200, 30, 40)):
+    """A small valid PNG, made here (zlib and struct only): what a phone's screenshot is, in little."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+    rows = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def images_seen(requests):
+    """Every image block of the model requests' user messages: (media type, bytes)."""
+    import base64
+    seen = []
+    for body in requests:
+        for message in body.get("messages") or []:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if block.get("type") == "image" and block["source"]["type"] == "base64":
+                    seen.append((block["source"]["media_type"], base64.b64decode(block["source"]["data"])))
+    return seen
+
+
+class PhotoRig:
+    """relayd, a real relay-bridge paired and confirmed by the real `relay` (so that it can make an
+    encrypted session, as test_104 does), running a real agent through acp:, and the user's uploads."""
+
+    def __init__(self, relay, tmp_path, rig, ready_line):
+        from test_60_relay_cli import Cli
+        from test_63_relay_with_bridge import pair_real_bridge
+        from test_100_e2e_relay_cli import confirm_bridge
+        self.relay, self.rig = relay, rig
+        self.cli = Cli(tmp_path)
+        self.token = self.cli.login(relay)
+        self.bridge, self.inst = pair_real_bridge(self.cli, relay, tmp_path)
+        launcher = rig.write_launcher(os.path.join(str(tmp_path), "agent.sh"))
+        self.bridge.start("acp:" + launcher, "--cwd", rig.cwd)
+        self.bridge.wait_log(ready_line, timeout=WAIT)
+        self.bridge.wait_log("device key registered as")
+        self.me = confirm_bridge(self.cli, self.bridge)[0]
+
+    def session(self, encrypted):
+        sid = self.cli.json("new", "--installation", self.inst, "--encrypted" if encrypted else "--plain")["session_id"]
+        if encrypted:
+            self.bridge.wait_log("session %s: key received from device %s" % (sid, self.me))
+        return sid
+
+    def send_photo(self, sid, text, data, encrypted):
+        """Uploads data as a phone does (sealed in an encrypted session) and sends it with text."""
+        import hashlib
+        import json as _json
+        from e2elib import seal, seal_bytes
+        from relaylib import assert_ok
+        auth = {"Authorization": "Bearer " + self.token}
+        if not encrypted:
+            up = self.relay.request("POST", "/v1/me/attachments", data=data, headers=dict(auth, **{"Content-Type": "image/png"}))
+            body = {"text": text, "attachments": [{"key": assert_ok(up)["key"]}]}
+        else:
+            with open(self.cli.config / "client-session-keys.json") as f:
+                k = bytes.fromhex(_json.load(f)["sessions"][sid][0])
+            path = "attachments/" + sid
+            up = self.relay.request("POST", "/v1/me/attachments", data=seal_bytes(k, path, data),
+                                    headers=dict(auth, **{"Content-Type": "application/octet-stream"}))
+            meta = {"name": "screenshot.png", "mime": "image/png", "size": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest()}
+            body = {"text_ct": seal(k, "messages/" + sid, text),
+                    "attachments": [{"key": assert_ok(up)["key"], "meta_ct": seal(k, path, _json.dumps(meta))}]}
+        return assert_ok(self.relay.post("/v1/me/sessions/%s/send" % sid, body, token=self.token))["interaction_id"]
+
+    def close(self):
+        status = self.bridge.stop()
+        self.rig.close()
+        return status
+
+
+def test_a_photo_reaches_claude_code_as_an_image_plain_and_sealed(relay, tmp_path):
+    """The composer's photo, sent with a message, is an ACP image block for Claude Code, which hands the
+    model the very bytes (base64 in the Messages API request); in an encrypted session too, where the phone
+    sealed the file and relay-bridge opened it."""
+    from relaylib import wait_until
+    rig = _rig(tmp_path, [], "A red square.")
+    run = PhotoRig(relay, tmp_path, rig, "acp agent @zed-industries/claude-agent-acp 0.23.1 ready")
+    try:
+        for encrypted, data in ((False, png()), (True, png(5, 4, (10, 120, 240)))):
+            sid = run.session(encrypted)
+            before = len(rig.model.conversation())
+            run.send_photo(sid, "What is in this screenshot?", data, encrypted)
+            wait_until(lambda: images_seen(rig.model.conversation()[before:]), WAIT,
+                       what="the image in the model request (encrypted: %s)" % encrypted)
+            assert images_seen(rig.model.conversation()[before:])[0] == ("image/png", data), encrypted
+        assert "acp: could not" not in run.bridge.log_text(), run.bridge.log_text()
+        rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0

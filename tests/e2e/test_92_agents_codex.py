@@ -174,3 +174,42 @@ def test_codex_with_only_openai_api_key_is_logged_in_by_the_bridge(relay, user_t
         run.rig.assert_stayed_home()  # with the key: Authorization: Bearer sk-test-not-a-real-key
     finally:
         assert run.close() == 0
+
+
+def _images_seen(rig):
+    """Every image of the Responses API requests' input: (media type, bytes), from its data: URL."""
+    import base64
+    with rig.model.lock:
+        bodies = [r["body"] for r in rig.model.requests if isinstance(r["body"], dict)]
+    seen = []
+    for body in bodies:
+        for item in body.get("input") or []:
+            content = item.get("content") if isinstance(item, dict) else None
+            for part in content if isinstance(content, list) else []:
+                url = part.get("image_url") or ""
+                if part.get("type") == "input_image" and url.startswith("data:"):
+                    head, _, data = url[5:].partition(",")
+                    seen.append((head.split(";")[0], base64.b64decode(data)))
+    return seen
+
+
+def test_a_photo_reaches_codex_as_an_image_plain_and_sealed(relay, tmp_path):
+    """Issue 40, item 3: the composer's photo is an ACP image block for Codex, which hands the model
+    the very bytes (a data: URL in the Responses API request); in an encrypted session too."""
+    from relaylib import wait_until
+    from test_91_agents_claude import PhotoRig, png
+    rig = _rig(tmp_path, [], "A red square.")
+    run = PhotoRig(relay, tmp_path, rig, "acp agent codex-acp 0.16.0 ready")
+    try:
+        seen = 0
+        for encrypted, data in ((False, png()), (True, png(5, 4, (10, 120, 240)))):
+            sid = run.session(encrypted)
+            run.send_photo(sid, "What is in this screenshot?", data, encrypted)
+            wait_until(lambda: len(_images_seen(rig)) > seen, 60,
+                       what="the image in the model request (encrypted: %s)" % encrypted)
+            assert _images_seen(rig)[seen] == ("image/png", data), encrypted
+            seen = len(_images_seen(rig))
+        assert "acp: could not" not in run.bridge.log_text(), run.bridge.log_text()
+        rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0

@@ -171,8 +171,9 @@ static const rl_cli_command_t commands[] = {
      "but did not finish (error: the agent failed or its bridge gave up; cancelled; incomplete: the relay "
      "ended it; length, content_filter; an end without a reason is stop), 3 when the turn ended without a final reply (Ctrl-C cancels it; "
      "--timeout), 1 on errors. With --json, one JSON object per line: sent, message_added, "
-     "message_delta, task_*, approval_*, device_capability_*, resync, polled, and done {status, text, "
-     "finish_reason, source}.",
+     "message_delta, message_finalized (a message that ended as a tool call: the turn goes on in the next), "
+     "task_*, approval_*, device_capability_*, resync, polled, and done {status, text, finish_reason, source} "
+     "(the turn's last message).",
      send_flags, send_examples, relay_run_send},
     {"chat", "[session]", 0, 1, "chat interactively in a session (default: your newest)",
      "Type a message and watch the answer stream. A line typed while the agent answers is queued (up to 16) "

@@ -8,7 +8,7 @@ import { approvalCard, autoApprove } from './approvals.js';
 import { capabilityTray } from './capabilities.js';
 import { filesButton } from './files.js';
 import { taskCard } from './toolcall.js';
-import { itemAt, orderItems, endsTurn, isHiddenMessage, isHeldBubble, agentLabel } from './transcript.js';
+import { itemAt, orderItems, endsTurn, isHiddenMessage, isHeldBubble, settledMessages, agentLabel } from './transcript.js';
 import { commandQuery, filterCommands, commandIn } from './commands.js';
 import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
@@ -64,9 +64,10 @@ function messageEl() {
   return h('article', { class: 'msg' });
 }
 
-function updateMessage(el, m) {
+// settled: something of its turn follows it, so no more text comes to it (transcript.js settledMessages).
+function updateMessage(el, m, settled) {
   const text = m.text === ' ' && m.state === 'streaming' ? '' : m.text;
-  const signature = `${m.state}|${text.length}|${text.slice(-64)}|${(m.attachments || []).length}|${m.finish_reason}`;
+  const signature = `${m.state}|${text.length}|${text.slice(-64)}|${(m.attachments || []).length}|${m.finish_reason}|${settled}`;
   if (el.dataset.signature === signature) return;
   el.dataset.signature = signature;
   el.className = `msg msg-${m.role} msg-${m.state}`;
@@ -75,7 +76,7 @@ function updateMessage(el, m) {
   const body = h('div', { class: 'msg-body' });
   if (m.role === 'agent') body.append(renderMarkdown(text));
   else body.append(h('p', { class: 'msg-plain', text }));
-  if (m.state === 'streaming') body.append(h('span', { class: 'typing', role: 'img', 'aria-label': 'still writing' }, h('i'), h('i'), h('i')));
+  if (m.state === 'streaming' && !settled) body.append(h('span', { class: 'typing', role: 'img', 'aria-label': 'still writing' }, h('i'), h('i'), h('i')));
   el.append(body);
   if (m.attachments && m.attachments.length)
     el.append(h('div', { class: 'attachments' }, m.attachments.map(attachmentView)));
@@ -101,7 +102,10 @@ function timeline(sessionId) {
   for (const a of store.approvals.values()) {
     if (a.session_id === sessionId) items.push({ type: 'approval', id: a.approval_id, key: `a:${a.approval_id}`, at: itemAt(a), tie: a.tie, value: a });
   }
-  return orderItems(items);
+  const ordered = orderItems(items);
+  const settled = settledMessages(ordered);
+  for (const item of ordered) item.settled = settled.has(item.id);
+  return ordered;
 }
 
 // at: the key of an item to show (`m:`, `t:`, `a:` + its id, or `c:` + a capability request's),
@@ -303,7 +307,7 @@ export function chatView(main, sessionId, at = null) {
     const stick = stuck || nearBottom();
     reconcile(list, timeline(sessionId), (item) => item.key,
       (item) => (item.type === 'message' ? messageEl() : item.type === 'task' ? taskCard.create(item.value) : approvalCard.create(item.value)),
-      (el, item) => (item.type === 'message' ? updateMessage(el, item.value) : item.type === 'task' ? taskCard.update(el, item.value) : approvalCard.update(el, item.value)));
+      (el, item) => (item.type === 'message' ? updateMessage(el, item.value, item.settled) : item.type === 'task' ? taskCard.update(el, item.value) : approvalCard.update(el, item.value)));
     older.hidden = !c.hasMore;
     drawEmpty();
     const open = inFlight(sessionId);

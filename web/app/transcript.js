@@ -153,6 +153,22 @@ export function isHeldBubble(m, waiting) {
   return !!m && m.role === 'agent' && m.state === 'streaming' && !/\S/.test(m.text || '') && !!waiting && waiting.has(m.interaction_id);
 }
 
+// Messages of ordered timeline items that something of their own turn follows (a tool call, an approval,
+// the next message): the agent writes the text after those in a new message below them (docs/bridge.md,
+// "Text after a tool call is a new agent message"), so such a message shows no typing dots even while it is
+// still open. Returns the set of their ids.
+export function settledMessages(items) {
+  const settled = new Set();
+  const later = new Set();
+  for (let i = items.length - 1; i >= 0; i--) {
+    const { type, id, value } = items[i];
+    const turn = value && value.interaction_id;
+    if (type === 'message' && turn && later.has(turn)) settled.add(id);
+    if (turn) later.add(turn);
+  }
+  return settled;
+}
+
 // When an item happened, for ordering: the relay's time when known, else when the app first saw it.
 export function itemAt(value) {
   return value.created_at || value.ts || value.seen_at || 0;

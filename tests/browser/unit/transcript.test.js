@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   mergeTask, mergeApproval, mergePageMessage, timelineEntry, orderItems, planEntries, thinkingText,
-  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence, ties, isHiddenMessage, isHeldBubble, agentLabel,
+  contentBlocks, resultDetail, errorText, argsDetail, taskState, taskKind, TASK_KINDS, liveAt, pinBefore, endsTurn, unfence, ties, isHiddenMessage, isHeldBubble, settledMessages, agentLabel,
 } from '../../../web/app/transcript.js';
 import { commandQuery, filterCommands, commandIn } from '../../../web/app/commands.js';
 
@@ -228,6 +228,16 @@ test('an empty typing bubble is held back while an approval of its turn waits, a
   assert.equal(isHeldBubble(bubble(' ', 'streaming', 'int_2'), waiting), false, 'another turn\'s approval');
   assert.equal(isHeldBubble(bubble(' ', 'final'), waiting), false);
   assert.equal(isHeldBubble({ role: 'user', text: '', state: 'streaming', interaction_id: 'int_1' }, waiting), false);
+});
+
+test('a message that something of its own turn follows writes no more: no typing dots', () => {
+  const item = (type, id, interaction) => ({ type, id, value: { interaction_id: interaction } });
+  const items = [item('message', 'm_user', 'int_1'), item('message', 'm_1', 'int_1'), item('task', 't_1', 'int_1'),
+    item('message', 'm_2', 'int_1'), item('approval', 'a_1', 'int_1'), item('message', 'm_3', 'int_1'),
+    item('message', 'm_other', 'int_2')];
+  assert.deepEqual([...settledMessages(items)].sort(), ['m_1', 'm_2', 'm_user']);
+  assert.deepEqual([...settledMessages([item('message', 'm_1', 'int_1'), item('message', 'm_2', 'int_2')])], [],
+    'another turn after it: the message may still be written');
 });
 
 test('the agent is named as people know it, not by its npm package', () => {

@@ -535,6 +535,57 @@ static void test_an_empty_tool_call_end_is_hidden(void **state)
     }
 }
 
+/* Issue 40, item 6: the text after a tool call or an approval is a new message below it, and the chat follows. */
+static void test_a_turn_goes_on_in_its_next_message(void **state)
+{
+    fixture_t *f = start(RL_CHAT_CHAT, 0, 1, 0);
+
+    (void)state;
+    send_one(f);
+    event(f, "message_added", "1",
+          "{\"interaction_id\":\"int_1\",\"role\":\"agent\",\"message_id\":\"msg_a\",\"text\":\" \"}");
+    event(f, "message_delta", "2", "{\"interaction_id\":\"int_1\",\"message_id\":\"msg_a\",\"delta\":\"Reading.\"}");
+    event(f, "task_created", "3", "{\"interaction_id\":\"int_1\",\"task_id\":\"t\",\"name\":\"read\"}");
+    event(f, "message_finalized", "4",
+          "{\"interaction_id\":\"int_1\",\"role\":\"agent\",\"message_id\":\"msg_a\",\"text\":\"Reading.\","
+          "\"finish_reason\":\"tool_call\"}");
+    /* Not the end of the turn: the next message is its text after the tool call. */
+    assert_true(rl_chat_turn_active(f->chat));
+    event(f, "message_added", "5",
+          "{\"interaction_id\":\"int_1\",\"role\":\"agent\",\"message_id\":\"msg_b\",\"text\":\" \"}");
+    event(f, "message_delta", "6", "{\"interaction_id\":\"int_1\",\"message_id\":\"msg_b\",\"delta\":\"Done.\"}");
+    rl_chat_tick(f->chat, rl_clock_mono_ms() + RL_CHAT_NEXT_MESSAGE_MS + 1000);
+    assert_true(rl_chat_turn_active(f->chat));
+    event(f, "message_finalized", "7",
+          "{\"interaction_id\":\"int_1\",\"role\":\"agent\",\"message_id\":\"msg_b\",\"text\":\"Done.\","
+          "\"finish_reason\":\"stop\"}");
+    assert_false(rl_chat_turn_active(f->chat));
+    assert_int_equal(rl_chat_outcome(f->chat), RL_CHAT_COMPLETE);
+    assert_string_equal(out(f), "agent> Reading.\n  ▶ task read started\nagent> Done.\nyou> ");
+    stop(f);
+
+    /* Another bridge may end a whole turn as a tool call: with no next message in time, that was its end. */
+    f = start(RL_CHAT_SEND, 1, 0, 0);
+    send_one(f);
+    event(f, "message_finalized", "1",
+          "{\"interaction_id\":\"int_1\",\"role\":\"agent\",\"message_id\":\"msg_a\",\"text\":\"Calling.\","
+          "\"finish_reason\":\"tool_call\"}");
+    rl_chat_tick(f->chat, rl_clock_mono_ms() + 1000);
+    assert_true(rl_chat_turn_active(f->chat));
+    rl_chat_tick(f->chat, rl_clock_mono_ms() + RL_CHAT_NEXT_MESSAGE_MS + 1000);
+    assert_false(rl_chat_turn_active(f->chat));
+    assert_int_equal(rl_chat_outcome(f->chat), RL_CHAT_COMPLETE);
+    {
+        json_t *all = lines(f);
+        assert_string_equal(line_event(all, json_array_size(all) - 1), "done");
+        assert_string_equal(json_string_value(json_object_get(
+                                json_object_get(json_array_get(all, json_array_size(all) - 1), "data"), "text")),
+                            "Calling.");
+        json_decref(all);
+    }
+    stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -554,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_one_key_answers_and_says_so),
         cmocka_unit_test(test_tool_calls_show_their_diffs_plans_and_output),
         cmocka_unit_test(test_an_empty_tool_call_end_is_hidden),
+        cmocka_unit_test(test_a_turn_goes_on_in_its_next_message),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
