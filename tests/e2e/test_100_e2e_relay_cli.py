@@ -27,7 +27,7 @@ import time
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from e2elib import blob_key, open_, seal
-from relaylib import assert_ok, bearer, wait_until
+from relaylib import assert_ok, bearer, paced, wait_until
 from test_18_push import PushService, push_relay
 from test_50_bridge_support import PYTHON
 from test_60_relay_cli import WAIT, Cli
@@ -418,9 +418,11 @@ def test_encrypted_capability_and_attachments_through_the_real_bridge(relay, tmp
         with open(cli.config / "client-session-keys.json") as f:
             key = bytes.fromhex(json.load(f)["sessions"][ses][0])
 
+        # The test's own calls share the user's bucket with the real terminal it drives: paced as a client would.
         def upload(data):
-            r = relay.request("POST", "/v1/me/attachments", data=seal_bytes(key, "attachments/" + ses, data),
-                              headers=dict(bearer(token), **{"Content-Type": "application/octet-stream"}))
+            sealed = seal_bytes(key, "attachments/" + ses, data)
+            r = paced(lambda: relay.request("POST", "/v1/me/attachments", data=sealed,
+                                            headers=dict(bearer(token), **{"Content-Type": "application/octet-stream"})))
             return assert_ok(r)["key"]
 
         def meta(name, mime, data):
@@ -430,18 +432,16 @@ def test_encrypted_capability_and_attachments_through_the_real_bridge(relay, tmp
         notes = b"okapi field notes: the wombatcartographer was here\n" * 40
         item = {"key": upload(notes), "meta_ct": seal(key, "attachments/" + ses,
                                                       json.dumps(meta("okapi-notes.txt", "text/plain", notes)))}
-        assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
-                             {"text_ct": seal(key, "messages/" + ses, "read this"), "attachments": [item]},
-                             token=token))
+        body = {"text_ct": seal(key, "messages/" + ses, "read this"), "attachments": [item]}
+        assert_ok(paced(lambda: relay.post("/v1/me/sessions/%s/send" % ses, body, token=token)))
         reply = _agent_reply(cli, ses, "files:", "the agent's reading of the attachment")
         assert reply == "files: okapi-notes.txt text/plain %d %s" % (len(notes), hashlib.sha256(notes).hexdigest())
 
         # A bad sealed file (bytes that are not what meta_ct names): the agent gets no file, and says so.
         item = {"key": upload(b"other bytes"), "meta_ct": seal(key, "attachments/" + ses,
                                                                json.dumps(meta("x.txt", "text/plain", notes)))}
-        assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
-                             {"text_ct": seal(key, "messages/" + ses, "and this"), "attachments": [item]},
-                             token=token))
+        body = {"text_ct": seal(key, "messages/" + ses, "and this"), "attachments": [item]}
+        assert_ok(paced(lambda: relay.post("/v1/me/sessions/%s/send" % ses, body, token=token)))
         reply = _agent_reply(cli, ses, "no file", "the agent told of an unreadable attachment")
         assert reply == "files: None application/octet-stream no file: unreadable", reply
 
@@ -450,8 +450,8 @@ def test_encrypted_capability_and_attachments_through_the_real_bridge(relay, tmp
         asked = send.wait_for("device_capability_request")["data"]
         photo = b"\x89PNG\r\n\x1a\n" + b"okapi-photo-pixels" * 30
         answer = seal(key, "capabilities/" + ses, json.dumps({"attachment": meta("okapi.png", "image/png", photo)}))
-        assert_ok(relay.post("/v1/me/capabilities/%s" % asked["request_id"],
-                             {"attachment_key": upload(photo), "answer_ct": answer}, token=token))
+        body = {"attachment_key": upload(photo), "answer_ct": answer}
+        assert_ok(paced(lambda: relay.post("/v1/me/capabilities/%s" % asked["request_id"], body, token=token)))
         assert send.finish() == 0, (send.lines, "".join(send.stderr))
         assert send.events("done")[0]["data"]["text"].endswith(
             "a photo: okapi.png image/png %d %s" % (len(photo), hashlib.sha256(photo).hexdigest())), send.lines
