@@ -26,8 +26,6 @@ typedef struct rl_agent_adapter {
     void (*cancel)(rl_agent_t *agent, const char *session_id, const char *interaction_id);
     /* Any other update, as a jsonl protocol line (approval, approval_expired, session_started). */
     void (*notify)(rl_agent_t *agent, json_t *line);
-    /* A child process of this adapter ended (status as from waitpid). 1 when it was ours. */
-    int (*child_exited)(rl_agent_t *agent, pid_t pid, int status);
     void (*destroy)(rl_agent_t *agent);
 } rl_agent_adapter_t;
 
@@ -79,7 +77,7 @@ void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
 void rl_bridge_tool_file(rl_bridge_t *bridge, const char *session_id, const char *tool, const char *path);
 /* Stops the bridge: the agent cannot go on. */
 void rl_bridge_fail(rl_bridge_t *bridge, const char *why);
-/* Blocked signals to restore in a child before exec. */
+/* Blocked signals to restore in a child before exec (child.c). */
 void rl_bridge_child_signals(void);
 
 #endif

@@ -10,12 +10,12 @@
  * first message arrives, and its prompts run one at a time. What the agent
  * reports becomes the same internal lines the jsonl adapter produces
  * (rl_bridge_agent_line), so tasks, approvals and the manifest take one path
- * to the relay; text goes through the loop's delta batching. Writes to the
- * agent are queued and written as the pipe takes them; its stdout is read
- * line by line with a cap; its stderr goes to the log a line at a time. When
- * the process dies, every running reply ends with an error, and it is
- * started again after a back-off (1 s doubling to 30 s) by a timerfd the loop
- * polls.
+ * to the relay; text goes through the loop's delta batching. The process
+ * is one of child.h's: writes to the agent are queued and written as the
+ * pipe takes them; its stdout is read line by line with a cap; its stderr
+ * goes to the log a line at a time. When the process dies, every running
+ * reply ends with an error, and it is started again after a back-off (1 s
+ * doubling to 30 s).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +34,7 @@
 #include "bridge/acp_fs.h"
 #include "bridge/acp_map.h"
 #include "bridge/agent.h"
-#include "bridge/jsonl_reader.h"
+#include "bridge/child.h"
 #include "bridge/jsonrpc.h"
 #include "client/client.h"
 #include "client/credentials.h"
@@ -50,8 +49,6 @@
 #define LINE_MAX_BYTES (8u * 1024u * 1024u)
 /* What waits for the agent to read; past it the agent is stuck. */
 #define MAX_PENDING_OUT (16u * 1024u * 1024u)
-/* One line of the agent's stderr in the log; the rest of a longer line is cut. */
-#define STDERR_LINE 1024
 /* The agent's last stderr lines kept for the user's error text when it fails (docs/bridge.md "acp:COMMAND"). */
 #define STDERR_TAIL 2048
 /* What a failed request's message and data may take of that text. */
@@ -157,16 +154,7 @@ struct rl_agent {
     rl_bridge_t *bridge;
     char *command;
     char root[PATH_MAX]; /* the working folder, resolved: fs methods stay inside it */
-    pid_t pid;
-    int in_fd, out_fd, err_fd;
-    rl_buf_t pending; /* bytes for the agent's stdin not written yet, capped at MAX_PENDING_OUT */
-    rl_jsonl_reader_t reader;
-    char err_line[STDERR_LINE + 1];
-    size_t err_len;
-    char err_tail[STDERR_TAIL + 1]; /* its last whole stderr lines since the last failure or success, each ending \n */
-    size_t tail_len;
-    int err_skipping;
-    int err_escape; /* inside a terminal escape sequence (colours): 1 after ESC, 2 inside CSI */
+    rl_child_t *child;   /* its stderr tail: the lines since the last failure or success */
     int initialized;
     int load_session, image, embedded_context;
     json_t *auth_methods;
@@ -178,69 +166,34 @@ struct rl_agent {
     request_t *requests;
     session_t *sessions;
     permission_t *permissions;
-    int timer_fd;
-    long restart_delay_ms;
     int fetch_pipe[2];
     fetch_t *fetches;
     json_t *state; /* {"agent", "cwd", "sessions": {relay id: ACP id}} */
 };
 
-static void spawn(struct rl_agent *a);
+static rl_child_t *new_child(struct rl_agent *a);
 static void open_session(struct rl_agent *a, session_t *s);
 static void pump(struct rl_agent *a, session_t *s);
 
 /* ---- writing to the agent --------------------------------------------------------------------- */
-
-static void flush_out(struct rl_agent *a);
-
-static void on_stdin(void *user, int fd, short revents)
-{
-    (void)fd;
-    (void)revents;
-    flush_out(user);
-}
-
-static void flush_out(struct rl_agent *a)
-{
-    int written;
-
-    if (a->in_fd < 0)
-        return;
-    written = rl_buf_write(&a->pending, a->in_fd);
-    if (written == RL_BUF_AGAIN) {
-        rl_bridge_watch(a->bridge, a->in_fd, POLLOUT, on_stdin, a);
-        return;
-    }
-    if (written != 0) {
-        rl_log(RL_LOG_WARN, "writing to the acp agent: %s", strerror(errno));
-        rl_buf_reset(&a->pending);
-    }
-    rl_bridge_unwatch(a->bridge, a->in_fd);
-}
 
 /* Queues one message (stolen) for the agent; dropped when no agent runs. */
 static void send_msg(struct rl_agent *a, json_t *msg)
 {
     char *text = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
     size_t len;
-    int queued;
 
     json_decref(msg);
-    if (text == NULL || a->in_fd < 0) {
-        free(text);
+    if (text == NULL)
         return;
-    }
     /* The message goes out with its newline in place of the NUL, in one append that fits whole or not at all. */
     len = strlen(text);
     text[len] = '\n';
-    queued = rl_buf_append(&a->pending, text, len + 1);
-    free(text);
-    if (queued == RL_BUF_E_TOO_LARGE) {
+    if (rl_child_send(a->child, text, len + 1) == RL_CHILD_E_FULL) {
         rl_log(RL_LOG_ERROR, "the acp agent does not read its input: stopping it");
-        kill(-a->pid, SIGKILL);
-    } else if (queued == 0) {
-        flush_out(a);
+        rl_child_signal(a->child, SIGKILL);
     }
+    free(text);
 }
 
 static json_int_t request(struct rl_agent *a, request_kind_t kind, const char *method, json_t *params, session_t *s,
@@ -1219,8 +1172,6 @@ static void pump(struct rl_agent *a, session_t *s)
             s, p);
 }
 
-static int read_stderr(struct rl_agent *a);
-
 /*
  * Why a request failed, as the agent said: the error's message and its data
  * (an adapter's real reason is there: the ACP SDK answers an exception as
@@ -1259,22 +1210,18 @@ static void error_reason(rl_jsonrpc_msg_t *msg, char *out, size_t outsz)
  */
 static void failure_text(struct rl_agent *a, const char *head, char *out, size_t outsz)
 {
+    const char *tail = rl_child_stderr_tail(a->child);
     int n;
-    int i;
 
-    /* What it wrote just before answering may still be in the pipe. */
-    for (i = 0; i < 256 && a->err_fd >= 0 && read_stderr(a) > 0; i++)
-        ;
     n = snprintf(out, outsz, "%s", head);
-    if (a->tail_len > 0 && n >= 0 && (size_t)n < outsz)
-        snprintf(out + n, outsz - (size_t)n, "\n\nThe agent's last lines on stderr:\n%s", a->err_tail);
+    if (tail[0] != '\0' && n >= 0 && (size_t)n < outsz)
+        snprintf(out + n, outsz - (size_t)n, "\n\nThe agent's last lines on stderr:\n%s", tail);
 }
 
 /* The stderr before a success, or already reported, explains no later failure. */
 static void tail_reset(struct rl_agent *a)
 {
-    a->tail_len = 0;
-    a->err_tail[0] = '\0';
+    rl_child_stderr_forget(a->child);
 }
 
 static void open_session(struct rl_agent *a, session_t *s)
@@ -1541,7 +1488,7 @@ static void on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg)
     end_prompt(a, s, p, finish, usage, NULL);
     tail_reset(a);
     json_decref(usage);
-    a->restart_delay_ms = RESTART_FIRST_MS;
+    rl_child_backoff_reset(a->child);
     pump(a, s);
 }
 
@@ -1628,226 +1575,17 @@ static void on_line(void *user, const char *line, size_t len)
 
 /* ---- the process ------------------------------------------------------------------------------ */
 
-static void close_fd(struct rl_agent *a, int *fd)
-{
-    if (*fd >= 0) {
-        rl_bridge_unwatch(a->bridge, *fd);
-        close(*fd);
-        *fd = -1;
-    }
-}
-
-/* One read of the agent's stdout: 1 when bytes came, 0 at the end (the pipe is then closed), -1 when none yet. */
-static int read_stdout(struct rl_agent *a)
-{
-    char buf[65536];
-    ssize_t n = read(a->out_fd, buf, sizeof(buf));
-
-    if (n > 0) {
-        if (rl_jsonl_reader_feed(&a->reader, buf, (size_t)n, on_line, a) != 0)
-            rl_log(RL_LOG_WARN, "acp agent: a message longer than 8 MiB dropped");
-        return 1;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return -1;
-    close_fd(a, &a->out_fd);
-    return 0;
-}
-
-static void on_stdout(void *user, int fd, short revents)
-{
-    (void)fd;
-    (void)revents;
-    read_stdout(user);
-}
-
-/* Appends a line to the stderr tail, dropping its oldest whole lines to make room. */
-static void tail_add(struct rl_agent *a, const char *line, size_t len)
-{
-    size_t drop = 0;
-
-    if (len + 1 > STDERR_TAIL)
-        return;
-    if (a->tail_len + len + 1 > STDERR_TAIL) {
-        const char *nl;
-        drop = a->tail_len + len + 1 - STDERR_TAIL;
-        nl = memchr(a->err_tail + drop - 1, '\n', a->tail_len - drop + 1);
-        drop = nl != NULL ? (size_t)(nl - a->err_tail) + 1 : a->tail_len;
-        memmove(a->err_tail, a->err_tail + drop, a->tail_len - drop);
-        a->tail_len -= drop;
-    }
-    memcpy(a->err_tail + a->tail_len, line, len);
-    a->tail_len += len;
-    a->err_tail[a->tail_len++] = '\n';
-    a->err_tail[a->tail_len] = '\0';
-}
-
-static void err_flush(struct rl_agent *a)
-{
-    a->err_line[a->err_len] = '\0';
-    if (a->err_len > 0) {
-        rl_log(RL_LOG_INFO, "acp agent stderr: %s", a->err_line);
-        tail_add(a, a->err_line, a->err_len);
-    }
-    a->err_len = 0;
-}
-
-/*
- * Agents colour their stderr for a terminal (Codex does even into a pipe):
- * the log gets the text without the escape sequences. 1 when c belongs to
- * one.
- */
-static int skip_escape(struct rl_agent *a, unsigned char c)
-{
-    if (a->err_escape == 0 && c != 0x1b)
-        return 0;
-    if (a->err_escape == 0)
-        a->err_escape = 1;
-    else if (a->err_escape == 1)
-        a->err_escape = c == '[' ? 2 : 0;
-    else if (c >= 0x40 && c <= 0x7e)
-        a->err_escape = 0; /* a CSI sequence ends with its final byte */
-    return 1;
-}
-
-/* Like read_stdout: each line of stderr goes to the log, its first STDERR_LINE bytes. */
-static int read_stderr(struct rl_agent *a)
-{
-    char buf[4096];
-    ssize_t n = read(a->err_fd, buf, sizeof(buf)), i;
-
-    if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return -1;
-        err_flush(a);
-        close_fd(a, &a->err_fd);
-        return 0;
-    }
-    for (i = 0; i < n; i++) {
-        if (buf[i] == '\n') {
-            if (!a->err_skipping)
-                err_flush(a);
-            a->err_skipping = 0;
-            a->err_len = 0;
-        } else if (a->err_skipping || skip_escape(a, (unsigned char)buf[i])) {
-            continue;
-        } else if (a->err_len == STDERR_LINE) {
-            /* The log gets the start of a long line; the rest up to its newline is dropped. */
-            err_flush(a);
-            a->err_skipping = 1;
-        } else {
-            /* Other control characters would garble the log or the terminal showing it. */
-            a->err_line[a->err_len++] = (unsigned char)buf[i] < 0x20 || buf[i] == 0x7f ? ' ' : buf[i];
-        }
-    }
-    return 1;
-}
-
-static void on_stderr(void *user, int fd, short revents)
-{
-    (void)fd;
-    (void)revents;
-    read_stderr(user);
-}
-
-/*
- * What a dead agent wrote last is still in its pipes when its exit is
- * reported: its last updates, and on stderr most often why it died. Read
- * both before they are closed (bounded: another process of its group may
- * still hold them open and write).
- */
-static void drain(struct rl_agent *a)
-{
-    int i;
-
-    for (i = 0; i < 256 && a->out_fd >= 0 && read_stdout(a) > 0; i++)
-        ;
-    for (i = 0; i < 256 && a->err_fd >= 0 && read_stderr(a) > 0; i++)
-        ;
-    if (a->err_fd >= 0)
-        err_flush(a);
-}
-
-static void on_restart_timer(void *user, int fd, short revents)
+static void on_started(void *user)
 {
     struct rl_agent *a = user;
-    uint64_t expirations;
 
-    (void)revents;
-    if (read(fd, &expirations, sizeof(expirations)) < 0 && errno == EAGAIN)
-        return;
-    rl_bridge_unwatch(a->bridge, fd);
-    spawn(a);
-}
-
-static void schedule_restart(struct rl_agent *a)
-{
-    struct itimerspec when = {{0, 0}, {a->restart_delay_ms / 1000, (a->restart_delay_ms % 1000) * 1000000L}};
-
-    rl_log(RL_LOG_WARN, "restarting the acp agent in %ld ms", a->restart_delay_ms);
-    timerfd_settime(a->timer_fd, 0, &when, NULL);
-    rl_bridge_watch(a->bridge, a->timer_fd, POLLIN, on_restart_timer, a);
-    a->restart_delay_ms = a->restart_delay_ms * 2 > RESTART_CAP_MS ? RESTART_CAP_MS : a->restart_delay_ms * 2;
-}
-
-static void spawn(struct rl_agent *a)
-{
-    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-
-    if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
-        goto fail;
-    a->pid = fork();
-    if (a->pid < 0)
-        goto fail;
-    if (a->pid == 0) {
-        setpgid(0, 0);
-        rl_bridge_child_signals();
-        dup2(in_pipe[0], 0);
-        dup2(out_pipe[1], 1);
-        dup2(err_pipe[1], 2);
-        if (chdir(a->root) != 0)
-            _exit(126);
-        execl("/bin/sh", "sh", "-c", a->command, (char *)NULL);
-        _exit(127);
-    }
-    setpgid(a->pid, a->pid);
-    close(in_pipe[0]);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    a->in_fd = in_pipe[1];
-    a->out_fd = out_pipe[0];
-    a->err_fd = err_pipe[0];
-    fcntl(a->in_fd, F_SETFL, O_NONBLOCK);
-    fcntl(a->out_fd, F_SETFL, O_NONBLOCK);
-    fcntl(a->err_fd, F_SETFL, O_NONBLOCK);
-    rl_jsonl_reader_free(&a->reader);
-    rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
     a->auth = AUTH_NONE;
-    a->err_len = 0;
-    a->err_skipping = 0;
-    a->err_escape = 0;
-    a->tail_len = 0;
-    rl_bridge_watch(a->bridge, a->out_fd, POLLIN, on_stdout, a);
-    rl_bridge_watch(a->bridge, a->err_fd, POLLIN, on_stderr, a);
-    rl_log(RL_LOG_INFO, "started the acp agent (pid %d) in %s", (int)a->pid, a->root);
+    rl_log(RL_LOG_INFO, "started the acp agent (pid %d) in %s", (int)rl_child_pid(a->child), a->root);
     request(a, REQ_INITIALIZE, "initialize",
             json_pack("{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s, s:s}}", "protocolVersion", ACP_PROTOCOL_VERSION,
                       "clientCapabilities", "fs", "readTextFile", 1, "writeTextFile", 1, "terminal", 0, "clientInfo",
                       "name", "relay-bridge", "title", "Relay", "version", RL_VERSION),
             NULL, NULL);
-    return;
-fail:
-    rl_log(RL_LOG_ERROR, "cannot start the acp agent: %s", strerror(errno));
-    for (int i = 0; i < 2; i++) {
-        if (in_pipe[i] >= 0)
-            close(in_pipe[i]);
-        if (out_pipe[i] >= 0)
-            close(out_pipe[i]);
-        if (err_pipe[i] >= 0)
-            close(err_pipe[i]);
-    }
-    a->pid = -1;
-    schedule_restart(a);
 }
 
 /* The process is gone: what it was doing ends with an error the user sees; what waits for it stays queued. */
@@ -1857,17 +1595,12 @@ static void agent_gone(struct rl_agent *a, const char *why)
     char head[300], text[FAILURE_TEXT_MAX], early[FAILURE_TEXT_MAX];
     int started;
 
-    drain(a);
     snprintf(head, sizeof(head), "[%s; relay-bridge restarts it: send the message again]", why);
     failure_text(a, head, text, sizeof(text));
     snprintf(head, sizeof(head), "[the agent could not start: %s; see relay-bridge's log]", why);
     failure_text(a, head, early, sizeof(early));
     tail_reset(a);
     started = a->initialized;
-    close_fd(a, &a->in_fd);
-    close_fd(a, &a->out_fd);
-    close_fd(a, &a->err_fd);
-    rl_buf_reset(&a->pending);
     a->initialized = 0;
     while (a->requests != NULL) {
         request_t *r = a->requests;
@@ -1918,29 +1651,24 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     if (a == NULL)
         return -1;
     a->bridge = bridge;
-    rl_buf_init(&a->pending, MAX_PENDING_OUT);
-    a->in_fd = a->out_fd = a->err_fd = -1;
-    a->pid = -1;
-    a->restart_delay_ms = RESTART_FIRST_MS;
     a->fetch_pipe[0] = a->fetch_pipe[1] = -1;
     a->command = strdup(arg);
-    a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (realpath(cwd != NULL ? cwd : ".", a->root) == NULL) {
         rl_log(RL_LOG_ERROR, "--cwd %s: %s", cwd != NULL ? cwd : ".", strerror(errno));
         goto fail;
     }
-    if (a->command == NULL || a->timer_fd < 0 || pipe2(a->fetch_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    if (a->command == NULL || pipe2(a->fetch_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        goto fail;
+    a->child = new_child(a);
+    if (a->child == NULL)
         goto fail;
     rl_bridge_watch(bridge, a->fetch_pipe[0], POLLIN, on_fetched, a);
-    rl_jsonl_reader_init(&a->reader, LINE_MAX_BYTES);
     state_load(a);
     warn_environment();
-    spawn(a);
+    rl_child_start(a->child);
     *out = a;
     return 0;
 fail:
-    if (a->timer_fd >= 0)
-        close(a->timer_fd);
     if (a->fetch_pipe[0] >= 0) {
         close(a->fetch_pipe[0]);
         close(a->fetch_pipe[1]);
@@ -2015,36 +1743,48 @@ static void acp_cancel(rl_agent_t *a, const char *session_id, const char *intera
     }
 }
 
-static int acp_child_exited(rl_agent_t *a, pid_t pid, int status)
+/* The process ended (what it started in its group, npx's node say, was killed with it); child.c restarts it. */
+static void on_exited(void *user, int status)
 {
+    struct rl_agent *a = user;
     char why[128];
 
-    if (pid != a->pid || pid <= 0)
-        return 0;
-    /* What the agent started in its process group (npx starts node, say) goes with it. */
-    kill(-pid, SIGKILL);
-    a->pid = -1;
     if (WIFEXITED(status))
         snprintf(why, sizeof(why), "the agent exited with status %d", WEXITSTATUS(status));
     else
         snprintf(why, sizeof(why), "the agent was killed by signal %d", WTERMSIG(status));
     rl_log(RL_LOG_WARN, "%s", why);
     agent_gone(a, why);
-    schedule_restart(a);
-    return 1;
+}
+
+static rl_child_t *new_child(struct rl_agent *a)
+{
+    rl_child_config_t config = {
+        .name = "the acp agent",
+        .command = a->command,
+        .cwd = a->root,
+        .stdin_fd = -1,
+        .stdin_max = MAX_PENDING_OUT,
+        .line_max = LINE_MAX_BYTES,
+        .stderr_label = "acp agent stderr",
+        .stderr_tail = STDERR_TAIL,
+        .exit_signal = SIGKILL,
+        .restart_first_ms = RESTART_FIRST_MS,
+        .restart_cap_ms = RESTART_CAP_MS,
+        .on_out = on_line,
+        .on_start = on_started,
+        .on_exit = on_exited,
+        .user = a,
+    };
+
+    return rl_child_new(a->bridge, &config);
 }
 
 static void acp_destroy(rl_agent_t *a)
 {
     session_t *s;
 
-    if (a->pid > 0) {
-        kill(-a->pid, SIGTERM);
-        waitpid(a->pid, NULL, 0);
-    }
-    close_fd(a, &a->in_fd);
-    close_fd(a, &a->out_fd);
-    close_fd(a, &a->err_fd);
+    rl_child_free(a->child);
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;
@@ -2062,10 +1802,6 @@ static void acp_destroy(rl_agent_t *a)
         free(s->acp_id);
         free(s);
     }
-    if (a->timer_fd >= 0) {
-        rl_bridge_unwatch(a->bridge, a->timer_fd);
-        close(a->timer_fd);
-    }
     /* A fetch still running ends within its timeout; its report is read here and dropped. */
     while (a->fetches != NULL) {
         fetch_t *f = a->fetches;
@@ -2078,13 +1814,11 @@ static void acp_destroy(rl_agent_t *a)
     rl_bridge_unwatch(a->bridge, a->fetch_pipe[0]);
     close(a->fetch_pipe[0]);
     close(a->fetch_pipe[1]);
-    rl_jsonl_reader_free(&a->reader);
     json_decref(a->auth_methods);
     json_decref(a->agent_info);
     json_decref(a->commands);
     json_decref(a->state);
     free(a->mode);
-    rl_buf_free(&a->pending);
     free(a->command);
     free(a);
 }
@@ -2095,6 +1829,5 @@ const rl_agent_adapter_t rl_agent_acp = {
     .message = acp_message,
     .cancel = acp_cancel,
     .notify = acp_notify,
-    .child_exited = acp_child_exited,
     .destroy = acp_destroy,
 };

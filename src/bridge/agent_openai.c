@@ -431,12 +431,6 @@ static void openai_notify(rl_agent_t *agent, json_t *line)
     (void)line;
 }
 
-static int openai_child_exited(rl_agent_t *agent, pid_t pid, int status)
-{
-    (void)agent, (void)pid, (void)status;
-    return 0;
-}
-
 static void openai_destroy(rl_agent_t *agent)
 {
     history_t *h;
@@ -476,6 +470,5 @@ const rl_agent_adapter_t rl_agent_openai = {
     .message = openai_message,
     .cancel = openai_cancel,
     .notify = openai_notify,
-    .child_exited = openai_child_exited,
     .destroy = openai_destroy,
 };

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bridge/agent.h"
 #include "client/backoff.h"
 #include "bridge/batch.h"
+#include "bridge/child.h"
 #include "bridge/bridge.h"
 #include "bridge/dedupe.h"
 #include "bridge/enrol.h"
@@ -1667,10 +1667,7 @@ static void handle_signals(rl_bridge_t *b)
 
     while (read(b->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGCHLD) {
-            pid_t pid;
-            int status;
-            for (pid = waitpid(-1, &status, WNOHANG); pid > 0; pid = waitpid(-1, &status, WNOHANG))
-                b->adapter->child_exited(b->agent, pid, status);
+            rl_child_reap();
         } else {
             rl_log(RL_LOG_INFO, "stopping on signal %u", si.ssi_signo);
             b->stopping = 1;

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../../../src/bridge/agent_acp.c"
+#include "../../../src/bridge/child.c"
 
 /* ---- the loop's services, recorded ---------------------------------------------------------------- */
 
@@ -97,10 +98,10 @@ static int setup(void **state)
 
     assert_int_equal(pipe2(f->out, O_NONBLOCK), 0);
     f->agent = calloc(1, sizeof(*f->agent));
-    f->agent->in_fd = f->out[1];
-    f->agent->out_fd = f->agent->err_fd = f->agent->timer_fd = -1;
-    f->agent->pid = -1;
-    rl_buf_init(&f->agent->pending, MAX_PENDING_OUT);
+    f->agent->command = strdup("true");
+    f->agent->child = new_child(f->agent);
+    /* The agent's stdin is the fixture's pipe: no process runs. */
+    f->agent->child->in_fd = f->out[1];
     f->agent->initialized = 1;
     f->session = calloc(1, sizeof(*f->session));
     snprintf(f->session->relay_id, sizeof(f->session->relay_id), "ses_1");
@@ -133,7 +134,9 @@ static int teardown(void **state)
     free(f->session);
     json_decref(f->agent->commands);
     free(f->agent->mode);
-    rl_buf_free(&f->agent->pending);
+    f->agent->child->in_fd = -1; /* the pipe is the fixture's to close */
+    rl_child_free(f->agent->child);
+    free(f->agent->command);
     free(f->agent);
     close(f->out[0]);
     close(f->out[1]);
@@ -474,7 +477,6 @@ static void test_a_dead_agent_ends_the_running_reply_and_keeps_the_rest(void **s
     update(f, "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run\",\"kind\":\"execute\","
               "\"rawInput\":{\"command\":\"make\"}}");
     json_array_clear(calls);
-    f->agent->in_fd = -1; /* the pipe is the fixture's to close */
     agent_gone(f->agent, "the agent exited with status 3");
     why = taken();
     assert_non_null(strstr(why, "\"status\":\"failed\""));
@@ -494,7 +496,6 @@ static void test_an_agent_that_dies_before_initialize_fails_what_waits(void **st
     f->session->running = 0;
     f->session->state = SESSION_CLOSED;
     f->agent->initialized = 0;
-    f->agent->in_fd = -1;
     agent_gone(f->agent, "the agent exited with status 127");
     expect_calls("[{\"call\":\"finish\",\"finish_reason\":\"error\",\"usage\":null,\"error\":"
                  "\"[the agent could not start: the agent exited with status 127; see relay-bridge's log]\"}]");
@@ -563,14 +564,14 @@ static void test_the_stderr_tail_keeps_the_last_whole_lines(void **state)
 
     for (i = 0; i < 100; i++) {
         snprintf(line, sizeof(line), "line %03d of the agent's complaints, forty-odd bytes", i);
-        tail_add(f->agent, line, strlen(line));
+        tail_add(f->agent->child, line, strlen(line));
     }
-    assert_true(f->agent->tail_len <= STDERR_TAIL);
-    assert_int_equal(f->agent->err_tail[f->agent->tail_len - 1], '\n');
-    assert_non_null(strstr(f->agent->err_tail, "line 099 of"));
-    assert_null(strstr(f->agent->err_tail, "line 000 of"));
+    assert_true(f->agent->child->tail_len <= STDERR_TAIL);
+    assert_int_equal(f->agent->child->err_tail[f->agent->child->tail_len - 1], '\n');
+    assert_non_null(strstr(f->agent->child->err_tail, "line 099 of"));
+    assert_null(strstr(f->agent->child->err_tail, "line 000 of"));
     /* Whole lines: it starts at the start of one. */
-    assert_memory_equal(f->agent->err_tail, "line ", 5);
+    assert_memory_equal(f->agent->child->err_tail, "line ", 5);
     failure_text(f->agent, "[the agent failed: x]", text, sizeof(text));
     {
         static const char head[] = "[the agent failed: x]\n\nThe agent's last lines on stderr:\nline ";
