@@ -64,6 +64,13 @@ void rl_bridge_finish(rl_bridge_t *bridge, rl_turn_t *turn, const char *finish_r
  * is. Text not sent yet goes out first.
  */
 void rl_bridge_break(rl_bridge_t *bridge, rl_turn_t *turn);
+/*
+ * The bridge's background-job queue (jobs.h), or NULL when there is none (a
+ * unit test). The bridge stops it before it destroys the agent, so every job
+ * of the agent's is done by then.
+ */
+typedef struct rl_jobs rl_jobs_t;
+rl_jobs_t *rl_bridge_jobs(rl_bridge_t *bridge);
 /* --cwd, or NULL when not given. */
 const char *rl_bridge_cwd(const rl_bridge_t *bridge);
 /* One line of the jsonl protocol from the agent (also used by the openai adapter). Takes the line. */

@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "bridge/acp_map.h"
 #include "bridge/agent.h"
 #include "bridge/child.h"
+#include "bridge/jobs.h"
 #include "bridge/jsonrpc.h"
 #include "client/client.h"
 #include "client/credentials.h"
@@ -136,15 +136,15 @@ typedef struct permission {
 } permission_t;
 
 /*
- * Attachments of one prompt fetched on a thread of their own (the loop never
- * waits on HTTP): the thread fills blocks and writes the job's address into
- * the agent's fetch pipe; the loop then hands the blocks to the prompt, or
- * drops them when the prompt is gone (prompt is NULL then).
+ * Attachments of one prompt fetched by a job of the bridge's queue (jobs.h:
+ * the loop never waits on HTTP): the job fills blocks; the loop then hands
+ * them to the prompt, or drops them when the prompt is gone (prompt is NULL
+ * then).
  */
 typedef struct fetch {
+    rl_job_t job; /* first: the job is the fetch */
     struct fetch *next;
-    pthread_t thread;
-    int done_fd;
+    struct rl_agent *agent;
     struct prompt *prompt;
     json_t *wanted; /* per attachment: {"url", "mime", "max", "as": "image"|"text"} or null */
     json_t *blocks; /* filled by the thread: per attachment a block or null */
@@ -166,7 +166,6 @@ struct rl_agent {
     request_t *requests;
     session_t *sessions;
     permission_t *permissions;
-    int fetch_pipe[2];
     fetch_t *fetches;
     json_t *state; /* {"agent", "cwd", "sessions": {relay id: ACP id}} */
 };
@@ -988,9 +987,9 @@ static const char *inline_kind(struct rl_agent *a, json_t *attachment, long *max
 }
 
 /* One GET of an absolute URL with the client core: the body, or NULL. */
-static char *fetch_url(const char *url, long max, size_t *len)
+static char *fetch_url(const char *url, long max, size_t *len, const int *stop)
 {
-    rl_client_options_t options = {5000, FETCH_TIMEOUT_MS, (size_t)max, "relay-bridge"};
+    rl_client_options_t options = {5000, FETCH_TIMEOUT_MS, (size_t)max, "relay-bridge", stop};
     rl_client_response_t response;
     char *body = NULL;
 
@@ -1006,9 +1005,11 @@ static char *fetch_url(const char *url, long max, size_t *len)
     return body;
 }
 
-static void *fetch_run(void *arg)
+static const rl_job_kind_t fetch_kind = {"attachment fetch", 0, 0};
+
+static void fetch_run(rl_job_t *job)
 {
-    fetch_t *f = arg;
+    fetch_t *f = (fetch_t *)job;
     json_t *want;
     size_t i;
 
@@ -1018,7 +1019,9 @@ static void *fetch_run(void *arg)
         const char *url = json_string_value(json_object_get(want, "url"));
         json_t *block = NULL;
         size_t len = 0;
-        char *body = as != NULL ? fetch_url(url, (long)json_integer_value(json_object_get(want, "max")), &len) : NULL;
+        char *body = as != NULL ? fetch_url(url, (long)json_integer_value(json_object_get(want, "max")), &len,
+                                            rl_jobs_stop_flag(job->jobs))
+                                : NULL;
 
         if (body != NULL && strcmp(as, "image") == 0) {
             char *data = malloc(4 * ((len + 2) / 3) + 1);
@@ -1038,35 +1041,31 @@ static void *fetch_run(void *arg)
         free(body);
         json_array_append_new(f->blocks, block != NULL ? block : json_null());
     }
-    if (write(f->done_fd, &f, sizeof(f)) != (ssize_t)sizeof(f))
-        rl_log(RL_LOG_ERROR, "acp: the attachment fetch could not report back");
-    return NULL;
 }
 
-static void on_fetched(void *user, int fd, short revents)
+/* A fetch is back: its blocks go to its prompt, which may now be sent. */
+static void fetch_done(rl_job_t *job)
 {
-    struct rl_agent *a = user;
-    fetch_t *done, **pp;
+    fetch_t *done = (fetch_t *)job, **pp;
+    struct rl_agent *a = done->agent;
     session_t *s;
+    int stopped = job->stopped;
 
-    (void)revents;
-    while (read(fd, &done, sizeof(done)) == (ssize_t)sizeof(done)) {
-        for (pp = &a->fetches; *pp != NULL; pp = &(*pp)->next) {
-            if (*pp == done) {
-                *pp = done->next;
-                break;
-            }
+    for (pp = &a->fetches; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == done) {
+            *pp = done->next;
+            break;
         }
-        pthread_join(done->thread, NULL);
-        if (done->prompt != NULL) {
-            done->prompt->fetch = NULL;
-            done->prompt->inline_blocks = json_incref(done->blocks);
-        }
-        json_decref(done->wanted);
-        json_decref(done->blocks);
-        free(done);
     }
-    for (s = a->sessions; s != NULL; s = s->next)
+    if (done->prompt != NULL) {
+        done->prompt->fetch = NULL;
+        if (!stopped)
+            done->prompt->inline_blocks = json_incref(done->blocks);
+    }
+    json_decref(done->wanted);
+    json_decref(done->blocks);
+    free(done);
+    for (s = a->sessions; !stopped && s != NULL; s = s->next)
         pump(a, s);
 }
 
@@ -1098,8 +1097,11 @@ static void fetch_start(struct rl_agent *a, prompt_t *p)
     f->wanted = wanted;
     f->blocks = json_array();
     f->prompt = p;
-    f->done_fd = a->fetch_pipe[1];
-    if (pthread_create(&f->thread, NULL, fetch_run, f) != 0) {
+    f->agent = a;
+    f->job.kind = &fetch_kind;
+    f->job.run = fetch_run;
+    f->job.done = fetch_done;
+    if (rl_bridge_jobs(a->bridge) == NULL || rl_jobs_submit(rl_bridge_jobs(a->bridge), &f->job) != 0) {
         json_decref(f->wanted);
         json_decref(f->blocks);
         free(f);
@@ -1651,28 +1653,22 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     if (a == NULL)
         return -1;
     a->bridge = bridge;
-    a->fetch_pipe[0] = a->fetch_pipe[1] = -1;
     a->command = strdup(arg);
     if (realpath(cwd != NULL ? cwd : ".", a->root) == NULL) {
         rl_log(RL_LOG_ERROR, "--cwd %s: %s", cwd != NULL ? cwd : ".", strerror(errno));
         goto fail;
     }
-    if (a->command == NULL || pipe2(a->fetch_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    if (a->command == NULL)
         goto fail;
     a->child = new_child(a);
     if (a->child == NULL)
         goto fail;
-    rl_bridge_watch(bridge, a->fetch_pipe[0], POLLIN, on_fetched, a);
     state_load(a);
     warn_environment();
     rl_child_start(a->child);
     *out = a;
     return 0;
 fail:
-    if (a->fetch_pipe[0] >= 0) {
-        close(a->fetch_pipe[0]);
-        close(a->fetch_pipe[1]);
-    }
     free(a->command);
     free(a);
     return -1;
@@ -1802,18 +1798,7 @@ static void acp_destroy(rl_agent_t *a)
         free(s->acp_id);
         free(s);
     }
-    /* A fetch still running ends within its timeout; its report is read here and dropped. */
-    while (a->fetches != NULL) {
-        fetch_t *f = a->fetches;
-        a->fetches = f->next;
-        pthread_join(f->thread, NULL);
-        json_decref(f->wanted);
-        json_decref(f->blocks);
-        free(f);
-    }
-    rl_bridge_unwatch(a->bridge, a->fetch_pipe[0]);
-    close(a->fetch_pipe[0]);
-    close(a->fetch_pipe[1]);
+    /* No fetch is left: the bridge stops its jobs (each fetch is done then) before it destroys the agent. */
     json_decref(a->auth_methods);
     json_decref(a->agent_info);
     json_decref(a->commands);

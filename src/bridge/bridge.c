@@ -18,6 +18,7 @@
 #include "bridge/dedupe.h"
 #include "bridge/enrol.h"
 #include "bridge/fetcher.h"
+#include "bridge/jobs.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
 #include "bridge/sealed.h"
@@ -89,6 +90,7 @@ struct rl_bridge {
     rl_ws_t *ws;
     rl_dedupe_t *dedupe;
     rl_fetcher_t *fetcher;
+    rl_jobs_t *jobs;
     parked_t *parked;
     size_t nparked;
     rl_backoff_t backoff;
@@ -381,6 +383,11 @@ void rl_bridge_break(rl_bridge_t *b, rl_turn_t *turn)
         return;
     flush_turn(b, t, 1);
     t->broken = 1;
+}
+
+rl_jobs_t *rl_bridge_jobs(rl_bridge_t *b)
+{
+    return b->jobs;
 }
 
 const char *rl_bridge_cwd(const rl_bridge_t *b)
@@ -1714,7 +1721,7 @@ static void run_timers(rl_bridge_t *b)
 
 static void loop(rl_bridge_t *b)
 {
-    struct pollfd fds[MAX_WATCHES + 4];
+    struct pollfd fds[MAX_WATCHES + 5];
     watch_t snapshot[MAX_WATCHES];
 
     while (!b->stopping) {
@@ -1724,6 +1731,7 @@ static void loop(rl_bridge_t *b)
         fds[n++] = (struct pollfd){.fd = b->sigfd, .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = rl_rest_fd(b->rest), .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = rl_fetcher_fd(b->fetcher), .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = rl_jobs_fd(b->jobs), .events = POLLIN};
         if (b->ws != NULL) {
             ws_slot = n;
             fds[n++] = (struct pollfd){.fd = rl_ws_fd(b->ws), .events = rl_ws_events(b->ws)};
@@ -1742,6 +1750,8 @@ static void loop(rl_bridge_t *b)
             handle_results(b);
         if (fds[2].revents != 0)
             handle_fetched(b);
+        if (fds[3].revents != 0)
+            rl_jobs_dispatch(b->jobs);
         if (ws_slot >= 0 && b->ws != NULL && fds[ws_slot].revents != 0 && rl_ws_handle(b->ws) != 0)
             socket_closed(b);
         for (i = 0; i < nw; i++) {
@@ -1813,6 +1823,12 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
+    b.jobs = rl_jobs_start();
+    if (b.jobs == NULL) {
+        rl_log(RL_LOG_ERROR, "cannot start the job queue");
+        b.exit_code = RL_BRIDGE_EXIT_ERROR;
+        goto out;
+    }
     if (b.adapter->create(&b, arg, &b.agent) != 0) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
@@ -1845,6 +1861,8 @@ out:
      * run (spec delivery rule 3), whose de-duplication starts afresh.
      */
     rl_fetcher_stop(b.fetcher);
+    /* Before the agent goes: its jobs (a model call, a prompt's fetch) end now and are done, as stopped. */
+    rl_jobs_stop(b.jobs);
     if (b.parked != NULL)
         rl_log(RL_LOG_INFO, "%zu updates still parked are left to the relay's replay", b.nparked);
     while (b.parked != NULL) {

@@ -47,6 +47,12 @@ void rl_bridge_break(rl_bridge_t *bridge, rl_turn_t *turn)
     json_array_append_new(calls, json_pack("{s:s}", "call", "break"));
 }
 
+rl_jobs_t *rl_bridge_jobs(rl_bridge_t *bridge)
+{
+    (void)bridge;
+    return NULL;
+}
+
 const char *rl_bridge_cwd(const rl_bridge_t *bridge)
 {
     (void)bridge;
