@@ -11,6 +11,12 @@
 #include <cmocka.h>
 
 #include "../../../src/bridge/agent_acp.c"
+#include "../../../src/bridge/acp_fetch.c"
+#include "../../../src/bridge/acp_files.c"
+#include "../../../src/bridge/acp_perm.c"
+#include "../../../src/bridge/acp_rpc.c"
+#include "../../../src/bridge/acp_session.c"
+#include "../../../src/bridge/acp_tasks.c"
 #include "../../../src/bridge/child.c"
 
 /* ---- the loop's services, recorded ---------------------------------------------------------------- */
@@ -130,7 +136,7 @@ static int teardown(void **state)
     fixture_t *f = *state;
 
     while (f->session->queue != NULL)
-        prompt_free(f->agent, f->session, f->session->queue);
+        rl_acp__prompt_free(f->agent, f->session, f->session->queue);
     while (f->agent->requests != NULL) {
         request_t *r = f->agent->requests;
         f->agent->requests = r->next;
@@ -159,7 +165,7 @@ static void update(fixture_t *f, const char *json)
     if (u == NULL)
         fail_msg("bad test JSON: %s", err.text);
     json_t *params = json_pack("{s:s, s:o}", "sessionId", "acp_1", "update", u);
-    on_update(f->agent, params);
+    rl_acp__on_update(f->agent, params);
     json_decref(params);
 }
 
@@ -320,7 +326,7 @@ static void test_plans_thoughts_commands_and_mode(void **state)
     update(f, "{\"sessionUpdate\":\"current_mode_update\",\"currentModeId\":\"code\"}");
     expect_calls("[]");
     /* the plan completes with the turn */
-    close_items(f->agent, f->prompt, "completed", NULL);
+    rl_acp__close_items(f->agent, f->prompt, "completed", NULL);
     expect_calls("[{\"call\":\"line\",\"type\":\"task_finish\",\"task_id\":\"plan_int_1\",\"status\":\"completed\","
                  "\"result\":{\"entries\":[{\"content\":\"a\",\"priority\":\"high\",\"status\":\"completed\"}]}}]");
 }
@@ -337,14 +343,14 @@ static void answer_with(fixture_t *f, const char *decision_line, const char *exp
     json_t *id = json_integer(0), *line, *answer, *want;
     char text[256];
 
-    on_permission(f->agent, id, params);
+    rl_acp__on_permission(f->agent, id, params);
     json_decref(params);
     line = json_array_get(calls, json_array_size(calls) - 1);
     assert_string_equal(json_string_value(json_object_get(line, "type")), "approval_request");
     snprintf(text, sizeof(text), decision_line, json_string_value(json_object_get(line, "approval_id")));
     json_array_clear(calls);
     line = json_loads(text, 0, NULL);
-    acp_notify(f->agent, line);
+    rl_acp__notify(f->agent, line);
     json_decref(line);
     answer = written(f);
     want = json_loads(expected_outcome, 0, NULL);
@@ -367,7 +373,7 @@ static void test_a_permission_request_and_each_answer(void **state)
     const char *id_text;
     char *content;
 
-    on_permission(f->agent, id, params);
+    rl_acp__on_permission(f->agent, id, params);
     json_decref(params);
     json_decref(id);
     /* a call never announced is created first, then the approval asked */
@@ -390,7 +396,7 @@ static void test_a_permission_request_and_each_answer(void **state)
     /* no option offered at all: cancelled */
     decision = json_pack("{s:s, s:s, s:s}", "type", "approval", "approval_id",
                          json_string_value(json_object_get(request, "approval_id")), "decision", "allow-once");
-    acp_notify(f->agent, decision);
+    rl_acp__notify(f->agent, decision);
     json_decref(decision);
     answer = written(f);
     assert_string_equal(json_string_value(json_object_get(answer, "id")), "r1");
@@ -421,7 +427,7 @@ static void test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn(vo
     rl_jsonrpc_msg_t response;
     request_t *r = calloc(1, sizeof(*r));
 
-    on_permission(f->agent, id, params);
+    rl_acp__on_permission(f->agent, id, params);
     json_decref(params);
     json_decref(id);
     json_array_clear(calls);
@@ -441,7 +447,7 @@ static void test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn(vo
     response.root =
         json_loads("{\"stopReason\":\"cancelled\",\"usage\":{\"inputTokens\":3,\"outputTokens\":4}}", 0, NULL);
     response.result = response.root;
-    on_prompted(f->agent, r, &response);
+    rl_acp__on_prompted(f->agent, r, &response);
     json_decref(response.root);
     free(r);
     expect_calls("[{\"call\":\"line\",\"type\":\"task_finish\",\"task_id\":\"c5\",\"status\":\"cancelled\","
@@ -578,13 +584,13 @@ static void test_the_stderr_tail_keeps_the_last_whole_lines(void **state)
     assert_null(strstr(f->agent->child->err_tail, "line 000 of"));
     /* Whole lines: it starts at the start of one. */
     assert_memory_equal(f->agent->child->err_tail, "line ", 5);
-    failure_text(f->agent, "[the agent failed: x]", text, sizeof(text));
+    rl_acp__failure_text(f->agent, "[the agent failed: x]", text, sizeof(text));
     {
         static const char head[] = "[the agent failed: x]\n\nThe agent's last lines on stderr:\nline ";
         assert_memory_equal(text, head, sizeof(head) - 1);
     }
-    tail_reset(f->agent);
-    failure_text(f->agent, "[the agent failed: y]", text, sizeof(text));
+    rl_acp__tail_reset(f->agent);
+    rl_acp__failure_text(f->agent, "[the agent failed: y]", text, sizeof(text));
     assert_string_equal(text, "[the agent failed: y]");
 }
 
