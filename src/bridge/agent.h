@@ -26,8 +26,6 @@ typedef struct rl_agent_adapter {
     void (*cancel)(rl_agent_t *agent, const char *session_id, const char *interaction_id);
     /* Any other update, as a jsonl protocol line (approval, approval_expired, session_started). */
     void (*notify)(rl_agent_t *agent, json_t *line);
-    /* A child process of this adapter ended (status as from waitpid). 1 when it was ours. */
-    int (*child_exited)(rl_agent_t *agent, pid_t pid, int status);
     void (*destroy)(rl_agent_t *agent);
 } rl_agent_adapter_t;
 
@@ -66,6 +64,13 @@ void rl_bridge_finish(rl_bridge_t *bridge, rl_turn_t *turn, const char *finish_r
  * is. Text not sent yet goes out first.
  */
 void rl_bridge_break(rl_bridge_t *bridge, rl_turn_t *turn);
+/*
+ * The bridge's background-job queue (jobs.h), or NULL when there is none (a
+ * unit test). The bridge stops it before it destroys the agent, so every job
+ * of the agent's is done by then.
+ */
+typedef struct rl_jobs rl_jobs_t;
+rl_jobs_t *rl_bridge_jobs(rl_bridge_t *bridge);
 /* --cwd, or NULL when not given. */
 const char *rl_bridge_cwd(const rl_bridge_t *bridge);
 /* One line of the jsonl protocol from the agent (also used by the openai adapter). Takes the line. */
@@ -79,7 +84,7 @@ void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
 void rl_bridge_tool_file(rl_bridge_t *bridge, const char *session_id, const char *tool, const char *path);
 /* Stops the bridge: the agent cannot go on. */
 void rl_bridge_fail(rl_bridge_t *bridge, const char *why);
-/* Blocked signals to restore in a child before exec. */
+/* Blocked signals to restore in a child before exec (child.c). */
 void rl_bridge_child_signals(void);
 
 #endif

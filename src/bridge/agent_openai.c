@@ -1,10 +1,10 @@
 /*
  * The openai adapter: each user message is one streaming request to an
- * OpenAI-compatible POST {URL}/v1/chat/completions ("stream": true), made on
- * a thread of its own so that the loop never blocks. The thread turns the
- * server-sent events into lines of the jsonl protocol (delta, task_start,
- * task_finish, end) written to a pipe the loop reads, so the loop handles
- * them exactly like a jsonl agent's. Each session keeps its history (user
+ * OpenAI-compatible POST {URL}/v1/chat/completions ("stream": true), made by
+ * a job of the bridge's queue (jobs.h) so that the loop never blocks. The job
+ * turns the server-sent events into lines of the jsonl protocol (delta,
+ * task_start, task_finish, end) posted to the loop, which handles them
+ * exactly like a jsonl agent's. Each session keeps its history (user
  * and assistant turns) in memory; usage is reported in sendMessageEnd; tool
  * calls the model makes become tasks (kind "tool", named after the
  * function, args parsed from its arguments) that finish as "completed" with
@@ -13,9 +13,6 @@
  * the model (default "default").
  */
 #include <curl/curl.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +20,7 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
+#include "bridge/jobs.h"
 #include "bridge/jsonl_reader.h"
 #include "bridge/reply.h"
 #include "client/client.h"
@@ -45,14 +43,13 @@ typedef struct history {
 } history_t;
 
 typedef struct call {
+    rl_job_t job; /* first: the job is the call */
     struct call *next;
     struct rl_agent *agent;
-    pthread_t thread;
     char session_id[64], interaction_id[64];
     json_t *request; /* the body, built on the loop thread */
     int cancelled;   /* atomic */
-    int done;        /* atomic: the thread has returned */
-    /* Thread only. */
+    /* The job's thread only. */
     rl_jsonl_reader_t sse;
     rl_buf_t reply; /* the streamed text, capped at MAX_REPLY */
     json_t *usage;
@@ -65,8 +62,7 @@ struct rl_agent {
     char url[1024];
     char model[128];
     char auth[512];
-    int pipe_r, pipe_w;
-    pthread_mutex_t lock; /* pipe writes, histories */
+    pthread_mutex_t lock; /* histories */
     history_t *histories;
     call_t *calls;
     rl_jsonl_reader_t reader;
@@ -103,10 +99,11 @@ static void history_add(struct rl_agent *agent, const char *session_id, const ch
     pthread_mutex_unlock(&agent->lock);
 }
 
-/* Writes one protocol line to the loop. Any thread. */
+/* Posts one protocol line to the loop (call_progress). The job's thread. */
 static void emit(call_t *call, json_t *line)
 {
     char *text;
+    size_t len;
 
     json_object_set_new(line, "session_id", json_string(call->session_id));
     json_object_set_new(line, "interaction_id", json_string(call->interaction_id));
@@ -114,21 +111,16 @@ static void emit(call_t *call, json_t *line)
     json_decref(line);
     if (text == NULL)
         return;
-    pthread_mutex_lock(&call->agent->lock);
-    {
-        size_t len = strlen(text), off = 0;
-        text[len] = '\n';
-        while (off <= len) {
-            ssize_t n = write(call->agent->pipe_w, text + off, len + 1 - off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                break;
-            off += (size_t)n;
-        }
-    }
-    pthread_mutex_unlock(&call->agent->lock);
+    len = strlen(text);
+    text[len] = '\n';
+    rl_job_post(&call->job, text, len + 1);
     free(text);
+}
+
+/* Cancelled by the user, or the bridge stops. */
+static int call_over(call_t *call)
+{
+    return __atomic_load_n(&call->cancelled, __ATOMIC_ACQUIRE) || rl_job_stopping(&call->job);
 }
 
 static void on_event(void *user, const char *line, size_t len)
@@ -204,7 +196,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *user)
 {
     call_t *call = user;
 
-    if (__atomic_load_n(&call->cancelled, __ATOMIC_ACQUIRE))
+    if (call_over(call))
         return 0;
     rl_jsonl_reader_feed(&call->sse, data, size * n, on_event, call);
     return size * n;
@@ -215,12 +207,12 @@ static int on_progress(void *user, curl_off_t a, curl_off_t b, curl_off_t c, cur
     call_t *call = user;
 
     (void)a, (void)b, (void)c, (void)d;
-    return __atomic_load_n(&call->cancelled, __ATOMIC_ACQUIRE) ? 1 : 0;
+    return call_over(call) ? 1 : 0;
 }
 
-static void *call_main(void *arg)
+static void call_run(rl_job_t *job)
 {
-    call_t *call = arg;
+    call_t *call = (call_t *)job;
     struct rl_agent *agent = call->agent;
     CURL *curl = curl_easy_init();
     struct curl_slist *headers = NULL;
@@ -291,39 +283,9 @@ static void *call_main(void *arg)
     if (curl != NULL)
         curl_easy_cleanup(curl);
     free(body);
-    __atomic_store_n(&call->done, 1, __ATOMIC_RELEASE);
-    return NULL;
 }
 
-static void free_call(call_t *call)
-{
-    int i;
-
-    pthread_join(call->thread, NULL);
-    json_decref(call->request);
-    json_decref(call->usage);
-    for (i = 0; i < MAX_TOOL_CALLS; i++)
-        json_decref(call->tools[i]);
-    rl_jsonl_reader_free(&call->sse);
-    rl_buf_free(&call->reply);
-    free(call);
-}
-
-/* Joins the threads that have returned. Loop thread. */
-static void reap_calls(struct rl_agent *agent)
-{
-    call_t **p = &agent->calls;
-
-    while (*p != NULL) {
-        call_t *call = *p;
-        if (__atomic_load_n(&call->done, __ATOMIC_ACQUIRE)) {
-            *p = call->next;
-            free_call(call);
-        } else {
-            p = &call->next;
-        }
-    }
-}
+static const rl_job_kind_t call_kind = {"model call", 0, 0};
 
 static void on_line(void *user, const char *line, size_t len)
 {
@@ -338,17 +300,32 @@ static void on_line(void *user, const char *line, size_t len)
     rl_bridge_agent_line(agent->bridge, &parsed);
 }
 
-static void on_pipe(void *user, int fd, short revents)
+/* A line the call posted, on the loop. */
+static void call_progress(rl_job_t *job, const char *bytes, size_t len)
 {
-    struct rl_agent *agent = user;
-    char buf[16384];
-    ssize_t n;
+    call_t *call = (call_t *)job;
 
-    (void)revents;
-    n = read(fd, buf, sizeof(buf));
-    if (n > 0)
-        rl_jsonl_reader_feed(&agent->reader, buf, (size_t)n, on_line, agent);
-    reap_calls(agent);
+    rl_jsonl_reader_feed(&call->agent->reader, bytes, len, on_line, call->agent);
+}
+
+static void call_done(rl_job_t *job)
+{
+    call_t *call = (call_t *)job, **p;
+    int i;
+
+    for (p = &call->agent->calls; *p != NULL; p = &(*p)->next) {
+        if (*p == call) {
+            *p = call->next;
+            break;
+        }
+    }
+    json_decref(call->request);
+    json_decref(call->usage);
+    for (i = 0; i < MAX_TOOL_CALLS; i++)
+        json_decref(call->tools[i]);
+    rl_jsonl_reader_free(&call->sse);
+    rl_buf_free(&call->reply);
+    free(call);
 }
 
 static int openai_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
@@ -356,14 +333,10 @@ static int openai_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     struct rl_agent *agent = calloc(1, sizeof(*agent));
     const char *key = getenv("OPENAI_API_KEY"), *model = getenv("OPENAI_MODEL");
     size_t n;
-    int fds[2];
 
-    if (agent == NULL || pipe2(fds, O_CLOEXEC) != 0)
+    if (agent == NULL)
         return -1;
     agent->bridge = bridge;
-    agent->pipe_r = fds[0];
-    agent->pipe_w = fds[1];
-    fcntl(agent->pipe_r, F_SETFL, O_NONBLOCK);
     n = strlen(arg);
     while (n > 0 && arg[n - 1] == '/')
         n--;
@@ -378,7 +351,6 @@ static int openai_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
         snprintf(agent->auth, sizeof(agent->auth), "Authorization: Bearer %s", key);
     pthread_mutex_init(&agent->lock, NULL);
     rl_jsonl_reader_init(&agent->reader, 1024 * 1024);
-    rl_bridge_watch(bridge, agent->pipe_r, POLLIN, on_pipe, agent);
     rl_log(RL_LOG_INFO, "model server %s, model %s", agent->url, agent->model);
     *out = agent;
     return 0;
@@ -405,8 +377,13 @@ static void openai_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
     pthread_mutex_unlock(&agent->lock);
     /* The history keeps growing on this thread: the request needs its own copy. */
     json_object_set_new(call->request, "messages", json_deep_copy(json_object_get(call->request, "messages")));
-    if (pthread_create(&call->thread, NULL, call_main, call) != 0) {
+    call->job.kind = &call_kind;
+    call->job.run = call_run;
+    call->job.progress = call_progress;
+    call->job.done = call_done;
+    if (rl_bridge_jobs(agent->bridge) == NULL || rl_jobs_submit(rl_bridge_jobs(agent->bridge), &call->job) != 0) {
         json_decref(call->request);
+        rl_buf_free(&call->reply);
         free(call);
         rl_bridge_end(agent->bridge, turn, "error", NULL, "[the bridge could not start the request]");
         return;
@@ -431,39 +408,17 @@ static void openai_notify(rl_agent_t *agent, json_t *line)
     (void)line;
 }
 
-static int openai_child_exited(rl_agent_t *agent, pid_t pid, int status)
-{
-    (void)agent, (void)pid, (void)status;
-    return 0;
-}
-
 static void openai_destroy(rl_agent_t *agent)
 {
     history_t *h;
 
-    openai_cancel(agent, "", "");
-    for (call_t *call = agent->calls; call != NULL; call = call->next)
-        __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELEASE);
-    /* Threads may block writing to a full pipe: drain it while they stop. */
-    while (agent->calls != NULL) {
-        char buf[4096];
-        call_t *call = agent->calls;
-        while (!__atomic_load_n(&call->done, __ATOMIC_ACQUIRE)) {
-            if (read(agent->pipe_r, buf, sizeof(buf)) <= 0)
-                usleep(10000);
-        }
-        agent->calls = call->next;
-        free_call(call);
-    }
+    /* No call is left: the bridge stops its jobs (each call is done then) before it destroys the agent. */
     while (agent->histories != NULL) {
         h = agent->histories;
         agent->histories = h->next;
         json_decref(h->messages);
         free(h);
     }
-    rl_bridge_unwatch(agent->bridge, agent->pipe_r);
-    close(agent->pipe_r);
-    close(agent->pipe_w);
     rl_jsonl_reader_free(&agent->reader);
     pthread_mutex_destroy(&agent->lock);
     memset(agent->auth, 0, sizeof(agent->auth));
@@ -476,6 +431,5 @@ const rl_agent_adapter_t rl_agent_openai = {
     .message = openai_message,
     .cancel = openai_cancel,
     .notify = openai_notify,
-    .child_exited = openai_child_exited,
     .destroy = openai_destroy,
 };

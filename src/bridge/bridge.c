@@ -7,17 +7,18 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bridge/agent.h"
 #include "client/backoff.h"
 #include "bridge/batch.h"
+#include "bridge/child.h"
 #include "bridge/bridge.h"
 #include "bridge/dedupe.h"
 #include "bridge/enrol.h"
 #include "bridge/fetcher.h"
+#include "bridge/jobs.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
 #include "bridge/sealed.h"
@@ -27,9 +28,13 @@
 #include "common/clock.h"
 #include "client/ws.h"
 #include "common/base64.h"
+#include "common/strmap.h"
 #include "rl_version.h"
 
-#define MAX_WATCHES 256
+/* The descriptors the loop polls itself (signals, writer, downloads, jobs, socket), before the watches. */
+#define OWN_FDS 5
+/* Sessions, approvals and grants the bridge remembers (this run): far more than one bridge serves. */
+#define REMEMBERED_MAX 100000
 /*
  * The relay pings every 30 s (spec delivery rule 4). A socket that brings no
  * frame for this long sits on a dead path (no FIN or RST ever came): drop it
@@ -47,6 +52,32 @@ typedef struct watch {
     rl_bridge_fd_cb cb;
     void *user;
 } watch_t;
+
+/*
+ * The descriptors adapters watch (rl_bridge_watch): an array that doubles as
+ * it fills, with no cap but memory (a bridge serving many sessions watches
+ * many pipes). The loop's poll set and its snapshot of the watches are
+ * grown to match at the start of a turn, never during one: a callback that
+ * adds a watch must not move what the turn is reading.
+ */
+typedef struct watches {
+    watch_t *items;
+    size_t count, alloc;
+    watch_t *snapshot;  /* the watches as the turn polled them */
+    struct pollfd *fds; /* OWN_FDS, then one per watch */
+    size_t polled;      /* watches snapshot and fds have room for */
+} watches_t;
+
+/* An approval of an encrypted session as it was asked: what a grant must cover to answer it (granted()). */
+typedef struct asked_approval {
+    char *session_id, *action, *command, *host; /* never NULL: "" when the request had none */
+} asked_approval_t;
+
+/* An approve_always decision that verified (this run only): spec grant scopes. */
+typedef struct grant {
+    struct grant *next;
+    char *action, *scope, *value;
+} grant_t;
 
 /*
  * The loop's side of a turn: its batch and the update it answers. A turn is
@@ -89,6 +120,7 @@ struct rl_bridge {
     rl_ws_t *ws;
     rl_dedupe_t *dedupe;
     rl_fetcher_t *fetcher;
+    rl_jobs_t *jobs;
     parked_t *parked;
     size_t nparked;
     rl_backoff_t backoff;
@@ -96,19 +128,18 @@ struct rl_bridge {
     long last_frame_at; /* ms: when the socket last brought a frame */
     int sigfd;
     int ownerfd; /* inotify: the owner confirmed or revoked a device on this machine (bridge/enrol.h) */
-    watch_t watches[MAX_WATCHES];
-    int nwatches;
+    watches_t watches;
     turn_state_t *turns;
     uint64_t processed_max; /* highest update id handled */
     uint64_t acked;         /* highest ack sent on this connection */
     int exit_code;
     int stopping;
     char installation_id[64];
-    rl_keyring_t *keys; /* NULL with --no-e2e */
-    json_t *encrypted;  /* {session_id: true}: sessions the relay said are encrypted */
-    json_t *asked;      /* {approval_id: {session_id, action, command, host}}: approvals of encrypted sessions */
-    json_t *decided;    /* {approval_id: true}: approvals of encrypted sessions the agent was told a decision of */
-    json_t *grants;     /* [{action, scope, value}]: approve_always decisions that verified (this run only) */
+    rl_keyring_t *keys;     /* NULL with --no-e2e */
+    rl_strmap_t *encrypted; /* session id -> (void *)1: sessions the relay said are encrypted */
+    rl_strmap_t *asked;     /* approval id -> asked_approval_t: approvals of encrypted sessions */
+    rl_strmap_t *decided;   /* approval id -> (void *)1: approvals of encrypted sessions the agent was told of */
+    grant_t *grants;
 };
 
 static sigset_t blocked_signals;
@@ -131,32 +162,67 @@ void rl_bridge_write_status(const char *state, const char *server, const char *i
 
 /* ---- watches ----------------------------------------------------------------------------------- */
 
+/* Room for one more watch: 0, or -1 when memory ran out. */
+static int watches_grow(watches_t *w)
+{
+    size_t alloc = w->alloc == 0 ? 16 : w->alloc * 2;
+    watch_t *items = realloc(w->items, alloc * sizeof(*items));
+
+    if (items == NULL)
+        return -1;
+    w->items = items;
+    w->alloc = alloc;
+    return 0;
+}
+
+/* Room in the poll set and the snapshot for every watch; at the start of a turn. 0, or -1 when memory ran out. */
+static int watches_prepare(watches_t *w)
+{
+    watch_t *snapshot;
+    struct pollfd *fds;
+
+    if (w->fds != NULL && w->polled >= w->count)
+        return 0;
+    snapshot = realloc(w->snapshot, (w->alloc > 0 ? w->alloc : 1) * sizeof(*snapshot));
+    if (snapshot == NULL)
+        return -1;
+    w->snapshot = snapshot;
+    fds = realloc(w->fds, (OWN_FDS + w->alloc) * sizeof(*fds));
+    if (fds == NULL)
+        return -1;
+    w->fds = fds;
+    w->polled = w->alloc;
+    return 0;
+}
+
 void rl_bridge_watch(rl_bridge_t *b, int fd, short events, rl_bridge_fd_cb cb, void *user)
 {
-    int i;
+    watches_t *w = &b->watches;
+    size_t i;
 
-    for (i = 0; i < b->nwatches; i++) {
-        if (b->watches[i].fd == fd) {
-            b->watches[i].events = events;
-            b->watches[i].cb = cb;
-            b->watches[i].user = user;
+    for (i = 0; i < w->count; i++) {
+        if (w->items[i].fd == fd) {
+            w->items[i].events = events;
+            w->items[i].cb = cb;
+            w->items[i].user = user;
             return;
         }
     }
-    if (b->nwatches == MAX_WATCHES) {
-        rl_log(RL_LOG_ERROR, "too many agent descriptors");
+    if (w->count == w->alloc && watches_grow(w) != 0) {
+        rl_log(RL_LOG_ERROR, "out of memory: an agent descriptor is not watched");
         return;
     }
-    b->watches[b->nwatches++] = (watch_t){fd, events, cb, user};
+    w->items[w->count++] = (watch_t){fd, events, cb, user};
 }
 
 void rl_bridge_unwatch(rl_bridge_t *b, int fd)
 {
-    int i;
+    watches_t *w = &b->watches;
+    size_t i;
 
-    for (i = 0; i < b->nwatches; i++) {
-        if (b->watches[i].fd == fd) {
-            b->watches[i] = b->watches[--b->nwatches];
+    for (i = 0; i < w->count; i++) {
+        if (w->items[i].fd == fd) {
+            w->items[i] = w->items[--w->count];
             return;
         }
     }
@@ -223,7 +289,7 @@ static void submit(rl_bridge_t *b, rl_call_t call, rl_turn_t *turn, json_t *body
             json_decref(body);
             return;
         }
-        if (!sealed && json_object_get(b->encrypted, sid) != NULL) {
+        if (!sealed && rl_strmap_get(b->encrypted, sid) != NULL) {
             rl_log(RL_LOG_WARN, "session %s is encrypted and this bridge holds no key for it: a write was not sent",
                    sid);
             json_decref(body);
@@ -383,6 +449,11 @@ void rl_bridge_break(rl_bridge_t *b, rl_turn_t *turn)
     t->broken = 1;
 }
 
+rl_jobs_t *rl_bridge_jobs(rl_bridge_t *b)
+{
+    return b->jobs;
+}
+
 const char *rl_bridge_cwd(const rl_bridge_t *b)
 {
     return b->options->cwd;
@@ -487,7 +558,29 @@ void rl_bridge_fail(rl_bridge_t *b, const char *why)
 
 /* ---- approvals of encrypted sessions: grants the bridge keeps itself ------------------------------ */
 
-static void copy_fields(json_t *body, json_t *line, const char *const *fields);
+static const char *str_of(json_t *object, const char *key)
+{
+    const char *v = json_string_value(json_object_get(object, key));
+    return v != NULL ? v : "";
+}
+
+static void asked_free(void *value)
+{
+    asked_approval_t *asked = value;
+
+    if (asked == NULL)
+        return;
+    free(asked->session_id);
+    free(asked->action);
+    free(asked->command);
+    free(asked->host);
+    free(asked);
+}
+
+static void forget_approval(rl_bridge_t *b, const char *approval_id)
+{
+    asked_free(rl_strmap_remove(b->asked, approval_id));
+}
 
 /*
  * In an encrypted session the relay sees neither command nor host, and its
@@ -500,26 +593,32 @@ static void remember_approval(rl_bridge_t *b, json_t *body)
 {
     const char *sid = json_string_value(json_object_get(body, "session_id"));
     const char *id = json_string_value(json_object_get(body, "approval_id"));
-    json_t *entry;
+    asked_approval_t *asked;
 
     if (b->keys == NULL || sid == NULL || id == NULL || !rl_keyring_has(b->keys, sid))
         return;
-    entry = json_pack("{s:s}", "session_id", sid);
-    copy_fields(entry, body, (const char *const[]){"action", "command", "host", NULL});
-    json_object_set_new(b->asked, id, entry);
-}
-
-static const char *str_of(json_t *object, const char *key)
-{
-    const char *v = json_string_value(json_object_get(object, key));
-    return v != NULL ? v : "";
+    asked = calloc(1, sizeof(*asked));
+    if (asked != NULL) {
+        asked->session_id = strdup(sid);
+        asked->action = strdup(str_of(body, "action"));
+        asked->command = strdup(str_of(body, "command"));
+        asked->host = strdup(str_of(body, "host"));
+    }
+    forget_approval(b, id);
+    if (asked == NULL || asked->session_id == NULL || asked->action == NULL || asked->command == NULL ||
+        asked->host == NULL || rl_strmap_put(b->asked, id, asked) != 0) {
+        /* Not remembered: a relay's auto_resolved answer to it is then taken as a plain session's would be. */
+        rl_log(RL_LOG_WARN, "approval %s: could not remember it (out of memory or too many)", id);
+        asked_free(asked);
+    }
 }
 
 static void remember_grant(rl_bridge_t *b, const char *approval_id, json_t *payload)
 {
-    json_t *asked = json_object_get(b->asked, approval_id);
+    asked_approval_t *asked = rl_strmap_get(b->asked, approval_id);
     const char *scope = json_string_value(json_object_get(payload, "scope"));
     const char *value;
+    grant_t *grant;
 
     if (asked == NULL)
         return;
@@ -530,31 +629,42 @@ static void remember_grant(rl_bridge_t *b, const char *approval_id, json_t *payl
      */
     if (scope == NULL)
         scope = "all";
-    value = strcmp(scope, "tool") == 0      ? str_of(asked, "command")
-            : strcmp(scope, "domain") == 0  ? str_of(asked, "host")
-            : strcmp(scope, "session") == 0 ? str_of(asked, "session_id")
+    value = strcmp(scope, "tool") == 0      ? asked->command
+            : strcmp(scope, "domain") == 0  ? asked->host
+            : strcmp(scope, "session") == 0 ? asked->session_id
                                             : "";
-    json_array_append_new(
-        b->grants, json_pack("{s:s, s:s, s:s}", "action", str_of(asked, "action"), "scope", scope, "value", value));
+    grant = calloc(1, sizeof(*grant));
+    if (grant == NULL)
+        return;
+    grant->action = strdup(asked->action);
+    grant->scope = strdup(scope);
+    grant->value = strdup(value);
+    if (grant->action == NULL || grant->scope == NULL || grant->value == NULL) {
+        free(grant->action);
+        free(grant->scope);
+        free(grant->value);
+        free(grant);
+        return;
+    }
+    grant->next = b->grants;
+    b->grants = grant;
 }
 
 /* 1 when a grant the bridge keeps covers the request body of an approval. */
 static int granted(rl_bridge_t *b, json_t *body)
 {
-    json_t *asked = json_object_get(b->asked, str_of(body, "approval_id")), *g;
-    size_t i;
+    asked_approval_t *asked = rl_strmap_get(b->asked, str_of(body, "approval_id"));
+    grant_t *g;
 
     if (asked == NULL)
         return 0;
-    json_array_foreach(b->grants, i, g)
-    {
-        const char *scope = str_of(g, "scope"), *value = str_of(g, "value");
-        if (strcmp(str_of(g, "action"), str_of(asked, "action")) != 0)
+    for (g = b->grants; g != NULL; g = g->next) {
+        if (strcmp(g->action, asked->action) != 0)
             continue;
-        if (strcmp(scope, "all") == 0 ||
-            (strcmp(scope, "session") == 0 && strcmp(value, str_of(asked, "session_id")) == 0) ||
-            (strcmp(scope, "tool") == 0 && strcmp(value, str_of(asked, "command")) == 0) ||
-            (strcmp(scope, "domain") == 0 && strcmp(value, str_of(asked, "host")) == 0))
+        if (strcmp(g->scope, "all") == 0 ||
+            (strcmp(g->scope, "session") == 0 && strcmp(g->value, asked->session_id) == 0) ||
+            (strcmp(g->scope, "tool") == 0 && strcmp(g->value, asked->command) == 0) ||
+            (strcmp(g->scope, "domain") == 0 && strcmp(g->value, asked->host) == 0))
             return 1;
     }
     return 0;
@@ -737,7 +847,8 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
 
     if (!json_is_true(json_object_get(json_object_get(f->payload, "session"), "encrypted")) && ct == NULL)
         return json_incref(f->payload);
-    json_object_set_new(b->encrypted, f->session_id, json_true());
+    if (rl_strmap_put(b->encrypted, f->session_id, (void *)1) != 0)
+        rl_log(RL_LOG_WARN, "session %s: could not remember that it is encrypted", f->session_id);
     if (b->keys == NULL || !rl_keyring_has(b->keys, f->session_id)) {
         rl_log(RL_LOG_WARN,
                "update %s: session %s is encrypted and this bridge holds no key for it (confirm this bridge on a "
@@ -774,7 +885,7 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
     const char *approval_id = json_string_value(json_object_get(f->payload, "approval_id"));
     const char *why = NULL;
 
-    if (json_object_get(b->encrypted, f->session_id) == NULL &&
+    if (rl_strmap_get(b->encrypted, f->session_id) == NULL &&
         (b->keys == NULL || !rl_keyring_has(b->keys, f->session_id)))
         return 1;
     if (b->keys != NULL &&
@@ -788,15 +899,20 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
          * an approval (a forged first one must not hide the user's): the
          * first that verifies is the agent's answer, the others change nothing.
          */
-        if (approval_id == NULL || json_object_get(b->decided, approval_id) != NULL) {
+        if (approval_id == NULL || rl_strmap_get(b->decided, approval_id) != NULL) {
             rl_log(RL_LOG_INFO, "approval %s in encrypted session %s: already decided; this decision changes nothing",
                    approval_id != NULL ? approval_id : "?", f->session_id);
             return 0;
         }
         /* Bounded: an approval decided this long ago is no longer asked about. */
-        if (json_object_size(b->decided) >= DECIDED_MAX)
-            json_object_clear(b->decided);
-        json_object_set_new(b->decided, approval_id, json_true());
+        if (rl_strmap_size(b->decided) >= DECIDED_MAX) {
+            rl_strmap_free(b->decided, NULL);
+            b->decided = rl_strmap_new(DECIDED_MAX);
+        }
+        if (b->decided == NULL || rl_strmap_put(b->decided, approval_id, (void *)1) != 0) {
+            rl_log(RL_LOG_ERROR, "out of memory: approval %s cannot be remembered as decided", approval_id);
+            return 0;
+        }
         if (strcmp(str_of(f->payload, "decision"), "approve_always") == 0)
             remember_grant(b, approval_id, f->payload);
         return 1;
@@ -1093,9 +1209,9 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
             b->adapter->notify(b->agent, line);
             json_decref(line);
         }
-        json_object_del(b->asked, str_of(f->payload, "approval_id"));
+        forget_approval(b, str_of(f->payload, "approval_id"));
     } else if (strcmp(f->update_type, "approval.expired") == 0) {
-        json_object_del(b->asked, str_of(f->payload, "approval_id"));
+        forget_approval(b, str_of(f->payload, "approval_id"));
         json_t *line = json_pack("{s:s, s:O, s:s, s:s}", "type", "approval_expired", "approval_id",
                                  json_object_get(f->payload, "approval_id"), "session_id", f->session_id,
                                  "interaction_id", f->interaction_id);
@@ -1645,7 +1761,7 @@ static void handle_results(rl_bridge_t *b)
                                  "session_id", json_object_get(r->body, "session_id"), "interaction_id",
                                  json_object_get(r->body, "interaction_id"));
             else if (json_is_true(json_object_get(r->result, "auto_resolved")) &&
-                     json_object_get(b->asked, str_of(r->body, "approval_id")) != NULL && !granted(b, r->body)) {
+                     rl_strmap_get(b->asked, str_of(r->body, "approval_id")) != NULL && !granted(b, r->body)) {
                 rl_log(RL_LOG_WARN,
                        "approval %s in an encrypted session: the relay resolved it by a grant no signed decision "
                        "made here: refused, the agent is told deny",
@@ -1659,7 +1775,7 @@ static void handle_results(rl_bridge_t *b)
                                  "session_id", json_object_get(r->body, "session_id"), "interaction_id",
                                  json_object_get(r->body, "interaction_id"));
             if (line != NULL || !r->ok)
-                json_object_del(b->asked, str_of(r->body, "approval_id"));
+                forget_approval(b, str_of(r->body, "approval_id"));
             if (line != NULL) {
                 if (!r->ok)
                     json_object_set_new(line, "error", json_string(r->code));
@@ -1680,10 +1796,7 @@ static void handle_signals(rl_bridge_t *b)
 
     while (read(b->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGCHLD) {
-            pid_t pid;
-            int status;
-            for (pid = waitpid(-1, &status, WNOHANG); pid > 0; pid = waitpid(-1, &status, WNOHANG))
-                b->adapter->child_exited(b->agent, pid, status);
+            rl_child_reap();
         } else {
             rl_log(RL_LOG_INFO, "stopping on signal %u", si.ssi_signo);
             b->stopping = 1;
@@ -1730,25 +1843,33 @@ static void run_timers(rl_bridge_t *b)
 
 static void loop(rl_bridge_t *b)
 {
-    struct pollfd fds[MAX_WATCHES + 4];
-    watch_t snapshot[MAX_WATCHES];
+    watches_t *w = &b->watches;
 
     while (!b->stopping) {
-        int n = 0, nw = b->nwatches, i, ws_slot = -1, timeout;
+        struct pollfd *fds;
+        size_t nw = w->count, i;
+        int n = 0, ws_slot = -1, timeout;
         long due = next_timer(b);
 
+        if (watches_prepare(w) != 0) {
+            rl_bridge_fail(b, "out of memory");
+            break;
+        }
+        fds = w->fds;
         fds[n++] = (struct pollfd){.fd = b->sigfd, .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = rl_rest_fd(b->rest), .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = rl_fetcher_fd(b->fetcher), .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = rl_jobs_fd(b->jobs), .events = POLLIN};
         if (b->ws != NULL) {
             ws_slot = n;
             fds[n++] = (struct pollfd){.fd = rl_ws_fd(b->ws), .events = rl_ws_events(b->ws)};
         }
-        memcpy(snapshot, b->watches, sizeof(watch_t) * (size_t)nw);
+        if (nw > 0)
+            memcpy(w->snapshot, w->items, sizeof(watch_t) * nw);
         for (i = 0; i < nw; i++)
-            fds[n + i] = (struct pollfd){.fd = snapshot[i].fd, .events = snapshot[i].events};
+            fds[(size_t)n + i] = (struct pollfd){.fd = w->snapshot[i].fd, .events = w->snapshot[i].events};
         timeout = due < 0 ? -1 : due <= rl_clock_mono_ms() ? 0 : (int)(due - rl_clock_mono_ms());
-        if (poll(fds, (nfds_t)(n + nw), timeout) < 0 && errno != EINTR) {
+        if (poll(fds, (nfds_t)((size_t)n + nw), timeout) < 0 && errno != EINTR) {
             rl_bridge_fail(b, "poll failed");
             break;
         }
@@ -1758,17 +1879,19 @@ static void loop(rl_bridge_t *b)
             handle_results(b);
         if (fds[2].revents != 0)
             handle_fetched(b);
+        if (fds[3].revents != 0)
+            rl_jobs_dispatch(b->jobs);
         if (ws_slot >= 0 && b->ws != NULL && fds[ws_slot].revents != 0 && rl_ws_handle(b->ws) != 0)
             socket_closed(b);
         for (i = 0; i < nw; i++) {
-            int k;
-            if (fds[n + i].revents == 0)
+            const watch_t *seen = &w->snapshot[i];
+            size_t k;
+            if (fds[(size_t)n + i].revents == 0)
                 continue;
             /* A callback may have unwatched this fd (or another): call only live watches. */
-            for (k = 0; k < b->nwatches; k++) {
-                if (b->watches[k].fd == snapshot[i].fd && b->watches[k].cb == snapshot[i].cb &&
-                    b->watches[k].user == snapshot[i].user) {
-                    snapshot[i].cb(snapshot[i].user, snapshot[i].fd, fds[n + i].revents);
+            for (k = 0; k < w->count; k++) {
+                if (w->items[k].fd == seen->fd && w->items[k].cb == seen->cb && w->items[k].user == seen->user) {
+                    seen->cb(seen->user, seen->fd, fds[(size_t)n + i].revents);
                     break;
                 }
             }
@@ -1829,14 +1952,23 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
+    b.jobs = rl_jobs_start();
+    if (b.jobs == NULL) {
+        rl_log(RL_LOG_ERROR, "cannot start the job queue");
+        b.exit_code = RL_BRIDGE_EXIT_ERROR;
+        goto out;
+    }
     if (b.adapter->create(&b, arg, &b.agent) != 0) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
-    b.encrypted = json_object();
-    b.asked = json_object();
-    b.decided = json_object();
-    b.grants = json_array();
+    b.encrypted = rl_strmap_new(REMEMBERED_MAX);
+    b.asked = rl_strmap_new(REMEMBERED_MAX);
+    b.decided = rl_strmap_new(DECIDED_MAX);
+    if (b.encrypted == NULL || b.asked == NULL || b.decided == NULL) {
+        b.exit_code = RL_BRIDGE_EXIT_ERROR;
+        goto out;
+    }
     if (!options->no_e2e) {
         char err[256];
         b.keys = rl_keyring_open(err, sizeof(err));
@@ -1861,6 +1993,8 @@ out:
      * run (spec delivery rule 3), whose de-duplication starts afresh.
      */
     rl_fetcher_stop(b.fetcher);
+    /* Before the agent goes: its jobs (a model call, a prompt's fetch) end now and are done, as stopped. */
+    rl_jobs_stop(b.jobs);
     if (b.parked != NULL)
         rl_log(RL_LOG_INFO, "%zu updates still parked are left to the relay's replay", b.nparked);
     while (b.parked != NULL) {
@@ -1894,10 +2028,20 @@ out:
     }
     rl_dedupe_free(b.dedupe);
     rl_keyring_free(b.keys);
-    json_decref(b.encrypted);
-    json_decref(b.asked);
-    json_decref(b.decided);
-    json_decref(b.grants);
+    rl_strmap_free(b.encrypted, NULL);
+    rl_strmap_free(b.asked, asked_free);
+    rl_strmap_free(b.decided, NULL);
+    while (b.grants != NULL) {
+        grant_t *g = b.grants;
+        b.grants = g->next;
+        free(g->action);
+        free(g->scope);
+        free(g->value);
+        free(g);
+    }
+    free(b.watches.items);
+    free(b.watches.snapshot);
+    free(b.watches.fds);
     if (b.sigfd >= 0)
         close(b.sigfd);
     if (b.ownerfd >= 0)

@@ -11,6 +11,13 @@
 #include <cmocka.h>
 
 #include "../../../src/bridge/agent_acp.c"
+#include "../../../src/bridge/acp_fetch.c"
+#include "../../../src/bridge/acp_files.c"
+#include "../../../src/bridge/acp_perm.c"
+#include "../../../src/bridge/acp_rpc.c"
+#include "../../../src/bridge/acp_session.c"
+#include "../../../src/bridge/acp_tasks.c"
+#include "../../../src/bridge/child.c"
 
 /* ---- the loop's services, recorded ---------------------------------------------------------------- */
 
@@ -44,6 +51,12 @@ void rl_bridge_break(rl_bridge_t *bridge, rl_turn_t *turn)
 {
     (void)bridge, (void)turn;
     json_array_append_new(calls, json_pack("{s:s}", "call", "break"));
+}
+
+rl_jobs_t *rl_bridge_jobs(rl_bridge_t *bridge)
+{
+    (void)bridge;
+    return NULL;
 }
 
 const char *rl_bridge_cwd(const rl_bridge_t *bridge)
@@ -97,10 +110,10 @@ static int setup(void **state)
 
     assert_int_equal(pipe2(f->out, O_NONBLOCK), 0);
     f->agent = calloc(1, sizeof(*f->agent));
-    f->agent->in_fd = f->out[1];
-    f->agent->out_fd = f->agent->err_fd = f->agent->timer_fd = -1;
-    f->agent->pid = -1;
-    rl_buf_init(&f->agent->pending, MAX_PENDING_OUT);
+    f->agent->command = strdup("true");
+    f->agent->child = new_child(f->agent);
+    /* The agent's stdin is the fixture's pipe: no process runs. */
+    f->agent->child->in_fd = f->out[1];
     f->agent->initialized = 1;
     f->session = calloc(1, sizeof(*f->session));
     snprintf(f->session->relay_id, sizeof(f->session->relay_id), "ses_1");
@@ -123,7 +136,7 @@ static int teardown(void **state)
     fixture_t *f = *state;
 
     while (f->session->queue != NULL)
-        prompt_free(f->agent, f->session, f->session->queue);
+        rl_acp__prompt_free(f->agent, f->session, f->session->queue);
     while (f->agent->requests != NULL) {
         request_t *r = f->agent->requests;
         f->agent->requests = r->next;
@@ -133,7 +146,9 @@ static int teardown(void **state)
     free(f->session);
     json_decref(f->agent->commands);
     free(f->agent->mode);
-    rl_buf_free(&f->agent->pending);
+    f->agent->child->in_fd = -1; /* the pipe is the fixture's to close */
+    rl_child_free(f->agent->child);
+    free(f->agent->command);
     free(f->agent);
     close(f->out[0]);
     close(f->out[1]);
@@ -150,7 +165,7 @@ static void update(fixture_t *f, const char *json)
     if (u == NULL)
         fail_msg("bad test JSON: %s", err.text);
     json_t *params = json_pack("{s:s, s:o}", "sessionId", "acp_1", "update", u);
-    on_update(f->agent, params);
+    rl_acp__on_update(f->agent, params);
     json_decref(params);
 }
 
@@ -311,7 +326,7 @@ static void test_plans_thoughts_commands_and_mode(void **state)
     update(f, "{\"sessionUpdate\":\"current_mode_update\",\"currentModeId\":\"code\"}");
     expect_calls("[]");
     /* the plan completes with the turn */
-    close_items(f->agent, f->prompt, "completed", NULL);
+    rl_acp__close_items(f->agent, f->prompt, "completed", NULL);
     expect_calls("[{\"call\":\"line\",\"type\":\"task_finish\",\"task_id\":\"plan_int_1\",\"status\":\"completed\","
                  "\"result\":{\"entries\":[{\"content\":\"a\",\"priority\":\"high\",\"status\":\"completed\"}]}}]");
 }
@@ -328,14 +343,14 @@ static void answer_with(fixture_t *f, const char *decision_line, const char *exp
     json_t *id = json_integer(0), *line, *answer, *want;
     char text[256];
 
-    on_permission(f->agent, id, params);
+    rl_acp__on_permission(f->agent, id, params);
     json_decref(params);
     line = json_array_get(calls, json_array_size(calls) - 1);
     assert_string_equal(json_string_value(json_object_get(line, "type")), "approval_request");
     snprintf(text, sizeof(text), decision_line, json_string_value(json_object_get(line, "approval_id")));
     json_array_clear(calls);
     line = json_loads(text, 0, NULL);
-    acp_notify(f->agent, line);
+    rl_acp__notify(f->agent, line);
     json_decref(line);
     answer = written(f);
     want = json_loads(expected_outcome, 0, NULL);
@@ -358,7 +373,7 @@ static void test_a_permission_request_and_each_answer(void **state)
     const char *id_text;
     char *content;
 
-    on_permission(f->agent, id, params);
+    rl_acp__on_permission(f->agent, id, params);
     json_decref(params);
     json_decref(id);
     /* a call never announced is created first, then the approval asked */
@@ -381,7 +396,7 @@ static void test_a_permission_request_and_each_answer(void **state)
     /* no option offered at all: cancelled */
     decision = json_pack("{s:s, s:s, s:s}", "type", "approval", "approval_id",
                          json_string_value(json_object_get(request, "approval_id")), "decision", "allow-once");
-    acp_notify(f->agent, decision);
+    rl_acp__notify(f->agent, decision);
     json_decref(decision);
     answer = written(f);
     assert_string_equal(json_string_value(json_object_get(answer, "id")), "r1");
@@ -412,7 +427,7 @@ static void test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn(vo
     rl_jsonrpc_msg_t response;
     request_t *r = calloc(1, sizeof(*r));
 
-    on_permission(f->agent, id, params);
+    rl_acp__on_permission(f->agent, id, params);
     json_decref(params);
     json_decref(id);
     json_array_clear(calls);
@@ -432,7 +447,7 @@ static void test_cancel_answers_permissions_and_the_stop_reason_ends_the_turn(vo
     response.root =
         json_loads("{\"stopReason\":\"cancelled\",\"usage\":{\"inputTokens\":3,\"outputTokens\":4}}", 0, NULL);
     response.result = response.root;
-    on_prompted(f->agent, r, &response);
+    rl_acp__on_prompted(f->agent, r, &response);
     json_decref(response.root);
     free(r);
     expect_calls("[{\"call\":\"line\",\"type\":\"task_finish\",\"task_id\":\"c5\",\"status\":\"cancelled\","
@@ -474,7 +489,6 @@ static void test_a_dead_agent_ends_the_running_reply_and_keeps_the_rest(void **s
     update(f, "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run\",\"kind\":\"execute\","
               "\"rawInput\":{\"command\":\"make\"}}");
     json_array_clear(calls);
-    f->agent->in_fd = -1; /* the pipe is the fixture's to close */
     agent_gone(f->agent, "the agent exited with status 3");
     why = taken();
     assert_non_null(strstr(why, "\"status\":\"failed\""));
@@ -494,7 +508,6 @@ static void test_an_agent_that_dies_before_initialize_fails_what_waits(void **st
     f->session->running = 0;
     f->session->state = SESSION_CLOSED;
     f->agent->initialized = 0;
-    f->agent->in_fd = -1;
     agent_gone(f->agent, "the agent exited with status 127");
     expect_calls("[{\"call\":\"finish\",\"finish_reason\":\"error\",\"usage\":null,\"error\":"
                  "\"[the agent could not start: the agent exited with status 127; see relay-bridge's log]\"}]");
@@ -563,21 +576,21 @@ static void test_the_stderr_tail_keeps_the_last_whole_lines(void **state)
 
     for (i = 0; i < 100; i++) {
         snprintf(line, sizeof(line), "line %03d of the agent's complaints, forty-odd bytes", i);
-        tail_add(f->agent, line, strlen(line));
+        tail_add(f->agent->child, line, strlen(line));
     }
-    assert_true(f->agent->tail_len <= STDERR_TAIL);
-    assert_int_equal(f->agent->err_tail[f->agent->tail_len - 1], '\n');
-    assert_non_null(strstr(f->agent->err_tail, "line 099 of"));
-    assert_null(strstr(f->agent->err_tail, "line 000 of"));
+    assert_true(f->agent->child->tail_len <= STDERR_TAIL);
+    assert_int_equal(f->agent->child->err_tail[f->agent->child->tail_len - 1], '\n');
+    assert_non_null(strstr(f->agent->child->err_tail, "line 099 of"));
+    assert_null(strstr(f->agent->child->err_tail, "line 000 of"));
     /* Whole lines: it starts at the start of one. */
-    assert_memory_equal(f->agent->err_tail, "line ", 5);
-    failure_text(f->agent, "[the agent failed: x]", text, sizeof(text));
+    assert_memory_equal(f->agent->child->err_tail, "line ", 5);
+    rl_acp__failure_text(f->agent, "[the agent failed: x]", text, sizeof(text));
     {
         static const char head[] = "[the agent failed: x]\n\nThe agent's last lines on stderr:\nline ";
         assert_memory_equal(text, head, sizeof(head) - 1);
     }
-    tail_reset(f->agent);
-    failure_text(f->agent, "[the agent failed: y]", text, sizeof(text));
+    rl_acp__tail_reset(f->agent);
+    rl_acp__failure_text(f->agent, "[the agent failed: y]", text, sizeof(text));
     assert_string_equal(text, "[the agent failed: y]");
 }
 
