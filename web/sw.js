@@ -197,6 +197,10 @@ self.addEventListener('notificationclick', (event) => {
   const data = notification.data || {};
   const url = new URL(data.url || '/', self.location.origin);
   notification.close();
+  // An approval opens its chat at the approval's card (the inbox's ?at=, docs/web.md "Inbox").
+  if (data.kind === 'approval' && data.approval_id && url.hash.startsWith('#/s/') && !url.hash.includes('?')) {
+    url.hash += `?at=${encodeURIComponent(`a:${data.approval_id}`)}`;
+  }
   if (data.kind !== 'approval' || (event.action !== 'approve' && event.action !== 'deny')) {
     event.waitUntil(openApp(url));
     return;

@@ -228,7 +228,8 @@ test('an approval already decided, or expired, gets a follow-up notification tha
   assert.equal(decided.title, 'Already answered: Run a command');
   assert.equal(decided.body, 'It was approved before your answer: yours changed nothing.');
   assert.deepEqual(decided.actions, [], 'nothing more to answer');
-  assert.equal(decided.data.url, `/#/s/${plainId}`, 'a tap opens the chat');
+  assert.equal(decided.data.url, `/#/s/${plainId}?at=${encodeURIComponent(`a:${note.approval_id}`)}`,
+    'a tap opens the chat at the card');
   await waitFor('the first decision standing', async () => (await plainReplies(plainId)).some((t) => t.startsWith('allow-once: ran `echo plainplum`')));
 
   // Expired (a cancelled turn expires its approvals at once): Approve decides nothing.
