@@ -6,7 +6,8 @@ touched"): the bridge reports them in clear (`path`, `display_name`), a client r
   in an encrypted session and the sealed form in a plain one by name, keeps nothing it refused,
   and answers another user 404;
 - the real relay-bridge reports a plain session's file in clear and reads it back inside --cwd
-  (whole, or its first 1.5 MiB marked truncated), and refuses a file that became a link out of it.
+  (whole, or its first 1.5 MiB marked truncated), refuses a file that became a link out of it, and,
+  started again, reads in clear only once a message has told it the session is plain.
 """
 import base64
 import os
@@ -195,6 +196,19 @@ def test_the_real_bridge_reports_and_reads_a_plain_sessions_file_inside_its_fold
         assert got["truncated"] is True and got["size_bytes"] == len(text) + BIG, \
             {k: v for k, v in got.items() if k != "base64"}
         assert base64.b64decode(got["base64"]) == (text + b"x" * BIG)[:BIG]
+        # Started again, the bridge has not been told the session is plain (holding no key for it proves
+        # nothing): no read in clear until a message of the session says so.
+        (work / "notes.txt").write_bytes(text)
+        assert bridge.stop() == 0
+        bridge.start(agent, "--cwd", str(work), wait_connected=False)
+        bridge.wait_log("connected as", count=2)
+        r = read()
+        assert_error(r, 502, "upstream_error")
+        assert r.json()["error"]["details"]["bridge_error"] == {"code": "session_not_plain"}, r.text
+        send = cli.start("send", ses, "read %s" % (work / "notes.txt"))
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        got = assert_ok(read())
+        assert base64.b64decode(got["base64"]) == text and got["encrypted"] is False, got
         # The file became a link out of the folder: refused, nothing of the outside file sent.
         os.unlink(work / "notes.txt")
         os.symlink(tmp_path / "outside.txt", work / "notes.txt")
