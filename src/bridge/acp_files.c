@@ -6,7 +6,7 @@
 
 /* ---- fs methods: inside the working folder only (acp_fs.c) ------------------------------------ */
 
-/* A file the agent touched, for the session's file list (encrypted sessions only: rl_bridge_tool_file). */
+/* A file the agent touched, for the session's file list (rl_bridge_tool_file says in which sessions). */
 static void tell_file(struct rl_agent *a, json_t *params, const char *tool)
 {
     session_t *s = rl_acp__session_by_acp(a, json_string_value(json_object_get(params, "sessionId")));

@@ -79,7 +79,8 @@ void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
  * The agent read, edited or wrote path (tool "read", "edit", "write") in
  * session_id: in an encrypted session the relay is told (notifyToolFile, the
  * path sealed, a blind index to ask for it by) so the phone can list and open
- * it; nothing for a plain session.
+ * it; in a session the relay said is plain, in clear (path, display_name);
+ * nothing for a session of neither kind, or encrypted without its key.
  */
 void rl_bridge_tool_file(rl_bridge_t *bridge, const char *session_id, const char *tool, const char *path);
 /* Stops the bridge: the agent cannot go on. */

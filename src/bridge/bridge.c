@@ -137,6 +137,7 @@ struct rl_bridge {
     char installation_id[64];
     rl_keyring_t *keys;     /* NULL with --no-e2e */
     rl_strmap_t *encrypted; /* session id -> (void *)1: sessions the relay said are encrypted */
+    rl_strmap_t *plain;     /* session id -> (void *)1: sessions the relay said are not (encrypted: false) */
     rl_strmap_t *asked;     /* approval id -> asked_approval_t: approvals of encrypted sessions */
     rl_strmap_t *decided;   /* approval id -> (void *)1: approvals of encrypted sessions the agent was told of */
     grant_t *grants;
@@ -790,12 +791,24 @@ void rl_bridge_tool_file(rl_bridge_t *b, const char *session_id, const char *too
     const char *name;
     struct stat st;
 
-    if (b->keys == NULL || path == NULL || !rl_keyring_has(b->keys, session_id))
+    /* In clear only for a session the relay said is plain: one whose key is missing may be encrypted. */
+    int plain = rl_strmap_get(b->plain, session_id) != NULL && rl_strmap_get(b->encrypted, session_id) == NULL;
+
+    if (path == NULL || (!plain && (b->keys == NULL || !rl_keyring_has(b->keys, session_id))))
         return;
     real = realpath(path, NULL);
     if (real == NULL)
         return;
     name = strrchr(real, '/') != NULL ? strrchr(real, '/') + 1 : real;
+    if (plain) {
+        json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "session_id", session_id, "tool", tool, "path", real,
+                                 "display_name", name);
+        if (body != NULL && stat(real, &st) == 0)
+            json_object_set_new(body, "size_bytes", json_integer((json_int_t)st.st_size));
+        submit(b, RL_CALL_NOTIFY_TOOL_FILE, NULL, body);
+        free(real);
+        return;
+    }
     /* The authors' scheme: the index of (session, real path), the path sealed under a key of that index. */
     if (rl_keyring_file_index(b->keys, session_id, real, idx) == 0 &&
         snprintf(blob, sizeof(blob), "agent_files/%s/%s", session_id, idx) < (int)sizeof(blob)) {
@@ -1171,11 +1184,34 @@ static void open_capability_answer(rl_bridge_t *b, const rl_frame_t *f, json_t *
 }
 
 /* An update taken in: de-duplicated already, and neither parked nor behind a parked one of its session. */
+/*
+ * What the relay says of a session's kind (session.encrypted in
+ * session.started and session.message): only a session it said is plain gets
+ * its files reported and read in clear (rl_bridge_tool_file, read_agent_file).
+ */
+static void note_session_kind(rl_bridge_t *b, const rl_frame_t *f)
+{
+    json_t *flag = json_object_get(json_object_get(f->payload, "session"), "encrypted");
+
+    if (f->session_id[0] == '\0' ||
+        (strcmp(f->update_type, "session.started") != 0 && strcmp(f->update_type, "session.message") != 0))
+        return;
+    /* A map that is full forgets nothing it holds: a session it cannot note as plain gets nothing in clear. */
+    if (json_is_true(flag) || json_object_get(json_object_get(f->payload, "message"), "text_ct") != NULL) {
+        if (rl_strmap_put(b->encrypted, f->session_id, (void *)1) != 0)
+            rl_log(RL_LOG_WARN, "session %s: could not remember that it is encrypted", f->session_id);
+    } else if (json_is_false(flag) && rl_strmap_put(b->plain, f->session_id, (void *)1) != 0) {
+        rl_log(RL_LOG_WARN, "session %s: could not remember that it is plain: its files are not reported",
+               f->session_id);
+    }
+}
+
 static void process_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
     int turn_pending = 0;
 
+    note_session_kind(b, f);
     if (strcmp(f->update_type, "session.message") == 0) {
         json_t *message = json_object_get(f->payload, "message");
         json_t *payload = NULL;
@@ -1501,6 +1537,23 @@ static char *read_file(const char *path, size_t *len, long *size, const char **c
     return bytes;
 }
 
+/* The bytes of path (as read_file) when it lies inside the agent's folder once its links are resolved; NULL with *code
+ * set. */
+static char *read_in_folder(rl_bridge_t *b, const char *path, size_t *len, long *size, const char **code)
+{
+    char root[4096], *real = realpath(path, NULL), *bytes = NULL;
+    size_t rootlen;
+
+    *code = real != NULL ? "forbidden" : "not_found";
+    if (real != NULL && realpath(rl_bridge_cwd(b) != NULL ? rl_bridge_cwd(b) : ".", root) != NULL) {
+        rootlen = strlen(root);
+        if (strncmp(real, root, rootlen) == 0 && (real[rootlen] == '/' || real[rootlen] == '\0'))
+            bytes = read_file(real, len, size, code);
+    }
+    free(real);
+    return bytes;
+}
+
 /*
  * file.read.req (docs/api.md): the relay vouches for a blind index it has in
  * session_agent_files; the bridge opens path_ct, checks that the path gives
@@ -1512,9 +1565,9 @@ static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
     const char *sid = json_string_value(json_object_get(req, "session_id"));
     const char *idx = json_string_value(json_object_get(req, "blind_idx"));
     const char *code = "bad_request";
-    char blob[256], check[RL_E2E_BLIND_IDX_SIZE], root[4096], *path = NULL, *real = NULL, *bytes = NULL, *sealed;
+    char blob[256], check[RL_E2E_BLIND_IDX_SIZE], *path = NULL, *bytes = NULL, *sealed;
     json_t *answer = NULL;
-    size_t len = 0, rootlen;
+    size_t len = 0;
     long size = 0;
 
     if (sid == NULL || idx == NULL || snprintf(blob, sizeof(blob), "agent_files/%s/%s", sid, idx) >= (int)sizeof(blob))
@@ -1529,17 +1582,7 @@ static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
     code = "forbidden";
     if (strcmp(check, idx) != 0)
         goto out;
-    real = realpath(path, NULL);
-    if (real == NULL) {
-        code = "not_found";
-        goto out;
-    }
-    if (realpath(rl_bridge_cwd(b) != NULL ? rl_bridge_cwd(b) : ".", root) == NULL)
-        goto out;
-    rootlen = strlen(root);
-    if (strncmp(real, root, rootlen) != 0 || (real[rootlen] != '/' && real[rootlen] != '\0'))
-        goto out;
-    bytes = read_file(real, &len, &size, &code);
+    bytes = read_in_folder(b, path, &len, &size, &code);
     if (bytes == NULL)
         goto out;
     sealed = rl_keyring_seal_path(b->keys, sid, blob, bytes, len);
@@ -1555,7 +1598,45 @@ out:
     if (answer == NULL)
         answer = json_pack("{s:{s:s}}", "error", "code", code);
     free(path);
-    free(real);
+    free(bytes);
+    return answer;
+}
+
+/*
+ * file.read.req {path} (ours, docs/api.md): a plain session's file, answered
+ * in clear with the same folder rules, only for a session the relay said is
+ * plain: a relay cannot have an encrypted session's file sent in clear.
+ */
+static json_t *read_plain_file(rl_bridge_t *b, json_t *req)
+{
+    const char *sid = json_string_value(json_object_get(req, "session_id"));
+    const char *path = json_string_value(json_object_get(req, "path"));
+    const char *code = "bad_request";
+    char *bytes = NULL, *text;
+    json_t *answer = NULL;
+    size_t len = 0;
+    long size = 0;
+
+    if (sid == NULL || path == NULL)
+        goto out;
+    code = "session_not_plain";
+    if (rl_strmap_get(b->plain, sid) == NULL || rl_strmap_get(b->encrypted, sid) != NULL)
+        goto out;
+    bytes = read_in_folder(b, path, &len, &size, &code);
+    if (bytes == NULL)
+        goto out;
+    text = malloc(RL_BASE64_ENCODED_SIZE(len));
+    if (text == NULL) {
+        code = "read_failed";
+        goto out;
+    }
+    rl_base64_encode(bytes, len, text);
+    answer = json_pack("{s:s, s:I, s:s, s:b, s:b}", "mime_type", "application/octet-stream", "size_bytes",
+                       (json_int_t)size, "base64", text, "encrypted", 0, "truncated", (size_t)size > len);
+    free(text);
+out:
+    if (answer == NULL)
+        answer = json_pack("{s:{s:s}}", "error", "code", code);
     free(bytes);
     return answer;
 }
@@ -1569,7 +1650,7 @@ static void answer_request(rl_bridge_t *b, rl_frame_t *f)
     if (type == NULL || !json_is_string(req_id))
         return;
     if (strcmp(type, "file.read.req") == 0)
-        answer = read_agent_file(b, f->root);
+        answer = json_object_get(f->root, "path") != NULL ? read_plain_file(b, f->root) : read_agent_file(b, f->root);
     else if (strcmp(type, "models.list.req") == 0)
         /* Our adapters run one agent with its own model: nothing to choose from. */
         answer = json_pack("{s:[]}", "models");
@@ -1963,9 +2044,10 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         goto out;
     }
     b.encrypted = rl_strmap_new(REMEMBERED_MAX);
+    b.plain = rl_strmap_new(REMEMBERED_MAX);
     b.asked = rl_strmap_new(REMEMBERED_MAX);
     b.decided = rl_strmap_new(DECIDED_MAX);
-    if (b.encrypted == NULL || b.asked == NULL || b.decided == NULL) {
+    if (b.encrypted == NULL || b.plain == NULL || b.asked == NULL || b.decided == NULL) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
@@ -2029,6 +2111,7 @@ out:
     rl_dedupe_free(b.dedupe);
     rl_keyring_free(b.keys);
     rl_strmap_free(b.encrypted, NULL);
+    rl_strmap_free(b.plain, NULL);
     rl_strmap_free(b.asked, asked_free);
     rl_strmap_free(b.decided, NULL);
     while (b.grants != NULL) {

@@ -37,7 +37,7 @@
     X(GRANT_NOT_FOUND, 404, "grant_not_found", "the grant does not exist")                                             \
     X(DEVICE_NOT_FOUND, 404, "device_not_found", "the device does not exist or was revoked")                           \
     /* relayd's agent files (issue 26); catalogd's missing paper file always says its own message */                   \
-    X(FILE_NOT_FOUND, 404, "file_not_found", "the agent touched no file with this blind index in this session")        \
+    X(FILE_NOT_FOUND, 404, "file_not_found", "the agent touched no such file in this session")                         \
     X(METHOD_NOT_ALLOWED, 405, "method_not_allowed", "this route does not accept that method")                         \
     X(IDEMPOTENCY_CONFLICT, 409, "idempotency_conflict",                                                               \
       "this idempotency key was already used with a different body")                                                   \
@@ -47,6 +47,7 @@
     X(DEVICE_UNCONFIRMED, 409, "device_unconfirmed",                                                                   \
       "the device has not confirmed this session's bridge (compare the emoji, then confirm)")                          \
     X(SESSION_NOT_ENCRYPTED, 409, "session_not_encrypted", "the session is not end-to-end encrypted")                  \
+    X(SESSION_ENCRYPTED, 409, "session_encrypted", "the session is end-to-end encrypted: ask by blind index")          \
     X(DEVICE_MISMATCH, 409, "device_mismatch", "X-Relay-Device must name the device being confirmed")                  \
     X(APPROVAL_AMBIGUOUS, 409, "approval_ambiguous",                                                                   \
       "several of your installations use this approval id; name one with installation_id")                             \

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "common/base64.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -208,6 +210,9 @@ struct e2e_op {
     struct notice *notices; /* in the arena */
     size_t nnotices, notices_cap;
     json_t *events; /* [[name, data], ...] for the user's streams */
+    /* notifyToolFile: the field that does not fit the session's kind (absent, or present from the other kind) */
+    const char *misfit;
+    int misfit_missing, misfit_encrypted;
 };
 
 static void e2e_dispose(rl_store_op_t *base)
@@ -861,21 +866,49 @@ void rl_e2e_bridge_hello(rl_relay_t *relay, const char *installation_id, const c
 
 static const char *const tools[] = {"read", "edit", "write", NULL};
 
+/* A plain path or name: no control characters (a NUL is refused by the JSON parser already). */
+static int plain_name_check(const char *s, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < len; ++i)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f)
+            return -1;
+    return 0;
+}
+
+#define PLAIN_NAME_MESSAGE "Expected text without control characters"
+
 static const rl_field_t notify_tool_file_fields[] = {
     RL_FIELD_STRING("session_id", RL_F_REQUIRED, 1, 64),
     RL_FIELD_ENUM("tool", RL_F_REQUIRED, tools),
     {.name = "size_bytes", .type = RL_FT_INTEGER, .flags = RL_F_NULLABLE, .has_min = 1, .min = 0},
     RL_FIELD_STRING("mime", RL_F_NULLABLE, 1, 128),
-    RL_FIELD_CT("path_ct", RL_F_REQUIRED, 8192),
-    RL_FIELD_CT("display_name_ct", RL_F_REQUIRED, 2048),
-    RL_FIELD_STRING_CHECK("path_blind_idx", RL_F_REQUIRED, 1, 64, rl_e2e_blind_index_check,
-                          "Expected base64url without padding"),
+    /* One form or the other, as the session is encrypted or not: notify_tool_file_run says which is required. */
+    RL_FIELD_CT("path_ct", 0, 8192),
+    RL_FIELD_CT("display_name_ct", 0, 2048),
+    RL_FIELD_STRING_CHECK("path_blind_idx", 0, 1, 64, rl_e2e_blind_index_check, "Expected base64url without padding"),
+    RL_FIELD_STRING_CHECK("path", 0, 1, 4096, plain_name_check, PLAIN_NAME_MESSAGE),
+    RL_FIELD_STRING_CHECK("display_name", 0, 1, 1024, plain_name_check, PLAIN_NAME_MESSAGE),
     RL_FIELD_END,
 };
 const rl_schema_t rl_notify_tool_file_schema = RL_SCHEMA(notify_tool_file_fields);
 
-/* The session for a files route: the user's (client) or the installation's (bridge), not deleted, encrypted. */
-static int files_session(rl_txn_t *txn, struct e2e_op *op, rl_session_row_t *session)
+static const rl_field_t file_read_plain_fields[] = {
+    RL_FIELD_STRING_CHECK("path", RL_F_REQUIRED, 1, 4096, plain_name_check, PLAIN_NAME_MESSAGE),
+    RL_FIELD_END,
+};
+const rl_schema_t rl_file_read_plain_schema = RL_SCHEMA(file_read_plain_fields);
+
+/* The fields of a file report in each kind of session; the other kind's are refused by name. */
+static const char *const sealed_file_fields[] = {"path_ct", "display_name_ct", "path_blind_idx", NULL};
+static const char *const plain_file_fields[] = {"path", "display_name", NULL};
+
+/* What a files route needs of its session. */
+enum files_kind { FILES_ANY, FILES_SEALED, FILES_PLAIN };
+
+/* The session for a files route: the user's (client) or the installation's (bridge), not deleted, of that kind. */
+static int files_session(rl_txn_t *txn, struct e2e_op *op, enum files_kind kind, rl_session_row_t *session)
 {
     int result = RL_TXN(txn, session_get, op->session_id, session);
 
@@ -887,16 +920,60 @@ static int files_session(rl_txn_t *txn, struct e2e_op *op, rl_session_row_t *ses
         return result;
     if (session->deleted_at != RL_NO_TIME)
         return RL_E_SESSION_DELETED;
-    /* A file's path travels only sealed, so only an encrypted session has such files. */
-    return session->encrypted ? 0 : RL_E_SESSION_NOT_ENCRYPTED;
+    /* A path asked for in clear in an encrypted session, or by blind index in a plain one, is refused. */
+    if (kind == FILES_SEALED && !session->encrypted)
+        return RL_E_SESSION_NOT_ENCRYPTED;
+    if (kind == FILES_PLAIN && session->encrypted)
+        return RL_E_SESSION_ENCRYPTED;
+    return 0;
 }
 
-static json_t *agent_file_view(const rl_agent_file_row_t *row)
+/*
+ * A file as clients see it. A plain session's row keeps the path and name in
+ * clear in the columns an encrypted one's envelopes use (its key being a hash
+ * of the path), so each kind is shown under its own names.
+ */
+static json_t *agent_file_view(const rl_agent_file_row_t *row, int encrypted)
 {
+    json_t *size = row->size_bytes == RL_NO_TIME ? json_null() : json_integer(row->size_bytes);
+
+    if (!encrypted)
+        return json_pack("{s:s, s:o, s:s?, s:s, s:s, s:I}", "tool", row->tool, "size_bytes", size, "mime", row->mime,
+                         "path", row->path_ct, "display_name", row->display_name_ct, "updated_at",
+                         (json_int_t)row->updated_at);
     return json_pack("{s:s, s:s, s:o, s:s?, s:s, s:s, s:I}", "path_blind_idx", row->path_blind_idx, "tool", row->tool,
-                     "size_bytes", row->size_bytes == RL_NO_TIME ? json_null() : json_integer(row->size_bytes), "mime",
-                     row->mime, "path_ct", row->path_ct, "display_name_ct", row->display_name_ct, "updated_at",
-                     (json_int_t)row->updated_at);
+                     "size_bytes", size, "mime", row->mime, "path_ct", row->path_ct, "display_name_ct",
+                     row->display_name_ct, "updated_at", (json_int_t)row->updated_at);
+}
+
+/* The store key of a plain session's file: base64url of SHA-256 of its path (the path is no secret there). */
+static int plain_file_key(const char *path, char key[RL_BASE64URL_ENCODED_SIZE(32)])
+{
+    unsigned char digest[32];
+    unsigned int len = 0;
+
+    if (EVP_Digest(path, strlen(path), digest, &len, EVP_sha256(), NULL) != 1 || len != sizeof(digest))
+        return RL_E_INTERNAL;
+    rl_base64url_encode(digest, sizeof(digest), key);
+    return 0;
+}
+
+/* The first field of want absent from body, or of refused present; NULL when the body fits the session's kind. */
+static const char *misfit_field(const json_t *body, const char *const *want, const char *const *refused, int *missing)
+{
+    size_t i;
+
+    for (i = 0; refused[i] != NULL; ++i)
+        if (json_object_get(body, refused[i]) != NULL) {
+            *missing = 0;
+            return refused[i];
+        }
+    for (i = 0; want[i] != NULL; ++i)
+        if (json_object_get(body, want[i]) == NULL) {
+            *missing = 1;
+            return want[i];
+        }
+    return NULL;
 }
 
 static int notify_tool_file_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -904,6 +981,7 @@ static int notify_tool_file_run(rl_txn_t *txn, rl_store_op_t *base)
     struct e2e_op *op = (void *)base;
     json_t *size = json_object_get(op->body, "size_bytes");
     rl_session_row_t session;
+    char key[RL_BASE64URL_ENCODED_SIZE(32)];
     rl_agent_file_row_t row = {op->session_id,
                                json_string_value(json_object_get(op->body, "path_blind_idx")),
                                json_string_value(json_object_get(op->body, "tool")),
@@ -912,14 +990,54 @@ static int notify_tool_file_run(rl_txn_t *txn, rl_store_op_t *base)
                                json_string_value(json_object_get(op->body, "display_name_ct")),
                                json_is_integer(size) ? (int64_t)json_integer_value(size) : RL_NO_TIME,
                                op->now};
-    int result = files_session(txn, op, &session);
+    int result = files_session(txn, op, FILES_ANY, &session);
 
-    if (result != 0 || (result = RL_TXN(txn, agent_file_put, &row)) != 0)
+    if (result != 0)
+        return result;
+    op->misfit = session.encrypted ? misfit_field(op->body, sealed_file_fields, plain_file_fields, &op->misfit_missing)
+                                   : misfit_field(op->body, plain_file_fields, sealed_file_fields, &op->misfit_missing);
+    op->misfit_encrypted = session.encrypted;
+    if (op->misfit != NULL)
+        return RL_E_INVALID_REQUEST;
+    if (!session.encrypted) {
+        row.path_ct = json_string_value(json_object_get(op->body, "path"));
+        row.display_name_ct = json_string_value(json_object_get(op->body, "display_name"));
+        if ((result = plain_file_key(row.path_ct, key)) != 0)
+            return result;
+        row.path_blind_idx = key;
+    }
+    if ((result = RL_TXN(txn, agent_file_put, &row)) != 0)
         return result;
     tell_clients(op, "session_file_touched",
-                 json_pack("{s:s, s:o}", "session_id", session.id, "file", agent_file_view(&row)));
-    op->op.value = json_pack("{s:s, s:s}", "session_id", session.id, "path_blind_idx", row.path_blind_idx);
+                 json_pack("{s:s, s:o}", "session_id", session.id, "file", agent_file_view(&row, session.encrypted)));
+    op->op.value = session.encrypted
+                       ? json_pack("{s:s, s:s}", "session_id", session.id, "path_blind_idx", row.path_blind_idx)
+                       : json_pack("{s:s, s:s}", "session_id", session.id, "path", row.path_ct);
     return 0;
+}
+
+/* A report of the other kind of session is refused by the field that gives it away, or by the one it lacks. */
+static void on_notify_done(rl_store_op_t *base)
+{
+    struct e2e_op *op = (void *)base;
+    rl_call_t *call = base->arg;
+    char message[160];
+
+    if (base->result != RL_E_INVALID_REQUEST || op->misfit == NULL) {
+        on_done(base);
+        return;
+    }
+    if (op->misfit_missing)
+        snprintf(message, sizeof(message), "Required (the session is %s)",
+                 op->misfit_encrypted ? "end-to-end encrypted" : "not encrypted");
+    else
+        snprintf(message, sizeof(message), "This session is %s: %s is refused",
+                 op->misfit_encrypted ? "end-to-end encrypted" : "not encrypted", op->misfit);
+    rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                      json_pack("[{s:s, s:s, s:s}]", "path", op->misfit, "code",
+                                op->misfit_missing ? "invalid_type" : "invalid_string", "message", message),
+                      NULL);
+    rl_call_release(call);
 }
 
 static const rl_store_op_type_t notify_tool_file_type = {"notify_tool_file", 1, notify_tool_file_run, e2e_dispose};
@@ -929,7 +1047,7 @@ int rl_bridge_notify_tool_file(rl_call_t *call)
     struct e2e_op *op = e2e_new(call, &notify_tool_file_type);
 
     op->session_id = rl_op_str(op, rl_body_string(call, "session_id"));
-    rl_op_submit_for(call, op, on_done);
+    rl_op_submit_for(call, op, on_notify_done);
     return 0;
 }
 
@@ -941,7 +1059,7 @@ static int files_run(rl_txn_t *txn, rl_store_op_t *base)
     rl_agent_file_row_t *rows;
     size_t count, i;
     json_t *files;
-    int result = files_session(txn, op, &session);
+    int result = files_session(txn, op, op->new_id != NULL ? FILES_SEALED : FILES_ANY, &session);
 
     if (result != 0 || (result = RL_TXN(txn, agent_files_of_session, session.id, &rows, &count)) != 0)
         return result;
@@ -958,16 +1076,44 @@ static int files_run(rl_txn_t *txn, rl_store_op_t *base)
     }
     files = json_array();
     for (i = 0; i < count; ++i)
-        json_array_append_new(files, agent_file_view(&rows[i]));
+        json_array_append_new(files, agent_file_view(&rows[i], session.encrypted));
     op->op.value = json_pack("{s:o}", "files", files);
     return 0;
 }
 
-static const rl_store_op_type_t files_type = {"session_files", 0, files_run, e2e_dispose};
-
-static struct e2e_op *files_op(rl_call_t *call, int *result)
+/*
+ * POST /v1/me/sessions/:id/files/read {path} (ours), a plain session only:
+ * the path must be one the bridge reported in that session, as a blind index
+ * must in an encrypted one; the bridge gets it in clear.
+ */
+static int file_read_plain_run(rl_txn_t *txn, rl_store_op_t *base)
 {
-    struct e2e_op *op = e2e_new(call, &files_type);
+    struct e2e_op *op = (void *)base;
+    const char *path = json_string_value(json_object_get(op->body, "path"));
+    rl_session_row_t session;
+    rl_agent_file_row_t *rows;
+    size_t count, i;
+    char key[RL_BASE64URL_ENCODED_SIZE(32)];
+    int result = files_session(txn, op, FILES_PLAIN, &session);
+
+    if (result != 0 || (result = plain_file_key(path, key)) != 0 ||
+        (result = RL_TXN(txn, agent_files_of_session, session.id, &rows, &count)) != 0)
+        return result;
+    for (i = 0; i < count && strcmp(rows[i].path_blind_idx, key) != 0; ++i)
+        ;
+    if (i == count || strcmp(rows[i].path_ct, path) != 0)
+        return RL_E_FILE_NOT_FOUND;
+    op->op.value = json_pack("{s:s, s:s, s:s, s:s}", "installation_id", session.installation_id, "type",
+                             "file.read.req", "session_id", session.id, "path", path);
+    return 0;
+}
+
+static const rl_store_op_type_t files_type = {"session_files", 0, files_run, e2e_dispose};
+static const rl_store_op_type_t file_read_plain_type = {"session_file_read_plain", 0, file_read_plain_run, e2e_dispose};
+
+static struct e2e_op *files_op(rl_call_t *call, const rl_store_op_type_t *type, int *result)
+{
+    struct e2e_op *op = e2e_new(call, type);
     char id[72];
 
     *result = rl_path_id(call, 0, id, sizeof(id), RL_E_SESSION_NOT_FOUND);
@@ -982,7 +1128,7 @@ static struct e2e_op *files_op(rl_call_t *call, int *result)
 int rl_session_files_list(rl_call_t *call)
 {
     int result;
-    struct e2e_op *op = files_op(call, &result);
+    struct e2e_op *op = files_op(call, &files_type, &result);
 
     if (op != NULL)
         rl_op_submit_for(call, op, on_done);
@@ -1032,7 +1178,7 @@ static void on_file_found(rl_store_op_t *base)
 int rl_session_file_read(rl_call_t *call)
 {
     int result;
-    struct e2e_op *op = files_op(call, &result);
+    struct e2e_op *op = files_op(call, &files_type, &result);
     char idx[72];
 
     if (op == NULL)
@@ -1044,6 +1190,16 @@ int rl_session_file_read(rl_call_t *call)
     op->new_id = rl_op_str(op, idx);
     rl_op_submit_for(call, op, on_file_found);
     return 0;
+}
+
+int rl_session_file_read_plain(rl_call_t *call)
+{
+    int result;
+    struct e2e_op *op = files_op(call, &file_read_plain_type, &result);
+
+    if (op != NULL)
+        rl_op_submit_for(call, op, on_file_found);
+    return result;
 }
 
 /* ---- GET /v1/me/installations/:id/models ---- */

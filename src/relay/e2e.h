@@ -56,9 +56,10 @@ int rl_recipients_put(rl_call_t *call); /* both sides: the principal says which 
 int rl_bridge_notify_tool_file(rl_call_t *call);
 int rl_session_files_list(rl_call_t *call);
 int rl_session_file_read(rl_call_t *call);
+int rl_session_file_read_plain(rl_call_t *call); /* ours: a plain session's file, by its path */
 int rl_installation_models(rl_call_t *call);
 extern const rl_schema_t rl_bridge_device_schema, rl_device_register_schema, rl_device_confirm_schema,
-    rl_bridge_session_schema, rl_recipients_schema, rl_notify_tool_file_schema;
+    rl_bridge_session_schema, rl_recipients_schema, rl_notify_tool_file_schema, rl_file_read_plain_schema;
 
 /*
  * In a transaction: the re-announcement (api.md "Encrypted sessions"). When

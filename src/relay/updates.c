@@ -24,15 +24,16 @@ int rl_update_append(rl_txn_t *txn, const char *installation_id, const char *typ
 
 /*
  * The session as updates show it. issue 26: an encrypted session's title is
- * its envelope (title_ct); encrypted and model are only said when set, so
- * that a plain session's updates read as before.
+ * its envelope (title_ct); model is only said when set. encrypted is always
+ * said, false too: relay-bridge reports files in clear only for a session
+ * the relay said is plain, never merely because it holds no key for it.
  */
 static json_t *session_part(const rl_session_row_t *session)
 {
-    json_t *part = json_pack("{s:s, s:s?}", "id", session->id, "title", session->encrypted ? NULL : session->title);
+    json_t *part = json_pack("{s:s, s:s?, s:b}", "id", session->id, "title", session->encrypted ? NULL : session->title,
+                             "encrypted", session->encrypted);
 
     if (session->encrypted) {
-        json_object_set_new(part, "encrypted", json_true());
         if (session->title != NULL)
             json_object_set_new(part, "title_ct", json_string(session->title));
     }

@@ -4,8 +4,9 @@
 // (an ACP agent) in a folder of its own (--cwd), and the page as a 360 px
 // phone. The agent writes notes.md, edits it twice (the second time by a
 // snippet), writes todo.txt and three more files. In a plain chat the Files
-// view lists them from the tool calls, with the combined diff, and says the
-// current content is read in encrypted chats. In an encrypted chat it also
+// view lists them from the tool calls and the bridge's reports (in clear),
+// with the combined diff, and reads notes.md through the bridge by its path
+// (POST /v1/me/sessions/:id/files/read). In an encrypted chat it also
 // reads each file through the bridge (sealed): notes.md as changed on disk
 // since, a binary logo.png (said, not shown), a 2 MB big.log (its size and
 // the start on demand) and link.txt, made a link out of the folder, which
@@ -112,12 +113,33 @@ async function checkNotesDiff() {
   assert.equal((await page.$$(`${body} .diff-del`)).length, 0);
 }
 
-test('a plain chat: the files from the tool calls, the combined diff, and why the content is not read', async () => {
+test('a plain chat: the files from the tool calls and the reports, the combined diff, and the content read by path', async () => {
   await playAndOpenFiles(plainId);
+  // What the relay holds of them is in clear, as the chat is: the bridge reported each by its real path.
+  const listed = (await relay.api('GET', `/v1/me/sessions/${plainId}/files`, token)).files;
+  assert.deepEqual(listed.map((f) => f.display_name).sort(), NAMES);
+  assert.ok(listed.every((f) => f.path.endsWith(`/project/${f.display_name}`) && !('path_blind_idx' in f)), JSON.stringify(listed));
   await checkNotesDiff();
-  assert.match(await page.innerText(`${card('notes.md')} .file-current`), /works in end-to-end encrypted chats/);
-  assert.equal(await page.$(`${card('notes.md')} .file-read`), null, 'no button that cannot work');
+  assert.ok(!(await page.innerText('main')).includes('encrypted chats'), 'no note that reading needs an encrypted chat');
   assert.match(await page.innerText(`${card('todo.txt')} .file-tools`), /Written/);
+
+  // The machine's file changed after the turn: read as it is now, in clear, by its path.
+  writeFileSync(join(work, 'notes.md'), `${NOTES}line 9, plain and new\n`);
+  const asked = [];
+  page.on('request', (r) => { if (r.url().includes('/files/read')) asked.push(r.postDataJSON()); });
+  await page.click(`${card('notes.md')} .file-read`);
+  await page.waitForSelector(`${card('notes.md')} .file-text`);
+  assert.equal(await page.textContent(`${card('notes.md')} .file-text`), `${NOTES}line 9, plain and new\n`);
+  assert.equal(asked.length, 1);
+  assert.ok(asked[0].path.endsWith('/project/notes.md'), JSON.stringify(asked));
+  writeFileSync(join(work, 'notes.md'), NOTES);
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.$eval(`${card('notes.md')} .file-current`, (el) => { const box = el.closest('.files'); box.scrollTop += el.getBoundingClientRect().top - box.getBoundingClientRect().top; });
+    await screenshot(page, `files-360-${scheme}-plain-read`);
+    assert.equal(await page.evaluate(() => document.documentElement.scrollWidth), 360);
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
   assert.deepEqual(await axe(page), []);
   problems.push(...page.problems.splice(0));
 });

@@ -4,7 +4,7 @@
 Speaks the Agent Client Protocol (JSON-RPC 2.0, one message per line) and
 writes files only through the client (fs/write_text_file), in the session's
 working folder (the bridge's --cwd), so that relay-bridge reports each one
-(notifyToolFile, in an encrypted session). To "files" it writes notes.md,
+(notifyToolFile: sealed in an encrypted session, in clear in a plain one). To "files" it writes notes.md,
 edits it twice (the whole file once, then one line by a snippet, as Claude
 Code's Edit tool sends it), writes todo.txt, logo.png, big.log and link.txt;
 each write is a tool call of kind edit carrying its diff and location. The

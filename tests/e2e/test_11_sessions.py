@@ -60,11 +60,11 @@ def test_create_session(relay, user_token):
         listed = {s["id"]: s for s in me(relay, user_token)["sessions"]}
         assert listed[view["id"]] == view
 
-        # The bridge is told: session.started with {session: {id, title}}.
+        # The bridge is told: session.started with {session: {id, title, encrypted: false}}.
         started = updates(relay, inst, "session.started")
         assert len(started) == 1, started
         assert started[0][1] == view["id"]
-        assert started[0][3] == {"session": {"id": view["id"], "title": "Plan the trip"}}
+        assert started[0][3] == {"session": {"id": view["id"], "title": "Plan the trip", "encrypted": False}}
 
         # Without a title.
         untitled = create_session(relay, user_token, inst)
@@ -72,7 +72,7 @@ def test_create_session(relay, user_token):
         assert untitled["session_id"] != view["id"]
         assert watch.expect("session_created")[0].data["session"]["title"] is None
         started = updates(relay, inst, "session.started")
-        assert started[-1][3] == {"session": {"id": untitled["session_id"], "title": None}}
+        assert started[-1][3] == {"session": {"id": untitled["session_id"], "title": None, "encrypted": False}}
     finally:
         close_stream(stream)
 
@@ -88,7 +88,7 @@ def test_session_started_reaches_a_connected_bridge(relay, user_token):
         assert update["type"] == "session.started", update
         assert update["session_id"] == session_id
         assert update["installation_id"] == inst
-        assert update["payload"] == {"session": {"id": session_id, "title": "hello bridge"}}
+        assert update["payload"] == {"session": {"id": session_id, "title": "hello bridge", "encrypted": False}}
     finally:
         drop_bridge(sock)
 

@@ -1,16 +1,15 @@
 // What a session changed (docs/web.md "Files"): every file the agent touched,
 // each with the session's combined diff (touched.js) and its current content
-// read from the machine through the relay (GET /v1/me/sessions/:id/files/:idx,
-// which relayd answers by asking the bridge, file.read.req; docs/api.md "Files
-// the agent touched"). In an encrypted session the bridge's reports and its
-// answer are sealed under agent_files/<sid>/<blind index>; they are opened
-// here. The relay keeps such reports only for encrypted sessions, so a plain
-// chat lists the files its tool calls name and shows their diffs, without
-// the current content.
+// read from the machine through the relay, which asks the bridge
+// (file.read.req; docs/api.md "Files the agent touched"). In an encrypted
+// session the bridge's reports and its answer are sealed under
+// agent_files/<sid>/<blind index>, opened here, and a file is asked for by
+// blind index (GET /v1/me/sessions/:id/files/:idx); in a plain one they come
+// in clear and a file is asked for by its path (POST .../files/read {path}).
 //
 // Reached from the chat header's Files button (filesButton), as #/files/<sid>.
 import { h, clear, icon, formatSize, toast } from './ui.js';
-import { get, describe } from './api.js';
+import { get, post, describe } from './api.js';
 import { store, on, chat, loadHistory } from './state.js';
 import { keysOf, onKeys, hasKey } from './e2e.js';
 import { openText, openBytes, fromBase64 } from './crypto.js';
@@ -27,8 +26,8 @@ const BRIDGE_CAP = 1536 * 1024;
 const filePath = (sid, idx) => `agent_files/${sid}/${idx}`;
 const enc = encodeURIComponent;
 
-// The bridge's reports of a session ({path, name, tool, size_bytes, path_blind_idx, updated_at}), opened;
-// [] for a plain session, where the relay keeps none. A report no key opens is left out.
+// The bridge's reports of a session ({path, name, tool, size_bytes, path_blind_idx?, updated_at}): opened in an
+// encrypted session (a report no key opens is left out), as they are in a plain one (no path_blind_idx).
 const reports = new Map(); // session id -> the opened list, for the header's count
 
 async function openReport(sessionId, f) {
@@ -40,11 +39,16 @@ async function openReport(sessionId, f) {
   return { path, name: name || '', tool: f.tool, size_bytes: f.size_bytes, mime: f.mime, path_blind_idx: f.path_blind_idx, updated_at: f.updated_at };
 }
 
+function plainReport(f) {
+  if (!f || typeof f.path !== 'string' || !f.path) return null;
+  return { path: f.path, name: typeof f.display_name === 'string' ? f.display_name : '', tool: f.tool, size_bytes: f.size_bytes, mime: f.mime, updated_at: f.updated_at };
+}
+
 async function loadReports(sessionId) {
   const s = store.sessions.get(sessionId);
-  if (!s || !s.encrypted) return [];
+  if (!s) return [];
   const { files } = await get(`/v1/me/sessions/${enc(sessionId)}/files`);
-  const opened = (await Promise.all((files || []).map((f) => openReport(sessionId, f)))).filter(Boolean);
+  const opened = (await Promise.all((files || []).map((f) => (s.encrypted ? openReport(sessionId, f) : plainReport(f))))).filter(Boolean);
   reports.set(sessionId, opened);
   return opened;
 }
@@ -86,6 +90,7 @@ const BRIDGE_WORDS = {
   crypto_failed: 'The machine could not open the file’s sealed path.',
   read_failed: 'The machine could not read the file.',
   permission_denied: 'The machine may not read this file.',
+  session_not_plain: 'The machine has not heard of this chat since it started: send the agent a message, then try again.',
 };
 
 function refusal(err) {
@@ -140,9 +145,13 @@ async function readCurrent(sessionId, file, box) {
   clear(box);
   box.append(h('p', { class: 'file-note', role: 'status', text: 'Reading from the machine…' }));
   try {
-    const answer = await get(`/v1/me/sessions/${enc(sessionId)}/files/${enc(file.agent.path_blind_idx)}`);
+    const sealed = Boolean(file.agent.path_blind_idx);
+    // A plain chat's file by its path; an encrypted one's only by blind index, its path never in clear.
+    const answer = sealed ? await get(`/v1/me/sessions/${enc(sessionId)}/files/${enc(file.agent.path_blind_idx)}`)
+      : await post(`/v1/me/sessions/${enc(sessionId)}/files/read`, { path: file.agent.path });
     let bytes = fromBase64(answer.base64 || '');
     if (answer.encrypted) {
+      if (!sealed) throw Object.assign(new Error('sealed answer in a plain chat'), { sealedFailed: true });
       bytes = await openBytes(keysOf(sessionId), filePath(sessionId, file.agent.path_blind_idx), bytes);
       if (!bytes) throw Object.assign(new Error('no key'), { sealedFailed: true });
     }
@@ -161,12 +170,11 @@ async function readCurrent(sessionId, file, box) {
   }
 }
 
-function currentSection(sessionId, session, file) {
+function currentSection(sessionId, file) {
   const box = h('div', { class: 'file-current-body' });
   if (!file.agent) {
-    box.append(h('p', { class: 'file-note', text: session.encrypted
-      ? 'The machine did not report this file (the agent did not read or write it through relay-bridge), so it cannot be read from here.'
-      : 'Reading a file from the machine works in end-to-end encrypted chats: only there does relay-bridge report the files the agent touched.' }));
+    box.append(h('p', { class: 'file-note',
+      text: 'The machine did not report this file (the agent did not read or write it through relay-bridge), so it cannot be read from here.' }));
   } else {
     const size = typeof file.agent.size_bytes === 'number' ? ` (${formatSize(file.agent.size_bytes)} when the agent touched it)` : '';
     box.append(h('button', { type: 'button', class: 'btn btn-small file-read', text: 'Read it from the machine',
@@ -191,7 +199,7 @@ function changesSection(file) {
   return out;
 }
 
-function fileCard(sessionId, session, file) {
+function fileCard(sessionId, file) {
   const cut = file.path.lastIndexOf('/');
   const dir = cut > 0 ? file.path.slice(0, cut + 1) : '';
   const tools = file.tools.map((t) => h('span', { class: `pill file-tool file-tool-${t}`, text: TOOL_WORDS[t] || t }));
@@ -204,7 +212,7 @@ function fileCard(sessionId, session, file) {
   card.addEventListener('toggle', () => {
     if (!card.open || card.dataset.drawn) return;
     card.dataset.drawn = '1';
-    card.append(h('div', { class: 'file-body' }, changesSection(file), currentSection(sessionId, session, file)));
+    card.append(h('div', { class: 'file-body' }, changesSection(file), currentSection(sessionId, file)));
   });
   return card;
 }
@@ -232,7 +240,7 @@ export function filesView(main, sessionId) {
     // Redrawn only when the list changes (a streamed delta changes nothing here): an opened card keeps what the user read.
     const locked = session.encrypted && !hasKey(sessionId);
     const signature = JSON.stringify([locked, filesOf(sessionId, false).map((f) =>
-      [f.path, f.tools, f.edits.length, f.notApplied, f.pending, f.agent && f.agent.path_blind_idx])]);
+      [f.path, f.tools, f.edits.length, f.notApplied, f.pending, f.agent && (f.agent.path_blind_idx || f.agent.path)])]);
     if (signature === drawn) return;
     drawn = signature;
     const files = filesOf(sessionId);
@@ -242,7 +250,7 @@ export function filesView(main, sessionId) {
       : files.length ? `${files.length === 1 ? 'One file' : `${files.length} files`} the agent touched in this chat.`
         : 'The agent has not touched a file in this chat yet.';
     for (const file of files) {
-      const card = fileCard(sessionId, session, file);
+      const card = fileCard(sessionId, file);
       list.append(card);
       if (open.has(file.path)) card.open = true;
     }
