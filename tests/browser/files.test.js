@@ -60,6 +60,8 @@ before(async () => {
   await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
   await page.fill('#enrol-code', pairing.enrol_code);
   await page.click('button:has-text("They match")');
+  // The Verify screen goes back to Settings once its confirmation is through: not before, or it would leave New chat.
+  await page.waitForURL(/#\/settings$/);
   await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} .*shared the keys`).test(bridge.log.join('')));
   await page.goto(`${relay.url}/#/new/${installationId}`);
   await page.waitForSelector('#new-encryption .pill-lock');

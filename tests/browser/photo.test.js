@@ -99,6 +99,8 @@ test('a photo from the composer is an image block with its very bytes, in a plai
   await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
   await page.fill('#enrol-code', m.enrolCode);
   await page.click('button:has-text("They match")');
+  // The Verify screen goes back to Settings once its confirmation is through: not before, or it would leave New chat.
+  await page.waitForURL(/#\/settings$/);
   await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} .*shared the keys`).test(m.bridge.log.join('')));
   await page.goto(`${relay.url}/#/new/${m.installationId}`);
   await page.waitForSelector('#new-encryption .pill-lock');

@@ -134,7 +134,10 @@ export function chatView(main, sessionId, at = null) {
       h('h1', { text: 'Chat not found' }),
       h('p', { text: store.deleted.has(sessionId) ? 'This chat was deleted. Restore it from the Chats screen.' : 'This chat does not exist, or it belongs to another account.' }),
       h('a', { class: 'btn', href: '#/', text: 'Back to chats' })));
-    return null;
+    // A chat made a moment ago (on another device, or a link that came before the list) opens once the list has it.
+    return on('sessions', () => {
+      if (store.sessions.has(sessionId)) window.dispatchEvent(new HashChangeEvent('hashchange'));
+    });
   }
 
   const title = h('h1', { class: 'chat-title' });
