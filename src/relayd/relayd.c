@@ -113,11 +113,35 @@ static int migrate_wants_check(int argc, char **argv)
     return check;
 }
 
-/* The answer of migrate --check for a PostgreSQL store (the same words as for SQLite's). */
+/*
+ * What a start would do to a store at schema version (of target), in words
+ * for the operator: store names it ("the store at PATH", "the store database
+ * D on H"), nodes is 1 when several nodes may start on it together. The exit
+ * status: 1 when a start would be refused.
+ */
+static int migrate_verdict(const char *store, int version, int target, int nodes)
+{
+    if (version > target) {
+        printf("%s is at schema version %d, newer than this relayd (%d): a start would be refused. Run the relayd "
+               "that wrote it, or restore the backup taken before the upgrade\n",
+               store, version, target);
+        return 1;
+    }
+    if (version == target)
+        printf("%s is at schema version %d, this relayd's: a start changes nothing\n", store, version);
+    else
+        printf("%s is at schema version %d: a start migrates it to %d (%d migration%s, one transaction each%s; no "
+               "relayd older than this one can open it afterwards)\n",
+               store, version, target, target - version, target - version == 1 ? "" : "s",
+               nodes ? ", the nodes starting together migrating once" : "");
+    return 0;
+}
+
+/* The answer of migrate --check for a PostgreSQL store. */
 static int migrate_check_postgres(const char *conninfo)
 {
     int version = 0, target = rl_store_postgres_target_version();
-    char where[512], why[1024];
+    char where[512], store[600], why[1024];
 
     if (rl_store_postgres_version(conninfo, &version, where, sizeof(where), why, sizeof(why)) != 0) {
         fprintf(stderr, "relayd migrate --check: %s\n", why);
@@ -127,20 +151,8 @@ static int migrate_check_postgres(const char *conninfo)
         printf("the store %s holds no relay schema yet: a start creates it at schema version %d\n", where, target);
         return 0;
     }
-    if (version > target) {
-        printf("the store %s is at schema version %d, newer than this relayd (%d): a start would be refused. Run "
-               "the relayd that wrote it, or restore the backup taken before the upgrade\n",
-               where, version, target);
-        return 1;
-    }
-    if (version == target)
-        printf("the store %s is at schema version %d, this relayd's: a start changes nothing\n", where, version);
-    else
-        printf("the store %s is at schema version %d: a start migrates it to %d (%d migration%s, one transaction "
-               "each, the nodes starting together migrating once; no relayd older than this one can open it "
-               "afterwards)\n",
-               where, version, target, target - version, target - version == 1 ? "" : "s");
-    return 0;
+    snprintf(store, sizeof(store), "the store %s", where);
+    return migrate_verdict(store, version, target, 1);
 }
 
 static int migrate_check_command(int argc, char **argv)
@@ -148,7 +160,7 @@ static int migrate_check_command(int argc, char **argv)
     const char *data = getenv("RELAY_DATA") != NULL ? getenv("RELAY_DATA") : "data";
     const char *location = getenv("RELAY_STORE") != NULL ? getenv("RELAY_STORE") : "";
     int i, check = 0, version = 0, err_no = 0, target = rl_store_sqlite_target_version();
-    char path[4200], why[4400];
+    char path[4200], store[4300], why[4400];
 
     for (i = 2; i < argc; ++i) {
         if (strcmp(argv[i], "--check") == 0)
@@ -181,19 +193,8 @@ static int migrate_check_command(int argc, char **argv)
         fprintf(stderr, "relayd migrate --check: %s\n", why);
         return 1;
     }
-    if (version > target) {
-        printf("the store at %s is at schema version %d, newer than this relayd (%d): a start would be refused. Run "
-               "the relayd that wrote it, or restore the backup taken before the upgrade\n",
-               path, version, target);
-        return 1;
-    }
-    if (version == target)
-        printf("the store at %s is at schema version %d, this relayd's: a start changes nothing\n", path, version);
-    else
-        printf("the store at %s is at schema version %d: a start migrates it to %d (%d migration%s, one transaction "
-               "each; no relayd older than this one can open it afterwards)\n",
-               path, version, target, target - version, target - version == 1 ? "" : "s");
-    return 0;
+    snprintf(store, sizeof(store), "the store at %s", path);
+    return migrate_verdict(store, version, target, 0);
 }
 
 /*
