@@ -8,9 +8,15 @@
  *
  * - phr_parse_request, h2o's HTTP/1 head parser: after h2o's own parse, the
  *   head checks against request smuggling run (head.c) and the request body
- *   limit is set for the route the head names (bodylimit.c). h2o checks a
- *   Content-Length against one global max_request_entity_size right after
- *   this call, so the limit is exactly the route's.
+ *   limit is set for the route the head names (rl__http_server_limit_for).
+ *   h2o checks a Content-Length against one global max_request_entity_size
+ *   right after this call, and offers no hook in between, so the limit is
+ *   exactly the route's: JSON routes refuse anything over 1 MB before
+ *   reading it, while attachment uploads take 25 MB. The main loop puts the
+ *   limit back to the JSON default after every turn
+ *   (rl_http_server_after_turn), so HTTP/2 streams and chunked bodies see
+ *   the strict default; uploads larger than that need HTTP/1.1 with a
+ *   Content-Length.
  * - h2o_socket_close: a plain-TCP connection the server accepted lingers
  *   after its close (linger.c), so that a peer still sending a body reads
  *   the answer instead of a reset.
@@ -56,6 +62,13 @@ typedef void (*socket_close_fn)(h2o_socket_t *sock);
 
 /* Each set once its function has run in this process: what the start-up check looks for. */
 static int parse_seen, close_seen;
+/* The server whose routes set the body limit (the one with a route past the JSON default), or NULL. */
+static rl_http_server_t *limited_server;
+
+void rl__http_bodylimit_attach(rl_http_server_t *server)
+{
+    limited_server = server;
+}
 
 /*
  * The test build relayd-unhooked (CMakeLists.txt) compiles this file with
@@ -93,8 +106,8 @@ int phr_parse_request(const char *buf, size_t len, const char **method, size_t *
     result = next(buf, len, method, method_len, path, path_len, minor_version, headers, num_headers, last_len);
     result = rl__http_head_check(buf, len, method, method_len, path, path_len, minor_version, headers, num_headers,
                                  capacity, result);
-    if (result > 0)
-        rl__http_bodylimit_apply(*method, *method_len, *path, *path_len, headers, *num_headers);
+    if (result > 0 && limited_server != NULL)
+        rl__http_server_limit_for(limited_server, *method, *method_len, *path, *path_len, headers, *num_headers);
     return result;
 }
 

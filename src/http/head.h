@@ -1,6 +1,6 @@
 /*
  * Internal to src/http: checks of an HTTP/1 request head that h2o 2.2.5 does
- * not make, run inside the phr_parse_request wrapper (bodylimit.c) right
+ * not make, run inside the phr_parse_request wrapper (h2o_shim.c) right
  * after h2o's parser, before h2o decides how the body is framed.
  *
  * A head that must be refused (RFC 9112: Content-Length with

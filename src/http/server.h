@@ -147,19 +147,17 @@ void rl__http_server_observe(rl_http_server_t *server, const rl_route_t *route, 
 h2o_context_t *rl_http_server_context(rl_http_server_t *server);
 /*
  * Call after every turn of the event loop: puts the body limit back to the
- * JSON default (see bodylimit.c).
+ * JSON default (see h2o_shim.c).
  */
 void rl_http_server_after_turn(rl_http_server_t *server);
 /*
- * Internal (bodylimit.c): sets the body limit for the route that method and
+ * Internal (h2o_shim.c): sets the body limit for the route that method and
  * path name, lowered by the head_limit hook when the route asks for it.
  */
 void rl__http_server_limit_for(rl_http_server_t *server, const char *method, size_t method_len, const char *path,
                                size_t path_len, const struct phr_header *headers, size_t num_headers);
+/* Internal (server.c -> h2o_shim.c): server's routes set the body limit of each HTTP/1 head parsed. */
 void rl__http_bodylimit_attach(rl_http_server_t *server);
-/* Internal (h2o_shim.c -> bodylimit.c): the head just parsed sets the body limit for its route. */
-void rl__http_bodylimit_apply(const char *method, size_t method_len, const char *path, size_t path_len,
-                              const struct phr_header *headers, size_t num_headers);
 /*
  * Internal (server.c -> h2o_shim.c): one request through h2o's HTTP/1 path on
  * a private loop, to see that both of the shim's functions are in force.

@@ -280,12 +280,16 @@ static void note_full(rl_store_t *store, const struct op_list *batch)
     const rl_store_op_t *op;
     uint64_t refused = 0;
     int wrote = 0;
-    int64_t now = rl_clock_mono_ms();
+    int64_t now;
 
     for (op = batch->head; op != NULL; op = op->next) {
         refused += op->result == RL_E_STORAGE_FULL;
         wrote |= op->type->writes && op->result == 0;
     }
+    /* The common case, a disk with room: nothing more to do (the delta path pays the loop above only). */
+    if (refused == 0 && !store->figures.full)
+        return;
+    now = rl_clock_mono_ms();
     store->figures.full_refusals += refused;
     if (refused > 0)
         store->full_last_ms = now;
