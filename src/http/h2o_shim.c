@@ -40,6 +40,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -47,6 +48,7 @@
 
 #include <h2o.h>
 #include <h2o/http1.h>
+#include <h2o/version.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -170,6 +172,7 @@ int rl__http_shim_check(char *why, size_t whysz)
     static const char request[] = "GET /shim-check HTTP/1.1\r\nHost: shim\r\nConnection: close\r\n\r\n";
     static int passed;
     h2o_evloop_t *loop = NULL;
+    h2o_multithread_queue_t *queue;
     struct check check;
     struct check_handler *handler;
     h2o_hostconf_t *host;
@@ -234,7 +237,12 @@ out:
         close(pair[1]);
     /* Lets h2o finish with the connection before its context goes. */
     h2o_evloop_run(loop, 0);
+    queue = check.context.queue;
     h2o_context_dispose(&check.context);
+#if H2O_LIBRARY_VERSION_MAJOR == 0 && H2O_LIBRARY_VERSION_MINOR <= 13
+    /* h2o 2.2's h2o_multithread_destroy_queue closes the queue's pipe but never frees the queue itself. */
+    free(queue);
+#endif
     h2o_config_dispose(&check.conf);
     h2o_evloop_destroy(loop);
     passed = result == 0;
