@@ -14,6 +14,8 @@ import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
 import { titleBody, hasKey, onKeys, uploadBody, sealedFile } from './e2e.js';
 import { dictation } from './dictation.js';
+import { agentBar } from './steer.js';
+import { isEarlier, refusalOf } from './agents.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -67,10 +69,12 @@ function messageEl() {
 // settled: something of its turn follows it, so no more text comes to it (transcript.js settledMessages).
 function updateMessage(el, m, settled) {
   const text = m.text === ' ' && m.state === 'streaming' ? '' : m.text;
-  const signature = `${m.state}|${text.length}|${text.slice(-64)}|${(m.attachments || []).length}|${m.finish_reason}|${settled}`;
+  const earlier = isEarlier(m);
+  const signature = `${m.state}|${text.length}|${text.slice(-64)}|${(m.attachments || []).length}|${m.finish_reason}|${settled}|${earlier}`;
   if (el.dataset.signature === signature) return;
   el.dataset.signature = signature;
-  el.className = `msg msg-${m.role} msg-${m.state}`;
+  // The agent's own earlier history (a session continued here, docs/web.md): shown apart, dimmed.
+  el.className = `msg msg-${m.role} msg-${m.state}${earlier ? ' msg-earlier' : ''}`;
   el.setAttribute('aria-label', m.role === 'user' ? 'You said' : 'Agent replied');
   clear(el);
   const body = h('div', { class: 'msg-body' });
@@ -80,7 +84,7 @@ function updateMessage(el, m, settled) {
   el.append(body);
   if (m.attachments && m.attachments.length)
     el.append(h('div', { class: 'attachments' }, m.attachments.map(attachmentView)));
-  const meta = [formatTime(m.created_at)];
+  const meta = earlier ? ['Earlier, before this chat', formatTime(m.created_at)] : [formatTime(m.created_at)];
   // A reply that paused for a tool call goes on in the next message (docs/bridge.md "acp:COMMAND"): nothing to say about its end.
   if (m.finish_reason && m.finish_reason !== 'stop' && m.finish_reason !== 'tool_call') meta.push(m.finish_reason === 'cancelled' ? 'cancelled' : `ended: ${m.finish_reason}`);
   if (m.usage && m.usage.model) meta.push(m.usage.model);
@@ -191,11 +195,14 @@ export function chatView(main, sessionId, at = null) {
   const tray = capabilityTray(sessionId);
   // What the session changed (files.js): a count here, the Files view behind it.
   const filesLink = filesButton(sessionId);
+  // The agent, its folder and branch, its refusal, and its mode, model and effort (steer.js).
+  const bar = agentBar(sessionId);
   main.append(h('div', { class: 'chat' },
     h('header', { class: 'chat-header' },
       h('a', { class: 'icon-btn back', href: '#/', 'aria-label': 'Back to chats' }, icon('back')),
       h('div', { class: 'chat-heading' }, title, subtitle),
       filesLink.el, menu),
+    bar.el,
     scroller, tray.el, revoked, form));
 
   function header() {
@@ -211,15 +218,20 @@ export function chatView(main, sessionId, at = null) {
         icon('lock'), ' Encrypted'));
       if (!hasKey(sessionId)) subtitle.append(' ', h('span', { class: 'pill pill-warn', text: 'Waiting for this device to receive the key…' }));
     }
-    // The agent's mode (ACP's current_mode_update, docs/bridge.md "acp:COMMAND"): "plan" and "default" behave very differently.
+    // The agent's mode (ACP's current_mode_update, docs/bridge.md "acp:COMMAND"): "plan" and "default" behave very
+    // differently. A bridge that reports the session's own state gets the pickers of the agent bar instead.
     const mode = inst && inst.agent && typeof inst.agent.mode === 'string' ? inst.agent.mode : '';
-    if (mode) subtitle.append(' ', h('span', { class: 'pill pill-mode', text: `Mode: ${mode}` }));
+    if (mode && !bar.steered()) subtitle.append(' ', h('span', { class: 'pill pill-mode', text: `Mode: ${mode}` }));
+    bar.draw();
     menu.querySelector('.archive-action').textContent = s.state === 'archived' ? 'Unarchive' : 'Archive';
     const gone = !inst || inst.state === 'revoked';
     revoked.hidden = !gone;
-    input.disabled = gone;
-    send.disabled = gone;
-    if (dictate) dictate.button.disabled = gone;
+    // A session the bridge refused (a folder outside its roots, say) runs nothing: the bar says why, and nothing is sent.
+    const refused = refusalOf(s.agent_state);
+    const closed = gone || !!(refused && refused.refused);
+    input.disabled = closed;
+    send.disabled = closed;
+    if (dictate) dictate.button.disabled = closed;
     document.title = `${title.textContent} · Relay`;
   }
 
@@ -606,6 +618,7 @@ export function chatView(main, sessionId, at = null) {
     clearInterval(ticker);
     tray.dispose();
     filesLink.dispose();
+    bar.dispose();
     if (dictate) dictate.dispose();
     document.removeEventListener('click', closeMenu);
     if (frame) cancelAnimationFrame(frame);

@@ -224,6 +224,17 @@ export async function unwrapKey(wrapped, deviceSecret) {
   return key && key.length === KEY_BYTES ? key : null;
 }
 
+// A device-to-device answer sealed with NaCl's crypto_box (docs/api.md "Projects": the bridge's answer to a
+// projects or agent-sessions request): base64(nonce(24) ‖ crypto_box_easy(JSON, nonce, my public, their secret)).
+// The text, or null when it does not open (not from that peer, changed on the way, or not addressed to me).
+export function openFromPeer(b64, mySecret, theirPublic) {
+  const bytes = fromBase64(b64);
+  if (bytes.length < 24 + 16) throw new EnvelopeError('sealed answer too short');
+  if (theirPublic.length !== 32 || mySecret.length !== 32) throw new Error('X25519 keys are 32 bytes');
+  const plain = nacl().box.open(bytes.subarray(24), bytes.subarray(0, 24), theirPublic, mySecret);
+  return plain ? new TextDecoder().decode(plain) : null;
+}
+
 // ---- what two devices derive together ----
 
 // The short authentication string: 4 bytes, the same on both devices.
@@ -239,6 +250,12 @@ export function sasEmoji(bytes) {
 // the bridge derive (docs/api.md says what is signed).
 export function decisionSig(deviceSecret, bridgePublic, { approvalId, sessionId, decision, scope, deviceId }) {
   return pairSig(deviceSecret, bridgePublic, 'relay/v1/decision', [approvalId, sessionId, decision, scope || '', deviceId]);
+}
+
+// Ours (issue 36): a change of a session's mode, model or other option, authenticated to the bridge like a
+// decision, so that a relay cannot switch an agent to "ask nothing" (docs/api.md "Steering"). ts: integer ms.
+export function configSig(deviceSecret, bridgePublic, { sessionId, optionId, value, ts, deviceId }) {
+  return pairSig(deviceSecret, bridgePublic, 'relay/v1/config', [sessionId, optionId, value, String(ts), deviceId]);
 }
 
 // Ours too: a session key this device wraps for a bridge, authenticated to that bridge (a sealed

@@ -15,11 +15,11 @@
 // Below state.js (which opens what it reads with keysOf) and the screens.
 import { get, post, patch, del, useDevice, ApiError } from './api.js';
 import { keyPair, toHex, fromHex, randomBytes, wrapKey, unwrapKey, sasBytes, sasEmoji, grantSig, enrolProof,
-  normaliseEnrolCode, groupEnrolCode } from './crypto.js';
+  normaliseEnrolCode, groupEnrolCode, openFromPeer, EnvelopeError } from './crypto.js';
 import * as keystore from './keystore.js';
-import { signedDecision } from './decision.js';
+import { signedDecision, signedConfig } from './decision.js';
 import { openEvent, eventSession, openMessage, openTimelineItem, openApproval, openSession, sealSend, sealTitle,
-  openCapabilityRequest, sealAnswer, sealFile, sealMeta, openFile } from './sealed.js';
+  openCapabilityRequest, sealAnswer, sealFile, sealMeta, openFile, sealProject } from './sealed.js';
 
 export const e2e = {
   supported: typeof indexedDB !== 'undefined' && !!(globalThis.crypto && globalThis.crypto.subtle),
@@ -376,11 +376,15 @@ async function distribute(sessionId, installationId, key) {
   }
 }
 
-// A new encrypted session: the key made here, kept, then wrapped. Returns the session.
-export async function createSession(installationId, title) {
+// A new encrypted session: the key made here, kept, then wrapped. Returns the session. fields: the plain
+// ones of the start (agent, resume), and `project`, sealed here with the new key as project_ct.
+export async function createSession(installationId, title, fields = {}) {
   const key = randomBytes(32);
-  const result = await post('/v1/me/sessions', { installation_id: installationId, encrypted: true });
-  const session = result.session;
+  const { project, ...plain } = fields;
+  const body = { installation_id: installationId, encrypted: true, ...plain };
+  if (project) body.project_ct = await sealProject(key, project);
+  const result = await post('/v1/me/sessions', body);
+  const session = project ? { ...result.session, project_opened: project } : result.session;
   await keep(session.id, key, Date.now());
   await distribute(session.id, installationId, key);
   // The title is sealed under the session's id, which the relay gives: it follows the create.
@@ -449,6 +453,50 @@ export async function decisionBody(approval, session, body) {
     throw new ApiError(409, { error: { code: 'e2e_unverified', message: 'This device cannot sign decisions for this machine yet: verify the machine in Settings, Devices.' } });
   }
   return signed;
+}
+
+// A config change's body (POST /v1/me/sessions/:id/config): in an encrypted session signed by this
+// device (decision.js, as decisions are), with ts the relay's time as the page knows it.
+export async function configBody(session, option, ts) {
+  if (!session || !session.encrypted) return { option };
+  const signed = await signedConfig(session.id, option, e2e.device, bridgeOf(session.installation_id), ts);
+  if (!signed) {
+    throw new ApiError(409, { error: { code: 'e2e_unverified', message: 'This device cannot sign changes for this machine yet: verify the machine in Settings, Devices.' } });
+  }
+  return signed;
+}
+
+// The device id a machine's live lists (projects, the agent's sessions) are sealed to: this device's,
+// when it has one; without it the bridge answers only if its owner let it answer in clear.
+export const listDevice = () => (e2e.device && e2e.device.device_id) || null;
+
+// A bridge's answer to a list request (docs/api.md "Projects"): as it came when plain, else opened with
+// this device's secret and the machine's bridge key. Sealed by another device than that machine's bridge,
+// to another device, or not opening: refused, so that the relay can neither read nor forge the list.
+export async function openBridgeAnswer(installationId, answer) {
+  if (!answer || typeof answer.sealed !== 'string') return answer;
+  const bridge = bridgeOf(installationId);
+  const problem = !e2e.device ? 'this browser has no device key'
+    : answer.to_device_id !== e2e.device.device_id ? 'it was sealed for another device'
+      : !bridge || answer.from_device_id !== bridge.id ? 'it was not sealed by this machine\'s bridge'
+        : !bridge.confirmed_by_me ? 'this machine is not verified on this device' : null;
+  if (problem) throw new ApiError(409, { error: { code: 'e2e_unverified', message: `The machine's answer cannot be read: ${problem}.` } });
+  let text = null;
+  try {
+    text = openFromPeer(answer.sealed, e2e.device.secret_key, fromHex(bridge.pubkey));
+  } catch (err) {
+    if (!(err instanceof EnvelopeError)) throw err;
+  }
+  let value = null;
+  try {
+    value = text === null ? null : JSON.parse(text);
+  } catch (err) {
+    value = null;
+  }
+  if (!value || typeof value !== 'object') {
+    throw new ApiError(409, { error: { code: 'e2e_open_failed', message: 'The machine\'s answer does not open with this device\'s key.' } });
+  }
+  return value;
 }
 
 export function openStreamEvent(name, data) {

@@ -10,6 +10,8 @@ import { pushStatus, pushSupported, enablePush, disablePush, PushTimeout } from 
 import { go, signedIn, signOut } from './nav.js';
 import { devicesSection, verifyHref, bridgeStatus } from './devices.js';
 import { e2e, canEncrypt, bridgeOf, bridgeState, createSession, onKeys, bindPairingEnrol } from './e2e.js';
+import { startPickers } from './newchat.js';
+import { startFields, sealedProject } from './agents.js';
 
 // The agent a bridge runs, as its manifest names it (docs/api.md: the Installation's `agent`).
 function agentLine(inst) {
@@ -180,7 +182,7 @@ export function welcomeView(main) {
   return null;
 }
 
-// The New chat form's draft (machine and title), kept in this tab while the person verifies the
+// The New chat form's draft (machine, title, agent, folder, worktree), kept in this tab while the person verifies the
 // machine and comes back (issue 35): sessionStorage, dropped once the chat is made or cancelled.
 const NEW_CHAT_DRAFT = 'relay.new-chat';
 
@@ -215,7 +217,10 @@ export function newChatView(main, installationId) {
     live.map((i) => h('option', { value: i.id, selected: i.id === chosen, text: `${i.custom_emoji ? `${i.custom_emoji} ` : ''}${installationName(i)} (${i.health})` })));
   const title = h('input', { id: 'new-title', type: 'text', maxlength: '200', placeholder: 'Optional', autocomplete: 'off',
     value: draft && typeof draft.title === 'string' ? draft.title : '' });
-  const keep = () => saveDraft({ installation_id: select.value, title: title.value });
+  // The agent, the folder, a new worktree and the agent's own sessions (newchat.js).
+  let pickers = null;
+  const keep = () => saveDraft({ installation_id: select.value, title: title.value, ...(pickers ? pickers.draft() : {}) });
+  pickers = startPickers(select, draft, keep);
   title.addEventListener('input', keep);
   const button = h('button', { type: 'submit', class: 'btn btn-primary', text: 'Start chat' });
   // Whether the chat will be end-to-end encrypted: the machine's bridge has a device this browser verified (e2e.js),
@@ -241,6 +246,7 @@ export function newChatView(main, installationId) {
     } else sealing.append(h('p', { text: 'Not encrypted: this machine\'s bridge has no encryption key.' }));
   };
   select.addEventListener('change', () => {
+    pickers.machineChanged();
     keep();
     drawSealing();
   });
@@ -248,11 +254,20 @@ export function newChatView(main, installationId) {
   main.append(screen('New chat',
     h('form', { class: 'form', onsubmit: async (e) => {
       e.preventDefault();
+      if (pickers.problem()) {
+        pickers.focusProblem();
+        return;
+      }
       button.disabled = true;
       try {
+        const choice = pickers.choice();
+        // A chat that continues one of the agent's sessions takes its title when none is typed.
+        const name = title.value.trim() || choice.resumeTitle.slice(0, 200) || null;
+        // An encrypted chat seals its folder (project_ct, e2e.js); a plain one names it (project).
+        const { project, ...fields } = startFields(choice);
         const session = canEncrypt(select.value)
-          ? await createSession(select.value, title.value.trim() || null)
-          : (await post('/v1/me/sessions', { installation_id: select.value, title: title.value.trim() || null })).session;
+          ? await createSession(select.value, name, { ...fields, project: sealedProject(choice) })
+          : (await post('/v1/me/sessions', { installation_id: select.value, title: name, ...fields, ...(project ? { project } : {}) })).session;
         store.sessions.set(session.id, session);
         saveDraft(null);
         go(`/s/${session.id}`);
@@ -262,10 +277,15 @@ export function newChatView(main, installationId) {
       }
     } },
     h('label', { for: 'new-installation', class: 'field-label', text: 'Machine' }), select,
+    pickers.el,
     h('label', { for: 'new-title', class: 'field-label', text: 'Title' }), title, sealing,
     h('div', { class: 'form-actions' }, h('a', { class: 'btn', href: '#/', text: 'Cancel', onclick: () => saveDraft(null) }), button))));
   // The machine's verification may change while the form is open (a device confirmed, keys received).
-  return onKeys((id) => id === null && drawSealing());
+  const offKeys = onKeys((id) => id === null && drawSealing());
+  return () => {
+    offKeys();
+    pickers.dispose();
+  };
 }
 
 // ---- machines ----

@@ -22,6 +22,9 @@ export const paths = {
   // answer; an attachment's bytes and its meta_ct {name, mime, size, sha256}.
   capabilities: (sid) => `capabilities/${sid}`,
   attachments: (sid) => `attachments/${sid}`,
+  // Ours (issue 36): project_ct goes with POST /v1/me/sessions, before the relay has given the session
+  // its id, so its path names none; the session key is new to the session, which keys it apart enough.
+  project: () => 'session_meta/project',
 };
 
 // Task fields: ciphertext field -> plaintext field, and how the plaintext reads: 'text', 'json', or 'auto'
@@ -136,10 +139,22 @@ export async function openCapabilityRequest(keys, sessionId, r) {
   return reason === null ? { ...r, reason: LOCKED_TEXT, encrypted: true, locked: true } : { ...r, reason, encrypted: true, locked: false };
 }
 
+// A session row: title from title_ct, and the project it works in from project_ct as `project_opened`
+// {id, worktree_branch?, name?, path?, branch?} (null while no key opens it).
 export async function openSession(keys, s) {
-  if (!s || !present(s.title_ct)) return s;
-  const title = await field(keys, paths.meta(s.id), s.title_ct);
-  return { ...s, title: title === null ? null : title, title_locked: title === null };
+  if (!s || (!present(s.title_ct) && !present(s.project_ct))) return s;
+  const out = { ...s };
+  if (present(s.title_ct)) {
+    const title = await field(keys, paths.meta(s.id), s.title_ct);
+    out.title = title === null ? null : title;
+    out.title_locked = title === null;
+  }
+  if (present(s.project_ct)) {
+    const text = await field(keys, paths.project(), s.project_ct);
+    const project = text === null ? null : parseJson(text);
+    out.project_opened = project && typeof project === 'object' && !Array.isArray(project) ? project : null;
+  }
+  return out;
 }
 
 // A timeline item (transcript.js timelineEntry's shapes).
@@ -214,6 +229,11 @@ export async function openFile(keys, sessionId, envelope, meta) {
   const bytes = await openBytes(keys || [], paths.attachments(sessionId), envelope);
   if (!bytes || (meta && meta.sha256 && (await sha256Hex(bytes)) !== meta.sha256)) return null;
   return bytes;
+}
+
+// A new session's project as project_ct (paths.project), sealed with the key made for it.
+export async function sealProject(key, project) {
+  return sealText(key, paths.project(), JSON.stringify(project));
 }
 
 export async function sealTitle(key, sessionId, title) {

@@ -93,6 +93,12 @@ function putMessage(message) {
 
 function putSession(session) {
   if (!session || !session.id) return;
+  // An event's copy without the agent's state, or with its project still sealed to this device, keeps what was known.
+  const known = store.sessions.get(session.id);
+  if (known) {
+    if (session.agent_state === undefined && known.agent_state !== undefined) session = { ...session, agent_state: known.agent_state };
+    if (!session.project_opened && known.project_opened) session = { ...session, project_opened: known.project_opened };
+  }
   if (session.deleted_at) {
     store.sessions.delete(session.id);
     store.deleted.set(session.id, session);
@@ -184,6 +190,11 @@ const handlers = {
   session_created: (d) => putSession(d.session),
   session_renamed: (d) => putSession(d.session),
   session_updated: (d) => putSession(d.session),
+  // The bridge's word on the session's agent (issue 36): ready, refused, its mode and options, its usage.
+  session_state: (d) => {
+    const known = d && store.sessions.get(d.session_id);
+    if (known) putSession({ ...known, agent_state: d.agent_state || null });
+  },
   session_deleted: (d) => {
     const known = store.sessions.get(d.session_id) || store.deleted.get(d.session_id) || { id: d.session_id };
     putSession({ ...known, ...(d.session || {}), deleted_at: d.deleted_at, restore_until: d.restore_until });
