@@ -379,12 +379,22 @@ export function chatView(main, sessionId, at = null) {
     const s = store.sessions.get(sessionId) || session;
     const inst = store.installations.get(s.installation_id);
     const machine = installationName(inst);
-    const agent = (inst && inst.agent && agentLabel(inst.agent.name)) || 'The agent';
+    // The chat's own agent when the machine runs several (issue 36), else the one its manifest names.
+    const agent = (typeof s.agent === 'string' && s.agent && agentLabel(s.agent)) || (inst && inst.agent && agentLabel(inst.agent.name)) || 'The agent';
     const commands = agentCommands();
-    const signature = JSON.stringify([machine, agent, commands.length, inst && inst.health]);
+    const refused = refusalOf(s.agent_state);
+    const signature = JSON.stringify([machine, agent, commands.length, inst && inst.health, !!(refused && refused.refused)]);
     if (emptyState.dataset.signature === signature) return;
     emptyState.dataset.signature = signature;
     clear(emptyState);
+    // A chat the machine refused to start: what to do instead, not what to type (the bar says why).
+    if (refused && refused.refused) {
+      append(emptyState, [
+        h('h2', { class: 'chat-empty-title', text: 'This chat did not start' }),
+        h('p', { text: `${machine} refused to start ${agent} here, for the reason above, and runs nothing for this chat.` }),
+        h('p', null, h('a', { class: 'btn btn-primary', href: `#/new/${encodeURIComponent(s.installation_id)}`, text: 'Start a new chat' }))]);
+      return;
+    }
     append(emptyState, [
       h('h2', { class: 'chat-empty-title', text: 'Start the conversation' }),
       h('p', { text: `Type a message below: ask a question, or ask for something to be done. ${agent} on ${machine} will answer here.` }),
@@ -579,6 +589,7 @@ export function chatView(main, sessionId, at = null) {
       return;
     }
     header();
+    drawEmpty();
   }));
   subscriptions.push(on('installations', () => {
     header();
