@@ -150,6 +150,8 @@ export function startPickers(machine, draft, onChange) {
       input.addEventListener('change', () => {
         resume = input.value;
         resumeTitle = input.checked && value ? title : '';
+        // A continued session goes on in the folder it began in: no new worktree for it.
+        worktreeField.hidden = !!resume;
         onChange();
       });
       return h('label', { class: `resume-item${bound ? ' resume-bound' : ''}` }, input,
@@ -166,7 +168,7 @@ export function startPickers(machine, draft, onChange) {
   }
 
   function branchProblem() {
-    if (worktreeField.hidden || !worktreeBox.checked) return null;
+    if (worktreeField.hidden || !worktreeBox.checked || resume) return null;
     return worktreeBranchProblem(branchInput.value.trim());
   }
 
@@ -225,7 +227,7 @@ export function startPickers(machine, draft, onChange) {
       return {
         agent: choices.agents.length ? agentSelect.value : null,
         project,
-        worktree: project && worktreeBox.checked ? branchInput.value.trim() : '',
+        worktree: project && worktreeBox.checked && !resume ? branchInput.value.trim() : '',
         resume: project ? resume : '',
         resumeTitle: project ? resumeTitle : '',
       };
