@@ -16,4 +16,9 @@
 int rl_printable_check(const char *s, size_t len);
 #define RL_PRINTABLE_MESSAGE "Expected printable ASCII"
 
+/* Routes (routes.c); their bodies are at most this large. */
+#define RL_SESSION_STATE_MAX (32 * 1024)
+int rl_bridge_session_state(rl_call_t *call); /* POST /v1/bridge/sessions/:id/state */
+extern const rl_schema_t rl_session_state_schema;
+
 #endif

@@ -77,6 +77,8 @@ json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace)
     if (row->encrypted)
         json_object_set_new(view, "title_ct", text_or_null(row->title));
     rl_view_session_agent(view, row);
+    /* What the bridge last said of the agent (POST /v1/bridge/sessions/:id/state), or null. */
+    json_object_set_new(view, "agent_state", rl_view_json(row->agent_state, json_null()));
     return view;
 }
 

@@ -5,13 +5,17 @@
 - POST /v1/me/sessions takes `agent` (one the manifest declares, else 422 agent_not_declared),
   `project` (plain) or `project_ct` (encrypted), each kind refusing the other's by name, and
   `resume`; all are kept, shown in every Session view and carried by session.started and
-  session.message; nothing is kept of a refusal.
+  session.message; nothing is kept of a refusal;
+- POST /v1/bridge/sessions/:id/state keeps the agent's state (a post without usage keeps the
+  stored usage), shows it as the Session view's agent_state and tells clients session_state;
+  refusals (bad body, oversize, a project in clear in an encrypted session, another
+  installation's session, a deleted one) keep nothing.
 """
 import os
 
 from bridgelib import WAIT, Installation
 from e2elib import E2E, seal
-from relaylib import assert_error, assert_ok, find_error, mint_token, validation_errors
+from relaylib import assert_error, assert_ok, find_error, mint_token, validation_errors, wait_until
 
 AGENTS = [
     {"name": "claude", "kind": "acp", "default": True,
@@ -178,3 +182,112 @@ def test_an_encrypted_session_keeps_its_project_sealed(relay, user_token):
     part = sock.next_update(WAIT)["payload"]["session"]
     assert part["project_ct"] == ct and "project" not in part and part["agent"] == "claude", part
     sock.close()
+
+
+STATE = {
+    "state": "ready", "mode": "default", "model": "sonnet", "effort": "high",
+    "options": [
+        {"id": "mode", "name": "Mode", "kind": "mode", "value": "default",
+         "values": [{"value": "default", "name": "Default"},
+                    {"value": "bypassPermissions", "name": "Bypass", "description": "No questions", "risk": "high"}]},
+        {"id": "thinking", "name": "Thinking", "kind": "toggle", "value": True},
+    ],
+    "usage": {"context_used": 1200, "context_size": 200000, "cost": {"amount": 0.25, "currency": "USD"}},
+}
+
+
+def _state(inst, sid, body):
+    return inst.post("sessions/%s/state" % sid, body)
+
+
+def _view(inst, sid):
+    return [s for s in _sessions(inst) if s["id"] == sid][0]
+
+
+def test_the_bridge_posts_the_agent_state_and_clients_hear_it(relay, user_token):
+    inst = Installation(relay, user_token)
+    sid = inst.create_session("s")
+    assert _view(inst, sid)["agent_state"] is None
+    stream = inst.stream()
+    got = assert_ok(_state(inst, sid, dict(STATE, unknown="dropped")))
+    assert got == {"session_id": sid, "agent_state": STATE}, got
+    ev = stream.wait_for("session_state", timeout=WAIT)
+    assert ev.data == {"session_id": sid, "agent_state": STATE}, ev.data
+    assert _view(inst, sid)["agent_state"] == STATE
+    me = assert_ok(inst.client("GET", "/v1/me"))
+    assert [s for s in me["sessions"] if s["id"] == sid][0]["agent_state"] == STATE
+
+    # A mode change without usage keeps the meter; the rest is replaced.
+    changed = {"state": "ready", "mode": "plan"}
+    got = assert_ok(_state(inst, sid, changed))["agent_state"]
+    assert got == dict(changed, usage=STATE["usage"]), got
+    ev = stream.wait_for("session_state", lambda d: d["agent_state"].get("mode") == "plan", timeout=WAIT)
+    assert ev.data["agent_state"]["usage"] == STATE["usage"]
+    # A new reading replaces it; a refusal with its error.
+    got = assert_ok(_state(inst, sid, {"state": "refused", "usage": {"context_used": 5},
+                                       "error": {"code": "folder_outside_roots", "message": "no"},
+                                       "project": {"id": "p_1", "name": "relay", "path": "/src/relay",
+                                                   "branch": "main"}}))["agent_state"]
+    assert got["usage"] == {"context_used": 5} and got["error"]["code"] == "folder_outside_roots", got
+    assert got["project"]["path"] == "/src/relay"
+    assert _view(inst, sid)["agent_state"] == got
+    stream.close()
+
+
+def test_bad_states_are_refused_and_keep_nothing(relay, user_token):
+    inst = Installation(relay, user_token)
+    sid = inst.create_session("s")
+    assert_ok(_state(inst, sid, STATE))
+    opt = STATE["options"][0]
+    bad = [
+        ({}, "state"),
+        ({"state": "thinking"}, "state"),
+        ({"state": "ready", "mode": "m" * 129}, "mode"),
+        ({"state": "ready", "options": [dict(opt, value=3)]}, "options.0.value"),
+        ({"state": "ready", "options": [dict(opt, value="v" * 129)]}, "options.0.value"),
+        ({"state": "ready", "options": [dict(opt, kind="slider")]}, "options.0.kind"),
+        ({"state": "ready", "options": [dict(opt, id="o%d" % i) for i in range(33)]}, "options"),
+        ({"state": "ready", "options": [dict(opt, values=[{"value": "v", "name": "n"}] * 65)]}, "options.0.values"),
+        ({"state": "ready", "options": [dict(opt, values=[{"value": "v", "name": "n", "risk": "low"}])]},
+         "options.0.values.0.risk"),
+        ({"state": "ready", "options": [dict(opt, values=[{"value": "v", "name": "n", "description": "d" * 1025}])]},
+         "options.0.values.0.description"),
+        ({"state": "ready", "usage": {"context_used": -1}}, "usage.context_used"),
+        ({"state": "ready", "usage": {"cost": {"amount": "1"}}}, "usage.cost.amount"),
+        ({"state": "ended", "error": {"message": "x"}}, "error.code"),
+        ({"state": "ended", "error": {"code": "x", "message": "m" * 1025}}, "error.message"),
+        ({"state": "ready", "project": {"id": "p", "path": "/" * 1025}}, "project.path"),
+        ({"state": "ready", "project_ct": "c2VhbGVk"}, "project_ct"),
+    ]
+    for body, path in bad:
+        r = _state(inst, sid, body)
+        assert find_error(validation_errors(r), path) is not None, (path, r.text)
+    # The whole body is at most 32 KiB.
+    big = {"state": "ready", "options": [dict(opt, name="n" * 100, values=[
+        {"value": "v" * 100, "name": "n" * 100, "description": "d" * 300}] * 60)]}
+    assert_error(_state(inst, sid, big), 413, "payload_too_large")
+    # Another user's bridge, a session that is not there, a deleted session.
+    bob = Installation(relay, mint_token(relay.data, "bob"))
+    assert_error(_state(bob, sid, {"state": "ready"}), 404, "session_not_found")
+    other = Installation(relay, user_token)
+    assert_error(_state(other, sid, {"state": "ready"}), 404, "session_not_found")
+    assert_error(_state(inst, "ses_nope", {"state": "ready"}), 404, "session_not_found")
+    assert_error(inst.client("POST", "/v1/me/sessions/%s/state" % sid, {"state": "ready"}), 404, "not_found")
+    assert _view(inst, sid)["agent_state"] == STATE
+    assert_ok(inst.client("DELETE", "/v1/me/sessions/%s" % sid))
+    assert_error(_state(inst, sid, {"state": "ended"}), 410, "session_deleted")
+    assert_ok(inst.client("POST", "/v1/me/sessions/%s/restore" % sid))
+    assert _view(inst, sid)["agent_state"] == STATE
+
+
+def test_an_encrypted_session_refuses_a_project_in_clear(relay, user_token):
+    e = E2E(relay, user_token)
+    sid = e.encrypted_session()
+    r = e.inst.post("sessions/%s/state" % sid, {"state": "ready", "project": {"id": "p_1", "path": "/home/me/x"}})
+    assert find_error(validation_errors(r), "project")["message"] == \
+        "This session is end-to-end encrypted: send project_ct (a base64 envelope), not project", r.text
+    ct = seal(os.urandom(32), "project", '{"path": "/home/me/x"}')
+    got = assert_ok(e.inst.post("sessions/%s/state" % sid, {"state": "ready", "project_ct": ct}))["agent_state"]
+    assert got == {"state": "ready", "project_ct": ct}, got
+    view = [s for s in assert_ok(e.me("GET", "/v1/me/sessions"))["sessions"] if s["id"] == sid][0]
+    assert view["agent_state"] == got
