@@ -20,5 +20,7 @@ int rl_printable_check(const char *s, size_t len);
 #define RL_SESSION_STATE_MAX (32 * 1024)
 int rl_bridge_session_state(rl_call_t *call); /* POST /v1/bridge/sessions/:id/state */
 extern const rl_schema_t rl_session_state_schema;
+int rl_session_config(rl_call_t *call); /* POST /v1/me/sessions/:id/config */
+extern const rl_schema_t rl_session_config_schema;
 
 #endif

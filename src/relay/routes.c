@@ -52,6 +52,8 @@ const rl_route_t rl_relay_routes[] = {
      RL_SESSION_UNARCHIVE},
     {"POST", "/v1/me/sessions/:id/restore", rl_session_change, RL_AUTH_USER, "default", NULL, 0, 0, RL_SESSION_RESTORE},
     {"POST", "/v1/me/sessions/:id/cancel", rl_session_cancel, RL_AUTH_USER, "default", &rl_session_cancel_schema, 0},
+    /* issue 36: steering the session's agent (docs/api.md "Agents and projects") */
+    {"POST", "/v1/me/sessions/:id/config", rl_session_config, RL_AUTH_USER, "default", &rl_session_config_schema, 0},
     {"GET", "/v1/me/sessions/:id/messages", rl_messages_list, RL_AUTH_USER, "default", NULL, 0},
     {"GET", "/v1/me/sessions/:id/timeline", rl_timeline_list, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/sessions/:id/send", rl_message_send, RL_AUTH_USER, "default", &rl_message_send_schema, 0},
