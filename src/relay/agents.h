@@ -22,5 +22,8 @@ int rl_bridge_session_state(rl_call_t *call); /* POST /v1/bridge/sessions/:id/st
 extern const rl_schema_t rl_session_state_schema;
 int rl_session_config(rl_call_t *call); /* POST /v1/me/sessions/:id/config */
 extern const rl_schema_t rl_session_config_schema;
+/* GET /v1/me/installations/:id/projects and /agent-sessions: asked of the bridge (rpc.h), answered as it answers. */
+int rl_installation_projects(rl_call_t *call);
+int rl_installation_agent_sessions(rl_call_t *call);
 
 #endif
