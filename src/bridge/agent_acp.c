@@ -67,7 +67,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;
-        free(r);
+        rl_acp__request_free(r);
     }
     while (a->permissions != NULL)
         rl_acp__permission_done(a, a->permissions);
@@ -75,6 +75,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
         prompt_t *p = rl_acp__running_prompt(s);
         s->state = SESSION_CLOSED;
         s->loading = 0;
+        s->replaying = 0;
         if (p != NULL) {
             rl_acp__close_items(a, p, "failed", why);
             rl_acp__end_prompt(a, s, p, "error", NULL, text);
@@ -136,21 +137,13 @@ fail:
 
 static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
 {
-    session_t *s = rl_acp__session_by_relay(a, turn->session_id);
+    session_t *s = rl_acp__session_get(a, turn->session_id);
     prompt_t *p = calloc(1, sizeof(*p)), **tail;
+    json_t *resume =
+        json_object_get(json_object_get(json_object_get(payload, "session"), "resume"), "agent_session_id");
 
-    if (s == NULL) {
-        s = calloc(1, sizeof(*s));
-        if (s == NULL) {
-            free(p);
-            rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
-            return;
-        }
-        snprintf(s->relay_id, sizeof(s->relay_id), "%s", turn->session_id);
-        s->next = a->sessions;
-        a->sessions = s;
-    }
-    if (p == NULL) {
+    if (s == NULL || p == NULL) {
+        free(p);
         rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
         return;
     }
@@ -158,6 +151,9 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
     p->turn = turn;
     rl_buf_init(&p->thought, RL_ACP_THOUGHT_MAX + 4);
     p->message = json_incref(json_object_get(payload, "message"));
+    /* spec (docs/api.md "Starting a session"): the session's first message carries the resume too. */
+    if (json_is_string(resume) && s->acp_id == NULL && s->resume_id == NULL)
+        s->resume_id = strdup(json_string_value(resume));
     /* spec (ACP prompt turn): one prompt at a time per session; the next waits for the answer. */
     for (tail = &s->queue; *tail != NULL; tail = &(*tail)->next)
         ;
@@ -244,7 +240,7 @@ static void acp_destroy(rl_agent_t *a)
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;
-        free(r);
+        rl_acp__request_free(r);
     }
     /*
      * Turns still open are left as they are, as the other adapters leave them: their updates are not acked, so the
@@ -255,8 +251,7 @@ static void acp_destroy(rl_agent_t *a)
         a->sessions = s->next;
         while (s->queue != NULL)
             rl_acp__prompt_free(a, s, s->queue);
-        free(s->acp_id);
-        free(s);
+        rl_acp__session_free(s);
     }
     /* No fetch is left: the bridge stops its jobs (each fetch is done then) before it destroys the agent. */
     json_decref(a->auth_methods);

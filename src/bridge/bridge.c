@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
+#include "bridge/agent_state.h"
 #include "client/backoff.h"
 #include "bridge/batch.h"
 #include "bridge/child.h"
@@ -140,6 +141,8 @@ struct rl_bridge {
     rl_strmap_t *plain;     /* session id -> (void *)1: sessions the relay said are not (encrypted: false) */
     rl_strmap_t *asked;     /* approval id -> asked_approval_t: approvals of encrypted sessions */
     rl_strmap_t *decided;   /* approval id -> (void *)1: approvals of encrypted sessions the agent was told of */
+    rl_strmap_t *states;    /* session id -> json_t *: the agent state last posted (agent_state.h) */
+    rl_strmap_t *config_ts; /* session id -> long long *: the ts of the last signed setting taken */
     grant_t *grants;
 };
 
@@ -279,7 +282,8 @@ static void submit(rl_bridge_t *b, rl_call_t call, rl_turn_t *turn, json_t *body
 {
     const char *sid = turn != NULL ? turn->session_id : json_string_value(json_object_get(body, "session_id"));
     int session_call = call != RL_CALL_SET_MANIFEST && call != RL_CALL_REGISTER_DEVICE &&
-                       call != RL_CALL_ADD_RECIPIENTS && call != RL_CALL_NOTIFY_TOOL_FILE;
+                       call != RL_CALL_ADD_RECIPIENTS && call != RL_CALL_NOTIFY_TOOL_FILE &&
+                       call != RL_CALL_SESSION_STATE;
 
     if (body == NULL)
         return;
@@ -460,6 +464,16 @@ const char *rl_bridge_cwd(const rl_bridge_t *b)
     return b->options->cwd;
 }
 
+rl_strmap_t *rl_bridge__states(rl_bridge_t *b)
+{
+    return b->states;
+}
+
+void rl_bridge__submit_call(rl_bridge_t *b, rl_call_t call, json_t *body)
+{
+    submit(b, call, NULL, body);
+}
+
 /*
  * relayd accepts finish_reason stop, length, content_filter, tool_call, error
  * and cancelled (src/relay/bridge.c), and stores an end without one as "stop"
@@ -563,6 +577,11 @@ static const char *str_of(json_t *object, const char *key)
 {
     const char *v = json_string_value(json_object_get(object, key));
     return v != NULL ? v : "";
+}
+
+static void state_free(void *value)
+{
+    json_decref(value);
 }
 
 static void asked_free(void *value)
@@ -885,6 +904,66 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
     return copy;
 }
 
+/* 1 when what a device says of session_id counts only signed: the session is end-to-end encrypted. */
+static int session_signed(rl_bridge_t *b, const char *session_id)
+{
+    return rl_strmap_get(b->encrypted, session_id) != NULL || (b->keys != NULL && rl_keyring_has(b->keys, session_id));
+}
+
+/* How far a signed setting's ts may be from this machine's clock (docs/api.md, "Steering"). */
+#define CONFIG_TS_SKEW_MS (5LL * 60LL * 1000LL)
+
+/*
+ * spec (ours, docs/api.md "Steering"): in an encrypted session a setting
+ * counts only with a config_sig of a device this bridge accepted, a ts within
+ * 5 minutes of now and newer than the last one taken for the session (a
+ * relay cannot replay an old "bypassPermissions"). 1 when the agent may be
+ * told; otherwise the session's state says config_refused and nothing else
+ * changes.
+ */
+static int config_verified(rl_bridge_t *b, rl_frame_t *f)
+{
+    json_t *option = json_object_get(f->payload, "option"), *ts = json_object_get(f->payload, "ts");
+    const char *device_id = json_string_value(json_object_get(f->payload, "device_id"));
+    const char *why = NULL;
+    long long now = (long long)rl_clock_now_ms(), when = json_integer_value(ts), *last;
+
+    if (!session_signed(b, f->session_id))
+        return 1;
+    last = rl_strmap_get(b->config_ts, f->session_id);
+    if (b->keys == NULL)
+        why = "encryption is off";
+    else if (!json_is_integer(ts))
+        why = "no ts";
+    else if (when < now - CONFIG_TS_SKEW_MS || when > now + CONFIG_TS_SKEW_MS)
+        why = "ts is more than 5 minutes off";
+    else if (last != NULL && when <= *last)
+        why = "ts is not newer than the last setting taken (a replay)";
+    else if (rl_keyring_verify_config(b->keys, f->session_id, json_string_value(json_object_get(option, "id")),
+                                      json_string_value(json_object_get(option, "value")), when, device_id,
+                                      json_string_value(json_object_get(f->payload, "config_sig")), &why) == 0)
+        why = NULL;
+    if (why == NULL) {
+        if (last == NULL) {
+            last = malloc(sizeof(*last));
+            if (last == NULL || rl_strmap_put(b->config_ts, f->session_id, last) != 0) {
+                free(last);
+                rl_log(RL_LOG_ERROR, "session %s: out of memory: a setting is refused", f->session_id);
+                why = "out of memory";
+            }
+        }
+        if (why == NULL) {
+            *last = when;
+            return 1;
+        }
+    }
+    rl_log(RL_LOG_WARN, "session %s: a setting refused, the agent is not told: %s", f->session_id, why);
+    json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "code", "config_refused", "message", why);
+    rl_bridge_state(b, f->session_id, fields);
+    json_decref(fields);
+    return 0;
+}
+
 /* Approvals of encrypted sessions remembered as decided (the oldest are forgotten all at once). */
 #define DECIDED_MAX 4096
 
@@ -898,8 +977,7 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
     const char *approval_id = json_string_value(json_object_get(f->payload, "approval_id"));
     const char *why = NULL;
 
-    if (rl_strmap_get(b->encrypted, f->session_id) == NULL &&
-        (b->keys == NULL || !rl_keyring_has(b->keys, f->session_id)))
+    if (!session_signed(b, f->session_id))
         return 1;
     if (b->keys != NULL &&
         rl_keyring_verify_decision(b->keys, approval_id, f->session_id,
@@ -1206,6 +1284,15 @@ static void note_session_kind(rl_bridge_t *b, const rl_frame_t *f)
     }
 }
 
+/* line (stolen) to the agent, as the jsonl protocol line every adapter takes (adapters ignore what they do not serve).
+ */
+static void notify_line(rl_bridge_t *b, json_t *line)
+{
+    if (line != NULL)
+        b->adapter->notify(b->agent, line);
+    json_decref(line);
+}
+
 static void process_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
@@ -1266,6 +1353,24 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
             b->adapter->notify(b->agent, line);
             json_decref(line);
         }
+    } else if (strcmp(f->update_type, "session.config") == 0) {
+        json_t *option = json_object_get(f->payload, "option");
+        if (json_string_value(json_object_get(option, "id")) == NULL ||
+            json_string_value(json_object_get(option, "value")) == NULL)
+            rl_log(RL_LOG_WARN, "update %s: session.config without option {id, value}", f->update_id);
+        else if (config_verified(b, f))
+            notify_line(b, json_pack("{s:s, s:s, s:O, s:O?}", "type", "session_config", "session_id", f->session_id,
+                                     "option", option, "request_id", json_object_get(f->payload, "request_id")));
+    } else if (strcmp(f->update_type, "session.model.changed") == 0) {
+        json_t *model = json_object_get(f->payload, "model");
+        if (!json_is_string(model))
+            model = json_object_get(json_object_get(f->payload, "session"), "model");
+        if (json_is_string(model))
+            notify_line(
+                b, json_pack("{s:s, s:s, s:O}", "type", "session_model", "session_id", f->session_id, "model", model));
+    } else if (strcmp(f->update_type, "session.closed") == 0) {
+        notify_line(b, json_pack("{s:s, s:s, s:O?}", "type", "session_closed", "session_id", f->session_id, "reason",
+                                 json_object_get(f->payload, "reason")));
     } else if (strcmp(f->update_type, "session.started") == 0) {
         json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", f->session_id, "session",
                                  json_object_get(f->payload, "session"));
@@ -1641,6 +1746,61 @@ out:
     return answer;
 }
 
+void rl_bridge_answer(rl_bridge_t *b, const char *type, json_t *req_id, const char *device_id, json_t *answer)
+{
+    json_t *frame = NULL;
+    char *text = NULL, *sealed = NULL;
+
+    if (json_object_get(answer, "error") != NULL) {
+        frame = json_pack("{s:O}", "error", json_object_get(answer, "error"));
+    } else if (device_id != NULL && *device_id != '\0') {
+        /* spec (docs/api.md "Projects"): sealed to the asking device, which the relay can neither read nor forge. */
+        text = json_dumps(answer, JSON_COMPACT);
+        if (b->keys != NULL && rl_keyring_accepted(b->keys, device_id) && text != NULL)
+            sealed = rl_keyring_seal_to_device(b->keys, device_id, text, strlen(text));
+        frame = sealed != NULL ? json_pack("{s:s, s:s, s:s}", "sealed", sealed, "to_device_id", device_id,
+                                           "from_device_id", rl_keyring_device_id(b->keys))
+                               : json_pack("{s:{s:s, s:s}}", "error", "code", "device_not_accepted", "message",
+                                           "the device is not one this machine accepted");
+    } else if (b->keys == NULL) {
+        /* --no-e2e: nothing is sealed anywhere on this bridge. */
+        frame = json_deep_copy(answer);
+    } else {
+        frame = json_pack("{s:{s:s, s:s}}", "error", "code", "device_required", "message",
+                          "name the asking device: the answer is sealed to it");
+    }
+    if (text != NULL)
+        rl_e2e_wipe(text, strlen(text));
+    free(text);
+    free(sealed);
+    if (frame == NULL)
+        return;
+    json_object_set_new(frame, "type", json_string(type));
+    json_object_set(frame, "req_id", req_id);
+    send_json(b, frame);
+}
+
+/*
+ * agent_sessions.list.req: the agent's own sessions of a project, asked of
+ * an adapter that keeps them (acp:); the others answer that they keep none.
+ */
+static void list_agent_sessions(rl_bridge_t *b, json_t *req)
+{
+    json_t *line, *error;
+
+    if (b->adapter != &rl_agent_acp) {
+        error = json_pack("{s:{s:s, s:s}}", "error", "code", "unsupported", "message",
+                          "this agent keeps no sessions of its own");
+        rl_bridge_answer(b, "agent_sessions.list.resp", json_object_get(req, "req_id"), NULL, error);
+        json_decref(error);
+        return;
+    }
+    line = json_pack("{s:s, s:O, s:O?, s:O?, s:O?}", "type", "agent_sessions_list", "req_id",
+                     json_object_get(req, "req_id"), "device_id", json_object_get(req, "device_id"), "project_id",
+                     json_object_get(req, "project_id"), "agent", json_object_get(req, "agent"));
+    notify_line(b, line);
+}
+
 /* Requests of the relay on the socket: <type>.req answered <type>.resp with the same req_id. */
 static void answer_request(rl_bridge_t *b, rl_frame_t *f)
 {
@@ -1654,7 +1814,10 @@ static void answer_request(rl_bridge_t *b, rl_frame_t *f)
     else if (strcmp(type, "models.list.req") == 0)
         /* Our adapters run one agent with its own model: nothing to choose from. */
         answer = json_pack("{s:[]}", "models");
-    else
+    else if (strcmp(type, "agent_sessions.list.req") == 0) {
+        list_agent_sessions(b, f->root);
+        return;
+    } else
         return;
     json_object_set_new(answer, "type",
                         json_string(strcmp(type, "file.read.req") == 0 ? "file.read.resp" : "models.list.resp"));
@@ -2039,15 +2202,19 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
+    /* Before the agent: it may post a session's state as soon as it runs. */
+    b.states = rl_strmap_new(REMEMBERED_MAX);
     if (b.adapter->create(&b, arg, &b.agent) != 0) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
     b.encrypted = rl_strmap_new(REMEMBERED_MAX);
     b.plain = rl_strmap_new(REMEMBERED_MAX);
+    b.config_ts = rl_strmap_new(REMEMBERED_MAX);
     b.asked = rl_strmap_new(REMEMBERED_MAX);
     b.decided = rl_strmap_new(DECIDED_MAX);
-    if (b.encrypted == NULL || b.plain == NULL || b.asked == NULL || b.decided == NULL) {
+    if (b.encrypted == NULL || b.plain == NULL || b.asked == NULL || b.decided == NULL || b.config_ts == NULL ||
+        b.states == NULL) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
@@ -2114,6 +2281,8 @@ out:
     rl_strmap_free(b.plain, NULL);
     rl_strmap_free(b.asked, asked_free);
     rl_strmap_free(b.decided, NULL);
+    rl_strmap_free(b.config_ts, free);
+    rl_strmap_free(b.states, state_free);
     while (b.grants != NULL) {
         grant_t *g = b.grants;
         b.grants = g->next;
