@@ -83,6 +83,7 @@ typedef enum session_state { SESSION_CLOSED, SESSION_OPENING, SESSION_READY } se
 typedef struct session {
     struct session *next;
     char relay_id[64];
+    char root[PATH_MAX]; /* its working folder, resolved: its project's (agent_state.h) or the agent's own */
     char *acp_id;
     session_state_t state;
     int loading;     /* a session/load is in flight: the history it replays is not news */
@@ -131,7 +132,8 @@ typedef struct fetch {
 struct rl_agent {
     rl_bridge_t *bridge;
     char *command;
-    char root[PATH_MAX]; /* the working folder, resolved: fs methods stay inside it */
+    char state_name[64]; /* its state file: bridge-acp for the agent "default", bridge-acp-NAME for another */
+    char root[PATH_MAX]; /* the working folder (--cwd), resolved: a session without a project runs there */
     rl_child_t *child;   /* its stderr tail: the lines since the last failure or success */
     int initialized;
     int load_session, image, embedded_context;
@@ -193,7 +195,7 @@ void rl_acp__permission_done(struct rl_agent *a, permission_t *done);
 void rl_acp__on_permission(struct rl_agent *a, json_t *id, json_t *params);
 void rl_acp__notify(rl_agent_t *a, json_t *line);
 
-/* acp_files.c: fs/read_text_file and fs/write_text_file, inside the working folder (acp_fs.c). */
+/* acp_files.c: fs/read_text_file and fs/write_text_file, inside the session's working folder (acp_fs.c). */
 void rl_acp__on_read(struct rl_agent *a, json_t *id, json_t *params);
 void rl_acp__on_write(struct rl_agent *a, json_t *id, json_t *params);
 

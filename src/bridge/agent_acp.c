@@ -105,7 +105,7 @@ static void warn_environment(void)
                sandbox);
 }
 
-static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
+static int acp_create(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out)
 {
     struct rl_agent *a = calloc(1, sizeof(*a));
     const char *cwd = rl_bridge_cwd(bridge);
@@ -114,6 +114,11 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
         return -1;
     a->bridge = bridge;
     a->command = strdup(arg);
+    /* The old form's one agent keeps the state file it always had; each other agent has its own. */
+    if (strcmp(name, "default") == 0)
+        snprintf(a->state_name, sizeof(a->state_name), "%s", STATE_NAME);
+    else
+        snprintf(a->state_name, sizeof(a->state_name), "%s-%s", STATE_NAME, name);
     if (realpath(cwd != NULL ? cwd : ".", a->root) == NULL) {
         rl_log(RL_LOG_ERROR, "--cwd %s: %s", cwd != NULL ? cwd : ".", strerror(errno));
         goto fail;
@@ -138,6 +143,7 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
 {
     session_t *s = rl_acp__session_by_relay(a, turn->session_id);
     prompt_t *p = calloc(1, sizeof(*p)), **tail;
+    const char *cwd;
 
     if (s == NULL) {
         s = calloc(1, sizeof(*s));
@@ -147,6 +153,9 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
             return;
         }
         snprintf(s->relay_id, sizeof(s->relay_id), "%s", turn->session_id);
+        /* Checked already (agent_state.h): the session's project folder, else the agent's own. */
+        cwd = rl_bridge_session_cwd(a->bridge, turn->session_id);
+        snprintf(s->root, sizeof(s->root), "%s", cwd != NULL ? cwd : a->root);
         s->next = a->sessions;
         a->sessions = s;
     }
@@ -268,6 +277,13 @@ static void acp_destroy(rl_agent_t *a)
     free(a);
 }
 
+/* What the manifest says this agent supports (docs/api.md): known once it answered initialize. */
+static json_t *acp_supports(rl_agent_t *a)
+{
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b}", "modes", a->mode != NULL, "config", 0, "session_list", 0,
+                     "session_resume", 0, "session_load", a->load_session, "session_close", 0, "terminal_output", 0);
+}
+
 const rl_agent_adapter_t rl_agent_acp = {
     .scheme = "acp",
     .create = acp_create,
@@ -275,4 +291,5 @@ const rl_agent_adapter_t rl_agent_acp = {
     .cancel = acp_cancel,
     .notify = rl_acp__notify,
     .destroy = acp_destroy,
+    .supports = acp_supports,
 };
