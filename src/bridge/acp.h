@@ -83,7 +83,7 @@ typedef enum session_state { SESSION_CLOSED, SESSION_OPENING, SESSION_READY } se
 typedef struct session {
     struct session *next;
     char relay_id[64];
-    char root[PATH_MAX]; /* its working folder, resolved: its project's (agent_state.h) or the agent's own */
+    char root[PATH_MAX]; /* its working folder, resolved: its project's (session_setup.h) or the agent's own */
     char *acp_id;
     session_state_t state;
     int loading;     /* a session/load is in flight: the history it replays is not news */

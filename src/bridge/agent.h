@@ -101,7 +101,7 @@ rl_jobs_t *rl_bridge_jobs(rl_bridge_t *bridge);
 const char *rl_bridge_cwd(const rl_bridge_t *bridge);
 /*
  * The folder session_id runs in (its project or worktree, resolved and
- * checked against the roots: agent_state.h), or NULL when it names none: the
+ * checked against the roots: session_setup.h), or NULL when it names none: the
  * agent's own folder then (--cwd).
  */
 const char *rl_bridge_session_cwd(rl_bridge_t *bridge, const char *session_id);

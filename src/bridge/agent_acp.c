@@ -153,7 +153,7 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
             return;
         }
         snprintf(s->relay_id, sizeof(s->relay_id), "%s", turn->session_id);
-        /* Checked already (agent_state.h): the session's project folder, else the agent's own. */
+        /* Checked already (session_setup.h): the session's project folder, else the agent's own. */
         cwd = rl_bridge_session_cwd(a->bridge, turn->session_id);
         snprintf(s->root, sizeof(s->root), "%s", cwd != NULL ? cwd : a->root);
         s->next = a->sessions;

@@ -114,7 +114,7 @@ static void exec_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
         .wait_eof = 1,
         .on_out = on_stdout,
         .on_exit = on_exit_run,
-        /* The session's project folder (agent_state.h); NULL: the bridge's own, as always. */
+        /* The session's project folder (session_setup.h); NULL: the bridge's own, as always. */
         .cwd = rl_bridge_session_cwd(agent->bridge, turn->session_id),
     };
     run_t *run = calloc(1, sizeof(*run));

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
-#include "bridge/agent_state.h"
+#include "bridge/session_setup.h"
 #include "bridge/projects.h"
 #include "client/backoff.h"
 #include "bridge/batch.h"
@@ -117,7 +117,7 @@ typedef struct parked {
 /*
  * One agent of the bridge's (--agent NAME=SPEC): each runs from the start (an
  * acp agent is one process serving every session of its; a jsonl agent one
- * process too). A session goes to the agent its setup chose (agent_state.h),
+ * process too). A session goes to the agent its setup chose (session_setup.h),
  * or to the default one.
  */
 typedef struct agent_slot {
@@ -479,7 +479,7 @@ const char *rl_bridge_cwd(const rl_bridge_t *b)
     return b->options->cwd;
 }
 
-/* ---- agents and session setups (agent_state.h) -------------------------------------------------- */
+/* ---- agents and session setups (session_setup.h) -------------------------------------------------- */
 
 const char *rl_bridge_session_cwd(rl_bridge_t *b, const char *session_id)
 {
@@ -546,15 +546,6 @@ static void cancel_agent(rl_bridge_t *b, const char *session_id, const char *int
     agent_slot_t *slot = slot_of(b, session_id);
 
     slot->adapter->cancel(slot->agent, session_id, interaction_id);
-}
-
-void rl_bridge_post_state(rl_bridge_t *b, const char *session_id, json_t *body)
-{
-    if (body == NULL)
-        return;
-    /* Nothing in it is sealed: it carries no path in an encrypted session (agent_state.c leaves project out). */
-    json_object_set_new(body, "session_id", json_string(session_id));
-    submit(b, RL_CALL_SESSION_STATE, NULL, body);
 }
 
 /*
@@ -1439,7 +1430,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
             json_decref(line);
         }
     } else if (strcmp(f->update_type, "session.started") == 0) {
-        /* Its agent and folder are chosen now (agent_state.h); a refused session's agent hears nothing of it. */
+        /* Its agent and folder are chosen now (session_setup.h); a refused session's agent hears nothing of it. */
         json_t *session = json_object_get(f->payload, "session");
         const rl_session_setup_t *setup = rl_session_setup(b, f->session_id, session);
         if (setup != NULL && setup->state == RL_SETUP_READY && json_is_object(session))

@@ -4,8 +4,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <sodium.h>
-
 #include "bridge/enrol.h"
 #include "bridge/keyring.h"
 #include "client/credentials.h"
@@ -351,33 +349,6 @@ int rl_keyring_revoke(rl_keyring_t *k, const char *device_id)
 int rl_keyring_accepted(const rl_keyring_t *k, const char *device_id)
 {
     return device_id != NULL && json_object_get(k->peers, device_id) != NULL;
-}
-
-char *rl_keyring_seal_to_device(const rl_keyring_t *k, const char *device_id, const void *plain, size_t len)
-{
-    const char *hex = rl_keyring_accepted(k, device_id)
-                          ? json_string_value(json_object_get(json_object_get(k->peers, device_id), "pubkey"))
-                          : NULL;
-    uint8_t pub[RL_E2E_KEY_LEN], *box = NULL;
-    size_t boxlen = crypto_box_NONCEBYTES + crypto_box_MACBYTES + len;
-    char *text = NULL;
-
-    if (hex == NULL || rl_e2e_pub_parse(hex, pub) != 0 || len > ((size_t)1 << 30))
-        return NULL;
-    box = malloc(boxlen);
-    text = box != NULL ? malloc(RL_BASE64_ENCODED_SIZE(boxlen)) : NULL;
-    if (text == NULL)
-        goto fail;
-    randombytes_buf(box, crypto_box_NONCEBYTES);
-    if (crypto_box_easy(box + crypto_box_NONCEBYTES, plain, len, box, pub, k->device.kp.sec) != 0)
-        goto fail;
-    rl_base64_encode(box, boxlen, text);
-    free(box);
-    return text;
-fail:
-    free(box);
-    free(text);
-    return NULL;
 }
 
 /*

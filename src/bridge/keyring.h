@@ -80,13 +80,6 @@ int rl_keyring_owner_sync(rl_keyring_t *k, void (*accepted)(void *user, const ch
 int rl_keyring_revoke(rl_keyring_t *k, const char *device_id);
 /* 1 when device_id is an accepted device. */
 int rl_keyring_accepted(const rl_keyring_t *k, const char *device_id);
-/*
- * plain sealed to the accepted device device_id, from this bridge: base64 of
- * nonce (24) || crypto_box_easy(plain, nonce, the device's X25519 public key,
- * this bridge's secret key); the device opens it with the bridge's public key
- * and its own secret. NULL when the device is not accepted.
- */
-char *rl_keyring_seal_to_device(const rl_keyring_t *k, const char *device_id, const void *plain, size_t len);
 
 /*
  * session_key_granted addressed to this bridge, wrapped by the client device

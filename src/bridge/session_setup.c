@@ -1,9 +1,10 @@
-/* A session's agent and folder, and the session state posted to the relay (agent_state.h). */
+/* A session's agent and folder, chosen when it starts (session_setup.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bridge/agent_state.h"
+#include "bridge/session_setup.h"
 #include "common/log.h"
 #include "common/strmap.h"
 #include "e2e/e2e.h"
@@ -35,7 +36,6 @@ static void setup_free(void *value)
     rl_session_setup_t *s = value;
 
     json_decref(s->session);
-    json_decref(s->posted);
     free(s);
 }
 
@@ -91,21 +91,6 @@ static rl_session_setup_t *find_or_add(rl_bridge_t *b, const char *session_id, r
 const rl_session_setup_t *rl_session_setup_get(rl_bridge_t *b, const char *session_id)
 {
     return find(b, session_id);
-}
-
-void rl_bridge_state(rl_bridge_t *b, const char *session_id, json_t *fields)
-{
-    rl_session_setup_t *s = find_or_add(b, session_id, RL_SETUP_READY);
-
-    if (s == NULL) {
-        rl_log(RL_LOG_WARN, "session %s: out of memory: its state is not posted", session_id);
-        return;
-    }
-    if (s->posted == NULL)
-        s->posted = json_pack("{s:s}", "state", "starting");
-    if (s->posted == NULL || (fields != NULL && json_object_update(s->posted, fields) != 0))
-        return;
-    rl_bridge_post_state(b, session_id, json_deep_copy(s->posted));
 }
 
 static void refuse(rl_bridge_t *b, const char *session_id, rl_session_setup_t *s, const char *code)

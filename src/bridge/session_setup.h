@@ -1,8 +1,8 @@
 /*
  * A session's agent and folder, chosen when the session starts
- * (docs/bridge.md "Several agents and projects"), and the session state the
- * bridge posts to the relay (POST /v1/bridge/sessions/:id/state,
- * docs/api.md). The session object of session.started and session.message
+ * (docs/bridge.md "Several agents and projects"); what comes of it is told
+ * as the session state (agent_state.h: rl_bridge_state, POST
+ * /v1/bridge/sessions/:id/state, docs/api.md). The session object of session.started and session.message
  * names its agent and project (project in a plain session, project_ct sealed
  * with the session key in an encrypted one); the bridge checks the folder
  * against its roots, makes the git worktree asked for, and either runs the
@@ -10,8 +10,8 @@
  * nothing runs). An encrypted session whose key has not come yet waits for
  * it: its setup is tried again when the key arrives. Loop thread.
  */
-#ifndef RL_BRIDGE_AGENT_STATE_H
-#define RL_BRIDGE_AGENT_STATE_H
+#ifndef RL_BRIDGE_SESSION_SETUP_H
+#define RL_BRIDGE_SESSION_SETUP_H
 
 #include <limits.h>
 
@@ -34,7 +34,6 @@ typedef struct rl_session_setup {
     char code[32];         /* refused: the error code */
     char message[256];     /* refused: for the user; no path in an encrypted session */
     json_t *session;       /* waiting: the session object, to try again with the key */
-    json_t *posted;        /* the agent_state last posted (rl_bridge_state) */
 } rl_session_setup_t;
 
 typedef struct rl_setups rl_setups_t;
@@ -53,13 +52,6 @@ const rl_session_setup_t *rl_session_setup_get(rl_bridge_t *bridge, const char *
 /* The session key of session_id arrived: a setup waiting for it is made now. */
 void rl_session_setup_key(rl_bridge_t *bridge, const char *session_id);
 
-/*
- * Merges fields (borrowed) into the session's state and posts it; the state
- * field itself comes from fields or stays as it was. Used by the bridge's
- * other parts (modes and options) as well.
- */
-void rl_bridge_state(rl_bridge_t *bridge, const char *session_id, json_t *fields);
-
 /* Services of the bridge to this module (bridge.c). */
 rl_setups_t *rl_bridge_setups(rl_bridge_t *bridge);
 rl_keyring_t *rl_bridge_keys(rl_bridge_t *bridge);
@@ -69,8 +61,6 @@ int rl_bridge_agent_index(rl_bridge_t *bridge, const char *name);
 const char *rl_bridge_agent_name(rl_bridge_t *bridge, int index);
 /* 1 when the relay said session_id is encrypted. */
 int rl_bridge_session_encrypted(rl_bridge_t *bridge, const char *session_id);
-/* Posts body (taken) as the session's state. */
-void rl_bridge_post_state(rl_bridge_t *bridge, const char *session_id, json_t *body);
 /* The setup is ready: the agent is told of the session (jsonl session_started). */
 void rl_bridge_session_ready(rl_bridge_t *bridge, const char *session_id, json_t *session);
 
