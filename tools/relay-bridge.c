@@ -20,6 +20,7 @@
 #include "client/credentials.h"
 #include "client/retry.h"
 #include "client/term.h"
+#include "common/buf.h"
 #include "common/duration.h"
 #include "common/qr.h"
 #include "common/log.h"
@@ -305,6 +306,94 @@ static int run_status(const rl_cli_args_t *args)
     json_decref(cred);
     json_decref(st);
     return cred != NULL ? 0 : 3;
+}
+
+/* ---- sessions -------------------------------------------------------------------------------------- */
+
+/*
+ * The command that continues an agent's session at the desk, by the agent's
+ * name (its ACP agentInfo.name contains the key): docs/bridge.md, "The
+ * agent's sessions". An agent not here has none.
+ */
+static const struct {
+    const char *agent, *command;
+} desk_commands[] = {
+    {"claude-agent-acp", "claude --resume"},
+    {"codex-acp", "codex resume"},
+};
+
+/* text for a POSIX shell: as it is when it holds only safe bytes, else in single quotes. */
+static void shell_word(rl_buf_t *out, const char *text)
+{
+    static const char safe[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/:@+=,";
+
+    if (*text != '\0' && strspn(text, safe) == strlen(text)) {
+        rl_buf_append_str(out, text);
+        return;
+    }
+    rl_buf_append_str(out, "'");
+    for (; *text != '\0'; text++)
+        rl_buf_append_str(out, *text == '\'' ? "'\\''" : (char[]){*text, '\0'});
+    rl_buf_append_str(out, "'");
+}
+
+/* "cd CWD && COMMAND ID", or NULL when the agent has no desk command. A new string. */
+static char *desk_command(const char *agent_name, const char *cwd, const char *agent_session_id)
+{
+    rl_buf_t out;
+    size_t i;
+
+    for (i = 0; agent_name != NULL && i < sizeof(desk_commands) / sizeof(desk_commands[0]); i++) {
+        if (strstr(agent_name, desk_commands[i].agent) == NULL)
+            continue;
+        rl_buf_init(&out, 8192);
+        rl_buf_append_str(&out, "cd ");
+        shell_word(&out, cwd != NULL ? cwd : ".");
+        rl_buf_printf(&out, " && %s ", desk_commands[i].command);
+        shell_word(&out, agent_session_id);
+        return rl_buf_take(&out, NULL);
+    }
+    return NULL;
+}
+
+static int run_sessions(const rl_cli_args_t *args)
+{
+    json_t *state = rl_credentials_load("bridge-acp"), *list = json_array(), *acp_id, *row;
+    const char *agent_name = json_string_value(json_object_get(state, "agent_name"));
+    const char *cwd = json_string_value(json_object_get(state, "cwd"));
+    const char *relay_id;
+    size_t i;
+
+    (void)args;
+    json_object_foreach(json_object_get(state, "sessions"), relay_id, acp_id)
+    {
+        char *command;
+        if (!json_is_string(acp_id))
+            continue;
+        command = desk_command(agent_name, cwd, json_string_value(acp_id));
+        json_array_append_new(list, json_pack("{s:s, s:O, s:s?, s:s?}", "session_id", relay_id, "agent_session_id",
+                                              acp_id, "cwd", cwd, "command", command));
+        free(command);
+    }
+    if (machine_output()) {
+        json_t *doc = json_pack("{s:O}", "sessions", list);
+        rl_cli_print_json(&cli, doc);
+        json_decref(doc);
+    } else if (json_array_size(list) == 0) {
+        printf("No relay session is bound to an agent session yet.\n");
+    } else {
+        printf("%-28s  %-38s  %s\n", "RELAY SESSION", "AGENT SESSION", "CONTINUE AT THE DESK");
+        json_array_foreach(list, i, row)
+        {
+            const char *command = json_string_value(json_object_get(row, "command"));
+            printf("%-28s  %-38s  %s\n", json_string_value(json_object_get(row, "session_id")),
+                   json_string_value(json_object_get(row, "agent_session_id")),
+                   command != NULL ? command : "(this agent has no command for it)");
+        }
+    }
+    json_decref(list);
+    json_decref(state);
+    return 0;
 }
 
 /* ---- run ------------------------------------------------------------------------------------------- */
@@ -699,6 +788,7 @@ static const char *const run_examples[] = {
     NULL,
 };
 static const char *const status_examples[] = {"relay-bridge status", "relay-bridge status --json", NULL};
+static const char *const sessions_examples[] = {"relay-bridge sessions", "relay-bridge sessions --json", NULL};
 
 static const rl_cli_command_t commands[] = {
     {"pair", "--server URL [--name NAME]", 0, 0, "pair this machine with a relay",
@@ -720,6 +810,10 @@ static const rl_cli_command_t commands[] = {
      "`devices add` typed or scanned on it, or the owner's `devices confirm` here after comparing its emoji. "
      "A running relay-bridge takes a confirmation or a revocation made here at once.",
      devices_flags, devices_examples, run_devices},
+    {"sessions", "", 0, 0, "list the relay sessions bound to the agent's own sessions",
+     "Each with the command that continues it at the desk, where the agent has one (claude --resume ID, codex resume "
+     "ID). The bindings are the config folder's bridge-acp.json, which a running acp: bridge keeps.",
+     NULL, sessions_examples, run_sessions},
     {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL,
      rl_cli_run_help},
     {"version", "", 0, 0, "show the version", NULL, NULL, NULL, run_version},

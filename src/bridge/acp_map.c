@@ -20,7 +20,7 @@ const rl_acp_update_row_t rl_acp_updates[] = {
     {"user_message_chunk", RL_ACP_UPDATE_IGNORE, NULL},
     /* Context size and cumulative cost of the whole session: not a turn's usage, so not sent as one. */
     {"usage_update", RL_ACP_UPDATE_IGNORE, NULL},
-    {"config_option_update", RL_ACP_UPDATE_IGNORE, NULL},
+    {"config_option_update", RL_ACP_UPDATE_CONFIG, "POST /v1/bridge/sessions/:id/state options"},
     {"session_info_update", RL_ACP_UPDATE_IGNORE, NULL},
 };
 const size_t rl_acp_updates_count = COUNT(rl_acp_updates);

@@ -426,8 +426,16 @@ void rl_acp__on_update(struct rl_agent *a, json_t *params)
         on_commands(a, update);
         return;
     }
+    /* The session's settings (acp_steer.c), and a resumed session's history kept for its timeline (acp_list.c). */
+    if (kind == RL_ACP_UPDATE_CONFIG) {
+        rl_acp__config_update(a, s, update);
+        return;
+    }
+    if (s != NULL && s->replaying && rl_acp__replay_update(a, s, update))
+        return;
     if (kind == RL_ACP_UPDATE_MODE) {
         const char *mode = json_string_value(json_object_get(update, "currentModeId"));
+        rl_acp__config_update(a, s, update);
         /* The docs' example says modeId, the schema currentModeId: take either. */
         rl_acp__set_mode(a, mode != NULL ? mode : json_string_value(json_object_get(update, "modeId")));
         return;

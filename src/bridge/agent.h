@@ -105,6 +105,12 @@ const char *rl_bridge_cwd(const rl_bridge_t *bridge);
  * agent's own folder then (--cwd).
  */
 const char *rl_bridge_session_cwd(rl_bridge_t *bridge, const char *session_id);
+/*
+ * The folder of project_id (projects.h), checked against the roots: 0 with
+ * it in out (PATH_MAX bytes); 1 when the bridge has no --root (the agent's
+ * own folder stands for every project); -1 when no project has that id.
+ */
+int rl_bridge_project_folder(rl_bridge_t *bridge, const char *project_id, char *out);
 /* One line of the jsonl protocol from the agent (also used by the openai adapter). Takes the line. */
 void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
 /*
@@ -115,6 +121,15 @@ void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
  * nothing for a session of neither kind, or encrypted without its key.
  */
 void rl_bridge_tool_file(rl_bridge_t *bridge, const char *session_id, const char *tool, const char *path);
+/*
+ * Answers the relay's request req_id with type ("agent_sessions.list.resp"):
+ * answer (borrowed) as it is when it holds "error"; otherwise sealed to
+ * device_id when that is a device this machine accepted (docs/api.md,
+ * "Projects": {sealed, to_device_id, from_device_id}), error
+ * device_not_accepted when it is another, and without a device plain only
+ * when the bridge runs without encryption (else error device_required).
+ */
+void rl_bridge_answer(rl_bridge_t *bridge, const char *type, json_t *req_id, const char *device_id, json_t *answer);
 /* Stops the bridge: the agent cannot go on. */
 void rl_bridge_fail(rl_bridge_t *bridge, const char *why);
 /* Blocked signals to restore in a child before exec (child.c). */

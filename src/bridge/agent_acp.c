@@ -67,7 +67,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;
-        free(r);
+        rl_acp__request_free(r);
     }
     while (a->permissions != NULL)
         rl_acp__permission_done(a, a->permissions);
@@ -75,6 +75,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
         prompt_t *p = rl_acp__running_prompt(s);
         s->state = SESSION_CLOSED;
         s->loading = 0;
+        s->replaying = 0;
         if (p != NULL) {
             rl_acp__close_items(a, p, "failed", why);
             rl_acp__end_prompt(a, s, p, "error", NULL, text);
@@ -141,25 +142,13 @@ fail:
 
 static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
 {
-    session_t *s = rl_acp__session_by_relay(a, turn->session_id);
+    session_t *s = rl_acp__session_get(a, turn->session_id);
     prompt_t *p = calloc(1, sizeof(*p)), **tail;
-    const char *cwd;
+    json_t *resume =
+        json_object_get(json_object_get(json_object_get(payload, "session"), "resume"), "agent_session_id");
 
-    if (s == NULL) {
-        s = calloc(1, sizeof(*s));
-        if (s == NULL) {
-            free(p);
-            rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
-            return;
-        }
-        snprintf(s->relay_id, sizeof(s->relay_id), "%s", turn->session_id);
-        /* Checked already (session_setup.h): the session's project folder, else the agent's own. */
-        cwd = rl_bridge_session_cwd(a->bridge, turn->session_id);
-        snprintf(s->root, sizeof(s->root), "%s", cwd != NULL ? cwd : a->root);
-        s->next = a->sessions;
-        a->sessions = s;
-    }
-    if (p == NULL) {
+    if (s == NULL || p == NULL) {
+        free(p);
         rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
         return;
     }
@@ -167,6 +156,12 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
     p->turn = turn;
     rl_buf_init(&p->thought, RL_ACP_THOUGHT_MAX + 4);
     p->message = json_incref(json_object_get(payload, "message"));
+    /* spec (docs/api.md "Starting a session"): the session's first message carries the resume too. */
+    if (json_is_string(resume) && s->acp_id == NULL && s->resume_id == NULL)
+        s->resume_id = strdup(json_string_value(resume));
+    /* Until its agent session opens, the folder follows the session's setup (session_setup.h), checked already. */
+    if (s->state == SESSION_CLOSED && s->acp_id == NULL)
+        rl_acp__session_root(a, s);
     /* spec (ACP prompt turn): one prompt at a time per session; the next waits for the answer. */
     for (tail = &s->queue; *tail != NULL; tail = &(*tail)->next)
         ;
@@ -253,7 +248,7 @@ static void acp_destroy(rl_agent_t *a)
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;
-        free(r);
+        rl_acp__request_free(r);
     }
     /*
      * Turns still open are left as they are, as the other adapters leave them: their updates are not acked, so the
@@ -264,8 +259,7 @@ static void acp_destroy(rl_agent_t *a)
         a->sessions = s->next;
         while (s->queue != NULL)
             rl_acp__prompt_free(a, s, s->queue);
-        free(s->acp_id);
-        free(s);
+        rl_acp__session_free(s);
     }
     /* No fetch is left: the bridge stops its jobs (each fetch is done then) before it destroys the agent. */
     json_decref(a->auth_methods);
@@ -280,8 +274,10 @@ static void acp_destroy(rl_agent_t *a)
 /* What the manifest says this agent supports (docs/api.md): known once it answered initialize. */
 static json_t *acp_supports(rl_agent_t *a)
 {
-    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b}", "modes", a->mode != NULL, "config", 0, "session_list", 0,
-                     "session_resume", 0, "session_load", a->load_session, "session_close", 0, "terminal_output", 0);
+    /* Modes and config options are per session in ACP: every acp agent's are shown as the session's state. */
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b}", "modes", 1, "config", 1, "session_list", a->session_list,
+                     "session_resume", a->session_resume, "session_load", a->load_session, "session_close",
+                     a->session_close, "terminal_output", 0);
 }
 
 const rl_agent_adapter_t rl_agent_acp = {

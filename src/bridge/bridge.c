@@ -11,8 +11,9 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
-#include "bridge/session_setup.h"
+#include "bridge/agent_state.h"
 #include "bridge/projects.h"
+#include "bridge/session_setup.h"
 #include "client/backoff.h"
 #include "bridge/batch.h"
 #include "bridge/child.h"
@@ -158,6 +159,8 @@ struct rl_bridge {
     rl_strmap_t *plain;     /* session id -> (void *)1: sessions the relay said are not (encrypted: false) */
     rl_strmap_t *asked;     /* approval id -> asked_approval_t: approvals of encrypted sessions */
     rl_strmap_t *decided;   /* approval id -> (void *)1: approvals of encrypted sessions the agent was told of */
+    rl_strmap_t *states;    /* session id -> json_t *: the agent state last posted (agent_state.h) */
+    rl_strmap_t *config_ts; /* session id -> long long *: the ts of the last signed setting taken */
     grant_t *grants;
 };
 
@@ -603,6 +606,16 @@ out:
     json_decref(body);
 }
 
+rl_strmap_t *rl_bridge__states(rl_bridge_t *b)
+{
+    return b->states;
+}
+
+void rl_bridge__submit_call(rl_bridge_t *b, rl_call_t call, json_t *body)
+{
+    submit(b, call, NULL, body);
+}
+
 /*
  * relayd accepts finish_reason stop, length, content_filter, tool_call, error
  * and cancelled (src/relay/bridge.c), and stores an end without one as "stop"
@@ -706,6 +719,11 @@ static const char *str_of(json_t *object, const char *key)
 {
     const char *v = json_string_value(json_object_get(object, key));
     return v != NULL ? v : "";
+}
+
+static void state_free(void *value)
+{
+    json_decref(value);
 }
 
 static void asked_free(void *value)
@@ -1033,6 +1051,66 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
     return copy;
 }
 
+/* 1 when what a device says of session_id counts only signed: the session is end-to-end encrypted. */
+static int session_signed(rl_bridge_t *b, const char *session_id)
+{
+    return rl_strmap_get(b->encrypted, session_id) != NULL || (b->keys != NULL && rl_keyring_has(b->keys, session_id));
+}
+
+/* How far a signed setting's ts may be from this machine's clock (docs/api.md, "Steering"). */
+#define CONFIG_TS_SKEW_MS (5LL * 60LL * 1000LL)
+
+/*
+ * spec (ours, docs/api.md "Steering"): in an encrypted session a setting
+ * counts only with a config_sig of a device this bridge accepted, a ts within
+ * 5 minutes of now and newer than the last one taken for the session (a
+ * relay cannot replay an old "bypassPermissions"). 1 when the agent may be
+ * told; otherwise the session's state says config_refused and nothing else
+ * changes.
+ */
+static int config_verified(rl_bridge_t *b, rl_frame_t *f)
+{
+    json_t *option = json_object_get(f->payload, "option"), *ts = json_object_get(f->payload, "ts");
+    const char *device_id = json_string_value(json_object_get(f->payload, "device_id"));
+    const char *why = NULL;
+    long long now = (long long)rl_clock_now_ms(), when = json_integer_value(ts), *last;
+
+    if (!session_signed(b, f->session_id))
+        return 1;
+    last = rl_strmap_get(b->config_ts, f->session_id);
+    if (b->keys == NULL)
+        why = "encryption is off";
+    else if (!json_is_integer(ts))
+        why = "no ts";
+    else if (when < now - CONFIG_TS_SKEW_MS || when > now + CONFIG_TS_SKEW_MS)
+        why = "ts is more than 5 minutes off";
+    else if (last != NULL && when <= *last)
+        why = "ts is not newer than the last setting taken (a replay)";
+    else if (rl_keyring_verify_config(b->keys, f->session_id, json_string_value(json_object_get(option, "id")),
+                                      json_string_value(json_object_get(option, "value")), when, device_id,
+                                      json_string_value(json_object_get(f->payload, "config_sig")), &why) == 0)
+        why = NULL;
+    if (why == NULL) {
+        if (last == NULL) {
+            last = malloc(sizeof(*last));
+            if (last == NULL || rl_strmap_put(b->config_ts, f->session_id, last) != 0) {
+                free(last);
+                rl_log(RL_LOG_ERROR, "session %s: out of memory: a setting is refused", f->session_id);
+                why = "out of memory";
+            }
+        }
+        if (why == NULL) {
+            *last = when;
+            return 1;
+        }
+    }
+    rl_log(RL_LOG_WARN, "session %s: a setting refused, the agent is not told: %s", f->session_id, why);
+    json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "code", "config_refused", "message", why);
+    rl_bridge_state(b, f->session_id, fields);
+    json_decref(fields);
+    return 0;
+}
+
 /* Approvals of encrypted sessions remembered as decided (the oldest are forgotten all at once). */
 #define DECIDED_MAX 4096
 
@@ -1046,8 +1124,7 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
     const char *approval_id = json_string_value(json_object_get(f->payload, "approval_id"));
     const char *why = NULL;
 
-    if (rl_strmap_get(b->encrypted, f->session_id) == NULL &&
-        (b->keys == NULL || !rl_keyring_has(b->keys, f->session_id)))
+    if (!session_signed(b, f->session_id))
         return 1;
     if (b->keys != NULL &&
         rl_keyring_verify_decision(b->keys, approval_id, f->session_id,
@@ -1356,6 +1433,16 @@ static void note_session_kind(rl_bridge_t *b, const rl_frame_t *f)
     }
 }
 
+/* line (stolen) to the agent, as the jsonl protocol line every adapter takes (adapters ignore what they do not serve).
+ */
+static void notify_line(rl_bridge_t *b, json_t *line)
+{
+    /* To the agent of the line's session (the default one for a line of none). */
+    if (line != NULL)
+        notify_agent(b, json_string_value(json_object_get(line, "session_id")), line);
+    json_decref(line);
+}
+
 static void process_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
@@ -1429,6 +1516,24 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
             notify_agent(b, f->session_id, line);
             json_decref(line);
         }
+    } else if (strcmp(f->update_type, "session.config") == 0) {
+        json_t *option = json_object_get(f->payload, "option");
+        if (json_string_value(json_object_get(option, "id")) == NULL ||
+            json_string_value(json_object_get(option, "value")) == NULL)
+            rl_log(RL_LOG_WARN, "update %s: session.config without option {id, value}", f->update_id);
+        else if (config_verified(b, f))
+            notify_line(b, json_pack("{s:s, s:s, s:O, s:O?}", "type", "session_config", "session_id", f->session_id,
+                                     "option", option, "request_id", json_object_get(f->payload, "request_id")));
+    } else if (strcmp(f->update_type, "session.model.changed") == 0) {
+        json_t *model = json_object_get(f->payload, "model");
+        if (!json_is_string(model))
+            model = json_object_get(json_object_get(f->payload, "session"), "model");
+        if (json_is_string(model))
+            notify_line(
+                b, json_pack("{s:s, s:s, s:O}", "type", "session_model", "session_id", f->session_id, "model", model));
+    } else if (strcmp(f->update_type, "session.closed") == 0) {
+        notify_line(b, json_pack("{s:s, s:s, s:O?}", "type", "session_closed", "session_id", f->session_id, "reason",
+                                 json_object_get(f->payload, "reason")));
     } else if (strcmp(f->update_type, "session.started") == 0) {
         /* Its agent and folder are chosen now (session_setup.h); a refused session's agent hears nothing of it. */
         json_t *session = json_object_get(f->payload, "session");
@@ -1808,76 +1913,114 @@ out:
     return answer;
 }
 
-/*
- * projects.list.req {device_id?} (docs/api.md "Projects"): the list sealed to
- * the asking device when this bridge accepted it (the relay can neither read
- * nor forge it); in clear only with --plain-projects when no device is named.
- */
-static json_t *list_projects(rl_bridge_t *b, json_t *req)
+void rl_bridge_answer(rl_bridge_t *b, const char *type, json_t *req_id, const char *device_id, json_t *answer)
 {
-    const char *device_id = json_string_value(json_object_get(req, "device_id"));
-    json_t *list = NULL, *answer = NULL;
+    json_t *frame = NULL;
     char *text = NULL, *sealed = NULL;
-    const char *code = "device_required";
 
-    if (device_id == NULL && !b->options->plain_projects)
-        goto out;
-    code = "device_not_accepted";
-    if (device_id != NULL && (b->keys == NULL || !rl_keyring_accepted(b->keys, device_id)))
-        goto out;
-    list = json_pack("{s:o}", "projects", b->projects != NULL ? rl_projects_list(b->projects) : json_array());
-    if (device_id == NULL) {
-        answer = json_incref(list);
-        goto out;
+    if (json_object_get(answer, "error") != NULL) {
+        frame = json_pack("{s:O}", "error", json_object_get(answer, "error"));
+    } else if (device_id != NULL && *device_id != '\0') {
+        /* spec (docs/api.md "Projects"): sealed to the asking device, which the relay can neither read nor forge. */
+        text = json_dumps(answer, JSON_COMPACT);
+        if (b->keys != NULL && rl_keyring_accepted(b->keys, device_id) && text != NULL)
+            sealed = rl_keyring_seal_to_device(b->keys, device_id, text, strlen(text));
+        frame = sealed != NULL ? json_pack("{s:s, s:s, s:s}", "sealed", sealed, "to_device_id", device_id,
+                                           "from_device_id", rl_keyring_device_id(b->keys))
+                               : json_pack("{s:{s:s, s:s}}", "error", "code", "device_not_accepted", "message",
+                                           "the device is not one this machine accepted");
+    } else if (b->keys == NULL || b->options->plain_projects) {
+        /* --no-e2e: nothing is sealed anywhere on this bridge; --plain-projects: the owner said lists may go plain. */
+        frame = json_deep_copy(answer);
+    } else {
+        frame = json_pack("{s:{s:s, s:s}}", "error", "code", "device_required", "message",
+                          "name the asking device: the answer is sealed to it");
     }
-    code = "crypto_failed";
-    text = json_dumps(list, JSON_COMPACT);
-    sealed = text != NULL ? rl_keyring_seal_to_device(b->keys, device_id, text, strlen(text)) : NULL;
-    if (sealed == NULL)
-        goto out;
-    answer = json_pack("{s:s, s:s, s:s}", "sealed", sealed, "to_device_id", device_id, "from_device_id",
-                       rl_keyring_device_id(b->keys) != NULL ? rl_keyring_device_id(b->keys) : "");
-out:
-    if (answer == NULL)
-        answer = json_pack("{s:{s:s}}", "error", "code", code);
     if (text != NULL)
         rl_e2e_wipe(text, strlen(text));
     free(text);
     free(sealed);
-    json_decref(list);
-    return answer;
+    if (frame == NULL)
+        return;
+    json_object_set_new(frame, "type", json_string(type));
+    json_object_set(frame, "req_id", req_id);
+    send_json(b, frame);
+}
+
+int rl_bridge_project_folder(rl_bridge_t *b, const char *project_id, char *out)
+{
+    const char *code;
+
+    if (b->projects == NULL)
+        return 1;
+    return project_id != NULL && rl_projects_find(b->projects, project_id, out, &code) == 0 ? 0 : -1;
+}
+
+/*
+ * agent_sessions.list.req: the agent's own sessions of a project, asked of
+ * the named agent (the default when none) when it keeps them (acp:); the
+ * others answer that they keep none.
+ */
+static void list_agent_sessions(rl_bridge_t *b, json_t *req)
+{
+    int index = rl_bridge_agent_index(b, json_string_value(json_object_get(req, "agent")));
+    agent_slot_t *slot = index >= 0 ? &b->agents[index] : NULL;
+    json_t *line, *error;
+
+    if (slot == NULL || slot->adapter != &rl_agent_acp) {
+        error = json_pack("{s:{s:s, s:s}}", "error", "code", slot == NULL ? "agent_not_configured" : "unsupported",
+                          "message",
+                          slot == NULL ? "this machine's relay-bridge has no agent of that name"
+                                       : "this agent keeps no sessions of its own");
+        rl_bridge_answer(b, "agent_sessions.list.resp", json_object_get(req, "req_id"), NULL, error);
+        json_decref(error);
+        return;
+    }
+    line = json_pack("{s:s, s:O, s:O?, s:O?, s:O?}", "type", "agent_sessions_list", "req_id",
+                     json_object_get(req, "req_id"), "device_id", json_object_get(req, "device_id"), "project_id",
+                     json_object_get(req, "project_id"), "agent", json_object_get(req, "agent"));
+    if (line != NULL)
+        slot->adapter->notify(slot->agent, line);
+    json_decref(line);
+}
+
+/*
+ * projects.list.req {device_id?} (docs/api.md "Projects"): the list, sealed
+ * to the asking device (rl_bridge_answer's rules).
+ */
+static void list_projects(rl_bridge_t *b, json_t *req)
+{
+    json_t *answer = json_pack("{s:o}", "projects", b->projects != NULL ? rl_projects_list(b->projects) : json_array());
+    const char *device_id = json_string_value(json_object_get(req, "device_id"));
+
+    if (answer != NULL)
+        rl_bridge_answer(b, "projects.list.resp", json_object_get(req, "req_id"), device_id, answer);
+    json_decref(answer);
 }
 
 /* Requests of the relay on the socket: <type>.req answered <type>.resp with the same req_id. */
-static const struct {
-    const char *req, *resp;
-} requests[] = {
-    {"file.read.req", "file.read.resp"},
-    {"models.list.req", "models.list.resp"},
-    {"projects.list.req", "projects.list.resp"},
-};
-
 static void answer_request(rl_bridge_t *b, rl_frame_t *f)
 {
     const char *type = json_string_value(json_object_get(f->root, "type"));
     json_t *req_id = json_object_get(f->root, "req_id"), *answer;
-    size_t i;
 
     if (type == NULL || !json_is_string(req_id))
-        return;
-    for (i = 0; i < sizeof(requests) / sizeof(requests[0]); i++)
-        if (strcmp(type, requests[i].req) == 0)
-            break;
-    if (i == sizeof(requests) / sizeof(requests[0]))
         return;
     if (strcmp(type, "file.read.req") == 0)
         answer = json_object_get(f->root, "path") != NULL ? read_plain_file(b, f->root) : read_agent_file(b, f->root);
     else if (strcmp(type, "models.list.req") == 0)
         /* Our adapters run one agent with its own model: nothing to choose from. */
         answer = json_pack("{s:[]}", "models");
-    else
-        answer = list_projects(b, f->root);
-    json_object_set_new(answer, "type", json_string(requests[i].resp));
+    else if (strcmp(type, "agent_sessions.list.req") == 0) {
+        list_agent_sessions(b, f->root);
+        return;
+    } else if (strcmp(type, "projects.list.req") == 0) {
+        list_projects(b, f->root);
+        return;
+    } else
+        return;
+    json_object_set_new(answer, "type",
+                        json_string(strcmp(type, "file.read.req") == 0 ? "file.read.resp" : "models.list.resp"));
     json_object_set(answer, "req_id", req_id);
     send_json(b, answer);
 }
@@ -2335,16 +2478,20 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
+    /* Before the agents: they may post a session's state as soon as they run. */
+    b.states = rl_strmap_new(REMEMBERED_MAX);
     b.setups = rl_setups_new();
-    if (b.setups == NULL || start_agents(&b, options) != 0) {
+    if (b.states == NULL || b.setups == NULL || start_agents(&b, options) != 0) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
     b.encrypted = rl_strmap_new(REMEMBERED_MAX);
     b.plain = rl_strmap_new(REMEMBERED_MAX);
+    b.config_ts = rl_strmap_new(REMEMBERED_MAX);
     b.asked = rl_strmap_new(REMEMBERED_MAX);
     b.decided = rl_strmap_new(DECIDED_MAX);
-    if (b.encrypted == NULL || b.plain == NULL || b.asked == NULL || b.decided == NULL) {
+    if (b.encrypted == NULL || b.plain == NULL || b.asked == NULL || b.decided == NULL || b.config_ts == NULL ||
+        b.states == NULL) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
@@ -2416,6 +2563,8 @@ out:
     rl_strmap_free(b.plain, NULL);
     rl_strmap_free(b.asked, asked_free);
     rl_strmap_free(b.decided, NULL);
+    rl_strmap_free(b.config_ts, free);
+    rl_strmap_free(b.states, state_free);
     while (b.grants != NULL) {
         grant_t *g = b.grants;
         b.grants = g->next;

@@ -3,6 +3,7 @@
  * row each (method, pattern, handler, auth, rate bucket, body schema).
  */
 #include "common/error.h"
+#include "relay/agents.h"
 #include "http/validate.h"
 #include "relay/approvals.h"
 #include "relay/attachments.h"
@@ -67,6 +68,9 @@ const rl_route_t rl_relay_routes[] = {
     /* Bridge REST. */
     {"GET", "/v1/bridge/ws", rl_bridge_ws_open, RL_AUTH_BRIDGE_UPGRADE, "default", NULL, 0},
     {"POST", "/v1/bridge/setManifest", rl_manifest_set, RL_AUTH_BRIDGE, "default", &rl_manifest_schema, 0},
+    /* issue 36: the agent's state in a session (docs/api.md "Session state") */
+    {"POST", "/v1/bridge/sessions/:id/state", rl_bridge_session_state, RL_AUTH_BRIDGE, "task", &rl_session_state_schema,
+     0, RL_SESSION_STATE_MAX},
     {"POST", "/v1/bridge/sendMessage", rl_bridge_send_message, RL_AUTH_BRIDGE, "msg", &rl_send_message_schema, 0},
     /* The hot route: read flat when it can be, refused unread while the loop lags (http/route.h). */
     {"POST", "/v1/bridge/sendMessageDelta", rl_bridge_send_delta, RL_AUTH_BRIDGE, "delta", &rl_send_delta_schema,
