@@ -20,5 +20,10 @@ int rl_printable_check(const char *s, size_t len);
 #define RL_SESSION_STATE_MAX (32 * 1024)
 int rl_bridge_session_state(rl_call_t *call); /* POST /v1/bridge/sessions/:id/state */
 extern const rl_schema_t rl_session_state_schema;
+int rl_session_config(rl_call_t *call); /* POST /v1/me/sessions/:id/config */
+extern const rl_schema_t rl_session_config_schema;
+/* GET /v1/me/installations/:id/projects and /agent-sessions: asked of the bridge (rpc.h), answered as it answers. */
+int rl_installation_projects(rl_call_t *call);
+int rl_installation_agent_sessions(rl_call_t *call);
 
 #endif

@@ -172,9 +172,12 @@ static int manifest_set_run(rl_txn_t *txn, rl_store_op_t *base)
         if (part != NULL)
             json_object_set(manifest, parts[i], part);
     }
-    for (i = 0; i < sizeof(shown) / sizeof(shown[0]); ++i)
-        if (!json_equal(json_object_get(stored, shown[i]), json_object_get(manifest, shown[i])))
+    for (i = 0; i < sizeof(shown) / sizeof(shown[0]); ++i) {
+        json_t *before = json_object_get(stored, shown[i]), *after = json_object_get(manifest, shown[i]);
+        /* json_equal says two absent parts differ: neither is news. */
+        if ((before != NULL || after != NULL) && !json_equal(before, after))
             op->changed = 1;
+    }
     op->tools = (json_int_t)json_array_size(json_object_get(manifest, "tools"));
     text = json_dumps(manifest, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(stored);

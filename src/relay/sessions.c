@@ -15,6 +15,7 @@
 #include "relay/ops.h"
 #include "relay/relay.h"
 #include "relay/sessions.h"
+#include "relay/target.h"
 #include "auth/token.h"
 #include "relay/updates.h"
 #include "relay/views.h"
@@ -271,6 +272,16 @@ static int session_change_run(rl_txn_t *txn, rl_store_op_t *base)
     } else {
         session.deleted_at = op->now;
     }
+    /* issue 36: the bridge closes the agent's session when the user puts it away (not when brought back). */
+    if (op->changed && (op->change == RL_SESSION_ARCHIVE || op->change == RL_SESSION_DELETE) &&
+        rl_target_installation_check(txn, session.installation_id) == 0) {
+        json_t *payload = json_pack("{s:{s:s}, s:s}", "session", "id", session.id, "reason",
+                                    op->change == RL_SESSION_ARCHIVE ? "archived" : "deleted");
+        if ((result = rl_update_append(txn, session.installation_id, "session.closed", session.id, NULL, payload,
+                                       op->now, &op->op.update_id)) != 0)
+            return result;
+        op->bridge = session.installation_id;
+    }
     if (op->changed) {
         session.updated_at = op->now;
         if ((result = RL_TXN(txn, session_update, &session)) != 0)
@@ -305,12 +316,13 @@ static void on_session_changed(rl_store_op_t *base)
         return;
     }
     id = json_object_get(session, "id");
-    if (op->bridge != NULL) {
+    if (op->bridge != NULL)
         rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+    /* A new model is news to clients too (session_updated), whatever else the rename did. */
+    if (op->bridge != NULL && op->change == RL_SESSION_RENAME)
         rl_hub_publish(relay->hub, call->principal, "session_updated",
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
                                  "session", session));
-    }
     /* spec: each transition emits its event; a request that changes nothing emits none. */
     if (op->change == RL_SESSION_RENAME && op->set_title) {
         json_t *renamed = json_pack("{s:O, s:O, s:O}", "session_id", id, "title", json_object_get(session, "title"),

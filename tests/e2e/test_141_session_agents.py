@@ -9,7 +9,10 @@
 - POST /v1/bridge/sessions/:id/state keeps the agent's state (a post without usage keeps the
   stored usage), shows it as the Session view's agent_state and tells clients session_state;
   refusals (bad body, oversize, a project in clear in an encrypted session, another
-  installation's session, a deleted one) keep nothing.
+  installation's session, a deleted one) keep nothing;
+- POST /v1/me/sessions/:id/config answers 202 and queues session.config (an encrypted session's
+  change must carry device_id, config_sig and ts, carried as given); archiving and deleting queue
+  session.closed, unarchiving and restoring do not.
 """
 import os
 
@@ -110,6 +113,8 @@ def test_a_plain_session_keeps_its_agent_project_and_resume(relay, user_token):
     assert_ok(inst.client("POST", "/v1/me/sessions/%s/archive" % sid))
     ev = stream.wait_for("session_updated", lambda d: d["session_id"] == sid, timeout=WAIT)
     assert ev.data["session"]["agent"] == "codex" and ev.data["session"]["resume"] == {"agent_session_id": "0199-abc"}
+    closed = sock.next_update(WAIT)
+    assert closed["type"] == "session.closed", closed
 
     # Absent: the default agent, no project, no resume (null, in views and updates).
     r = assert_ok(_start(inst))
@@ -291,3 +296,81 @@ def test_an_encrypted_session_refuses_a_project_in_clear(relay, user_token):
     assert got == {"state": "ready", "project_ct": ct}, got
     view = [s for s in assert_ok(e.me("GET", "/v1/me/sessions"))["sessions"] if s["id"] == sid][0]
     assert view["agent_state"] == got
+
+
+def _config(inst, sid, body, token=None):
+    return inst.client("POST", "/v1/me/sessions/%s/config" % sid, body, token=token)
+
+
+def test_config_reaches_the_bridge_as_session_config(relay, user_token):
+    inst = Installation(relay, user_token)
+    sock = inst.connect()
+    sid = inst.create_session("s")
+    assert sock.next_update(WAIT)["type"] == "session.started"
+    r = _config(inst, sid, {"option": {"id": "mode", "value": "plan"}})
+    assert r.status_code == 202, r.text
+    got = r.json()["result"]
+    assert got["session_id"] == sid and got["request_id"].startswith("cfg_"), got
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session.config" and update["session_id"] == sid, update
+    assert update["payload"] == {"request_id": got["request_id"], "option": {"id": "mode", "value": "plan"}}
+    # A plain session's change may carry a signature too: carried as given.
+    r = _config(inst, sid, {"option": {"id": "model", "value": "opus"}, "device_id": "dev_x", "config_sig": "c2ln",
+                            "ts": 1700000000000})
+    assert r.status_code == 202, r.text
+    payload = sock.next_update(WAIT)["payload"]
+    assert (payload["device_id"], payload["config_sig"], payload["ts"]) == ("dev_x", "c2ln", 1700000000000), payload
+
+    for body, path in [
+        ({}, "option"),
+        ({"option": {"id": "mode"}}, "option.value"),
+        ({"option": {"id": "", "value": "x"}}, "option.id"),
+        ({"option": {"id": "m", "value": "v" * 129}}, "option.value"),
+        ({"option": {"id": "m", "value": True}}, "option.value"),
+        ({"option": {"id": "m", "value": "x"}, "ts": "now"}, "ts"),
+        ({"option": {"id": "m", "value": "x"}, "ts": 1.5}, "ts"),
+        ({"option": {"id": "m", "value": "x"}, "config_sig": "s" * 129}, "config_sig"),
+    ]:
+        r = _config(inst, sid, body)
+        assert find_error(validation_errors(r), path) is not None, (body, r.text)
+    assert_error(_config(inst, sid, {"option": {"id": "m", "value": "x"}}, token=mint_token(relay.data, "bob")),
+                 404, "session_not_found")
+    assert_error(_config(inst, "ses_nope", {"option": {"id": "m", "value": "x"}}), 404, "session_not_found")
+    # Nothing was queued by any refusal: the next update is the archive's session.closed.
+    assert_ok(inst.client("POST", "/v1/me/sessions/%s/archive" % sid))
+    closed = sock.next_update(WAIT)
+    assert closed["type"] == "session.closed" and closed["payload"] == {"session": {"id": sid}, "reason": "archived"}
+    # Archiving again, unarchiving: nothing; deleting: session.closed "deleted"; restoring: nothing.
+    assert_ok(inst.client("POST", "/v1/me/sessions/%s/archive" % sid))
+    assert_ok(inst.client("POST", "/v1/me/sessions/%s/unarchive" % sid))
+    assert_ok(inst.client("DELETE", "/v1/me/sessions/%s" % sid))
+    closed = sock.next_update(WAIT)
+    assert closed["type"] == "session.closed" and closed["payload"] == {"session": {"id": sid}, "reason": "deleted"}
+    assert_error(_config(inst, sid, {"option": {"id": "m", "value": "x"}}), 404, "session_not_found")
+    assert_ok(inst.client("POST", "/v1/me/sessions/%s/restore" % sid))
+    marker = inst.update_barrier(sock, sid)
+    assert marker["type"] == "session.cancelled", marker
+    sock.close()
+
+
+def test_an_encrypted_session_config_needs_its_signature(relay, user_token):
+    e = E2E(relay, user_token)
+    sock = e.inst.connect()
+    assert [sock.next_update(WAIT)["type"] for _ in range(2)] == ["device_pending", "device_added"]
+    sid = e.encrypted_session()
+    assert [sock.next_update(WAIT)["type"] for _ in range(2)] == ["session.started", "session_key_granted"]
+    option = {"id": "mode", "value": "bypassPermissions"}
+    r = e.me("POST", "/v1/me/sessions/%s/config" % sid, {"option": option})
+    errors = validation_errors(r)
+    assert {x["path"] for x in errors} == {"device_id", "config_sig", "ts"}, errors
+    assert all(x["message"] == "Required (the session is end-to-end encrypted)" for x in errors), errors
+    r = e.me("POST", "/v1/me/sessions/%s/config" % sid, {"option": option, "device_id": e.phone, "config_sig": None,
+                                                         "ts": 1})
+    assert [x["path"] for x in validation_errors(r)] == ["config_sig"], r.text
+    body = {"option": option, "device_id": e.phone, "config_sig": "A" * 44, "ts": 1795900000000}
+    r = e.me("POST", "/v1/me/sessions/%s/config" % sid, body)
+    assert r.status_code == 202, r.text
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session.config", update
+    assert update["payload"] == dict(body, request_id=r.json()["result"]["request_id"]), update
+    sock.close()
