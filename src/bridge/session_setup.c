@@ -127,7 +127,8 @@ static json_t *session_project(rl_bridge_t *b, const char *session_id, json_t *s
         *waiting = 1;
         return NULL;
     }
-    if (rl_keyring_open_field(keys, session_id, "session_meta", json_string_value(ct), &text) != 0 ||
+    /* Sealed before the relay gave the session its id: under a path without it (docs/api.md). */
+    if (rl_keyring_open_path(keys, session_id, "session_meta/project", json_string_value(ct), &text) != 0 ||
         strlen(text) > PROJECT_PLAIN_MAX) {
         rl_log(RL_LOG_WARN, "session %s: project_ct does not open with the session key", session_id);
         free(text);
