@@ -11,19 +11,20 @@
 // - the chat's bar: agent, folder and branch; the mode picker, a change
 //   signed (config_sig) and taken by the agent, the high-risk value's
 //   confirmation (cancelled, then confirmed), a second page following each
-//   change through session_state;
+//   change through session_state (the agent run with --config: mode ask,
+//   code, plan, bypassPermissions, which the bridge marks high risk);
 // - a refused folder (an unknown project, a worktree branch the bridge
 //   refuses) said plainly on the chat, the composer off;
-// - the agent's sessions: one begun "at the desk" (the agent driven
-//   directly over stdio, in beta) listed under Continue a session and
-//   continued, its earlier history shown as such.
+// - the agent's sessions: one begun "at the desk" (a session file in the
+//   agent's --state, in beta) listed under Continue a session and
+//   continued by session/load, its replayed history shown as earlier.
 // Screenshots at 360 px, light and dark, of each new screen.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
-import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT, WAIT } from './lib.js';
+import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT } from './lib.js';
 
 const AGENT_PY = join(ROOT, 'tests', 'e2e', 'acp_agent.py');
 const PHONE_360 = { width: 360, height: 740 };
@@ -55,40 +56,12 @@ function repo(name, branch) {
   return dir;
 }
 
-// The ACP agent driven over stdio as a desk client would: a session in `cwd` with one prompt. Its id.
-async function deskSession(cwd, text) {
-  const proc = spawn('python3', [AGENT_PY, '--state', state], { stdio: ['pipe', 'pipe', 'ignore'] });
-  let buffer = '';
-  const waiting = new Map();
-  proc.stdout.on('data', (chunk) => {
-    buffer += chunk;
-    for (let i = buffer.indexOf('\n'); i >= 0; i = buffer.indexOf('\n')) {
-      const line = buffer.slice(0, i);
-      buffer = buffer.slice(i + 1);
-      const msg = JSON.parse(line);
-      if (msg.id !== undefined && waiting.has(msg.id) && !msg.method) waiting.get(msg.id)(msg);
-    }
-  });
-  let next = 1;
-  const call = (method, params) => new Promise((res, rej) => {
-    const id = next++;
-    const timer = setTimeout(() => rej(new Error(`${method}: no answer`)), WAIT);
-    waiting.set(id, (msg) => {
-      clearTimeout(timer);
-      if (msg.error) rej(new Error(`${method}: ${JSON.stringify(msg.error)}`));
-      else res(msg.result);
-    });
-    proc.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
-  });
-  try {
-    await call('initialize', { protocolVersion: 1, clientCapabilities: {} });
-    const { sessionId } = await call('session/new', { cwd, mcpServers: [] });
-    await call('session/prompt', { sessionId, prompt: [{ type: 'text', text }] });
-    return sessionId;
-  } finally {
-    proc.stdin.end();
-    proc.kill();
-  }
+// A session begun "at the desk": the ACP test agent keeps its sessions in --state, and lists a file
+// written there by hand as one of its own (tests/e2e/acp_agent.py, --sessions).
+function deskSession(cwd, text) {
+  const id = 'sess_desk0000000001';
+  writeFileSync(join(state, `${id}.json`), JSON.stringify({ history: [['user', text], ['agent', `echo: ${text}`]], cwd, title: 'Desk work on beta' }));
+  return id;
 }
 
 before(async () => {
@@ -105,8 +78,9 @@ before(async () => {
   const pairing = await bridge.startPairing('build-box');
   await relay.api('POST', '/v1/me/pairing/claim', token, { code: pairing.code });
   installationId = await pairing.done;
-  const spec = `acp:python3 ${AGENT_PY} --state ${state}`;
-  bridge.run(`main=${spec}`, ['--agent', `second=${spec}`, '--root', root, '--cwd', join(root, 'alpha')]);
+  // Both list their sessions; main continues one by session/load (its history replayed), second by session/resume.
+  const spec = `acp:python3 ${AGENT_PY} --state ${state} --config --sessions`;
+  bridge.run(`main=${spec} --no-resume`, ['--agent', `second=${spec}`, '--root', root]);
   const bridgeDevice = idOf(await waitFor('the bridge device key', async () =>
     (await relay.api('GET', '/v1/me/devices', token)).devices.find((d) => d.platform === 'bridge')));
   page = await newPage(browser, relay, PHONE_360);
@@ -149,10 +123,13 @@ const optionTexts = (sel) => page.$$eval(`${sel} option`, (els) => els.map((e) =
 async function openNewChat() {
   await page.goto(`${relay.url}/#/new/${installationId}`);
   await page.waitForSelector('#new-encryption .pill-lock');
-  await waitFor('the folders of the machine', async () => (await optionTexts('#new-project')).length === 3);
+  await waitFor('the folders of the machine', async () => {
+    const labels = (await optionTexts('#new-project')).map((o) => o.text);
+    return labels.includes('alpha (main)') && labels.includes('beta (dev)');
+  });
 }
 
-const session = async (id) => (await relay.api('GET', `/v1/me/sessions/${id}`, token)).session || (await relay.api('GET', `/v1/me/sessions/${id}`, token));
+const session = async (id) => (await relay.api('GET', '/v1/me/sessions', token)).sessions.find((s) => s.id === id);
 
 test('New chat: the agent and folder pickers, the lists sealed to this device, the folder sealed in the chat', async () => {
   const answers = [];
@@ -173,7 +150,7 @@ test('New chat: the agent and folder pickers, the lists sealed to this device, t
   assert.equal(typeof answers[0].body.result.sealed, 'string', 'the relay carried the list sealed');
   assert.ok(!JSON.stringify(answers[0].body).includes('alpha'), 'no folder name in what the relay carried');
   const folders = await optionTexts('#new-project');
-  assert.deepEqual(folders.map((f) => f.text).slice(1).sort(), ['alpha (main)', 'beta (dev)']);
+  assert.deepEqual(folders.map((f) => f.text), ["The agent's usual folder", 'alpha (main)', 'beta (dev)']);
 
   await page.selectOption('#new-agent', 'second');
   await page.selectOption('#new-project', { label: 'beta (dev)' });
@@ -195,6 +172,9 @@ test('New chat: the agent and folder pickers, the lists sealed to this device, t
   await page.fill('.composer-input', 'hello beta');
   await page.click('button[aria-label="Send"]');
   await waitFor('the reply', async () => (await page.innerText('.timeline')).includes('echo: hello beta'));
+  // The bridge opened project_ct (sealed before the chat had its id, session_meta/project) and runs in beta.
+  assert.equal((await session(sealedChat)).agent_state.state, 'ready');
+  assert.equal(await page.$('.agent-refused:not([hidden])'), null);
 
   // A new worktree on a new branch: the branch checked as typed, then made by the machine.
   await openNewChat();
@@ -300,7 +280,7 @@ test('a refused folder is said plainly on the chat, and nothing can be sent', as
 });
 
 test('the agent\'s sessions: one begun at the desk listed under Continue a session, continued with its earlier history', async () => {
-  const desk = await deskSession(join(root, 'beta'), 'hello from the desk');
+  const desk = deskSession(join(root, 'beta'), 'hello from the desk');
   await openNewChat();
   await page.selectOption('#new-project', { label: 'beta (dev)' });
   await page.click('button:has-text("Continue a session")');
@@ -317,12 +297,14 @@ test('the agent\'s sessions: one begun at the desk listed under Continue a sessi
   const id = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
   const s = await session(id);
   assert.deepEqual(s.resume, { agent_session_id: desk });
-  await waitFor('the earlier history shown as such', async () =>
-    (await page.$$eval('.msg-earlier', (els) => els.map((e) => e.textContent).join(' '))).includes('hello from the desk'));
-  assert.match(await page.textContent('.msg-earlier .msg-meta'), /^Earlier, before this chat/);
+  // The history comes with the first reply: the bridge loads the session when the first message goes.
   await page.fill('.composer-input', 'whoami');
   await page.click('button[aria-label="Send"]');
   await waitFor('the agent answering in the desk session', async () => (await page.innerText('.timeline')).includes(`session ${desk}`));
+  await waitFor('the earlier history shown as such', async () =>
+    (await page.$$eval('.msg-earlier', (els) => els.map((e) => e.textContent).join(' '))).includes('hello from the desk'));
+  assert.match(await page.textContent('.msg-earlier .msg-meta'), /^Earlier, before this chat/);
+  assert.ok(!(await page.innerText('.timeline')).includes('[Earlier in this session'), 'the marker line said in words instead');
   await shots('continued');
   problems.push(...page.problems.splice(0));
 });

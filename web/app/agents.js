@@ -166,8 +166,16 @@ export function listEntries(answer, kind) {
   return list.filter((e) => e && str(e[idKey], 256));
 }
 
-// Whether a message is the agent's earlier history (a session continued here: what it replayed of its
-// past), shown apart and dimmed. The bridge marks them `earlier: true` (docs/bridge.md).
+// The agent's earlier history (a chat continuing one of the agent's sessions by session/load): relay-bridge
+// posts what the agent replayed as one agent message whose first line is this one (docs/api.md "A
+// continued session's history"), the user's turns quoted with "> ".
+export const EARLIER_LINE = '[Earlier in this session, before it was continued here]';
+
 export function isEarlier(m) {
-  return !!m && (m.earlier === true || (!!m.metadata && typeof m.metadata === 'object' && m.metadata.earlier === true));
+  return !!m && m.role === 'agent' && typeof m.text === 'string' && m.text.startsWith(EARLIER_LINE);
+}
+
+// Its text as shown: the marker line (and the blank line after it) left out, the chat says it in words.
+export function earlierText(text) {
+  return text.startsWith(EARLIER_LINE) ? text.slice(EARLIER_LINE.length).replace(/^[ \t]*\r?\n(?:[ \t]*\r?\n)?/, '') : text;
 }

@@ -15,7 +15,7 @@ import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from
 import { titleBody, hasKey, onKeys, uploadBody, sealedFile } from './e2e.js';
 import { dictation } from './dictation.js';
 import { agentBar } from './steer.js';
-import { isEarlier, refusalOf } from './agents.js';
+import { isEarlier, earlierText, refusalOf } from './agents.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -78,7 +78,7 @@ function updateMessage(el, m, settled) {
   el.setAttribute('aria-label', m.role === 'user' ? 'You said' : 'Agent replied');
   clear(el);
   const body = h('div', { class: 'msg-body' });
-  if (m.role === 'agent') body.append(renderMarkdown(text));
+  if (m.role === 'agent') body.append(renderMarkdown(earlier ? earlierText(text) : text));
   else body.append(h('p', { class: 'msg-plain', text }));
   if (m.state === 'streaming' && !settled) body.append(h('span', { class: 'typing', role: 'img', 'aria-label': 'still writing' }, h('i'), h('i'), h('i')));
   el.append(body);

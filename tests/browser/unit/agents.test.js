@@ -129,11 +129,16 @@ test('start: a plain chat names agent, project, worktree and resume; an encrypte
   assert.equal(a.sealedProject({ project: null }), null);
 });
 
-test('earlier history: a message marked earlier by the bridge', () => {
-  assert.equal(a.isEarlier({ earlier: true }), true);
-  assert.equal(a.isEarlier({ metadata: { earlier: true } }), true);
-  assert.equal(a.isEarlier({ earlier: 'yes' }), false);
-  assert.equal(a.isEarlier({}), false);
+test('earlier history: the agent message relay-bridge opens with the marker line, shown without it', () => {
+  const text = `${a.EARLIER_LINE}\n\n> hello from the desk\n\necho: hello from the desk`;
+  assert.equal(a.isEarlier({ role: 'agent', text }), true);
+  assert.equal(a.isEarlier({ role: 'user', text }), false, 'a user quoting it is not history');
+  assert.equal(a.isEarlier({ role: 'agent', text: `Not ${a.EARLIER_LINE}` }), false);
+  assert.equal(a.isEarlier({ role: 'agent' }), false);
+  assert.equal(a.isEarlier(null), false);
+  assert.equal(a.earlierText(text), '> hello from the desk\n\necho: hello from the desk');
+  assert.equal(a.earlierText(`${a.EARLIER_LINE}\nnext`), 'next');
+  assert.equal(a.earlierText('plain'), 'plain');
 });
 
 test('config signature: what the wire signs, the same from the bridge\'s side; the body decision.js posts', async () => {
