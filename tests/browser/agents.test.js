@@ -14,7 +14,8 @@
 //   change through session_state (the agent run with --config: mode ask,
 //   code, plan, bypassPermissions, which the bridge marks high risk);
 // - a refused folder (an unknown project, a worktree branch the bridge
-//   refuses) said plainly on the chat, the composer off;
+//   refuses) said plainly on the chat, the composer off; a device the
+//   machine has not accepted told why it gets no folders;
 // - the agent's sessions: one begun "at the desk" (a session file in the
 //   agent's --state, in beta) listed under Continue a session and
 //   continued by session/load, its replayed history shown as earlier.
@@ -277,6 +278,20 @@ test('a refused folder is said plainly on the chat, and nothing can be sent', as
   assert.equal(await page.getAttribute('.agent-refused', 'data-code'), 'worktree_name_invalid');
   assert.match(await page.textContent('.agent-refused'), /^This branch name cannot be used for a worktree/);
   problems.push(...page.problems.splice(0));
+
+  // A device the machine has not accepted gets no folders (they are sealed to accepted devices only), and
+  // is told what to do; its chat still starts, in the agent's usual folder.
+  const stranger = await newPage(browser, relay, PHONE_360);
+  await signIn(stranger, relay);
+  await stranger.goto(`${relay.url}/#/new/${installationId}`);
+  await waitFor('the reason the folders are not listed', async () =>
+    /cannot be listed: the machine sends them only to a device it accepted: verify the machine on this device first\.$/
+      .test(await stranger.textContent('#new-project-hint')));
+  assert.deepEqual((await stranger.$$eval('#new-project option', (els) => els.map((e) => e.value))), ['']);
+  await stranger.emulateMedia({ colorScheme: 'dark' });
+  await screenshot(stranger, 'agents-360-dark-new-chat-unverified');
+  problems.push(...stranger.problems.splice(0));
+  await stranger.context().close();
 });
 
 test('the agent\'s sessions: one begun at the desk listed under Continue a session, continued with its earlier history', async () => {

@@ -10,6 +10,38 @@ import { h, clear, formatTime } from './ui.js';
 import { agentChoices, listsSessions, worktreeBranchProblem, listEntries } from './agents.js';
 import { openBridgeAnswer, listDevice, onKeys } from './e2e.js';
 
+// The bridge's own error code behind a relay's 502 (docs/api.md "Projects": details.bridge_error).
+const bridgeCode = (err) => (err && err.details && err.details.bridge_error && err.details.bridge_error.code) || '';
+
+// A list from the machine's bridge (path with its query, without device_id), opened. Asked for sealed to
+// this device; a bridge that has not accepted this device (not verified yet) is asked again without it,
+// which a bridge whose owner allows plain lists (--plain-projects, --no-e2e) answers.
+async function askBridge(installationId, path, params) {
+  const device = listDevice();
+  const url = (withDevice) => {
+    const q = new URLSearchParams(params);
+    if (withDevice && device) q.set('device_id', device);
+    const text = q.toString();
+    return `/v1/me/installations/${encodeURIComponent(installationId)}/${path}${text ? `?${text}` : ''}`;
+  };
+  try {
+    return await openBridgeAnswer(installationId, await get(url(true)));
+  } catch (err) {
+    if (!device || bridgeCode(err) !== 'device_not_accepted') throw err;
+    return openBridgeAnswer(installationId, await get(url(false)));
+  }
+}
+
+// Why a list cannot be shown, in words.
+function listProblem(err) {
+  const code = bridgeCode(err);
+  if (code === 'device_required' || code === 'device_not_accepted') {
+    return 'the machine sends them only to a device it accepted: verify the machine on this device first';
+  }
+  if (code === 'unsupported') return 'this agent does not list its sessions';
+  return describe(err).replace(/\.$/, '');
+}
+
 // draft: what the form held before ({agent, project_id, worktree, branch}); onChange(): the form changed.
 export function startPickers(machine, draft, onChange) {
   const agentSelect = h('select', { id: 'new-agent' });
@@ -88,16 +120,15 @@ export function startPickers(machine, draft, onChange) {
     projects = [];
     const mine = ++serial;
     drawProjects('Reading the machine\'s folders…');
-    const query = device ? `?device_id=${encodeURIComponent(device)}` : '';
     try {
-      const answer = await openBridgeAnswer(id, await get(`/v1/me/installations/${encodeURIComponent(id)}/projects${query}`));
+      const answer = await askBridge(id, 'projects', {});
       if (mine !== serial) return;
       projects = listEntries(answer, 'projects');
       drawProjects(projects.length ? '' : 'The machine lists no folders: the agent works in its usual one.');
     } catch (err) {
       if (mine !== serial) return;
       projectsFor = null; // tried again when the machine or this device changes
-      drawProjects(err.status === 404 && err.code === 'not_found' ? '' : `The machine's folders cannot be listed: ${describe(err)}`);
+      drawProjects(err.status === 404 && err.code === 'not_found' ? '' : `The machine's folders cannot be listed: ${listProblem(err)}.`);
       projectField.hidden = err.status === 404 && err.code === 'not_found';
     }
     onChange();
@@ -122,20 +153,17 @@ export function startPickers(machine, draft, onChange) {
     const agent = agentSelect.value;
     const project = projectSelect.value;
     const id = machine.value;
-    const device = listDevice();
-    const params = new URLSearchParams({ agent, project_id: project });
-    if (device) params.set('device_id', device);
     resumeButton.disabled = true;
     resumeHint.textContent = 'Reading the agent\'s sessions…';
     try {
-      const answer = await openBridgeAnswer(id, await get(`/v1/me/installations/${encodeURIComponent(id)}/agent-sessions?${params}`));
+      const answer = await askBridge(id, 'agent-sessions', { agent, project_id: project });
       if (agent !== agentSelect.value || project !== projectSelect.value || id !== machine.value) return;
       const sessions = listEntries(answer, 'sessions').sort((a, b) => (b.updated_at || 0) - (a.updated_at || 0));
       drawSessionList(sessions);
       resumeHint.textContent = sessions.length ? '' : 'The agent has no session in this folder yet.';
       resumeButton.hidden = sessions.length > 0;
     } catch (err) {
-      resumeHint.textContent = `The agent's sessions cannot be listed: ${describe(err)}`;
+      resumeHint.textContent = `The agent's sessions cannot be listed: ${listProblem(err)}.`;
     } finally {
       resumeButton.disabled = false;
     }
