@@ -11,6 +11,8 @@
 
 /* Sessions whose setup the bridge remembers (this run): far more than one bridge serves. */
 #define SETUPS_MAX 100000
+/* The blob path of project_ct, in the session's start and in its state: the same for every session. */
+#define PROJECT_BLOB "session_meta/project"
 /* What project_ct opens to, at most (the wire: the envelope is <= 8 KiB). */
 #define PROJECT_PLAIN_MAX 8192
 
@@ -127,7 +129,8 @@ static json_t *session_project(rl_bridge_t *b, const char *session_id, json_t *s
         *waiting = 1;
         return NULL;
     }
-    if (rl_keyring_open_field(keys, session_id, "session_meta", json_string_value(ct), &text) != 0 ||
+    /* Sealed before the relay names the session, its blob path names none (docs/api.md, "Agents and projects"). */
+    if (rl_keyring_open_path(keys, session_id, PROJECT_BLOB, json_string_value(ct), &text) != 0 ||
         strlen(text) > PROJECT_PLAIN_MAX) {
         rl_log(RL_LOG_WARN, "session %s: project_ct does not open with the session key", session_id);
         free(text);
@@ -218,15 +221,25 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         rl_projects_used(projects, base, rl_bridge_agent_name(b, s->agent));
         rl_log(RL_LOG_INFO, "session %s runs the agent %s in a project folder", session_id,
                rl_bridge_agent_name(b, s->agent));
-        /* The folder's name, path and branch go to the relay only in a plain session. */
+        /* The folder's name, path and branch: in clear in a plain session, sealed in an encrypted one. */
+        const char *name = strrchr(s->folder, '/');
+        json_t *found;
+        rl_projects_id_of(projects, base, id);
+        rl_projects_git_branch(s->folder, branch, sizeof(branch));
+        found = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name != NULL ? name + 1 : "", "path", s->folder,
+                          "branch", branch);
         if (!rl_bridge_session_encrypted(b, session_id) && json_object_get(session, "project_ct") == NULL) {
-            const char *name = strrchr(s->folder, '/');
-            rl_projects_id_of(projects, base, id);
-            rl_projects_git_branch(s->folder, branch, sizeof(branch));
-            json_object_set_new(fields, "project",
-                                json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name != NULL ? name + 1 : "",
-                                          "path", s->folder, "branch", branch));
+            json_object_set(fields, "project", found);
+        } else if (found != NULL && rl_bridge_keys(b) != NULL) {
+            char *text = json_dumps(found, JSON_COMPACT), *sealed = NULL;
+            if (text != NULL)
+                sealed = rl_keyring_seal_path(rl_bridge_keys(b), session_id, PROJECT_BLOB, text, strlen(text));
+            if (sealed != NULL)
+                json_object_set_new(fields, "project_ct", json_string(sealed));
+            free(text);
+            free(sealed);
         }
+        json_decref(found);
     }
     /* A session that names neither agent nor project is as before: nothing posted. */
     if (project != NULL || (agent != NULL && !json_is_null(agent)))
