@@ -222,7 +222,8 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         rl_log(RL_LOG_INFO, "session %s runs the agent %s in a project folder", session_id,
                rl_bridge_agent_name(b, s->agent));
         /* The folder's name, path and branch: in clear in a plain session, sealed in an encrypted one. */
-        const char *name = strrchr(s->folder, '/');
+        /* The project's own name (not its worktree's folder); the path is the folder the agent runs in. */
+        const char *name = strrchr(base, '/');
         json_t *found;
         rl_projects_id_of(projects, base, id);
         rl_projects_git_branch(s->folder, branch, sizeof(branch));

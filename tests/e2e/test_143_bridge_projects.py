@@ -171,6 +171,7 @@ def test_two_sessions_two_agents_and_a_worktree(relay, user_token, tmp_path):
         state = two.state(first)
         assert state["state"] == "ready" and state["project"]["path"] == worktree, state
         assert state["project"]["branch"] == "feature/login" and state["project"]["id"] == ids[alpha], state
+        assert state["project"]["name"] == "alpha", state
         # A session that names no project runs in --cwd, and its state names none.
         view = two.view(plain)
         assert "project" not in (view["agent_state"] or {}), view
