@@ -206,7 +206,8 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
     }
     json_decref(s->session);
     s->session = NULL;
-    if (project == NULL && code != NULL && json_object_get(session, "project_ct") != NULL) {
+    /* relayd says project_ct: null for an encrypted session without a project: only an envelope names one. */
+    if (project == NULL && json_is_string(json_object_get(session, "project_ct"))) {
         refuse(b, session_id, s, code);
         return;
     }
@@ -229,7 +230,7 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         rl_projects_git_branch(s->folder, branch, sizeof(branch));
         found = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name != NULL ? name + 1 : "", "path", s->folder,
                           "branch", branch);
-        if (!rl_bridge_session_encrypted(b, session_id) && json_object_get(session, "project_ct") == NULL) {
+        if (!rl_bridge_session_encrypted(b, session_id) && !json_is_string(json_object_get(session, "project_ct"))) {
             json_object_set(fields, "project", found);
         } else if (found != NULL && rl_bridge_keys(b) != NULL) {
             char *text = json_dumps(found, JSON_COMPACT), *sealed = NULL;
@@ -243,7 +244,7 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         json_decref(found);
     }
     /* A session that names neither agent nor project is as before: nothing posted. */
-    if (project != NULL || (agent != NULL && !json_is_null(agent)))
+    if (project != NULL || json_is_string(agent))
         rl_bridge_state(b, session_id, fields);
     json_decref(fields);
     json_decref(project);
