@@ -40,9 +40,9 @@ static int add_agent(struct rl_bridge_options *o, const char *name, const char *
 int rl_agent_option(const char *value, struct rl_bridge_options *o, char *err, size_t errsz)
 {
     static char names[RL_BRIDGE_AGENTS_MAX][RL_AGENT_NAME_MAX + 1];
-    size_t len = strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789_-");
+    size_t len = strcspn(value, "=:");
 
-    /* A spec begins with its scheme and a colon, never with NAME=: the two forms cannot be mistaken. */
+    /* A spec begins with its scheme and a colon, so an "=" before any colon ends a name: NAME=SPEC. */
     if (value[len] != '=')
         return add_agent(o, "default", value, err, errsz);
     if (!rl_agent_name_valid(value, len)) {

@@ -224,8 +224,12 @@ int rl_projects_worktree(rl_projects_t *p, const char *project, const char *bran
     if (mkdir(holder, 0755) != 0 && errno != EEXIST)
         goto out;
     /* The worktrees' folder must itself lie inside a root (a root that is the repository has no room beside it). */
-    if (rl_projects_check(p, holder, real, code) != 0)
+    if (rl_projects_check(p, holder, real, code) != 0) {
+        /* Something other than a folder stands where the worktrees go: git could not make one there. */
+        if (strcmp(*code, "not_a_folder") == 0)
+            *code = "worktree_failed";
         goto out;
+    }
     if (lstat(dir, &st) != 0) {
         char *with_new[] = {"git", "-C", (char *)project, "worktree", "add", "-b", (char *)branch, dir, NULL};
         char *with_old[] = {"git", "-C", (char *)project, "worktree", "add", dir, (char *)branch, NULL};
@@ -237,6 +241,8 @@ int rl_projects_worktree(rl_projects_t *p, const char *project, const char *bran
         }
     }
     result = rl_projects_check(p, dir, out, code);
+    if (result != 0 && strcmp(*code, "not_a_folder") == 0)
+        *code = "worktree_failed";
 out:
     return result;
 }

@@ -11,6 +11,8 @@
 
 /* Sessions whose setup the bridge remembers (this run): far more than one bridge serves. */
 #define SETUPS_MAX 100000
+/* The blob path of project_ct, in the session's start and in its state: the same for every session. */
+#define PROJECT_BLOB "session_meta/project"
 /* What project_ct opens to, at most (the wire: the envelope is <= 8 KiB). */
 #define PROJECT_PLAIN_MAX 8192
 
@@ -127,8 +129,8 @@ static json_t *session_project(rl_bridge_t *b, const char *session_id, json_t *s
         *waiting = 1;
         return NULL;
     }
-    /* Sealed before the relay gave the session its id: under a path without it (docs/api.md). */
-    if (rl_keyring_open_path(keys, session_id, "session_meta/project", json_string_value(ct), &text) != 0 ||
+    /* Sealed before the relay names the session, its blob path names none (docs/api.md, "Agents and projects"). */
+    if (rl_keyring_open_path(keys, session_id, PROJECT_BLOB, json_string_value(ct), &text) != 0 ||
         strlen(text) > PROJECT_PLAIN_MAX) {
         rl_log(RL_LOG_WARN, "session %s: project_ct does not open with the session key", session_id);
         free(text);
@@ -204,7 +206,8 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
     }
     json_decref(s->session);
     s->session = NULL;
-    if (project == NULL && code != NULL && json_object_get(session, "project_ct") != NULL) {
+    /* relayd says project_ct: null for an encrypted session without a project: only an envelope names one. */
+    if (project == NULL && json_is_string(json_object_get(session, "project_ct"))) {
         refuse(b, session_id, s, code);
         return;
     }
@@ -219,18 +222,31 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         rl_projects_used(projects, base, rl_bridge_agent_name(b, s->agent));
         rl_log(RL_LOG_INFO, "session %s runs the agent %s in a project folder", session_id,
                rl_bridge_agent_name(b, s->agent));
-        /* The folder's name, path and branch go to the relay only in a plain session. */
-        if (!rl_bridge_session_encrypted(b, session_id) && json_object_get(session, "project_ct") == NULL) {
-            const char *name = strrchr(s->folder, '/');
-            rl_projects_id_of(projects, base, id);
-            rl_projects_git_branch(s->folder, branch, sizeof(branch));
-            json_object_set_new(fields, "project",
-                                json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name != NULL ? name + 1 : "",
-                                          "path", s->folder, "branch", branch));
+        /*
+         * The project's own name (not its worktree's folder), the folder the agent runs in and its branch: in
+         * clear in a plain session, sealed in an encrypted one.
+         */
+        const char *name = strrchr(base, '/');
+        json_t *found;
+        rl_projects_id_of(projects, base, id);
+        rl_projects_git_branch(s->folder, branch, sizeof(branch));
+        found = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name != NULL ? name + 1 : "", "path", s->folder,
+                          "branch", branch);
+        if (!rl_bridge_session_encrypted(b, session_id) && !json_is_string(json_object_get(session, "project_ct"))) {
+            json_object_set(fields, "project", found);
+        } else if (found != NULL && rl_bridge_keys(b) != NULL) {
+            char *text = json_dumps(found, JSON_COMPACT), *sealed = NULL;
+            if (text != NULL)
+                sealed = rl_keyring_seal_path(rl_bridge_keys(b), session_id, PROJECT_BLOB, text, strlen(text));
+            if (sealed != NULL)
+                json_object_set_new(fields, "project_ct", json_string(sealed));
+            free(text);
+            free(sealed);
         }
+        json_decref(found);
     }
     /* A session that names neither agent nor project is as before: nothing posted. */
-    if (project != NULL || (agent != NULL && !json_is_null(agent)))
+    if (project != NULL || json_is_string(agent))
         rl_bridge_state(b, session_id, fields);
     json_decref(fields);
     json_decref(project);
@@ -240,7 +256,7 @@ const rl_session_setup_t *rl_session_setup(rl_bridge_t *b, const char *session_i
 {
     rl_session_setup_t *s = find(b, session_id);
 
-    /* A setup made only to hold a state (rl_bridge_state before any start) has no agent chosen yet. */
+    /* Made once; only one waiting for its key is tried again. */
     if (s != NULL && (s->state == RL_SETUP_REFUSED || (s->state == RL_SETUP_READY && s->agent >= 0)))
         return s;
     if (s == NULL) {

@@ -354,6 +354,8 @@ static void test_agent_options_and_agents_conf(void **state)
     assert_string_equal(o.agents[1].name, "echo");
     assert_string_equal(o.agents[1].spec, "jsonl:python3 echo.py --x=1");
     assert_int_equal(rl_agent_option("=exec:x", &o, err, sizeof(err)), -1);
+    assert_int_equal(rl_agent_option("Bad=exec:x", &o, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "names are"));
 
     memset(&o, 0, sizeof(o));
     assert_int_equal(rl_agents_conf_parse(text, &o, err, sizeof(err)), 0);
