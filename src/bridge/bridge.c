@@ -18,7 +18,7 @@
 #include "bridge/dedupe.h"
 #include "bridge/enrol.h"
 #include "bridge/fetcher.h"
-#include "bridge/jobs.h"
+#include "common/jobs.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
 #include "bridge/sealed.h"
