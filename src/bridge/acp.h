@@ -16,7 +16,7 @@
 #include "bridge/acp_map.h"
 #include "bridge/agent.h"
 #include "bridge/child.h"
-#include "bridge/jobs.h"
+#include "common/jobs.h"
 #include "bridge/jsonrpc.h"
 #include "common/buf.h"
 #include "common/strmap.h"

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
-#include "bridge/jobs.h"
+#include "common/jobs.h"
 #include "bridge/jsonl_reader.h"
 #include "bridge/reply.h"
 #include "client/client.h"

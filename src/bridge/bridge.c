@@ -21,7 +21,7 @@
 #include "bridge/dedupe.h"
 #include "bridge/enrol.h"
 #include "bridge/fetcher.h"
-#include "bridge/jobs.h"
+#include "common/jobs.h"
 #include "bridge/keyring.h"
 #include "bridge/reply.h"
 #include "bridge/sealed.h"
@@ -1266,31 +1266,31 @@ static void owner_changed(void *user, int fd, short revents)
 /* The key updates. 1 when f was one of them (handled or refused), 0 otherwise. */
 static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
 {
-    const char *type = f->update_type;
+    const char *update_type = f->update_type;
     const char *device_id = json_string_value(json_object_get(f->payload, "device_id"));
     const char *pubkey = json_string_value(json_object_get(f->payload, "pubkey"));
     const char *label = json_string_value(json_object_get(f->payload, "label"));
     const char *platform = json_string_value(json_object_get(f->payload, "platform"));
     char sas[RL_E2E_SAS_TEXT_SIZE];
 
-    if (strcmp(type, "device_pending") != 0 && strcmp(type, "device_added") != 0 &&
-        strcmp(type, "device_revoked") != 0 && strcmp(type, "session_key_granted") != 0)
+    if (strcmp(update_type, "device_pending") != 0 && strcmp(update_type, "device_added") != 0 &&
+        strcmp(update_type, "device_revoked") != 0 && strcmp(update_type, "session_key_granted") != 0)
         return 0;
     if (b->keys == NULL) {
-        rl_log(RL_LOG_DEBUG, "update %s: %s ignored (encryption is off)", f->update_id, type);
+        rl_log(RL_LOG_DEBUG, "update %s: %s ignored (encryption is off)", f->update_id, update_type);
         return 1;
     }
     label = label != NULL ? label : "";
     platform = platform != NULL ? platform : "";
     if (device_id == NULL) {
-        rl_log(RL_LOG_WARN, "update %s: %s without a device_id", f->update_id, type);
-    } else if (strcmp(type, "device_pending") == 0) {
+        rl_log(RL_LOG_WARN, "update %s: %s without a device_id", f->update_id, update_type);
+    } else if (strcmp(update_type, "device_pending") == 0) {
         if (rl_keyring_sas(b->keys, pubkey, sas) != 0 ||
             rl_keyring_pending(b->keys, device_id, pubkey, label, platform) != 0)
             rl_log(RL_LOG_WARN, "update %s: device_pending %s with a malformed pubkey", f->update_id, device_id);
         else
             announce_pending(b, device_id, label, platform, sas);
-    } else if (strcmp(type, "device_added") == 0) {
+    } else if (strcmp(update_type, "device_added") == 0) {
         int result = rl_keyring_accept(b->keys, device_id, pubkey, label, platform,
                                        json_string_value(json_object_get(f->payload, "enrol_proof")));
         if (result == -2) {
@@ -1317,7 +1317,7 @@ static int handle_key_update(rl_bridge_t *b, rl_frame_t *f)
             rl_log(RL_LOG_INFO, "device %s (%s) %s: shared the keys of %zu sessions", device_id, label,
                    result == 0 ? "accepted" : "confirmed again", grant_sessions(b, device_id));
         }
-    } else if (strcmp(type, "device_revoked") == 0) {
+    } else if (strcmp(update_type, "device_revoked") == 0) {
         if (rl_keyring_revoke(b->keys, device_id))
             rl_log(RL_LOG_INFO, "device %s revoked: its decisions no longer count", device_id);
     } else if (strcmp(device_id, rl_keyring_device_id(b->keys)) != 0) {

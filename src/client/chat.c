@@ -5,6 +5,7 @@
 #include "client/chat.h"
 #include "client/timeline.h"
 #include "common/clock.h"
+#include "common/event_names.h"
 
 #define MAX_SEEN 256
 /* Tasks of the turns shown whose last label is remembered; older ones are forgotten first. */
@@ -696,7 +697,7 @@ static void on_resync(rl_chat_t *chat, const char *id, json_t *data)
     if (!chat->json && chat->mode != RL_CHAT_WATCH)
         note(chat, "relay: events were missed (%s); reloading the snapshot", str(data, "reason"));
     if (chat->json && chat->mode != RL_CHAT_WATCH)
-        emit(chat, "resync", id, data);
+        emit(chat, rl_event_name(RL_EV_RESYNC), id, data);
     /* spec: on resync the client reloads the snapshot; a turn in flight is looked for by polling. */
     rl_chat_snapshot(chat);
     start_polling(chat);
@@ -957,22 +958,22 @@ static void on_installation_revoked(rl_chat_t *chat, const char *id, json_t *dat
 }
 
 static const struct {
-    const char *event;
+    rl_event_t event;
     event_handler_t handler;
     int in_watch; /* watch shows every event itself and runs only these */
 } event_handlers[] = {
-    {"session_deleted", on_session_deleted, 0},
-    {"installation_revoked", on_installation_revoked, 0},
-    {"hello", on_hello, 1},
-    {"resync", on_resync, 1},
-    {"message_added", on_message_added, 0},
-    {"message_delta", on_message_delta, 0},
-    {"message_finalized", on_message_finalized, 0},
-    {"approval_requested", on_approval_requested, 0},
-    {"approval_resolved", on_approval_resolved, 0},
-    {"approval_expired", on_approval_expired, 0},
-    {"device_capability_request", on_capability_request, 0},
-    {"device_capability_resolved", on_capability_resolved, 0},
+    {RL_EV_SESSION_DELETED, on_session_deleted, 0},
+    {RL_EV_INSTALLATION_REVOKED, on_installation_revoked, 0},
+    {RL_EV_HELLO, on_hello, 1},
+    {RL_EV_RESYNC, on_resync, 1},
+    {RL_EV_MESSAGE_ADDED, on_message_added, 0},
+    {RL_EV_MESSAGE_DELTA, on_message_delta, 0},
+    {RL_EV_MESSAGE_FINALIZED, on_message_finalized, 0},
+    {RL_EV_APPROVAL_REQUESTED, on_approval_requested, 0},
+    {RL_EV_APPROVAL_RESOLVED, on_approval_resolved, 0},
+    {RL_EV_APPROVAL_EXPIRED, on_approval_expired, 0},
+    {RL_EV_DEVICE_CAPABILITY_REQUEST, on_capability_request, 0},
+    {RL_EV_DEVICE_CAPABILITY_RESOLVED, on_capability_resolved, 0},
 };
 
 /* watch: every event, one per line. */
@@ -998,17 +999,33 @@ static void show_watched(rl_chat_t *chat, const char *event, const char *id, jso
     fflush(chat->out);
 }
 
+/* A task's events, which one handler follows whatever their step. */
+static int is_task_event(int event)
+{
+    switch (event) {
+    case RL_EV_TASK_CREATED:
+    case RL_EV_TASK_PROGRESS:
+    case RL_EV_TASK_COMPLETED:
+    case RL_EV_TASK_FAILED:
+    case RL_EV_TASK_CANCELLED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void rl_chat_event(rl_chat_t *chat, const char *event, const char *id, const char *data, size_t len)
 {
     json_t *value = json_loadb(data, len, 0, NULL);
+    int known = rl_event_find(event);
     size_t i;
 
     if (chat->mode == RL_CHAT_WATCH && (chat->max_count == 0 || chat->count < chat->max_count))
         show_watched(chat, event, id, value, data);
-    if (value != NULL && chat->mode != RL_CHAT_WATCH && strncmp(event, "task_", 5) == 0)
+    if (value != NULL && chat->mode != RL_CHAT_WATCH && is_task_event(known))
         on_task(chat, event, id, value);
     for (i = 0; value != NULL && i < sizeof(event_handlers) / sizeof(event_handlers[0]); ++i) {
-        if (strcmp(event_handlers[i].event, event) == 0 && (chat->mode != RL_CHAT_WATCH || event_handlers[i].in_watch))
+        if ((int)event_handlers[i].event == known && (chat->mode != RL_CHAT_WATCH || event_handlers[i].in_watch))
             event_handlers[i].handler(chat, id, value);
     }
     json_decref(value);

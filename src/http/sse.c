@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/event.h"
+#include "common/event_names.h"
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/strmap.h"
@@ -273,7 +274,7 @@ static void on_heartbeat(h2o_timeout_entry_t *entry)
 {
     rl_sse_t *sse = H2O_STRUCT_FROM_MEMBER(rl_sse_t, heartbeat, entry);
     json_t *data = json_pack("{s:I}", "ts", (json_int_t)rl_clock_now_ms());
-    rl_blob_t *frame = data != NULL ? rl_event_frame(RL_EVENT_NO_ID, "heartbeat", data) : NULL;
+    rl_blob_t *frame = data != NULL ? rl_event_frame(RL_EVENT_NO_ID, rl_event_name(RL_EV_HEARTBEAT), data) : NULL;
     int result = frame != NULL ? rl_sse_send(sse, frame) : -1;
 
     if (result == 0)

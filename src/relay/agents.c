@@ -218,7 +218,7 @@ static void on_session_state(rl_store_op_t *base)
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        rl_hub_publish(relay->hub, op->user_id, "session_state",
+        rl_hub_publish(relay->hub, op->user_id, RL_EV_SESSION_STATE,
                        json_pack("{s:s, s:O}", "session_id", op->session_id, "agent_state", op->op.value));
         rl_call_reply(call, json_pack("{s:s, s:O}", "session_id", op->session_id, "agent_state", op->op.value));
     }
@@ -319,8 +319,8 @@ static int session_config_run(rl_txn_t *txn, rl_store_op_t *base)
         if (value != NULL && !json_is_null(value))
             json_object_set(payload, signed_fields[i], value);
     }
-    if ((result = rl_update_append(txn, session.installation_id, "session.config", session.id, NULL, payload, op->now,
-                                   &op->op.update_id)) != 0)
+    if ((result = rl_update_append(txn, session.installation_id, RL_UP_SESSION_CONFIG, session.id, NULL, payload,
+                                   op->now, &op->op.update_id)) != 0)
         return result;
     op->bridge = rl_arena_strdup(txn->arena, session.installation_id);
     return 0;

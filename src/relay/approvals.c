@@ -189,7 +189,7 @@ static int approval_request_apply(rl_txn_t *txn, rl_bridge_write_t *w)
         w->response = json_pack("{s:s, s:b, s:s, s:s, s:s}", "approval_id", approval_id, "auto_resolved", 1, "decision",
                                 "approve_always", "scope", grant.scope, "scope_value", grant.scope_value);
         result = rl_update_append(
-            txn, w->target.installation_id, "approval.resolved", w->target.session_id, w->target.interaction_id,
+            txn, w->target.installation_id, RL_UP_APPROVAL_RESOLVED, w->target.session_id, w->target.interaction_id,
             rl_update_approval_resolved(approval_id, "approve_always", grant.scope, grant.scope_value), w->target.now,
             &w->op.update_id);
     } else {
@@ -219,12 +219,12 @@ static void on_approval_requested(rl_store_op_t *base)
     } else if (!rl_bridge_write_answer(call, &op->w)) {
         if (op->auto_resolved) {
             rl_updates_notify(relay->bus, call->principal, op->w.op.update_id);
-            rl_hub_publish(relay->hub, op->w.session.user_id, "approval_resolved", auto_resolution(op->w.op.value));
+            rl_hub_publish(relay->hub, op->w.session.user_id, RL_EV_APPROVAL_RESOLVED, auto_resolution(op->w.op.value));
         } else {
             json_t *event = rl_view_pending_approval(op->w.op.value);
             /* The user's devices hear of it even with the app closed (docs/web.md). */
             rl_push_approval_requested(relay->push, op->w.session.user_id, event);
-            rl_hub_publish(relay->hub, op->w.session.user_id, "approval_requested", event);
+            rl_hub_publish(relay->hub, op->w.session.user_id, RL_EV_APPROVAL_REQUESTED, event);
         }
     }
     rl_call_release(call);
@@ -320,7 +320,7 @@ static int send_decision(rl_txn_t *txn, struct approval_decide *op, const rl_app
     if (op->device_id != NULL)
         json_object_set_new(payload, "device_id", json_string(op->device_id));
     op->installation_id = rl_arena_strdup(txn->arena, approval->installation_id);
-    return rl_update_append(txn, approval->installation_id, "approval.resolved", approval->session_id,
+    return rl_update_append(txn, approval->installation_id, RL_UP_APPROVAL_RESOLVED, approval->session_id,
                             approval->interaction_id, payload, op->now, &op->op.update_id);
 }
 
@@ -457,7 +457,7 @@ static void on_decided(rl_store_op_t *base)
         json_object_set_new(reply, "device_id", json_string(op->device_id));
     if (op->changed) {
         /* spec: approval_resolved to the client and approval.resolved to the bridge, with the same payload. */
-        rl_hub_publish(relay->hub, call->principal, "approval_resolved", json_incref(reply));
+        rl_hub_publish(relay->hub, call->principal, RL_EV_APPROVAL_RESOLVED, json_incref(reply));
         rl_updates_notify(relay->bus, op->installation_id, op->op.update_id);
     } else if (op->forwarded) {
         rl_updates_notify(relay->bus, op->installation_id, op->op.update_id);
@@ -565,7 +565,7 @@ static int expire_one(rl_txn_t *txn, rl_approval_row_t *approval, int64_t now, j
     approval->resolved_at = now;
     /* spec: the bridge hears approval.expired and denies the request to the agent. */
     if ((result = RL_TXN(txn, approval_update, approval)) != 0 ||
-        (result = rl_update_append(txn, approval->installation_id, "approval.expired", approval->session_id,
+        (result = rl_update_append(txn, approval->installation_id, RL_UP_APPROVAL_EXPIRED, approval->session_id,
                                    approval->interaction_id, rl_update_approval_expired(approval->id), now,
                                    &update_id)) != 0)
         return result;
@@ -639,7 +639,7 @@ void rl_approvals_publish_expired(rl_relay_t *relay, json_t *expired)
     {
         json_t *approval = json_object_get(item, "approval");
         /* brief: approval_expired to the client, approval.expired to the bridge. */
-        rl_hub_publish(relay->hub, json_string_value(json_object_get(approval, "user_id")), "approval_expired",
+        rl_hub_publish(relay->hub, json_string_value(json_object_get(approval, "user_id")), RL_EV_APPROVAL_EXPIRED,
                        json_pack("{s:O, s:O, s:O}", "approval_id", json_object_get(approval, "approval_id"),
                                  "session_id", json_object_get(approval, "session_id"), "interaction_id",
                                  json_object_get(approval, "interaction_id")));

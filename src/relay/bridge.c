@@ -376,7 +376,7 @@ static void on_message_opened(rl_store_op_t *base)
                          w->session.encrypted);
         /* spec: the agent placeholder is announced as message_added. */
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
-        rl_hub_publish(relay->hub, w->session.user_id, "message_added", json_incref(message));
+        rl_hub_publish(relay->hub, w->session.user_id, RL_EV_MESSAGE_ADDED, json_incref(message));
     }
     rl_call_release(call);
 }
@@ -507,7 +507,7 @@ static void on_message_ended(rl_store_op_t *base)
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
         /* A finished reply reaches the user's devices when no stream of theirs is open (docs/web.md). */
         rl_push_reply_finalized(relay->push, w->session.user_id, message);
-        rl_hub_publish(relay->hub, w->session.user_id, "message_finalized", json_incref(message));
+        rl_hub_publish(relay->hub, w->session.user_id, RL_EV_MESSAGE_FINALIZED, json_incref(message));
     }
     rl_call_release(call);
 }
@@ -616,7 +616,7 @@ void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
         if (json_is_true(json_object_get(item, "deleted")))
             continue;
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
-        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")), "message_finalized",
+        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")), RL_EV_MESSAGE_FINALIZED,
                        json_incref(message));
     }
 }
@@ -744,7 +744,7 @@ static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t 
     static const char *const shared[] = {"task_id", "session_id",   "interaction_id", "kind",
                                          "name",    "status_label", "status_label_ct"};
     static const char *const sealed_steps[] = {"partial_result_ct", "result_ct", "error_ct"};
-    const char *name = "task_created";
+    rl_event_t name = RL_EV_TASK_CREATED;
     json_t *event = json_object();
     size_t i;
 
@@ -758,7 +758,7 @@ static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t 
         if (json_object_get(task, "args_ct") != NULL)
             json_object_set(event, "args_ct", json_object_get(task, "args_ct"));
     } else if (step == RL_TASK_UPDATE) {
-        name = "task_progress";
+        name = RL_EV_TASK_PROGRESS;
         json_object_set(event, "progress_percent",
                         json_object_get(body, "progress_percent") != NULL ? json_object_get(body, "progress_percent")
                                                                           : json_null());
@@ -766,9 +766,9 @@ static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t 
             json_object_set(event, "partial_result", json_object_get(body, "partial_result"));
     } else {
         const char *status = json_string_value(json_object_get(body, "status"));
-        name = strcmp(status, "completed") == 0 ? "task_completed"
-               : strcmp(status, "failed") == 0  ? "task_failed"
-                                                : "task_cancelled";
+        name = strcmp(status, "completed") == 0 ? RL_EV_TASK_COMPLETED
+               : strcmp(status, "failed") == 0  ? RL_EV_TASK_FAILED
+                                                : RL_EV_TASK_CANCELLED;
         if (json_object_get(body, "result") != NULL)
             json_object_set(event, "result", json_object_get(body, "result"));
         if (json_object_get(body, "error") != NULL)

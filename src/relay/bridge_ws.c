@@ -84,7 +84,7 @@ struct bridge_socket {
 
 static void publish_health(rl_relay_t *relay, const char *user_id, const char *installation_id, const char *status)
 {
-    rl_hub_publish(relay->hub, user_id, "agent_health_changed",
+    rl_hub_publish(relay->hub, user_id, RL_EV_AGENT_HEALTH_CHANGED,
                    json_pack("{s:s, s:s}", "installation_id", installation_id, "status", status));
 }
 

@@ -229,7 +229,7 @@ static void on_capability_requested(rl_store_op_t *base)
         rl_bridge_write_fail(call, &op->w, base->result);
     else if (!rl_bridge_write_answer(call, &op->w))
         /* spec: device_capability_request (its shape is ours). A replay told the user already. */
-        rl_hub_publish(relay->hub, op->w.session.user_id, "device_capability_request", json_incref(op->w.op.value));
+        rl_hub_publish(relay->hub, op->w.session.user_id, RL_EV_DEVICE_CAPABILITY_REQUEST, json_incref(op->w.op.value));
     rl_call_release(call);
 }
 
@@ -397,7 +397,7 @@ static int capability_answer_run(rl_txn_t *txn, rl_store_op_t *base)
     op->row.answered_at = op->now;
     free(answer_text);
     if ((result = RL_TXN(txn, capability_update, &op->row)) != 0 ||
-        (result = rl_update_append(txn, op->row.installation_id, "device_capability.result", op->row.session_id,
+        (result = rl_update_append(txn, op->row.installation_id, RL_UP_DEVICE_CAPABILITY_RESULT, op->row.session_id,
                                    op->row.interaction_id, result_update(&op->row), op->now, &update_id)) != 0)
         return result;
     op->op.update_id = update_id;
@@ -424,7 +424,7 @@ static void on_answered(rl_store_op_t *base)
     } else {
         reply = resolved_event(&op->row);
         if (op->changed) {
-            rl_hub_publish(relay->hub, call->principal, "device_capability_resolved", json_incref(reply));
+            rl_hub_publish(relay->hub, call->principal, RL_EV_DEVICE_CAPABILITY_RESOLVED, json_incref(reply));
             rl_updates_notify(relay->bus, op->row.installation_id, op->op.update_id);
         } else {
             json_object_set_new(reply, "idempotent", json_true());
@@ -517,7 +517,7 @@ static int expire_run(rl_txn_t *txn, rl_store_op_t *base)
         row->answered_at = op->now;
         /* ours: the agent hears that nobody answered, as it would hear a refusal. */
         if ((result = RL_TXN(txn, capability_update, row)) != 0 ||
-            (result = rl_update_append(txn, row->installation_id, "device_capability.result", row->session_id,
+            (result = rl_update_append(txn, row->installation_id, RL_UP_DEVICE_CAPABILITY_RESULT, row->session_id,
                                        row->interaction_id, result_update(row), op->now, &update_id)) != 0)
             return result;
         json_array_append_new(op->op.value,
@@ -554,8 +554,8 @@ void rl_capabilities_expired(rl_relay_t *relay, rl_store_op_t *base)
     }
     json_array_foreach(op->op.value, i, item)
     {
-        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")), "device_capability_resolved",
-                       json_incref(json_object_get(item, "event")));
+        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")),
+                       RL_EV_DEVICE_CAPABILITY_RESOLVED, json_incref(json_object_get(item, "event")));
         rl_updates_notify(relay->bus, json_string_value(json_object_get(item, "installation_id")),
                           json_integer_value(json_object_get(item, "update_id")));
     }

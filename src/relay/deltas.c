@@ -667,7 +667,7 @@ static void publish_delta(rl_deltas_t *deltas, struct open_message *message, con
     }
     RAW(&out, "}");
     if (!out.failed)
-        rl_hub_publish_text(deltas->relay->hub, message->user_id, "message_delta", out.bytes, out.len);
+        rl_hub_publish_text(deltas->relay->hub, message->user_id, RL_EV_MESSAGE_DELTA, out.bytes, out.len);
     rl_json_out_free(&out);
 }
 

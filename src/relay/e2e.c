@@ -238,7 +238,7 @@ static struct e2e_op *e2e_new(rl_call_t *call, const rl_store_op_type_t *type)
 }
 
 /* In a transaction: queues an update for a bridge and remembers whom to wake. Steals payload. */
-static int tell_bridge(rl_txn_t *txn, struct e2e_op *op, const char *installation_id, const char *type,
+static int tell_bridge(rl_txn_t *txn, struct e2e_op *op, const char *installation_id, rl_update_t type,
                        const char *session_id, json_t *payload)
 {
     int64_t update_id = 0;
@@ -256,9 +256,9 @@ static int tell_bridge(rl_txn_t *txn, struct e2e_op *op, const char *installatio
     return 0;
 }
 
-static void tell_clients(struct e2e_op *op, const char *name, json_t *data)
+static void tell_clients(struct e2e_op *op, rl_event_t event, json_t *data)
 {
-    json_array_append_new(op->events, json_pack("[s, o]", name, data));
+    json_array_append_new(op->events, json_pack("[i, o]", (int)event, data));
 }
 
 /* On the loop: wakes the bridges and publishes the events of a successful operation. */
@@ -271,7 +271,7 @@ static void e2e_announce(rl_relay_t *relay, struct e2e_op *op)
         rl_updates_notify(relay->bus, op->notices[i].installation_id, op->notices[i].update_id);
     json_array_foreach(op->events, i, event)
     {
-        rl_hub_publish(relay->hub, op->user_id, json_string_value(json_array_get(event, 0)),
+        rl_hub_publish(relay->hub, op->user_id, (rl_event_t)json_integer_value(json_array_get(event, 0)),
                        json_incref(json_array_get(event, 1)));
     }
 }
@@ -342,8 +342,8 @@ int rl_e2e_reannounce(rl_txn_t *txn, const char *user_id, const char *installati
         if ((result = RL_TXN(txn, confirmation_get, rows[i].id, bridge->id)) == RL_E_NOT_FOUND)
             result = 0; /* not confirmed: it gets no key until it is (device_confirm tells the bridge then) */
         else if (result == 0 && (result = RL_TXN(txn, recipient_get, session_id, rows[i].id)) == RL_E_NOT_FOUND)
-            result = rl_update_append(txn, installation_id, "device_added", NULL, NULL, device_payload(&rows[i]), now,
-                                      update_id);
+            result = rl_update_append(txn, installation_id, RL_UP_DEVICE_ADDED, NULL, NULL, device_payload(&rows[i]),
+                                      now, update_id);
     }
     return result;
 }
@@ -380,12 +380,12 @@ static int bridge_device_run(rl_txn_t *txn, rl_store_op_t *base)
         changed = 1;
         if ((result = RL_TXN(txn, device_insert, &device)) != 0)
             return result;
-        tell_clients(op, "device_added", device_view(&device));
+        tell_clients(op, RL_EV_DEVICE_ADDED, device_view(&device));
     }
     /* A bridge that has a new key meets every client device again: each must be compared and confirmed anew. */
     for (i = 0; changed && i < count; ++i)
         if (rows[i].installation_id == NULL &&
-            (result = tell_bridge(txn, op, op->bridge, "device_pending", NULL, device_payload(&rows[i]))) != 0)
+            (result = tell_bridge(txn, op, op->bridge, RL_UP_DEVICE_PENDING, NULL, device_payload(&rows[i]))) != 0)
             return result;
     op->op.value = json_pack("{s:s, s:b, s:o}", "device_id", device.id, "pubkey_changed", mine != NULL && changed,
                              "device", device_view(&device));
@@ -436,10 +436,11 @@ static int device_register_run(rl_txn_t *txn, rl_store_op_t *base)
         return result;
     /* ours: each bridge shows the emoji of this device and its own, for the user to compare on the phone. */
     for (i = 0; i < count; ++i)
-        if (rows[i].installation_id != NULL && (result = tell_bridge(txn, op, rows[i].installation_id, "device_pending",
-                                                                     NULL, device_payload(&device))) != 0)
+        if (rows[i].installation_id != NULL &&
+            (result = tell_bridge(txn, op, rows[i].installation_id, RL_UP_DEVICE_PENDING, NULL,
+                                  device_payload(&device))) != 0)
             return result;
-    tell_clients(op, "device_added", device_view(&device));
+    tell_clients(op, RL_EV_DEVICE_ADDED, device_view(&device));
     op->op.value = json_pack("{s:s, s:o, s:b}", "device_id", device.id, "device", device_view(&device), "created", 1);
     return 0;
 }
@@ -532,10 +533,10 @@ static int device_revoke_run(rl_txn_t *txn, rl_store_op_t *base)
         return result;
     for (i = 0; i < count; ++i)
         if (rows[i].installation_id != NULL &&
-            (result = tell_bridge(txn, op, rows[i].installation_id, "device_revoked", NULL,
+            (result = tell_bridge(txn, op, rows[i].installation_id, RL_UP_DEVICE_REVOKED, NULL,
                                   json_pack("{s:s}", "device_id", device.id))) != 0)
             return result;
-    tell_clients(op, "device_revoked", json_pack("{s:s}", "device_id", device.id));
+    tell_clients(op, RL_EV_DEVICE_REVOKED, json_pack("{s:s}", "device_id", device.id));
     op->op.value = json_pack("{s:s, s:I}", "device_id", device.id, "revoked_at", (json_int_t)device.revoked_at);
     return 0;
 }
@@ -590,7 +591,7 @@ static int device_confirm_run(rl_txn_t *txn, rl_store_op_t *base)
     payload = device_payload(&device);
     if (json_is_string(proof))
         json_object_set(payload, "enrol_proof", proof);
-    if ((result = tell_bridge(txn, op, bridge.installation_id, "device_added", NULL, payload)) != 0)
+    if ((result = tell_bridge(txn, op, bridge.installation_id, RL_UP_DEVICE_ADDED, NULL, payload)) != 0)
         return result;
     op->op.value = json_pack("{s:s, s:s, s:b}", "device_id", device.id, "bridge_device_id", bridge.id, "confirmed", 1);
     return 0;
@@ -692,7 +693,7 @@ static int bridge_session_run(rl_txn_t *txn, rl_store_op_t *base)
     if ((result = RL_TXN(txn, interaction_insert, &turn)) != 0)
         return result;
     view = rl_view_session(&session, op->delete_grace);
-    tell_clients(op, "session_created", json_pack("{s:s, s:O}", "session_id", session.id, "session", view));
+    tell_clients(op, RL_EV_SESSION_CREATED, json_pack("{s:s, s:O}", "session_id", session.id, "session", view));
     op->op.value = json_pack("{s:s, s:s, s:o}", "session_id", session.id, "interaction_id", turn_id, "session", view);
     return 0;
 }
@@ -767,9 +768,9 @@ static int recipients_run(rl_txn_t *txn, rl_store_op_t *base)
             json_object_set(payload, "grant_sig", json_object_get(item, "grant_sig"));
         json_array_append_new(granted, json_string(device.id));
         if (device.installation_id != NULL)
-            result = tell_bridge(txn, op, device.installation_id, "session_key_granted", session.id, payload);
+            result = tell_bridge(txn, op, device.installation_id, RL_UP_SESSION_KEY_GRANTED, session.id, payload);
         else
-            tell_clients(op, "session_key_granted", payload);
+            tell_clients(op, RL_EV_SESSION_KEY_GRANTED, payload);
         if (result != 0)
             break;
     }
@@ -839,7 +840,7 @@ static void on_hello(rl_store_op_t *base)
         return;
     /* The user's clients (and the cached /v1/me) learn the version as any change of the installation. */
     view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
-    rl_hub_publish(relay->hub, op->row.user_id, "installation_updated",
+    rl_hub_publish(relay->hub, op->row.user_id, RL_EV_INSTALLATION_UPDATED,
                    json_pack("{s:s, s:o}", "installation_id", op->row.id, "installation", view));
 }
 
@@ -1008,7 +1009,7 @@ static int notify_tool_file_run(rl_txn_t *txn, rl_store_op_t *base)
     }
     if ((result = RL_TXN(txn, agent_file_put, &row)) != 0)
         return result;
-    tell_clients(op, "session_file_touched",
+    tell_clients(op, RL_EV_SESSION_FILE_TOUCHED,
                  json_pack("{s:s, s:o}", "session_id", session.id, "file", agent_file_view(&row, session.encrypted)));
     op->op.value = session.encrypted
                        ? json_pack("{s:s, s:s}", "session_id", session.id, "path_blind_idx", row.path_blind_idx)

@@ -192,7 +192,7 @@ static void on_revoked(rl_store_op_t *base)
     } else {
         json_t *view = grant_view(&op->grants[0]);
         /* The user's other devices drop it from their lists. */
-        rl_hub_publish(relay->hub, call->principal, "grant_revoked",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_GRANT_REVOKED,
                        json_pack("{s:O, s:O}", "grant_id", json_object_get(view, "id"), "grant", view));
         rl_call_reply(call, json_pack("{s:O, s:o}", "grant_id", json_object_get(view, "id"), "grant", view));
     }

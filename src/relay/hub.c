@@ -86,17 +86,17 @@ static void tell_hooked(rl_hub_t *hub, const char *user_id)
     }
 }
 
-void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data)
+void rl_hub_publish(rl_hub_t *hub, const char *user_id, rl_event_t event, json_t *data)
 {
     ++hub->published;
-    rl_bus_publish(hub->bus, user_id, name, data);
+    rl_bus_publish(hub->bus, user_id, rl_event_name(event), data);
     tell_hooked(hub, user_id);
 }
 
-void rl_hub_publish_text(rl_hub_t *hub, const char *user_id, const char *name, const char *data, size_t len)
+void rl_hub_publish_text(rl_hub_t *hub, const char *user_id, rl_event_t event, const char *data, size_t len)
 {
     ++hub->published;
-    rl_bus_publish_text(hub->bus, user_id, name, data, len);
+    rl_bus_publish_text(hub->bus, user_id, rl_event_name(event), data, len);
     tell_hooked(hub, user_id);
 }
 

@@ -13,6 +13,7 @@
 
 #include "bus/bus.h"
 #include "common/blob.h"
+#include "common/event_names.h"
 
 typedef struct rl_hub rl_hub_t;
 typedef struct rl_hub_subscriber rl_hub_subscriber_t;
@@ -48,9 +49,9 @@ void rl_hub_free(rl_hub_t *hub);
  * Publishes an event to a user's streams on every node. Steals data. The
  * user's subscribers here that have a `published` hook hear of it at once.
  */
-void rl_hub_publish(rl_hub_t *hub, const char *user_id, const char *name, json_t *data);
+void rl_hub_publish(rl_hub_t *hub, const char *user_id, rl_event_t event, json_t *data);
 /* As rl_hub_publish, with data already encoded as compact JSON (len bytes, no line break; only read). */
-void rl_hub_publish_text(rl_hub_t *hub, const char *user_id, const char *name, const char *data, size_t len);
+void rl_hub_publish_text(rl_hub_t *hub, const char *user_id, rl_event_t event, const char *data, size_t len);
 /* 0, or RL_E_UNAVAILABLE when this node holds streams of too many users. */
 int rl_hub_subscribe(rl_hub_t *hub, const char *user_id, rl_hub_subscriber_t *sub);
 /* Detaches a subscriber; safe to call twice. */

@@ -96,7 +96,7 @@ static void on_patched(rl_store_op_t *base)
         rl_call_fail(call, base->result, NULL);
     } else {
         json_t *view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
-        rl_hub_publish(relay->hub, call->principal, "installation_updated",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_INSTALLATION_UPDATED,
                        json_pack("{s:s, s:O}", "installation_id", op->row.id, "installation", view));
         rl_call_reply(call, json_pack("{s:o}", "installation", view));
     }
@@ -153,7 +153,7 @@ static void on_revoked(rl_store_op_t *base)
     view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
     if (op->changed) {
         rl_log_info("installation %s revoked", op->row.id);
-        rl_hub_publish(relay->hub, call->principal, "installation_revoked",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_INSTALLATION_REVOKED,
                        json_pack("{s:s, s:O}", "installation_id", op->row.id, "installation", view));
         rl_auth_forget_installation(relay->auth, op->row.id);
         /*

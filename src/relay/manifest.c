@@ -203,7 +203,7 @@ static void on_manifest_stored(rl_store_op_t *base)
         if (op->changed) {
             json_t *view =
                 rl_view_installation(&op->installation, rl_bus_presence_get(relay->bus, op->installation.id));
-            rl_hub_publish(relay->hub, op->installation.user_id, "installation_updated",
+            rl_hub_publish(relay->hub, op->installation.user_id, RL_EV_INSTALLATION_UPDATED,
                            json_pack("{s:s, s:o}", "installation_id", op->installation.id, "installation", view));
         }
         rl_call_reply(call, json_pack("{s:I}", "tools", op->tools));

@@ -259,7 +259,7 @@ static int send_run(rl_txn_t *txn, rl_store_op_t *base)
     if (session.encrypted)
         rl_view_seal_message(view);
     /* spec: the user's message reaches the bridge as session.message. */
-    result = rl_update_append(txn, session.installation_id, "session.message", op->session_id, op->interaction_id,
+    result = rl_update_append(txn, session.installation_id, RL_UP_SESSION_MESSAGE, op->session_id, op->interaction_id,
                               rl_update_session_message(&session, view, op->thought_level), op->now, &op->op.update_id);
     if (result != 0) {
         json_decref(view);
@@ -300,7 +300,7 @@ static void on_sent(rl_store_op_t *base)
     } else {
         /* spec: the user message is announced as message_added, then reaches the bridge as session.message. */
         rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
-        rl_hub_publish(relay->hub, call->principal, "message_added", json_incref(message));
+        rl_hub_publish(relay->hub, call->principal, RL_EV_MESSAGE_ADDED, json_incref(message));
         rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
         rl_call_reply(call, json_pack("{s:O, s:O}", "interaction_id", json_object_get(message, "interaction_id"),
                                       "message_id", json_object_get(message, "message_id")));

@@ -389,7 +389,7 @@ static void on_claimed(rl_store_op_t *base)
         json_t *view = rl_view_installation(&op->installation, rl_bus_presence_get(relay->bus, op->installation.id));
         rl_log_info("installation %s paired", op->installation.id);
         /* spec: claiming creates the installation and emits installation_created. */
-        rl_hub_publish(relay->hub, call->principal, "installation_created",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_INSTALLATION_CREATED,
                        json_pack("{s:s, s:O}", "installation_id", op->installation.id, "installation", view));
         rl_call_reply(call, json_pack("{s:s, s:o}", "installation_id", op->installation.id, "installation", view));
     }

@@ -113,7 +113,7 @@ static int session_create_run(rl_txn_t *txn, rl_store_op_t *base)
     if ((result = RL_TXN(txn, session_insert, &session)) != 0)
         return result;
     /* spec: a new session reaches the bridge as session.started. */
-    if ((result = rl_update_append(txn, op->installation_id, "session.started", op->session_id, NULL,
+    if ((result = rl_update_append(txn, op->installation_id, RL_UP_SESSION_STARTED, op->session_id, NULL,
                                    rl_update_session_started(&session), op->now, &op->op.update_id)) != 0)
         return result;
     op->bridge = op->installation_id;
@@ -138,7 +138,7 @@ static void on_session_created(rl_store_op_t *base)
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        rl_hub_publish(relay->hub, call->principal, "session_created",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_CREATED,
                        json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "session", session));
         rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
         rl_call_reply(call, json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "session", session));
@@ -259,7 +259,7 @@ static int session_change_run(rl_txn_t *txn, rl_store_op_t *base)
         if (op->set_model) {
             json_t *payload = json_pack("{s:{s:s, s:s?}, s:s?}", "session", "id", session.id, "model", session.model,
                                         "model", session.model);
-            if ((result = rl_update_append(txn, session.installation_id, "session.model.changed", session.id, NULL,
+            if ((result = rl_update_append(txn, session.installation_id, RL_UP_SESSION_MODEL_CHANGED, session.id, NULL,
                                            payload, op->now, &op->op.update_id)) != 0)
                 return result;
             op->bridge = session.installation_id;
@@ -277,7 +277,7 @@ static int session_change_run(rl_txn_t *txn, rl_store_op_t *base)
         rl_target_installation_check(txn, session.installation_id) == 0) {
         json_t *payload = json_pack("{s:{s:s}, s:s}", "session", "id", session.id, "reason",
                                     op->change == RL_SESSION_ARCHIVE ? "archived" : "deleted");
-        if ((result = rl_update_append(txn, session.installation_id, "session.closed", session.id, NULL, payload,
+        if ((result = rl_update_append(txn, session.installation_id, RL_UP_SESSION_CLOSED, session.id, NULL, payload,
                                        op->now, &op->op.update_id)) != 0)
             return result;
         op->bridge = session.installation_id;
@@ -320,7 +320,7 @@ static void on_session_changed(rl_store_op_t *base)
         rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
     /* A new model is news to clients too (session_updated), whatever else the rename did. */
     if (op->bridge != NULL && op->change == RL_SESSION_RENAME)
-        rl_hub_publish(relay->hub, call->principal, "session_updated",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_UPDATED,
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
                                  "session", session));
     /* spec: each transition emits its event; a request that changes nothing emits none. */
@@ -329,14 +329,14 @@ static void on_session_changed(rl_store_op_t *base)
                                     "session", session);
         if (json_object_get(session, "title_ct") != NULL)
             json_object_set(renamed, "title_ct", json_object_get(session, "title_ct"));
-        rl_hub_publish(relay->hub, call->principal, "session_renamed", renamed);
+        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_RENAMED, renamed);
     } else if (op->changed && op->change == RL_SESSION_DELETE) {
-        rl_hub_publish(relay->hub, call->principal, "session_deleted",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_DELETED,
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "deleted_at",
                                  json_object_get(session, "deleted_at"), "restore_until",
                                  json_object_get(session, "restore_until")));
     } else if (op->changed) {
-        rl_hub_publish(relay->hub, call->principal, "session_updated",
+        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_UPDATED,
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
                                  "session", session));
     }
@@ -422,7 +422,7 @@ static int session_cancel_run(rl_txn_t *txn, rl_store_op_t *base)
             return result;
     }
     op->bridge = session.installation_id;
-    result = rl_update_append(txn, session.installation_id, "session.cancelled", op->session_id, op->interaction_id,
+    result = rl_update_append(txn, session.installation_id, RL_UP_SESSION_CANCELLED, op->session_id, op->interaction_id,
                               rl_update_session_cancelled(op->interaction_id), op->now, &op->op.update_id);
     /*
      * ours: the agent drops what it asked in a cancelled turn (ACP answers its

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/event.h"
+#include "common/event_names.h"
 #include "http/sse.h"
 #include "relay/hub.h"
 #include "relay/relay.h"
@@ -58,7 +59,7 @@ static void stream_release(struct stream *stream)
 static int send_resync(struct stream *stream, int64_t newest)
 {
     json_t *data = json_pack("{s:s, s:s}", "reason", "buffer_gap", "snapshot", "/v1/me/snapshot");
-    rl_blob_t *frame = data != NULL ? rl_event_frame(newest, "resync", data) : NULL;
+    rl_blob_t *frame = data != NULL ? rl_event_frame(newest, rl_event_name(RL_EV_RESYNC), data) : NULL;
     int result;
 
     json_decref(data);
@@ -215,7 +216,7 @@ int rl_stream_open(rl_call_t *call)
     /* The user id is the token's subject: it goes through the JSON encoder like every other string. */
     hello = json_pack("{s:s, s:I, s:I}", "user_id", call->principal, "ts", (json_int_t)rl_clock_now_ms(),
                       "heartbeat_ms", (json_int_t)relay->config.sse_heartbeat);
-    frame = hello != NULL ? rl_event_frame(RL_EVENT_NO_ID, "hello", hello) : NULL;
+    frame = hello != NULL ? rl_event_frame(RL_EVENT_NO_ID, rl_event_name(RL_EV_HELLO), hello) : NULL;
     json_decref(hello);
     if (frame == NULL) {
         rl_sse_end(stream->sse);

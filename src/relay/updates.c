@@ -5,10 +5,10 @@
 #include "relay/updates.h"
 #include "relay/views.h"
 
-int rl_update_append(rl_txn_t *txn, const char *installation_id, const char *type, const char *session_id,
+int rl_update_append(rl_txn_t *txn, const char *installation_id, rl_update_t type, const char *session_id,
                      const char *interaction_id, json_t *payload, int64_t now, int64_t *update_id)
 {
-    rl_update_row_t row = {installation_id, 0, type, session_id, interaction_id, NULL, now};
+    rl_update_row_t row = {installation_id, 0, rl_update_name(type), session_id, interaction_id, NULL, now};
     char *text = payload != NULL ? json_dumps(payload, JSON_COMPACT) : NULL;
     int result;
 

@@ -9,10 +9,11 @@
 #include <jansson.h>
 
 #include "bus/bus.h"
+#include "common/event_names.h"
 #include "store/store.h"
 
 /* In a transaction: appends an update; payload is stolen; *update_id receives its id. */
-int rl_update_append(rl_txn_t *txn, const char *installation_id, const char *type, const char *session_id,
+int rl_update_append(rl_txn_t *txn, const char *installation_id, rl_update_t type, const char *session_id,
                      const char *interaction_id, json_t *payload, int64_t now, int64_t *update_id);
 
 /* Payloads (new references). spec: session.message carries session (id, title) and message (text, attachments). */

@@ -925,5 +925,9 @@ json_t *relay_e2e_open_list(const json_t *answer, const json_t *devices, const c
     opened = json_loadb(plain, len, 0, NULL);
     rl_e2e_wipe(plain, len);
     free(plain);
-    return json_is_object(opened) ? opened : (json_decref(opened), NULL);
+    if (!json_is_object(opened)) {
+        json_decref(opened);
+        opened = NULL;
+    }
+    return opened;
 }

@@ -177,7 +177,7 @@ static void test_a_stream_cut_off_inside_delivery_is_reaped_after_the_turn(void 
 
     /* One turn: the local bus delivers inside publish, so all three deliveries happen here. */
     for (i = 0; i < 3; ++i)
-        rl_hub_publish(hub, "alice", "message_delta", json_pack("{s:i}", "n", i));
+        rl_hub_publish(hub, "alice", RL_EV_MESSAGE_DELTA, json_pack("{s:i}", "n", i));
     rl_sse_stats(&stats);
     assert_int_equal(stats.cut_off, 1);
     assert_int_equal(counted, 3);
@@ -185,7 +185,7 @@ static void test_a_stream_cut_off_inside_delivery_is_reaped_after_the_turn(void 
     assert_int_equal(rl_hub_subscribers(hub, "alice"), 2);
     /* The stream is marked, not gone: it refuses more, and it is still there to ask. */
     assert_non_null(reader->sse);
-    rl_hub_publish(hub, "alice", "message_delta", json_pack("{s:i}", "n", 3));
+    rl_hub_publish(hub, "alice", RL_EV_MESSAGE_DELTA, json_pack("{s:i}", "n", 3));
     assert_int_equal(rl_sse_queued_bytes(reader->sse), 0);
     assert_int_equal(counted, 4);
     assert_int_equal(ended, 0);

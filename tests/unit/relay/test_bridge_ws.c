@@ -38,7 +38,7 @@ static void test_ack_covers_only_what_was_sent(void **state)
 }
 
 struct append_one {
-    const char *type;
+    rl_update_t type;
     int64_t now, id;
 };
 
@@ -49,7 +49,7 @@ static int append_run(rl_txn_t *txn, void *arg)
     return rl_update_append(txn, FIX_INSTALLATION, a->type, FIX_SESSION, NULL, json_object(), a->now, &a->id);
 }
 
-static int64_t append(rl_store_t *store, const char *type, int64_t now)
+static int64_t append(rl_store_t *store, rl_update_t type, int64_t now)
 {
     struct append_one a = {type, now, 0};
 
@@ -102,10 +102,10 @@ static void test_reconnect_replays_unacked_in_window(void **state)
     int64_t now = 20 * 60 * 1000, first;
 
     assert_int_equal(seed_world(store), 0);
-    append(store, "session.started", now - WINDOW - 1000);
-    first = append(store, "session.message", now - 60000);
-    append(store, "approval.resolved", now - 30000);
-    append(store, "session.cancelled", now - 10);
+    append(store, RL_UP_SESSION_STARTED, now - WINDOW - 1000);
+    first = append(store, RL_UP_SESSION_MESSAGE, now - 60000);
+    append(store, RL_UP_APPROVAL_RESOLVED, now - 30000);
+    append(store, RL_UP_SESSION_CANCELLED, now - 10);
     assert_string_equal(read_queue(store, 0, now, 100), "session.message,approval.resolved,session.cancelled");
     /* Batches: a limited read gives the oldest first; the next read goes on after the last id sent. */
     assert_string_equal(read_queue(store, 0, now, 1), "session.message");

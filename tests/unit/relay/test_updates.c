@@ -17,7 +17,8 @@
 #define WINDOW (5 * 60 * 1000)
 
 struct append {
-    const char *installation_id, *type;
+    const char *installation_id;
+    rl_update_t type;
     int64_t now, update_id;
 };
 
@@ -29,7 +30,7 @@ static int append_run(rl_txn_t *txn, void *arg)
 }
 
 /* Appends one update; its id, or the error (negative). */
-static int64_t append(rl_store_t *store, const char *installation_id, const char *type, int64_t now)
+static int64_t append(rl_store_t *store, const char *installation_id, rl_update_t type, int64_t now)
 {
     struct append a = {installation_id, type, now, 0};
     int result = in_txn(store, append_run, &a);
@@ -70,15 +71,15 @@ static void test_ids_count_up_per_installation(void **state)
     int64_t a1, a2, b1;
 
     assert_int_equal(in_txn(store, seed_two_run, NULL), 0);
-    a1 = append(store, FIX_INSTALLATION, "session.started", 1000);
-    b1 = append(store, INST_B, "session.started", 1001);
-    a2 = append(store, FIX_INSTALLATION, "session.message", 1002);
+    a1 = append(store, FIX_INSTALLATION, RL_UP_SESSION_STARTED, 1000);
+    b1 = append(store, INST_B, RL_UP_SESSION_STARTED, 1001);
+    a2 = append(store, FIX_INSTALLATION, RL_UP_SESSION_MESSAGE, 1002);
     assert_true(a1 > 0 && b1 > 0);
     assert_true(a2 > a1);
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, 0, 0), "session.started,session.message");
     assert_string_equal(queued_updates(store, INST_B, 0, 0), "session.started");
     /* An installation that is not there has no queue. */
-    assert_int_equal(append(store, "inst_zzzzzzzzzzzzzzzz", "session.started", 1003), RL_E_INSTALLATION_NOT_FOUND);
+    assert_int_equal(append(store, "inst_zzzzzzzzzzzzzzzz", RL_UP_SESSION_STARTED, 1003), RL_E_INSTALLATION_NOT_FOUND);
 }
 
 /*
@@ -94,15 +95,15 @@ static void test_ack_drops_and_replay_follows(void **state)
 
     assert_int_equal(seed_world(store), 0);
     for (i = 0; i < 4; ++i)
-        ids[i] =
-            append(store, FIX_INSTALLATION, i % 2 == 0 ? "session.message" : "session.cancelled", 1000 + (int64_t)i);
+        ids[i] = append(store, FIX_INSTALLATION, i % 2 == 0 ? RL_UP_SESSION_MESSAGE : RL_UP_SESSION_CANCELLED,
+                        1000 + (int64_t)i);
     assert_int_equal(ack(store, FIX_INSTALLATION, ids[1]), 0);
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, 0, 0), "session.message,session.cancelled");
     /* The socket reads after the last id it sent: what it sent is not sent again. */
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, ids[2], 0), "session.cancelled");
     assert_int_equal(ack(store, FIX_INSTALLATION, ids[3]), 0);
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, 0, 0), "");
-    later = append(store, FIX_INSTALLATION, "session.started", 2000);
+    later = append(store, FIX_INSTALLATION, RL_UP_SESSION_STARTED, 2000);
     assert_true(later > ids[3]);
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, 0, 0), "session.started");
 }
@@ -114,9 +115,9 @@ static void test_replay_window(void **state)
     int64_t now = 10 * 60 * 1000;
 
     assert_int_equal(seed_world(store), 0);
-    append(store, FIX_INSTALLATION, "session.started", now - WINDOW - 1);
-    append(store, FIX_INSTALLATION, "session.message", now - WINDOW);
-    append(store, FIX_INSTALLATION, "session.cancelled", now - 1);
+    append(store, FIX_INSTALLATION, RL_UP_SESSION_STARTED, now - WINDOW - 1);
+    append(store, FIX_INSTALLATION, RL_UP_SESSION_MESSAGE, now - WINDOW);
+    append(store, FIX_INSTALLATION, RL_UP_SESSION_CANCELLED, now - 1);
     assert_string_equal(queued_updates(store, FIX_INSTALLATION, 0, now - WINDOW), "session.message,session.cancelled");
 }
 

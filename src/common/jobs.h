@@ -1,8 +1,10 @@
 /*
- * The bridge's background jobs (docs/internals/relay-bridge.md): work that
- * would block the loop (an HTTP call to a model server, an attachment
- * fetched for an agent's prompt) runs here, on worker threads, and comes
- * back to the loop through one eventfd, on fetcher.h's pattern. A subsystem
+ * Background jobs, the one way relayd and relay-bridge run work off their
+ * loop (docs/internals/layout.md, "Threads"): work that would block the loop
+ * (an HTTP call to a model server or a push service, a key set fetched, an
+ * attachment fetched for an agent's prompt) runs here, on worker threads,
+ * and comes back to the loop through one eventfd, which the loop watches
+ * (relay-bridge polls it; relayd wraps it in an h2o socket). A subsystem
  * adds a job kind, not a thread with its own pipe.
  *
  * A job is a struct of its owner's that embeds rl_job_t. Its run goes on a
@@ -19,8 +21,8 @@
  * calls done with job->stopped set for every job not done yet, run or not:
  * the owner frees it and acts on nothing.
  */
-#ifndef RL_BRIDGE_JOBS_H
-#define RL_BRIDGE_JOBS_H
+#ifndef RL_COMMON_JOBS_H
+#define RL_COMMON_JOBS_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-/* The bridge's background jobs (jobs.h). */
+/* Background jobs (jobs.h): worker threads, one eventfd back to the loop. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -7,7 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "bridge/jobs.h"
+#include "common/jobs.h"
 #include "common/log.h"
 
 /* Kinds in use at once: a bridge has a handful. */

@@ -1,5 +1,5 @@
 /*
- * The bridge's background jobs (bridge/jobs.c): runs on workers, progress
+ * The background jobs (common/jobs.c): runs on workers, progress
  * and done on the loop in order, a kind's cap on running and queued jobs,
  * the back-pressure on what workers post, and the stop.
  */
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "bridge/jobs.h"
+#include "common/jobs.h"
 #include "common/clock.h"
 
 typedef struct test_job {
