@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bridge/agent.h"
 #include "bridge/bridge.h"
 #include "bridge/enrol.h"
 #include "bridge/keyring.h"
@@ -397,11 +398,71 @@ static int run_sessions(const rl_cli_args_t *args)
 
 /* ---- run ------------------------------------------------------------------------------------------- */
 
+/* agents.conf of the config folder, the text the options point into (kept until exit). */
+#define AGENTS_CONF     "agents.conf"
+#define AGENTS_CONF_MAX (64 * 1024)
+static char *agents_conf_text;
+
+/*
+ * The agents and roots: --agent (repeatable, NAME=SPEC or the old bare SPEC),
+ * or agents.conf when no --agent is given; --root adds to the file's roots and
+ * --default-agent overrides its default. 0, or -1 with err set.
+ */
+static int agents_and_roots(const rl_cli_args_t *args, rl_bridge_options_t *o, char *err, size_t errsz)
+{
+    const char *values[RL_BRIDGE_AGENTS_MAX + RL_BRIDGE_ROOTS_MAX];
+    char path[PATH_MAX];
+    int n, i;
+
+    n = rl_cli_values(args, "agent", values, RL_BRIDGE_AGENTS_MAX + 1);
+    if (n > RL_BRIDGE_AGENTS_MAX) {
+        snprintf(err, errsz, "at most %d --agent", RL_BRIDGE_AGENTS_MAX);
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        if (rl_agent_option(values[i], o, err, errsz) != 0)
+            return -1;
+    if (n == 0 && rl_credentials_path(AGENTS_CONF, path, sizeof(path)) == 0) {
+        /* rl_credentials_path names NAME.json: the conf file sits beside it, under its own name. */
+        char *dot = strrchr(path, '.');
+        FILE *f;
+        size_t len;
+        if (dot != NULL && strcmp(dot, ".json") == 0)
+            *dot = '\0';
+        f = fopen(path, "r");
+        if (f != NULL) {
+            agents_conf_text = malloc(AGENTS_CONF_MAX + 1);
+            len = agents_conf_text != NULL ? fread(agents_conf_text, 1, AGENTS_CONF_MAX + 1, f) : 0;
+            fclose(f);
+            if (agents_conf_text == NULL || len > AGENTS_CONF_MAX) {
+                snprintf(err, errsz, "agents.conf in the config folder is larger than 64 KiB");
+                return -1;
+            }
+            agents_conf_text[len] = '\0';
+            if (rl_agents_conf_parse(agents_conf_text, o, err, errsz) != 0)
+                return -1;
+        }
+    }
+    n = rl_cli_values(args, "root", values, RL_BRIDGE_ROOTS_MAX + 1);
+    for (i = 0; i < n; i++) {
+        if (o->nroots == RL_BRIDGE_ROOTS_MAX) {
+            snprintf(err, errsz, "at most %d --root", RL_BRIDGE_ROOTS_MAX);
+            return -1;
+        }
+        o->roots[o->nroots++] = values[i];
+    }
+    if (rl_cli_value(args, "default-agent") != NULL)
+        o->default_agent = rl_cli_value(args, "default-agent");
+    o->plain_projects = rl_cli_value(args, "plain-projects") != NULL;
+    return 0;
+}
+
 static int run_run(const rl_cli_args_t *args)
 {
     json_t *cred = rl_credentials_load(CREDENTIALS);
     rl_bridge_options_t o = {.delta_window_ms = -1, .retry_window_ms = -1};
     const char *level = rl_cli_value(args, "log-level");
+    char err[256];
     int result;
 
     if (cred == NULL) {
@@ -412,7 +473,10 @@ static int run_run(const rl_cli_args_t *args)
     o.server = json_string_value(json_object_get(cred, "server"));
     o.token = json_string_value(json_object_get(cred, "token"));
     o.installation_id = json_string_value(json_object_get(cred, "installation_id"));
-    o.agent = rl_cli_value(args, "agent");
+    if (agents_and_roots(args, &o, err, sizeof(err)) != 0) {
+        json_decref(cred);
+        return report(2, err);
+    }
     o.cwd = rl_cli_value(args, "cwd");
     o.no_e2e = rl_cli_value(args, "no-e2e") != NULL;
     o.files_url = rl_cli_value(args, "files-url");
@@ -426,9 +490,10 @@ static int run_run(const rl_cli_args_t *args)
         json_decref(cred);
         return report(3, "the credentials file is incomplete: pair again");
     }
-    if (o.agent == NULL) {
+    if (o.nagents == 0) {
         json_decref(cred);
-        return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL");
+        return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL (or agents in "
+                         "agents.conf)");
     }
     if (parse_duration(rl_cli_value(args, "delta-window"), 3600000, &o.delta_window_ms) != 0 ||
         parse_duration(rl_cli_value(args, "backoff-first"), 3600000, &o.backoff_first_ms) != 0 ||
@@ -672,10 +737,20 @@ static const rl_cli_flag_t pair_flags[] = {
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t run_flags[] = {
-    {"agent", 'a', "AGENT", "exec:COMMAND, jsonl:COMMAND, acp:COMMAND (Agent Client Protocol) or openai:URL"},
+    {"agent", 'a', "[NAME=]AGENT",
+     "exec:COMMAND, jsonl:COMMAND, acp:COMMAND (Agent Client Protocol) or openai:URL; repeat as NAME=AGENT for "
+     "several agents (default: agents.conf in the config folder)",
+     1},
+    {"default-agent", 0, "NAME", "the agent of a chat that names none (default: the first --agent)"},
+    {"root", 0, "DIR",
+     "a folder whose git repositories (two levels down) chats may run in, each in its own folder or a new git "
+     "worktree; repeatable",
+     1},
+    {"plain-projects", 0, NULL,
+     "answer a project list asked without a device in clear (by default it is sealed to the asking device)"},
     {"cwd", 0, "DIR",
-     "acp: the agent's working folder, the only one its file reads and writes may touch (default: the current "
-     "folder)"},
+     "the agents' working folder for chats without a project: the only one an acp agent's file reads and writes "
+     "may touch (default: the current folder)"},
     {"no-e2e", 0, NULL,
      "no device key: plain sessions only (by default the bridge registers its device key and serves encrypted "
      "sessions of the devices you confirm with the emoji it prints)"},
@@ -708,6 +783,8 @@ static const char *const run_examples[] = {
     "relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'",
     "relay-bridge run --agent openai:http://127.0.0.1:11434",
     "relay-bridge run --cwd ~/project --agent 'acp:npx -y @zed-industries/claude-agent-acp'",
+    "relay-bridge run --root ~/src --agent 'claude=acp:npx -y @zed-industries/claude-agent-acp' --agent "
+    "'codex=acp:npx -y @zed-industries/codex-acp'",
     NULL,
 };
 static const char *const status_examples[] = {"relay-bridge status", "relay-bridge status --json", NULL};

@@ -83,6 +83,7 @@ typedef enum session_state { SESSION_CLOSED, SESSION_OPENING, SESSION_READY } se
 typedef struct session {
     struct session *next;
     char relay_id[64];
+    char root[PATH_MAX]; /* its working folder, resolved: its project's (session_setup.h) or the agent's own */
     char *acp_id;
     session_state_t state;
     int loading;     /* a session/load is in flight: the history it replays is not news */
@@ -153,7 +154,8 @@ typedef struct fetch {
 struct rl_agent {
     rl_bridge_t *bridge;
     char *command;
-    char root[PATH_MAX]; /* the working folder, resolved: fs methods stay inside it */
+    char state_name[64]; /* its state file: bridge-acp for the agent "default", bridge-acp-NAME for another */
+    char root[PATH_MAX]; /* the working folder (--cwd), resolved: a session without a project runs there */
     rl_child_t *child;   /* its stderr tail: the lines since the last failure or success */
     int initialized;
     int load_session, image, embedded_context;
@@ -221,6 +223,8 @@ void rl_acp__on_config_set(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *m
 void rl_acp__thought_level(struct rl_agent *a, session_t *s, prompt_t *p);
 int rl_acp__notify_session(struct rl_agent *a, json_t *line);
 session_t *rl_acp__session_get(struct rl_agent *a, const char *relay_id);
+/* Sets s->root: the folder of its session's setup (a project's), else the agent's own (--cwd). */
+void rl_acp__session_root(struct rl_agent *a, session_t *s);
 void rl_acp__session_free(session_t *s);
 
 /* acp_list.c: the agent's own sessions: list, continue, close, and the history a load replays. */
@@ -240,7 +244,7 @@ void rl_acp__permission_done(struct rl_agent *a, permission_t *done);
 void rl_acp__on_permission(struct rl_agent *a, json_t *id, json_t *params);
 void rl_acp__notify(rl_agent_t *a, json_t *line);
 
-/* acp_files.c: fs/read_text_file and fs/write_text_file, inside the working folder (acp_fs.c). */
+/* acp_files.c: fs/read_text_file and fs/write_text_file, inside the session's working folder (acp_fs.c). */
 void rl_acp__on_read(struct rl_agent *a, json_t *id, json_t *params);
 void rl_acp__on_write(struct rl_agent *a, json_t *id, json_t *params);
 

@@ -38,7 +38,7 @@ int rl_acp__open_resume(struct rl_agent *a, session_t *s)
         rl_buf_reset(&s->replay);
     }
     rl_acp__request(a, a->session_resume ? REQ_RESUME : REQ_LOAD, method,
-                    json_pack("{s:s, s:s, s:[]}", "sessionId", s->resume_id, "cwd", a->root, "mcpServers"), s, NULL);
+                    json_pack("{s:s, s:s, s:[]}", "sessionId", s->resume_id, "cwd", s->root, "mcpServers"), s, NULL);
     return 0;
 }
 
@@ -119,8 +119,11 @@ static void answer_error(struct rl_agent *a, json_t *line, const char *code, con
 
 void rl_acp__list(struct rl_agent *a, json_t *line)
 {
+    const char *project_id = json_string_value(json_object_get(line, "project_id"));
+    char folder[PATH_MAX];
     json_int_t rid;
     request_t *r;
+    int found;
 
     if (!a->initialized) {
         answer_error(a, line, "agent_unavailable", "the agent is not running yet");
@@ -130,11 +133,14 @@ void rl_acp__list(struct rl_agent *a, json_t *line)
         answer_error(a, line, "unsupported", "the agent does not list its sessions");
         return;
     }
-    /*
-     * Until projects are resolved (the project id names a folder under --root), every project is the agent's working
-     * folder: the one folder this bridge serves.
-     */
-    rid = rl_acp__request(a, REQ_LIST, "session/list", json_pack("{s:s}", "cwd", a->root), NULL, NULL);
+    /* The project's folder (docs/bridge.md "Projects"); a bridge without --root serves its agent's folder only. */
+    found = rl_bridge_project_folder(a->bridge, project_id, folder);
+    if (found < 0) {
+        answer_error(a, line, "unknown_project", "this machine's relay-bridge knows no such project");
+        return;
+    }
+    rid = rl_acp__request(a, REQ_LIST, "session/list", json_pack("{s:s}", "cwd", found == 0 ? folder : a->root), NULL,
+                          NULL);
     r = rl_acp__request_by_id(a, rid);
     if (r != NULL)
         r->arg = json_pack("{s:O, s:O?}", "req_id", json_object_get(line, "req_id"), "device_id",

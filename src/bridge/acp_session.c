@@ -13,7 +13,7 @@
 
 void rl_acp__state_load(struct rl_agent *a)
 {
-    json_t *doc = rl_credentials_load(STATE_NAME), *acp_id;
+    json_t *doc = rl_credentials_load(a->state_name), *acp_id;
     const char *agent = json_string_value(json_object_get(doc, "agent"));
     const char *cwd = json_string_value(json_object_get(doc, "cwd"));
     const char *relay_id;
@@ -49,7 +49,7 @@ static void state_save(struct rl_agent *a)
 
     if (doc != NULL)
         rl_strmap_sweep(a->known, add_known, json_object_get(doc, "sessions"), NULL);
-    if (doc == NULL || rl_credentials_save(STATE_NAME, doc) != 0)
+    if (doc == NULL || rl_credentials_save(a->state_name, doc) != 0)
         rl_log(RL_LOG_WARN, "could not save the acp sessions (%s): a restarted bridge starts them afresh",
                strerror(errno));
     json_decref(doc);
@@ -318,10 +318,10 @@ void rl_acp__open_session(struct rl_agent *a, session_t *s)
             s->acp_id = strdup(known);
         s->loading = 1;
         rl_acp__request(a, REQ_LOAD, "session/load",
-                        json_pack("{s:s, s:s, s:[]}", "sessionId", known, "cwd", a->root, "mcpServers"), s, NULL);
+                        json_pack("{s:s, s:s, s:[]}", "sessionId", known, "cwd", s->root, "mcpServers"), s, NULL);
         return;
     }
-    rl_acp__request(a, REQ_NEW, "session/new", json_pack("{s:s, s:[]}", "cwd", a->root, "mcpServers"), s, NULL);
+    rl_acp__request(a, REQ_NEW, "session/new", json_pack("{s:s, s:[]}", "cwd", s->root, "mcpServers"), s, NULL);
 }
 
 /* Ends p's reply and takes it off its session; the next prompt of the session goes. */

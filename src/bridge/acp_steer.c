@@ -26,10 +26,18 @@ session_t *rl_acp__session_get(struct rl_agent *a, const char *relay_id)
     if (s == NULL)
         return NULL;
     snprintf(s->relay_id, sizeof(s->relay_id), "%s", relay_id);
+    rl_acp__session_root(a, s);
     rl_buf_init(&s->replay, REPLAY_MAX);
     s->next = a->sessions;
     a->sessions = s;
     return s;
+}
+
+void rl_acp__session_root(struct rl_agent *a, session_t *s)
+{
+    const char *cwd = rl_bridge_session_cwd(a->bridge, s->relay_id);
+
+    snprintf(s->root, sizeof(s->root), "%s", cwd != NULL ? cwd : a->root);
 }
 
 void rl_acp__session_free(session_t *s)

@@ -12,7 +12,7 @@
 /* Hands a line (root stolen) to the loop, addressed to p's turn when p is given. */
 void rl_acp__emit(struct rl_agent *a, rl_agent_line_type_t type, prompt_t *p, json_t *root)
 {
-    rl_agent_line_t line = {.type = type, .root = root, .session_id = "", .interaction_id = ""};
+    rl_agent_line_t line = {.type = type, .root = root, .session_id = "", .interaction_id = "", .from = a};
 
     if (root == NULL)
         return;

@@ -106,7 +106,7 @@ static void warn_environment(void)
                sandbox);
 }
 
-static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
+static int acp_create(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out)
 {
     struct rl_agent *a = calloc(1, sizeof(*a));
     const char *cwd = rl_bridge_cwd(bridge);
@@ -115,6 +115,11 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
         return -1;
     a->bridge = bridge;
     a->command = strdup(arg);
+    /* The old form's one agent keeps the state file it always had; each other agent has its own. */
+    if (strcmp(name, "default") == 0)
+        snprintf(a->state_name, sizeof(a->state_name), "%s", STATE_NAME);
+    else
+        snprintf(a->state_name, sizeof(a->state_name), "%s-%s", STATE_NAME, name);
     if (realpath(cwd != NULL ? cwd : ".", a->root) == NULL) {
         rl_log(RL_LOG_ERROR, "--cwd %s: %s", cwd != NULL ? cwd : ".", strerror(errno));
         goto fail;
@@ -154,6 +159,9 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
     /* spec (docs/api.md "Starting a session"): the session's first message carries the resume too. */
     if (json_is_string(resume) && s->acp_id == NULL && s->resume_id == NULL)
         s->resume_id = strdup(json_string_value(resume));
+    /* Until its agent session opens, the folder follows the session's setup (session_setup.h), checked already. */
+    if (s->state == SESSION_CLOSED && s->acp_id == NULL)
+        rl_acp__session_root(a, s);
     /* spec (ACP prompt turn): one prompt at a time per session; the next waits for the answer. */
     for (tail = &s->queue; *tail != NULL; tail = &(*tail)->next)
         ;
@@ -263,6 +271,15 @@ static void acp_destroy(rl_agent_t *a)
     free(a);
 }
 
+/* What the manifest says this agent supports (docs/api.md): known once it answered initialize. */
+static json_t *acp_supports(rl_agent_t *a)
+{
+    /* Modes and config options are per session in ACP: every acp agent's are shown as the session's state. */
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b}", "modes", 1, "config", 1, "session_list", a->session_list,
+                     "session_resume", a->session_resume, "session_load", a->load_session, "session_close",
+                     a->session_close, "terminal_output", 0);
+}
+
 const rl_agent_adapter_t rl_agent_acp = {
     .scheme = "acp",
     .create = acp_create,
@@ -270,4 +287,5 @@ const rl_agent_adapter_t rl_agent_acp = {
     .cancel = acp_cancel,
     .notify = rl_acp__notify,
     .destroy = acp_destroy,
+    .supports = acp_supports,
 };

@@ -12,6 +12,8 @@
 
 #include "bridge/agent.h"
 #include "bridge/agent_state.h"
+#include "bridge/projects.h"
+#include "bridge/session_setup.h"
 #include "client/backoff.h"
 #include "bridge/batch.h"
 #include "bridge/child.h"
@@ -113,10 +115,26 @@ typedef struct parked {
     size_t waiting;      /* downloads not back yet */
 } parked_t;
 
-struct rl_bridge {
-    const rl_bridge_options_t *options;
+/*
+ * One agent of the bridge's (--agent NAME=SPEC): each runs from the start (an
+ * acp agent is one process serving every session of its; a jsonl agent one
+ * process too). A session goes to the agent its setup chose (session_setup.h),
+ * or to the default one.
+ */
+typedef struct agent_slot {
+    char name[RL_AGENT_NAME_MAX + 1];
     const rl_agent_adapter_t *adapter;
     rl_agent_t *agent;
+    json_t *manifest; /* the agent's last manifest line (tools, agent, commands), or NULL */
+} agent_slot_t;
+
+struct rl_bridge {
+    const rl_bridge_options_t *options;
+    agent_slot_t agents[RL_BRIDGE_AGENTS_MAX];
+    size_t nagents;
+    size_t default_agent;
+    rl_projects_t *projects; /* NULL without --root: no projects */
+    rl_setups_t *setups;
     rl_rest_t *rest;
     rl_ws_t *ws;
     rl_dedupe_t *dedupe;
@@ -464,6 +482,130 @@ const char *rl_bridge_cwd(const rl_bridge_t *b)
     return b->options->cwd;
 }
 
+/* ---- agents and session setups (session_setup.h) -------------------------------------------------- */
+
+const char *rl_bridge_session_cwd(rl_bridge_t *b, const char *session_id)
+{
+    const rl_session_setup_t *s = rl_session_setup_get(b, session_id);
+
+    return s != NULL && s->state == RL_SETUP_READY && s->folder[0] != '\0' ? s->folder : NULL;
+}
+
+rl_setups_t *rl_bridge_setups(rl_bridge_t *b)
+{
+    return b->setups;
+}
+
+rl_keyring_t *rl_bridge_keys(rl_bridge_t *b)
+{
+    return b->keys;
+}
+
+rl_projects_t *rl_bridge_projects(rl_bridge_t *b)
+{
+    return b->projects;
+}
+
+int rl_bridge_agent_index(rl_bridge_t *b, const char *name)
+{
+    size_t i;
+
+    if (name == NULL)
+        return (int)b->default_agent;
+    for (i = 0; i < b->nagents; i++)
+        if (strcmp(b->agents[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *rl_bridge_agent_name(rl_bridge_t *b, int index)
+{
+    return index >= 0 && (size_t)index < b->nagents ? b->agents[index].name : b->agents[b->default_agent].name;
+}
+
+int rl_bridge_session_encrypted(rl_bridge_t *b, const char *session_id)
+{
+    return rl_strmap_get(b->encrypted, session_id) != NULL;
+}
+
+/* The agent serving session_id: the one its setup chose, else the default agent. */
+static agent_slot_t *slot_of(rl_bridge_t *b, const char *session_id)
+{
+    const rl_session_setup_t *s = session_id != NULL ? rl_session_setup_get(b, session_id) : NULL;
+
+    return s != NULL && s->agent >= 0 ? &b->agents[s->agent] : &b->agents[b->default_agent];
+}
+
+/* An update's jsonl line (approval, capability, session_started) to the agent of session_id. */
+static void notify_agent(rl_bridge_t *b, const char *session_id, json_t *line)
+{
+    agent_slot_t *slot = slot_of(b, session_id);
+
+    slot->adapter->notify(slot->agent, line);
+}
+
+static void cancel_agent(rl_bridge_t *b, const char *session_id, const char *interaction_id)
+{
+    agent_slot_t *slot = slot_of(b, session_id);
+
+    slot->adapter->cancel(slot->agent, session_id, interaction_id);
+}
+
+/*
+ * The jsonl line session_started to the session's agent, with the folder it
+ * runs in (cwd) when it names a project: an agent serving several folders
+ * learns it there and in each message line.
+ */
+void rl_bridge_session_ready(rl_bridge_t *b, const char *session_id, json_t *session)
+{
+    const char *cwd = rl_bridge_session_cwd(b, session_id);
+    json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", session_id, "session",
+                             session != NULL ? session : json_null());
+
+    if (line == NULL)
+        return;
+    if (cwd != NULL)
+        json_object_set_new(line, "cwd", json_string(cwd));
+    notify_agent(b, session_id, line);
+    json_decref(line);
+}
+
+static void copy_fields(json_t *body, json_t *line, const char *const *fields);
+
+/*
+ * The manifest: tools, agent and commands of the default agent's last
+ * manifest line, and every agent's name, kind and what it supports
+ * (docs/api.md, setManifest agents). Sent again when any agent's changes.
+ */
+static void send_manifest(rl_bridge_t *b)
+{
+    agent_slot_t *def = &b->agents[b->default_agent];
+    json_t *body = json_object(), *agents = json_array();
+    size_t i;
+
+    if (body == NULL || agents == NULL)
+        goto out;
+    if (def->manifest != NULL) {
+        json_object_set(body, "tools", json_object_get(def->manifest, "tools"));
+        copy_fields(body, def->manifest, (const char *const[]){"agent", "commands", NULL});
+    }
+    for (i = 0; i < b->nagents; i++) {
+        json_t *supports =
+            b->agents[i].adapter->supports != NULL ? b->agents[i].adapter->supports(b->agents[i].agent) : NULL;
+        json_t *row = json_pack("{s:s, s:s, s:o}", "name", b->agents[i].name, "kind", b->agents[i].adapter->scheme,
+                                "supports", supports != NULL ? supports : json_object());
+        if (row != NULL && i == b->default_agent)
+            json_object_set_new(row, "default", json_true());
+        json_array_append_new(agents, row);
+    }
+    json_object_set(body, "agents", agents);
+    submit(b, RL_CALL_SET_MANIFEST, NULL, body);
+    body = NULL;
+out:
+    json_decref(agents);
+    json_decref(body);
+}
+
 rl_strmap_t *rl_bridge__states(rl_bridge_t *b)
 {
     return b->states;
@@ -726,9 +868,14 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
     }
     switch (line->type) {
     case RL_LINE_MANIFEST: {
-        json_t *body = json_pack("{s:O}", "tools", json_object_get(line->root, "tools"));
-        copy_fields(body, line->root, (const char *const[]){"agent", "commands", NULL});
-        submit(b, RL_CALL_SET_MANIFEST, NULL, body);
+        agent_slot_t *slot = &b->agents[b->default_agent];
+        size_t i;
+        for (i = 0; i < b->nagents; i++)
+            if (line->from != NULL && b->agents[i].agent == line->from)
+                slot = &b->agents[i];
+        json_decref(slot->manifest);
+        slot->manifest = json_incref(line->root);
+        send_manifest(b);
         break;
     }
     case RL_LINE_DELTA: {
@@ -1077,6 +1224,8 @@ static void share_received(rl_bridge_t *b, const char *session_id, const char *b
            body != NULL ? json_array_size(json_object_get(body, "recipients")) : 0);
     if (body != NULL)
         submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
+    /* A session that waits for its key to open its project starts now. */
+    rl_session_setup_key(b, session_id);
 }
 
 /* A device was accepted: the keys it granted while it waited are taken now, and passed on. */
@@ -1288,8 +1437,9 @@ static void note_session_kind(rl_bridge_t *b, const rl_frame_t *f)
  */
 static void notify_line(rl_bridge_t *b, json_t *line)
 {
+    /* To the agent of the line's session (the default one for a line of none). */
     if (line != NULL)
-        b->adapter->notify(b->agent, line);
+        notify_agent(b, json_string_value(json_object_get(line, "session_id")), line);
     json_decref(line);
 }
 
@@ -1308,10 +1458,23 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
         } else if (find_turn(b, f->session_id, f->interaction_id) != NULL) {
             rl_log(RL_LOG_WARN, "update %s: interaction %s already has a turn", f->update_id, f->interaction_id);
         } else if ((payload = open_message(b, f)) != NULL) {
+            /* The first message of a session the bridge has not seen start (a restart) sets it up the same way. */
+            const rl_session_setup_t *setup =
+                rl_session_setup(b, f->session_id, json_object_get(f->payload, "session"));
             t = open_turn(b, f->session_id, f->interaction_id, id);
-            if (t != NULL) {
+            if (t != NULL && (setup == NULL || setup->state != RL_SETUP_READY)) {
+                /* Refused (or still without its key, or out of memory): the user reads why; nothing runs. */
+                char text[400];
+                snprintf(text, sizeof(text), "[the session cannot start: %s: %s]",
+                         setup != NULL && setup->state == RL_SETUP_REFUSED ? setup->code : "not_ready",
+                         setup != NULL && setup->state == RL_SETUP_REFUSED ? setup->message
+                                                                           : "the session is not set up yet");
                 turn_pending = id != 0;
-                b->adapter->message(b->agent, t->turn, payload);
+                rl_bridge_finish(b, t->turn, "error", NULL, text);
+            } else if (t != NULL) {
+                agent_slot_t *slot = &b->agents[setup->agent >= 0 ? setup->agent : (int)b->default_agent];
+                turn_pending = id != 0;
+                slot->adapter->message(slot->agent, t->turn, payload);
             }
         }
         json_decref(payload);
@@ -1319,7 +1482,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
         /* device_pending, device_added, device_revoked, session_key_granted */
     } else if (strcmp(f->update_type, "session.cancelled") == 0) {
         const char *iid = json_string_value(json_object_get(f->payload, "interaction_id"));
-        b->adapter->cancel(b->agent, f->session_id, iid != NULL ? iid : f->interaction_id);
+        cancel_agent(b, f->session_id, iid != NULL ? iid : f->interaction_id);
     } else if (strcmp(f->update_type, "approval.resolved") == 0 && !decision_verified(b, f)) {
         /* Logged: the agent is not told, the approval waits for a decision that verifies, or its expiry. */
     } else if (strcmp(f->update_type, "approval.resolved") == 0) {
@@ -1329,7 +1492,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
                                  "session_id", f->session_id, "interaction_id", f->interaction_id);
         if (line != NULL) {
             copy_fields(line, f->payload, (const char *const[]){"scope", "scope_value", NULL});
-            b->adapter->notify(b->agent, line);
+            notify_agent(b, f->session_id, line);
             json_decref(line);
         }
         forget_approval(b, str_of(f->payload, "approval_id"));
@@ -1339,7 +1502,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
                                  json_object_get(f->payload, "approval_id"), "session_id", f->session_id,
                                  "interaction_id", f->interaction_id);
         if (line != NULL) {
-            b->adapter->notify(b->agent, line);
+            notify_agent(b, f->session_id, line);
             json_decref(line);
         }
     } else if (strcmp(f->update_type, "device_capability.result") == 0) {
@@ -1350,7 +1513,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
             copy_fields(line, f->payload,
                         (const char *const[]){"request_id", "capability", "status", "location", "attachments", NULL});
             open_capability_answer(b, f, line);
-            b->adapter->notify(b->agent, line);
+            notify_agent(b, f->session_id, line);
             json_decref(line);
         }
     } else if (strcmp(f->update_type, "session.config") == 0) {
@@ -1372,12 +1535,11 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
         notify_line(b, json_pack("{s:s, s:s, s:O?}", "type", "session_closed", "session_id", f->session_id, "reason",
                                  json_object_get(f->payload, "reason")));
     } else if (strcmp(f->update_type, "session.started") == 0) {
-        json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", f->session_id, "session",
-                                 json_object_get(f->payload, "session"));
-        if (line != NULL) {
-            b->adapter->notify(b->agent, line);
-            json_decref(line);
-        }
+        /* Its agent and folder are chosen now (session_setup.h); a refused session's agent hears nothing of it. */
+        json_t *session = json_object_get(f->payload, "session");
+        const rl_session_setup_t *setup = rl_session_setup(b, f->session_id, session);
+        if (setup != NULL && setup->state == RL_SETUP_READY && json_is_object(session))
+            rl_bridge_session_ready(b, f->session_id, session);
     } else {
         rl_log(RL_LOG_DEBUG, "update %s: type %s ignored", f->update_id, f->update_type);
     }
@@ -1644,13 +1806,18 @@ static char *read_file(const char *path, size_t *len, long *size, const char **c
 
 /* The bytes of path (as read_file) when it lies inside the agent's folder once its links are resolved; NULL with *code
  * set. */
-static char *read_in_folder(rl_bridge_t *b, const char *path, size_t *len, long *size, const char **code)
+static char *read_in_folder(rl_bridge_t *b, const char *session_id, const char *path, size_t *len, long *size,
+                            const char **code)
 {
     char root[4096], *real = realpath(path, NULL), *bytes = NULL;
+    const char *folder = rl_bridge_session_cwd(b, session_id);
     size_t rootlen;
 
+    /* The session's project folder when it has one, else the agent's own. */
+    if (folder == NULL)
+        folder = rl_bridge_cwd(b) != NULL ? rl_bridge_cwd(b) : ".";
     *code = real != NULL ? "forbidden" : "not_found";
-    if (real != NULL && realpath(rl_bridge_cwd(b) != NULL ? rl_bridge_cwd(b) : ".", root) != NULL) {
+    if (real != NULL && realpath(folder, root) != NULL) {
         rootlen = strlen(root);
         if (strncmp(real, root, rootlen) == 0 && (real[rootlen] == '/' || real[rootlen] == '\0'))
             bytes = read_file(real, len, size, code);
@@ -1687,7 +1854,7 @@ static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
     code = "forbidden";
     if (strcmp(check, idx) != 0)
         goto out;
-    bytes = read_in_folder(b, path, &len, &size, &code);
+    bytes = read_in_folder(b, sid, path, &len, &size, &code);
     if (bytes == NULL)
         goto out;
     sealed = rl_keyring_seal_path(b->keys, sid, blob, bytes, len);
@@ -1727,7 +1894,7 @@ static json_t *read_plain_file(rl_bridge_t *b, json_t *req)
     code = "session_not_plain";
     if (rl_strmap_get(b->plain, sid) == NULL || rl_strmap_get(b->encrypted, sid) != NULL)
         goto out;
-    bytes = read_in_folder(b, path, &len, &size, &code);
+    bytes = read_in_folder(b, sid, path, &len, &size, &code);
     if (bytes == NULL)
         goto out;
     text = malloc(RL_BASE64_ENCODED_SIZE(len));
@@ -1762,8 +1929,8 @@ void rl_bridge_answer(rl_bridge_t *b, const char *type, json_t *req_id, const ch
                                            "from_device_id", rl_keyring_device_id(b->keys))
                                : json_pack("{s:{s:s, s:s}}", "error", "code", "device_not_accepted", "message",
                                            "the device is not one this machine accepted");
-    } else if (b->keys == NULL) {
-        /* --no-e2e: nothing is sealed anywhere on this bridge. */
+    } else if (b->keys == NULL || b->options->plain_projects) {
+        /* --no-e2e: nothing is sealed anywhere on this bridge; --plain-projects: the owner said lists may go plain. */
         frame = json_deep_copy(answer);
     } else {
         frame = json_pack("{s:{s:s, s:s}}", "error", "code", "device_required", "message",
@@ -1780,17 +1947,31 @@ void rl_bridge_answer(rl_bridge_t *b, const char *type, json_t *req_id, const ch
     send_json(b, frame);
 }
 
+int rl_bridge_project_folder(rl_bridge_t *b, const char *project_id, char *out)
+{
+    const char *code;
+
+    if (b->projects == NULL)
+        return 1;
+    return project_id != NULL && rl_projects_find(b->projects, project_id, out, &code) == 0 ? 0 : -1;
+}
+
 /*
  * agent_sessions.list.req: the agent's own sessions of a project, asked of
- * an adapter that keeps them (acp:); the others answer that they keep none.
+ * the named agent (the default when none) when it keeps them (acp:); the
+ * others answer that they keep none.
  */
 static void list_agent_sessions(rl_bridge_t *b, json_t *req)
 {
+    int index = rl_bridge_agent_index(b, json_string_value(json_object_get(req, "agent")));
+    agent_slot_t *slot = index >= 0 ? &b->agents[index] : NULL;
     json_t *line, *error;
 
-    if (b->adapter != &rl_agent_acp) {
-        error = json_pack("{s:{s:s, s:s}}", "error", "code", "unsupported", "message",
-                          "this agent keeps no sessions of its own");
+    if (slot == NULL || slot->adapter != &rl_agent_acp) {
+        error = json_pack("{s:{s:s, s:s}}", "error", "code", slot == NULL ? "agent_not_configured" : "unsupported",
+                          "message",
+                          slot == NULL ? "this machine's relay-bridge has no agent of that name"
+                                       : "this agent keeps no sessions of its own");
         rl_bridge_answer(b, "agent_sessions.list.resp", json_object_get(req, "req_id"), NULL, error);
         json_decref(error);
         return;
@@ -1798,7 +1979,23 @@ static void list_agent_sessions(rl_bridge_t *b, json_t *req)
     line = json_pack("{s:s, s:O, s:O?, s:O?, s:O?}", "type", "agent_sessions_list", "req_id",
                      json_object_get(req, "req_id"), "device_id", json_object_get(req, "device_id"), "project_id",
                      json_object_get(req, "project_id"), "agent", json_object_get(req, "agent"));
-    notify_line(b, line);
+    if (line != NULL)
+        slot->adapter->notify(slot->agent, line);
+    json_decref(line);
+}
+
+/*
+ * projects.list.req {device_id?} (docs/api.md "Projects"): the list, sealed
+ * to the asking device (rl_bridge_answer's rules).
+ */
+static void list_projects(rl_bridge_t *b, json_t *req)
+{
+    json_t *answer = json_pack("{s:o}", "projects", b->projects != NULL ? rl_projects_list(b->projects) : json_array());
+    const char *device_id = json_string_value(json_object_get(req, "device_id"));
+
+    if (answer != NULL)
+        rl_bridge_answer(b, "projects.list.resp", json_object_get(req, "req_id"), device_id, answer);
+    json_decref(answer);
 }
 
 /* Requests of the relay on the socket: <type>.req answered <type>.resp with the same req_id. */
@@ -1816,6 +2013,9 @@ static void answer_request(rl_bridge_t *b, rl_frame_t *f)
         answer = json_pack("{s:[]}", "models");
     else if (strcmp(type, "agent_sessions.list.req") == 0) {
         list_agent_sessions(b, f->root);
+        return;
+    } else if (strcmp(type, "projects.list.req") == 0) {
+        list_projects(b, f->root);
         return;
     } else
         return;
@@ -1968,7 +2168,7 @@ static void handle_results(rl_bridge_t *b)
                  !((turn_state_t *)r->turn->owner)->ended) {
             /* spec (client rule 4): the target is gone, so is the work for it: stop the agent's turn. */
             rl_log(RL_LOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id, r->code);
-            b->adapter->cancel(b->agent, r->turn->session_id, r->turn->interaction_id);
+            cancel_agent(b, r->turn->session_id, r->turn->interaction_id);
         } else if (r->call == RL_CALL_REGISTER_DEVICE) {
             const char *id = json_string_value(json_object_get(r->result, "device_id"));
             if (r->ok && id != NULL) {
@@ -1994,7 +2194,7 @@ static void handle_results(rl_bridge_t *b)
                     copy_fields(line, r->result, (const char *const[]){"request_id", "expires_at", NULL});
                 else
                     json_object_set_new(line, "error", json_string(r->code));
-                b->adapter->notify(b->agent, line);
+                notify_agent(b, json_string_value(json_object_get(r->body, "session_id")), line);
                 json_decref(line);
             }
         } else if (r->call == RL_CALL_REQUEST_APPROVAL) {
@@ -2023,7 +2223,7 @@ static void handle_results(rl_bridge_t *b)
             if (line != NULL) {
                 if (!r->ok)
                     json_object_set_new(line, "error", json_string(r->code));
-                b->adapter->notify(b->agent, line);
+                notify_agent(b, json_string_value(json_object_get(r->body, "session_id")), line);
                 json_decref(line);
             }
         }
@@ -2147,13 +2347,84 @@ static void loop(rl_bridge_t *b)
     }
 }
 
+/*
+ * The agents of options, checked (names, schemes, one default) before anything
+ * starts: 0, or -1 with the reason logged.
+ */
+static int plan_agents(rl_bridge_t *b, const rl_bridge_options_t *o)
+{
+    rl_bridge_agent_spec_t one = {"default", o->agent};
+    const rl_bridge_agent_spec_t *specs = o->nagents > 0 ? o->agents : &one;
+    size_t n = o->nagents > 0 ? o->nagents : (o->agent != NULL ? 1 : 0), i, j;
+    const char *arg;
+
+    if (n == 0 || n > RL_BRIDGE_AGENTS_MAX) {
+        rl_log(RL_LOG_ERROR, "run needs one --agent to %d", RL_BRIDGE_AGENTS_MAX);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        agent_slot_t *slot = &b->agents[i];
+        if (specs[i].name == NULL || !rl_agent_name_valid(specs[i].name, strlen(specs[i].name))) {
+            rl_log(RL_LOG_ERROR, "agent names are 1-32 of a-z, 0-9, _ and -");
+            return -1;
+        }
+        for (j = 0; j < i; j++) {
+            if (strcmp(b->agents[j].name, specs[i].name) == 0) {
+                rl_log(RL_LOG_ERROR, "two agents are named %s", specs[i].name);
+                return -1;
+            }
+        }
+        slot->adapter = specs[i].spec != NULL ? rl_agent_find(specs[i].spec, &arg) : NULL;
+        if (slot->adapter == NULL) {
+            rl_log(RL_LOG_ERROR, "agent %s: --agent must be exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL",
+                   specs[i].name);
+            return -1;
+        }
+        snprintf(slot->name, sizeof(slot->name), "%s", specs[i].name);
+    }
+    b->nagents = n;
+    b->default_agent = 0;
+    if (o->default_agent != NULL) {
+        int found = rl_bridge_agent_index(b, o->default_agent);
+        if (found < 0) {
+            rl_log(RL_LOG_ERROR, "--default-agent %s: no agent has that name", o->default_agent);
+            return -1;
+        }
+        b->default_agent = (size_t)found;
+    }
+    return 0;
+}
+
+/* Starts every agent of the plan: 0, or -1 (the reason logged by its adapter). */
+static int start_agents(rl_bridge_t *b, const rl_bridge_options_t *o)
+{
+    const rl_bridge_agent_spec_t *specs = o->nagents > 0 ? o->agents : NULL;
+    const char *arg;
+    size_t i;
+
+    for (i = 0; i < b->nagents; i++) {
+        agent_slot_t *slot = &b->agents[i];
+        rl_agent_find(specs != NULL ? specs[i].spec : o->agent, &arg);
+        if (slot->adapter->create(b, slot->name, arg, &slot->agent) != 0) {
+            rl_log(RL_LOG_ERROR, "agent %s could not start", slot->name);
+            return -1;
+        }
+        rl_log(RL_LOG_INFO, "agent %s: %s%s", slot->name, slot->adapter->scheme,
+               i == b->default_agent ? " (the default)" : "");
+    }
+    /* An exec agent writes no manifest line: the bridge says which agents it has itself. */
+    if (b->agents[b->default_agent].adapter == &rl_agent_exec)
+        send_manifest(b);
+    return 0;
+}
+
 int rl_bridge_run(const rl_bridge_options_t *options)
 {
     rl_bridge_t b;
     rl_rest_options_t rest_options = {0};
     rl_client_t *client = NULL;
-    const char *arg = NULL;
     turn_state_t *t;
+    size_t i;
 
     memset(&b, 0, sizeof(b));
     b.options = options;
@@ -2162,10 +2433,15 @@ int rl_bridge_run(const rl_bridge_options_t *options)
     b.reconnect_at = -1;
     snprintf(b.installation_id, sizeof(b.installation_id), "%s",
              options->installation_id != NULL ? options->installation_id : "");
-    b.adapter = rl_agent_find(options->agent, &arg);
-    if (b.adapter == NULL) {
-        rl_log(RL_LOG_ERROR, "--agent must be exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL");
+    if (plan_agents(&b, options) != 0)
         return RL_BRIDGE_EXIT_USAGE;
+    if (options->nroots > 0) {
+        char err[256];
+        b.projects = rl_projects_open(options->roots, options->nroots, err, sizeof(err));
+        if (b.projects == NULL) {
+            rl_log(RL_LOG_ERROR, "%s", err);
+            return RL_BRIDGE_EXIT_USAGE;
+        }
     }
     rl_backoff_init(&b.backoff, options->backoff_first_ms, options->backoff_cap_ms);
     /* Threads inherit this mask: signals reach the loop through the signalfd only. */
@@ -2202,9 +2478,10 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
-    /* Before the agent: it may post a session's state as soon as it runs. */
+    /* Before the agents: they may post a session's state as soon as they run. */
     b.states = rl_strmap_new(REMEMBERED_MAX);
-    if (b.adapter->create(&b, arg, &b.agent) != 0) {
+    b.setups = rl_setups_new();
+    if (b.states == NULL || b.setups == NULL || start_agents(&b, options) != 0) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
@@ -2233,7 +2510,7 @@ int rl_bridge_run(const rl_bridge_options_t *options)
             rl_log(RL_LOG_WARN, "cannot watch the config folder: devices confirmed here count from the next start");
         owner_changed(&b, -1, 0);
     }
-    rl_log(RL_LOG_INFO, "starting with the %s agent", b.adapter->scheme);
+    rl_log(RL_LOG_INFO, "starting with %zu agents, %zu project roots", b.nagents, options->nroots);
     connect_socket(&b);
     loop(&b);
 out:
@@ -2252,8 +2529,11 @@ out:
         rl_frame_free(&p->frame);
         free(p);
     }
-    if (b.agent != NULL)
-        b.adapter->destroy(b.agent);
+    for (i = 0; i < b.nagents; i++) {
+        if (b.agents[i].agent != NULL)
+            b.agents[i].adapter->destroy(b.agents[i].agent);
+        json_decref(b.agents[i].manifest);
+    }
     /* On a plain stop, give writes already queued (a turn's last deltas and its end) a moment to go out. */
     if (b.rest != NULL && b.exit_code == RL_BRIDGE_EXIT_OK) {
         long deadline = rl_clock_mono_ms() + 5000;
@@ -2276,6 +2556,8 @@ out:
         free(t);
     }
     rl_dedupe_free(b.dedupe);
+    rl_setups_free(b.setups);
+    rl_projects_free(b.projects);
     rl_keyring_free(b.keys);
     rl_strmap_free(b.encrypted, NULL);
     rl_strmap_free(b.plain, NULL);

@@ -67,6 +67,21 @@ const char *rl_bridge_cwd(const rl_bridge_t *bridge)
     return NULL;
 }
 
+const char *rl_bridge_session_cwd(rl_bridge_t *bridge, const char *session_id)
+{
+    (void)bridge;
+    (void)session_id;
+    return NULL;
+}
+
+int rl_bridge_project_folder(rl_bridge_t *bridge, const char *project_id, char *out)
+{
+    (void)bridge;
+    (void)project_id;
+    (void)out;
+    return 1;
+}
+
 void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line)
 {
     (void)bridge;
