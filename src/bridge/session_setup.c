@@ -206,7 +206,8 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
     }
     json_decref(s->session);
     s->session = NULL;
-    if (project == NULL && code != NULL && json_object_get(session, "project_ct") != NULL) {
+    /* A session without a project says project_ct: null (docs/api.md): only a sealed one that does not open refuses. */
+    if (project == NULL && code != NULL && json_is_string(json_object_get(session, "project_ct"))) {
         refuse(b, session_id, s, code);
         return;
     }
