@@ -168,19 +168,23 @@ static void add_option(json_t *options, json_t *option)
         json_decref(option);
 }
 
+/* 1 when options already hold one of this kind, or one of this id. */
+static int has_option(json_t *options, const char *kind, const char *id);
+
 json_t *rl_acp_options(json_t *config_options, json_t *modes, json_t *models)
 {
     json_t *options = json_array(), *item;
     size_t i;
 
-    /* spec (ACP session config options): an agent that sends configOptions means them instead of modes. */
-    if (json_is_array(config_options)) {
-        json_array_foreach(config_options, i, item) add_option(options, config_option(item));
-        return options;
-    }
-    if (json_is_object(modes))
+    /*
+     * spec (ACP session config options): an agent that sends configOptions means them instead of modes; but one
+     * that says its mode (or model) only the older way (codex-acp 0.16: model and effort as options, the mode
+     * in modes) still has it, so the older object fills what the options leave out.
+     */
+    json_array_foreach(config_options, i, item) add_option(options, config_option(item));
+    if (json_is_object(modes) && !has_option(options, "mode", "mode"))
         add_option(options, modes_option(modes));
-    if (json_is_object(models))
+    if (json_is_object(models) && !has_option(options, "model", "model"))
         add_option(options, models_option(models));
     return options;
 }
@@ -198,6 +202,11 @@ json_t *rl_acp_option_find(json_t *options, const char *id, const char *kind)
             return option;
     }
     return NULL;
+}
+
+static int has_option(json_t *options, const char *kind, const char *id)
+{
+    return rl_acp_option_find(options, NULL, kind) != NULL || rl_acp_option_find(options, id, NULL) != NULL;
 }
 
 int rl_acp_option_allows(json_t *option, const char *value)
@@ -251,8 +260,9 @@ rl_acp_setter_t rl_acp_setter_of(json_t *config_options, json_t *modes, json_t *
 {
     if (id == NULL)
         return RL_ACP_SET_NONE;
-    if (json_is_array(config_options))
-        return config_by_id(config_options, id) != NULL ? RL_ACP_SET_CONFIG : RL_ACP_SET_NONE;
+    if (config_by_id(config_options, id) != NULL)
+        return RL_ACP_SET_CONFIG;
+    /* The options made from the older objects (rl_acp_options) are the ones with these ids. */
     if (strcmp(id, "mode") == 0 && json_is_object(modes))
         return RL_ACP_SET_MODE;
     if (strcmp(id, "model") == 0 && json_is_object(models))

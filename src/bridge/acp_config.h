@@ -31,11 +31,11 @@ int rl_acp_high_risk(const char *value);
 const char *rl_acp_kind_of_category(const char *category);
 
 /*
- * The relay's options from a session's configOptions (preferred when it is
- * an array, as ACP says) or else its modes and models objects (each may be
- * NULL). Options and values past the caps, and any whose id or value would
- * not fit (a cut value would set something else), are left out; names are
- * cut. A new array (empty when the agent offers nothing).
+ * The relay's options from a session's configOptions (preferred, as ACP
+ * says), then its older modes and models objects for what the options do not
+ * cover (no option of that kind or id); each may be NULL. Options and values past the caps, and any whose id or value
+ * would not fit (a cut value would set something else), are left out; names are cut. A new array (empty when the agent
+ * offers nothing).
  */
 json_t *rl_acp_options(json_t *config_options, json_t *modes, json_t *models);
 

@@ -236,8 +236,13 @@ void rl_acp__close(struct rl_agent *a, const char *relay_id, const char *reason)
         s->state = SESSION_CLOSED;
     }
     /* An archived session may be brought back and continue; a deleted one is gone, and so is its binding. */
-    if (reason != NULL && strcmp(reason, "deleted") == 0)
+    if (reason != NULL && strcmp(reason, "deleted") == 0) {
         rl_acp__state_forget(a, relay_id);
+        if (s != NULL) {
+            free(s->acp_id);
+            s->acp_id = NULL;
+        }
+    }
     fields = json_pack("{s:s}", "state", "ended");
     rl_bridge_state(a->bridge, relay_id, fields);
     json_decref(fields);

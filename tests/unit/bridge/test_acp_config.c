@@ -103,6 +103,14 @@ static void test_config_options_win_over_modes(void **state)
     assert_int_equal(json_array_size(options), 4);
     assert_int_equal(rl_acp_setter_of(config, modes, NULL, "mode"), RL_ACP_SET_CONFIG);
     assert_int_equal(rl_acp_setter_of(config, modes, NULL, "nothing"), RL_ACP_SET_NONE);
+    json_decref(options);
+    /* codex-acp: model and effort as options, the mode only in modes: the mode is still offered, and set so. */
+    json_array_remove(config, 0);
+    options = rl_acp_options(config, modes, NULL);
+    assert_int_equal(json_array_size(options), 4);
+    assert_string_equal(str(json_array_get(options, 3), "kind"), "mode");
+    assert_int_equal(rl_acp_setter_of(config, modes, NULL, "mode"), RL_ACP_SET_MODE);
+    assert_int_equal(rl_acp_setter_of(config, modes, NULL, "model"), RL_ACP_SET_CONFIG);
     params = rl_acp_setter_params(RL_ACP_SET_CONFIG, config, "s1", "mode", "plan");
     assert_string_equal(str(params, "configId"), "mode");
     assert_string_equal(str(params, "value"), "plan");

@@ -121,14 +121,6 @@ def write_desk_session(acp, sid, title, history):
         json.dump({"history": history, "cwd": str(acp.cwd), "title": title}, f)
 
 
-def declare_default_agent(relay, acp):
-    """The manifest's agents: a bridge that runs one --agent declares it as "default" (docs/api.md); said here
-    with the bridge's own token, which a later manifest without agents leaves in place."""
-    assert_ok(relay.request("POST", "/v1/bridge/setManifest", headers=bearer(acp.bridge.token()), json={
-        "agents": [{"name": "default", "kind": "acp", "default": True,
-                    "supports": {"session_list": True, "session_resume": True}}]}))
-
-
 def list_agent_sessions(acp):
     path = "/v1/me/installations/%s/agent-sessions?agent=default&project_id=p_here" % acp.user.installation_id
     return assert_ok(acp.user.call("GET", path))["sessions"]
@@ -137,7 +129,6 @@ def list_agent_sessions(acp):
 def test_a_session_begun_at_the_desk_is_listed_and_continued(relay, user_token, tmp_path):
     acp = Acp(relay, user_token, tmp_path, agent_flags="--sessions", bridge_flags=["--no-e2e"])
     try:
-        declare_default_agent(relay, acp)
         write_desk_session(acp, "sess_desk0001", "fix the parser", [["user", "fix the parser"],
                                                                    ["agent", "done at the desk"]])
         listed = list_agent_sessions(acp)
