@@ -49,7 +49,7 @@
     X(DEVICE_REVOKED, "device_revoked", RL_READ_WEB)                                                                   \
     X(SESSION_KEY_GRANTED, "session_key_granted", RL_READ_WEB)                                                         \
     X(SESSION_FILE_TOUCHED, "session_file_touched", RL_READ_WEB)                                                       \
-    X(SESSION_STATE, "session_state", 0)
+    X(SESSION_STATE, "session_state", RL_READ_WEB)
 
 /* The bridge's updates (frames {"type": "update", "update": {type, ...}}). */
 #define RL_UPDATE_MAP(X)                                                                                               \

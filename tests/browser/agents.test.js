@@ -277,6 +277,15 @@ test('a refused folder is said plainly on the chat, and nothing can be sent', as
   await page.waitForSelector('.agent-refused:not([hidden])');
   assert.equal(await page.getAttribute('.agent-refused', 'data-code'), 'worktree_name_invalid');
   assert.match(await page.textContent('.agent-refused'), /^This branch name cannot be used for a worktree/);
+
+  // The same project in a plain chat: the bar names it from the bridge's agent_state.project.
+  const plain = (await relay.api('POST', '/v1/me/sessions', token,
+    { installation_id: installationId, title: 'Plain alpha', agent: 'second', project: { id: alpha } })).session_id;
+  await page.goto(`${relay.url}/#/s/${plain}`);
+  await waitFor('the bar naming the plain chat\'s folder', async () =>
+    (await page.textContent('.agent-place').catch(() => '')).replace(/\s+/g, ' ').includes('second · alpha'));
+  assert.equal(await page.textContent('.agent-branch'), 'main');
+  assert.equal((await session(plain)).agent_state.project.name, 'alpha');
   problems.push(...page.problems.splice(0));
 
   // A device the machine has not accepted gets no folders (they are sealed to accepted devices only), and

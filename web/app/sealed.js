@@ -139,11 +139,22 @@ export async function openCapabilityRequest(keys, sessionId, r) {
   return reason === null ? { ...r, reason: LOCKED_TEXT, encrypted: true, locked: true } : { ...r, reason, encrypted: true, locked: false };
 }
 
-// A session row: title from title_ct, and the project it works in from project_ct as `project_opened`
-// {id, worktree_branch?, name?, path?, branch?} (null while no key opens it).
+// The bridge's agent_state of an encrypted session: its project {id, name, path, branch} sealed as
+// project_ct (same path as the start's), opened into `project`; left as it is without one or a key.
+export async function openAgentState(keys, state) {
+  if (!state || typeof state !== 'object' || !present(state.project_ct)) return state;
+  const text = await field(keys, paths.project(), state.project_ct);
+  const project = text === null ? null : parseJson(text);
+  return project && typeof project === 'object' && !Array.isArray(project) ? { ...state, project } : state;
+}
+
+// A session row: title from title_ct, the project it was started in from project_ct as `project_opened`
+// {id, worktree_branch?, name?, path?, branch?} (null while no key opens it), and its agent_state's.
 export async function openSession(keys, s) {
-  if (!s || (!present(s.title_ct) && !present(s.project_ct))) return s;
+  const stateCt = !!(s && s.agent_state && typeof s.agent_state === 'object' && present(s.agent_state.project_ct));
+  if (!s || (!present(s.title_ct) && !present(s.project_ct) && !stateCt)) return s;
   const out = { ...s };
+  if (stateCt) out.agent_state = await openAgentState(keys, s.agent_state);
   if (present(s.title_ct)) {
     const title = await field(keys, paths.meta(s.id), s.title_ct);
     out.title = title === null ? null : title;
@@ -192,6 +203,8 @@ export async function openEvent(keys, name, d) {
       return openApproval(keys, d.session_id, d);
     case 'device_capability_request':
       return openCapabilityRequest(keys, d.session_id, d);
+    case 'session_state':
+      return d.agent_state ? { ...d, agent_state: await openAgentState(keys, d.agent_state) } : d;
     case 'session_created':
     case 'session_renamed':
     case 'session_updated':

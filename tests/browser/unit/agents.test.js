@@ -192,4 +192,13 @@ test('project_ct: sealed with the new session\'s key before its id is known, ope
   assert.deepEqual((await sealed.openSession([key], { id: 'ses_other', project_ct: ct })).project_opened, project);
   const plain = { id: 'ses_1', title: 't', encrypted: false };
   assert.equal(await sealed.openSession([], plain), plain);
+  // The bridge's state of an encrypted chat seals the project it found the same way (relay-bridge, PROJECT_BLOB).
+  const found = { id: 'p_1', name: 'relay', path: '/src/relay.worktrees/fix-x', branch: 'fix/x' };
+  const state = { state: 'ready', project_ct: await sealed.sealProject(key, found) };
+  const row2 = await sealed.openSession([key], { id: 'ses_9', encrypted: true, agent_state: state });
+  assert.deepEqual(row2.agent_state.project, found);
+  assert.deepEqual(a.placeOf({ ...row2, project_opened: project }), { agent: '', folder: 'relay', branch: 'fix/x', path: found.path });
+  const event = await sealed.openEvent([key], 'session_state', { session_id: 'ses_9', agent_state: state });
+  assert.deepEqual(event.agent_state.project, found);
+  assert.equal((await sealed.openEvent([], 'session_state', { session_id: 'ses_9', agent_state: state })).agent_state.project, undefined);
 });
