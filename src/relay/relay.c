@@ -24,6 +24,7 @@
 #include "relay/keys.h"
 #include "relay/me.h"
 #include "relay/login.h"
+#include "common/jobs.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/pairing.h"
@@ -79,6 +80,35 @@ static int watch_store(rl_relay_t *relay)
     relay->store_wake = h2o_evloop_socket_create(relay->loop, fd, 0);
     relay->store_wake->data = relay;
     h2o_socket_read_start(relay->store_wake, on_store_wake);
+    return 0;
+}
+
+/* Background jobs finished or posted something: their callbacks run here, like any other socket callback. */
+static void on_jobs_wake(h2o_socket_t *sock, const char *err)
+{
+    rl_relay_t *relay = sock->data;
+
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    if (err != NULL) {
+        rl_log_error("the background jobs' eventfd failed: %s", err);
+        abort();
+    }
+    rl_jobs_dispatch(relay->jobs);
+}
+
+static int start_jobs(rl_relay_t *relay)
+{
+    int fd;
+
+    relay->jobs = rl_jobs_start();
+    /* h2o closes what it watches; the queue keeps its own descriptor. */
+    if (relay->jobs == NULL || (fd = fcntl(rl_jobs_fd(relay->jobs), F_DUPFD_CLOEXEC, 0)) < 0) {
+        rl_log_error("cannot start the background jobs: %s", strerror(errno));
+        return -1;
+    }
+    relay->jobs_wake = h2o_evloop_socket_create(relay->loop, fd, 0);
+    relay->jobs_wake->data = relay;
+    h2o_socket_read_start(relay->jobs_wake, on_jobs_wake);
     return 0;
 }
 
@@ -206,6 +236,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         rl_log_error("%s", why);
         return -1;
     }
+    /* The background jobs before what submits to them (the user-token keys' refresh, push). */
+    if (start_jobs(relay) != 0)
+        return -1;
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
         rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
         rl_attachments_open(relay) != 0)
@@ -278,7 +311,18 @@ void rl_relay_stop(rl_relay_t *relay)
             rl_store_drain(relay->store);
         } while (rl_deltas_pending(relay->deltas) > 0);
     }
-    /* Its completions (the subscriptions a push goes to) ran in the drain; what it still sends is dropped. */
+    /*
+     * The background jobs stop (push's sender among them: what it still
+     * sends is dropped); push's completions (the subscriptions a push goes
+     * to) ran in the drain.
+     */
+    rl_jobs_stop(relay->jobs);
+    relay->jobs = NULL;
+    if (relay->jobs_wake != NULL) {
+        h2o_socket_read_stop(relay->jobs_wake);
+        h2o_socket_close(relay->jobs_wake);
+        relay->jobs_wake = NULL;
+    }
     rl_push_close(relay->push);
     relay->push = NULL;
     rl_bridge_ws_close_all(relay->sockets);
