@@ -61,6 +61,7 @@
     X(MESSAGE_TOO_LARGE, 413, "message_too_large", "the message's text would pass this relay's size limit")            \
     X(QUOTA_EXCEEDED, 413, "quota_exceeded", "this upload would pass your storage quota for attachments")              \
     X(TOOL_NOT_DECLARED, 422, "tool_not_declared", "the tool is not declared in the agent manifest")                   \
+    X(AGENT_NOT_DECLARED, 422, "agent_not_declared", "the agent is not declared in the installation's manifest")       \
     X(RATE_LIMITED, 429, "rate_limited", "too many requests; retry later")                                             \
     X(BRIDGE_BUSY, 429, "bridge_busy", "too many requests already wait for the bridge's answers; retry later")         \
     X(CONTENT_BLOCKED, 451, "content_blocked", "the content filter blocked this output")                               \

@@ -48,7 +48,8 @@
     X(DEVICE_ADDED, "device_added", RL_READ_WEB)                                                                       \
     X(DEVICE_REVOKED, "device_revoked", RL_READ_WEB)                                                                   \
     X(SESSION_KEY_GRANTED, "session_key_granted", RL_READ_WEB)                                                         \
-    X(SESSION_FILE_TOUCHED, "session_file_touched", RL_READ_WEB)
+    X(SESSION_FILE_TOUCHED, "session_file_touched", RL_READ_WEB)                                                       \
+    X(SESSION_STATE, "session_state", 0)
 
 /* The bridge's updates (frames {"type": "update", "update": {type, ...}}). */
 #define RL_UPDATE_MAP(X)                                                                                               \
@@ -62,7 +63,9 @@
     X(DEVICE_PENDING, "device_pending", RL_READ_BRIDGE)                                                                \
     X(DEVICE_ADDED, "device_added", RL_READ_BRIDGE)                                                                    \
     X(DEVICE_REVOKED, "device_revoked", RL_READ_BRIDGE)                                                                \
-    X(SESSION_KEY_GRANTED, "session_key_granted", RL_READ_BRIDGE)
+    X(SESSION_KEY_GRANTED, "session_key_granted", RL_READ_BRIDGE)                                                      \
+    X(SESSION_CONFIG, "session.config", 0)                                                                             \
+    X(SESSION_CLOSED, "session.closed", 0)
 
 #define RL_EVENT_ID(id, name, readers)  RL_EV_##id,
 #define RL_UPDATE_ID(id, name, readers) RL_UP_##id,

@@ -337,6 +337,46 @@ out:
     return result;
 }
 
+/*
+ * issue 36: base64(nonce(24) || crypto_box_easy(...)), NaCl's box between two
+ * long-lived X25519 keys, as a bridge seals a list to one device.
+ */
+int rl_e2e_box_open(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN], const char *b64,
+                    char **out, size_t *outlen)
+{
+    size_t b64len = strlen(b64);
+    uint8_t *box = malloc(b64len / 4 * 3 + 3);
+    char *plain = NULL;
+    long len;
+    int result = RL_E2E_E_FORMAT;
+
+    *out = NULL;
+    if (box == NULL)
+        return RL_E2E_E_CRYPTO;
+    len = rl_base64_decode(b64, b64len, box);
+    if (len < (long)(crypto_box_NONCEBYTES + crypto_box_MACBYTES))
+        goto out;
+    *outlen = (size_t)len - crypto_box_NONCEBYTES - crypto_box_MACBYTES;
+    plain = malloc(*outlen + 1);
+    if (plain == NULL) {
+        result = RL_E2E_E_CRYPTO;
+        goto out;
+    }
+    result = crypto_box_open_easy((uint8_t *)plain, box + crypto_box_NONCEBYTES,
+                                  (unsigned long long)len - crypto_box_NONCEBYTES, box, their_pub, my_sec) == 0
+                 ? 0
+                 : RL_E2E_E_AUTH;
+    if (result == 0) {
+        plain[*outlen] = '\0';
+        *out = plain;
+        plain = NULL;
+    }
+out:
+    free(plain);
+    free(box);
+    return result;
+}
+
 int rl_e2e_unwrap_key(const uint8_t sec[RL_E2E_KEY_LEN], const char *b64, uint8_t key[RL_E2E_KEY_LEN])
 {
     uint8_t plain[RL_E2E_KEY_LEN + 1];

@@ -108,6 +108,14 @@ char *rl_e2e_wrap(const uint8_t recipient_pub[RL_E2E_KEY_LEN], const uint8_t *pl
  * plaintext's length); *outlen the length. 0, RL_E2E_E_FORMAT, RL_E2E_E_VERSION or RL_E2E_E_AUTH.
  */
 int rl_e2e_unwrap(const uint8_t sec[RL_E2E_KEY_LEN], const char *b64, uint8_t *out, size_t outsz, size_t *outlen);
+/*
+ * Opens a box sealed between two devices' long-lived keys (a bridge's list
+ * sealed to this device, issue 36): b64 is base64(nonce(24) ||
+ * crypto_box_easy). 0 with *out a malloc'd NUL-terminated plaintext of
+ * *outlen bytes; RL_E2E_E_FORMAT or RL_E2E_E_AUTH (not for us, or forged).
+ */
+int rl_e2e_box_open(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN], const char *b64,
+                    char **out, size_t *outlen);
 /* Unwraps a session key: as rl_e2e_unwrap, and RL_E2E_E_FORMAT unless the plaintext is exactly 32 bytes. */
 int rl_e2e_unwrap_key(const uint8_t sec[RL_E2E_KEY_LEN], const char *b64, uint8_t key[RL_E2E_KEY_LEN]);
 

@@ -1136,26 +1136,6 @@ int rl_session_files_list(rl_call_t *call)
     return result;
 }
 
-/* The bridge's answer, as it sent it (but for the envelope's type and req_id); its error is the bridge's. */
-static void on_bridge_answer(rl_call_t *call, json_t *reply, int error)
-{
-    json_t *copy;
-
-    if (error != 0) {
-        rl_call_fail(call, error, NULL);
-        return;
-    }
-    if (json_is_object(json_object_get(reply, "error"))) {
-        rl_call_fail_full(call, RL_E_UPSTREAM, "the bridge could not answer", NULL,
-                          json_pack("{s:O}", "bridge_error", json_object_get(reply, "error")));
-        return;
-    }
-    copy = json_deep_copy(reply);
-    json_object_del(copy, "type");
-    json_object_del(copy, "req_id");
-    rl_call_reply(call, copy);
-}
-
 static void on_file_found(rl_store_op_t *base)
 {
     struct e2e_op *op = (void *)base;
@@ -1171,7 +1151,7 @@ static void on_file_found(rl_store_op_t *base)
         snprintf(installation_id, sizeof(installation_id), "%s",
                  json_string_value(json_object_get(frame, "installation_id")));
         json_object_del(frame, "installation_id");
-        rl_rpc_ask(relay->rpc, call, installation_id, frame, on_bridge_answer);
+        rl_rpc_ask(relay->rpc, call, installation_id, frame, rl_rpc_pass_on);
     }
     rl_call_release(call);
 }
@@ -1229,7 +1209,7 @@ static void on_models_installation(rl_store_op_t *base)
     if (base->result != 0)
         rl_call_fail(call, base->result, NULL);
     else
-        rl_rpc_ask(relay->rpc, call, op->session_id, json_pack("{s:s}", "type", "models.list.req"), on_bridge_answer);
+        rl_rpc_ask(relay->rpc, call, op->session_id, json_pack("{s:s}", "type", "models.list.req"), rl_rpc_pass_on);
     rl_call_release(call);
 }
 

@@ -9,6 +9,10 @@
  * leaves out is kept, so that a bridge can send the commands alone whenever
  * the agent's list changes. A change of agent or commands is told to the
  * user as installation_updated, since the Installation view shows both.
+ *
+ * ours (issue 36): the agents the bridge runs ({name, kind, default?,
+ * supports}), kept like commands and shown as the Installation view's
+ * agents; a session names one of them (422 agent_not_declared otherwise).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,7 @@
 #include "relay/views.h"
 
 #define COMMANDS_MAX 200
+#define AGENTS_MAX   16
 
 static const rl_field_t agent_fields[] = {
     RL_FIELD_STRING("name", RL_F_REQUIRED, 1, 128),
@@ -48,13 +53,63 @@ static const rl_field_t command_fields[] = {
 static const rl_schema_t command_schema = RL_SCHEMA(command_fields);
 static const rl_field_t command_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &command_schema);
 
+/* An agent's name: 1-32 of [a-z0-9_-], a word a client shows and sends back. */
+static int agent_name_check(const char *s, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < len; ++i)
+        if (strchr("abcdefghijklmnopqrstuvwxyz0123456789_-", s[i]) == NULL || s[i] == '\0')
+            return -1;
+    return 0;
+}
+
+static const char *const agent_kinds[] = {"acp", "jsonl", "exec", "openai", NULL};
+
+/* What an agent supports: booleans; keys this relay does not know are kept as sent (a newer bridge's). */
+static const rl_field_t supports_fields[] = {
+    RL_FIELD_BOOLEAN("modes", 0),           RL_FIELD_BOOLEAN("config", 0),
+    RL_FIELD_BOOLEAN("session_list", 0),    RL_FIELD_BOOLEAN("session_resume", 0),
+    RL_FIELD_BOOLEAN("session_load", 0),    RL_FIELD_BOOLEAN("session_close", 0),
+    RL_FIELD_BOOLEAN("terminal_output", 0), RL_FIELD_END,
+};
+static const rl_schema_t supports_schema = RL_SCHEMA(supports_fields);
+
+static const rl_field_t agents_item_fields[] = {
+    RL_FIELD_STRING_CHECK("name", RL_F_REQUIRED, 1, 32, agent_name_check, "Expected 1-32 of a-z, 0-9, _ and -"),
+    RL_FIELD_ENUM("kind", RL_F_REQUIRED, agent_kinds),
+    RL_FIELD_BOOLEAN("default", 0),
+    RL_FIELD_OBJECT("supports", RL_F_REQUIRED, &supports_schema),
+    RL_FIELD_END,
+};
+static const rl_schema_t agents_item_schema = RL_SCHEMA(agents_item_fields);
+static const rl_field_t agents_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &agents_item_schema);
+
 static const rl_field_t manifest_fields[] = {
     RL_FIELD_OBJECT("agent", 0, &agent_schema),
+    RL_FIELD_ARRAY("agents", 0, 0, AGENTS_MAX, &agents_item),
     RL_FIELD_ARRAY("tools", 0, 0, 512, &tool_item),
     RL_FIELD_ARRAY("commands", 0, 0, COMMANDS_MAX, &command_item),
     RL_FIELD_END,
 };
 const rl_schema_t rl_manifest_schema = RL_SCHEMA(manifest_fields);
+
+int rl_manifest_agent_declared(const char *manifest, const char *agent)
+{
+    json_t *parsed = manifest != NULL ? json_loads(manifest, 0, NULL) : NULL;
+    json_t *agents = json_object_get(parsed, "agents"), *item;
+    int declared = 0;
+    size_t i;
+
+    json_array_foreach(agents, i, item)
+    {
+        const char *name = json_string_value(json_object_get(item, "name"));
+        if (name != NULL && strcmp(name, agent) == 0)
+            declared = 1;
+    }
+    json_decref(parsed);
+    return declared;
+}
 
 int rl_manifest_declares(const char *manifest, const char *tool)
 {
@@ -74,9 +129,9 @@ int rl_manifest_declares(const char *manifest, const char *tool)
 }
 
 /* The parts of a manifest, in the order the view shows them. */
-static const char *const parts[] = {"agent", "tools", "commands"};
+static const char *const parts[] = {"agent", "agents", "tools", "commands"};
 /* The parts the Installation view shows: a change of one is news to the user. */
-static const char *const shown[] = {"agent", "commands"};
+static const char *const shown[] = {"agent", "agents", "commands"};
 
 struct manifest_set {
     rl_op_t op;
@@ -117,9 +172,12 @@ static int manifest_set_run(rl_txn_t *txn, rl_store_op_t *base)
         if (part != NULL)
             json_object_set(manifest, parts[i], part);
     }
-    for (i = 0; i < sizeof(shown) / sizeof(shown[0]); ++i)
-        if (!json_equal(json_object_get(stored, shown[i]), json_object_get(manifest, shown[i])))
+    for (i = 0; i < sizeof(shown) / sizeof(shown[0]); ++i) {
+        json_t *before = json_object_get(stored, shown[i]), *after = json_object_get(manifest, shown[i]);
+        /* json_equal says two absent parts differ: neither is news. */
+        if ((before != NULL || after != NULL) && !json_equal(before, after))
             op->changed = 1;
+    }
     op->tools = (json_int_t)json_array_size(json_object_get(manifest, "tools"));
     text = json_dumps(manifest, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(stored);
@@ -153,9 +211,44 @@ static void on_manifest_stored(rl_store_op_t *base)
     rl_call_release(call);
 }
 
+/*
+ * What the schema cannot say of agents: names are unique, and at most one is
+ * the default (the bridge's choice when a session names none). The path of
+ * the first problem, or NULL.
+ */
+static const char *agents_problem(const json_t *agents, const char **message)
+{
+    json_t *item, *other;
+    size_t i, j, defaults = 0;
+
+    json_array_foreach(agents, i, item)
+    {
+        if (json_is_true(json_object_get(item, "default")) && ++defaults > 1) {
+            *message = "At most one agent is the default";
+            return "agents";
+        }
+        for (j = 0; j < i; ++j) {
+            other = json_array_get(agents, j);
+            if (json_equal(json_object_get(item, "name"), json_object_get(other, "name"))) {
+                *message = "Each agent's name is said once";
+                return "agents";
+            }
+        }
+    }
+    return NULL;
+}
+
 int rl_manifest_set(rl_call_t *call)
 {
-    struct manifest_set *op = rl_op_new(&manifest_set_type, sizeof(*op));
+    struct manifest_set *op;
+    const char *message = NULL, *path = agents_problem(json_object_get(call->body, "agents"), &message);
+
+    if (path != NULL) {
+        rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", path, "code", "custom", "message", message), NULL);
+        return 0;
+    }
+    op = rl_op_new(&manifest_set_type, sizeof(*op));
 
     op->installation_id = rl_op_str(op, call->principal);
     /* The validated body is never changed once a handler runs: the worker reads it alongside. */

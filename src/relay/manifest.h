@@ -13,5 +13,7 @@ extern const rl_schema_t rl_manifest_schema;
  * allows tool. Any thread.
  */
 int rl_manifest_declares(const char *manifest, const char *tool);
+/* ours (issue 36): whether manifest's agents name agent (a manifest without agents names none). Any thread. */
+int rl_manifest_agent_declared(const char *manifest, const char *agent);
 
 #endif

@@ -3,6 +3,7 @@
  * row each (method, pattern, handler, auth, rate bucket, body schema).
  */
 #include "common/error.h"
+#include "relay/agents.h"
 #include "http/validate.h"
 #include "relay/approvals.h"
 #include "relay/attachments.h"
@@ -51,6 +52,8 @@ const rl_route_t rl_relay_routes[] = {
      RL_SESSION_UNARCHIVE},
     {"POST", "/v1/me/sessions/:id/restore", rl_session_change, RL_AUTH_USER, "default", NULL, 0, 0, RL_SESSION_RESTORE},
     {"POST", "/v1/me/sessions/:id/cancel", rl_session_cancel, RL_AUTH_USER, "default", &rl_session_cancel_schema, 0},
+    /* issue 36: steering the session's agent (docs/api.md "Agents and projects") */
+    {"POST", "/v1/me/sessions/:id/config", rl_session_config, RL_AUTH_USER, "default", &rl_session_config_schema, 0},
     {"GET", "/v1/me/sessions/:id/messages", rl_messages_list, RL_AUTH_USER, "default", NULL, 0},
     {"GET", "/v1/me/sessions/:id/timeline", rl_timeline_list, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/sessions/:id/send", rl_message_send, RL_AUTH_USER, "default", &rl_message_send_schema, 0},
@@ -67,6 +70,9 @@ const rl_route_t rl_relay_routes[] = {
     /* Bridge REST. */
     {"GET", "/v1/bridge/ws", rl_bridge_ws_open, RL_AUTH_BRIDGE_UPGRADE, "default", NULL, 0},
     {"POST", "/v1/bridge/setManifest", rl_manifest_set, RL_AUTH_BRIDGE, "default", &rl_manifest_schema, 0},
+    /* issue 36: the agent's state in a session (docs/api.md "Session state") */
+    {"POST", "/v1/bridge/sessions/:id/state", rl_bridge_session_state, RL_AUTH_BRIDGE, "task", &rl_session_state_schema,
+     0, RL_SESSION_STATE_MAX},
     {"POST", "/v1/bridge/sendMessage", rl_bridge_send_message, RL_AUTH_BRIDGE, "msg", &rl_send_message_schema, 0},
     /* The hot route: read flat when it can be, refused unread while the loop lags (http/route.h). */
     {"POST", "/v1/bridge/sendMessageDelta", rl_bridge_send_delta, RL_AUTH_BRIDGE, "delta", &rl_send_delta_schema,
@@ -110,6 +116,10 @@ const rl_route_t rl_relay_routes[] = {
     {"POST", "/v1/me/sessions/:id/files/read", rl_session_file_read_plain, RL_AUTH_USER, "default",
      &rl_file_read_plain_schema, 0},
     {"GET", "/v1/me/installations/:id/models", rl_installation_models, RL_AUTH_USER, "default", NULL, 0},
+    /* issue 36: the bridge's projects and the agent's own sessions, live (docs/api.md "The bridge's socket") */
+    {"GET", "/v1/me/installations/:id/projects", rl_installation_projects, RL_AUTH_USER, "default", NULL, 0},
+    {"GET", "/v1/me/installations/:id/agent-sessions", rl_installation_agent_sessions, RL_AUTH_USER, "default", NULL,
+     0},
     {"POST", "/v1/bridge/notifyToolFile", rl_bridge_notify_tool_file, RL_AUTH_BRIDGE, "default",
      &rl_notify_tool_file_schema, 0},
     {"POST", "/v1/bridge/devices", rl_bridge_device_register, RL_AUTH_BRIDGE, "default", &rl_bridge_device_schema, 0},

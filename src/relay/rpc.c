@@ -321,3 +321,22 @@ void rl_rpc_on_signal(rl_relay_t *relay, const char *topic, json_t *message)
     }
     settle(p, frame, 0);
 }
+
+void rl_rpc_pass_on(rl_call_t *call, json_t *reply, int error)
+{
+    json_t *copy;
+
+    if (error != 0) {
+        rl_call_fail(call, error, NULL);
+        return;
+    }
+    if (json_is_object(json_object_get(reply, "error"))) {
+        rl_call_fail_full(call, RL_E_UPSTREAM, "the bridge could not answer", NULL,
+                          json_pack("{s:O}", "bridge_error", json_object_get(reply, "error")));
+        return;
+    }
+    copy = json_deep_copy(reply);
+    json_object_del(copy, "type");
+    json_object_del(copy, "req_id");
+    rl_call_reply(call, copy);
+}

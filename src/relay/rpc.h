@@ -41,6 +41,12 @@ void rl_rpc_free(rl_rpc_t *rpc);
  */
 void rl_rpc_ask(rl_rpc_t *rpc, rl_call_t *call, const char *installation_id, json_t *frame,
                 void (*answer)(rl_call_t *call, json_t *reply, int error));
+/*
+ * An answer function for rl_rpc_ask: the bridge's answer as it sent it (but
+ * for its type and req_id), its error {code, message} as 502 upstream_error
+ * with details.bridge_error, or relayd's own error.
+ */
+void rl_rpc_pass_on(rl_call_t *call, json_t *reply, int error);
 /* bridge_ws.c: a frame with a req_id came from a bridge on this node; it goes to the node that asked. */
 void rl_rpc_bridge_answered(struct rl_relay *relay, const char *installation_id, json_t *frame, size_t len);
 /* relay.c: a signal on this node's "rpc:" topic. */

@@ -1,17 +1,21 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/rand.h"
 #include "http/query.h"
+#include "relay/agents.h"
 #include "relay/approvals.h"
 #include "relay/deltas.h"
 #include "relay/e2e.h"
 #include "relay/hub.h"
+#include "relay/manifest.h"
 #include "relay/ops.h"
 #include "relay/relay.h"
 #include "relay/sessions.h"
+#include "relay/target.h"
 #include "auth/token.h"
 #include "relay/updates.h"
 #include "relay/views.h"
@@ -20,11 +24,27 @@
 #define TITLE_MAX 200
 /* an envelope of a 200-character title, in base64, with room */
 #define TITLE_CT_MAX 1024
+/* issue 36: an encrypted session's project ({id, worktree_branch?, name?, path?}) sealed */
+#define PROJECT_CT_MAX 8192
 
 static int check_installation_id(const char *s, size_t len)
 {
     return rl_installation_id_is_valid(s, len) ? 0 : -1;
 }
+
+/* issue 36: a plain session's project: an opaque id from the bridge's list and a worktree to make. */
+static const rl_field_t project_fields[] = {
+    RL_FIELD_STRING_CHECK("id", RL_F_REQUIRED, 1, 64, rl_printable_check, RL_PRINTABLE_MESSAGE),
+    RL_FIELD_STRING_CHECK("worktree_branch", 0, 1, 100, rl_printable_check, RL_PRINTABLE_MESSAGE),
+    RL_FIELD_END,
+};
+static const rl_schema_t project_schema = RL_SCHEMA(project_fields);
+
+static const rl_field_t resume_fields[] = {
+    RL_FIELD_STRING_CHECK("agent_session_id", RL_F_REQUIRED, 1, 256, rl_printable_check, RL_PRINTABLE_MESSAGE),
+    RL_FIELD_END,
+};
+static const rl_schema_t resume_schema = RL_SCHEMA(resume_fields);
 
 static const rl_field_t session_create_fields[] = {
     RL_FIELD_STRING_CHECK("installation_id", RL_F_REQUIRED, 1, 64, check_installation_id,
@@ -32,6 +52,11 @@ static const rl_field_t session_create_fields[] = {
     RL_FIELD_STRING("title", RL_F_NULLABLE, 0, TITLE_MAX),
     RL_FIELD_BOOLEAN("encrypted", 0),
     RL_FIELD_CT("title_ct", RL_F_NULLABLE, TITLE_CT_MAX),
+    /* issue 36: which of the bridge's agents, in which project, continuing which of the agent's sessions */
+    RL_FIELD_STRING("agent", 0, 1, 32),
+    RL_FIELD_OBJECT("project", 0, &project_schema),
+    RL_FIELD_CT("project_ct", 0, PROJECT_CT_MAX),
+    RL_FIELD_OBJECT("resume", 0, &resume_schema),
     RL_FIELD_END,
 };
 const rl_schema_t rl_session_create_schema = RL_SCHEMA(session_create_fields);
@@ -57,6 +82,7 @@ const rl_schema_t rl_session_cancel_schema = RL_SCHEMA(session_cancel_fields);
 struct session_create {
     rl_op_t op;
     const char *user_id, *installation_id, *session_id, *title;
+    const char *agent, *project, *resume; /* issue 36: as the row keeps them */
     int64_t now, delete_grace;
     int encrypted;
     const char *bridge; /* result: the installation to notify */
@@ -71,6 +97,9 @@ static int session_create_run(rl_txn_t *txn, rl_store_op_t *base)
     int result = RL_TXN(txn, installation_get, op->installation_id, &installation);
 
     session.encrypted = op->encrypted;
+    session.agent = op->agent;
+    session.project = op->project;
+    session.resume = op->resume;
     /* Another user's installation looks like none at all. */
     if (result == RL_E_NOT_FOUND || (result == 0 && strcmp(installation.user_id, op->user_id) != 0))
         return RL_E_INSTALLATION_NOT_FOUND;
@@ -78,6 +107,9 @@ static int session_create_run(rl_txn_t *txn, rl_store_op_t *base)
         return result;
     if (strcmp(installation.state, "live") != 0)
         return RL_E_INSTALLATION_REVOKED;
+    /* issue 36: a session names one of the agents the bridge said it runs, or none (its default). */
+    if (op->agent != NULL && !rl_manifest_agent_declared(installation.manifest, op->agent))
+        return RL_E_AGENT_NOT_DECLARED;
     if ((result = RL_TXN(txn, session_insert, &session)) != 0)
         return result;
     /* spec: a new session reaches the bridge as session.started. */
@@ -98,7 +130,12 @@ static void on_session_created(rl_store_op_t *base)
     rl_relay_t *relay = call->app;
     json_t *session = op->op.value;
 
-    if (base->result != 0) {
+    if (base->result == RL_E_AGENT_NOT_DECLARED) {
+        rl_call_fail_full(call, base->result, NULL,
+                          json_pack("[{s:s, s:s, s:s}]", "path", "agent", "code", "invalid_enum_value", "message",
+                                    "The installation's manifest declares no agent of this name"),
+                          NULL);
+    } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
         rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_CREATED,
@@ -114,9 +151,11 @@ int rl_session_create(rl_call_t *call)
     rl_relay_t *relay = call->app;
     struct session_create *op;
     char session_id[32];
-    static const char *const plain[] = {"title", NULL};
+    static const char *const plain[] = {"title", "project", NULL};
     const char *field = NULL;
     int encrypted = json_is_true(json_object_get(call->body, "encrypted"));
+    json_t *project = json_object_get(call->body, "project");
+    char *text;
 
     if (rl_e2e_body_check(call->body, encrypted, plain, &field) != 0) {
         rl_e2e_fail_field(call, field, encrypted);
@@ -130,6 +169,21 @@ int rl_session_create(rl_call_t *call)
     op->encrypted = json_is_true(json_object_get(call->body, "encrypted"));
     /* An encrypted session's title column holds the client's envelope (title_ct). */
     op->title = rl_op_str(op, rl_body_string(call, op->encrypted ? "title_ct" : "title"));
+    op->agent = rl_op_str(op, rl_body_string(call, "agent"));
+    /* A plain project is kept as JSON (only the keys the schema knows); an encrypted one as its envelope. */
+    if (op->encrypted) {
+        op->project = rl_op_str(op, rl_body_string(call, "project_ct"));
+    } else if (json_is_object(project)) {
+        json_t *kept = json_pack("{s:O}", "id", json_object_get(project, "id"));
+        if (json_object_get(project, "worktree_branch") != NULL)
+            json_object_set(kept, "worktree_branch", json_object_get(project, "worktree_branch"));
+        text = json_dumps(kept, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(kept);
+        op->project = rl_op_str(op, text);
+        free(text);
+    }
+    op->resume =
+        rl_op_str(op, json_string_value(json_object_get(json_object_get(call->body, "resume"), "agent_session_id")));
     op->now = rl_clock_now_ms();
     op->delete_grace = relay->config.delete_grace;
     rl_op_submit_for(call, op, on_session_created);
@@ -218,6 +272,16 @@ static int session_change_run(rl_txn_t *txn, rl_store_op_t *base)
     } else {
         session.deleted_at = op->now;
     }
+    /* issue 36: the bridge closes the agent's session when the user puts it away (not when brought back). */
+    if (op->changed && (op->change == RL_SESSION_ARCHIVE || op->change == RL_SESSION_DELETE) &&
+        rl_target_installation_check(txn, session.installation_id) == 0) {
+        json_t *payload = json_pack("{s:{s:s}, s:s}", "session", "id", session.id, "reason",
+                                    op->change == RL_SESSION_ARCHIVE ? "archived" : "deleted");
+        if ((result = rl_update_append(txn, session.installation_id, RL_UP_SESSION_CLOSED, session.id, NULL, payload,
+                                       op->now, &op->op.update_id)) != 0)
+            return result;
+        op->bridge = session.installation_id;
+    }
     if (op->changed) {
         session.updated_at = op->now;
         if ((result = RL_TXN(txn, session_update, &session)) != 0)
@@ -252,12 +316,13 @@ static void on_session_changed(rl_store_op_t *base)
         return;
     }
     id = json_object_get(session, "id");
-    if (op->bridge != NULL) {
+    if (op->bridge != NULL)
         rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+    /* A new model is news to clients too (session_updated), whatever else the rename did. */
+    if (op->bridge != NULL && op->change == RL_SESSION_RENAME)
         rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_UPDATED,
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
                                  "session", session));
-    }
     /* spec: each transition emits its event; a request that changes nothing emits none. */
     if (op->change == RL_SESSION_RENAME && op->set_title) {
         json_t *renamed = json_pack("{s:O, s:O, s:O}", "session_id", id, "title", json_object_get(session, "title"),

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "relay/updates.h"
+#include "relay/views.h"
 
 int rl_update_append(rl_txn_t *txn, const char *installation_id, rl_update_t type, const char *session_id,
                      const char *interaction_id, json_t *payload, int64_t now, int64_t *update_id)
@@ -39,6 +40,10 @@ static json_t *session_part(const rl_session_row_t *session)
     }
     if (session->model != NULL)
         json_object_set_new(part, "model", json_string(session->model));
+    /* issue 36: agent, project (project_ct and no project in an encrypted session), resume: null when absent. */
+    rl_view_session_agent(part, session);
+    if (session->encrypted)
+        json_object_del(part, "project");
     return part;
 }
 

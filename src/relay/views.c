@@ -28,8 +28,12 @@ json_t *rl_view_user(const rl_user_row_t *row)
     return json_pack("{s:s, s:I}", "id", row->id, "created_at", (json_int_t)row->created_at);
 }
 
-/* ours: the agent the manifest names ({name, version, mode} or null) and the commands it offers ([] when none). */
-static void manifest_parts(const char *manifest, json_t **agent, json_t **commands)
+/*
+ * ours: the agent the manifest names ({name, version, mode} or null), the
+ * commands it offers and (issue 36) the agents the bridge runs, each list []
+ * when none.
+ */
+static void manifest_parts(const char *manifest, json_t **agent, json_t **commands, json_t **agents)
 {
     json_t *parsed = rl_view_json(manifest, json_object()), *named = json_object_get(parsed, "agent");
 
@@ -42,19 +46,22 @@ static void manifest_parts(const char *manifest, json_t **agent, json_t **comman
     }
     *commands = json_object_get(parsed, "commands");
     *commands = json_is_array(*commands) ? json_incref(*commands) : json_array();
+    *agents = json_object_get(parsed, "agents");
+    *agents = json_is_array(*agents) ? json_incref(*agents) : json_array();
     json_decref(parsed);
 }
 
 json_t *rl_view_installation(const rl_installation_row_t *row, const char *health)
 {
-    json_t *agent, *commands;
+    json_t *agent, *commands, *agents;
 
-    manifest_parts(row->manifest, &agent, &commands);
-    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o, s:o}", "id", row->id, "custom_display_name",
-                     text_or_null(row->custom_display_name), "custom_emoji", text_or_null(row->custom_emoji),
-                     "connector_type", row->connector_type, "host_label", row->host_label, "state", row->state,
-                     "created_at", (json_int_t)row->created_at, "health", health, "agent", agent, "commands", commands,
-                     "bridge_version", text_or_null(row->bridge_version));
+    manifest_parts(row->manifest, &agent, &commands, &agents);
+    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o, s:o, s:o}", "id", row->id,
+                     "custom_display_name", text_or_null(row->custom_display_name), "custom_emoji",
+                     text_or_null(row->custom_emoji), "connector_type", row->connector_type, "host_label",
+                     row->host_label, "state", row->state, "created_at", (json_int_t)row->created_at, "health", health,
+                     "agent", agent, "commands", commands, "agents", agents, "bridge_version",
+                     text_or_null(row->bridge_version));
 }
 
 json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace)
@@ -69,7 +76,28 @@ json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace)
     /* An encrypted session's title column holds the client's envelope. */
     if (row->encrypted)
         json_object_set_new(view, "title_ct", text_or_null(row->title));
+    rl_view_session_agent(view, row);
+    /* What the bridge last said of the agent (POST /v1/bridge/sessions/:id/state), or null. */
+    json_object_set_new(view, "agent_state", rl_view_json(row->agent_state, json_null()));
     return view;
+}
+
+/*
+ * issue 36: agent (null: the bridge's default), project (a plain session's;
+ * an encrypted one's envelope is project_ct, project then null) and resume
+ * ({agent_session_id} or null).
+ */
+void rl_view_session_agent(json_t *view, const rl_session_row_t *row)
+{
+    json_object_set_new(view, "agent", text_or_null(row->agent));
+    if (row->encrypted) {
+        json_object_set_new(view, "project", json_null());
+        json_object_set_new(view, "project_ct", text_or_null(row->project));
+    } else {
+        json_object_set_new(view, "project", rl_view_json(row->project, json_null()));
+    }
+    json_object_set_new(view, "resume",
+                        row->resume != NULL ? json_pack("{s:s}", "agent_session_id", row->resume) : json_null());
 }
 
 /*

@@ -24,6 +24,8 @@ json_t *rl_view_user(const rl_user_row_t *row);
 json_t *rl_view_installation(const rl_installation_row_t *row, const char *health);
 /* brief: a deleted session shows until when it can be restored (deleted_at + the grace). */
 json_t *rl_view_session(const rl_session_row_t *row, int64_t delete_grace);
+/* Sets a session's agent, project (or project_ct) and resume in view, as the Session view and updates show them. */
+void rl_view_session_agent(json_t *view, const rl_session_row_t *row);
 /* text is the message's text as clients see it (the streamed text of an open message). */
 json_t *rl_view_message(const rl_message_row_t *row, const char *text, size_t text_len);
 /* The approval with its request's fields, state and decision. */

@@ -244,12 +244,12 @@ static int session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
 
 static int session_update(rl_txn_t *txn, const rl_session_row_t *row)
 {
-    /* encrypted is fixed at creation: never written again. */
-    static const rl_sql_t sql = {
-        "UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ?, model = ? WHERE id = ?"};
+    /* encrypted, agent, project and resume are fixed at creation: never written again. */
+    static const rl_sql_t sql = {"UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ?, model = ?,"
+                                 " agent_state = ? WHERE id = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(row->title), P_TEXT(row->state), P_INT(row->updated_at), P_TIME(row->deleted_at),
-                     P_TEXT(row->model), P_TEXT(row->id));
+                     P_TEXT(row->model), P_TEXT(row->agent_state), P_TEXT(row->id));
 }
 
 static int sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)

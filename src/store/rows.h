@@ -56,7 +56,11 @@
     N(T, updated_at, updated_at, INT)                                                                                  \
     N(T, deleted_at, deleted_at, TIME)                                                                                 \
     N(T, encrypted, encrypted, BOOL)                                                                                   \
-    N(T, model, model, TEXT)
+    N(T, model, model, TEXT)                                                                                           \
+    N(T, agent, agent, TEXT)                                                                                           \
+    N(T, project, project, TEXT)                                                                                       \
+    N(T, resume, resume, TEXT)                                                                                         \
+    N(T, agent_state, agent_state, TEXT)
 
 #define RL_ROW_INTERACTION(F, N, T)                                                                                    \
     F(T, id, id, TEXT) N(T, session_id, session_id, TEXT) N(T, created_at, created_at, INT)

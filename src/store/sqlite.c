@@ -407,6 +407,11 @@ static const char *const migrations[] = {
     /* Who may redeem a pairing (docs/api.md, "Who redeems a pairing"); rows from before: the poll token only. */
     "ALTER TABLE pairings ADD COLUMN redeem_by TEXT;"
     "UPDATE pairings SET redeem_by = 'poll_token';",
+    /* issue 36: a session's agent, project (JSON, or an encrypted one's envelope), resumed agent session, state. */
+    "ALTER TABLE sessions ADD COLUMN agent TEXT;"
+    "ALTER TABLE sessions ADD COLUMN project TEXT;"
+    "ALTER TABLE sessions ADD COLUMN resume TEXT;"
+    "ALTER TABLE sessions ADD COLUMN agent_state TEXT;",
 };
 
 /* ---- the driver: statements ---------------------------------------------------------------------- */

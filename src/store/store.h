@@ -214,6 +214,13 @@ typedef struct rl_session_row {
     int64_t created_at, updated_at, deleted_at;
     int encrypted;
     const char *model; /* the model a client chose for the session, or NULL */
+    /*
+     * issue 36: the agent named at the start (NULL: the bridge's default),
+     * the project (a plain session's {id, worktree_branch?} as JSON text, an
+     * encrypted one's project_ct envelope), the agent session resumed (its
+     * id), and the bridge's last agent_state (JSON text); each NULL when none.
+     */
+    const char *agent, *project, *resume, *agent_state;
 } rl_session_row_t;
 
 typedef struct rl_interaction_row {

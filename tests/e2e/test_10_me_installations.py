@@ -11,11 +11,12 @@ from streams import BridgeSocket, EventStream
 
 WAIT = 15 * SLOW
 # agent and commands are ours (issue 22): what the bridge's manifest says of its agent.
-# bridge_version, encrypted and model are ours too (issue 26, docs/api.md "Encrypted sessions").
+# bridge_version, encrypted and model are ours too (issue 26, docs/api.md "Encrypted sessions"),
+# and agents, agent, project, resume and agent_state (issue 36, "Agents and projects").
 INSTALLATION_KEYS = {"id", "custom_display_name", "custom_emoji", "connector_type", "host_label",
-                     "state", "health", "created_at", "agent", "commands", "bridge_version"}
+                     "state", "health", "created_at", "agent", "commands", "agents", "bridge_version"}
 SESSION_KEYS = {"id", "installation_id", "title", "state", "created_at", "updated_at", "deleted_at",
-                "restore_until", "encrypted", "model"}
+                "restore_until", "encrypted", "model", "agent", "project", "resume", "agent_state"}
 INST_RE = re.compile(r"^inst_[0-9A-Za-z]{16}$")
 
 

@@ -64,7 +64,7 @@ def test_create_session(relay, user_token):
         started = updates(relay, inst, "session.started")
         assert len(started) == 1, started
         assert started[0][1] == view["id"]
-        assert started[0][3] == {"session": {"id": view["id"], "title": "Plan the trip", "encrypted": False}}
+        assert started[0][3] == {"session": {"id": view["id"], "title": "Plan the trip", "encrypted": False, "agent": None, "project": None, "resume": None}}
 
         # Without a title.
         untitled = create_session(relay, user_token, inst)
@@ -72,7 +72,7 @@ def test_create_session(relay, user_token):
         assert untitled["session_id"] != view["id"]
         assert watch.expect("session_created")[0].data["session"]["title"] is None
         started = updates(relay, inst, "session.started")
-        assert started[-1][3] == {"session": {"id": untitled["session_id"], "title": None, "encrypted": False}}
+        assert started[-1][3] == {"session": {"id": untitled["session_id"], "title": None, "encrypted": False, "agent": None, "project": None, "resume": None}}
     finally:
         close_stream(stream)
 
@@ -88,7 +88,7 @@ def test_session_started_reaches_a_connected_bridge(relay, user_token):
         assert update["type"] == "session.started", update
         assert update["session_id"] == session_id
         assert update["installation_id"] == inst
-        assert update["payload"] == {"session": {"id": session_id, "title": "hello bridge", "encrypted": False}}
+        assert update["payload"] == {"session": {"id": session_id, "title": "hello bridge", "encrypted": False, "agent": None, "project": None, "resume": None}}
     finally:
         drop_bridge(sock)
 

@@ -81,7 +81,7 @@ def test_send_message(relay, user_token):
         _, usid, uiid, payload = ups[0]
         assert (usid, uiid) == (sid, result["interaction_id"])
         assert set(payload) == {"session", "message"}, payload
-        assert payload["session"] == {"id": sid, "title": "Trip", "encrypted": False}
+        assert payload["session"] == {"id": sid, "title": "Trip", "encrypted": False, "agent": None, "project": None, "resume": None}
         msg = payload["message"]
         assert set(msg) == {"message_id", "text", "attachments", "reply_to", "thought_level"}, msg
         assert msg["message_id"] == result["message_id"]
@@ -138,7 +138,7 @@ def test_send_reaches_a_connected_bridge(relay, user_token):
         assert update["installation_id"] == inst
         assert ISO_RE.match(update["created_at"]), update["created_at"]
         assert update["payload"] == {
-            "session": {"id": sid, "title": "Live", "encrypted": False},
+            "session": {"id": sid, "title": "Live", "encrypted": False, "agent": None, "project": None, "resume": None},
             "message": {"message_id": result["message_id"], "text": "do it", "attachments": [],
                         "reply_to": None, "thought_level": "max"},
         }

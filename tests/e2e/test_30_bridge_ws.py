@@ -49,7 +49,7 @@ def test_ready_then_session_started_and_session_message_updates(relay, user_toke
     assert started["interaction_id"] is None
     assert started["installation_id"] == inst.id
     assert t0 - 2000 <= _created_at_ms(started) <= time.time() * 1000 + 2000, started
-    assert started["payload"] == {"session": {"id": session, "title": "Plans", "encrypted": False}}, started
+    assert started["payload"] == {"session": {"id": session, "title": "Plans", "encrypted": False, "agent": None, "project": None, "resume": None}}, started
 
     interaction, message_id = inst.send(session, "first")
     update = sock.next_update()
@@ -60,7 +60,7 @@ def test_ready_then_session_started_and_session_message_updates(relay, user_toke
     assert update["installation_id"] == inst.id
     assert _created_at_ms(update) >= _created_at_ms(started)
     assert update["payload"] == {
-        "session": {"id": session, "title": "Plans", "encrypted": False},
+        "session": {"id": session, "title": "Plans", "encrypted": False, "agent": None, "project": None, "resume": None},
         "message": {"message_id": message_id, "text": "first", "attachments": [], "reply_to": None,
                     "thought_level": "default"},
     }, update

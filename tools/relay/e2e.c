@@ -618,11 +618,13 @@ static int share_key(const char *session_id, const json_t *bridge)
     return status;
 }
 
-int relay_e2e_new_session(const char *installation_id, const char *title, int require)
+int relay_e2e_new_session(const char *installation_id, const char *title, int require, const json_t *extra,
+                          const json_t *project)
 {
     json_t *devices = NULL, *body, *result = NULL;
     const json_t *bridge;
     rl_api_error_t error;
+    uint8_t key[RL_E2E_KEY_LEN];
     int status;
 
     if (relay.api == NULL && relay_connect() != EXIT_OK)
@@ -655,9 +657,31 @@ int relay_e2e_new_session(const char *installation_id, const char *title, int re
             return relay_report(EXIT_RUNTIME, "no confirmed bridge device on that installation: cannot encrypt", NULL);
         return -1;
     }
-    /* The title is sealed once the session id is known: a PATCH with title_ct right after. */
+    /*
+     * The title is sealed once the session id is known: a PATCH with title_ct
+     * right after. The project goes in the start itself, so it is sealed
+     * under a path without the id (issue 36: "session_meta/project", the
+     * session key being new to this session).
+     */
+    rl_e2e_session_key_new(key);
     body = json_pack("{s:s, s:b}", "installation_id", installation_id, "encrypted", 1);
+    if (extra != NULL)
+        json_object_update(body, (json_t *)extra);
+    if (project != NULL) {
+        char *text = json_dumps(project, JSON_COMPACT), *sealed;
+        sealed = text != NULL ? rl_e2e_seal_field(key, "session_meta/project", text, strlen(text)) : NULL;
+        free(text);
+        if (sealed == NULL) {
+            rl_e2e_wipe(key, sizeof(key));
+            json_decref(body);
+            json_decref(devices);
+            return relay_report(EXIT_RUNTIME, "could not seal the project", NULL);
+        }
+        json_object_set_new(body, "project_ct", json_string(sealed));
+        free(sealed);
+    }
     if (call("POST", "/v1/me/sessions", body, &result, &error) != 0) {
+        rl_e2e_wipe(key, sizeof(key));
         json_decref(body);
         json_decref(devices);
         return relay_report_api(&error);
@@ -665,8 +689,6 @@ int relay_e2e_new_session(const char *installation_id, const char *title, int re
     json_decref(body);
     {
         const char *sid = rl_cli_str(json_object_get(result, "session"), "id");
-        uint8_t key[RL_E2E_KEY_LEN];
-        rl_e2e_session_key_new(key);
         status = rl_keystore_add(e2e.keys, sid, key) < 0 ? relay_report(EXIT_RUNTIME, "could not save the key", NULL)
                                                          : share_key(sid, bridge);
         rl_e2e_wipe(key, sizeof(key));
@@ -860,4 +882,52 @@ int relay_run_devices(const rl_cli_args_t *args)
     }
     json_decref(devices);
     return status;
+}
+
+/* ---- lists the bridge seals to this terminal (issue 36: relay projects, relay agent-sessions) ---- */
+
+int relay_e2e_list_device(const char *installation_id, char *out, size_t outsz, json_t **devices)
+{
+    rl_api_error_t error;
+    const json_t *bridge;
+
+    *devices = NULL;
+    out[0] = '\0';
+    if (relay.api == NULL && relay_connect() != EXIT_OK)
+        return EXIT_RUNTIME;
+    if (!load(0) || e2e.device.device_id[0] == '\0')
+        return EXIT_OK;
+    rl_api_set_device(relay.api, e2e.device.device_id);
+    /* A relay without devices: the list is asked in clear (the bridge may refuse it). */
+    if (call("GET", "/v1/me/devices", NULL, devices, &error) != 0)
+        return EXIT_OK;
+    bridge = bridge_of(*devices, installation_id);
+    if (bridge != NULL && json_is_true(json_object_get(bridge, "confirmed_by_me")))
+        snprintf(out, outsz, "%s", e2e.device.device_id);
+    return EXIT_OK;
+}
+
+json_t *relay_e2e_open_list(const json_t *answer, const json_t *devices, const char *installation_id)
+{
+    const json_t *bridge = devices != NULL ? bridge_of(devices, installation_id) : NULL;
+    uint8_t pub[RL_E2E_KEY_LEN];
+    char *plain = NULL;
+    size_t len = 0;
+    json_t *opened;
+
+    /* Only this terminal's, and only from this installation's own bridge: a box from another is not its list. */
+    if (!e2e.active || bridge == NULL || strcmp(rl_cli_str(answer, "to_device_id"), e2e.device.device_id) != 0 ||
+        strcmp(rl_cli_str(answer, "from_device_id"), rl_cli_str(bridge, "device_id")) != 0 ||
+        rl_e2e_pub_parse(rl_cli_str(bridge, "pubkey"), pub) != 0)
+        return NULL;
+    if (rl_e2e_box_open(e2e.device.kp.sec, pub, rl_cli_str(answer, "sealed"), &plain, &len) != 0)
+        return NULL;
+    opened = json_loadb(plain, len, 0, NULL);
+    rl_e2e_wipe(plain, len);
+    free(plain);
+    if (!json_is_object(opened)) {
+        json_decref(opened);
+        opened = NULL;
+    }
+    return opened;
 }

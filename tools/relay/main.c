@@ -68,6 +68,15 @@ static const rl_cli_flag_t new_flags[] = {
     {"title", 't', "TITLE", "a title"},
     {"encrypted", 0, NULL, "fail rather than start a plain session when the session cannot be encrypted"},
     {"plain", 0, NULL, "a plain session even when the bridge encrypts"},
+    {"agent", 0, "NAME", "which of the bridge's agents runs the session (default: its default agent)"},
+    {"project", 0, "ID", "the project folder the agent runs in: an id relay projects lists"},
+    {"worktree", 0, "BRANCH", "with --project: run in a new git worktree on this branch"},
+    {"resume", 0, "AGENT_SESSION_ID", "continue one of the agent's own sessions (relay agent-sessions lists them)"},
+    {NULL, 0, NULL, NULL},
+};
+static const rl_cli_flag_t agent_sessions_flags[] = {
+    {"agent", 0, "NAME", "the agent whose sessions to list"},
+    {"project", 0, "ID", "the project (an id relay projects lists)"},
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t devices_flags[] = {
@@ -119,7 +128,11 @@ static const char *const installation_examples[] = {"relay installation rename i
                                                     "relay installation revoke inst_0123456789abcdef", NULL};
 static const char *const new_examples[] = {"relay new --title \"release notes\"",
                                            "relay new --installation inst_0123456789abcdef --title \"release notes\"",
-                                           NULL};
+                                           "relay new --agent codex --project p_3xQ2v... --worktree fix/login",
+                                           "relay new --agent claude --resume 0199c5e2-...", NULL};
+static const char *const projects_examples[] = {
+    "relay projects inst_0123456789abcdef",
+    "relay agent-sessions inst_0123456789abcdef --agent claude --project p_3xQ2v...", NULL};
 static const char *const send_examples[] = {"relay send ses_abc \"summarise the open issues\"",
                                             "relay send ses_abc \"run the tests\" --json", NULL};
 static const char *const chat_examples[] = {"relay chat", "relay chat ses_abc", NULL};
@@ -154,6 +167,16 @@ static const rl_cli_command_t commands[] = {
      "its bridge has a device key this terminal confirmed (relay devices confirm): the key is made here and "
      "shared with the bridge only.",
      new_flags, new_examples, relay_run_new},
+    {"projects", "<installation>", 1, 1, "list the project folders a bridge offers to start a session in",
+     "Asked of the bridge, live. When this terminal confirmed the bridge (relay devices confirm), the bridge seals "
+     "the list to it and it is opened here; a list sealed to another device is shown as such. With --json: the "
+     "bridge's answer, {projects: [{id, name, path, branch, agents_used}]} (or {sealed, to_device_id, "
+     "from_device_id} when this terminal cannot open it).",
+     NULL, projects_examples, relay_run_projects},
+    {"agent-sessions", "<installation>", 1, 1, "list an agent's own sessions in a project, to resume one",
+     "As projects: asked of the bridge, opened here when sealed to this terminal. With --json: {sessions: "
+     "[{agent_session_id, title, cwd, updated_at, bound_session_id}]} (or the sealed form).",
+     agent_sessions_flags, projects_examples, relay_run_agent_sessions},
     {"rename", "<session> <title>", 2, 2, "rename a session (\"\" clears the title)", NULL, NULL, NULL,
      relay_run_session_action},
     {"archive", "<session>", 1, 1, "archive a session", NULL, NULL, NULL, relay_run_session_action},

@@ -77,10 +77,14 @@ void relay_show_session(const json_t *session)
 {
     const char *title = rl_cli_str(session, "title");
 
-    printf("%s%s%s  %s%s  %son %s%s\n", relay_style(RL_TERM_BOLD), rl_cli_str(session, "id"),
+    const char *agent = rl_cli_str(session, "agent");
+
+    /* issue 36: the agent, when the session named one (else the bridge's default). */
+    printf("%s%s%s  %s%s  %son %s%s%s%s\n", relay_style(RL_TERM_BOLD), rl_cli_str(session, "id"),
            relay_style(RL_TERM_RESET), title[0] != '\0' ? title : "(untitled)",
            strcmp(rl_cli_str(session, "state"), "archived") == 0 ? " [archived]" : "", relay_style(RL_TERM_DIM),
-           rl_cli_str(session, "installation_id"), relay_style(RL_TERM_RESET));
+           rl_cli_str(session, "installation_id"), agent[0] != '\0' ? ", agent " : "", agent,
+           relay_style(RL_TERM_RESET));
 }
 
 /* ---- requests ---- */

@@ -97,10 +97,21 @@ int relay_e2e_sign(json_t *body, const char *approval_id, const char *session_id
 /*
  * Creates an encrypted session on installation_id when its bridge has a
  * device this terminal confirmed: the key made here, wrapped for this device
- * and the bridge, the title sealed. EXIT_OK (shown) or reported; -1 when the
- * session cannot be encrypted and require is 0 (the caller makes a plain one).
+ * and the bridge, the title sealed. extra's members (agent, resume) go in
+ * the start as they are, project sealed as project_ct (issue 36). EXIT_OK
+ * (shown) or reported; -1 when the session cannot be encrypted and require
+ * is 0 (the caller makes a plain one).
  */
-int relay_e2e_new_session(const char *installation_id, const char *title, int require);
+int relay_e2e_new_session(const char *installation_id, const char *title, int require, const json_t *extra,
+                          const json_t *project);
+/*
+ * issue 36: this terminal's device id in out when it confirmed the
+ * installation's bridge (a list is then asked sealed to it), else "";
+ * *devices the user's devices (or NULL). EXIT_OK, or reported.
+ */
+int relay_e2e_list_device(const char *installation_id, char *out, size_t outsz, json_t **devices);
+/* A list the installation's bridge sealed to this terminal, opened (a new reference), or NULL. */
+json_t *relay_e2e_open_list(const json_t *answer, const json_t *devices, const char *installation_id);
 
 /* The commands. */
 int relay_run_login(const rl_cli_args_t *args);
@@ -110,6 +121,8 @@ int relay_run_pair(const rl_cli_args_t *args);
 int relay_run_installations(const rl_cli_args_t *args);
 int relay_run_installation(const rl_cli_args_t *args);
 int relay_run_sessions(const rl_cli_args_t *args);
+int relay_run_projects(const rl_cli_args_t *args);
+int relay_run_agent_sessions(const rl_cli_args_t *args);
 int relay_run_new(const rl_cli_args_t *args);
 int relay_run_session_action(const rl_cli_args_t *args);
 int relay_run_history(const rl_cli_args_t *args);

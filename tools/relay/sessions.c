@@ -81,16 +81,39 @@ static int default_installation(const json_t *me, char *out, size_t outsz)
     return EXIT_OK;
 }
 
-int relay_run_new(const rl_cli_args_t *args)
+/*
+ * issue 36: the agent, project and agent session a new session names:
+ * agent and resume in *extra, the project ({id, worktree_branch?}) in
+ * *project (sent plain, or sealed in an encrypted session). EXIT_OK or reported.
+ */
+static int agent_fields(const rl_cli_args_t *args, json_t **extra, json_t **project)
 {
-    const char *installation = rl_cli_value(args, "installation"), *title = rl_cli_value(args, "title");
+    const char *agent = rl_cli_value(args, "agent"), *id = rl_cli_value(args, "project");
+    const char *worktree = rl_cli_value(args, "worktree"), *resume = rl_cli_value(args, "resume");
+
+    *extra = json_object();
+    *project = NULL;
+    if (worktree != NULL && id == NULL)
+        return relay_report(EXIT_USAGE, "--worktree needs --project (the project the worktree is made in)", NULL);
+    if (agent != NULL)
+        json_object_set_new(*extra, "agent", json_string(agent));
+    if (resume != NULL)
+        json_object_set_new(*extra, "resume", json_pack("{s:s}", "agent_session_id", resume));
+    if (id != NULL) {
+        *project = json_pack("{s:s}", "id", id);
+        if (worktree != NULL)
+            json_object_set_new(*project, "worktree_branch", json_string(worktree));
+    }
+    return EXIT_OK;
+}
+
+static int new_session(const rl_cli_args_t *args, const char *installation, const char *title, const json_t *extra,
+                       const json_t *project)
+{
     char chosen[128];
     json_t *body;
-    int status;
+    int status = EXIT_OK;
 
-    status = relay_need_login();
-    if (status != EXIT_OK)
-        return status;
     if (installation == NULL) {
         json_t *me = NULL;
         status = relay_fetch_me(&me);
@@ -102,14 +125,37 @@ int relay_run_new(const rl_cli_args_t *args)
         installation = chosen;
     }
     if (rl_cli_value(args, "plain") == NULL) {
-        status = relay_e2e_new_session(installation, title, rl_cli_value(args, "encrypted") != NULL);
+        status = relay_e2e_new_session(installation, title, rl_cli_value(args, "encrypted") != NULL, extra, project);
         if (status >= 0)
             return status;
     }
     body = json_pack("{s:s}", "installation_id", installation);
     if (title != NULL)
         json_object_set_new(body, "title", json_string(title));
+    json_object_update(body, (json_t *)extra);
+    if (project != NULL)
+        json_object_set(body, "project", (json_t *)project);
     return relay_call_and_show("POST", "/v1/me/sessions", body, "new session: ", "session", relay_show_session);
+}
+
+int relay_run_new(const rl_cli_args_t *args)
+{
+    const char *installation = rl_cli_value(args, "installation"), *title = rl_cli_value(args, "title");
+    json_t *extra = NULL, *project = NULL;
+    int status;
+
+    status = relay_need_login();
+    if (status == EXIT_OK)
+        status = agent_fields(args, &extra, &project);
+    if (status != EXIT_OK) {
+        json_decref(extra);
+        json_decref(project);
+        return status;
+    }
+    status = new_session(args, installation, title, extra, project);
+    json_decref(extra);
+    json_decref(project);
+    return status;
 }
 
 /* The one-call session commands, one row each. */

@@ -812,6 +812,25 @@ static void test_end_to_end_encryption(void **state)
     assert_int_equal(RL_TXN(txn, session_get, "ses_e", &s_out), 0);
     assert_string_equal(s_out.model, "gpt-5");
     assert_int_equal(s_out.encrypted, 1);
+    /* issue 36: agent, project and resume are kept from the start; agent_state is what updates change. */
+    assert_null(s_out.agent);
+    assert_null(s_out.agent_state);
+    s.id = "ses_a";
+    s.agent = "codex";
+    s.project = "{\"id\":\"p_1\"}";
+    s.resume = "0199-a";
+    assert_int_equal(RL_TXN(txn, session_insert, &s), 0);
+    assert_int_equal(RL_TXN(txn, session_get, "ses_a", &s_out), 0);
+    assert_string_equal(s_out.agent, "codex");
+    assert_string_equal(s_out.project, "{\"id\":\"p_1\"}");
+    assert_string_equal(s_out.resume, "0199-a");
+    s_out.agent_state = "{\"state\":\"ready\"}";
+    s_out.agent = "claude"; /* not written by an update */
+    assert_int_equal(RL_TXN(txn, session_update, &s_out), 0);
+    assert_int_equal(RL_TXN(txn, session_get, "ses_a", &s_out), 0);
+    assert_string_equal(s_out.agent_state, "{\"state\":\"ready\"}");
+    assert_string_equal(s_out.agent, "codex");
+    assert_string_equal(s_out.resume, "0199-a");
 
     assert_int_equal(RL_TXN(txn, device_insert, &bridge), 0);
     assert_int_equal(RL_TXN(txn, device_insert, &phone), 0);
