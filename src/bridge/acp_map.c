@@ -80,6 +80,28 @@ json_t *rl_acp_usage(json_t *usage)
     return out;
 }
 
+/* Gemini CLI's turn usage: the prompt answer's _meta.quota.token_count, already in our words. */
+static const char *const quota_fields[] = {"input_tokens", "output_tokens"};
+
+json_t *rl_acp_prompt_usage(json_t *result)
+{
+    json_t *usage = rl_acp_usage(json_object_get(result, "usage")), *count, *v;
+    size_t i;
+
+    if (usage != NULL)
+        return usage;
+    count = json_object_get(json_object_get(json_object_get(result, "_meta"), "quota"), "token_count");
+    for (i = 0; json_is_object(count) && i < COUNT(quota_fields); i++) {
+        v = json_object_get(count, quota_fields[i]);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            continue;
+        if (usage == NULL)
+            usage = json_object();
+        json_object_set(usage, quota_fields[i], v);
+    }
+    return usage;
+}
+
 /* A currency code as ISO 4217 writes it (three capitals); anything else is not taken (it could be any text). */
 static int currency_ok(const char *code)
 {
@@ -142,6 +164,15 @@ int rl_acp_terminal_meta(json_t *update, const char **data, size_t *len, json_t 
             terminal = 1;
     }
     return terminal;
+}
+
+void rl_acp_terminal_raw_output(json_t *raw_output, const char **whole, size_t *len, json_t **exit_status)
+{
+    json_t *output = json_object_get(raw_output, "aggregated_output"), *code = json_object_get(raw_output, "exit_code");
+
+    *whole = json_is_string(output) ? json_string_value(output) : NULL;
+    *len = json_is_string(output) ? json_string_length(output) : 0;
+    *exit_status = json_is_integer(code) ? code : NULL;
 }
 
 int rl_acp_terminal_append(rl_buf_t *tail, const char *data, size_t len)

@@ -53,6 +53,12 @@ const char *rl_acp_finish_reason(const char *stop_reason);
 json_t *rl_acp_usage(json_t *usage);
 
 /*
+ * The turn's usage from a session/prompt answer: its "usage" (rl_acp_usage), else Gemini CLI's
+ * _meta.quota.token_count {input_tokens, output_tokens}. A new object, or NULL when none.
+ */
+json_t *rl_acp_prompt_usage(json_t *result);
+
+/*
  * A usage_update ({used, size, cost: {amount, currency}}) as the context
  * figures of a message's usage: {context_used?, context_size?, cost?:
  * {amount, currency}}; a new object, or NULL when it carries none that
@@ -72,6 +78,14 @@ json_t *rl_acp_context_usage(json_t *update);
  * unknown). 0 when it says nothing of one.
  */
 int rl_acp_terminal_meta(json_t *update, const char **data, size_t *len, json_t **exit_status);
+
+/*
+ * What a finished command's rawOutput says of it, for agents that say it only there (Codex: no
+ * terminal_exit, and output written before its first tool_call update is never streamed):
+ * *whole its whole output ("aggregated_output", borrowed; NULL when absent) and *exit_status its
+ * "exit_code" (borrowed; NULL when absent).
+ */
+void rl_acp_terminal_raw_output(json_t *raw_output, const char **whole, size_t *len, json_t **exit_status);
 
 /*
  * Appends output to tail and keeps its last RL_ACP_TERMINAL_MAX bytes at

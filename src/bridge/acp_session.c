@@ -557,7 +557,7 @@ void rl_acp__on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg
     }
     /* spec (ACP cancellation): an agent may answer an aborted turn with an error; it was still a cancel. */
     finish = p->cancelled && (msg->error != NULL || stop == NULL) ? "cancelled" : rl_acp_finish_reason(stop);
-    usage = rl_acp_usage(json_object_get(msg->result, "usage"));
+    usage = rl_acp_prompt_usage(msg->result);
     rl_acp__close_items(a, p, strcmp(finish, "cancelled") == 0 ? "cancelled" : "completed", NULL);
     rl_acp__end_prompt(a, s, p, finish, usage, NULL);
     rl_acp__tail_reset(a);

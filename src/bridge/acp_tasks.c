@@ -270,6 +270,21 @@ void rl_acp__tool_create(struct rl_agent *a, prompt_t *p, tool_t *t)
     rl_acp__emit(a, RL_LINE_TASK_START, p, line);
 }
 
+/* Content blocks other than terminals: a terminal names the command's output to come, not input (Claude Code's Bash).
+ */
+static size_t input_blocks(json_t *content)
+{
+    json_t *item;
+    size_t i, n = 0;
+
+    json_array_foreach(content, i, item)
+    {
+        const char *type = json_string_value(json_object_get(item, "type"));
+        n += type == NULL || strcmp(type, "terminal") != 0;
+    }
+    return n;
+}
+
 /*
  * A tool call announced before its input is known (Claude Code announces it
  * as the model starts writing it: rawInput {}, a generic title): its task is
@@ -283,8 +298,7 @@ static int tool_premature(json_t *update)
 
     return (raw_input == NULL || json_is_null(raw_input) ||
             (json_is_object(raw_input) && json_object_size(raw_input) == 0)) &&
-           json_array_size(json_object_get(update, "content")) == 0 &&
-           (status == NULL || strcmp(status, "pending") == 0);
+           input_blocks(json_object_get(update, "content")) == 0 && (status == NULL || strcmp(status, "pending") == 0);
 }
 
 /* A tool call seen for the first time: its task is created, now or (premature) at its next update. */
@@ -370,6 +384,26 @@ static void terminal_timer_arm(struct rl_agent *a, long ms)
     timerfd_settime(a->terminal_timer, 0, &when, NULL);
 }
 
+/* A finished command's rawOutput, when it has its whole output or its exit code (Codex: see
+ * rl_acp_terminal_raw_output). */
+static void raw_output_terminal(tool_t *t, json_t *update)
+{
+    const char *whole;
+    size_t len;
+    json_t *exit;
+
+    rl_acp_terminal_raw_output(json_object_get(update, "rawOutput"), &whole, &len, &exit);
+    if (whole != NULL) {
+        rl_buf_reset(&t->terminal->tail);
+        t->terminal->truncated = rl_acp_terminal_append(&t->terminal->tail, whole, len);
+        t->terminal->dirty = 1;
+    }
+    if (exit != NULL && t->terminal->exit == NULL) {
+        t->terminal->exit = json_incref(exit);
+        t->terminal->dirty = 1;
+    }
+}
+
 /*
  * What an update says of a shell command: its output joins the task's tail; 1 when the tail is due to go out now,
  * 0 when nothing new came or it waits (at most TERMINAL_EVERY_MS since the last one: the timer sends it then).
@@ -381,8 +415,11 @@ static int tool_terminal(struct rl_agent *a, tool_t *t, json_t *update)
     json_t *exit;
     long since;
 
-    if (!rl_acp_terminal_meta(update, &data, &len, &exit))
+    if (!rl_acp_terminal_meta(update, &data, &len, &exit)) {
+        if (t->terminal != NULL)
+            raw_output_terminal(t, update);
         return 0;
+    }
     if (t->terminal == NULL) {
         t->terminal = calloc(1, sizeof(*t->terminal));
         if (t->terminal == NULL)
@@ -400,6 +437,7 @@ static int tool_terminal(struct rl_agent *a, tool_t *t, json_t *update)
         t->terminal->exit = json_incref(exit);
         t->terminal->dirty = 1;
     }
+    raw_output_terminal(t, update);
     if (!t->terminal->dirty)
         return 0;
     since = rl_clock_mono_ms() - t->terminal->sent_at;

@@ -147,6 +147,53 @@ static void test_terminal_meta_of_claude_code_and_codex(void **state)
     json_decref(update);
 }
 
+static void test_usage_of_gemini_cli_in_the_answers_meta(void **state)
+{
+    json_t *result = json_loads("{\"stopReason\":\"end_turn\",\"_meta\":{\"quota\":{\"token_count\":"
+                                "{\"input_tokens\":90,\"output_tokens\":12},\"model_usage\":[{\"model\":\"m\"}]}}}",
+                                0, NULL);
+    json_t *usage = rl_acp_prompt_usage(result),
+           *expected = json_pack("{s:i, s:i}", "input_tokens", 90, "output_tokens", 12);
+
+    (void)state;
+    assert_true(json_equal(usage, expected));
+    json_decref(usage);
+    json_decref(result);
+    /* ACP's usage wins when both are there. */
+    result = json_pack("{s:{s:i}, s:{s:{s:{s:i}}}}", "usage", "inputTokens", 3, "_meta", "quota", "token_count",
+                       "input_tokens", 90);
+    usage = rl_acp_prompt_usage(result);
+    json_decref(expected);
+    expected = json_pack("{s:i}", "input_tokens", 3);
+    assert_true(json_equal(usage, expected));
+    json_decref(usage);
+    json_decref(result);
+    json_decref(expected);
+    result = json_pack("{s:s}", "stopReason", "end_turn");
+    assert_null(rl_acp_prompt_usage(result));
+    json_decref(result);
+}
+
+static void test_terminal_of_a_raw_output(void **state)
+{
+    const char *whole;
+    size_t len;
+    json_t *exit;
+    json_t *raw = json_pack("{s:s, s:s, s:i}", "stdout", "x", "aggregated_output", "first\nsecond\n", "exit_code", 2);
+
+    (void)state;
+    rl_acp_terminal_raw_output(raw, &whole, &len, &exit);
+    assert_string_equal(whole, "first\nsecond\n");
+    assert_int_equal(len, 13);
+    assert_int_equal(json_integer_value(exit), 2);
+    json_decref(raw);
+    raw = json_string("just text");
+    rl_acp_terminal_raw_output(raw, &whole, &len, &exit);
+    assert_null(whole);
+    assert_null(exit);
+    json_decref(raw);
+}
+
 static void test_terminal_tail_keeps_the_last_16k_on_a_character(void **state)
 {
     rl_buf_t tail;
@@ -451,6 +498,8 @@ int main(void)
         cmocka_unit_test(test_usage_of_a_prompt_response),
         cmocka_unit_test(test_usage_update_becomes_context_figures),
         cmocka_unit_test(test_terminal_meta_of_claude_code_and_codex),
+        cmocka_unit_test(test_usage_of_gemini_cli_in_the_answers_meta),
+        cmocka_unit_test(test_terminal_of_a_raw_output),
         cmocka_unit_test(test_terminal_tail_keeps_the_last_16k_on_a_character),
         cmocka_unit_test(test_tool_kinds_and_their_severity),
         cmocka_unit_test(test_decisions_choose_the_offered_option_of_their_kind),
