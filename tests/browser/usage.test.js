@@ -124,6 +124,8 @@ test('the context meter, a turn\'s tokens, live command output and a queued mess
   await waitFor('the queued message', async () => (await queued.count()) === 1);
   assert.match(await queued.innerText(), /And then the linter/);
   assert.equal(await queued.locator('.pill-queued').innerText(), 'Queued');
+  // its reply's empty placeholder is not shown: nothing is being written for it yet
+  assert.equal(await page.locator(`[data-key="m:${queuedReply}"]`).count(), 0);
 
   // More output: the box is capped in height and follows the end.
   await bridge('updateTask', { ...ids, task_id: 'call_sh', status_label: 'Run npm test', partial_result: { content: [], locations: [], terminal: { output: `${LINES.join('\n')}\n`, truncated: true } } });
@@ -148,6 +150,7 @@ test('the context meter, a turn\'s tokens, live command output and a queued mess
   await agentEnds(placeholder.message_id, 'One test fails.', { input_tokens: 900, output_tokens: 60, context_used: 61000, context_size: 200000 });
   // The second turn ended: the third message is no longer queued, and the meter reads the latest figures.
   await waitFor('no longer queued', async () => (await queued.count()) === 0);
+  await waitFor('its reply placeholder once it runs', async () => (await page.locator(`[data-key="m:${queuedReply}"]`).count()) === 1);
   await waitFor('the meter moved', async () => /^Context 61 k \/ 200 k$/.test(await meter.locator('.context-label').innerText()));
   await agentEnds(queuedReply, 'The linter is clean.', { input_tokens: 300, output_tokens: 20 });
   // A reply without context figures leaves the meter at the latest that had them.

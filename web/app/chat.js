@@ -15,7 +15,7 @@ import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from
 import { titleBody, hasKey, onKeys, uploadBody, sealedFile } from './e2e.js';
 import { dictation } from './dictation.js';
 import { turnTokens, latestContext, contextMeter } from './usage.js';
-import { queuedMessages } from './queued.js';
+import { queuedTurns } from './queued.js';
 
 const ATTACHMENTS_MAX = 10;
 const ATTACHMENT_BYTES_MAX = 26214400;
@@ -99,9 +99,12 @@ function timeline(sessionId) {
   const items = [];
   const waiting = new Set();
   for (const a of store.approvals.values()) if (a.session_id === sessionId && a.status === 'pending') waiting.add(a.interaction_id);
+  const queued = queuedTurns(c.messages.values());
   for (const id of c.order) {
     const m = c.messages.get(id);
     if (isHiddenMessage(m) || isHeldBubble(m, waiting)) continue;
+    // A queued turn's reply is an empty placeholder: no dots for a reply not begun (queued.js).
+    if (m.role === 'agent' && queued.has(m.interaction_id) && !/\S/.test(m.text || '')) continue;
     items.push({ type: 'message', id, key: `m:${id}`, at: itemAt(m), tie: m.tie, value: m });
   }
   for (const t of c.tasks.values()) items.push({ type: 'task', id: t.task_id, key: `t:${t.task_id}`, at: itemAt(t), tie: t.tie, value: t });
@@ -110,10 +113,9 @@ function timeline(sessionId) {
   }
   const ordered = orderItems(items);
   const settled = settledMessages(ordered);
-  const queued = queuedMessages(c.messages.values());
   for (const item of ordered) {
     item.settled = settled.has(item.id);
-    item.queued = item.type === 'message' && queued.has(item.id);
+    item.queued = item.type === 'message' && item.value.role === 'user' && queued.has(item.value.interaction_id);
   }
   return ordered;
 }

@@ -7,8 +7,9 @@ const blank = (text) => !/\S/.test(text || '');
 // When a message was made: created_at as the relay gives it (an ISO time) or as a number of ms.
 export const madeAt = (m) => (typeof m.created_at === 'number' ? m.created_at : Date.parse(m.created_at || '') || 0);
 
-// The ids of the user messages that are queued, from a chat's messages (any order).
-export function queuedMessages(messages) {
+// The interactions whose turn is queued, from a chat's messages (any order): their user message is
+// shown as queued, and their reply's empty placeholder not at all (nothing is being written yet).
+export function queuedTurns(messages) {
   const list = [...messages].filter((m) => m && m.interaction_id)
     .sort((a, b) => madeAt(a) - madeAt(b));
   // A turn is open while an agent message of it streams; it has begun once one of them has text.
@@ -27,7 +28,7 @@ export function queuedMessages(messages) {
     if (m.role !== 'user') continue;
     const id = m.interaction_id;
     const waiting = !begun.has(id) && !ended.has(id);
-    if (earlierOpen && waiting) queued.add(m.message_id);
+    if (earlierOpen && waiting) queued.add(id);
     if (open.has(id) && !ended.has(id)) earlierOpen = true;
   }
   return queued;

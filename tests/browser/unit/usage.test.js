@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatTokens, turnTokens, contextOf, latestContext } from '../../../web/app/usage.js';
-import { queuedMessages } from '../../../web/app/queued.js';
+import { queuedTurns } from '../../../web/app/queued.js';
 import { terminalOf } from '../../../web/app/shell.js';
 
 test('token counts are short', () => {
@@ -48,25 +48,25 @@ test('a message sent while an earlier turn runs is queued until that turn ends',
     user('u2', 'i2', '03'), agent('a2', 'i2', '04', 'streaming'),
     user('u3', 'i3', '05'),
   ];
-  assert.deepEqual([...queuedMessages(running)].sort(), ['u2', 'u3']);
+  assert.deepEqual([...queuedTurns(running)].sort(), ['i2', 'i3']);
   // the first turn ended: the second runs, the third still waits
   const next = [
     user('u1', 'i1', '01'), agent('a1', 'i1', '02', 'final', 'done', 'stop'),
     user('u2', 'i2', '03'), agent('a2', 'i2', '04', 'streaming'),
     user('u3', 'i3', '05'), agent('a3', 'i3', '06', 'streaming'),
   ];
-  assert.deepEqual([...queuedMessages(next)], ['u3']);
+  assert.deepEqual([...queuedTurns(next)], ['i3']);
   // a turn that paused for a tool call is still open; a cancelled one is not
   const paused = [user('u1', 'i1', '01'), agent('a1', 'i1', '02', 'final', 'let me look', 'tool_call'), agent('a1b', 'i1', '03', 'streaming'),
     user('u2', 'i2', '04')];
-  assert.deepEqual([...queuedMessages(paused)], ['u2']);
+  assert.deepEqual([...queuedTurns(paused)], ['i2']);
   const cancelled = [user('u1', 'i1', '01'), agent('a1', 'i1', '02', 'final', '.', 'cancelled'),
     user('u2', 'i2', '03'), agent('a2', 'i2', '04', 'final', ' ', 'cancelled')];
-  assert.deepEqual([...queuedMessages(cancelled)], []);
+  assert.deepEqual([...queuedTurns(cancelled)], []);
   // agents that answer side by side (a reply already has text): not queued
   const parallel = [user('u1', 'i1', '01'), agent('a1', 'i1', '02', 'streaming', 'one'),
     user('u2', 'i2', '03'), agent('a2', 'i2', '04', 'streaming', 'two')];
-  assert.deepEqual([...queuedMessages(parallel)], []);
+  assert.deepEqual([...queuedTurns(parallel)], []);
 });
 
 test('a task\'s terminal: the result\'s once it ended, else the latest partial result\'s', () => {
