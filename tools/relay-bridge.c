@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bridge/agent.h"
 #include "bridge/bridge.h"
 #include "bridge/enrol.h"
 #include "bridge/keyring.h"
@@ -19,6 +20,7 @@
 #include "client/credentials.h"
 #include "client/retry.h"
 #include "client/term.h"
+#include "common/buf.h"
 #include "common/duration.h"
 #include "common/qr.h"
 #include "common/log.h"
@@ -306,13 +308,161 @@ static int run_status(const rl_cli_args_t *args)
     return cred != NULL ? 0 : 3;
 }
 
+/* ---- sessions -------------------------------------------------------------------------------------- */
+
+/*
+ * The command that continues an agent's session at the desk, by the agent's
+ * name (its ACP agentInfo.name contains the key): docs/bridge.md, "The
+ * agent's sessions". An agent not here has none.
+ */
+static const struct {
+    const char *agent, *command;
+} desk_commands[] = {
+    {"claude-agent-acp", "claude --resume"},
+    {"codex-acp", "codex resume"},
+};
+
+/* text for a POSIX shell: as it is when it holds only safe bytes, else in single quotes. */
+static void shell_word(rl_buf_t *out, const char *text)
+{
+    static const char safe[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/:@+=,";
+
+    if (*text != '\0' && strspn(text, safe) == strlen(text)) {
+        rl_buf_append_str(out, text);
+        return;
+    }
+    rl_buf_append_str(out, "'");
+    for (; *text != '\0'; text++)
+        rl_buf_append_str(out, *text == '\'' ? "'\\''" : (char[]){*text, '\0'});
+    rl_buf_append_str(out, "'");
+}
+
+/* "cd CWD && COMMAND ID", or NULL when the agent has no desk command. A new string. */
+static char *desk_command(const char *agent_name, const char *cwd, const char *agent_session_id)
+{
+    rl_buf_t out;
+    size_t i;
+
+    for (i = 0; agent_name != NULL && i < sizeof(desk_commands) / sizeof(desk_commands[0]); i++) {
+        if (strstr(agent_name, desk_commands[i].agent) == NULL)
+            continue;
+        rl_buf_init(&out, 8192);
+        rl_buf_append_str(&out, "cd ");
+        shell_word(&out, cwd != NULL ? cwd : ".");
+        rl_buf_printf(&out, " && %s ", desk_commands[i].command);
+        shell_word(&out, agent_session_id);
+        return rl_buf_take(&out, NULL);
+    }
+    return NULL;
+}
+
+static int run_sessions(const rl_cli_args_t *args)
+{
+    json_t *state = rl_credentials_load("bridge-acp"), *list = json_array(), *acp_id, *row;
+    const char *agent_name = json_string_value(json_object_get(state, "agent_name"));
+    const char *cwd = json_string_value(json_object_get(state, "cwd"));
+    const char *relay_id;
+    size_t i;
+
+    (void)args;
+    json_object_foreach(json_object_get(state, "sessions"), relay_id, acp_id)
+    {
+        char *command;
+        if (!json_is_string(acp_id))
+            continue;
+        command = desk_command(agent_name, cwd, json_string_value(acp_id));
+        json_array_append_new(list, json_pack("{s:s, s:O, s:s?, s:s?}", "session_id", relay_id, "agent_session_id",
+                                              acp_id, "cwd", cwd, "command", command));
+        free(command);
+    }
+    if (machine_output()) {
+        json_t *doc = json_pack("{s:O}", "sessions", list);
+        rl_cli_print_json(&cli, doc);
+        json_decref(doc);
+    } else if (json_array_size(list) == 0) {
+        printf("No relay session is bound to an agent session yet.\n");
+    } else {
+        printf("%-28s  %-38s  %s\n", "RELAY SESSION", "AGENT SESSION", "CONTINUE AT THE DESK");
+        json_array_foreach(list, i, row)
+        {
+            const char *command = json_string_value(json_object_get(row, "command"));
+            printf("%-28s  %-38s  %s\n", json_string_value(json_object_get(row, "session_id")),
+                   json_string_value(json_object_get(row, "agent_session_id")),
+                   command != NULL ? command : "(this agent has no command for it)");
+        }
+    }
+    json_decref(list);
+    json_decref(state);
+    return 0;
+}
+
 /* ---- run ------------------------------------------------------------------------------------------- */
+
+/* agents.conf of the config folder, the text the options point into (kept until exit). */
+#define AGENTS_CONF     "agents.conf"
+#define AGENTS_CONF_MAX (64 * 1024)
+static char *agents_conf_text;
+
+/*
+ * The agents and roots: --agent (repeatable, NAME=SPEC or the old bare SPEC),
+ * or agents.conf when no --agent is given; --root adds to the file's roots and
+ * --default-agent overrides its default. 0, or -1 with err set.
+ */
+static int agents_and_roots(const rl_cli_args_t *args, rl_bridge_options_t *o, char *err, size_t errsz)
+{
+    const char *values[RL_BRIDGE_AGENTS_MAX + RL_BRIDGE_ROOTS_MAX];
+    char path[PATH_MAX];
+    int n, i;
+
+    n = rl_cli_values(args, "agent", values, RL_BRIDGE_AGENTS_MAX + 1);
+    if (n > RL_BRIDGE_AGENTS_MAX) {
+        snprintf(err, errsz, "at most %d --agent", RL_BRIDGE_AGENTS_MAX);
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        if (rl_agent_option(values[i], o, err, errsz) != 0)
+            return -1;
+    if (n == 0 && rl_credentials_path(AGENTS_CONF, path, sizeof(path)) == 0) {
+        /* rl_credentials_path names NAME.json: the conf file sits beside it, under its own name. */
+        char *dot = strrchr(path, '.');
+        FILE *f;
+        size_t len;
+        if (dot != NULL && strcmp(dot, ".json") == 0)
+            *dot = '\0';
+        f = fopen(path, "r");
+        if (f != NULL) {
+            agents_conf_text = malloc(AGENTS_CONF_MAX + 1);
+            len = agents_conf_text != NULL ? fread(agents_conf_text, 1, AGENTS_CONF_MAX + 1, f) : 0;
+            fclose(f);
+            if (agents_conf_text == NULL || len > AGENTS_CONF_MAX) {
+                snprintf(err, errsz, "agents.conf in the config folder is larger than 64 KiB");
+                return -1;
+            }
+            agents_conf_text[len] = '\0';
+            if (rl_agents_conf_parse(agents_conf_text, o, err, errsz) != 0)
+                return -1;
+        }
+    }
+    n = rl_cli_values(args, "root", values, RL_BRIDGE_ROOTS_MAX + 1);
+    for (i = 0; i < n; i++) {
+        if (o->nroots == RL_BRIDGE_ROOTS_MAX) {
+            snprintf(err, errsz, "at most %d --root", RL_BRIDGE_ROOTS_MAX);
+            return -1;
+        }
+        o->roots[o->nroots++] = values[i];
+    }
+    if (rl_cli_value(args, "default-agent") != NULL)
+        o->default_agent = rl_cli_value(args, "default-agent");
+    o->plain_projects = rl_cli_value(args, "plain-projects") != NULL;
+    return 0;
+}
 
 static int run_run(const rl_cli_args_t *args)
 {
     json_t *cred = rl_credentials_load(CREDENTIALS);
     rl_bridge_options_t o = {.delta_window_ms = -1, .retry_window_ms = -1};
     const char *level = rl_cli_value(args, "log-level");
+    char err[256];
     int result;
 
     if (cred == NULL) {
@@ -323,7 +473,10 @@ static int run_run(const rl_cli_args_t *args)
     o.server = json_string_value(json_object_get(cred, "server"));
     o.token = json_string_value(json_object_get(cred, "token"));
     o.installation_id = json_string_value(json_object_get(cred, "installation_id"));
-    o.agent = rl_cli_value(args, "agent");
+    if (agents_and_roots(args, &o, err, sizeof(err)) != 0) {
+        json_decref(cred);
+        return report(2, err);
+    }
     o.cwd = rl_cli_value(args, "cwd");
     o.no_e2e = rl_cli_value(args, "no-e2e") != NULL;
     o.files_url = rl_cli_value(args, "files-url");
@@ -337,9 +490,10 @@ static int run_run(const rl_cli_args_t *args)
         json_decref(cred);
         return report(3, "the credentials file is incomplete: pair again");
     }
-    if (o.agent == NULL) {
+    if (o.nagents == 0) {
         json_decref(cred);
-        return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL");
+        return report(2, "run needs --agent exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL (or agents in "
+                         "agents.conf)");
     }
     if (parse_duration(rl_cli_value(args, "delta-window"), 3600000, &o.delta_window_ms) != 0 ||
         parse_duration(rl_cli_value(args, "backoff-first"), 3600000, &o.backoff_first_ms) != 0 ||
@@ -583,10 +737,20 @@ static const rl_cli_flag_t pair_flags[] = {
     {NULL, 0, NULL, NULL},
 };
 static const rl_cli_flag_t run_flags[] = {
-    {"agent", 'a', "AGENT", "exec:COMMAND, jsonl:COMMAND, acp:COMMAND (Agent Client Protocol) or openai:URL"},
+    {"agent", 'a', "[NAME=]AGENT",
+     "exec:COMMAND, jsonl:COMMAND, acp:COMMAND (Agent Client Protocol) or openai:URL; repeat as NAME=AGENT for "
+     "several agents (default: agents.conf in the config folder)",
+     1},
+    {"default-agent", 0, "NAME", "the agent of a chat that names none (default: the first --agent)"},
+    {"root", 0, "DIR",
+     "a folder whose git repositories (two levels down) chats may run in, each in its own folder or a new git "
+     "worktree; repeatable",
+     1},
+    {"plain-projects", 0, NULL,
+     "answer a project list asked without a device in clear (by default it is sealed to the asking device)"},
     {"cwd", 0, "DIR",
-     "acp: the agent's working folder, the only one its file reads and writes may touch (default: the current "
-     "folder)"},
+     "the agents' working folder for chats without a project: the only one an acp agent's file reads and writes "
+     "may touch (default: the current folder)"},
     {"no-e2e", 0, NULL,
      "no device key: plain sessions only (by default the bridge registers its device key and serves encrypted "
      "sessions of the devices you confirm with the emoji it prints)"},
@@ -619,9 +783,12 @@ static const char *const run_examples[] = {
     "relay-bridge run --agent 'jsonl:python3 examples/echo_agent.py'",
     "relay-bridge run --agent openai:http://127.0.0.1:11434",
     "relay-bridge run --cwd ~/project --agent 'acp:npx -y @zed-industries/claude-agent-acp'",
+    "relay-bridge run --root ~/src --agent 'claude=acp:npx -y @zed-industries/claude-agent-acp' --agent "
+    "'codex=acp:npx -y @zed-industries/codex-acp'",
     NULL,
 };
 static const char *const status_examples[] = {"relay-bridge status", "relay-bridge status --json", NULL};
+static const char *const sessions_examples[] = {"relay-bridge sessions", "relay-bridge sessions --json", NULL};
 
 static const rl_cli_command_t commands[] = {
     {"pair", "--server URL [--name NAME]", 0, 0, "pair this machine with a relay",
@@ -643,6 +810,10 @@ static const rl_cli_command_t commands[] = {
      "`devices add` typed or scanned on it, or the owner's `devices confirm` here after comparing its emoji. "
      "A running relay-bridge takes a confirmation or a revocation made here at once.",
      devices_flags, devices_examples, run_devices},
+    {"sessions", "", 0, 0, "list the relay sessions bound to the agent's own sessions",
+     "Each with the command that continues it at the desk, where the agent has one (claude --resume ID, codex resume "
+     "ID). The bindings are the config folder's bridge-acp.json, which a running acp: bridge keeps.",
+     NULL, sessions_examples, run_sessions},
     {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL,
      rl_cli_run_help},
     {"version", "", 0, 0, "show the version", NULL, NULL, NULL, run_version},

@@ -96,15 +96,37 @@ typedef enum session_state { SESSION_CLOSED, SESSION_OPENING, SESSION_READY } se
 typedef struct session {
     struct session *next;
     char relay_id[64];
+    char root[PATH_MAX]; /* its working folder, resolved: its project's (session_setup.h) or the agent's own */
     char *acp_id;
     session_state_t state;
     int loading;     /* a session/load is in flight: the history it replays is not news */
     json_t *context; /* the latest usage_update as usage fields (rl_acp_context_usage), until a turn ends with it */
     int running;     /* the first prompt is in session/prompt */
     prompt_t *queue; /* in arrival order */
+    /* acp_steer.c: the session's settings as the agent last said them, and the relay's view of them. */
+    json_t *config_options; /* ACP configOptions, or NULL */
+    json_t *modes;          /* ACP modes {currentModeId, availableModes}, or NULL */
+    json_t *models;         /* ACP models {currentModelId, availableModels}, or NULL */
+    json_t *options;        /* rl_acp_options of the three */
+    json_t *pending;        /* settings asked before the session was open: [{id, value}] */
+    /* acp_list.c: continuing the agent's own session (a session start's resume). */
+    char *resume_id; /* the agent session to continue, until it is open */
+    int replaying;   /* a session/load of resume_id is in flight: its history is kept for the timeline */
+    rl_buf_t replay; /* that history as text, REPLAY_MAX at most */
+    int replay_role; /* the role of the last chunk kept: 0 none, 1 user, 2 agent */
 } session_t;
 
-typedef enum request_kind { REQ_INITIALIZE, REQ_AUTHENTICATE, REQ_NEW, REQ_LOAD, REQ_PROMPT } request_kind_t;
+typedef enum request_kind {
+    REQ_INITIALIZE,
+    REQ_AUTHENTICATE,
+    REQ_NEW,
+    REQ_LOAD,
+    REQ_RESUME,
+    REQ_PROMPT,
+    REQ_SET,   /* a setting: arg {id, value, setter} */
+    REQ_LIST,  /* session/list: arg {req_id, device_id} */
+    REQ_CLOSE, /* session/close */
+} request_kind_t;
 
 /* authenticate, at most once per agent process (agent_t.auth). */
 typedef enum auth_state { AUTH_NONE, AUTH_PENDING, AUTH_DONE, AUTH_FAILED } auth_state_t;
@@ -116,6 +138,7 @@ typedef struct request {
     request_kind_t kind;
     session_t *session;
     prompt_t *prompt;
+    json_t *arg; /* what the answer needs (a reference), or NULL */
 } request_t;
 
 /* A session/request_permission of the agent, waiting for the user. */
@@ -145,10 +168,12 @@ typedef struct fetch {
 struct rl_agent {
     rl_bridge_t *bridge;
     char *command;
-    char root[PATH_MAX]; /* the working folder, resolved: fs methods stay inside it */
+    char state_name[64]; /* its state file: bridge-acp for the agent "default", bridge-acp-NAME for another */
+    char root[PATH_MAX]; /* the working folder (--cwd), resolved: a session without a project runs there */
     rl_child_t *child;   /* its stderr tail: the lines since the last failure or success */
     int initialized;
     int load_session, image, embedded_context;
+    int session_list, session_resume, session_close; /* agentCapabilities.sessionCapabilities */
     json_t *auth_methods;
     auth_state_t auth;
     json_t *agent_info;
@@ -168,6 +193,9 @@ void rl_acp__send_msg(struct rl_agent *a, json_t *msg);
 json_int_t rl_acp__request(struct rl_agent *a, request_kind_t kind, const char *method, json_t *params, session_t *s,
                            prompt_t *p);
 void rl_acp__answer_error(struct rl_agent *a, json_t *id, int code, const char *message);
+void rl_acp__request_free(request_t *r);
+/* The request just sent by rl_acp__request (its id), to attach an arg to. */
+request_t *rl_acp__request_by_id(struct rl_agent *a, json_int_t id);
 void rl_acp__on_line(void *user, const char *line, size_t len);
 
 /* acp_tasks.c: lines of the jsonl protocol to the loop; session/update as tasks, text, the manifest. */
@@ -204,13 +232,36 @@ void rl_acp__on_authenticated(struct rl_agent *a, rl_jsonrpc_msg_t *msg);
 void rl_acp__on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg);
 void rl_acp__on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg);
 
+/* acp_steer.c: the session's settings (acp_config.h), and the relay's updates about sessions. */
+void rl_acp__config_opened(struct rl_agent *a, session_t *s, json_t *result);
+void rl_acp__config_pending(struct rl_agent *a, session_t *s);
+int rl_acp__config_update(struct rl_agent *a, session_t *s, json_t *update);
+void rl_acp__on_config_set(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg);
+void rl_acp__thought_level(struct rl_agent *a, session_t *s, prompt_t *p);
+int rl_acp__notify_session(struct rl_agent *a, json_t *line);
+session_t *rl_acp__session_get(struct rl_agent *a, const char *relay_id);
+/* Sets s->root: the folder of its session's setup (a project's), else the agent's own (--cwd). */
+void rl_acp__session_root(struct rl_agent *a, session_t *s);
+void rl_acp__session_free(session_t *s);
+
+/* acp_list.c: the agent's own sessions: list, continue, close, and the history a load replays. */
+#define REPLAY_MAX (256u * 1024u)
+int rl_acp__open_resume(struct rl_agent *a, session_t *s);
+void rl_acp__resume_failed(struct rl_agent *a, session_t *s, const char *why);
+int rl_acp__replay_update(struct rl_agent *a, session_t *s, json_t *update);
+void rl_acp__replay_flush(struct rl_agent *a, session_t *s, prompt_t *p);
+void rl_acp__list(struct rl_agent *a, json_t *line);
+void rl_acp__on_listed(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg);
+void rl_acp__close(struct rl_agent *a, const char *relay_id, const char *reason);
+void rl_acp__state_forget(struct rl_agent *a, const char *relay_id);
+
 /* acp_perm.c: session/request_permission as an approval, and the relay's answer (the adapter's notify). */
 void rl_acp__answer_permission(struct rl_agent *a, permission_t *perm, const char *option_id);
 void rl_acp__permission_done(struct rl_agent *a, permission_t *done);
 void rl_acp__on_permission(struct rl_agent *a, json_t *id, json_t *params);
 void rl_acp__notify(rl_agent_t *a, json_t *line);
 
-/* acp_files.c: fs/read_text_file and fs/write_text_file, inside the working folder (acp_fs.c). */
+/* acp_files.c: fs/read_text_file and fs/write_text_file, inside the session's working folder (acp_fs.c). */
 void rl_acp__on_read(struct rl_agent *a, json_t *id, json_t *params);
 void rl_acp__on_write(struct rl_agent *a, json_t *id, json_t *params);
 

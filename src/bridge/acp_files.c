@@ -4,7 +4,19 @@
 #include "bridge/acp_fs.h"
 #include "common/log.h"
 
-/* ---- fs methods: inside the working folder only (acp_fs.c) ------------------------------------ */
+/* ---- fs methods: inside the session's working folder only (acp_fs.c) -------------------------- */
+
+/*
+ * The folder a request of the agent may touch: its session's (a project's
+ * folder, or the agent's own); a request naming no session of this agent's
+ * stays in the agent's own folder.
+ */
+static const char *root_of(struct rl_agent *a, json_t *params)
+{
+    session_t *s = rl_acp__session_by_acp(a, json_string_value(json_object_get(params, "sessionId")));
+
+    return s != NULL && s->root[0] != '\0' ? s->root : a->root;
+}
 
 /* A file the agent touched, for the session's file list (rl_bridge_tool_file says in which sessions). */
 static void tell_file(struct rl_agent *a, json_t *params, const char *tool)
@@ -19,7 +31,7 @@ void rl_acp__on_read(struct rl_agent *a, json_t *id, json_t *params)
 {
     const char *why = NULL;
     json_t *content = NULL;
-    int code = rl_acp_fs_read(a->root, json_string_value(json_object_get(params, "path")),
+    int code = rl_acp_fs_read(root_of(a, params), json_string_value(json_object_get(params, "path")),
                               json_integer_value(json_object_get(params, "line")),
                               json_integer_value(json_object_get(params, "limit")), &content, &why);
 
@@ -36,9 +48,10 @@ void rl_acp__on_write(struct rl_agent *a, json_t *id, json_t *params)
 {
     json_t *content = json_object_get(params, "content");
     const char *why = "fs/write_text_file needs path and content";
-    int code = json_is_string(content) ? rl_acp_fs_write(a->root, json_string_value(json_object_get(params, "path")),
-                                                         json_string_value(content), json_string_length(content), &why)
-                                       : RL_JSONRPC_INVALID_PARAMS;
+    int code = json_is_string(content)
+                   ? rl_acp_fs_write(root_of(a, params), json_string_value(json_object_get(params, "path")),
+                                     json_string_value(content), json_string_length(content), &why)
+                   : RL_JSONRPC_INVALID_PARAMS;
 
     if (code != 0) {
         rl_log(RL_LOG_INFO, "acp agent: fs/write_text_file refused: %s", why);

@@ -21,7 +21,7 @@ const rl_acp_update_row_t rl_acp_updates[] = {
     {"user_message_chunk", RL_ACP_UPDATE_IGNORE, NULL},
     /* How full the context is and what the session cost so far: joins the turn's usage (sendMessageEnd). */
     {"usage_update", RL_ACP_UPDATE_USAGE, "sendMessageEnd usage.context_*"},
-    {"config_option_update", RL_ACP_UPDATE_IGNORE, NULL},
+    {"config_option_update", RL_ACP_UPDATE_CONFIG, "POST /v1/bridge/sessions/:id/state options"},
     {"session_info_update", RL_ACP_UPDATE_IGNORE, NULL},
 };
 const size_t rl_acp_updates_count = COUNT(rl_acp_updates);

@@ -23,8 +23,9 @@ typedef enum rl_acp_update {
     RL_ACP_UPDATE_TOOL_UPDATE, /* tool_call_update: updateTask, or finishTask on completed/failed */
     RL_ACP_UPDATE_PLAN,        /* plan: the turn's "plan" task */
     RL_ACP_UPDATE_COMMANDS,    /* available_commands_update: setManifest commands */
-    RL_ACP_UPDATE_MODE,        /* current_mode_update: setManifest agent.mode */
+    RL_ACP_UPDATE_MODE,        /* current_mode_update: setManifest agent.mode, and the session's state */
     RL_ACP_UPDATE_USAGE,       /* usage_update: the context figures of the turn's usage (sendMessageEnd) */
+    RL_ACP_UPDATE_CONFIG,      /* config_option_update: the session's state (acp_steer.c) */
     RL_ACP_UPDATE_COUNT
 } rl_acp_update_t;
 

@@ -124,6 +124,8 @@ void rl_acp__notify(rl_agent_t *a, json_t *line)
     rl_acp_decision_t decision;
     permission_t *perm;
 
+    if (rl_acp__notify_session(a, line))
+        return;
     if (type == NULL || approval_id == NULL)
         return;
     if (strcmp(type, "approval") == 0)

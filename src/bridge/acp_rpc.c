@@ -46,6 +46,22 @@ json_int_t rl_acp__request(struct rl_agent *a, request_kind_t kind, const char *
     return r->id;
 }
 
+void rl_acp__request_free(request_t *r)
+{
+    json_decref(r->arg);
+    free(r);
+}
+
+request_t *rl_acp__request_by_id(struct rl_agent *a, json_int_t id)
+{
+    request_t *r;
+
+    for (r = a->requests; r != NULL; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
+}
+
 void rl_acp__answer_error(struct rl_agent *a, json_t *id, int code, const char *message)
 {
     rl_acp__send_msg(a, rl_jsonrpc_error(id, code, message));
@@ -87,13 +103,24 @@ static void on_response(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
         break;
     case REQ_NEW:
     case REQ_LOAD:
+    case REQ_RESUME:
         rl_acp__on_session_opened(a, r, msg);
         break;
     case REQ_PROMPT:
         rl_acp__on_prompted(a, r, msg);
         break;
+    case REQ_SET:
+        rl_acp__on_config_set(a, r, msg);
+        break;
+    case REQ_LIST:
+        rl_acp__on_listed(a, r, msg);
+        break;
+    case REQ_CLOSE:
+        if (msg->error != NULL)
+            rl_log(RL_LOG_INFO, "acp agent did not close a session: %s", rl_jsonrpc_error_message(msg));
+        break;
     }
-    free(r);
+    rl_acp__request_free(r);
 }
 
 void rl_acp__on_line(void *user, const char *line, size_t len)

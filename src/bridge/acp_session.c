@@ -13,7 +13,7 @@
 
 void rl_acp__state_load(struct rl_agent *a)
 {
-    json_t *doc = rl_credentials_load(STATE_NAME), *acp_id;
+    json_t *doc = rl_credentials_load(a->state_name), *acp_id;
     const char *agent = json_string_value(json_object_get(doc, "agent"));
     const char *cwd = json_string_value(json_object_get(doc, "cwd"));
     const char *relay_id;
@@ -41,10 +41,15 @@ static int add_known(const char *relay_id, void *acp_id, void *sessions)
 static void state_save(struct rl_agent *a)
 {
     json_t *doc = json_pack("{s:s, s:s, s:{}}", "agent", a->command, "cwd", a->root, "sessions");
+    const char *name = json_string_value(json_object_get(a->agent_info, "name"));
+
+    /* relay-bridge sessions names the command that continues each session at the desk by the agent's name. */
+    if (doc != NULL && name != NULL)
+        json_object_set_new(doc, "agent_name", json_string(name));
 
     if (doc != NULL)
         rl_strmap_sweep(a->known, add_known, json_object_get(doc, "sessions"), NULL);
-    if (doc == NULL || rl_credentials_save(STATE_NAME, doc) != 0)
+    if (doc == NULL || rl_credentials_save(a->state_name, doc) != 0)
         rl_log(RL_LOG_WARN, "could not save the acp sessions (%s): a restarted bridge starts them afresh",
                strerror(errno));
     json_decref(doc);
@@ -68,6 +73,11 @@ static void state_set(struct rl_agent *a, const char *relay_id, const char *acp_
             free(copy);
     }
     state_save(a);
+}
+
+void rl_acp__state_forget(struct rl_agent *a, const char *relay_id)
+{
+    state_set(a, relay_id, NULL);
 }
 
 /* ---- sessions and prompts --------------------------------------------------------------------- */
@@ -227,6 +237,8 @@ void rl_acp__pump(struct rl_agent *a, session_t *s)
     if (!a->initialized || s->state != SESSION_READY || s->running || p == NULL || p->fetch != NULL)
         return;
     s->running = 1;
+    rl_acp__replay_flush(a, s, p);
+    rl_acp__thought_level(a, s, p);
     note_images_as_links(a, p);
     rl_acp__request(
         a, REQ_PROMPT, "session/prompt",
@@ -294,16 +306,21 @@ void rl_acp__open_session(struct rl_agent *a, session_t *s)
         return;
     known = s->acp_id != NULL ? s->acp_id : (a->known != NULL ? rl_strmap_get(a->known, s->relay_id) : NULL);
     s->state = SESSION_OPENING;
+    /* A session started to continue one of the agent's own (acp_list.c). */
+    if (known == NULL && s->resume_id != NULL) {
+        rl_acp__open_resume(a, s);
+        return;
+    }
     /* spec (ACP session/load): only when the agent says it can. */
     if (known != NULL && a->load_session) {
         if (s->acp_id == NULL)
             s->acp_id = strdup(known);
         s->loading = 1;
         rl_acp__request(a, REQ_LOAD, "session/load",
-                        json_pack("{s:s, s:s, s:[]}", "sessionId", known, "cwd", a->root, "mcpServers"), s, NULL);
+                        json_pack("{s:s, s:s, s:[]}", "sessionId", known, "cwd", s->root, "mcpServers"), s, NULL);
         return;
     }
-    rl_acp__request(a, REQ_NEW, "session/new", json_pack("{s:s, s:[]}", "cwd", a->root, "mcpServers"), s, NULL);
+    rl_acp__request(a, REQ_NEW, "session/new", json_pack("{s:s, s:[]}", "cwd", s->root, "mcpServers"), s, NULL);
 }
 
 /*
@@ -376,6 +393,10 @@ void rl_acp__on_initialized(struct rl_agent *a, rl_jsonrpc_msg_t *msg)
     a->load_session = json_is_true(json_object_get(caps, "loadSession"));
     a->image = json_is_true(json_object_get(prompt_caps, "image"));
     a->embedded_context = json_is_true(json_object_get(prompt_caps, "embeddedContext"));
+    /* spec (ACP session capabilities): each is an object when the agent serves it. */
+    a->session_list = json_is_object(json_object_get(json_object_get(caps, "sessionCapabilities"), "list"));
+    a->session_resume = json_is_object(json_object_get(json_object_get(caps, "sessionCapabilities"), "resume"));
+    a->session_close = json_is_object(json_object_get(json_object_get(caps, "sessionCapabilities"), "close"));
     json_decref(a->auth_methods);
     a->auth_methods = json_incref(json_object_get(msg->result, "authMethods"));
     json_decref(a->agent_info);
@@ -479,7 +500,21 @@ void rl_acp__on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_
 
     if (s == NULL)
         return;
-    if (r->kind == REQ_LOAD) {
+    if ((r->kind == REQ_LOAD && s->replaying) || r->kind == REQ_RESUME) {
+        s->loading = 0;
+        s->replaying = 0;
+        if (msg->error != NULL) {
+            error_reason(msg, reason, sizeof(reason));
+            rl_acp__resume_failed(a, s, reason);
+            return;
+        }
+        rl_log(RL_LOG_INFO, "acp session %s continued for relay session %s", s->acp_id, s->relay_id);
+        state_set(a, s->relay_id, s->acp_id);
+        free(s->resume_id);
+        s->resume_id = NULL;
+        rl_acp__config_opened(a, s, msg->result);
+        rl_acp__tail_reset(a);
+    } else if (r->kind == REQ_LOAD) {
         s->loading = 0;
         if (msg->error != NULL) {
             rl_log(RL_LOG_WARN, "acp agent could not load session %s (%s): starting a new one", s->acp_id,
@@ -492,6 +527,7 @@ void rl_acp__on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_
             return;
         }
         rl_log(RL_LOG_INFO, "acp session %s loaded for relay session %s", s->acp_id, s->relay_id);
+        rl_acp__config_opened(a, s, msg->result);
     } else {
         acp_id = json_string_value(json_object_get(msg->result, "sessionId"));
         if (msg->error != NULL || acp_id == NULL) {
@@ -519,10 +555,12 @@ void rl_acp__on_session_opened(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_
         s->acp_id = strdup(acp_id);
         state_set(a, s->relay_id, acp_id);
         rl_acp__set_mode(a, json_string_value(json_object_get(json_object_get(msg->result, "modes"), "currentModeId")));
+        rl_acp__config_opened(a, s, msg->result);
         rl_log(RL_LOG_INFO, "acp session %s opened for relay session %s", s->acp_id, s->relay_id);
         rl_acp__tail_reset(a);
     }
     s->state = SESSION_READY;
+    rl_acp__config_pending(a, s);
     rl_acp__pump(a, s);
 }
 

@@ -14,7 +14,7 @@
 /* Hands a line (root stolen) to the loop, addressed to p's turn when p is given. */
 void rl_acp__emit(struct rl_agent *a, rl_agent_line_type_t type, prompt_t *p, json_t *root)
 {
-    rl_agent_line_t line = {.type = type, .root = root, .session_id = "", .interaction_id = ""};
+    rl_agent_line_t line = {.type = type, .root = root, .session_id = "", .interaction_id = "", .from = a};
 
     if (root == NULL)
         return;
@@ -580,8 +580,16 @@ void rl_acp__on_update(struct rl_agent *a, json_t *params)
         on_commands(a, update);
         return;
     }
+    /* The session's settings (acp_steer.c), and a resumed session's history kept for its timeline (acp_list.c). */
+    if (kind == RL_ACP_UPDATE_CONFIG) {
+        rl_acp__config_update(a, s, update);
+        return;
+    }
+    if (s != NULL && s->replaying && rl_acp__replay_update(a, s, update))
+        return;
     if (kind == RL_ACP_UPDATE_MODE) {
         const char *mode = json_string_value(json_object_get(update, "currentModeId"));
+        rl_acp__config_update(a, s, update);
         /* The docs' example says modeId, the schema currentModeId: take either. */
         rl_acp__set_mode(a, mode != NULL ? mode : json_string_value(json_object_get(update, "modeId")));
         return;

@@ -16,10 +16,18 @@
 typedef struct rl_bridge rl_bridge_t;
 typedef struct rl_agent rl_agent_t;
 
+/* An agent's name (--agent NAME=SPEC): 1-32 of [a-z0-9_-]. The old form's one agent is "default". */
+#define RL_AGENT_NAME_MAX 32
+int rl_agent_name_valid(const char *name, size_t len);
+
 typedef struct rl_agent_adapter {
     const char *scheme;
-    /* Starts the agent from the text after "scheme:". 0, or -1 with a reason logged. */
-    int (*create)(rl_bridge_t *bridge, const char *arg, rl_agent_t **out);
+    /*
+     * Starts the agent from the text after "scheme:"; name is its name on this
+     * bridge (files it keeps in the config folder carry it). 0, or -1 with a
+     * reason logged.
+     */
+    int (*create)(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out);
     /* A user message opened turn; payload is the update's payload (session, message). */
     void (*message)(rl_agent_t *agent, rl_turn_t *turn, json_t *payload);
     /* The user cancelled: interaction_id "" means every turn of the session. */
@@ -27,7 +35,25 @@ typedef struct rl_agent_adapter {
     /* Any other update, as a jsonl protocol line (approval, approval_expired, session_started). */
     void (*notify)(rl_agent_t *agent, json_t *line);
     void (*destroy)(rl_agent_t *agent);
+    /*
+     * What the agent supports, for the manifest's agents (docs/api.md): a new
+     * object of booleans, or NULL (and the member may be NULL) for none.
+     */
+    json_t *(*supports)(rl_agent_t *agent);
 } rl_agent_adapter_t;
+
+/*
+ * One --agent value into o->agents: "NAME=SPEC", or a bare SPEC (the old
+ * form) named "default". 0, or -1 with err set.
+ */
+struct rl_bridge_options;
+int rl_agent_option(const char *value, struct rl_bridge_options *o, char *err, size_t errsz);
+/*
+ * The config folder's agents.conf (docs/bridge.md "agents.conf"), parsed in
+ * place (text must outlive o): lines "NAME = SPEC", "default = NAME" and
+ * "root = DIR"; "#" starts a comment. 0, or -1 with err naming the line.
+ */
+int rl_agents_conf_parse(char *text, struct rl_bridge_options *o, char *err, size_t errsz);
 
 /* The adapter for spec ("exec:CMD"); *arg points after the colon. NULL when unknown. */
 const rl_agent_adapter_t *rl_agent_find(const char *spec, const char **arg);
@@ -73,6 +99,18 @@ typedef struct rl_jobs rl_jobs_t;
 rl_jobs_t *rl_bridge_jobs(rl_bridge_t *bridge);
 /* --cwd, or NULL when not given. */
 const char *rl_bridge_cwd(const rl_bridge_t *bridge);
+/*
+ * The folder session_id runs in (its project or worktree, resolved and
+ * checked against the roots: session_setup.h), or NULL when it names none: the
+ * agent's own folder then (--cwd).
+ */
+const char *rl_bridge_session_cwd(rl_bridge_t *bridge, const char *session_id);
+/*
+ * The folder of project_id (projects.h), checked against the roots: 0 with
+ * it in out (PATH_MAX bytes); 1 when the bridge has no --root (the agent's
+ * own folder stands for every project); -1 when no project has that id.
+ */
+int rl_bridge_project_folder(rl_bridge_t *bridge, const char *project_id, char *out);
 /* One line of the jsonl protocol from the agent (also used by the openai adapter). Takes the line. */
 void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
 /*
@@ -83,6 +121,15 @@ void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line);
  * nothing for a session of neither kind, or encrypted without its key.
  */
 void rl_bridge_tool_file(rl_bridge_t *bridge, const char *session_id, const char *tool, const char *path);
+/*
+ * Answers the relay's request req_id with type ("agent_sessions.list.resp"):
+ * answer (borrowed) as it is when it holds "error"; otherwise sealed to
+ * device_id when that is a device this machine accepted (docs/api.md,
+ * "Projects": {sealed, to_device_id, from_device_id}), error
+ * device_not_accepted when it is another, and without a device plain only
+ * when the bridge runs without encryption (else error device_required).
+ */
+void rl_bridge_answer(rl_bridge_t *bridge, const char *type, json_t *req_id, const char *device_id, json_t *answer);
 /* Stops the bridge: the agent cannot go on. */
 void rl_bridge_fail(rl_bridge_t *bridge, const char *why);
 /* Blocked signals to restore in a child before exec (child.c). */

@@ -74,7 +74,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;
-        free(r);
+        rl_acp__request_free(r);
     }
     while (a->permissions != NULL)
         rl_acp__permission_done(a, a->permissions);
@@ -82,6 +82,7 @@ static void agent_gone(struct rl_agent *a, const char *why)
         prompt_t *p = rl_acp__running_prompt(s);
         s->state = SESSION_CLOSED;
         s->loading = 0;
+        s->replaying = 0;
         if (p != NULL) {
             rl_acp__close_items(a, p, "failed", why);
             rl_acp__end_prompt(a, s, p, "error", NULL, text);
@@ -123,7 +124,7 @@ static void on_terminal_timer(void *user, int fd, short revents)
     rl_acp__terminal_flush(user);
 }
 
-static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
+static int acp_create(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out)
 {
     struct rl_agent *a = calloc(1, sizeof(*a));
     const char *cwd = rl_bridge_cwd(bridge);
@@ -138,6 +139,11 @@ static int acp_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
     }
     rl_bridge_watch(bridge, a->terminal_timer, POLLIN, on_terminal_timer, a);
     a->command = strdup(arg);
+    /* The old form's one agent keeps the state file it always had; each other agent has its own. */
+    if (strcmp(name, "default") == 0)
+        snprintf(a->state_name, sizeof(a->state_name), "%s", STATE_NAME);
+    else
+        snprintf(a->state_name, sizeof(a->state_name), "%s-%s", STATE_NAME, name);
     if (realpath(cwd != NULL ? cwd : ".", a->root) == NULL) {
         rl_log(RL_LOG_ERROR, "--cwd %s: %s", cwd != NULL ? cwd : ".", strerror(errno));
         goto fail;
@@ -164,21 +170,13 @@ fail:
 
 static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
 {
-    session_t *s = rl_acp__session_by_relay(a, turn->session_id);
+    session_t *s = rl_acp__session_get(a, turn->session_id);
     prompt_t *p = calloc(1, sizeof(*p)), **tail;
+    json_t *resume =
+        json_object_get(json_object_get(json_object_get(payload, "session"), "resume"), "agent_session_id");
 
-    if (s == NULL) {
-        s = calloc(1, sizeof(*s));
-        if (s == NULL) {
-            free(p);
-            rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
-            return;
-        }
-        snprintf(s->relay_id, sizeof(s->relay_id), "%s", turn->session_id);
-        s->next = a->sessions;
-        a->sessions = s;
-    }
-    if (p == NULL) {
+    if (s == NULL || p == NULL) {
+        free(p);
         rl_bridge_finish(a->bridge, turn, "error", NULL, "[out of memory]");
         return;
     }
@@ -186,6 +184,12 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
     p->turn = turn;
     rl_buf_init(&p->thought, RL_ACP_THOUGHT_MAX + 4);
     p->message = json_incref(json_object_get(payload, "message"));
+    /* spec (docs/api.md "Starting a session"): the session's first message carries the resume too. */
+    if (json_is_string(resume) && s->acp_id == NULL && s->resume_id == NULL)
+        s->resume_id = strdup(json_string_value(resume));
+    /* Until its agent session opens, the folder follows the session's setup (session_setup.h), checked already. */
+    if (s->state == SESSION_CLOSED && s->acp_id == NULL)
+        rl_acp__session_root(a, s);
     /* spec (ACP prompt turn): one prompt at a time per session; the next waits for the answer. */
     for (tail = &s->queue; *tail != NULL; tail = &(*tail)->next)
         ;
@@ -283,7 +287,7 @@ static void acp_destroy(rl_agent_t *a)
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;
-        free(r);
+        rl_acp__request_free(r);
     }
     /*
      * Turns still open are left as they are, as the other adapters leave them: their updates are not acked, so the
@@ -294,9 +298,7 @@ static void acp_destroy(rl_agent_t *a)
         a->sessions = s->next;
         while (s->queue != NULL)
             rl_acp__prompt_free(a, s, s->queue);
-        free(s->acp_id);
-        json_decref(s->context);
-        free(s);
+        rl_acp__session_free(s);
     }
     /* No fetch is left: the bridge stops its jobs (each fetch is done then) before it destroys the agent. */
     json_decref(a->auth_methods);
@@ -308,6 +310,15 @@ static void acp_destroy(rl_agent_t *a)
     free(a);
 }
 
+/* What the manifest says this agent supports (docs/api.md): known once it answered initialize. */
+static json_t *acp_supports(rl_agent_t *a)
+{
+    /* Modes and config options are per session in ACP: every acp agent's are shown as the session's state. */
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b}", "modes", 1, "config", 1, "session_list", a->session_list,
+                     "session_resume", a->session_resume, "session_load", a->load_session, "session_close",
+                     a->session_close, "terminal_output", 0);
+}
+
 const rl_agent_adapter_t rl_agent_acp = {
     .scheme = "acp",
     .create = acp_create,
@@ -315,4 +326,5 @@ const rl_agent_adapter_t rl_agent_acp = {
     .cancel = acp_cancel,
     .notify = rl_acp__notify,
     .destroy = acp_destroy,
+    .supports = acp_supports,
 };

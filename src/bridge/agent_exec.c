@@ -87,7 +87,7 @@ static void on_exit_run(void *user, int status)
     remove_run(agent, run);
 }
 
-static int exec_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
+static int exec_create(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out)
 {
     struct rl_agent *agent = calloc(1, sizeof(*agent));
 
@@ -114,6 +114,8 @@ static void exec_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
         .wait_eof = 1,
         .on_out = on_stdout,
         .on_exit = on_exit_run,
+        /* The session's project folder (session_setup.h); NULL: the bridge's own, as always. */
+        .cwd = rl_bridge_session_cwd(agent->bridge, turn->session_id),
     };
     run_t *run = calloc(1, sizeof(*run));
     int in_fd;

@@ -35,6 +35,7 @@ static void on_line(void *user, const char *line, size_t len)
         rl_log(RL_LOG_WARN, "agent line ignored: %s", err);
         return;
     }
+    parsed.from = agent;
     rl_bridge_agent_line(agent->bridge, &parsed);
 }
 
@@ -67,7 +68,7 @@ static void on_exit_agent(void *user, int status)
     rl_bridge_fail(agent->bridge, why);
 }
 
-static int jsonl_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
+static int jsonl_create(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out)
 {
     struct rl_agent *agent = calloc(1, sizeof(*agent));
     rl_child_config_t config = {
@@ -105,6 +106,11 @@ static void jsonl_message(rl_agent_t *agent, rl_turn_t *turn, json_t *payload)
                              "attachments", json_object_get(message, "attachments"), "thought_level",
                              json_object_get(message, "thought_level"), "session", json_object_get(payload, "session"));
 
+    /* The session's project folder (docs/bridge.md "jsonl:COMMAND"): the agent's own when it names none. */
+    const char *cwd = rl_bridge_session_cwd(agent->bridge, turn->session_id);
+
+    if (line != NULL && cwd != NULL)
+        json_object_set_new(line, "cwd", json_string(cwd));
     if (line != NULL)
         send_line(agent, line);
     json_decref(line);

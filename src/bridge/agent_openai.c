@@ -297,6 +297,7 @@ static void on_line(void *user, const char *line, size_t len)
         rl_log(RL_LOG_WARN, "openai adapter line ignored: %s", err);
         return;
     }
+    parsed.from = agent;
     rl_bridge_agent_line(agent->bridge, &parsed);
 }
 
@@ -328,7 +329,7 @@ static void call_done(rl_job_t *job)
     free(call);
 }
 
-static int openai_create(rl_bridge_t *bridge, const char *arg, rl_agent_t **out)
+static int openai_create(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out)
 {
     struct rl_agent *agent = calloc(1, sizeof(*agent));
     const char *key = getenv("OPENAI_API_KEY"), *model = getenv("OPENAI_MODEL");

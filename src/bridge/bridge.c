@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "bridge/agent.h"
+#include "bridge/agent_state.h"
+#include "bridge/projects.h"
+#include "bridge/session_setup.h"
 #include "client/backoff.h"
 #include "bridge/batch.h"
 #include "bridge/child.h"
@@ -112,10 +115,26 @@ typedef struct parked {
     size_t waiting;      /* downloads not back yet */
 } parked_t;
 
-struct rl_bridge {
-    const rl_bridge_options_t *options;
+/*
+ * One agent of the bridge's (--agent NAME=SPEC): each runs from the start (an
+ * acp agent is one process serving every session of its; a jsonl agent one
+ * process too). A session goes to the agent its setup chose (session_setup.h),
+ * or to the default one.
+ */
+typedef struct agent_slot {
+    char name[RL_AGENT_NAME_MAX + 1];
     const rl_agent_adapter_t *adapter;
     rl_agent_t *agent;
+    json_t *manifest; /* the agent's last manifest line (tools, agent, commands), or NULL */
+} agent_slot_t;
+
+struct rl_bridge {
+    const rl_bridge_options_t *options;
+    agent_slot_t agents[RL_BRIDGE_AGENTS_MAX];
+    size_t nagents;
+    size_t default_agent;
+    rl_projects_t *projects; /* NULL without --root: no projects */
+    rl_setups_t *setups;
     rl_rest_t *rest;
     rl_ws_t *ws;
     rl_dedupe_t *dedupe;
@@ -140,6 +159,8 @@ struct rl_bridge {
     rl_strmap_t *plain;     /* session id -> (void *)1: sessions the relay said are not (encrypted: false) */
     rl_strmap_t *asked;     /* approval id -> asked_approval_t: approvals of encrypted sessions */
     rl_strmap_t *decided;   /* approval id -> (void *)1: approvals of encrypted sessions the agent was told of */
+    rl_strmap_t *states;    /* session id -> json_t *: the agent state last posted (agent_state.h) */
+    rl_strmap_t *config_ts; /* session id -> long long *: the ts of the last signed setting taken */
     grant_t *grants;
 };
 
@@ -279,7 +300,8 @@ static void submit(rl_bridge_t *b, rl_call_t call, rl_turn_t *turn, json_t *body
 {
     const char *sid = turn != NULL ? turn->session_id : json_string_value(json_object_get(body, "session_id"));
     int session_call = call != RL_CALL_SET_MANIFEST && call != RL_CALL_REGISTER_DEVICE &&
-                       call != RL_CALL_ADD_RECIPIENTS && call != RL_CALL_NOTIFY_TOOL_FILE;
+                       call != RL_CALL_ADD_RECIPIENTS && call != RL_CALL_NOTIFY_TOOL_FILE &&
+                       call != RL_CALL_SESSION_STATE;
 
     if (body == NULL)
         return;
@@ -460,6 +482,140 @@ const char *rl_bridge_cwd(const rl_bridge_t *b)
     return b->options->cwd;
 }
 
+/* ---- agents and session setups (session_setup.h) -------------------------------------------------- */
+
+const char *rl_bridge_session_cwd(rl_bridge_t *b, const char *session_id)
+{
+    const rl_session_setup_t *s = rl_session_setup_get(b, session_id);
+
+    return s != NULL && s->state == RL_SETUP_READY && s->folder[0] != '\0' ? s->folder : NULL;
+}
+
+rl_setups_t *rl_bridge_setups(rl_bridge_t *b)
+{
+    return b->setups;
+}
+
+rl_keyring_t *rl_bridge_keys(rl_bridge_t *b)
+{
+    return b->keys;
+}
+
+rl_projects_t *rl_bridge_projects(rl_bridge_t *b)
+{
+    return b->projects;
+}
+
+int rl_bridge_agent_index(rl_bridge_t *b, const char *name)
+{
+    size_t i;
+
+    if (name == NULL)
+        return (int)b->default_agent;
+    for (i = 0; i < b->nagents; i++)
+        if (strcmp(b->agents[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *rl_bridge_agent_name(rl_bridge_t *b, int index)
+{
+    return index >= 0 && (size_t)index < b->nagents ? b->agents[index].name : b->agents[b->default_agent].name;
+}
+
+int rl_bridge_session_encrypted(rl_bridge_t *b, const char *session_id)
+{
+    return rl_strmap_get(b->encrypted, session_id) != NULL;
+}
+
+/* The agent serving session_id: the one its setup chose, else the default agent. */
+static agent_slot_t *slot_of(rl_bridge_t *b, const char *session_id)
+{
+    const rl_session_setup_t *s = session_id != NULL ? rl_session_setup_get(b, session_id) : NULL;
+
+    return s != NULL && s->agent >= 0 ? &b->agents[s->agent] : &b->agents[b->default_agent];
+}
+
+/* An update's jsonl line (approval, capability, session_started) to the agent of session_id. */
+static void notify_agent(rl_bridge_t *b, const char *session_id, json_t *line)
+{
+    agent_slot_t *slot = slot_of(b, session_id);
+
+    slot->adapter->notify(slot->agent, line);
+}
+
+static void cancel_agent(rl_bridge_t *b, const char *session_id, const char *interaction_id)
+{
+    agent_slot_t *slot = slot_of(b, session_id);
+
+    slot->adapter->cancel(slot->agent, session_id, interaction_id);
+}
+
+/*
+ * The jsonl line session_started to the session's agent, with the folder it
+ * runs in (cwd) when it names a project: an agent serving several folders
+ * learns it there and in each message line.
+ */
+void rl_bridge_session_ready(rl_bridge_t *b, const char *session_id, json_t *session)
+{
+    const char *cwd = rl_bridge_session_cwd(b, session_id);
+    json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", session_id, "session",
+                             session != NULL ? session : json_null());
+
+    if (line == NULL)
+        return;
+    if (cwd != NULL)
+        json_object_set_new(line, "cwd", json_string(cwd));
+    notify_agent(b, session_id, line);
+    json_decref(line);
+}
+
+static void copy_fields(json_t *body, json_t *line, const char *const *fields);
+
+/*
+ * The manifest: tools, agent and commands of the default agent's last
+ * manifest line, and every agent's name, kind and what it supports
+ * (docs/api.md, setManifest agents). Sent again when any agent's changes.
+ */
+static void send_manifest(rl_bridge_t *b)
+{
+    agent_slot_t *def = &b->agents[b->default_agent];
+    json_t *body = json_object(), *agents = json_array();
+    size_t i;
+
+    if (body == NULL || agents == NULL)
+        goto out;
+    if (def->manifest != NULL) {
+        json_object_set(body, "tools", json_object_get(def->manifest, "tools"));
+        copy_fields(body, def->manifest, (const char *const[]){"agent", "commands", NULL});
+    }
+    for (i = 0; i < b->nagents; i++) {
+        json_t *supports =
+            b->agents[i].adapter->supports != NULL ? b->agents[i].adapter->supports(b->agents[i].agent) : NULL;
+        json_t *row = json_pack("{s:s, s:s, s:o}", "name", b->agents[i].name, "kind", b->agents[i].adapter->scheme,
+                                "supports", supports != NULL ? supports : json_object());
+        if (row != NULL && i == b->default_agent)
+            json_object_set_new(row, "default", json_true());
+        json_array_append_new(agents, row);
+    }
+    json_object_set(body, "agents", agents);
+    submit(b, RL_CALL_SET_MANIFEST, NULL, body);
+    body = NULL;
+out:
+    json_decref(agents);
+    json_decref(body);
+}
+
+rl_strmap_t *rl_bridge__states(rl_bridge_t *b)
+{
+    return b->states;
+}
+
+void rl_bridge__submit_call(rl_bridge_t *b, rl_call_t call, json_t *body)
+{
+    submit(b, call, NULL, body);
+}
+
 /*
  * relayd accepts finish_reason stop, length, content_filter, tool_call, error
  * and cancelled (src/relay/bridge.c), and stores an end without one as "stop"
@@ -563,6 +719,11 @@ static const char *str_of(json_t *object, const char *key)
 {
     const char *v = json_string_value(json_object_get(object, key));
     return v != NULL ? v : "";
+}
+
+static void state_free(void *value)
+{
+    json_decref(value);
 }
 
 static void asked_free(void *value)
@@ -707,9 +868,14 @@ void rl_bridge_agent_line(rl_bridge_t *b, rl_agent_line_t *line)
     }
     switch (line->type) {
     case RL_LINE_MANIFEST: {
-        json_t *body = json_pack("{s:O}", "tools", json_object_get(line->root, "tools"));
-        copy_fields(body, line->root, (const char *const[]){"agent", "commands", NULL});
-        submit(b, RL_CALL_SET_MANIFEST, NULL, body);
+        agent_slot_t *slot = &b->agents[b->default_agent];
+        size_t i;
+        for (i = 0; i < b->nagents; i++)
+            if (line->from != NULL && b->agents[i].agent == line->from)
+                slot = &b->agents[i];
+        json_decref(slot->manifest);
+        slot->manifest = json_incref(line->root);
+        send_manifest(b);
         break;
     }
     case RL_LINE_DELTA: {
@@ -885,6 +1051,66 @@ static json_t *open_message(rl_bridge_t *b, rl_frame_t *f)
     return copy;
 }
 
+/* 1 when what a device says of session_id counts only signed: the session is end-to-end encrypted. */
+static int session_signed(rl_bridge_t *b, const char *session_id)
+{
+    return rl_strmap_get(b->encrypted, session_id) != NULL || (b->keys != NULL && rl_keyring_has(b->keys, session_id));
+}
+
+/* How far a signed setting's ts may be from this machine's clock (docs/api.md, "Steering"). */
+#define CONFIG_TS_SKEW_MS (5LL * 60LL * 1000LL)
+
+/*
+ * spec (ours, docs/api.md "Steering"): in an encrypted session a setting
+ * counts only with a config_sig of a device this bridge accepted, a ts within
+ * 5 minutes of now and newer than the last one taken for the session (a
+ * relay cannot replay an old "bypassPermissions"). 1 when the agent may be
+ * told; otherwise the session's state says config_refused and nothing else
+ * changes.
+ */
+static int config_verified(rl_bridge_t *b, rl_frame_t *f)
+{
+    json_t *option = json_object_get(f->payload, "option"), *ts = json_object_get(f->payload, "ts");
+    const char *device_id = json_string_value(json_object_get(f->payload, "device_id"));
+    const char *why = NULL;
+    long long now = (long long)rl_clock_now_ms(), when = json_integer_value(ts), *last;
+
+    if (!session_signed(b, f->session_id))
+        return 1;
+    last = rl_strmap_get(b->config_ts, f->session_id);
+    if (b->keys == NULL)
+        why = "encryption is off";
+    else if (!json_is_integer(ts))
+        why = "no ts";
+    else if (when < now - CONFIG_TS_SKEW_MS || when > now + CONFIG_TS_SKEW_MS)
+        why = "ts is more than 5 minutes off";
+    else if (last != NULL && when <= *last)
+        why = "ts is not newer than the last setting taken (a replay)";
+    else if (rl_keyring_verify_config(b->keys, f->session_id, json_string_value(json_object_get(option, "id")),
+                                      json_string_value(json_object_get(option, "value")), when, device_id,
+                                      json_string_value(json_object_get(f->payload, "config_sig")), &why) == 0)
+        why = NULL;
+    if (why == NULL) {
+        if (last == NULL) {
+            last = malloc(sizeof(*last));
+            if (last == NULL || rl_strmap_put(b->config_ts, f->session_id, last) != 0) {
+                free(last);
+                rl_log(RL_LOG_ERROR, "session %s: out of memory: a setting is refused", f->session_id);
+                why = "out of memory";
+            }
+        }
+        if (why == NULL) {
+            *last = when;
+            return 1;
+        }
+    }
+    rl_log(RL_LOG_WARN, "session %s: a setting refused, the agent is not told: %s", f->session_id, why);
+    json_t *fields = json_pack("{s:{s:s, s:s}}", "error", "code", "config_refused", "message", why);
+    rl_bridge_state(b, f->session_id, fields);
+    json_decref(fields);
+    return 0;
+}
+
 /* Approvals of encrypted sessions remembered as decided (the oldest are forgotten all at once). */
 #define DECIDED_MAX 4096
 
@@ -898,8 +1124,7 @@ static int decision_verified(rl_bridge_t *b, rl_frame_t *f)
     const char *approval_id = json_string_value(json_object_get(f->payload, "approval_id"));
     const char *why = NULL;
 
-    if (rl_strmap_get(b->encrypted, f->session_id) == NULL &&
-        (b->keys == NULL || !rl_keyring_has(b->keys, f->session_id)))
+    if (!session_signed(b, f->session_id))
         return 1;
     if (b->keys != NULL &&
         rl_keyring_verify_decision(b->keys, approval_id, f->session_id,
@@ -999,6 +1224,8 @@ static void share_received(rl_bridge_t *b, const char *session_id, const char *b
            body != NULL ? json_array_size(json_object_get(body, "recipients")) : 0);
     if (body != NULL)
         submit(b, RL_CALL_ADD_RECIPIENTS, NULL, body);
+    /* A session that waits for its key to open its project starts now. */
+    rl_session_setup_key(b, session_id);
 }
 
 /* A device was accepted: the keys it granted while it waited are taken now, and passed on. */
@@ -1206,6 +1433,16 @@ static void note_session_kind(rl_bridge_t *b, const rl_frame_t *f)
     }
 }
 
+/* line (stolen) to the agent, as the jsonl protocol line every adapter takes (adapters ignore what they do not serve).
+ */
+static void notify_line(rl_bridge_t *b, json_t *line)
+{
+    /* To the agent of the line's session (the default one for a line of none). */
+    if (line != NULL)
+        notify_agent(b, json_string_value(json_object_get(line, "session_id")), line);
+    json_decref(line);
+}
+
 static void process_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
@@ -1221,10 +1458,23 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
         } else if (find_turn(b, f->session_id, f->interaction_id) != NULL) {
             rl_log(RL_LOG_WARN, "update %s: interaction %s already has a turn", f->update_id, f->interaction_id);
         } else if ((payload = open_message(b, f)) != NULL) {
+            /* The first message of a session the bridge has not seen start (a restart) sets it up the same way. */
+            const rl_session_setup_t *setup =
+                rl_session_setup(b, f->session_id, json_object_get(f->payload, "session"));
             t = open_turn(b, f->session_id, f->interaction_id, id);
-            if (t != NULL) {
+            if (t != NULL && (setup == NULL || setup->state != RL_SETUP_READY)) {
+                /* Refused (or still without its key, or out of memory): the user reads why; nothing runs. */
+                char text[400];
+                snprintf(text, sizeof(text), "[the session cannot start: %s: %s]",
+                         setup != NULL && setup->state == RL_SETUP_REFUSED ? setup->code : "not_ready",
+                         setup != NULL && setup->state == RL_SETUP_REFUSED ? setup->message
+                                                                           : "the session is not set up yet");
                 turn_pending = id != 0;
-                b->adapter->message(b->agent, t->turn, payload);
+                rl_bridge_finish(b, t->turn, "error", NULL, text);
+            } else if (t != NULL) {
+                agent_slot_t *slot = &b->agents[setup->agent >= 0 ? setup->agent : (int)b->default_agent];
+                turn_pending = id != 0;
+                slot->adapter->message(slot->agent, t->turn, payload);
             }
         }
         json_decref(payload);
@@ -1232,7 +1482,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
         /* device_pending, device_added, device_revoked, session_key_granted */
     } else if (strcmp(f->update_type, "session.cancelled") == 0) {
         const char *iid = json_string_value(json_object_get(f->payload, "interaction_id"));
-        b->adapter->cancel(b->agent, f->session_id, iid != NULL ? iid : f->interaction_id);
+        cancel_agent(b, f->session_id, iid != NULL ? iid : f->interaction_id);
     } else if (strcmp(f->update_type, "approval.resolved") == 0 && !decision_verified(b, f)) {
         /* Logged: the agent is not told, the approval waits for a decision that verifies, or its expiry. */
     } else if (strcmp(f->update_type, "approval.resolved") == 0) {
@@ -1242,7 +1492,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
                                  "session_id", f->session_id, "interaction_id", f->interaction_id);
         if (line != NULL) {
             copy_fields(line, f->payload, (const char *const[]){"scope", "scope_value", NULL});
-            b->adapter->notify(b->agent, line);
+            notify_agent(b, f->session_id, line);
             json_decref(line);
         }
         forget_approval(b, str_of(f->payload, "approval_id"));
@@ -1252,7 +1502,7 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
                                  json_object_get(f->payload, "approval_id"), "session_id", f->session_id,
                                  "interaction_id", f->interaction_id);
         if (line != NULL) {
-            b->adapter->notify(b->agent, line);
+            notify_agent(b, f->session_id, line);
             json_decref(line);
         }
     } else if (strcmp(f->update_type, "device_capability.result") == 0) {
@@ -1263,16 +1513,33 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
             copy_fields(line, f->payload,
                         (const char *const[]){"request_id", "capability", "status", "location", "attachments", NULL});
             open_capability_answer(b, f, line);
-            b->adapter->notify(b->agent, line);
+            notify_agent(b, f->session_id, line);
             json_decref(line);
         }
+    } else if (strcmp(f->update_type, "session.config") == 0) {
+        json_t *option = json_object_get(f->payload, "option");
+        if (json_string_value(json_object_get(option, "id")) == NULL ||
+            json_string_value(json_object_get(option, "value")) == NULL)
+            rl_log(RL_LOG_WARN, "update %s: session.config without option {id, value}", f->update_id);
+        else if (config_verified(b, f))
+            notify_line(b, json_pack("{s:s, s:s, s:O, s:O?}", "type", "session_config", "session_id", f->session_id,
+                                     "option", option, "request_id", json_object_get(f->payload, "request_id")));
+    } else if (strcmp(f->update_type, "session.model.changed") == 0) {
+        json_t *model = json_object_get(f->payload, "model");
+        if (!json_is_string(model))
+            model = json_object_get(json_object_get(f->payload, "session"), "model");
+        if (json_is_string(model))
+            notify_line(
+                b, json_pack("{s:s, s:s, s:O}", "type", "session_model", "session_id", f->session_id, "model", model));
+    } else if (strcmp(f->update_type, "session.closed") == 0) {
+        notify_line(b, json_pack("{s:s, s:s, s:O?}", "type", "session_closed", "session_id", f->session_id, "reason",
+                                 json_object_get(f->payload, "reason")));
     } else if (strcmp(f->update_type, "session.started") == 0) {
-        json_t *line = json_pack("{s:s, s:s, s:O}", "type", "session_started", "session_id", f->session_id, "session",
-                                 json_object_get(f->payload, "session"));
-        if (line != NULL) {
-            b->adapter->notify(b->agent, line);
-            json_decref(line);
-        }
+        /* Its agent and folder are chosen now (session_setup.h); a refused session's agent hears nothing of it. */
+        json_t *session = json_object_get(f->payload, "session");
+        const rl_session_setup_t *setup = rl_session_setup(b, f->session_id, session);
+        if (setup != NULL && setup->state == RL_SETUP_READY && json_is_object(session))
+            rl_bridge_session_ready(b, f->session_id, session);
     } else {
         rl_log(RL_LOG_DEBUG, "update %s: type %s ignored", f->update_id, f->update_type);
     }
@@ -1541,13 +1808,18 @@ static char *read_file(const char *path, size_t *len, long *size, const char **c
 
 /* The bytes of path (as read_file) when it lies inside the agent's folder once its links are resolved; NULL with *code
  * set. */
-static char *read_in_folder(rl_bridge_t *b, const char *path, size_t *len, long *size, const char **code)
+static char *read_in_folder(rl_bridge_t *b, const char *session_id, const char *path, size_t *len, long *size,
+                            const char **code)
 {
     char root[4096], *real = realpath(path, NULL), *bytes = NULL;
+    const char *folder = rl_bridge_session_cwd(b, session_id);
     size_t rootlen;
 
+    /* The session's project folder when it has one, else the agent's own. */
+    if (folder == NULL)
+        folder = rl_bridge_cwd(b) != NULL ? rl_bridge_cwd(b) : ".";
     *code = real != NULL ? "forbidden" : "not_found";
-    if (real != NULL && realpath(rl_bridge_cwd(b) != NULL ? rl_bridge_cwd(b) : ".", root) != NULL) {
+    if (real != NULL && realpath(folder, root) != NULL) {
         rootlen = strlen(root);
         if (strncmp(real, root, rootlen) == 0 && (real[rootlen] == '/' || real[rootlen] == '\0'))
             bytes = read_file(real, len, size, code);
@@ -1584,7 +1856,7 @@ static json_t *read_agent_file(rl_bridge_t *b, json_t *req)
     code = "forbidden";
     if (strcmp(check, idx) != 0)
         goto out;
-    bytes = read_in_folder(b, path, &len, &size, &code);
+    bytes = read_in_folder(b, sid, path, &len, &size, &code);
     if (bytes == NULL)
         goto out;
     sealed = rl_keyring_seal_path(b->keys, sid, blob, bytes, len);
@@ -1624,7 +1896,7 @@ static json_t *read_plain_file(rl_bridge_t *b, json_t *req)
     code = "session_not_plain";
     if (rl_strmap_get(b->plain, sid) == NULL || rl_strmap_get(b->encrypted, sid) != NULL)
         goto out;
-    bytes = read_in_folder(b, path, &len, &size, &code);
+    bytes = read_in_folder(b, sid, path, &len, &size, &code);
     if (bytes == NULL)
         goto out;
     text = malloc(RL_BASE64_ENCODED_SIZE(len));
@@ -1643,6 +1915,91 @@ out:
     return answer;
 }
 
+void rl_bridge_answer(rl_bridge_t *b, const char *type, json_t *req_id, const char *device_id, json_t *answer)
+{
+    json_t *frame = NULL;
+    char *text = NULL, *sealed = NULL;
+
+    if (json_object_get(answer, "error") != NULL) {
+        frame = json_pack("{s:O}", "error", json_object_get(answer, "error"));
+    } else if (device_id != NULL && *device_id != '\0') {
+        /* spec (docs/api.md "Projects"): sealed to the asking device, which the relay can neither read nor forge. */
+        text = json_dumps(answer, JSON_COMPACT);
+        if (b->keys != NULL && rl_keyring_accepted(b->keys, device_id) && text != NULL)
+            sealed = rl_keyring_seal_to_device(b->keys, device_id, text, strlen(text));
+        frame = sealed != NULL ? json_pack("{s:s, s:s, s:s}", "sealed", sealed, "to_device_id", device_id,
+                                           "from_device_id", rl_keyring_device_id(b->keys))
+                               : json_pack("{s:{s:s, s:s}}", "error", "code", "device_not_accepted", "message",
+                                           "the device is not one this machine accepted");
+    } else if (b->keys == NULL || b->options->plain_projects) {
+        /* --no-e2e: nothing is sealed anywhere on this bridge; --plain-projects: the owner said lists may go plain. */
+        frame = json_deep_copy(answer);
+    } else {
+        frame = json_pack("{s:{s:s, s:s}}", "error", "code", "device_required", "message",
+                          "name the asking device: the answer is sealed to it");
+    }
+    if (text != NULL)
+        rl_e2e_wipe(text, strlen(text));
+    free(text);
+    free(sealed);
+    if (frame == NULL)
+        return;
+    json_object_set_new(frame, "type", json_string(type));
+    json_object_set(frame, "req_id", req_id);
+    send_json(b, frame);
+}
+
+int rl_bridge_project_folder(rl_bridge_t *b, const char *project_id, char *out)
+{
+    const char *code;
+
+    if (b->projects == NULL)
+        return 1;
+    return project_id != NULL && rl_projects_find(b->projects, project_id, out, &code) == 0 ? 0 : -1;
+}
+
+/*
+ * agent_sessions.list.req: the agent's own sessions of a project, asked of
+ * the named agent (the default when none) when it keeps them (acp:); the
+ * others answer that they keep none.
+ */
+static void list_agent_sessions(rl_bridge_t *b, json_t *req)
+{
+    int index = rl_bridge_agent_index(b, json_string_value(json_object_get(req, "agent")));
+    agent_slot_t *slot = index >= 0 ? &b->agents[index] : NULL;
+    json_t *line, *error;
+
+    if (slot == NULL || slot->adapter != &rl_agent_acp) {
+        error = json_pack("{s:{s:s, s:s}}", "error", "code", slot == NULL ? "agent_not_configured" : "unsupported",
+                          "message",
+                          slot == NULL ? "this machine's relay-bridge has no agent of that name"
+                                       : "this agent keeps no sessions of its own");
+        rl_bridge_answer(b, "agent_sessions.list.resp", json_object_get(req, "req_id"), NULL, error);
+        json_decref(error);
+        return;
+    }
+    line = json_pack("{s:s, s:O, s:O?, s:O?, s:O?}", "type", "agent_sessions_list", "req_id",
+                     json_object_get(req, "req_id"), "device_id", json_object_get(req, "device_id"), "project_id",
+                     json_object_get(req, "project_id"), "agent", json_object_get(req, "agent"));
+    if (line != NULL)
+        slot->adapter->notify(slot->agent, line);
+    json_decref(line);
+}
+
+/*
+ * projects.list.req {device_id?} (docs/api.md "Projects"): the list, sealed
+ * to the asking device (rl_bridge_answer's rules).
+ */
+static void list_projects(rl_bridge_t *b, json_t *req)
+{
+    json_t *answer = json_pack("{s:o}", "projects", b->projects != NULL ? rl_projects_list(b->projects) : json_array());
+    const char *device_id = json_string_value(json_object_get(req, "device_id"));
+
+    if (answer != NULL)
+        rl_bridge_answer(b, "projects.list.resp", json_object_get(req, "req_id"), device_id, answer);
+    json_decref(answer);
+}
+
 /* Requests of the relay on the socket: <type>.req answered <type>.resp with the same req_id. */
 static void answer_request(rl_bridge_t *b, rl_frame_t *f)
 {
@@ -1656,7 +2013,13 @@ static void answer_request(rl_bridge_t *b, rl_frame_t *f)
     else if (strcmp(type, "models.list.req") == 0)
         /* Our adapters run one agent with its own model: nothing to choose from. */
         answer = json_pack("{s:[]}", "models");
-    else
+    else if (strcmp(type, "agent_sessions.list.req") == 0) {
+        list_agent_sessions(b, f->root);
+        return;
+    } else if (strcmp(type, "projects.list.req") == 0) {
+        list_projects(b, f->root);
+        return;
+    } else
         return;
     json_object_set_new(answer, "type",
                         json_string(strcmp(type, "file.read.req") == 0 ? "file.read.resp" : "models.list.resp"));
@@ -1807,7 +2170,7 @@ static void handle_results(rl_bridge_t *b)
                  !((turn_state_t *)r->turn->owner)->ended) {
             /* spec (client rule 4): the target is gone, so is the work for it: stop the agent's turn. */
             rl_log(RL_LOG_WARN, "interaction %s: %s, dropping the turn", r->turn->interaction_id, r->code);
-            b->adapter->cancel(b->agent, r->turn->session_id, r->turn->interaction_id);
+            cancel_agent(b, r->turn->session_id, r->turn->interaction_id);
         } else if (r->call == RL_CALL_REGISTER_DEVICE) {
             const char *id = json_string_value(json_object_get(r->result, "device_id"));
             if (r->ok && id != NULL) {
@@ -1833,7 +2196,7 @@ static void handle_results(rl_bridge_t *b)
                     copy_fields(line, r->result, (const char *const[]){"request_id", "expires_at", NULL});
                 else
                     json_object_set_new(line, "error", json_string(r->code));
-                b->adapter->notify(b->agent, line);
+                notify_agent(b, json_string_value(json_object_get(r->body, "session_id")), line);
                 json_decref(line);
             }
         } else if (r->call == RL_CALL_REQUEST_APPROVAL) {
@@ -1862,7 +2225,7 @@ static void handle_results(rl_bridge_t *b)
             if (line != NULL) {
                 if (!r->ok)
                     json_object_set_new(line, "error", json_string(r->code));
-                b->adapter->notify(b->agent, line);
+                notify_agent(b, json_string_value(json_object_get(r->body, "session_id")), line);
                 json_decref(line);
             }
         }
@@ -1983,13 +2346,84 @@ static void loop(rl_bridge_t *b)
     }
 }
 
+/*
+ * The agents of options, checked (names, schemes, one default) before anything
+ * starts: 0, or -1 with the reason logged.
+ */
+static int plan_agents(rl_bridge_t *b, const rl_bridge_options_t *o)
+{
+    rl_bridge_agent_spec_t one = {"default", o->agent};
+    const rl_bridge_agent_spec_t *specs = o->nagents > 0 ? o->agents : &one;
+    size_t n = o->nagents > 0 ? o->nagents : (o->agent != NULL ? 1 : 0), i, j;
+    const char *arg;
+
+    if (n == 0 || n > RL_BRIDGE_AGENTS_MAX) {
+        rl_log(RL_LOG_ERROR, "run needs one --agent to %d", RL_BRIDGE_AGENTS_MAX);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        agent_slot_t *slot = &b->agents[i];
+        if (specs[i].name == NULL || !rl_agent_name_valid(specs[i].name, strlen(specs[i].name))) {
+            rl_log(RL_LOG_ERROR, "agent names are 1-32 of a-z, 0-9, _ and -");
+            return -1;
+        }
+        for (j = 0; j < i; j++) {
+            if (strcmp(b->agents[j].name, specs[i].name) == 0) {
+                rl_log(RL_LOG_ERROR, "two agents are named %s", specs[i].name);
+                return -1;
+            }
+        }
+        slot->adapter = specs[i].spec != NULL ? rl_agent_find(specs[i].spec, &arg) : NULL;
+        if (slot->adapter == NULL) {
+            rl_log(RL_LOG_ERROR, "agent %s: --agent must be exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL",
+                   specs[i].name);
+            return -1;
+        }
+        snprintf(slot->name, sizeof(slot->name), "%s", specs[i].name);
+    }
+    b->nagents = n;
+    b->default_agent = 0;
+    if (o->default_agent != NULL) {
+        int found = rl_bridge_agent_index(b, o->default_agent);
+        if (found < 0) {
+            rl_log(RL_LOG_ERROR, "--default-agent %s: no agent has that name", o->default_agent);
+            return -1;
+        }
+        b->default_agent = (size_t)found;
+    }
+    return 0;
+}
+
+/* Starts every agent of the plan: 0, or -1 (the reason logged by its adapter). */
+static int start_agents(rl_bridge_t *b, const rl_bridge_options_t *o)
+{
+    const rl_bridge_agent_spec_t *specs = o->nagents > 0 ? o->agents : NULL;
+    const char *arg;
+    size_t i;
+
+    for (i = 0; i < b->nagents; i++) {
+        agent_slot_t *slot = &b->agents[i];
+        rl_agent_find(specs != NULL ? specs[i].spec : o->agent, &arg);
+        if (slot->adapter->create(b, slot->name, arg, &slot->agent) != 0) {
+            rl_log(RL_LOG_ERROR, "agent %s could not start", slot->name);
+            return -1;
+        }
+        rl_log(RL_LOG_INFO, "agent %s: %s%s", slot->name, slot->adapter->scheme,
+               i == b->default_agent ? " (the default)" : "");
+    }
+    /* An exec agent writes no manifest line: the bridge says which agents it has itself. */
+    if (b->agents[b->default_agent].adapter == &rl_agent_exec)
+        send_manifest(b);
+    return 0;
+}
+
 int rl_bridge_run(const rl_bridge_options_t *options)
 {
     rl_bridge_t b;
     rl_rest_options_t rest_options = {0};
     rl_client_t *client = NULL;
-    const char *arg = NULL;
     turn_state_t *t;
+    size_t i;
 
     memset(&b, 0, sizeof(b));
     b.options = options;
@@ -1998,10 +2432,15 @@ int rl_bridge_run(const rl_bridge_options_t *options)
     b.reconnect_at = -1;
     snprintf(b.installation_id, sizeof(b.installation_id), "%s",
              options->installation_id != NULL ? options->installation_id : "");
-    b.adapter = rl_agent_find(options->agent, &arg);
-    if (b.adapter == NULL) {
-        rl_log(RL_LOG_ERROR, "--agent must be exec:COMMAND, jsonl:COMMAND, acp:COMMAND or openai:URL");
+    if (plan_agents(&b, options) != 0)
         return RL_BRIDGE_EXIT_USAGE;
+    if (options->nroots > 0) {
+        char err[256];
+        b.projects = rl_projects_open(options->roots, options->nroots, err, sizeof(err));
+        if (b.projects == NULL) {
+            rl_log(RL_LOG_ERROR, "%s", err);
+            return RL_BRIDGE_EXIT_USAGE;
+        }
     }
     rl_backoff_init(&b.backoff, options->backoff_first_ms, options->backoff_cap_ms);
     /* Threads inherit this mask: signals reach the loop through the signalfd only. */
@@ -2033,15 +2472,20 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
-    if (b.adapter->create(&b, arg, &b.agent) != 0) {
+    /* Before the agents: they may post a session's state as soon as they run. */
+    b.states = rl_strmap_new(REMEMBERED_MAX);
+    b.setups = rl_setups_new();
+    if (b.states == NULL || b.setups == NULL || start_agents(&b, options) != 0) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
     b.encrypted = rl_strmap_new(REMEMBERED_MAX);
     b.plain = rl_strmap_new(REMEMBERED_MAX);
+    b.config_ts = rl_strmap_new(REMEMBERED_MAX);
     b.asked = rl_strmap_new(REMEMBERED_MAX);
     b.decided = rl_strmap_new(DECIDED_MAX);
-    if (b.encrypted == NULL || b.plain == NULL || b.asked == NULL || b.decided == NULL) {
+    if (b.encrypted == NULL || b.plain == NULL || b.asked == NULL || b.decided == NULL || b.config_ts == NULL ||
+        b.states == NULL) {
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
@@ -2060,7 +2504,7 @@ int rl_bridge_run(const rl_bridge_options_t *options)
             rl_log(RL_LOG_WARN, "cannot watch the config folder: devices confirmed here count from the next start");
         owner_changed(&b, -1, 0);
     }
-    rl_log(RL_LOG_INFO, "starting with the %s agent", b.adapter->scheme);
+    rl_log(RL_LOG_INFO, "starting with %zu agents, %zu project roots", b.nagents, options->nroots);
     connect_socket(&b);
     loop(&b);
 out:
@@ -2079,8 +2523,11 @@ out:
         rl_frame_free(&p->frame);
         free(p);
     }
-    if (b.agent != NULL)
-        b.adapter->destroy(b.agent);
+    for (i = 0; i < b.nagents; i++) {
+        if (b.agents[i].agent != NULL)
+            b.agents[i].adapter->destroy(b.agents[i].agent);
+        json_decref(b.agents[i].manifest);
+    }
     /* On a plain stop, give writes already queued (a turn's last deltas and its end) a moment to go out. */
     if (b.rest != NULL && b.exit_code == RL_BRIDGE_EXIT_OK) {
         long deadline = rl_clock_mono_ms() + 5000;
@@ -2103,11 +2550,15 @@ out:
         free(t);
     }
     rl_dedupe_free(b.dedupe);
+    rl_setups_free(b.setups);
+    rl_projects_free(b.projects);
     rl_keyring_free(b.keys);
     rl_strmap_free(b.encrypted, NULL);
     rl_strmap_free(b.plain, NULL);
     rl_strmap_free(b.asked, asked_free);
     rl_strmap_free(b.decided, NULL);
+    rl_strmap_free(b.config_ts, free);
+    rl_strmap_free(b.states, state_free);
     while (b.grants != NULL) {
         grant_t *g = b.grants;
         b.grants = g->next;

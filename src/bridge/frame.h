@@ -53,6 +53,7 @@ typedef struct rl_agent_line {
     rl_agent_line_type_t type;
     json_t *root;                            /* the whole line, an object; owns the strings below */
     const char *session_id, *interaction_id; /* "" for manifest and log */
+    const struct rl_agent *from;             /* the agent that wrote it (a manifest is per agent); NULL: the default */
 } rl_agent_line_t;
 
 /*

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -585,15 +586,18 @@ int rl_keyring_file_index(const rl_keyring_t *k, const char *session_id, const c
     return result;
 }
 
-int rl_keyring_verify_decision(const rl_keyring_t *k, const char *approval_id, const char *session_id,
-                               const char *decision, const char *scope, const char *device_id, const char *sig,
-                               const char **why)
+/*
+ * The public key of the accepted device that signed something (a decision, a
+ * setting): 0 with pub filled, or -1 with *why. Every signed word of a device
+ * goes through here, so one rule says whose signature counts.
+ */
+static int signer_key(const rl_keyring_t *k, const char *device_id, const char *sig, const char *sig_name,
+                      uint8_t pub[RL_E2E_KEY_LEN], const char **why)
 {
     json_t *peer = device_id != NULL ? json_object_get(k->peers, device_id) : NULL;
-    uint8_t pub[RL_E2E_KEY_LEN];
 
     if (sig == NULL || sig[0] == '\0') {
-        *why = "no decision_sig";
+        *why = sig_name;
         return -1;
     }
     if (device_id == NULL || device_id[0] == '\0') {
@@ -604,8 +608,22 @@ int rl_keyring_verify_decision(const rl_keyring_t *k, const char *approval_id, c
         *why = "signed by a device this bridge has not accepted (unconfirmed or revoked)";
         return -1;
     }
-    if (approval_id == NULL || decision == NULL ||
-        rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0) {
+    if (rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0) {
+        *why = "malformed device key";
+        return -1;
+    }
+    return 0;
+}
+
+int rl_keyring_verify_decision(const rl_keyring_t *k, const char *approval_id, const char *session_id,
+                               const char *decision, const char *scope, const char *device_id, const char *sig,
+                               const char **why)
+{
+    uint8_t pub[RL_E2E_KEY_LEN];
+
+    if (signer_key(k, device_id, sig, "no decision_sig", pub, why) != 0)
+        return -1;
+    if (approval_id == NULL || decision == NULL) {
         *why = "malformed decision";
         return -1;
     }
@@ -614,6 +632,41 @@ int rl_keyring_verify_decision(const rl_keyring_t *k, const char *approval_id, c
         return -1;
     }
     return 0;
+}
+
+int rl_keyring_verify_config(const rl_keyring_t *k, const char *session_id, const char *option_id, const char *value,
+                             long long ts, const char *device_id, const char *sig, const char **why)
+{
+    uint8_t pub[RL_E2E_KEY_LEN];
+
+    if (signer_key(k, device_id, sig, "no config_sig", pub, why) != 0)
+        return -1;
+    if (rl_e2e_config_verify(k->device.kp.sec, pub, session_id, option_id, value, ts, device_id, sig) != 0) {
+        *why = "config_sig does not verify";
+        return -1;
+    }
+    return 0;
+}
+
+char *rl_keyring_seal_to_device(const rl_keyring_t *k, const char *device_id, const void *plain, size_t len)
+{
+    json_t *peer = device_id != NULL ? json_object_get(k->peers, device_id) : NULL;
+    uint8_t pub[RL_E2E_KEY_LEN], *box;
+    char *text = NULL;
+
+    if (peer == NULL || rl_e2e_pub_parse(json_string_value(json_object_get(peer, "pubkey")), pub) != 0)
+        return NULL;
+    box = malloc(crypto_box_NONCEBYTES + crypto_box_MACBYTES + len);
+    if (box == NULL)
+        return NULL;
+    randombytes_buf(box, crypto_box_NONCEBYTES);
+    if (crypto_box_easy(box + crypto_box_NONCEBYTES, plain, len, box, pub, k->device.kp.sec) == 0) {
+        text = malloc(RL_BASE64_ENCODED_SIZE(crypto_box_NONCEBYTES + crypto_box_MACBYTES + len));
+        if (text != NULL)
+            rl_base64_encode(box, crypto_box_NONCEBYTES + crypto_box_MACBYTES + len, text);
+    }
+    free(box);
+    return text;
 }
 
 /* How each content field of a bridge call is sealed. */

@@ -154,5 +154,18 @@ int rl_keyring_seal_call(const rl_keyring_t *k, rl_call_t call, const char *sess
 int rl_keyring_verify_decision(const rl_keyring_t *k, const char *approval_id, const char *session_id,
                                const char *decision, const char *scope, const char *device_id, const char *sig,
                                const char **why);
+/*
+ * Checks a session setting's config_sig (docs/api.md, "Steering") against the
+ * accepted device device_id: 0 when it verifies; otherwise -1 with *why (for
+ * the log). The freshness of ts is the caller's rule.
+ */
+int rl_keyring_verify_config(const rl_keyring_t *k, const char *session_id, const char *option_id, const char *value,
+                             long long ts, const char *device_id, const char *sig, const char **why);
+/*
+ * plain sealed to the accepted device device_id (docs/api.md, "Projects"):
+ * base64(nonce(24) || crypto_box_easy(plain, nonce, device pub, this
+ * bridge's secret)), malloc'd; NULL when the device is not accepted.
+ */
+char *rl_keyring_seal_to_device(const rl_keyring_t *k, const char *device_id, const void *plain, size_t len);
 
 #endif

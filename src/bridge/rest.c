@@ -34,6 +34,7 @@ static const struct call_route {
     [RL_CALL_REGISTER_DEVICE] = {"/v1/bridge/devices", "default"},
     [RL_CALL_ADD_RECIPIENTS] = {"/v1/bridge/sessions/%s/recipients", "default"},
     [RL_CALL_NOTIFY_TOOL_FILE] = {"/v1/bridge/notifyToolFile", "default"},
+    [RL_CALL_SESSION_STATE] = {"/v1/bridge/sessions/%s/state", "task"},
 };
 
 /* The calls whose outcome the loop hears of, failed or not: the agent waits on them. */
@@ -257,7 +258,7 @@ static void perform(rl_rest_t *rest, op_t *op)
         return;
     }
     snprintf(path, sizeof(path), "%s", route->path);
-    if (op->call == RL_CALL_ADD_RECIPIENTS) {
+    if (op->call == RL_CALL_ADD_RECIPIENTS || op->call == RL_CALL_SESSION_STATE) {
         const char *sid = json_string_value(json_object_get(op->body, "session_id"));
         /* Session ids are [A-Za-z0-9_]: nothing to escape in a path. */
         if (sid == NULL ||

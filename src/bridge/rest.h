@@ -63,6 +63,7 @@ typedef enum rl_call {
     RL_CALL_REGISTER_DEVICE,    /* POST /v1/bridge/devices; always reported back */
     RL_CALL_ADD_RECIPIENTS,     /* body's "session_id" goes into the path: /v1/bridge/sessions/:id/recipients */
     RL_CALL_NOTIFY_TOOL_FILE,
+    RL_CALL_SESSION_STATE, /* body's "session_id" goes into the path: /v1/bridge/sessions/:id/state */
 } rl_call_t;
 
 typedef struct rl_rest_result {

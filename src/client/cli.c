@@ -40,7 +40,7 @@ static int add_flag(rl_cli_args_t *args, const rl_cli_flag_t *flag, const char *
     int i;
 
     for (i = 0; i < args->nflags; ++i) {
-        if (args->flags[i] == flag) {
+        if (args->flags[i] == flag && !flag->repeat) {
             snprintf(err, errsz, "--%s is given twice", flag->name);
             return -1;
         }
@@ -198,6 +198,20 @@ const char *rl_cli_value(const rl_cli_args_t *args, const char *name)
             return args->values[i];
     }
     return NULL;
+}
+
+int rl_cli_values(const rl_cli_args_t *args, const char *name, const char **out, int max)
+{
+    int i, n = 0;
+
+    for (i = 0; i < args->nflags; ++i) {
+        if (strcmp(args->flags[i]->name, name) != 0)
+            continue;
+        if (n < max)
+            out[n] = args->values[i];
+        n++;
+    }
+    return n;
 }
 
 static void help_flags(FILE *out, const rl_term_t *term, const rl_cli_flag_t *flags)

@@ -20,13 +20,14 @@
 #include "client/term.h"
 
 #define RL_CLI_MAX_ARGS  16
-#define RL_CLI_MAX_FLAGS 16
+#define RL_CLI_MAX_FLAGS 48
 
 typedef struct rl_cli_flag {
     const char *name;  /* "type" for --type; NULL ends a table */
     char short_name;   /* 't' for -t, or 0 */
     const char *value; /* placeholder of its value ("TYPE"), or NULL for a switch */
     const char *help;
+    int repeat; /* may be given more than once (each value kept, in order: rl_cli_values) */
 } rl_cli_flag_t;
 
 struct rl_cli_args;
@@ -110,6 +111,12 @@ int rl_cli_parse(const rl_cli_program_t *program, int argc, char **argv, rl_cli_
 
 /* The value of flag name ("" for a switch), or NULL when it was not given. */
 const char *rl_cli_value(const rl_cli_args_t *args, const char *name);
+
+/*
+ * The values of a repeatable flag, in the order given: up to max of them in
+ * out. The number given (which may exceed max).
+ */
+int rl_cli_values(const rl_cli_args_t *args, const char *name, const char **out, int max);
 
 /* Writes help for one command, or for the whole program when command is NULL. */
 void rl_cli_help(FILE *out, const rl_term_t *term, const rl_cli_program_t *program, const rl_cli_command_t *command);

@@ -3,6 +3,7 @@
 #include <openssl/kdf.h>
 #include <sodium.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/base64.h"
@@ -494,6 +495,43 @@ int rl_e2e_decision_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t t
     uint8_t mac[32];
 
     if (decision_mac(my_sec, their_pub, approval_id, session_id, decision, scope, device_id, mac) != 0)
+        return RL_E2E_E_AUTH;
+    return sig_equal(mac, sig);
+}
+
+/* config_sig (docs/api.md, "Steering"): the ts as the device wrote it, in decimal. */
+static int config_mac(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                      const char *session_id, const char *option_id, const char *value, long long ts,
+                      const char *device_id, uint8_t mac[32])
+{
+    char when[24];
+    const char *parts[] = {session_id, option_id, value, when, device_id};
+
+    if (session_id == NULL || option_id == NULL || value == NULL || device_id == NULL)
+        return RL_E2E_E_FORMAT;
+    snprintf(when, sizeof(when), "%lld", ts);
+    return pair_mac(my_sec, their_pub, "relay/v1/config", parts, 5, mac);
+}
+
+int rl_e2e_config_sig(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                      const char *session_id, const char *option_id, const char *value, long long ts,
+                      const char *device_id, char out[RL_E2E_SIG_SIZE])
+{
+    uint8_t mac[32];
+    int result = config_mac(my_sec, their_pub, session_id, option_id, value, ts, device_id, mac);
+
+    if (result == 0)
+        rl_base64_encode(mac, sizeof(mac), out);
+    return result;
+}
+
+int rl_e2e_config_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                         const char *session_id, const char *option_id, const char *value, long long ts,
+                         const char *device_id, const char *sig)
+{
+    uint8_t mac[32];
+
+    if (config_mac(my_sec, their_pub, session_id, option_id, value, ts, device_id, mac) != 0)
         return RL_E2E_E_AUTH;
     return sig_equal(mac, sig);
 }

@@ -141,6 +141,21 @@ int rl_e2e_decision_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t t
                            const char *device_id, const char *sig);
 
 /*
+ * config_sig (docs/api.md, "Steering"): base64 of HMAC-SHA256(K,
+ * "relay/v1/config" 0xFF session_id 0xFF option_id 0xFF value 0xFF
+ * ts(decimal) 0xFF device_id), K = HKDF(crypto_box_beforenm(their pub, my
+ * sec), "relay/v1/config"): a session setting changed from a device, signed
+ * as a decision is, so that a relay cannot switch an agent to "ask nothing".
+ */
+int rl_e2e_config_sig(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                      const char *session_id, const char *option_id, const char *value, long long ts,
+                      const char *device_id, char out[RL_E2E_SIG_SIZE]);
+/* 0 when sig is that signature (constant-time compare), RL_E2E_E_AUTH otherwise (a NULL part too). */
+int rl_e2e_config_verify(const uint8_t my_sec[RL_E2E_KEY_LEN], const uint8_t their_pub[RL_E2E_KEY_LEN],
+                         const char *session_id, const char *option_id, const char *value, long long ts,
+                         const char *device_id, const char *sig);
+
+/*
  * grant_sig (docs/api.md, "Signed grants"): base64 of HMAC-SHA256(K,
  * "relay/v1/grant" 0xFF session_id 0xFF wrapped_session_key 0xFF device_id),
  * K = HKDF(crypto_box_beforenm(their pub, my sec), "relay/v1/grant"), where

@@ -55,6 +55,19 @@ the agent does:
                          (failed when CODE is not 0) with _meta.terminal_exit {exit_code:
                          CODE}; without that capability, the output as text content at the end
   shellburst N           like shell, N output chunks 10 ms apart, then 1.5 s, then completed
+  settings               the reply is the session's settings in force:
+                         "mode=M model=X effort=E"
+
+Settings (--config): session/new answers configOptions mode (ask, code, plan,
+bypassPermissions), model (model-a, model-b) and effort (low, medium, high),
+and serves session/set_config_option (a mode change also sends
+current_mode_update); without --config it answers the older modes and
+models and serves session/set_mode and session/set_model. Every change is
+logged ("set_config", "set_mode", "set_model"). --sessions: the
+sessionCapabilities list, resume and close are advertised (--no-resume: list
+and close only, so a session is continued with session/load); session/list
+names the sessions kept in --state whose cwd is the one asked (a file written
+there by hand is a session begun at the desk: {"history", "cwd", "title"}).
 
 Sessions are kept in the folder named by --state (or $ACP_AGENT_STATE) so
 that a restarted agent can session/load them (their history is replayed as
@@ -92,6 +105,9 @@ PARSER.add_argument("--images", action="store_true", help="advertise promptCapab
 PARSER.add_argument("--fail-new", metavar="TEXT", help="session/new fails with TEXT in its data and on stderr")
 PARSER.add_argument("--fail-new-noise", type=int, default=0, help="lines of stderr filler before the failure's")
 PARSER.add_argument("--fail-new-once", action="store_true", help="only the first session/new fails")
+PARSER.add_argument("--config", action="store_true", help="session config options instead of modes and models")
+PARSER.add_argument("--sessions", action="store_true", help="advertise session/list, resume and close")
+PARSER.add_argument("--no-resume", action="store_true", help="with --sessions: no session/resume")
 ARGS = PARSER.parse_args()
 
 OUT = threading.Lock()
@@ -537,7 +553,8 @@ def on_initialize(rid, params):
     respond(rid, {"protocolVersion": 1,
                   "agentCapabilities": {"loadSession": not ARGS.no_load,
                                         "promptCapabilities": {"image": ARGS.images,
-                                                               "embeddedContext": ARGS.images}},
+                                                               "embeddedContext": ARGS.images},
+                                        "sessionCapabilities": session_capabilities()},
                   "agentInfo": {"name": "acp-test-agent", "version": "1.0"},
                   "authMethods": auth_methods()})
 
@@ -584,8 +601,10 @@ def on_new(rid, params):
     SESSIONS[sid] = {"history": [], "cancel": threading.Event(), "cwd": params.get("cwd") or os.getcwd()}
     save(sid)
     log("session_new", session=sid, cwd=params.get("cwd"))
-    respond(rid, {"sessionId": sid, "modes": {"currentModeId": "ask", "availableModes": [
-        {"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}})
+    answer = {"sessionId": sid, "modes": {"currentModeId": "ask", "availableModes": [
+        {"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}}
+    answer.update(settings_answer(sid))
+    respond(rid, answer)
     advertise(sid)
 
 
@@ -597,10 +616,11 @@ def on_load(rid, params):
         respond(rid, error={"code": -32002, "message": "unknown session"})
         return
     SESSIONS[sid] = {"history": history, "cancel": threading.Event(), "cwd": params.get("cwd") or os.getcwd()}
+    log("session_load_settings", session=sid, settings=settings_answer(sid))
     for role, text in history:
         kind = "user_message_chunk" if role == "user" else "agent_message_chunk"
         update(sid, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
-    respond(rid, None)
+    respond(rid, settings_answer(sid) or None)
     advertise(sid)
 
 
@@ -643,7 +663,135 @@ def on_cancel(params):
         session["cancel"].set()
 
 
-METHODS = {"initialize": on_initialize, "authenticate": on_authenticate, "session/new": on_new, "session/load": on_load, "session/prompt": on_prompt}
+# ---- settings and the agent's own sessions (--config, --sessions) --------------------------------
+
+SETTING_VALUES = {
+    "mode": [("ask", "Ask"), ("code", "Code"), ("plan", "Plan"), ("bypassPermissions", "Bypass Permissions")],
+    "model": [("model-a", "Model A"), ("model-b", "Model B")],
+    "effort": [("low", "Low"), ("medium", "Medium"), ("high", "High")],
+}
+SETTING_CATEGORY = {"mode": "mode", "model": "model", "effort": "thought_level"}
+
+
+def settings_of(sid):
+    return SESSIONS[sid].setdefault("settings", {"mode": "ask", "model": "model-a", "effort": "medium"})
+
+
+def config_options(sid):
+    settings = settings_of(sid)
+    return [{"id": key, "name": key.capitalize(), "category": SETTING_CATEGORY[key], "type": "select",
+             "currentValue": settings[key],
+             "options": [{"value": v, "name": n, "description": "the " + n + " " + key} for v, n in values]}
+            for key, values in SETTING_VALUES.items()]
+
+
+def settings_answer(sid):
+    """What session/new, load and resume add to their answer: configOptions, or modes and models."""
+    settings = settings_of(sid)
+    if ARGS.config:
+        return {"configOptions": config_options(sid)}
+    return {"modes": {"currentModeId": settings["mode"], "availableModes": [
+                {"id": v, "name": n} for v, n in SETTING_VALUES["mode"]]},
+            "models": {"currentModelId": settings["model"], "availableModels": [
+                {"modelId": v, "name": n} for v, n in SETTING_VALUES["model"]]}}
+
+
+def session_capabilities():
+    if not ARGS.sessions:
+        return {}
+    caps = {"list": {}, "close": {}}
+    if not ARGS.no_resume:
+        caps["resume"] = {}
+    return caps
+
+
+def change_setting(rid, sid, key, value, event):
+    session = SESSIONS.get(sid)
+    log(event, session=sid, key=key, value=value)
+    if session is None:
+        respond(rid, error={"code": -32602, "message": "unknown session"})
+        return False
+    if key not in SETTING_VALUES or value not in [v for v, _ in SETTING_VALUES[key]]:
+        respond(rid, error={"code": -32602, "message": "Invalid value for config option %s: %s" % (key, value)})
+        return False
+    settings_of(sid)[key] = value
+    return True
+
+
+def on_set_config_option(rid, params):
+    sid = params.get("sessionId")
+    if not change_setting(rid, sid, params.get("configId"), params.get("value"), "set_config"):
+        return
+    if params.get("configId") == "mode":
+        update(sid, {"sessionUpdate": "current_mode_update", "currentModeId": params.get("value")})
+    respond(rid, {"configOptions": config_options(sid)})
+
+
+def on_set_mode(rid, params):
+    if change_setting(rid, params.get("sessionId"), "mode", params.get("modeId"), "set_mode"):
+        respond(rid, {})
+
+
+def on_set_model(rid, params):
+    if change_setting(rid, params.get("sessionId"), "model", params.get("modelId"), "set_model"):
+        respond(rid, {})
+
+
+def scenario_settings(sid, text, words):
+    settings = settings_of(sid)
+    say(sid, "mode=%s model=%s effort=%s" % (settings["mode"], settings["model"], settings["effort"]))
+    return "end_turn"
+
+
+def kept_sessions():
+    """The sessions in --state: (id, document, modification time)."""
+    found = []
+    for name in sorted(os.listdir(ARGS.state)) if ARGS.state else []:
+        if name.endswith(".json"):
+            path = os.path.join(ARGS.state, name)
+            with open(path) as f:
+                found.append((name[:-5], json.load(f), os.path.getmtime(path)))
+    return found
+
+
+def on_list(rid, params):
+    cwd = params.get("cwd")
+    sessions = []
+    for sid, doc, mtime in kept_sessions():
+        if cwd and doc.get("cwd", cwd) != cwd:
+            continue
+        first = next((text for role, text in doc.get("history", []) if role == "user"), "")
+        sessions.append({"sessionId": sid, "cwd": doc.get("cwd", cwd), "title": doc.get("title") or first[:40],
+                         "updatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))})
+    log("session_list", cwd=cwd, count=len(sessions))
+    respond(rid, {"sessions": sessions})
+
+
+def on_resume(rid, params):
+    sid = params["sessionId"]
+    history = load(sid)
+    log("session_resume", session=sid, found=history is not None, cwd=params.get("cwd"))
+    if history is None:
+        respond(rid, error={"code": -32002, "message": "unknown session"})
+        return
+    SESSIONS[sid] = {"history": history, "cancel": threading.Event(), "cwd": params.get("cwd") or os.getcwd()}
+    respond(rid, settings_answer(sid))
+    advertise(sid)
+
+
+def on_close(rid, params):
+    sid = params.get("sessionId")
+    log("session_close", session=sid, known=sid in SESSIONS)
+    SESSIONS.pop(sid, None)
+    respond(rid, {})
+
+
+SCENARIOS["settings"] = scenario_settings
+
+METHODS = {"initialize": on_initialize, "authenticate": on_authenticate, "session/new": on_new, "session/load": on_load, "session/prompt": on_prompt,
+           "session/set_config_option": on_set_config_option, "session/set_mode": on_set_mode,
+           "session/set_model": on_set_model, "session/list": on_list, "session/resume": on_resume,
+           "session/close": on_close}
 
 
 def main():

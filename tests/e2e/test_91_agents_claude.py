@@ -604,3 +604,67 @@ def test_a_photo_reaches_claude_code_as_an_image_plain_and_sealed(relay, tmp_pat
         rig.assert_stayed_home()
     finally:
         assert run.close() == 0
+
+
+def _wait_state(run, session, check, what):
+    """The session's agent_state as the session_state events tell it, once check holds (the stream spares the
+    user's rate bucket the polling)."""
+    return run.stream.wait_for("session_state", lambda d: d.get("session_id") == session and check(d["agent_state"]),
+                               timeout=WAIT).data["agent_state"]
+
+
+def _set(run, session, option_id, value):
+    r = run.user.call("POST", "/v1/me/sessions/%s/config" % session, {"option": {"id": option_id, "value": value}})
+    assert r.status_code == 202, r.text
+
+
+def test_plan_mode_set_from_the_client_is_in_force_claude_code_edits_nothing(relay, user_token, tmp_path):
+    """The session's mode, set from the client before the first message (issue 36): Claude Code's mode
+    option comes back as the session's state, plan goes through session/set_config_option, and the
+    turn then proposes without touching the file, though the model asks for an Edit."""
+    target = os.path.join(str(tmp_path), "work", "notes.txt")
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [
+        ("Edit", {"file_path": target, "old_string": "line two", "new_string": "line 2 edited"})], "My plan.")
+    try:
+        with open(target, "w") as f:
+            f.write(ORIGINAL)
+        session = run.user.create_session()
+        _set(run, session, "mode", "plan")
+        state = _wait_state(run, session, lambda s: s.get("mode") == "plan", "Claude Code in plan mode")
+        modes = [v["value"] for o in state["options"] if o["kind"] == "mode" for v in o["values"]]
+        assert {"default", "acceptEdits", "plan"} <= set(modes), state
+        if os.geteuid() == 0:
+            assert "bypassPermissions" not in modes, modes
+        interaction = run.user.send(session, "Change line two of notes.txt")
+        replies = run.wait_turn(session, interaction)
+        with open(target) as f:
+            assert f.read() == ORIGINAL, replies
+        assert [e for e in run.stream.events if e.name == "approval_requested"] == [], replies
+        assert replies[-1]["text"].startswith("My plan."), replies
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_a_model_chosen_from_the_client_reaches_the_stand_ins_next_request(relay, user_token, tmp_path):
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "Hello.")
+    try:
+        session = run.user.create_session()
+        first = run.user.send(session, "hi")
+        run.wait_turn(session, first)
+        state = _wait_state(run, session, lambda s: s.get("model") is not None, "Claude Code's model")
+        before = [b.get("model") for b in run.rig.model.conversation()][-1]
+        model = [o for o in state["options"] if o["kind"] == "model"][0]
+        # Another family than the one in use (sonnet[1m] is the same model with a longer context).
+        family = "haiku" if "haiku" not in before else "opus"
+        other = [v["value"] for v in model["values"] if family in v["value"]]
+        assert other, model
+        _set(run, session, model["id"], other[0])
+        _wait_state(run, session, lambda s: s.get("model") == other[0], "the model changed")
+        second = run.user.send(session, "again")
+        run.wait_turn(session, second)
+        after = [b.get("model") for b in run.rig.model.conversation()][-1]
+        assert family in after and after != before, (before, after, other[0])
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0

@@ -247,3 +247,44 @@ def test_a_photo_reaches_codex_as_an_image_plain_and_sealed(relay, tmp_path):
         rig.assert_stayed_home()
     finally:
         assert run.close() == 0
+
+
+def test_codex_model_and_effort_set_from_the_client_reach_it(relay, user_token, tmp_path):
+    """issue 36: Codex's settings come back as the session's state (codex-acp 0.16, with this rig's
+    fixed sandbox, offers its model and reasoning effort as options and no mode); a model chosen from
+    the client is the one the stand-in's next request names, and a send's thought_level "max" is
+    its highest reasoning effort."""
+    run = CodexThroughBridge(relay, user_token, tmp_path, [], "Hello.")
+
+    def state(check):
+        return run.stream.wait_for("session_state", lambda d: d.get("session_id") == session
+                                   and check(d["agent_state"]), timeout=60).data["agent_state"]
+
+    def last_request():
+        return [r["body"] for r in run.rig.model.requests
+                if r["method"] == "POST" and isinstance(r["body"], dict) and "model" in r["body"]][-1]
+    try:
+        session = run.user.create_session()
+        first = run.user.send(session, "hi")
+        run.wait_turn(session, first)
+        current = state(lambda s: s.get("model") is not None)
+        assert [o["kind"] for o in current["options"]] == ["model", "effort"], current
+        assert current["effort"] == "medium", current
+        before = last_request()["model"]
+        model = current["options"][0]
+        others = [v["value"] for v in model["values"] if v["value"] != before]
+        assert others, (before, model)
+        r = run.user.call("POST", "/v1/me/sessions/%s/config" % session,
+                          {"option": {"id": model["id"], "value": others[0]}})
+        assert r.status_code == 202, r.text
+        state(lambda s: s.get("model") == others[0])
+        r = run.user.call("POST", "/v1/me/sessions/%s/send" % session, {"text": "again", "thought_level": "max"})
+        assert r.status_code == 200, r.text
+        run.wait_turn(session, r.json().get("result", r.json())["interaction_id"])
+        body = last_request()
+        assert body["model"] == others[0] != before, (before, body["model"])
+        assert body.get("reasoning", {}).get("effort") == "xhigh", body.get("reasoning")
+        state(lambda s: s.get("effort") == "xhigh")
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0

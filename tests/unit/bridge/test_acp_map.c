@@ -27,7 +27,7 @@ static void test_every_update_kind_of_the_schema_has_its_bridge_call(void **stat
         {"current_mode_update", RL_ACP_UPDATE_MODE, "setManifest agent.mode"},
         {"user_message_chunk", RL_ACP_UPDATE_IGNORE, NULL},
         {"usage_update", RL_ACP_UPDATE_USAGE, "sendMessageEnd usage.context_*"},
-        {"config_option_update", RL_ACP_UPDATE_IGNORE, NULL},
+        {"config_option_update", RL_ACP_UPDATE_CONFIG, "POST /v1/bridge/sessions/:id/state options"},
         {"session_info_update", RL_ACP_UPDATE_IGNORE, NULL},
     };
     size_t i, k;

@@ -17,6 +17,8 @@
 #include "../../../src/bridge/acp_rpc.c"
 #include "../../../src/bridge/acp_session.c"
 #include "../../../src/bridge/acp_tasks.c"
+#include "../../../src/bridge/acp_list.c"
+#include "../../../src/bridge/acp_steer.c"
 #include "../../../src/bridge/child.c"
 
 /* ---- the loop's services, recorded ---------------------------------------------------------------- */
@@ -65,6 +67,21 @@ const char *rl_bridge_cwd(const rl_bridge_t *bridge)
     return NULL;
 }
 
+const char *rl_bridge_session_cwd(rl_bridge_t *bridge, const char *session_id)
+{
+    (void)bridge;
+    (void)session_id;
+    return NULL;
+}
+
+int rl_bridge_project_folder(rl_bridge_t *bridge, const char *project_id, char *out)
+{
+    (void)bridge;
+    (void)project_id;
+    (void)out;
+    return 1;
+}
+
 void rl_bridge_agent_line(rl_bridge_t *bridge, rl_agent_line_t *line)
 {
     (void)bridge;
@@ -80,6 +97,26 @@ void rl_bridge_fail(rl_bridge_t *bridge, const char *why)
 
 void rl_bridge_child_signals(void)
 {
+}
+
+/* Session states and request answers: recorded apart from calls, which the tests count. */
+static json_t *states;
+
+void rl_bridge_state(rl_bridge_t *bridge, const char *session_id, json_t *fields)
+{
+    (void)bridge;
+    if (states == NULL)
+        states = json_array();
+    json_array_append_new(states, json_pack("{s:s, s:O}", "session_id", session_id, "fields", fields));
+}
+
+void rl_bridge_answer(rl_bridge_t *bridge, const char *type, json_t *req_id, const char *device_id, json_t *answer)
+{
+    (void)bridge;
+    if (states == NULL)
+        states = json_array();
+    json_array_append_new(states, json_pack("{s:s, s:O, s:s?, s:O}", "answer", type, "req_id", req_id, "device_id",
+                                            device_id, "body", answer));
 }
 
 /* Files the agent touched: recorded apart from calls, which the tests count. */

@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sodium.h>
 
 #include "bridge/enrol.h"
 #include "bridge/keyring.h"
+#include "common/base64.h"
 #include "e2e/keystore.h"
 
 static char dir[64];
@@ -555,6 +557,47 @@ static void test_decisions_of_accepted_devices_only(void **state)
     rl_keyring_free(k);
 }
 
+static void test_settings_of_accepted_devices_only_and_answers_sealed_to_them(void **state)
+{
+    char err[256], sig[RL_E2E_SIG_SIZE], *sealed;
+    const char *why = NULL;
+    rl_keyring_t *k = rl_keyring_open(err, sizeof(err));
+    phone_t phone;
+    uint8_t bridge_pub[32], box[256], plain[64];
+    int len;
+
+    (void)state;
+    new_phone(&phone);
+    assert_int_equal(rl_e2e_pub_parse(rl_keyring_pubkey(k), bridge_pub), 0);
+    assert_int_equal(
+        rl_e2e_config_sig(phone.kp.sec, bridge_pub, "ses_1", "mode", "plan", 1700000000000LL, "dev_cf", sig), 0);
+    assert_int_equal(rl_keyring_verify_config(k, "ses_1", "mode", "plan", 1700000000000LL, "dev_cf", sig, &why), -1);
+    assert_non_null(strstr(why, "not accepted"));
+    assert_null(rl_keyring_seal_to_device(k, "dev_cf", "x", 1));
+    assert_int_equal(rl_keyring_pending(k, "dev_cf", phone.pub, NULL, NULL), 0);
+    assert_int_equal(rl_enrol_owner_confirm("dev_cf", phone.pub), 0);
+    assert_int_equal(rl_keyring_accept(k, "dev_cf", phone.pub, "", "cli", NULL), 0);
+    assert_int_equal(rl_keyring_verify_config(k, "ses_1", "mode", "plan", 1700000000000LL, "dev_cf", sig, &why), 0);
+    /* Another value, another time, another session: each is signed. */
+    assert_int_equal(
+        rl_keyring_verify_config(k, "ses_1", "mode", "bypassPermissions", 1700000000000LL, "dev_cf", sig, &why), -1);
+    assert_string_equal(why, "config_sig does not verify");
+    assert_int_equal(rl_keyring_verify_config(k, "ses_1", "mode", "plan", 1700000000001LL, "dev_cf", sig, &why), -1);
+    assert_int_equal(rl_keyring_verify_config(k, "ses_2", "mode", "plan", 1700000000000LL, "dev_cf", sig, &why), -1);
+    assert_int_equal(rl_keyring_verify_config(k, "ses_1", "mode", "plan", 1700000000000LL, "dev_cf", NULL, &why), -1);
+    assert_string_equal(why, "no config_sig");
+    /* An answer sealed to the device: nonce || crypto_box_easy, which it opens with the bridge's public key. */
+    sealed = rl_keyring_seal_to_device(k, "dev_cf", "{\"sessions\":[]}", 15);
+    assert_non_null(sealed);
+    len = (int)rl_base64_decode(sealed, strlen(sealed), box);
+    assert_int_equal(len, 24 + 16 + 15);
+    assert_int_equal(crypto_box_open_easy(plain, box + 24, (unsigned long long)len - 24, box, bridge_pub, phone.kp.sec),
+                     0);
+    assert_memory_equal(plain, "{\"sessions\":[]}", 15);
+    free(sealed);
+    rl_keyring_free(k);
+}
+
 static void test_a_waiting_devices_grant_is_held_until_it_is_accepted(void **state)
 {
     char err[256], sig[RL_E2E_SIG_SIZE], *wrapped;
@@ -600,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_grants_without_the_devices_signature_are_refused),
         cmocka_unit_test(test_every_content_field_is_sealed),
         cmocka_unit_test(test_decisions_of_accepted_devices_only),
+        cmocka_unit_test(test_settings_of_accepted_devices_only_and_answers_sealed_to_them),
         /* These leave accepted devices behind: after the tests that start from none. */
         cmocka_unit_test(test_a_code_from_this_machine_accepts_one_device),
         cmocka_unit_test(test_the_owner_confirms_and_revokes_on_this_machine),
