@@ -6,6 +6,7 @@
 #include <sys/timerfd.h>
 
 #include "bridge/acp.h"
+#include "bridge/agent_state.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -603,6 +604,10 @@ void rl_acp__on_update(struct rl_agent *a, json_t *params)
         if (context != NULL) {
             json_decref(s->context);
             s->context = context;
+            /* Every device's meter, between turns too: the session's state carries the latest figures. */
+            json_t *fields = json_pack("{s:O}", "usage", context);
+            rl_bridge_state(a->bridge, s->relay_id, fields);
+            json_decref(fields);
         }
         return;
     }
