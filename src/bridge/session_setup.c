@@ -222,15 +222,17 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         rl_projects_used(projects, base, rl_bridge_agent_name(b, s->agent));
         rl_log(RL_LOG_INFO, "session %s runs the agent %s in a project folder", session_id,
                rl_bridge_agent_name(b, s->agent));
-        /* The folder's name, path and branch: in clear in a plain session, sealed in an encrypted one. */
-        /* The project's own name (not its worktree's folder); the path is the folder the agent runs in. */
+        /*
+         * The project's own name (not its worktree's folder), the folder the agent runs in and its branch: in
+         * clear in a plain session, sealed in an encrypted one.
+         */
         const char *name = strrchr(base, '/');
         json_t *found;
         rl_projects_id_of(projects, base, id);
         rl_projects_git_branch(s->folder, branch, sizeof(branch));
         found = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name != NULL ? name + 1 : "", "path", s->folder,
                           "branch", branch);
-        if (!rl_bridge_session_encrypted(b, session_id) && json_object_get(session, "project_ct") == NULL) {
+        if (!rl_bridge_session_encrypted(b, session_id) && !json_is_string(json_object_get(session, "project_ct"))) {
             json_object_set(fields, "project", found);
         } else if (found != NULL && rl_bridge_keys(b) != NULL) {
             char *text = json_dumps(found, JSON_COMPACT), *sealed = NULL;
@@ -244,7 +246,7 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         json_decref(found);
     }
     /* A session that names neither agent nor project is as before: nothing posted. */
-    if (project != NULL || (agent != NULL && !json_is_null(agent)))
+    if (project != NULL || json_is_string(agent))
         rl_bridge_state(b, session_id, fields);
     json_decref(fields);
     json_decref(project);
@@ -254,7 +256,7 @@ const rl_session_setup_t *rl_session_setup(rl_bridge_t *b, const char *session_i
 {
     rl_session_setup_t *s = find(b, session_id);
 
-    /* A setup made only to hold a state (rl_bridge_state before any start) has no agent chosen yet. */
+    /* Made once; only one waiting for its key is tried again. */
     if (s != NULL && (s->state == RL_SETUP_REFUSED || (s->state == RL_SETUP_READY && s->agent >= 0)))
         return s;
     if (s == NULL) {

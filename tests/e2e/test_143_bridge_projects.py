@@ -225,3 +225,41 @@ def test_bad_agent_options_stop_the_bridge_before_it_starts(relay, user_token, t
         assert words in bridge.log_text(), (words, bridge.log_text()[-2000:])
         bridge.log.close()
         bridge.proc = None
+
+
+def test_agents_conf_in_the_config_folder(relay, user_token, tmp_path):
+    """With no --agent, the agents, the default and the roots come from agents.conf beside bridge.json; a bad
+    line stops the bridge with its number."""
+    from test_50_bridge_support import BRIDGE
+    bridge, user = paired(relay, user_token, tmp_path)
+    root = tmp_path / "src"
+    git_repo(root / "app")
+    conf = bridge.config / "agents.conf"
+    conf.write_text("# two agents\n"
+                    "first = acp:%s %s --state %s\n"
+                    "second=acp:%s %s --state %s   # the default below\n"
+                    "default = second\n"
+                    "root = %s\n" % (PYTHON, AGENT, tmp_path / "s1", PYTHON, AGENT, tmp_path / "s2", root))
+    log = open(bridge.log_path, "ab")
+    bridge.log = log
+    bridge.proc = subprocess.Popen([BRIDGE, "run", "--plain-projects", "--log-level", "debug"], stdout=log,
+                                   stderr=subprocess.STDOUT, env=bridge.env())
+    try:
+        bridge.wait_log("connected as")
+        bridge.wait_log("agent second: acp (the default)")
+
+        def advertised():
+            me = assert_ok(user.call("GET", "/v1/me"))
+            agents = [i for i in me["installations"] if i["id"] == user.installation_id][0]["agents"]
+            return [(a["name"], a.get("default")) for a in agents] == [("first", None), ("second", True)]
+        wait_until(advertised, WAIT, interval=0.1, what="the agents of agents.conf in the manifest")
+        listing = assert_ok(user.call("GET", "/v1/me/installations/%s/projects" % user.installation_id))
+        assert [p["name"] for p in listing["projects"]] == ["app"], listing
+    finally:
+        assert bridge.stop() == 0
+    conf.write_text("first = acp:x\nsecond = nothing:y\n")
+    bridge.log = open(bridge.log_path, "ab")
+    bridge.proc = subprocess.Popen([BRIDGE, "run"], stdout=bridge.log, stderr=subprocess.STDOUT, env=bridge.env())
+    assert bridge.wait_exit() == 2
+    assert "agents.conf line 2" in bridge.log_text(), bridge.log_text()[-1000:]
+    bridge.log.close()

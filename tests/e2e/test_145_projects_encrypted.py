@@ -101,8 +101,9 @@ def test_projects_in_an_encrypted_chat(relay, tmp_path):
 
         def start(project):
             key = os.urandom(32)
-            body = {"installation_id": inst, "encrypted": True, "agent": "coder",
-                    "project_ct": seal(key, "session_meta/project", json.dumps(project))}
+            body = {"installation_id": inst, "encrypted": True, "agent": "coder"}
+            if project is not None:
+                body["project_ct"] = seal(key, "session_meta/project", json.dumps(project))
             ses = assert_ok(relay.post("/v1/me/sessions", body, token=token))["session_id"]
             # The key comes after the start, as a client's grant does.
             wrapped = sealed_box(bridge_pub, key)
@@ -129,18 +130,21 @@ def test_projects_in_an_encrypted_chat(relay, tmp_path):
         worktree = str((root / "app.worktrees" / "feature-sealed").resolve())
         opened = json.loads(open_(key, "session_meta/project", got["project_ct"]))
         assert opened == {"id": project_id, "name": "app", "path": worktree, "branch": "feature/sealed"}
-        # The key is this test's (the terminal never had it): the message is sealed here, the reply opened here.
-        assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
-                             {"text_ct": seal(key, "messages/" + ses, "hello sealed")}, token=token))
-        found = {}
+        def turn(ses, key, text):
+            """The key is this test's (the terminal never had it): the message is sealed here, the reply opened here."""
+            assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
+                                 {"text_ct": seal(key, "messages/" + ses, text)}, token=token))
+            found = {}
 
-        def replied():
-            rows = assert_ok(relay.request("GET", "/v1/me/sessions/%s/messages" % ses, headers=bearer(token)))
-            done = [m for m in rows["messages"] if m["role"] == "agent" and m["state"] == "final"]
-            found["m"] = done[-1] if done else None
-            return bool(done)
-        wait_until(replied, WAIT, interval=0.1, what="the sealed reply")
-        assert open_(key, "messages/" + ses, found["m"]["text_ct"]) == "echo: hello sealed", found
+            def replied():
+                rows = assert_ok(relay.request("GET", "/v1/me/sessions/%s/messages" % ses, headers=bearer(token)))
+                done = [m for m in rows["messages"] if m["role"] == "agent" and m["state"] == "final"]
+                found["m"] = done[-1] if done else None
+                return bool(done)
+            wait_until(replied, WAIT, interval=0.1, what="the sealed reply")
+            return open_(key, "messages/" + ses, found["m"]["text_ct"])
+
+        assert turn(ses, key, "hello sealed") == "echo: hello sealed"
         with open(log) as f:
             news = [json.loads(line) for line in f if '"session_new"' in line]
         assert [n["cwd"] for n in news] == [worktree], news
@@ -152,5 +156,12 @@ def test_projects_in_an_encrypted_chat(relay, tmp_path):
         assert "/" not in got["error"]["message"] and "project_ct" not in got, got
         with open(log) as f:
             assert sum('"session_new"' in line for line in f) == 1
+
+        # An encrypted chat that names no project (relayd says project_ct: null) runs in --cwd, as before.
+        free, key = start(None)
+        assert turn(free, key, "no project") == "echo: no project"
+        with open(log) as f:
+            news = [json.loads(line) for line in f if '"session_new"' in line]
+        assert [n["cwd"] for n in news] == [worktree, str(tmp_path)], news
     finally:
         assert bridge.stop() == 0

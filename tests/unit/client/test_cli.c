@@ -16,8 +16,10 @@ static int run_nothing(const rl_cli_args_t *args)
 }
 
 static const rl_cli_flag_t globals[] = {{"json", 0, NULL, "JSON"}, {"help", 'h', NULL, "help"}, {NULL, 0, NULL, NULL}};
-static const rl_cli_flag_t search_flags[] = {
-    {"type", 't', "TYPE", "a type"}, {"per", 0, "N", "how many"}, {NULL, 0, NULL, NULL}};
+static const rl_cli_flag_t search_flags[] = {{"type", 't', "TYPE", "a type"},
+                                             {"per", 0, "N", "how many"},
+                                             {"tag", 0, "TAG", "a tag; repeatable", 1},
+                                             {NULL, 0, NULL, NULL}};
 static const char *const search_examples[] = {"tool search x", NULL};
 static const rl_cli_command_t commands[] = {
     {"search", "<query>", 1, -1, "search", NULL, search_flags, search_examples, run_nothing},
@@ -69,6 +71,17 @@ static void test_parse_accepts(void **state)
     assert_null(args.command);
     assert_int_equal(parse(&args, err, "get", "model", "x", "-h", NULL), 0);
     assert_int_equal(parse(&args, err, "get", "-h", NULL), 0); /* help needs no arguments */
+
+    /* A repeatable flag keeps every value, in order; the count says how many were given. */
+    {
+        const char *tags[2];
+        assert_int_equal(parse(&args, err, "search", "x", "--tag", "a", "--tag=b", "--tag", "c", NULL), 0);
+        assert_int_equal(rl_cli_values(&args, "tag", tags, 2), 3);
+        assert_string_equal(tags[0], "a");
+        assert_string_equal(tags[1], "b");
+        assert_string_equal(rl_cli_value(&args, "tag"), "a");
+        assert_int_equal(rl_cli_values(&args, "per", tags, 2), 0);
+    }
 }
 
 static void test_parse_refuses(void **state)
