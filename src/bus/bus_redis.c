@@ -8,16 +8,18 @@
  * SUBSCRIBE, whose messages carry live events, signals and presence changes
  * to this node. Everything that must be atomic is one Lua script, run by
  * EVALSHA: the events of a loop turn, each with its id, its place in the
- * ring and its PUBLISH; a bucket's first take and its settlements (takes
- * are served from this node's share in between); a lease's take or renewal;
+ * ring and its PUBLISH; a node's lease of a share of a rate bucket (takes
+ * are served from the share in between) and the renewals of its leases; a
+ * lease's take or renewal;
  * a presence's compare-and-set.
  * Listening to a user and joining a topic catch up from the ring (or the
  * topic's log) once the subscription is confirmed, so that nothing sent
  * after the call is lost to the subscription taking effect later.
  *
  * Redis down or slow: publish and signal are dropped (logged once per
- * episode, counted), read answers RL_E_UNAVAILABLE, take answers from the
- * shares for the outage grace and RL_E_UNAVAILABLE after it, lease answers
+ * episode, counted), read answers RL_E_UNAVAILABLE, take answers from this
+ * node's part of each bucket for the outage grace and RL_E_UNAVAILABLE
+ * after it, lease answers
  * "not held", presence_get answers from this node's cache. Both connections
  * come back by themselves; subscriptions, this node's presences and the
  * presence cache are restored then.
@@ -2630,6 +2632,7 @@ struct keeping {
     struct redis_bus *bus;
     struct keep_op *op;
     int64_t now;
+    int retiring; /* shutdown: every lease is returned */
 };
 
 /*
@@ -2647,7 +2650,7 @@ static int keep_share(const char *bucket, void *value, void *arg)
         return 0;
     if (!s->leased)
         return st->now - s->touched_ms > SHARE_IDLE_MS;
-    renew = st->now - s->touched_ms < LEASE_MS && st->now < s->expires_ms;
+    renew = !st->retiring && st->now - s->touched_ms < LEASE_MS && st->now < s->expires_ms;
     if (renew && s->expires_ms - st->now > LEASE_MS / 2)
         return 0;
     if (strlen(bucket) + sizeof("relay:bucket:") > KEY_MAX)
@@ -2679,7 +2682,7 @@ static int keep_share(const char *bucket, void *value, void *arg)
 static void on_settle_tick(h2o_timeout_entry_t *entry)
 {
     struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, settle, entry);
-    struct keeping st = {bus, NULL, mono_now()};
+    struct keeping st = {bus, NULL, mono_now(), 0};
 
     h2o_timeout_link(bus->loop, rl_redis__loop_timeout(bus->loop, (uint64_t)bus->config.bucket_settle_ms),
                      &bus->settle);
@@ -2699,6 +2702,45 @@ static void on_node_said(redisReply *reply, void *arg)
 
     if (!bus->closing && reply != NULL && reply->type == REDIS_REPLY_INTEGER)
         bus->nodes = (int)reply->integer;
+}
+
+struct retiring {
+    struct redis_bus *bus;
+    rl_bus_retired_cb cb;
+    void *arg;
+};
+
+static void on_retired(redisReply *reply, void *arg)
+{
+    struct retiring *r = arg;
+
+    r->cb(r->arg);
+    free(r);
+}
+
+/* Shutdown: every lease returned, then this node no longer counted live (the reply comes after theirs). */
+static void redis_retire(rl_bus_t *super, rl_bus_retired_cb cb, void *arg)
+{
+    struct redis_bus *bus = (void *)super;
+    struct keeping st = {bus, NULL, mono_now(), 1};
+    const char *argv[4] = {NODES_KEY, bus->node_field + 2, "0", "remove"};
+    size_t lens[4], i;
+    struct retiring *r;
+
+    if (!rl_redis_ready(bus->cmd) || (r = malloc(sizeof(*r))) == NULL) {
+        cb(arg);
+        return;
+    }
+    *r = (struct retiring){bus, cb, arg};
+    rl_strmap_sweep(bus->shares, keep_share, &st, share_free);
+    if (st.op != NULL)
+        send_keep(bus, st.op);
+    for (i = 0; i < 4; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &node_script, 1, 4, argv, lens, on_retired, r) != 0) {
+        free(r);
+        cb(arg);
+    }
 }
 
 /* Tells Redis this node is live (the shares are sized by how many are), for NODE_TTL_MS. */
@@ -2802,6 +2844,7 @@ static const struct rl_bus_ops redis_ops = {
     .take = redis_take,
     .lease = redis_lease,
     .sweep = redis_sweep,
+    .retire = redis_retire,
 };
 
 int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
