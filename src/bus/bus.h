@@ -107,6 +107,14 @@ typedef struct rl_bus_config {
      */
     int64_t bucket_settle_ms;
     int64_t bucket_grace_ms;
+    /*
+     * A networked bus: this node's name for its leases of bucket shares,
+     * the same across its restarts (so that a node restarted after a crash
+     * takes its old leases back at once instead of waiting for them to
+     * lapse) and never another live node's; at most 20 characters of
+     * [A-Za-z0-9_]. NULL or "": a new random name each time.
+     */
+    const char *node;
     rl_bus_handlers_t handlers;
 } rl_bus_config_t;
 

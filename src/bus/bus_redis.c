@@ -234,8 +234,11 @@ static rl_redis_script_t read_script = {
 /*
  * A node's lease of a share, asked when its share is empty (or it has
  * none). KEYS: the bucket, the live nodes. ARGV: capacity, refill per
- * second, the node's field, what its share still holds ("" for none: it
- * goes back to the reserve), the lease's lifetime (ms). The node's old
+ * second, the node's field, what its share still holds, the lease's
+ * lifetime (ms). "" for what the share holds while Redis has a lease of
+ * this node is the node restarted (or back from an outage) without knowing
+ * it: the old share goes back to the reserve as if full, forgiven as what
+ * a node granted alone in an outage is. The node's old
  * lease ends, a new one begins: the share's size (the whole bucket for a
  * node alone, else a quarter of the bucket's part per live node, at least a
  * token, within what no other node holds; 0 when less than a token is
@@ -247,8 +250,8 @@ static rl_redis_script_t lease_bucket_script = {
                "local b = load(KEYS[1], capacity, rate)\n"
                "local mine = b.leases[field]\n"
                "if mine then\n"
-               "  local back = tonumber(ARGV[4])\n"
-               "  if back then b.tokens = b.tokens + math.min(back, mine[1]) end\n"
+               "  local back = tonumber(ARGV[4]) or mine[1]\n"
+               "  b.tokens = b.tokens + math.min(back, mine[1])\n"
                "  b.held = b.held - mine[1]\n"
                "  b.leases[field] = nil\n"
                "  redis.call('HDEL', KEYS[1], field)\n"
@@ -2915,7 +2918,10 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     bus->settle.cb = on_settle_tick;
     bus->lost_ms = mono_ms(); /* not connected yet */
     bus->nodes = 1;
-    rl_rand_id(bus->node_field, sizeof(bus->node_field), "h:node_", 12);
+    if (config->node != NULL && config->node[0] != '\0' && strlen(config->node) + 3 <= sizeof(bus->node_field))
+        snprintf(bus->node_field, sizeof(bus->node_field), "h:%s", config->node);
+    else
+        rl_rand_id(bus->node_field, sizeof(bus->node_field), "h:node_", 12);
     if (bus->config.bucket_settle_ms <= 0)
         bus->config.bucket_settle_ms = KEEP_MS;
     bus->shares = rl_strmap_new(config->max_buckets > 0 ? config->max_buckets : SHARES_MAX);
