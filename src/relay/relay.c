@@ -204,7 +204,10 @@ static int open_bus(rl_relay_t *relay)
                      .ctx = relay},
     };
 
-    bus_node_name(relay->config.data, node, sizeof(node));
+    node[0] = '\0';
+    /* The local bus has no leases: a node alone on it writes nothing more to its data folder. */
+    if (strcmp(relay->config.bus, "") != 0 && strcmp(relay->config.bus, "local") != 0)
+        bus_node_name(relay->config.data, node, sizeof(node));
     if (rl_bus_open(relay->config.bus, relay->loop, &config, &relay->bus) != 0)
         return -1;
     relay->shared = strcmp(relay->config.bus, "") != 0 && strcmp(relay->config.bus, "local") != 0;
