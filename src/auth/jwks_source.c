@@ -1,7 +1,9 @@
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/jobs.h"
 #include "common/log.h"
 #include "auth/jwks_source.h"
 
@@ -29,8 +32,9 @@ struct rl_jwks_source {
     int64_t last_fetch_us; /* monotonic time of the last fetch attempt */
     int wake_early;        /* rl_jwks_source_refresh_soon was called */
     atomic_bool stopping;  /* read by curl's progress callback, outside the lock */
-    pthread_t thread;
-    int has_thread;
+    rl_job_t refresher;    /* the refresh, a run on the relay's background jobs */
+    int has_refresher;     /* submitted */
+    int refresher_done;    /* its done was called (the jobs stopped); loop only */
 };
 
 static rl_jwks_source_t *source_new(void)
@@ -202,9 +206,10 @@ out:
     return result;
 }
 
-static void *refresh_main(void *arg)
+/* The refresh: a run that lasts until the jobs stop (interrupt_refresh wakes its wait then). */
+static void refresh_run(rl_job_t *job)
 {
-    rl_jwks_source_t *source = arg;
+    rl_jwks_source_t *source = (rl_jwks_source_t *)((char *)job - offsetof(rl_jwks_source_t, refresher));
     char err[CURL_ERROR_SIZE + 64];
 
     pthread_mutex_lock(&source->lock);
@@ -232,7 +237,23 @@ static void *refresh_main(void *arg)
         pthread_mutex_lock(&source->lock);
     }
     pthread_mutex_unlock(&source->lock);
-    return NULL;
+}
+
+static void interrupt_refresh(rl_job_t *job)
+{
+    rl_jwks_source_t *source = (rl_jwks_source_t *)((char *)job - offsetof(rl_jwks_source_t, refresher));
+
+    pthread_mutex_lock(&source->lock);
+    atomic_store(&source->stopping, 1);
+    pthread_cond_signal(&source->wake);
+    pthread_mutex_unlock(&source->lock);
+}
+
+static void refresh_done(rl_job_t *job)
+{
+    rl_jwks_source_t *source = (rl_jwks_source_t *)((char *)job - offsetof(rl_jwks_source_t, refresher));
+
+    source->refresher_done = 1;
 }
 
 /* Fills source->origin with scheme://host; refuses URLs that are not absolute http(s). */
@@ -257,8 +278,9 @@ out:
     return result;
 }
 
-int rl_jwks_source_open_url(const char *url, int64_t refresh_ms, rl_jwks_source_t **out)
+int rl_jwks_source_open_url(const char *url, int64_t refresh_ms, rl_jobs_t *jobs, rl_jwks_source_t **out)
 {
+    static const rl_job_kind_t refresh_kind = {"user-token key refresh", 0, 0};
     rl_jwks_source_t *source = NULL;
     char err[CURL_ERROR_SIZE + 64];
     rl_jwks_t *keys = NULL;
@@ -291,12 +313,15 @@ int rl_jwks_source_open_url(const char *url, int64_t refresh_ms, rl_jwks_source_
     rl_log_info("user-token keys: %zu from %s", rl_jwks_count(keys), source->origin);
     source->current = keys;
     if (refresh_ms > 0) {
-        int err_thread = pthread_create(&source->thread, NULL, refresh_main, source);
-        if (err_thread != 0) {
-            rl_log_error("user-token keys: cannot start the refresh thread: %s", strerror(err_thread));
+        source->refresher.kind = &refresh_kind;
+        source->refresher.run = refresh_run;
+        source->refresher.done = refresh_done;
+        source->refresher.interrupt = interrupt_refresh;
+        if (jobs == NULL || rl_jobs_submit(jobs, &source->refresher) != 0) {
+            rl_log_error("user-token keys: cannot start the refresh");
             goto out;
         }
-        source->has_thread = 1;
+        source->has_refresher = 1;
     }
     *out = source;
     source = NULL;
@@ -318,7 +343,7 @@ rl_jwks_t *rl_jwks_source_get(rl_jwks_source_t *source)
 
 void rl_jwks_source_refresh_soon(rl_jwks_source_t *source)
 {
-    if (!source->has_thread)
+    if (!source->has_refresher)
         return;
     pthread_mutex_lock(&source->lock);
     source->wake_early = 1;
@@ -330,13 +355,8 @@ void rl_jwks_source_close(rl_jwks_source_t *source)
 {
     if (source == NULL)
         return;
-    if (source->has_thread) {
-        pthread_mutex_lock(&source->lock);
-        atomic_store(&source->stopping, 1);
-        pthread_cond_signal(&source->wake);
-        pthread_mutex_unlock(&source->lock);
-        pthread_join(source->thread, NULL);
-    }
+    /* Its jobs stopped first (rl_relay_stop): the refresh has returned. */
+    assert(!source->has_refresher || source->refresher_done);
     /* Pairs with the curl_global_init of rl_jwks_source_open_url, which is what gave the source a url. */
     if (source->url != NULL)
         curl_global_cleanup();

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "auth/jwt.h"
+#include "common/jobs.h"
 
 /* Limits on one fetch of a JWKS URL. */
 #define RL_JWKS_FETCH_TIMEOUT_MS   10000
@@ -30,16 +31,15 @@ typedef struct rl_jwks_source rl_jwks_source_t;
 int rl_jwks_source_open_file(const char *path, rl_jwks_source_t **out);
 /*
  * Fetches the JWKS at url (http or https; redirects followed, never from
- * https down to http) synchronously, then starts a thread that fetches it
- * again every refresh_ms (<= 0: never; longer than RL_JWKS_REFRESH_MAX_MS:
- * that). A fetch succeeds on HTTP 200 with a body of at most RL_JWKS_DOC_MAX
- * bytes that rl_jwks_parse accepts; a failed refresh keeps the previous set
- * and logs a warning. The url is copied; logs show only its scheme and host.
- * Returns 0 and *out, or -1 with a clear message logged when the first fetch
- * fails (startup must then stop). Startup thread, before the event loop
- * runs: it blocks up to RL_JWKS_FETCH_TIMEOUT_MS.
+ * https down to http) synchronously, then submits to jobs (common/jobs.h) a
+ * run that fetches it again every refresh_ms (<= 0: never, and jobs may be
+ * NULL; longer than RL_JWKS_REFRESH_MAX_MS: that) until jobs stop. A fetch succeeds on HTTP 200 with a body of at most
+ * RL_JWKS_DOC_MAX bytes that rl_jwks_parse accepts; a failed refresh keeps the previous set and logs a warning. The url
+ * is copied; logs show only its scheme and host. Returns 0 and *out, or -1 with a clear message logged when the first
+ * fetch fails (startup must then stop). Startup thread, before the event loop runs: it blocks up to
+ * RL_JWKS_FETCH_TIMEOUT_MS.
  */
-int rl_jwks_source_open_url(const char *url, int64_t refresh_ms, rl_jwks_source_t **out);
+int rl_jwks_source_open_url(const char *url, int64_t refresh_ms, rl_jobs_t *jobs, rl_jwks_source_t **out);
 /*
  * A source that always returns keys (e.g. rl_jwt_issuer_jwks). Takes its own
  * reference; the caller keeps and still unrefs its own. Returns 0, or -1 on
@@ -61,10 +61,10 @@ rl_jwks_t *rl_jwks_source_get(rl_jwks_source_t *source);
  */
 void rl_jwks_source_refresh_soon(rl_jwks_source_t *source);
 /*
- * Stops and joins the refresh thread (aborting a fetch in progress), then
- * frees the source. References handed out by get stay valid. NULL is
- * ignored. Any thread except the refresh thread; not concurrently with other
- * calls on the same source.
+ * Frees the source. A URL source's refresh must have ended first: its jobs
+ * stopped (rl_jobs_stop interrupts the refresh's wait, aborts a fetch in
+ * progress and joins it). References handed out by get stay valid. NULL is
+ * ignored. The loop thread; not concurrently with other calls on the source.
  */
 void rl_jwks_source_close(rl_jwks_source_t *source);
 

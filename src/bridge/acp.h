@@ -36,8 +36,10 @@
 #define FAILURE_TEXT_MAX (ERROR_MESSAGE_MAX + ERROR_DATA_MAX + STDERR_TAIL + 256)
 /* A thought's text is sent at most this often (docs/bridge.md "acp:COMMAND"). */
 #define THOUGHT_EVERY_MS 500
-#define RESTART_FIRST_MS 1000L
-#define RESTART_CAP_MS   30000L
+/* A command's output is sent at most this often per task (about 4 a second); what comes between waits for a timer. */
+#define TERMINAL_EVERY_MS 250
+#define RESTART_FIRST_MS  1000L
+#define RESTART_CAP_MS    30000L
 /* The state file: relay session -> ACP session, in the config folder like bridge-status.json. */
 #define STATE_NAME "bridge-acp"
 /* Past this many sessions the oldest mappings are forgotten (a conversation then starts afresh). */
@@ -53,11 +55,22 @@
 /* What the user reads when the agent wants a login the bridge cannot give it. */
 #define LOGIN_TEXT "[the agent needs a login first: see relay-bridge's log on the agent's machine]"
 
+/* A shell command's output as it runs (docs/bridge.md "Shell output"): its tail, sent at most every TERMINAL_EVERY_MS.
+ */
+typedef struct terminal {
+    rl_buf_t tail; /* the last RL_ACP_TERMINAL_MAX bytes (cap twice that) */
+    int truncated; /* earlier output was dropped */
+    json_t *exit;  /* its exit code, once known */
+    long sent_at;  /* when the last updateTask with it went out (mono ms), 0 before */
+    int dirty;     /* output came since then */
+} terminal_t;
+
 typedef struct tool {
     struct tool *next;
     json_t *call; /* the ACP ToolCall as known so far (every update merged in) */
     int created;  /* its createTask went out */
     int finished;
+    terminal_t *terminal; /* a shell command's output, or NULL */
 } tool_t;
 
 /* One relay turn: waiting for its session, or running as a session/prompt. */
@@ -87,6 +100,7 @@ typedef struct session {
     char *acp_id;
     session_state_t state;
     int loading;     /* a session/load is in flight: the history it replays is not news */
+    json_t *context; /* the latest usage_update as usage fields (rl_acp_context_usage), until a turn ends with it */
     int running;     /* the first prompt is in session/prompt */
     prompt_t *queue; /* in arrival order */
     /* acp_steer.c: the session's settings as the agent last said them, and the relay's view of them. */
@@ -171,6 +185,7 @@ struct rl_agent {
     permission_t *permissions;
     fetch_t *fetches;
     rl_strmap_t *known; /* relay session id -> ACP session id (malloc'd): the state file's sessions */
+    int terminal_timer; /* timerfd: output held back by TERMINAL_EVERY_MS goes out when it fires; -1 when none */
 };
 
 /* acp_rpc.c: messages to the agent (dropped when none runs), and what it sends. */
@@ -195,6 +210,8 @@ tool_t *rl_acp__tool_open(struct rl_agent *a, prompt_t *p, json_t *update, int m
 void rl_acp__close_items(struct rl_agent *a, prompt_t *p, const char *tool_status, const char *why);
 void rl_acp__set_mode(struct rl_agent *a, const char *mode);
 void rl_acp__on_update(struct rl_agent *a, json_t *params);
+void rl_acp__terminal_flush(struct rl_agent *a);
+void rl_acp__tool_free(tool_t *t);
 
 /* acp_session.c: the state file, sessions and prompts, and the answers to our requests. */
 void rl_acp__state_load(struct rl_agent *a);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bridge/acp_map.h"
+#include "common/buf.h"
 
 #define COMMAND_MAX 8192
 
@@ -18,8 +19,8 @@ const rl_acp_update_row_t rl_acp_updates[] = {
     {"current_mode_update", RL_ACP_UPDATE_MODE, "setManifest agent.mode"},
     /* Our own prompt, echoed; and on session/load the history, which the relay already has. */
     {"user_message_chunk", RL_ACP_UPDATE_IGNORE, NULL},
-    /* Context size and cumulative cost of the whole session: not a turn's usage, so not sent as one. */
-    {"usage_update", RL_ACP_UPDATE_IGNORE, NULL},
+    /* How full the context is and what the session cost so far: joins the turn's usage (sendMessageEnd). */
+    {"usage_update", RL_ACP_UPDATE_USAGE, "sendMessageEnd usage.context_*"},
     {"config_option_update", RL_ACP_UPDATE_CONFIG, "POST /v1/bridge/sessions/:id/state options"},
     {"session_info_update", RL_ACP_UPDATE_IGNORE, NULL},
 };
@@ -59,6 +60,8 @@ static const struct {
 } usage_fields[] = {
     {"inputTokens", "input_tokens"},
     {"outputTokens", "output_tokens"},
+    {"cachedReadTokens", "cached_tokens"},
+    {"totalTokens", "total_tokens"},
 };
 
 json_t *rl_acp_usage(json_t *usage)
@@ -75,6 +78,127 @@ json_t *rl_acp_usage(json_t *usage)
         json_object_set(out, usage_fields[i].relay, v);
     }
     return out;
+}
+
+/* Gemini CLI's turn usage: the prompt answer's _meta.quota.token_count, already in our words. */
+static const char *const quota_fields[] = {"input_tokens", "output_tokens"};
+
+json_t *rl_acp_prompt_usage(json_t *result)
+{
+    json_t *usage = rl_acp_usage(json_object_get(result, "usage")), *count, *v;
+    size_t i;
+
+    if (usage != NULL)
+        return usage;
+    count = json_object_get(json_object_get(json_object_get(result, "_meta"), "quota"), "token_count");
+    for (i = 0; json_is_object(count) && i < COUNT(quota_fields); i++) {
+        v = json_object_get(count, quota_fields[i]);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            continue;
+        if (usage == NULL)
+            usage = json_object();
+        json_object_set(usage, quota_fields[i], v);
+    }
+    return usage;
+}
+
+/* A currency code as ISO 4217 writes it (three capitals); anything else is not taken (it could be any text). */
+static int currency_ok(const char *code)
+{
+    size_t i;
+
+    if (code == NULL || strlen(code) != 3)
+        return 0;
+    for (i = 0; i < 3; i++)
+        if (code[i] < 'A' || code[i] > 'Z')
+            return 0;
+    return 1;
+}
+
+json_t *rl_acp_context_usage(json_t *update)
+{
+    json_t *used = json_object_get(update, "used"), *size = json_object_get(update, "size");
+    json_t *cost = json_object_get(update, "cost"), *amount = json_object_get(cost, "amount");
+    const char *currency = json_string_value(json_object_get(cost, "currency"));
+    json_t *out = json_object();
+
+    if (json_is_integer(used) && json_integer_value(used) >= 0)
+        json_object_set(out, "context_used", used);
+    if (json_is_integer(size) && json_integer_value(size) > 0)
+        json_object_set(out, "context_size", size);
+    if (json_is_number(amount) && json_number_value(amount) >= 0 && currency_ok(currency))
+        json_object_set_new(out, "cost", json_pack("{s:O, s:s}", "amount", amount, "currency", currency));
+    if (json_object_size(out) == 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* ---- shell output ------------------------------------------------------------------------------ */
+
+int rl_acp_terminal_meta(json_t *update, const char **data, size_t *len, json_t **exit_status)
+{
+    json_t *meta = json_object_get(update, "_meta");
+    json_t *output = json_object_get(json_object_get(meta, "terminal_output"), "data");
+    json_t *exit = json_object_get(meta, "terminal_exit"), *code = json_object_get(exit, "exit_code");
+    json_t *item;
+    size_t i;
+    int terminal = json_is_object(json_object_get(meta, "terminal_info")) || json_is_object(exit);
+
+    *data = NULL;
+    *len = 0;
+    *exit_status = NULL;
+    if (json_is_string(output)) {
+        *data = json_string_value(output);
+        *len = json_string_length(output);
+        terminal = 1;
+    }
+    if (json_is_integer(code))
+        *exit_status = code;
+    /* ACP's own terminal content (a terminal the client runs) names one too; its output comes in _meta here. */
+    json_array_foreach(json_object_get(update, "content"), i, item)
+    {
+        const char *type = json_string_value(json_object_get(item, "type"));
+        if (type != NULL && strcmp(type, "terminal") == 0)
+            terminal = 1;
+    }
+    return terminal;
+}
+
+void rl_acp_terminal_raw_output(json_t *raw_output, const char **whole, size_t *len, json_t **exit_status)
+{
+    json_t *output = json_object_get(raw_output, "aggregated_output"), *code = json_object_get(raw_output, "exit_code");
+
+    *whole = json_is_string(output) ? json_string_value(output) : NULL;
+    *len = json_is_string(output) ? json_string_length(output) : 0;
+    *exit_status = json_is_integer(code) ? code : NULL;
+}
+
+int rl_acp_terminal_append(rl_buf_t *tail, const char *data, size_t len)
+{
+    int dropped = 0;
+    size_t skip = 0;
+
+    if (len >= RL_ACP_TERMINAL_MAX) {
+        /* The chunk alone fills the tail: only its end is kept. */
+        dropped = tail->len > 0 || len > RL_ACP_TERMINAL_MAX;
+        rl_buf_reset(tail);
+        data += len - RL_ACP_TERMINAL_MAX;
+        len = RL_ACP_TERMINAL_MAX;
+    }
+    if (rl_buf_append(tail, data, len) != 0)
+        return dropped;
+    if (tail->len > RL_ACP_TERMINAL_MAX) {
+        rl_buf_consume(tail, tail->len - RL_ACP_TERMINAL_MAX);
+        dropped = 1;
+    }
+    /* The kept part starts on a character: continuation bytes of one cut in two go too. */
+    while (dropped && skip < tail->len && ((unsigned char)tail->bytes[skip] & 0xC0) == 0x80)
+        skip++;
+    if (skip > 0)
+        rl_buf_consume(tail, skip);
+    return dropped;
 }
 
 /* ACP's ToolKind, each with the severity of an approval for it (docs/bridge.md "acp:COMMAND", permissions): what it can
@@ -255,7 +379,12 @@ json_t *rl_acp_content(json_t *content, size_t max, size_t *omitted)
             if (json_is_null(json_object_get(out, "new_text")))
                 json_object_set_new(out, "new_text", json_string(""));
         }
-        /* A terminal needs terminal methods, which this bridge does not serve: nothing to show. */
+        /*
+         * A terminal block names a terminal, nothing more: its output is the task's "terminal" (from _meta,
+         * rl_acp_terminal_meta), so it is neither a block nor counted as omitted.
+         */
+        if (type != NULL && strcmp(type, "terminal") == 0)
+            continue;
         size = out != NULL ? block_size(out) : 0;
         if (out != NULL && used + size <= RL_ACP_CONTENT_BUDGET) {
             used += size;

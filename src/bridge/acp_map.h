@@ -24,6 +24,7 @@ typedef enum rl_acp_update {
     RL_ACP_UPDATE_PLAN,        /* plan: the turn's "plan" task */
     RL_ACP_UPDATE_COMMANDS,    /* available_commands_update: setManifest commands */
     RL_ACP_UPDATE_MODE,        /* current_mode_update: setManifest agent.mode, and the session's state */
+    RL_ACP_UPDATE_USAGE,       /* usage_update: the context figures of the turn's usage (sendMessageEnd) */
     RL_ACP_UPDATE_CONFIG,      /* config_option_update: the session's state (acp_steer.c) */
     RL_ACP_UPDATE_COUNT
 } rl_acp_update_t;
@@ -44,11 +45,56 @@ rl_acp_update_t rl_acp_update_of(const char *kind);
 const char *rl_acp_finish_reason(const char *stop_reason);
 
 /*
- * The turn's usage as sendMessageEnd takes it ({input_tokens, output_tokens})
- * from a PromptResponse's "usage" (unstable in ACP v1: {inputTokens,
- * outputTokens, ...}): a new object, or NULL when the agent reported none.
+ * The turn's usage as sendMessageEnd takes it ({input_tokens, output_tokens,
+ * cached_tokens, total_tokens}) from a PromptResponse's "usage" (unstable in
+ * ACP v1: {inputTokens, outputTokens, cachedReadTokens, totalTokens, ...}):
+ * a new object, or NULL when the agent reported none. Only non-negative
+ * integers are taken; anything else the agent puts there (a model's name) is not.
  */
 json_t *rl_acp_usage(json_t *usage);
+
+/*
+ * The turn's usage from a session/prompt answer: its "usage" (rl_acp_usage), else Gemini CLI's
+ * _meta.quota.token_count {input_tokens, output_tokens}. A new object, or NULL when none.
+ */
+json_t *rl_acp_prompt_usage(json_t *result);
+
+/*
+ * A usage_update ({used, size, cost: {amount, currency}}) as the context
+ * figures of a message's usage: {context_used?, context_size?, cost?:
+ * {amount, currency}}; a new object, or NULL when it carries none that
+ * holds (a negative count, a size of 0, a currency not of three capitals).
+ */
+json_t *rl_acp_context_usage(json_t *update);
+
+/* A task's shell output: the last this many bytes are kept and sent (docs/api.md "Shell output"). */
+#define RL_ACP_TERMINAL_MAX (16 * 1024)
+
+/*
+ * What a tool call update says of a shell command (Claude Code's and Codex's
+ * adapters: _meta.terminal_info, _meta.terminal_output {data},
+ * _meta.terminal_exit {exit_code}; or ACP terminal content): 1 when it
+ * names a terminal, with *data and *len the new output (borrowed; NULL when
+ * none) and *exit_status its exit code (borrowed; NULL when not ended or
+ * unknown). 0 when it says nothing of one.
+ */
+int rl_acp_terminal_meta(json_t *update, const char **data, size_t *len, json_t **exit_status);
+
+/*
+ * What a finished command's rawOutput says of it, for agents that say it only there (Codex: no
+ * terminal_exit, and output written before its first tool_call update is never streamed):
+ * *whole its whole output ("aggregated_output", borrowed; NULL when absent) and *exit_status its
+ * "exit_code" (borrowed; NULL when absent).
+ */
+void rl_acp_terminal_raw_output(json_t *raw_output, const char **whole, size_t *len, json_t **exit_status);
+
+/*
+ * Appends output to tail and keeps its last RL_ACP_TERMINAL_MAX bytes at
+ * most, starting on a UTF-8 character (tail's cap must be at least twice
+ * RL_ACP_TERMINAL_MAX). 1 when earlier output was dropped.
+ */
+struct rl_buf;
+int rl_acp_terminal_append(struct rl_buf *tail, const char *data, size_t len);
 
 /* A tool kind as the relay gets it: one of ACP's ToolKind values, "other" for NULL or an unknown one. */
 const char *rl_acp_tool_kind(const char *kind);
@@ -95,9 +141,9 @@ const char *rl_acp_option_for(json_t *options, rl_acp_decision_t decision);
 
 /*
  * ACP tool call content (ToolCallContent[]) as the relay's blocks
- * (docs/api.md "Content blocks"): text, diff {path, old_text, new_text}; images, audio and
- * terminals (this bridge serves none) are left out and counted in
- * *omitted. Each field is cut at max bytes on a UTF-8 boundary with
+ * (docs/api.md "Content blocks"): text, diff {path, old_text, new_text}; images and audio
+ * are left out and counted in *omitted; terminal blocks are skipped (the
+ * task's "terminal" carries their output). Each field is cut at max bytes on a UTF-8 boundary with
  * "truncated": true; blocks past RL_ACP_CONTENT_BUDGET bytes of JSON in all
  * are left out and counted too. A new array (empty for NULL or a non-array).
  */

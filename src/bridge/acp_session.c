@@ -148,8 +148,7 @@ void rl_acp__prompt_free(struct rl_agent *a, session_t *s, prompt_t *p)
     while (p->tools != NULL) {
         t = p->tools;
         p->tools = t->next;
-        json_decref(t->call);
-        free(t);
+        rl_acp__tool_free(t);
     }
     if (p->fetch != NULL)
         p->fetch->prompt = NULL;
@@ -324,13 +323,26 @@ void rl_acp__open_session(struct rl_agent *a, session_t *s)
     rl_acp__request(a, REQ_NEW, "session/new", json_pack("{s:s, s:[]}", "cwd", s->root, "mcpServers"), s, NULL);
 }
 
-/* Ends p's reply and takes it off its session; the next prompt of the session goes. */
+/*
+ * Ends p's reply and takes it off its session; the next prompt of the session goes. The running prompt's usage
+ * takes the context figures of the usage_update that came during it (docs/bridge.md "Usage").
+ */
 void rl_acp__end_prompt(struct rl_agent *a, session_t *s, prompt_t *p, const char *finish_reason, json_t *usage,
                         const char *error_text)
 {
-    if (s->queue == p)
+    json_t *all = NULL;
+
+    if (s->queue == p && s->running) {
+        if (s->context != NULL) {
+            all = usage != NULL ? json_deep_copy(usage) : json_object();
+            json_object_update(all, s->context);
+            json_decref(s->context);
+            s->context = NULL;
+        }
         s->running = 0;
-    rl_bridge_finish(a->bridge, p->turn, finish_reason, usage, error_text);
+    }
+    rl_bridge_finish(a->bridge, p->turn, finish_reason, all != NULL ? all : usage, error_text);
+    json_decref(all);
     rl_acp__prompt_free(a, s, p);
 }
 
@@ -583,7 +595,7 @@ void rl_acp__on_prompted(struct rl_agent *a, request_t *r, rl_jsonrpc_msg_t *msg
     }
     /* spec (ACP cancellation): an agent may answer an aborted turn with an error; it was still a cancel. */
     finish = p->cancelled && (msg->error != NULL || stop == NULL) ? "cancelled" : rl_acp_finish_reason(stop);
-    usage = rl_acp_usage(json_object_get(msg->result, "usage"));
+    usage = rl_acp_prompt_usage(msg->result);
     rl_acp__close_items(a, p, strcmp(finish, "cancelled") == 0 ? "cancelled" : "completed", NULL);
     rl_acp__end_prompt(a, s, p, finish, usage, NULL);
     rl_acp__tail_reset(a);

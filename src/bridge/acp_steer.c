@@ -47,6 +47,7 @@ void rl_acp__session_free(session_t *s)
     json_decref(s->models);
     json_decref(s->options);
     json_decref(s->pending);
+    json_decref(s->context);
     rl_buf_free(&s->replay);
     free(s->resume_id);
     free(s->acp_id);

@@ -3,7 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/timerfd.h>
+
 #include "bridge/acp.h"
+#include "bridge/agent_state.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -165,7 +168,20 @@ static void on_plan(struct rl_agent *a, prompt_t *p, json_t *update)
     p->plan_entries = clean;
 }
 
-/* The merged tool call's content as our blocks, with its locations. */
+/* The task's shell output as the relay takes it: {output, exit_status?, truncated?} (docs/api.md "Shell output"). */
+static json_t *terminal_json(terminal_t *term)
+{
+    json_t *out = json_stringn(rl_buf_str(&term->tail), term->tail.len);
+    json_t *result = json_pack("{s:o}", "output", out != NULL ? out : json_string(""));
+
+    if (term->exit != NULL)
+        json_object_set(result, "exit_status", term->exit);
+    if (term->truncated)
+        json_object_set_new(result, "truncated", json_true());
+    return result;
+}
+
+/* The merged tool call's content as our blocks, with its locations (and its shell output, when it ran one). */
 static json_t *tool_result(tool_t *t, int with_raw_output)
 {
     size_t omitted;
@@ -176,6 +192,11 @@ static json_t *tool_result(tool_t *t, int with_raw_output)
         json_is_array(locations) ? rl_acp_bounded(locations, RL_ACP_VALUE_STRING_MAX, RL_ACP_VALUE_MAX) : json_array());
     if (omitted > 0)
         json_object_set_new(result, "omitted", json_integer((json_int_t)omitted));
+    if (t->terminal != NULL) {
+        json_object_set_new(result, "terminal", terminal_json(t->terminal));
+        t->terminal->dirty = 0;
+        t->terminal->sent_at = rl_clock_mono_ms();
+    }
     if (with_raw_output && json_object_get(t->call, "rawOutput") != NULL &&
         !json_is_null(json_object_get(t->call, "rawOutput")))
         json_object_set_new(
@@ -250,6 +271,21 @@ void rl_acp__tool_create(struct rl_agent *a, prompt_t *p, tool_t *t)
     rl_acp__emit(a, RL_LINE_TASK_START, p, line);
 }
 
+/* Content blocks other than terminals: a terminal names the command's output to come, not input (Claude Code's Bash).
+ */
+static size_t input_blocks(json_t *content)
+{
+    json_t *item;
+    size_t i, n = 0;
+
+    json_array_foreach(content, i, item)
+    {
+        const char *type = json_string_value(json_object_get(item, "type"));
+        n += type == NULL || strcmp(type, "terminal") != 0;
+    }
+    return n;
+}
+
 /*
  * A tool call announced before its input is known (Claude Code announces it
  * as the model starts writing it: rawInput {}, a generic title): its task is
@@ -263,8 +299,7 @@ static int tool_premature(json_t *update)
 
     return (raw_input == NULL || json_is_null(raw_input) ||
             (json_is_object(raw_input) && json_object_size(raw_input) == 0)) &&
-           json_array_size(json_object_get(update, "content")) == 0 &&
-           (status == NULL || strcmp(status, "pending") == 0);
+           input_blocks(json_object_get(update, "content")) == 0 && (status == NULL || strcmp(status, "pending") == 0);
 }
 
 /* A tool call seen for the first time: its task is created, now or (premature) at its next update. */
@@ -315,38 +350,158 @@ static int tool_progressed(json_t *update, int created)
            json_is_array(json_object_get(update, "locations")) || json_is_string(json_object_get(update, "title"));
 }
 
+void rl_acp__tool_free(tool_t *t)
+{
+    if (t->terminal != NULL) {
+        rl_buf_free(&t->terminal->tail);
+        json_decref(t->terminal->exit);
+        free(t->terminal);
+    }
+    json_decref(t->call);
+    free(t);
+}
+
+/* The task's updateTask: its title and what it shows so far. */
+static void tool_progress(struct rl_agent *a, prompt_t *p, tool_t *t)
+{
+    rl_acp__emit(a, RL_LINE_TASK_PROGRESS, p,
+                 json_pack("{s:s, s:O, s:o, s:o}", "type", "task_progress", "task_id",
+                           json_object_get(t->call, "toolCallId"), "status_label",
+                           rl_acp__cut_string(rl_acp__tool_title(t), RL_ACP_LABEL_MAX), "partial_result",
+                           tool_result(t, 0)));
+}
+
+/* Arms the agent's terminal timer to fire in ms (when it is not armed sooner already). */
+static void terminal_timer_arm(struct rl_agent *a, long ms)
+{
+    struct itimerspec when = {.it_value = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L}}, now;
+
+    if (a->terminal_timer < 0)
+        return;
+    if (timerfd_gettime(a->terminal_timer, &now) == 0 && (now.it_value.tv_sec != 0 || now.it_value.tv_nsec != 0))
+        return;
+    if (when.it_value.tv_sec == 0 && when.it_value.tv_nsec == 0)
+        when.it_value.tv_nsec = 1000000L;
+    timerfd_settime(a->terminal_timer, 0, &when, NULL);
+}
+
+/* A finished command's rawOutput, when it has its whole output or its exit code (Codex: see
+ * rl_acp_terminal_raw_output). */
+static void raw_output_terminal(tool_t *t, json_t *update)
+{
+    const char *whole;
+    size_t len;
+    json_t *exit;
+
+    rl_acp_terminal_raw_output(json_object_get(update, "rawOutput"), &whole, &len, &exit);
+    if (whole != NULL) {
+        rl_buf_reset(&t->terminal->tail);
+        t->terminal->truncated = rl_acp_terminal_append(&t->terminal->tail, whole, len);
+        t->terminal->dirty = 1;
+    }
+    if (exit != NULL && t->terminal->exit == NULL) {
+        t->terminal->exit = json_incref(exit);
+        t->terminal->dirty = 1;
+    }
+}
+
+/*
+ * What an update says of a shell command: its output joins the task's tail; 1 when the tail is due to go out now,
+ * 0 when nothing new came or it waits (at most TERMINAL_EVERY_MS since the last one: the timer sends it then).
+ */
+static int tool_terminal(struct rl_agent *a, tool_t *t, json_t *update)
+{
+    const char *data;
+    size_t len;
+    json_t *exit;
+    long since;
+
+    if (!rl_acp_terminal_meta(update, &data, &len, &exit)) {
+        if (t->terminal != NULL)
+            raw_output_terminal(t, update);
+        return 0;
+    }
+    if (t->terminal == NULL) {
+        t->terminal = calloc(1, sizeof(*t->terminal));
+        if (t->terminal == NULL)
+            return 0;
+        rl_buf_init(&t->terminal->tail, 2 * RL_ACP_TERMINAL_MAX);
+        t->terminal->dirty = 1;
+    }
+    if (len > 0) {
+        if (rl_acp_terminal_append(&t->terminal->tail, data, len))
+            t->terminal->truncated = 1;
+        t->terminal->dirty = 1;
+    }
+    if (exit != NULL) {
+        json_decref(t->terminal->exit);
+        t->terminal->exit = json_incref(exit);
+        t->terminal->dirty = 1;
+    }
+    raw_output_terminal(t, update);
+    if (!t->terminal->dirty)
+        return 0;
+    since = rl_clock_mono_ms() - t->terminal->sent_at;
+    if (t->terminal->sent_at == 0 || since >= TERMINAL_EVERY_MS)
+        return 1;
+    terminal_timer_arm(a, TERMINAL_EVERY_MS - since);
+    return 0;
+}
+
+void rl_acp__terminal_flush(struct rl_agent *a)
+{
+    session_t *s;
+    tool_t *t;
+    long now = rl_clock_mono_ms(), wait = -1;
+
+    for (s = a->sessions; s != NULL; s = s->next) {
+        prompt_t *p = rl_acp__running_prompt(s);
+        for (t = p != NULL ? p->tools : NULL; t != NULL; t = t->next) {
+            if (t->terminal == NULL || !t->terminal->dirty || !t->created || t->finished)
+                continue;
+            if (now - t->terminal->sent_at >= TERMINAL_EVERY_MS)
+                tool_progress(a, p, t);
+            else if (wait < 0 || TERMINAL_EVERY_MS - (now - t->terminal->sent_at) < wait)
+                wait = TERMINAL_EVERY_MS - (now - t->terminal->sent_at);
+        }
+    }
+    if (wait >= 0)
+        terminal_timer_arm(a, wait);
+}
+
 static void on_tool(struct rl_agent *a, prompt_t *p, json_t *update, int announced)
 {
     const char *id = json_string_value(json_object_get(update, "toolCallId"));
     tool_t *t = rl_acp__tool_find(p, id);
     const char *status;
-    int created = t == NULL || !t->created;
+    int created = t == NULL || !t->created, output_due;
 
     if (id == NULL || *id == '\0')
         return;
     if (t == NULL) {
         /* An update of a call never announced is taken as its announcement. */
         t = rl_acp__tool_open(a, p, update, announced);
-        if (t == NULL || !t->created)
+        if (t == NULL)
+            return;
+        output_due = tool_terminal(a, t, update);
+        if (!t->created)
             return;
     } else {
         if (t->finished)
             return;
         rl_acp__tool_merge(t, update);
+        output_due = tool_terminal(a, t, update);
         rl_acp__tool_create(a, p, t);
     }
     status = json_string_value(json_object_get(t->call, "status"));
     if (status != NULL && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0)) {
+        /* Its result has the output in full (the tail), whatever the timer still held back. */
         tool_finish(a, p, t, status, content_text(json_object_get(t->call, "content")));
         return;
     }
-    if (!tool_progressed(update, created))
+    if (!tool_progressed(update, created) && !output_due)
         return;
-    rl_acp__emit(a, RL_LINE_TASK_PROGRESS, p,
-                 json_pack("{s:s, s:O, s:o, s:o}", "type", "task_progress", "task_id",
-                           json_object_get(t->call, "toolCallId"), "status_label",
-                           rl_acp__cut_string(rl_acp__tool_title(t), RL_ACP_LABEL_MAX), "partial_result",
-                           tool_result(t, 0)));
+    tool_progress(a, p, t);
 }
 
 /* What is still open when the turn ends: thoughts and plans complete, tool calls end as status says. */
@@ -440,6 +595,22 @@ void rl_acp__on_update(struct rl_agent *a, json_t *params)
         rl_acp__set_mode(a, mode != NULL ? mode : json_string_value(json_object_get(update, "modeId")));
         return;
     }
+    /*
+     * The context figures belong to the session: kept for the usage of the turn that ends next (end_prompt), even
+     * when they come between turns. A load's replay brings none worth keeping.
+     */
+    if (kind == RL_ACP_UPDATE_USAGE && s != NULL && !s->loading) {
+        json_t *context = rl_acp_context_usage(update);
+        if (context != NULL) {
+            json_decref(s->context);
+            s->context = context;
+            /* Every device's meter, between turns too: the session's state carries the latest figures. */
+            json_t *fields = json_pack("{s:O}", "usage", context);
+            rl_bridge_state(a->bridge, s->relay_id, fields);
+            json_decref(fields);
+        }
+        return;
+    }
     /* spec (ACP session/load): the history is replayed as updates; the relay has it already. */
     if (s == NULL || s->loading || p == NULL || kind == RL_ACP_UPDATE_IGNORE)
         return;
@@ -462,6 +633,8 @@ void rl_acp__on_update(struct rl_agent *a, json_t *params)
     case RL_ACP_UPDATE_PLAN:
         on_plan(a, p, update);
         break;
+    case RL_ACP_UPDATE_USAGE:
+        break; /* taken above */
     default:
         break;
     }

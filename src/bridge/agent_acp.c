@@ -21,10 +21,13 @@
  * parts are the acp_*.c files acp.h lists.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,10 +46,14 @@ static void on_started(void *user)
     a->auth = AUTH_NONE;
     rl_log(RL_LOG_INFO, "started the acp agent (pid %d) in %s", (int)rl_child_pid(a->child), a->root);
     rl_acp__request(a, REQ_INITIALIZE, "initialize",
-                    json_pack("{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s, s:s}}", "protocolVersion",
+                    /*
+                     * _meta.terminal_output: Claude Code's and Codex's adapters then send a command's output in
+                     * their tool call updates' _meta as it runs (docs/bridge.md "Shell output").
+                     */
+                    json_pack("{s:i, s:{s:{s:b, s:b}, s:b, s:{s:b}}, s:{s:s, s:s, s:s}}", "protocolVersion",
                               ACP_PROTOCOL_VERSION, "clientCapabilities", "fs", "readTextFile", 1, "writeTextFile", 1,
-                              "terminal", 0, "clientInfo", "name", "relay-bridge", "title", "Relay", "version",
-                              RL_VERSION),
+                              "terminal", 0, "_meta", "terminal_output", 1, "clientInfo", "name", "relay-bridge",
+                              "title", "Relay", "version", RL_VERSION),
                     NULL, NULL);
 }
 
@@ -106,6 +113,17 @@ static void warn_environment(void)
                sandbox);
 }
 
+/* The terminal timer fired: the output it held back goes out. */
+static void on_terminal_timer(void *user, int fd, short revents)
+{
+    uint64_t expirations;
+
+    (void)revents;
+    if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+        rl_log(RL_LOG_WARN, "acp terminal timer: %s", strerror(errno));
+    rl_acp__terminal_flush(user);
+}
+
 static int acp_create(rl_bridge_t *bridge, const char *name, const char *arg, rl_agent_t **out)
 {
     struct rl_agent *a = calloc(1, sizeof(*a));
@@ -114,6 +132,12 @@ static int acp_create(rl_bridge_t *bridge, const char *name, const char *arg, rl
     if (a == NULL)
         return -1;
     a->bridge = bridge;
+    a->terminal_timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (a->terminal_timer < 0) {
+        rl_log(RL_LOG_ERROR, "timerfd_create: %s", strerror(errno));
+        goto fail;
+    }
+    rl_bridge_watch(bridge, a->terminal_timer, POLLIN, on_terminal_timer, a);
     a->command = strdup(arg);
     /* The old form's one agent keeps the state file it always had; each other agent has its own. */
     if (strcmp(name, "default") == 0)
@@ -135,6 +159,10 @@ static int acp_create(rl_bridge_t *bridge, const char *name, const char *arg, rl
     *out = a;
     return 0;
 fail:
+    if (a->terminal_timer >= 0) {
+        rl_bridge_unwatch(bridge, a->terminal_timer);
+        close(a->terminal_timer);
+    }
     free(a->command);
     free(a);
     return -1;
@@ -172,18 +200,27 @@ static void acp_message(rl_agent_t *a, rl_turn_t *turn, json_t *payload)
     rl_acp__pump(a, s);
 }
 
+/*
+ * A cancel names a turn, or none for all of them. Cancelling the running
+ * turn also drops the messages queued behind it (docs/bridge.md "A message
+ * sent while a turn runs"): each ends cancelled, and none reaches the agent.
+ * A queued turn named alone goes alone.
+ */
 static void acp_cancel(rl_agent_t *a, const char *session_id, const char *interaction_id)
 {
     session_t *s = rl_acp__session_by_relay(a, session_id);
     prompt_t *p, *next;
     permission_t *perm, *perm_next;
+    int all = interaction_id[0] == '\0';
 
     if (s == NULL)
         return;
     for (p = s->queue; p != NULL; p = next) {
         next = p->next;
-        if (interaction_id[0] != '\0' && strcmp(p->turn->interaction_id, interaction_id) != 0)
+        if (!all && strcmp(p->turn->interaction_id, interaction_id) != 0)
             continue;
+        if (p == rl_acp__running_prompt(s))
+            all = 1;
         if (p == rl_acp__running_prompt(s)) {
             if (p->cancelled)
                 continue;
@@ -245,6 +282,8 @@ static void acp_destroy(rl_agent_t *a)
     session_t *s;
 
     rl_child_free(a->child);
+    rl_bridge_unwatch(a->bridge, a->terminal_timer);
+    close(a->terminal_timer);
     while (a->requests != NULL) {
         request_t *r = a->requests;
         a->requests = r->next;

@@ -1694,9 +1694,11 @@ static int park(rl_bridge_t *b, rl_frame_t *f)
     return 1;
 }
 
-/* Downloads the fetcher finished: their items open, and the updates they completed are processed. */
-static void handle_fetched(rl_bridge_t *b)
+/* Downloads the fetcher finished (its ready callback): their items open, and the updates they completed are processed.
+ */
+static void handle_fetched(void *user)
 {
+    rl_bridge_t *b = user;
     rl_fetch_t *job = rl_fetcher_results(b->fetcher);
 
     while (job != NULL) {
@@ -2302,7 +2304,6 @@ static void loop(rl_bridge_t *b)
         fds = w->fds;
         fds[n++] = (struct pollfd){.fd = b->sigfd, .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = rl_rest_fd(b->rest), .events = POLLIN};
-        fds[n++] = (struct pollfd){.fd = rl_fetcher_fd(b->fetcher), .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = rl_jobs_fd(b->jobs), .events = POLLIN};
         if (b->ws != NULL) {
             ws_slot = n;
@@ -2322,8 +2323,6 @@ static void loop(rl_bridge_t *b)
         if (fds[1].revents != 0)
             handle_results(b);
         if (fds[2].revents != 0)
-            handle_fetched(b);
-        if (fds[3].revents != 0)
             rl_jobs_dispatch(b->jobs);
         if (ws_slot >= 0 && b->ws != NULL && fds[ws_slot].revents != 0 && rl_ws_handle(b->ws) != 0)
             socket_closed(b);
@@ -2466,14 +2465,9 @@ int rl_bridge_run(const rl_bridge_options_t *options)
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
     }
-    b.fetcher = rl_fetcher_start();
-    if (b.fetcher == NULL) {
-        rl_log(RL_LOG_ERROR, "cannot start the download thread");
-        b.exit_code = RL_BRIDGE_EXIT_ERROR;
-        goto out;
-    }
     b.jobs = rl_jobs_start();
-    if (b.jobs == NULL) {
+    b.fetcher = b.jobs != NULL ? rl_fetcher_start(b.jobs, handle_fetched, &b) : NULL;
+    if (b.fetcher == NULL) {
         rl_log(RL_LOG_ERROR, "cannot start the job queue");
         b.exit_code = RL_BRIDGE_EXIT_ERROR;
         goto out;
@@ -2515,12 +2509,12 @@ int rl_bridge_run(const rl_bridge_options_t *options)
     loop(&b);
 out:
     /*
-     * A download in progress ends now; parked updates were never acked, so the relay replays them to the next
+     * Before the agent goes: the jobs (a model call, a prompt's fetch, a sealed attachment's download) end
+     * now and are done, as stopped. Parked updates were never acked, so the relay replays them to the next
      * run (spec delivery rule 3), whose de-duplication starts afresh.
      */
-    rl_fetcher_stop(b.fetcher);
-    /* Before the agent goes: its jobs (a model call, a prompt's fetch) end now and are done, as stopped. */
     rl_jobs_stop(b.jobs);
+    rl_fetcher_stop(b.fetcher);
     if (b.parked != NULL)
         rl_log(RL_LOG_INFO, "%zu updates still parked are left to the relay's replay", b.nparked);
     while (b.parked != NULL) {

@@ -4,18 +4,20 @@
  * their own, so that the loop never waits on a download (up to a minute
  * each) while it has pings to answer and other sessions to serve.
  *
- * One worker thread takes jobs from a FIFO queue and makes one GET at a time
- * with the blocking client (5 s to connect, 60 s in all, a body capped at
- * RL_FETCH_BODY_MAX). Finished jobs come back, oldest first, through
- * rl_fetcher_results(), signalled on an eventfd the loop polls: the same
- * pattern as the REST writer (rest.h). Everything a peer can feed is bounded:
- * one download at a time, at most RL_FETCH_QUEUE_MAX jobs queued or in
- * flight, each body capped.
+ * Each download is a job of the bridge's background jobs (common/jobs.h), of
+ * a kind that runs one at a time, in the order submitted, with the blocking
+ * client (5 s to connect, 60 s in all, a body capped at RL_FETCH_BODY_MAX).
+ * Finished ones are kept, oldest first, for rl_fetcher_results(); the
+ * fetcher's ready callback says when, on the loop. Everything a peer can feed
+ * is bounded: one download at a time, at most RL_FETCH_QUEUE_MAX jobs queued
+ * or in flight, each body capped.
  */
 #ifndef RL_BRIDGE_FETCHER_H
 #define RL_BRIDGE_FETCHER_H
 
 #include <stddef.h>
+
+#include "common/jobs.h"
 
 /* relayd's upload cap (25 MB) plus a sealed envelope's version byte, nonce and tag. */
 #define RL_FETCH_BODY_MAX (25 * 1024 * 1024 + 29)
@@ -26,6 +28,8 @@ typedef struct rl_fetcher rl_fetcher_t;
 
 /* One download, handed back to the loop once done. */
 typedef struct rl_fetch {
+    rl_job_t job; /* first: the download is a job */
+    struct rl_fetcher *fetcher;
     struct rl_fetch *next;
     void *owner;  /* the loop's, as given to rl_fetcher_submit; untouched by the worker */
     size_t index; /* the same */
@@ -35,18 +39,18 @@ typedef struct rl_fetch {
 } rl_fetch_t;
 
 /*
- * Starts the worker. A client of the client core must have been made before
- * (curl's global init is not thread-safe). NULL on failure.
+ * A fetcher whose downloads run on jobs; ready(user) is called on the loop
+ * (from rl_jobs_dispatch) when results are waiting. A client of the client
+ * core must have been made before (curl's global init is not thread-safe).
+ * NULL on failure.
  */
-rl_fetcher_t *rl_fetcher_start(void);
+rl_fetcher_t *rl_fetcher_start(rl_jobs_t *jobs, void (*ready)(void *user), void *user);
 /*
- * Stops the worker: a download in progress ends within about a second, the
- * thread is joined, jobs not done and results not taken are freed. Loop
- * thread; NULL is a no-op.
+ * Frees the results not taken and the fetcher. Downloads not done yet end
+ * with the jobs (rl_jobs_stop: one in progress ends within about a second),
+ * which free them without the fetcher. Loop thread; NULL is a no-op.
  */
 void rl_fetcher_stop(rl_fetcher_t *fetcher);
-/* The eventfd that becomes readable when results are waiting. */
-int rl_fetcher_fd(const rl_fetcher_t *fetcher);
 /*
  * Queues a GET of url (copied) for owner and index. 0, or -1 when the queue
  * holds RL_FETCH_QUEUE_MAX jobs already (or memory ran out): the caller

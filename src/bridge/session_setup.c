@@ -206,8 +206,8 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
     }
     json_decref(s->session);
     s->session = NULL;
-    /* relayd says project_ct: null for an encrypted session without a project: only an envelope names one. */
-    if (project == NULL && json_is_string(json_object_get(session, "project_ct"))) {
+    /* A session without a project says project_ct: null (docs/api.md): only a sealed one that does not open refuses. */
+    if (project == NULL && code != NULL && json_is_string(json_object_get(session, "project_ct"))) {
         refuse(b, session_id, s, code);
         return;
     }

@@ -68,6 +68,8 @@ typedef void (*rl_bus_cleared_cb)(int cleared, void *arg);
 typedef void (*rl_bus_take_cb)(int result, double tokens, void *arg);
 /* Whether this holder holds the lease now (0 too when the bus cannot answer). */
 typedef void (*rl_bus_lease_cb)(int held, void *arg);
+/* The node has given back what it held (or the bus could not be told). */
+typedef void (*rl_bus_retired_cb)(void *arg);
 
 /* What the bus hands to this node. */
 typedef struct rl_bus_handlers {
@@ -97,13 +99,22 @@ typedef struct rl_bus_config {
      */
     int64_t presence_lease_ms;
     /*
-     * A networked bus: how often a node settles the rate buckets it serves
-     * from its local shares (0 for the backend's default, 250 ms), and how
-     * long the shares keep serving while the bus is unreachable (0: not at
-     * all; take then answers RL_E_UNAVAILABLE at once). docs/internals/bus.md.
+     * A networked bus: how often a node renews the leases of the bucket
+     * shares it uses and returns the idle ones (0 for the backend's default,
+     * 250 ms), and how long it serves buckets alone, each from its part of
+     * the bucket, while the bus is unreachable (0: not at all; take then
+     * answers RL_E_UNAVAILABLE at once). docs/internals/bus.md.
      */
     int64_t bucket_settle_ms;
     int64_t bucket_grace_ms;
+    /*
+     * A networked bus: this node's name for its leases of bucket shares,
+     * the same across its restarts (so that a node restarted after a crash
+     * takes its old leases back at once instead of waiting for them to
+     * lapse) and never another live node's; at most 20 characters of
+     * [A-Za-z0-9_]. NULL or "": a new random name each time.
+     */
+    const char *node;
     rl_bus_handlers_t handlers;
 } rl_bus_config_t;
 
@@ -124,6 +135,7 @@ struct rl_bus_ops {
                  rl_bus_take_cb cb, void *arg);
     void (*lease)(rl_bus_t *bus, const char *name, const char *holder, int64_t ttl_ms, rl_bus_lease_cb cb, void *arg);
     void (*sweep)(rl_bus_t *bus, int64_t now_ms, unsigned parts);
+    void (*retire)(rl_bus_t *bus, rl_bus_retired_cb cb, void *arg);
 };
 
 struct rl_bus {
@@ -199,11 +211,11 @@ static inline const char *rl_bus_presence_get(rl_bus_t *bus, const char *install
 }
 /*
  * Takes one token from the bucket `key` (capacity tokens, refilled at
- * refill_per_s; full when first seen). The bucket is shared by every node. A
- * networked bus may count time by its own clock instead of now_ms, and may
- * answer from this node's local share of the bucket, settled with the others
- * now and then: the cluster may then grant more than the bucket, within a
- * bound the backend documents (docs/internals/bus.md, "Rate buckets").
+ * refill_per_s; full when first seen). The bucket is shared by every node,
+ * which together never grant more than it. A networked bus may count time
+ * by its own clock instead of now_ms, and may answer from a share of the
+ * bucket that this node leased, inside the call (docs/internals/bus.md,
+ * "Rate buckets").
  */
 static inline void rl_bus_take(rl_bus_t *bus, const char *key, double capacity, double refill_per_s, int64_t now_ms,
                                rl_bus_take_cb cb, void *arg)
@@ -228,6 +240,18 @@ static inline void rl_bus_sweep(rl_bus_t *bus, int64_t now_ms)
 static inline void rl_bus_sweep_part(rl_bus_t *bus, int64_t now_ms, unsigned parts)
 {
     bus->ops->sweep(bus, now_ms, parts);
+}
+
+/*
+ * At shutdown, once nothing takes from the buckets any more: gives back what
+ * this node holds of the shared state that others would otherwise wait for
+ * to lapse (its leases of bucket shares, its place among the live nodes),
+ * then calls cb, inside the call or on a later turn of the loop (which the
+ * caller keeps turning). The local bus holds nothing: cb at once.
+ */
+static inline void rl_bus_retire(rl_bus_t *bus, rl_bus_retired_cb cb, void *arg)
+{
+    bus->ops->retire(bus, cb, arg);
 }
 
 /*

@@ -455,6 +455,11 @@ static void local_close(rl_bus_t *super)
     free(bus);
 }
 
+static void local_retire(rl_bus_t *super, rl_bus_retired_cb cb, void *arg)
+{
+    cb(arg);
+}
+
 static const struct rl_bus_ops local_ops = {
     .name = "local",
     .close = local_close,
@@ -469,6 +474,7 @@ static const struct rl_bus_ops local_ops = {
     .take = local_take,
     .lease = local_lease,
     .sweep = local_sweep,
+    .retire = local_retire,
 };
 
 int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)

@@ -8,21 +8,24 @@
  * SUBSCRIBE, whose messages carry live events, signals and presence changes
  * to this node. Everything that must be atomic is one Lua script, run by
  * EVALSHA: the events of a loop turn, each with its id, its place in the
- * ring and its PUBLISH; a bucket's first take and its settlements (takes
- * are served from this node's share in between); a lease's take or renewal;
+ * ring and its PUBLISH; a node's lease of a share of a rate bucket (takes
+ * are served from the share in between) and the renewals of its leases; a
+ * lease's take or renewal;
  * a presence's compare-and-set.
  * Listening to a user and joining a topic catch up from the ring (or the
  * topic's log) once the subscription is confirmed, so that nothing sent
  * after the call is lost to the subscription taking effect later.
  *
  * Redis down or slow: publish and signal are dropped (logged once per
- * episode, counted), read answers RL_E_UNAVAILABLE, take answers from the
- * shares for the outage grace and RL_E_UNAVAILABLE after it, lease answers
+ * episode, counted), read answers RL_E_UNAVAILABLE, take answers from this
+ * node's part of each bucket for the outage grace and RL_E_UNAVAILABLE
+ * after it, lease answers
  * "not held", presence_get answers from this node's cache. Both connections
  * come back by themselves; subscriptions, this node's presences and the
  * presence cache are restored then.
  */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,7 @@
 #include "common/event.h"
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/rand.h"
 #include "common/strmap.h"
 #include "http/later.h"
 
@@ -62,9 +66,13 @@
 #define BATCH_USERS       256           /* users in one publish call */
 #define BATCH_BYTES       (1024 * 1024) /* a publish call is sent once its strings reach this */
 #define START_WAIT_MS     2000          /* how long opening waits for Redis before the node starts anyway */
-#define SETTLE_MS         250           /* by default, how often a node settles its bucket shares with Redis */
-#define SETTLE_BATCH      256           /* buckets in one settlement call */
-#define SHARE_IDLE_MS     10000         /* a share nobody took from for this long is forgotten (once settled) */
+#define KEEP_MS           250           /* by default, how often a node renews and returns its bucket leases */
+#define KEEP_BATCH        256           /* buckets in one renewal call */
+#define LEASE_MS          1000          /* a bucket share's lease, unless renewed (idle ones are returned) */
+#define LEASE_MARGIN_MS   1000          /* Redis keeps a lease this much longer than its node uses it */
+#define NODE_TTL_MS       10000         /* a node that stops saying it is live counts for this long */
+#define WAITERS_MAX       256           /* takes waiting for one bucket's lease call */
+#define SHARE_IDLE_MS     10000         /* a bucket nobody took from for this long is forgotten (no lease held) */
 #define SHARES_MAX        1000000
 
 /* ---- the scripts ----------------------------------------------------------------------------- */
@@ -158,69 +166,175 @@ static rl_redis_script_t read_script = {
             "return out\n"};
 
 /*
- * KEYS: the bucket (hash: tokens, ms). ARGV: capacity, refill per second.
- * Answers {taken, tokens left}. A bucket is forgotten (its key expires) when
- * it would be full again: a missing bucket is a full one.
+ * Rate buckets, exact across nodes (docs/internals/bus.md, "Rate buckets").
+ * A bucket is a hash: "tokens" and "ms", the reserve (what no node holds)
+ * and when it was last refilled, by Redis's clock; and one field per node
+ * that leases a share of it, "h:<node>" = "<size> <expires ms>". A share of
+ * size s is a bucket of its own on its node: s tokens of the capacity and
+ * s / capacity of the refill; the reserve has the rest of both. So the
+ * shares and the reserve together never hold more than the capacity nor
+ * refill faster than the rate, however many nodes take from them. A share
+ * whose lease ran out (its node died or stopped renewing) goes back to the
+ * reserve empty: what it held is lost, never granted twice. A missing bucket
+ * is a full reserve; the key expires once every lease ran out and the
+ * reserve would be full. Live nodes are KEYS[#KEYS], a sorted set of node ->
+ * when it lapses (the node script).
  */
-static rl_redis_script_t take_script = {
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
-    "local capacity, rate = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-    "local b = redis.call('HMGET', KEYS[1], 'tokens', 'ms')\n"
-    "local tokens, at = tonumber(b[1]), tonumber(b[2])\n"
-    "if tokens == nil or at == nil then tokens, at = capacity, now end\n"
-    "if now > at then\n"
-    "  tokens = math.min(capacity, tokens + (now - at) / 1000 * rate)\n"
-    "  at = now\n"
+/* clang-format off */
+#define LUA_BUCKET                                                                                                     \
+    "local t = redis.call('TIME')\n"                                                                                   \
+    "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"                                                      \
+    "local live = redis.call('ZCOUNT', KEYS[#KEYS], '(' .. string.format('%.17g', now), '+inf')\n"                    \
+    "local function fmt(x) return string.format('%.17g', x) end\n"                                                     \
+    "local function load(key, capacity, rate)\n"                                                                       \
+    "  local all = redis.call('HGETALL', key)\n"                                                                       \
+    "  local b = {leases = {}, held = 0}\n"                                                                            \
+    "  for i = 1, #all, 2 do\n"                                                                                        \
+    "    local f, v = all[i], all[i + 1]\n"                                                                            \
+    "    if f == 'tokens' then b.tokens = tonumber(v)\n"                                                               \
+    "    elseif f == 'ms' then b.at = tonumber(v)\n"                                                                   \
+    "    else\n"                                                                                                       \
+    "      local size, expires = string.match(v, '^(%S+) (%S+)$')\n"                                                  \
+    "      b.leases[f] = {tonumber(size), tonumber(expires)}\n"                                                        \
+    "      b.held = b.held + tonumber(size)\n"                                                                         \
+    "    end\n"                                                                                                        \
+    "  end\n"                                                                                                          \
+    "  if b.tokens == nil or b.at == nil then b.tokens, b.at = capacity - b.held, now end\n"                           \
+    "  local room = capacity - b.held\n"                                                                               \
+    "  if now > b.at then\n"                                                                                           \
+    "    if b.tokens < room and capacity > 0 then\n"                                                                   \
+    "      b.tokens = math.min(room, b.tokens + (now - b.at) / 1000 * rate * room / capacity)\n"                       \
+    "    end\n"                                                                                                        \
+    "    b.at = now\n"                                                                                                 \
+    "  end\n"                                                                                                          \
+    "  for f, l in pairs(b.leases) do\n"                                                                               \
+    "    if l[2] <= now then\n"                                                                                        \
+    "      redis.call('HDEL', key, f)\n"                                                                               \
+    "      b.held = b.held - l[1]\n"                                                                                   \
+    "      b.leases[f] = nil\n"                                                                                        \
+    "    end\n"                                                                                                        \
+    "  end\n"                                                                                                          \
+    "  return b\n"                                                                                                     \
+    "end\n"                                                                                                            \
+    "local function save(key, b, capacity, rate)\n"                                                                   \
+    "  redis.call('HSET', key, 'tokens', fmt(b.tokens), 'ms', fmt(b.at))\n"                                            \
+    "  local last = now\n"                                                                                             \
+    "  for _, l in pairs(b.leases) do if l[2] > last then last = l[2] end end\n"                                      \
+    "  local ttl = 86400000\n"                                                                                         \
+    "  if rate > 0 then ttl = math.ceil(last - now + (capacity - b.tokens) / rate * 1000) + 1000 end\n"               \
+    "  redis.call('PEXPIRE', key, ttl)\n"                                                                              \
+    "end\n"                                                                                                            \
+    "local function share_size(capacity, b)\n"                                                                        \
+    "  local size = capacity\n"                                                                                        \
+    "  if live > 1 then size = math.max(1, math.floor(capacity / (4 * live))) end\n"                                  \
+    "  return math.min(size, capacity - b.held)\n"                                                                     \
     "end\n"
-    "local taken = 0\n"
-    "if tokens >= 1 then\n"
-    "  tokens = tokens - 1\n"
-    "  taken = 1\n"
-    "end\n"
-    "redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ms', string.format('%.17g', at))\n"
-    "local ttl = 86400000\n"
-    "if rate > 0 then ttl = math.ceil((capacity - tokens) / rate * 1000) + 1000 end\n"
-    "redis.call('PEXPIRE', KEYS[1], ttl)\n"
-    "return {taken, string.format('%.17g', tokens)}\n"};
+/* clang-format on */
 
 /*
- * A node's settlement of the buckets it serves from its shares
- * (docs/internals/bus.md, "Rate buckets"). KEYS: the buckets. ARGV: for each,
- * capacity, refill per second, the tokens this node took since its last
- * settlement and how long ago (ms) it took the first of them. Each bucket is
- * refilled by Redis's clock up to that first take, the tokens are subtracted
- * (it may go below zero: what several nodes took at once is owed, and
- * refused until refilled), and it is refilled again up to now: a bucket that
- * was full when the takes began earns the refill since, as it would have
- * had each take reached Redis at once. Its level is answered, one per key.
+ * A node's lease of a share, asked when its share is empty (or it has
+ * none). KEYS: the bucket, the live nodes. ARGV: capacity, refill per
+ * second, the node's field, what its share still holds, the lease's
+ * lifetime (ms). "" for what the share holds while Redis has a lease of
+ * this node is the node restarted (or back from an outage) without knowing
+ * it: the old share goes back to the reserve as if full, forgiven as what
+ * a node granted alone in an outage is. The node's old
+ * lease ends, a new one begins: the share's size (the whole bucket for a
+ * node alone, else a quarter of the bucket's part per live node, at least a
+ * token, within what no other node holds; 0 when less than a token is
+ * free), filled from the reserve as far as it holds. Answers {size, level,
+ * reserve, held by every node, live nodes}.
  */
-static rl_redis_script_t settle_script = {
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
-    "local out = {}\n"
-    "for k = 1, #KEYS do\n"
-    "  local capacity, rate = tonumber(ARGV[4 * k - 3]), tonumber(ARGV[4 * k - 2])\n"
-    "  local used, first = tonumber(ARGV[4 * k - 1]), now - tonumber(ARGV[4 * k])\n"
-    "  local b = redis.call('HMGET', KEYS[k], 'tokens', 'ms')\n"
-    "  local tokens, at = tonumber(b[1]), tonumber(b[2])\n"
-    "  if tokens == nil or at == nil then tokens, at = capacity, first end\n"
-    "  if first > at then\n"
-    "    tokens = math.min(capacity, tokens + (first - at) / 1000 * rate)\n"
-    "    at = first\n"
-    "  end\n"
-    "  tokens = tokens - used\n"
-    "  if now > at then\n"
-    "    tokens = math.min(capacity, tokens + (now - at) / 1000 * rate)\n"
-    "    at = now\n"
-    "  end\n"
-    "  redis.call('HSET', KEYS[k], 'tokens', string.format('%.17g', tokens), 'ms', string.format('%.17g', at))\n"
-    "  local ttl = 86400000\n"
-    "  if rate > 0 then ttl = math.ceil((capacity - tokens) / rate * 1000) + 1000 end\n"
-    "  redis.call('PEXPIRE', KEYS[k], ttl)\n"
-    "  out[k] = string.format('%.17g', tokens)\n"
-    "end\n"
-    "return out\n"};
+static rl_redis_script_t lease_bucket_script = {
+    LUA_BUCKET "local capacity, rate, field, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[5])\n"
+               "local b = load(KEYS[1], capacity, rate)\n"
+               "local mine = b.leases[field]\n"
+               "if mine then\n"
+               "  local back = tonumber(ARGV[4]) or mine[1]\n"
+               "  b.tokens = b.tokens + math.min(back, mine[1])\n"
+               "  b.held = b.held - mine[1]\n"
+               "  b.leases[field] = nil\n"
+               "  redis.call('HDEL', KEYS[1], field)\n"
+               "end\n"
+               "local size, level = share_size(capacity, b), 0\n"
+               "if size >= 1 then\n"
+               "  if b.tokens > 0 then level = math.min(size, b.tokens) end\n"
+               "  b.tokens = b.tokens - level\n"
+               "  b.held = b.held + size\n"
+               "  b.leases[field] = {size, now + ttl}\n"
+               "  redis.call('HSET', KEYS[1], field, fmt(size) .. ' ' .. fmt(now + ttl))\n"
+               "else\n"
+               "  size = 0\n"
+               "end\n"
+               "save(KEYS[1], b, capacity, rate)\n"
+               "return {fmt(size), fmt(level), fmt(b.tokens), fmt(b.held), live}\n"};
+
+/*
+ * A node's renewals and returns, for every bucket it holds a share of (up
+ * to 256 a call). KEYS: the buckets, then the live nodes. ARGV: the node's
+ * field, the lease's lifetime (ms), then for each bucket capacity, refill
+ * per second, "r" (renew) or "x" (return), and what the share holds. A
+ * return gives the share back to the reserve. A renewal extends the lease
+ * and resizes the share to the number of live nodes now: a smaller share
+ * gives what it holds above its new size back to the reserve, a larger one
+ * takes from the reserve what the reserve can no longer keep. Answers the
+ * live nodes, then for each bucket {size (-1: the lease had run out), the
+ * change to the share's level, reserve, held by every node}.
+ */
+static rl_redis_script_t keep_buckets_script = {
+    LUA_BUCKET "local field, ttl = ARGV[1], tonumber(ARGV[2])\n"
+               "local out = {live}\n"
+               "for k = 1, #KEYS - 1 do\n"
+               "  local capacity, rate = tonumber(ARGV[4 * k - 1]), tonumber(ARGV[4 * k])\n"
+               "  local op, level = ARGV[4 * k + 1], tonumber(ARGV[4 * k + 2])\n"
+               "  local b = load(KEYS[k], capacity, rate)\n"
+               "  local mine = b.leases[field]\n"
+               "  local size, delta = -1, 0\n"
+               "  if mine then\n"
+               "    b.held = b.held - mine[1]\n"
+               "    b.leases[field] = nil\n"
+               "    redis.call('HDEL', KEYS[k], field)\n"
+               "    size = 0\n"
+               "    if op == 'r' then size = share_size(capacity, b) end\n"
+               "    if size < 1 then\n"
+               "      b.tokens = b.tokens + math.min(level, mine[1])\n"
+               "      size = 0\n"
+               "    else\n"
+               "      if level > size then\n"
+               "        delta = size - level\n"
+               "        b.tokens = b.tokens - delta\n"
+               "      end\n"
+               "      local room = capacity - b.held - size\n"
+               "      if b.tokens > room then\n"
+               "        delta = delta + b.tokens - room\n"
+               "        b.tokens = room\n"
+               "      end\n"
+               "      b.held = b.held + size\n"
+               "      b.leases[field] = {size, now + ttl}\n"
+               "      redis.call('HSET', KEYS[k], field, fmt(size) .. ' ' .. fmt(now + ttl))\n"
+               "    end\n"
+               "  end\n"
+               "  save(KEYS[k], b, capacity, rate)\n"
+               "  out[#out + 1] = fmt(size)\n"
+               "  out[#out + 1] = fmt(delta)\n"
+               "  out[#out + 1] = fmt(b.tokens)\n"
+               "  out[#out + 1] = fmt(b.held)\n"
+               "end\n"
+               "return out\n"};
+
+/*
+ * KEYS: the live nodes. ARGV: the node, how long it stays live unless it
+ * says so again (ms), "add" or "remove". Answers how many nodes are live.
+ */
+static rl_redis_script_t node_script = {
+    LUA_NOW "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))\n"
+            "if ARGV[3] == 'add' then\n"
+            "  redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[1])\n"
+            "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+            "else\n"
+            "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
+            "end\n"
+            "return redis.call('ZCARD', KEYS[1])\n"};
 
 /* KEYS: the lease. ARGV: holder, lifetime (ms). 1 when holder holds it now. */
 static rl_redis_script_t lease_script = {
@@ -392,9 +506,9 @@ static rl_redis_script_t signal_script = {LUA_NOW "local seq = redis.call('INCR'
                                                   "return seq\n"};
 
 static rl_redis_script_t *const scripts[] = {
-    &signal_script,         &publish_script,       &read_script,           &take_script,
-    &settle_script,         &lease_script,         &presence_set_script,   &presence_clear_script,
-    &presence_renew_script, &presence_load_script, &presence_lapse_script,
+    &signal_script,         &publish_script,        &read_script,          &lease_bucket_script,
+    &keep_buckets_script,   &node_script,           &lease_script,         &presence_set_script,
+    &presence_clear_script, &presence_renew_script, &presence_load_script, &presence_lapse_script,
 };
 
 /* ---- the bus --------------------------------------------------------------------------------- */
@@ -402,6 +516,7 @@ static rl_redis_script_t *const scripts[] = {
 static const char PRESENCE_KEY[] = "relay:presence";
 static const char LEASES_KEY[] = "relay:presence:lease";
 static const char SEQUENCE_KEY[] = "relay:presence:seq";
+static const char NODES_KEY[] = "relay:nodes";
 
 /* This node's view of an installation's presence. */
 struct cached {
@@ -433,17 +548,38 @@ struct deferred {
     int value;
 };
 
-/* A rate bucket this node serves from its share (redis_take). */
+/* A take waiting for the lease call of its bucket (redis_take). */
+struct waiter {
+    struct waiter *next;
+    rl_bus_take_cb cb;
+    void *arg;
+};
+
+/*
+ * A rate bucket as this node knows it: its lease of a share of the bucket
+ * (a bucket of its own: size tokens of the capacity, size / capacity of the
+ * refill), and what the last answer said of the reserve (what no node
+ * holds). While Redis is away, the share is an outage slice instead (alone).
+ */
 struct share {
     double capacity, rate;
-    double tokens;      /* this node's view of the bucket, as of at_ms */
-    int64_t at_ms;      /* monotonic */
-    int64_t touched_ms; /* the last take */
-    double used;        /* taken here since the last settlement was sent */
-    double sending;     /* taken here and carried by the settlement in flight */
-    int64_t first_ms;   /* monotonic: when the first of used was taken (0: none) */
-    int settling;       /* a settlement of this share is in flight */
-    int known;          /* tokens came from Redis (or from this node's grace while it was away) */
+    int leased;             /* the share may grant (until expires_ms) */
+    int alone;              /* the outage slice: Redis is away */
+    double size;            /* of the capacity */
+    double level;           /* tokens in the share as of at_ms; below 0 when owed */
+    int64_t at_ms;          /* monotonic, as every time here */
+    int64_t expires_ms;     /* the lease, by this node's clock: before Redis's (LEASE_MARGIN_MS) */
+    uint64_t generation;    /* of the lease: a renewal's answer applies to the lease it renewed */
+    double reserve;         /* the reserve's level as of reserve_ms */
+    double reserve_size;    /* its part of the capacity (and of the refill) */
+    int64_t reserve_ms;     /* 0: never heard of */
+    int64_t quiet_until_ms; /* no share was to be had: refused here until then */
+    int64_t touched_ms;     /* the last take */
+    int calling;            /* a lease call is in flight: takes wait for it */
+    int keeping;            /* a renewal is in flight */
+    struct waiter *waiters; /* in order */
+    struct waiter **waiters_tail;
+    size_t nwaiters;
 };
 
 /* The events published during this loop turn, sent at its end as one call (send_events). */
@@ -486,6 +622,8 @@ struct redis_bus {
     rl_later_t later;
     rl_strmap_t *shares; /* bucket -> struct share */
     h2o_timeout_entry_t settle;
+    char node_field[24];    /* "h:<node>": this node's field in a bucket's hash, and (from 2) its name */
+    int nodes;              /* live nodes, as Redis last said */
     int64_t lost_ms;        /* when the command connection was lost (monotonic), -1 while it is up */
     rl_later_t batch_later; /* the batch's own end of turn (later holds only struct deferred) */
     struct event_batch batch;
@@ -498,6 +636,8 @@ static int64_t mono_ms(void)
 {
     return rl_clock_mono_us() / 1000;
 }
+
+static void say_live(struct redis_bus *bus);
 
 /* Writes prefix + name into buf; -1 when it does not fit (a name that long is not the relay's). */
 static int key(char *buf, size_t size, const char *prefix, const char *name)
@@ -1830,8 +1970,10 @@ static void on_renew(h2o_timeout_entry_t *entry)
         else
             free(r.op);
     }
-    if (rl_redis_ready(bus->cmd))
+    if (rl_redis_ready(bus->cmd)) {
         claim_lapsed(bus);
+        say_live(bus);
+    }
     prune_cache(bus);
     maybe_load(bus);
 }
@@ -1846,8 +1988,9 @@ static int forget_share(const char *bucket, void *value, void *arg)
 {
     struct share *s = value;
 
-    s->known = 0;
-    s->used = s->sending = 0;
+    s->leased = s->alone = 0;
+    s->reserve = s->reserve_size = 0;
+    s->reserve_ms = s->quiet_until_ms = 0;
     return 0;
 }
 
@@ -1872,9 +2015,11 @@ static void on_cmd_ready(rl_redis_t *redis, void *ctx)
         bus->dropped_events = bus->dropped_signals = 0;
     }
     /*
-     * The shares served alone meanwhile: what they gave is forgiven, and
-     * each bucket's next take asks Redis again (it may have lost them too).
+     * The outage slices served alone meanwhile: what they gave is forgiven,
+     * and each bucket's next take leases a share again (the leases Redis
+     * kept run out by themselves; it may have lost them too).
      */
+    say_live(bus);
     bus->lost_ms = -1;
     rl_strmap_sweep(bus->shares, forget_share, NULL, NULL);
     /* Redis may have lost them (a restart without persistence), or they lapsed meanwhile. */
@@ -2016,48 +2161,161 @@ static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
 /* ---- buckets and leases ---------------------------------------------------------------------- */
 
 /*
- * Rate buckets from local shares (docs/internals/bus.md, "Rate buckets").
- * A node learns a bucket's level from Redis once (its first take is a
- * round trip, the take script), then serves takes from its share: that
- * level, refilled by this node's clock, less what it took since. Every
- * settle interval it sends what it took, for every bucket it serves, in one
- * call of the settle script, and the answer (what every node left) becomes
- * its share again. While Redis is away, shares keep serving for the outage
- * grace; what they gave meanwhile is forgiven (never settled).
+ * Rate buckets, exact across nodes (docs/internals/bus.md, "Rate buckets").
+ * A node serves a bucket from its lease of a share of it (a bucket of its
+ * own, refilled by this node's clock), inside the call; when the share is
+ * empty and the reserve may hold a token, a take costs one call of the lease
+ * script, which gives back what the share held and leases a new one. Every
+ * keep interval one call renews the leases in use (resized to the number of
+ * live nodes) and returns the idle ones. What the shares and the reserve
+ * hold together never exceeds the bucket, so no owner gets more than its
+ * capacity and refill however many nodes serve it. While Redis is away a
+ * node serves each bucket from an outage slice, its part (1 / live nodes)
+ * of the bucket, for the outage grace.
  */
 
-struct take_op {
-    struct redis_bus *bus;
-    rl_bus_take_cb cb;
-    void *arg;
-    int64_t sent_ms; /* monotonic: Redis's answer is the bucket as of (a little after) then */
-    char key[];      /* the bucket */
-};
+static int64_t mono_now(void)
+{
+    return mono_ms();
+}
 
-static void refill(struct share *s, int64_t now)
+static double slice_rate(const struct share *s, double size)
+{
+    return s->capacity > 0 ? s->rate * size / s->capacity : 0;
+}
+
+/* The share refilled to now by its part of the rate, up to its size. */
+static void share_refill(struct share *s, int64_t now)
 {
     if (now > s->at_ms) {
-        s->tokens += (double)(now - s->at_ms) / 1000.0 * s->rate;
-        if (s->tokens > s->capacity)
-            s->tokens = s->capacity;
+        if (s->level < s->size) {
+            s->level += (double)(now - s->at_ms) / 1000.0 * slice_rate(s, s->size);
+            if (s->level > s->size)
+                s->level = s->size;
+        }
         s->at_ms = now;
     }
 }
 
-/* Whether Redis has been away for longer than the shares may serve alone. */
+/* The reserve as of now, as far as this node can tell (other nodes may have taken from it). */
+static double reserve_at(const struct share *s, int64_t now)
+{
+    double level = s->reserve;
+
+    if (s->reserve_ms > 0 && now > s->reserve_ms && level < s->reserve_size) {
+        level += (double)(now - s->reserve_ms) / 1000.0 * slice_rate(s, s->reserve_size);
+        if (level > s->reserve_size)
+            level = s->reserve_size;
+    }
+    return level;
+}
+
+/* What a client is told is left: this node's share and the reserve (another node's share is within one lease). */
+static double seen(const struct share *s, int64_t now)
+{
+    return (s->leased ? s->level : 0) + reserve_at(s, now);
+}
+
+/*
+ * How full the reserve must be before an empty share asks it again: a
+ * share's worth (or all it can hold), so that a client above its rate costs
+ * one call per share's worth of refill rather than one per token.
+ */
+static double ask_threshold(const struct share *s)
+{
+    double want = s->leased && s->size > 1 ? s->size : 1;
+
+    return want < s->reserve_size ? want : s->reserve_size;
+}
+
+static int worth_asking(const struct share *s, int64_t now)
+{
+    return s->reserve_size >= 1 && reserve_at(s, now) >= ask_threshold(s);
+}
+
+/*
+ * The level reported with a refusal: below one by the refill of the time
+ * until this node grants again (its share holds a token, or the reserve is
+ * worth asking), so that Retry-After says when to come back.
+ */
+static double refused_level(const struct share *s, int64_t now)
+{
+    double wait = -1, level = seen(s, now);
+
+    if (s->leased && slice_rate(s, s->size) > 0)
+        wait = (1 - s->level) / slice_rate(s, s->size);
+    if (s->reserve_size >= 1 && slice_rate(s, s->reserve_size) > 0) {
+        double w = (ask_threshold(s) - reserve_at(s, now)) / slice_rate(s, s->reserve_size);
+        if (w < 0)
+            w = 0;
+        if (wait < 0 || w < wait)
+            wait = w;
+    }
+    if (wait >= 0 && s->rate > 0 && 1 - s->rate * wait < level)
+        level = 1 - s->rate * wait;
+    return level;
+}
+
+/* Takes one token from the share this node holds, inside the call. */
+static void take_here(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
+{
+    if (s->leased)
+        share_refill(s, now);
+    if (s->leased && s->level >= 1) {
+        s->level -= 1;
+        cb(0, seen(s, now), arg);
+    } else {
+        cb(RL_E_RATE_LIMITED, refused_level(s, now), arg);
+    }
+}
+
+/* Whether Redis has been away for longer than the outage slices may serve. */
 static int past_grace(struct redis_bus *bus, int64_t now)
 {
     return bus->config.bucket_grace_ms <= 0 || (bus->lost_ms >= 0 && now - bus->lost_ms >= bus->config.bucket_grace_ms);
 }
 
-/* Redis was just found away (if it was not already): whether the shares may no longer serve. */
+/* Redis was just found away (if it was not already): whether the outage slices may no longer serve. */
 static int away_too_long(struct redis_bus *bus)
 {
-    int64_t now = mono_ms();
+    int64_t now = mono_now();
 
     if (bus->lost_ms < 0)
         bus->lost_ms = now;
     return past_grace(bus, now);
+}
+
+/*
+ * Redis is away (or just went) and the grace has not run out. The node
+ * serves the bucket alone from its part of it, capacity / N and refill / N
+ * for the N live nodes it last heard of, starting from what it knew: its
+ * share and its part of the reserve, or a full slice for a bucket it never
+ * saw. If Redis is away for every node, they grant no more than the bucket.
+ */
+static void take_alone(struct redis_bus *bus, struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
+{
+    if (!s->alone) {
+        double n = bus->nodes > 1 ? bus->nodes : 1, size = s->capacity / n, level = size;
+        if (s->leased || s->reserve_ms > 0) {
+            if (s->leased) {
+                share_refill(s, now);
+                level = s->level + reserve_at(s, now) / n;
+            } else {
+                level = reserve_at(s, now) / n;
+            }
+            if (level > size)
+                level = size;
+        }
+        s->alone = 1;
+        s->leased = 1;
+        s->size = size;
+        s->level = level;
+        s->at_ms = now;
+        s->expires_ms = INT64_MAX;
+        s->reserve = s->reserve_size = 0;
+        s->reserve_ms = 0;
+    }
+    take_here(s, now, cb, arg);
 }
 
 static struct share *share_of(struct redis_bus *bus, const char *bucket, double capacity, double refill_per_s)
@@ -2074,171 +2332,255 @@ static struct share *share_of(struct redis_bus *bus, const char *bucket, double 
     }
     s->capacity = capacity;
     s->rate = refill_per_s;
+    s->waiters_tail = &s->waiters;
     return s;
 }
 
-static void take_alone(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg);
-
-static void on_taken(redisReply *reply, void *arg)
+static void share_free(void *value)
 {
-    struct take_op *op = arg;
+    struct share *s = value;
+
+    while (s->waiters != NULL) {
+        struct waiter *w = s->waiters;
+        s->waiters = w->next;
+        free(w);
+    }
+    free(s);
+}
+
+static int wait_for_lease(struct share *s, rl_bus_take_cb cb, void *arg)
+{
+    struct waiter *w;
+
+    if (s->nwaiters >= WAITERS_MAX || (w = malloc(sizeof(*w))) == NULL)
+        return -1;
+    *w = (struct waiter){NULL, cb, arg};
+    *s->waiters_tail = w;
+    s->waiters_tail = &w->next;
+    s->nwaiters++;
+    return 0;
+}
+
+struct lease_call {
+    struct redis_bus *bus;
+    int64_t sent_ms; /* the answer is the bucket as of (a little after) then: counting from then is the safe side */
+    int had_share;   /* the share given back, for an outage slice to start from when no answer comes */
+    double back;
+    char key[]; /* the bucket */
+};
+
+static void parse_reserve(struct share *s, const redisReply *reserve, const redisReply *held, int64_t sent_ms)
+{
+    s->reserve = strtod(reserve->str, NULL);
+    s->reserve_size = s->capacity - strtod(held->str, NULL);
+    s->reserve_ms = sent_ms;
+}
+
+static void on_bucket_leased(redisReply *reply, void *arg)
+{
+    struct lease_call *op = arg;
     struct redis_bus *bus = op->bus;
     struct share *s;
+    struct waiter *w;
+    int64_t now = mono_now();
+    size_t i;
+    int answered, alone;
 
-    if (bus->closing)
+    if (bus->closing || (s = rl_strmap_get(bus->shares, op->key)) == NULL)
         goto out;
-    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-        reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[1]->type == REDIS_REPLY_STRING) {
-        double tokens = strtod(reply->element[1]->str, NULL);
-        s = rl_strmap_get(bus->shares, op->key);
-        /* The level Redis answered becomes this node's share (less what it took meanwhile). */
-        if (s != NULL && !s->known) {
-            /* Refilled from when it was sent: the time the answer spent on its way and in the loop counts too. */
-            s->tokens = tokens - s->used;
+    answered = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 5 &&
+               reply->element[4]->type == REDIS_REPLY_INTEGER;
+    for (i = 0; answered && i < 4; ++i)
+        answered = reply->element[i]->type == REDIS_REPLY_STRING;
+    s->calling = 0;
+    if (answered) {
+        double size = strtod(reply->element[0]->str, NULL);
+        bus->nodes = (int)reply->element[4]->integer;
+        parse_reserve(s, reply->element[2], reply->element[3], op->sent_ms);
+        if (size >= 1) {
+            s->leased = 1;
+            s->size = size;
+            s->level = strtod(reply->element[1]->str, NULL);
             s->at_ms = op->sent_ms;
-            s->known = 1;
+            s->expires_ms = op->sent_ms + LEASE_MS;
+        } else {
+            /* Every other token of capacity is leased: their renewals may shrink them within a keep interval. */
+            s->quiet_until_ms = now + (s->reserve_size >= 1 ? 0 : bus->config.bucket_settle_ms);
         }
-        op->cb(reply->element[0]->integer == 1 ? 0 : RL_E_RATE_LIMITED, tokens, op->arg);
     } else {
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-            rl_log_warn("redis bus: taking a token failed: %s", reply->str);
-        /*
-         * The connection went while this waited (or a Redis going down
-         * answered an error): as if Redis had been away already, within the
-         * grace. Only a lost connection starts the grace's clock.
-         */
-        s = rl_strmap_get(bus->shares, op->key);
-        if (s != NULL && (reply == NULL ? !away_too_long(bus) : !past_grace(bus, mono_ms())))
-            take_alone(s, mono_ms(), op->cb, op->arg);
+            rl_log_warn("redis bus: leasing a rate bucket failed: %s", reply->str);
+        if (op->had_share) {
+            s->leased = 1;
+            s->level = op->back;
+            s->at_ms = op->sent_ms;
+        }
+    }
+    /* The waiters' callbacks may take again (from this bucket too): the list is detached first. */
+    w = s->waiters;
+    s->waiters = NULL;
+    s->waiters_tail = &s->waiters;
+    s->nwaiters = 0;
+    /*
+     * The connection went while this waited (or a Redis going down answered
+     * an error): as if Redis had been away already, within the grace. Only
+     * a lost connection starts the grace's clock.
+     */
+    alone = !answered && (reply == NULL ? !away_too_long(bus) : !past_grace(bus, now));
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        if (answered)
+            take_here(s, now, w->cb, w->arg);
+        else if (alone)
+            take_alone(bus, s, now, w->cb, w->arg);
         else
-            op->cb(RL_E_UNAVAILABLE, 0, op->arg);
+            w->cb(RL_E_UNAVAILABLE, 0, w->arg);
+        free(w);
+        w = next;
     }
 out:
     free(op);
 }
 
-/* Takes one token from a share this node knows, inside the call. */
-static void take_from_share(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
+/* Gives back what the share holds and leases a new one; cb is answered with the call's answer. */
+static void lease_bucket(struct redis_bus *bus, struct share *s, const char *bucket, int64_t now, rl_bus_take_cb cb,
+                         void *arg)
 {
-    refill(s, now);
-    if (s->tokens >= 1) {
-        s->tokens -= 1;
-        if (s->used == 0)
-            s->first_ms = now;
-        s->used += 1;
-        cb(0, s->tokens, arg);
-    } else {
-        cb(RL_E_RATE_LIMITED, s->tokens, arg);
-    }
-}
+    char name[KEY_MAX], cap[32], rate[32], back[32], ttl[24];
+    const char *argv[7] = {name, NODES_KEY, cap, rate, bus->node_field, back, ttl};
+    size_t lens[7], i, len = strlen(bucket);
+    struct lease_call *op;
 
-/*
- * Redis is away (or just went) and the grace has not run out: a share this
- * node did not know starts full, as a bucket nobody took from would be.
- */
-static void take_alone(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
-{
-    if (!s->known) {
-        s->tokens = s->capacity;
-        s->at_ms = now;
-        s->used = 0;
-        s->known = 1;
+    if ((op = malloc(sizeof(*op) + len + 1)) == NULL || key(name, sizeof(name), "relay:bucket:", bucket) < 0) {
+        free(op);
+        cb(RL_E_UNAVAILABLE, 0, arg);
+        return;
     }
-    take_from_share(s, now, cb, arg);
+    if (wait_for_lease(s, cb, arg) != 0) {
+        free(op);
+        cb(RL_E_UNAVAILABLE, 0, arg);
+        return;
+    }
+    op->bus = bus;
+    op->sent_ms = now;
+    op->had_share = s->leased;
+    memcpy(op->key, bucket, len + 1);
+    back[0] = '\0';
+    if (s->leased) {
+        share_refill(s, now);
+        op->back = s->level;
+        snprintf(back, sizeof(back), "%.17g", s->level);
+    }
+    snprintf(cap, sizeof(cap), "%.17g", s->capacity);
+    snprintf(rate, sizeof(rate), "%.17g", s->rate);
+    snprintf(ttl, sizeof(ttl), "%d", LEASE_MS + LEASE_MARGIN_MS);
+    for (i = 0; i < 7; ++i)
+        lens[i] = strlen(argv[i]);
+    /* What the share held is Redis's again from here: nothing is granted from it until the answer. */
+    s->leased = 0;
+    s->calling = 1;
+    s->generation++;
+    if (rl_redis_eval(bus->cmd, &lease_bucket_script, 2, 7, argv, lens, on_bucket_leased, op) != 0)
+        on_bucket_leased(NULL, op);
 }
 
 static void redis_take(rl_bus_t *super, const char *bucket, double capacity, double refill_per_s, int64_t now_ms,
                        rl_bus_take_cb cb, void *arg)
 {
     struct redis_bus *bus = (void *)super;
-    char name[KEY_MAX], cap[32], rate[32];
-    const char *argv[3] = {name, cap, rate};
-    size_t lens[3], i, len = strlen(bucket);
-    int64_t now = mono_ms();
+    int64_t now = mono_now();
     struct share *s = share_of(bus, bucket, capacity, refill_per_s);
-    struct take_op *op;
 
     if (s == NULL) {
-        /* This node keeps as many shares as it may: the others are taken in Redis, one round trip each. */
-        if (!rl_redis_ready(bus->cmd))
-            goto fail;
-        goto round_trip;
+        /* As many buckets as this node may keep are live: a new one fails closed, as on the local bus. */
+        cb(RL_E_RATE_LIMITED, 0, arg);
+        return;
     }
     s->touched_ms = now;
     /* The spec's figures may change with a new version of the relay while the share lives. */
     s->capacity = capacity;
     s->rate = refill_per_s;
     if (!rl_redis_ready(bus->cmd)) {
-        if (away_too_long(bus))
-            goto fail;
-        take_alone(s, now, cb, arg);
+        if (away_too_long(bus)) {
+            defer(bus, DEFER_TAKE, arg)->take_cb = cb;
+            return;
+        }
+        take_alone(bus, s, now, cb, arg);
         return;
     }
-    if (s->known) {
-        take_from_share(s, now, cb, arg);
+    if (s->calling) {
+        if (wait_for_lease(s, cb, arg) != 0)
+            cb(RL_E_RATE_LIMITED, refused_level(s, now), arg);
         return;
     }
-round_trip:
-    /* Not known yet: a round trip, which is a take of its own in Redis. */
-    if ((op = malloc(sizeof(*op) + len + 1)) == NULL || key(name, sizeof(name), "relay:bucket:", bucket) < 0) {
-        free(op);
-        goto fail;
-    }
-    op->bus = bus, op->cb = cb, op->arg = arg, op->sent_ms = mono_ms();
-    memcpy(op->key, bucket, len + 1);
-    snprintf(cap, sizeof(cap), "%.17g", capacity);
-    snprintf(rate, sizeof(rate), "%.17g", refill_per_s);
-    for (i = 0; i < 3; ++i)
-        lens[i] = strlen(argv[i]);
-    if (rl_redis_eval(bus->cmd, &take_script, 1, 3, argv, lens, on_taken, op) == 0)
+    if (s->leased && now < s->expires_ms) {
+        share_refill(s, now);
+        if (s->level >= 1 || !worth_asking(s, now)) {
+            take_here(s, now, cb, arg);
+            return;
+        }
+    } else if (!s->leased && now < s->quiet_until_ms) {
+        take_here(s, now, cb, arg);
         return;
-    free(op);
-fail:
-    defer(bus, DEFER_TAKE, arg)->take_cb = cb;
+    }
+    lease_bucket(bus, s, bucket, now, cb, arg);
 }
 
-/* One settlement call on its way: the buckets it carries, in the order of its keys. */
-struct settle_op {
+/* One call renewing and returning leases: the buckets it carries, in the order of its keys. */
+struct keep_op {
     struct redis_bus *bus;
-    int64_t sent_ms; /* monotonic: the levels answered are the buckets' as of (a little after) then */
+    int64_t sent_ms;
     size_t count;
-    char *keys[SETTLE_BATCH];
-    int64_t ages[SETTLE_BATCH]; /* ms since the first take each carries */
+    char *keys[KEEP_BATCH];
+    uint64_t generations[KEEP_BATCH]; /* of each renewed lease; 0 for a return */
+    double levels[KEEP_BATCH];        /* what each share held when sent */
 };
 
-static void on_settled(redisReply *reply, void *arg)
+static void on_kept(redisReply *reply, void *arg)
 {
-    struct settle_op *op = arg;
+    struct keep_op *op = arg;
     struct redis_bus *bus = op->bus;
-    size_t i;
+    int64_t now = mono_now();
+    size_t i, j;
+    int answered;
 
     if (bus->closing)
         goto out;
+    answered = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 + 4 * op->count &&
+               reply->element[0]->type == REDIS_REPLY_INTEGER;
+    for (j = 1; answered && j < reply->elements; ++j)
+        answered = reply->element[j]->type == REDIS_REPLY_STRING;
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-        rl_log_warn("redis bus: settling rate buckets failed: %s", reply->str);
+        rl_log_warn("redis bus: renewing rate bucket leases failed: %s", reply->str);
+    if (answered)
+        bus->nodes = (int)reply->element[0]->integer;
     for (i = 0; i < op->count; ++i) {
         struct share *s = rl_strmap_get(bus->shares, op->keys[i]);
+        redisReply **e = answered ? reply->element + 1 + 4 * i : NULL;
         if (s == NULL)
             continue;
-        if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && i < reply->elements &&
-            reply->element[i]->type == REDIS_REPLY_STRING) {
-            /*
-             * What every node left, less what this node took since it sent
-             * this, refilled from then: the refill while the answer was on
-             * its way (or waited for a busy loop) is not lost.
-             */
-            s->tokens = strtod(reply->element[i]->str, NULL) - s->used;
-            if (s->tokens > s->capacity)
-                s->tokens = s->capacity;
-            s->at_ms = op->sent_ms;
-            s->known = 1;
-        } else if (reply != NULL) {
-            /* Not settled: counted again with the next one. */
-            s->used += s->sending;
+        if (op->generations[i] != 0)
+            s->keeping = 0;
+        /* No answer: a renewed lease runs out by itself; the next take leases anew. */
+        if (e == NULL || s->calling || s->alone)
+            continue;
+        if (op->generations[i] != 0 && s->leased && s->generation == op->generations[i]) {
+            double size = strtod(e[0]->str, NULL);
+            if (size >= 1) {
+                /* What the share granted since is its own: the change applies to its level now. */
+                share_refill(s, now);
+                s->size = size;
+                s->level += strtod(e[1]->str, NULL);
+                if (s->level > s->size)
+                    s->level = s->size;
+                s->expires_ms = op->sent_ms + LEASE_MS;
+            } else {
+                /* The lease had run out in Redis: what the share held is lost (never granted twice). */
+                s->leased = 0;
+            }
         }
-        /* No reply: Redis went away; what was taken meanwhile is forgiven with the rest of the outage's. */
-        s->sending = 0;
-        s->settling = 0;
+        if (s->leased || op->generations[i] == 0)
+            parse_reserve(s, e[2], e[3], op->sent_ms);
     }
 out:
     for (i = 0; i < op->count; ++i)
@@ -2246,56 +2588,75 @@ out:
     free(op);
 }
 
-static void send_settlement(struct redis_bus *bus, struct settle_op *op)
+static void send_keep(struct redis_bus *bus, struct keep_op *op)
 {
-    const char *argv[SETTLE_BATCH * 5];
-    size_t lens[SETTLE_BATCH * 5], i, n;
-    char(*numbers)[32] = malloc(op->count * 4 * sizeof(*numbers));
-    char(*names)[KEY_MAX] = NULL;
+    const char **argv = malloc((2 * op->count + 3 + 4 * op->count) * sizeof(*argv));
+    size_t *lens = malloc((2 * op->count + 3 + 4 * op->count) * sizeof(*lens));
+    char(*numbers)[32] = malloc(op->count * 3 * sizeof(*numbers));
+    char(*names)[KEY_MAX] = malloc(op->count * sizeof(*names));
+    char ttl[24];
+    size_t i, n = 0;
 
-    if (numbers == NULL || (names = malloc(op->count * sizeof(*names))) == NULL)
+    if (argv == NULL || lens == NULL || numbers == NULL || names == NULL)
         goto fail;
-    for (i = 0, n = op->count; i < op->count; ++i) {
-        struct share *s = rl_strmap_get(bus->shares, op->keys[i]);
+    for (i = 0; i < op->count; ++i) {
         key(names[i], KEY_MAX, "relay:bucket:", op->keys[i]);
-        argv[i] = names[i], lens[i] = strlen(names[i]);
-        snprintf(numbers[4 * i], 32, "%.17g", s->capacity);
-        snprintf(numbers[4 * i + 1], 32, "%.17g", s->rate);
-        snprintf(numbers[4 * i + 2], 32, "%.17g", s->sending);
-        snprintf(numbers[4 * i + 3], 32, "%lld", (long long)op->ages[i]);
-        argv[n] = numbers[4 * i], lens[n] = strlen(argv[n]), ++n;
-        argv[n] = numbers[4 * i + 1], lens[n] = strlen(argv[n]), ++n;
-        argv[n] = numbers[4 * i + 2], lens[n] = strlen(argv[n]), ++n;
-        argv[n] = numbers[4 * i + 3], lens[n] = strlen(argv[n]), ++n;
+        argv[n++] = names[i];
     }
-    op->sent_ms = mono_ms();
-    if (rl_redis_eval(bus->cmd, &settle_script, (int)op->count, (int)n, argv, lens, on_settled, op) == 0)
+    argv[n++] = NODES_KEY;
+    argv[n++] = bus->node_field;
+    snprintf(ttl, sizeof(ttl), "%d", LEASE_MS + LEASE_MARGIN_MS);
+    argv[n++] = ttl;
+    for (i = 0; i < op->count; ++i) {
+        struct share *s = rl_strmap_get(bus->shares, op->keys[i]);
+        snprintf(numbers[3 * i], 32, "%.17g", s->capacity);
+        snprintf(numbers[3 * i + 1], 32, "%.17g", s->rate);
+        snprintf(numbers[3 * i + 2], 32, "%.17g", op->levels[i]);
+        argv[n++] = numbers[3 * i];
+        argv[n++] = numbers[3 * i + 1];
+        argv[n++] = op->generations[i] != 0 ? "r" : "x";
+        argv[n++] = numbers[3 * i + 2];
+    }
+    for (i = 0; i < n; ++i)
+        lens[i] = strlen(argv[i]);
+    op->sent_ms = mono_now();
+    if (rl_redis_eval(bus->cmd, &keep_buckets_script, (int)op->count + 1, (int)n, argv, lens, on_kept, op) == 0)
         op = NULL;
 fail:
+    free(argv);
+    free(lens);
     free(numbers);
     free(names);
     if (op != NULL)
-        on_settled(NULL, op);
+        on_kept(NULL, op);
 }
 
-struct settling {
+struct keeping {
     struct redis_bus *bus;
-    struct settle_op *op;
+    struct keep_op *op;
     int64_t now;
+    int retiring; /* shutdown: every lease is returned */
 };
 
-/* Visits one share: adds it to the settlement, or drops it once idle and settled. 1 removes it. */
-static int settle_share(const char *bucket, void *value, void *arg)
+/*
+ * Visits one bucket: renews a lease in use that runs out within half a
+ * lease, returns one idle for a lease (or run out), forgets a bucket idle
+ * for long without a lease. 1 removes it.
+ */
+static int keep_share(const char *bucket, void *value, void *arg)
 {
-    struct settling *st = arg;
+    struct keeping *st = arg;
     struct share *s = value;
-    size_t len = strlen(bucket);
+    int renew;
 
-    if (s->settling)
-        return 0; /* the previous settlement has not come back yet */
-    if (s->used == 0 && st->now - s->touched_ms > SHARE_IDLE_MS)
-        return 1;
-    if (!s->known || len + sizeof("relay:bucket:") > KEY_MAX)
+    if (s->calling || s->keeping || s->alone)
+        return 0;
+    if (!s->leased)
+        return st->now - s->touched_ms > SHARE_IDLE_MS;
+    renew = !st->retiring && st->now - s->touched_ms < LEASE_MS && st->now < s->expires_ms;
+    if (renew && s->expires_ms - st->now > LEASE_MS / 2)
+        return 0;
+    if (strlen(bucket) + sizeof("relay:bucket:") > KEY_MAX)
         return 0;
     if (st->op == NULL) {
         if ((st->op = calloc(1, sizeof(*st->op))) == NULL)
@@ -2304,14 +2665,18 @@ static int settle_share(const char *bucket, void *value, void *arg)
     }
     if ((st->op->keys[st->op->count] = strdup(bucket)) == NULL)
         return 0;
-    st->op->ages[st->op->count] = s->used > 0 && st->now > s->first_ms ? st->now - s->first_ms : 0;
+    share_refill(s, st->now);
+    st->op->levels[st->op->count] = s->level;
+    st->op->generations[st->op->count] = renew ? s->generation : 0;
     st->op->count++;
-    s->sending = s->used;
-    s->used = 0;
-    s->first_ms = 0;
-    s->settling = 1;
-    if (st->op->count == SETTLE_BATCH) {
-        send_settlement(st->bus, st->op);
+    if (renew) {
+        s->keeping = 1;
+    } else {
+        /* Given back: the reserve is Redis's to hand to whichever node asks next. */
+        s->leased = 0;
+    }
+    if (st->op->count == KEEP_BATCH) {
+        send_keep(st->bus, st->op);
         st->op = NULL;
     }
     return 0;
@@ -2320,7 +2685,7 @@ static int settle_share(const char *bucket, void *value, void *arg)
 static void on_settle_tick(h2o_timeout_entry_t *entry)
 {
     struct redis_bus *bus = H2O_STRUCT_FROM_MEMBER(struct redis_bus, settle, entry);
-    struct settling st = {bus, NULL, mono_ms()};
+    struct keeping st = {bus, NULL, mono_now(), 0};
 
     h2o_timeout_link(bus->loop, rl_redis__loop_timeout(bus->loop, (uint64_t)bus->config.bucket_settle_ms),
                      &bus->settle);
@@ -2329,9 +2694,69 @@ static void on_settle_tick(h2o_timeout_entry_t *entry)
             bus->lost_ms = st.now;
         return;
     }
-    rl_strmap_sweep(bus->shares, settle_share, &st, free);
+    rl_strmap_sweep(bus->shares, keep_share, &st, share_free);
     if (st.op != NULL)
-        send_settlement(bus, st.op);
+        send_keep(bus, st.op);
+}
+
+static void on_node_said(redisReply *reply, void *arg)
+{
+    struct redis_bus *bus = arg;
+
+    if (!bus->closing && reply != NULL && reply->type == REDIS_REPLY_INTEGER)
+        bus->nodes = (int)reply->integer;
+}
+
+struct retiring {
+    struct redis_bus *bus;
+    rl_bus_retired_cb cb;
+    void *arg;
+};
+
+static void on_retired(redisReply *reply, void *arg)
+{
+    struct retiring *r = arg;
+
+    r->cb(r->arg);
+    free(r);
+}
+
+/* Shutdown: every lease returned, then this node no longer counted live (the reply comes after theirs). */
+static void redis_retire(rl_bus_t *super, rl_bus_retired_cb cb, void *arg)
+{
+    struct redis_bus *bus = (void *)super;
+    struct keeping st = {bus, NULL, mono_now(), 1};
+    const char *argv[4] = {NODES_KEY, bus->node_field + 2, "0", "remove"};
+    size_t lens[4], i;
+    struct retiring *r;
+
+    if (!rl_redis_ready(bus->cmd) || (r = malloc(sizeof(*r))) == NULL) {
+        cb(arg);
+        return;
+    }
+    *r = (struct retiring){bus, cb, arg};
+    rl_strmap_sweep(bus->shares, keep_share, &st, share_free);
+    if (st.op != NULL)
+        send_keep(bus, st.op);
+    for (i = 0; i < 4; ++i)
+        lens[i] = strlen(argv[i]);
+    if (rl_redis_eval(bus->cmd, &node_script, 1, 4, argv, lens, on_retired, r) != 0) {
+        free(r);
+        cb(arg);
+    }
+}
+
+/* Tells Redis this node is live (the shares are sized by how many are), for NODE_TTL_MS. */
+static void say_live(struct redis_bus *bus)
+{
+    char ttl[24];
+    const char *argv[4] = {NODES_KEY, bus->node_field + 2, ttl, "add"};
+    size_t lens[4], i;
+
+    snprintf(ttl, sizeof(ttl), "%d", NODE_TTL_MS);
+    for (i = 0; i < 4; ++i)
+        lens[i] = strlen(argv[i]);
+    rl_redis_eval(bus->cmd, &node_script, 1, 4, argv, lens, on_node_said, bus);
 }
 
 struct lease_op {
@@ -2398,7 +2823,7 @@ static void redis_close(rl_bus_t *super)
         h2o_timeout_unlink(&bus->renew);
     if (h2o_timeout_is_linked(&bus->settle))
         h2o_timeout_unlink(&bus->settle);
-    rl_strmap_free(bus->shares, free);
+    rl_strmap_free(bus->shares, share_free);
     rl_later_dispose(&bus->later, drop_deferred);
     rl_buf_free(&bus->batch.bytes);
     rl_strmap_free(bus->users, listener_free);
@@ -2422,6 +2847,7 @@ static const struct rl_bus_ops redis_ops = {
     .take = redis_take,
     .lease = redis_lease,
     .sweep = redis_sweep,
+    .retire = redis_retire,
 };
 
 int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out)
@@ -2491,8 +2917,13 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     bus->renew.cb = on_renew;
     bus->settle.cb = on_settle_tick;
     bus->lost_ms = mono_ms(); /* not connected yet */
+    bus->nodes = 1;
+    if (config->node != NULL && config->node[0] != '\0' && strlen(config->node) + 3 <= sizeof(bus->node_field))
+        snprintf(bus->node_field, sizeof(bus->node_field), "h:%s", config->node);
+    else
+        rl_rand_id(bus->node_field, sizeof(bus->node_field), "h:node_", 12);
     if (bus->config.bucket_settle_ms <= 0)
-        bus->config.bucket_settle_ms = SETTLE_MS;
+        bus->config.bucket_settle_ms = KEEP_MS;
     bus->shares = rl_strmap_new(config->max_buckets > 0 ? config->max_buckets : SHARES_MAX);
     cmd.ctx = bus;
     sub.name = "subscriptions";

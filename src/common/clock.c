@@ -4,12 +4,21 @@
 
 #include "common/clock.h"
 
+/* How far rl_clock_advance_ms moved this process's wall clock; 0 outside the tests' builds. */
+static int64_t advanced_ms;
+
 int64_t rl_clock_now_ms(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + __atomic_load_n(&advanced_ms, __ATOMIC_RELAXED);
+}
+
+void rl_clock_advance_ms(int64_t ms)
+{
+    if (ms > 0)
+        __atomic_add_fetch(&advanced_ms, ms, __ATOMIC_RELAXED);
 }
 
 int64_t rl_clock_mono_us(void)

@@ -56,7 +56,7 @@
     X(SESSION_STARTED, "session.started", RL_READ_BRIDGE)                                                              \
     X(SESSION_MESSAGE, "session.message", RL_READ_BRIDGE)                                                              \
     X(SESSION_CANCELLED, "session.cancelled", RL_READ_BRIDGE)                                                          \
-    X(SESSION_MODEL_CHANGED, "session.model.changed", 0)                                                               \
+    X(SESSION_MODEL_CHANGED, "session.model.changed", RL_READ_BRIDGE)                                                  \
     X(APPROVAL_RESOLVED, "approval.resolved", RL_READ_BRIDGE)                                                          \
     X(APPROVAL_EXPIRED, "approval.expired", RL_READ_BRIDGE)                                                            \
     X(DEVICE_CAPABILITY_RESULT, "device_capability.result", RL_READ_BRIDGE)                                            \
@@ -64,8 +64,8 @@
     X(DEVICE_ADDED, "device_added", RL_READ_BRIDGE)                                                                    \
     X(DEVICE_REVOKED, "device_revoked", RL_READ_BRIDGE)                                                                \
     X(SESSION_KEY_GRANTED, "session_key_granted", RL_READ_BRIDGE)                                                      \
-    X(SESSION_CONFIG, "session.config", 0)                                                                             \
-    X(SESSION_CLOSED, "session.closed", 0)
+    X(SESSION_CONFIG, "session.config", RL_READ_BRIDGE)                                                                \
+    X(SESSION_CLOSED, "session.closed", RL_READ_BRIDGE)
 
 #define RL_EVENT_ID(id, name, readers)  RL_EV_##id,
 #define RL_UPDATE_ID(id, name, readers) RL_UP_##id,

@@ -35,6 +35,7 @@ struct rl_jobs {
     pthread_t threads[RL_JOBS_THREADS_MAX];
     int nthreads, idle;
     rl_job_t *head, *tail; /* waiting */
+    rl_job_t *running;     /* under way on a worker, linked by next */
     event_t *events, *events_tail;
     size_t posted; /* bytes of events not taken */
     kind_count_t kinds[KINDS_MAX];
@@ -87,11 +88,26 @@ static rl_job_t *take_runnable(rl_jobs_t *jobs)
         *p = job->next;
         if (jobs->tail == job)
             jobs->tail = prev;
-        job->next = NULL;
+        job->next = jobs->running;
+        jobs->running = job;
         count->running++;
         return job;
     }
     return NULL;
+}
+
+/* Takes job off the list of runs under way; with the lock held. */
+static void unlink_running(rl_jobs_t *jobs, rl_job_t *job)
+{
+    rl_job_t **p;
+
+    for (p = &jobs->running; *p != NULL; p = &(*p)->next) {
+        if (*p == job) {
+            *p = job->next;
+            job->next = NULL;
+            return;
+        }
+    }
 }
 
 static void *worker_main(void *arg)
@@ -115,6 +131,7 @@ static void *worker_main(void *arg)
         event = job->end;
         job->end = NULL;
         pthread_mutex_lock(&jobs->lock);
+        unlink_running(jobs, job);
         count = count_of(jobs, job->kind);
         count->running--;
         count->queued--;
@@ -266,6 +283,8 @@ void rl_jobs_stop(rl_jobs_t *jobs)
 {
     event_t *event;
     int i;
+    rl_job_t *wake[RL_JOBS_THREADS_MAX], *run;
+    int nwake = 0;
 
     if (jobs == NULL)
         return;
@@ -273,7 +292,14 @@ void rl_jobs_stop(rl_jobs_t *jobs)
     __atomic_store_n(&jobs->stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&jobs->work);
     pthread_cond_broadcast(&jobs->space);
+    /* One run per worker at most; their done is called below, so they stay valid until then. */
+    for (run = jobs->running; run != NULL && nwake < RL_JOBS_THREADS_MAX; run = run->next)
+        if (run->interrupt != NULL)
+            wake[nwake++] = run;
     pthread_mutex_unlock(&jobs->lock);
+    /* Outside the lock: an interrupt may take its owner's lock, which a run holds while it posts. */
+    for (i = 0; i < nwake; i++)
+        wake[i]->interrupt(wake[i]);
     for (i = 0; i < jobs->nthreads; i++)
         pthread_join(jobs->threads[i], NULL);
     /* Finished ones first (their progress is dropped), then those that never ran. */

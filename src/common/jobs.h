@@ -17,7 +17,8 @@
  * (as a writer on a full pipe would).
  *
  * The stop (rl_jobs_stop) sets a flag a run must watch (rl_job_stopping, or
- * the client core's stop flag, rl_jobs_stop_flag), joins the workers, and
+ * the client core's stop flag, rl_jobs_stop_flag), wakes the runs that wait
+ * on something else (interrupt, below), joins the workers, and
  * calls done with job->stopped set for every job not done yet, run or not:
  * the owner frees it and acts on nothing.
  */
@@ -44,6 +45,15 @@ struct rl_job {
     void (*run)(rl_job_t *job);                                     /* a worker thread */
     void (*progress)(rl_job_t *job, const char *bytes, size_t len); /* the loop; may be NULL */
     void (*done)(rl_job_t *job);                                    /* the loop, once */
+    /*
+     * May be NULL. For a run that waits on something of its own (a
+     * curl_multi_poll, a condition variable) rather than on rl_job_stopping:
+     * rl_jobs_stop calls it on the loop, after setting the flag and without
+     * the queue's lock, for each job then running, and it wakes that wait so
+     * that the run sees the flag and returns. The job is not freed meanwhile
+     * (its done comes later, from the same stop).
+     */
+    void (*interrupt)(rl_job_t *job);
     /* The queue's. */
     rl_jobs_t *jobs;
     rl_job_t *next;

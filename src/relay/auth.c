@@ -473,7 +473,7 @@ int rl_auth_open(rl_relay_t *relay, rl_auth_t **out)
         auth->policy.audience = config->jwt_audience;
         result = config->jwks_file[0] != '\0'
                      ? rl_jwks_source_open_file(config->jwks_file, &auth->jwks)
-                     : rl_jwks_source_open_url(config->jwks_url, config->jwks_refresh, &auth->jwks);
+                     : rl_jwks_source_open_url(config->jwks_url, config->jwks_refresh, relay->jobs, &auth->jwks);
         goto out;
     }
     if (rl_jwt_issuer_open(config->data, &issuer) != 0)

@@ -17,7 +17,7 @@ typedef struct rl_config {
     char data[1024];
     char store[1024]; /* "" for the data folder's relay.db */
     char bus[1024];
-    int64_t bus_settle;       /* ms between a node's settlements of its bucket shares (a shared bus) */
+    int64_t bus_settle;       /* ms between a node's renewals of its bucket share leases (a shared bus) */
     int64_t bus_outage_grace; /* ms the shares keep serving while the bus is unreachable */
     char attachments[1024];   /* "" for DATA/attachments */
     char log_level[16];

@@ -1,3 +1,4 @@
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include "common/base64.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/jobs.h"
 #include "common/log.h"
 #include "common/strmap.h"
 #include "relay/hub.h"
@@ -48,7 +50,7 @@
 /* A finished reply is worth a push for a day; an approval until it expires. */
 #define REPLY_TTL_S (24 * 3600)
 
-struct push_user;
+    struct push_user;
 
 struct push_job {
     struct push_job *next;
@@ -115,17 +117,14 @@ struct rl_push {
     rl_push_policy_t policy; /* where pushes may go (push_endpoint.h); immutable once open */
     char subject[600];
     CURLM *multi;
-    pthread_t thread;
-    int thread_running;
-    pthread_mutex_t lock; /* guards users, ring, done, stopping, total */
+    rl_job_t sender;      /* the sender's run, on the relay's background jobs */
+    int sender_running;   /* submitted, and its done not heard yet */
+    pthread_mutex_t lock; /* guards users, ring, done, total */
     rl_strmap_t *users;   /* user id -> struct push_user, while they have pushes waiting or in flight */
     struct push_user *ring_head, *ring_tail;
     size_t ring_count;
     size_t total; /* pushes waiting or in flight, all users */
     struct job_list done;
-    int stopping;
-    int pipe_read, pipe_write;
-    h2o_socket_t *wake;
     struct vapid_token tokens[VAPID_CACHE];   /* sender only */
     struct push_job *flying[INFLIGHT_MAX];    /* sender only, then the stopper after the join */
     struct origin_load origins[INFLIGHT_MAX]; /* sender only */
@@ -474,30 +473,26 @@ static void finish_job(struct rl_push *push, struct push_job *job)
     job->user = NULL;
     list_push(&push->done, job);
     pthread_mutex_unlock(&push->lock);
-    /* A full pipe already says there is something to collect. */
-    if (write(push->pipe_write, "x", 1) < 0 && errno != EAGAIN) {
-    }
+    /* The loop collects the done list (collect_done); once the jobs stop, rl_push_close frees it. */
+    rl_job_post(&push->sender, "x", 1);
 }
 
-static void *sender_main(void *arg)
+/* The sender: a run that lasts until the relay stops (interrupt_sender wakes its poll then). */
+static void sender_run(rl_job_t *sender)
 {
-    struct rl_push *push = arg;
+    struct rl_push *push = H2O_STRUCT_FROM_MEMBER(struct rl_push, sender, sender);
     int inflight = 0;
     sigset_t all;
 
     /* Signals belong to the loop thread (src/http/stop.c). */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    for (;;) {
+    while (!rl_job_stopping(sender)) {
         struct push_job *job = NULL;
         CURLMsg *msg;
         int running = 0, left;
 
         pthread_mutex_lock(&push->lock);
-        if (push->stopping) {
-            pthread_mutex_unlock(&push->lock);
-            break;
-        }
         while (inflight < INFLIGHT_MAX && (job = next_job(push)) != NULL) {
             pthread_mutex_unlock(&push->lock);
             if (start_job(push, job) == 0) {
@@ -529,7 +524,20 @@ static void *sender_main(void *arg)
         }
         curl_multi_poll(push->multi, NULL, 0, 1000, NULL);
     }
-    return NULL;
+}
+
+static void interrupt_sender(rl_job_t *sender)
+{
+    struct rl_push *push = H2O_STRUCT_FROM_MEMBER(struct rl_push, sender, sender);
+
+    curl_multi_wakeup(push->multi);
+}
+
+static void sender_done(rl_job_t *sender)
+{
+    struct rl_push *push = H2O_STRUCT_FROM_MEMBER(struct rl_push, sender, sender);
+
+    push->sender_running = 0;
 }
 
 /* ---- the loop's side ---- */
@@ -616,16 +624,14 @@ static int endpoint_resting(struct rl_push *push, const char *endpoint)
     return health != NULL && health->retry_at_ms > rl_clock_now_ms();
 }
 
-static void on_sender_done(h2o_socket_t *sock, const char *err)
+/* On the loop: what the sender finished (it posted a byte for each). */
+static void collect_done(rl_job_t *sender, const char *bytes, size_t len)
 {
-    struct rl_push *push = sock->data;
+    struct rl_push *push = H2O_STRUCT_FROM_MEMBER(struct rl_push, sender, sender);
     struct push_job *job, *next;
 
-    h2o_buffer_consume(&sock->input, sock->input->size);
-    if (err != NULL) {
-        rl_log_error("the push sender's pipe failed: %s", err);
-        return;
-    }
+    (void)bytes;
+    (void)len;
     pthread_mutex_lock(&push->lock);
     job = push->done.head;
     push->done.head = push->done.tail = NULL;
@@ -661,15 +667,13 @@ static void on_sender_done(h2o_socket_t *sock, const char *err)
 int rl_push_open(rl_relay_t *relay, rl_push_t **out)
 {
     struct rl_push *push = calloc(1, sizeof(*push));
+    static const rl_job_kind_t sender_kind = {"push sender", 1, 1};
     char error[256];
-    int fds[2] = {-1, -1};
-    int err;
 
     *out = NULL;
     if (push == NULL)
         return -1;
     push->relay = relay;
-    push->pipe_read = push->pipe_write = -1;
     pthread_mutex_init(&push->lock, NULL);
     /* From here on, a failure leaves a push that rl_push_close can take apart (the relay's stop does). */
     *out = push;
@@ -691,21 +695,16 @@ int rl_push_open(rl_relay_t *relay, rl_push_t **out)
         rl_log_error("push: cannot initialise libcurl");
         return -1;
     }
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-        rl_log_error("push: %s", strerror(errno));
+    push->sender.kind = &sender_kind;
+    push->sender.run = sender_run;
+    push->sender.progress = collect_done;
+    push->sender.done = sender_done;
+    push->sender.interrupt = interrupt_sender;
+    if (rl_jobs_submit(relay->jobs, &push->sender) != 0) {
+        rl_log_error("push: cannot start the sender");
         return -1;
     }
-    push->pipe_read = fds[0];
-    push->pipe_write = fds[1];
-    /* h2o closes what it watches, so it gets a descriptor of its own. */
-    push->wake = h2o_evloop_socket_create(relay->loop, fcntl(fds[0], F_DUPFD_CLOEXEC, 0), 0);
-    push->wake->data = push;
-    h2o_socket_read_start(push->wake, on_sender_done);
-    if ((err = pthread_create(&push->thread, NULL, sender_main, push)) != 0) {
-        rl_log_error("push: cannot start the sender: %s", strerror(err));
-        return -1;
-    }
-    push->thread_running = 1;
+    push->sender_running = 1;
     return 0;
 }
 
@@ -716,17 +715,8 @@ void rl_push_close(rl_push_t *push)
 
     if (push == NULL)
         return;
-    if (push->thread_running) {
-        pthread_mutex_lock(&push->lock);
-        push->stopping = 1;
-        pthread_mutex_unlock(&push->lock);
-        curl_multi_wakeup(push->multi);
-        pthread_join(push->thread, NULL);
-    }
-    if (push->wake != NULL) {
-        h2o_socket_read_stop(push->wake);
-        h2o_socket_close(push->wake);
-    }
+    /* The relay stops its background jobs first (rl_relay_stop): the sender has returned. */
+    assert(!push->sender_running);
     if (push->users != NULL)
         rl_strmap_free(push->users, user_free);
     rl_strmap_free(push->health, free);
@@ -751,10 +741,6 @@ void rl_push_close(rl_push_t *push)
     }
     for (i = 0; i < VAPID_CACHE; ++i)
         free(push->tokens[i].authorization);
-    if (push->pipe_read >= 0)
-        close(push->pipe_read);
-    if (push->pipe_write >= 0)
-        close(push->pipe_write);
     rl_vapid_free(push->vapid);
     rl_push_policy_free(&push->policy);
     pthread_mutex_destroy(&push->lock);

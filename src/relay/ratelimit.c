@@ -83,9 +83,9 @@ void rl_ratelimit_fill(const rl_bucket_spec_t *spec, const char *scope, int resu
     rate->scope = scope;
     rate->limit = (long)spec->capacity;
     /*
-     * A shared bucket served from local shares may be below zero (what two
-     * nodes granted at once is owed): none remains, and the times count the
-     * debt too, so that a client told to wait is not refused again.
+     * A shared bucket may be below zero (a share that shrank owes what it
+     * had granted), and a refusal's level is set below one by the wait
+     * until its node grants again: none remains, and the times count it.
      */
     rate->remaining = tokens > 0 ? (long)floor(tokens) : 0;
     rate->reset_after = (spec->capacity - tokens) / spec->refill_per_s;

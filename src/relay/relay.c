@@ -3,12 +3,14 @@
  * depend on each other, and the two places where the outside comes in
  * besides HTTP: the store's completions and the bus's deliveries.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -24,6 +26,7 @@
 #include "relay/keys.h"
 #include "relay/me.h"
 #include "relay/login.h"
+#include "common/jobs.h"
 #include "relay/push.h"
 #include "relay/ratelimit.h"
 #include "relay/pairing.h"
@@ -79,6 +82,35 @@ static int watch_store(rl_relay_t *relay)
     relay->store_wake = h2o_evloop_socket_create(relay->loop, fd, 0);
     relay->store_wake->data = relay;
     h2o_socket_read_start(relay->store_wake, on_store_wake);
+    return 0;
+}
+
+/* Background jobs finished or posted something: their callbacks run here, like any other socket callback. */
+static void on_jobs_wake(h2o_socket_t *sock, const char *err)
+{
+    rl_relay_t *relay = sock->data;
+
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    if (err != NULL) {
+        rl_log_error("the background jobs' eventfd failed: %s", err);
+        abort();
+    }
+    rl_jobs_dispatch(relay->jobs);
+}
+
+static int start_jobs(rl_relay_t *relay)
+{
+    int fd;
+
+    relay->jobs = rl_jobs_start();
+    /* h2o closes what it watches; the queue keeps its own descriptor. */
+    if (relay->jobs == NULL || (fd = fcntl(rl_jobs_fd(relay->jobs), F_DUPFD_CLOEXEC, 0)) < 0) {
+        rl_log_error("cannot start the background jobs: %s", strerror(errno));
+        return -1;
+    }
+    relay->jobs_wake = h2o_evloop_socket_create(relay->loop, fd, 0);
+    relay->jobs_wake->data = relay;
+    h2o_socket_read_start(relay->jobs_wake, on_jobs_wake);
     return 0;
 }
 
@@ -146,8 +178,48 @@ static void on_presence_lapsed(void *ctx, const char *installation_id)
         rl_bridge_ws_lapsed(relay->sockets, installation_id);
 }
 
+/*
+ * This node's name on the bus for its rate bucket leases: kept in the data
+ * folder (whose lock makes it one relayd's at a time), so that a node
+ * restarted after a crash takes back the leases its previous process held
+ * rather than find its buckets leased for two seconds. A name that cannot
+ * be kept is a new one each start.
+ */
+static void bus_node_name(const char *data, char *out, size_t size)
+{
+    char path[4200], text[32];
+    ssize_t n = -1;
+    size_t i;
+    int fd;
+
+    out[0] = '\0';
+    snprintf(path, sizeof(path), "%s/bus-node", data);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, text, sizeof(text) - 1);
+        close(fd);
+    }
+    for (i = 0; n > 0 && i < (size_t)n; ++i) {
+        if (!isalnum((unsigned char)text[i]) && text[i] != '_')
+            n = -1;
+    }
+    if (n > 0 && (size_t)n < size && n <= 20) {
+        memcpy(out, text, (size_t)n);
+        out[n] = '\0';
+        return;
+    }
+    if (rl_rand_id(out, size, "node_", 12) != 0)
+        return;
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, out, strlen(out)) != (ssize_t)strlen(out))
+        rl_log_warn("cannot keep the bus node name in %s: a restart will wait for its old leases to lapse", path);
+    if (fd >= 0)
+        close(fd);
+}
+
 static int open_bus(rl_relay_t *relay)
 {
+    char node[24];
     rl_bus_config_t config = {
         .max_events = (size_t)relay->config.sse_buffer_events,
         .max_age_ms = relay->config.replay_window,
@@ -155,12 +227,17 @@ static int open_bus(rl_relay_t *relay)
         .max_buckets = RATE_KEYS_MAX,
         .bucket_settle_ms = relay->config.bus_settle,
         .bucket_grace_ms = relay->config.bus_outage_grace,
+        .node = node,
         .handlers = {.event = on_bus_event,
                      .signal = on_bus_signal,
                      .presence_lapsed = on_presence_lapsed,
                      .ctx = relay},
     };
 
+    node[0] = '\0';
+    /* The local bus has no leases: a node alone on it writes nothing more to its data folder. */
+    if (strcmp(relay->config.bus, "") != 0 && strcmp(relay->config.bus, "local") != 0)
+        bus_node_name(relay->config.data, node, sizeof(node));
     if (rl_bus_open(relay->config.bus, relay->loop, &config, &relay->bus) != 0)
         return -1;
     relay->shared = strcmp(relay->config.bus, "") != 0 && strcmp(relay->config.bus, "local") != 0;
@@ -206,6 +283,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         rl_log_error("%s", why);
         return -1;
     }
+    /* The background jobs before what submits to them (the user-token keys' refresh, push). */
+    if (start_jobs(relay) != 0)
+        return -1;
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
         rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
         rl_attachments_open(relay) != 0)
@@ -278,7 +358,18 @@ void rl_relay_stop(rl_relay_t *relay)
             rl_store_drain(relay->store);
         } while (rl_deltas_pending(relay->deltas) > 0);
     }
-    /* Its completions (the subscriptions a push goes to) ran in the drain; what it still sends is dropped. */
+    /*
+     * The background jobs stop (push's sender among them: what it still
+     * sends is dropped); push's completions (the subscriptions a push goes
+     * to) ran in the drain.
+     */
+    rl_jobs_stop(relay->jobs);
+    relay->jobs = NULL;
+    if (relay->jobs_wake != NULL) {
+        h2o_socket_read_stop(relay->jobs_wake);
+        h2o_socket_close(relay->jobs_wake);
+        relay->jobs_wake = NULL;
+    }
     rl_push_close(relay->push);
     relay->push = NULL;
     rl_bridge_ws_close_all(relay->sockets);

@@ -77,6 +77,8 @@ typedef struct rl_relay {
     h2o_timeout_t zero_timeout;       /* runs work on the next loop turn */
     h2o_timeout_entry_t store_flush;  /* an inline store: flush on the next turn */
     h2o_socket_t *store_wake;         /* the store's wake fd (a dup), read by the loop */
+    struct rl_jobs *jobs;             /* work off the loop: push, key refresh (common/jobs.h) */
+    h2o_socket_t *jobs_wake;          /* the jobs' eventfd (a dup), read by the loop */
     h2o_timeout_t heartbeat_timeout;  /* shared by every event stream */
     int datalock;                     /* the data folder's lock (datalock.h), held until the process ends */
 } rl_relay_t;

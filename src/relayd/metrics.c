@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "http/sse.h"
@@ -137,8 +138,38 @@ static int on_metrics(rl_call_t *call)
     return 0;
 }
 
+#ifdef RL_TEST_CLOCK
+/*
+ * relayd-testclock only (the tests' build, never installed): POST
+ * /test/clock/<ms> moves this process's wall clock ms forward, so that a
+ * test of a rule that waits (an idempotency key's lifetime, the replay
+ * window) advances time instead of sleeping through it.
+ */
+static int on_test_clock(rl_call_t *call)
+{
+    char digits[16];
+    size_t len = call->params[0].len;
+    char *end = NULL;
+    long long ms;
+
+    if (len == 0 || len >= sizeof(digits))
+        return RL_E_INVALID_REQUEST;
+    memcpy(digits, call->params[0].base, len);
+    digits[len] = '\0';
+    ms = strtoll(digits, &end, 10);
+    if (*end != '\0' || ms <= 0)
+        return RL_E_INVALID_REQUEST;
+    rl_clock_advance_ms((int64_t)ms);
+    rl_call_reply(call, json_pack("{s:I}", "now_ms", (json_int_t)rl_clock_now_ms()));
+    return 0;
+}
+#endif
+
 static const rl_route_t metrics_routes[] = {
     {"GET", "/metrics", on_metrics, 0, NULL, NULL, 0},
+#ifdef RL_TEST_CLOCK
+    {"POST", "/test/clock/:ms", on_test_clock, 0, NULL, NULL, 0},
+#endif
 };
 
 int rl_metrics_open(rl_relay_t *relay)

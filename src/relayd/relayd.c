@@ -284,6 +284,13 @@ static void print_banner(const rl_relay_t *relay)
 }
 
 /* One turn of the loop, as long as the relay runs and while it stops. */
+#define RETIRE_WAIT_MS 500 /* how long a stop waits for the bus to take back this node's leases */
+
+static void on_bus_retired(void *arg)
+{
+    *(int *)arg = 1;
+}
+
 static void turn(rl_relay_t *relay, h2o_loop_t *loop, int32_t max_wait)
 {
     rl_relay_before_turn(relay);
@@ -310,6 +317,18 @@ static void shut_down(rl_relay_t *relay, h2o_loop_t *loop)
         rl_log_warn("--shutdown-timeout (%lld ms) passed: closing what is still open",
                     (long long)relay->config.shutdown_timeout);
     rl_stop_remove();
+    /*
+     * What this node holds of the shared bus (its leases of rate bucket
+     * shares) goes back now rather than lapse, so that a node restarted in
+     * its place (or its peers) has the whole bucket at once.
+     */
+    if (relay->bus != NULL) {
+        int retired = 0;
+        int64_t until = rl_clock_mono_us() / 1000 + RETIRE_WAIT_MS;
+        rl_bus_retire(relay->bus, on_bus_retired, &retired);
+        while (!retired && (left = until - rl_clock_mono_us() / 1000) > 0)
+            turn(relay, loop, left < 10 ? (int32_t)left : 10);
+    }
     rl_relay_stop(relay);
     rl_log_info("stopped");
 }

@@ -46,6 +46,15 @@ the agent does:
                          ignored updates, the reply and the usage (a model's name)
   leakfail MARKER        writes MARKER on stderr, then answers the prompt with an
                          error whose message and data hold it
+  usage                  a usage_update (context 42000 of 200000, cost 0.25 USD), text,
+                         end_turn with usage (input 120, output 30, cached 1000, total 1150)
+  shell [S] [CODE]       an execute tool call run as Claude Code and Codex run one when
+                         the client's _meta.terminal_output is true: terminal content and
+                         _meta.terminal_info, then _meta.terminal_output "first line",
+                         S seconds (default 1.5) later "second line", then completed
+                         (failed when CODE is not 0) with _meta.terminal_exit {exit_code:
+                         CODE}; without that capability, the output as text content at the end
+  shellburst N           like shell, N output chunks 10 ms apart, then 1.5 s, then completed
   settings               the reply is the session's settings in force:
                          "mode=M model=X effort=E"
 
@@ -461,6 +470,60 @@ def scenario_leakfail(sid, text, words):
                       "data": {"details": "the model said no to " + words[1]}}}
 
 
+# ---- usage and shell output (issue 36) ------------------------------------------------------------
+
+CLIENT_CAPABILITIES = [{}]
+
+
+def scenario_usage(sid, text, words):
+    update(sid, {"sessionUpdate": "usage_update", "used": 42000, "size": 200000,
+                 "cost": {"amount": 0.25, "currency": "USD"}})
+    say(sid, "usage reported")
+    return "end_turn", {"inputTokens": 120, "outputTokens": 30, "cachedReadTokens": 1000, "totalTokens": 1150}
+
+
+def terminal_meta():
+    return (CLIENT_CAPABILITIES[0].get("_meta") or {}).get("terminal_output") is True
+
+
+def shell_run(sid, command, chunks, gaps, code):
+    """One command's tool call with its output in chunks, gaps[i] seconds after chunk i, as the adapters send it."""
+    tid = "call_shell_" + uuid.uuid4().hex[:8]
+    meta = terminal_meta()
+    extra = {"content": [{"type": "terminal", "terminalId": tid}],
+             "_meta": {"terminal_info": {"terminal_id": tid}}} if meta else {}
+    tool_call(sid, tid, "Run " + command, "execute", status="in_progress", rawInput={"command": command}, **extra)
+    for chunk, gap in zip(chunks, gaps):
+        if meta:
+            tool_update(sid, tid, _meta={"terminal_output": {"terminal_id": tid, "data": chunk}})
+        log("shell_output", tool=tid, data=chunk)
+        time.sleep(gap)
+    status = "completed" if code == 0 else "failed"
+    if meta:
+        tool_update(sid, tid, status=status, _meta={"terminal_exit": {"terminal_id": tid, "exit_code": code,
+                                                                      "signal": None}})
+    else:
+        tool_update(sid, tid, status=status, content=text_content("".join(chunks)))
+    log("shell_end", tool=tid)
+    return tid
+
+
+def scenario_shell(sid, text, words):
+    pause = float(words[1]) if len(words) > 1 else 1.5
+    code = int(words[2]) if len(words) > 2 else 0
+    shell_run(sid, "echo first; sleep; echo second", ["first line\n", "second line\n"], [pause, 0.05], code)
+    say(sid, "shell done")
+    return "end_turn"
+
+
+def scenario_shellburst(sid, text, words):
+    n = int(words[1]) if len(words) > 1 else 40
+    chunks = ["burst %03d\n" % i for i in range(n)]
+    shell_run(sid, "burst", chunks, [0.01] * (n - 1) + [1.5], 0)
+    say(sid, "burst done")
+    return "end_turn"
+
+
 def scenario_whoami(sid, text, words):
     say(sid, "session " + sid)
     return "end_turn"
@@ -472,6 +535,7 @@ SCENARIOS = {
     "crash": scenario_crash, "read": scenario_read, "peek": scenario_peek, "unknown": scenario_unknown,
     "whoami": scenario_whoami, "garbage": scenario_garbage, "leak": scenario_leak, "leakfail": scenario_leakfail,
     "twostep": scenario_twostep, "askfirst": scenario_askfirst, "big": scenario_big,
+    "usage": scenario_usage, "shell": scenario_shell, "shellburst": scenario_shellburst,
     "refuse": lambda sid, text, words: (say(sid, "no."), "refusal")[1],
     "maxtokens": lambda sid, text, words: (say(sid, "too long"), "max_tokens")[1],
 }
@@ -485,6 +549,7 @@ def advertise(sid):
 
 def on_initialize(rid, params):
     log("initialize", params=params)
+    CLIENT_CAPABILITIES[0] = params.get("clientCapabilities") or {}
     respond(rid, {"protocolVersion": 1,
                   "agentCapabilities": {"loadSession": not ARGS.no_load,
                                         "promptCapabilities": {"image": ARGS.images,

@@ -243,7 +243,7 @@ def relayd(tmp_path, request):
             return bus_databases[str(data_dir)]
         return bus
 
-    def factory(*flags, env=None, data=None, start=True, ca=None, store=None, bus=None):
+    def factory(*flags, env=None, data=None, start=True, ca=None, store=None, bus=None, testclock=False):
         counter[0] += 1
         data_dir = data or (tmp_path / ("data%d" % counter[0]))
         log_path = tmp_path / ("relayd%d.log" % counter[0])
@@ -253,7 +253,7 @@ def relayd(tmp_path, request):
             # Through the environment, like the store, so that a --bus of the test's own wins.
             env = dict(env or {})
             env.setdefault("RELAY_BUS", bus_location)
-        relay = Relay(data_dir, log_path, flags, env, ca=ca, store=store_of(data_dir, store))
+        relay = Relay(data_dir, log_path, flags, env, ca=ca, store=store_of(data_dir, store), testclock=testclock)
         relay.bus = flags[list(flags).index("--bus") + 1] if "--bus" in flags else bus_location
         started.append(relay)
         if start:

@@ -139,8 +139,11 @@ class Relay:
     the same log file, appended.
     """
 
-    def __init__(self, data_dir, log_path, args=(), env=None, ca=None, store=None):
+    def __init__(self, data_dir, log_path, args=(), env=None, ca=None, store=None, testclock=False):
         self.data = data_dir
+        # relayd-testclock (the tests' build beside relayd): advance_clock moves its wall clock forward.
+        self.binary = os.path.join(os.path.dirname(RELAYD), "relayd-testclock") if testclock else RELAYD
+        self.clock_port = None
         # A postgres:// URL, or None for the data folder's SQLite store.
         self.store = store
         self.log_path = log_path
@@ -165,7 +168,10 @@ class Relay:
         last_error = None
         for _attempt in range(3):
             self.port = self.fixed_port or free_port()
-            argv = [RELAYD, "--listen", "127.0.0.1:%d" % self.port, "--data", str(self.data)]
+            argv = [self.binary, "--listen", "127.0.0.1:%d" % self.port, "--data", str(self.data)]
+            if self.binary != RELAYD:
+                self.clock_port = self.clock_port or free_port()
+                argv += ["--metrics-listen", "127.0.0.1:%d" % self.clock_port]
             argv += self.args
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
@@ -324,6 +330,14 @@ class Relay:
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
+
+    def advance_clock(self, ms):
+        """Moves a relayd-testclock's wall clock ms forward: what waits on time (a key's lifetime, the replay
+        window) sees that much more of it at once. Returns the relay's new now, in ms."""
+        assert self.binary != RELAYD, "advance_clock needs relayd(..., testclock=True)"
+        r = requests.post("http://127.0.0.1:%d/test/clock/%d" % (self.clock_port, ms), timeout=5 * SLOW)
+        assert r.status_code == 200, (r.status_code, r.text)
+        return r.json()["result"]["now_ms"]
 
     def post(self, path, body=None, token=None, headers=None, **kw):
         h = dict(headers or {})

@@ -492,27 +492,30 @@ def test_an_attachment_name_given_in_send_is_kept(relay, user_token):
 # -- item 13: an idempotency record past its lifetime is absent -------------------------------
 
 def test_an_idempotency_key_past_its_ttl_no_longer_replays(relayd):
-    relay = relayd("--idempotency-ttl", "2s")
+    relay = relayd("--idempotency-ttl", "2s", testclock=True)
     token = relay.token("alice")
     bridge_token, sid = _session(relay, token)
     body = {"session_id": sid, "text": "hello", "idempotency_key": "k-1"}
     first = assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token))
     replay = assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token))
     assert replay == dict(first, idempotent=True)
-    time.sleep(2.5)
+    # Still a replay just inside the lifetime, then not once the clock has gone past it.
+    relay.advance_clock(1500)
+    assert assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token)) == dict(first, idempotent=True)
+    relay.advance_clock(1000)
     # Long before housekeeping (every minute) removes it, an old record counts as absent.
     again = assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token))
     assert "idempotent" not in again and again["message_id"] != first["message_id"]
     # The new write is remembered for its own lifetime, and a different body under the key is a new write too.
     assert assert_ok(relay.post("/v1/bridge/sendMessage", body, token=bridge_token)) == dict(again, idempotent=True)
-    time.sleep(2.5)
+    relay.advance_clock(2500)
     other = assert_ok(relay.post("/v1/bridge/sendMessage", dict(body, text="changed"), token=bridge_token))
     assert "idempotent" not in other and other["message_id"] not in (first["message_id"], again["message_id"])
     assert relay.query("SELECT COUNT(*) FROM messages WHERE session_id = ? AND role = 'agent'", (sid,)) == [(3,)]
 
 
 def test_a_delta_key_past_its_ttl_no_longer_replays(relayd):
-    relay = relayd("--idempotency-ttl", "2s")
+    relay = relayd("--idempotency-ttl", "2s", testclock=True)
     token = relay.token("alice")
     bridge_token, sid = _session(relay, token)
     mid = assert_ok(relay.post("/v1/bridge/sendMessage", {"session_id": sid, "text": "", "idempotency_key": "m"},
@@ -521,7 +524,7 @@ def test_a_delta_key_past_its_ttl_no_longer_replays(relayd):
     assert_ok(relay.post("/v1/bridge/sendMessageDelta", delta, token=bridge_token))
     assert_ok(relay.post("/v1/bridge/sendMessageEnd", {"message_id": mid, "idempotency_key": "e"}, token=bridge_token))
     assert assert_ok(relay.post("/v1/bridge/sendMessageDelta", delta, token=bridge_token)).get("idempotent") is True
-    time.sleep(2.5)
+    relay.advance_clock(2500)
     r = relay.post("/v1/bridge/sendMessageDelta", delta, token=bridge_token)
     assert_error(r, 409, "message_finalized")
 

@@ -149,6 +149,10 @@ def test_gemini_cli_through_relay_bridge_write_approved_after_its_diff(relay, us
         assert replies[-1]["text"].startswith(
             "All done. [tool said: Successfully overwrote file: %s" % target), replies
         assert [m["finish_reason"] for m in replies] == ["tool_call", "stop"], replies
+        # the turn's tokens, from Gemini CLI's _meta.quota.token_count (docs/bridge.md "Usage")
+        usage = replies[-1]["usage"]
+        assert set(usage) == {"input_tokens", "output_tokens"}, usage
+        assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0, usage
         # streamed: deltas, then each message finalized
         deltas = "".join(e["delta"] for e in run.events("message_delta", interaction))
         assert deltas == "".join(m["text"] for m in replies), deltas

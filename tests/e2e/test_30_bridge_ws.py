@@ -193,12 +193,12 @@ def test_offline_installation_send_is_accepted_and_replayed_on_connect(relay, us
 
 
 def test_unacked_updates_older_than_the_replay_window_are_not_replayed(relayd):
-    relay = relayd("--replay-window", "2s")
+    relay = relayd("--replay-window", "2s", testclock=True)
     user_token = relay.token("alice")
     inst = Installation(relay, user_token)
     session = inst.create_session()
     inst.send(session, "old news")
-    time.sleep(2.5)
+    relay.advance_clock(2500)
     sock = inst.connect()
     # The two old updates are not replayed: the first update is the live one.
     interaction, _ = inst.send(session, "fresh")

@@ -272,6 +272,38 @@ def test_claude_code_through_relay_bridge_command_approved_runs(relay, user_toke
         assert run.close() == 0
 
 
+def test_claude_code_command_output_and_usage_reach_the_relay(relay, user_token, tmp_path):
+    """Issue 36: a Bash command that prints, sleeps, prints. Claude Code's adapter, told
+    _meta.terminal_output, sends the output in _meta when the command ends (not while it runs), then
+    the completed update with terminal_exit: the task shows the output in a partial_result before it
+    finishes, then the exit status. The turn's usage has its tokens and, from usage_update, the context."""
+    command = "printf 'first\\n'; sleep 1; printf 'second\\n'"
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [("Bash", {"command": command, "description": "Print twice"})],
+                              "Printed.")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Print two lines")
+        approval = run.approval(interaction)
+        run.user.decide(approval["approval_id"], "approve")
+        replies = run.wait_turn(session, interaction)
+        task = approval["tool_call_id"]
+        events = [(e.name, e.data) for e in run.stream.events
+                  if e.data.get("interaction_id") == interaction and e.data.get("task_id") == task]
+        outputs = [i for i, (name, d) in enumerate(events) if name == "task_progress"
+                   and ((d.get("partial_result") or {}).get("terminal") or {}).get("output") == "first\nsecond"]
+        done = [i for i, (name, _) in enumerate(events) if name == "task_completed"]
+        assert outputs and done and outputs[0] < done[0], [(n, d.get("partial_result") or d.get("result")) for n, d in events]
+        assert events[done[0]][1]["result"]["terminal"] == {"output": "first\nsecond", "exit_status": 0}, events
+        assert "omitted" not in events[done[0]][1]["result"], events
+        usage = replies[-1]["usage"]
+        assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0, usage
+        assert 0 < usage["context_used"] <= usage["context_size"], usage
+        assert "model" not in usage, usage
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
 def test_claude_code_without_a_key_ends_the_reply_with_an_error(relay, user_token, tmp_path):
     """No ANTHROPIC_API_KEY and no login in its HOME: Claude Code opens the session but answers the
     prompt with ACP's auth_required (-32000); the user sees the reply end in an error that says so,

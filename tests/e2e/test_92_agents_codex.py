@@ -143,6 +143,40 @@ def test_codex_through_relay_bridge_command_denied_is_not_run(relay, user_token,
         assert run.close() == 0
 
 
+def test_codex_command_output_is_seen_while_it_runs_and_usage_arrives(relay, user_token, tmp_path):
+    """Issue 36: a command that prints, sleeps, prints. Codex's adapter, told _meta.terminal_output,
+    streams the output in _meta as it comes: the first line reaches the task's partial_result while
+    the command still sleeps, then the whole output with the exit status when it ends (Codex says
+    both only in its rawOutput: aggregated_output, exit_code). The turn's usage has the context from
+    usage_update. (codex-acp 0.16.0 drops output written before its first
+    tool_call update: hence the command's first sleep.)"""
+    line = "sleep 1; printf 'first\\n'; sleep 2; printf 'second\\n'"
+    run = CodexThroughBridge(relay, user_token, tmp_path,
+                             [{"type": "function_call", "name": "exec_command", "arguments": {"cmd": line}}], "Printed.")
+    try:
+        session = run.user.create_session()
+        interaction = run.user.send(session, "Print two lines")
+        approval = run.approval(interaction)
+        run.user.decide(approval["approval_id"], "approve")
+        replies = run.wait_turn(session, interaction)
+        events = [(e.name, e.data) for e in run.stream.events if e.data.get("interaction_id") == interaction
+                  and e.data.get("task_id") and e.name in ("task_progress", "task_completed", "task_failed")]
+        outputs = [((d.get("partial_result") or {}).get("terminal") or {}).get("output", "") for _, d in events]
+        early = [i for i, (name, _) in enumerate(events) if name == "task_progress"
+                 and "first" in outputs[i] and "second" not in outputs[i]]
+        done = [i for i, (name, _) in enumerate(events) if name == "task_completed"]
+        assert early and done and early[0] < done[0], [(n, outputs[i], (d.get("result") or {}).get("terminal")) for i, (n, d) in enumerate(events)]
+        terminal = events[done[-1]][1]["result"]["terminal"]
+        assert terminal == {"output": "first\nsecond\n", "exit_status": 0}, terminal
+        # codex-acp 0.16.0 answers session/prompt without a usage: the context figures are all there is
+        usage = replies[-1]["usage"]
+        assert set(usage) == {"context_used", "context_size"}, usage
+        assert 0 < usage["context_used"] <= usage["context_size"], usage
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
 def test_codex_without_a_login_says_so(relay, user_token, tmp_path):
     """No login (no auth.json) and no key in the environment: Codex refuses session/new (-32000,
     authentication required) before it sends anything anywhere, and relay-bridge,

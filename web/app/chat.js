@@ -14,6 +14,8 @@ import { go } from './nav.js';
 import { queueMessage, outboxOf, statusText, retryMessage, discardMessage } from './outbox.js';
 import { titleBody, hasKey, onKeys, uploadBody, sealedFile } from './e2e.js';
 import { dictation } from './dictation.js';
+import { turnTokens, latestContext, contextMeter } from './usage.js';
+import { queuedTurns } from './queued.js';
 import { agentBar } from './steer.js';
 import { isEarlier, earlierText, refusalOf } from './agents.js';
 
@@ -67,14 +69,16 @@ function messageEl() {
 }
 
 // settled: something of its turn follows it, so no more text comes to it (transcript.js settledMessages).
-function updateMessage(el, m, settled) {
+// queued: a user message waiting for an earlier turn of the chat to end (queued.js).
+function updateMessage(el, m, settled, queued) {
   const text = m.text === ' ' && m.state === 'streaming' ? '' : m.text;
   const earlier = isEarlier(m);
-  const signature = `${m.state}|${text.length}|${text.slice(-64)}|${(m.attachments || []).length}|${m.finish_reason}|${settled}|${earlier}`;
+  const tokens = m.role === 'agent' ? turnTokens(m.usage) : '';
+  const signature = `${m.state}|${text.length}|${text.slice(-64)}|${(m.attachments || []).length}|${m.finish_reason}|${settled}|${queued}|${tokens}|${earlier}`;
   if (el.dataset.signature === signature) return;
   el.dataset.signature = signature;
   // The agent's own earlier history (a session continued here, docs/web.md): shown apart, dimmed.
-  el.className = `msg msg-${m.role} msg-${m.state}${earlier ? ' msg-earlier' : ''}`;
+  el.className = `msg msg-${m.role} msg-${m.state}${queued ? ' msg-queued' : ''}${earlier ? ' msg-earlier' : ''}`;
   el.setAttribute('aria-label', m.role === 'user' ? 'You said' : 'Agent replied');
   clear(el);
   const body = h('div', { class: 'msg-body' });
@@ -88,7 +92,9 @@ function updateMessage(el, m, settled) {
   // A reply that paused for a tool call goes on in the next message (docs/bridge.md "acp:COMMAND"): nothing to say about its end.
   if (m.finish_reason && m.finish_reason !== 'stop' && m.finish_reason !== 'tool_call') meta.push(m.finish_reason === 'cancelled' ? 'cancelled' : `ended: ${m.finish_reason}`);
   if (m.usage && m.usage.model) meta.push(m.usage.model);
-  el.append(h('div', { class: 'msg-meta', text: meta.join(' · ') }));
+  if (tokens) meta.push(tokens);
+  el.append(h('div', { class: 'msg-meta' }, meta.join(' · '),
+    queued ? h('span', { class: 'pill pill-queued', title: 'Sent when the agent has answered the message before it', text: 'Queued' }) : null));
 }
 
 // Timeline items of a session in the order things happened (transcript.js): messages, tool calls, approvals.
@@ -97,9 +103,12 @@ function timeline(sessionId) {
   const items = [];
   const waiting = new Set();
   for (const a of store.approvals.values()) if (a.session_id === sessionId && a.status === 'pending') waiting.add(a.interaction_id);
+  const queued = queuedTurns(c.messages.values());
   for (const id of c.order) {
     const m = c.messages.get(id);
     if (isHiddenMessage(m) || isHeldBubble(m, waiting)) continue;
+    // A queued turn's reply is an empty placeholder: no dots for a reply not begun (queued.js).
+    if (m.role === 'agent' && queued.has(m.interaction_id) && !/\S/.test(m.text || '')) continue;
     items.push({ type: 'message', id, key: `m:${id}`, at: itemAt(m), tie: m.tie, value: m });
   }
   for (const t of c.tasks.values()) items.push({ type: 'task', id: t.task_id, key: `t:${t.task_id}`, at: itemAt(t), tie: t.tie, value: t });
@@ -108,7 +117,10 @@ function timeline(sessionId) {
   }
   const ordered = orderItems(items);
   const settled = settledMessages(ordered);
-  for (const item of ordered) item.settled = settled.has(item.id);
+  for (const item of ordered) {
+    item.settled = settled.has(item.id);
+    item.queued = item.type === 'message' && item.value.role === 'user' && queued.has(item.value.interaction_id);
+  }
   return ordered;
 }
 
@@ -193,6 +205,8 @@ export function chatView(main, sessionId, at = null) {
       h('button', { type: 'button', role: 'menuitem', class: 'danger', text: 'Delete', onclick: () => remove() })));
 
   const tray = capabilityTray(sessionId);
+  // How full the agent's context is, from the latest reply that says (usage.js).
+  const meter = contextMeter();
   // What the session changed (files.js): a count here, the Files view behind it.
   const filesLink = filesButton(sessionId);
   // The agent, its folder and branch, its refusal, and its mode, model and effort (steer.js).
@@ -200,7 +214,7 @@ export function chatView(main, sessionId, at = null) {
   main.append(h('div', { class: 'chat' },
     h('header', { class: 'chat-header' },
       h('a', { class: 'icon-btn back', href: '#/', 'aria-label': 'Back to chats' }, icon('back')),
-      h('div', { class: 'chat-heading' }, title, subtitle),
+      h('div', { class: 'chat-heading' }, title, subtitle, meter.el),
       filesLink.el, menu),
     bar.el,
     scroller, tray.el, revoked, form));
@@ -322,8 +336,9 @@ export function chatView(main, sessionId, at = null) {
     const stick = stuck || nearBottom();
     reconcile(list, timeline(sessionId), (item) => item.key,
       (item) => (item.type === 'message' ? messageEl() : item.type === 'task' ? taskCard.create(item.value) : approvalCard.create(item.value)),
-      (el, item) => (item.type === 'message' ? updateMessage(el, item.value, item.settled) : item.type === 'task' ? taskCard.update(el, item.value) : approvalCard.update(el, item.value)));
+      (el, item) => (item.type === 'message' ? updateMessage(el, item.value, item.settled, item.queued) : item.type === 'task' ? taskCard.update(el, item.value) : approvalCard.update(el, item.value)));
     older.hidden = !c.hasMore;
+    meter.update(latestContext(c.messages.values()));
     drawEmpty();
     const open = inFlight(sessionId);
     const agentStreaming = [...c.messages.values()].find((m) => m.role === 'agent' && m.state === 'streaming');

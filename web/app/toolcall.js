@@ -4,6 +4,7 @@
 // is keyed by task id and redrawn in place when its task changes (chat.js).
 import { h, clear, icon } from './ui.js';
 import { renderBlocks } from './blocks.js';
+import { terminalOf, shellView, followShell } from './shell.js';
 import {
   taskKind, taskState, planEntries, thinkingText, contentBlocks, resultDetail, errorText, argsDetail,
 } from './transcript.js';
@@ -42,6 +43,8 @@ function toolCall(el, t) {
       locations.map((l) => h('li', { text: typeof l.line === 'number' ? `${l.path}:${l.line}` : l.path }))));
   const error = state === 'failed' ? errorText(t.error) : '';
   if (error) el.append(h('p', { class: 'task-error', role: 'note', text: error }));
+  const terminal = terminalOf(t);
+  if (terminal) el.append(shellView(terminal, state === 'running'));
   if (blocks.length) {
     const shown = renderBlocks(blocks, { kind: t.kind });
     const quiet = QUIET_OUTPUT.has(t.kind) && !blocks.some((b) => b.type === 'diff');
@@ -112,5 +115,6 @@ export const taskCard = {
     else if (t.kind === 'think') thinking(el, t);
     else toolCall(el, t);
     for (const d of el.querySelectorAll('details[data-part]')) if (open.has(d.dataset.part)) d.open = true;
+    followShell(el);
   },
 };

@@ -266,7 +266,7 @@ export function unfence(text) {
 export function resultDetail(task) {
   const r = task.result;
   if (!present(r)) return null;
-  if (typeof r === 'object' && !Array.isArray(r) && ('content' in r || 'locations' in r || 'raw_output' in r)) {
+  if (typeof r === 'object' && !Array.isArray(r) && ('content' in r || 'locations' in r || 'raw_output' in r || 'terminal' in r)) {
     return present(r.raw_output) ? r.raw_output : null;
   }
   if (typeof r === 'object' && Object.keys(r).length === 0) return null;

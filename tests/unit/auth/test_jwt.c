@@ -33,6 +33,7 @@
 #include "common/base64.h"
 #include "common/clock.h"
 #include "auth/jwks_source.h"
+#include "common/jobs.h"
 #include "auth/jwt.h"
 
 #define NOW      1700000000
@@ -1139,24 +1140,25 @@ static void test_source_url(void **state)
     char *ec_set = jwks_of(json_pack("[o]", jwk_of(ec_key, "ec1")));
     int64_t started;
     int requests;
+    rl_jobs_t *jobs = rl_jobs_start();
 
     server_start(&server);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/.well-known/jwks.json", server.port);
 
     /* A failed first fetch fails the open. */
     server_set(&server, 404, "{}", 0);
-    assert_int_equal(rl_jwks_source_open_url(url, 50, &source), -1);
+    assert_int_equal(rl_jwks_source_open_url(url, 50, jobs, &source), -1);
     assert_null(source);
     server_set(&server, 200, "{\"keys\":[]}", 0);
-    assert_int_equal(rl_jwks_source_open_url(url, 50, &source), -1);
-    assert_int_equal(rl_jwks_source_open_url("ftp://127.0.0.1/jwks.json", 50, &source), -1);
-    assert_int_equal(rl_jwks_source_open_url("not a url", 50, &source), -1);
+    assert_int_equal(rl_jwks_source_open_url(url, 50, jobs, &source), -1);
+    assert_int_equal(rl_jwks_source_open_url("ftp://127.0.0.1/jwks.json", 50, jobs, &source), -1);
+    assert_int_equal(rl_jwks_source_open_url("not a url", 50, jobs, &source), -1);
 
     server_set(&server, 200, ed_set, 0);
-    assert_int_equal(rl_jwks_source_open_url(url, 50, &source), 0);
+    assert_int_equal(rl_jwks_source_open_url(url, 50, jobs, &source), 0);
     assert_source_verifies(source, ed_key, "EdDSA", "ed1");
 
-    /* The refresh thread swaps in the new set. */
+    /* The refresh (a run on the jobs) swaps in the new set. */
     server_set(&server, 200, ec_set, 0);
     assert_true(source_wait_for(source, ec_key, "ES256", "ec1"));
 
@@ -1168,32 +1170,40 @@ static void test_source_url(void **state)
     wait_requests(&server, atomic_load(&server.requests) + 2);
     assert_source_verifies(source, ec_key, "ES256", "ec1");
 
-    /* Closing aborts a fetch that hangs. */
+    /* Stopping the jobs aborts a fetch that hangs (the refresh's interrupt), and then the source closes. */
     server_set(&server, 200, ec_set, 1);
     wait_requests(&server, atomic_load(&server.requests) + 1);
     started = rl_clock_mono_us();
+    rl_jobs_stop(jobs);
     rl_jwks_source_close(source);
     assert_true(rl_clock_mono_us() - started < 3000000);
     server_set(&server, 200, ec_set, 0);
 
     /* An early refresh right after a fetch waits out RL_JWKS_EARLY_REFRESH_GAP_MS. */
-    assert_int_equal(rl_jwks_source_open_url(url, 3600 * 1000, &source), 0);
+    /* ... and a refresh waiting out its interval is woken by the stop, not left for an hour. */
+    jobs = rl_jobs_start();
+    assert_int_equal(rl_jwks_source_open_url(url, 3600 * 1000, jobs, &source), 0);
     requests = atomic_load(&server.requests);
     rl_jwks_source_refresh_soon(source);
     usleep(200000);
     assert_int_equal(atomic_load(&server.requests), requests);
     assert_source_verifies(source, ec_key, "ES256", "ec1");
+    started = rl_clock_mono_us();
+    rl_jobs_stop(jobs);
+    assert_true(rl_clock_mono_us() - started < 3000000);
     rl_jwks_source_close(source);
 
-    /* No refresh thread when refresh_ms <= 0; refresh_soon is then a no-op. */
-    assert_int_equal(rl_jwks_source_open_url(url, 0, &source), 0);
+    /* No refresh when refresh_ms <= 0 (no jobs needed); refresh_soon is then a no-op. */
+    assert_int_equal(rl_jwks_source_open_url(url, 0, NULL, &source), 0);
     rl_jwks_source_refresh_soon(source);
     assert_source_verifies(source, ec_key, "ES256", "ec1");
     rl_jwks_source_close(source);
 
     server_stop(&server);
     /* Nothing listens here any more. */
-    assert_int_equal(rl_jwks_source_open_url(url, 50, &source), -1);
+    jobs = rl_jobs_start();
+    assert_int_equal(rl_jwks_source_open_url(url, 50, jobs, &source), -1);
+    rl_jobs_stop(jobs);
     free(ed_set);
     free(ec_set);
 }

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "bridge/acp_map.h"
+#include "common/buf.h"
 
 static void test_every_update_kind_of_the_schema_has_its_bridge_call(void **state)
 {
@@ -25,7 +26,7 @@ static void test_every_update_kind_of_the_schema_has_its_bridge_call(void **stat
         {"available_commands_update", RL_ACP_UPDATE_COMMANDS, "setManifest commands"},
         {"current_mode_update", RL_ACP_UPDATE_MODE, "setManifest agent.mode"},
         {"user_message_chunk", RL_ACP_UPDATE_IGNORE, NULL},
-        {"usage_update", RL_ACP_UPDATE_IGNORE, NULL},
+        {"usage_update", RL_ACP_UPDATE_USAGE, "sendMessageEnd usage.context_*"},
         {"config_option_update", RL_ACP_UPDATE_CONFIG, "POST /v1/bridge/sessions/:id/state options"},
         {"session_info_update", RL_ACP_UPDATE_IGNORE, NULL},
     };
@@ -62,22 +63,171 @@ static void test_stop_reasons_map_to_finish_reasons(void **state)
 
 static void test_usage_of_a_prompt_response(void **state)
 {
-    json_t *acp =
-        json_pack("{s:i, s:i, s:i, s:i}", "inputTokens", 12, "outputTokens", 5, "totalTokens", 17, "thoughtTokens", 2);
-    json_t *usage = rl_acp_usage(acp), *expected = json_pack("{s:i, s:i}", "input_tokens", 12, "output_tokens", 5);
+    json_t *acp = json_pack("{s:i, s:i, s:i, s:i, s:i, s:s}", "inputTokens", 12, "outputTokens", 5, "totalTokens", 17,
+                            "thoughtTokens", 2, "cachedReadTokens", 40, "model", "a model's name");
+    json_t *usage = rl_acp_usage(acp),
+           *expected = json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", 12, "output_tokens", 5, "total_tokens", 17,
+                                 "cached_tokens", 40);
 
     (void)state;
     assert_true(json_equal(usage, expected));
     json_decref(usage);
     json_decref(expected);
     json_decref(acp);
-    acp = json_pack("{s:i}", "totalTokens", 3);
+    acp = json_pack("{s:i}", "thoughtTokens", 3);
     assert_null(rl_acp_usage(acp));
     json_decref(acp);
     acp = json_pack("{s:i, s:s}", "inputTokens", -1, "outputTokens", "5");
     assert_null(rl_acp_usage(acp));
     json_decref(acp);
     assert_null(rl_acp_usage(NULL));
+}
+
+static void test_usage_update_becomes_context_figures(void **state)
+{
+    json_t *update = json_pack("{s:s, s:i, s:i, s:{s:f, s:s}, s:s}", "sessionUpdate", "usage_update", "used", 42000,
+                               "size", 200000, "cost", "amount", 0.25, "currency", "USD", "model", "secret-model");
+    json_t *got = rl_acp_context_usage(update);
+    json_t *expected = json_pack("{s:i, s:i, s:{s:f, s:s}}", "context_used", 42000, "context_size", 200000, "cost",
+                                 "amount", 0.25, "currency", "USD");
+
+    (void)state;
+    assert_true(json_equal(got, expected));
+    json_decref(got);
+    json_decref(expected);
+    json_decref(update);
+    /* A currency that is not a code (it could be any text), a negative count, a size of 0: not taken. */
+    update = json_pack("{s:i, s:i, s:{s:f, s:s}}", "used", -1, "size", 0, "cost", "amount", 1.0, "currency",
+                       "dollars of /home/me");
+    assert_null(rl_acp_context_usage(update));
+    json_decref(update);
+    update = json_pack("{s:i, s:{s:f, s:s}}", "used", 7, "cost", "amount", -2.0, "currency", "EUR");
+    got = rl_acp_context_usage(update);
+    expected = json_pack("{s:i}", "context_used", 7);
+    assert_true(json_equal(got, expected));
+    json_decref(got);
+    json_decref(expected);
+    json_decref(update);
+    assert_null(rl_acp_context_usage(NULL));
+}
+
+static void test_terminal_meta_of_claude_code_and_codex(void **state)
+{
+    const char *data;
+    size_t len;
+    json_t *exit, *update;
+
+    (void)state;
+    /* Announced: terminal_info, no output yet. */
+    update = json_loads("{\"_meta\":{\"terminal_info\":{\"terminal_id\":\"t1\"}},\"toolCallId\":\"t1\"}", 0, NULL);
+    assert_int_equal(rl_acp_terminal_meta(update, &data, &len, &exit), 1);
+    assert_null(data);
+    assert_null(exit);
+    json_decref(update);
+    update = json_loads("{\"_meta\":{\"terminal_output\":{\"terminal_id\":\"t1\",\"data\":\"one\\n\"}}}", 0, NULL);
+    assert_int_equal(rl_acp_terminal_meta(update, &data, &len, &exit), 1);
+    assert_int_equal(len, 4);
+    assert_memory_equal(data, "one\n", 4);
+    json_decref(update);
+    update = json_loads("{\"_meta\":{\"terminal_exit\":{\"terminal_id\":\"t1\",\"exit_code\":2,\"signal\":null}},"
+                        "\"status\":\"failed\"}",
+                        0, NULL);
+    assert_int_equal(rl_acp_terminal_meta(update, &data, &len, &exit), 1);
+    assert_null(data);
+    assert_int_equal(json_integer_value(exit), 2);
+    json_decref(update);
+    /* ACP's terminal content alone names one too. */
+    update = json_loads("{\"content\":[{\"type\":\"terminal\",\"terminalId\":\"t1\"}]}", 0, NULL);
+    assert_int_equal(rl_acp_terminal_meta(update, &data, &len, &exit), 1);
+    json_decref(update);
+    update = json_loads("{\"content\":[{\"type\":\"content\",\"content\":{\"type\":\"text\",\"text\":\"x\"}}],"
+                        "\"_meta\":{\"claudeCode\":{}}}",
+                        0, NULL);
+    assert_int_equal(rl_acp_terminal_meta(update, &data, &len, &exit), 0);
+    json_decref(update);
+}
+
+static void test_usage_of_gemini_cli_in_the_answers_meta(void **state)
+{
+    json_t *result = json_loads("{\"stopReason\":\"end_turn\",\"_meta\":{\"quota\":{\"token_count\":"
+                                "{\"input_tokens\":90,\"output_tokens\":12},\"model_usage\":[{\"model\":\"m\"}]}}}",
+                                0, NULL);
+    json_t *usage = rl_acp_prompt_usage(result),
+           *expected = json_pack("{s:i, s:i}", "input_tokens", 90, "output_tokens", 12);
+
+    (void)state;
+    assert_true(json_equal(usage, expected));
+    json_decref(usage);
+    json_decref(result);
+    /* ACP's usage wins when both are there. */
+    result = json_pack("{s:{s:i}, s:{s:{s:{s:i}}}}", "usage", "inputTokens", 3, "_meta", "quota", "token_count",
+                       "input_tokens", 90);
+    usage = rl_acp_prompt_usage(result);
+    json_decref(expected);
+    expected = json_pack("{s:i}", "input_tokens", 3);
+    assert_true(json_equal(usage, expected));
+    json_decref(usage);
+    json_decref(result);
+    json_decref(expected);
+    result = json_pack("{s:s}", "stopReason", "end_turn");
+    assert_null(rl_acp_prompt_usage(result));
+    json_decref(result);
+}
+
+static void test_terminal_of_a_raw_output(void **state)
+{
+    const char *whole;
+    size_t len;
+    json_t *exit;
+    json_t *raw = json_pack("{s:s, s:s, s:i}", "stdout", "x", "aggregated_output", "first\nsecond\n", "exit_code", 2);
+
+    (void)state;
+    rl_acp_terminal_raw_output(raw, &whole, &len, &exit);
+    assert_string_equal(whole, "first\nsecond\n");
+    assert_int_equal(len, 13);
+    assert_int_equal(json_integer_value(exit), 2);
+    json_decref(raw);
+    raw = json_string("just text");
+    rl_acp_terminal_raw_output(raw, &whole, &len, &exit);
+    assert_null(whole);
+    assert_null(exit);
+    json_decref(raw);
+}
+
+static void test_terminal_tail_keeps_the_last_16k_on_a_character(void **state)
+{
+    rl_buf_t tail;
+    char *chunk = malloc(RL_ACP_TERMINAL_MAX + 10);
+    size_t i;
+
+    (void)state;
+    rl_buf_init(&tail, 2 * RL_ACP_TERMINAL_MAX);
+    assert_int_equal(rl_acp_terminal_append(&tail, "hello ", 6), 0);
+    assert_int_equal(rl_acp_terminal_append(&tail, "world", 5), 0);
+    assert_string_equal(rl_buf_str(&tail), "hello world");
+    /* "é" (2 bytes) repeated past the cap after "aé": the cut falls inside that "é", which goes whole. */
+    for (i = 0; i + 1 < RL_ACP_TERMINAL_MAX + 10; i += 2) {
+        chunk[i] = (char)0xC3;
+        chunk[i + 1] = (char)0xA9;
+    }
+    rl_buf_reset(&tail);
+    assert_int_equal(rl_acp_terminal_append(&tail, "a\xc3\xa9", 3), 0);
+    assert_int_equal(rl_acp_terminal_append(&tail, chunk, RL_ACP_TERMINAL_MAX - 1), 1);
+    assert_int_equal(tail.len, RL_ACP_TERMINAL_MAX - 1);
+    assert_memory_equal(tail.bytes, chunk, RL_ACP_TERMINAL_MAX - 1);
+    /* One chunk larger than the cap alone. */
+    rl_buf_reset(&tail);
+    assert_int_equal(rl_acp_terminal_append(&tail, chunk + 1, RL_ACP_TERMINAL_MAX + 8), 1);
+    assert_true(tail.len <= RL_ACP_TERMINAL_MAX && tail.len >= RL_ACP_TERMINAL_MAX - 1);
+    assert_int_equal((unsigned char)tail.bytes[0], 0xC3);
+    /* Small chunks past the cap: the oldest go. */
+    rl_buf_reset(&tail);
+    for (i = 0; i < 3000; i++)
+        rl_acp_terminal_append(&tail, "line 123456\n", 12);
+    assert_int_equal(tail.len, RL_ACP_TERMINAL_MAX);
+    assert_memory_equal(tail.bytes + tail.len - 12, "line 123456\n", 12);
+    rl_buf_free(&tail);
+    free(chunk);
 }
 
 static void test_tool_kinds_and_their_severity(void **state)
@@ -185,7 +335,7 @@ static void test_content_is_normalised_into_our_blocks(void **state)
     (void)state;
     blocks = rl_acp_content(acp, RL_ACP_FIELD_MAX, &omitted);
     assert_true(json_equal(blocks, expected));
-    assert_int_equal(omitted, 4); /* the image, the terminal, the unknown type and the number */
+    assert_int_equal(omitted, 3); /* the image, the unknown type and the number; a terminal is the task's "terminal" */
     json_decref(blocks);
     blocks = rl_acp_content(NULL, RL_ACP_FIELD_MAX, &omitted);
     assert_int_equal(json_array_size(blocks), 0);
@@ -346,6 +496,11 @@ int main(void)
         cmocka_unit_test(test_every_update_kind_of_the_schema_has_its_bridge_call),
         cmocka_unit_test(test_stop_reasons_map_to_finish_reasons),
         cmocka_unit_test(test_usage_of_a_prompt_response),
+        cmocka_unit_test(test_usage_update_becomes_context_figures),
+        cmocka_unit_test(test_terminal_meta_of_claude_code_and_codex),
+        cmocka_unit_test(test_usage_of_gemini_cli_in_the_answers_meta),
+        cmocka_unit_test(test_terminal_of_a_raw_output),
+        cmocka_unit_test(test_terminal_tail_keeps_the_last_16k_on_a_character),
         cmocka_unit_test(test_tool_kinds_and_their_severity),
         cmocka_unit_test(test_decisions_choose_the_offered_option_of_their_kind),
         cmocka_unit_test(test_gateway_words_become_decisions),

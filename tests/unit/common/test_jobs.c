@@ -205,6 +205,82 @@ static void test_the_stop_ends_runs_and_reports_every_job(void **state)
     rl_jobs_stop(NULL);
 }
 
+/* A run that waits on a condition of its own, as push's sender waits in curl_multi_poll. */
+typedef struct waiting_job {
+    rl_job_t job; /* first */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int woken, started, interrupted, done, stopped;
+} waiting_job_t;
+
+static void waiting_run(rl_job_t *job)
+{
+    waiting_job_t *w = (waiting_job_t *)job;
+
+    pthread_mutex_lock(&w->lock);
+    w->started = 1;
+    /* No look at rl_job_stopping while it waits: only the interrupt can end this wait. */
+    while (!w->woken)
+        pthread_cond_wait(&w->wake, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void waiting_interrupt(rl_job_t *job)
+{
+    waiting_job_t *w = (waiting_job_t *)job;
+
+    pthread_mutex_lock(&w->lock);
+    w->interrupted++;
+    w->woken = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void waiting_done(rl_job_t *job)
+{
+    waiting_job_t *w = (waiting_job_t *)job;
+
+    w->done++;
+    w->stopped = job->stopped;
+}
+
+static void test_the_stop_interrupts_a_run_that_waits_on_its_own(void **state)
+{
+    static const rl_job_kind_t kind = {"waiting", 1, 1}, plain_kind = {"plain", 0, 0};
+    rl_jobs_t *jobs = rl_jobs_start();
+    waiting_job_t w;
+    test_job_t plain;
+    int started;
+
+    (void)state;
+    memset(&w, 0, sizeof(w));
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.wake, NULL);
+    w.job.kind = &kind;
+    w.job.run = waiting_run;
+    w.job.done = waiting_done;
+    w.job.interrupt = waiting_interrupt;
+    assert_int_equal(rl_jobs_submit(jobs, &w.job), 0);
+    /* A job without an interrupt beside it: it watches the flag, as before. */
+    init(&plain, &plain_kind, 1, 0, 0);
+    assert_int_equal(rl_jobs_submit(jobs, &plain.job), 0);
+    do {
+        pthread_mutex_lock(&w.lock);
+        started = w.started;
+        pthread_mutex_unlock(&w.lock);
+        if (!started)
+            usleep(1000);
+    } while (!started);
+    /* Without the interrupt this join would never return (the test would hang, and ctest time it out). */
+    rl_jobs_stop(jobs);
+    assert_int_equal(w.interrupted, 1);
+    assert_int_equal(w.done, 1);
+    assert_int_equal(w.stopped, 1);
+    assert_int_equal(plain.done, 1);
+    pthread_cond_destroy(&w.wake);
+    pthread_mutex_destroy(&w.lock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_a_kinds_caps_on_running_and_queued_jobs),
         cmocka_unit_test(test_posts_past_the_cap_wait_for_the_loop),
         cmocka_unit_test(test_the_stop_ends_runs_and_reports_every_job),
+        cmocka_unit_test(test_the_stop_interrupts_a_run_that_waits_on_its_own),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
