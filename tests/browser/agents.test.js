@@ -220,6 +220,8 @@ test('the mode picker: a change signed and taken, the high-risk value confirmed 
   await other.goto(`${relay.url}/#/s/${sealedChat}`);
   await other.waitForSelector(mode);
   assert.equal(await other.$eval(mode, (e) => e.value), start.value);
+  // Its stream open before the change: an event published before it opens is not its to hear.
+  await other.waitForSelector('body[data-connection="live"]', { state: 'attached' });
 
   await page.selectOption(mode, calm.value);
   await waitFor('the agent taking the mode', async () =>
