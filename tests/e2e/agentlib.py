@@ -547,7 +547,7 @@ class ThroughBridge:
     share. A subclass makes its rig and launcher, then calls _start with the line the bridge logs once the
     agent has answered initialize."""
 
-    def _start(self, relay, token, tmp_path, launcher, ready_line, env=None):
+    def _start(self, relay, token, tmp_path, launcher, ready_line, env=None, bridge_flags=()):
         from streams import EventStream
         from test_50_bridge_support import paired
 
@@ -556,7 +556,7 @@ class ThroughBridge:
         try:
             self.bridge, self.user = paired(relay, token, tmp_path)
             self.stream = EventStream(relay, token)
-            self.bridge.start("acp:" + launcher, "--cwd", self.cwd, env=env)
+            self.bridge.start("acp:" + launcher, "--cwd", self.cwd, *bridge_flags, env=env)
             self.bridge.wait_log(ready_line, timeout=WAIT)
         except BaseException:
             self.close()

@@ -158,14 +158,15 @@ class ClaudeThroughBridge(ThroughBridge):
     """A paired relay-bridge running the real Claude Code (ClaudeRig's launcher: the agent in its
     network namespace with its own environment), a user and an event stream."""
 
-    def __init__(self, relay, token, tmp_path, steps, text, drop_env=(), extra_env=None):
+    def __init__(self, relay, token, tmp_path, steps, text, drop_env=(), extra_env=None, bridge_flags=()):
         self.rig = _rig(tmp_path, steps, text)
         self.cwd = self.rig.cwd
         for name in drop_env:
             del self.rig.env[name]
         self.rig.env.update(extra_env or {})
         launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "claude-agent.sh"))
-        self._start(relay, token, tmp_path, launcher, "acp agent @zed-industries/claude-agent-acp 0.23.1 ready")
+        self._start(relay, token, tmp_path, launcher, "acp agent @zed-industries/claude-agent-acp 0.23.1 ready",
+                    bridge_flags=bridge_flags)
 
 
 def _texts(replies):
@@ -665,6 +666,41 @@ def test_a_model_chosen_from_the_client_reaches_the_stand_ins_next_request(relay
         run.wait_turn(session, second)
         after = [b.get("model") for b in run.rig.model.conversation()][-1]
         assert family in after and after != before, (before, after, other[0])
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def test_a_claude_code_session_begun_at_the_desk_is_listed_and_continued_from_the_phone(relay, user_token, tmp_path):
+    """issue 36 item 3 with the real Claude Code: a session begun at the desk (Claude Code spoken to directly,
+    outside the relay, in the same folder and home) is listed by the bridge's agent (session/list), and a relay
+    session started with resume continues it: the model's next request carries the desk's turn."""
+    run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "unused", bridge_flags=["--no-e2e"])
+    run.rig.model.script = lambda body: [{"type": "text", "text": "You said: " + " / ".join(_prompts(body))}]
+    try:
+        desk = AcpClient(run.rig.argv, run.rig.env, run.rig.cwd, stderr_path=str(tmp_path / "desk.stderr"))
+        try:
+            desk.initialize()
+            desk_id = desk.new_session(run.rig.cwd)["sessionId"]
+            assert desk.prompt(desk_id, "remember the word apricot")["stopReason"] == "end_turn"
+        finally:
+            desk.close()
+        path = "/v1/me/installations/%s/agent-sessions?agent=default&project_id=p_here" % run.user.installation_id
+        r = run.user.call("GET", path)
+        assert r.status_code == 200, r.text
+        listed = r.json()["result"]["sessions"]
+        desk_entry = [s for s in listed if s["agent_session_id"] == desk_id]
+        assert desk_entry and desk_entry[0]["bound_session_id"] is None, listed
+        r = run.user.call("POST", "/v1/me/sessions", {"installation_id": run.user.installation_id,
+                                                      "resume": {"agent_session_id": desk_id}})
+        assert r.status_code == 200, r.text
+        session = r.json()["result"]["session_id"]
+        interaction = run.user.send(session, "which word?")
+        replies = run.wait_turn(session, interaction)
+        assert replies[-1]["text"] == "You said: remember the word apricot / which word?", replies
+        # Now bound: the list says to which relay session.
+        listed = run.user.call("GET", path).json()["result"]["sessions"]
+        assert [s["bound_session_id"] for s in listed if s["agent_session_id"] == desk_id] == [session], listed
         run.rig.assert_stayed_home()
     finally:
         assert run.close() == 0

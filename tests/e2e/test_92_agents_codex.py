@@ -76,7 +76,7 @@ def test_codex_over_acp_asks_before_a_patch_and_applies_it(tmp_path):
 
 
 class CodexThroughBridge(ThroughBridge):
-    def __init__(self, relay, token, tmp_path, steps, text, logged_in=True, key_in_env=False):
+    def __init__(self, relay, token, tmp_path, steps, text, logged_in=True, key_in_env=False, bridge_flags=()):
         self.rig = _rig(tmp_path, steps, text)
         self.cwd = self.rig.cwd
         bridge_env, inherit = {}, ()
@@ -88,7 +88,8 @@ class CodexThroughBridge(ThroughBridge):
         if not logged_in:
             os.unlink(os.path.join(self.rig.env["CODEX_HOME"], "auth.json"))
         launcher = self.rig.write_launcher(os.path.join(str(tmp_path), "codex-agent.sh"), inherit=inherit)
-        self._start(relay, token, tmp_path, launcher, "acp agent codex-acp 0.16.0 ready", env=bridge_env)
+        self._start(relay, token, tmp_path, launcher, "acp agent codex-acp 0.16.0 ready", env=bridge_env,
+                    bridge_flags=bridge_flags)
 
 
 def test_codex_through_relay_bridge_patch_approved_after_its_diff(relay, user_token, tmp_path):
@@ -285,6 +286,49 @@ def test_codex_model_and_effort_set_from_the_client_reach_it(relay, user_token, 
         assert body["model"] == others[0] != before, (before, body["model"])
         assert body.get("reasoning", {}).get("effort") == "xhigh", body.get("reasoning")
         state(lambda s: s.get("effort") == "xhigh")
+        run.rig.assert_stayed_home()
+    finally:
+        assert run.close() == 0
+
+
+def _user_words(body):
+    """The user's own words in a Responses API request (Codex adds <environment_context> and the like)."""
+    out = []
+    for item in body.get("input", []):
+        if item.get("type") == "message" and item.get("role") == "user":
+            for part in item.get("content", []):
+                if part.get("type") == "input_text" and not part["text"].startswith("<") \
+                        and not part["text"].startswith("#"):
+                    out.append(part["text"])
+    return out
+
+
+def test_a_codex_session_begun_at_the_desk_is_listed_and_continued_from_the_phone(relay, user_token, tmp_path):
+    """issue 36 item 3 with the real Codex: a session begun at the desk (codex-acp spoken to directly, in the same
+    folder and CODEX_HOME) is listed through the relay (session/list) and continued by a relay session started
+    with resume: the model's next request carries the desk's turn."""
+    run = CodexThroughBridge(relay, user_token, tmp_path, [], "unused", bridge_flags=["--no-e2e"])
+    run.rig.model.script = lambda body: [{"type": "text", "text": "You said: " + " / ".join(_user_words(body))}]
+    try:
+        desk = AcpClient(run.rig.argv, run.rig.env, run.rig.cwd, stderr_path=str(tmp_path / "desk.stderr"))
+        try:
+            desk.initialize()
+            desk_id = desk.new_session(run.rig.cwd)["sessionId"]
+            assert desk.prompt(desk_id, "remember the word apricot")["stopReason"] == "end_turn"
+        finally:
+            desk.close()
+        path = "/v1/me/installations/%s/agent-sessions?agent=default&project_id=p_here" % run.user.installation_id
+        r = run.user.call("GET", path)
+        assert r.status_code == 200, r.text
+        listed = r.json()["result"]["sessions"]
+        assert [s["bound_session_id"] for s in listed if s["agent_session_id"] == desk_id] == [None], listed
+        r = run.user.call("POST", "/v1/me/sessions", {"installation_id": run.user.installation_id,
+                                                      "resume": {"agent_session_id": desk_id}})
+        assert r.status_code == 200, r.text
+        session = r.json()["result"]["session_id"]
+        interaction = run.user.send(session, "which word?")
+        replies = run.wait_turn(session, interaction)
+        assert replies[-1]["text"] == "You said: remember the word apricot / which word?", replies
         run.rig.assert_stayed_home()
     finally:
         assert run.close() == 0
