@@ -2,6 +2,7 @@
  * relay-bridge: pairs with a relay once, then runs the user's agent behind
  * it (src/bridge/). Commands: pair, status, run, devices, help, version.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -356,24 +357,59 @@ static char *desk_command(const char *agent_name, const char *cwd, const char *a
     return NULL;
 }
 
-static int run_sessions(const rl_cli_args_t *args)
+/* Appends the bindings of one agent's state file (bridge-acp, bridge-acp-NAME) to list. */
+static void add_bindings(const char *state_name, json_t *list)
 {
-    json_t *state = rl_credentials_load("bridge-acp"), *list = json_array(), *acp_id, *row;
+    json_t *state = rl_credentials_load(state_name), *acp_id;
     const char *agent_name = json_string_value(json_object_get(state, "agent_name"));
-    const char *cwd = json_string_value(json_object_get(state, "cwd"));
+    const char *agent = json_string_value(json_object_get(state, "agent_label"));
+    const char *root = json_string_value(json_object_get(state, "cwd"));
     const char *relay_id;
-    size_t i;
 
-    (void)args;
+    if (agent == NULL)
+        agent = strcmp(state_name, "bridge-acp") == 0 ? "default" : state_name + strlen("bridge-acp-");
     json_object_foreach(json_object_get(state, "sessions"), relay_id, acp_id)
     {
+        /* A session in a project of its own has its folder; the others run in the agent's. */
+        const char *cwd = json_string_value(json_object_get(json_object_get(state, "cwds"), relay_id));
         char *command;
         if (!json_is_string(acp_id))
             continue;
+        if (cwd == NULL)
+            cwd = root;
         command = desk_command(agent_name, cwd, json_string_value(acp_id));
-        json_array_append_new(list, json_pack("{s:s, s:O, s:s?, s:s?}", "session_id", relay_id, "agent_session_id",
-                                              acp_id, "cwd", cwd, "command", command));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:O, s:s?, s:s?}", "session_id", relay_id, "agent", agent,
+                                              "agent_session_id", acp_id, "cwd", cwd, "command", command));
         free(command);
+    }
+    json_decref(state);
+}
+
+static int run_sessions(const rl_cli_args_t *args)
+{
+    json_t *list = json_array(), *row;
+    char path[PATH_MAX], *slash;
+    DIR *dir;
+    struct dirent *entry;
+    size_t i;
+
+    (void)args;
+    /* Every agent's bindings: the old form's one agent keeps bridge-acp.json, another NAME bridge-acp-NAME.json. */
+    add_bindings("bridge-acp", list);
+    if (rl_credentials_path("bridge-acp", path, sizeof(path)) == 0 && (slash = strrchr(path, '/')) != NULL) {
+        *slash = '\0';
+        dir = opendir(path);
+        while (dir != NULL && (entry = readdir(dir)) != NULL) {
+            size_t len = strlen(entry->d_name);
+            char name[256];
+            if (strncmp(entry->d_name, "bridge-acp-", 11) != 0 || len <= 16 ||
+                strcmp(entry->d_name + len - 5, ".json") != 0 || len - 5 >= sizeof(name))
+                continue;
+            snprintf(name, sizeof(name), "%.*s", (int)(len - 5), entry->d_name);
+            add_bindings(name, list);
+        }
+        if (dir != NULL)
+            closedir(dir);
     }
     if (machine_output()) {
         json_t *doc = json_pack("{s:O}", "sessions", list);
@@ -382,17 +418,17 @@ static int run_sessions(const rl_cli_args_t *args)
     } else if (json_array_size(list) == 0) {
         printf("No relay session is bound to an agent session yet.\n");
     } else {
-        printf("%-28s  %-38s  %s\n", "RELAY SESSION", "AGENT SESSION", "CONTINUE AT THE DESK");
+        printf("%-28s  %-12s  %-38s  %s\n", "RELAY SESSION", "AGENT", "AGENT SESSION", "CONTINUE AT THE DESK");
         json_array_foreach(list, i, row)
         {
             const char *command = json_string_value(json_object_get(row, "command"));
-            printf("%-28s  %-38s  %s\n", json_string_value(json_object_get(row, "session_id")),
+            printf("%-28s  %-12s  %-38s  %s\n", json_string_value(json_object_get(row, "session_id")),
+                   json_string_value(json_object_get(row, "agent")),
                    json_string_value(json_object_get(row, "agent_session_id")),
                    command != NULL ? command : "(this agent has no command for it)");
         }
     }
     json_decref(list);
-    json_decref(state);
     return 0;
 }
 
@@ -812,7 +848,8 @@ static const rl_cli_command_t commands[] = {
      devices_flags, devices_examples, run_devices},
     {"sessions", "", 0, 0, "list the relay sessions bound to the agent's own sessions",
      "Each with the command that continues it at the desk, where the agent has one (claude --resume ID, codex resume "
-     "ID). The bindings are the config folder's bridge-acp.json, which a running acp: bridge keeps.",
+     "ID), run in the session's folder. The bindings are the config folder's bridge-acp.json and "
+     "bridge-acp-NAME.json (one per agent), which a running acp: bridge keeps.",
      NULL, sessions_examples, run_sessions},
     {"help", "[command]", 0, 1, "show help; with --json, a manifest of every command", NULL, NULL, NULL,
      rl_cli_run_help},

@@ -169,6 +169,7 @@ struct rl_agent {
     rl_bridge_t *bridge;
     char *command;
     char state_name[64]; /* its state file: bridge-acp for the agent "default", bridge-acp-NAME for another */
+    char name[40];       /* the agent's name on this bridge (--agent NAME=SPEC; "default" for the old form) */
     char root[PATH_MAX]; /* the working folder (--cwd), resolved: a session without a project runs there */
     rl_child_t *child;   /* its stderr tail: the lines since the last failure or success */
     int initialized;

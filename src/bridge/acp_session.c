@@ -32,23 +32,37 @@ void rl_acp__state_load(struct rl_agent *a)
     json_decref(doc);
 }
 
-static int add_known(const char *relay_id, void *acp_id, void *sessions)
+struct known_doc {
+    struct rl_agent *a;
+    json_t *sessions, *cwds;
+};
+
+static int add_known(const char *relay_id, void *acp_id, void *arg)
 {
-    json_object_set_new(sessions, relay_id, json_string(acp_id));
+    struct known_doc *k = arg;
+    const char *cwd = rl_bridge_session_cwd(k->a->bridge, relay_id);
+
+    json_object_set_new(k->sessions, relay_id, json_string(acp_id));
+    /* A session in a project of its own: relay-bridge sessions says where to continue it at the desk. */
+    if (cwd != NULL && strcmp(cwd, k->a->root) != 0)
+        json_object_set_new(k->cwds, relay_id, json_string(cwd));
     return 0;
 }
 
 static void state_save(struct rl_agent *a)
 {
-    json_t *doc = json_pack("{s:s, s:s, s:{}}", "agent", a->command, "cwd", a->root, "sessions");
+    json_t *doc = json_pack("{s:s, s:s, s:{}, s:{}}", "agent", a->command, "cwd", a->root, "sessions", "cwds");
     const char *name = json_string_value(json_object_get(a->agent_info, "name"));
+    struct known_doc k = {a, json_object_get(doc, "sessions"), json_object_get(doc, "cwds")};
 
     /* relay-bridge sessions names the command that continues each session at the desk by the agent's name. */
     if (doc != NULL && name != NULL)
         json_object_set_new(doc, "agent_name", json_string(name));
+    if (doc != NULL && a->name[0] != '\0')
+        json_object_set_new(doc, "agent_label", json_string(a->name));
 
     if (doc != NULL)
-        rl_strmap_sweep(a->known, add_known, json_object_get(doc, "sessions"), NULL);
+        rl_strmap_sweep(a->known, add_known, &k, NULL);
     if (doc == NULL || rl_credentials_save(a->state_name, doc) != 0)
         rl_log(RL_LOG_WARN, "could not save the acp sessions (%s): a restarted bridge starts them afresh",
                strerror(errno));

@@ -139,6 +139,7 @@ static int acp_create(rl_bridge_t *bridge, const char *name, const char *arg, rl
     }
     rl_bridge_watch(bridge, a->terminal_timer, POLLIN, on_terminal_timer, a);
     a->command = strdup(arg);
+    snprintf(a->name, sizeof(a->name), "%s", name);
     /* The old form's one agent keeps the state file it always had; each other agent has its own. */
     if (strcmp(name, "default") == 0)
         snprintf(a->state_name, sizeof(a->state_name), "%s", STATE_NAME);

@@ -175,6 +175,13 @@ def test_two_sessions_two_agents_and_a_worktree(relay, user_token, tmp_path):
         # A session that names no project runs in --cwd, and its state names none.
         view = two.view(plain)
         assert "project" not in (view["agent_state"] or {}), view
+        # relay-bridge sessions lists every agent's bindings, each with the folder its session works in.
+        from test_50_bridge_support import BRIDGE
+        out = subprocess.run([BRIDGE, "sessions", "--json"], env=two.bridge.env(), capture_output=True, text=True,
+                             timeout=WAIT)
+        assert out.returncode == 0, out.stderr
+        rows = {r["session_id"]: (r["agent"], r["cwd"]) for r in json.loads(out.stdout)["sessions"]}
+        assert rows == {first: ("one", worktree), second: ("two", beta), plain: ("one", str(two.cwd))}, rows
     finally:
         assert two.close() == 0
 

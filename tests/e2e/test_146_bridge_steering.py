@@ -151,7 +151,7 @@ def test_a_session_begun_at_the_desk_is_listed_and_continued(relay, user_token, 
                              text=True, timeout=WAIT)
         assert out.returncode == 0, out.stderr
         rows = json.loads(out.stdout)["sessions"]
-        assert {"session_id": session, "agent_session_id": "sess_desk0001", "cwd": str(acp.cwd),
+        assert {"session_id": session, "agent": "default", "agent_session_id": "sess_desk0001", "cwd": str(acp.cwd),
                 "command": None} in rows, rows
 
         # Archiving it closes the agent's session.
