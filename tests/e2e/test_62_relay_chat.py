@@ -135,7 +135,18 @@ def start_in_tmux(tmux, cli, argv, no_color=False):
     command = "env %s LANG=C.UTF-8 %s %s %s" % (colour, env, shlex.quote(RELAY_CLI),
                                                   " ".join(shlex.quote(a) for a in argv))
     command = "sh -c %s" % shlex.quote('trap "" INT; ' + command + '; echo "relay exited with status $?"; sleep 60')
+    # Right after its last session was killed, the tmux server may still be exiting: a new session then meets
+    # "server exited unexpectedly" (tmux's race, seen once in 900 runs); the next attempt starts a fresh server.
+    for _ in range(10):
+        tmux("new-session", "-d", "-s", "chat", "-x", "150", "-y", "50", command, check=False)
+        if _has_chat(tmux):
+            return
+        time.sleep(0.2)
     tmux("new-session", "-d", "-s", "chat", "-x", "150", "-y", "50", command)
+
+
+def _has_chat(tmux):
+    return "chat" in tmux("list-sessions", "-F", "#{session_name}", check=False).split()
 
 
 def test_send_on_a_terminal_asks_about_approvals_in_colour(relay, tmp_path, tmux):
