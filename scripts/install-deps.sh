@@ -22,7 +22,7 @@ BUILD_PACKAGES="build-essential cmake pkg-config help2man python3 curl \
 libh2o-evloop-dev libwslay-dev libuv1-dev libjansson-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev \
 libsodium-dev zlib1g-dev libhiredis-dev libpq-dev libqrencode-dev"
 PACKAGE_PACKAGES="debhelper dpkg-dev fakeroot"
-TEST_PACKAGES="clang libclang-rt-14-dev libcmocka-dev tmux \
+TEST_PACKAGES="clang libclang-rt-14-dev libcmocka-dev tmux git \
 python3-pytest python3-requests python3-websockets python3-cryptography python3-psycopg2 \
 chromium fonts-dejavu-core fonts-noto-color-emoji \
 redis-server redis-tools postgresql nginx caddy"
