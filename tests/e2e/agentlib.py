@@ -562,6 +562,34 @@ class ThroughBridge:
             self.close()
             raise
 
+    def continue_at_the_phone(self, tmp_path, said):
+        """issue 36 item 3: a session begun at the desk (the agent spoken to directly, outside the relay, in the
+        same folder and home) is listed through the relay (session/list, the bridge run --no-e2e) and continued
+        by a relay session started with resume. The rig's model answers "You said: " and the user's words so
+        far, as said(body) finds them: the reply to the phone's question shows that the desk's turn went with it."""
+        from relaylib import assert_ok
+
+        self.rig.model.script = lambda body: [{"type": "text", "text": "You said: " + " / ".join(said(body))}]
+        desk = AcpClient(self.rig.argv, self.rig.env, self.rig.cwd, stderr_path=str(tmp_path / "desk.stderr"))
+        try:
+            desk.initialize()
+            desk_id = desk.new_session(self.rig.cwd)["sessionId"]
+            assert desk.prompt(desk_id, "remember the word apricot")["stopReason"] == "end_turn"
+        finally:
+            desk.close()
+        path = "/v1/me/installations/%s/agent-sessions?agent=default&project_id=p_here" % self.user.installation_id
+        listed = assert_ok(self.user.call("GET", path))["sessions"]
+        assert [s["bound_session_id"] for s in listed if s["agent_session_id"] == desk_id] == [None], listed
+        session = assert_ok(self.user.call("POST", "/v1/me/sessions", {
+            "installation_id": self.user.installation_id, "resume": {"agent_session_id": desk_id}}))["session_id"]
+        interaction = self.user.send(session, "which word?")
+        replies = self.wait_turn(session, interaction)
+        assert replies[-1]["text"] == "You said: remember the word apricot / which word?", replies
+        # Now bound: the list says to which relay session.
+        listed = assert_ok(self.user.call("GET", path))["sessions"]
+        assert [s["bound_session_id"] for s in listed if s["agent_session_id"] == desk_id] == [session], listed
+        self.rig.assert_stayed_home()
+
     def events(self, name, interaction):
         return [e.data for e in self.stream.events if e.name == name and e.data.get("interaction_id") == interaction]
 

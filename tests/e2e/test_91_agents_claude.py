@@ -672,35 +672,9 @@ def test_a_model_chosen_from_the_client_reaches_the_stand_ins_next_request(relay
 
 
 def test_a_claude_code_session_begun_at_the_desk_is_listed_and_continued_from_the_phone(relay, user_token, tmp_path):
-    """issue 36 item 3 with the real Claude Code: a session begun at the desk (Claude Code spoken to directly,
-    outside the relay, in the same folder and home) is listed by the bridge's agent (session/list), and a relay
-    session started with resume continues it: the model's next request carries the desk's turn."""
+    """issue 36 item 3 with the real Claude Code (ThroughBridge.continue_at_the_phone)."""
     run = ClaudeThroughBridge(relay, user_token, tmp_path, [], "unused", bridge_flags=["--no-e2e"])
-    run.rig.model.script = lambda body: [{"type": "text", "text": "You said: " + " / ".join(_prompts(body))}]
     try:
-        desk = AcpClient(run.rig.argv, run.rig.env, run.rig.cwd, stderr_path=str(tmp_path / "desk.stderr"))
-        try:
-            desk.initialize()
-            desk_id = desk.new_session(run.rig.cwd)["sessionId"]
-            assert desk.prompt(desk_id, "remember the word apricot")["stopReason"] == "end_turn"
-        finally:
-            desk.close()
-        path = "/v1/me/installations/%s/agent-sessions?agent=default&project_id=p_here" % run.user.installation_id
-        r = run.user.call("GET", path)
-        assert r.status_code == 200, r.text
-        listed = r.json()["result"]["sessions"]
-        desk_entry = [s for s in listed if s["agent_session_id"] == desk_id]
-        assert desk_entry and desk_entry[0]["bound_session_id"] is None, listed
-        r = run.user.call("POST", "/v1/me/sessions", {"installation_id": run.user.installation_id,
-                                                      "resume": {"agent_session_id": desk_id}})
-        assert r.status_code == 200, r.text
-        session = r.json()["result"]["session_id"]
-        interaction = run.user.send(session, "which word?")
-        replies = run.wait_turn(session, interaction)
-        assert replies[-1]["text"] == "You said: remember the word apricot / which word?", replies
-        # Now bound: the list says to which relay session.
-        listed = run.user.call("GET", path).json()["result"]["sessions"]
-        assert [s["bound_session_id"] for s in listed if s["agent_session_id"] == desk_id] == [session], listed
-        run.rig.assert_stayed_home()
+        run.continue_at_the_phone(tmp_path, _prompts)
     finally:
         assert run.close() == 0
