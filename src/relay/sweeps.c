@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "common/clock.h"
@@ -32,6 +33,7 @@ struct rl_sweeps {
     h2o_timeout_entry_t tick;
     int asking;  /* a lease answer is awaited: it holds the struct */
     int stopped; /* shutdown: no new sweep */
+    uint64_t done; /* sweep operations finished on this node (relay_sweeps_total) */
     struct sweep_run {
         rl_sweeps_t *sweeps;
         size_t index;
@@ -44,6 +46,7 @@ static void on_swept(rl_store_op_t *op)
     struct sweep_run *run = op->arg;
 
     run->running = 0;
+    run->sweeps->done++;
     sweeps_table[run->index].done(run->sweeps->relay, op);
 }
 
@@ -94,6 +97,11 @@ rl_sweeps_t *rl_sweeps_start(rl_relay_t *relay)
     sweeps->tick.cb = on_tick;
     h2o_timeout_link(relay->loop, &sweeps->period, &sweeps->tick);
     return sweeps;
+}
+
+uint64_t rl_sweeps_done(const rl_sweeps_t *sweeps)
+{
+    return sweeps != NULL ? sweeps->done : 0;
 }
 
 void rl_sweeps_stop(rl_sweeps_t *sweeps)

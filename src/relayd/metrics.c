@@ -16,6 +16,7 @@
 #include "relay/hub.h"
 #include "relayd/metrics.h"
 #include "relay/relay.h"
+#include "relay/sweeps.h"
 #include "rl_version.h"
 
 static const rl_route_t *route_of(const rl_relay_t *relay, const char *method, const char *pattern)
@@ -109,6 +110,11 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             "relay_disk_full_refusals_total{folder=\"attachments\"} %llu\n",
             store.full, relay->attachments_full, (unsigned long long)store.full_refusals,
             (unsigned long long)relay->attachments_full_refusals);
+    fprintf(out,
+            "# HELP relay_sweeps_total Sweep operations of the store (expiry, lapse, purge) this node finished; "
+            "only the node holding the sweeps' lease runs them.\n"
+            "# TYPE relay_sweeps_total counter\nrelay_sweeps_total %llu\n",
+            (unsigned long long)rl_sweeps_done(relay->sweeps));
     fprintf(out,
             "# HELP relay_bus_info The bus between relay nodes (local: one node; redis: shared).\n"
             "# TYPE relay_bus_info gauge\nrelay_bus_info{backend=\"%s\"} 1\n"

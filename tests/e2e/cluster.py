@@ -131,6 +131,10 @@ class Front:
         return self.cluster.nodes[0].query(sql, params)
 
 
+# The rows of src/relay/sweeps.c's table: one round of the sweeps finishes this many operations.
+SWEEPS_PER_ROUND = 4
+
+
 class Cluster:
     """n relayd nodes sharing a store, a bus and an attachments folder, behind a balancer."""
 
@@ -140,15 +144,36 @@ class Cluster:
         self.nodes = []
         self.ports = []
         for _ in range(n):
-            port = free_port()
+            port, metrics_port = free_port(), free_port()
             # The store by `store=`: the node's query() and token() then use it too.
-            node = relayd("--bus", bus, "--attachments", self.files, *extra, start=False, store=store)
+            node = relayd("--bus", bus, "--attachments", self.files,
+                          "--metrics-listen", "127.0.0.1:%d" % metrics_port, *extra, start=False, store=store)
             node.fixed_port = port
+            node.metrics_port = metrics_port
             node.start()
             self.nodes.append(node)
             self.ports.append(port)
         self.balancer = Balancer(tmp_path, self.ports)
         self.front = Front(self, self.balancer)
+
+    def sweeps_done(self):
+        """The store sweeps finished so far by the nodes that are up (relay_sweeps_total)."""
+        total = 0
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            text = requests.get("http://127.0.0.1:%d/metrics" % node.metrics_port, timeout=10).text
+            total += sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("relay_sweeps_total "))
+        return total
+
+    def wait_sweep_rounds(self, rounds, timeout=30):
+        """Waits until the sweeping node has run every sweep `rounds` more times (instead of sleeping through
+        a few periods): what a test checks then was swept over by rounds that found nothing more."""
+        start = self.sweeps_done()
+        deadline = time.monotonic() + timeout
+        while self.sweeps_done() < start + rounds * SWEEPS_PER_ROUND:
+            assert time.monotonic() < deadline, "the sweeps did not run %d rounds in %d s" % (rounds, timeout)
+            time.sleep(0.1)
 
     def node_of(self, port):
         return self.nodes[self.ports.index(port)]

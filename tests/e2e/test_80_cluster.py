@@ -172,8 +172,8 @@ def test_approvals_decided_on_b_reach_the_bridge_on_a_and_expire_once(cluster):
     assert update["type"] == "approval.expired" and update["payload"] == {"approval_id": late["approval_id"]}
     for node in c.nodes:
         assert_error(on(inst, node).decide(late["approval_id"], "approve"), 410, "approval_expired")
-    # Let every node's sweep run a few more times, then count.
-    time.sleep(3)
+    # Let the sweeps run a few more rounds, then count.
+    c.wait_sweep_rounds(3)
     inst.barrier(stream, session)
     assert len([e for e in stream.events if e.name == "approval_expired"]) == 1, stream.events
     assert len([e for e in stream.events if e.name == "approval_resolved"]) == 1, stream.events
@@ -351,8 +351,8 @@ def test_timers_run_once_across_nodes(cluster):
         stream.wait_for("message_finalized", lambda d, m=mid: d["message_id"] == m, timeout=WAIT)
     wait_until(lambda: c.front.query("SELECT COUNT(*) FROM sessions WHERE id = ?", (doomed,))[0][0] == 0,
                WAIT, interval=0.1, what="the deleted session purged")
-    # Every node has swept several times since.
-    time.sleep(3)
+    # The sweeps have run several more rounds since.
+    c.wait_sweep_rounds(3)
     inst.barrier(stream, session)
     expired = [e.data["approval_id"] for e in stream.events if e.name == "approval_expired"]
     assert sorted(expired) == sorted(body["approval_id"] for body, _ in approvals), expired
