@@ -150,10 +150,14 @@ def test_codex_command_output_is_seen_while_it_runs_and_usage_arrives(relay, use
     the command still sleeps, then the whole output with the exit status when it ends (Codex says
     both only in its rawOutput: aggregated_output, exit_code). The turn's usage has the context from
     usage_update. (codex-acp 0.16.0 drops output written before its first
-    tool_call update: hence the command's first sleep.)"""
+    tool_call update: hence the command's first sleep. Its exec_command yields to the model after
+    yield_time_ms, 10 s by default, leaving the command running with no exit status: on a loaded machine
+    the three seconds here once took longer, so the call asks for a minute, as a model that expects a
+    command to end does.)"""
     line = "sleep 1; printf 'first\\n'; sleep 2; printf 'second\\n'"
     run = CodexThroughBridge(relay, user_token, tmp_path,
-                             [{"type": "function_call", "name": "exec_command", "arguments": {"cmd": line}}], "Printed.")
+                             [{"type": "function_call", "name": "exec_command",
+                               "arguments": {"cmd": line, "yield_time_ms": 60000}}], "Printed.")
     try:
         session = run.user.create_session()
         interaction = run.user.send(session, "Print two lines")
