@@ -107,6 +107,8 @@ typedef struct turn_state {
  * their bytes arrive; once none is awaited and no earlier update of its
  * session is parked, it is processed as if it had just come. Until then it
  * holds the ack back (send_ack): the relay replays it should the bridge stop.
+ * A session's message also waits here while git makes the session's
+ * worktree (session_setup.h, RL_SETUP_MAKING).
  */
 typedef struct parked {
     struct parked *next; /* every parked update, in arrival order */
@@ -1443,6 +1445,9 @@ static void notify_line(rl_bridge_t *b, json_t *line)
     json_decref(line);
 }
 
+static int waits_for_setup(rl_bridge_t *b, const rl_frame_t *f);
+static int park_for_setup(rl_bridge_t *b, rl_frame_t *f);
+
 static void process_update(rl_bridge_t *b, rl_frame_t *f)
 {
     uint64_t id = parse_id(f->update_id);
@@ -1457,6 +1462,8 @@ static void process_update(rl_bridge_t *b, rl_frame_t *f)
             rl_log(RL_LOG_WARN, "update %s: session.message without a session, interaction or message", f->update_id);
         } else if (find_turn(b, f->session_id, f->interaction_id) != NULL) {
             rl_log(RL_LOG_WARN, "update %s: interaction %s already has a turn", f->update_id, f->interaction_id);
+        } else if (waits_for_setup(b, f) && park_for_setup(b, f) == 0) {
+            /* Processed again once git made the session's worktree. */
         } else if ((payload = open_message(b, f)) != NULL) {
             /* The first message of a session the bridge has not seen start (a restart) sets it up the same way. */
             const rl_session_setup_t *setup =
@@ -1603,6 +1610,20 @@ static void open_fetched(rl_bridge_t *b, rl_frame_t *f, size_t index, const char
     json_decref(answer);
 }
 
+/*
+ * 1 when f is a message whose session waits for git to make its worktree (its setup is made now when f is the
+ * session's first word, as processing it would).
+ */
+static int waits_for_setup(rl_bridge_t *b, const rl_frame_t *f)
+{
+    const rl_session_setup_t *setup;
+
+    if (strcmp(f->update_type, "session.message") != 0 || f->session_id[0] == '\0')
+        return 0;
+    setup = rl_session_setup(b, f->session_id, json_object_get(f->payload, "session"));
+    return setup != NULL && setup->state == RL_SETUP_MAKING;
+}
+
 static int session_parked(rl_bridge_t *b, const char *session_id)
 {
     parked_t *p;
@@ -1624,7 +1645,8 @@ static void run_parked(rl_bridge_t *b)
 
     while (*pp != NULL && held != NULL) {
         parked_t *p = *pp;
-        if (p->waiting > 0 || json_object_get(held, p->frame.session_id) != NULL) {
+        /* Checked here, not by process_update, which would park it again behind its session's later updates. */
+        if (p->waiting > 0 || json_object_get(held, p->frame.session_id) != NULL || waits_for_setup(b, &p->frame)) {
             json_object_set_new(held, p->frame.session_id, json_true());
             pp = &p->next;
             continue;
@@ -1692,6 +1714,37 @@ static int park(rl_bridge_t *b, rl_frame_t *f)
                p->frame.session_id);
     run_parked(b);
     return 1;
+}
+
+/*
+ * Parks f (taking its update) until its session's setup is made: 0, or -1 when too many are parked already (f is
+ * then processed now, and its session refuses it as not ready). f came from the socket (run_parked keeps a
+ * parked message of a session still waiting in its place).
+ */
+static int park_for_setup(rl_bridge_t *b, rl_frame_t *f)
+{
+    parked_t *p = b->nparked < PARKED_MAX ? calloc(1, sizeof(*p)) : NULL, **tail;
+
+    if (p == NULL) {
+        rl_log(RL_LOG_WARN, "%zu updates are parked already: update %s cannot wait for its session's worktree",
+               b->nparked, f->update_id);
+        return -1;
+    }
+    p->frame = *f;
+    memset(f, 0, sizeof(*f));
+    p->update_id = parse_id(p->frame.update_id);
+    /* No update of its session is parked (park() would have parked f behind it): the tail keeps their order. */
+    for (tail = &b->parked; *tail != NULL; tail = &(*tail)->next) {
+    }
+    *tail = p;
+    b->nparked++;
+    rl_log(RL_LOG_DEBUG, "update %s parked until its session's worktree is made", p->frame.update_id);
+    return 0;
+}
+
+void rl_bridge_setup_made(rl_bridge_t *b)
+{
+    run_parked(b);
 }
 
 /* Downloads the fetcher finished (its ready callback): their items open, and the updates they completed are processed.

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 #include <sodium.h>
+
+extern char **environ;
 
 #include "bridge/projects.h"
 #include "client/credentials.h"
@@ -180,38 +183,62 @@ void rl_projects_git_branch(const char *folder, char *out, size_t outsz)
         snprintf(out, outsz, "%.12s", head);
 }
 
-/* Runs git with argv (never a shell), its output discarded: its exit status, or -1. */
-static int run_git(char *const argv[])
+/*
+ * Runs git with argv (never a shell), its output discarded: its exit status, -2 when a signal ended it, or -1
+ * when it did not run. posix_spawn, not fork: it
+ * runs on a job's thread, beside the loop's. *child holds git's pid while it runs (0 otherwise), for a stop.
+ */
+static int run_git(char *const argv[], int *child)
 {
+    posix_spawn_file_actions_t files;
+    posix_spawnattr_t attr;
     sigset_t none;
     pid_t pid;
-    int status, fd;
+    int status, spawned;
 
-    pid = fork();
-    if (pid < 0)
+    if (posix_spawn_file_actions_init(&files) != 0)
         return -1;
-    if (pid == 0) {
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        fd = open("/dev/null", O_RDWR);
-        if (fd >= 0) {
-            dup2(fd, 0);
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execvp(argv[0], argv);
-        _exit(127);
+    if (posix_spawnattr_init(&attr) != 0) {
+        posix_spawn_file_actions_destroy(&files);
+        return -1;
     }
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    spawned = posix_spawnp(&pid, argv[0], &files, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&files);
+    posix_spawnattr_destroy(&attr);
+    if (spawned != 0)
+        return -1;
+    __atomic_store_n(child, (int)pid, __ATOMIC_RELEASE);
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    __atomic_store_n(child, 0, __ATOMIC_RELEASE);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
 }
 
-int rl_projects_worktree(rl_projects_t *p, const char *project, const char *branch, char out[PATH_MAX],
-                         const char **code)
+int rl_projects_worktree_git(const char *project, const char *branch, const char *dir, int *child)
 {
-    char dir[PATH_MAX], holder[PATH_MAX], real[PATH_MAX];
+    char *with_new[] = {"git", "-C", (char *)project, "worktree", "add", "-b", (char *)branch, (char *)dir, NULL};
+    char *with_old[] = {"git", "-C", (char *)project, "worktree", "add", (char *)dir, (char *)branch, NULL};
+
+    int first = run_git(with_new, child);
+
+    /* A new branch first; a branch that exists already is checked out as it is. A git ended by a stop is not
+     * followed by another. */
+    if (first == 0)
+        return 0;
+    return first != -2 && run_git(with_old, child) == 0 ? 0 : -1;
+}
+
+int rl_projects_worktree_plan(rl_projects_t *p, const char *project, const char *branch, char dir[PATH_MAX],
+                              char out[PATH_MAX], const char **code)
+{
+    char holder[PATH_MAX], real[PATH_MAX];
     struct stat st;
     int result = -1;
 
@@ -231,14 +258,8 @@ int rl_projects_worktree(rl_projects_t *p, const char *project, const char *bran
         goto out;
     }
     if (lstat(dir, &st) != 0) {
-        char *with_new[] = {"git", "-C", (char *)project, "worktree", "add", "-b", (char *)branch, dir, NULL};
-        char *with_old[] = {"git", "-C", (char *)project, "worktree", "add", dir, (char *)branch, NULL};
-        *code = "worktree_failed";
-        /* A new branch first; a branch that exists already is checked out as it is. */
-        if (run_git(with_new) != 0 && run_git(with_old) != 0) {
-            rl_log(RL_LOG_WARN, "git worktree add failed for a session's project (see git worktree list)");
-            goto out;
-        }
+        result = 1;
+        goto out;
     }
     result = rl_projects_check(p, dir, out, code);
     if (result != 0 && strcmp(*code, "not_a_folder") == 0)

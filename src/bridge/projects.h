@@ -76,13 +76,20 @@ int rl_projects_branch_valid(const char *branch);
 int rl_projects_worktree_path(const char *project, const char *branch, char out[PATH_MAX]);
 
 /*
- * Makes (or finds, when it exists already) the worktree of branch for
- * project and checks it against the roots: 0 with its resolved path in out,
- * or -1 with *code "worktree_name_invalid", "worktree_failed" or
- * "folder_outside_roots".
+ * The worktree of branch for project (a resolved folder), in two steps so
+ * that the loop never waits for git. rl_projects_worktree_plan (loop): 0
+ * when the worktree exists already, with its resolved path in out (checked
+ * against the roots); 1 when git must make it first, at dir (the folder
+ * that holds it is made and checked); -1 with *code "worktree_name_invalid",
+ * "worktree_failed" or "folder_outside_roots". rl_projects_worktree_git
+ * (blocking: a job's thread) then runs git worktree add from an argv, never
+ * a shell: a new branch, or the branch as it is when it exists. 0, or -1;
+ * the plan, asked again, says what came of it. *child holds the pid of the
+ * git running (0 between runs), read atomically: a stop may end it.
  */
-int rl_projects_worktree(rl_projects_t *p, const char *project, const char *branch, char out[PATH_MAX],
-                         const char **code);
+int rl_projects_worktree_plan(rl_projects_t *p, const char *project, const char *branch, char dir[PATH_MAX],
+                              char out[PATH_MAX], const char **code);
+int rl_projects_worktree_git(const char *project, const char *branch, const char *dir, int *child);
 
 /*
  * The branch checked out in folder, read from its .git/HEAD (or the HEAD a

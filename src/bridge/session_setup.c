@@ -1,10 +1,12 @@
 /* A session's agent and folder, chosen when it starts (session_setup.h). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bridge/agent_state.h"
 #include "bridge/session_setup.h"
+#include "common/jobs.h"
 #include "common/log.h"
 #include "common/strmap.h"
 #include "e2e/e2e.h"
@@ -19,6 +21,21 @@
 struct rl_setups {
     rl_strmap_t *setups; /* session id -> rl_session_setup_t */
 };
+
+/* git worktree add runs one at a time: two sessions asking for the same worktree at once then find it made. */
+static const rl_job_kind_t worktree_kind = {"git worktree", 1, 64};
+
+/* A worktree git makes for a session, off the loop. */
+typedef struct worktree_job {
+    rl_job_t job;
+    rl_bridge_t *bridge;
+    char session_id[128];
+    char project[PATH_MAX], branch[RL_PROJECT_BRANCH_MAX + 1], dir[PATH_MAX];
+    int child; /* git's pid while it runs (atomic) */
+    int result;
+} worktree_job_t;
+
+static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t *s, json_t *session);
 
 /* The words of each refusal for the user: never a path (an encrypted session's folder is not the relay's to read). */
 static const struct {
@@ -146,15 +163,18 @@ static json_t *session_project(rl_bridge_t *b, const char *session_id, json_t *s
     return project;
 }
 
-/* The folder of project (id, path?, worktree_branch?): 0 with folder (and the project's own in base), or -1. */
-static int project_folder(rl_bridge_t *b, json_t *project, char folder[PATH_MAX], char base[PATH_MAX],
-                          const char **code)
+/*
+ * The folder of project (id, path?, worktree_branch?): 0 with folder (and the project's own in base), 1 when git
+ * must make its worktree first (folder: where; s->git_failed says it could not), or -1.
+ */
+static int project_folder(rl_bridge_t *b, const rl_session_setup_t *s, json_t *project, char folder[PATH_MAX],
+                          char base[PATH_MAX], const char **code)
 {
     rl_projects_t *projects = rl_bridge_projects(b);
     const char *id = json_string_value(json_object_get(project, "id"));
     const char *path = json_string_value(json_object_get(project, "path"));
     json_t *branch = json_object_get(project, "worktree_branch");
-    char check[RL_PROJECT_ID_SIZE];
+    char check[RL_PROJECT_ID_SIZE], dir[PATH_MAX];
 
     *code = "unknown_project";
     if (projects == NULL || id == NULL || strlen(id) > 64)
@@ -177,7 +197,81 @@ static int project_folder(rl_bridge_t *b, json_t *project, char folder[PATH_MAX]
     *code = "worktree_name_invalid";
     if (!json_is_string(branch))
         return -1;
-    return rl_projects_worktree(projects, base, json_string_value(branch), folder, code);
+    switch (rl_projects_worktree_plan(projects, base, json_string_value(branch), dir, folder, code)) {
+    case 0:
+        return 0;
+    case 1:
+        *code = "worktree_failed";
+        if (s->git_failed)
+            return -1;
+        snprintf(folder, PATH_MAX, "%s", dir);
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+static void worktree_run(rl_job_t *job)
+{
+    worktree_job_t *w = (worktree_job_t *)job;
+
+    w->result = rl_projects_worktree_git(w->project, w->branch, w->dir, &w->child);
+}
+
+/* The bridge stops while git works (a git waiting on a lock, say): git is ended, so that the stop does not wait. */
+static void worktree_interrupt(rl_job_t *job)
+{
+    worktree_job_t *w = (worktree_job_t *)job;
+    int pid = __atomic_load_n(&w->child, __ATOMIC_ACQUIRE);
+
+    if (pid > 0)
+        kill((pid_t)pid, SIGTERM);
+}
+
+/* Git is done (or the bridge stops): the session's setup is tried again, and what it held back goes on. */
+static void worktree_done(rl_job_t *job)
+{
+    worktree_job_t *w = (worktree_job_t *)job;
+    rl_bridge_t *b = w->bridge;
+    rl_session_setup_t *s = job->stopped ? NULL : find(b, w->session_id);
+    json_t *session;
+
+    if (s != NULL && s->state == RL_SETUP_MAKING) {
+        if (w->result != 0) {
+            rl_log(RL_LOG_WARN, "git worktree add failed for a session's project (see git worktree list)");
+            s->git_failed = 1;
+        }
+        session = json_incref(s->session);
+        try_setup(b, w->session_id, s, session);
+        if (s->state == RL_SETUP_READY)
+            rl_bridge_session_ready(b, w->session_id, session);
+        json_decref(session);
+        rl_bridge_setup_made(b);
+    }
+    free(w);
+}
+
+/* Hands the worktree at dir to git on a job's thread: 0, or -1 when it cannot be queued. */
+static int make_worktree(rl_bridge_t *b, const char *session_id, const char *project, json_t *branch, const char *dir)
+{
+    worktree_job_t *w = calloc(1, sizeof(*w));
+
+    if (w == NULL)
+        return -1;
+    w->job.kind = &worktree_kind;
+    w->job.run = worktree_run;
+    w->job.done = worktree_done;
+    w->job.interrupt = worktree_interrupt;
+    w->bridge = b;
+    snprintf(w->session_id, sizeof(w->session_id), "%s", session_id);
+    snprintf(w->project, sizeof(w->project), "%s", project);
+    snprintf(w->branch, sizeof(w->branch), "%s", json_string_value(branch));
+    snprintf(w->dir, sizeof(w->dir), "%s", dir);
+    if (rl_jobs_submit(rl_bridge_jobs(b), &w->job) != 0) {
+        free(w);
+        return -1;
+    }
+    return 0;
 }
 
 static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t *s, json_t *session)
@@ -186,7 +280,7 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
     rl_projects_t *projects = rl_bridge_projects(b);
     const char *code = NULL;
     char base[PATH_MAX], branch[256], id[RL_PROJECT_ID_SIZE];
-    int waiting;
+    int waiting, found_folder;
 
     s->agent = rl_bridge_agent_index(b, json_string_value(agent));
     if (s->agent < 0 || (agent != NULL && !json_is_null(agent) && !json_is_string(agent))) {
@@ -211,9 +305,21 @@ static void try_setup(rl_bridge_t *b, const char *session_id, rl_session_setup_t
         refuse(b, session_id, s, code);
         return;
     }
-    if (project != NULL && project_folder(b, project, s->folder, base, &code) != 0) {
+    found_folder = project != NULL ? project_folder(b, s, project, s->folder, base, &code) : 0;
+    if (found_folder == 1 && s->state != RL_SETUP_MAKING &&
+        make_worktree(b, session_id, base, json_object_get(project, "worktree_branch"), s->folder) == 0) {
+        s->state = RL_SETUP_MAKING;
+        s->session = json_incref(session);
         json_decref(project);
-        refuse(b, session_id, s, code);
+        fields = json_pack("{s:s}", "state", "starting");
+        rl_bridge_state(b, session_id, fields);
+        json_decref(fields);
+        return;
+    }
+    if (found_folder != 0) {
+        /* Refused, or git's worktree not made (nor queued, when the queue is full or stops). */
+        json_decref(project);
+        refuse(b, session_id, s, found_folder == 1 ? "worktree_failed" : code);
         return;
     }
     s->state = RL_SETUP_READY;
@@ -256,8 +362,9 @@ const rl_session_setup_t *rl_session_setup(rl_bridge_t *b, const char *session_i
 {
     rl_session_setup_t *s = find(b, session_id);
 
-    /* Made once; only one waiting for its key is tried again. */
-    if (s != NULL && (s->state == RL_SETUP_REFUSED || (s->state == RL_SETUP_READY && s->agent >= 0)))
+    /* Made once; only one waiting for its key is tried again (one waiting for git is tried when git is done). */
+    if (s != NULL &&
+        (s->state == RL_SETUP_REFUSED || s->state == RL_SETUP_MAKING || (s->state == RL_SETUP_READY && s->agent >= 0)))
         return s;
     if (s == NULL) {
         s = find_or_add(b, session_id, RL_SETUP_WAITING_KEY);

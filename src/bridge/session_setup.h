@@ -8,7 +8,10 @@
  * against its roots, makes the git worktree asked for, and either runs the
  * session there or refuses it (state "refused", error {code, message}, and
  * nothing runs). An encrypted session whose key has not come yet waits for
- * it: its setup is tried again when the key arrives. Loop thread.
+ * it: its setup is tried again when the key arrives. A worktree is made by
+ * git on a job's thread (the loop goes on serving every other session); the
+ * session's updates wait for it (bridge.c parks them) and its setup is
+ * tried again when git is done. Loop thread.
  */
 #ifndef RL_BRIDGE_SESSION_SETUP_H
 #define RL_BRIDGE_SESSION_SETUP_H
@@ -23,6 +26,7 @@
 
 typedef enum rl_setup_state {
     RL_SETUP_WAITING_KEY, /* project_ct, and no session key yet */
+    RL_SETUP_MAKING,      /* git makes its worktree, on a job's thread; its messages wait (parked) */
     RL_SETUP_READY,
     RL_SETUP_REFUSED,
 } rl_setup_state_t;
@@ -33,7 +37,8 @@ typedef struct rl_session_setup {
     char folder[PATH_MAX]; /* "" : the agent's own folder (--cwd) */
     char code[32];         /* refused: the error code */
     char message[256];     /* refused: for the user; no path in an encrypted session */
-    json_t *session;       /* waiting: the session object, to try again with the key */
+    json_t *session;       /* waiting or making: the session object, to try again with the key or the worktree */
+    int git_failed;        /* git could not make the worktree asked for (asked once per session) */
 } rl_session_setup_t;
 
 typedef struct rl_setups rl_setups_t;
@@ -63,5 +68,7 @@ const char *rl_bridge_agent_name(rl_bridge_t *bridge, int index);
 int rl_bridge_session_encrypted(rl_bridge_t *bridge, const char *session_id);
 /* The setup is ready: the agent is told of the session (jsonl session_started). */
 void rl_bridge_session_ready(rl_bridge_t *bridge, const char *session_id, json_t *session);
+/* A setup left RL_SETUP_MAKING: the updates of its session parked meanwhile are processed now. */
+void rl_bridge_setup_made(rl_bridge_t *bridge);
 
 #endif

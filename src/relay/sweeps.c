@@ -31,8 +31,8 @@ struct rl_sweeps {
     rl_relay_t *relay;
     h2o_timeout_t period;
     h2o_timeout_entry_t tick;
-    int asking;  /* a lease answer is awaited: it holds the struct */
-    int stopped; /* shutdown: no new sweep */
+    int asking;    /* a lease answer is awaited: it holds the struct */
+    int stopped;   /* shutdown: no new sweep */
     uint64_t done; /* sweep operations finished on this node (relay_sweeps_total) */
     struct sweep_run {
         rl_sweeps_t *sweeps;

@@ -29,7 +29,7 @@ def git_repo(path, branch="main"):
 class Two:
     """A paired bridge with two ACP test agents (one, the default, and two), a root of repositories."""
 
-    def __init__(self, relay, token, tmp_path, flags=()):
+    def __init__(self, relay, token, tmp_path, flags=(), env=None):
         self.tmp = tmp_path
         self.root = tmp_path / "src"
         git_repo(self.root / "alpha")
@@ -42,7 +42,7 @@ class Two:
         spec = "%s=acp:%s %s --state %s --log %s"
         self.bridge.start(spec % ("one", PYTHON, AGENT, tmp_path / "state-one", self.logs["one"]),
                           "--agent", spec % ("two", PYTHON, AGENT, tmp_path / "state-two", self.logs["two"]),
-                          "--root", str(self.root), "--cwd", str(self.cwd), *flags)
+                          "--root", str(self.root), "--cwd", str(self.cwd), *flags, env=env)
         self.bridge.wait_log("acp agent acp-test-agent 1.0 ready", count=2)
         self.stream = EventStream(relay, token)
 
@@ -184,6 +184,70 @@ def test_two_sessions_two_agents_and_a_worktree(relay, user_token, tmp_path):
         assert rows == {first: ("one", worktree), second: ("two", beta), plain: ("one", str(two.cwd))}, rows
     finally:
         assert two.close() == 0
+
+
+def _held_git(tmp_path):
+    """A git first in relay-bridge's PATH that waits until the test writes the release file: (env, release)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    release = tmp_path / "release-git"
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
+    (bindir / "git").write_text('#!/bin/sh\nwhile [ ! -e "%s" ]; do sleep 0.05; done\nexec %s "$@"\n'
+                                % (release, real_git))
+    (bindir / "git").chmod(0o755)
+    return {"PATH": "%s:%s" % (bindir, os.environ.get("PATH", "/usr/bin:/bin"))}, release
+
+
+def test_git_making_a_worktree_holds_up_no_other_session(relay, user_token, tmp_path):
+    """git runs off the bridge's loop: while it makes one session's worktree (held here by a git that waits
+    for the test's word), another session's turn goes through; the first session says "starting", and the
+    message sent to it meanwhile waits and is answered in the worktree once git is done (not refused as not
+    ready)."""
+    env, release = _held_git(tmp_path)
+    two = Two(relay, user_token, tmp_path, flags=("--plain-projects",), env=env)
+    try:
+        ids = _ids(assert_ok(two.projects()))
+        alpha = str((two.root / "alpha").resolve())
+        plain = two.start()
+        held = two.start(project={"id": ids[alpha], "worktree_branch": "held/by-git"})
+        early = two.user.send(held, "sent while git works")
+        wait_until(lambda: (two.view(held).get("agent_state") or {}).get("state") == "starting", WAIT,
+                   interval=0.1, what="the held session's state: starting")
+        # git is still held: this turn goes through all the same.
+        _, reply = two.turn(plain, "meanwhile")
+        assert reply["text"] == "echo: meanwhile", reply
+        assert not release.exists()
+        assert two.view(held)["agent_state"]["state"] == "starting"
+        release.write_text("go\n")
+        reply = two.user.wait_reply(held, early)
+        assert reply["text"] == "echo: sent while git works", reply
+        worktree = str((two.root / "alpha.worktrees" / "held-by-git").resolve())
+        state = two.state(held)
+        assert state["state"] == "ready" and state["project"]["path"] == worktree, state
+        assert worktree in [n["cwd"] for n in two.agent_log("one", "session_new")]
+    finally:
+        release.touch()
+        assert two.close() == 0
+
+
+def test_a_stop_ends_a_git_that_hangs(relay, user_token, tmp_path):
+    """The bridge stopped while git makes a worktree (git held and never released): git is ended and the
+    bridge exits at once, cleanly; the message waiting for the worktree stays unacknowledged, for the next run."""
+    env, release = _held_git(tmp_path)
+    two = Two(relay, user_token, tmp_path, flags=("--plain-projects",), env=env)
+    try:
+        ids = _ids(assert_ok(two.projects()))
+        held = two.start(project={"id": ids[str((two.root / "alpha").resolve())], "worktree_branch": "never"})
+        two.user.send(held, "waits for git")
+        wait_until(lambda: (two.view(held).get("agent_state") or {}).get("state") == "starting", WAIT,
+                   interval=0.1, what="the held session's state: starting")
+        wait_until(lambda: "parked until its session's worktree is made" in two.bridge.log_text(), WAIT,
+                   interval=0.05, what="the message parked")
+    finally:
+        assert two.close() == 0
+    assert not release.exists()
+    assert not (two.root / "alpha.worktrees" / "never").exists()
+    assert two.agent_log("one", "prompt") == []
 
 
 def test_each_refusal_is_a_clear_error_and_nothing_runs(relay, user_token, tmp_path):

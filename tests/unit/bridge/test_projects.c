@@ -292,11 +292,27 @@ static void test_the_scan_lists_repositories_two_levels_down(void **state)
     assert_null(rl_projects_open(roots, 1, err, sizeof(err)));
 }
 
+/* The plan, git when the plan asks for it, and the plan again: what the bridge does across a job (session_setup.c). */
+static int worktree(rl_projects_t *projects, const char *project, const char *branch, char out[PATH_MAX],
+                    const char **code)
+{
+    char dir[PATH_MAX];
+    int child = 0, planned = rl_projects_worktree_plan(projects, project, branch, dir, out, code);
+
+    if (planned != 1)
+        return planned;
+    if (rl_projects_worktree_git(project, branch, dir, &child) != 0)
+        return -2;
+    /* made: the plan finds it now */
+    return rl_projects_worktree_plan(projects, project, branch, dir, out, code);
+}
+
 static void test_worktrees_are_made_beside_the_repository(void **state)
 {
     place_t *p = *state;
     const char *roots[] = {p->root};
-    char err[256], command[PATH_MAX * 3], project[PATH_MAX * 2], out[PATH_MAX], want[PATH_MAX * 2];
+    char err[256], command[PATH_MAX * 3], project[PATH_MAX * 2], out[PATH_MAX], dir[PATH_MAX], want[PATH_MAX * 2];
+    int child = 0;
     const char *code = NULL;
     rl_projects_t *projects;
 
@@ -308,25 +324,33 @@ static void test_worktrees_are_made_beside_the_repository(void **state)
     assert_int_equal(system(command), 0);
     projects = rl_projects_open(roots, 1, err, sizeof(err));
     assert_non_null(projects);
-    assert_int_equal(rl_projects_worktree(projects, project, "feature/x", out, &code), 0);
+    assert_int_equal(worktree(projects, project, "feature/x", out, &code), 0);
     snprintf(want, sizeof(want), "%s/app.worktrees/feature-x", p->root);
     assert_string_equal(out, want);
     rl_projects_git_branch(out, err, sizeof(err));
     assert_string_equal(err, "feature/x");
-    /* asked again: the same worktree */
-    assert_int_equal(rl_projects_worktree(projects, project, "feature/x", out, &code), 0);
+    /* asked again: the same worktree, and the plan needs no git */
+    assert_int_equal(rl_projects_worktree_plan(projects, project, "feature/x", dir, out, &code), 0);
     assert_string_equal(out, want);
     /* a branch that exists already is checked out as it is */
     snprintf(command, sizeof(command), "git -C '%s' branch old", project);
     assert_int_equal(system(command), 0);
-    assert_int_equal(rl_projects_worktree(projects, project, "old", out, &code), 0);
+    assert_int_equal(worktree(projects, project, "old", out, &code), 0);
     /* a name with path characters makes nothing */
-    assert_int_equal(rl_projects_worktree(projects, project, "../../escape", out, &code), -1);
+    assert_int_equal(worktree(projects, project, "../../escape", out, &code), -1);
     assert_string_equal(code, "worktree_name_invalid");
-    assert_int_equal(rl_projects_worktree(projects, project, "-b", out, &code), -1);
+    assert_int_equal(worktree(projects, project, "-b", out, &code), -1);
     assert_string_equal(code, "worktree_name_invalid");
+    /* git refuses (a branch name git takes but a worktree cannot check out: a repository with no commit) */
+    folder(p, "root/empty");
+    snprintf(command, sizeof(command), "cd '%s/empty' && git init -q -b main", p->root);
+    assert_int_equal(system(command), 0);
+    snprintf(command, sizeof(command), "%s/empty", p->root);
+    assert_int_equal(rl_projects_worktree_plan(projects, command, "y", dir, out, &code), 1);
+    assert_int_equal(rl_projects_worktree_git(command, "y", dir, &child), -1);
+    assert_int_equal(child, 0);
     /* the root itself as the repository: its worktrees would lie outside the root */
-    assert_int_equal(rl_projects_worktree(projects, p->root, "x", out, &code), -1);
+    assert_int_equal(worktree(projects, p->root, "x", out, &code), -1);
     assert_string_equal(code, "folder_outside_roots");
     rl_projects_free(projects);
 }
