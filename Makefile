@@ -168,8 +168,9 @@ bench-catalog: build
 # kill -9 of a node of two on PostgreSQL + Redis (20 rounds) and of the SQLite node (100), PostgreSQL and
 # Redis restarted and away past their grace, the data and attachments folders' disks full: each scenario
 # under load, on loopback, with its own servers; a table per scenario and build/soak/*.jsonl; a failed
-# round fails the run. Under 15 minutes on 2 cores; SOAK_ROUNDS=N caps every scenario's rounds,
-# SOAK_SECONDS=S its time (docs/operations.md, "What we tested"). Root: it mounts small tmpfs disks.
+# round fails the run. About 15 minutes on 2 cores, stopped at 30 (SIGINT: the servers it started stop
+# too); SOAK_ROUNDS=N caps every scenario's rounds, SOAK_SECONDS=S each scenario's time
+# (docs/operations.md, "What we tested"). Root: it mounts small tmpfs disks.
 SOAK_ROUNDS ?=
 SOAK_SECONDS ?=
 soak: deps-test
@@ -178,7 +179,7 @@ soak: deps-test
 	@cmake --build $(BUILD)/soak-bench -j$(JOBS)
 	@SOAK_ROUNDS=$(SOAK_ROUNDS) SOAK_SECONDS=$(SOAK_SECONDS) SOAK_OUT=$(abspath $(BUILD))/soak \
 		RELAYBENCH=$(abspath $(BUILD))/soak-bench/relaybench RELAYD=$(abspath $(BUILD))/relayd \
-		timeout 1800 $(PYTHON) -m pytest -q -p no:cacheprovider tests/soak
+		timeout -s INT -k 60 1800 $(PYTHON) -m pytest -q -p no:cacheprovider tests/soak
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(INSTALL_BUILD)
