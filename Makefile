@@ -168,7 +168,7 @@ bench-catalog: build
 # kill -9 of a node of two on PostgreSQL + Redis (20 rounds) and of the SQLite node (100), PostgreSQL and
 # Redis restarted and away past their grace, the data and attachments folders' disks full: each scenario
 # under load, on loopback, with its own servers; a table per scenario and build/soak/*.jsonl; a failed
-# round fails the run. About 15 minutes on 2 cores, stopped at 30 (SIGINT: the servers it started stop
+# round fails the run. About 11 minutes on 2 cores, stopped at 30 (SIGINT: the servers it started stop
 # too); SOAK_ROUNDS=N caps every scenario's rounds, SOAK_SECONDS=S each scenario's time
 # (docs/operations.md, "What we tested"). Root: it mounts small tmpfs disks.
 SOAK_ROUNDS ?=
