@@ -222,6 +222,29 @@ static void forget(rl_deltas_t *deltas, struct open_message *message)
     }
 }
 
+/*
+ * What call->handler_tag carries across the passes of one delta (the route
+ * gives 0): that it was published, and that its record was reloaded once
+ * because a refusal came from a record that may be stale (reload_refused).
+ */
+#define TAG_PUBLISHED 1
+#define TAG_RELOADED  2
+
+/*
+ * Whether a refusal of a delta by its message's state (ended, session
+ * deleted) should be asked of the store again first: the records are a
+ * cache (another node writes to the store), and this delta's record was not
+ * reloaded for it yet. Another node may have stored this very delta before
+ * the message ended there; this node's record then lacks its key and would
+ * answer 409 message_finalized to the bridge's retry of an acknowledged
+ * delta, where the spec says a replay (found by the soak, issue 39).
+ */
+static int reload_refused(const rl_deltas_t *deltas, const rl_call_t *call, int refusal)
+{
+    return (refusal == RL_E_MESSAGE_FINALIZED || refusal == RL_E_SESSION_DELETED) &&
+           (!deltas->exclusive || deltas->relay->shared) && (call->handler_tag & TAG_RELOADED) == 0;
+}
+
 /* ---- the batch ---- */
 
 rl_delta_batch_t *rl_delta_batch_new(void)
@@ -782,8 +805,10 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
         if (deltas->publish_on_commit && text != NULL)
             publish_delta(deltas, message, text, len);
         reply_delta(call, message->message_id, 0);
-    } else if (result == RL_E_CONFLICT) {
+    } else if (result == RL_E_CONFLICT || reload_refused(deltas, call, result)) {
         /* Another node wrote to this message: what the store holds now decides (dispatch reloads it). */
+        if (result != RL_E_CONFLICT)
+            call->handler_tag |= TAG_RELOADED;
         forget(deltas, message);
         dispatch(deltas, call);
     } else {
@@ -1163,6 +1188,12 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, RL_E_UNAVAILABLE, "this delta is still being written; retry");
         return;
     }
+    if (rule != 0 && reload_refused(deltas, call, rule)) {
+        call->handler_tag |= TAG_RELOADED;
+        forget(deltas, message);
+        dispatch(deltas, call);
+        return;
+    }
     if (rule != 0) {
         rl_call_fail(call, rule, NULL);
         return;
@@ -1200,8 +1231,8 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     ++message->refs;
     rl_call_hold(call);
     /* Published once, even if a conflict with another node makes it go through here again. */
-    if (call->handler_tag == 0 && !deltas->publish_on_commit) {
-        call->handler_tag = 1;
+    if ((call->handler_tag & TAG_PUBLISHED) == 0 && !deltas->publish_on_commit) {
+        call->handler_tag |= TAG_PUBLISHED;
         publish_delta(deltas, message, text, text_len);
     }
     if (deltas->pending->count >= BATCH_MAX)
@@ -1245,6 +1276,8 @@ static void on_loaded(rl_store_op_t *base)
     ++message->refs;
     for (w = message->waiting; w != NULL; w = next) {
         next = w->next;
+        /* Its record is fresh from the store: a refusal by the message's state stands (reload_refused). */
+        w->call->handler_tag |= TAG_RELOADED;
         if (base->result != 0)
             rl_call_fail(w->call, base->result, NULL);
         else

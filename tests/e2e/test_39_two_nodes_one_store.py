@@ -4,6 +4,8 @@ alternate between them stays whole; deltas are answered only once written."""
 import os
 import subprocess
 
+import pytest
+
 from relaylib import RELAYD, clean_env
 
 from bridgelib import WAIT, Installation, key
@@ -114,3 +116,41 @@ def test_a_node_whose_folder_has_another_key_is_refused(relayd, tmp_path):
     proc = subprocess.run([RELAYD, "token", "dave", "--data", str(alone.data), "--store", store],
                           capture_output=True, text=True, timeout=30, env=clean_env())
     assert proc.returncode == 1 and "differs" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
+def test_a_retry_on_one_node_of_a_delta_the_other_stored_before_the_end_is_a_replay(relayd, tmp_path, request,
+                                                                                     store_kind):
+    # Found by make soak (issue 39): a node whose record of the message was loaded before the other node
+    # stored the last delta and ended the message answered the bridge's retry of that acknowledged delta
+    # with 409 message_finalized; the spec says the same key with the same body is a replay.
+    if store_kind == "sqlite":
+        a, b = two_nodes(relayd, tmp_path)
+    else:
+        store = request.getfixturevalue("postgres").database()
+        a, b = relayd(store=store), relayd(store=store)
+    inst = Installation(a, a.token("alice"))
+    session = inst.create_session()
+    interaction, _ = inst.send(session, "count to three")
+    mid = inst.open_message(session, interaction)
+
+    def delta(node, text, k):
+        return node.post("/v1/bridge/sendMessageDelta", {"message_id": mid, "delta": text, "idempotency_key": k},
+                         token=inst.token)
+
+    keys = [key() for _ in range(3)]
+    # a loads its record of the message and stores the first two; b the third, and ends the message.
+    assert assert_ok(delta(a, "one ", keys[0])) == {"message_id": mid}
+    assert assert_ok(delta(a, "two ", keys[1])) == {"message_id": mid}
+    assert assert_ok(delta(b, "three", keys[2])) == {"message_id": mid}
+    assert_ok(b.post("/v1/bridge/sendMessageEnd", {"message_id": mid, "idempotency_key": key(),
+                                                   "finish_reason": "stop"}, token=inst.token))
+    # The retries of all three on a (whose record never saw the third) are replays, in any order.
+    for n, text in ((2, "three"), (0, "one "), (2, "three")):
+        r = delta(a, text, keys[n])
+        assert assert_ok(r) == {"message_id": mid, "idempotent": True}, (n, r.text)
+    # Another body under the key is still a conflict, and a new delta is refused: the message ended.
+    assert_error(delta(a, "other", keys[2]), 409, "idempotency_conflict")
+    assert_error(delta(a, "four", key()), 409, "message_finalized")
+    final = inst.message(session, mid)
+    assert final["state"] == "final" and final["text"] == "one two three", final
