@@ -21,7 +21,7 @@ int rl_store__postgres_open(const char *conninfo, rl_txn_t **out);
 /*
  * The libpq connection (PGconn) under a PostgreSQL backend connection, for
  * `relayd migrate` (migrate.c); NULL for another backend. It is in
- * non-blocking mode, and stays the backend's: close it with txn->ops->close.
+ * non-blocking mode, and stays the backend's: close it with rl_txn_close.
  */
 struct pg_conn;
 struct pg_conn *rl_store__postgres_conn(rl_txn_t *txn);

@@ -432,7 +432,7 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
         fail(&c, "cannot open the SQLite store %s (the log above says why)", sqlite_path);
         goto out;
     }
-    source->ops->close(source);
+    rl_txn_close(source);
     /*
      * Deltas a relayd answered and had not folded when it stopped (a kill -9)
      * are in its delta log: read before the snapshot, folded into the copy
@@ -496,7 +496,7 @@ out:
     if (c.src != NULL)
         sqlite3_close(c.src);
     if (target != NULL)
-        target->ops->close(target);
+        rl_txn_close(target);
     free(log_bytes);
     return ok ? 0 : 1;
 }

@@ -1192,7 +1192,6 @@ int rl_store__postgres_open(const char *conninfo, rl_txn_t **out)
 
     if (t == NULL)
         return -1;
-    t->base.base.ops = &rl_sql__txn_ops;
     t->base.driver = &pg_driver;
     t->backoff_ms = BACKOFF_FIRST_MS;
     /* libpq's parse errors may quote the URL, password included: say only that it is wrong. */
@@ -1222,5 +1221,5 @@ fail:
 
 struct pg_conn *rl_store__postgres_conn(rl_txn_t *txn)
 {
-    return txn->ops == &rl_sql__txn_ops && RL_SQL_TXN(txn)->driver == &pg_driver ? TXN(txn)->conn : NULL;
+    return RL_SQL_TXN(txn)->driver == &pg_driver ? TXN(txn)->conn : NULL;
 }

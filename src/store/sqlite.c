@@ -853,7 +853,6 @@ int rl_store__sqlite_open(const char *path, rl_txn_t **out)
 
     if (t == NULL)
         return -1;
-    t->base.base.ops = &rl_sql__txn_ops;
     t->base.driver = &sqlite_driver;
     t->path = strdup(path);
     pthread_mutex_init(&t->lock, NULL);
@@ -1007,11 +1006,11 @@ static int fold_log_into(sqlite3 *db, const char *bytes, size_t len, const char 
         snprintf(why, whysz, "cannot open the copy to fold the delta log into it");
         return -1;
     }
-    if ((result = txn->ops->begin(txn)) == 0 && (result = rl_deltalog_fold_bytes(txn, bytes, len, what, &records)) == 0)
-        result = txn->ops->commit(txn);
+    if ((result = rl_txn_begin(txn)) == 0 && (result = rl_deltalog_fold_bytes(txn, bytes, len, what, &records)) == 0)
+        result = rl_txn_commit(txn);
     else
-        txn->ops->rollback(txn);
-    txn->ops->close(txn);
+        rl_txn_rollback(txn);
+    rl_txn_close(txn);
     if (result != 0)
         snprintf(why, whysz, "cannot fold the delta log into the copy (%d)", result);
     else

@@ -68,7 +68,7 @@ int rl_store_open(const char *location, rl_store_t **out)
         own = strncmp(location, "sqlite:", 7) != 0;
         snprintf(path, sizeof(path), "%s-deltas.log", db);
         if ((txn->log = rl_deltalog_open(path, own)) == NULL) {
-            txn->ops->close(txn);
+            rl_txn_close(txn);
             return -1;
         }
         if (!own) {

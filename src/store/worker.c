@@ -130,7 +130,7 @@ static int batch_error(int result)
 static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, int *folded)
 {
     rl_store_op_t *op;
-    int began = txn->ops->begin(txn), wrote = 0, committed;
+    int began = rl_txn_begin(txn), wrote = 0, committed;
     int64_t commit_started;
 
     /*
@@ -143,7 +143,7 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
         if ((began = rl_deltalog_fold(txn->log, txn)) != 0) {
             if (began != RL_E_STORAGE_FULL)
                 rl_log_error("cannot fold the delta log into the store (%d); its operations fail", began);
-            txn->ops->rollback(txn);
+            rl_txn_rollback(txn);
         } else {
             *folded = 1;
         }
@@ -158,13 +158,13 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
         txn->arena = &op->arena;
         txn->writing = op->type->writes;
         /* A connection lost earlier in the batch fails the savepoint: that is a 503 too. */
-        if (op->type->writes && (saved = txn->ops->savepoint(txn)) != 0) {
+        if (op->type->writes && (saved = rl_txn_savepoint(txn)) != 0) {
             op->result = batch_error(saved);
             continue;
         }
         op->result = op->type->run(txn, op);
         if (op->type->writes) {
-            txn->ops->release(txn, op->result == 0);
+            rl_txn_release(txn, op->result == 0);
             wrote |= op->result == 0;
         }
     }
@@ -173,13 +173,13 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
     if (began != 0)
         return;
     commit_started = rl_clock_mono_us();
-    committed = txn->ops->commit(txn);
+    committed = rl_txn_commit(txn);
     *commit_us = rl_clock_mono_us() - commit_started;
     if (committed == 0 && *folded)
         rl_deltalog_truncate(txn->log);
     if (committed != 0) {
         *folded = 0;
-        txn->ops->rollback(txn);
+        rl_txn_rollback(txn);
         /* Nothing of the batch is durable: no write may be answered as done. */
         for (op = batch; op != NULL && wrote; op = op->next)
             if (op->type->writes && op->result == 0)
@@ -228,12 +228,12 @@ static int run_direct(rl_txn_t *txn, rl_store_op_t *batch)
     rl_store_op_t *op;
     int ready;
 
-    if (txn->ops->autocommit == NULL || (txn->log != NULL && rl_deltalog_size(txn->log) > 0))
+    if ((txn->log != NULL && rl_deltalog_size(txn->log) > 0))
         return 0;
     for (op = batch; op != NULL; op = op->next)
         if (op->type->direct == NULL || !op->type->direct(op))
             return 0;
-    if ((ready = txn->ops->autocommit(txn)) == 1)
+    if ((ready = rl_txn_autocommit(txn)) == 1)
         return 0;
     for (op = batch; op != NULL; op = op->next) {
         txn->arena = &op->arena;
@@ -517,7 +517,7 @@ void rl_store_close(rl_store_t *store)
     }
     rl_deltalog_buf_free(&store->log_buf);
     if (store->txn != NULL)
-        store->txn->ops->close(store->txn);
+        rl_txn_close(store->txn);
     if (store->pipe_read >= 0)
         close(store->pipe_read);
     if (store->pipe_write >= 0)
@@ -533,7 +533,7 @@ int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out)
     int fds[2];
 
     if (store == NULL) {
-        txn->ops->close(txn);
+        rl_txn_close(txn);
         return -1;
     }
     store->txn = txn;
