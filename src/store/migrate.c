@@ -428,7 +428,7 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
         fail(&c, "cannot open the SQLite store %s: %s", sqlite_path, strerror(errno));
         goto out;
     }
-    if (rl_store__sqlite_open(sqlite_path, &source) != 0) {
+    if (rl_store__sqlite_open(sqlite_path, RL_STORE_ONE_SHOT, &source) != 0) {
         fail(&c, "cannot open the SQLite store %s (the log above says why)", sqlite_path);
         goto out;
     }
@@ -457,7 +457,7 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
     v_sqlite = schema_version_sqlite(&c);
     if (known_tables(&c) != 0)
         goto out;
-    if (rl_store__postgres_open(postgres_url, &target) != 0) {
+    if (rl_store__postgres_open(postgres_url, RL_STORE_ONE_SHOT, &target) != 0) {
         fail(&c, "cannot open the PostgreSQL store (the log above says why)");
         goto out;
     }

@@ -109,11 +109,18 @@ void rl_txn_close(rl_txn_t *txn)
     RL_SQL_TXN(txn)->driver->close(txn);
 }
 
-int rl_txn_autocommit(rl_txn_t *txn)
+int rl_txn_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
 {
     const rl_sql_driver_t *driver = RL_SQL_TXN(txn)->driver;
 
-    return driver->autocommit != NULL ? driver->autocommit(txn) : 1;
+    return driver->run_batch != NULL ? driver->run_batch(txn, batch) : 1;
+}
+
+int64_t rl_txn_due_ms(rl_txn_t *txn)
+{
+    const rl_sql_driver_t *driver = RL_SQL_TXN(txn)->driver;
+
+    return driver->due_ms != NULL ? driver->due_ms(txn) : -1;
 }
 
 /* ---- users ------------------------------------------------------------------------------------- */

@@ -957,14 +957,37 @@ static int pg_begin(rl_txn_t *txn)
 }
 
 /* Statements outside a transaction, each its own: the connection is made again when it was lost. */
-static int pg_autocommit(rl_txn_t *txn)
+/*
+ * A batch whose every operation is of checked deltas (rl_store_op_type_t.deltas):
+ * each op's run is one statement, atomic by itself, so each runs on its own
+ * outside a transaction (autocommit): one round trip per op instead of
+ * BEGIN, SAVEPOINT, RELEASE and COMMIT around it. 0 when it ran so (each
+ * op's result set), 1 when the batch needs a transaction.
+ */
+static int pg_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
 {
     struct pg_txn *t = TXN(txn);
+    rl_store_op_t *op;
+    int ready;
 
+    for (op = batch; op != NULL; op = op->next)
+        if (op->type->deltas == NULL || op->type->deltas(op, NULL) != RL_STORE_DELTAS_CHECKED)
+            return 1;
     t->failed = 0;
     t->timed_out = 0;
     t->in_txn = t->in_savepoint = 0;
-    return reconnect(t);
+    ready = reconnect(t);
+    /* As the worker answers a batch whose begin failed: the outage keeps its word, anything else is internal. */
+    if (ready != 0 && ready != RL_E_UNAVAILABLE && ready != RL_E_STORAGE_FULL)
+        ready = RL_E_INTERNAL;
+    for (op = batch; op != NULL; op = op->next) {
+        txn->arena = &op->arena;
+        txn->writing = op->type->writes;
+        op->result = ready != 0 ? ready : op->type->run(txn, op);
+    }
+    txn->arena = NULL;
+    txn->writing = 0;
+    return 0;
 }
 
 static void pg_rollback(rl_txn_t *txn)
@@ -1060,7 +1083,7 @@ static const rl_sql_driver_t pg_driver = {
     .savepoint = pg_savepoint,
     .release = pg_release,
     .close = pg_close,
-    .autocommit = pg_autocommit,
+    .run_batch = pg_run_batch,
     .run = pg_run,
     .next = pg_next,
     .is_null = pg_is_null,
@@ -1184,11 +1207,12 @@ out:
     return result;
 }
 
-int rl_store__postgres_open(const char *conninfo, rl_txn_t **out)
+int rl_store__postgres_open(const char *conninfo, rl_store_use_t use, rl_txn_t **out)
 {
     struct pg_txn *t = calloc(1, sizeof(*t));
     char *error = NULL, why[256];
     PQconninfoOption *parsed;
+    (void)use; /* a server has no file beside it: every use is the same */
 
     if (t == NULL)
         return -1;

@@ -125,8 +125,10 @@ typedef struct rl_sql_driver {
     int (*savepoint)(rl_txn_t *txn);
     void (*release)(rl_txn_t *txn, int keep);
     void (*close)(rl_txn_t *txn);
-    /* Optional: as rl_txn_autocommit (NULL: transactions only). */
-    int (*autocommit)(rl_txn_t *txn);
+    /* Optional: as rl_txn_run_batch (NULL: every batch in a transaction). */
+    int (*run_batch)(rl_txn_t *txn, rl_store_op_t *batch);
+    /* Optional: as rl_txn_due_ms (NULL: never any work of its own). */
+    int64_t (*due_ms)(rl_txn_t *txn);
     /*
      * Runs stmt (with its locked suffix when locked) with n parameters,
      * preparing it on first use (its address is the key of the driver's

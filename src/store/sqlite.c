@@ -13,7 +13,9 @@
  *
  * This file is SQLite's driver (sql.h): connection, transactions, and one
  * statement at a time; the operations themselves are written once for
- * every SQL engine in ops.c. Nothing here knows a rule of the relay;
+ * every SQL engine in ops.c. It also owns the delta log of relayd's own
+ * data folder (deltalog.h, "The delta log" below): the worker sees it only
+ * as rl_txn_run_batch, rl_txn_due_ms and a begin that folds it. Nothing here knows a rule of the relay;
  * docs/internals/store.md says what each function must do for any backend.
  */
 #include <errno.h>
@@ -30,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "store/backends.h"
@@ -41,10 +44,20 @@
 
 #define STMT_CACHE 256
 
+/* The delta log is folded once it holds this much, or once its oldest record has waited this long. */
+#define FOLD_BYTES (4u * 1024 * 1024)
+#define FOLD_MS    1000
+
 struct sqlite_txn {
     rl_sql_txn_t base;
     sqlite3 *db;
     char *path;
+    /* The delta log (relayd's own data folder), or NULL; the worker's alone. */
+    rl_deltalog_t *log;
+    rl_deltalog_t *log_lock;   /* the same file held only for its shared lock (sqlite:PATH in relayd), or NULL */
+    rl_deltalog_buf_t log_buf; /* a batch's records before their one write */
+    int64_t log_since_ms;      /* when the log got its first record since its last fold (rl_clock_mono_ms) */
+    int folding;               /* the open transaction folded the log: it is emptied after the commit */
     struct {
         const rl_sql_t *stmt;
         sqlite3_stmt *handle;
@@ -596,14 +609,35 @@ static const rl_sql_t savepoint_sql = {"SAVEPOINT op"};
 static const rl_sql_t release_sql = {"RELEASE op"};
 static const rl_sql_t undo_sql = {"ROLLBACK TO op"};
 
+static void sqlite_rollback(rl_txn_t *txn);
+
+/*
+ * Begins the write transaction. Whatever the delta log holds goes into the
+ * database first, in this transaction: every operation sees every delta
+ * answered before it (a read of an open message, an end, a sweep, an
+ * export). The log is emptied once this transaction commits.
+ */
 static int sqlite_begin(rl_txn_t *txn)
 {
     struct sqlite_txn *t = TXN(txn);
+    int result;
 
     /* Yields to a restart of the WAL (checkpoint_main), which would otherwise wait for a gap between batches. */
     pthread_mutex_lock(&t->restarting);
     pthread_mutex_unlock(&t->restarting);
-    return run_static(t, &begin_sql);
+    t->folding = 0;
+    result = run_static(t, &begin_sql);
+    if (result != 0 || t->log == NULL || rl_deltalog_size(t->log) == 0)
+        return result;
+    result = rl_deltalog_fold(t->log, txn);
+    if (result != 0) {
+        if (result != RL_E_STORAGE_FULL)
+            rl_log_error("cannot fold the delta log into the store (%d); its operations fail", result);
+        sqlite_rollback(txn);
+        return result;
+    }
+    t->folding = 1;
+    return 0;
 }
 
 /*
@@ -641,13 +675,69 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
 
 static int sqlite_commit(rl_txn_t *txn)
 {
-    return run_static(TXN(txn), &commit_sql);
+    struct sqlite_txn *t = TXN(txn);
+    int result = run_static(t, &commit_sql);
+
+    if (result == 0 && t->folding) {
+        rl_deltalog_truncate(t->log);
+        ++txn->folds;
+    }
+    t->folding = 0;
+    return result;
 }
 
 static void sqlite_rollback(rl_txn_t *txn)
 {
+    TXN(txn)->folding = 0;
     if (!sqlite3_get_autocommit(TXN(txn)->db))
         exec_sql(TXN(txn)->db, "ROLLBACK");
+}
+
+/* ---- the delta log (deltalog.h) ------------------------------------------------------------------ */
+
+/*
+ * A batch whose every operation is of trusted deltas: their records as one
+ * write(2) to the log, answered once it returns (deltalog.h says why that is
+ * as durable as a commit here). 0 when it was written so (each op's result
+ * set), 1 when the batch needs a transaction.
+ */
+static int sqlite_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
+{
+    struct sqlite_txn *t = TXN(txn);
+    rl_store_op_t *op;
+    int result;
+
+    if (t->log == NULL)
+        return 1;
+    t->log_buf.len = 0;
+    for (op = batch; op != NULL; op = op->next)
+        if (op->type->deltas == NULL || op->type->deltas(op, &t->log_buf) != RL_STORE_DELTAS_TRUSTED)
+            return 1;
+    if (rl_deltalog_size(t->log) == 0)
+        t->log_since_ms = rl_clock_mono_ms();
+    result = rl_deltalog_append(t->log, &t->log_buf);
+    for (op = batch; op != NULL; op = op->next)
+        op->result = result;
+    ++txn->appends;
+    /* A big batch's buffer is not kept for the small ones after it. */
+    if (t->log_buf.cap > FOLD_BYTES)
+        rl_deltalog_buf_free(&t->log_buf);
+    return 0;
+}
+
+/* The log's fold is due once it is big, or its oldest record a second old; -1 while it is empty. */
+static int64_t sqlite_due_ms(rl_txn_t *txn)
+{
+    struct sqlite_txn *t = TXN(txn);
+    size_t size = t->log != NULL ? rl_deltalog_size(t->log) : 0;
+    int64_t wait_ms;
+
+    if (size == 0)
+        return -1;
+    if (size >= FOLD_BYTES)
+        return 0;
+    wait_ms = t->log_since_ms + FOLD_MS - rl_clock_mono_ms();
+    return wait_ms > 0 ? wait_ms : 0;
 }
 
 static int sqlite_savepoint(rl_txn_t *txn)
@@ -780,6 +870,9 @@ static void sqlite_close(rl_txn_t *txn)
         pthread_mutex_unlock(&t->lock);
         pthread_join(t->checkpointer, NULL);
     }
+    rl_deltalog_close(t->log);
+    rl_deltalog_close(t->log_lock);
+    rl_deltalog_buf_free(&t->log_buf);
     for (i = 0; i < t->ncache; ++i)
         sqlite3_finalize(t->cache[i].handle);
     if (t->db != NULL) {
@@ -805,6 +898,8 @@ static const rl_sql_driver_t sqlite_driver = {
     .savepoint = sqlite_savepoint,
     .release = sqlite_release,
     .close = sqlite_close,
+    .run_batch = sqlite_run_batch,
+    .due_ms = sqlite_due_ms,
     .run = sqlite_run,
     .next = sqlite_next,
     .is_null = sqlite_is_null,
@@ -847,7 +942,40 @@ static int migrate(struct sqlite_txn *t)
     return 0;
 }
 
-int rl_store__sqlite_open(const char *path, rl_txn_t **out)
+/*
+ * relayd's SQLite store streams deltas through a log beside the database
+ * (deltalog.h), and its open-message records are the truth, only when the
+ * store is the data folder's own: relayd holds that folder's lock, so no
+ * other relayd writes to it. Its log is locked exclusively; a relayd given
+ * the same file as sqlite:PATH (nodes sharing a file, which check every
+ * delta against the store) takes that lock shared, so the two can never
+ * meet. One-shot commands take neither: they must not fold or cut the log
+ * of a relayd that runs meanwhile.
+ */
+static int open_log(struct sqlite_txn *t, rl_store_use_t use)
+{
+    char path[4200];
+
+    if (use == RL_STORE_ONE_SHOT)
+        return 0;
+    snprintf(path, sizeof(path), "%s-deltas.log", t->path);
+    if (use == RL_STORE_SHARED) {
+        /* Held for its shared lock as long as relayd runs; nothing is written to it. */
+        t->log_lock = rl_deltalog_open(path, 0);
+        return t->log_lock != NULL ? 0 : -1;
+    }
+    if ((t->log = rl_deltalog_open(path, 1)) == NULL)
+        return -1;
+    t->base.base.exclusive = 1;
+    /* A log left by a relayd that was killed is due at once: the worker folds it before anything else runs. */
+    if (rl_deltalog_size(t->log) > 0) {
+        rl_log_info("folding the delta log left by the last run (%zu bytes)", rl_deltalog_size(t->log));
+        t->log_since_ms = rl_clock_mono_ms() - FOLD_MS;
+    }
+    return 0;
+}
+
+int rl_store__sqlite_open(const char *path, rl_store_use_t use, rl_txn_t **out)
 {
     struct sqlite_txn *t = calloc(1, sizeof(*t));
 
@@ -884,16 +1012,13 @@ int rl_store__sqlite_open(const char *path, rl_txn_t **out)
         goto fail;
     }
     t->checkpointer_running = 1;
+    if (open_log(t, use) != 0)
+        goto fail;
     *out = &t->base.base;
     return 0;
 fail:
     sqlite_close(&t->base.base);
     return -1;
-}
-
-const char *rl_store__sqlite_path(rl_txn_t *txn)
-{
-    return RL_SQL_TXN(txn)->driver == &sqlite_driver ? ((struct sqlite_txn *)txn)->path : NULL;
 }
 
 /* ---- one-shot access for relayd's commands (sqlite.h) --------------------------------------------- */
@@ -1002,7 +1127,7 @@ static int fold_log_into(sqlite3 *db, const char *bytes, size_t len, const char 
     size_t records = 0;
     int result;
 
-    if (path == NULL || rl_store__sqlite_open(path, &txn) != 0) {
+    if (path == NULL || rl_store__sqlite_open(path, RL_STORE_ONE_SHOT, &txn) != 0) {
         snprintf(why, whysz, "cannot open the copy to fold the delta log into it");
         return -1;
     }

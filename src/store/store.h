@@ -65,7 +65,21 @@ void rl_arena_free(rl_arena_t *arena);
 typedef struct rl_store rl_store_t;
 typedef struct rl_txn rl_txn_t;
 typedef struct rl_store_op rl_store_op_t;
-struct rl_deltalog_buf;
+/* Where an operation of streamed deltas hands them to a backend that stores them its own way (rl_store_deltas_put). */
+typedef struct rl_store_deltas rl_store_deltas_t;
+
+/* What an operation of streamed deltas is (rl_store_op_type_t.deltas). */
+enum {
+    /*
+     * The relay checked them against records only this process writes
+     * (rl_store_exclusive): they are stored as they are. Given a sink, the
+     * op hands each delta to rl_store_deltas_put, in order, and the backend
+     * may store them without calling run (the SQLite backend's delta log).
+     */
+    RL_STORE_DELTAS_TRUSTED = 1,
+    /* run checks and writes them in one statement, atomic by itself: no transaction is needed around it. */
+    RL_STORE_DELTAS_CHECKED = 2,
+};
 
 typedef struct rl_store_op_type {
     const char *name;
@@ -76,22 +90,15 @@ typedef struct rl_store_op_type {
     /* Optional, on the loop thread: frees what the op owns outside its arena. */
     void (*dispose)(rl_store_op_t *op);
     /*
-     * Optional, on the worker: a write that a store with a delta log
-     * (SQLite, deltalog.h) may append there instead of running in a
-     * transaction. Encodes the op's records into buf and returns 0, or
-     * returns 1 when this op must run in a transaction after all. A batch
-     * whose every op appends is one write(2) and no transaction; any other
-     * op first folds the log into the database, in its batch's transaction.
+     * Optional, on the worker: an operation that only appends streamed
+     * deltas says what they are: RL_STORE_DELTAS_TRUSTED (handing each to
+     * rl_store_deltas_put when sink is not NULL), RL_STORE_DELTAS_CHECKED,
+     * or 0 when it must run in a transaction as any write (a put failed).
+     * A backend may then run a batch of such operations its own way
+     * (rl_txn_run_batch): the SQLite backend appends trusted deltas to its
+     * delta log, PostgreSQL runs checked ones outside a transaction.
      */
-    int (*log)(rl_store_op_t *op, struct rl_deltalog_buf *buf);
-    /*
-     * Optional, on the worker: whether this op may run on its own, outside a
-     * transaction, on a backend that offers it (rl_txn_autocommit): its
-     * run is then one statement, atomic by itself. A batch whose every op
-     * may is run so: one round trip per op instead of BEGIN, SAVEPOINT,
-     * RELEASE and COMMIT around it (PostgreSQL).
-     */
-    int (*direct)(const rl_store_op_t *op);
+    int (*deltas)(rl_store_op_t *op, rl_store_deltas_t *sink);
 } rl_store_op_type_t;
 
 /* Called on the loop thread once the operation has run; the store frees it when this returns. */
@@ -109,6 +116,13 @@ struct rl_store_op {
 
 /* A zeroed operation of size bytes (the type's own struct) with its type set; aborts when out of memory. */
 void *rl_store_op_new(const rl_store_op_type_t *type, size_t size);
+/*
+ * Hands one delta of a trusted operation to sink (rl_store_op_type_t.deltas).
+ * 0, or -1 (out of memory, or a field too long): the op then runs in a
+ * transaction after all.
+ */
+int rl_store_deltas_put(rl_store_deltas_t *sink, const char *message_id, int64_t seq, const char *key,
+                        const char *body_hash, const char *delta, size_t delta_len);
 /* Frees an operation that was never submitted. */
 void rl_store_op_free(rl_store_op_t *op);
 /*
@@ -369,12 +383,23 @@ int rl_txn_savepoint(rl_txn_t *txn);
 void rl_txn_release(rl_txn_t *txn, int keep);
 void rl_txn_close(rl_txn_t *txn);
 /*
- * Optional: readies the connection to run statements outside any
- * transaction, each its own (autocommit), for the operations whose type
- * offers it (rl_store_op_type_t.direct). 0, an error (as begin), or 1
- * when the backend runs everything in transactions (SQLite).
+ * Runs a whole batch (ops linked by next) the backend's own way, without a
+ * transaction of the worker's: 0 with every op's result set, or 1 when the
+ * batch needs a transaction (begin, a savepoint per write, commit). The
+ * SQLite backend appends a batch of trusted deltas to its delta log
+ * (counting txn->appends); PostgreSQL runs a batch of checked deltas
+ * outside a transaction, each op one statement (one round trip per op
+ * instead of BEGIN, SAVEPOINT, RELEASE and COMMIT around them). See
+ * rl_store_op_type_t.deltas.
  */
-int rl_txn_autocommit(rl_txn_t *txn);
+int rl_txn_run_batch(rl_txn_t *txn, rl_store_op_t *batch);
+/*
+ * Whether the backend has work of its own that a transaction does (the
+ * SQLite backend's delta log, which its begin folds): -1 none, 0 due now,
+ * else the milliseconds until it is. The worker then runs an empty batch
+ * (begin, commit); at close, it runs one for any work held (>= 0).
+ */
+int64_t rl_txn_due_ms(rl_txn_t *txn);
 
 /* users: insert_ignore keeps an existing row */
 int rl_txn_user_insert_ignore(rl_txn_t *txn, const rl_user_row_t *row);
@@ -607,12 +632,16 @@ int rl_txn_agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row);
 int rl_txn_agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count);
 
 struct rl_txn {
-    /* The delta log beside a SQLite database opened by rl_store_open (deltalog.h), or NULL. */
-    struct rl_deltalog *log;
-    /* The same file opened only for its shared lock (a store given as sqlite:PATH), or NULL. */
-    struct rl_deltalog *log_lock;
+    /* Set by a backend that is this process's alone: rl_store_exclusive. */
+    int exclusive;
     /* Round trips to the server so far (a network backend counts them; worker thread). */
     uint64_t round_trips;
+    /*
+     * Batches rl_txn_run_batch stored in a log of the backend's instead of a
+     * transaction, and commits that folded such a log into the database
+     * (the SQLite backend's delta log; worker thread): the figures.
+     */
+    uint64_t appends, folds;
     /* Set by the worker around each operation: where rows read go, and whether the operation writes. */
     rl_arena_t *arena;
     int writing;
@@ -621,7 +650,11 @@ struct rl_txn {
 /* An operation's call: RL_TXN(txn, session_get, id, &row) is rl_txn_session_get(txn, id, &row). */
 #define RL_TXN(txn, fn, ...) rl_txn_##fn((txn), __VA_ARGS__)
 
-/* The backend connection at location (see rl_store_open), migrated. 0 or -1 with the cause logged. */
+/*
+ * The backend connection at location (see rl_store_open), migrated, as a
+ * one-shot command or a test opens it (no delta log). 0 or -1 with the
+ * cause logged.
+ */
 int rl_store__backend_open(const char *location, rl_txn_t **out);
 /* Wraps a backend connection into a store (worker.c): on a thread of its own, or inline. Takes txn. */
 int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out);
