@@ -63,7 +63,7 @@ static const struct {
 
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))
 
-/* SQLite columns with no PostgreSQL twin on purpose (postgres.c, migration 1). */
+/* SQLite columns with no PostgreSQL twin on purpose (schema.c, PostgreSQL step 1). */
 static const char *const obsolete[] = {
     /* Schema 5's one key per delta row: schema 7 moved every key into `keys`. */
     "message_deltas.key",
