@@ -381,7 +381,7 @@ static size_t run_end(rl_delta_row_t *const *rows, size_t n, size_t start)
 }
 
 /*
- * A checked batch in one statement (rl_txn_ops.delta_runs_insert_checked):
+ * A checked batch in one statement (rl_txn_delta_runs_insert_checked):
  * every run's checks and insert, one round trip. A run the statement did
  * not write goes through check_run for its reason; one that passes it now
  * was refused for its seq (another node wrote first): RL_E_CONFLICT, and
