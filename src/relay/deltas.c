@@ -64,7 +64,6 @@
 #include "relay/ops.h"
 #include "relay/relay.h"
 #include "relay/target.h"
-#include "store/deltalog.h"
 
 #define OPEN_MESSAGES_MAX    100000
 #define KEYS_PER_MESSAGE_MAX 100000
@@ -405,7 +404,7 @@ static size_t run_end(rl_delta_row_t *const *rows, size_t n, size_t start)
 }
 
 /*
- * A checked batch in one statement (rl_txn_ops.delta_runs_insert_checked):
+ * A checked batch in one statement (rl_txn_delta_runs_insert_checked):
  * every run's checks and insert, one round trip. A run the statement did
  * not write goes through check_run for its reason; one that passes it now
  * was refused for its seq (another node wrote first): RL_E_CONFLICT, and
@@ -752,36 +751,29 @@ static void append_dispose(rl_store_op_t *base)
 }
 
 /*
- * On the worker, for a store with a delta log: a trusted batch's deltas as
- * log records (the store folds them into runs later, as write_run would).
- * A batch that must be checked runs in a transaction.
+ * On the worker: what the batch's deltas are (store.h, rl_store_op_type_t.deltas).
+ * A trusted batch's deltas go to the sink when there is one (the SQLite
+ * store's delta log, folded into runs later as write_run would). Several
+ * nodes: a batch is checked in one statement (write_checked), which needs
+ * no transaction around it.
  */
-static int append_log(rl_store_op_t *base, struct rl_deltalog_buf *buf)
+static int append_deltas(rl_store_op_t *base, rl_store_deltas_t *sink)
 {
     rl_delta_batch_t *batch = ((struct append *)base)->batch;
     rl_delta_row_t *row;
 
     if (!batch->trusted)
-        return 1;
-    for (row = batch->head; row != NULL; row = row->next) {
-        if (rl_deltalog_encode(buf, row->message_id, row->seq, row->key, row->body_hash, row->delta, row->delta_len) !=
-            0)
-            return 1;
+        return RL_STORE_DELTAS_CHECKED;
+    for (row = batch->head; row != NULL && sink != NULL; row = row->next) {
+        if (rl_store_deltas_put(sink, row->message_id, row->seq, row->key, row->body_hash, row->delta,
+                                row->delta_len) != 0)
+            return 0;
         row->outcome = 0;
     }
-    return 0;
+    return RL_STORE_DELTAS_TRUSTED;
 }
 
-/* Several nodes: a batch is one statement (write_checked), which needs no transaction around it. */
-static int append_direct(const rl_store_op_t *base)
-{
-    const rl_delta_batch_t *batch = ((const struct append *)base)->batch;
-
-    return !batch->trusted;
-}
-
-static const rl_store_op_type_t append_type = {"deltas_append", 1,          append_run,
-                                               append_dispose,  append_log, append_direct};
+static const rl_store_op_type_t append_type = {"deltas_append", 1, append_run, append_dispose, append_deltas};
 
 static void submit(rl_deltas_t *deltas);
 static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call);

@@ -4,11 +4,20 @@
 
 #include "store/store.h"
 
-/* SQLite (sqlite.c): the database file at path. */
-int rl_store__sqlite_open(const char *path, rl_txn_t **out);
+/* Who opens a store, which decides what a backend keeps beside it (the SQLite delta log). */
+typedef enum rl_store_use {
+    RL_STORE_ONE_SHOT, /* a one-shot command or a test (rl_store_open_inline, rl_store__backend_open) */
+    RL_STORE_OWN,      /* relayd, its own data folder: the store's only writer */
+    RL_STORE_SHARED,   /* relayd, a location other relayds may share (sqlite:PATH, PostgreSQL) */
+} rl_store_use_t;
 
-/* The database file of a SQLite backend connection, or NULL for another backend. */
-const char *rl_store__sqlite_path(rl_txn_t *txn);
+/*
+ * SQLite (sqlite.c): the database file at path. RL_STORE_OWN also opens its
+ * delta log (locked exclusively) and sets txn->exclusive; RL_STORE_SHARED
+ * takes that log's lock shared, so that an own relayd and a sharing one
+ * never meet.
+ */
+int rl_store__sqlite_open(const char *path, rl_store_use_t use, rl_txn_t **out);
 
 /*
  * PostgreSQL (postgres.c): conninfo is a libpq connection URI, as given
@@ -16,12 +25,12 @@ const char *rl_store__sqlite_path(rl_txn_t *txn);
  * socket). Connects and migrates; blocking (start-up). The password is never
  * logged.
  */
-int rl_store__postgres_open(const char *conninfo, rl_txn_t **out);
+int rl_store__postgres_open(const char *conninfo, rl_store_use_t use, rl_txn_t **out);
 
 /*
  * The libpq connection (PGconn) under a PostgreSQL backend connection, for
  * `relayd migrate` (migrate.c); NULL for another backend. It is in
- * non-blocking mode, and stays the backend's: close it with txn->ops->close.
+ * non-blocking mode, and stays the backend's: close it with rl_txn_close.
  */
 struct pg_conn;
 struct pg_conn *rl_store__postgres_conn(rl_txn_t *txn);

@@ -103,6 +103,12 @@ int rl_deltalog_encode(rl_deltalog_buf_t *buf, const char *message_id, int64_t s
     return 0;
 }
 
+int rl_store_deltas_put(rl_store_deltas_t *sink, const char *message_id, int64_t seq, const char *key,
+                        const char *body_hash, const char *delta, size_t delta_len)
+{
+    return rl_deltalog_encode(sink, message_id, seq, key, body_hash, delta, delta_len);
+}
+
 void rl_deltalog_buf_free(rl_deltalog_buf_t *buf)
 {
     free(buf->data);
@@ -208,7 +214,8 @@ rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive)
         rl_deltalog_close(log);
         return NULL;
     }
-    /* Whatever it holds is folded at start-up (rl_store__wrap), torn tail and all; new records go after it. */
+    /* Whatever it holds is folded at start-up (rl_store__wrap: due at once), torn tail and all; new records go after
+     * it. */
     log->size = (size_t)st.st_size;
     log->own_records = log->size == 0;
     return log;

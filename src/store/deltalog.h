@@ -15,7 +15,13 @@
  * ends the log: it is the tail of a write that a kill -9 interrupted, which
  * was never answered.
  *
- * Worker thread only (the store's), but for rl_deltalog_replay_file.
+ * Owned by the SQLite backend (sqlite.c), which opens it beside relayd's
+ * own database, appends trusted deltas to it (rl_txn_run_batch), folds it
+ * in its begin and empties it after that commit; the worker and the relay
+ * see only store.h (rl_store_op_type_t.deltas, rl_txn_run_batch,
+ * rl_txn_due_ms). The store's worker thread only, but for
+ * rl_deltalog_read_file and rl_deltalog_fold_bytes on a connection of
+ * their own (relayd backup, migrate).
  */
 #ifndef RL_STORE_DELTALOG_H
 #define RL_STORE_DELTALOG_H
@@ -25,11 +31,12 @@
 
 #include "store/store.h"
 
-/* Records are encoded here before their one write. */
-typedef struct rl_deltalog_buf {
+/* Records are encoded here before their one write: the sink of store.h's rl_store_deltas_put. */
+struct rl_store_deltas {
     char *data;
     size_t len, cap;
-} rl_deltalog_buf_t;
+};
+typedef struct rl_store_deltas rl_deltalog_buf_t;
 
 typedef struct rl_deltalog_record {
     int64_t seq;

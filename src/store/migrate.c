@@ -63,7 +63,7 @@ static const struct {
 
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))
 
-/* SQLite columns with no PostgreSQL twin on purpose (postgres.c, migration 1). */
+/* SQLite columns with no PostgreSQL twin on purpose (schema.c, PostgreSQL step 1). */
 static const char *const obsolete[] = {
     /* Schema 5's one key per delta row: schema 7 moved every key into `keys`. */
     "message_deltas.key",
@@ -428,11 +428,11 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
         fail(&c, "cannot open the SQLite store %s: %s", sqlite_path, strerror(errno));
         goto out;
     }
-    if (rl_store__sqlite_open(sqlite_path, &source) != 0) {
+    if (rl_store__sqlite_open(sqlite_path, RL_STORE_ONE_SHOT, &source) != 0) {
         fail(&c, "cannot open the SQLite store %s (the log above says why)", sqlite_path);
         goto out;
     }
-    source->ops->close(source);
+    rl_txn_close(source);
     /*
      * Deltas a relayd answered and had not folded when it stopped (a kill -9)
      * are in its delta log: read before the snapshot, folded into the copy
@@ -457,7 +457,7 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
     v_sqlite = schema_version_sqlite(&c);
     if (known_tables(&c) != 0)
         goto out;
-    if (rl_store__postgres_open(postgres_url, &target) != 0) {
+    if (rl_store__postgres_open(postgres_url, RL_STORE_ONE_SHOT, &target) != 0) {
         fail(&c, "cannot open the PostgreSQL store (the log above says why)");
         goto out;
     }
@@ -496,7 +496,7 @@ out:
     if (c.src != NULL)
         sqlite3_close(c.src);
     if (target != NULL)
-        target->ops->close(target);
+        rl_txn_close(target);
     free(log_bytes);
     return ok ? 0 : 1;
 }

@@ -1,5 +1,5 @@
 /*
- * Every operation of struct rl_txn_ops, written once for the SQL backends:
+ * Every rl_txn_* operation of store.h, written once for the SQL backends:
  * a statement in the dialect-neutral form of sql.h, its parameters, and
  * the row description (rows.h) that binds and reads it. The driver of the
  * connection (sqlite.c, postgres.c) runs them.
@@ -79,53 +79,60 @@ RL_ROW_DESCRIBE(delta_keys_value, delta_keys_value_t, RL_ROW_DELTA_KEYS);
 
 /* ---- transaction control: the driver's ---------------------------------------------------------- */
 
-static int sql_begin(rl_txn_t *txn)
+int rl_txn_begin(rl_txn_t *txn)
 {
     return RL_SQL_TXN(txn)->driver->begin(txn);
 }
 
-static int sql_commit(rl_txn_t *txn)
+int rl_txn_commit(rl_txn_t *txn)
 {
     return RL_SQL_TXN(txn)->driver->commit(txn);
 }
 
-static void sql_rollback(rl_txn_t *txn)
+void rl_txn_rollback(rl_txn_t *txn)
 {
     RL_SQL_TXN(txn)->driver->rollback(txn);
 }
 
-static int sql_savepoint(rl_txn_t *txn)
+int rl_txn_savepoint(rl_txn_t *txn)
 {
     return RL_SQL_TXN(txn)->driver->savepoint(txn);
 }
 
-static void sql_release(rl_txn_t *txn, int keep)
+void rl_txn_release(rl_txn_t *txn, int keep)
 {
     RL_SQL_TXN(txn)->driver->release(txn, keep);
 }
 
-static void sql_close(rl_txn_t *txn)
+void rl_txn_close(rl_txn_t *txn)
 {
     RL_SQL_TXN(txn)->driver->close(txn);
 }
 
-static int sql_autocommit(rl_txn_t *txn)
+int rl_txn_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
 {
     const rl_sql_driver_t *driver = RL_SQL_TXN(txn)->driver;
 
-    return driver->autocommit != NULL ? driver->autocommit(txn) : 1;
+    return driver->run_batch != NULL ? driver->run_batch(txn, batch) : 1;
+}
+
+int64_t rl_txn_due_ms(rl_txn_t *txn)
+{
+    const rl_sql_driver_t *driver = RL_SQL_TXN(txn)->driver;
+
+    return driver->due_ms != NULL ? driver->due_ms(txn) : -1;
 }
 
 /* ---- users ------------------------------------------------------------------------------------- */
 
-static int user_insert_ignore(rl_txn_t *txn, const rl_user_row_t *row)
+int rl_txn_user_insert_ignore(rl_txn_t *txn, const rl_user_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("users", RL_ROW_USER)};
 
     return rl_sql__insert_ignore(txn, &sql, &user_row, row);
 }
 
-static int user_get(rl_txn_t *txn, const char *id, rl_user_row_t *out)
+int rl_txn_user_get(rl_txn_t *txn, const char *id, rl_user_row_t *out)
 {
     static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(RL_ROW_USER) " FROM users WHERE id = ?", FOR_UPDATE};
 
@@ -136,7 +143,7 @@ static int user_get(rl_txn_t *txn, const char *id, rl_user_row_t *out)
 
 #define PAIRING_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_PAIRING) " FROM pairings"
 
-static int pairing_insert(rl_txn_t *txn, const rl_pairing_row_t *row)
+int rl_txn_pairing_insert(rl_txn_t *txn, const rl_pairing_row_t *row)
 {
     /* No conflict target: a poll hash taken and a code pending already (the partial index) are both conflicts. */
     static const rl_sql_t sql = {RL_ROW_INSERT("pairings", RL_ROW_PAIRING)};
@@ -144,21 +151,21 @@ static int pairing_insert(rl_txn_t *txn, const rl_pairing_row_t *row)
     return rl_sql__insert(txn, &sql, &pairing_row, row);
 }
 
-static int pairing_by_code(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
+int rl_txn_pairing_by_code(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
 {
     static const rl_sql_t sql = {PAIRING_SELECT " WHERE code_hash = ? AND state = 'pending'", FOR_UPDATE};
 
     return GET(txn, &sql, &pairing_row, out, P_TEXT(code_hash));
 }
 
-static int pairing_by_poll(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out)
+int rl_txn_pairing_by_poll(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out)
 {
     static const rl_sql_t sql = {PAIRING_SELECT " WHERE poll_hash = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &pairing_row, out, P_TEXT(poll_hash));
 }
 
-static int pairing_update(rl_txn_t *txn, const rl_pairing_row_t *row)
+int rl_txn_pairing_update(rl_txn_t *txn, const rl_pairing_row_t *row)
 {
     static const rl_sql_t sql = {
         "UPDATE pairings SET state = ?, user_id = ?, claimed_at = ?, redeem_by = ? WHERE poll_hash = ?"};
@@ -167,14 +174,14 @@ static int pairing_update(rl_txn_t *txn, const rl_pairing_row_t *row)
                      P_TEXT(row->redeem_by), P_TEXT(row->poll_hash));
 }
 
-static int pairing_delete_lapsed(rl_txn_t *txn, const char *code_hash, int64_t at)
+int rl_txn_pairing_delete_lapsed(rl_txn_t *txn, const char *code_hash, int64_t at)
 {
     static const rl_sql_t sql = {"DELETE FROM pairings WHERE code_hash = ? AND state = 'pending' AND expires_at <= ?"};
 
     return WRITE(txn, &sql, NULL, P_TEXT(code_hash), P_INT(at));
 }
 
-static int pairings_purge(rl_txn_t *txn, int64_t expired_before)
+int rl_txn_pairings_purge(rl_txn_t *txn, int64_t expired_before)
 {
     static const rl_sql_t sql = {"DELETE FROM pairings WHERE expires_at < ?"};
 
@@ -188,7 +195,7 @@ static int pairings_purge(rl_txn_t *txn, int64_t expired_before)
 /* A token's environment when the caller names none: the schema's column default too. */
 static const char default_token_env[] = "live";
 
-static int installation_insert(rl_txn_t *txn, const rl_installation_row_t *row)
+int rl_txn_installation_insert(rl_txn_t *txn, const rl_installation_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("installations", RL_ROW_INSTALLATION)};
     rl_installation_row_t values = *row;
@@ -198,14 +205,14 @@ static int installation_insert(rl_txn_t *txn, const rl_installation_row_t *row)
     return rl_sql__insert(txn, &sql, &installation_row, &values);
 }
 
-static int installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t *out)
+int rl_txn_installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t *out)
 {
     static const rl_sql_t sql = {INSTALLATION_SELECT " WHERE id = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &installation_row, out, P_TEXT(id));
 }
 
-static int installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
+int rl_txn_installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
 {
     static const rl_sql_t sql = {"UPDATE installations SET token_hash = ?, token_env = ?, custom_display_name = ?,"
                                  " custom_emoji = ?, state = ?, manifest = ?, revoked_at = ?, bridge_version = ?"
@@ -217,7 +224,7 @@ static int installation_update(rl_txn_t *txn, const rl_installation_row_t *row)
                      P_TEXT(row->manifest), P_TIME(row->revoked_at), P_TEXT(row->bridge_version), P_TEXT(row->id));
 }
 
-static int installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count)
+int rl_txn_installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {INSTALLATION_SELECT " WHERE user_id = ? ORDER BY created_at, id @bytewise"};
 
@@ -228,21 +235,21 @@ static int installations_of_user(rl_txn_t *txn, const char *user_id, rl_installa
 
 #define SESSION_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_SESSION) " FROM sessions"
 
-static int session_insert(rl_txn_t *txn, const rl_session_row_t *row)
+int rl_txn_session_insert(rl_txn_t *txn, const rl_session_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("sessions", RL_ROW_SESSION)};
 
     return rl_sql__insert(txn, &sql, &session_row, row);
 }
 
-static int session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
+int rl_txn_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out)
 {
     static const rl_sql_t sql = {SESSION_SELECT " WHERE id = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &session_row, out, P_TEXT(id));
 }
 
-static int session_update(rl_txn_t *txn, const rl_session_row_t *row)
+int rl_txn_session_update(rl_txn_t *txn, const rl_session_row_t *row)
 {
     /* encrypted, agent, project and resume are fixed at creation: never written again. */
     static const rl_sql_t sql = {"UPDATE sessions SET title = ?, state = ?, updated_at = ?, deleted_at = ?, model = ?,"
@@ -252,7 +259,7 @@ static int session_update(rl_txn_t *txn, const rl_session_row_t *row)
                      P_TEXT(row->model), P_TEXT(row->agent_state), P_TEXT(row->id));
 }
 
-static int sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)
+int rl_txn_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {SESSION_SELECT " WHERE user_id = ? AND deleted_at IS NULL"
                                                 " ORDER BY updated_at DESC, id @bytewise"};
@@ -260,7 +267,7 @@ static int sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t
     return LIST(txn, &sql, &session_row, rows, count, P_TEXT(user_id));
 }
 
-static int sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
+int rl_txn_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
                                     size_t *count)
 {
     static const rl_sql_t sql = {SESSION_SELECT " WHERE user_id = ? AND deleted_at > ?"
@@ -269,7 +276,7 @@ static int sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t 
     return LIST(txn, &sql, &session_row, rows, count, P_TEXT(user_id), P_INT(deleted_after));
 }
 
-static int sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
+int rl_txn_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged)
 {
     /*
      * Interactions, messages and attachment uses go with their session (ON
@@ -294,14 +301,14 @@ static int sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged
 
 /* ---- interactions ------------------------------------------------------------------------------- */
 
-static int interaction_insert(rl_txn_t *txn, const rl_interaction_row_t *row)
+int rl_txn_interaction_insert(rl_txn_t *txn, const rl_interaction_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("interactions", RL_ROW_INTERACTION)};
 
     return rl_sql__insert(txn, &sql, &interaction_row, row);
 }
 
-static int interaction_get(rl_txn_t *txn, const char *id, rl_interaction_row_t *out)
+int rl_txn_interaction_get(rl_txn_t *txn, const char *id, rl_interaction_row_t *out)
 {
     static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(RL_ROW_INTERACTION) " FROM interactions WHERE id = ?",
                                  FOR_UPDATE};
@@ -313,21 +320,21 @@ static int interaction_get(rl_txn_t *txn, const char *id, rl_interaction_row_t *
 
 #define MESSAGE_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_MESSAGE) " FROM messages"
 
-static int message_insert(rl_txn_t *txn, const rl_message_row_t *row)
+int rl_txn_message_insert(rl_txn_t *txn, const rl_message_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("messages", RL_ROW_MESSAGE)};
 
     return rl_sql__insert(txn, &sql, &message_row, row);
 }
 
-static int message_get(rl_txn_t *txn, const char *id, rl_message_row_t *out)
+int rl_txn_message_get(rl_txn_t *txn, const char *id, rl_message_row_t *out)
 {
     static const rl_sql_t sql = {MESSAGE_SELECT " WHERE id = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &message_row, out, P_TEXT(id));
 }
 
-static int message_update(rl_txn_t *txn, const rl_message_row_t *row)
+int rl_txn_message_update(rl_txn_t *txn, const rl_message_row_t *row)
 {
     static const rl_sql_t sql = {"UPDATE messages SET text = ?, usage = ?, finish_reason = ?, state = ?,"
                                  " finalized_at = ?, placeholder = ? WHERE id = ?"};
@@ -336,7 +343,7 @@ static int message_update(rl_txn_t *txn, const rl_message_row_t *row)
                      P_TIME(row->finalized_at), P_INT32(row->placeholder), P_TEXT(row->id));
 }
 
-static int messages_page(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
+int rl_txn_messages_page(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
                          size_t *count)
 {
     static const rl_sql_t cursor_sql = {"SELECT @inserted FROM messages WHERE id = ? AND session_id = ?"};
@@ -355,7 +362,7 @@ static int messages_page(rl_txn_t *txn, const char *session_id, const char *befo
     return LIST(txn, &page_sql, &message_row, rows, count, P_TEXT(session_id), P_INT(cursor.value), P_INT32(limit));
 }
 
-static int messages_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+int rl_txn_messages_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
                             rl_message_row_t **rows, size_t *count)
 {
     /* Insertion order; a missing before_id gives 0, below every message. */
@@ -368,7 +375,7 @@ static int messages_by_time(rl_txn_t *txn, const char *session_id, int64_t befor
                 P_INT32(limit));
 }
 
-static int messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
+int rl_txn_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count)
 {
     /* The sweep that ends these messages writes them back: it takes the rows another node is not already ending. */
     static const rl_sql_t sql = {
@@ -384,14 +391,14 @@ static int messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message
 
 /* ---- streamed deltas ---------------------------------------------------------------------------- */
 
-static int delta_run_insert(rl_txn_t *txn, const rl_delta_run_row_t *row)
+int rl_txn_delta_run_insert(rl_txn_t *txn, const rl_delta_run_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("message_deltas", RL_ROW_DELTA_RUN)};
 
     return rl_sql__insert_ignore(txn, &sql, &delta_run_row, row);
 }
 
-static int delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count)
+int rl_txn_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(RL_ROW_DELTA_RUN) " FROM message_deltas WHERE message_id = ?"
                                                                             " ORDER BY seq"};
@@ -399,7 +406,7 @@ static int delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_run_row
     return LIST(txn, &sql, &delta_run_row, rows, count, P_TEXT(message_id));
 }
 
-static int delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
+int rl_txn_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
 {
     static const rl_sql_t sql = {"SELECT seq_last FROM message_deltas WHERE message_id = ? ORDER BY seq DESC LIMIT 1",
                                  FOR_UPDATE};
@@ -412,14 +419,14 @@ static int delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next)
     return 0;
 }
 
-static int delta_runs_delete(rl_txn_t *txn, const char *message_id)
+int rl_txn_delta_runs_delete(rl_txn_t *txn, const char *message_id)
 {
     static const rl_sql_t sql = {"DELETE FROM message_deltas WHERE message_id = ?"};
 
     return WRITE(txn, &sql, NULL, P_TEXT(message_id));
 }
 
-static int delta_keys_put(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at)
+int rl_txn_delta_keys_put(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at)
 {
     static const rl_sql_t sql = {"INSERT INTO delta_keys(message_id, keys, created_at) VALUES (?, ?, ?)"
                                  " ON CONFLICT (message_id) DO UPDATE SET keys = excluded.keys,"
@@ -428,7 +435,7 @@ static int delta_keys_put(rl_txn_t *txn, const char *message_id, const char *key
     return WRITE(txn, &sql, NULL, P_TEXT(message_id), P_TEXT(keys), P_INT(created_at));
 }
 
-static int delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at)
+int rl_txn_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at)
 {
     static const rl_sql_t sql = {"SELECT keys, created_at FROM delta_keys WHERE message_id = ?", FOR_UPDATE};
     delta_keys_value_t out;
@@ -443,13 +450,13 @@ static int delta_keys_get(rl_txn_t *txn, const char *message_id, const char **ke
 
 /*
  * PostgreSQL only (a JSON recordset, FOR UPDATE OF): the checks of
- * rl_txn_ops.delta_runs_insert_checked and the insert in one statement.
+ * rl_txn_delta_runs_insert_checked and the insert in one statement.
  * The message's row is locked as the transactional path's read locks it,
  * so that an end on another node waits for this insert (and folds it) or
  * runs first (and this run is refused); the primary key (message_id, seq)
  * refuses the second of two nodes that numbered a run alike.
  */
-static int delta_runs_insert_checked(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count)
+int rl_txn_delta_runs_insert_checked(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count)
 {
     static const rl_sql_t sql = {
         "WITH r AS (SELECT * FROM json_to_recordset(?::json) AS x(i BIGINT, message_id TEXT, seq BIGINT, "
@@ -481,7 +488,7 @@ static int delta_runs_insert_checked(rl_txn_t *txn, const char *runs, int64_t **
     return 0;
 }
 
-static int delta_keys_purge(rl_txn_t *txn, int64_t created_before)
+int rl_txn_delta_keys_purge(rl_txn_t *txn, int64_t created_before)
 {
     static const rl_sql_t sql = {"DELETE FROM delta_keys WHERE created_at < ?"};
 
@@ -492,7 +499,7 @@ static int delta_keys_purge(rl_txn_t *txn, int64_t created_before)
 
 #define IDEMPOTENCY_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_IDEMPOTENCY) " FROM idempotency"
 
-static int idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
+int rl_txn_idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
                            rl_idempotency_row_t *out)
 {
     static const rl_sql_t sql = {IDEMPOTENCY_SELECT " WHERE owner = ? AND scope = ? AND key = ?", FOR_UPDATE};
@@ -510,21 +517,21 @@ static int idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, 
     return GET(txn, &sql, &idempotency_row, out, P_TEXT(owner), P_TEXT(scope), P_TEXT(key));
 }
 
-static int idempotency_insert(rl_txn_t *txn, const rl_idempotency_row_t *row)
+int rl_txn_idempotency_insert(rl_txn_t *txn, const rl_idempotency_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("idempotency", RL_ROW_IDEMPOTENCY)};
 
     return rl_sql__insert(txn, &sql, &idempotency_row, row);
 }
 
-static int idempotency_delete(rl_txn_t *txn, const char *owner, const char *scope, const char *key)
+int rl_txn_idempotency_delete(rl_txn_t *txn, const char *owner, const char *scope, const char *key)
 {
     static const rl_sql_t sql = {"DELETE FROM idempotency WHERE owner = ? AND scope = ? AND key = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(owner), P_TEXT(scope), P_TEXT(key));
 }
 
-static int idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
+int rl_txn_idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
                                 size_t *count)
 {
     static const rl_sql_t sql = {IDEMPOTENCY_SELECT " WHERE owner = ? AND scope = ?"};
@@ -532,7 +539,7 @@ static int idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *sc
     return LIST(txn, &sql, &idempotency_row, rows, count, P_TEXT(owner), P_TEXT(scope));
 }
 
-static int idempotency_purge(rl_txn_t *txn, int64_t created_before)
+int rl_txn_idempotency_purge(rl_txn_t *txn, int64_t created_before)
 {
     static const rl_sql_t sql = {"DELETE FROM idempotency WHERE created_at < ?"};
 
@@ -543,21 +550,21 @@ static int idempotency_purge(rl_txn_t *txn, int64_t created_before)
 
 #define TASK_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_TASK) " FROM tasks"
 
-static int task_insert(rl_txn_t *txn, const rl_task_row_t *row)
+int rl_txn_task_insert(rl_txn_t *txn, const rl_task_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("tasks", RL_ROW_TASK)};
 
     return rl_sql__insert(txn, &sql, &task_row, row);
 }
 
-static int task_get(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out)
+int rl_txn_task_get(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out)
 {
     static const rl_sql_t sql = {TASK_SELECT " WHERE installation_id = ? AND task_id = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &task_row, out, P_TEXT(installation_id), P_TEXT(task_id));
 }
 
-static int task_update(rl_txn_t *txn, const rl_task_row_t *row)
+int rl_txn_task_update(rl_txn_t *txn, const rl_task_row_t *row)
 {
     static const rl_sql_t sql = {
         "UPDATE tasks SET status = ?, status_label = ?, name = ?, updated_at = ?,"
@@ -568,7 +575,7 @@ static int task_update(rl_txn_t *txn, const rl_task_row_t *row)
                      P_TEXT(row->installation_id), P_TEXT(row->task_id));
 }
 
-static int tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+int rl_txn_tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
                          rl_task_row_t **rows, size_t *count)
 {
     /* A NULL before_id makes the comparison NULL: no task at before_at. */
@@ -584,21 +591,21 @@ static int tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_a
 
 #define APPROVAL_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_APPROVAL) " FROM approvals"
 
-static int approval_insert(rl_txn_t *txn, const rl_approval_row_t *row)
+int rl_txn_approval_insert(rl_txn_t *txn, const rl_approval_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("approvals", RL_ROW_APPROVAL)};
 
     return rl_sql__insert(txn, &sql, &approval_row, row);
 }
 
-static int approval_get(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out)
+int rl_txn_approval_get(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out)
 {
     static const rl_sql_t sql = {APPROVAL_SELECT " WHERE installation_id = ? AND id = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &approval_row, out, P_TEXT(installation_id), P_TEXT(id));
 }
 
-static int approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
+int rl_txn_approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
 {
     static const rl_sql_t sql = {
         "UPDATE approvals SET state = ?, decision = ?, scope = ?, scope_value = ?,"
@@ -609,7 +616,7 @@ static int approval_update(rl_txn_t *txn, const rl_approval_row_t *row)
                      P_TEXT(row->installation_id), P_TEXT(row->id));
 }
 
-static int approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
+int rl_txn_approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
                                    size_t *count)
 {
     /* A decision writes the row it finds here. */
@@ -620,7 +627,7 @@ static int approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const cha
     return LIST(txn, &sql, &approval_row, rows, count, P_TEXT(user_id), P_TEXT(id));
 }
 
-static int approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
+int rl_txn_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
                                      size_t *count)
 {
     static const rl_sql_t sql = {APPROVAL_SELECT " WHERE user_id = ? AND state = 'pending' AND expires_at > ?"
@@ -629,7 +636,7 @@ static int approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t
     return LIST(txn, &sql, &approval_row, rows, count, P_TEXT(user_id), P_INT(after));
 }
 
-static int approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+int rl_txn_approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
                              rl_approval_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {APPROVAL_SELECT " WHERE session_id = ?1 AND (created_at < ?2"
@@ -640,7 +647,7 @@ static int approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t befo
                 P_INT32(limit));
 }
 
-static int approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count)
+int rl_txn_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count)
 {
     /*
      * The expiry sweep writes these back. A row that another transaction
@@ -658,14 +665,14 @@ static int approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t
 
 #define CAPABILITY_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_CAPABILITY) " FROM capability_requests"
 
-static int capability_insert(rl_txn_t *txn, const rl_capability_row_t *row)
+int rl_txn_capability_insert(rl_txn_t *txn, const rl_capability_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("capability_requests", RL_ROW_CAPABILITY)};
 
     return rl_sql__insert(txn, &sql, &capability_row, row);
 }
 
-static int capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *out)
+int rl_txn_capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *out)
 {
     /* An answer writes the row it reads: the first answer wins. */
     static const rl_sql_t sql = {CAPABILITY_SELECT " WHERE id = ?", FOR_UPDATE};
@@ -673,14 +680,14 @@ static int capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *ou
     return GET(txn, &sql, &capability_row, out, P_TEXT(id));
 }
 
-static int capability_update(rl_txn_t *txn, const rl_capability_row_t *row)
+int rl_txn_capability_update(rl_txn_t *txn, const rl_capability_row_t *row)
 {
     static const rl_sql_t sql = {"UPDATE capability_requests SET state = ?, answer = ?, answered_at = ? WHERE id = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(row->state), P_TEXT(row->answer), P_TIME(row->answered_at), P_TEXT(row->id));
 }
 
-static int capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_capability_row_t **rows,
+int rl_txn_capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_capability_row_t **rows,
                                         size_t *count)
 {
     static const rl_sql_t sql = {CAPABILITY_SELECT " WHERE user_id = ? AND state = 'pending' AND expires_at > ?"
@@ -689,7 +696,7 @@ static int capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int6
     return LIST(txn, &sql, &capability_row, rows, count, P_TEXT(user_id), P_INT(after));
 }
 
-static int capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count)
+int rl_txn_capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count)
 {
     /* As approvals_due: the sweep takes the rows no other node is answering or expiring right now. */
     static const rl_sql_t sql = {CAPABILITY_SELECT " WHERE state = 'pending' AND expires_at <= ?"
@@ -703,14 +710,14 @@ static int capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_
 
 #define GRANT_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_GRANT) " FROM grants"
 
-static int grant_insert_ignore(rl_txn_t *txn, const rl_grant_row_t *row)
+int rl_txn_grant_insert_ignore(rl_txn_t *txn, const rl_grant_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("grants", RL_ROW_GRANT)};
 
     return rl_sql__insert_ignore(txn, &sql, &grant_row, row);
 }
 
-static int grants_of(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
+int rl_txn_grants_of(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
                      size_t *count)
 {
     static const rl_sql_t sql = {GRANT_SELECT " WHERE installation_id = ? AND action = ? ORDER BY created_at"};
@@ -718,7 +725,7 @@ static int grants_of(rl_txn_t *txn, const char *installation_id, const char *act
     return LIST(txn, &sql, &grant_row, rows, count, P_TEXT(installation_id), P_TEXT(action));
 }
 
-static int grants_of_installation(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count)
+int rl_txn_grants_of_installation(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {GRANT_SELECT " WHERE installation_id = ?"
                                               " ORDER BY created_at, action @bytewise, scope @bytewise,"
@@ -727,7 +734,7 @@ static int grants_of_installation(rl_txn_t *txn, const char *installation_id, rl
     return LIST(txn, &sql, &grant_row, rows, count, P_TEXT(installation_id));
 }
 
-static int grant_delete(rl_txn_t *txn, const rl_grant_row_t *row)
+int rl_txn_grant_delete(rl_txn_t *txn, const rl_grant_row_t *row)
 {
     static const rl_sql_t sql = {
         "DELETE FROM grants WHERE installation_id = ? AND action = ? AND scope = ? AND scope_value = ?"};
@@ -738,7 +745,7 @@ static int grant_delete(rl_txn_t *txn, const rl_grant_row_t *row)
 
 /* ---- the update queue ---------------------------------------------------------------------------- */
 
-static int update_append(rl_txn_t *txn, rl_update_row_t *row)
+int rl_txn_update_append(rl_txn_t *txn, rl_update_row_t *row)
 {
     /* The counter's row stays locked until the commit: two nodes never issue the same id. */
     static const rl_sql_t counter_sql = {
@@ -754,7 +761,7 @@ static int update_append(rl_txn_t *txn, rl_update_row_t *row)
     return rl_sql__insert(txn, &insert_sql, &update_row, row);
 }
 
-static int updates_after(rl_txn_t *txn, const char *installation_id, int64_t after_id, int64_t since, int limit,
+int rl_txn_updates_after(rl_txn_t *txn, const char *installation_id, int64_t after_id, int64_t since, int limit,
                          rl_update_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {
@@ -765,7 +772,7 @@ static int updates_after(rl_txn_t *txn, const char *installation_id, int64_t aft
                 P_INT32(limit));
 }
 
-static int updates_ack(rl_txn_t *txn, const char *installation_id, int64_t up_to)
+int rl_txn_updates_ack(rl_txn_t *txn, const char *installation_id, int64_t up_to)
 {
     static const rl_sql_t drop_sql = {"DELETE FROM updates WHERE installation_id = ? AND update_id <= ?"};
     /* The larger of the two: SQLite spells it max(a, b), PostgreSQL greatest(a, b). */
@@ -776,7 +783,7 @@ static int updates_ack(rl_txn_t *txn, const char *installation_id, int64_t up_to
     return result != 0 ? result : WRITE(txn, &mark_sql, NULL, P_INT(up_to), P_TEXT(installation_id));
 }
 
-static int updates_purge(rl_txn_t *txn, int64_t created_before)
+int rl_txn_updates_purge(rl_txn_t *txn, int64_t created_before)
 {
     static const rl_sql_t sql = {"DELETE FROM updates WHERE created_at < ?"};
 
@@ -787,21 +794,21 @@ static int updates_purge(rl_txn_t *txn, int64_t created_before)
 
 #define ATTACHMENT_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_ATTACHMENT) " FROM attachments"
 
-static int attachment_insert(rl_txn_t *txn, const rl_attachment_row_t *row)
+int rl_txn_attachment_insert(rl_txn_t *txn, const rl_attachment_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("attachments", RL_ROW_ATTACHMENT)};
 
     return rl_sql__insert(txn, &sql, &attachment_row, row);
 }
 
-static int attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t *out)
+int rl_txn_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t *out)
 {
     static const rl_sql_t sql = {ATTACHMENT_SELECT " WHERE key = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &attachment_row, out, P_TEXT(key));
 }
 
-static int attachment_use(rl_txn_t *txn, const char *key, const char *session_id, int64_t now)
+int rl_txn_attachment_use(rl_txn_t *txn, const char *key, const char *session_id, int64_t now)
 {
     static const rl_sql_t use = {"INSERT INTO attachment_uses(key, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"};
     static const rl_sql_t first = {"UPDATE attachments SET used_at = ? WHERE key = ? AND used_at IS NULL"};
@@ -810,7 +817,7 @@ static int attachment_use(rl_txn_t *txn, const char *key, const char *session_id
     return result != 0 ? result : WRITE(txn, &first, NULL, P_INT(now), P_TEXT(key));
 }
 
-static int attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes)
+int rl_txn_attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes)
 {
     /* PostgreSQL's SUM of BIGINT is NUMERIC: cast back to an integer. */
     static const rl_sql_t sql = {
@@ -823,7 +830,7 @@ static int attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes)
     return result;
 }
 
-static int attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
+int rl_txn_attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
                                     size_t *count)
 {
     static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(
@@ -838,14 +845,14 @@ static int attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int li
     return LIST(txn, &sql, &attachment_row, rows, count, P_INT(unused_before), P_INT32(limit));
 }
 
-static int attachment_doom(rl_txn_t *txn, const char *key, int64_t now)
+int rl_txn_attachment_doom(rl_txn_t *txn, const char *key, int64_t now)
 {
     static const rl_sql_t sql = {"UPDATE attachments SET doomed_at = ? WHERE key = ? AND doomed_at IS NULL"};
 
     return WRITE_ONE(txn, &sql, P_INT(now), P_TEXT(key));
 }
 
-static int attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count)
+int rl_txn_attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {ATTACHMENT_SELECT " WHERE doomed_at IS NOT NULL"
                                                    " ORDER BY doomed_at, key @bytewise LIMIT ?"};
@@ -853,7 +860,7 @@ static int attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **ro
     return LIST(txn, &sql, &attachment_row, rows, count, P_INT32(limit));
 }
 
-static int attachment_delete(rl_txn_t *txn, const char *key)
+int rl_txn_attachment_delete(rl_txn_t *txn, const char *key)
 {
     static const rl_sql_t uses = {"DELETE FROM attachment_uses WHERE key = ?"};
     static const rl_sql_t row = {"DELETE FROM attachments WHERE key = ? AND doomed_at IS NOT NULL"};
@@ -864,7 +871,7 @@ static int attachment_delete(rl_txn_t *txn, const char *key)
 
 /* ---- secrets ------------------------------------------------------------------------------------- */
 
-static int secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
+int rl_txn_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at)
 {
     static const rl_sql_t sql = {
         "INSERT INTO secrets(name, value, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"};
@@ -872,7 +879,7 @@ static int secret_insert_ignore(rl_txn_t *txn, const char *name, const char *val
     return WRITE(txn, &sql, NULL, P_TEXT(name), P_TEXT(value), P_INT(created_at));
 }
 
-static int secret_get(rl_txn_t *txn, const char *name, const char **value)
+int rl_txn_secret_get(rl_txn_t *txn, const char *name, const char **value)
 {
     static const rl_sql_t sql = {"SELECT value FROM secrets WHERE name = ?", FOR_UPDATE};
     text_value_t out;
@@ -885,14 +892,14 @@ static int secret_get(rl_txn_t *txn, const char *name, const char **value)
 
 /* ---- the web client: sign-in codes and push subscriptions ---------------------------------------- */
 
-static int login_code_insert(rl_txn_t *txn, const rl_login_code_row_t *row)
+int rl_txn_login_code_insert(rl_txn_t *txn, const rl_login_code_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("login_codes", RL_ROW_LOGIN_CODE)};
 
     return rl_sql__insert(txn, &sql, &login_code_row, row);
 }
 
-static int login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out)
+int rl_txn_login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out)
 {
     static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(RL_ROW_LOGIN_CODE) " FROM login_codes WHERE code_hash = ?",
                                  FOR_UPDATE};
@@ -900,14 +907,14 @@ static int login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_ro
     return GET(txn, &sql, &login_code_row, out, P_TEXT(code_hash));
 }
 
-static int login_code_delete(rl_txn_t *txn, const char *code_hash)
+int rl_txn_login_code_delete(rl_txn_t *txn, const char *code_hash)
 {
     static const rl_sql_t sql = {"DELETE FROM login_codes WHERE code_hash = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(code_hash));
 }
 
-static int login_codes_purge(rl_txn_t *txn, int64_t expired_before)
+int rl_txn_login_codes_purge(rl_txn_t *txn, int64_t expired_before)
 {
     static const rl_sql_t sql = {"DELETE FROM login_codes WHERE expires_at < ?"};
 
@@ -916,28 +923,28 @@ static int login_codes_purge(rl_txn_t *txn, int64_t expired_before)
 
 #define PUSH_SUBSCRIPTION_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_PUSH_SUBSCRIPTION) " FROM push_subscriptions"
 
-static int push_subscription_insert(rl_txn_t *txn, const rl_push_subscription_row_t *row)
+int rl_txn_push_subscription_insert(rl_txn_t *txn, const rl_push_subscription_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("push_subscriptions", RL_ROW_PUSH_SUBSCRIPTION)};
 
     return rl_sql__insert(txn, &sql, &push_subscription_row, row);
 }
 
-static int push_subscription_get(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out)
+int rl_txn_push_subscription_get(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out)
 {
     static const rl_sql_t sql = {PUSH_SUBSCRIPTION_SELECT " WHERE endpoint = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &push_subscription_row, out, P_TEXT(endpoint));
 }
 
-static int push_subscription_delete(rl_txn_t *txn, const char *endpoint)
+int rl_txn_push_subscription_delete(rl_txn_t *txn, const char *endpoint)
 {
     static const rl_sql_t sql = {"DELETE FROM push_subscriptions WHERE endpoint = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(endpoint));
 }
 
-static int push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
+int rl_txn_push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
                                       size_t *count)
 {
     static const rl_sql_t sql = {PUSH_SUBSCRIPTION_SELECT " WHERE user_id = ? ORDER BY created_at, endpoint @bytewise"};
@@ -947,7 +954,7 @@ static int push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_pus
 
 /* ---- end-to-end encryption (issue 26): devices, confirmations, wrapped keys, agent files --------- */
 
-static int pairing_by_code_any(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
+int rl_txn_pairing_by_code_any(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out)
 {
     static const rl_sql_t sql = {PAIRING_SELECT " WHERE code_hash = ? ORDER BY created_at DESC LIMIT 1"};
 
@@ -956,28 +963,28 @@ static int pairing_by_code_any(rl_txn_t *txn, const char *code_hash, rl_pairing_
 
 #define DEVICE_SELECT "SELECT " RL_ROW_COLUMNS(RL_ROW_DEVICE) " FROM devices"
 
-static int device_insert(rl_txn_t *txn, const rl_device_row_t *row)
+int rl_txn_device_insert(rl_txn_t *txn, const rl_device_row_t *row)
 {
     static const rl_sql_t sql = {RL_ROW_INSERT("devices", RL_ROW_DEVICE)};
 
     return rl_sql__insert(txn, &sql, &device_row, row);
 }
 
-static int device_get(rl_txn_t *txn, const char *id, rl_device_row_t *out)
+int rl_txn_device_get(rl_txn_t *txn, const char *id, rl_device_row_t *out)
 {
     static const rl_sql_t sql = {DEVICE_SELECT " WHERE id = ?", FOR_UPDATE};
 
     return GET(txn, &sql, &device_row, out, P_TEXT(id));
 }
 
-static int device_update(rl_txn_t *txn, const rl_device_row_t *row)
+int rl_txn_device_update(rl_txn_t *txn, const rl_device_row_t *row)
 {
     static const rl_sql_t sql = {"UPDATE devices SET label = ?, pubkey = ?, revoked_at = ? WHERE id = ?"};
 
     return WRITE_ONE(txn, &sql, P_TEXT(row->label), P_TEXT(row->pubkey), P_TIME(row->revoked_at), P_TEXT(row->id));
 }
 
-static int devices_of_user(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count)
+int rl_txn_devices_of_user(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {DEVICE_SELECT " WHERE user_id = ? AND revoked_at IS NULL"
                                                " ORDER BY created_at, id @bytewise"};
@@ -985,7 +992,7 @@ static int devices_of_user(rl_txn_t *txn, const char *user_id, rl_device_row_t *
     return LIST(txn, &sql, &device_row, rows, count, P_TEXT(user_id));
 }
 
-static int confirmation_put(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at)
+int rl_txn_confirmation_put(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at)
 {
     static const rl_sql_t sql = {"INSERT INTO device_confirmations(device_id, bridge_device_id, at) VALUES (?, ?, ?)"
                                  " ON CONFLICT DO NOTHING"};
@@ -993,7 +1000,7 @@ static int confirmation_put(rl_txn_t *txn, const char *device_id, const char *br
     return WRITE(txn, &sql, NULL, P_TEXT(device_id), P_TEXT(bridge_device_id), P_INT(at));
 }
 
-static int confirmation_get(rl_txn_t *txn, const char *device_id, const char *bridge_device_id)
+int rl_txn_confirmation_get(rl_txn_t *txn, const char *device_id, const char *bridge_device_id)
 {
     static const rl_sql_t sql = {"SELECT 1 FROM device_confirmations WHERE device_id = ? AND bridge_device_id = ?"};
     int_value_t out;
@@ -1001,14 +1008,14 @@ static int confirmation_get(rl_txn_t *txn, const char *device_id, const char *br
     return GET(txn, &sql, &int_value, &out, P_TEXT(device_id), P_TEXT(bridge_device_id));
 }
 
-static int confirmations_delete(rl_txn_t *txn, const char *device_id)
+int rl_txn_confirmations_delete(rl_txn_t *txn, const char *device_id)
 {
     static const rl_sql_t sql = {"DELETE FROM device_confirmations WHERE device_id = ?1 OR bridge_device_id = ?1"};
 
     return WRITE(txn, &sql, NULL, P_TEXT(device_id));
 }
 
-static int recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
+int rl_txn_recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
 {
     static const rl_sql_t sql = {
         "INSERT INTO session_recipients(" RL_ROW_COLUMNS(RL_ROW_RECIPIENT) ") VALUES (" RL_ROW_MARKS(
@@ -1020,7 +1027,7 @@ static int recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row)
     return rl_sql__insert_ignore(txn, &sql, &recipient_row, row);
 }
 
-static int recipient_get(rl_txn_t *txn, const char *session_id, const char *device_id)
+int rl_txn_recipient_get(rl_txn_t *txn, const char *session_id, const char *device_id)
 {
     static const rl_sql_t sql = {"SELECT 1 FROM session_recipients WHERE session_id = ? AND device_id = ?"};
     int_value_t out;
@@ -1028,14 +1035,14 @@ static int recipient_get(rl_txn_t *txn, const char *session_id, const char *devi
     return GET(txn, &sql, &int_value, &out, P_TEXT(session_id), P_TEXT(device_id));
 }
 
-static int recipients_delete(rl_txn_t *txn, const char *device_id)
+int rl_txn_recipients_delete(rl_txn_t *txn, const char *device_id)
 {
     static const rl_sql_t sql = {"DELETE FROM session_recipients WHERE device_id = ?"};
 
     return WRITE(txn, &sql, NULL, P_TEXT(device_id));
 }
 
-static int recipients_of_device(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
+int rl_txn_recipients_of_device(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
                                 size_t *count)
 {
     static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(
@@ -1045,7 +1052,7 @@ static int recipients_of_device(rl_txn_t *txn, const char *device_id, int64_t si
     return LIST(txn, &sql, &recipient_row, rows, count, P_TEXT(device_id), P_INT(since));
 }
 
-static int agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row)
+int rl_txn_agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row)
 {
     static const rl_sql_t sql = {
         "INSERT INTO session_agent_files(" RL_ROW_COLUMNS(RL_ROW_AGENT_FILE) ") VALUES (" RL_ROW_MARKS(
@@ -1057,7 +1064,7 @@ static int agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row)
     return rl_sql__insert_ignore(txn, &sql, &agent_file_row, row);
 }
 
-static int agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count)
+int rl_txn_agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count)
 {
     static const rl_sql_t sql = {"SELECT " RL_ROW_COLUMNS(
         RL_ROW_AGENT_FILE) " FROM session_agent_files"
@@ -1065,109 +1072,3 @@ static int agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agen
 
     return LIST(txn, &sql, &agent_file_row, rows, count, P_TEXT(session_id));
 }
-
-const struct rl_txn_ops rl_sql__txn_ops = {
-    .name = "sql",
-    .begin = sql_begin,
-    .autocommit = sql_autocommit,
-    .commit = sql_commit,
-    .rollback = sql_rollback,
-    .savepoint = sql_savepoint,
-    .release = sql_release,
-    .close = sql_close,
-    .user_insert_ignore = user_insert_ignore,
-    .user_get = user_get,
-    .pairing_insert = pairing_insert,
-    .pairing_by_code = pairing_by_code,
-    .pairing_by_poll = pairing_by_poll,
-    .pairing_update = pairing_update,
-    .pairing_delete_lapsed = pairing_delete_lapsed,
-    .pairings_purge = pairings_purge,
-    .installation_insert = installation_insert,
-    .installation_get = installation_get,
-    .installation_update = installation_update,
-    .installations_of_user = installations_of_user,
-    .session_insert = session_insert,
-    .session_get = session_get,
-    .session_update = session_update,
-    .sessions_of_user = sessions_of_user,
-    .sessions_deleted_of_user = sessions_deleted_of_user,
-    .sessions_purge = sessions_purge,
-    .interaction_insert = interaction_insert,
-    .interaction_get = interaction_get,
-    .message_insert = message_insert,
-    .message_get = message_get,
-    .message_update = message_update,
-    .messages_page = messages_page,
-    .messages_by_time = messages_by_time,
-    .messages_open_before = messages_open_before,
-    .delta_run_insert = delta_run_insert,
-    .delta_runs_of = delta_runs_of,
-    .delta_next_seq = delta_next_seq,
-    .delta_runs_delete = delta_runs_delete,
-    .delta_keys_put = delta_keys_put,
-    .delta_keys_get = delta_keys_get,
-    .delta_keys_purge = delta_keys_purge,
-    .delta_runs_insert_checked = delta_runs_insert_checked,
-    .idempotency_get = idempotency_get,
-    .idempotency_insert = idempotency_insert,
-    .idempotency_delete = idempotency_delete,
-    .idempotency_of_scope = idempotency_of_scope,
-    .idempotency_purge = idempotency_purge,
-    .task_insert = task_insert,
-    .task_get = task_get,
-    .task_update = task_update,
-    .tasks_by_time = tasks_by_time,
-    .approval_insert = approval_insert,
-    .approval_get = approval_get,
-    .approval_update = approval_update,
-    .approvals_of_user_by_id = approvals_of_user_by_id,
-    .approvals_pending_of_user = approvals_pending_of_user,
-    .approvals_by_time = approvals_by_time,
-    .approvals_due = approvals_due,
-    .capability_insert = capability_insert,
-    .capability_get = capability_get,
-    .capability_update = capability_update,
-    .capabilities_pending_of_user = capabilities_pending_of_user,
-    .capabilities_due = capabilities_due,
-    .grant_insert_ignore = grant_insert_ignore,
-    .grants_of = grants_of,
-    .grants_of_installation = grants_of_installation,
-    .grant_delete = grant_delete,
-    .update_append = update_append,
-    .updates_after = updates_after,
-    .updates_ack = updates_ack,
-    .updates_purge = updates_purge,
-    .attachment_insert = attachment_insert,
-    .attachment_get = attachment_get,
-    .secret_insert_ignore = secret_insert_ignore,
-    .secret_get = secret_get,
-    .login_code_insert = login_code_insert,
-    .login_code_get = login_code_get,
-    .login_code_delete = login_code_delete,
-    .login_codes_purge = login_codes_purge,
-    .push_subscription_insert = push_subscription_insert,
-    .push_subscription_get = push_subscription_get,
-    .push_subscription_delete = push_subscription_delete,
-    .push_subscriptions_of_user = push_subscriptions_of_user,
-    .attachment_use = attachment_use,
-    .attachments_usage = attachments_usage,
-    .attachments_unreferenced = attachments_unreferenced,
-    .attachment_doom = attachment_doom,
-    .attachments_doomed = attachments_doomed,
-    .attachment_delete = attachment_delete,
-    .pairing_by_code_any = pairing_by_code_any,
-    .device_insert = device_insert,
-    .device_get = device_get,
-    .device_update = device_update,
-    .devices_of_user = devices_of_user,
-    .confirmation_put = confirmation_put,
-    .confirmation_get = confirmation_get,
-    .confirmations_delete = confirmations_delete,
-    .recipient_put = recipient_put,
-    .recipient_get = recipient_get,
-    .recipients_delete = recipients_delete,
-    .recipients_of_device = recipients_of_device,
-    .agent_file_put = agent_file_put,
-    .agent_files_of_session = agent_files_of_session,
-};

@@ -48,6 +48,7 @@
 #include "store/backends.h"
 #include "store/postgres.h"
 #include "store/rows.h"
+#include "store/schema.h"
 #include "store/sql.h"
 
 #define STMT_CACHE 256
@@ -93,287 +94,6 @@ struct pg_txn {
 };
 
 #define TXN(txn) ((struct pg_txn *)(txn))
-
-/* ---- migrations ---------------------------------------------------------------------------------- */
-
-/*
- * Each migration moves the schema one version up; they run in order, once,
- * each in a transaction that holds an advisory lock, so that nodes starting
- * together migrate once. Version 1 is the whole schema of SQLite version 10,
- * with the same tables and columns (the end-to-end tests read them by name);
- * a later SQLite migration gets its twin here.
- */
-static const char *const migrations[] = {
-    /* 1: every table of the relay as of SQLite schema 10. */
-    "CREATE TABLE users ("
-    "  id TEXT PRIMARY KEY,"
-    "  created_at BIGINT NOT NULL);"
-    "CREATE TABLE installations ("
-    "  id TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL REFERENCES users(id),"
-    "  token_hash TEXT,"
-    "  token_env TEXT NOT NULL DEFAULT 'live',"
-    "  connector_type TEXT NOT NULL,"
-    "  host_label TEXT NOT NULL,"
-    "  custom_display_name TEXT,"
-    "  custom_emoji TEXT,"
-    "  state TEXT NOT NULL DEFAULT 'live',"
-    "  manifest TEXT,"
-    "  next_update_id BIGINT NOT NULL DEFAULT 1,"
-    "  acked_update_id BIGINT NOT NULL DEFAULT 0,"
-    "  created_at BIGINT NOT NULL,"
-    "  revoked_at BIGINT);"
-    "CREATE INDEX installations_user ON installations(user_id);"
-    "CREATE TABLE pairings ("
-    "  poll_hash TEXT PRIMARY KEY,"
-    "  code_hash TEXT NOT NULL,"
-    "  installation_id TEXT NOT NULL,"
-    "  connector_type TEXT NOT NULL,"
-    "  host_label TEXT NOT NULL,"
-    "  state TEXT NOT NULL,"
-    "  user_id TEXT,"
-    "  created_at BIGINT NOT NULL,"
-    "  expires_at BIGINT NOT NULL,"
-    "  claimed_at BIGINT);"
-    "CREATE UNIQUE INDEX pairings_live_code ON pairings(code_hash) WHERE state = 'pending';"
-    "CREATE TABLE sessions ("
-    "  id TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL REFERENCES users(id),"
-    "  installation_id TEXT NOT NULL REFERENCES installations(id),"
-    "  title TEXT,"
-    "  state TEXT NOT NULL DEFAULT 'active',"
-    "  created_at BIGINT NOT NULL,"
-    "  updated_at BIGINT NOT NULL,"
-    "  deleted_at BIGINT);"
-    "CREATE INDEX sessions_user ON sessions(user_id);"
-    "CREATE INDEX sessions_deleted ON sessions(deleted_at) WHERE deleted_at IS NOT NULL;"
-    "CREATE TABLE interactions ("
-    "  id TEXT PRIMARY KEY,"
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  created_at BIGINT NOT NULL);"
-    /* PostgreSQL does not index the referencing side: without it a purge's cascade reads the whole table. */
-    "CREATE INDEX interactions_session ON interactions(session_id);"
-    /* seq orders a session's messages by insertion, as SQLite's rowid does. */
-    "CREATE TABLE messages ("
-    "  id TEXT PRIMARY KEY,"
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  interaction_id TEXT,"
-    "  role TEXT NOT NULL,"
-    "  text TEXT NOT NULL,"
-    "  attachments TEXT,"
-    "  reply_to TEXT,"
-    "  usage TEXT,"
-    "  finish_reason TEXT,"
-    "  state TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL,"
-    "  finalized_at BIGINT,"
-    "  placeholder INTEGER NOT NULL DEFAULT 0,"
-    "  seq BIGSERIAL NOT NULL);"
-    "CREATE INDEX messages_session ON messages(session_id, seq);"
-    "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';"
-    "CREATE TABLE approvals ("
-    "  id TEXT PRIMARY KEY,"
-    "  installation_id TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL,"
-    "  interaction_id TEXT NOT NULL,"
-    "  request TEXT NOT NULL,"
-    "  state TEXT NOT NULL,"
-    "  decision TEXT,"
-    "  scope TEXT,"
-    "  scope_value TEXT,"
-    "  created_at BIGINT NOT NULL,"
-    "  expires_at BIGINT NOT NULL,"
-    "  resolved_at BIGINT,"
-    "  user_id TEXT);"
-    "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
-    "CREATE TABLE grants ("
-    "  installation_id TEXT NOT NULL,"
-    "  action TEXT NOT NULL,"
-    "  scope TEXT NOT NULL,"
-    "  scope_value TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL,"
-    "  PRIMARY KEY (installation_id, action, scope, scope_value));"
-    "CREATE TABLE idempotency ("
-    "  owner TEXT NOT NULL,"
-    "  scope TEXT NOT NULL,"
-    "  key TEXT NOT NULL,"
-    "  body_hash TEXT NOT NULL,"
-    "  response TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL,"
-    "  PRIMARY KEY (owner, scope, key));"
-    "CREATE INDEX idempotency_created ON idempotency(created_at);"
-    "CREATE TABLE updates ("
-    "  installation_id TEXT NOT NULL,"
-    "  update_id BIGINT NOT NULL,"
-    "  type TEXT NOT NULL,"
-    "  session_id TEXT,"
-    "  interaction_id TEXT,"
-    "  payload TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL,"
-    "  PRIMARY KEY (installation_id, update_id));"
-    "CREATE INDEX updates_created ON updates(created_at);"
-    "CREATE TABLE attachments ("
-    "  key TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL,"
-    "  mime TEXT NOT NULL,"
-    "  size BIGINT NOT NULL,"
-    "  name TEXT,"
-    "  created_at BIGINT NOT NULL);"
-    /*
-     * A run's text is bytes with a length (the contract): BYTEA holds any
-     * byte, where TEXT refuses NUL. SQLite's key and body_hash columns of
-     * schema 5 are gone: schema 7 moved every key into keys.
-     */
-    "CREATE TABLE message_deltas ("
-    "  message_id TEXT NOT NULL,"
-    "  seq BIGINT NOT NULL,"
-    "  seq_last BIGINT NOT NULL,"
-    "  delta BYTEA NOT NULL,"
-    "  keys TEXT NOT NULL,"
-    "  PRIMARY KEY (message_id, seq));"
-    "CREATE TABLE delta_keys ("
-    "  message_id TEXT PRIMARY KEY,"
-    "  keys TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL);"
-    "CREATE INDEX delta_keys_created ON delta_keys(created_at);"
-    "CREATE TABLE tasks ("
-    "  installation_id TEXT NOT NULL,"
-    "  task_id TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL,"
-    "  interaction_id TEXT NOT NULL,"
-    "  kind TEXT,"
-    "  name TEXT,"
-    "  status TEXT NOT NULL,"
-    "  status_label TEXT,"
-    "  created_at BIGINT NOT NULL,"
-    "  updated_at BIGINT NOT NULL,"
-    "  PRIMARY KEY (installation_id, task_id));"
-    /* The secrets every node of a relay shares: the token-signing and URL-signing keys. */
-    "CREATE TABLE secrets ("
-    "  name TEXT PRIMARY KEY,"
-    "  value TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL);"
-    /* The web client's sign-in codes (their SHA-256) and Web Push subscriptions. */
-    "CREATE TABLE login_codes ("
-    "  code_hash TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL,"
-    "  expires_at BIGINT NOT NULL);"
-    "CREATE INDEX login_codes_expires ON login_codes(expires_at);"
-    "CREATE TABLE push_subscriptions ("
-    "  endpoint TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL REFERENCES users(id),"
-    "  p256dh TEXT NOT NULL,"
-    "  auth TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL);"
-    "CREATE INDEX push_subscriptions_user ON push_subscriptions(user_id, created_at);",
-    /* 2 (SQLite 11): an approval id is unique per installation; a user's decision finds it by (user_id, id). */
-    "ALTER TABLE approvals DROP CONSTRAINT approvals_pkey;"
-    "ALTER TABLE approvals ADD PRIMARY KEY (installation_id, id);"
-    "CREATE INDEX approvals_of_user ON approvals(user_id, id);",
-    /*
-     * 3 (SQLite 12): which sessions use each attachment, when it was first
-     * used and when it was marked for removal; the uses of messages stored
-     * before are filled in from their attachments.
-     */
-    "ALTER TABLE attachments ADD COLUMN used_at BIGINT;"
-    "ALTER TABLE attachments ADD COLUMN doomed_at BIGINT;"
-    "CREATE TABLE attachment_uses ("
-    "  key TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  PRIMARY KEY (key, session_id));"
-    "CREATE INDEX attachment_uses_session ON attachment_uses(session_id);"
-    "INSERT INTO attachment_uses(key, session_id)"
-    "  SELECT DISTINCT j->>'key', m.session_id FROM messages m, jsonb_array_elements(m.attachments::jsonb) j"
-    "  WHERE m.attachments LIKE '[%' AND j->>'key' IN (SELECT key FROM attachments);"
-    "UPDATE attachments SET used_at = created_at WHERE key IN (SELECT key FROM attachment_uses);"
-    "CREATE INDEX attachments_of_user ON attachments(user_id);"
-    "CREATE INDEX attachments_unused ON attachments(created_at) WHERE used_at IS NULL AND doomed_at IS NULL;"
-    "CREATE INDEX attachments_used ON attachments(used_at) WHERE used_at IS NOT NULL AND doomed_at IS NULL;"
-    "CREATE INDEX attachments_doomed ON attachments(doomed_at) WHERE doomed_at IS NOT NULL;",
-    /*
-     * 4 (SQLite 13): a session's timeline: tasks keep their arguments and
-     * results for as long as their session and go with it, as approvals do;
-     * the three kinds are read by session in time order.
-     */
-    "ALTER TABLE tasks ADD COLUMN args TEXT;"
-    "ALTER TABLE tasks ADD COLUMN partial_result TEXT;"
-    "ALTER TABLE tasks ADD COLUMN result TEXT;"
-    "ALTER TABLE tasks ADD COLUMN error TEXT;"
-    "DELETE FROM tasks WHERE session_id NOT IN (SELECT id FROM sessions);"
-    "DELETE FROM approvals WHERE session_id NOT IN (SELECT id FROM sessions);"
-    "CREATE INDEX tasks_session ON tasks(session_id, created_at, task_id COLLATE \"C\");"
-    "CREATE INDEX approvals_session ON approvals(session_id, created_at, id COLLATE \"C\");"
-    "CREATE INDEX messages_session_time ON messages(session_id, created_at, seq);",
-    /* 5 (SQLite 14): device capability requests (issue 28), kept like approvals. */
-    "CREATE TABLE capability_requests ("
-    "  id TEXT PRIMARY KEY,"
-    "  installation_id TEXT NOT NULL,"
-    "  user_id TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL,"
-    "  interaction_id TEXT NOT NULL,"
-    "  capability TEXT NOT NULL,"
-    "  request TEXT NOT NULL,"
-    "  state TEXT NOT NULL,"
-    "  answer TEXT,"
-    "  created_at BIGINT NOT NULL,"
-    "  expires_at BIGINT NOT NULL,"
-    "  answered_at BIGINT);"
-    "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
-    "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
-    "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
-    /* 6 (SQLite 15): end-to-end encryption (issue 26). */
-    "ALTER TABLE sessions ADD COLUMN encrypted BOOLEAN NOT NULL DEFAULT FALSE;"
-    "ALTER TABLE sessions ADD COLUMN model TEXT;"
-    "ALTER TABLE installations ADD COLUMN bridge_version TEXT;"
-    "CREATE TABLE devices ("
-    "  id TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL,"
-    "  installation_id TEXT,"
-    "  platform TEXT NOT NULL,"
-    "  label TEXT,"
-    "  pubkey TEXT NOT NULL,"
-    "  created_at BIGINT NOT NULL,"
-    "  revoked_at BIGINT);"
-    "CREATE INDEX devices_of_user ON devices(user_id, created_at) WHERE revoked_at IS NULL;"
-    "CREATE TABLE device_confirmations ("
-    "  device_id TEXT NOT NULL,"
-    "  bridge_device_id TEXT NOT NULL,"
-    "  at BIGINT NOT NULL,"
-    "  PRIMARY KEY (device_id, bridge_device_id));"
-    "CREATE INDEX device_confirmations_bridge ON device_confirmations(bridge_device_id);"
-    "CREATE TABLE session_recipients ("
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  device_id TEXT NOT NULL,"
-    "  wrapped_session_key TEXT NOT NULL,"
-    "  wrapped_by_device_id TEXT,"
-    "  created_at BIGINT NOT NULL,"
-    "  PRIMARY KEY (session_id, device_id));"
-    "CREATE INDEX session_recipients_device ON session_recipients(device_id, created_at);"
-    "CREATE TABLE session_agent_files ("
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  path_blind_idx TEXT NOT NULL,"
-    "  tool TEXT NOT NULL,"
-    "  size_bytes BIGINT,"
-    "  mime TEXT,"
-    "  path_ct TEXT NOT NULL,"
-    "  display_name_ct TEXT NOT NULL,"
-    "  updated_at BIGINT NOT NULL,"
-    "  PRIMARY KEY (session_id, path_blind_idx));",
-    /* A client checks a grant it fetches back as it checks the event (docs/api.md, "Signed grants"). */
-    "ALTER TABLE session_recipients ADD COLUMN grant_sig TEXT;",
-    /* An encrypted session's first decision keeps its signature: a retry is told apart from another (issue 34). */
-    "ALTER TABLE approvals ADD COLUMN decision_sig TEXT;"
-    "ALTER TABLE approvals ADD COLUMN device_id TEXT;",
-    /* Who may redeem a pairing (docs/api.md, "Who redeems a pairing"); rows from before: the poll token only. */
-    "ALTER TABLE pairings ADD COLUMN redeem_by TEXT;"
-    "UPDATE pairings SET redeem_by = 'poll_token';",
-    /* issue 36: a session's agent, project (JSON, or an encrypted one's envelope), resumed agent session, state. */
-    "ALTER TABLE sessions ADD COLUMN agent TEXT;"
-    "ALTER TABLE sessions ADD COLUMN project TEXT;"
-    "ALTER TABLE sessions ADD COLUMN resume TEXT;"
-    "ALTER TABLE sessions ADD COLUMN agent_state TEXT;",
-};
 
 /* ---- waiting for the server, with a deadline --------------------------------------------------- */
 
@@ -957,14 +677,37 @@ static int pg_begin(rl_txn_t *txn)
 }
 
 /* Statements outside a transaction, each its own: the connection is made again when it was lost. */
-static int pg_autocommit(rl_txn_t *txn)
+/*
+ * A batch whose every operation is of checked deltas (rl_store_op_type_t.deltas):
+ * each op's run is one statement, atomic by itself, so each runs on its own
+ * outside a transaction (autocommit): one round trip per op instead of
+ * BEGIN, SAVEPOINT, RELEASE and COMMIT around it. 0 when it ran so (each
+ * op's result set), 1 when the batch needs a transaction.
+ */
+static int pg_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
 {
     struct pg_txn *t = TXN(txn);
+    rl_store_op_t *op;
+    int ready;
 
+    for (op = batch; op != NULL; op = op->next)
+        if (op->type->deltas == NULL || op->type->deltas(op, NULL) != RL_STORE_DELTAS_CHECKED)
+            return 1;
     t->failed = 0;
     t->timed_out = 0;
     t->in_txn = t->in_savepoint = 0;
-    return reconnect(t);
+    ready = reconnect(t);
+    /* As the worker answers a batch whose begin failed: the outage keeps its word, anything else is internal. */
+    if (ready != 0 && ready != RL_E_UNAVAILABLE && ready != RL_E_STORAGE_FULL)
+        ready = RL_E_INTERNAL;
+    for (op = batch; op != NULL; op = op->next) {
+        txn->arena = &op->arena;
+        txn->writing = op->type->writes;
+        op->result = ready != 0 ? ready : op->type->run(txn, op);
+    }
+    txn->arena = NULL;
+    txn->writing = 0;
+    return 0;
 }
 
 static void pg_rollback(rl_txn_t *txn)
@@ -1060,7 +803,7 @@ static const rl_sql_driver_t pg_driver = {
     .savepoint = pg_savepoint,
     .release = pg_release,
     .close = pg_close,
-    .autocommit = pg_autocommit,
+    .run_batch = pg_run_batch,
     .run = pg_run,
     .next = pg_next,
     .is_null = pg_is_null,
@@ -1077,16 +820,18 @@ typedef struct version_row {
 RL_ROW_DESCRIBE(version_row, version_row_t, RL_ROW_VERSION);
 
 /*
- * Brings the schema to the binary's version, one migration per transaction.
- * Each transaction takes an advisory lock first, so nodes that start
- * together wait for each other and migrate once.
+ * Brings the schema to the binary's version (schema.c: PostgreSQL's steps),
+ * one step per transaction. Each transaction takes an advisory lock first,
+ * so nodes that start together wait for each other and migrate once. The
+ * tables and columns are SQLite's, by name (the end-to-end tests and
+ * relayd migrate read them so).
  */
 static int migrate(struct pg_txn *t)
 {
     static const rl_sql_t lock_sql = {"SELECT pg_advisory_xact_lock(?)"};
     static const rl_sql_t version_sql = {"SELECT coalesce(max(version), 0) FROM schema_version"};
     version_row_t row = {0};
-    int target = (int)(sizeof(migrations) / sizeof(migrations[0]));
+    int target = rl_schema_target(RL_SCHEMA_POSTGRES);
     rl_arena_t arena = {NULL};
     char insert[96];
     int version = 0, result;
@@ -1112,8 +857,8 @@ static int migrate(struct pg_txn *t)
             break;
         }
         snprintf(insert, sizeof(insert), "INSERT INTO schema_version VALUES (%d)", version + 1);
-        if ((result = control(t, migrations[version], NULL)) != 0 || (result = control(t, insert, NULL)) != 0 ||
-            (result = pg_commit(&t->base.base)) != 0)
+        if ((result = control(t, rl_schema_step(RL_SCHEMA_POSTGRES, version), NULL)) != 0 ||
+            (result = control(t, insert, NULL)) != 0 || (result = pg_commit(&t->base.base)) != 0)
             break;
         rl_log_info("store (%s) migrated to PostgreSQL schema version %d", t->where, version + 1);
     }
@@ -1126,7 +871,7 @@ static int migrate(struct pg_txn *t)
 
 int rl_store_postgres_target_version(void)
 {
-    return (int)(sizeof(migrations) / sizeof(migrations[0]));
+    return rl_schema_target(RL_SCHEMA_POSTGRES);
 }
 
 /* The one value of sql on conn (read only), or NULL with the reason in why. The caller clears the result. */
@@ -1184,15 +929,15 @@ out:
     return result;
 }
 
-int rl_store__postgres_open(const char *conninfo, rl_txn_t **out)
+int rl_store__postgres_open(const char *conninfo, rl_store_use_t use, rl_txn_t **out)
 {
     struct pg_txn *t = calloc(1, sizeof(*t));
     char *error = NULL, why[256];
     PQconninfoOption *parsed;
+    (void)use; /* a server has no file beside it: every use is the same */
 
     if (t == NULL)
         return -1;
-    t->base.base.ops = &rl_sql__txn_ops;
     t->base.driver = &pg_driver;
     t->backoff_ms = BACKOFF_FIRST_MS;
     /* libpq's parse errors may quote the URL, password included: say only that it is wrong. */
@@ -1222,5 +967,5 @@ fail:
 
 struct pg_conn *rl_store__postgres_conn(rl_txn_t *txn)
 {
-    return txn->ops == &rl_sql__txn_ops && RL_SQL_TXN(txn)->driver == &pg_driver ? TXN(txn)->conn : NULL;
+    return RL_SQL_TXN(txn)->driver == &pg_driver ? TXN(txn)->conn : NULL;
 }

@@ -1,5 +1,5 @@
 /*
- * What the PostgreSQL backend offers besides struct rl_txn_ops: the one-shot
+ * What the PostgreSQL backend offers besides the rl_txn_* operations: the one-shot
  * commands' access to a store (relayd migrate --check). Each call opens a
  * connection of its own, blocking, on the calling thread, and only reads.
  */

@@ -1,6 +1,6 @@
 /*
- * The SQL backends' shared half (sql.c, ops.c): every operation of struct
- * rl_txn_ops written once, as statements and row descriptions, over a small
+ * The SQL backends' shared half (sql.c, ops.c): every rl_txn_* operation of
+ * store.h written once, as statements and row descriptions, over a small
  * driver that each SQL engine implements (sqlite.c, postgres.c).
  *
  * A driver runs one statement at a time with typed parameters and hands out
@@ -111,22 +111,24 @@ typedef struct rl_sql_cursor {
 
 /*
  * What an SQL engine implements. Every function runs on the transaction's
- * thread and returns 0 or a negative RL_E_* error as struct rl_txn_ops says
+ * thread and returns 0 or a negative RL_E_* error as store.h's rl_txn_* functions say
  * (RL_E_CONFLICT for a unique or foreign key violation, RL_E_UNAVAILABLE
  * for "try again", RL_E_INTERNAL logged by the driver).
  */
 typedef struct rl_sql_driver {
     const char *name;
     rl_sql_dialect_t dialect;
-    /* Transaction control, as struct rl_txn_ops. */
+    /* Transaction control, as rl_txn_begin... of store.h. */
     int (*begin)(rl_txn_t *txn);
     int (*commit)(rl_txn_t *txn);
     void (*rollback)(rl_txn_t *txn);
     int (*savepoint)(rl_txn_t *txn);
     void (*release)(rl_txn_t *txn, int keep);
     void (*close)(rl_txn_t *txn);
-    /* Optional: as rl_txn_ops.autocommit (NULL: transactions only). */
-    int (*autocommit)(rl_txn_t *txn);
+    /* Optional: as rl_txn_run_batch (NULL: every batch in a transaction). */
+    int (*run_batch)(rl_txn_t *txn, rl_store_op_t *batch);
+    /* Optional: as rl_txn_due_ms (NULL: never any work of its own). */
+    int64_t (*due_ms)(rl_txn_t *txn);
     /*
      * Runs stmt (with its locked suffix when locked) with n parameters,
      * preparing it on first use (its address is the key of the driver's
@@ -162,9 +164,6 @@ typedef struct rl_sql_txn {
 } rl_sql_txn_t;
 
 #define RL_SQL_TXN(txn) ((rl_sql_txn_t *)(txn))
-
-/* The operations of every SQL backend (ops.c): set txn->ops to it and fill driver. */
-extern const struct rl_txn_ops rl_sql__txn_ops;
 
 /*
  * stmt's text in dialect d, with the locked suffix when locked: a malloc'd

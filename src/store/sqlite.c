@@ -13,7 +13,9 @@
  *
  * This file is SQLite's driver (sql.h): connection, transactions, and one
  * statement at a time; the operations themselves are written once for
- * every SQL engine in ops.c. Nothing here knows a rule of the relay;
+ * every SQL engine in ops.c. It also owns the delta log of relayd's own
+ * data folder (deltalog.h, "The delta log" below): the worker sees it only
+ * as rl_txn_run_batch, rl_txn_due_ms and a begin that folds it. Nothing here knows a rule of the relay;
  * docs/internals/store.md says what each function must do for any backend.
  */
 #include <errno.h>
@@ -30,21 +32,33 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "store/backends.h"
 #include "store/sql.h"
 #include "store/deltalog.h"
+#include "store/schema.h"
 #include "store/sqlite.h"
 
 #define TXN(txn) ((struct sqlite_txn *)(txn))
 
 #define STMT_CACHE 256
 
+/* The delta log is folded once it holds this much, or once its oldest record has waited this long. */
+#define FOLD_BYTES (4u * 1024 * 1024)
+#define FOLD_MS    1000
+
 struct sqlite_txn {
     rl_sql_txn_t base;
     sqlite3 *db;
     char *path;
+    /* The delta log (relayd's own data folder), or NULL; the worker's alone. */
+    rl_deltalog_t *log;
+    rl_deltalog_t *log_lock;   /* the same file held only for its shared lock (sqlite:PATH in relayd), or NULL */
+    rl_deltalog_buf_t log_buf; /* a batch's records before their one write */
+    int64_t log_since_ms;      /* when the log got its first record since its last fold (rl_clock_mono_ms) */
+    int folding;               /* the open transaction folded the log: it is emptied after the commit */
     struct {
         const rl_sql_t *stmt;
         sqlite3_stmt *handle;
@@ -58,360 +72,6 @@ struct sqlite_txn {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stopping;
-};
-
-/* Each migration moves the schema one version up; they run in order, once, inside a transaction. */
-static const char *const migrations[] = {
-    /* 1: every table of the relay, even where later features fill them. */
-    "CREATE TABLE users ("
-    "  id TEXT PRIMARY KEY,"
-    "  created_at INTEGER NOT NULL);"
-    "CREATE TABLE installations ("
-    "  id TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL REFERENCES users(id),"
-    "  token_hash TEXT,"
-    "  token_env TEXT NOT NULL DEFAULT 'live',"
-    "  connector_type TEXT NOT NULL,"
-    "  host_label TEXT NOT NULL,"
-    "  custom_display_name TEXT,"
-    "  custom_emoji TEXT,"
-    "  state TEXT NOT NULL DEFAULT 'live',"
-    "  manifest TEXT,"
-    "  next_update_id INTEGER NOT NULL DEFAULT 1,"
-    "  acked_update_id INTEGER NOT NULL DEFAULT 0,"
-    "  created_at INTEGER NOT NULL,"
-    "  revoked_at INTEGER);"
-    "CREATE INDEX installations_user ON installations(user_id);"
-    "CREATE TABLE pairings ("
-    "  poll_hash TEXT PRIMARY KEY,"
-    "  code_hash TEXT NOT NULL,"
-    "  installation_id TEXT NOT NULL,"
-    "  connector_type TEXT NOT NULL,"
-    "  host_label TEXT NOT NULL,"
-    "  state TEXT NOT NULL,"
-    "  user_id TEXT,"
-    "  created_at INTEGER NOT NULL,"
-    "  expires_at INTEGER NOT NULL,"
-    "  claimed_at INTEGER);"
-    "CREATE UNIQUE INDEX pairings_live_code ON pairings(code_hash) WHERE state = 'pending';"
-    "CREATE TABLE sessions ("
-    "  id TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL REFERENCES users(id),"
-    "  installation_id TEXT NOT NULL REFERENCES installations(id),"
-    "  title TEXT,"
-    "  state TEXT NOT NULL DEFAULT 'active',"
-    "  created_at INTEGER NOT NULL,"
-    "  updated_at INTEGER NOT NULL,"
-    "  deleted_at INTEGER);"
-    "CREATE INDEX sessions_user ON sessions(user_id);"
-    "CREATE TABLE interactions ("
-    "  id TEXT PRIMARY KEY,"
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  created_at INTEGER NOT NULL);"
-    "CREATE TABLE messages ("
-    "  id TEXT PRIMARY KEY,"
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  interaction_id TEXT,"
-    "  role TEXT NOT NULL,"
-    "  text TEXT NOT NULL,"
-    "  attachments TEXT,"
-    "  reply_to TEXT,"
-    "  usage TEXT,"
-    "  finish_reason TEXT,"
-    "  state TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL,"
-    "  finalized_at INTEGER);"
-    "CREATE INDEX messages_session ON messages(session_id, created_at);"
-    "CREATE TABLE approvals ("
-    "  id TEXT PRIMARY KEY,"
-    "  installation_id TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL,"
-    "  interaction_id TEXT NOT NULL,"
-    "  request TEXT NOT NULL,"
-    "  state TEXT NOT NULL,"
-    "  decision TEXT,"
-    "  scope TEXT,"
-    "  scope_value TEXT,"
-    "  created_at INTEGER NOT NULL,"
-    "  expires_at INTEGER NOT NULL,"
-    "  resolved_at INTEGER);"
-    "CREATE TABLE grants ("
-    "  installation_id TEXT NOT NULL,"
-    "  action TEXT NOT NULL,"
-    "  scope TEXT NOT NULL,"
-    "  scope_value TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL,"
-    "  PRIMARY KEY (installation_id, action, scope, scope_value));"
-    "CREATE TABLE idempotency ("
-    "  owner TEXT NOT NULL,"
-    "  scope TEXT NOT NULL,"
-    "  key TEXT NOT NULL,"
-    "  body_hash TEXT NOT NULL,"
-    "  response TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL,"
-    "  PRIMARY KEY (owner, scope, key));"
-    "CREATE TABLE updates ("
-    "  installation_id TEXT NOT NULL,"
-    "  update_id INTEGER NOT NULL,"
-    "  type TEXT NOT NULL,"
-    "  session_id TEXT,"
-    "  interaction_id TEXT,"
-    "  payload TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL,"
-    "  PRIMARY KEY (installation_id, update_id));",
-    /* 2: uploaded attachments, and the index that pages a session's history. */
-    "CREATE TABLE attachments ("
-    "  key TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL,"
-    "  mime TEXT NOT NULL,"
-    "  size INTEGER NOT NULL,"
-    "  name TEXT,"
-    "  created_at INTEGER NOT NULL);"
-    "CREATE INDEX sessions_deleted ON sessions(deleted_at) WHERE deleted_at IS NOT NULL;"
-    "CREATE INDEX updates_created ON updates(created_at);",
-    /* 3: streamed messages as append-only deltas, task state, approval owners. */
-    "ALTER TABLE messages ADD COLUMN placeholder INTEGER NOT NULL DEFAULT 0;"
-    "CREATE TABLE message_deltas ("
-    "  message_id TEXT NOT NULL,"
-    "  seq INTEGER NOT NULL,"
-    "  delta TEXT NOT NULL,"
-    "  PRIMARY KEY (message_id, seq));"
-    "CREATE TABLE tasks ("
-    "  installation_id TEXT NOT NULL,"
-    "  task_id TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL,"
-    "  interaction_id TEXT NOT NULL,"
-    "  kind TEXT,"
-    "  name TEXT,"
-    "  status TEXT NOT NULL,"
-    "  status_label TEXT,"
-    "  created_at INTEGER NOT NULL,"
-    "  updated_at INTEGER NOT NULL,"
-    "  PRIMARY KEY (installation_id, task_id));"
-    "ALTER TABLE approvals ADD COLUMN user_id TEXT;"
-    "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
-    "CREATE INDEX idempotency_created ON idempotency(created_at);",
-    /*
-     * 4: the two tables written on every streamed delta are clustered on
-     * their keys, so that an insert touches one B-tree instead of a table
-     * and its key index (half the pages each commit writes to the WAL).
-     */
-    "CREATE TABLE message_deltas_new ("
-    "  message_id TEXT NOT NULL,"
-    "  seq INTEGER NOT NULL,"
-    "  delta TEXT NOT NULL,"
-    "  PRIMARY KEY (message_id, seq)) WITHOUT ROWID;"
-    "INSERT INTO message_deltas_new SELECT message_id, seq, delta FROM message_deltas;"
-    "DROP TABLE message_deltas;"
-    "ALTER TABLE message_deltas_new RENAME TO message_deltas;"
-    "CREATE TABLE idempotency_new ("
-    "  owner TEXT NOT NULL,"
-    "  scope TEXT NOT NULL,"
-    "  key TEXT NOT NULL,"
-    "  body_hash TEXT NOT NULL,"
-    "  response TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL,"
-    "  PRIMARY KEY (owner, scope, key)) WITHOUT ROWID;"
-    "INSERT INTO idempotency_new SELECT owner, scope, key, body_hash, response, created_at FROM idempotency;"
-    "DROP TABLE idempotency;"
-    "ALTER TABLE idempotency_new RENAME TO idempotency;"
-    "CREATE INDEX idempotency_created ON idempotency(created_at);",
-    /*
-     * 5: a delta's idempotency key lives in its own row instead of a row of
-     * its own in `idempotency` (one B-tree insert per delta, not two); when
-     * the message ends, its keys move to one `delta_keys` row per message,
-     * kept as long as other idempotency records.
-     */
-    "ALTER TABLE message_deltas ADD COLUMN key TEXT;"
-    "ALTER TABLE message_deltas ADD COLUMN body_hash TEXT;"
-    "CREATE TABLE delta_keys ("
-    "  message_id TEXT PRIMARY KEY,"
-    "  keys TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL) WITHOUT ROWID;"
-    "CREATE INDEX delta_keys_created ON delta_keys(created_at);",
-    /*
-     * 6: a batch writes one row per message, not per delta: the row holds
-     * the deltas of seq..seq_last joined, and their keys as a JSON array of
-     * [key, body hash] pairs (rows of schema 5 keep key and body_hash).
-     */
-    "ALTER TABLE message_deltas ADD COLUMN seq_last INTEGER;"
-    "ALTER TABLE message_deltas ADD COLUMN keys TEXT;",
-    /*
-     * 7: every streamed-delta row in the shape of schema 6 (the rows of
-     * schema 5 carried one key each in key and body_hash), so that the
-     * backend reads one shape. Deltas stored before schema 5 keep their keys
-     * in `idempotency`.
-     */
-    "UPDATE message_deltas SET keys = json_array(json_array(key, body_hash)) WHERE keys IS NULL AND key IS NOT NULL;"
-    "UPDATE message_deltas SET keys = '[]' WHERE keys IS NULL;"
-    "UPDATE message_deltas SET seq_last = seq WHERE seq_last IS NULL;",
-    /* 8: the messages still streaming, for the sweep that ends those left open past their window. */
-    "CREATE INDEX messages_streaming ON messages(created_at) WHERE state = 'streaming';",
-    /* 9: the secrets every node of a relay shares: the token-signing and URL-signing keys. */
-    "CREATE TABLE secrets ("
-    "  name TEXT PRIMARY KEY,"
-    "  value TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL) WITHOUT ROWID;",
-    /*
-     * 10: the web client: sign-in codes (their SHA-256, single use, short
-     * lived) and Web Push subscriptions (the keys the messages are
-     * encrypted for must be kept as they are).
-     */
-    "CREATE TABLE login_codes ("
-    "  code_hash TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL,"
-    "  expires_at INTEGER NOT NULL);"
-    "CREATE INDEX login_codes_expires ON login_codes(expires_at);"
-    "CREATE TABLE push_subscriptions ("
-    "  endpoint TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL REFERENCES users(id),"
-    "  p256dh TEXT NOT NULL,"
-    "  auth TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL);"
-    "CREATE INDEX push_subscriptions_user ON push_subscriptions(user_id, created_at);",
-    /*
-     * 11: an approval id is unique per installation, not across the relay
-     * (issue 11): one installation's ids neither block nor reveal another's.
-     * A user's decision finds the approval by (user_id, id).
-     */
-    "CREATE TABLE approvals_new ("
-    "  id TEXT NOT NULL,"
-    "  installation_id TEXT NOT NULL,"
-    "  user_id TEXT,"
-    "  session_id TEXT NOT NULL,"
-    "  interaction_id TEXT NOT NULL,"
-    "  request TEXT NOT NULL,"
-    "  state TEXT NOT NULL,"
-    "  decision TEXT,"
-    "  scope TEXT,"
-    "  scope_value TEXT,"
-    "  created_at INTEGER NOT NULL,"
-    "  expires_at INTEGER NOT NULL,"
-    "  resolved_at INTEGER,"
-    "  PRIMARY KEY (installation_id, id));"
-    "INSERT INTO approvals_new(id, installation_id, user_id, session_id, interaction_id, request, state, decision,"
-    "  scope, scope_value, created_at, expires_at, resolved_at)"
-    "  SELECT id, installation_id, user_id, session_id, interaction_id, request, state, decision, scope, scope_value,"
-    "  created_at, expires_at, resolved_at FROM approvals;"
-    "DROP TABLE approvals;"
-    "ALTER TABLE approvals_new RENAME TO approvals;"
-    "CREATE INDEX approvals_pending ON approvals(expires_at) WHERE state = 'pending';"
-    "CREATE INDEX approvals_of_user ON approvals(user_id, id);",
-    /*
-     * 12: attachments go when nothing references them any more (issue 11):
-     * which sessions use each one (kept with the session, gone with its
-     * purge), when it was first used, and when it was marked for removal
-     * (its file is unlinked before the row goes). The uses of messages
-     * stored before are filled in from their attachments.
-     */
-    "ALTER TABLE attachments ADD COLUMN used_at INTEGER;"
-    "ALTER TABLE attachments ADD COLUMN doomed_at INTEGER;"
-    "CREATE TABLE attachment_uses ("
-    "  key TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  PRIMARY KEY (key, session_id)) WITHOUT ROWID;"
-    "CREATE INDEX attachment_uses_session ON attachment_uses(session_id);"
-    "INSERT OR IGNORE INTO attachment_uses(key, session_id)"
-    "  SELECT json_extract(j.value, '$.key'), m.session_id FROM messages m, json_each(m.attachments) j"
-    "  WHERE m.attachments IS NOT NULL AND json_valid(m.attachments)"
-    "  AND json_extract(j.value, '$.key') IN (SELECT key FROM attachments);"
-    "UPDATE attachments SET used_at = created_at WHERE key IN (SELECT key FROM attachment_uses);"
-    "CREATE INDEX attachments_of_user ON attachments(user_id);"
-    "CREATE INDEX attachments_unused ON attachments(created_at) WHERE used_at IS NULL AND doomed_at IS NULL;"
-    "CREATE INDEX attachments_used ON attachments(used_at) WHERE used_at IS NOT NULL AND doomed_at IS NULL;"
-    "CREATE INDEX attachments_doomed ON attachments(doomed_at) WHERE doomed_at IS NOT NULL;",
-    /*
-     * 13: a session's timeline (issue 22): tasks keep their arguments and
-     * results (JSON text) for as long as their session, and go with it
-     * instead of a day after their last update; approvals go with their
-     * session too. Tasks and approvals are read by session in time order.
-     * Those whose session is already gone are dropped now.
-     */
-    "ALTER TABLE tasks ADD COLUMN args TEXT;"
-    "ALTER TABLE tasks ADD COLUMN partial_result TEXT;"
-    "ALTER TABLE tasks ADD COLUMN result TEXT;"
-    "ALTER TABLE tasks ADD COLUMN error TEXT;"
-    "DELETE FROM tasks WHERE session_id NOT IN (SELECT id FROM sessions);"
-    "DELETE FROM approvals WHERE session_id NOT IN (SELECT id FROM sessions);"
-    "CREATE INDEX tasks_session ON tasks(session_id, created_at, task_id);"
-    "CREATE INDEX approvals_session ON approvals(session_id, created_at, id);",
-    /*
-     * 14: device capability requests (issue 28), kept like approvals: by
-     * the relay's id, pending ones by user and by expiry for the sweep.
-     */
-    "CREATE TABLE capability_requests ("
-    "  id TEXT PRIMARY KEY,"
-    "  installation_id TEXT NOT NULL,"
-    "  user_id TEXT NOT NULL,"
-    "  session_id TEXT NOT NULL,"
-    "  interaction_id TEXT NOT NULL,"
-    "  capability TEXT NOT NULL,"
-    "  request TEXT NOT NULL,"
-    "  state TEXT NOT NULL,"
-    "  answer TEXT,"
-    "  created_at INTEGER NOT NULL,"
-    "  expires_at INTEGER NOT NULL,"
-    "  answered_at INTEGER);"
-    "CREATE INDEX capability_requests_pending ON capability_requests(expires_at) WHERE state = 'pending';"
-    "CREATE INDEX capability_requests_of_user ON capability_requests(user_id, created_at);"
-    "CREATE INDEX capability_requests_session ON capability_requests(session_id);",
-    /*
-     * 15: end-to-end encryption (issue 26): devices (public keys), which
-     * bridges each client device confirmed, the session keys wrapped for
-     * each device, the files agents touched (by blind index); a session's
-     * encrypted flag and model, an installation's bridge version.
-     */
-    "ALTER TABLE sessions ADD COLUMN encrypted INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE sessions ADD COLUMN model TEXT;"
-    "ALTER TABLE installations ADD COLUMN bridge_version TEXT;"
-    "CREATE TABLE devices ("
-    "  id TEXT PRIMARY KEY,"
-    "  user_id TEXT NOT NULL,"
-    "  installation_id TEXT,"
-    "  platform TEXT NOT NULL,"
-    "  label TEXT,"
-    "  pubkey TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL,"
-    "  revoked_at INTEGER);"
-    "CREATE INDEX devices_of_user ON devices(user_id, created_at) WHERE revoked_at IS NULL;"
-    "CREATE TABLE device_confirmations ("
-    "  device_id TEXT NOT NULL,"
-    "  bridge_device_id TEXT NOT NULL,"
-    "  at INTEGER NOT NULL,"
-    "  PRIMARY KEY (device_id, bridge_device_id)) WITHOUT ROWID;"
-    "CREATE INDEX device_confirmations_bridge ON device_confirmations(bridge_device_id);"
-    "CREATE TABLE session_recipients ("
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  device_id TEXT NOT NULL,"
-    "  wrapped_session_key TEXT NOT NULL,"
-    "  wrapped_by_device_id TEXT,"
-    "  created_at INTEGER NOT NULL,"
-    "  PRIMARY KEY (session_id, device_id)) WITHOUT ROWID;"
-    "CREATE INDEX session_recipients_device ON session_recipients(device_id, created_at);"
-    "CREATE TABLE session_agent_files ("
-    "  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
-    "  path_blind_idx TEXT NOT NULL,"
-    "  tool TEXT NOT NULL,"
-    "  size_bytes INTEGER,"
-    "  mime TEXT,"
-    "  path_ct TEXT NOT NULL,"
-    "  display_name_ct TEXT NOT NULL,"
-    "  updated_at INTEGER NOT NULL,"
-    "  PRIMARY KEY (session_id, path_blind_idx)) WITHOUT ROWID;",
-    /* A client checks a grant it fetches back as it checks the event (docs/api.md, "Signed grants"). */
-    "ALTER TABLE session_recipients ADD COLUMN grant_sig TEXT;",
-    /* An encrypted session's first decision keeps its signature: a retry is told apart from another (issue 34). */
-    "ALTER TABLE approvals ADD COLUMN decision_sig TEXT;"
-    "ALTER TABLE approvals ADD COLUMN device_id TEXT;",
-    /* Who may redeem a pairing (docs/api.md, "Who redeems a pairing"); rows from before: the poll token only. */
-    "ALTER TABLE pairings ADD COLUMN redeem_by TEXT;"
-    "UPDATE pairings SET redeem_by = 'poll_token';",
-    /* issue 36: a session's agent, project (JSON, or an encrypted one's envelope), resumed agent session, state. */
-    "ALTER TABLE sessions ADD COLUMN agent TEXT;"
-    "ALTER TABLE sessions ADD COLUMN project TEXT;"
-    "ALTER TABLE sessions ADD COLUMN resume TEXT;"
-    "ALTER TABLE sessions ADD COLUMN agent_state TEXT;",
 };
 
 /* ---- the driver: statements ---------------------------------------------------------------------- */
@@ -596,14 +256,35 @@ static const rl_sql_t savepoint_sql = {"SAVEPOINT op"};
 static const rl_sql_t release_sql = {"RELEASE op"};
 static const rl_sql_t undo_sql = {"ROLLBACK TO op"};
 
+static void sqlite_rollback(rl_txn_t *txn);
+
+/*
+ * Begins the write transaction. Whatever the delta log holds goes into the
+ * database first, in this transaction: every operation sees every delta
+ * answered before it (a read of an open message, an end, a sweep, an
+ * export). The log is emptied once this transaction commits.
+ */
 static int sqlite_begin(rl_txn_t *txn)
 {
     struct sqlite_txn *t = TXN(txn);
+    int result;
 
     /* Yields to a restart of the WAL (checkpoint_main), which would otherwise wait for a gap between batches. */
     pthread_mutex_lock(&t->restarting);
     pthread_mutex_unlock(&t->restarting);
-    return run_static(t, &begin_sql);
+    t->folding = 0;
+    result = run_static(t, &begin_sql);
+    if (result != 0 || t->log == NULL || rl_deltalog_size(t->log) == 0)
+        return result;
+    result = rl_deltalog_fold(t->log, txn);
+    if (result != 0) {
+        if (result != RL_E_STORAGE_FULL)
+            rl_log_error("cannot fold the delta log into the store (%d); its operations fail", result);
+        sqlite_rollback(txn);
+        return result;
+    }
+    t->folding = 1;
+    return 0;
 }
 
 /*
@@ -641,13 +322,69 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
 
 static int sqlite_commit(rl_txn_t *txn)
 {
-    return run_static(TXN(txn), &commit_sql);
+    struct sqlite_txn *t = TXN(txn);
+    int result = run_static(t, &commit_sql);
+
+    if (result == 0 && t->folding) {
+        rl_deltalog_truncate(t->log);
+        ++txn->folds;
+    }
+    t->folding = 0;
+    return result;
 }
 
 static void sqlite_rollback(rl_txn_t *txn)
 {
+    TXN(txn)->folding = 0;
     if (!sqlite3_get_autocommit(TXN(txn)->db))
         exec_sql(TXN(txn)->db, "ROLLBACK");
+}
+
+/* ---- the delta log (deltalog.h) ------------------------------------------------------------------ */
+
+/*
+ * A batch whose every operation is of trusted deltas: their records as one
+ * write(2) to the log, answered once it returns (deltalog.h says why that is
+ * as durable as a commit here). 0 when it was written so (each op's result
+ * set), 1 when the batch needs a transaction.
+ */
+static int sqlite_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
+{
+    struct sqlite_txn *t = TXN(txn);
+    rl_store_op_t *op;
+    int result;
+
+    if (t->log == NULL)
+        return 1;
+    t->log_buf.len = 0;
+    for (op = batch; op != NULL; op = op->next)
+        if (op->type->deltas == NULL || op->type->deltas(op, &t->log_buf) != RL_STORE_DELTAS_TRUSTED)
+            return 1;
+    if (rl_deltalog_size(t->log) == 0)
+        t->log_since_ms = rl_clock_mono_ms();
+    result = rl_deltalog_append(t->log, &t->log_buf);
+    for (op = batch; op != NULL; op = op->next)
+        op->result = result;
+    ++txn->appends;
+    /* A big batch's buffer is not kept for the small ones after it. */
+    if (t->log_buf.cap > FOLD_BYTES)
+        rl_deltalog_buf_free(&t->log_buf);
+    return 0;
+}
+
+/* The log's fold is due once it is big, or its oldest record a second old; -1 while it is empty. */
+static int64_t sqlite_due_ms(rl_txn_t *txn)
+{
+    struct sqlite_txn *t = TXN(txn);
+    size_t size = t->log != NULL ? rl_deltalog_size(t->log) : 0;
+    int64_t wait_ms;
+
+    if (size == 0)
+        return -1;
+    if (size >= FOLD_BYTES)
+        return 0;
+    wait_ms = t->log_since_ms + FOLD_MS - rl_clock_mono_ms();
+    return wait_ms > 0 ? wait_ms : 0;
 }
 
 static int sqlite_savepoint(rl_txn_t *txn)
@@ -780,6 +517,9 @@ static void sqlite_close(rl_txn_t *txn)
         pthread_mutex_unlock(&t->lock);
         pthread_join(t->checkpointer, NULL);
     }
+    rl_deltalog_close(t->log);
+    rl_deltalog_close(t->log_lock);
+    rl_deltalog_buf_free(&t->log_buf);
     for (i = 0; i < t->ncache; ++i)
         sqlite3_finalize(t->cache[i].handle);
     if (t->db != NULL) {
@@ -805,6 +545,8 @@ static const rl_sql_driver_t sqlite_driver = {
     .savepoint = sqlite_savepoint,
     .release = sqlite_release,
     .close = sqlite_close,
+    .run_batch = sqlite_run_batch,
+    .due_ms = sqlite_due_ms,
     .run = sqlite_run,
     .next = sqlite_next,
     .is_null = sqlite_is_null,
@@ -817,7 +559,7 @@ static const rl_sql_driver_t sqlite_driver = {
 static int migrate(struct sqlite_txn *t)
 {
     sqlite3_stmt *stmt = NULL;
-    int version = 0, target = (int)(sizeof(migrations) / sizeof(migrations[0]));
+    int version = 0, target = rl_schema_target(RL_SCHEMA_SQLITE);
     char sql[64];
 
     if (exec_sql(t->db, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)") != 0)
@@ -835,7 +577,7 @@ static int migrate(struct sqlite_txn *t)
         if (exec_sql(t->db, "BEGIN IMMEDIATE") != 0)
             return -1;
         snprintf(sql, sizeof(sql), "INSERT INTO schema_version VALUES (%d)", version + 1);
-        if (exec_sql(t->db, migrations[version]) != 0 || exec_sql(t->db, sql) != 0) {
+        if (exec_sql(t->db, rl_schema_step(RL_SCHEMA_SQLITE, version)) != 0 || exec_sql(t->db, sql) != 0) {
             exec_sql(t->db, "ROLLBACK");
             return -1;
         }
@@ -847,13 +589,45 @@ static int migrate(struct sqlite_txn *t)
     return 0;
 }
 
-int rl_store__sqlite_open(const char *path, rl_txn_t **out)
+/*
+ * relayd's SQLite store streams deltas through a log beside the database
+ * (deltalog.h), and its open-message records are the truth, only when the
+ * store is the data folder's own: relayd holds that folder's lock, so no
+ * other relayd writes to it. Its log is locked exclusively; a relayd given
+ * the same file as sqlite:PATH (nodes sharing a file, which check every
+ * delta against the store) takes that lock shared, so the two can never
+ * meet. One-shot commands take neither: they must not fold or cut the log
+ * of a relayd that runs meanwhile.
+ */
+static int open_log(struct sqlite_txn *t, rl_store_use_t use)
+{
+    char path[4200];
+
+    if (use == RL_STORE_ONE_SHOT)
+        return 0;
+    snprintf(path, sizeof(path), "%s-deltas.log", t->path);
+    if (use == RL_STORE_SHARED) {
+        /* Held for its shared lock as long as relayd runs; nothing is written to it. */
+        t->log_lock = rl_deltalog_open(path, 0);
+        return t->log_lock != NULL ? 0 : -1;
+    }
+    if ((t->log = rl_deltalog_open(path, 1)) == NULL)
+        return -1;
+    t->base.base.exclusive = 1;
+    /* A log left by a relayd that was killed is due at once: the worker folds it before anything else runs. */
+    if (rl_deltalog_size(t->log) > 0) {
+        rl_log_info("folding the delta log left by the last run (%zu bytes)", rl_deltalog_size(t->log));
+        t->log_since_ms = rl_clock_mono_ms() - FOLD_MS;
+    }
+    return 0;
+}
+
+int rl_store__sqlite_open(const char *path, rl_store_use_t use, rl_txn_t **out)
 {
     struct sqlite_txn *t = calloc(1, sizeof(*t));
 
     if (t == NULL)
         return -1;
-    t->base.base.ops = &rl_sql__txn_ops;
     t->base.driver = &sqlite_driver;
     t->path = strdup(path);
     pthread_mutex_init(&t->lock, NULL);
@@ -885,6 +659,8 @@ int rl_store__sqlite_open(const char *path, rl_txn_t **out)
         goto fail;
     }
     t->checkpointer_running = 1;
+    if (open_log(t, use) != 0)
+        goto fail;
     *out = &t->base.base;
     return 0;
 fail:
@@ -892,16 +668,11 @@ fail:
     return -1;
 }
 
-const char *rl_store__sqlite_path(rl_txn_t *txn)
-{
-    return RL_SQL_TXN(txn)->driver == &sqlite_driver ? ((struct sqlite_txn *)txn)->path : NULL;
-}
-
 /* ---- one-shot access for relayd's commands (sqlite.h) --------------------------------------------- */
 
 int rl_store_sqlite_target_version(void)
 {
-    return (int)(sizeof(migrations) / sizeof(migrations[0]));
+    return rl_schema_target(RL_SCHEMA_SQLITE);
 }
 
 /*
@@ -1003,15 +774,15 @@ static int fold_log_into(sqlite3 *db, const char *bytes, size_t len, const char 
     size_t records = 0;
     int result;
 
-    if (path == NULL || rl_store__sqlite_open(path, &txn) != 0) {
+    if (path == NULL || rl_store__sqlite_open(path, RL_STORE_ONE_SHOT, &txn) != 0) {
         snprintf(why, whysz, "cannot open the copy to fold the delta log into it");
         return -1;
     }
-    if ((result = txn->ops->begin(txn)) == 0 && (result = rl_deltalog_fold_bytes(txn, bytes, len, what, &records)) == 0)
-        result = txn->ops->commit(txn);
+    if ((result = rl_txn_begin(txn)) == 0 && (result = rl_deltalog_fold_bytes(txn, bytes, len, what, &records)) == 0)
+        result = rl_txn_commit(txn);
     else
-        txn->ops->rollback(txn);
-    txn->ops->close(txn);
+        rl_txn_rollback(txn);
+    rl_txn_close(txn);
     if (result != 0)
         snprintf(why, whysz, "cannot fold the delta log into the copy (%d)", result);
     else

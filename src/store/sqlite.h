@@ -1,5 +1,5 @@
 /*
- * What the SQLite backend offers besides struct rl_txn_ops: the one-shot
+ * What the SQLite backend offers besides the rl_txn_* operations: the one-shot
  * commands' access to a database file (relayd backup, restore and
  * migrate --check). Each call opens a connection of its own, blocking, on
  * the calling thread; none of them takes relayd's place as the writer.

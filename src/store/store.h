@@ -13,9 +13,9 @@
  *   the relay live in those run functions (src/relay); the store knows none
  *   of them.
  *
- * - Transactions (the backend's side). A backend implements rl_txn_ops:
- *   begin, savepoints, commit, and typed reads and writes of rows. Nothing
- *   else: no rule, no JSON. See docs/internals/store.md.
+ * - Transactions (the backend's side): the rl_txn_* functions below,
+ *   begin, savepoints, commit, and typed reads and writes of rows, called
+ *   directly. Nothing else: no rule, no JSON. See docs/internals/store.md.
  *
  * Contract for every operation:
  * - rl_store_submit is called on the loop thread and never blocks;
@@ -65,7 +65,21 @@ void rl_arena_free(rl_arena_t *arena);
 typedef struct rl_store rl_store_t;
 typedef struct rl_txn rl_txn_t;
 typedef struct rl_store_op rl_store_op_t;
-struct rl_deltalog_buf;
+/* Where an operation of streamed deltas hands them to a backend that stores them its own way (rl_store_deltas_put). */
+typedef struct rl_store_deltas rl_store_deltas_t;
+
+/* What an operation of streamed deltas is (rl_store_op_type_t.deltas). */
+enum {
+    /*
+     * The relay checked them against records only this process writes
+     * (rl_store_exclusive): they are stored as they are. Given a sink, the
+     * op hands each delta to rl_store_deltas_put, in order, and the backend
+     * may store them without calling run (the SQLite backend's delta log).
+     */
+    RL_STORE_DELTAS_TRUSTED = 1,
+    /* run checks and writes them in one statement, atomic by itself: no transaction is needed around it. */
+    RL_STORE_DELTAS_CHECKED = 2,
+};
 
 typedef struct rl_store_op_type {
     const char *name;
@@ -76,22 +90,15 @@ typedef struct rl_store_op_type {
     /* Optional, on the loop thread: frees what the op owns outside its arena. */
     void (*dispose)(rl_store_op_t *op);
     /*
-     * Optional, on the worker: a write that a store with a delta log
-     * (SQLite, deltalog.h) may append there instead of running in a
-     * transaction. Encodes the op's records into buf and returns 0, or
-     * returns 1 when this op must run in a transaction after all. A batch
-     * whose every op appends is one write(2) and no transaction; any other
-     * op first folds the log into the database, in its batch's transaction.
+     * Optional, on the worker: an operation that only appends streamed
+     * deltas says what they are: RL_STORE_DELTAS_TRUSTED (handing each to
+     * rl_store_deltas_put when sink is not NULL), RL_STORE_DELTAS_CHECKED,
+     * or 0 when it must run in a transaction as any write (a put failed).
+     * A backend may then run a batch of such operations its own way
+     * (rl_txn_run_batch): the SQLite backend appends trusted deltas to its
+     * delta log, PostgreSQL runs checked ones outside a transaction.
      */
-    int (*log)(rl_store_op_t *op, struct rl_deltalog_buf *buf);
-    /*
-     * Optional, on the worker: whether this op may run on its own, outside a
-     * transaction, on a backend that offers it (rl_txn_ops.autocommit): its
-     * run is then one statement, atomic by itself. A batch whose every op
-     * may is run so: one round trip per op instead of BEGIN, SAVEPOINT,
-     * RELEASE and COMMIT around it (PostgreSQL).
-     */
-    int (*direct)(const rl_store_op_t *op);
+    int (*deltas)(rl_store_op_t *op, rl_store_deltas_t *sink);
 } rl_store_op_type_t;
 
 /* Called on the loop thread once the operation has run; the store frees it when this returns. */
@@ -109,6 +116,13 @@ struct rl_store_op {
 
 /* A zeroed operation of size bytes (the type's own struct) with its type set; aborts when out of memory. */
 void *rl_store_op_new(const rl_store_op_type_t *type, size_t size);
+/*
+ * Hands one delta of a trusted operation to sink (rl_store_op_type_t.deltas).
+ * 0, or -1 (out of memory, or a field too long): the op then runs in a
+ * transaction after all.
+ */
+int rl_store_deltas_put(rl_store_deltas_t *sink, const char *message_id, int64_t seq, const char *key,
+                        const char *body_hash, const char *delta, size_t delta_len);
 /* Frees an operation that was never submitted. */
 void rl_store_op_free(rl_store_op_t *op);
 /*
@@ -342,9 +356,13 @@ typedef struct rl_agent_file_row {
     int64_t size_bytes, updated_at;
 } rl_agent_file_row_t;
 
-/* ---- transactions: what a backend implements --------------------------------------------------- */
+/* ---- transactions: the operations the relay's run functions call -------------------------------- */
 
 /*
+ * Plain functions, one implementation (ops.c, for both SQL engines; the
+ * engines differ only in the driver of sql.h). Called as
+ * RL_TXN(txn, session_get, id, &row), which is rl_txn_session_get(txn, id, &row).
+ *
  * Every function runs on the thread that owns the transaction and returns 0
  * or a negative RL_E_* error: RL_E_NOT_FOUND when a read by key finds no
  * row (or an update/delete by key changes none), RL_E_CONFLICT when an
@@ -356,273 +374,287 @@ typedef struct rl_agent_file_row {
  * where the engine needs it (rl_txn_t.writing), so that a rule checked on a
  * row still holds when the operation writes.
  */
-struct rl_txn_ops {
-    const char *name;
+/* Transaction control, used by the store's worker only. */
+int rl_txn_begin(rl_txn_t *txn);
+int rl_txn_commit(rl_txn_t *txn);
+void rl_txn_rollback(rl_txn_t *txn);
+int rl_txn_savepoint(rl_txn_t *txn);
+/* Ends the savepoint: keep 1 keeps its writes, 0 undoes them. */
+void rl_txn_release(rl_txn_t *txn, int keep);
+void rl_txn_close(rl_txn_t *txn);
+/*
+ * Runs a whole batch (ops linked by next) the backend's own way, without a
+ * transaction of the worker's: 0 with every op's result set, or 1 when the
+ * batch needs a transaction (begin, a savepoint per write, commit). The
+ * SQLite backend appends a batch of trusted deltas to its delta log
+ * (counting txn->appends); PostgreSQL runs a batch of checked deltas
+ * outside a transaction, each op one statement (one round trip per op
+ * instead of BEGIN, SAVEPOINT, RELEASE and COMMIT around them). See
+ * rl_store_op_type_t.deltas.
+ */
+int rl_txn_run_batch(rl_txn_t *txn, rl_store_op_t *batch);
+/*
+ * Whether the backend has work of its own that a transaction does (the
+ * SQLite backend's delta log, which its begin folds): -1 none, 0 due now,
+ * else the milliseconds until it is. The worker then runs an empty batch
+ * (begin, commit); at close, it runs one for any work held (>= 0).
+ */
+int64_t rl_txn_due_ms(rl_txn_t *txn);
 
-    /* Transaction control, used by the store's worker only. */
-    int (*begin)(rl_txn_t *txn);
-    int (*commit)(rl_txn_t *txn);
-    void (*rollback)(rl_txn_t *txn);
-    int (*savepoint)(rl_txn_t *txn);
-    /* Ends the savepoint: keep 1 keeps its writes, 0 undoes them. */
-    void (*release)(rl_txn_t *txn, int keep);
-    void (*close)(rl_txn_t *txn);
-    /*
-     * Optional: readies the connection to run statements outside any
-     * transaction, each its own (autocommit), for the operations whose type
-     * offers it (rl_store_op_type_t.direct). 0, an error (as begin), or 1
-     * when the backend runs everything in transactions (SQLite).
-     */
-    int (*autocommit)(rl_txn_t *txn);
+/* users: insert_ignore keeps an existing row */
+int rl_txn_user_insert_ignore(rl_txn_t *txn, const rl_user_row_t *row);
+int rl_txn_user_get(rl_txn_t *txn, const char *id, rl_user_row_t *out);
 
-    /* users: insert_ignore keeps an existing row */
-    int (*user_insert_ignore)(rl_txn_t *txn, const rl_user_row_t *row);
-    int (*user_get)(rl_txn_t *txn, const char *id, rl_user_row_t *out);
-
-    /* pairings: at most one pending row per code_hash */
-    int (*pairing_insert)(rl_txn_t *txn, const rl_pairing_row_t *row);
-    int (*pairing_by_code)(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out); /* the pending one */
-    int (*pairing_by_poll)(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out);
-    int (*pairing_update)(rl_txn_t *txn,
+/* pairings: at most one pending row per code_hash */
+int rl_txn_pairing_insert(rl_txn_t *txn, const rl_pairing_row_t *row);
+int rl_txn_pairing_by_code(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out); /* the pending one */
+int rl_txn_pairing_by_poll(rl_txn_t *txn, const char *poll_hash, rl_pairing_row_t *out);
+int rl_txn_pairing_update(rl_txn_t *txn,
                           const rl_pairing_row_t *row); /* state, user_id, claimed_at, redeem_by by poll_hash */
-    /* Deletes the pending rows of code_hash that expired at or before `at`. */
-    int (*pairing_delete_lapsed)(rl_txn_t *txn, const char *code_hash, int64_t at);
-    int (*pairings_purge)(rl_txn_t *txn, int64_t expired_before);
+/* Deletes the pending rows of code_hash that expired at or before `at`. */
+int rl_txn_pairing_delete_lapsed(rl_txn_t *txn, const char *code_hash, int64_t at);
+int rl_txn_pairings_purge(rl_txn_t *txn, int64_t expired_before);
 
-    /* installations */
-    int (*installation_insert)(rl_txn_t *txn, const rl_installation_row_t *row);
-    int (*installation_get)(rl_txn_t *txn, const char *id, rl_installation_row_t *out);
-    /* token_hash, token_env, custom_display_name, custom_emoji, state, manifest, revoked_at by id */
-    int (*installation_update)(rl_txn_t *txn, const rl_installation_row_t *row);
-    /* The user's installations by created_at, id. */
-    int (*installations_of_user)(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count);
+/* installations */
+int rl_txn_installation_insert(rl_txn_t *txn, const rl_installation_row_t *row);
+int rl_txn_installation_get(rl_txn_t *txn, const char *id, rl_installation_row_t *out);
+/* token_hash, token_env, custom_display_name, custom_emoji, state, manifest, revoked_at by id */
+int rl_txn_installation_update(rl_txn_t *txn, const rl_installation_row_t *row);
+/* The user's installations by created_at, id. */
+int rl_txn_installations_of_user(rl_txn_t *txn, const char *user_id, rl_installation_row_t **rows, size_t *count);
 
-    /* sessions */
-    int (*session_insert)(rl_txn_t *txn, const rl_session_row_t *row);
-    int (*session_get)(rl_txn_t *txn, const char *id, rl_session_row_t *out);
-    int (*session_update)(rl_txn_t *txn, const rl_session_row_t *row); /* title, state, updated_at, deleted_at */
-    /* The user's sessions that are not deleted, most recently updated first. */
-    int (*sessions_of_user)(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count);
-    /* The user's sessions deleted after deleted_after (still restorable), most recently deleted first. */
-    int (*sessions_deleted_of_user)(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
+/* sessions */
+int rl_txn_session_insert(rl_txn_t *txn, const rl_session_row_t *row);
+int rl_txn_session_get(rl_txn_t *txn, const char *id, rl_session_row_t *out);
+int rl_txn_session_update(rl_txn_t *txn, const rl_session_row_t *row); /* title, state, updated_at, deleted_at */
+/* The user's sessions that are not deleted, most recently updated first. */
+int rl_txn_sessions_of_user(rl_txn_t *txn, const char *user_id, rl_session_row_t **rows, size_t *count);
+/* The user's sessions deleted after deleted_after (still restorable), most recently deleted first. */
+int rl_txn_sessions_deleted_of_user(rl_txn_t *txn, const char *user_id, int64_t deleted_after, rl_session_row_t **rows,
                                     size_t *count);
-    /*
-     * Deletes sessions deleted at or before `before`, with their
-     * interactions, messages, tasks, approvals, capability requests and
-     * attachment uses.
-     */
-    int (*sessions_purge)(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
+/*
+ * Deletes sessions deleted at or before `before`, with their
+ * interactions, messages, tasks, approvals, capability requests and
+ * attachment uses.
+ */
+int rl_txn_sessions_purge(rl_txn_t *txn, int64_t deleted_before, int64_t *purged);
 
-    /* interactions */
-    int (*interaction_insert)(rl_txn_t *txn, const rl_interaction_row_t *row);
-    int (*interaction_get)(rl_txn_t *txn, const char *id, rl_interaction_row_t *out);
+/* interactions */
+int rl_txn_interaction_insert(rl_txn_t *txn, const rl_interaction_row_t *row);
+int rl_txn_interaction_get(rl_txn_t *txn, const char *id, rl_interaction_row_t *out);
 
-    /* messages */
-    int (*message_insert)(rl_txn_t *txn, const rl_message_row_t *row);
-    int (*message_get)(rl_txn_t *txn, const char *id, rl_message_row_t *out);
-    /* text, usage, finish_reason, state, finalized_at, placeholder by id */
-    int (*message_update)(rl_txn_t *txn, const rl_message_row_t *row);
-    /*
-     * Up to limit messages of the session in the order they were inserted,
-     * newest first, older than the message `before` (NULL: from the newest).
-     * RL_E_NOT_FOUND when before is not a message of the session.
-     */
-    int (*messages_page)(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
+/* messages */
+int rl_txn_message_insert(rl_txn_t *txn, const rl_message_row_t *row);
+int rl_txn_message_get(rl_txn_t *txn, const char *id, rl_message_row_t *out);
+/* text, usage, finish_reason, state, finalized_at, placeholder by id */
+int rl_txn_message_update(rl_txn_t *txn, const rl_message_row_t *row);
+/*
+ * Up to limit messages of the session in the order they were inserted,
+ * newest first, older than the message `before` (NULL: from the newest).
+ * RL_E_NOT_FOUND when before is not a message of the session.
+ */
+int rl_txn_messages_page(rl_txn_t *txn, const char *session_id, const char *before, int limit, rl_message_row_t **rows,
                          size_t *count);
-    /*
-     * The session's messages for its timeline, newest first: up to limit of
-     * those created before before_at, and those created at before_at that
-     * were inserted before the message before_id (NULL: none of them);
-     * ordered by created_at, then insertion, descending.
-     */
-    int (*messages_by_time)(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+/*
+ * The session's messages for its timeline, newest first: up to limit of
+ * those created before before_at, and those created at before_at that
+ * were inserted before the message before_id (NULL: none of them);
+ * ordered by created_at, then insertion, descending.
+ */
+int rl_txn_messages_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
                             rl_message_row_t **rows, size_t *count);
-    /*
-     * Messages still streaming whose interaction (or, for one without, the
-     * message itself) was created at or before `at`, oldest first, at most limit.
-     */
-    int (*messages_open_before)(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count);
+/*
+ * Messages still streaming whose interaction (or, for one without, the
+ * message itself) was created at or before `at`, oldest first, at most limit.
+ */
+int rl_txn_messages_open_before(rl_txn_t *txn, int64_t at, int limit, rl_message_row_t **rows, size_t *count);
 
-    /* streamed deltas of open messages, as runs that do not overlap; a run whose (message_id, seq) exists is ignored */
-    int (*delta_run_insert)(rl_txn_t *txn, const rl_delta_run_row_t *row);
-    int (*delta_runs_of)(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count); /* by seq */
-    /* The seq after the message's last stored delta: its last run's seq_last + 1, or 1 when none. */
-    int (*delta_next_seq)(rl_txn_t *txn, const char *message_id, int64_t *next);
-    int (*delta_runs_delete)(rl_txn_t *txn, const char *message_id);
-    /* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
-    int (*delta_keys_put)(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
-    int (*delta_keys_get)(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at);
-    int (*delta_keys_purge)(rl_txn_t *txn, int64_t created_before);
-    /*
-     * Several messages' runs checked and inserted by one statement (one
-     * round trip): runs is a JSON array of objects {i, message_id, seq,
-     * seq_last, delta, keys, installation_id}. A run is inserted only when
-     * its installation exists and is not revoked, its message is an agent
-     * message of a session of that installation that is not deleted, the
-     * message streams (its row is locked meanwhile), and seq is the one after
-     * the message's stored runs; a (message_id, seq) already stored is not
-     * inserted either. *written (in the arena) receives the i of each run
-     * inserted, *count how many. 1 when the backend has no such statement
-     * (SQLite: check and insert run by run).
-     */
-    int (*delta_runs_insert_checked)(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count);
+/* streamed deltas of open messages, as runs that do not overlap; a run whose (message_id, seq) exists is ignored */
+int rl_txn_delta_run_insert(rl_txn_t *txn, const rl_delta_run_row_t *row);
+int rl_txn_delta_runs_of(rl_txn_t *txn, const char *message_id, rl_delta_run_row_t **rows, size_t *count); /* by seq */
+/* The seq after the message's last stored delta: its last run's seq_last + 1, or 1 when none. */
+int rl_txn_delta_next_seq(rl_txn_t *txn, const char *message_id, int64_t *next);
+int rl_txn_delta_runs_delete(rl_txn_t *txn, const char *message_id);
+/* the idempotency keys of an ended message's deltas: a JSON object key -> body hash */
+int rl_txn_delta_keys_put(rl_txn_t *txn, const char *message_id, const char *keys, int64_t created_at);
+int rl_txn_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **keys, int64_t *created_at);
+int rl_txn_delta_keys_purge(rl_txn_t *txn, int64_t created_before);
+/*
+ * Several messages' runs checked and inserted by one statement (one
+ * round trip): runs is a JSON array of objects {i, message_id, seq,
+ * seq_last, delta, keys, installation_id}. A run is inserted only when
+ * its installation exists and is not revoked, its message is an agent
+ * message of a session of that installation that is not deleted, the
+ * message streams (its row is locked meanwhile), and seq is the one after
+ * the message's stored runs; a (message_id, seq) already stored is not
+ * inserted either. *written (in the arena) receives the i of each run
+ * inserted, *count how many. 1 when the backend has no such statement
+ * (SQLite: check and insert run by run).
+ */
+int rl_txn_delta_runs_insert_checked(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count);
 
-    /* idempotency records */
-    int (*idempotency_get)(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
+/* idempotency records */
+int rl_txn_idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, const char *key,
                            rl_idempotency_row_t *out);
-    int (*idempotency_insert)(rl_txn_t *txn, const rl_idempotency_row_t *row);
-    int (*idempotency_delete)(rl_txn_t *txn, const char *owner, const char *scope, const char *key);
-    int (*idempotency_of_scope)(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
+int rl_txn_idempotency_insert(rl_txn_t *txn, const rl_idempotency_row_t *row);
+int rl_txn_idempotency_delete(rl_txn_t *txn, const char *owner, const char *scope, const char *key);
+int rl_txn_idempotency_of_scope(rl_txn_t *txn, const char *owner, const char *scope, rl_idempotency_row_t **rows,
                                 size_t *count);
-    int (*idempotency_purge)(rl_txn_t *txn, int64_t created_before);
+int rl_txn_idempotency_purge(rl_txn_t *txn, int64_t created_before);
 
-    /* tasks, keyed by (installation_id, task_id) */
-    int (*task_insert)(rl_txn_t *txn, const rl_task_row_t *row);
-    int (*task_get)(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out);
-    /* status, status_label, name, updated_at, partial_result, result, error by key */
-    int (*task_update)(rl_txn_t *txn, const rl_task_row_t *row);
-    /*
-     * The session's tasks for its timeline, newest first: up to limit of
-     * those created before before_at, and those created at before_at whose
-     * task_id sorts (bytewise) before before_id (NULL: none of them); ordered
-     * by created_at, then task_id, descending. Tasks go with their session
-     * (sessions_purge).
-     */
-    int (*tasks_by_time)(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+/* tasks, keyed by (installation_id, task_id) */
+int rl_txn_task_insert(rl_txn_t *txn, const rl_task_row_t *row);
+int rl_txn_task_get(rl_txn_t *txn, const char *installation_id, const char *task_id, rl_task_row_t *out);
+/* status, status_label, name, updated_at, partial_result, result, error by key */
+int rl_txn_task_update(rl_txn_t *txn, const rl_task_row_t *row);
+/*
+ * The session's tasks for its timeline, newest first: up to limit of
+ * those created before before_at, and those created at before_at whose
+ * task_id sorts (bytewise) before before_id (NULL: none of them); ordered
+ * by created_at, then task_id, descending. Tasks go with their session
+ * (sessions_purge).
+ */
+int rl_txn_tasks_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
                          rl_task_row_t **rows, size_t *count);
 
-    /* approvals */
-    int (*approval_insert)(rl_txn_t *txn, const rl_approval_row_t *row);
-    /* Approvals are keyed by (installation_id, id): two installations may use the same id. */
-    int (*approval_get)(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out);
-    /* state, decision, scope, scope_value, resolved_at by (installation_id, id) */
-    int (*approval_update)(rl_txn_t *txn, const rl_approval_row_t *row);
-    /* The user's approvals called id (one per installation at most), oldest first. */
-    int (*approvals_of_user_by_id)(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
+/* approvals */
+int rl_txn_approval_insert(rl_txn_t *txn, const rl_approval_row_t *row);
+/* Approvals are keyed by (installation_id, id): two installations may use the same id. */
+int rl_txn_approval_get(rl_txn_t *txn, const char *installation_id, const char *id, rl_approval_row_t *out);
+/* state, decision, scope, scope_value, resolved_at by (installation_id, id) */
+int rl_txn_approval_update(rl_txn_t *txn, const rl_approval_row_t *row);
+/* The user's approvals called id (one per installation at most), oldest first. */
+int rl_txn_approvals_of_user_by_id(rl_txn_t *txn, const char *user_id, const char *id, rl_approval_row_t **rows,
                                    size_t *count);
-    /* The user's pending approvals that expire after `after`, oldest first. */
-    int (*approvals_pending_of_user)(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
+/* The user's pending approvals that expire after `after`, oldest first. */
+int rl_txn_approvals_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_approval_row_t **rows,
                                      size_t *count);
-    /* As tasks_by_time, for the session's approvals, by created_at then id. */
-    int (*approvals_by_time)(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
+/* As tasks_by_time, for the session's approvals, by created_at then id. */
+int rl_txn_approvals_by_time(rl_txn_t *txn, const char *session_id, int64_t before_at, const char *before_id, int limit,
                              rl_approval_row_t **rows, size_t *count);
-    /* Anyone's pending approvals that expire at or before `at`, soonest first, at most limit. */
-    int (*approvals_due)(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count);
+/* Anyone's pending approvals that expire at or before `at`, soonest first, at most limit. */
+int rl_txn_approvals_due(rl_txn_t *txn, int64_t at, int limit, rl_approval_row_t **rows, size_t *count);
 
-    /* device capability requests, keyed by id; they go with their session (sessions_purge) */
-    int (*capability_insert)(rl_txn_t *txn, const rl_capability_row_t *row);
-    int (*capability_get)(rl_txn_t *txn, const char *id, rl_capability_row_t *out);
-    /* state, answer, answered_at by id */
-    int (*capability_update)(rl_txn_t *txn, const rl_capability_row_t *row);
-    /* The user's pending requests that expire after `after`, oldest first. */
-    int (*capabilities_pending_of_user)(rl_txn_t *txn, const char *user_id, int64_t after, rl_capability_row_t **rows,
+/* device capability requests, keyed by id; they go with their session (sessions_purge) */
+int rl_txn_capability_insert(rl_txn_t *txn, const rl_capability_row_t *row);
+int rl_txn_capability_get(rl_txn_t *txn, const char *id, rl_capability_row_t *out);
+/* state, answer, answered_at by id */
+int rl_txn_capability_update(rl_txn_t *txn, const rl_capability_row_t *row);
+/* The user's pending requests that expire after `after`, oldest first. */
+int rl_txn_capabilities_pending_of_user(rl_txn_t *txn, const char *user_id, int64_t after, rl_capability_row_t **rows,
                                         size_t *count);
-    /* Anyone's pending requests that expire at or before `at`, soonest first, at most limit. */
-    int (*capabilities_due)(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count);
+/* Anyone's pending requests that expire at or before `at`, soonest first, at most limit. */
+int rl_txn_capabilities_due(rl_txn_t *txn, int64_t at, int limit, rl_capability_row_t **rows, size_t *count);
 
-    /* grants; insert_ignore keeps an existing (installation_id, action, scope, scope_value) */
-    int (*grant_insert_ignore)(rl_txn_t *txn, const rl_grant_row_t *row);
-    int (*grants_of)(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
+/* grants; insert_ignore keeps an existing (installation_id, action, scope, scope_value) */
+int rl_txn_grant_insert_ignore(rl_txn_t *txn, const rl_grant_row_t *row);
+int rl_txn_grants_of(rl_txn_t *txn, const char *installation_id, const char *action, rl_grant_row_t **rows,
                      size_t *count);
-    /* Every grant of the installation, by created_at. */
-    int (*grants_of_installation)(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count);
-    /* Deletes the grant with the row's installation_id, action, scope and scope_value. */
-    int (*grant_delete)(rl_txn_t *txn, const rl_grant_row_t *row);
+/* Every grant of the installation, by created_at. */
+int rl_txn_grants_of_installation(rl_txn_t *txn, const char *installation_id, rl_grant_row_t **rows, size_t *count);
+/* Deletes the grant with the row's installation_id, action, scope and scope_value. */
+int rl_txn_grant_delete(rl_txn_t *txn, const rl_grant_row_t *row);
 
-    /* the bridge update queue: ids count up per installation */
-    int (*update_append)(rl_txn_t *txn, rl_update_row_t *row); /* sets row->update_id */
-    /* Updates after after_id created at or after since, by id, at most limit. */
-    int (*updates_after)(rl_txn_t *txn, const char *installation_id, int64_t after_id, int64_t since, int limit,
+/* the bridge update queue: ids count up per installation */
+int rl_txn_update_append(rl_txn_t *txn, rl_update_row_t *row); /* sets row->update_id */
+/* Updates after after_id created at or after since, by id, at most limit. */
+int rl_txn_updates_after(rl_txn_t *txn, const char *installation_id, int64_t after_id, int64_t since, int limit,
                          rl_update_row_t **rows, size_t *count);
-    /* Drops the installation's updates up to and including up_to, and remembers it as acknowledged. */
-    int (*updates_ack)(rl_txn_t *txn, const char *installation_id, int64_t up_to);
-    int (*updates_purge)(rl_txn_t *txn, int64_t created_before);
+/* Drops the installation's updates up to and including up_to, and remembers it as acknowledged. */
+int rl_txn_updates_ack(rl_txn_t *txn, const char *installation_id, int64_t up_to);
+int rl_txn_updates_purge(rl_txn_t *txn, int64_t created_before);
 
-    /* attachments */
-    int (*attachment_insert)(rl_txn_t *txn, const rl_attachment_row_t *row);
-    int (*attachment_get)(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
+/* attachments */
+int rl_txn_attachment_insert(rl_txn_t *txn, const rl_attachment_row_t *row);
+int rl_txn_attachment_get(rl_txn_t *txn, const char *key, rl_attachment_row_t *out);
 
-    /* secrets every node shares (the signing keys), by name; insert_ignore keeps an existing value */
-    int (*secret_insert_ignore)(rl_txn_t *txn, const char *name, const char *value, int64_t created_at);
-    int (*secret_get)(rl_txn_t *txn, const char *name, const char **value);
-    /* the web client's sign-in codes, by code_hash */
-    int (*login_code_insert)(rl_txn_t *txn, const rl_login_code_row_t *row);
-    int (*login_code_get)(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out);
-    int (*login_code_delete)(rl_txn_t *txn, const char *code_hash);
-    int (*login_codes_purge)(rl_txn_t *txn, int64_t expired_before);
+/* secrets every node shares (the signing keys), by name; insert_ignore keeps an existing value */
+int rl_txn_secret_insert_ignore(rl_txn_t *txn, const char *name, const char *value, int64_t created_at);
+int rl_txn_secret_get(rl_txn_t *txn, const char *name, const char **value);
+/* the web client's sign-in codes, by code_hash */
+int rl_txn_login_code_insert(rl_txn_t *txn, const rl_login_code_row_t *row);
+int rl_txn_login_code_get(rl_txn_t *txn, const char *code_hash, rl_login_code_row_t *out);
+int rl_txn_login_code_delete(rl_txn_t *txn, const char *code_hash);
+int rl_txn_login_codes_purge(rl_txn_t *txn, int64_t expired_before);
 
-    /* Web Push subscriptions, by endpoint */
-    int (*push_subscription_insert)(rl_txn_t *txn, const rl_push_subscription_row_t *row);
-    int (*push_subscription_get)(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out);
-    int (*push_subscription_delete)(rl_txn_t *txn, const char *endpoint);
-    /* The user's subscriptions, oldest first. */
-    int (*push_subscriptions_of_user)(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
+/* Web Push subscriptions, by endpoint */
+int rl_txn_push_subscription_insert(rl_txn_t *txn, const rl_push_subscription_row_t *row);
+int rl_txn_push_subscription_get(rl_txn_t *txn, const char *endpoint, rl_push_subscription_row_t *out);
+int rl_txn_push_subscription_delete(rl_txn_t *txn, const char *endpoint);
+/* The user's subscriptions, oldest first. */
+int rl_txn_push_subscriptions_of_user(rl_txn_t *txn, const char *user_id, rl_push_subscription_row_t **rows,
                                       size_t *count);
-    /* Records that session references the attachment (kept once), and sets its used_at if it was never used. */
-    int (*attachment_use)(rl_txn_t *txn, const char *key, const char *session_id, int64_t now);
-    /* The total size of the user's attachments that are not doomed. */
-    int (*attachments_usage)(rl_txn_t *txn, const char *user_id, int64_t *bytes);
-    /*
-     * Attachments no session references, not doomed: those used once (their
-     * sessions are gone) and those never used and created before
-     * unused_before; oldest first, at most limit.
-     */
-    int (*attachments_unreferenced)(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
+/* Records that session references the attachment (kept once), and sets its used_at if it was never used. */
+int rl_txn_attachment_use(rl_txn_t *txn, const char *key, const char *session_id, int64_t now);
+/* The total size of the user's attachments that are not doomed. */
+int rl_txn_attachments_usage(rl_txn_t *txn, const char *user_id, int64_t *bytes);
+/*
+ * Attachments no session references, not doomed: those used once (their
+ * sessions are gone) and those never used and created before
+ * unused_before; oldest first, at most limit.
+ */
+int rl_txn_attachments_unreferenced(rl_txn_t *txn, int64_t unused_before, int limit, rl_attachment_row_t **rows,
                                     size_t *count);
-    /* Sets doomed_at of an attachment not yet doomed; RL_E_NOT_FOUND otherwise. */
-    int (*attachment_doom)(rl_txn_t *txn, const char *key, int64_t now);
-    /* Doomed attachments, longest doomed first, at most limit. */
-    int (*attachments_doomed)(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count);
-    /* Deletes a doomed attachment and its uses; RL_E_NOT_FOUND when there is none. */
-    int (*attachment_delete)(rl_txn_t *txn, const char *key);
+/* Sets doomed_at of an attachment not yet doomed; RL_E_NOT_FOUND otherwise. */
+int rl_txn_attachment_doom(rl_txn_t *txn, const char *key, int64_t now);
+/* Doomed attachments, longest doomed first, at most limit. */
+int rl_txn_attachments_doomed(rl_txn_t *txn, int limit, rl_attachment_row_t **rows, size_t *count);
+/* Deletes a doomed attachment and its uses; RL_E_NOT_FOUND when there is none. */
+int rl_txn_attachment_delete(rl_txn_t *txn, const char *key);
 
-    /* ---- end-to-end encryption (issue 26) ---- */
-    /* The pairing of code_hash most recently created, whatever its state. */
-    int (*pairing_by_code_any)(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out);
-    int (*device_insert)(rl_txn_t *txn, const rl_device_row_t *row);
-    int (*device_get)(rl_txn_t *txn, const char *id, rl_device_row_t *out); /* revoked ones too */
-    /* label, pubkey, revoked_at by id */
-    int (*device_update)(rl_txn_t *txn, const rl_device_row_t *row);
-    /* The user's devices not revoked, by created_at, id. */
-    int (*devices_of_user)(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count);
-    /* Records that client device_id confirmed bridge_device_id (kept once). */
-    int (*confirmation_put)(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at);
-    /* 0 when device_id confirmed bridge_device_id, RL_E_NOT_FOUND otherwise. */
-    int (*confirmation_get)(rl_txn_t *txn, const char *device_id, const char *bridge_device_id);
-    /* Deletes every confirmation made by or of the device. */
-    int (*confirmations_delete)(rl_txn_t *txn, const char *device_id);
-    /* Inserts or replaces the wrap of (session_id, device_id). */
-    int (*recipient_put)(rl_txn_t *txn, const rl_recipient_row_t *row);
-    /* 0 when the session's key is wrapped for the device, RL_E_NOT_FOUND otherwise. */
-    int (*recipient_get)(rl_txn_t *txn, const char *session_id, const char *device_id);
-    /* Deletes every wrap addressed to the device. */
-    int (*recipients_delete)(rl_txn_t *txn, const char *device_id);
-    /* The wraps addressed to the device created at or after since, by created_at, session_id. */
-    int (*recipients_of_device)(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
+/* ---- end-to-end encryption (issue 26) ---- */
+/* The pairing of code_hash most recently created, whatever its state. */
+int rl_txn_pairing_by_code_any(rl_txn_t *txn, const char *code_hash, rl_pairing_row_t *out);
+int rl_txn_device_insert(rl_txn_t *txn, const rl_device_row_t *row);
+int rl_txn_device_get(rl_txn_t *txn, const char *id, rl_device_row_t *out); /* revoked ones too */
+/* label, pubkey, revoked_at by id */
+int rl_txn_device_update(rl_txn_t *txn, const rl_device_row_t *row);
+/* The user's devices not revoked, by created_at, id. */
+int rl_txn_devices_of_user(rl_txn_t *txn, const char *user_id, rl_device_row_t **rows, size_t *count);
+/* Records that client device_id confirmed bridge_device_id (kept once). */
+int rl_txn_confirmation_put(rl_txn_t *txn, const char *device_id, const char *bridge_device_id, int64_t at);
+/* 0 when device_id confirmed bridge_device_id, RL_E_NOT_FOUND otherwise. */
+int rl_txn_confirmation_get(rl_txn_t *txn, const char *device_id, const char *bridge_device_id);
+/* Deletes every confirmation made by or of the device. */
+int rl_txn_confirmations_delete(rl_txn_t *txn, const char *device_id);
+/* Inserts or replaces the wrap of (session_id, device_id). */
+int rl_txn_recipient_put(rl_txn_t *txn, const rl_recipient_row_t *row);
+/* 0 when the session's key is wrapped for the device, RL_E_NOT_FOUND otherwise. */
+int rl_txn_recipient_get(rl_txn_t *txn, const char *session_id, const char *device_id);
+/* Deletes every wrap addressed to the device. */
+int rl_txn_recipients_delete(rl_txn_t *txn, const char *device_id);
+/* The wraps addressed to the device created at or after since, by created_at, session_id. */
+int rl_txn_recipients_of_device(rl_txn_t *txn, const char *device_id, int64_t since, rl_recipient_row_t **rows,
                                 size_t *count);
-    /* Inserts or replaces the file of (session_id, path_blind_idx). */
-    int (*agent_file_put)(rl_txn_t *txn, const rl_agent_file_row_t *row);
-    /* The session's files, most recently touched first. */
-    int (*agent_files_of_session)(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count);
-};
+/* Inserts or replaces the file of (session_id, path_blind_idx). */
+int rl_txn_agent_file_put(rl_txn_t *txn, const rl_agent_file_row_t *row);
+/* The session's files, most recently touched first. */
+int rl_txn_agent_files_of_session(rl_txn_t *txn, const char *session_id, rl_agent_file_row_t **rows, size_t *count);
 
 struct rl_txn {
-    const struct rl_txn_ops *ops;
-    /* The delta log beside a SQLite database opened by rl_store_open (deltalog.h), or NULL. */
-    struct rl_deltalog *log;
-    /* The same file opened only for its shared lock (a store given as sqlite:PATH), or NULL. */
-    struct rl_deltalog *log_lock;
+    /* Set by a backend that is this process's alone: rl_store_exclusive. */
+    int exclusive;
     /* Round trips to the server so far (a network backend counts them; worker thread). */
     uint64_t round_trips;
+    /*
+     * Batches rl_txn_run_batch stored in a log of the backend's instead of a
+     * transaction, and commits that folded such a log into the database
+     * (the SQLite backend's delta log; worker thread): the figures.
+     */
+    uint64_t appends, folds;
     /* Set by the worker around each operation: where rows read go, and whether the operation writes. */
     rl_arena_t *arena;
     int writing;
 };
 
-/* A backend call: RL_TXN(txn, session_get, id, &row). */
-#define RL_TXN(txn, fn, ...) ((txn)->ops->fn((txn), __VA_ARGS__))
+/* An operation's call: RL_TXN(txn, session_get, id, &row) is rl_txn_session_get(txn, id, &row). */
+#define RL_TXN(txn, fn, ...) rl_txn_##fn((txn), __VA_ARGS__)
 
-/* The backend connection at location (see rl_store_open), migrated. 0 or -1 with the cause logged. */
+/*
+ * The backend connection at location (see rl_store_open), migrated, as a
+ * one-shot command or a test opens it (no delta log). 0 or -1 with the
+ * cause logged.
+ */
 int rl_store__backend_open(const char *location, rl_txn_t **out);
 /* Wraps a backend connection into a store (worker.c): on a thread of its own, or inline. Takes txn. */
 int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out);

@@ -29,12 +29,8 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "store/deltalog.h"
 #include "store/store.h"
 
-/* The delta log is folded once it holds this much, or once its oldest record has waited this long. */
-#define FOLD_BYTES (4u * 1024 * 1024)
-#define FOLD_MS    1000
 /* A full disk's episode ends at a write that succeeds this long after the last refusal (note_full). */
 #define FULL_QUIET_MS 2000
 
@@ -56,11 +52,8 @@ struct rl_store {
     int stopping;
     int pipe_read, pipe_write;
     rl_store_figures_t figures; /* under lock: the worker writes them, a metrics scrape reads them */
-    /* The delta log (txn->log): the worker's alone. */
-    rl_deltalog_buf_t log_buf; /* a batch's records before their one write */
-    int64_t log_since_ms;      /* when the log got its first record since its last fold (rl_clock_mono_ms) */
-    uint64_t full_since;       /* figures.full_refusals when the full disk's episode began (under lock) */
-    int64_t full_last_ms;      /* when a write was last refused for a full disk (rl_clock_mono_ms, under lock) */
+    uint64_t full_since;        /* figures.full_refusals when the full disk's episode began (under lock) */
+    int64_t full_last_ms;       /* when a write was last refused for a full disk (rl_clock_mono_ms, under lock) */
 };
 
 static void list_push(struct op_list *list, rl_store_op_t *op)
@@ -126,28 +119,14 @@ static int batch_error(int result)
  * fail together if the commit does. A backend that cannot begin or commit
  * because its server is unreachable says RL_E_UNAVAILABLE, and the
  * operations answer that (503, retry later) rather than an internal error.
+ * A backend's own work (rl_txn_due_ms) is done by its begin and commit,
+ * before the first operation: an empty batch does only that.
  */
-static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, int *folded)
+static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us)
 {
     rl_store_op_t *op;
-    int began = txn->ops->begin(txn), wrote = 0, committed;
+    int began = rl_txn_begin(txn), wrote = 0, committed;
     int64_t commit_started;
-
-    /*
-     * Whatever the delta log holds goes into the database first, in this
-     * transaction: every operation sees every delta answered before it (a
-     * read of an open message, an end, a sweep, an export).
-     */
-    *folded = 0;
-    if (began == 0 && txn->log != NULL && rl_deltalog_size(txn->log) > 0) {
-        if ((began = rl_deltalog_fold(txn->log, txn)) != 0) {
-            if (began != RL_E_STORAGE_FULL)
-                rl_log_error("cannot fold the delta log into the store (%d); its operations fail", began);
-            txn->ops->rollback(txn);
-        } else {
-            *folded = 1;
-        }
-    }
 
     for (op = batch; op != NULL; op = op->next) {
         int saved;
@@ -158,13 +137,13 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
         txn->arena = &op->arena;
         txn->writing = op->type->writes;
         /* A connection lost earlier in the batch fails the savepoint: that is a 503 too. */
-        if (op->type->writes && (saved = txn->ops->savepoint(txn)) != 0) {
+        if (op->type->writes && (saved = rl_txn_savepoint(txn)) != 0) {
             op->result = batch_error(saved);
             continue;
         }
         op->result = op->type->run(txn, op);
         if (op->type->writes) {
-            txn->ops->release(txn, op->result == 0);
+            rl_txn_release(txn, op->result == 0);
             wrote |= op->result == 0;
         }
     }
@@ -173,13 +152,10 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
     if (began != 0)
         return;
     commit_started = rl_clock_mono_us();
-    committed = txn->ops->commit(txn);
+    committed = rl_txn_commit(txn);
     *commit_us = rl_clock_mono_us() - commit_started;
-    if (committed == 0 && *folded)
-        rl_deltalog_truncate(txn->log);
     if (committed != 0) {
-        *folded = 0;
-        txn->ops->rollback(txn);
+        rl_txn_rollback(txn);
         /* Nothing of the batch is durable: no write may be answered as done. */
         for (op = batch; op != NULL && wrote; op = op->next)
             if (op->type->writes && op->result == 0)
@@ -187,80 +163,12 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us, i
     }
 }
 
-/*
- * A batch whose every operation has its records for the delta log: those
- * records as one write(2), answered once it returns (deltalog.h says why
- * that is as durable as a commit here). 1 when it was written so (each op's
- * result set), 0 when the batch needs a transaction.
- */
-static int run_logged(rl_store_t *store, rl_store_op_t *batch)
-{
-    rl_deltalog_t *log = store->txn->log;
-    rl_store_op_t *op;
-    int result;
-
-    if (log == NULL)
-        return 0;
-    store->log_buf.len = 0;
-    for (op = batch; op != NULL; op = op->next)
-        if (op->type->log == NULL || op->type->log(op, &store->log_buf) != 0)
-            return 0;
-    if (rl_deltalog_size(log) == 0)
-        store->log_since_ms = rl_clock_mono_ms();
-    result = rl_deltalog_append(log, &store->log_buf);
-    for (op = batch; op != NULL; op = op->next)
-        op->result = result;
-    /* A big batch's buffer is not kept for the small ones after it. */
-    if (store->log_buf.cap > FOLD_BYTES)
-        rl_deltalog_buf_free(&store->log_buf);
-    return 1;
-}
-
-/*
- * A batch whose every operation may run on its own (rl_store_op_type_t.direct),
- * on a backend that runs statements outside a transaction: each op's run
- * as its own statement, no BEGIN, SAVEPOINT, RELEASE or COMMIT (on
- * PostgreSQL each of those is a round trip). 1 when it ran so (each op's
- * result set), 0 when the batch needs a transaction.
- */
-static int run_direct(rl_txn_t *txn, rl_store_op_t *batch)
-{
-    rl_store_op_t *op;
-    int ready;
-
-    if (txn->ops->autocommit == NULL || (txn->log != NULL && rl_deltalog_size(txn->log) > 0))
-        return 0;
-    for (op = batch; op != NULL; op = op->next)
-        if (op->type->direct == NULL || !op->type->direct(op))
-            return 0;
-    if ((ready = txn->ops->autocommit(txn)) == 1)
-        return 0;
-    for (op = batch; op != NULL; op = op->next) {
-        txn->arena = &op->arena;
-        txn->writing = op->type->writes;
-        op->result = ready != 0 ? batch_error(ready) : op->type->run(txn, op);
-    }
-    txn->arena = NULL;
-    txn->writing = 0;
-    return 1;
-}
-
-/* Whether the delta log is due for a fold of its own (big enough, or old enough). */
-static int fold_due(const rl_store_t *store, int64_t now_ms)
-{
-    size_t size = store->txn->log != NULL ? rl_deltalog_size(store->txn->log) : 0;
-
-    return size > 0 && (size >= FOLD_BYTES || now_ms - store->log_since_ms >= FOLD_MS);
-}
-
 /* The figures of one batch; under the store's lock when threaded. */
-static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us, int logged, int folded)
+static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us, int appended)
 {
-    if (logged)
-        ++store->figures.log_appends;
-    else
-        ++store->figures.batches;
-    store->figures.log_folds += folded != 0;
+    store->figures.batches += !appended;
+    store->figures.log_appends = store->txn->appends;
+    store->figures.log_folds = store->txn->folds;
     store->figures.operations += operations;
     store->figures.round_trips = store->txn->round_trips;
     if (commit_us >= 0)
@@ -304,31 +212,35 @@ static void note_full(rl_store_t *store, const struct op_list *batch)
     }
 }
 
-/* Runs a batch (NULL: only folds the delta log) as one log write or one transaction, and counts it. */
+/*
+ * Runs a batch (empty: only the backend's own work) the backend's own way
+ * (rl_txn_run_batch) or in one transaction, and counts it.
+ */
 static void run_counted(rl_store_t *store, struct op_list *batch, int locked)
 {
     int64_t commit_us = -1;
-    int logged = batch->head != NULL && run_logged(store, batch->head), folded = 0;
+    uint64_t appends = store->txn->appends;
 
-    if (!logged && (batch->head == NULL || !run_direct(store->txn, batch->head)))
-        run_batch(store->txn, batch->head, &commit_us, &folded);
+    if (batch->head == NULL || rl_txn_run_batch(store->txn, batch->head) != 0)
+        run_batch(store->txn, batch->head, &commit_us);
     if (locked)
         pthread_mutex_lock(&store->lock);
-    count_batch(store, batch->count, commit_us, logged, folded);
+    count_batch(store, batch->count, commit_us, store->txn->appends != appends);
     note_full(store, batch);
     if (locked)
         pthread_mutex_unlock(&store->lock);
 }
 
-/* Waits for work, or until the delta log is due for a fold. Under the store's lock. */
+/* Waits for work, or until the backend's own work is due (rl_txn_due_ms). Under the store's lock. */
 static void wait_for_work(rl_store_t *store)
 {
-    while (store->todo.head == NULL && !store->stopping && !fold_due(store, rl_clock_mono_ms())) {
-        if (store->txn->log != NULL && rl_deltalog_size(store->txn->log) > 0) {
+    while (store->todo.head == NULL && !store->stopping) {
+        int64_t wait_ms = rl_txn_due_ms(store->txn);
+        if (wait_ms == 0)
+            return;
+        if (wait_ms > 0) {
             struct timespec until;
-            int64_t wait_ms = store->log_since_ms + FOLD_MS - rl_clock_mono_ms();
             clock_gettime(CLOCK_MONOTONIC, &until);
-            wait_ms = wait_ms < 1 ? 1 : wait_ms;
             until.tv_sec += wait_ms / 1000;
             until.tv_nsec += (wait_ms % 1000) * 1000000;
             if (until.tv_nsec >= 1000000000) {
@@ -361,7 +273,7 @@ static void *worker_main(void *p)
         store->todo.head = store->todo.tail = NULL;
         store->todo.count = 0;
         pthread_mutex_unlock(&store->lock);
-        /* No operation: the log's own fold (it is big, or a second old). */
+        /* No operation: the backend's own work (the SQLite delta log's fold: it is big, or a second old). */
         run_counted(store, &batch, 1);
         if (batch.head == NULL) {
             pthread_mutex_lock(&store->lock);
@@ -400,7 +312,7 @@ void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done
 
 int rl_store_exclusive(rl_store_t *store)
 {
-    return store->txn->log != NULL;
+    return store->txn->exclusive;
 }
 
 int rl_store_pending(rl_store_t *store)
@@ -503,21 +415,13 @@ void rl_store_close(rl_store_t *store)
     } else {
         rl_store_drain(store);
     }
-    /* At shutdown the delta log goes into the database: a stopped relayd leaves none behind. */
-    if (store->txn != NULL && store->txn->log != NULL) {
+    /* At shutdown the backend's own work is done (the delta log goes into the database): none is left behind. */
+    if (store->txn != NULL && rl_txn_due_ms(store->txn) >= 0) {
         struct op_list none = {NULL, NULL, 0};
-        if (rl_deltalog_size(store->txn->log) > 0)
-            run_counted(store, &none, 0);
-        rl_deltalog_close(store->txn->log);
-        store->txn->log = NULL;
+        run_counted(store, &none, 0);
     }
-    if (store->txn != NULL) {
-        rl_deltalog_close(store->txn->log_lock);
-        store->txn->log_lock = NULL;
-    }
-    rl_deltalog_buf_free(&store->log_buf);
     if (store->txn != NULL)
-        store->txn->ops->close(store->txn);
+        rl_txn_close(store->txn);
     if (store->pipe_read >= 0)
         close(store->pipe_read);
     if (store->pipe_write >= 0)
@@ -533,7 +437,7 @@ int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out)
     int fds[2];
 
     if (store == NULL) {
-        txn->ops->close(txn);
+        rl_txn_close(txn);
         return -1;
     }
     store->txn = txn;
@@ -541,7 +445,7 @@ int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out)
     store->pipe_read = store->pipe_write = -1;
     pthread_mutex_init(&store->lock, NULL);
     {
-        /* The wait for the delta log's fold counts on the monotonic clock (wait_for_work). */
+        /* The wait for the backend's own work counts on the monotonic clock (wait_for_work). */
         pthread_condattr_t attr;
         pthread_condattr_init(&attr);
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -549,16 +453,15 @@ int rl_store__wrap(rl_txn_t *txn, int threaded, rl_store_t **out)
         pthread_condattr_destroy(&attr);
     }
     /*
-     * A delta log left by a relayd that was killed is replayed before
-     * anything else runs: what it answered is in the database from the
-     * first operation on (records already there are skipped).
+     * Work the backend has due at once is done before anything else runs: a
+     * delta log left by a relayd that was killed is replayed (sqlite.c), so
+     * that what it answered is in the database from the first operation on.
      */
-    if (txn->log != NULL && rl_deltalog_size(txn->log) > 0) {
+    if (rl_txn_due_ms(txn) == 0) {
         struct op_list none = {NULL, NULL, 0};
-        rl_log_info("folding the delta log left by the last run (%zu bytes)", rl_deltalog_size(txn->log));
         run_counted(store, &none, 0);
-        if (rl_deltalog_size(txn->log) > 0) {
-            rl_log_error("cannot fold the delta log left by the last run; not starting");
+        if (rl_txn_due_ms(txn) == 0) {
+            rl_log_error("cannot finish the work the store's last run left (the log above says why); not starting");
             rl_store_close(store);
             return -1;
         }

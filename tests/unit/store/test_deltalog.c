@@ -112,7 +112,7 @@ static int call_run(rl_txn_t *txn, rl_store_op_t *base)
     return op->fn(txn, op->arg);
 }
 
-static const rl_store_op_type_t call_type = {"test_call", 1, call_run, NULL, NULL, NULL};
+static const rl_store_op_type_t call_type = {"test_call", 1, call_run, NULL, NULL};
 
 static void on_called(rl_store_op_t *base)
 {
@@ -141,11 +141,14 @@ struct logged {
     int result;
 };
 
-static int logged_log(rl_store_op_t *base, struct rl_deltalog_buf *buf)
+static int logged_deltas(rl_store_op_t *base, rl_store_deltas_t *sink)
 {
     struct logged *op = (void *)base;
 
-    return rl_deltalog_encode(buf, op->message_id, op->seq, op->key, "hash", op->delta, strlen(op->delta)) != 0;
+    if (sink != NULL &&
+        rl_store_deltas_put(sink, op->message_id, op->seq, op->key, "hash", op->delta, strlen(op->delta)) != 0)
+        return 0;
+    return RL_STORE_DELTAS_TRUSTED;
 }
 
 static int logged_run(rl_txn_t *txn, rl_store_op_t *base)
@@ -156,7 +159,7 @@ static int logged_run(rl_txn_t *txn, rl_store_op_t *base)
     return RL_E_INTERNAL;
 }
 
-static const rl_store_op_type_t logged_type = {"test_logged", 1, logged_run, NULL, logged_log, NULL};
+static const rl_store_op_type_t logged_type = {"test_logged", 1, logged_run, NULL, logged_deltas};
 
 static void append(rl_store_t *store, const char *message_id, int64_t seq, const char *key, const char *delta)
 {

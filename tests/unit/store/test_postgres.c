@@ -179,13 +179,13 @@ static void test_an_idle_connection_lost_is_replaced_at_begin(void **state)
 
     capture_log();
     terminate_relayd();
-    assert_int_equal(txn->ops->begin(txn), 0);
+    assert_int_equal(rl_txn_begin(txn), 0);
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &alice), 0);
-    assert_int_equal(txn->ops->commit(txn), 0);
-    assert_int_equal(txn->ops->begin(txn), 0);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    assert_int_equal(rl_txn_begin(txn), 0);
     assert_int_equal(RL_TXN(txn, user_get, "alice", &out), 0);
-    assert_int_equal(txn->ops->commit(txn), 0);
-    txn->ops->close(txn);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    rl_txn_close(txn);
     log = captured_log();
     /* Logged once when lost and once when back. */
     assert_int_equal(occurrences(log, "lost its PostgreSQL connection"), 1);
@@ -200,19 +200,19 @@ static void test_a_connection_lost_in_a_transaction_is_unavailable(void **state)
     rl_user_row_t alice = {"alice", 1}, bob = {"bob", 1}, out;
 
     capture_log();
-    assert_int_equal(txn->ops->begin(txn), 0);
+    assert_int_equal(rl_txn_begin(txn), 0);
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &alice), 0);
     terminate_relayd();
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &bob), RL_E_UNAVAILABLE);
     assert_int_equal(RL_TXN(txn, user_get, "alice", &out), RL_E_UNAVAILABLE);
-    assert_int_equal(txn->ops->savepoint(txn), RL_E_UNAVAILABLE);
-    txn->ops->release(txn, 0);
-    assert_int_equal(txn->ops->commit(txn), RL_E_UNAVAILABLE);
-    txn->ops->rollback(txn);
-    assert_int_equal(txn->ops->begin(txn), 0);
+    assert_int_equal(rl_txn_savepoint(txn), RL_E_UNAVAILABLE);
+    rl_txn_release(txn, 0);
+    assert_int_equal(rl_txn_commit(txn), RL_E_UNAVAILABLE);
+    rl_txn_rollback(txn);
+    assert_int_equal(rl_txn_begin(txn), 0);
     assert_int_equal(RL_TXN(txn, user_get, "alice", &out), RL_E_NOT_FOUND);
-    assert_int_equal(txn->ops->commit(txn), 0);
-    txn->ops->close(txn);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    rl_txn_close(txn);
     free(captured_log());
 }
 
@@ -231,21 +231,21 @@ static void test_a_server_down_is_retried_with_back_off(void **state)
     rl_log_set_level(RL_LOG_DEBUG);
     capture_log();
     run("%s/tests/support/pg.sh down %s", RL_SOURCE_DIR, folder);
-    assert_int_equal(txn->ops->begin(txn), RL_E_UNAVAILABLE);
+    assert_int_equal(rl_txn_begin(txn), RL_E_UNAVAILABLE);
     /* Within the back-off, no attempt: an answer at once. */
     started = mono_ms();
-    assert_int_equal(txn->ops->begin(txn), RL_E_UNAVAILABLE);
-    assert_int_equal(txn->ops->begin(txn), RL_E_UNAVAILABLE);
+    assert_int_equal(rl_txn_begin(txn), RL_E_UNAVAILABLE);
+    assert_int_equal(rl_txn_begin(txn), RL_E_UNAVAILABLE);
     assert_true(mono_ms() - started < 50);
     usleep(150 * 1000);
-    assert_int_equal(txn->ops->begin(txn), RL_E_UNAVAILABLE);
+    assert_int_equal(rl_txn_begin(txn), RL_E_UNAVAILABLE);
     run("%s/tests/support/pg.sh up %s", RL_SOURCE_DIR, folder);
     deadline = mono_ms() + 10000;
-    while ((result = txn->ops->begin(txn)) != 0 && mono_ms() < deadline)
+    while ((result = rl_txn_begin(txn)) != 0 && mono_ms() < deadline)
         usleep(50 * 1000);
     assert_int_equal(result, 0);
-    assert_int_equal(txn->ops->commit(txn), 0);
-    txn->ops->close(txn);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    rl_txn_close(txn);
     log = captured_log();
     /* Attempts: the first begin, the one after 150 ms, then the polls each back-off let through. */
     assert_true(occurrences(log, "store reconnect failed") >= 2);
@@ -274,25 +274,25 @@ static void test_a_lock_held_elsewhere_ends_in_unavailable(void **state)
     rl_user_row_t alice = {"alice", 1}, out;
     int64_t started;
 
-    assert_int_equal(holder->ops->begin(holder), 0);
+    assert_int_equal(rl_txn_begin(holder), 0);
     assert_int_equal(RL_TXN(holder, user_insert_ignore, &alice), 0);
-    assert_int_equal(holder->ops->commit(holder), 0);
-    assert_int_equal(holder->ops->begin(holder), 0);
+    assert_int_equal(rl_txn_commit(holder), 0);
+    assert_int_equal(rl_txn_begin(holder), 0);
     assert_int_equal(RL_TXN(holder, user_get, "alice", &out), 0);
     capture_log();
     waiter = open_at(with_statement_timeout(300));
-    assert_int_equal(waiter->ops->begin(waiter), 0);
+    assert_int_equal(rl_txn_begin(waiter), 0);
     started = mono_ms();
     assert_int_equal(RL_TXN(waiter, user_get, "alice", &out), RL_E_UNAVAILABLE);
     assert_true(mono_ms() - started >= 250);
-    assert_int_equal(waiter->ops->commit(waiter), RL_E_UNAVAILABLE);
+    assert_int_equal(rl_txn_commit(waiter), RL_E_UNAVAILABLE);
     /* The connection itself is fine: the next transaction works. */
-    assert_int_equal(holder->ops->commit(holder), 0);
-    assert_int_equal(waiter->ops->begin(waiter), 0);
+    assert_int_equal(rl_txn_commit(holder), 0);
+    assert_int_equal(rl_txn_begin(waiter), 0);
     assert_int_equal(RL_TXN(waiter, user_get, "alice", &out), 0);
-    assert_int_equal(waiter->ops->commit(waiter), 0);
-    waiter->ops->close(waiter);
-    holder->ops->close(holder);
+    assert_int_equal(rl_txn_commit(waiter), 0);
+    rl_txn_close(waiter);
+    rl_txn_close(holder);
     free(captured_log());
 }
 
@@ -313,14 +313,14 @@ static void test_a_hung_server_is_unavailable_not_forever(void **state)
     capture_log();
     assert_int_equal(kill(pid, SIGSTOP), 0);
     started = mono_ms();
-    assert_int_equal(txn->ops->begin(txn), RL_E_UNAVAILABLE);
+    assert_int_equal(rl_txn_begin(txn), RL_E_UNAVAILABLE);
     took = mono_ms() - started;
     assert_int_equal(kill(pid, SIGCONT), 0);
     assert_true(took >= 1500 && took < 5000);
-    assert_int_equal(txn->ops->begin(txn), 0);
+    assert_int_equal(rl_txn_begin(txn), 0);
     assert_int_equal(RL_TXN(txn, user_get, "nobody", &out), RL_E_NOT_FOUND);
-    assert_int_equal(txn->ops->commit(txn), 0);
-    txn->ops->close(txn);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    rl_txn_close(txn);
     log = captured_log();
     assert_int_equal(occurrences(log, "did not answer within 1600 ms"), 1);
     free(log);
@@ -356,12 +356,12 @@ static void test_commits_are_durable_and_timeouts_set(void **state)
     assert_string_equal(value, "10s");
     show(txn, "idle_in_transaction_session_timeout", value, sizeof(value));
     assert_string_equal(value, "1min");
-    txn->ops->close(txn);
+    rl_txn_close(txn);
     /* A statement timeout the operator chose is kept. */
     txn = open_at(with_statement_timeout(2500));
     show(txn, "statement_timeout", value, sizeof(value));
     assert_string_equal(value, "2500ms");
-    txn->ops->close(txn);
+    rl_txn_close(txn);
     free(captured_log());
 }
 
@@ -370,7 +370,7 @@ static void test_a_newer_schema_is_refused(void **state)
     rl_txn_t *txn = open_at(url);
     char *log;
 
-    txn->ops->close(txn);
+    rl_txn_close(txn);
     admin("INSERT INTO schema_version VALUES (99)", NULL, 0);
     capture_log();
     txn = NULL;
@@ -421,9 +421,9 @@ static void test_the_password_is_never_logged(void **state)
     snprintf(with, sizeof(with), "postgresql://relay:s3cr3t-pw@/relay%s", host);
     txn = open_at(with);
     terminate_relayd();
-    assert_int_equal(txn->ops->begin(txn), 0);
-    assert_int_equal(txn->ops->commit(txn), 0);
-    txn->ops->close(txn);
+    assert_int_equal(rl_txn_begin(txn), 0);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    rl_txn_close(txn);
     log = captured_log();
     assert_null(strstr(log, "s3cr3t-pw"));
     /* What is logged names the database and where it is. */

@@ -52,21 +52,21 @@ static void test_the_wal_stays_bounded_under_writes_that_never_pause(void **stat
     txn->writing = 1;
     /* The same rows rewritten: the database stays small, every commit adds frames to the WAL. */
     while (written < WRITTEN_GOAL) {
-        assert_int_equal(txn->ops->begin(txn), 0);
+        assert_int_equal(rl_txn_begin(txn), 0);
         for (i = 0; i < ROWS; ++i) {
             rl_delta_run_row_t run = {message_id, 1, 1, text, sizeof(text), "[]"};
             snprintf(message_id, sizeof(message_id), "msg_%d", i);
             assert_int_equal(RL_TXN(txn, delta_runs_delete, message_id), 0);
             assert_int_equal(RL_TXN(txn, delta_run_insert, &run), 0);
         }
-        assert_int_equal(txn->ops->commit(txn), 0);
+        assert_int_equal(rl_txn_commit(txn), 0);
         rl_arena_free(&arena);
         written += ROWS * 3 * 4096; /* at least: a leaf and two overflow pages per row */
         /* Looked at every few commits only: the gap between two transactions stays as short as the worker's. */
         if (++commits % 8 == 0 && (size = file_size(wal)) > peak)
             peak = size;
     }
-    txn->ops->close(txn);
+    rl_txn_close(txn);
     print_message("%d commits, at least %lld MiB of frames written, WAL peak %lld MiB\n", commits, written >> 20,
                   peak >> 20);
     /* Restarted: never all of what was written; at most the limit and what came while it restarted. */

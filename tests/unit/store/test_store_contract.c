@@ -1,6 +1,6 @@
 /*
- * The store's contract: what every backend must do (each function of
- * rl_txn_ops, transactions, savepoints, durability against a killed
+ * The store's contract: what every backend must do (each rl_txn_*
+ * operation, transactions, savepoints, durability against a killed
  * process) and what the worker guarantees over any backend (order,
  * deferred completions, isolation of a failing operation, group commit,
  * wake-ups, close). docs/internals/store.md is the prose of this file.
@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "common/error.h"
+#include "store/sql.h"
 #include "store/store.h"
 
 static char folder[64];
@@ -67,14 +68,14 @@ static rl_txn_t *open_txn(void)
     assert_int_equal(rl_store__backend_open(location, &txn), 0);
     txn->arena = &arena;
     txn->writing = 1;
-    assert_int_equal(txn->ops->begin(txn), 0);
+    assert_int_equal(rl_txn_begin(txn), 0);
     return txn;
 }
 
 static void commit_close(rl_txn_t *txn)
 {
-    assert_int_equal(txn->ops->commit(txn), 0);
-    txn->ops->close(txn);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    rl_txn_close(txn);
 }
 
 /* ---- rows --------------------------------------------------------------------------------------- */
@@ -1139,13 +1140,13 @@ static void test_a_savepoint_undoes_only_its_own_writes(void **state)
     rl_txn_t *txn = open_txn();
     rl_user_row_t a = {"a", 1}, b = {"b", 2}, out;
 
-    assert_int_equal(txn->ops->savepoint(txn), 0);
+    assert_int_equal(rl_txn_savepoint(txn), 0);
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &a), 0);
-    txn->ops->release(txn, 1);
-    assert_int_equal(txn->ops->savepoint(txn), 0);
+    rl_txn_release(txn, 1);
+    assert_int_equal(rl_txn_savepoint(txn), 0);
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &b), 0);
     assert_int_equal(RL_TXN(txn, user_get, "b", &out), 0);
-    txn->ops->release(txn, 0);
+    rl_txn_release(txn, 0);
     assert_int_equal(RL_TXN(txn, user_get, "b", &out), RL_E_NOT_FOUND);
     commit_close(txn);
     txn = open_txn();
@@ -1160,8 +1161,8 @@ static void test_a_rollback_undoes_the_transaction(void **state)
     rl_user_row_t a = {"a", 1}, out;
 
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &a), 0);
-    txn->ops->rollback(txn);
-    txn->ops->close(txn);
+    rl_txn_rollback(txn);
+    rl_txn_close(txn);
     txn = open_txn();
     assert_int_equal(RL_TXN(txn, user_get, "a", &out), RL_E_NOT_FOUND);
     commit_close(txn);
@@ -1179,7 +1180,7 @@ static void test_a_commit_survives_kill_9(void **state)
     if (child == 0) {
         rl_user_row_t kept = {"kept", 1}, lost = {"lost", 2};
         txn = open_txn();
-        if (RL_TXN(txn, user_insert_ignore, &kept) != 0 || txn->ops->commit(txn) != 0 || txn->ops->begin(txn) != 0 ||
+        if (RL_TXN(txn, user_insert_ignore, &kept) != 0 || rl_txn_commit(txn) != 0 || rl_txn_begin(txn) != 0 ||
             RL_TXN(txn, user_insert_ignore, &lost) != 0)
             _exit(1);
         raise(SIGKILL);
@@ -1219,10 +1220,10 @@ static void test_a_failed_statement_is_undone_by_its_savepoint(void **state)
     rl_user_row_t a = {"a", 1}, b = {"b", 2}, out;
 
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &a), 0);
-    assert_int_equal(txn->ops->savepoint(txn), 0);
+    assert_int_equal(rl_txn_savepoint(txn), 0);
     assert_int_equal(RL_TXN(txn, user_insert_ignore, &b), 0);
     assert_int_equal(RL_TXN(txn, session_insert, &orphan), RL_E_CONFLICT);
-    txn->ops->release(txn, 0);
+    rl_txn_release(txn, 0);
     assert_int_equal(RL_TXN(txn, user_get, "a", &out), 0);
     assert_int_equal(RL_TXN(txn, user_get, "b", &out), RL_E_NOT_FOUND);
     commit_close(txn);
@@ -1258,14 +1259,14 @@ static void *racer_main(void *p)
     if (r->result == 0) {
         txn->arena = &own;
         txn->writing = 1;
-        r->result = txn->ops->begin(txn);
+        r->result = rl_txn_begin(txn);
         if (r->result == 0)
             r->result = r->act(txn, r);
         if (r->result == 0)
-            r->result = txn->ops->commit(txn);
+            r->result = rl_txn_commit(txn);
         else
-            txn->ops->rollback(txn);
-        txn->ops->close(txn);
+            rl_txn_rollback(txn);
+        rl_txn_close(txn);
     }
     rl_arena_free(&own);
     __atomic_store_n(&r->finished, 1, __ATOMIC_SEQ_CST);
@@ -1316,8 +1317,8 @@ static rl_txn_t *one_installation(void)
 
     users(txn);
     assert_int_equal(RL_TXN(txn, installation_insert, &inst), 0);
-    assert_int_equal(txn->ops->commit(txn), 0);
-    assert_int_equal(txn->ops->begin(txn), 0);
+    assert_int_equal(rl_txn_commit(txn), 0);
+    assert_int_equal(rl_txn_begin(txn), 0);
     return txn;
 }
 
@@ -1587,13 +1588,13 @@ static void test_done_callbacks_may_submit(void **state)
     rl_store_close(store);
 }
 
-/* The real backend whose commit fails: no write of the batch may be answered as done. */
-static const struct rl_txn_ops *real_ops;
-static struct rl_txn_ops failing_ops;
+/* The real backend whose driver's commit fails: no write of the batch may be answered as done. */
+static const rl_sql_driver_t *real_driver;
+static rl_sql_driver_t failing_driver;
 
 static int failing_commit(rl_txn_t *txn)
 {
-    real_ops->rollback(txn);
+    real_driver->rollback(txn);
     return RL_E_INTERNAL;
 }
 
@@ -1604,10 +1605,10 @@ static void test_a_failed_commit_fails_every_write_of_its_batch(void **state)
     struct log log = {.thread = pthread_self()};
 
     assert_int_equal(rl_store__backend_open(location, &txn), 0);
-    real_ops = txn->ops;
-    failing_ops = *txn->ops;
-    failing_ops.commit = failing_commit;
-    txn->ops = &failing_ops;
+    real_driver = RL_SQL_TXN(txn)->driver;
+    failing_driver = *real_driver;
+    failing_driver.commit = failing_commit;
+    RL_SQL_TXN(txn)->driver = &failing_driver;
     assert_int_equal(rl_store__wrap(txn, 0, &store), 0);
     submit(store, &log, 0, "alice", NULL, 0);
     submit(store, &log, 1, NULL, "alice", 0);
