@@ -175,7 +175,11 @@ static rl_redis_script_t read_script = {
  * shares and the reserve together never hold more than the capacity nor
  * refill faster than the rate, however many nodes take from them. A share
  * whose lease ran out (its node died or stopped renewing) goes back to the
- * reserve empty: what it held is lost, never granted twice. A missing bucket
+ * reserve empty: what it held is lost, never granted twice. It goes back
+ * when its lease ran out, not when a script next reads the bucket: the
+ * reserve refills up to each lapse with the room it had, then with the
+ * lapsed share's room as well (else a node dead for longer than its lease
+ * leaves its users' buckets empty on the others). A missing bucket
  * is a full reserve; the key expires once every lease ran out and the
  * reserve would be full. Live nodes are KEYS[#KEYS], a sorted set of node ->
  * when it lapses (the node script).
@@ -184,7 +188,7 @@ static rl_redis_script_t read_script = {
 #define LUA_BUCKET                                                                                                     \
     "local t = redis.call('TIME')\n"                                                                                   \
     "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"                                                      \
-    "local live = redis.call('ZCOUNT', KEYS[#KEYS], '(' .. string.format('%.17g', now), '+inf')\n"                    \
+    "local live = redis.call('ZCOUNT', KEYS[#KEYS], '(' .. string.format('%.17g', now), '+inf')\n"                     \
     "local function fmt(x) return string.format('%.17g', x) end\n"                                                     \
     "local function load(key, capacity, rate)\n"                                                                       \
     "  local all = redis.call('HGETALL', key)\n"                                                                       \
@@ -194,39 +198,45 @@ static rl_redis_script_t read_script = {
     "    if f == 'tokens' then b.tokens = tonumber(v)\n"                                                               \
     "    elseif f == 'ms' then b.at = tonumber(v)\n"                                                                   \
     "    else\n"                                                                                                       \
-    "      local size, expires = string.match(v, '^(%S+) (%S+)$')\n"                                                  \
+    "      local size, expires = string.match(v, '^(%S+) (%S+)$')\n"                                                   \
     "      b.leases[f] = {tonumber(size), tonumber(expires)}\n"                                                        \
     "      b.held = b.held + tonumber(size)\n"                                                                         \
     "    end\n"                                                                                                        \
     "  end\n"                                                                                                          \
     "  if b.tokens == nil or b.at == nil then b.tokens, b.at = capacity - b.held, now end\n"                           \
-    "  local room = capacity - b.held\n"                                                                               \
-    "  if now > b.at then\n"                                                                                           \
+    "  local function refill(to)\n"                                                                                    \
+    "    if to <= b.at then return end\n"                                                                              \
+    "    local room = capacity - b.held\n"                                                                             \
     "    if b.tokens < room and capacity > 0 then\n"                                                                   \
-    "      b.tokens = math.min(room, b.tokens + (now - b.at) / 1000 * rate * room / capacity)\n"                       \
+    "      b.tokens = math.min(room, b.tokens + (to - b.at) / 1000 * rate * room / capacity)\n"                        \
     "    end\n"                                                                                                        \
-    "    b.at = now\n"                                                                                                 \
+    "    b.at = to\n"                                                                                                  \
     "  end\n"                                                                                                          \
+    "  local lapsed = {}\n"                                                                                            \
     "  for f, l in pairs(b.leases) do\n"                                                                               \
-    "    if l[2] <= now then\n"                                                                                        \
-    "      redis.call('HDEL', key, f)\n"                                                                               \
-    "      b.held = b.held - l[1]\n"                                                                                   \
-    "      b.leases[f] = nil\n"                                                                                        \
-    "    end\n"                                                                                                        \
+    "    if l[2] <= now then lapsed[#lapsed + 1] = {f, l[1], l[2]} end\n"                                              \
     "  end\n"                                                                                                          \
+    "  table.sort(lapsed, function(x, y) return x[3] < y[3] end)\n"                                                    \
+    "  for _, l in ipairs(lapsed) do\n"                                                                                \
+    "    refill(l[3])\n"                                                                                               \
+    "    redis.call('HDEL', key, l[1])\n"                                                                              \
+    "    b.held = b.held - l[2]\n"                                                                                     \
+    "    b.leases[l[1]] = nil\n"                                                                                       \
+    "  end\n"                                                                                                          \
+    "  refill(now)\n"                                                                                                  \
     "  return b\n"                                                                                                     \
     "end\n"                                                                                                            \
-    "local function save(key, b, capacity, rate)\n"                                                                   \
+    "local function save(key, b, capacity, rate)\n"                                                                    \
     "  redis.call('HSET', key, 'tokens', fmt(b.tokens), 'ms', fmt(b.at))\n"                                            \
     "  local last = now\n"                                                                                             \
-    "  for _, l in pairs(b.leases) do if l[2] > last then last = l[2] end end\n"                                      \
+    "  for _, l in pairs(b.leases) do if l[2] > last then last = l[2] end end\n"                                       \
     "  local ttl = 86400000\n"                                                                                         \
-    "  if rate > 0 then ttl = math.ceil(last - now + (capacity - b.tokens) / rate * 1000) + 1000 end\n"               \
+    "  if rate > 0 then ttl = math.ceil(last - now + (capacity - b.tokens) / rate * 1000) + 1000 end\n"                \
     "  redis.call('PEXPIRE', key, ttl)\n"                                                                              \
     "end\n"                                                                                                            \
-    "local function share_size(capacity, b)\n"                                                                        \
+    "local function share_size(capacity, b)\n"                                                                         \
     "  local size = capacity\n"                                                                                        \
-    "  if live > 1 then size = math.max(1, math.floor(capacity / (4 * live))) end\n"                                  \
+    "  if live > 1 then size = math.max(1, math.floor(capacity / (4 * live))) end\n"                                   \
     "  return math.min(size, capacity - b.held)\n"                                                                     \
     "end\n"
 /* clang-format on */
