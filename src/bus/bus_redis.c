@@ -478,7 +478,7 @@ static rl_redis_script_t presence_load_script = {
 /*
  * KEYS: hash, leases, sequence. Takes at most 256 lapsed presences off the
  * lapsed hash and answers those that nobody set again since, each to this
- * node only.
+ * node only: {installation, its last value} for each.
  */
 static rl_redis_script_t presence_lapse_script = {
     LUA_PRESENCE
@@ -486,8 +486,12 @@ static rl_redis_script_t presence_lapse_script = {
     "local ids = redis.call('HKEYS', lapsed_key)\n"
     "local out = {}\n"
     "for i = 1, math.min(#ids, 256) do\n"
+    "  local value = redis.call('HGET', lapsed_key, ids[i])\n"
     "  redis.call('HDEL', lapsed_key, ids[i])\n"
-    "  if redis.call('HEXISTS', KEYS[1], ids[i]) == 0 then out[#out + 1] = ids[i] end\n"
+    "  if redis.call('HEXISTS', KEYS[1], ids[i]) == 0 then\n"
+    "    out[#out + 1] = ids[i]\n"
+    "    out[#out + 1] = value\n"
+    "  end\n"
     "end\n"
     "return out\n"};
 /* clang-format on */
@@ -1933,6 +1937,28 @@ static void prune_cache(struct redis_bus *bus)
 
 static void claim_lapsed(struct redis_bus *bus);
 
+/*
+ * A lapse this node claimed is over in Redis, whatever the cache says: the
+ * cache times a lease from when it heard of the set or renewal, later than
+ * Redis did, so for that delay it would still answer the lapsed health, and
+ * the relay, which says offline only when presence_get does, would say
+ * nothing (the lost offline of issue 39: nobody else is told of this lapse).
+ * The entry is marked gone unless the cache holds a change newer than the
+ * lapsed value (a set since, heard before this answer).
+ */
+static void lapse_cached(struct redis_bus *bus, const char *installation_id, const char *value)
+{
+    char health[16], owner[OWNER_MAX + 1];
+    struct cached *c = cached_get(bus, installation_id, 0);
+    int64_t seq;
+
+    if (c == NULL || parse_value(value, &seq, health, owner) != 0 || c->seq > seq)
+        return;
+    c->seq = seq;
+    c->gone = 1;
+    c->expires_ms = mono_ms() + bus->lease_ms;
+}
+
 static void on_lapse_claimed(redisReply *reply, void *arg)
 {
     struct redis_bus *bus = arg;
@@ -1943,8 +1969,12 @@ static void on_lapse_claimed(redisReply *reply, void *arg)
             rl_log_warn("redis bus: taking lapsed presences failed: %s", reply->str);
         return;
     }
-    for (i = 0; i < reply->elements; ++i) {
-        if (reply->element[i]->type == REDIS_REPLY_STRING && bus->config.handlers.presence_lapsed != NULL)
+    for (i = 0; i + 1 < reply->elements; i += 2) {
+        if (reply->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        if (reply->element[i + 1]->type == REDIS_REPLY_STRING)
+            lapse_cached(bus, reply->element[i]->str, reply->element[i + 1]->str);
+        if (bus->config.handlers.presence_lapsed != NULL)
             bus->config.handlers.presence_lapsed(bus->config.handlers.ctx, reply->element[i]->str);
     }
     /*
