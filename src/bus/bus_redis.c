@@ -569,6 +569,14 @@ struct waiter {
     void *arg;
 };
 
+/* Where a share's lease stands. */
+enum share_state {
+    SHARE_NONE,    /* no lease: a take asks Redis (or is refused until quiet_until_ms) */
+    SHARE_LEASING, /* a lease call is in flight: takes wait for it */
+    SHARE_LEASED,  /* the share may grant until expires_ms */
+    SHARE_ALONE,   /* the outage slice: Redis is away, the share grants from this node's part of the bucket */
+};
+
 /*
  * A rate bucket as this node knows it: its lease of a share of the bucket
  * (a bucket of its own: size tokens of the capacity, size / capacity of the
@@ -577,8 +585,7 @@ struct waiter {
  */
 struct share {
     double capacity, rate;
-    int leased;             /* the share may grant (until expires_ms) */
-    int alone;              /* the outage slice: Redis is away */
+    enum share_state state;
     double size;            /* of the capacity */
     double level;           /* tokens in the share as of at_ms; below 0 when owed */
     int64_t at_ms;          /* monotonic, as every time here */
@@ -589,8 +596,7 @@ struct share {
     int64_t reserve_ms;     /* 0: never heard of */
     int64_t quiet_until_ms; /* no share was to be had: refused here until then */
     int64_t touched_ms;     /* the last take */
-    int calling;            /* a lease call is in flight: takes wait for it */
-    int keeping;            /* a renewal is in flight */
+    int keeping;            /* a renewal is in flight (besides the state: a take may lease anew meanwhile) */
     struct waiter *waiters; /* in order */
     struct waiter **waiters_tail;
     size_t nwaiters;
@@ -2038,7 +2044,8 @@ static int forget_share(const char *bucket, void *value, void *arg)
 {
     struct share *s = value;
 
-    s->leased = s->alone = 0;
+    if (s->state != SHARE_LEASING)
+        s->state = SHARE_NONE;
     s->reserve = s->reserve_size = 0;
     s->reserve_ms = s->quiet_until_ms = 0;
     return 0;
@@ -2235,6 +2242,12 @@ static double slice_rate(const struct share *s, double size)
 }
 
 /* The share refilled to now by its part of the rate, up to its size. */
+/* The share grants from what it holds: a lease from Redis or, while Redis is away, the outage slice. */
+static int share_holds(const struct share *s)
+{
+    return s->state == SHARE_LEASED || s->state == SHARE_ALONE;
+}
+
 static void share_refill(struct share *s, int64_t now)
 {
     if (now > s->at_ms) {
@@ -2263,7 +2276,7 @@ static double reserve_at(const struct share *s, int64_t now)
 /* What a client is told is left: this node's share and the reserve (another node's share is within one lease). */
 static double seen(const struct share *s, int64_t now)
 {
-    return (s->leased ? s->level : 0) + reserve_at(s, now);
+    return (share_holds(s) ? s->level : 0) + reserve_at(s, now);
 }
 
 /*
@@ -2273,7 +2286,7 @@ static double seen(const struct share *s, int64_t now)
  */
 static double ask_threshold(const struct share *s)
 {
-    double want = s->leased && s->size > 1 ? s->size : 1;
+    double want = share_holds(s) && s->size > 1 ? s->size : 1;
 
     return want < s->reserve_size ? want : s->reserve_size;
 }
@@ -2292,7 +2305,7 @@ static double refused_level(const struct share *s, int64_t now)
 {
     double wait = -1, level = seen(s, now);
 
-    if (s->leased && slice_rate(s, s->size) > 0)
+    if (share_holds(s) && slice_rate(s, s->size) > 0)
         wait = (1 - s->level) / slice_rate(s, s->size);
     if (s->reserve_size >= 1 && slice_rate(s, s->reserve_size) > 0) {
         double w = (ask_threshold(s) - reserve_at(s, now)) / slice_rate(s, s->reserve_size);
@@ -2309,9 +2322,9 @@ static double refused_level(const struct share *s, int64_t now)
 /* Takes one token from the share this node holds, inside the call. */
 static void take_here(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
 {
-    if (s->leased)
+    if (share_holds(s))
         share_refill(s, now);
-    if (s->leased && s->level >= 1) {
+    if (share_holds(s) && s->level >= 1) {
         s->level -= 1;
         cb(0, seen(s, now), arg);
     } else {
@@ -2344,10 +2357,10 @@ static int away_too_long(struct redis_bus *bus)
  */
 static void take_alone(struct redis_bus *bus, struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
 {
-    if (!s->alone) {
+    if (s->state != SHARE_ALONE) {
         double n = bus->nodes > 1 ? bus->nodes : 1, size = s->capacity / n, level = size;
-        if (s->leased || s->reserve_ms > 0) {
-            if (s->leased) {
+        if (share_holds(s) || s->reserve_ms > 0) {
+            if (share_holds(s)) {
                 share_refill(s, now);
                 level = s->level + reserve_at(s, now) / n;
             } else {
@@ -2356,8 +2369,7 @@ static void take_alone(struct redis_bus *bus, struct share *s, int64_t now, rl_b
             if (level > size)
                 level = size;
         }
-        s->alone = 1;
-        s->leased = 1;
+        s->state = SHARE_ALONE;
         s->size = size;
         s->level = level;
         s->at_ms = now;
@@ -2374,7 +2386,7 @@ static void share_file(struct redis_bus *bus, struct share *s, int64_t now)
     if (h2o_linklist_is_linked(&s->link))
         h2o_linklist_unlink(&s->link);
     s->filed_ms = now;
-    h2o_linklist_insert(s->leased && !s->alone ? &bus->shares_leased : &bus->shares_idle, &s->link);
+    h2o_linklist_insert(s->state == SHARE_LEASED ? &bus->shares_leased : &bus->shares_idle, &s->link);
 }
 
 static struct share *share_of(struct redis_bus *bus, const char *bucket, double capacity, double refill_per_s)
@@ -2457,13 +2469,13 @@ static void on_bucket_leased(redisReply *reply, void *arg)
                reply->element[4]->type == REDIS_REPLY_INTEGER;
     for (i = 0; answered && i < 4; ++i)
         answered = reply->element[i]->type == REDIS_REPLY_STRING;
-    s->calling = 0;
+    s->state = SHARE_NONE;
     if (answered) {
         double size = strtod(reply->element[0]->str, NULL);
         bus->nodes = (int)reply->element[4]->integer;
         parse_reserve(s, reply->element[2], reply->element[3], op->sent_ms);
         if (size >= 1) {
-            s->leased = 1;
+            s->state = SHARE_LEASED;
             s->size = size;
             s->level = strtod(reply->element[1]->str, NULL);
             s->at_ms = op->sent_ms;
@@ -2477,7 +2489,7 @@ static void on_bucket_leased(redisReply *reply, void *arg)
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
             rl_log_warn("redis bus: leasing a rate bucket failed: %s", reply->str);
         if (op->had_share) {
-            s->leased = 1;
+            s->state = SHARE_LEASED;
             s->level = op->back;
             s->at_ms = op->sent_ms;
             share_file(op->bus, s, now);
@@ -2530,10 +2542,10 @@ static void lease_bucket(struct redis_bus *bus, struct share *s, const char *buc
     }
     op->bus = bus;
     op->sent_ms = now;
-    op->had_share = s->leased;
+    op->had_share = share_holds(s);
     memcpy(op->key, bucket, len + 1);
     back[0] = '\0';
-    if (s->leased) {
+    if (share_holds(s)) {
         share_refill(s, now);
         op->back = s->level;
         snprintf(back, sizeof(back), "%.17g", s->level);
@@ -2544,8 +2556,7 @@ static void lease_bucket(struct redis_bus *bus, struct share *s, const char *buc
     for (i = 0; i < 7; ++i)
         lens[i] = strlen(argv[i]);
     /* What the share held is Redis's again from here: nothing is granted from it until the answer. */
-    s->leased = 0;
-    s->calling = 1;
+    s->state = SHARE_LEASING;
     s->generation++;
     if (rl_redis_eval(bus->cmd, &lease_bucket_script, 2, 7, argv, lens, on_bucket_leased, op) != 0)
         on_bucket_leased(NULL, op);
@@ -2575,18 +2586,18 @@ static void redis_take(rl_bus_t *super, const char *bucket, double capacity, dou
         take_alone(bus, s, now, cb, arg);
         return;
     }
-    if (s->calling) {
+    if (s->state == SHARE_LEASING) {
         if (wait_for_lease(s, cb, arg) != 0)
             cb(RL_E_RATE_LIMITED, refused_level(s, now), arg);
         return;
     }
-    if (s->leased && now < s->expires_ms) {
+    if (share_holds(s) && now < s->expires_ms) {
         share_refill(s, now);
         if (s->level >= 1 || !worth_asking(s, now)) {
             take_here(s, now, cb, arg);
             return;
         }
-    } else if (!s->leased && now < s->quiet_until_ms) {
+    } else if (!share_holds(s) && now < s->quiet_until_ms) {
         take_here(s, now, cb, arg);
         return;
     }
@@ -2629,9 +2640,9 @@ static void on_kept(redisReply *reply, void *arg)
         if (op->generations[i] != 0)
             s->keeping = 0;
         /* No answer: a renewed lease runs out by itself; the next take leases anew. */
-        if (e == NULL || s->calling || s->alone)
+        if (e == NULL || s->state == SHARE_LEASING || s->state == SHARE_ALONE)
             continue;
-        if (op->generations[i] != 0 && s->leased && s->generation == op->generations[i]) {
+        if (op->generations[i] != 0 && s->state == SHARE_LEASED && s->generation == op->generations[i]) {
             double size = strtod(e[0]->str, NULL);
             if (size >= 1) {
                 /* What the share granted since is its own: the change applies to its level now. */
@@ -2643,10 +2654,10 @@ static void on_kept(redisReply *reply, void *arg)
                 s->expires_ms = op->sent_ms + LEASE_MS;
             } else {
                 /* The lease had run out in Redis: what the share held is lost (never granted twice). */
-                s->leased = 0;
+                s->state = SHARE_NONE;
             }
         }
-        if (s->leased || op->generations[i] == 0)
+        if (s->state == SHARE_LEASED || op->generations[i] == 0)
             parse_reserve(s, e[2], e[3], op->sent_ms);
     }
 out:
@@ -2716,9 +2727,9 @@ static int keep_share(const char *bucket, void *value, void *arg)
     struct share *s = value;
     int renew;
 
-    if (s->calling || s->keeping || s->alone)
+    if (s->state == SHARE_LEASING || s->keeping || s->state == SHARE_ALONE)
         return 0;
-    if (!s->leased)
+    if (s->state == SHARE_NONE)
         return st->now - s->touched_ms > SHARE_IDLE_MS;
     renew = !st->retiring && st->now - s->touched_ms < LEASE_MS && st->now < s->expires_ms;
     if (renew && s->expires_ms - st->now > LEASE_MS / 2)
@@ -2740,7 +2751,7 @@ static int keep_share(const char *bucket, void *value, void *arg)
         s->keeping = 1;
     } else {
         /* Given back: the reserve is Redis's to hand to whichever node asks next. */
-        s->leased = 0;
+        s->state = SHARE_NONE;
     }
     if (st->op->count == KEEP_BATCH) {
         send_keep(st->bus, st->op);
@@ -2763,16 +2774,16 @@ static void settle_shares(struct keeping *st)
     for (node = bus->shares_leased.next; node != &bus->shares_leased; node = next) {
         next = node->next;
         s = H2O_STRUCT_FROM_MEMBER(struct share, link, node);
-        if (s->leased && !s->alone)
+        if (s->state == SHARE_LEASED)
             keep_share(s->bucket, s, st);
-        if (!s->leased || s->alone)
+        if (s->state != SHARE_LEASED)
             share_file(bus, s, st->now);
     }
     while (!h2o_linklist_is_empty(&bus->shares_idle)) {
         s = H2O_STRUCT_FROM_MEMBER(struct share, link, bus->shares_idle.next);
         if (st->now - s->filed_ms <= SHARE_IDLE_MS)
             break;
-        if (!s->leased && keep_share(s->bucket, s, st)) {
+        if (s->state == SHARE_NONE && keep_share(s->bucket, s, st)) {
             rl_strmap_remove(bus->shares, s->bucket);
             share_free(s);
         } else {
