@@ -175,7 +175,11 @@ static rl_redis_script_t read_script = {
  * shares and the reserve together never hold more than the capacity nor
  * refill faster than the rate, however many nodes take from them. A share
  * whose lease ran out (its node died or stopped renewing) goes back to the
- * reserve empty: what it held is lost, never granted twice. A missing bucket
+ * reserve empty: what it held is lost, never granted twice. It goes back
+ * when its lease ran out, not when a script next reads the bucket: the
+ * reserve refills up to each lapse with the room it had, then with the
+ * lapsed share's room as well (else a node dead for longer than its lease
+ * leaves its users' buckets empty on the others). A missing bucket
  * is a full reserve; the key expires once every lease ran out and the
  * reserve would be full. Live nodes are KEYS[#KEYS], a sorted set of node ->
  * when it lapses (the node script).
@@ -184,7 +188,7 @@ static rl_redis_script_t read_script = {
 #define LUA_BUCKET                                                                                                     \
     "local t = redis.call('TIME')\n"                                                                                   \
     "local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"                                                      \
-    "local live = redis.call('ZCOUNT', KEYS[#KEYS], '(' .. string.format('%.17g', now), '+inf')\n"                    \
+    "local live = redis.call('ZCOUNT', KEYS[#KEYS], '(' .. string.format('%.17g', now), '+inf')\n"                     \
     "local function fmt(x) return string.format('%.17g', x) end\n"                                                     \
     "local function load(key, capacity, rate)\n"                                                                       \
     "  local all = redis.call('HGETALL', key)\n"                                                                       \
@@ -194,39 +198,45 @@ static rl_redis_script_t read_script = {
     "    if f == 'tokens' then b.tokens = tonumber(v)\n"                                                               \
     "    elseif f == 'ms' then b.at = tonumber(v)\n"                                                                   \
     "    else\n"                                                                                                       \
-    "      local size, expires = string.match(v, '^(%S+) (%S+)$')\n"                                                  \
+    "      local size, expires = string.match(v, '^(%S+) (%S+)$')\n"                                                   \
     "      b.leases[f] = {tonumber(size), tonumber(expires)}\n"                                                        \
     "      b.held = b.held + tonumber(size)\n"                                                                         \
     "    end\n"                                                                                                        \
     "  end\n"                                                                                                          \
     "  if b.tokens == nil or b.at == nil then b.tokens, b.at = capacity - b.held, now end\n"                           \
-    "  local room = capacity - b.held\n"                                                                               \
-    "  if now > b.at then\n"                                                                                           \
+    "  local function refill(to)\n"                                                                                    \
+    "    if to <= b.at then return end\n"                                                                              \
+    "    local room = capacity - b.held\n"                                                                             \
     "    if b.tokens < room and capacity > 0 then\n"                                                                   \
-    "      b.tokens = math.min(room, b.tokens + (now - b.at) / 1000 * rate * room / capacity)\n"                       \
+    "      b.tokens = math.min(room, b.tokens + (to - b.at) / 1000 * rate * room / capacity)\n"                        \
     "    end\n"                                                                                                        \
-    "    b.at = now\n"                                                                                                 \
+    "    b.at = to\n"                                                                                                  \
     "  end\n"                                                                                                          \
+    "  local lapsed = {}\n"                                                                                            \
     "  for f, l in pairs(b.leases) do\n"                                                                               \
-    "    if l[2] <= now then\n"                                                                                        \
-    "      redis.call('HDEL', key, f)\n"                                                                               \
-    "      b.held = b.held - l[1]\n"                                                                                   \
-    "      b.leases[f] = nil\n"                                                                                        \
-    "    end\n"                                                                                                        \
+    "    if l[2] <= now then lapsed[#lapsed + 1] = {f, l[1], l[2]} end\n"                                              \
     "  end\n"                                                                                                          \
+    "  table.sort(lapsed, function(x, y) return x[3] < y[3] end)\n"                                                    \
+    "  for _, l in ipairs(lapsed) do\n"                                                                                \
+    "    refill(l[3])\n"                                                                                               \
+    "    redis.call('HDEL', key, l[1])\n"                                                                              \
+    "    b.held = b.held - l[2]\n"                                                                                     \
+    "    b.leases[l[1]] = nil\n"                                                                                       \
+    "  end\n"                                                                                                          \
+    "  refill(now)\n"                                                                                                  \
     "  return b\n"                                                                                                     \
     "end\n"                                                                                                            \
-    "local function save(key, b, capacity, rate)\n"                                                                   \
+    "local function save(key, b, capacity, rate)\n"                                                                    \
     "  redis.call('HSET', key, 'tokens', fmt(b.tokens), 'ms', fmt(b.at))\n"                                            \
     "  local last = now\n"                                                                                             \
-    "  for _, l in pairs(b.leases) do if l[2] > last then last = l[2] end end\n"                                      \
+    "  for _, l in pairs(b.leases) do if l[2] > last then last = l[2] end end\n"                                       \
     "  local ttl = 86400000\n"                                                                                         \
-    "  if rate > 0 then ttl = math.ceil(last - now + (capacity - b.tokens) / rate * 1000) + 1000 end\n"               \
+    "  if rate > 0 then ttl = math.ceil(last - now + (capacity - b.tokens) / rate * 1000) + 1000 end\n"                \
     "  redis.call('PEXPIRE', key, ttl)\n"                                                                              \
     "end\n"                                                                                                            \
-    "local function share_size(capacity, b)\n"                                                                        \
+    "local function share_size(capacity, b)\n"                                                                         \
     "  local size = capacity\n"                                                                                        \
-    "  if live > 1 then size = math.max(1, math.floor(capacity / (4 * live))) end\n"                                  \
+    "  if live > 1 then size = math.max(1, math.floor(capacity / (4 * live))) end\n"                                   \
     "  return math.min(size, capacity - b.held)\n"                                                                     \
     "end\n"
 /* clang-format on */
@@ -468,7 +478,7 @@ static rl_redis_script_t presence_load_script = {
 /*
  * KEYS: hash, leases, sequence. Takes at most 256 lapsed presences off the
  * lapsed hash and answers those that nobody set again since, each to this
- * node only.
+ * node only: {installation, its last value} for each.
  */
 static rl_redis_script_t presence_lapse_script = {
     LUA_PRESENCE
@@ -476,8 +486,12 @@ static rl_redis_script_t presence_lapse_script = {
     "local ids = redis.call('HKEYS', lapsed_key)\n"
     "local out = {}\n"
     "for i = 1, math.min(#ids, 256) do\n"
+    "  local value = redis.call('HGET', lapsed_key, ids[i])\n"
     "  redis.call('HDEL', lapsed_key, ids[i])\n"
-    "  if redis.call('HEXISTS', KEYS[1], ids[i]) == 0 then out[#out + 1] = ids[i] end\n"
+    "  if redis.call('HEXISTS', KEYS[1], ids[i]) == 0 then\n"
+    "    out[#out + 1] = ids[i]\n"
+    "    out[#out + 1] = value\n"
+    "  end\n"
     "end\n"
     "return out\n"};
 /* clang-format on */
@@ -555,6 +569,14 @@ struct waiter {
     void *arg;
 };
 
+/* Where a share's lease stands. */
+enum share_state {
+    SHARE_NONE,    /* no lease: a take asks Redis (or is refused until quiet_until_ms) */
+    SHARE_LEASING, /* a lease call is in flight: takes wait for it */
+    SHARE_LEASED,  /* the share may grant until expires_ms */
+    SHARE_ALONE,   /* the outage slice: Redis is away, the share grants from this node's part of the bucket */
+};
+
 /*
  * A rate bucket as this node knows it: its lease of a share of the bucket
  * (a bucket of its own: size tokens of the capacity, size / capacity of the
@@ -563,8 +585,7 @@ struct waiter {
  */
 struct share {
     double capacity, rate;
-    int leased;             /* the share may grant (until expires_ms) */
-    int alone;              /* the outage slice: Redis is away */
+    enum share_state state;
     double size;            /* of the capacity */
     double level;           /* tokens in the share as of at_ms; below 0 when owed */
     int64_t at_ms;          /* monotonic, as every time here */
@@ -575,11 +596,13 @@ struct share {
     int64_t reserve_ms;     /* 0: never heard of */
     int64_t quiet_until_ms; /* no share was to be had: refused here until then */
     int64_t touched_ms;     /* the last take */
-    int calling;            /* a lease call is in flight: takes wait for it */
-    int keeping;            /* a renewal is in flight */
+    int keeping;            /* a renewal is in flight (besides the state: a take may lease anew meanwhile) */
     struct waiter *waiters; /* in order */
     struct waiter **waiters_tail;
     size_t nwaiters;
+    h2o_linklist_t link; /* in the bus's shares_leased or shares_idle (share_file) */
+    int64_t filed_ms;    /* when it was put in that list */
+    char bucket[];       /* its key in the bus's shares */
 };
 
 /* The events published during this loop turn, sent at its end as one call (send_events). */
@@ -621,6 +644,13 @@ struct redis_bus {
     uint64_t dropped_events, dropped_signals;
     rl_later_t later;
     rl_strmap_t *shares; /* bucket -> struct share */
+    /*
+     * The settlement visits the leased shares, and of the others only those
+     * filed SHARE_IDLE_MS ago, oldest first: its cost follows the buckets
+     * in use, not every bucket taken from in the last 10 s (a walk of 50 000
+     * took the loop 29 ms, four times a second).
+     */
+    h2o_linklist_t shares_leased, shares_idle;
     h2o_timeout_entry_t settle;
     char node_field[24];    /* "h:<node>": this node's field in a bucket's hash, and (from 2) its name */
     int nodes;              /* live nodes, as Redis last said */
@@ -1923,6 +1953,28 @@ static void prune_cache(struct redis_bus *bus)
 
 static void claim_lapsed(struct redis_bus *bus);
 
+/*
+ * A lapse this node claimed is over in Redis, whatever the cache says: the
+ * cache times a lease from when it heard of the set or renewal, later than
+ * Redis did, so for that delay it would still answer the lapsed health, and
+ * the relay, which says offline only when presence_get does, would say
+ * nothing (the lost offline of issue 39: nobody else is told of this lapse).
+ * The entry is marked gone unless the cache holds a change newer than the
+ * lapsed value (a set since, heard before this answer).
+ */
+static void lapse_cached(struct redis_bus *bus, const char *installation_id, const char *value)
+{
+    char health[16], owner[OWNER_MAX + 1];
+    struct cached *c = cached_get(bus, installation_id, 0);
+    int64_t seq;
+
+    if (c == NULL || parse_value(value, &seq, health, owner) != 0 || c->seq > seq)
+        return;
+    c->seq = seq;
+    c->gone = 1;
+    c->expires_ms = mono_ms() + bus->lease_ms;
+}
+
 static void on_lapse_claimed(redisReply *reply, void *arg)
 {
     struct redis_bus *bus = arg;
@@ -1933,8 +1985,12 @@ static void on_lapse_claimed(redisReply *reply, void *arg)
             rl_log_warn("redis bus: taking lapsed presences failed: %s", reply->str);
         return;
     }
-    for (i = 0; i < reply->elements; ++i) {
-        if (reply->element[i]->type == REDIS_REPLY_STRING && bus->config.handlers.presence_lapsed != NULL)
+    for (i = 0; i + 1 < reply->elements; i += 2) {
+        if (reply->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        if (reply->element[i + 1]->type == REDIS_REPLY_STRING)
+            lapse_cached(bus, reply->element[i]->str, reply->element[i + 1]->str);
+        if (bus->config.handlers.presence_lapsed != NULL)
             bus->config.handlers.presence_lapsed(bus->config.handlers.ctx, reply->element[i]->str);
     }
     /*
@@ -1988,7 +2044,8 @@ static int forget_share(const char *bucket, void *value, void *arg)
 {
     struct share *s = value;
 
-    s->leased = s->alone = 0;
+    if (s->state != SHARE_LEASING)
+        s->state = SHARE_NONE;
     s->reserve = s->reserve_size = 0;
     s->reserve_ms = s->quiet_until_ms = 0;
     return 0;
@@ -2185,6 +2242,12 @@ static double slice_rate(const struct share *s, double size)
 }
 
 /* The share refilled to now by its part of the rate, up to its size. */
+/* The share grants from what it holds: a lease from Redis or, while Redis is away, the outage slice. */
+static int share_holds(const struct share *s)
+{
+    return s->state == SHARE_LEASED || s->state == SHARE_ALONE;
+}
+
 static void share_refill(struct share *s, int64_t now)
 {
     if (now > s->at_ms) {
@@ -2213,7 +2276,7 @@ static double reserve_at(const struct share *s, int64_t now)
 /* What a client is told is left: this node's share and the reserve (another node's share is within one lease). */
 static double seen(const struct share *s, int64_t now)
 {
-    return (s->leased ? s->level : 0) + reserve_at(s, now);
+    return (share_holds(s) ? s->level : 0) + reserve_at(s, now);
 }
 
 /*
@@ -2223,7 +2286,7 @@ static double seen(const struct share *s, int64_t now)
  */
 static double ask_threshold(const struct share *s)
 {
-    double want = s->leased && s->size > 1 ? s->size : 1;
+    double want = share_holds(s) && s->size > 1 ? s->size : 1;
 
     return want < s->reserve_size ? want : s->reserve_size;
 }
@@ -2242,7 +2305,7 @@ static double refused_level(const struct share *s, int64_t now)
 {
     double wait = -1, level = seen(s, now);
 
-    if (s->leased && slice_rate(s, s->size) > 0)
+    if (share_holds(s) && slice_rate(s, s->size) > 0)
         wait = (1 - s->level) / slice_rate(s, s->size);
     if (s->reserve_size >= 1 && slice_rate(s, s->reserve_size) > 0) {
         double w = (ask_threshold(s) - reserve_at(s, now)) / slice_rate(s, s->reserve_size);
@@ -2259,9 +2322,9 @@ static double refused_level(const struct share *s, int64_t now)
 /* Takes one token from the share this node holds, inside the call. */
 static void take_here(struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
 {
-    if (s->leased)
+    if (share_holds(s))
         share_refill(s, now);
-    if (s->leased && s->level >= 1) {
+    if (share_holds(s) && s->level >= 1) {
         s->level -= 1;
         cb(0, seen(s, now), arg);
     } else {
@@ -2294,10 +2357,10 @@ static int away_too_long(struct redis_bus *bus)
  */
 static void take_alone(struct redis_bus *bus, struct share *s, int64_t now, rl_bus_take_cb cb, void *arg)
 {
-    if (!s->alone) {
+    if (s->state != SHARE_ALONE) {
         double n = bus->nodes > 1 ? bus->nodes : 1, size = s->capacity / n, level = size;
-        if (s->leased || s->reserve_ms > 0) {
-            if (s->leased) {
+        if (share_holds(s) || s->reserve_ms > 0) {
+            if (share_holds(s)) {
                 share_refill(s, now);
                 level = s->level + reserve_at(s, now) / n;
             } else {
@@ -2306,8 +2369,7 @@ static void take_alone(struct redis_bus *bus, struct share *s, int64_t now, rl_b
             if (level > size)
                 level = size;
         }
-        s->alone = 1;
-        s->leased = 1;
+        s->state = SHARE_ALONE;
         s->size = size;
         s->level = level;
         s->at_ms = now;
@@ -2318,14 +2380,25 @@ static void take_alone(struct redis_bus *bus, struct share *s, int64_t now, rl_b
     take_here(s, now, cb, arg);
 }
 
+/* Puts a share in the list the settlement looks at for it: the leased ones (not outage slices), or the others. */
+static void share_file(struct redis_bus *bus, struct share *s, int64_t now)
+{
+    if (h2o_linklist_is_linked(&s->link))
+        h2o_linklist_unlink(&s->link);
+    s->filed_ms = now;
+    h2o_linklist_insert(s->state == SHARE_LEASED ? &bus->shares_leased : &bus->shares_idle, &s->link);
+}
+
 static struct share *share_of(struct redis_bus *bus, const char *bucket, double capacity, double refill_per_s)
 {
     struct share *s = rl_strmap_get(bus->shares, bucket);
+    size_t len = strlen(bucket);
 
     if (s != NULL)
         return s;
-    if ((s = calloc(1, sizeof(*s))) == NULL)
+    if ((s = calloc(1, sizeof(*s) + len + 1)) == NULL)
         return NULL;
+    memcpy(s->bucket, bucket, len + 1);
     if (rl_strmap_put(bus->shares, bucket, s) != 0) {
         free(s);
         return NULL;
@@ -2333,12 +2406,16 @@ static struct share *share_of(struct redis_bus *bus, const char *bucket, double 
     s->capacity = capacity;
     s->rate = refill_per_s;
     s->waiters_tail = &s->waiters;
+    share_file(bus, s, mono_now());
     return s;
 }
 
 static void share_free(void *value)
 {
     struct share *s = value;
+
+    if (h2o_linklist_is_linked(&s->link))
+        h2o_linklist_unlink(&s->link);
 
     while (s->waiters != NULL) {
         struct waiter *w = s->waiters;
@@ -2392,17 +2469,18 @@ static void on_bucket_leased(redisReply *reply, void *arg)
                reply->element[4]->type == REDIS_REPLY_INTEGER;
     for (i = 0; answered && i < 4; ++i)
         answered = reply->element[i]->type == REDIS_REPLY_STRING;
-    s->calling = 0;
+    s->state = SHARE_NONE;
     if (answered) {
         double size = strtod(reply->element[0]->str, NULL);
         bus->nodes = (int)reply->element[4]->integer;
         parse_reserve(s, reply->element[2], reply->element[3], op->sent_ms);
         if (size >= 1) {
-            s->leased = 1;
+            s->state = SHARE_LEASED;
             s->size = size;
             s->level = strtod(reply->element[1]->str, NULL);
             s->at_ms = op->sent_ms;
             s->expires_ms = op->sent_ms + LEASE_MS;
+            share_file(op->bus, s, now);
         } else {
             /* Every other token of capacity is leased: their renewals may shrink them within a keep interval. */
             s->quiet_until_ms = now + (s->reserve_size >= 1 ? 0 : bus->config.bucket_settle_ms);
@@ -2411,9 +2489,10 @@ static void on_bucket_leased(redisReply *reply, void *arg)
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
             rl_log_warn("redis bus: leasing a rate bucket failed: %s", reply->str);
         if (op->had_share) {
-            s->leased = 1;
+            s->state = SHARE_LEASED;
             s->level = op->back;
             s->at_ms = op->sent_ms;
+            share_file(op->bus, s, now);
         }
     }
     /* The waiters' callbacks may take again (from this bucket too): the list is detached first. */
@@ -2463,10 +2542,10 @@ static void lease_bucket(struct redis_bus *bus, struct share *s, const char *buc
     }
     op->bus = bus;
     op->sent_ms = now;
-    op->had_share = s->leased;
+    op->had_share = share_holds(s);
     memcpy(op->key, bucket, len + 1);
     back[0] = '\0';
-    if (s->leased) {
+    if (share_holds(s)) {
         share_refill(s, now);
         op->back = s->level;
         snprintf(back, sizeof(back), "%.17g", s->level);
@@ -2477,8 +2556,7 @@ static void lease_bucket(struct redis_bus *bus, struct share *s, const char *buc
     for (i = 0; i < 7; ++i)
         lens[i] = strlen(argv[i]);
     /* What the share held is Redis's again from here: nothing is granted from it until the answer. */
-    s->leased = 0;
-    s->calling = 1;
+    s->state = SHARE_LEASING;
     s->generation++;
     if (rl_redis_eval(bus->cmd, &lease_bucket_script, 2, 7, argv, lens, on_bucket_leased, op) != 0)
         on_bucket_leased(NULL, op);
@@ -2508,18 +2586,18 @@ static void redis_take(rl_bus_t *super, const char *bucket, double capacity, dou
         take_alone(bus, s, now, cb, arg);
         return;
     }
-    if (s->calling) {
+    if (s->state == SHARE_LEASING) {
         if (wait_for_lease(s, cb, arg) != 0)
             cb(RL_E_RATE_LIMITED, refused_level(s, now), arg);
         return;
     }
-    if (s->leased && now < s->expires_ms) {
+    if (share_holds(s) && now < s->expires_ms) {
         share_refill(s, now);
         if (s->level >= 1 || !worth_asking(s, now)) {
             take_here(s, now, cb, arg);
             return;
         }
-    } else if (!s->leased && now < s->quiet_until_ms) {
+    } else if (!share_holds(s) && now < s->quiet_until_ms) {
         take_here(s, now, cb, arg);
         return;
     }
@@ -2562,9 +2640,9 @@ static void on_kept(redisReply *reply, void *arg)
         if (op->generations[i] != 0)
             s->keeping = 0;
         /* No answer: a renewed lease runs out by itself; the next take leases anew. */
-        if (e == NULL || s->calling || s->alone)
+        if (e == NULL || s->state == SHARE_LEASING || s->state == SHARE_ALONE)
             continue;
-        if (op->generations[i] != 0 && s->leased && s->generation == op->generations[i]) {
+        if (op->generations[i] != 0 && s->state == SHARE_LEASED && s->generation == op->generations[i]) {
             double size = strtod(e[0]->str, NULL);
             if (size >= 1) {
                 /* What the share granted since is its own: the change applies to its level now. */
@@ -2576,10 +2654,10 @@ static void on_kept(redisReply *reply, void *arg)
                 s->expires_ms = op->sent_ms + LEASE_MS;
             } else {
                 /* The lease had run out in Redis: what the share held is lost (never granted twice). */
-                s->leased = 0;
+                s->state = SHARE_NONE;
             }
         }
-        if (s->leased || op->generations[i] == 0)
+        if (s->state == SHARE_LEASED || op->generations[i] == 0)
             parse_reserve(s, e[2], e[3], op->sent_ms);
     }
 out:
@@ -2649,9 +2727,9 @@ static int keep_share(const char *bucket, void *value, void *arg)
     struct share *s = value;
     int renew;
 
-    if (s->calling || s->keeping || s->alone)
+    if (s->state == SHARE_LEASING || s->keeping || s->state == SHARE_ALONE)
         return 0;
-    if (!s->leased)
+    if (s->state == SHARE_NONE)
         return st->now - s->touched_ms > SHARE_IDLE_MS;
     renew = !st->retiring && st->now - s->touched_ms < LEASE_MS && st->now < s->expires_ms;
     if (renew && s->expires_ms - st->now > LEASE_MS / 2)
@@ -2673,13 +2751,45 @@ static int keep_share(const char *bucket, void *value, void *arg)
         s->keeping = 1;
     } else {
         /* Given back: the reserve is Redis's to hand to whichever node asks next. */
-        s->leased = 0;
+        s->state = SHARE_NONE;
     }
     if (st->op->count == KEEP_BATCH) {
         send_keep(st->bus, st->op);
         st->op = NULL;
     }
     return 0;
+}
+
+/*
+ * The leased shares, each renewed or returned when due (keep_share); then
+ * the others filed more than SHARE_IDLE_MS ago: each forgotten if idle that
+ * long, else filed again (a share leased meanwhile goes to the leased).
+ */
+static void settle_shares(struct keeping *st)
+{
+    struct redis_bus *bus = st->bus;
+    h2o_linklist_t *node, *next;
+    struct share *s;
+
+    for (node = bus->shares_leased.next; node != &bus->shares_leased; node = next) {
+        next = node->next;
+        s = H2O_STRUCT_FROM_MEMBER(struct share, link, node);
+        if (s->state == SHARE_LEASED)
+            keep_share(s->bucket, s, st);
+        if (s->state != SHARE_LEASED)
+            share_file(bus, s, st->now);
+    }
+    while (!h2o_linklist_is_empty(&bus->shares_idle)) {
+        s = H2O_STRUCT_FROM_MEMBER(struct share, link, bus->shares_idle.next);
+        if (st->now - s->filed_ms <= SHARE_IDLE_MS)
+            break;
+        if (s->state == SHARE_NONE && keep_share(s->bucket, s, st)) {
+            rl_strmap_remove(bus->shares, s->bucket);
+            share_free(s);
+        } else {
+            share_file(bus, s, st->now);
+        }
+    }
 }
 
 static void on_settle_tick(h2o_timeout_entry_t *entry)
@@ -2694,7 +2804,7 @@ static void on_settle_tick(h2o_timeout_entry_t *entry)
             bus->lost_ms = st.now;
         return;
     }
-    rl_strmap_sweep(bus->shares, keep_share, &st, share_free);
+    settle_shares(&st);
     if (st.op != NULL)
         send_keep(bus, st.op);
 }
@@ -2925,6 +3035,8 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     if (bus->config.bucket_settle_ms <= 0)
         bus->config.bucket_settle_ms = KEEP_MS;
     bus->shares = rl_strmap_new(config->max_buckets > 0 ? config->max_buckets : SHARES_MAX);
+    h2o_linklist_init_anchor(&bus->shares_leased);
+    h2o_linklist_init_anchor(&bus->shares_idle);
     cmd.ctx = bus;
     sub.name = "subscriptions";
     sub.scripts = NULL;

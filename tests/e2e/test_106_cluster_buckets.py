@@ -195,3 +195,49 @@ def test_the_bucket_is_shared_once_settled(cluster):
     assert granted <= REFILL * (1.0 + 0.3 * SLOW + took) + 2, (granted, took)
     assert granted < CAPACITY, (granted, took)
     assert any(r.status_code == 429 for r in answers), (granted, took)
+
+
+def granted_until_refused(bridge, seconds):
+    """setManifest on one node, fast, until its first 429 or `seconds`: (granted, how long it took)."""
+    granted = 0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        r = bridge.post("setManifest", {"tools": []})
+        assert r.status_code in (200, 429), (r.status_code, r.text)
+        if r.status_code == 429:
+            break
+        granted += 1
+    return granted, time.monotonic() - started
+
+
+# A share's lease in Redis: LEASE_MS + LEASE_MARGIN_MS (src/bus/bus_redis.c); a node renews it well before.
+LEASE_LIFETIME = 2.0
+
+
+@pytest.mark.parametrize("then", ["other node", "same node restarted"])
+def test_a_share_lapsed_with_its_dead_node_refills_from_when_it_lapsed(cluster, relayd, then):
+    """docs/operations.md ("Rate limits on several nodes"): a node killed while it holds a share loses what
+    the share held, and the share goes back to the reserve when its lease runs out, a couple of seconds
+    after the kill; the reserve refills from then as if it had been given back then. So a node serving
+    the owner once the bucket had time to refill grants its capacity again, not an empty bucket (the
+    defect: the share's refill was counted only from the next take, so the bucket started empty there)."""
+    c = cluster(1)
+    a = c.nodes[0]
+    inst = Installation(c.front, c.front.token("erin"))
+    # a, alone, leases the whole bucket for this owner and grants one of it.
+    assert on(inst, a).post("setManifest", {"tools": []}).status_code == 200
+    a.kill9()
+    killed_at = time.monotonic()
+    if then == "other node":
+        node = relayd("--bus", a.bus, "--attachments", c.files, start=False, store=a.store)
+        node.start()
+    else:
+        node = a
+        node.start()
+    # The lease runs out within its lifetime of the kill, and the reserve is full CAPACITY / REFILL later.
+    full_at = killed_at + LEASE_LIFETIME + CAPACITY / REFILL + 0.3
+    time.sleep(max(0.0, full_at - time.monotonic()))
+    granted, took = granted_until_refused(on(inst, node), 3.0)
+    print("%s: granted %d in %.2f s, %.2f s after the kill" % (then, granted, took, time.monotonic() - killed_at))
+    # A whole bucket, and never more than it and the refill of the calls' own time.
+    assert CAPACITY <= granted <= CAPACITY + REFILL * took, (granted, took)

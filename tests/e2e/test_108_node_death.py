@@ -92,6 +92,35 @@ def test_a_killed_nodes_bridge_is_offline_within_the_documented_15_s(two_nodes, 
     stream.close()
 
 
+def test_a_lapse_claimed_while_the_cache_still_counts_it_live_is_said_offline_once(two_nodes):
+    """The rare lost offline (issue 39): each node's presence cache times a lease from when it heard of the
+    renewal, a little later than Redis did; a node whose claim of the lapse came within that delay found its
+    cache still saying the bridge was there, said nothing, and nobody else was told of the lapse. Here the
+    delay is made long: once A is killed, its presence's lease is moved to the past in Redis, so B's next
+    claim (within a renewal period, 2 s) takes the lapse while B's cache still has seconds of the lease to
+    go. B must say offline then, once."""
+    c, bus, redis = two_nodes
+    a, b = c.nodes
+    inst = Installation(c.front, c.front.token("ines"))
+    sock = Socket(a, inst.token)
+    sock.expect_ready(inst.id)
+    stream = on(inst, b).stream()
+    assert on(inst, b).health() == "healthy"
+    a.kill9()
+    sock.wait_closed(WAIT)
+    killed_at = time.monotonic()
+    assert redis.cli(bus, "ZADD", LEASES_KEY, "XX", "CH", "1", inst.id).strip() == "1"
+    # Within a claim period and the store's answer, well before B's cache would lapse it by itself (10 s).
+    event = stream.wait_for("agent_health_changed", lambda d: d["status"] == "offline", timeout=5)
+    took = time.monotonic() - killed_at
+    print("offline %.2f s after the kill" % took)
+    assert event.data["installation_id"] == inst.id, event
+    assert on(inst, b).health() == "offline"
+    time.sleep(2.5)
+    assert len(offline_events(stream)) == 1, stream.events
+    stream.close()
+
+
 def test_a_node_that_died_with_many_bridges_has_them_all_claimed_at_once(relayd, redis_bus):
     """A presence script moves at most 100 lapses at a time: a survivor must claim batch after batch at once,
     not 100 every renewal (2 s), or a node that died with 1 000 bridges would have its last ones said offline

@@ -914,6 +914,49 @@ static void test_redis_restart(void **state)
  * for the grace (here 1 s), buckets this node did not know included; past
  * it, take answers RL_E_UNAVAILABLE. Once back, each bucket is leased again.
  */
+/*
+ * The settlement visits the leased shares and, of the others, those idle
+ * for long (src/bus/bus_redis.c, settle_shares): a bucket in use stays
+ * leased and renewed, one left idle is given back and then forgotten, making
+ * room for a new one under max_buckets.
+ */
+static void test_idle_bucket_shares_are_forgotten_and_busy_ones_kept(void **state)
+{
+    rl_bus_config_t config = {
+        .max_events = 8, .max_age_ms = 60000, .max_users = 100, .max_buckets = 2, .bucket_settle_ms = 50};
+    rl_bus_t *bus = NULL;
+    struct taken t = {0};
+    int64_t until;
+    uint64_t calls;
+    int takes = 0;
+
+    assert_int_equal(rl_bus_open(location, loop, &config, &bus), 0);
+    take(bus, "user/busy/default", 1000, 100, 0, &t);
+    assert_int_equal(t.result, 0);
+    take(bus, "user/idle/default", 5, 1, 0, &t);
+    assert_int_equal(t.result, 0);
+    /* Two buckets kept: a third fails closed. */
+    take(bus, "user/new/default", 5, 1, 0, &t);
+    assert_int_equal(t.result, RL_E_RATE_LIMITED);
+    /* The busy one taken from for longer than a bucket is kept idle (10 s): from its share, renewed. */
+    calls = rl_bus_calls_total();
+    until = mono_ms() + 11500;
+    while (mono_ms() < until) {
+        take(bus, "user/busy/default", 1000, 100, 0, &t);
+        assert_int_equal(t.result, 0);
+        ++takes;
+        run_for(100);
+    }
+    calls = rl_bus_calls_total() - calls;
+    print_message("%d takes, %llu bus calls\n", takes, (unsigned long long)calls);
+    /* A renewal every half lease at most, the idle one's return, the node's say-live: never a call per take. */
+    assert_true(calls < (uint64_t)takes / 2);
+    /* The idle one was forgotten: the new bucket fits. */
+    take(bus, "user/new/default", 5, 1, 0, &t);
+    assert_int_equal(t.result, 0);
+    rl_bus_close(bus);
+}
+
 static void test_bucket_shares_spare_round_trips_and_outlive_an_outage(void **state)
 {
     const char *stop = getenv("RL_TEST_REDIS_STOP"), *start = getenv("RL_TEST_REDIS_START");
@@ -1008,6 +1051,7 @@ int main(void)
         cmocka_unit_test_setup(test_a_dead_nodes_presence_lapses, setup),
         cmocka_unit_test_setup(test_redis_restart, setup),
         cmocka_unit_test_setup(test_bucket_shares_spare_round_trips_and_outlive_an_outage, setup),
+        cmocka_unit_test_setup(test_idle_bucket_shares_are_forgotten_and_busy_ones_kept, setup),
         cmocka_unit_test_setup(test_a_ring_written_before_the_upgrade_replays, setup),
     };
     const char *other = getenv("RL_TEST_BUS");
