@@ -13,7 +13,10 @@
  * - Signals: small JSON messages on named topics, for every node that joined
  *   the topic (the sender included). Delivery is at most once and may be
  *   later than the call; what must not be lost lives in the store, and a
- *   signal only says "look again" or "act now".
+ *   signal only says "look again" or "act now". When a backend may have
+ *   lost signals of a joined topic (its server was away, or a node could
+ *   not send them), it delivers {"type": RL_BUS_MISSED} on that topic once
+ *   it can carry signals again: a reader looks again at what it follows.
  *
  * - Presence: which connection serves an installation's bridge socket and
  *   with what health, readable by every node.
@@ -37,6 +40,9 @@
 #include "common/blob.h"
 
 typedef struct rl_bus rl_bus_t;
+
+/* The type of the signal a backend delivers on a topic whose signals may have been lost (above). */
+#define RL_BUS_MISSED "missed"
 
 typedef struct rl_bus_event {
     int64_t id;

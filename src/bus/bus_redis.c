@@ -57,6 +57,7 @@
 #define SIGNALS_LOG_MS    60000         /* and for how long */
 #define SIGNAL_LOGGED_MAX (64 * 1024)   /* a larger signal (a bridge's answer, rpc.c) is sent but not logged */
 #define SIGNALS_HELD      64            /* live signals held per topic while reading its log */
+#define MISSED_MAX        4096          /* topics whose lost signals are remembered, to say "missed" */
 #define REPLY_TIMEOUT_MS  2000
 #define KEEPALIVE_MS      5000
 #define QUEUE_BYTES       (64 * 1024 * 1024)
@@ -642,6 +643,12 @@ struct redis_bus {
     uint64_t loads;
     int dropping; /* an episode of dropped events or signals is under way (and was logged) */
     uint64_t dropped_events, dropped_signals;
+    /*
+     * Topics this node could not send a signal to: each is told RL_BUS_MISSED once Redis answers again, so
+     * that its readers look again. Past MISSED_MAX, the others are only logged (missed_overflow).
+     */
+    rl_strmap_t *missed;
+    int missed_overflow;
     rl_later_t later;
     rl_strmap_t *shares; /* bucket -> struct share */
     /*
@@ -1269,6 +1276,7 @@ struct joined {
     unsigned count;
     uint64_t gen;
     int marked, subscribed, reading, live, overflowed;
+    int resubscribed;  /* the subscription was lost and comes back: RL_BUS_MISSED once live again */
     int64_t delivered; /* the number of the last signal delivered (the mark at first); -1 when unknown */
     size_t nheld;
     char *held[SIGNALS_HELD]; /* "<seq> <message>" that came while catching up */
@@ -1335,6 +1343,17 @@ static void topic_live(struct redis_bus *bus, const char *topic, struct joined *
         if (j != NULL)
             j = deliver_signal(bus, topic, gen, held[i], strlen(held[i]));
         free(held[i]);
+    }
+    /*
+     * Back after a lost subscription: what was sent meanwhile came from the log, unless Redis lost it (a
+     * restart) or never logged it (too large). The readers look again.
+     */
+    if (j != NULL && j->resubscribed) {
+        json_t *missed = json_pack("{s:s}", "type", RL_BUS_MISSED);
+        j->resubscribed = 0;
+        if (missed != NULL && bus->config.handlers.signal != NULL)
+            bus->config.handlers.signal(bus->config.handlers.ctx, topic, missed);
+        json_decref(missed);
     }
 }
 
@@ -1509,9 +1528,10 @@ static int left(const char *topic, void *value, void *arg)
 {
     struct joined *j = value;
 
-    /* Signals sent from now on are missed here: read the log once subscribed again. */
+    /* Signals sent from now on are missed here: read the log once subscribed again (and say so). */
     j->subscribed = 0;
     j->live = 0;
+    j->resubscribed = 1;
     return 0;
 }
 
@@ -2051,6 +2071,8 @@ static int forget_share(const char *bucket, void *value, void *arg)
     return 0;
 }
 
+static void send_missed(struct redis_bus *bus);
+
 static void on_cmd_lost(rl_redis_t *redis, void *ctx)
 {
     struct redis_bus *bus = ctx;
@@ -2071,6 +2093,7 @@ static void on_cmd_ready(rl_redis_t *redis, void *ctx)
         bus->dropping = 0;
         bus->dropped_events = bus->dropped_signals = 0;
     }
+    send_missed(bus);
     /*
      * The outage slices served alone meanwhile: what they gave is forgiven,
      * and each bucket's next take leases a share again (the leases Redis
@@ -2086,16 +2109,61 @@ static void on_cmd_ready(rl_redis_t *redis, void *ctx)
 
 /* ---- signals and messages -------------------------------------------------------------------- */
 
+/* A signal to topic could not be sent: counted, and the topic remembered to be told RL_BUS_MISSED later. */
+static void signal_dropped(struct redis_bus *bus, const char *topic)
+{
+    count_drops(bus, &bus->dropped_signals, 1, "a signal");
+    if (bus->missed == NULL || rl_strmap_get(bus->missed, topic) != NULL)
+        return;
+    if (rl_strmap_put(bus->missed, topic, (void *)1) != 0 && !bus->missed_overflow) {
+        bus->missed_overflow = 1;
+        rl_log_warn("redis bus: signals to more than %d topics were lost in this outage; the others' readers "
+                    "look again only at their next signal",
+                    MISSED_MAX);
+    }
+}
+
+/* What a signal's reply needs: the bus, and the topic (to remember it if the signal is lost). */
+struct signalled {
+    struct redis_bus *bus;
+    char topic[];
+};
+
 static void on_signalled(redisReply *reply, void *arg)
 {
-    struct redis_bus *bus = arg;
+    struct signalled *sent = arg;
+    struct redis_bus *bus = sent->bus;
 
     if (bus->closing)
-        return;
+        goto out;
     if (reply == NULL)
-        count_drops(bus, &bus->dropped_signals, 1, "a signal");
+        signal_dropped(bus, sent->topic);
     else if (reply->type == REDIS_REPLY_ERROR)
         rl_log_warn("redis bus: a signal failed: %s", reply->str);
+out:
+    free(sent);
+}
+
+static void redis_signal(rl_bus_t *super, const char *topic, json_t *message);
+
+static int tell_missed(const char *topic, void *value, void *arg)
+{
+    redis_signal(arg, topic, json_pack("{s:s}", "type", RL_BUS_MISSED));
+    return 1;
+}
+
+/* Redis answers again: every topic this node lost a signal to is told RL_BUS_MISSED. */
+static void send_missed(struct redis_bus *bus)
+{
+    rl_strmap_t *lost = bus->missed;
+
+    if (lost == NULL || rl_strmap_size(lost) == 0)
+        return;
+    /* Told from a map of its own: a signal lost again now is remembered for the next return. */
+    bus->missed = rl_strmap_new(MISSED_MAX);
+    bus->missed_overflow = 0;
+    rl_strmap_sweep(lost, tell_missed, bus, NULL);
+    rl_strmap_free(lost, NULL);
 }
 
 static void redis_signal(rl_bus_t *super, const char *topic, json_t *message)
@@ -2104,6 +2172,7 @@ static void redis_signal(rl_bus_t *super, const char *topic, json_t *message)
     char counter[KEY_MAX], log[KEY_MAX], channel[KEY_MAX], length[16], ttl[24];
     char *text = json_dumps(message, JSON_COMPACT);
     const char *argv[6] = {counter, log, text, channel, length, ttl};
+    struct signalled *sent;
     size_t lens[6], i;
 
     json_decref(message);
@@ -2122,8 +2191,17 @@ static void redis_signal(rl_bus_t *super, const char *topic, json_t *message)
     snprintf(ttl, sizeof(ttl), "%d", SIGNALS_LOG_MS);
     for (i = 0; i < 6; ++i)
         lens[i] = strlen(argv[i]);
-    if (rl_redis_eval(bus->cmd, &signal_script, 2, 6, argv, lens, on_signalled, bus) != 0)
-        count_drops(bus, &bus->dropped_signals, 1, "a signal");
+    sent = malloc(sizeof(*sent) + strlen(topic) + 1);
+    if (sent == NULL) {
+        signal_dropped(bus, topic);
+        goto out;
+    }
+    sent->bus = bus;
+    memcpy(sent->topic, topic, strlen(topic) + 1);
+    if (rl_redis_eval(bus->cmd, &signal_script, 2, 6, argv, lens, on_signalled, sent) != 0) {
+        free(sent);
+        signal_dropped(bus, topic);
+    }
 out:
     free(text);
 }
@@ -2938,6 +3016,7 @@ static void redis_close(rl_bus_t *super)
     rl_buf_free(&bus->batch.bytes);
     rl_strmap_free(bus->users, listener_free);
     rl_strmap_free(bus->topics, joined_free);
+    rl_strmap_free(bus->missed, NULL);
     rl_strmap_free(bus->presence, free);
     rl_strmap_free(bus->own, free);
     free(bus);
@@ -3015,6 +3094,7 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     snprintf(bus->presence_channel, sizeof(bus->presence_channel), "relay:%d:presence", bus->location.db);
     bus->users = rl_strmap_new(config->max_users > 0 ? config->max_users : USERS_MAX);
     bus->topics = rl_strmap_new(TOPICS_MAX);
+    bus->missed = rl_strmap_new(MISSED_MAX);
     bus->presence = rl_strmap_new(PRESENCE_MAX);
     bus->own = rl_strmap_new(PRESENCE_MAX);
     rl_later_init(&bus->later, loop);
@@ -3046,8 +3126,8 @@ int rl_bus__redis_open(const char *location, h2o_loop_t *loop, const rl_bus_conf
     sub.on_lost = on_sub_lost;
     sub.on_push = on_push;
     sub.ctx = bus;
-    if (bus->users == NULL || bus->topics == NULL || bus->presence == NULL || bus->own == NULL || bus->shares == NULL ||
-        rl_redis_new(loop, &bus->location, &cmd, &bus->cmd) != 0 ||
+    if (bus->users == NULL || bus->topics == NULL || bus->missed == NULL || bus->presence == NULL || bus->own == NULL ||
+        bus->shares == NULL || rl_redis_new(loop, &bus->location, &cmd, &bus->cmd) != 0 ||
         rl_redis_new(loop, &bus->location, &sub, &bus->sub) != 0) {
         redis_close(&bus->super);
         return -1;

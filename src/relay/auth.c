@@ -14,6 +14,7 @@
 #include "common/strmap.h"
 #include "relay/auth.h"
 #include "auth/jwks_source.h"
+#include "bus/bus.h"
 #include "auth/jwt.h"
 #include "relay/ops.h"
 #include "relay/ratelimit.h"
@@ -426,6 +427,11 @@ void rl_auth_forget_installation(rl_auth_t *auth, const char *installation_id)
     free(rl_strmap_remove(auth->bridge_tokens, installation_id));
 }
 
+static int any_entry(const char *key, void *value, void *arg)
+{
+    return 1;
+}
+
 void rl_auth_on_signal(rl_auth_t *auth, json_t *message)
 {
     const char *type = json_string_value(json_object_get(message, "type"));
@@ -433,6 +439,9 @@ void rl_auth_on_signal(rl_auth_t *auth, json_t *message)
 
     if (type != NULL && strcmp(type, "installation_revoked") == 0 && installation_id != NULL)
         rl_auth_forget_installation(auth, installation_id);
+    else if (type != NULL && strcmp(type, RL_BUS_MISSED) == 0)
+        /* A revocation may have been among the signals lost: every bridge token is looked up again. */
+        rl_strmap_sweep(auth->bridge_tokens, any_entry, NULL, free);
 }
 
 static int verified_lapsed(const char *key, void *value, void *arg)

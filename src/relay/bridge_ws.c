@@ -17,6 +17,7 @@
 
 #include <h2o/websocket.h>
 
+#include "bus/bus.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -442,6 +443,9 @@ void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t 
     if (strcmp(type, "updates") == 0) {
         if (json_integer_value(json_object_get(message, "update_id")) > sock->sent_up_to)
             fetch(sock);
+    } else if (strcmp(type, RL_BUS_MISSED) == 0) {
+        /* Updates may have been queued while their signals were lost: the queue is read again. */
+        fetch(sock);
     } else if (strcmp(type, "request") == 0 && json_is_object(json_object_get(message, "frame"))) {
         /* issue 26: a request of any node to this bridge (rpc.c); only this socket may answer it. */
         if (send_frame(sock, json_incref(json_object_get(message, "frame"))) == 0)

@@ -422,3 +422,34 @@ def test_a_redis_restart_under_load_loses_nothing_and_recovers_by_itself(nodes, 
         assert len(lost) == 2, node.log_text()[-3000:]
         assert len(log_lines(node, "connected again after")) == 2, node.log_text()[-3000:]
     sock.close()
+
+
+def test_an_update_queued_while_redis_restarts_reaches_the_bridge_on_the_other_node(nodes, postgres, own_redis):
+    """A bridge's socket on node A; Redis goes and comes back empty; meanwhile (inside the grace) a user's
+    cancel through node B is stored, but B cannot send its signal. Once Redis answers again, B tells the
+    installation's topic that signals were missed, and A reads the queue again: the update reaches the socket
+    that lived through the outage, without a new signal or a new socket (the soak's lost update)."""
+    import copy
+    store = postgres.database()
+    c = nodes(2, store, own_redis.location, "--bus-outage-grace", "%dms" % int(GRACE * 1000))
+    a, b = c.nodes
+    user = mint_token(a.data, "alice", store=store)
+    inst = Installation(c.front, user)
+    on_b = copy.copy(inst)
+    on_b.relay = b
+    sock = Socket(a, inst.token)
+    sock.expect_ready(inst.id)
+    session = on_b.create_session()
+    assert sock.next_update(WAIT)["type"] == "session.started"
+
+    own_redis.stop()
+    try:
+        # Inside the grace: stored and answered; its signal cannot go.
+        assert_ok(on_b.client("POST", "/v1/me/sessions/%s/cancel" % session, {}))
+        wait_until(lambda: "events and signals are dropped" in b.log_text(), WAIT, interval=0.05,
+                   what="node B dropping the signal")
+    finally:
+        own_redis.start()
+    update = sock.next_update(WAIT)
+    assert update["type"] == "session.cancelled", update
+    sock.close()
