@@ -6,7 +6,7 @@
 #include <cmocka.h>
 
 #include "http/route.h"
-#include "relay/relay.h"
+#include "relay/core/relay.h"
 
 static int noop(struct rl_call *call)
 {
