@@ -254,8 +254,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->loop = loop;
     rl_rand_id(relay->node_id, sizeof(relay->node_id), "node_", 12);
     /* The server (and its TLS files) first: bad settings are refused before anything is written. */
-    relay->http.routes = rl_relay_routes;
-    relay->http.nroutes = rl_relay_nroutes;
+    relay->http.routes = rl_relay_routes(&relay->http.nroutes);
     relay->http.api_prefix = "/v1/";
     relay->http.max_body = MAX_JSON_BODY;
     relay->http.request_timeout_ms = (uint64_t)config->request_timeout;

@@ -83,8 +83,11 @@ typedef struct rl_relay {
     int datalock;                     /* the data folder's lock (datalock.h), held until the process ends */
 } rl_relay_t;
 
-extern const rl_route_t rl_relay_routes[];
-extern const size_t rl_relay_nroutes;
+/*
+ * relayd's route table (routes.c): every feature's rows, assembled on the
+ * first call. Loop thread.
+ */
+const rl_route_t *rl_relay_routes(size_t *count);
 
 /*
  * Opens the store, the bus, the key source and the server on loop, from
