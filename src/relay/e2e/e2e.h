@@ -57,7 +57,6 @@ int rl_bridge_notify_tool_file(rl_call_t *call);
 int rl_session_files_list(rl_call_t *call);
 int rl_session_file_read(rl_call_t *call);
 int rl_session_file_read_plain(rl_call_t *call); /* ours: a plain session's file, by its path */
-int rl_installation_models(rl_call_t *call);
 extern const rl_schema_t rl_bridge_device_schema, rl_device_register_schema, rl_device_confirm_schema,
     rl_bridge_session_schema, rl_recipients_schema, rl_notify_tool_file_schema, rl_file_read_plain_schema;
 
@@ -72,9 +71,5 @@ extern const rl_schema_t rl_bridge_device_schema, rl_device_register_schema, rl_
  */
 int rl_e2e_reannounce(rl_txn_t *txn, const char *user_id, const char *installation_id, const char *session_id,
                       int64_t now, int64_t *update_id);
-
-struct rl_relay;
-/* The bridge's hello {version} (bridge_ws.c): stored as the installation's bridge_version. Loop thread. */
-void rl_e2e_bridge_hello(struct rl_relay *relay, const char *installation_id, const char *version);
 
 #endif

@@ -18,7 +18,6 @@ const rl_route_t rl_e2e_routes[] = {
     {"GET", "/v1/me/sessions/:id/files/:blind_idx", rl_session_file_read, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/me/sessions/:id/files/read", rl_session_file_read_plain, RL_AUTH_USER, "default",
      &rl_file_read_plain_schema, 0},
-    {"GET", "/v1/me/installations/:id/models", rl_installation_models, RL_AUTH_USER, "default", NULL, 0},
     {"POST", "/v1/bridge/notifyToolFile", rl_bridge_notify_tool_file, RL_AUTH_BRIDGE, "default",
      &rl_notify_tool_file_schema, 0},
     {"POST", "/v1/bridge/devices", rl_bridge_device_register, RL_AUTH_BRIDGE, "default", &rl_bridge_device_schema, 0},

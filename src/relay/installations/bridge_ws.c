@@ -24,6 +24,7 @@
 #include "http/later.h"
 #include "relay/media/attachments.h"
 #include "relay/installations/bridge_ws.h"
+#include "relay/installations/installations.h"
 #include "relay/e2e/e2e.h"
 #include "relay/core/rpc.h"
 #include "relay/core/hub.h"
@@ -537,7 +538,7 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
         rl_rpc_bridge_answered(sock->relay, sock->installation_id, frame, len);
     } else if (strcmp(type, "hello") == 0) {
         /* issue 26: the authors' first frame; its version is shown in /v1/me. Unknown types stay a no-op. */
-        rl_e2e_bridge_hello(sock->relay, sock->installation_id, json_string_value(json_object_get(frame, "version")));
+        rl_installation_hello(sock->relay, sock->installation_id, json_string_value(json_object_get(frame, "version")));
     } else if (strcmp(type, "pong") == 0) {
         sock->awaiting_pong = 0;
         sock->missed_pongs = 0;

@@ -180,3 +180,67 @@ int rl_installation_revoke(rl_call_t *call)
     rl_op_submit_for(call, op, on_revoked);
     return 0;
 }
+
+/* ---- the bridge's hello {version} ---- */
+
+struct hello {
+    rl_op_t op;
+    const char *installation_id, *version;
+    int changed;
+    rl_installation_row_t row; /* result */
+};
+
+static int hello_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct hello *op = (void *)base;
+    rl_installation_row_t installation;
+    int result = RL_TXN(txn, installation_get, op->installation_id, &installation);
+
+    if (result != 0)
+        return result;
+    if (installation.bridge_version != NULL && strcmp(installation.bridge_version, op->version) == 0)
+        return 0;
+    installation.bridge_version = op->version;
+    op->row = installation;
+    op->changed = 1;
+    return RL_TXN(txn, installation_update, &installation);
+}
+
+static const rl_store_op_type_t hello_type = RL_OP_TYPE(bridge_hello, 1, hello_run);
+
+static void on_hello(rl_store_op_t *base)
+{
+    struct hello *op = (void *)base;
+    rl_relay_t *relay = base->arg;
+    json_t *view;
+
+    if (base->result != 0) {
+        rl_log_info("bridge %s: could not record its version", op->installation_id);
+        return;
+    }
+    if (!op->changed)
+        return;
+    /* The user's clients (and the cached /v1/me) learn the version as any change of the installation. */
+    view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
+    rl_hub_publish(relay->hub, op->row.user_id, RL_EV_INSTALLATION_UPDATED,
+                   json_pack("{s:s, s:o}", "installation_id", op->row.id, "installation", view));
+}
+
+void rl_installation_hello(rl_relay_t *relay, const char *installation_id, const char *version)
+{
+    struct hello *op;
+    size_t i, len = version != NULL ? strlen(version) : 0;
+
+    /* A version is short printable text; anything else is not kept. */
+    for (i = 0; i < len; ++i)
+        if ((unsigned char)version[i] < 0x20 || (unsigned char)version[i] > 0x7e)
+            break;
+    if (len == 0 || len > 64 || i < len) {
+        rl_log_info("bridge %s said hello without a usable version", installation_id);
+        return;
+    }
+    op = rl_op_new(&hello_type, sizeof(*op));
+    op->installation_id = rl_op_str(op, installation_id);
+    op->version = rl_op_str(op, version);
+    rl_store_submit(relay->store, &op->op.base, on_hello, relay);
+}

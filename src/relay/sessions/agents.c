@@ -508,3 +508,9 @@ int rl_installation_agent_sessions(rl_call_t *call)
     return bridge_list(call, "agent_sessions.list.req", agent_sessions_params,
                        sizeof(agent_sessions_params) / sizeof(agent_sessions_params[0]));
 }
+
+/* The bridge's models (GET /v1/me/installations/:id/models): asked as its projects are, with no parameter. */
+int rl_installation_models(rl_call_t *call)
+{
+    return bridge_list(call, "models.list.req", NULL, 0);
+}

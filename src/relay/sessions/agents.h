@@ -25,5 +25,6 @@ extern const rl_schema_t rl_session_config_schema;
 /* GET /v1/me/installations/:id/projects and /agent-sessions: asked of the bridge (rpc.h), answered as it answers. */
 int rl_installation_projects(rl_call_t *call);
 int rl_installation_agent_sessions(rl_call_t *call);
+int rl_installation_models(rl_call_t *call); /* GET /v1/me/installations/:id/models, the same way */
 
 #endif

@@ -25,6 +25,7 @@ const rl_route_t rl_sessions_routes[] = {
     {"POST", "/v1/bridge/sessions/:id/state", rl_bridge_session_state, RL_AUTH_BRIDGE, "task", &rl_session_state_schema,
      0, RL_SESSION_STATE_MAX},
     {"GET", "/v1/me/sessions", rl_sessions_list, RL_AUTH_USER, "default", NULL, 0},
+    {"GET", "/v1/me/installations/:id/models", rl_installation_models, RL_AUTH_USER, "default", NULL, 0},
     /* issue 36: the bridge's projects and the agent's own sessions, live (docs/api.md "The bridge's socket") */
     {"GET", "/v1/me/installations/:id/projects", rl_installation_projects, RL_AUTH_USER, "default", NULL, 0},
     {"GET", "/v1/me/installations/:id/agent-sessions", rl_installation_agent_sessions, RL_AUTH_USER, "default", NULL,
