@@ -249,6 +249,7 @@ static int open_bus(rl_relay_t *relay)
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
+    rl_push_ctx_t push;
     char why[4400];
 
     relay->loop = loop;
@@ -318,9 +319,11 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (relay->housekeeping == NULL)
         return -1;
     /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
+    push = (rl_push_ctx_t){config, relay->store, relay->hub, relay->jobs};
     if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
-        rl_push_open(relay, &relay->push) != 0)
+        rl_push_open(&push, &relay->push) != 0)
         return -1;
+    relay->features[RL_FEATURE_PUSH] = relay->push;
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "bus/bus.h"
 #include "http/server.h"
 #include "relay/core/config.h"
+#include "relay/core/feature.h"
 #include "store/store.h"
 
 /* Auth kinds of the route table. */
@@ -62,6 +63,7 @@ typedef struct rl_relay {
     struct rl_webapp *webapp;         /* the web client's files and policy (webapp.c) */
     struct rl_login *login;           /* sign-in links (login.c) */
     struct rl_push *push;             /* Web Push to the users' devices (push.c) */
+    void *features[RL_FEATURE_COUNT]; /* each feature's own context (feature.h), NULL until open */
     struct rl_pair_waits *pair_waits; /* the authors' pairing long polls held here (pairing.c) */
     struct rl_rpc *rpc;               /* requests of this node to bridges, waiting for answers (rpc.c) */
     unsigned char url_key[32];        /* signs attachment download URLs (attachments.c) */

@@ -22,7 +22,7 @@
 #include "relay/core/ops.h"
 #include "relay/push/push.h"
 #include "push/push_endpoint.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
 #include "auth/token.h"
 #include "push/webpush.h"
 
@@ -50,7 +50,7 @@
 /* A finished reply is worth a push for a day; an approval until it expires. */
 #define REPLY_TTL_S (24 * 3600)
 
-    struct push_user;
+struct push_user;
 
 struct push_job {
     struct push_job *next;
@@ -112,7 +112,7 @@ struct vapid_token {
 };
 
 struct rl_push {
-    rl_relay_t *relay;
+    rl_push_ctx_t ctx; /* what it uses of the relay */
     rl_vapid_t *vapid;
     rl_push_policy_t policy; /* where pushes may go (push_endpoint.h); immutable once open */
     char subject[600];
@@ -312,7 +312,7 @@ static int start_job(struct rl_push *push, struct push_job *job)
 {
     char header[128];
     const char *authorization = vapid_for(push, job->endpoint);
-    long len, timeout = (long)push->relay->config.push_timeout;
+    long len, timeout = (long)push->ctx.config->push_timeout;
 
     job->body = malloc(RL_WEBPUSH_BODY_LEN(job->payload_len));
     if (authorization == NULL || job->body == NULL)
@@ -553,7 +553,7 @@ static void forget_endpoint(struct rl_push *push, const char *endpoint)
     struct push_forget *op = rl_store_op_new(&push_forget_type, sizeof(*op));
 
     op->endpoint = rl_arena_strdup(&op->base.arena, endpoint);
-    rl_store_submit(push->relay->store, &op->base, on_forgotten, push);
+    rl_store_submit(push->ctx.store, &op->base, on_forgotten, push);
 }
 
 static int health_lapsed(const char *key, void *value, void *arg)
@@ -571,7 +571,7 @@ static int health_lapsed(const char *key, void *value, void *arg)
  */
 static int64_t endpoint_failed(struct rl_push *push, const char *endpoint)
 {
-    const rl_config_t *config = &push->relay->config;
+    const rl_config_t *config = push->ctx.config;
     char key[RL_TOKEN_HASH_HEX + 1];
     struct endpoint_health *health;
     int64_t now = rl_clock_now_ms(), backoff = config->push_backoff, failures;
@@ -654,7 +654,7 @@ static void collect_done(rl_job_t *sender, const char *bytes, size_t len)
                           job->refused  ? "address not allowed (--push-endpoints, --push-networks)"
                           : job->failed ? "no answer"
                                         : "refused by the push service",
-                          "failures", (json_int_t)(failures == 0 ? push->relay->config.push_failures_max : failures)));
+                          "failures", (json_int_t)(failures == 0 ? push->ctx.config->push_failures_max : failures)));
         } else {
             endpoint_answered(push, job->endpoint);
             rl_log_fields(RL_LOG_DEBUG, json_pack("{s:s, s:s, s:i}", "msg", "push sent", "push_service", job->origin,
@@ -664,7 +664,7 @@ static void collect_done(rl_job_t *sender, const char *bytes, size_t len)
     }
 }
 
-int rl_push_open(rl_relay_t *relay, rl_push_t **out)
+int rl_push_open(const rl_push_ctx_t *ctx, rl_push_t **out)
 {
     struct rl_push *push = calloc(1, sizeof(*push));
     static const rl_job_kind_t sender_kind = {"push sender", 1, 1};
@@ -673,7 +673,7 @@ int rl_push_open(rl_relay_t *relay, rl_push_t **out)
     *out = NULL;
     if (push == NULL)
         return -1;
-    push->relay = relay;
+    push->ctx = *ctx;
     pthread_mutex_init(&push->lock, NULL);
     /* From here on, a failure leaves a push that rl_push_close can take apart (the relay's stop does). */
     *out = push;
@@ -681,15 +681,15 @@ int rl_push_open(rl_relay_t *relay, rl_push_t **out)
     push->health = rl_strmap_new(HEALTH_MAX);
     if (push->users == NULL || push->health == NULL)
         return -1;
-    if (rl_push_policy_init(&push->policy, relay->config.push_endpoints, relay->config.push_networks, error,
+    if (rl_push_policy_init(&push->policy, ctx->config->push_endpoints, ctx->config->push_networks, error,
                             sizeof(error)) != 0) {
         rl_log_error("push: %s", error);
         return -1;
     }
     /* RFC 8292 §2.1: a contact for the push service, a mailto: or https: URI. */
     snprintf(push->subject, sizeof(push->subject), "%s",
-             relay->config.push_subject[0] != '\0' ? relay->config.push_subject : relay->config.public_url);
-    if (rl_vapid_open(relay->config.data, &push->vapid) != 0)
+             ctx->config->push_subject[0] != '\0' ? ctx->config->push_subject : ctx->config->public_url);
+    if (rl_vapid_open(ctx->config->data, &push->vapid) != 0)
         return -1;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (push->multi = curl_multi_init()) == NULL) {
         rl_log_error("push: cannot initialise libcurl");
@@ -700,7 +700,7 @@ int rl_push_open(rl_relay_t *relay, rl_push_t **out)
     push->sender.progress = collect_done;
     push->sender.done = sender_done;
     push->sender.interrupt = interrupt_sender;
-    if (rl_jobs_submit(relay->jobs, &push->sender) != 0) {
+    if (rl_jobs_submit(ctx->jobs, &push->sender) != 0) {
         rl_log_error("push: cannot start the sender");
         return -1;
     }
@@ -803,7 +803,7 @@ static void enqueue(struct rl_push *push, const char *user_id, const rl_push_sub
     user = rl_strmap_get(push->users, user_id);
     if (push->total >= RL_PUSH_QUEUE_MAX) {
         verdict = DROP_ALL;
-    } else if (user != NULL && user->waiting + user->flying >= (size_t)push->relay->config.push_user_max) {
+    } else if (user != NULL && user->waiting + user->flying >= (size_t)push->ctx.config->push_user_max) {
         verdict = DROP_USER;
     } else if (user == NULL) {
         user = calloc(1, sizeof(*user));
@@ -832,7 +832,7 @@ static void enqueue(struct rl_push *push, const char *user_id, const rl_push_sub
     if (verdict == DROP_USER && push->dropped_user++ % 100 == 0)
         rl_log_fields(RL_LOG_WARN,
                       json_pack("{s:s, s:s, s:I, s:I}", "msg", "push dropped: this user has too many waiting",
-                                "user_id", user_id, "limit", (json_int_t)push->relay->config.push_user_max, "dropped",
+                                "user_id", user_id, "limit", (json_int_t)push->ctx.config->push_user_max, "dropped",
                                 (json_int_t)push->dropped_user));
     if (verdict == DROP_ALL && push->dropped++ % 100 == 0)
         rl_log_fields(RL_LOG_WARN, json_pack("{s:s, s:I, s:I}", "msg", "push dropped: too many waiting", "limit",
@@ -897,7 +897,7 @@ static void push_to_user(rl_push_t *push, const char *user_id, json_t *note, int
     op->ttl_s = ttl_s;
     op->urgency = urgency;
     free(payload);
-    rl_store_submit(push->relay->store, &op->base, on_targets, push);
+    rl_store_submit(push->ctx.store, &op->base, on_targets, push);
 }
 
 /* Where a notification takes the user: the app routes by fragment, which no server log sees. */
@@ -969,7 +969,7 @@ void rl_push_reply_finalized(rl_push_t *push, const char *user_id, json_t *messa
     char url[160];
 
     /* A reply the user is watching needs no notification. */
-    if (push == NULL || role == NULL || strcmp(role, "agent") != 0 || rl_hub_subscribers(push->relay->hub, user_id) > 0)
+    if (push == NULL || role == NULL || strcmp(role, "agent") != 0 || rl_hub_subscribers(push->ctx.hub, user_id) > 0)
         return;
     session_url(message, url, sizeof(url));
     if (json_object_get(message, "text_ct") != NULL) {
@@ -1058,16 +1058,16 @@ static void on_subscribed(rl_store_op_t *base)
 
 int rl_push_subscribe(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    rl_push_t *push = rl_feature_of(call, RL_FEATURE_PUSH);
     const char *endpoint = rl_body_string(call, "endpoint");
     json_t *keys = json_object_get(call->body, "keys");
     struct push_subscribe *op;
     const char *why;
 
-    if (relay->push == NULL)
+    if (push == NULL)
         return RL_E_INTERNAL;
     /* Where a push may go: docs/operations.md, "Security", push endpoints. */
-    why = rl_push_endpoint_check(&relay->push->policy, endpoint, strlen(endpoint));
+    why = rl_push_endpoint_check(&push->policy, endpoint, strlen(endpoint));
     if (why != NULL) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
                           json_pack("[{s:s, s:s, s:s}]", "path", "endpoint", "code", "invalid_string", "message", why),

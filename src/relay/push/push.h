@@ -21,6 +21,8 @@
 
 #include "http/call.h"
 #include "http/validate.h"
+#include "relay/core/config.h"
+#include "store/store.h"
 
 struct rl_relay;
 
@@ -36,8 +38,25 @@ struct rl_relay;
 
 typedef struct rl_push rl_push_t;
 
-/* Loads (or creates) the VAPID key and starts the sender. Startup; 0 or -1 with the cause logged. */
-int rl_push_open(struct rl_relay *relay, rl_push_t **out);
+struct rl_hub;
+struct rl_jobs;
+/*
+ * What push uses of the relay, and nothing more: the settings, the store
+ * (subscriptions), the hub (is the user's stream open on this node?) and the
+ * background jobs (the sender). Copied by rl_push_open; each must outlive it.
+ */
+typedef struct rl_push_ctx {
+    const rl_config_t *config;
+    rl_store_t *store;
+    struct rl_hub *hub;
+    struct rl_jobs *jobs;
+} rl_push_ctx_t;
+
+/*
+ * Loads (or creates) the VAPID key and starts the sender. Startup; 0 or -1
+ * with the cause logged. *out is also the handlers' context (RL_FEATURE_PUSH).
+ */
+int rl_push_open(const rl_push_ctx_t *ctx, rl_push_t **out);
 /* Stops the sender (pushes still queued are dropped) and frees what it holds. NULL is ignored. */
 void rl_push_close(rl_push_t *push);
 /* The VAPID public key (base64url): the app's applicationServerKey. NULL for a NULL push. */
