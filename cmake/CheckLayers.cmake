@@ -1,10 +1,19 @@
 # The layers of src/ and what each may include (docs/internals/layout.md). Run by the build
 # (`cmake -P cmake/CheckLayers.cmake` from the `layers` target): a file that includes a header of a
 # folder its layer may not reach fails the build, naming the file, the line and the rule, so that the
-# layout stays the architecture and not a convention. A folder of src/ missing from this table fails
-# too: a new layer is a new row here.
+# layout stays the architecture and not a convention. A folder of src/ (or of a folder of src/)
+# missing from this table fails too: a new layer is a new row here.
 #
-# Each row: a folder of src/, then the folders its files may include besides their own.
+# Each row: a folder under src/, then what its files may include besides their own folder's headers.
+# An entry is a folder (its headers, and those of the folders inside it: "relay" from relayd reaches
+# every feature of the relay) or one header (a feature's declared interface to another feature:
+# "relay/turn/deltas.h" lets a feature call what that header declares and nothing else of the turn).
+#
+# src/relay is split by feature (docs/internals/layout.md, "The relay by feature"): relay/core is
+# what every feature uses and includes no feature; a feature includes core and the layers below, and
+# of another feature only the headers its row names; src/relay itself (start, stop, the route table,
+# the sweeps) assembles the features and may include them all.
+set(RL_RELAY_BELOW "common http store bus auth push")
 set(RL_LAYERS
   "common:"
   "http:common"
@@ -13,8 +22,16 @@ set(RL_LAYERS
   "auth:common http"
   "push:common http auth"
   "e2e:common"
-  "relay:common http store bus auth push"
-  "relayd:common http store bus auth push relay"
+  "relay/core:${RL_RELAY_BELOW}"
+  "relay/push:${RL_RELAY_BELOW} relay/core"
+  "relay/identity:${RL_RELAY_BELOW} relay/core relay/push/push.h"
+  "relay/installations:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/e2e/e2e.h"
+  "relay/e2e:${RL_RELAY_BELOW} relay/core relay/sessions/sessions.h"
+  "relay/media:${RL_RELAY_BELOW} relay/core relay/turn/deltas.h relay/turn/bridge.h relay/e2e/e2e.h"
+  "relay/turn:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/media/capabilities.h relay/e2e/e2e.h relay/sessions/sessions.h relay/installations/manifest.h relay/push/push.h"
+  "relay/sessions:${RL_RELAY_BELOW} relay/core relay/turn/approvals.h relay/turn/deltas.h relay/turn/messages.h relay/media/attachments.h relay/e2e/e2e.h relay/installations/manifest.h"
+  "relay:${RL_RELAY_BELOW} relay"
+  "relayd:${RL_RELAY_BELOW} relay"
   "client:common e2e"
   "bridge:common client e2e"
   "catalog:common http"
@@ -40,12 +57,16 @@ foreach(row ${RL_LAYERS})
 endforeach()
 
 set(failures 0)
-file(GLOB folders LIST_DIRECTORIES true "${RL_SOURCE_DIR}/src/*")
-foreach(folder ${folders})
-  if(NOT IS_DIRECTORY "${folder}")
-    continue()
+# Every folder under src/, at any depth: each is a layer and needs its row.
+file(GLOB_RECURSE entries LIST_DIRECTORIES true "${RL_SOURCE_DIR}/src/*")
+set(folders "")
+foreach(entry ${entries})
+  if(IS_DIRECTORY "${entry}")
+    list(APPEND folders "${entry}")
   endif()
-  get_filename_component(layer "${folder}" NAME)
+endforeach()
+foreach(folder ${folders})
+  file(RELATIVE_PATH layer "${RL_SOURCE_DIR}/src" "${folder}")
   if(NOT layer IN_LIST known)
     message(SEND_ERROR "layers: src/${layer} has no row in cmake/CheckLayers.cmake")
     math(EXPR failures "${failures} + 1")
@@ -55,8 +76,19 @@ foreach(folder ${folders})
   foreach(file ${files})
     file(STRINGS "${file}" includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"[a-z0-9_]+/")
     foreach(line ${includes})
-      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([a-z0-9_]+)/.*" "\\1" target "${line}")
-      if(target STREQUAL layer OR target IN_LIST allowed_${layer})
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([a-z0-9_/.]+)\".*" "\\1" header "${line}")
+      get_filename_component(target "${header}" DIRECTORY)
+      set(ok 0)
+      if(target STREQUAL layer)
+        set(ok 1)
+      endif()
+      foreach(entry ${allowed_${layer}})
+        string(FIND "${target}/" "${entry}/" at)
+        if(header STREQUAL entry OR at EQUAL 0)
+          set(ok 1)
+        endif()
+      endforeach()
+      if(ok)
         continue()
       endif()
       file(RELATIVE_PATH rel "${RL_SOURCE_DIR}" "${file}")

@@ -2,13 +2,13 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "relay/auth.h"
-#include "relay/deltas.h"
+#include "relay/core/auth.h"
+#include "relay/turn/deltas.h"
 #include "relay/housekeeping.h"
-#include "relay/me.h"
-#include "relay/ops.h"
-#include "relay/ratelimit.h"
-#include "relay/relay.h"
+#include "relay/identity/me.h"
+#include "relay/core/ops.h"
+#include "relay/core/ratelimit.h"
+#include "relay/core/relay.h"
 
 #define PERIOD_MS 60000
 /*

@@ -16,7 +16,7 @@
 #include "common/log.h"
 #include "common/rand.h"
 #include "relay/keys.h"
-#include "relay/ops.h"
+#include "relay/core/ops.h"
 
 #define KEY_FILE_MAX 8192
 

@@ -15,26 +15,26 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rand.h"
-#include "relay/attachments.h"
-#include "relay/auth.h"
-#include "relay/bridge_ws.h"
-#include "relay/datalock.h"
-#include "relay/deltas.h"
+#include "relay/media/attachments.h"
+#include "relay/core/auth.h"
+#include "relay/installations/bridge_ws.h"
+#include "relay/core/datalock.h"
+#include "relay/turn/deltas.h"
 #include "relay/housekeeping.h"
-#include "relay/hub.h"
-#include "relay/installations.h"
+#include "relay/core/hub.h"
+#include "relay/installations/installations.h"
 #include "relay/keys.h"
-#include "relay/me.h"
-#include "relay/login.h"
+#include "relay/identity/me.h"
+#include "relay/identity/login.h"
 #include "common/jobs.h"
-#include "relay/push.h"
-#include "relay/ratelimit.h"
-#include "relay/pairing.h"
-#include "relay/rpc.h"
-#include "relay/relay.h"
+#include "relay/push/push.h"
+#include "relay/core/ratelimit.h"
+#include "relay/installations/pairing.h"
+#include "relay/core/rpc.h"
+#include "relay/core/relay.h"
 #include "relay/sweeps.h"
 #include "auth/token.h"
-#include "relay/webapp.h"
+#include "relay/identity/webapp.h"
 
 #define RATE_KEYS_MAX 200000 /* buckets the local bus keeps */
 #define MAX_JSON_BODY (1024 * 1024)
@@ -249,13 +249,13 @@ static int open_bus(rl_relay_t *relay)
 int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
+    rl_push_ctx_t push;
     char why[4400];
 
     relay->loop = loop;
     rl_rand_id(relay->node_id, sizeof(relay->node_id), "node_", 12);
     /* The server (and its TLS files) first: bad settings are refused before anything is written. */
-    relay->http.routes = rl_relay_routes;
-    relay->http.nroutes = rl_relay_nroutes;
+    relay->http.routes = rl_relay_routes(&relay->http.nroutes);
     relay->http.api_prefix = "/v1/";
     relay->http.max_body = MAX_JSON_BODY;
     relay->http.request_timeout_ms = (uint64_t)config->request_timeout;
@@ -319,9 +319,11 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (relay->housekeeping == NULL)
         return -1;
     /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
+    push = (rl_push_ctx_t){config, relay->store, relay->hub, relay->jobs};
     if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
-        rl_push_open(relay, &relay->push) != 0)
+        rl_push_open(&push, &relay->push) != 0)
         return -1;
+    relay->features[RL_FEATURE_PUSH] = relay->push;
     return 0;
 }
 

@@ -2,11 +2,11 @@
 #include <stdlib.h>
 
 #include "common/clock.h"
-#include "relay/approvals.h"
-#include "relay/attachments.h"
-#include "relay/bridge.h"
-#include "relay/capabilities.h"
-#include "relay/relay.h"
+#include "relay/turn/approvals.h"
+#include "relay/media/attachments.h"
+#include "relay/turn/bridge.h"
+#include "relay/media/capabilities.h"
+#include "relay/core/relay.h"
 #include "relay/sweeps.h"
 
 #define PERIOD_MS 1000

@@ -22,7 +22,7 @@
 
 #include "common/clock.h"
 #include "relayd/backup.h"
-#include "relay/datalock.h"
+#include "relay/core/datalock.h"
 #include "rl_version.h"
 #include "store/sqlite.h"
 

@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "relay/config.h"
+#include "relay/core/config.h"
 
 /*
  * Fills config from defaults, the environment and argv[first..argc). Stops

@@ -12,10 +12,10 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "http/sse.h"
-#include "relay/bridge_ws.h"
-#include "relay/hub.h"
+#include "relay/installations/bridge_ws.h"
+#include "relay/core/hub.h"
 #include "relayd/metrics.h"
-#include "relay/relay.h"
+#include "relay/core/relay.h"
 #include "relay/sweeps.h"
 #include "rl_version.h"
 

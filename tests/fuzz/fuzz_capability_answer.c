@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "relay/capabilities.h"
+#include "relay/media/capabilities.h"
 
 static void check_location(json_t *location)
 {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "relay/e2e.h"
+#include "relay/e2e/e2e.h"
 
 static int value_of(unsigned char c)
 {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "relay/timeline.c"
+#include "relay/sessions/timeline.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

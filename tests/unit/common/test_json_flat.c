@@ -20,7 +20,7 @@
 #include <jansson.h>
 
 #include "common/json_flat.h"
-#include "relay/idempotency.h"
+#include "relay/core/idempotency.h"
 
 #define JANSSON_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
 

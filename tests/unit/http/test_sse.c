@@ -25,7 +25,7 @@
 #include "common/event.h"
 #include "http/server.h"
 #include "http/sse.h"
-#include "relay/hub.h"
+#include "relay/core/hub.h"
 
 static h2o_loop_t *loop;
 static rl_http_server_t *server;

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "relay/approvals.c"
+#include "relay/turn/approvals.c"
 #include "store_fixture.h"
 
 #define TTL 120000

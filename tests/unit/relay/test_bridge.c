@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "relay/bridge.c"
+#include "relay/turn/bridge.c"
 #include "store_fixture.h"
 
 #define FOLLOWUP (30 * 60 * 1000)

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "relay/bridge_ws.c"
+#include "relay/installations/bridge_ws.c"
 #include "store_fixture.h"
 
 #define WINDOW (5 * 60 * 1000)

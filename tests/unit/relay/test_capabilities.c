@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "common/error.h"
-#include "relay/capabilities.h"
+#include "relay/media/capabilities.h"
 
 /* The errors[] paths of text under schema, joined by spaces ("" when valid). */
 static const char *problems(const rl_schema_t *schema, const char *text)

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "relay/deltas.c"
-#include "relay/text.h"
+#include "relay/turn/deltas.c"
+#include "relay/core/text.h"
 #include "store_fixture.h"
 
 #define MSG  "msg_aaaaaaaaaaaaaaaaaaaa"

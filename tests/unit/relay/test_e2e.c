@@ -6,7 +6,7 @@
 #include <cmocka.h>
 
 #include "common/error.h"
-#include "relay/e2e.h"
+#include "relay/e2e/e2e.h"
 
 #define CHECK(fn, text) fn((text), strlen(text))
 

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "relay/grants.c"
+#include "relay/turn/grants.c"
 #include "store_fixture.h"
 
 #define INST_B "inst_bbbbbbbbbbbbbbbb"

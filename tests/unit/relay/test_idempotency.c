@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "relay/idempotency.c"
+#include "relay/core/idempotency.c"
 #include "store_fixture.h"
 
 #define TTL 86400000

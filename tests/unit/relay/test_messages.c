@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "relay/messages.c"
+#include "relay/turn/messages.c"
 #include "store_fixture.h"
 
 #define T0 10000

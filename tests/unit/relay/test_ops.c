@@ -9,8 +9,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "relay/deltas.h"
-#include "relay/manifest.c"
+#include "relay/turn/deltas.h"
+#include "relay/installations/manifest.c"
 #include "store_fixture.h"
 
 static int get_run(rl_txn_t *txn, rl_store_op_t *base)

@@ -5,7 +5,7 @@
 
 #include <cmocka.h>
 
-#include "relay/pairing.c"
+#include "relay/installations/pairing.c"
 #include "store_fixture.h"
 
 static int insert(rl_store_t *store, const char *poll_hash, const char *code_hash, int64_t created_at,

@@ -7,7 +7,7 @@
 
 #include "bus/bus.h"
 #include "common/error.h"
-#include "relay/ratelimit.h"
+#include "relay/core/ratelimit.h"
 
 /* The limiter takes from the local bus's buckets, which answer inside the call. */
 static h2o_loop_t *loop;

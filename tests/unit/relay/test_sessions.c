@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "relay/sessions.c"
+#include "relay/sessions/sessions.c"
 #include "store_fixture.h"
 
 #define GRACE 60000

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "relay/target.c"
+#include "relay/core/target.c"
 #include "store_fixture.h"
 
 #define FOLLOWUP (30 * 60 * 1000)

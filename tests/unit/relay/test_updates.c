@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "relay/updates.c"
+#include "relay/core/updates.c"
 #include "store_fixture.h"
 
 #define INST_B "inst_bbbbbbbbbbbbbbbb"

@@ -1,0 +1,19 @@
+/*
+ * A feature's own context (docs/internals/layout.md, "The relay by
+ * feature"): a feature that keeps state of its own gives its handlers that
+ * state, which holds only the services the feature uses, so that they never
+ * reach the whole relay. The relay fills each when it opens the feature
+ * (relay.c). Loop thread only.
+ */
+#ifndef RL_RELAY_CORE_FEATURE_H
+#define RL_RELAY_CORE_FEATURE_H
+
+#include "http/call.h"
+
+/* The features that hold a context; the others still read the relay (layout.md lists which). */
+enum rl_feature { RL_FEATURE_PUSH, RL_FEATURE_COUNT };
+
+/* The context of feature on call's relay, or NULL while the feature is not open. */
+void *rl_feature_of(const rl_call_t *call, enum rl_feature feature);
+
+#endif
