@@ -140,15 +140,15 @@ test-asan: deps-test test-agents
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 	@RELAYD=$(abspath $(ASAN_BUILD))/relayd RL_SANITIZED=1 $(PYTHON) -m pytest -q tests/e2e
 
-# Real libFuzzer runs (clang), FUZZ_SECONDS per target; new inputs land in the corpora.
+# Real libFuzzer runs (clang), FUZZ_SECONDS per target, one after the other (FUZZ_TARGETS: some names of
+# tests/fuzz/corpus/, all by default). What adds coverage is merged into the kept corpora; a crash input
+# goes to tests/fuzz/regress/ (replayed by ctest) and makes the run fail (scripts/fuzz.sh).
+FUZZ_TARGETS ?=
+FUZZ_BINARIES = $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz: deps-test
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DRL_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j$(JOBS)
-	@for t in $(FUZZ_BUILD)/fuzz_*; do \
-		name=$$(basename $$t | sed 's/^fuzz_//'); \
-		echo "fuzzing $$name for $(FUZZ_SECONDS)s"; \
-		$$t -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$name || exit 1; \
-	done
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(FUZZ_BINARIES)
+	@./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 
 # The Debian packages, built with dpkg-buildpackage, installed with dpkg -i, the installed relayd
