@@ -266,6 +266,13 @@ static inline void rl_bus_retire(rl_bus_t *bus, rl_bus_retired_cb cb, void *arg)
  * local bus. The metric relay_bus_calls_total.
  */
 uint64_t rl_bus_calls_total(void);
+/*
+ * The claims of lapsed presences this process made and Redis answered (each
+ * renewal period, and again while a claim moves a full batch); 0 on the
+ * local bus. The metric relay_presence_claims_total: what a test waits on
+ * instead of sleeping through a few claims.
+ */
+uint64_t rl_bus_presence_claims_total(void);
 
 /* Backends. */
 int rl_bus__local_open(h2o_loop_t *loop, const rl_bus_config_t *config, rl_bus_t **out);

@@ -1995,6 +1995,14 @@ static void lapse_cached(struct redis_bus *bus, const char *installation_id, con
     c->expires_ms = mono_ms() + bus->lease_ms;
 }
 
+/* Claims of lapsed presences answered, this process's (relay_presence_claims_total). Loop thread. */
+static uint64_t lapse_claims;
+
+uint64_t rl_bus_presence_claims_total(void)
+{
+    return lapse_claims;
+}
+
 static void on_lapse_claimed(redisReply *reply, void *arg)
 {
     struct redis_bus *bus = arg;
@@ -2005,6 +2013,7 @@ static void on_lapse_claimed(redisReply *reply, void *arg)
             rl_log_warn("redis bus: taking lapsed presences failed: %s", reply->str);
         return;
     }
+    lapse_claims++;
     for (i = 0; i + 1 < reply->elements; i += 2) {
         if (reply->element[i]->type != REDIS_REPLY_STRING)
             continue;

@@ -120,8 +120,12 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             "# TYPE relay_bus_info gauge\nrelay_bus_info{backend=\"%s\"} 1\n"
             "# HELP relay_bus_calls_total Commands and script calls this node sent to the bus's server (Redis), "
             "each call of a pipeline counted; 0 on the local bus.\n"
-            "# TYPE relay_bus_calls_total counter\nrelay_bus_calls_total %llu\n",
-            bus_backend(relay->config.bus), (unsigned long long)rl_bus_calls_total());
+            "# TYPE relay_bus_calls_total counter\nrelay_bus_calls_total %llu\n"
+            "# HELP relay_presence_claims_total Claims of lapsed bridge presences this node made on the bus "
+            "(Redis answered; 0 on the local bus).\n"
+            "# TYPE relay_presence_claims_total counter\nrelay_presence_claims_total %llu\n",
+            bus_backend(relay->config.bus), (unsigned long long)rl_bus_calls_total(),
+            (unsigned long long)rl_bus_presence_claims_total());
 }
 
 static int on_metrics(rl_call_t *call)

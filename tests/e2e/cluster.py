@@ -156,15 +156,26 @@ class Cluster:
         self.balancer = Balancer(tmp_path, self.ports)
         self.front = Front(self, self.balancer)
 
+    def metric_of(self, node, name):
+        """A counter of node's /metrics (0 when it is not there)."""
+        text = requests.get("http://127.0.0.1:%d/metrics" % node.metrics_port, timeout=10).text
+        return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith(name + " "))
+
+    def wait_claim_rounds(self, rounds, timeout=30):
+        """Waits until every node that is up has claimed lapsed presences `rounds` more times (instead of
+        sleeping through a few renewal periods): what a test checks then was claimed over by rounds that found
+        nothing more."""
+        up = [n for n in self.nodes if n.proc is not None]
+        start = {id(n): self.metric_of(n, "relay_presence_claims_total") for n in up}
+        deadline = time.monotonic() + timeout
+        for n in up:
+            while self.metric_of(n, "relay_presence_claims_total") < start[id(n)] + rounds:
+                assert time.monotonic() < deadline, "the nodes did not claim %d times in %d s" % (rounds, timeout)
+                time.sleep(0.1)
+
     def sweeps_done(self):
         """The store sweeps finished so far by the nodes that are up (relay_sweeps_total)."""
-        total = 0
-        for node in self.nodes:
-            if node.proc is None:
-                continue
-            text = requests.get("http://127.0.0.1:%d/metrics" % node.metrics_port, timeout=10).text
-            total += sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("relay_sweeps_total "))
-        return total
+        return sum(self.metric_of(node, "relay_sweeps_total") for node in self.nodes if node.proc is not None)
 
     def wait_sweep_rounds(self, rounds, timeout=30):
         """Waits until the sweeping node has run every sweep `rounds` more times (instead of sleeping through

@@ -86,7 +86,7 @@ def test_a_killed_nodes_bridge_is_offline_within_the_documented_15_s(two_nodes, 
         took, DOCUMENTED_BOUND)
     assert on(inst, b).health() == "offline"
     # Once: B's later claims find nothing more to say.
-    time.sleep(3)
+    c.wait_claim_rounds(2)
     assert len(offline_events(stream)) == 1, stream.events
     assert "lost with its node" in b.log_text()
     stream.close()

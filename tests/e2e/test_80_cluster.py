@@ -394,7 +394,8 @@ def test_the_node_holding_a_bridge_dies_and_the_others_say_offline_once(cluster)
     assert time.monotonic() - t0 < 20 * SLOW
     for node in (b, third):
         assert on(inst, node).health() == "offline"
-    time.sleep(3)
+    # Both nodes left claim twice more, finding nothing more to say.
+    c.wait_claim_rounds(2)
     session = on(inst, b).create_session()
     inst_b = on(inst, b)
     inst_b.barrier(stream, session)
