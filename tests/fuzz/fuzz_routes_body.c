@@ -21,27 +21,10 @@
 #include "http/validate.h"
 #include "relay/core/relay.h"
 #include "relay/e2e/e2e.h"
+#include "check_errors.h"
 
 /* The keys a plain body may carry and an encrypted session's may not, as the handlers name them. */
 static const char *const plain[] = {"text", "delta", "project", "title", "message", "args", "result", NULL};
-
-static void check_errors(const json_t *errors)
-{
-    json_t *item;
-    size_t i;
-    char *encoded;
-
-    json_array_foreach(errors, i, item)
-    {
-        if (!json_is_string(json_object_get(item, "path")) || !json_is_string(json_object_get(item, "code")) ||
-            !json_is_string(json_object_get(item, "message")))
-            abort();
-    }
-    encoded = json_dumps(errors, JSON_COMPACT);
-    if (encoded == NULL)
-        abort();
-    free(encoded);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -85,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (result == RL_E_INVALID_REQUEST &&
         (body != NULL || json_array_size(errors) == 0 || json_array_size(errors) > RL_VALIDATE_MAX_ERRORS))
         abort();
-    check_errors(errors);
+    fuzz_check_errors(errors);
     /* The flat path answers only what the generic one would take (http/server.c). */
     scratch = malloc(size + 1);
     if (scratch != NULL && size > 0 && rl_json_flat_parse(bytes, size, scratch, size + 1, &flat) == 0)

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "http/validate.h"
+#include "check_errors.h"
 
 /* Nonzero unless every byte is visible ASCII, like an idempotency key. */
 static int check_key(const char *s, size_t len)
@@ -79,24 +80,6 @@ static const rl_field_t body_fields[] = {
 };
 static const rl_schema_t body_schema = RL_SCHEMA(body_fields);
 
-static void check_errors(const json_t *errors)
-{
-    size_t i;
-    json_t *item;
-    char *encoded;
-
-    json_array_foreach(errors, i, item)
-    {
-        if (!json_is_string(json_object_get(item, "path")) || !json_is_string(json_object_get(item, "code")) ||
-            !json_is_string(json_object_get(item, "message")))
-            abort();
-    }
-    encoded = json_dumps(errors, JSON_COMPACT);
-    if (encoded == NULL)
-        abort();
-    free(encoded);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_t *errors = json_array();
@@ -112,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (result == RL_E_INVALID_REQUEST &&
         (body != NULL || json_array_size(errors) == 0 || json_array_size(errors) > RL_VALIDATE_MAX_ERRORS))
         abort();
-    check_errors(errors);
+    fuzz_check_errors(errors);
     json_decref(body);
     json_decref(errors);
     return 0;
