@@ -161,12 +161,27 @@ def test_bad_tls_settings_are_refused_at_start(tmp_path, pki):
         assert "PRIVATE KEY" not in proc.stderr
 
 
+def _accept_backlog(port):
+    """Connections the kernel completed on 127.0.0.1:port that relayd has not accepted yet (the listening
+    socket's receive queue in /proc/net/tcp)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, state, queues = fields[1], fields[3], fields[4]
+            if state == "0A" and int(local.split(":")[1], 16) == port:
+                return int(queues.split(":")[1], 16)
+    raise AssertionError("no listening socket on port %d" % port)
+
+
 def test_sighup_reloads_a_renewed_certificate(relayd, pki):
     cert, key = pki.server(10, name="live")
     relay = relayd("--tls-cert", str(cert), "--tls-key", str(key), ca=pki.ca)
     assert _peer_serial(relay, pki.ca) == 10
     # accepted before the reload, its ClientHello sent after: h2o starts its TLS state only then
     early = socket.create_connection(("127.0.0.1", relay.port), timeout=10 * SLOW)
+    # The kernel completes the connection at once; relayd's accept may come later on a loaded machine (after
+    # the reload, which then rightly hands it the new certificate): wait until nothing waits in the backlog.
+    wait_until(lambda: _accept_backlog(relay.port) == 0, WAIT, interval=0.01, what="relayd accepting the connection")
 
     renewed_cert, renewed_key = pki.server(11, name="renewed")
     os.replace(renewed_cert, cert)
