@@ -184,18 +184,24 @@ void rl_projects_git_branch(const char *folder, char *out, size_t outsz)
 }
 
 /*
- * Runs git with argv (never a shell), its output discarded: its exit status, -2 when a signal ended it, or -1
- * when it did not run. posix_spawn, not fork: it
- * runs on a job's thread, beside the loop's. *child holds git's pid while it runs (0 otherwise), for a stop.
+ * Runs git with argv (never a shell), its output discarded: its exit status, -2 when a stop ended it (or came
+ * first), or -1 when it did not run. posix_spawn, not fork: it runs on a job's thread, beside the loop's.
+ * *child is the handshake with rl_projects_worktree_stop on the loop's thread: git's pid while it runs, 0 when
+ * none does, -1 once a stop has come. Whichever of the two comes second ends git, so that a stop landing
+ * between the spawn and the pid's publication is not lost; git is reaped only after the pid is withdrawn, so
+ * a stop never signals a pid the system has given to another process.
  */
 static int run_git(char *const argv[], int *child)
 {
     posix_spawn_file_actions_t files;
     posix_spawnattr_t attr;
     sigset_t none;
+    siginfo_t info;
     pid_t pid;
-    int status, spawned;
+    int status, spawned, expected = 0;
 
+    if (__atomic_load_n(child, __ATOMIC_SEQ_CST) < 0)
+        return -2;
     if (posix_spawn_file_actions_init(&files) != 0)
         return -1;
     if (posix_spawnattr_init(&attr) != 0) {
@@ -213,12 +219,28 @@ static int run_git(char *const argv[], int *child)
     posix_spawnattr_destroy(&attr);
     if (spawned != 0)
         return -1;
-    __atomic_store_n(child, (int)pid, __ATOMIC_RELEASE);
+    if (!__atomic_compare_exchange_n(child, &expected, (int)pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        kill(pid, SIGTERM); /* the stop came while git was being started */
+    /* Wait without reaping, withdraw the pid, then reap. */
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0)
+        if (errno != EINTR)
+            break;
+    expected = (int)pid;
+    __atomic_compare_exchange_n(child, &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return -1;
-    __atomic_store_n(child, 0, __ATOMIC_RELEASE);
+    if (__atomic_load_n(child, __ATOMIC_SEQ_CST) < 0)
+        return -2;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+}
+
+void rl_projects_worktree_stop(int *child)
+{
+    int pid = __atomic_exchange_n(child, -1, __ATOMIC_SEQ_CST);
+
+    if (pid > 0)
+        kill((pid_t)pid, SIGTERM);
 }
 
 int rl_projects_worktree_git(const char *project, const char *branch, const char *dir, int *child)

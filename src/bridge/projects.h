@@ -84,12 +84,14 @@ int rl_projects_worktree_path(const char *project, const char *branch, char out[
  * "worktree_failed" or "folder_outside_roots". rl_projects_worktree_git
  * (blocking: a job's thread) then runs git worktree add from an argv, never
  * a shell: a new branch, or the branch as it is when it exists. 0, or -1;
- * the plan, asked again, says what came of it. *child holds the pid of the
- * git running (0 between runs), read atomically: a stop may end it.
+ * the plan, asked again, says what came of it. *child starts at 0 and is
+ * shared with rl_projects_worktree_stop (any thread), which ends the git
+ * running or about to run: no git is started after it.
  */
 int rl_projects_worktree_plan(rl_projects_t *p, const char *project, const char *branch, char dir[PATH_MAX],
                               char out[PATH_MAX], const char **code);
 int rl_projects_worktree_git(const char *project, const char *branch, const char *dir, int *child);
+void rl_projects_worktree_stop(int *child);
 
 /*
  * The branch checked out in folder, read from its .git/HEAD (or the HEAD a

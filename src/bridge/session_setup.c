@@ -221,11 +221,7 @@ static void worktree_run(rl_job_t *job)
 /* The bridge stops while git works (a git waiting on a lock, say): git is ended, so that the stop does not wait. */
 static void worktree_interrupt(rl_job_t *job)
 {
-    worktree_job_t *w = (worktree_job_t *)job;
-    int pid = __atomic_load_n(&w->child, __ATOMIC_ACQUIRE);
-
-    if (pid > 0)
-        kill((pid_t)pid, SIGTERM);
+    rl_projects_worktree_stop(&((worktree_job_t *)job)->child);
 }
 
 /* Git is done (or the bridge stops): the session's setup is tried again, and what it held back goes on. */
