@@ -57,9 +57,12 @@ typedef struct delta_keys_value {
 #define RL_ROW_INT_VALUE(F, N, T)  F(T, value, value, INT)
 #define RL_ROW_TEXT_VALUE(F, N, T) F(T, value, value, TEXT)
 #define RL_ROW_DELTA_KEYS(F, N, T) F(T, keys, keys, TEXT) N(T, created_at, created_at, INT)
+#define RL_ROW_DELTA_WRITTEN(F, N, T)                                                                                  \
+    F(T, i, i, INT) N(T, seq, seq, INT) N(T, gap_keys, gap_keys, TEXT) N(T, gap_bytes, gap_bytes, INT)
 RL_ROW_DESCRIBE(int_value, int_value_t, RL_ROW_INT_VALUE);
 RL_ROW_DESCRIBE(text_value, text_value_t, RL_ROW_TEXT_VALUE);
 RL_ROW_DESCRIBE(delta_keys_value, delta_keys_value_t, RL_ROW_DELTA_KEYS);
+RL_ROW_DESCRIBE(delta_written, rl_delta_written_t, RL_ROW_DELTA_WRITTEN);
 
 /*
  * A read by key inside a writing operation locks its row until the commit
@@ -454,38 +457,45 @@ int rl_txn_delta_keys_get(rl_txn_t *txn, const char *message_id, const char **ke
  * The message's row is locked as the transactional path's read locks it,
  * so that an end on another node waits for this insert (and folds it) or
  * runs first (and this run is refused); the primary key (message_id, seq)
- * refuses the second of two nodes that numbered a run alike.
+ * refuses the second of two nodes that numbered a run alike. A run whose
+ * node had not seen the runs other nodes stored since (a bridge whose
+ * requests a balancer spreads over nodes) is stored after them, the keys
+ * and the size of what it had not seen checked here and returned, rather
+ * than refused and read again: the same one round trip.
  */
-int rl_txn_delta_runs_insert_checked(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count)
+#define STRING_OF(x)  #x
+#define STRING_OF_(x) STRING_OF(x)
+#define DELTA_GAP     " FROM message_deltas d WHERE d.message_id = r.message_id AND d.seq_last >= r.seq"
+int rl_txn_delta_runs_insert_checked(rl_txn_t *txn, const char *runs, rl_delta_written_t **written, size_t *count)
 {
     static const rl_sql_t sql = {
         "WITH r AS (SELECT * FROM json_to_recordset(?::json) AS x(i BIGINT, message_id TEXT, seq BIGINT, "
-        "seq_last BIGINT, delta TEXT, keys TEXT, installation_id TEXT)), "
-        "ok AS (SELECT r.i, r.message_id, r.seq, r.seq_last, r.delta, r.keys FROM r "
+        "seq_last BIGINT, delta TEXT, keys TEXT, installation_id TEXT, room BIGINT)), "
+        "ok AS (SELECT r.i, r.message_id, nx.next AS seq, nx.next + r.seq_last - r.seq AS seq_last, r.delta, r.keys, "
+        "CASE WHEN nx.next = r.seq THEN NULL ELSE g.keys END AS gap_keys, g.bytes AS gap_bytes FROM r "
         "JOIN messages m ON m.id = r.message_id "
         "JOIN sessions s ON s.id = m.session_id "
         "JOIN installations n ON n.id = r.installation_id "
+        "CROSS JOIN LATERAL (SELECT COALESCE((SELECT d.seq_last FROM message_deltas d WHERE d.message_id = "
+        "r.message_id ORDER BY d.seq DESC LIMIT 1), 0) + 1 AS next) nx "
+        "CROSS JOIN LATERAL (SELECT count(*) AS runs, COALESCE(sum(octet_length(d.delta)), 0) AS bytes, "
+        "COALESCE(json_agg(d.keys::json ORDER BY d.seq), '[]'::json)::text AS keys" DELTA_GAP " AND nx.next > r.seq) g "
         "WHERE m.role = 'agent' AND m.state = 'streaming' AND s.installation_id = r.installation_id "
         "AND s.deleted_at IS NULL AND n.state <> 'revoked' "
-        "AND r.seq = COALESCE((SELECT d.seq_last FROM message_deltas d WHERE d.message_id = r.message_id "
-        "ORDER BY d.seq DESC LIMIT 1), 0) + 1 "
+        "AND (nx.next = r.seq OR (nx.next > r.seq AND g.runs <= " STRING_OF_(RL_DELTA_GAP_RUNS) " "
+        "AND g.bytes + octet_length(r.delta) <= r.room AND NOT EXISTS (SELECT 1" DELTA_GAP " AND EXISTS ("
+        "SELECT 1 FROM json_array_elements(d.keys::json) gk, json_array_elements(r.keys::json) rk "
+        "WHERE gk->>0 = rk->>0)))) "
         "FOR UPDATE OF m), "
         "ins AS (INSERT INTO message_deltas(message_id, seq, seq_last, delta, keys) "
         "SELECT message_id, seq, seq_last, convert_to(delta, 'UTF8'), keys FROM ok "
         "ON CONFLICT DO NOTHING RETURNING message_id, seq) "
-        "SELECT ok.i FROM ok JOIN ins ON ins.message_id = ok.message_id AND ins.seq = ok.seq"};
-    int_value_t *rows;
-    size_t i;
-    int result;
+        "SELECT ok.i, ok.seq, ok.gap_keys, ok.gap_bytes FROM ok "
+        "JOIN ins ON ins.message_id = ok.message_id AND ins.seq = ok.seq"};
 
     if (!RL_SQL_TXN(txn)->driver->dialect.numbered)
         return 1;
-    if ((result = LIST(txn, &sql, &int_value, &rows, count, P_TEXT(runs))) != 0)
-        return result;
-    *written = rl_arena_alloc(txn->arena, (*count > 0 ? *count : 1) * sizeof(**written));
-    for (i = 0; i < *count; ++i)
-        (*written)[i] = rows[i].value;
-    return 0;
+    return LIST(txn, &sql, &delta_written, written, count, P_TEXT(runs));
 }
 
 int rl_txn_delta_keys_purge(rl_txn_t *txn, int64_t created_before)

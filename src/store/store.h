@@ -482,16 +482,28 @@ int rl_txn_delta_keys_purge(rl_txn_t *txn, int64_t created_before);
 /*
  * Several messages' runs checked and inserted by one statement (one
  * round trip): runs is a JSON array of objects {i, message_id, seq,
- * seq_last, delta, keys, installation_id}. A run is inserted only when
+ * seq_last, delta, keys, installation_id, room}. A run is inserted only when
  * its installation exists and is not revoked, its message is an agent
- * message of a session of that installation that is not deleted, the
- * message streams (its row is locked meanwhile), and seq is the one after
- * the message's stored runs; a (message_id, seq) already stored is not
- * inserted either. *written (in the arena) receives the i of each run
- * inserted, *count how many. 1 when the backend has no such statement
- * (SQLite: check and insert run by run).
+ * message of a session of that installation that is not deleted, and the
+ * message streams (its row is locked meanwhile). It goes where the message's
+ * stored runs end: at seq when that is the one after them, or later when
+ * other nodes stored runs from seq on (the gap), provided the gap holds at
+ * most RL_DELTA_GAP_RUNS runs, none of the run's idempotency keys, and no
+ * more than room bytes together with the run. A (message_id, seq) already
+ * stored is not inserted either (two nodes that numbered a run alike).
+ * *written (in the arena) receives one entry per run inserted: its i, the
+ * seq it was stored at, and, when that is not the seq asked, the gap's keys
+ * (a JSON array of the gap's runs' keys arrays) and its size in bytes; *count
+ * how many. 1 when the backend has no such statement (SQLite: check and
+ * insert run by run).
  */
-int rl_txn_delta_runs_insert_checked(rl_txn_t *txn, const char *runs, int64_t **written, size_t *count);
+#define RL_DELTA_GAP_RUNS 64
+typedef struct rl_delta_written {
+    int64_t i, seq;
+    const char *gap_keys; /* NULL when stored where asked */
+    int64_t gap_bytes;
+} rl_delta_written_t;
+int rl_txn_delta_runs_insert_checked(rl_txn_t *txn, const char *runs, rl_delta_written_t **written, size_t *count);
 
 /* idempotency records */
 int rl_txn_idempotency_get(rl_txn_t *txn, const char *owner, const char *scope, const char *key,

@@ -138,6 +138,51 @@ def test_concurrent_retries_of_one_delta_on_two_nodes_apply_once(cluster):
     assert inst.message(session, mid)["text"] == "".join(text)
 
 
+def test_deltas_alternating_nodes_are_stored_in_one_round_trip_each_and_keep_every_rule(cluster):
+    """Issue 39, the --reuse-port anomaly: a bridge whose requests the kernel or a balancer spreads over the
+    nodes sends one message's deltas through A, B, A... Each node's record of the message then misses what
+    the other stored; its run is stored after the other's (the statement checks the runs it had not seen)
+    rather than refused and read back (which took ~2 round trips a delta, 5 in a row here). The rules hold
+    across the nodes all the same: the text in order, a retry of a delta the other node stored is a replay,
+    and --max-message-bytes counts both nodes' deltas."""
+    c = cluster(2, "--max-message-bytes", "100")
+    a, b = c.nodes
+    inst = Installation(c.front, c.front.token("alice"))
+    on_a, on_b = on(inst, a), on(inst, b)
+    session = inst.create_session()
+    interaction, _ = inst.send(session)
+    mid = on_a.open_message(session, interaction)
+    # Each node reads the message once (its record); what is counted is what comes after.
+    keys = [key(), key()]
+    assert_ok(on_a.delta(mid, "d0 ", keys[0]))
+    assert_ok(on_b.delta(mid, "d1 ", keys[1]))
+    words = ["d0 ", "d1 "]
+    trips = lambda: sum(c.metric_of(node, "relay_store_round_trips_total") for node in (a, b))
+    before = trips()
+    for n in range(2, 22):
+        word, k = "d%d " % (n % 10), key()
+        assert assert_ok((on_a if n % 2 == 0 else on_b).delta(mid, word, k)) == {"message_id": mid}
+        words.append(word)
+        keys.append(k)
+    spent = trips() - before
+    # One statement per delta (each is a batch of its own here), and a little for the nodes' own timers.
+    assert spent <= 20 + 6, spent
+    # A retry through the node that did not store it: a replay, whichever node stored it.
+    assert assert_ok(on_a.delta(mid, words[-1], keys[-1])) == {"message_id": mid, "idempotent": True}
+    assert assert_ok(on_b.delta(mid, words[-2], keys[-2])) == {"message_id": mid, "idempotent": True}
+    assert inst.message(session, mid)["text"] == "".join(words)
+    # 66 bytes stored: the cap of 100 counts them all on both nodes.
+    assert len("".join(words)) == 66
+    assert_ok(on_b.delta(mid, "x" * 30, key()))
+    words.append("x" * 30)
+    assert_error(on_a.delta(mid, "y" * 5, key()), 413, "message_too_large")
+    assert_error(on_b.delta(mid, "y" * 5, key()), 413, "message_too_large")
+    assert_ok(on_a.delta(mid, "z" * 4, key()))
+    words.append("z" * 4)
+    assert_ok(on_b.end(mid, key(), finish_reason="stop"))
+    assert inst.message(session, mid)["text"] == "".join(words)
+
+
 def test_approvals_decided_on_b_reach_the_bridge_on_a_and_expire_once(cluster):
     c = cluster(3, "--approval-ttl", "2s")
     a, b, third = c.nodes

@@ -287,6 +287,10 @@ rl_delta_row_t *rl_delta_batch_add_for(rl_delta_batch_t *batch, const char *mess
     row->next = NULL;
     row->seq = seq;
     row->outcome = 0;
+    row->room = INT64_MAX;
+    row->moved_next = 0;
+    row->gap_keys = NULL;
+    row->gap_bytes = 0;
     row->installation_id = NULL;
     row->call = call;
     row->record = record;
@@ -311,6 +315,7 @@ void rl_delta_batch_free(rl_delta_batch_t *batch)
         return;
     for (row = batch->head; row != NULL; row = next) {
         next = row->next;
+        free(row->gap_keys);
         free(row);
     }
     free(batch);
@@ -407,13 +412,16 @@ static size_t run_end(rl_delta_row_t *const *rows, size_t n, size_t start)
  * A checked batch in one statement (rl_txn_delta_runs_insert_checked):
  * every run's checks and insert, one round trip. A run the statement did
  * not write goes through check_run for its reason; one that passes it now
- * was refused for its seq (another node wrote first): RL_E_CONFLICT, and
- * the record is reloaded. 1 when the backend has no such statement.
+ * was refused for its seq: another node wrote first and what it wrote could
+ * not be taken in (too many runs, too large with this one, or holding one of
+ * its keys: a retry stored there): RL_E_CONFLICT, and the record is
+ * reloaded. A run stored after other nodes' runs carries them back to its
+ * record (catch_up). 1 when the backend has no such statement.
  */
 static int write_checked(rl_txn_t *txn, const rl_delta_batch_t *batch, rl_delta_row_t **rows, size_t n)
 {
     json_t *runs = json_array();
-    int64_t *written = NULL;
+    rl_delta_written_t *written = NULL;
     size_t count = 0, start, end, i, r;
     char *text = NULL;
     int result = RL_E_INTERNAL;
@@ -438,10 +446,11 @@ static int write_checked(rl_txn_t *txn, const rl_delta_batch_t *batch, rl_delta_
         json_decref(keys);
         if (keys_text == NULL ||
             json_array_append_new(runs,
-                                  json_pack("{s:I, s:s, s:I, s:I, s:s%, s:s, s:s?}", "i", (json_int_t)r, "message_id",
-                                            rows[start]->message_id, "seq", (json_int_t)rows[start]->seq, "seq_last",
-                                            (json_int_t)rows[end - 1]->seq, "delta", delta, len, "keys", keys_text,
-                                            "installation_id", rows[start]->installation_id)) != 0) {
+                                  json_pack("{s:I, s:s, s:I, s:I, s:s%, s:s, s:s?, s:I}", "i", (json_int_t)r,
+                                            "message_id", rows[start]->message_id, "seq", (json_int_t)rows[start]->seq,
+                                            "seq_last", (json_int_t)rows[end - 1]->seq, "delta", delta, len, "keys",
+                                            keys_text, "installation_id", rows[start]->installation_id, "room",
+                                            (json_int_t)rows[start]->room)) != 0) {
             free(delta);
             free(keys_text);
             goto out;
@@ -457,10 +466,16 @@ static int write_checked(rl_txn_t *txn, const rl_delta_batch_t *batch, rl_delta_
     for (start = 0, r = 0; start < n && result == 0; start = end, ++r) {
         int outcome = RL_E_CONFLICT;
         end = run_end(rows, n, start);
-        for (i = 0; i < count && written[i] != (int64_t)r; ++i) {
+        for (i = 0; i < count && written[i].i != (int64_t)r; ++i) {
         }
         if (i < count) {
             outcome = 0;
+            if (written[i].gap_keys != NULL) {
+                rows[start]->moved_next = written[i].seq + (rows[end - 1]->seq - rows[start]->seq) + 1;
+                rows[start]->gap_bytes = written[i].gap_bytes;
+                if ((rows[start]->gap_keys = strdup(written[i].gap_keys)) == NULL)
+                    result = RL_E_INTERNAL;
+            }
         } else if ((outcome = check_run(txn, batch, rows[start])) == 0) {
             outcome = RL_E_CONFLICT;
         } else if (!run_refused(outcome)) {
@@ -779,6 +794,42 @@ static void submit(rl_deltas_t *deltas);
 static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *call);
 static void dispatch(rl_deltas_t *deltas, rl_call_t *call);
 
+/*
+ * A run stored after runs other nodes had stored since its record last heard (a bridge whose requests are
+ * spread over nodes): the record takes in what they held, their keys (a retry of theirs is a replay here) and
+ * their size, and numbers the deltas still gathering after the run as the store now does. A record that cannot
+ * take them is dropped: the next delta reads the message again.
+ */
+static void catch_up(rl_deltas_t *deltas, struct open_message *message, const rl_delta_row_t *first)
+{
+    json_t *runs = json_loads(first->gap_keys, 0, NULL), *run, *pair;
+    rl_delta_row_t *row;
+    int64_t next = first->moved_next;
+    size_t i, j;
+
+    json_array_foreach(runs, i, run)
+    {
+        json_array_foreach(run, j, pair)
+        {
+            const char *key = json_string_value(json_array_get(pair, 0));
+            const char *hash = json_string_value(json_array_get(pair, 1));
+            if (key != NULL && hash != NULL)
+                key_stored(message, key, hash);
+        }
+    }
+    json_decref(runs);
+    if (runs == NULL) {
+        forget(deltas, message);
+        return;
+    }
+    message->text_bytes += (size_t)first->gap_bytes;
+    /* The deltas gathering now follow the run, in order. */
+    for (row = deltas->pending->head; row != NULL; row = row->next)
+        if (row->record == message)
+            row->seq = next++;
+    message->next_seq = next;
+}
+
 /* The answer to one delta of a committed batch, in arrival order. */
 static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
 {
@@ -791,6 +842,8 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
         key_kept(message, row->key, hash);
     else
         free(hash);
+    if (result == 0 && row->moved_next != 0)
+        catch_up(deltas, message, row);
     if (result == 0) {
         size_t len = 0;
         const char *text = body_string(call, message->encrypted ? "delta_ct" : "delta", &len);
@@ -1216,6 +1269,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     }
     /* The first delta of a message in a batch carries the checks for its run (check_run). */
     row->installation_id = message->installation_id;
+    row->room = (int64_t)deltas->relay->config.max_message_bytes - (int64_t)message->text_bytes;
     message->next_seq++;
     ++deltas->unwritten;
     message->text_bytes += len;

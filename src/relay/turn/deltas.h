@@ -28,8 +28,17 @@ typedef struct rl_delta_row {
     size_t delta_len;
     /* The first delta of a message in a batch names its installation: its run is checked (deltas.c). */
     const char *installation_id;
+    /* The room its message's text had left when it was applied (--max-message-bytes): a run another node's
+     * runs pushed back must still fit with them (rl_txn_delta_runs_insert_checked). */
+    int64_t room;
     /* Set by the write: 0, or why this delta's run was not written. */
     int outcome;
+    /* Set by the write on a run's first row when the run was stored after runs other nodes had stored (its
+     * node's record had not seen them): the seq after it as stored, what those runs held (their keys: a JSON
+     * array of keys arrays; malloc'd) and their size. 0 and NULL otherwise. */
+    int64_t moved_next;
+    char *gap_keys;
+    int64_t gap_bytes;
     /* The loop's: the call waiting for the answer, and the message's record. */
     rl_call_t *call;
     void *record;
