@@ -147,7 +147,7 @@ def test_codex_through_relay_bridge_command_denied_is_not_run(relay, user_token,
 def test_codex_command_output_is_seen_while_it_runs_and_usage_arrives(relay, user_token, tmp_path):
     """Issue 36: a command that prints, sleeps, prints. Codex's adapter, told _meta.terminal_output,
     streams the output in _meta as it comes: the first line reaches the task's partial_result while
-    the command still sleeps, then the whole output with the exit status when it ends (Codex says
+    the command still sleeps, then the whole output with the exit status when it ends, as far as Codex saw it end (Codex says
     both only in its rawOutput: aggregated_output, exit_code). The turn's usage has the context from
     usage_update. (codex-acp 0.16.0 drops output written before its first
     tool_call update: hence the command's first sleep. Its exec_command yields to the model after
@@ -172,7 +172,18 @@ def test_codex_command_output_is_seen_while_it_runs_and_usage_arrives(relay, use
         done = [i for i, (name, _) in enumerate(events) if name == "task_completed"]
         assert early and done and early[0] < done[0], [(n, outputs[i], (d.get("result") or {}).get("terminal")) for i, (n, d) in enumerate(events)]
         terminal = events[done[-1]][1]["result"]["terminal"]
-        assert terminal == {"output": "first\nsecond\n", "exit_status": 0}, terminal
+        # What Codex told the model of the command is what the phone must be told. On a loaded machine Codex
+        # sometimes collects the whole output (the pty closed) before it has seen the process exit, and then
+        # reports it as still running ("Process running with session ID ...") and never sends an exit code:
+        # the task must then say no exit status rather than invent one.
+        told = [item.get("output") for r in run.rig.model.requests for item in ((r.get("body") or {}).get("input") or [])
+                if isinstance(item, dict) and item.get("type") == "function_call_output"]
+        assert len(told) == 1 and isinstance(told[0], str), told
+        if "Process exited with code 0" in told[0]:
+            assert terminal == {"output": "first\nsecond\n", "exit_status": 0}, (terminal, told, events)
+        else:
+            assert "Process running with session ID" in told[0], told
+            assert terminal == {"output": "first\nsecond\n"}, (terminal, told, events)
         # codex-acp 0.16.0 answers session/prompt without a usage: the context figures are all there is
         usage = replies[-1]["usage"]
         assert set(usage) == {"context_used", "context_size"}, usage
