@@ -409,8 +409,17 @@ static void sqlite_release(rl_txn_t *txn, int keep)
  */
 #define BUSY_SLEEP_US 200
 
+static uint64_t lock_waits; /* atomic: rl_store_sqlite_lock_waits */
+
+uint64_t rl_store_sqlite_lock_waits(void)
+{
+    return __atomic_load_n(&lock_waits, __ATOMIC_ACQUIRE);
+}
+
 static int busy_retry(void *limit_ms, int tries)
 {
+    if (tries == 0)
+        __atomic_add_fetch(&lock_waits, 1, __ATOMIC_RELEASE);
     if ((int64_t)tries * BUSY_SLEEP_US >= (int64_t)(intptr_t)limit_ms * 1000)
         return 0;
     usleep(BUSY_SLEEP_US);

@@ -8,7 +8,13 @@
 #define RL_STORE_SQLITE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+/*
+ * How many times, in this process, a connection found the database locked by another and began to wait
+ * (SQLite's busy handler): the event a test waits for to know that a second writer is held, not merely slow.
+ */
+uint64_t rl_store_sqlite_lock_waits(void);
 /* The schema version this relayd migrates a store to (the number of migrations it knows). */
 int rl_store_sqlite_target_version(void);
 /*

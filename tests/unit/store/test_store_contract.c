@@ -25,8 +25,11 @@
 
 #include <cmocka.h>
 
+#include "common/clock.h"
 #include "common/error.h"
+#include "store/rows.h"
 #include "store/sql.h"
+#include "store/sqlite.h"
 #include "store/store.h"
 
 static char folder[64];
@@ -1302,11 +1305,43 @@ static int append_update(rl_txn_t *txn, struct racer *r)
     return result;
 }
 
-/* Starts r on a second connection and checks that it is still waiting after a while. */
-static void race(struct racer *r)
+/* Backends that run transactions side by side (PostgreSQL): how many sessions of the database wait for a lock now. */
+typedef struct {
+    int64_t value;
+} count_t;
+#define COUNT_ROW(F, N, T) F(T, value, value, INT)
+RL_ROW_DESCRIBE(count_row, count_t, COUNT_ROW);
+
+static int64_t lock_waiters(rl_txn_t *holder)
 {
+    static const rl_sql_t sql = {"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                 "AND datname = current_database()"};
+    /* The statistics views are read once per transaction unless told to read again. */
+    static const rl_sql_t fresh = {"SELECT count(*) FROM (SELECT pg_stat_clear_snapshot()) AS cleared"};
+    count_t out = {0};
+
+    assert_int_equal(rl_sql__get(holder, &fresh, &count_row, &out, NULL, 0), 0);
+    assert_int_equal(rl_sql__get(holder, &sql, &count_row, &out, NULL, 0), 0);
+    return out.value;
+}
+
+/*
+ * Starts r on a second connection and waits until it is held by the lock of holder's open transaction (the
+ * event: SQLite's busy handler called, or a PostgreSQL session waiting on a lock), then checks that it has
+ * not gone on. No fixed wait: a slow machine waits longer for the event, a fast one does not wait at all.
+ */
+static void race(struct racer *r, rl_txn_t *holder)
+{
+    int sqlite = strncmp(location, "sqlite:", 7) == 0;
+    uint64_t before = rl_store_sqlite_lock_waits();
+    int64_t deadline = rl_clock_mono_ms() + 30000;
+
     assert_int_equal(pthread_create(&r->thread, NULL, racer_main, r), 0);
-    usleep(400 * 1000);
+    while (sqlite ? rl_store_sqlite_lock_waits() == before : lock_waiters(holder) == 0) {
+        assert_false(__atomic_load_n(&r->finished, __ATOMIC_SEQ_CST));
+        assert_true(rl_clock_mono_ms() < deadline);
+        poll(NULL, 0, 2);
+    }
     assert_false(__atomic_load_n(&r->finished, __ATOMIC_SEQ_CST));
 }
 
@@ -1332,7 +1367,7 @@ static void test_a_written_row_waits_for_the_writers_commit(void **state)
     row.state = "revoked";
     row.revoked_at = 2000;
     assert_int_equal(RL_TXN(txn, installation_update, &row), 0);
-    race(&r);
+    race(&r, txn);
     commit_close(txn);
     assert_int_equal(pthread_join(r.thread, NULL), 0);
     assert_int_equal(r.result, 0);
@@ -1353,7 +1388,7 @@ static void test_a_key_being_recorded_waits_for_its_commit(void **state)
 
     assert_int_equal(RL_TXN(txn, idempotency_get, "inst_a", "message:msg_1", "key-1", &out), RL_E_NOT_FOUND);
     assert_int_equal(RL_TXN(txn, idempotency_insert, &record), 0);
-    race(&r);
+    race(&r, txn);
     commit_close(txn);
     assert_int_equal(pthread_join(r.thread, NULL), 0);
     assert_int_equal(r.result, 0);
@@ -1368,7 +1403,7 @@ static void test_update_ids_count_up_across_connections(void **state)
 
     assert_int_equal(RL_TXN(txn, update_append, &row), 0);
     assert_int_equal(row.update_id, 1);
-    race(&r);
+    race(&r, txn);
     commit_close(txn);
     assert_int_equal(pthread_join(r.thread, NULL), 0);
     assert_int_equal(r.result, 0);
