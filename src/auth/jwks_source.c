@@ -31,6 +31,8 @@ struct rl_jwks_source {
     int64_t refresh_ms;
     int64_t last_fetch_us; /* monotonic time of the last fetch attempt */
     int wake_early;        /* rl_jwks_source_refresh_soon was called */
+    int64_t waits_until_us; /* what the refresh waits for now (monotonic; 0: a fetch runs) */
+    uint64_t rounds;        /* how many times the refresh has decided what to wait for */
     atomic_bool stopping;  /* read by curl's progress callback, outside the lock */
     rl_job_t refresher;    /* the refresh, a run on the relay's background jobs */
     int has_refresher;     /* submitted */
@@ -220,6 +222,8 @@ static void refresh_run(rl_job_t *job)
 
         if (source->wake_early && source->last_fetch_us + RL_JWKS_EARLY_REFRESH_GAP_MS * 1000 < due)
             due = source->last_fetch_us + RL_JWKS_EARLY_REFRESH_GAP_MS * 1000;
+        source->rounds++;
+        source->waits_until_us = now < due ? due : 0;
         if (now < due) {
             struct timespec deadline = {.tv_sec = due / 1000000, .tv_nsec = due % 1000000 * 1000};
             pthread_cond_timedwait(&source->wake, &source->lock, &deadline);
@@ -339,6 +343,15 @@ rl_jwks_t *rl_jwks_source_get(rl_jwks_source_t *source)
     keys = rl_jwks_ref(source->current);
     pthread_mutex_unlock(&source->lock);
     return keys;
+}
+
+void rl_jwks_source_schedule(rl_jwks_source_t *source, rl_jwks_schedule_t *out)
+{
+    pthread_mutex_lock(&source->lock);
+    out->rounds = source->rounds;
+    out->waits_until_us = source->waits_until_us;
+    out->last_fetch_us = source->last_fetch_us;
+    pthread_mutex_unlock(&source->lock);
 }
 
 void rl_jwks_source_refresh_soon(rl_jwks_source_t *source)

@@ -61,6 +61,16 @@ rl_jwks_t *rl_jwks_source_get(rl_jwks_source_t *source);
  */
 void rl_jwks_source_refresh_soon(rl_jwks_source_t *source);
 /*
+ * What a URL source's refresh has decided (for tests, which wait for its next decision rather than sleep
+ * through it): how many times it has decided, the monotonic time (µs) it waits for now (0 while it fetches),
+ * and when it last fetched. Any thread.
+ */
+typedef struct rl_jwks_schedule {
+    uint64_t rounds;
+    int64_t waits_until_us, last_fetch_us;
+} rl_jwks_schedule_t;
+void rl_jwks_source_schedule(rl_jwks_source_t *source, rl_jwks_schedule_t *out);
+/*
  * Frees the source. A URL source's refresh must have ended first: its jobs
  * stopped (rl_jobs_stop interrupts the refresh's wait, aborts a fetch in
  * progress and joins it). References handed out by get stay valid. NULL is

@@ -1184,8 +1184,24 @@ static void test_source_url(void **state)
     jobs = rl_jobs_start();
     assert_int_equal(rl_jwks_source_open_url(url, 3600 * 1000, jobs, &source), 0);
     requests = atomic_load(&server.requests);
-    rl_jwks_source_refresh_soon(source);
-    usleep(200000);
+    {
+        /* The event waited for: the refresh, woken, decides again; it waits out the gap after its fetch. */
+        rl_jwks_schedule_t before, now;
+        int64_t deadline = rl_clock_mono_us() + 5000000;
+
+        do {
+            rl_jwks_source_schedule(source, &before);
+        } while ((before.waits_until_us == 0 || before.rounds == 0) && rl_clock_mono_us() < deadline &&
+                 poll(NULL, 0, 1) == 0);
+        assert_true(before.waits_until_us > 0);
+        rl_jwks_source_refresh_soon(source);
+        do {
+            rl_jwks_source_schedule(source, &now);
+        } while (now.rounds == before.rounds && rl_clock_mono_us() < deadline && poll(NULL, 0, 1) == 0);
+        assert_true(now.rounds > before.rounds);
+        assert_int_equal(now.last_fetch_us, before.last_fetch_us);
+        assert_true(now.waits_until_us == now.last_fetch_us + (int64_t)RL_JWKS_EARLY_REFRESH_GAP_MS * 1000);
+    }
     assert_int_equal(atomic_load(&server.requests), requests);
     assert_source_verifies(source, ec_key, "ES256", "ec1");
     started = rl_clock_mono_us();
