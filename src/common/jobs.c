@@ -34,6 +34,7 @@ struct rl_jobs {
     pthread_cond_t space; /* the loop took what was posted, or the stop */
     pthread_t threads[RL_JOBS_THREADS_MAX];
     int nthreads, idle;
+    int post_waiters; /* runs waiting in rl_job_post for space */
     rl_job_t *head, *tail; /* waiting */
     rl_job_t *running;     /* under way on a worker, linked by next */
     event_t *events, *events_tail;
@@ -172,6 +173,14 @@ const int *rl_jobs_stop_flag(const rl_jobs_t *jobs)
     return &jobs->stopping;
 }
 
+void rl_jobs_waiting(rl_jobs_t *jobs, int *idle_workers, int *blocked_posts)
+{
+    pthread_mutex_lock(&jobs->lock);
+    *idle_workers = jobs->idle;
+    *blocked_posts = jobs->post_waiters;
+    pthread_mutex_unlock(&jobs->lock);
+}
+
 int rl_job_stopping(const rl_job_t *job)
 {
     return __atomic_load_n(&job->jobs->stopping, __ATOMIC_ACQUIRE);
@@ -231,8 +240,11 @@ int rl_job_post(rl_job_t *job, const char *bytes, size_t len)
     event->len = len;
     event->job = job;
     pthread_mutex_lock(&jobs->lock);
-    while (!jobs->stopping && jobs->posted > 0 && jobs->posted + len > RL_JOBS_POST_MAX)
+    while (!jobs->stopping && jobs->posted > 0 && jobs->posted + len > RL_JOBS_POST_MAX) {
+        jobs->post_waiters++;
         pthread_cond_wait(&jobs->space, &jobs->lock);
+        jobs->post_waiters--;
+    }
     if (!jobs->stopping) {
         jobs->posted += len;
         push_event(jobs, event);

@@ -81,5 +81,11 @@ int rl_job_post(rl_job_t *job, const char *bytes, size_t len);
 int rl_job_stopping(const rl_job_t *job);
 /* The same flag as an int the client core polls (rl_client_options_t.stop). */
 const int *rl_jobs_stop_flag(const rl_jobs_t *jobs);
+/*
+ * What the queue waits on now (for tests, which wait for these events rather than sleep and check that
+ * nothing happened): workers with nothing they may run, and runs whose post waits for the loop to take
+ * earlier ones (RL_JOBS_POST_MAX). Any thread.
+ */
+void rl_jobs_waiting(rl_jobs_t *jobs, int *idle_workers, int *blocked_posts);
 
 #endif

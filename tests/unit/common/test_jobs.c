@@ -93,6 +93,14 @@ static void init(test_job_t *t, const rl_job_kind_t *kind, int number, int gate,
 }
 
 /* Polls the queue's eventfd and dispatches until cond holds (5 s at most). */
+static int idle_workers(rl_jobs_t *jobs)
+{
+    int idle, blocked;
+
+    rl_jobs_waiting(jobs, &idle, &blocked);
+    return idle;
+}
+
 #define UNTIL(jobs, cond)                                                                                              \
     do {                                                                                                               \
         long deadline_ = rl_clock_mono_ms() + 5000;                                                                    \
@@ -145,7 +153,8 @@ static void test_a_kinds_caps_on_running_and_queued_jobs(void **state)
     /* Three wait or run already: the fourth is refused, and stays the caller's. */
     assert_int_equal(rl_jobs_submit(jobs, &t[3].job), -1);
     UNTIL(jobs, __atomic_load_n(&t[0].running, __ATOMIC_ACQUIRE));
-    usleep(50000);
+    /* The event: a worker is free and yet leaves the second waiting (its kind runs one at a time). */
+    UNTIL(jobs, idle_workers(jobs) > 0);
     assert_int_equal(__atomic_load_n(&t[1].running, __ATOMIC_ACQUIRE), 0);
     /* Another kind is not held up by it. */
     init(&free_one, &other, 9, 1, 1);
@@ -172,8 +181,15 @@ static void test_posts_past_the_cap_wait_for_the_loop(void **state)
     init(&t, &kind, 1, 1, 3);
     t.post_len = RL_JOBS_POST_MAX / 2 + 1;
     assert_int_equal(rl_jobs_submit(jobs, &t.job), 0);
-    /* Two posts do not fit together: the second waits until the loop took the first. */
-    usleep(200000);
+    /* Two posts do not fit together: the second waits until the loop took the first (not taken here yet). */
+    {
+        long deadline = rl_clock_mono_ms() + 5000;
+        int idle, blocked = 0;
+
+        while (blocked == 0 && rl_clock_mono_ms() < deadline && poll(NULL, 0, 1) == 0)
+            rl_jobs_waiting(jobs, &idle, &blocked);
+        assert_int_equal(blocked, 1);
+    }
     assert_int_equal(t.done, 0);
     UNTIL(jobs, t.done == 1);
     assert_int_equal(t.seen[0], 3);
