@@ -640,6 +640,9 @@ struct redis_bus {
     rl_strmap_t *presence; /* installation -> struct cached */
     rl_strmap_t *own;      /* installation -> struct own */
     int presence_subscribed, load_wanted, loading;
+    /* Subscriptions to the presence channel so far, and the one the load in flight was sent after: a load
+     * sent before the latest (re)subscription does not stand for it (a change may fall in between). */
+    uint64_t presence_subscriptions, load_subscription;
     uint64_t loads;
     int dropping; /* an episode of dropped events or signals is under way (and was logged) */
     uint64_t dropped_events, dropped_signals;
@@ -1821,6 +1824,8 @@ static int stale_after_load(const char *key, void *value, void *arg)
     return c->load != sweep->load && c->seq <= sweep->snapshot;
 }
 
+static void maybe_load(struct redis_bus *bus);
+
 static void on_presence_loaded(redisReply *reply, void *arg)
 {
     struct redis_bus *bus = arg;
@@ -1838,7 +1843,8 @@ static void on_presence_loaded(redisReply *reply, void *arg)
             rl_log_warn("redis bus: loading presences failed: %s", reply->str);
         return;
     }
-    bus->load_wanted = 0;
+    if (bus->load_subscription == bus->presence_subscriptions)
+        bus->load_wanted = 0;
     ++bus->loads;
     for (i = 1; i + 2 < reply->elements; i += 3) {
         const redisReply *id = reply->element[i], *value = reply->element[i + 1], *left = reply->element[i + 2];
@@ -1855,6 +1861,8 @@ static void on_presence_loaded(redisReply *reply, void *arg)
     sweep.load = bus->loads;
     sweep.snapshot = reply->element[0]->integer;
     rl_strmap_sweep(bus->presence, stale_after_load, &sweep, free);
+    /* The subscription came back while this load was on its way: once more, after it. */
+    maybe_load(bus);
 }
 
 /* Loads every presence into the cache, once subscribed to their changes (so that none falls in between). */
@@ -1865,6 +1873,7 @@ static void maybe_load(struct redis_bus *bus)
 
     if (!bus->load_wanted || bus->loading || !bus->presence_subscribed || !rl_redis_ready(bus->cmd))
         return;
+    bus->load_subscription = bus->presence_subscriptions;
     if (rl_redis_eval(bus->cmd, &presence_load_script, 3, 3, argv, lens, on_presence_loaded, bus) == 0)
         bus->loading = 1;
 }
@@ -2285,6 +2294,7 @@ static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
             on_presence_message(bus, payload->str, payload->len);
     } else if (strcmp(kind, "subscribe") == 0 && strcmp(channel->str, bus->presence_channel) == 0) {
         bus->presence_subscribed = 1;
+        bus->presence_subscriptions++;
         bus->load_wanted = 1;
         maybe_load(bus);
     } else if (strcmp(kind, "subscribe") == 0 && starts_with(channel, bus->signals_channel, signals_len)) {
