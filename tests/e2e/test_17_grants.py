@@ -52,7 +52,7 @@ def test_unknown_and_malformed_grant_ids(relay, user_token):
 
 
 def test_restorable_sessions_are_listed(relayd):
-    relay = relayd("--delete-grace", "2s")
+    relay = relayd("--delete-grace", "2s", testclock=True)
     token = mint_token(relay.data, "alice")
     inst_id, _, _ = relay.pair(token)
 
@@ -82,7 +82,7 @@ def test_restorable_sessions_are_listed(relayd):
 
     # Past the grace a deleted session is no longer offered, even before the purge runs.
     assert_ok(client("DELETE", "/v1/me/sessions/" + ids[1]))
-    time.sleep(2.2)
+    relay.advance_clock(2200)
     assert assert_ok(client("GET", "/v1/me/sessions?state=deleted")) == {"sessions": []}
 
     errors = validation_errors(client("GET", "/v1/me/sessions?state=archived"))

@@ -182,12 +182,12 @@ def test_unknown_interaction_is_404(relay, user_token):
 
 
 def test_interaction_past_the_followup_window_is_410(relayd):
-    relay = relayd("--followup-window", "1s")
+    relay = relayd("--followup-window", "1s", testclock=True)
     t = Turn(relay, relay.token("alice"), stream=False)
     inst, s, i = t.inst, t.session, t.interaction
     # inside the window it works
     assert_ok(inst.task("createTask", s, i, "early", kind="bash"))
-    time.sleep(2)
+    relay.advance_clock(2000)
     assert_error(inst.post("sendMessage", {"session_id": s, "interaction_id": i, "text": "late",
                                            "idempotency_key": key()}), 410, "interaction_expired")
     assert_error(inst.task("createTask", s, i, "late", kind="bash"), 410, "interaction_expired")
