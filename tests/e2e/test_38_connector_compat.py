@@ -1,12 +1,12 @@
 """What the protocol authors' reference connectors send (issue 18): their RFC's
 finish reasons, severity critical, and a reply that is never ended, which the
 relay ends itself when its interaction's follow-up window closes."""
-import time
 
 import pytest
+import requests
 
 from bridgelib import WAIT, Turn
-from relaylib import assert_error, assert_ok, find_error, validation_errors
+from relaylib import assert_error, assert_ok, find_error, validation_errors, wait_until
 
 # What each finish reason a bridge may send is stored and shown as (docs/api.md).
 FINISH_REASONS = {
@@ -87,15 +87,24 @@ def test_a_message_left_open_is_ended_by_the_relay_when_its_window_closes(relayd
     t.close()
 
 
+def _sweeps(relay):
+    """The store sweeps a relayd-testclock has finished (relay_sweeps_total on its metrics listener)."""
+    text = requests.get("http://127.0.0.1:%d/metrics" % relay.clock_port, timeout=10).text
+    return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("relay_sweeps_total "))
+
+
 def test_an_ended_message_is_not_touched_by_the_window(relayd):
-    relay = relayd("--followup-window", "2s")
+    relay = relayd("--followup-window", "2s", testclock=True)
     t = Turn(relay, relay.token("alice"))
     inst = t.inst
     mid = inst.open_message(t.session, t.interaction)
     assert_ok(inst.delta(mid, "whole"))
     assert_ok(inst.end(mid, finish_reason="end_turn"))
     t.stream.wait_for("message_finalized", lambda d: d["message_id"] == mid, timeout=WAIT)
-    time.sleep(3.5)
+    # Past the window, then two rounds of every sweep (the window's end is a sweep's): nothing may change.
+    relay.advance_clock(3500)
+    start = _sweeps(relay)
+    wait_until(lambda: _sweeps(relay) >= start + 2 * 4, WAIT, interval=0.1, what="two rounds of the sweeps")
     stored = inst.message(t.session, mid)
     assert stored["finish_reason"] == "stop", stored
     assert sum(1 for e in t.events(("message_finalized",)) if e.data["message_id"] == mid) == 1
