@@ -2289,6 +2289,26 @@ static void handle_results(rl_bridge_t *b)
         unpaired(b, "410 installation_revoked");
 }
 
+/*
+ * At a stop, after the writes still queued went out: a turn whose end the relay answered meanwhile is done, and
+ * its ack goes before the socket closes. Without it the relay would replay the message the agent has already
+ * answered, and the next run would answer it again (docs/bridge.md, "Stopping"). Nothing else of the results is
+ * acted on: the agents are gone by then.
+ */
+static void ack_ended_turns(rl_bridge_t *b)
+{
+    rl_rest_result_t *r = rl_rest_results(b->rest);
+
+    while (r != NULL) {
+        rl_rest_result_t *next = r->next;
+        if (r->call == RL_CALL_END && r->turn != NULL && r->turn->owner != NULL &&
+            ((turn_state_t *)r->turn->owner)->ended && ((turn_state_t *)r->turn->owner)->message == r->turn)
+            close_turn(b, r->turn->owner);
+        rl_rest_result_free(r);
+        r = next;
+    }
+}
+
 static void handle_signals(rl_bridge_t *b)
 {
     struct signalfd_siginfo si;
@@ -2586,6 +2606,7 @@ out:
         long deadline = rl_clock_mono_ms() + 5000;
         while (rl_rest_pending(b.rest) > 0 && rl_clock_mono_ms() < deadline)
             poll(NULL, 0, 20);
+        ack_ended_turns(&b);
     }
     if (b.ws != NULL) {
         rl_ws_close(b.ws, 1000, "bridge stopping");

@@ -77,8 +77,8 @@ def test_the_client_takes_only_signed_grants_as_its_sealing_key(relay, tmp_path)
         path = "messages/" + ses
 
         # The terminal's own wrap is signed by itself: fetched back, it verifies (docs/api.md, "Signed grants").
-        own = assert_ok(relay.request("GET", "/v1/me/devices/%s/keys" % me,
-                                      headers=dict(bearer(token), **{"X-Relay-Device": me})))
+        own = assert_ok(paced(lambda: relay.request("GET", "/v1/me/devices/%s/keys" % me,
+                                                    headers=dict(bearer(token), **{"X-Relay-Device": me}))))
         own = [k for k in own["keys"] if k["session_id"] == ses]
         assert len(own) == 1 and own[0]["wrapped_by_device_id"] == me, own
         assert own[0]["grant_sig"] == grant_sig(my_sec, my_pub, ses, own[0]["wrapped_session_key"], me)
@@ -93,8 +93,9 @@ def test_the_client_takes_only_signed_grants_as_its_sealing_key(relay, tmp_path)
             recipient = {"device_id": me, "wrapped_session_key": wrapped}
             if signed:
                 recipient["grant_sig"] = grant_sig(relay_sec, my_pub, ses, wrapped, bridge_dev)
-            assert_ok(relay.post("/v1/me/sessions/%s/recipients" % ses,
-                                 {"recipients": [recipient], "wrapped_by_device_id": bridge_dev}, token=token))
+            assert_ok(paced(lambda: relay.post("/v1/me/sessions/%s/recipients" % ses,
+                                               {"recipients": [recipient], "wrapped_by_device_id": bridge_dev},
+                                               token=token)))
             ct, stderr = send_and_open(cli, relay, token, ses, "after injection %d: okapi" % len(injected))
             assert "was refused" in stderr, stderr
             assert keys_of(cli, ses) == real, "the key store is unchanged"
@@ -111,8 +112,8 @@ def test_the_client_takes_only_signed_grants_as_its_sealing_key(relay, tmp_path)
         ct, stderr = send_and_open(two, relay, token, ses, "from the second terminal: quokka")
         assert keys_of(two, ses) == real, stderr
         assert open_(real[0], path, ct) == "from the second terminal: quokka"
-        wraps = assert_ok(relay.request("GET", "/v1/me/devices/%s/keys" % other,
-                                        headers=dict(bearer(token), **{"X-Relay-Device": other})))["keys"]
+        wraps = assert_ok(paced(lambda: relay.request("GET", "/v1/me/devices/%s/keys" % other,
+                                                      headers=dict(bearer(token), **{"X-Relay-Device": other}))))["keys"]
         bridge_pub = bytes.fromhex([d for d in cli.json("devices")["devices"] if d["device_id"] == bridge_dev][0]["pubkey"])
         grant = [k for k in wraps if k["session_id"] == ses][0]
         assert grant["wrapped_by_device_id"] == bridge_dev
@@ -121,11 +122,12 @@ def test_the_client_takes_only_signed_grants_as_its_sealing_key(relay, tmp_path)
         # A rotation: the first terminal revokes a lost phone; the bridge shares the new key, signed, with the
         # second terminal, which now seals with it.
         _, lost_pub = keypair()
-        lost = assert_ok(relay.post("/v1/me/devices", {"pubkey": lost_pub.hex(), "label": "lost", "platform": "ios"},
-                                    token=token))
+        lost = assert_ok(paced(lambda: relay.post("/v1/me/devices", {"pubkey": lost_pub.hex(), "label": "lost",
+                                                                      "platform": "ios"}, token=token)))
         lost = lost.get("device_id") or lost["device"]["device_id"]
-        assert_ok(relay.request("POST", "/v1/me/devices/%s/confirm" % lost, json={"bridge_device_id": bridge_dev},
-                                headers=dict(bearer(token), **{"X-Relay-Device": lost})))
+        assert_ok(paced(lambda: relay.request("POST", "/v1/me/devices/%s/confirm" % lost,
+                                              json={"bridge_device_id": bridge_dev},
+                                              headers=dict(bearer(token), **{"X-Relay-Device": lost}))))
         assert cli.json("devices", "revoke", lost)["rotated_sessions"] == 1
         bridge.wait_log("session %s: key received from device %s" % (ses, me), count=2)
         rotated = keys_of(cli, ses)[0]
