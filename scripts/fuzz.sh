@@ -9,8 +9,8 @@
 # to the kept corpus are merged into it afterwards (libFuzzer -merge=1), so the corpora in the repository
 # grow with coverage, not with time. An input that crashes, leaks, times out or runs out of memory is
 # copied to tests/fuzz/regress/NAME/, which ctest replays (tests/fuzz/replay.c): it fails until the bug is
-# fixed. The exit status is 1 when any target found one. (A timeout input that ends in time when run again
-# alone was a busy machine, not a hang: it is reported and not kept.)
+# fixed. The exit status is 1 when any target found one. (A timeout or slow-unit input that ends in time
+# when run again alone was a busy machine, not a hang: it is reported and not kept.)
 #
 # The runs are niced (FUZZ_NICE, 19 by default): the fuzzers take a whole core each while they run.
 set -u
@@ -59,10 +59,11 @@ for name in "$@"; do
 		-print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/new" $seeds >"$work/log" 2>&1
 	status=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -n 1)
-	# libFuzzer's -timeout is wall-clock time: on a busy machine a niced run can be kept off the CPU past it.
-	# A timeout input is run once more, alone; one that then ends in time was the machine, not the code: it is
-	# reported, not kept (the run still stopped there, so its time is shorter than asked).
-	for artifact in "$work/artifacts"/timeout-*; do
+	# libFuzzer's -timeout and its slow-unit report are wall-clock time: on a busy machine a niced run can be
+	# kept off the CPU past them. Such an input is run once more, alone; one that then ends in time was the
+	# machine, not the code: it is reported, not kept (a timeout still stopped the run there, so its time is
+	# shorter than asked).
+	for artifact in "$work/artifacts"/timeout-* "$work/artifacts"/slow-unit-*; do
 		[ -e "$artifact" ] || continue
 		if "$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 "$artifact" >"$work/rerun.log" 2>&1; then
 			echo "fuzz: $name: $(basename "$artifact") ends in time when run alone ($(sed -n 's/^Executed .* in //p' "$work/rerun.log")): the machine was busy; not kept" >&2
