@@ -68,8 +68,12 @@ for name in "$@"; do
 		if "$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 "$artifact" >"$work/rerun.log" 2>&1; then
 			echo "fuzz: $name: $(basename "$artifact") ends in time when run alone ($(sed -n 's/^Executed .* in //p' "$work/rerun.log")): the machine was busy; not kept" >&2
 			rm -f "$artifact"
-			status=0
-			execs="${execs:-?} (stopped by a busy machine)"
+			case $(basename "$artifact") in
+			timeout-*)
+				status=0
+				execs="${execs:-?} (stopped by a busy machine)"
+				;;
+			esac
 		fi
 	done
 	found=$(count "$work/artifacts")
