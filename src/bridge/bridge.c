@@ -2210,14 +2210,21 @@ static void socket_closed(rl_bridge_t *b)
 
 /* ---- results from the writer and signals ----------------------------------------------------------- */
 
+/* The answer to the end of a turn's last message: the turn is done (close_turn, and its ack). */
+static int ends_turn(const rl_rest_result_t *r)
+{
+    const turn_state_t *t = r->turn != NULL ? r->turn->owner : NULL;
+
+    return r->call == RL_CALL_END && t != NULL && t->ended && t->message == r->turn;
+}
+
 static void handle_results(rl_bridge_t *b)
 {
     rl_rest_result_t *r = rl_rest_results(b->rest);
 
     while (r != NULL) {
         rl_rest_result_t *next = r->next;
-        if (r->call == RL_CALL_END && r->turn != NULL && r->turn->owner != NULL &&
-            ((turn_state_t *)r->turn->owner)->ended && ((turn_state_t *)r->turn->owner)->message == r->turn)
+        if (ends_turn(r))
             close_turn(b, r->turn->owner);
         else if (!r->ok && r->turn != NULL && r->turn->dropped && r->turn->owner != NULL &&
                  !((turn_state_t *)r->turn->owner)->ended) {
@@ -2301,8 +2308,7 @@ static void ack_ended_turns(rl_bridge_t *b)
 
     while (r != NULL) {
         rl_rest_result_t *next = r->next;
-        if (r->call == RL_CALL_END && r->turn != NULL && r->turn->owner != NULL &&
-            ((turn_state_t *)r->turn->owner)->ended && ((turn_state_t *)r->turn->owner)->message == r->turn)
+        if (ends_turn(r))
             close_turn(b, r->turn->owner);
         rl_rest_result_free(r);
         r = next;
