@@ -2299,7 +2299,7 @@ static void handle_results(rl_bridge_t *b)
 /*
  * At a stop, after the writes still queued went out: a turn whose end the relay answered meanwhile is done, and
  * its ack goes before the socket closes. Without it the relay would replay the message the agent has already
- * answered, and the next run would answer it again (docs/bridge.md, "Stopping"). Nothing else of the results is
+ * answered, and the next run would answer it again (docs/bridge.md, SIGTERM). Nothing else of the results is
  * acted on: the agents are gone by then.
  */
 static void ack_ended_turns(rl_bridge_t *b)
