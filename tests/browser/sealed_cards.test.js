@@ -62,13 +62,28 @@ async function openChat(id) {
 // The turn asked for and played up to the approval: every card of it drawn, the sealed ones opened.
 async function playUntilApproval(id) {
   await openChat(id);
+  const sent = () => page.$$eval('.timeline .msg-user', (els) => els.length);
+  const before = await sent();
   await page.fill('.composer-input', 'cards');
   await page.click('button[aria-label="Send"]');
-  await page.waitForSelector('.approval-pending .diff');
-  await page.waitForSelector('.capability-pending');
-  await waitFor('the running edit with its diff and the plan', async () =>
-    (await page.$$('.task-kind-edit.task-running .diff')).length === 1 && (await page.$$('.task-plan.task-running .plan-entry')).length === 3);
-  await waitFor('nothing locked', async () => !(await page.innerText('main')).includes(LOCKED));
+  try {
+    // The message left this device (the outbox is empty, the timeline has it), then the turn plays.
+    await waitFor('the message with the relay', async () => (await page.$$('.msg-outbox')).length === 0 && (await sent()) > before);
+    await page.waitForSelector('.approval-pending .diff');
+    await page.waitForSelector('.capability-pending');
+    await waitFor('the running edit with its diff and the plan', async () =>
+      (await page.$$('.task-kind-edit.task-running .diff')).length === 1 && (await page.$$('.task-plan.task-running .plan-entry')).length === 3);
+    await waitFor('nothing locked', async () => !(await page.innerText('main')).includes(LOCKED));
+  } catch (err) {
+    // What each side had when the turn stopped short: a failure on a loaded machine names its cause.
+    const history = await relay.api('GET', `/v1/me/sessions/${id}/messages?limit=100`, token).catch((e) => ({ error: e.message }));
+    const timeline = await page.innerText('main').catch((e) => e.message);
+    err.message += `\n--- page (${page.url()}): ${timeline.slice(-1500)}` +
+      `\n--- messages: ${JSON.stringify((history.messages || []).map((m) => [m.role, m.status, m.interaction_id]))}` +
+      `\n--- pending approvals: ${JSON.stringify((await relay.api('GET', '/v1/me/snapshot', token).catch((e) => ({ error: e.message }))))}`.slice(0, 2000) +
+      `\n--- relay-bridge: ${bridge.log.join('').slice(-3000)}\n--- relayd: ${relay.log.join('').slice(-2000)}`;
+    throw err;
+  }
 }
 
 async function finishTurn() {
