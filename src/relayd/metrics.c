@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "http/sse.h"
 #include "relay/installations/bridge_ws.h"
+#include "relay/installations/pairing.h"
 #include "relay/core/hub.h"
 #include "relayd/metrics.h"
 #include "relay/core/relay.h"
@@ -45,6 +46,7 @@ static void write_relay(rl_relay_t *relay, FILE *out)
 {
     const rl_route_t *delta = route_of(relay, "POST", "/v1/bridge/sendMessageDelta");
     size_t healthy, degraded;
+    uint64_t pings, pongs, missed;
     rl_store_figures_t store;
     rl_sse_stats_t streams;
 
@@ -58,6 +60,18 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             "degraded: missed pongs).\n# TYPE relay_bridge_sockets gauge\n"
             "relay_bridge_sockets{health=\"healthy\"} %zu\nrelay_bridge_sockets{health=\"degraded\"} %zu\n",
             healthy, degraded);
+    rl_bridge_ws_pings(relay->sockets, &pings, &pongs, &missed);
+    fprintf(out,
+            "# HELP relay_bridge_pings_total Pings this node sent to bridge sockets.\n"
+            "# TYPE relay_bridge_pings_total counter\nrelay_bridge_pings_total %llu\n"
+            "# HELP relay_bridge_pongs_total Pongs this node read from bridge sockets.\n"
+            "# TYPE relay_bridge_pongs_total counter\nrelay_bridge_pongs_total %llu\n"
+            "# HELP relay_bridge_pongs_missed_total Pings whose pong deadline (--ws-pong-timeout) passed "
+            "unanswered.\n# TYPE relay_bridge_pongs_missed_total counter\nrelay_bridge_pongs_missed_total %llu\n"
+            "# HELP relay_pairing_polls_waiting Pairing polls (GET /v1/pairing/poll) held on this node until a "
+            "claim or their timeout.\n# TYPE relay_pairing_polls_waiting gauge\nrelay_pairing_polls_waiting %zu\n",
+            (unsigned long long)pings, (unsigned long long)pongs, (unsigned long long)missed,
+            rl_pair_waits_count(relay->pair_waits));
     rl_sse_stats(&streams);
     fprintf(
         out,

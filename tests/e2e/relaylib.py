@@ -478,6 +478,14 @@ def find_error(errors, path):
     return hits[0]
 
 
+def metric(metrics_port, name):
+    """An unlabelled counter or gauge of the /metrics a relayd serves on its --metrics-listen port."""
+    text = requests.get("http://127.0.0.1:%d/metrics" % metrics_port, timeout=HTTP_TIMEOUT).text
+    values = [float(line.split()[1]) for line in text.splitlines() if line.startswith(name + " ")]
+    assert len(values) == 1, "no single %s in the metrics:\n%s" % (name, text)
+    return values[0]
+
+
 def wait_until(predicate, timeout, interval=0.1, what="condition"):
     deadline = time.monotonic() + timeout
     while True:

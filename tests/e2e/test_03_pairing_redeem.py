@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 
-from relaylib import HTTP_TIMEOUT, SLOW, assert_error, assert_ok, session_from, wait_until
+from relaylib import HTTP_TIMEOUT, SLOW, assert_error, assert_ok, free_port, metric, mint_token, session_from, wait_until
 from test_50_bridge_support import BRIDGE, WAIT, RelayBridge
 
 START = "/v1/pairing/start"
@@ -210,8 +210,11 @@ def test_a_full_node_says_pairing_polls_fill_it(relay):
                what="the node's places back")
 
 
-def test_a_timeout_of_any_length_is_clamped_and_a_non_number_refused(relay, user_token):
+def test_a_timeout_of_any_length_is_clamped_and_a_non_number_refused(relayd):
     """issue 34: a 23-digit timeout was 400; any whole number is taken, clamped to 0-25."""
+    metrics_port = free_port()
+    relay = relayd("--metrics-listen", "127.0.0.1:%d" % metrics_port)
+    user_token = mint_token(relay.data, "alice")
     unknown = _unknown_code()
     for timeout in ("9" * 23, "9" * 200, "-" + "9" * 23, "%2B25", "%32%35"):
         assert assert_ok(_poll(relay, unknown, timeout)) == {"status": "expired"}, timeout
@@ -227,7 +230,8 @@ def test_a_timeout_of_any_length_is_clamped_and_a_non_number_refused(relay, user
     waiter = threading.Thread(target=lambda: answers.update(r=_poll(relay, code, "9" * 23)))
     t0 = time.monotonic()
     waiter.start()
-    time.sleep(1.5)
+    # Held: the node counts it among its waiting polls, and it has not answered.
+    wait_until(lambda: metric(metrics_port, "relay_pairing_polls_waiting") == 1, WAIT, what="the poll held")
     assert "r" not in answers, answers["r"].text
     assert_ok(relay.claim(user_token, code))
     waiter.join(WAIT)

@@ -5,7 +5,7 @@ import uuid
 
 import requests
 
-from relaylib import wait_until
+from relaylib import free_port, metric, mint_token, wait_until
 from test_50_bridge_support import PYTHON, WAIT, paired, restart_on_same_port
 
 
@@ -112,14 +112,18 @@ def test_429_on_the_delta_bucket_keeps_every_delta_in_order(relay, user_token, t
 
 
 def test_pings_are_answered_so_the_bridge_stays_healthy(relayd, user_token, tmp_path):
-    relay = relayd("--ws-ping-interval", "300ms", "--ws-pong-timeout", "200ms")
-    from relaylib import mint_token
+    metrics_port = free_port()
+    relay = relayd("--ws-ping-interval", "300ms", "--ws-pong-timeout", "200ms", "--metrics-listen", "127.0.0.1:%d" % metrics_port)
     token = mint_token(relay.data, "alice")
     bridge, user = paired(relay, token, tmp_path)
     bridge.start("exec:cat")
     try:
-        import time
-        time.sleep(3)
+        # Eight pings answered in a row: each within its 200 ms, none missed (a missed one degrades the socket).
+        wait_until(lambda: metric(metrics_port, "relay_bridge_pongs_total") >= 8, 30, what="eight pongs")
+        assert metric(metrics_port, "relay_bridge_pongs_missed_total") == 0
+        # At most the ping of the moment waits for its pong (pings read first: pongs only grow meanwhile).
+        pings = metric(metrics_port, "relay_bridge_pings_total")
+        assert pings - metric(metrics_port, "relay_bridge_pongs_total") <= 1, pings
         me = user.call("GET", "/v1/me").json()["result"]
         assert [i["health"] for i in me["installations"]] == ["healthy"], me
         assert "socket closed" not in bridge.log_text(), bridge.log_text()

@@ -52,10 +52,11 @@ struct rl_bridge_ws {
     rl_relay_t *relay;
     rl_strmap_t *sockets; /* installation id -> its socket on this node */
     h2o_timeout_t ping_timeout, pong_timeout, asked_timeout;
-    uint64_t connections; /* counts sockets opened, for their owner ids */
-    size_t live;          /* sockets whose connection is not over */
-    int shutting_down;    /* rl_bridge_ws_close_all ran: no new sockets */
-    rl_later_t reaper;    /* sockets whose connection ended this turn drop its reference after the turn */
+    uint64_t connections;          /* counts sockets opened, for their owner ids */
+    size_t live;                   /* sockets whose connection is not over */
+    int shutting_down;             /* rl_bridge_ws_close_all ran: no new sockets */
+    uint64_t pings, pongs, missed; /* pings sent, pongs read, pong deadlines passed (relay_bridge_pings_total) */
+    rl_later_t reaper;             /* sockets whose connection ended this turn drop its reference after the turn */
 };
 
 struct bridge_socket {
@@ -544,6 +545,7 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
         /* issue 26: the authors' first frame; its version is shown in /v1/me. Unknown types stay a no-op. */
         rl_installation_hello(sock->relay, sock->installation_id, json_string_value(json_object_get(frame, "version")));
     } else if (strcmp(type, "pong") == 0) {
+        ++sock->registry->pongs;
         sock->awaiting_pong = 0;
         sock->missed_pongs = 0;
         if (h2o_timeout_is_linked(&sock->pong_timer))
@@ -583,6 +585,7 @@ static void on_ping_timer(h2o_timeout_entry_t *entry)
 
     /* spec: a ping every 30 s; the pong is due within 10 s. */
     if (send_frame(sock, json_pack("{s:s}", "type", "ping")) == 0) {
+        ++sock->registry->pings;
         sock->awaiting_pong = 1;
         if (!h2o_timeout_is_linked(&sock->pong_timer))
             h2o_timeout_link(sock->relay->loop, &sock->registry->pong_timeout, &sock->pong_timer);
@@ -598,6 +601,7 @@ static void on_pong_timer(h2o_timeout_entry_t *entry)
         return;
     sock->awaiting_pong = 0;
     ++sock->missed_pongs;
+    ++sock->registry->missed;
     set_health(sock, HEALTH_DEGRADED);
     if (sock->missed_pongs >= MISSED_PONGS_MAX) {
         rl_log_info("bridge %s missed %d pongs; closing", sock->installation_id, sock->missed_pongs);
@@ -748,6 +752,13 @@ void rl_bridge_ws_health(rl_bridge_ws_t *registry, size_t *healthy, size_t *degr
         rl_strmap_sweep(registry->sockets, count_health, &counts, NULL);
     *healthy = counts.healthy;
     *degraded = counts.degraded;
+}
+
+void rl_bridge_ws_pings(const rl_bridge_ws_t *registry, uint64_t *sent, uint64_t *answered, uint64_t *missed)
+{
+    *sent = registry != NULL ? registry->pings : 0;
+    *answered = registry != NULL ? registry->pongs : 0;
+    *missed = registry != NULL ? registry->missed : 0;
 }
 
 size_t rl_bridge_ws_count(const rl_bridge_ws_t *registry)

@@ -29,6 +29,8 @@ void rl_bridge_ws_close_all(rl_bridge_ws_t *registry);
 size_t rl_bridge_ws_count(const rl_bridge_ws_t *registry);
 /* This node's registered sockets by health (the metrics); walks them all. */
 void rl_bridge_ws_health(rl_bridge_ws_t *registry, size_t *healthy, size_t *degraded);
+/* Pings this node sent its bridges, pongs it read, pong deadlines that passed unanswered. */
+void rl_bridge_ws_pings(const rl_bridge_ws_t *registry, uint64_t *sent, uint64_t *answered, uint64_t *missed);
 /* The route handler: authenticates, upgrades, says ready, replays, then goes live. */
 int rl_bridge_ws_open(rl_call_t *call);
 /* A signal on an installation's topic (updates, replaced). */

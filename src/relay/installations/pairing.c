@@ -643,6 +643,11 @@ static void on_wait_disposed(void *p)
 }
 
 /* The polls this client address holds now (a node holds at most RL_PAIR_WAITS_MAX). */
+size_t rl_pair_waits_count(const rl_pair_waits_t *waits)
+{
+    return waits != NULL ? waits->count : 0;
+}
+
 static size_t waits_of(const rl_pair_waits_t *waits, const char *redeemer)
 {
     const struct pair_wait *wait;

@@ -22,6 +22,8 @@ typedef struct rl_pair_waits rl_pair_waits_t;
 rl_pair_waits_t *rl_pair_waits_new(struct rl_relay *relay);
 /* Answers every held poll "pending" now, so that a graceful stop need not wait for them. */
 void rl_pair_waits_close(rl_pair_waits_t *waits);
+/* Pairing polls held on this node now (relay_pairing_polls_waiting). */
+size_t rl_pair_waits_count(const rl_pair_waits_t *waits);
 /* Frees it; rl_pair_waits_close ran and the store has drained. */
 void rl_pair_waits_free(rl_pair_waits_t *waits);
 extern const rl_schema_t rl_pairing_start_schema, rl_pairing_poll_schema, rl_pairing_claim_schema;
