@@ -7,7 +7,7 @@ import time
 import uuid
 
 from bridgelib import Installation
-from relaylib import assert_ok, bearer
+from relaylib import assert_ok, bearer, wait_until
 
 
 def WriteLock(relay):
@@ -64,11 +64,11 @@ def test_a_stalled_store_sheds_new_requests_at_once(relayd):
     try:
         threads, results = in_parallel([lambda: relay.get("/v1/me/snapshot", headers=bearer(token), timeout=15)
                                         for _ in range(12)])
-        time.sleep(1.0)
+        # The queue holds what the worker has not taken; past 4, the answer is at once.
+        wait_until(lambda: sum(1 for x in results if x is not None and x[0].status_code == 503) >= 4, 10,
+                   what="four requests shed")
         answered = [x for x in results if x is not None]
         shed = [(r, t) for r, t in answered if r.status_code == 503]
-        # The queue holds what the worker has not taken; past 4, the answer is at once.
-        assert len(shed) >= 4, [r.status_code for r, _ in answered]
         for r, seconds in shed:
             error = r.json()["error"]
             assert error["code"] == "temporarily_unavailable" and error["retry_after_ms"] == 500, error
@@ -91,7 +91,9 @@ def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
     staller = stall_worker(relay, token)
     try:
         threads, results = in_parallel([delta_call(relay, inst, mid, n) for n in range(8)])
-        time.sleep(1.0)
+        # Every call is sent (in_parallel returns once they all started); the five past the backlog come back at once.
+        wait_until(lambda: sum(1 for x in results if x is not None and x[0].status_code == 503) >= 5, 10,
+                   what="five deltas shed")
         shed = [x[0] for x in results if x is not None and x[0].status_code == 503]
         assert len(shed) == 5, [x[0].status_code for x in results if x is not None]
         for r in shed:
