@@ -134,30 +134,29 @@ static json_t *config_option(json_t *acp)
                      kind, json_string_value(current), values);
 }
 
-/* ACP's older SessionModeState {currentModeId, availableModes: [{id, name, description}]}. */
-static json_t *modes_option(json_t *modes)
+/*
+ * ACP's older SessionModeState {currentModeId, availableModes: [{id, name, description}]} and its unstable
+ * SessionModelState {currentModelId, availableModels: [{modelId, name, description}]}: one shape, other names.
+ */
+typedef struct {
+    const char *id, *name;             /* the option they become (its id is also its kind) */
+    const char *current, *list, *item; /* the state's members: current value, the list, an entry's id */
+} state_shape_t;
+
+static const state_shape_t MODES = {"mode", "Mode", "currentModeId", "availableModes", "id"};
+static const state_shape_t MODELS = {"model", "Model", "currentModelId", "availableModels", "modelId"};
+
+static json_t *state_option(json_t *state, const state_shape_t *shape)
 {
-    json_t *values = json_array(), *mode;
+    json_t *values = json_array(), *entry;
     size_t i;
 
-    json_array_foreach(json_object_get(modes, "availableModes"), i, mode)
-        add_value(values, value_of("mode", json_string_value(json_object_get(mode, "id")),
-                                   json_string_value(json_object_get(mode, "name")),
-                                   json_string_value(json_object_get(mode, "description"))));
-    return option_of("mode", "Mode", "mode", json_string_value(json_object_get(modes, "currentModeId")), values);
-}
-
-/* ACP's unstable SessionModelState {currentModelId, availableModels: [{modelId, name, description}]}. */
-static json_t *models_option(json_t *models)
-{
-    json_t *values = json_array(), *model;
-    size_t i;
-
-    json_array_foreach(json_object_get(models, "availableModels"), i, model)
-        add_value(values, value_of("model", json_string_value(json_object_get(model, "modelId")),
-                                   json_string_value(json_object_get(model, "name")),
-                                   json_string_value(json_object_get(model, "description"))));
-    return option_of("model", "Model", "model", json_string_value(json_object_get(models, "currentModelId")), values);
+    json_array_foreach(json_object_get(state, shape->list), i, entry)
+        add_value(values, value_of(shape->id, json_string_value(json_object_get(entry, shape->item)),
+                                   json_string_value(json_object_get(entry, "name")),
+                                   json_string_value(json_object_get(entry, "description"))));
+    return option_of(shape->id, shape->name, shape->id, json_string_value(json_object_get(state, shape->current)),
+                     values);
 }
 
 static void add_option(json_t *options, json_t *option)
@@ -183,9 +182,9 @@ json_t *rl_acp_options(json_t *config_options, json_t *modes, json_t *models)
      */
     json_array_foreach(config_options, i, item) add_option(options, config_option(item));
     if (json_is_object(modes) && !has_option(options, "mode", "mode"))
-        add_option(options, modes_option(modes));
+        add_option(options, state_option(modes, &MODES));
     if (json_is_object(models) && !has_option(options, "model", "model"))
-        add_option(options, models_option(models));
+        add_option(options, state_option(models, &MODELS));
     return options;
 }
 

@@ -26,10 +26,9 @@ struct key {
     int (*make)(unsigned char *out, size_t *len);
 };
 
-/* An Ed25519 private key as unencrypted PEM PKCS#8 (what jwt.c loads). */
-static int make_issuer_key(unsigned char *out, size_t *len)
+/* key as unencrypted PEM PKCS#8 into out (*len bytes; set to the text's length), and freed. */
+static int write_pem(EVP_PKEY *key, unsigned char *out, size_t *len)
 {
-    EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
     BIO *pem = BIO_new(BIO_s_secmem());
     char *text;
     long text_len;
@@ -48,26 +47,16 @@ static int make_issuer_key(unsigned char *out, size_t *len)
     return result;
 }
 
-/* A P-256 private key as unencrypted PEM PKCS#8: Web Push's VAPID key (webpush.c loads it). */
+/* An Ed25519 private key (what jwt.c loads). */
+static int make_issuer_key(unsigned char *out, size_t *len)
+{
+    return write_pem(EVP_PKEY_Q_keygen(NULL, NULL, "ED25519"), out, len);
+}
+
+/* A P-256 private key: Web Push's VAPID key (webpush.c loads it). */
 static int make_vapid_key(unsigned char *out, size_t *len)
 {
-    EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-    BIO *pem = BIO_new(BIO_s_secmem());
-    char *text;
-    long text_len;
-    int result = -1;
-
-    if (key != NULL && pem != NULL && PEM_write_bio_PrivateKey(pem, key, NULL, NULL, 0, NULL, NULL)) {
-        text_len = BIO_get_mem_data(pem, &text);
-        if (text_len > 0 && (size_t)text_len <= *len) {
-            memcpy(out, text, (size_t)text_len);
-            *len = (size_t)text_len;
-            result = 0;
-        }
-    }
-    EVP_PKEY_free(key);
-    BIO_free(pem);
-    return result;
+    return write_pem(EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256"), out, len);
 }
 
 static int make_url_key(unsigned char *out, size_t *len)

@@ -394,15 +394,21 @@ static int bridge_device_run(rl_txn_t *txn, rl_store_op_t *base)
 
 static const rl_store_op_type_t bridge_device_type = {"bridge_device", 1, bridge_device_run, e2e_dispose};
 
-int rl_bridge_device_register(rl_call_t *call)
+/* A device's registration, the bridge's or a client's: its id is drawn here, before the store sees it. */
+static int register_device(rl_call_t *call, const rl_store_op_type_t *type)
 {
-    struct e2e_op *op = e2e_new(call, &bridge_device_type);
+    struct e2e_op *op = e2e_new(call, type);
     char id[32];
 
     rl_rand_id(id, sizeof(id), "dev_", DEVICE_ID_CHARS);
     op->new_id = rl_op_str(op, id);
     rl_op_submit_for(call, op, on_done);
     return 0;
+}
+
+int rl_bridge_device_register(rl_call_t *call)
+{
+    return register_device(call, &bridge_device_type);
 }
 
 /* ---- client: POST /v1/me/devices ---- */
@@ -449,13 +455,7 @@ static const rl_store_op_type_t device_register_type = {"device_register", 1, de
 
 int rl_device_register(rl_call_t *call)
 {
-    struct e2e_op *op = e2e_new(call, &device_register_type);
-    char id[32];
-
-    rl_rand_id(id, sizeof(id), "dev_", DEVICE_ID_CHARS);
-    op->new_id = rl_op_str(op, id);
-    rl_op_submit_for(call, op, on_done);
-    return 0;
+    return register_device(call, &device_register_type);
 }
 
 /* The calling client device (header X-Relay-Device), or NULL. */
