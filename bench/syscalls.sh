@@ -57,9 +57,10 @@ ulimit -n "$(ulimit -Hn)"
 NOFILE=$(ulimit -n)
 
 log "building relayd and the load generator (load average $LOADAVG_START)"
-cmake -S "$ROOT" -B "$BUILD/relayd" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Configured once (as run.sh configures them); a build reconfigures by itself when a CMakeLists.txt changed.
+[ -f "$BUILD/relayd/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD/relayd" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD/relayd" -j2 --target relayd >/dev/null
-cmake -S "$HERE" -B "$BUILD/loadgen" -DCMAKE_BUILD_TYPE=Release >/dev/null
+[ -f "$BUILD/loadgen/CMakeCache.txt" ] || cmake -S "$HERE" -B "$BUILD/loadgen" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD/loadgen" -j2 >/dev/null
 RELAYD=$BUILD/relayd/relayd
 GEN=$BUILD/loadgen/relaybench
@@ -267,7 +268,7 @@ for rate in rates:
             ("CPU per delta (µs)", per(a, "task_clock_ms", 1000), per(b, "task_clock_ms", 1000), 1),
             ("p50 / p99 end to end (µs)", None, None, 0),
             ("bridge's answer (ack) p50 (µs)", a.get("ack_p50_us"), b.get("ack_p50_us"), 0),
-            ("server CPU over the window (relaybench)", a.get("server_cpu"), b.get("server_cpu"), 2),
+            ("server CPU over the window (cores, relaybench)", a.get("server_cpu"), b.get("server_cpu"), 2),
             ("deltas per delta-log write (relayd's metrics, whole run)",
              a["run_deltas"] / a["run_log_appends"] if a.get("run_log_appends") else None, None, 1)]
     for name, x, y, d in rows:
@@ -317,6 +318,16 @@ if summary:
         if rt[name] / rn >= 0.005 or nt[name] / nn >= 0.005:
             md.append("| %s | %.3f | %.3f |" % (name, rt[name] / rn, nt[name] / nn))
     md.append("| all | %.2f | %.2f |" % (sum(rt.values()) / rn, sum(nt.values()) / nn))
+    md += ["", "By thread, same runs (the calls a thread makes at least 0.005 times per delta):\n",
+           "| server | thread | calls per delta | of which |", "|---|---|---|---|"]
+    for p in parts:
+        n = p["served"] or 1
+        per_thread = collections.defaultdict(collections.Counter)
+        for tid, name, c in p["calls"]:
+            per_thread[tid][name] += c
+        for tid, calls in sorted(per_thread.items(), key=lambda kv: -sum(kv[1].values())):
+            md.append("| %s | %s | %.3f | %s |" % (p["target"], p["threads"].get(tid, "?"), sum(calls.values()) / n,
+                      ", ".join("%s %.3f" % (k, v / n) for k, v in calls.most_common() if v / n >= 0.005)))
 md.append("\nWhere each of relayd's calls comes from: docs/internals/performance.md, \"System calls per delta\". "
           "Raw: bench/out/syscalls.jsonl, bench/out/syscalls-breakdown.md.\n")
 open(out + "/syscalls-section.md", "w").write("\n".join(md))
