@@ -575,6 +575,11 @@ def main():
                       f"{d.get('deltas_lost_in_window', '?')} / {d.get('deltas_lost_outside_window', '?')} | "
                       f"{fmt(d['retried'])} | {d['restart_seconds']} |")
     md.append("\nRaw results: bench/out/ (JSON lines, one per run). Profile: bench/PROFILE-NOTES.md.\n")
+    # bench/syscalls.sh's section, from its last run: kept when run.sh writes the file again.
+    section = os.path.join(args.out, "syscalls-section.md")
+    if os.path.exists(section):
+        with open(section) as f:
+            md.append(f.read())
     with open(args.results, "w") as f:
         f.write("\n".join(md))
 

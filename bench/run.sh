@@ -43,6 +43,9 @@ LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 PIDS=()
 PGDIR=""
 
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
+
 log() { printf '[bench %4ds] %s\n' "$(($(date +%s) - STARTED))" "$*" >&2; }
 
 cleanup() {
@@ -72,24 +75,6 @@ stop_pid() { # pid [signal]: stops a process this script started and forgets it
 }
 
 # ---------------------------------------------------------------- packages, limits, builds
-
-install_packages() {
-	local missing="" p
-	[ -x "$ROOT/scripts/install-deps.sh" ] && "$ROOT/scripts/install-deps.sh"
-	for p in nginx libnginx-mod-nchan wrk curl procps cmake pkg-config libjansson-dev libssl-dev python3 openssl \
-		postgresql redis-server; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-	done
-	[ -z "$missing" ] && return 0
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "missing packages:$missing — run: sudo apt-get install -y$missing" >&2
-		exit 1
-	fi
-	log "installing:$missing"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y -q --no-install-recommends $missing >/dev/null ||
-		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $missing >/dev/null; }
-}
 
 install_packages
 ulimit -n "$(ulimit -Hn)"
@@ -141,59 +126,10 @@ phase_end() {
 	mv "$OUT/phases.jsonl.new" "$OUT/phases.jsonl"
 }
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_http() { # url
-	local i
-	for i in $(seq 1 100); do
-		curl -k -s -o /dev/null -m 1 "$1" && return 0
-		sleep 0.1
-	done
-	echo "nothing answers at $1" >&2
-	exit 1
-}
-
 # ---------------------------------------------------------------- the peers
 
 NGINX_PORT=$(free_port)
-NCHAN_MODULE=$(ls /usr/lib/nginx/modules/ngx_nchan_module.so 2>/dev/null || true)
-[ -n "$NCHAN_MODULE" ] || { echo "the nchan module is not installed" >&2; exit 1; }
-mkdir -p "$WORK/nginx/www" "$WORK/nginx/tmp"
-# Same shape as relayd: one event loop (one worker), no request log.
-cat >"$WORK/nginx/nginx.conf" <<EOF
-load_module $NCHAN_MODULE;
-worker_processes 1;
-daemon off;
-master_process on;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log warn;
-worker_rlimit_nofile $NOFILE;
-user root root;
-events { worker_connections 30000; use epoll; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/tmp/body;
-  proxy_temp_path $WORK/nginx/tmp/proxy;
-  fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
-  uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
-  scgi_temp_path $WORK/nginx/tmp/scgi;
-  keepalive_requests 100000000;
-  keepalive_timeout 600s;
-  default_type application/json;
-  server {
-    listen 127.0.0.1:$NGINX_PORT backlog=4096;
-    location = /me.json { root $WORK/nginx/www; }
-    location ~ ^/pub/(\w+)$ { nchan_publisher; nchan_channel_id \$1; }
-    location ~ ^/sub/(\w+)$ {
-      nchan_subscriber eventsource;
-      nchan_channel_id \$1;
-      nchan_subscriber_first_message newest;
-    }
-  }
-}
-EOF
+nginx_conf "$WORK/nginx" "$NGINX_PORT" "$NOFILE"
 
 DATA=$WORK/relay-data
 mkdir -p "$DATA"

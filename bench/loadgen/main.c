@@ -18,7 +18,7 @@ static const struct {
     {"warm", mode_warm, "--url H:P --users FILE   (prints the GET /v1/me body size)"},
     {"stream", mode_stream,
      "--url H:P --state STATE --target relayd|nchan --rate R --installations N [--conns C --warmup S --duration S "
-     "--delta-bytes B --label L --server-pids P,P --out FILE --sub-url H:P]"},
+     "--delta-bytes B --label L --server-pids P,P --out FILE --sub-url H:P --perf-ctl FIFO]"},
     {"hold", mode_hold, "--url H:P --state STATE --ready FILE [--sse N --sse-users A:B] [--ws A:B] [--src-base IP --src-count K]"},
     {"durability", mode_durability, "--url H:P --state STATE --inst A:B --pid PID --journal FILE [--round R --kill-after-ms T]"},
     {"verify", mode_verify, "--url H:P --state STATE --journal FILE [--journal FILE...]"},

@@ -17,6 +17,8 @@
  * nchan, installation i publishes to /pub/i and a subscriber listens on
  * /sub/i.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +303,32 @@ static double rusage_seconds(void)
            ru.ru_stime.tv_usec / 1e6;
 }
 
+/*
+ * --perf-ctl FIFO: the control FIFO of a `perf stat` or `perf record` started with `-D -1 --control
+ * fifo:FIFO` (bench/syscalls.sh). perf counts from "enable", written as the measured window opens, to
+ * "disable", written as it closes, so that its counts and this run's figures cover the same window.
+ */
+static int perf_ctl_open(const char *path)
+{
+    int fd;
+
+    if (path == NULL)
+        return -1;
+    /* perf holds its FIFO open read-write: a writer that finds no reader is a perf that is not there. */
+    fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        die("--perf-ctl %s: %s (start perf with --control fifo:%s first)", path, strerror(errno), path);
+    return fd;
+}
+
+static void perf_ctl_send(int fd, const char *command)
+{
+    size_t len = strlen(command);
+
+    if (fd >= 0 && write(fd, command, len) != (ssize_t)len)
+        fprintf(stderr, "stream: cannot tell perf \"%.*s\": %s\n", (int)len - 1, command, strerror(errno));
+}
+
 static double servers_cpu(const char *pids)
 {
     char copy[256], *save = NULL, *tok;
@@ -323,6 +351,7 @@ int mode_stream(int argc, char **argv)
     const char *target = opt_str(argc, argv, "target", "relayd"), *label = opt_str(argc, argv, "label", "");
     const char *server_pids = opt_str(argc, argv, "server-pids", NULL), *out_path = opt_str(argc, argv, "out", NULL);
     const char *sub_url = opt_str(argc, argv, "sub-url", NULL);
+    int perf_ctl = perf_ctl_open(opt_str(argc, argv, "perf-ctl", NULL));
     struct sockaddr_in sub_dst;
     double rate = opt_double(argc, argv, "rate", 5000), warmup = opt_double(argc, argv, "warmup", 2);
     double duration = opt_double(argc, argv, "duration", 10);
@@ -420,6 +449,7 @@ int mode_stream(int argc, char **argv)
             sampled0 = 1;
             gen_cpu0 = rusage_seconds();
             srv_cpu0 = servers_cpu(server_pids);
+            perf_ctl_send(perf_ctl, "enable\n");
         }
         if (now >= R.t_end)
             break;
@@ -445,6 +475,7 @@ int mode_stream(int argc, char **argv)
         now = now_ns();
         loop_poll(R.loop, next_t > now ? (int64_t)(next_t - now) : 0);
     }
+    perf_ctl_send(perf_ctl, "disable\n");
     gen_cpu1 = rusage_seconds();
     srv_cpu1 = servers_cpu(server_pids);
     sampled1 = 1;
@@ -504,6 +535,8 @@ int mode_stream(int argc, char **argv)
     fprintf(out, "}\n");
     if (out != stdout)
         fclose(out);
+    if (perf_ctl >= 0)
+        close(perf_ctl);
     fprintf(stderr,
             "stream %-6s %-14s rate %6.0f/s: delivered %8.1f/s (served %8.1f/s)  p50 %7.1f us  p99 %8.1f us  p99.9 %8.1f us  max %9.1f "
             "us  non2xx %llu 429 %llu err %llu lost %lld dup %llu unsent %llu  gen cpu %.0f%% server cpu %.0f%%\n",
