@@ -242,7 +242,7 @@ static void on_sub_lost(rl_redis_t *redis, void *ctx)
     struct redis_bus *bus = ctx;
 
     /* Changes published meanwhile are missed: the cache is loaded again once subscribed. */
-    bus->presence_subscribed = 0;
+    rbus_cache_to(bus, CACHE_EV_LOST);
     rl_strmap_sweep(bus->users, unsubscribed, NULL, NULL);
     rl_strmap_sweep(bus->topics, left, NULL, NULL);
 }
@@ -304,9 +304,8 @@ static void on_push(rl_redis_t *redis, redisReply *reply, void *ctx)
         else if (strcmp(channel->str, bus->presence_channel) == 0)
             rbus_on_presence_message(bus, payload->str, payload->len);
     } else if (strcmp(kind, "subscribe") == 0 && strcmp(channel->str, bus->presence_channel) == 0) {
-        bus->presence_subscribed = 1;
         bus->presence_subscriptions++;
-        bus->load_wanted = 1;
+        rbus_cache_to(bus, CACHE_EV_SUBSCRIBED);
         rbus_maybe_load(bus);
     } else if (strcmp(kind, "subscribe") == 0 && starts_with(channel, bus->signals_channel, signals_len)) {
         struct joined *j = rl_strmap_get(bus->topics, channel->str + signals_len);

@@ -58,6 +58,31 @@
     "local t = redis.call('TIME')\n"                                                                                   \
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
+/*
+ * Where this node's presence cache stands (docs/internals/bus.md,
+ * "Presence"): a load is sent only once subscribed to the presence channel,
+ * so that no change falls between the load and the subscription, and at
+ * most one is on its way. A subscription lost while a load is on its way
+ * keeps it in mind (OFF_LOADING): once subscribed again, that load
+ * is answered before the next is sent.
+ */
+enum cache_state {
+    CACHE_OFF,         /* changes are not heard: no load is sent */
+    CACHE_OFF_LOADING, /* lost while a load is on its way, which no longer stands for anything */
+    CACHE_WANTED,      /* subscribed: a load is to be sent (the connection was not ready, or one failed) */
+    CACHE_LOADING,     /* subscribed, a load on its way */
+    CACHE_LOADED,      /* subscribed, and loaded since (changes keep it current) */
+};
+
+/* What moves the presence cache from one state to the next (rbus_cache_to). */
+enum cache_event {
+    CACHE_EV_SUBSCRIBED, /* the presence channel's subscription is confirmed */
+    CACHE_EV_LOST,       /* the subscription connection is lost */
+    CACHE_EV_SENT,       /* a load was sent */
+    CACHE_EV_LOADED,     /* the load was answered, sent after the latest subscription */
+    CACHE_EV_AGAIN,      /* the load failed, or was sent before the latest subscription: load again */
+};
+
 /* An answer that the bus gives on the next loop turn (never inside the call). */
 struct deferred {
     rl_later_item_t item; /* first */
@@ -105,7 +130,7 @@ struct redis_bus {
     rl_strmap_t *topics;   /* topic -> struct joined */
     rl_strmap_t *presence; /* installation -> struct cached */
     rl_strmap_t *own;      /* installation -> struct own */
-    int presence_subscribed, load_wanted, loading;
+    enum cache_state cache;
     /* Subscriptions to the presence channel so far, and the one the load in flight was sent after: a load
      * sent before the latest (re)subscription does not stand for it (a change may fall in between). */
     uint64_t presence_subscriptions, load_subscription;
@@ -227,6 +252,7 @@ const char *redis_presence_get(rl_bus_t *super, const char *installation_id);
 void redis_sweep(rl_bus_t *super, int64_t now_ms, unsigned parts);
 void rbus_on_presence_message(struct redis_bus *bus, const char *payload, size_t len);
 void rbus_maybe_load(struct redis_bus *bus);
+void rbus_cache_to(struct redis_bus *bus, enum cache_event event);
 void rbus_on_renew(h2o_timeout_entry_t *entry);
 int rbus_assert_own(const char *id, void *value, void *arg);
 

@@ -462,15 +462,14 @@ static void on_presence_loaded(redisReply *reply, void *arg)
 
     if (bus->closing)
         return;
-    bus->loading = 0;
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER) {
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
             rl_log_warn("redis bus: loading presences failed: %s", reply->str);
+        rbus_cache_to(bus, CACHE_EV_AGAIN);
         return;
     }
-    if (bus->load_subscription == bus->presence_subscriptions)
-        bus->load_wanted = 0;
+    rbus_cache_to(bus, bus->load_subscription == bus->presence_subscriptions ? CACHE_EV_LOADED : CACHE_EV_AGAIN);
     ++bus->loads;
     for (i = 1; i + 2 < reply->elements; i += 3) {
         const redisReply *id = reply->element[i], *value = reply->element[i + 1], *left = reply->element[i + 2];
@@ -491,17 +490,37 @@ static void on_presence_loaded(redisReply *reply, void *arg)
     rbus_maybe_load(bus);
 }
 
+/*
+ * The presence cache's next state, by its state (rows) and the event
+ * (columns). An event that cannot come in a state leaves it as it is.
+ */
+/* clang-format off */
+static const enum cache_state cache_next[][CACHE_EV_AGAIN + 1] = {
+    /* state                 SUBSCRIBED     LOST               SENT               LOADED        AGAIN */
+    [CACHE_OFF]         = {CACHE_WANTED,  CACHE_OFF,         CACHE_OFF,         CACHE_OFF,    CACHE_OFF},
+    [CACHE_OFF_LOADING] = {CACHE_LOADING, CACHE_OFF_LOADING, CACHE_OFF_LOADING, CACHE_OFF,    CACHE_OFF},
+    [CACHE_WANTED]      = {CACHE_WANTED,  CACHE_OFF,         CACHE_LOADING,     CACHE_WANTED, CACHE_WANTED},
+    [CACHE_LOADING]     = {CACHE_LOADING, CACHE_OFF_LOADING, CACHE_LOADING,     CACHE_LOADED, CACHE_WANTED},
+    [CACHE_LOADED]      = {CACHE_WANTED,  CACHE_OFF,         CACHE_LOADED,      CACHE_LOADED, CACHE_LOADED},
+};
+/* clang-format on */
+
+void rbus_cache_to(struct redis_bus *bus, enum cache_event event)
+{
+    bus->cache = cache_next[bus->cache][event];
+}
+
 /* Loads every presence into the cache, once subscribed to their changes (so that none falls in between). */
 void rbus_maybe_load(struct redis_bus *bus)
 {
     const char *argv[3] = {PRESENCE_KEY, LEASES_KEY, SEQUENCE_KEY};
     size_t lens[3] = {strlen(PRESENCE_KEY), strlen(LEASES_KEY), strlen(SEQUENCE_KEY)};
 
-    if (!bus->load_wanted || bus->loading || !bus->presence_subscribed || !rl_redis_ready(bus->cmd))
+    if (bus->cache != CACHE_WANTED || !rl_redis_ready(bus->cmd))
         return;
     bus->load_subscription = bus->presence_subscriptions;
     if (rl_redis_eval(bus->cmd, &rbus_presence_load_script, 3, 3, argv, lens, on_presence_loaded, bus) == 0)
-        bus->loading = 1;
+        rbus_cache_to(bus, CACHE_EV_SENT);
 }
 
 /* Installations and owners sent in one renewal. */
