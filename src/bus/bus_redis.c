@@ -247,6 +247,8 @@ static void on_sub_lost(rl_redis_t *redis, void *ctx)
     rl_strmap_sweep(bus->topics, left, NULL, NULL);
 }
 
+/* ---- the command connection ------------------------------------------------------------------ */
+
 static void on_cmd_lost(rl_redis_t *redis, void *ctx)
 {
     struct redis_bus *bus = ctx;
@@ -280,6 +282,8 @@ static void on_cmd_ready(rl_redis_t *redis, void *ctx)
     rl_strmap_sweep(bus->own, rbus_assert_own, bus, NULL);
     rbus_maybe_load(bus);
 }
+
+/* ---- the subscriber's messages, each to its service ------------------------------------------ */
 
 static int starts_with(const redisReply *s, const char *prefix, size_t len)
 {
