@@ -1,5 +1,5 @@
 /*
- * A Redis client on h2o's event loop, for the Redis bus (bus_redis.c).
+ * A Redis client on h2o's event loop, for the Redis bus (bus_redis*.c).
  *
  * relayd runs h2o's own epoll loop, which reads sockets itself and hands
  * over bytes, not readiness, so hiredis's asynchronous adapters do not fit.

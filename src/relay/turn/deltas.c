@@ -101,6 +101,17 @@ struct waiting {
     struct waiting *next;
 };
 
+/*
+ * Where a record stands. Its session's deletion is not one of them: a
+ * message of a deleted session may be streaming or ended (and its end still
+ * times its keys), so it is a fact of its own (deleted).
+ */
+enum record_state {
+    RECORD_STREAMING, /* the message takes deltas (a new record's state) */
+    RECORD_ENDED,     /* the message was finalized: deltas are refused */
+    RECORD_LOADING,   /* asked of the store: deltas wait (waiting), nothing else is known yet */
+};
+
 struct open_message {
     unsigned refs; /* the map's, and one per delta in flight */
     char message_id[72];
@@ -110,7 +121,8 @@ struct open_message {
     rl_strmap_t *keys;    /* stored deltas: idempotency key -> its body hash (a string of its own) */
     rl_strmap_t *pending; /* deltas being written: key -> body hash (a string of its own) */
     int64_t next_seq;
-    int loading, finalized, deleted;
+    enum record_state state;
+    int deleted;           /* its session is (known to be) deleted */
     int encrypted;         /* its session is: deltas are delta_ct envelopes, each stored after a '\n' (views.c) */
     int ending;            /* sendMessageEnd calls in the store */
     int64_t keys_until_ms; /* an ended message's keys stop replaying then (--idempotency-ttl); 0 while it streams */
@@ -860,7 +872,7 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
         /* The delta was not stored: its bytes no longer count. */
         message->text_bytes -= row->delta_len < message->text_bytes ? row->delta_len : message->text_bytes;
         if (result == RL_E_MESSAGE_FINALIZED)
-            message->finalized = 1;
+            message->state = RECORD_ENDED;
         else if (result == RL_E_SESSION_DELETED)
             message->deleted = 1;
         else
@@ -1010,7 +1022,7 @@ static int idle(const char *key, void *value, void *arg)
 {
     struct open_message *message = value;
 
-    return !message->loading && message->refs == 1 && message->used_ms < *(int64_t *)arg;
+    return message->state != RECORD_LOADING && message->refs == 1 && message->used_ms < *(int64_t *)arg;
 }
 
 void rl_deltas_sweep(rl_deltas_t *deltas, int64_t now_ms, unsigned parts)
@@ -1024,7 +1036,7 @@ static int of_session(const char *key, void *value, void *arg)
 {
     struct open_message *message = value;
 
-    return !message->loading && json_is_string(message->session_id) &&
+    return message->state != RECORD_LOADING && json_is_string(message->session_id) &&
            strcmp(json_string_value(message->session_id), (const char *)arg) == 0;
 }
 
@@ -1054,7 +1066,7 @@ static int any(const char *key, void *value, void *arg)
 {
     (void)key;
     (void)arg;
-    return !((struct open_message *)value)->loading;
+    return ((struct open_message *)value)->state != RECORD_LOADING;
 }
 
 void rl_deltas_forget_all(rl_deltas_t *deltas)
@@ -1067,8 +1079,8 @@ void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id)
 {
     struct open_message *message = rl_strmap_get(deltas->open_messages, message_id);
 
-    if (message != NULL && !message->loading && !message->finalized) {
-        message->finalized = 1;
+    if (message != NULL && message->state == RECORD_STREAMING) {
+        message->state = RECORD_ENDED;
         message->keys_until_ms = rl_clock_now_ms() + deltas->relay->config.idempotency_ttl;
     }
 }
@@ -1077,7 +1089,7 @@ void rl_deltas_ending(rl_deltas_t *deltas, const char *message_id, int ending)
 {
     struct open_message *message = rl_strmap_get(deltas->open_messages, message_id);
 
-    if (message == NULL || message->loading)
+    if (message == NULL || message->state == RECORD_LOADING)
         return;
     if (ending)
         message->ending++;
@@ -1131,7 +1143,7 @@ static int delta_rule(const struct open_message *message, const char *key, const
         return strcmp(seen, body_hash) == 0 ? DELTA_WRITING : RL_E_IDEMPOTENCY_CONFLICT;
     if (message->deleted)
         return RL_E_SESSION_DELETED;
-    if (message->finalized || message->ending > 0)
+    if (message->state == RECORD_ENDED || message->ending > 0)
         return RL_E_MESSAGE_FINALIZED;
     /* A message's text has a cap (--max-message-bytes); the delta that would pass it is refused, not cut. */
     if (message->text_bytes > cap || delta_len > cap - message->text_bytes)
@@ -1299,7 +1311,7 @@ static void record_load(struct open_message *message, struct stream_state *op)
         op->message.interaction_id != NULL ? json_string(op->message.interaction_id) : json_null();
     message->next_seq = op->next_seq;
     message->deleted = op->deleted;
-    message->finalized = strcmp(op->message.state, "streaming") != 0;
+    message->state = strcmp(op->message.state, "streaming") == 0 ? RECORD_STREAMING : RECORD_ENDED;
     message->keys_until_ms = op->keys_until;
     message->text_bytes = op->text_bytes;
     message->encrypted = op->session.encrypted;
@@ -1316,7 +1328,7 @@ static void on_loaded(rl_store_op_t *base)
     rl_deltas_t *deltas = base->arg;
     struct waiting *w, *next;
 
-    message->loading = 0;
+    message->state = RECORD_STREAMING;
     if (base->result == 0)
         record_load(message, op);
     ++message->refs;
@@ -1348,7 +1360,7 @@ static void dispatch(rl_deltas_t *deltas, rl_call_t *call)
     struct waiting *w;
     char scope[96];
 
-    if (message != NULL && !message->loading) {
+    if (message != NULL && message->state != RECORD_LOADING) {
         apply(deltas, message, call);
         return;
     }
@@ -1366,7 +1378,7 @@ static void dispatch(rl_deltas_t *deltas, rl_call_t *call)
             rl_call_fail(call, RL_E_UNAVAILABLE, "too many messages are streaming");
             return;
         }
-        message->loading = 1;
+        message->state = RECORD_LOADING;
         op = rl_op_new(&stream_state_type, sizeof(*op));
         op->installation_id = rl_op_str(op, call->principal);
         op->message_id = rl_op_str(op, message_id);
