@@ -12,20 +12,10 @@
 
 #include "bus/bus.h"
 #include "http/server.h"
+#include "relay/core/auth.h"
 #include "relay/core/config.h"
 #include "relay/core/feature.h"
 #include "store/store.h"
-
-/* Auth kinds of the route table. */
-enum rl_auth_kind {
-    RL_AUTH_NONE = 0,
-    RL_AUTH_USER,           /* a user JWT */
-    RL_AUTH_BRIDGE,         /* a bridge token on REST: a revoked installation is 410 */
-    RL_AUTH_BRIDGE_UPGRADE, /* a bridge token on the socket upgrade: a revoked installation is 401 */
-};
-
-/* call->principal_kind */
-enum rl_principal_kind { RL_PRINCIPAL_NONE = 0, RL_PRINCIPAL_USER, RL_PRINCIPAL_INSTALLATION };
 
 struct rl_ratelimit;
 struct rl_auth;
