@@ -30,7 +30,7 @@ set(RL_LAYERS
   "e2e:common"
   "relay/core:${RL_RELAY_BELOW}"
   "relay/push:${RL_RELAY_BELOW} relay/core ${RL_RELAY_CONTAINED}"
-  "relay/identity:${RL_RELAY_BELOW} relay/core relay/push/push.h"
+  "relay/identity:${RL_RELAY_BELOW} relay/core relay/push/push.h ${RL_RELAY_CONTAINED}"
   "relay/installations:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/e2e/e2e.h"
   "relay/e2e:${RL_RELAY_BELOW} relay/core relay/sessions/sessions.h"
   "relay/media:${RL_RELAY_BELOW} relay/core relay/turn/deltas.h relay/turn/bridge.h relay/e2e/e2e.h"

@@ -24,8 +24,7 @@
 #include "relay/core/hub.h"
 #include "relay/installations/installations.h"
 #include "relay/keys.h"
-#include "relay/identity/me.h"
-#include "relay/identity/login.h"
+#include "relay/identity/identity.h"
 #include "common/jobs.h"
 #include "relay/push/push.h"
 #include "relay/core/ratelimit.h"
@@ -34,7 +33,6 @@
 #include "relay/core/relay.h"
 #include "relay/sweeps.h"
 #include "auth/token.h"
-#include "relay/identity/webapp.h"
 
 #define RATE_KEYS_MAX 200000 /* buckets the local bus keeps */
 #define MAX_JSON_BODY (1024 * 1024)
@@ -250,6 +248,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
     rl_push_ctx_t push;
+    rl_identity_ctx_t identity;
+    rl_identity_t *opened;
     char why[4400];
 
     relay->loop = loop;
@@ -299,11 +299,10 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
     relay->sweeps = rl_sweeps_start(relay);
-    relay->me_cache = rl_me_cache_new(relay);
     relay->pair_waits = rl_pair_waits_new(relay);
     relay->rpc = rl_rpc_new(relay);
     if (relay->pair_waits == NULL || relay->rpc == NULL || relay->limiter == NULL || relay->sockets == NULL ||
-        relay->deltas == NULL || relay->sweeps == NULL || relay->me_cache == NULL)
+        relay->deltas == NULL || relay->sweeps == NULL)
         return -1;
 
     if (rl_http_server_listen(relay->server, config->listen, relay->address, sizeof(relay->address)) != 0)
@@ -318,12 +317,18 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->housekeeping = rl_housekeeping_start(relay);
     if (relay->housekeeping == NULL)
         return -1;
-    /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
+    /*
+     * Push takes the public URL as its default VAPID contact; identity (the
+     * web client among it) hands push's key to the app.
+     */
     push = (rl_push_ctx_t){config, relay->store, relay->hub, relay->jobs};
-    if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
-        rl_push_open(&push, &relay->push) != 0)
+    if (rl_push_open(&push, &relay->push) != 0)
         return -1;
     relay->features[RL_FEATURE_PUSH] = relay->push;
+    identity = (rl_identity_ctx_t){config, relay->bus, relay->hub, &relay->heartbeat_timeout, relay->push};
+    if (rl_identity_open(&identity, &opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_IDENTITY] = opened;
     return 0;
 }
 
@@ -396,10 +401,8 @@ void rl_relay_stop(rl_relay_t *relay)
     rl_auth_close(relay->auth);
     relay->auth = NULL;
     rl_attachments_close(relay);
-    rl_login_close(relay->login);
-    relay->login = NULL;
-    rl_webapp_close(relay->webapp);
-    relay->webapp = NULL;
+    rl_identity_close(relay->features[RL_FEATURE_IDENTITY]);
+    relay->features[RL_FEATURE_IDENTITY] = NULL;
     /*
      * The HTTP server, the bus and what hangs off live connections (streams
      * subscribed to the hub, bridge sockets) are left to the process exit:

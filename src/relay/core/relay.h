@@ -23,10 +23,7 @@ struct rl_hub;
 struct rl_bridge_ws;
 struct rl_deltas;
 struct rl_sweeps;
-struct rl_me_cache;
 struct rl_housekeeping;
-struct rl_webapp;
-struct rl_login;
 struct rl_push;
 struct rl_strmap;
 
@@ -48,10 +45,7 @@ typedef struct rl_relay {
     struct rl_bridge_ws *sockets; /* bridge sockets of this node (bridge_ws.c) */
     struct rl_deltas *deltas;     /* open messages and their pending deltas (deltas.c) */
     struct rl_sweeps *sweeps;     /* the store's once-a-second sweeps (sweeps.c) */
-    struct rl_me_cache *me_cache; /* answers of GET /v1/me (me.c) */
     struct rl_housekeeping *housekeeping;
-    struct rl_webapp *webapp;         /* the web client's files and policy (webapp.c) */
-    struct rl_login *login;           /* sign-in links (login.c) */
     struct rl_push *push;             /* Web Push to the users' devices (push.c) */
     void *features[RL_FEATURE_COUNT]; /* each feature's own context (feature.h), NULL until open */
     struct rl_pair_waits *pair_waits; /* the authors' pairing long polls held here (pairing.c) */
