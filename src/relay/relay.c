@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/rand.h"
 #include "relay/media/attachments.h"
+#include "relay/media/media.h"
 #include "relay/core/auth.h"
 #include "relay/installations/bridge_ws.h"
 #include "relay/core/datalock.h"
@@ -116,6 +117,15 @@ void rl_relay_before_turn(rl_relay_t *relay)
 {
     if (relay->store_wake == NULL && rl_store_pending(relay->store) && !h2o_timeout_is_linked(&relay->store_flush))
         h2o_timeout_link(relay->loop, &relay->zero_timeout, &relay->store_flush);
+}
+
+/* The server's hook is handed the relay; media's check takes media's context. */
+static int head_limit(void *app, const rl_route_t *route, const char *authorization, size_t len,
+                      rl_http_head_limit_t *limit)
+{
+    rl_relay_t *relay = app;
+
+    return rl_attachments_head_limit(relay->features[RL_FEATURE_MEDIA], route, authorization, len, limit);
 }
 
 /* ---- the bus's deliveries ---- */
@@ -250,6 +260,8 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     rl_push_ctx_t push;
     rl_identity_ctx_t identity;
     rl_identity_t *opened;
+    rl_media_ctx_t media;
+    rl_media_t *media_opened;
     char why[4400];
 
     relay->loop = loop;
@@ -262,7 +274,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->http.url_carries_credentials = rl_url_carries_token;
     relay->http.hooks.authenticate = rl_relay_authenticate;
     relay->http.hooks.limit = rl_relay_limit;
-    relay->http.hooks.head_limit = rl_attachments_head_limit;
+    relay->http.hooks.head_limit = head_limit;
     relay->http.app = relay;
     relay->http.tls_cert = config->tls_cert;
     relay->http.tls_key = config->tls_key;
@@ -287,8 +299,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (start_jobs(relay) != 0)
         return -1;
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
-        rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
-        rl_attachments_open(relay) != 0)
+        rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;
@@ -304,6 +315,18 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (relay->pair_waits == NULL || relay->rpc == NULL || relay->limiter == NULL || relay->sockets == NULL ||
         relay->deltas == NULL || relay->sweeps == NULL)
         return -1;
+    media = (rl_media_ctx_t){.config = config,
+                             .store = relay->store,
+                             .bus = relay->bus,
+                             .hub = relay->hub,
+                             .auth = relay->auth,
+                             .deltas = relay->deltas,
+                             .loop = loop,
+                             .zero_timeout = &relay->zero_timeout,
+                             .shared = relay->shared};
+    if (rl_media_open(&media, &media_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_MEDIA] = media_opened;
 
     if (rl_http_server_listen(relay->server, config->listen, relay->address, sizeof(relay->address)) != 0)
         return -1;
@@ -400,7 +423,8 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->store = NULL;
     rl_auth_close(relay->auth);
     relay->auth = NULL;
-    rl_attachments_close(relay);
+    rl_media_close(relay->features[RL_FEATURE_MEDIA]);
+    relay->features[RL_FEATURE_MEDIA] = NULL;
     rl_identity_close(relay->features[RL_FEATURE_IDENTITY]);
     relay->features[RL_FEATURE_IDENTITY] = NULL;
     /*

@@ -25,7 +25,6 @@ struct rl_deltas;
 struct rl_sweeps;
 struct rl_housekeeping;
 struct rl_push;
-struct rl_strmap;
 
 typedef struct rl_relay {
     rl_config_t config;
@@ -50,11 +49,6 @@ typedef struct rl_relay {
     void *features[RL_FEATURE_COUNT]; /* each feature's own context (feature.h), NULL until open */
     struct rl_pair_waits *pair_waits; /* the authors' pairing long polls held here (pairing.c) */
     struct rl_rpc *rpc;               /* requests of this node to bridges, waiting for answers (rpc.c) */
-    unsigned char url_key[32];        /* signs attachment download URLs (attachments.c) */
-    /* Each user's attachment bytes as this node last saw them (attachments.c). */
-    struct rl_strmap *attachment_usage;
-    int attachments_full;               /* the attachments folder's disk refused the last upload (ENOSPC) */
-    uint64_t attachments_full_refusals; /* uploads refused for a full disk since the start */
     rl_http_config_t http;
     rl_http_server_t *server;
     char address[300];                /* where server listens, once started (HOST:PORT) */
