@@ -32,6 +32,7 @@
 #include "relay/installations/pairing.h"
 #include "relay/core/rpc.h"
 #include "relay/core/relay.h"
+#include "relay/sessions/context.h"
 #include "relay/sweeps.h"
 #include "auth/token.h"
 
@@ -262,6 +263,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     rl_identity_t *opened;
     rl_media_ctx_t media;
     rl_media_t *media_opened;
+    rl_sessions_ctx_t sessions, *sessions_opened;
     char why[4400];
 
     relay->loop = loop;
@@ -327,6 +329,15 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (rl_media_open(&media, &media_opened) != 0)
         return -1;
     relay->features[RL_FEATURE_MEDIA] = media_opened;
+    sessions = (rl_sessions_ctx_t){.config = config,
+                                   .bus = relay->bus,
+                                   .hub = relay->hub,
+                                   .deltas = relay->deltas,
+                                   .rpc = relay->rpc,
+                                   .media = media_opened};
+    if (rl_sessions_open(&sessions, &sessions_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_SESSIONS] = sessions_opened;
 
     if (rl_http_server_listen(relay->server, config->listen, relay->address, sizeof(relay->address)) != 0)
         return -1;
@@ -423,6 +434,8 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->store = NULL;
     rl_auth_close(relay->auth);
     relay->auth = NULL;
+    rl_sessions_close(relay->features[RL_FEATURE_SESSIONS]);
+    relay->features[RL_FEATURE_SESSIONS] = NULL;
     rl_media_close(relay->features[RL_FEATURE_MEDIA]);
     relay->features[RL_FEATURE_MEDIA] = NULL;
     rl_identity_close(relay->features[RL_FEATURE_IDENTITY]);
