@@ -13,7 +13,13 @@
 # what every feature uses and includes no feature; a feature includes core and the layers below, and
 # of another feature only the headers its row names; src/relay itself (start, stop, the route table,
 # the sweeps) assembles the features and may include them all.
+#
+# An entry "!header" refuses that one header even where a folder entry would allow it. A feature that
+# has a context of its own (rl_<feature>_ctx_t, filled by relay.c) names "!relay/core/relay.h": it
+# reaches the services through its context, never the whole relay, and an include of relay.h (the
+# struct of every service) fails the build. RL_RELAY_CONTAINED lists those features.
 set(RL_RELAY_BELOW "common http store bus auth push")
+set(RL_RELAY_CONTAINED "!relay/core/relay.h")
 set(RL_LAYERS
   "common:"
   "http:common"
@@ -23,13 +29,13 @@ set(RL_LAYERS
   "push:common http auth"
   "e2e:common"
   "relay/core:${RL_RELAY_BELOW}"
-  "relay/push:${RL_RELAY_BELOW} relay/core"
-  "relay/identity:${RL_RELAY_BELOW} relay/core relay/push/push.h"
+  "relay/push:${RL_RELAY_BELOW} relay/core ${RL_RELAY_CONTAINED}"
+  "relay/identity:${RL_RELAY_BELOW} relay/core relay/push/push.h ${RL_RELAY_CONTAINED}"
   "relay/installations:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/e2e/e2e.h"
   "relay/e2e:${RL_RELAY_BELOW} relay/core relay/sessions/sessions.h"
-  "relay/media:${RL_RELAY_BELOW} relay/core relay/turn/deltas.h relay/turn/bridge.h relay/e2e/e2e.h"
+  "relay/media:${RL_RELAY_BELOW} relay/core relay/turn/deltas.h relay/turn/bridge.h relay/e2e/e2e.h ${RL_RELAY_CONTAINED}"
   "relay/turn:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/media/capabilities.h relay/e2e/e2e.h relay/sessions/sessions.h relay/installations/manifest.h relay/push/push.h"
-  "relay/sessions:${RL_RELAY_BELOW} relay/core relay/turn/approvals.h relay/turn/deltas.h relay/turn/messages.h relay/media/attachments.h relay/e2e/e2e.h relay/installations/manifest.h"
+  "relay/sessions:${RL_RELAY_BELOW} relay/core relay/turn/approvals.h relay/turn/deltas.h relay/turn/messages.h relay/media/attachments.h relay/e2e/e2e.h relay/installations/manifest.h ${RL_RELAY_CONTAINED}"
   "relay:${RL_RELAY_BELOW} relay"
   "relayd:${RL_RELAY_BELOW} relay"
   "client:common e2e"
@@ -79,6 +85,7 @@ foreach(folder ${folders})
       string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([a-z0-9_/.]+)\".*" "\\1" header "${line}")
       get_filename_component(target "${header}" DIRECTORY)
       set(ok 0)
+      set(refused 0)
       if(target STREQUAL layer)
         set(ok 1)
       endif()
@@ -87,12 +94,22 @@ foreach(folder ${folders})
         if(header STREQUAL entry OR at EQUAL 0)
           set(ok 1)
         endif()
+        if("!${header}" STREQUAL entry)
+          set(refused 1)
+        endif()
       endforeach()
+      file(RELATIVE_PATH rel "${RL_SOURCE_DIR}" "${file}")
+      if(refused)
+        message(SEND_ERROR "layers: ${rel}: ${line}: src/${layer} has a context of its own and may not include "
+                           "${header} (docs/internals/layout.md, \"A feature's context\")")
+        math(EXPR failures "${failures} + 1")
+        continue()
+      endif()
       if(ok)
         continue()
       endif()
-      file(RELATIVE_PATH rel "${RL_SOURCE_DIR}" "${file}")
       set(reach "${allowed_${layer}}")
+      list(FILTER reach EXCLUDE REGEX "^!")
       if(reach STREQUAL "")
         set(reach "nothing outside itself")
       endif()

@@ -5,7 +5,7 @@
 #include "relay/core/auth.h"
 #include "relay/turn/deltas.h"
 #include "relay/housekeeping.h"
-#include "relay/identity/me.h"
+#include "relay/identity/identity.h"
 #include "relay/core/ops.h"
 #include "relay/core/ratelimit.h"
 #include "relay/core/relay.h"
@@ -87,7 +87,7 @@ static void on_period(h2o_timeout_entry_t *entry)
     rl_bus_sweep_part(relay->bus, now, TICK_PARTS);
     rl_auth_sweep(relay->auth, now, TICK_PARTS);
     rl_deltas_sweep(relay->deltas, now, TICK_PARTS);
-    rl_me_cache_sweep(relay->me_cache, now, TICK_PARTS);
+    rl_identity_sweep(relay->features[RL_FEATURE_IDENTITY], now, TICK_PARTS);
     if (++housekeeping->ticks % TICK_PARTS == 0)
         rl_bus_lease(relay->bus, "housekeeping", relay->node_id, 2 * PERIOD_MS, on_lease, housekeeping);
     h2o_timeout_link(relay->loop, &housekeeping->period, &housekeeping->entry);

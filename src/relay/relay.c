@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/rand.h"
 #include "relay/media/attachments.h"
+#include "relay/media/media.h"
 #include "relay/core/auth.h"
 #include "relay/installations/bridge_ws.h"
 #include "relay/core/datalock.h"
@@ -24,17 +25,16 @@
 #include "relay/core/hub.h"
 #include "relay/installations/installations.h"
 #include "relay/keys.h"
-#include "relay/identity/me.h"
-#include "relay/identity/login.h"
+#include "relay/identity/identity.h"
 #include "common/jobs.h"
 #include "relay/push/push.h"
 #include "relay/core/ratelimit.h"
 #include "relay/installations/pairing.h"
 #include "relay/core/rpc.h"
 #include "relay/core/relay.h"
+#include "relay/sessions/context.h"
 #include "relay/sweeps.h"
 #include "auth/token.h"
-#include "relay/identity/webapp.h"
 
 #define RATE_KEYS_MAX 200000 /* buckets the local bus keeps */
 #define MAX_JSON_BODY (1024 * 1024)
@@ -118,6 +118,15 @@ void rl_relay_before_turn(rl_relay_t *relay)
 {
     if (relay->store_wake == NULL && rl_store_pending(relay->store) && !h2o_timeout_is_linked(&relay->store_flush))
         h2o_timeout_link(relay->loop, &relay->zero_timeout, &relay->store_flush);
+}
+
+/* The server's hook is handed the relay; media's check takes media's context. */
+static int head_limit(void *app, const rl_route_t *route, const char *authorization, size_t len,
+                      rl_http_head_limit_t *limit)
+{
+    rl_relay_t *relay = app;
+
+    return rl_attachments_head_limit(relay->features[RL_FEATURE_MEDIA], route, authorization, len, limit);
 }
 
 /* ---- the bus's deliveries ---- */
@@ -250,6 +259,11 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 {
     rl_config_t *config = &relay->config;
     rl_push_ctx_t push;
+    rl_identity_ctx_t identity;
+    rl_identity_t *opened;
+    rl_media_ctx_t media;
+    rl_media_t *media_opened;
+    rl_sessions_ctx_t sessions, *sessions_opened;
     char why[4400];
 
     relay->loop = loop;
@@ -262,7 +276,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->http.url_carries_credentials = rl_url_carries_token;
     relay->http.hooks.authenticate = rl_relay_authenticate;
     relay->http.hooks.limit = rl_relay_limit;
-    relay->http.hooks.head_limit = rl_attachments_head_limit;
+    relay->http.hooks.head_limit = head_limit;
     relay->http.app = relay;
     relay->http.tls_cert = config->tls_cert;
     relay->http.tls_key = config->tls_key;
@@ -287,8 +301,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (start_jobs(relay) != 0)
         return -1;
     if (rl_store_open(config->store[0] != '\0' ? config->store : config->data, &relay->store) != 0 ||
-        rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0 ||
-        rl_attachments_open(relay) != 0)
+        rl_keys_sync(relay->store, config->data) != 0 || rl_auth_open(relay, &relay->auth) != 0)
         return -1;
     h2o_timeout_init(loop, &relay->zero_timeout, 0);
     relay->store_flush.cb = on_store_flush;
@@ -299,12 +312,32 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
     relay->sweeps = rl_sweeps_start(relay);
-    relay->me_cache = rl_me_cache_new(relay);
     relay->pair_waits = rl_pair_waits_new(relay);
     relay->rpc = rl_rpc_new(relay);
     if (relay->pair_waits == NULL || relay->rpc == NULL || relay->limiter == NULL || relay->sockets == NULL ||
-        relay->deltas == NULL || relay->sweeps == NULL || relay->me_cache == NULL)
+        relay->deltas == NULL || relay->sweeps == NULL)
         return -1;
+    media = (rl_media_ctx_t){.config = config,
+                             .store = relay->store,
+                             .bus = relay->bus,
+                             .hub = relay->hub,
+                             .auth = relay->auth,
+                             .deltas = relay->deltas,
+                             .loop = loop,
+                             .zero_timeout = &relay->zero_timeout,
+                             .shared = relay->shared};
+    if (rl_media_open(&media, &media_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_MEDIA] = media_opened;
+    sessions = (rl_sessions_ctx_t){.config = config,
+                                   .bus = relay->bus,
+                                   .hub = relay->hub,
+                                   .deltas = relay->deltas,
+                                   .rpc = relay->rpc,
+                                   .media = media_opened};
+    if (rl_sessions_open(&sessions, &sessions_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_SESSIONS] = sessions_opened;
 
     if (rl_http_server_listen(relay->server, config->listen, relay->address, sizeof(relay->address)) != 0)
         return -1;
@@ -318,12 +351,18 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     relay->housekeeping = rl_housekeeping_start(relay);
     if (relay->housekeeping == NULL)
         return -1;
-    /* The web client (docs/web.md); push takes the public URL as its default VAPID contact. */
+    /*
+     * Push takes the public URL as its default VAPID contact; identity (the
+     * web client among it) hands push's key to the app.
+     */
     push = (rl_push_ctx_t){config, relay->store, relay->hub, relay->jobs};
-    if (rl_webapp_open(relay, &relay->webapp) != 0 || rl_login_open(relay, &relay->login) != 0 ||
-        rl_push_open(&push, &relay->push) != 0)
+    if (rl_push_open(&push, &relay->push) != 0)
         return -1;
     relay->features[RL_FEATURE_PUSH] = relay->push;
+    identity = (rl_identity_ctx_t){config, relay->bus, relay->hub, &relay->heartbeat_timeout, relay->push};
+    if (rl_identity_open(&identity, &opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_IDENTITY] = opened;
     return 0;
 }
 
@@ -395,11 +434,12 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->store = NULL;
     rl_auth_close(relay->auth);
     relay->auth = NULL;
-    rl_attachments_close(relay);
-    rl_login_close(relay->login);
-    relay->login = NULL;
-    rl_webapp_close(relay->webapp);
-    relay->webapp = NULL;
+    rl_sessions_close(relay->features[RL_FEATURE_SESSIONS]);
+    relay->features[RL_FEATURE_SESSIONS] = NULL;
+    rl_media_close(relay->features[RL_FEATURE_MEDIA]);
+    relay->features[RL_FEATURE_MEDIA] = NULL;
+    rl_identity_close(relay->features[RL_FEATURE_IDENTITY]);
+    relay->features[RL_FEATURE_IDENTITY] = NULL;
     /*
      * The HTTP server, the bus and what hangs off live connections (streams
      * subscribed to the hub, bridge sockets) are left to the process exit:

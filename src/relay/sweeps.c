@@ -6,12 +6,34 @@
 #include "relay/media/attachments.h"
 #include "relay/turn/bridge.h"
 #include "relay/media/capabilities.h"
+#include "relay/media/media.h"
 #include "relay/core/relay.h"
 #include "relay/sweeps.h"
 
 #define PERIOD_MS 1000
 /* One node runs the sweeps; if it goes, another takes over within this long. */
 #define LEASE_MS 3000
+
+/* Media's sweeps take its context (media.h); the turn's still take the relay. */
+static rl_store_op_t *capabilities_expiry(rl_relay_t *relay, int64_t now)
+{
+    return rl_capabilities_expiry(relay->features[RL_FEATURE_MEDIA], now);
+}
+
+static void capabilities_expired(rl_relay_t *relay, rl_store_op_t *op)
+{
+    rl_capabilities_expired(relay->features[RL_FEATURE_MEDIA], op);
+}
+
+static rl_store_op_t *attachments_sweep(rl_relay_t *relay, int64_t now)
+{
+    return rl_attachments_sweep(relay->features[RL_FEATURE_MEDIA], now);
+}
+
+static void attachments_swept(rl_relay_t *relay, rl_store_op_t *op)
+{
+    rl_attachments_swept(relay->features[RL_FEATURE_MEDIA], op);
+}
 
 /* One row per sweep: the operation it submits, and what follows its commit on the loop. */
 static const struct {
@@ -20,9 +42,9 @@ static const struct {
     void (*done)(rl_relay_t *relay, rl_store_op_t *op);
 } sweeps_table[] = {
     {"approval expiry", rl_approvals_expiry, rl_approvals_expired},
-    {"capability request expiry", rl_capabilities_expiry, rl_capabilities_expired},
+    {"capability request expiry", capabilities_expiry, capabilities_expired},
     {"messages left open", rl_messages_lapse, rl_messages_lapsed},
-    {"deleted sessions and unreferenced attachments", rl_attachments_sweep, rl_attachments_swept},
+    {"deleted sessions and unreferenced attachments", attachments_sweep, attachments_swept},
 };
 
 #define NSWEEPS (sizeof(sweeps_table) / sizeof(sweeps_table[0]))

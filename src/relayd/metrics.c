@@ -15,6 +15,7 @@
 #include "relay/installations/bridge_ws.h"
 #include "relay/installations/pairing.h"
 #include "relay/core/hub.h"
+#include "relay/media/media.h"
 #include "relayd/metrics.h"
 #include "relay/core/relay.h"
 #include "relay/sweeps.h"
@@ -49,6 +50,8 @@ static void write_relay(rl_relay_t *relay, FILE *out)
     uint64_t pings, pongs, missed;
     rl_store_figures_t store;
     rl_sse_stats_t streams;
+    uint64_t attachments_refusals;
+    int attachments_full = rl_media_disk_full(relay->features[RL_FEATURE_MEDIA], &attachments_refusals);
 
     fprintf(out,
             "# HELP relay_build_info The running relayd.\n# TYPE relay_build_info gauge\n"
@@ -122,8 +125,8 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             "# TYPE relay_disk_full_refusals_total counter\n"
             "relay_disk_full_refusals_total{folder=\"store\"} %llu\n"
             "relay_disk_full_refusals_total{folder=\"attachments\"} %llu\n",
-            store.full, relay->attachments_full, (unsigned long long)store.full_refusals,
-            (unsigned long long)relay->attachments_full_refusals);
+            store.full, attachments_full, (unsigned long long)store.full_refusals,
+            (unsigned long long)attachments_refusals);
     fprintf(out,
             "# HELP relay_sweeps_total Sweep operations of the store (expiry, lapse, purge) this node finished; "
             "only the node holding the sweeps' lease runs them.\n"

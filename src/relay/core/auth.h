@@ -14,6 +14,21 @@
 struct rl_relay;
 typedef struct rl_auth rl_auth_t;
 
+/*
+ * Auth kinds of the route table: every feature's rows name one, so they live
+ * here rather than in relay.h, which a feature with a context of its own
+ * does not include.
+ */
+enum rl_auth_kind {
+    RL_AUTH_NONE = 0,
+    RL_AUTH_USER,           /* a user JWT */
+    RL_AUTH_BRIDGE,         /* a bridge token on REST: a revoked installation is 410 */
+    RL_AUTH_BRIDGE_UPGRADE, /* a bridge token on the socket upgrade: a revoked installation is 401 */
+};
+
+/* call->principal_kind */
+enum rl_principal_kind { RL_PRINCIPAL_NONE = 0, RL_PRINCIPAL_USER, RL_PRINCIPAL_INSTALLATION };
+
 /* The embedded issuer's names, used when no external provider is configured. */
 #define RL_EMBEDDED_ISSUER   "relayd"
 #define RL_EMBEDDED_AUDIENCE "relay"

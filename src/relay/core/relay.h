@@ -12,20 +12,10 @@
 
 #include "bus/bus.h"
 #include "http/server.h"
+#include "relay/core/auth.h"
 #include "relay/core/config.h"
 #include "relay/core/feature.h"
 #include "store/store.h"
-
-/* Auth kinds of the route table. */
-enum rl_auth_kind {
-    RL_AUTH_NONE = 0,
-    RL_AUTH_USER,           /* a user JWT */
-    RL_AUTH_BRIDGE,         /* a bridge token on REST: a revoked installation is 410 */
-    RL_AUTH_BRIDGE_UPGRADE, /* a bridge token on the socket upgrade: a revoked installation is 401 */
-};
-
-/* call->principal_kind */
-enum rl_principal_kind { RL_PRINCIPAL_NONE = 0, RL_PRINCIPAL_USER, RL_PRINCIPAL_INSTALLATION };
 
 struct rl_ratelimit;
 struct rl_auth;
@@ -33,12 +23,8 @@ struct rl_hub;
 struct rl_bridge_ws;
 struct rl_deltas;
 struct rl_sweeps;
-struct rl_me_cache;
 struct rl_housekeeping;
-struct rl_webapp;
-struct rl_login;
 struct rl_push;
-struct rl_strmap;
 
 typedef struct rl_relay {
     rl_config_t config;
@@ -58,19 +44,11 @@ typedef struct rl_relay {
     struct rl_bridge_ws *sockets; /* bridge sockets of this node (bridge_ws.c) */
     struct rl_deltas *deltas;     /* open messages and their pending deltas (deltas.c) */
     struct rl_sweeps *sweeps;     /* the store's once-a-second sweeps (sweeps.c) */
-    struct rl_me_cache *me_cache; /* answers of GET /v1/me (me.c) */
     struct rl_housekeeping *housekeeping;
-    struct rl_webapp *webapp;         /* the web client's files and policy (webapp.c) */
-    struct rl_login *login;           /* sign-in links (login.c) */
     struct rl_push *push;             /* Web Push to the users' devices (push.c) */
     void *features[RL_FEATURE_COUNT]; /* each feature's own context (feature.h), NULL until open */
     struct rl_pair_waits *pair_waits; /* the authors' pairing long polls held here (pairing.c) */
     struct rl_rpc *rpc;               /* requests of this node to bridges, waiting for answers (rpc.c) */
-    unsigned char url_key[32];        /* signs attachment download URLs (attachments.c) */
-    /* Each user's attachment bytes as this node last saw them (attachments.c). */
-    struct rl_strmap *attachment_usage;
-    int attachments_full;               /* the attachments folder's disk refused the last upload (ENOSPC) */
-    uint64_t attachments_full_refusals; /* uploads refused for a full disk since the start */
     rl_http_config_t http;
     rl_http_server_t *server;
     char address[300];                /* where server listens, once started (HOST:PORT) */

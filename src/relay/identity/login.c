@@ -17,9 +17,10 @@
 #include "relay/core/auth.h"
 #include "auth/jwt.h"
 #include "relay/core/datalock.h"
+#include "relay/core/feature.h"
+#include "relay/identity/identity.h"
 #include "relay/identity/login.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
 #include "auth/token.h"
 
 struct rl_login {
@@ -82,7 +83,7 @@ static const rl_field_t exchange_fields[] = {
 };
 const rl_schema_t rl_login_exchange_schema = RL_SCHEMA(exchange_fields);
 
-int rl_login_open(rl_relay_t *relay, rl_login_t **out)
+int rl_login_open(const rl_config_t *config, rl_login_t **out)
 {
     rl_login_t *login = calloc(1, sizeof(*login));
 
@@ -90,8 +91,8 @@ int rl_login_open(rl_relay_t *relay, rl_login_t **out)
     if (login == NULL)
         return -1;
     /* With an external provider, sign-in goes through it; the embedded key signs nothing there. */
-    if (relay->config.jwks_file[0] == '\0' && relay->config.jwks_url[0] == '\0' &&
-        rl_jwt_issuer_open(relay->config.data, &login->issuer) != 0) {
+    if (config->jwks_file[0] == '\0' && config->jwks_url[0] == '\0' &&
+        rl_jwt_issuer_open(config->data, &login->issuer) != 0) {
         free(login);
         return -1;
     }
@@ -111,15 +112,15 @@ static void on_redeemed(rl_store_op_t *base)
 {
     struct code_redeem *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_identity_t *identity = rl_feature_of(call, RL_FEATURE_IDENTITY);
     const char *user_id = op->row.user_id;
-    int64_t now_s = rl_clock_now_ms() / 1000, ttl_s = relay->config.web_token_ttl / 1000;
+    int64_t now_s = rl_clock_now_ms() / 1000, ttl_s = identity->ctx.config->web_token_ttl / 1000;
     int result = base->result != 0 ? base->result : op->expired ? RL_E_INVALID_TOKEN : 0;
     char *token;
 
     if (result != 0) {
         rl_call_fail(call, result, "the sign-in link is unknown, used or expired: ask for a new one");
-    } else if ((token = rl_jwt_issuer_sign(relay->login->issuer, RL_EMBEDDED_ISSUER, RL_EMBEDDED_AUDIENCE, user_id,
+    } else if ((token = rl_jwt_issuer_sign(identity->login->issuer, RL_EMBEDDED_ISSUER, RL_EMBEDDED_AUDIENCE, user_id,
                                            now_s, ttl_s)) == NULL) {
         rl_call_fail(call, RL_E_INTERNAL, NULL);
     } else {
@@ -135,12 +136,12 @@ static void on_redeemed(rl_store_op_t *base)
 
 int rl_login_exchange(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_identity_t *identity = rl_feature_of(call, RL_FEATURE_IDENTITY);
     const char *code = rl_body_string(call, "code");
     char hash[RL_TOKEN_HASH_HEX + 1];
     struct code_redeem *op;
 
-    if (relay->login->issuer == NULL) {
+    if (identity->login->issuer == NULL) {
         rl_call_fail(call, RL_E_PERMISSION_DENIED,
                      "this relay signs users in through its identity provider, not with links");
         return 0;

@@ -10,8 +10,7 @@
 
 #include "http/call.h"
 #include "http/validate.h"
-
-struct rl_relay;
+#include "relay/core/config.h"
 
 #define RL_LOGIN_CODE_CHARS  32 /* base62: about 190 bits */
 #define RL_LOGIN_TTL_DEFAULT "10m"
@@ -20,7 +19,7 @@ struct rl_relay;
 typedef struct rl_login rl_login_t;
 
 /* Opens the embedded issuer's key for the exchange (none with an external provider). Startup; 0 or -1. */
-int rl_login_open(struct rl_relay *relay, rl_login_t **out);
+int rl_login_open(const rl_config_t *config, rl_login_t **out);
 void rl_login_close(rl_login_t *login);
 
 /* POST /v1/login/exchange {code}: the token for the link's user, once. */

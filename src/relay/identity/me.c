@@ -16,10 +16,11 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "relay/core/feature.h"
 #include "relay/core/hub.h"
+#include "relay/identity/identity.h"
 #include "relay/identity/me.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
 #include "relay/core/views.h"
 
 #define CACHE_TTL_MS 30000
@@ -40,7 +41,7 @@ struct entry {
 };
 
 struct rl_me_cache {
-    rl_relay_t *relay;
+    rl_hub_t *hub;
     rl_strmap_t *entries; /* user id -> struct entry */
 };
 
@@ -48,7 +49,7 @@ static void entry_free(void *p)
 {
     struct entry *entry = p;
 
-    rl_hub_unsubscribe(entry->cache->relay->hub, &entry->subscriber);
+    rl_hub_unsubscribe(entry->cache->hub, &entry->subscriber);
     if (entry->reading) {
         entry->dropped = 1;
         return;
@@ -82,13 +83,13 @@ static void on_event(rl_hub_subscriber_t *subscriber, int64_t id, rl_blob_t *fra
     on_published(subscriber);
 }
 
-rl_me_cache_t *rl_me_cache_new(rl_relay_t *relay)
+rl_me_cache_t *rl_me_cache_new(rl_hub_t *hub)
 {
     rl_me_cache_t *cache = calloc(1, sizeof(*cache));
 
     if (cache == NULL)
         return NULL;
-    cache->relay = relay;
+    cache->hub = hub;
     cache->entries = rl_strmap_new(CACHE_MAX);
     if (cache->entries == NULL) {
         free(cache);
@@ -151,7 +152,7 @@ static void on_me(rl_store_op_t *base)
     struct me *op = (void *)base;
     struct entry *entry = op->entry;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_identity_t *identity = rl_feature_of(call, RL_FEATURE_IDENTITY);
     json_t *installations, *sessions, *envelope;
     char *body;
     size_t i;
@@ -174,11 +175,11 @@ static void on_me(rl_store_op_t *base)
     installations = json_array();
     sessions = json_array();
     for (i = 0; i < op->ninstallations; ++i)
-        json_array_append_new(
-            installations,
-            rl_view_installation(&op->installations[i], rl_bus_presence_get(relay->bus, op->installations[i].id)));
+        json_array_append_new(installations,
+                              rl_view_installation(&op->installations[i],
+                                                   rl_bus_presence_get(identity->ctx.bus, op->installations[i].id)));
     for (i = 0; i < op->nsessions; ++i)
-        json_array_append_new(sessions, rl_view_session(&op->sessions[i], relay->config.delete_grace));
+        json_array_append_new(sessions, rl_view_session(&op->sessions[i], identity->ctx.config->delete_grace));
     envelope = json_pack("{s:b, s:{s:o, s:o, s:o}}", "ok", 1, "result", "user",
                          op->has_user ? rl_view_user(&op->user) : json_null(), "installations", installations,
                          "sessions", sessions);
@@ -214,12 +215,12 @@ static struct entry *entry_new(rl_me_cache_t *cache, const char *user_id)
     /* A change made on this node shows in the next /v1/me here at once, not after the bus's round trip. */
     entry->subscriber.published = on_published;
     snprintf(entry->user_id, sizeof(entry->user_id), "%s", user_id);
-    if (rl_hub_subscribe(cache->relay->hub, user_id, &entry->subscriber) != 0) {
+    if (rl_hub_subscribe(cache->hub, user_id, &entry->subscriber) != 0) {
         free(entry);
         return NULL;
     }
     if (rl_strmap_put(cache->entries, user_id, entry) != 0) {
-        rl_hub_unsubscribe(cache->relay->hub, &entry->subscriber);
+        rl_hub_unsubscribe(cache->hub, &entry->subscriber);
         free(entry);
         return NULL;
     }
@@ -229,8 +230,8 @@ static struct entry *entry_new(rl_me_cache_t *cache, const char *user_id)
 
 int rl_me_get(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
-    rl_me_cache_t *cache = relay->me_cache;
+    const rl_identity_t *identity = rl_feature_of(call, RL_FEATURE_IDENTITY);
+    rl_me_cache_t *cache = identity->me_cache;
     struct entry *entry = cache != NULL ? rl_strmap_get(cache->entries, call->principal) : NULL;
     struct me *op;
 

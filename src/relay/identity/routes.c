@@ -2,7 +2,7 @@
  * The route rows of sign-in, the user's stream and GET /v1/me, the web client's files (docs/api.md); src/relay/routes.c
  * assembles every feature's rows into relayd's table.
  */
-#include "relay/core/relay.h"
+#include "relay/core/auth.h"
 #include "relay/identity/login.h"
 #include "relay/identity/me.h"
 #include "relay/identity/stream.h"

@@ -23,7 +23,8 @@
 #include "common/event_names.h"
 #include "http/sse.h"
 #include "relay/core/hub.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
+#include "relay/identity/identity.h"
 #include "relay/identity/stream.h"
 
 /* A reader this far behind on live events is cut off; it resumes with Last-Event-ID. */
@@ -177,7 +178,7 @@ static int parse_last_event_id(const char *value, size_t len, int64_t *id)
 
 int rl_stream_open(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_identity_t *identity = rl_feature_of(call, RL_FEATURE_IDENTITY);
     struct stream *stream = calloc(1, sizeof(*stream));
     rl_sse_config_t config = {0};
     int64_t last_id = 0;
@@ -197,14 +198,14 @@ int rl_stream_open(rl_call_t *call)
             last_id = 0;
     }
     stream->refs = 1;
-    stream->hub = relay->hub;
+    stream->hub = identity->ctx.hub;
     stream->subscriber.deliver = deliver;
     stream->cursor = -1;
     stream->live_seen = -1;
     snprintf(stream->user_id, sizeof(stream->user_id), "%s", call->principal);
     config.max_queued_frames = STREAM_MAX_FRAMES;
     config.max_queued_bytes = STREAM_MAX_BYTES;
-    config.heartbeat = &relay->heartbeat_timeout;
+    config.heartbeat = identity->ctx.heartbeat;
     config.on_end = on_end;
     config.on_drain = on_drain;
     config.arg = stream;
@@ -215,7 +216,7 @@ int rl_stream_open(rl_call_t *call)
     }
     /* The user id is the token's subject: it goes through the JSON encoder like every other string. */
     hello = json_pack("{s:s, s:I, s:I}", "user_id", call->principal, "ts", (json_int_t)rl_clock_now_ms(),
-                      "heartbeat_ms", (json_int_t)relay->config.sse_heartbeat);
+                      "heartbeat_ms", (json_int_t)identity->ctx.config->sse_heartbeat);
     frame = hello != NULL ? rl_event_frame(RL_EVENT_NO_ID, rl_event_name(RL_EV_HELLO), hello) : NULL;
     json_decref(hello);
     if (frame == NULL) {
@@ -226,7 +227,7 @@ int rl_stream_open(rl_call_t *call)
     rl_blob_release(frame);
     if (sent != 0)
         return 0;
-    if (rl_hub_subscribe(relay->hub, call->principal, &stream->subscriber) != 0) {
+    if (rl_hub_subscribe(identity->ctx.hub, call->principal, &stream->subscriber) != 0) {
         rl_sse_end(stream->sse);
         return 0;
     }

@@ -17,7 +17,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "relay/push/push.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
+#include "relay/identity/identity.h"
 #include "relay/identity/webapp.h"
 
 #define CSP_MAX 2048
@@ -66,9 +67,8 @@ static int origin_of(const char *url, char *out, size_t outsz)
     return 0;
 }
 
-int rl_webapp_open(rl_relay_t *relay, rl_webapp_t **out)
+int rl_webapp_open(const rl_config_t *config, rl_webapp_t **out)
 {
-    rl_config_t *config = &relay->config;
     rl_webapp_t *webapp = calloc(1, sizeof(*webapp));
     char origin[512], *csp;
     size_t used;
@@ -168,7 +168,7 @@ static int not_modified(rl_call_t *call, const char *etag)
 
 static void send_asset(rl_call_t *call, const rl_web_asset_t *asset)
 {
-    rl_relay_t *relay = call->app;
+    const rl_identity_t *identity = rl_feature_of(call, RL_FEATURE_IDENTITY);
     int gzip = asset->gzip != NULL && accepts_gzip(call);
     char etag[64];
     int html = strncmp(asset->content_type, "text/html", 9) == 0;
@@ -189,7 +189,7 @@ static void send_asset(rl_call_t *call, const rl_web_asset_t *asset)
     rl_call_add_header(call, "referrer-policy", "no-referrer", 11);
     /* A service worker's own policy comes from its script's response, so sw.js gets it too. */
     if (html || strcmp(asset->path, "/sw.js") == 0) {
-        rl_call_add_header(call, "content-security-policy", relay->webapp->csp, strlen(relay->webapp->csp));
+        rl_call_add_header(call, "content-security-policy", identity->webapp->csp, strlen(identity->webapp->csp));
         rl_call_add_header(call, "x-frame-options", "DENY", 4);
     }
     if (not_modified(call, etag)) {
@@ -231,9 +231,9 @@ int rl_webapp_file(rl_call_t *call)
 
 int rl_webapp_config(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
-    rl_config_t *config = &relay->config;
-    const char *vapid = rl_push_public_key(relay->push);
+    const rl_identity_t *identity = rl_feature_of(call, RL_FEATURE_IDENTITY);
+    const rl_config_t *config = identity->ctx.config;
+    const char *vapid = rl_push_public_key(identity->ctx.push);
     json_t *auth;
 
     if (config->oidc_client_id[0] != '\0')

@@ -10,8 +10,7 @@
 #include <stddef.h>
 
 #include "http/call.h"
-
-struct rl_relay;
+#include "relay/core/config.h"
 
 /* One embedded file; generated data (webapp_assets.c in the build folder). */
 typedef struct rl_web_asset {
@@ -36,7 +35,7 @@ typedef struct rl_webapp rl_webapp_t;
  * Builds the Content-Security-Policy from the settings (an external
  * provider's origin joins connect-src). Startup; 0 or -1 with the cause logged.
  */
-int rl_webapp_open(struct rl_relay *relay, rl_webapp_t **out);
+int rl_webapp_open(const rl_config_t *config, rl_webapp_t **out);
 void rl_webapp_close(rl_webapp_t *webapp);
 
 /* GET /, /pair, /login: the app's page (the app reads the path, query and fragment). */

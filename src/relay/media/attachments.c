@@ -30,11 +30,12 @@
 #include "common/strmap.h"
 #include "http/query.h"
 #include "relay/media/attachments.h"
+#include "relay/media/media.h"
 #include "relay/turn/deltas.h"
 #include "relay/core/auth.h"
 #include "relay/e2e/e2e.h"
+#include "relay/core/feature.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
 #include "relay/core/target.h"
 
 #define SLICE          (1024 * 1024)
@@ -74,21 +75,24 @@ static const rl_field_t attachment_ref_fields[] = {
 static const rl_schema_t attachment_ref_schema = RL_SCHEMA(attachment_ref_fields);
 const rl_field_t rl_attachment_ref_item = RL_FIELD_OBJECT(NULL, RL_F_REQUIRED, &attachment_ref_schema);
 
-int rl_attachments_open(rl_relay_t *relay)
+/* The folder, DATA/tmp and the URL key of rl_media_open. 0 or -1 with the cause logged. */
+static int media_files(rl_media_t *media)
 {
+    const rl_config_t *config = media->ctx.config;
     char path[1200];
     unsigned char key[32];
     int fd;
     ssize_t got;
 
     /* Several nodes must share one folder (--attachments): each serves what any of them stored. */
-    if (relay->config.attachments[0] == '\0' &&
-        (size_t)snprintf(relay->config.attachments, sizeof(relay->config.attachments), "%s/attachments",
-                         relay->config.data) >= sizeof(relay->config.attachments)) {
+    if (config->attachments[0] != '\0')
+        snprintf(media->folder, sizeof(media->folder), "%s", config->attachments);
+    else if ((size_t)snprintf(media->folder, sizeof(media->folder), "%s/attachments", config->data) >=
+             sizeof(media->folder)) {
         rl_log_error("the data folder path is too long");
         return -1;
     }
-    snprintf(path, sizeof(path), "%s", relay->config.attachments);
+    snprintf(path, sizeof(path), "%s", media->folder);
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
         rl_log_error("cannot create %s: %s", path, strerror(errno));
         return -1;
@@ -98,7 +102,7 @@ int rl_attachments_open(rl_relay_t *relay)
      * keep those files in the data folder, on its disk, rather than in a /tmp
      * that may be memory. h2o unlinks each one as soon as it is created.
      */
-    snprintf(path, sizeof(path), "%s/tmp", relay->config.data);
+    snprintf(path, sizeof(path), "%s/tmp", config->data);
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
         rl_log_error("cannot create %s: %s", path, strerror(errno));
         return -1;
@@ -110,7 +114,7 @@ int rl_attachments_open(rl_relay_t *relay)
         return -1;
     }
     /* The key that signs download URLs: random, made once, never leaves the data folder. */
-    snprintf(path, sizeof(path), "%s/%s", relay->config.data, URL_KEY_FILE);
+    snprintf(path, sizeof(path), "%s/%s", config->data, URL_KEY_FILE);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
         rl_rand_bytes(key, sizeof(key));
@@ -129,20 +133,45 @@ int rl_attachments_open(rl_relay_t *relay)
         rl_log_error("cannot open %s: %s", path, strerror(errno));
         return -1;
     }
-    got = read(fd, relay->url_key, sizeof(relay->url_key));
+    got = read(fd, media->url_key, sizeof(media->url_key));
     close(fd);
     OPENSSL_cleanse(key, sizeof(key));
-    if (got != (ssize_t)sizeof(relay->url_key)) {
+    if (got != (ssize_t)sizeof(media->url_key)) {
         rl_log_error("%s is damaged: delete it to make a new one (outstanding download links stop working)", path);
         return -1;
     }
     return 0;
 }
 
-void rl_attachments_close(rl_relay_t *relay)
+int rl_media_open(const rl_media_ctx_t *ctx, rl_media_t **out)
 {
-    rl_strmap_free(relay->attachment_usage, free);
-    relay->attachment_usage = NULL;
+    rl_media_t *media = calloc(1, sizeof(*media));
+
+    *out = NULL;
+    if (media == NULL)
+        return -1;
+    media->ctx = *ctx;
+    if (media_files(media) != 0) {
+        rl_media_close(media);
+        return -1;
+    }
+    *out = media;
+    return 0;
+}
+
+void rl_media_close(rl_media_t *media)
+{
+    if (media == NULL)
+        return;
+    rl_strmap_free(media->usage, free);
+    OPENSSL_cleanse(media->url_key, sizeof(media->url_key));
+    free(media);
+}
+
+int rl_media_disk_full(const rl_media_t *media, uint64_t *refusals)
+{
+    *refusals = media != NULL ? media->full_refusals : 0;
+    return media != NULL && media->full;
 }
 
 static int usage_lapsed(const char *key, void *value, void *arg)
@@ -150,39 +179,39 @@ static int usage_lapsed(const char *key, void *value, void *arg)
     return ((const struct known_usage *)value)->until_ms <= *(const int64_t *)arg;
 }
 
-static void usage_learn(rl_relay_t *relay, const char *user_id, int64_t bytes)
+static void usage_learn(rl_media_t *media, const char *user_id, int64_t bytes)
 {
     struct known_usage *known;
     int64_t now = rl_clock_now_ms();
 
-    if (relay->attachment_usage == NULL && (relay->attachment_usage = rl_strmap_new(USAGE_KNOWN_MAX)) == NULL)
+    if (media->usage == NULL && (media->usage = rl_strmap_new(USAGE_KNOWN_MAX)) == NULL)
         return;
-    known = rl_strmap_get(relay->attachment_usage, user_id);
+    known = rl_strmap_get(media->usage, user_id);
     if (known == NULL) {
-        if (rl_strmap_size(relay->attachment_usage) >= USAGE_KNOWN_MAX)
-            rl_strmap_sweep(relay->attachment_usage, usage_lapsed, &now, free);
+        if (rl_strmap_size(media->usage) >= USAGE_KNOWN_MAX)
+            rl_strmap_sweep(media->usage, usage_lapsed, &now, free);
         known = malloc(sizeof(*known));
-        if (known == NULL || rl_strmap_put(relay->attachment_usage, user_id, known) != 0) {
+        if (known == NULL || rl_strmap_put(media->usage, user_id, known) != 0) {
             free(known);
             return;
         }
     }
     known->bytes = bytes;
-    known->until_ms = relay->shared ? now + USAGE_TTL_MS : INT64_MAX;
+    known->until_ms = media->ctx.shared ? now + USAGE_TTL_MS : INT64_MAX;
 }
 
-int rl_attachments_head_limit(void *app, const rl_route_t *route, const char *authorization, size_t len,
+int rl_attachments_head_limit(rl_media_t *media, const rl_route_t *route, const char *authorization, size_t len,
                               rl_http_head_limit_t *limit)
 {
-    rl_relay_t *relay = app;
     char user[RL_PRINCIPAL_MAX + 1];
     const struct known_usage *known;
-    int64_t quota = relay->config.attachment_quota;
+    int64_t quota;
 
-    if (relay->attachment_usage == NULL || rl_strmap_size(relay->attachment_usage) == 0 ||
-        rl_auth_known_owner(relay->auth, authorization, len, user, sizeof(user)) != 0)
+    if (media == NULL || media->usage == NULL || rl_strmap_size(media->usage) == 0 ||
+        rl_auth_known_owner(media->ctx.auth, authorization, len, user, sizeof(user)) != 0)
         return 0;
-    known = rl_strmap_get(relay->attachment_usage, user);
+    quota = media->ctx.config->attachment_quota;
+    known = rl_strmap_get(media->usage, user);
     if (known == NULL || known->until_ms <= rl_clock_now_ms())
         return 0;
     limit->limit = known->bytes >= quota ? 0 : (size_t)(quota - known->bytes);
@@ -205,21 +234,21 @@ static int valid_key(const char *key)
     return 1;
 }
 
-static void sign(const rl_relay_t *relay, const char *key, long long expires, char *out)
+static void sign(const rl_media_t *media, const char *key, long long expires, char *out)
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int mac_len = 0;
     char message[96];
     int len = snprintf(message, sizeof(message), "%s.%lld", key, expires);
 
-    HMAC(EVP_sha256(), relay->url_key, sizeof(relay->url_key), (const unsigned char *)message, (size_t)len, mac,
+    HMAC(EVP_sha256(), media->url_key, sizeof(media->url_key), (const unsigned char *)message, (size_t)len, mac,
          &mac_len);
     rl_hex_encode(mac, 16, out);
 }
 
-void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
+void rl_attachments_sign(const rl_media_t *media, json_t *attachments)
 {
-    long long expires = (long long)((rl_clock_now_ms() + relay->config.attachment_url_ttl) / 1000);
+    long long expires = (long long)((rl_clock_now_ms() + media->ctx.config->attachment_url_ttl) / 1000);
     json_t *item;
     size_t i;
 
@@ -229,11 +258,17 @@ void rl_attachments_hydrate(rl_relay_t *relay, json_t *attachments)
         char signature[33], url[1024];
         if (key == NULL)
             continue;
-        sign(relay, key, expires, signature);
-        snprintf(url, sizeof(url), "%s/v1/files/%s?exp=%lld&sig=%s", relay->config.public_url, key, expires, signature);
+        sign(media, key, expires, signature);
+        snprintf(url, sizeof(url), "%s/v1/files/%s?exp=%lld&sig=%s", media->ctx.config->public_url, key, expires,
+                 signature);
         json_object_set_new(item, "url", json_string(url));
         json_object_set_new(item, "url_expires_at", json_integer(expires * 1000));
     }
+}
+
+void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments)
+{
+    rl_attachments_sign(rl_relay_feature(relay, RL_FEATURE_MEDIA), attachments);
 }
 
 /*
@@ -355,13 +390,13 @@ static int sweep_run(rl_txn_t *txn, rl_store_op_t *base)
 
 static const rl_store_op_type_t sweep_type = RL_OP_TYPE(attachments_sweep, 1, sweep_run);
 
-rl_store_op_t *rl_attachments_sweep(rl_relay_t *relay, int64_t now)
+rl_store_op_t *rl_attachments_sweep(rl_media_t *media, int64_t now)
 {
     struct sweep *op = rl_op_new(&sweep_type, sizeof(*op));
 
     op->now = now;
-    op->delete_grace = relay->config.delete_grace;
-    op->unused_ttl = relay->config.unused_attachment_ttl;
+    op->delete_grace = media->ctx.config->delete_grace;
+    op->unused_ttl = media->ctx.config->unused_attachment_ttl;
     return &op->op.base;
 }
 
@@ -399,7 +434,7 @@ static void on_forgotten(rl_store_op_t *base)
         rl_log_warn("removed attachment files whose rows could not be deleted; the next sweep finishes them");
 }
 
-void rl_attachments_swept(rl_relay_t *relay, rl_store_op_t *base)
+void rl_attachments_swept(rl_media_t *media, rl_store_op_t *base)
 {
     struct sweep *op = (void *)base;
     struct forget *forget;
@@ -419,30 +454,30 @@ void rl_attachments_swept(rl_relay_t *relay, rl_store_op_t *base)
     if (op->sessions > 0) {
         rl_log_info("purged %lld sessions past their delete grace", (long long)op->sessions);
         /* Their messages are gone: a record kept of one answers as the store now does (404). */
-        rl_deltas_forget_all(relay->deltas);
+        rl_deltas_forget_all(media->ctx.deltas);
     }
     if (json_array_size(op->op.value) == 0)
         return;
     json_array_foreach(op->op.value, i, key)
     {
-        snprintf(path, sizeof(path), "%s/%s", relay->config.attachments, json_string_value(key));
+        snprintf(path, sizeof(path), "%s/%s", media->folder, json_string_value(key));
         if (unlink(path) != 0 && errno != ENOENT)
             rl_log_warn("cannot remove %s: %s", path, strerror(errno));
     }
     rl_log_info("removed %zu attachments no message references", json_array_size(op->op.value));
     /* Whose bytes went is not known here: what this node knew of anyone's usage may now be too high. */
-    rl_strmap_free(relay->attachment_usage, free);
-    relay->attachment_usage = NULL;
+    rl_strmap_free(media->usage, free);
+    media->usage = NULL;
     forget = rl_op_new(&forget_type, sizeof(*forget));
     forget->keys = json_incref(op->op.value);
-    rl_store_submit(relay->store, &forget->op.base, on_forgotten, relay);
+    rl_store_submit(media->ctx.store, &forget->op.base, on_forgotten, media);
 }
 
 /* ---- upload ---- */
 
 struct upload {
     rl_call_t *call;
-    rl_relay_t *relay;
+    rl_media_t *media;
     h2o_timeout_entry_t step;
     int fd;
     size_t written;
@@ -514,7 +549,7 @@ static void on_upload_recorded(rl_store_op_t *base)
     rl_call_t *call = upload->call;
 
     if (base->result == RL_E_QUOTA_EXCEEDED) {
-        usage_learn(upload->relay, call->owner, ((struct attachment_op *)base)->used);
+        usage_learn(upload->media, call->owner, ((struct attachment_op *)base)->used);
         upload_drop_files(upload);
         rl_call_fail_full(call, base->result, NULL, NULL,
                           json_pack("{s:I}", "quota_bytes", (json_int_t)((struct attachment_op *)base)->quota));
@@ -527,9 +562,9 @@ static void on_upload_recorded(rl_store_op_t *base)
         upload_free(upload, 0);
         return;
     }
-    usage_learn(upload->relay, call->owner, ((struct attachment_op *)base)->used + (int64_t)upload->written);
-    if (upload->relay->attachments_full) {
-        upload->relay->attachments_full = 0;
+    usage_learn(upload->media, call->owner, ((struct attachment_op *)base)->used + (int64_t)upload->written);
+    if (upload->media->full) {
+        upload->media->full = 0;
         rl_log_info("the attachments folder's disk has room again");
     }
     rl_call_reply(call, json_pack("{s:s, s:s, s:I, s:s?}", "key", upload->key, "mime", upload->mime, "size",
@@ -543,14 +578,14 @@ static void on_upload_recorded(rl_store_op_t *base)
  * Retry-After, told in the log once per episode (docs/operations.md, "A full
  * disk") and counted; anything else is an internal error, logged.
  */
-static void upload_failed(rl_relay_t *relay, rl_call_t *call, int err, const char *what)
+static void upload_failed(rl_media_t *media, rl_call_t *call, int err, const char *what)
 {
     if (err == ENOSPC || err == EDQUOT) {
-        ++relay->attachments_full_refusals;
-        if (!relay->attachments_full)
+        ++media->full_refusals;
+        if (!media->full)
             rl_log_warn("the attachments folder's disk is full: uploads are refused (503 storage_full) until "
                         "there is room again");
-        relay->attachments_full = 1;
+        media->full = 1;
         rl_call_fail(call, RL_E_STORAGE_FULL,
                      "the relay's disk is full: the attachment could not be stored; retry later");
         return;
@@ -582,7 +617,7 @@ static void upload_step(h2o_timeout_entry_t *entry)
         if (done <= 0) {
             int err = done < 0 ? errno : ENOSPC; /* a regular file's short write: no room left */
             upload_drop_files(upload);
-            upload_failed(upload->relay, call, err, upload->key);
+            upload_failed(upload->media, call, err, upload->key);
             upload_free(upload, 0);
             return;
         }
@@ -590,7 +625,7 @@ static void upload_step(h2o_timeout_entry_t *entry)
         chunk -= (size_t)done;
     }
     if (upload->written < call->req->entity.len) {
-        h2o_timeout_link(upload->relay->loop, &upload->relay->zero_timeout, &upload->step);
+        h2o_timeout_link(upload->media->ctx.loop, upload->media->ctx.zero_timeout, &upload->step);
         return;
     }
     /* Complete: give it its final name, then record it. Durable against a crash of relayd, like the store. */
@@ -611,10 +646,10 @@ static void upload_step(h2o_timeout_entry_t *entry)
     op->row.created_at = rl_clock_now_ms();
     op->row.used_at = RL_NO_TIME;
     op->row.doomed_at = RL_NO_TIME;
-    op->quota = upload->relay->config.attachment_quota;
+    op->quota = upload->media->ctx.config->attachment_quota;
     if (call->principal_kind == RL_PRINCIPAL_INSTALLATION)
         op->installation_id = rl_op_str(op, call->principal);
-    rl_store_submit(upload->relay->store, &op->op.base, on_upload_recorded, upload);
+    rl_store_submit(upload->media->ctx.store, &op->op.base, on_upload_recorded, upload);
 }
 
 static json_t *problem(const char *path, const char *code, const char *message)
@@ -629,7 +664,7 @@ int rl_attachment_upload(rl_call_t *call)
 
 int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
 {
-    rl_relay_t *relay = call->app;
+    rl_media_t *media = rl_feature_of(call, RL_FEATURE_MEDIA);
     h2o_req_t *req = call->req;
     struct upload *upload;
     ssize_t index = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
@@ -668,14 +703,14 @@ int rl_attachment_upload_for(rl_call_t *call, const char *user_id)
         return 0;
     }
     upload->call = call;
-    upload->relay = relay;
+    upload->media = media;
     rl_rand_id(upload->key, sizeof(upload->key), "att_", KEY_CHARS);
-    snprintf(upload->final_path, sizeof(upload->final_path), "%s/%s", relay->config.attachments, upload->key);
+    snprintf(upload->final_path, sizeof(upload->final_path), "%s/%s", media->folder, upload->key);
     snprintf(upload->part_path, sizeof(upload->part_path), "%s.part", upload->final_path);
     upload->fd = open(upload->part_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     rl_call_hold(call);
     if (upload->fd < 0) {
-        upload_failed(relay, call, errno, upload->part_path);
+        upload_failed(media, call, errno, upload->part_path);
         upload_free(upload, 0);
         return 0;
     }
@@ -761,7 +796,7 @@ static void on_file_meta(rl_store_op_t *base)
 {
     struct attachment_op *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_media_t *media = rl_feature_of(call, RL_FEATURE_MEDIA);
     char path[1200];
 
     /* A file on its way out (its session purged, or never used) is gone already for its links. */
@@ -774,7 +809,7 @@ static void on_file_meta(rl_store_op_t *base)
         const char *mime = served_mime(op->row.mime);
         int as_inline = shown_inline(mime);
         h2o_iovec_t shown = disposition(&req->pool, as_inline, op->row.name);
-        snprintf(path, sizeof(path), "%s/%s", relay->config.attachments, op->row.key);
+        snprintf(path, sizeof(path), "%s/%s", media->folder, op->row.key);
         call->responded = 1;
         call->status = 200;
         rl__call_common_headers(call);
@@ -820,7 +855,7 @@ static int exact_link(const h2o_req_t *req, const char *key)
 
 int rl_attachment_download(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_media_t *media = rl_feature_of(call, RL_FEATURE_MEDIA);
     char key[64], exp_text[24], signature[40], expected[33];
     struct attachment_op *op;
     long long expires;
@@ -833,7 +868,7 @@ int rl_attachment_download(rl_call_t *call)
         return 0;
     }
     expires = strtoll(exp_text, &tail, 10);
-    sign(relay, key, expires, expected);
+    sign(media, key, expires, expected);
     /* A wrong signature and an expired link look the same from outside. */
     if (*tail != '\0' || strlen(signature) != 32 || CRYPTO_memcmp(signature, expected, 32) != 0 ||
         expires * 1000 < rl_clock_now_ms()) {

@@ -10,18 +10,16 @@
 #include "store/store.h"
 
 struct rl_relay;
+struct rl_media;
 
 #define RL_ATTACHMENT_MAX (25 * 1024 * 1024)
 
 /* One item of an "attachments" array in a send or sendMessage body: {key, mime?, size?, name?}. */
 extern const rl_field_t rl_attachment_ref_item;
 
-/* Creates DATA/attachments and loads (or makes) the URL signing key. Startup; 0 or -1. */
-int rl_attachments_open(struct rl_relay *relay);
-/* Frees what rl_attachments_open made. */
-void rl_attachments_close(struct rl_relay *relay);
 /*
- * The server's head_limit hook (http/server.h) for the upload routes: when
+ * The server's head_limit check (http/server.h; relay.c's hook hands it
+ * media's context) for the upload routes: when
  * this node knows the caller's credential and how many bytes of attachments
  * their user keeps (learnt from their last upload here; with other nodes
  * sharing the store, in the last minute), it lowers the body limit to what
@@ -29,9 +27,15 @@ void rl_attachments_close(struct rl_relay *relay);
  * refused 413 quota_exceeded before its body is read. Otherwise the body is
  * read and the upload's transaction counts (as it always does anyway).
  */
-int rl_attachments_head_limit(void *app, const rl_route_t *route, const char *authorization, size_t len,
+int rl_attachments_head_limit(struct rl_media *media, const rl_route_t *route, const char *authorization, size_t len,
                               rl_http_head_limit_t *limit);
 /* Adds "url" and "url_expires_at" to every {key, ...} item of an attachments array, in place. */
+void rl_attachments_sign(const struct rl_media *media, json_t *attachments);
+/*
+ * The same for the features that still read the relay rather than a context
+ * of their own (turn, sessions, installations; docs/internals/layout.md):
+ * media's context is found on the relay.
+ */
 void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
 /* How the attachments of a session are sent (issue 26, docs/api.md "Encrypted sessions"). */
 typedef enum {
@@ -63,8 +67,8 @@ int rl_attachments_use(rl_txn_t *txn, json_t *resolved, const char *session_id, 
  * submit, and what follows its commit on the loop (the files are unlinked,
  * then their rows deleted).
  */
-rl_store_op_t *rl_attachments_sweep(struct rl_relay *relay, int64_t now);
-void rl_attachments_swept(struct rl_relay *relay, rl_store_op_t *op);
+rl_store_op_t *rl_attachments_sweep(struct rl_media *media, int64_t now);
+void rl_attachments_swept(struct rl_media *media, rl_store_op_t *op);
 /* POST /v1/me/attachments: the raw body is the file, Content-Type its mime, ?name= its name. */
 int rl_attachment_upload(rl_call_t *call);
 /* The same upload on behalf of user_id (a bridge uploads for its installation's user). */

@@ -21,9 +21,10 @@
 #include "relay/media/attachments.h"
 #include "relay/turn/bridge.h"
 #include "relay/media/capabilities.h"
+#include "relay/media/media.h"
 #include "relay/e2e/e2e.h"
+#include "relay/core/feature.h"
 #include "relay/core/hub.h"
-#include "relay/core/relay.h"
 #include "relay/core/updates.h"
 #include "relay/core/views.h"
 
@@ -223,13 +224,14 @@ static void on_capability_requested(rl_store_op_t *base)
 {
     struct capability_request *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_media_t *media = rl_feature_of(call, RL_FEATURE_MEDIA);
 
     if (base->result != 0)
         rl_bridge_write_fail(call, &op->w, base->result);
     else if (!rl_bridge_write_answer(call, &op->w))
         /* spec: device_capability_request (its shape is ours). A replay told the user already. */
-        rl_hub_publish(relay->hub, op->w.session.user_id, RL_EV_DEVICE_CAPABILITY_REQUEST, json_incref(op->w.op.value));
+        rl_hub_publish(media->ctx.hub, op->w.session.user_id, RL_EV_DEVICE_CAPABILITY_REQUEST,
+                       json_incref(op->w.op.value));
     rl_call_release(call);
 }
 
@@ -238,14 +240,14 @@ static const char *const capability_plain[] = {"reason", NULL};
 
 int rl_bridge_request_capability(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_media_t *media = rl_feature_of(call, RL_FEATURE_MEDIA);
     struct capability_request *op = rl_bridge_write_new(call, &capability_request_type, sizeof(*op), "capability", "",
                                                         rl_body_string(call, "idempotency_key"));
 
     if (op == NULL)
         return RL_E_INTERNAL;
     rl_rand_id(op->id, sizeof(op->id), "dcr_", ID_CHARS);
-    op->expires_at = op->w.target.now + relay->config.capability_ttl;
+    op->expires_at = op->w.target.now + media->ctx.config->capability_ttl;
     op->w.target.turn_bound = 1;
     op->w.plain = capability_plain;
     rl_op_submit_for(call, op, on_capability_requested);
@@ -411,7 +413,7 @@ static void on_answered(rl_store_op_t *base)
 {
     struct capability_answer *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_media_t *media = rl_feature_of(call, RL_FEATURE_MEDIA);
     json_t *reply;
 
     if (base->result == RL_E_INVALID_REQUEST && op->problem != NULL) {
@@ -424,8 +426,8 @@ static void on_answered(rl_store_op_t *base)
     } else {
         reply = resolved_event(&op->row);
         if (op->changed) {
-            rl_hub_publish(relay->hub, call->principal, RL_EV_DEVICE_CAPABILITY_RESOLVED, json_incref(reply));
-            rl_updates_notify(relay->bus, op->row.installation_id, op->op.update_id);
+            rl_hub_publish(media->ctx.hub, call->principal, RL_EV_DEVICE_CAPABILITY_RESOLVED, json_incref(reply));
+            rl_updates_notify(media->ctx.bus, op->row.installation_id, op->op.update_id);
         } else {
             json_object_set_new(reply, "idempotent", json_true());
         }
@@ -529,16 +531,16 @@ static int expire_run(rl_txn_t *txn, rl_store_op_t *base)
 
 static const rl_store_op_type_t expire_type = RL_OP_TYPE(capabilities_expire, 1, expire_run);
 
-rl_store_op_t *rl_capabilities_expiry(rl_relay_t *relay, int64_t now)
+rl_store_op_t *rl_capabilities_expiry(rl_media_t *media, int64_t now)
 {
     struct expire *op = rl_op_new(&expire_type, sizeof(*op));
 
-    (void)relay;
+    (void)media;
     op->now = now;
     return &op->op.base;
 }
 
-void rl_capabilities_expired(rl_relay_t *relay, rl_store_op_t *base)
+void rl_capabilities_expired(rl_media_t *media, rl_store_op_t *base)
 {
     struct expire *op = (void *)base;
     json_t *item;
@@ -554,9 +556,9 @@ void rl_capabilities_expired(rl_relay_t *relay, rl_store_op_t *base)
     }
     json_array_foreach(op->op.value, i, item)
     {
-        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")),
+        rl_hub_publish(media->ctx.hub, json_string_value(json_object_get(item, "user_id")),
                        RL_EV_DEVICE_CAPABILITY_RESOLVED, json_incref(json_object_get(item, "event")));
-        rl_updates_notify(relay->bus, json_string_value(json_object_get(item, "installation_id")),
+        rl_updates_notify(media->ctx.bus, json_string_value(json_object_get(item, "installation_id")),
                           json_integer_value(json_object_get(item, "update_id")));
     }
 }

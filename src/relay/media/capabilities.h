@@ -13,7 +13,7 @@
 #include "http/validate.h"
 #include "store/store.h"
 
-struct rl_relay;
+struct rl_media;
 
 /* POST /v1/bridge/requestDeviceCapability */
 int rl_bridge_request_capability(rl_call_t *call);
@@ -28,8 +28,8 @@ extern const rl_schema_t rl_request_capability_schema, rl_capability_answer_sche
 int rl_capabilities_pending(rl_txn_t *txn, const char *user_id, int64_t now, json_t **out);
 
 /* The expiry sweep (sweeps.c): an operation that expires what is due at now, and what follows its commit. */
-rl_store_op_t *rl_capabilities_expiry(struct rl_relay *relay, int64_t now);
-void rl_capabilities_expired(struct rl_relay *relay, rl_store_op_t *op);
+rl_store_op_t *rl_capabilities_expiry(struct rl_media *media, int64_t now);
+void rl_capabilities_expired(struct rl_media *media, rl_store_op_t *op);
 
 /*
  * Which answer field a capability takes ("location" or "attachment_key");

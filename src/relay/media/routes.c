@@ -2,7 +2,7 @@
  * The route rows of attachments and device capability requests (docs/api.md); src/relay/routes.c
  * assembles every feature's rows into relayd's table.
  */
-#include "relay/core/relay.h"
+#include "relay/core/auth.h"
 #include "relay/media/attachments.h"
 #include "relay/media/capabilities.h"
 #include "relay/media/routes.h"

@@ -2,7 +2,7 @@
  * The route rows of Web Push subscriptions (docs/api.md); src/relay/routes.c
  * assembles every feature's rows into relayd's table.
  */
-#include "relay/core/relay.h"
+#include "relay/core/auth.h"
 #include "relay/push/push.h"
 #include "relay/push/routes.h"
 

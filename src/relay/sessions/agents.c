@@ -17,7 +17,8 @@
 #include "relay/core/hub.h"
 #include "relay/installations/manifest.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
+#include "relay/sessions/context.h"
 #include "relay/core/rpc.h"
 #include "relay/sessions/sessions.h"
 #include "relay/core/target.h"
@@ -211,14 +212,14 @@ static void on_session_state(rl_store_op_t *base)
 {
     struct session_state *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
 
     if (base->result == RL_E_INVALID_REQUEST && op->bad_field != NULL) {
         rl_e2e_fail_field(call, op->bad_field, op->encrypted);
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        rl_hub_publish(relay->hub, op->user_id, RL_EV_SESSION_STATE,
+        rl_hub_publish(ctx->hub, op->user_id, RL_EV_SESSION_STATE,
                        json_pack("{s:s, s:O}", "session_id", op->session_id, "agent_state", op->op.value));
         rl_call_reply(call, json_pack("{s:s, s:O}", "session_id", op->session_id, "agent_state", op->op.value));
     }
@@ -332,7 +333,7 @@ static void on_session_config(rl_store_op_t *base)
 {
     struct session_config *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     json_t *answer;
     char *text;
 
@@ -341,7 +342,7 @@ static void on_session_config(rl_store_op_t *base)
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_updates_notify(ctx->bus, op->bridge, op->op.update_id);
         /* 202: the bridge applies the change later and says so with its next state. */
         answer = json_pack("{s:b, s:{s:s, s:s}}", "ok", 1, "result", "session_id", op->session_id, "request_id",
                            op->request_id);
@@ -431,7 +432,7 @@ static void on_bridge_list_checked(rl_store_op_t *base)
 {
     struct bridge_list *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
 
     if (base->result == RL_E_AGENT_NOT_DECLARED) {
         rl_call_fail_full(call, base->result, NULL,
@@ -442,7 +443,7 @@ static void on_bridge_list_checked(rl_store_op_t *base)
         rl_call_fail(call, base->result, NULL);
     } else {
         /* The frame goes to the bridge; the answer is passed on as it came (rpc.h caps, times out, refuses). */
-        rl_rpc_ask(relay->rpc, call, op->installation_id, op->frame, rl_rpc_pass_on);
+        rl_rpc_ask(ctx->rpc, call, op->installation_id, op->frame, rl_rpc_pass_on);
         op->frame = NULL;
     }
     rl_call_release(call);

@@ -2,7 +2,7 @@
  * The route rows of sessions, their timeline, the agent's state, projects and sessions (docs/api.md);
  * src/relay/routes.c assembles every feature's rows into relayd's table.
  */
-#include "relay/core/relay.h"
+#include "relay/core/auth.h"
 #include "relay/sessions/agents.h"
 #include "relay/sessions/sessions.h"
 #include "relay/sessions/timeline.h"

@@ -13,7 +13,8 @@
 #include "relay/core/hub.h"
 #include "relay/installations/manifest.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
+#include "relay/sessions/context.h"
 #include "relay/sessions/sessions.h"
 #include "relay/core/target.h"
 #include "auth/token.h"
@@ -127,7 +128,7 @@ static void on_session_created(rl_store_op_t *base)
 {
     struct session_create *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     json_t *session = op->op.value;
 
     if (base->result == RL_E_AGENT_NOT_DECLARED) {
@@ -138,9 +139,9 @@ static void on_session_created(rl_store_op_t *base)
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_CREATED,
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_SESSION_CREATED,
                        json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "session", session));
-        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_updates_notify(ctx->bus, op->bridge, op->op.update_id);
         rl_call_reply(call, json_pack("{s:O, s:O}", "session_id", json_object_get(session, "id"), "session", session));
     }
     rl_call_release(call);
@@ -148,7 +149,7 @@ static void on_session_created(rl_store_op_t *base)
 
 int rl_session_create(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     struct session_create *op;
     char session_id[32];
     static const char *const plain[] = {"title", "project", NULL};
@@ -185,7 +186,7 @@ int rl_session_create(rl_call_t *call)
     op->resume =
         rl_op_str(op, json_string_value(json_object_get(json_object_get(call->body, "resume"), "agent_session_id")));
     op->now = rl_clock_now_ms();
-    op->delete_grace = relay->config.delete_grace;
+    op->delete_grace = ctx->config->delete_grace;
     rl_op_submit_for(call, op, on_session_created);
     return 0;
 }
@@ -297,15 +298,15 @@ static void on_session_changed(rl_store_op_t *base)
 {
     struct session_change *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     json_t *session = op->op.value, *id;
 
     if (op->change == RL_SESSION_DELETE || op->change == RL_SESSION_RESTORE) {
         /* Its messages' records are reloaded by their next delta: 410 after a delete, streaming again after a restore.
          */
         if (base->result == 0 && op->changed)
-            rl_deltas_forget_session(relay->deltas, json_string_value(json_object_get(session, "id")));
-        rl_deltas_changing(relay->deltas, 0);
+            rl_deltas_forget_session(ctx->deltas, json_string_value(json_object_get(session, "id")));
+        rl_deltas_changing(ctx->deltas, 0);
     }
     if (base->result != 0) {
         if (base->result == RL_E_INVALID_REQUEST && op->bad_field != NULL)
@@ -317,10 +318,10 @@ static void on_session_changed(rl_store_op_t *base)
     }
     id = json_object_get(session, "id");
     if (op->bridge != NULL)
-        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_updates_notify(ctx->bus, op->bridge, op->op.update_id);
     /* A new model is news to clients too (session_updated), whatever else the rename did. */
     if (op->bridge != NULL && op->change == RL_SESSION_RENAME)
-        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_UPDATED,
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_SESSION_UPDATED,
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
                                  "session", session));
     /* spec: each transition emits its event; a request that changes nothing emits none. */
@@ -329,14 +330,14 @@ static void on_session_changed(rl_store_op_t *base)
                                     "session", session);
         if (json_object_get(session, "title_ct") != NULL)
             json_object_set(renamed, "title_ct", json_object_get(session, "title_ct"));
-        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_RENAMED, renamed);
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_SESSION_RENAMED, renamed);
     } else if (op->changed && op->change == RL_SESSION_DELETE) {
-        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_DELETED,
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_SESSION_DELETED,
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "deleted_at",
                                  json_object_get(session, "deleted_at"), "restore_until",
                                  json_object_get(session, "restore_until")));
     } else if (op->changed) {
-        rl_hub_publish(relay->hub, call->principal, RL_EV_SESSION_UPDATED,
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_SESSION_UPDATED,
                        json_pack("{s:O, s:O, s:O}", "session_id", id, "state", json_object_get(session, "state"),
                                  "session", session));
     }
@@ -347,7 +348,7 @@ static void on_session_changed(rl_store_op_t *base)
 /* The session state machine's transitions; the route row says which (call->handler_tag). */
 int rl_session_change(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     struct session_change *op;
     char session_id[72];
     int result = rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
@@ -373,10 +374,10 @@ int rl_session_change(rl_call_t *call)
         }
     }
     op->now = rl_clock_now_ms();
-    op->delete_grace = relay->config.delete_grace;
+    op->delete_grace = ctx->config->delete_grace;
     /* A delete or a restore changes what a delta to the session's messages gets: the records hear of it. */
     if (op->change == RL_SESSION_DELETE || op->change == RL_SESSION_RESTORE)
-        rl_deltas_changing(relay->deltas, 1);
+        rl_deltas_changing(ctx->deltas, 1);
     rl_op_submit_for(call, op, on_session_changed);
     return 0;
 }
@@ -443,13 +444,13 @@ static void on_session_cancelled(rl_store_op_t *base)
 {
     struct session_cancel *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
 
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
-        rl_approvals_publish_expired(relay, op->op.value);
+        rl_updates_notify(ctx->bus, op->bridge, op->op.update_id);
+        rl_approvals_publish_expired(call->app, op->op.value);
         rl_call_reply(call,
                       json_pack("{s:s, s:s?}", "session_id", op->session_id, "interaction_id", op->interaction_id));
     }
@@ -499,7 +500,7 @@ static void on_sessions_listed(rl_store_op_t *base)
 {
     struct sessions_list *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     json_t *sessions;
     size_t i;
 
@@ -508,7 +509,7 @@ static void on_sessions_listed(rl_store_op_t *base)
     } else {
         sessions = json_array();
         for (i = 0; i < op->count; ++i)
-            json_array_append_new(sessions, rl_view_session(&op->rows[i], relay->config.delete_grace));
+            json_array_append_new(sessions, rl_view_session(&op->rows[i], ctx->config->delete_grace));
         rl_call_reply(call, json_pack("{s:o}", "sessions", sessions));
     }
     rl_call_release(call);
@@ -516,7 +517,7 @@ static void on_sessions_listed(rl_store_op_t *base)
 
 int rl_sessions_list(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     struct sessions_list *op;
     char state[16] = "";
 
@@ -538,7 +539,21 @@ int rl_sessions_list(rl_call_t *call)
     op->user_id = rl_op_str(op, call->principal);
     op->deleted = strcmp(state, "deleted") == 0;
     /* brief: a deleted session can be restored for the grace period; after it, it is as good as gone. */
-    op->deleted_after = rl_clock_now_ms() - relay->config.delete_grace;
+    op->deleted_after = rl_clock_now_ms() - ctx->config->delete_grace;
     rl_op_submit_for(call, op, on_sessions_listed);
     return 0;
+}
+
+int rl_sessions_open(const rl_sessions_ctx_t *ctx, rl_sessions_ctx_t **out)
+{
+    *out = malloc(sizeof(**out));
+    if (*out == NULL)
+        return -1;
+    **out = *ctx;
+    return 0;
+}
+
+void rl_sessions_close(rl_sessions_ctx_t *sessions)
+{
+    free(sessions);
 }

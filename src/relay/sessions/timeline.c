@@ -32,7 +32,8 @@
 #include "relay/turn/deltas.h"
 #include "relay/turn/messages.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
+#include "relay/sessions/context.h"
 #include "relay/sessions/sessions.h"
 #include "relay/core/text.h"
 #include "relay/sessions/timeline.h"
@@ -292,13 +293,14 @@ static void on_timeline(rl_store_op_t *base)
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
+        const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
         json_t *item;
         size_t i;
         json_array_foreach(json_object_get(op->op.value, "items"), i, item)
         {
             json_t *message = json_object_get(item, "message");
             if (message != NULL)
-                rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
+                rl_attachments_sign(ctx->media, json_object_get(message, "attachments"));
         }
         rl_call_reply(call, json_incref(op->op.value));
     }
@@ -307,7 +309,7 @@ static void on_timeline(rl_store_op_t *base)
 
 int rl_timeline_list(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_sessions_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_SESSIONS);
     char session_id[72], before[CURSOR_MAX];
     struct timeline *op;
     int limit, result = rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
@@ -332,7 +334,7 @@ int rl_timeline_list(rl_call_t *call)
         op->has_cursor = 1;
     }
     /* Deltas answered but not yet persisted are part of the timeline: they land before this read. */
-    rl_deltas_flush(relay->deltas);
+    rl_deltas_flush(ctx->deltas);
     rl_op_submit_for(call, op, on_timeline);
     return 0;
 }
