@@ -16,7 +16,6 @@ int rl_identity_open(const rl_identity_ctx_t *ctx, rl_identity_t **out)
     identity->me_cache = rl_me_cache_new(ctx->hub);
     if (identity->me_cache == NULL || rl_webapp_open(ctx->config, &identity->webapp) != 0 ||
         rl_login_open(ctx->config, &identity->login) != 0) {
-        rl_me_cache_free(identity->me_cache); /* no entry yet: nothing listens to the hub */
         rl_identity_close(identity);
         return -1;
     }
@@ -30,6 +29,11 @@ void rl_identity_close(rl_identity_t *identity)
         return;
     rl_login_close(identity->login);
     rl_webapp_close(identity->webapp);
+    /*
+     * Each entry leaves the hub (which lives until the process exits); none is being read, since the
+     * store has drained before the relay closes its features.
+     */
+    rl_me_cache_free(identity->me_cache);
     free(identity);
 }
 
