@@ -158,17 +158,18 @@ def test_deltas_alternating_nodes_are_stored_in_one_round_trip_each_and_keep_eve
     assert_ok(on_b.delta(mid, "d1 ", keys[1]))
     words = ["d0 ", "d1 "]
     trips = lambda: sum(c.metric_of(node, "relay_store_round_trips_total") for node in (a, b))
-    before, swept = trips(), c.sweeps_done()
+    before = trips()
     for n in range(2, 22):
         word, k = "d%d " % (n % 10), key()
         assert assert_ok((on_a if n % 2 == 0 else on_b).delta(mid, word, k)) == {"message_id": mid}
         words.append(word)
         keys.append(k)
-    spent, swept = trips() - before, c.sweeps_done() - swept
-    # One statement per delta (each is a batch of its own here), and a little for the nodes' own timers: the
-    # store sweeps (four a second on the node holding their lease, each ~5 round trips with nothing to sweep)
-    # are counted out, since a loaded machine takes longer over the 20 deltas and sweeps more meanwhile.
-    assert spent <= 20 + 6 + 6 * swept, (spent, swept)
+    spent = trips() - before
+    # About one statement per delta (each is a batch of its own here), where the old path read back and
+    # wrote again, ~13 round trips a delta (269 for these 20). The nodes' own background work (sweeps,
+    # leases) adds to the count: 48 in all were seen on a sanitized build on a loaded machine, so the bound
+    # is three a delta, which the old path exceeds four times over.
+    assert spent <= 3 * 20, spent
     # A retry through the node that did not store it: a replay, whichever node stored it.
     assert assert_ok(on_a.delta(mid, words[-1], keys[-1])) == {"message_id": mid, "idempotent": True}
     assert assert_ok(on_b.delta(mid, words[-2], keys[-2])) == {"message_id": mid, "idempotent": True}
