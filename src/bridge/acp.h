@@ -114,6 +114,7 @@ typedef struct session {
     int replaying;   /* a session/load of resume_id is in flight: its history is kept for the timeline */
     rl_buf_t replay; /* that history as text, REPLAY_MAX at most */
     int replay_role; /* the role of the last chunk kept: 0 none, 1 user, 2 agent */
+    int late_logged; /* an update of a turn already answered was logged (once a session: rl_acp__on_update) */
 } session_t;
 
 typedef enum request_kind {

@@ -612,8 +612,21 @@ void rl_acp__on_update(struct rl_agent *a, json_t *params)
         return;
     }
     /* spec (ACP session/load): the history is replayed as updates; the relay has it already. */
-    if (s == NULL || s->loading || p == NULL || kind == RL_ACP_UPDATE_IGNORE)
+    if (s == NULL || s->loading || kind == RL_ACP_UPDATE_IGNORE)
         return;
+    if (p == NULL) {
+        /*
+         * ACP sends a turn's updates before its session/prompt answer; one that comes after has no turn left to join
+         * (the relay closed it: spec, task events come before the message ends). Codex's adapter can: its command's
+         * end, exit code and all, when the command's output reached the model before its exit was seen.
+         */
+        const char *name = json_string_value(json_object_get(update, "sessionUpdate"));
+        if (!s->late_logged)
+            rl_log(RL_LOG_INFO, "acp agent sent a %.64s update for relay session %s with no turn running: dropped",
+                   name != NULL ? name : "?", s->relay_id);
+        s->late_logged = 1;
+        return;
+    }
     if (kind != RL_ACP_UPDATE_THOUGHT)
         rl_acp__thought_close(a, p);
     switch (kind) {

@@ -291,6 +291,9 @@ class CodexRig(AgentRig):
             "CODEX_HOME": codex_home,
             # Codex declines to put helper binaries under the temporary folder if CODEX_HOME is in it.
             "TMPDIR": os.path.join(self.home, "tmp"),
+            # The adapter's own warnings too (by default it logs errors only): one names an event Codex
+            # sent after the turn it belongs to had ended, which the adapter then drops (test_92).
+            "RUST_LOG": "error,codex_acp::thread=warn",
         }
         env.update(_proxy_env(self.proxy.url))
         os.makedirs(env["TMPDIR"], exist_ok=True)

@@ -14,6 +14,7 @@ to be harmless). Its own sandbox (bubblewrap on Linux, absent on a fresh Debian)
 (`sandbox_mode = "danger-full-access"`), which changes where a command may write, not what is asked.
 """
 import os
+import re
 
 from agentlib import AcpClient, CodexRig, ThroughBridge
 from fake_openai_responses import steps_then_text
@@ -180,7 +181,17 @@ def test_codex_command_output_is_seen_while_it_runs_and_usage_arrives(relay, use
                 if isinstance(item, dict) and item.get("type") == "function_call_output"]
         assert len(told) == 1 and isinstance(told[0], str), told
         if "Process exited with code 0" in told[0]:
-            assert terminal == {"output": "first\nsecond\n", "exit_status": 0}, (terminal, told, events)
+            if "exit_status" not in terminal:
+                # Codex emits the command's end from a watcher of its own (100 ms after the exit at most), while
+                # the output goes to the model at once: with the stand-in answering at once the turn can end first.
+                # The adapter then drops that end ("unknown submission", as the turn's state is gone) or sends it
+                # after its answer, which relay-bridge drops and logs: either way no exit status ever reached
+                # relay-bridge within the turn, and the task must not invent one. Seen on a loaded CI machine.
+                log = run.bridge.log_text()
+                assert (re.search(r"Received event for unknown submission ID: \S* ?ExecCommandEnd\(", log)
+                        or "acp agent sent a tool_call_update update for relay session" in log), (terminal, told, log)
+            assert terminal == {"output": "first\nsecond\n", "exit_status": 0} or terminal == {
+                "output": "first\nsecond\n"}, (terminal, told, events)
         else:
             assert "Process running with session ID" in told[0], told
             assert terminal == {"output": "first\nsecond\n"}, (terminal, told, events)
