@@ -55,11 +55,16 @@ def turn(msg):
         approval_id = "apr_" + uuid.uuid4().hex
         done = threading.Event()
         holder = {}
-        waiting[approval_id] = (done, holder)
+        waiting[approval_id] = (done, holder, iid)
         send(type="approval_request", approval_id=approval_id, action="exec", title="Run a command",
              message="The echo agent wants to run: " + command, severity="medium", command=command, **ids)
         done.wait(600)
         decision = holder.get("decision", "deny")
+        if iid in cancelled:
+            # Cancelled while it waited (a decision the bridge refused leaves it waiting): nothing runs.
+            send(type="delta", text="cancelled: `%s` was not run" % command, **ids)
+            send(type="end", finish_reason="cancelled", **ids)
+            return
         if decision == "deny":
             # Refused or expired: nothing runs, and the reply says so.
             send(type="delta", text="deny: `%s` was not run" % command, **ids)
@@ -185,6 +190,10 @@ def main():
             threading.Thread(target=turn, args=(msg,), daemon=True).start()
         elif kind == "cancel":
             cancelled.add(msg.get("interaction_id"))
+            for approval_id, entry in list(waiting.items()):
+                if entry[2] == msg.get("interaction_id"):
+                    waiting.pop(approval_id, None)
+                    entry[0].set()
         elif kind == "approval":
             entry = waiting.pop(msg["approval_id"], None)
             if entry is not None:

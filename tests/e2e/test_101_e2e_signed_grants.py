@@ -21,7 +21,6 @@ import hmac
 import json
 import os
 import struct
-import time
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -160,10 +159,16 @@ def test_a_grant_the_device_did_not_sign_is_refused_by_the_bridge(relay, tmp_pat
         assert_ok(relay.post("/v1/me/sessions/%s/send" % ses,
                              {"text_ct": seal(injected, path, "injected narwhal")}, token=token))
         bridge.wait_log("the message's text_ct does not open with this session's keys")
-        time.sleep(1.0)
+        # The bridge takes a session's messages in order: once the next one is answered, anything the injected
+        # one caused would be in the timeline before that answer.
+        send = cli.start("send", ses, "after the narwhal: ibis")
+        assert send.finish() == 0, (send.lines, "".join(send.stderr))
+        assert send.events("done")[0]["data"]["text"] == "after the narwhal: ibis"
         raw = relay.request("GET", "/v1/me/sessions/%s/messages" % ses, headers=bearer(token)).json()
-        assert len(raw["result"]["messages"]) == before + 1, raw  # the message, and no reply
-        assert "narwhal" not in bridge.log_text()
+        after = list(reversed(raw["result"]["messages"]))[before:]  # the page is newest first
+        assert [m["role"] for m in after] == ["user", "user", "agent"], raw  # the injected message has no reply
+        assert [open_(key, path, m["text_ct"]) for m in after[1:]] == ["after the narwhal: ibis"] * 2, after
+        assert "narwhal" not in bridge.log_text().replace("after the narwhal: ibis", "")
 
         # The same kind of wrap, signed with the terminal's device key, is taken: the refusals were the signature's.
         with open(cli.config / "client-device.json") as f:
