@@ -33,6 +33,7 @@
 #include "relay/core/rpc.h"
 #include "relay/core/relay.h"
 #include "relay/sessions/context.h"
+#include "relay/e2e/context.h"
 #include "relay/sweeps.h"
 #include "auth/token.h"
 
@@ -264,6 +265,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     rl_media_ctx_t media;
     rl_media_t *media_opened;
     rl_sessions_ctx_t sessions, *sessions_opened;
+    rl_e2e_ctx_t e2e, *e2e_opened;
     char why[4400];
 
     relay->loop = loop;
@@ -338,6 +340,10 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (rl_sessions_open(&sessions, &sessions_opened) != 0)
         return -1;
     relay->features[RL_FEATURE_SESSIONS] = sessions_opened;
+    e2e = (rl_e2e_ctx_t){.config = config, .bus = relay->bus, .hub = relay->hub, .rpc = relay->rpc};
+    if (rl_e2e_open(&e2e, &e2e_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_E2E] = e2e_opened;
 
     if (rl_http_server_listen(relay->server, config->listen, relay->address, sizeof(relay->address)) != 0)
         return -1;
@@ -434,6 +440,8 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->store = NULL;
     rl_auth_close(relay->auth);
     relay->auth = NULL;
+    rl_e2e_close(relay->features[RL_FEATURE_E2E]);
+    relay->features[RL_FEATURE_E2E] = NULL;
     rl_sessions_close(relay->features[RL_FEATURE_SESSIONS]);
     relay->features[RL_FEATURE_SESSIONS] = NULL;
     rl_media_close(relay->features[RL_FEATURE_MEDIA]);
