@@ -33,6 +33,8 @@
 #include "relay/core/rpc.h"
 #include "relay/core/relay.h"
 #include "relay/sessions/context.h"
+#include "relay/e2e/context.h"
+#include "relay/installations/context.h"
 #include "relay/sweeps.h"
 #include "auth/token.h"
 
@@ -138,19 +140,28 @@ static void on_bus_event(void *ctx, const char *user_id, int64_t id, rl_blob_t *
     rl_hub_deliver(relay->hub, user_id, id, frame);
 }
 
+/* This node's bridge sockets, kept by the installations feature; NULL while it is not open. */
+static rl_bridge_ws_t *sockets_of(const rl_relay_t *relay)
+{
+    const rl_installations_t *installations = relay->features[RL_FEATURE_INSTALLATIONS];
+
+    return installations != NULL ? installations->sockets : NULL;
+}
+
 static void on_auth_signal(rl_relay_t *relay, const char *topic, json_t *message)
 {
     const char *installation_id = json_string_value(json_object_get(message, "installation_id"));
 
     rl_auth_on_signal(relay->auth, message);
-    if (installation_id != NULL &&
+    if (installation_id != NULL && sockets_of(relay) != NULL &&
         strcmp(json_string_value(json_object_get(message, "type")), "installation_revoked") == 0)
-        rl_bridge_ws_revoked(relay->sockets, installation_id);
+        rl_bridge_ws_revoked(sockets_of(relay), installation_id);
 }
 
 static void on_installation_signal(rl_relay_t *relay, const char *topic, json_t *message)
 {
-    rl_bridge_ws_on_signal(relay->sockets, topic, message);
+    if (sockets_of(relay) != NULL)
+        rl_bridge_ws_on_signal(sockets_of(relay), topic, message);
 }
 
 /* Which part of the relay a topic belongs to, by its prefix. */
@@ -183,8 +194,8 @@ static void on_presence_lapsed(void *ctx, const char *installation_id)
     rl_relay_t *relay = ctx;
 
     /* Not before the relay has its sockets, nor after the store closed (shutdown). */
-    if (relay->sockets != NULL && relay->store != NULL)
-        rl_bridge_ws_lapsed(relay->sockets, installation_id);
+    if (sockets_of(relay) != NULL && relay->store != NULL)
+        rl_bridge_ws_lapsed(sockets_of(relay), installation_id);
 }
 
 /*
@@ -264,6 +275,9 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     rl_media_ctx_t media;
     rl_media_t *media_opened;
     rl_sessions_ctx_t sessions, *sessions_opened;
+    rl_e2e_ctx_t e2e, *e2e_opened;
+    rl_installations_ctx_t installations;
+    rl_installations_t *installations_opened;
     char why[4400];
 
     relay->loop = loop;
@@ -309,13 +323,10 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     relay->limiter = rl_ratelimit_new(relay->bus);
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
-    relay->sockets = rl_bridge_ws_new(relay);
     relay->deltas = rl_deltas_new(relay);
     relay->sweeps = rl_sweeps_start(relay);
-    relay->pair_waits = rl_pair_waits_new(relay);
     relay->rpc = rl_rpc_new(relay);
-    if (relay->pair_waits == NULL || relay->rpc == NULL || relay->limiter == NULL || relay->sockets == NULL ||
-        relay->deltas == NULL || relay->sweeps == NULL)
+    if (relay->rpc == NULL || relay->limiter == NULL || relay->deltas == NULL || relay->sweeps == NULL)
         return -1;
     media = (rl_media_ctx_t){.config = config,
                              .store = relay->store,
@@ -338,6 +349,22 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (rl_sessions_open(&sessions, &sessions_opened) != 0)
         return -1;
     relay->features[RL_FEATURE_SESSIONS] = sessions_opened;
+    e2e = (rl_e2e_ctx_t){.config = config, .bus = relay->bus, .hub = relay->hub, .rpc = relay->rpc};
+    if (rl_e2e_open(&e2e, &e2e_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_E2E] = e2e_opened;
+    installations = (rl_installations_ctx_t){.config = config,
+                                             .store = relay->store,
+                                             .bus = relay->bus,
+                                             .hub = relay->hub,
+                                             .auth = relay->auth,
+                                             .rpc = relay->rpc,
+                                             .media = media_opened,
+                                             .loop = loop,
+                                             .node_id = relay->node_id};
+    if (rl_installations_open(&installations, &installations_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_INSTALLATIONS] = installations_opened;
 
     if (rl_http_server_listen(relay->server, config->listen, relay->address, sizeof(relay->address)) != 0)
         return -1;
@@ -368,15 +395,19 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
 
 void rl_relay_shutdown_begin(rl_relay_t *relay)
 {
+    rl_installations_t *installations = relay->features[RL_FEATURE_INSTALLATIONS];
+
     if (relay->server != NULL)
         rl_http_server_shutdown(relay->server);
-    rl_bridge_ws_close_all(relay->sockets);
-    rl_pair_waits_close(relay->pair_waits);
+    if (installations != NULL) {
+        rl_bridge_ws_close_all(installations->sockets);
+        rl_pair_waits_close(installations->pair_waits);
+    }
 }
 
 int rl_relay_quiet(rl_relay_t *relay)
 {
-    return rl_bridge_ws_count(relay->sockets) == 0 && (relay->server == NULL || !rl_http_server_busy(relay->server));
+    return rl_bridge_ws_count(sockets_of(relay)) == 0 && (relay->server == NULL || !rl_http_server_busy(relay->server));
 }
 
 void rl_relay_stop(rl_relay_t *relay)
@@ -413,13 +444,14 @@ void rl_relay_stop(rl_relay_t *relay)
     }
     rl_push_close(relay->push);
     relay->push = NULL;
-    rl_bridge_ws_close_all(relay->sockets);
+    rl_bridge_ws_close_all(sockets_of(relay));
     if (h2o_timeout_is_linked(&relay->store_flush))
         h2o_timeout_unlink(&relay->store_flush);
     rl_deltas_free(relay->deltas);
     relay->deltas = NULL;
-    rl_pair_waits_free(relay->pair_waits);
-    relay->pair_waits = NULL;
+    /* The held pairing polls answer, the sockets whose connection ended go (and the feature with them). */
+    rl_installations_close(relay->features[RL_FEATURE_INSTALLATIONS]);
+    relay->features[RL_FEATURE_INSTALLATIONS] = NULL;
     rl_rpc_free(relay->rpc);
     relay->rpc = NULL;
     rl_sweeps_free(relay->sweeps);
@@ -434,6 +466,8 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->store = NULL;
     rl_auth_close(relay->auth);
     relay->auth = NULL;
+    rl_e2e_close(relay->features[RL_FEATURE_E2E]);
+    relay->features[RL_FEATURE_E2E] = NULL;
     rl_sessions_close(relay->features[RL_FEATURE_SESSIONS]);
     relay->features[RL_FEATURE_SESSIONS] = NULL;
     rl_media_close(relay->features[RL_FEATURE_MEDIA]);

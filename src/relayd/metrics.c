@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "http/sse.h"
 #include "relay/installations/bridge_ws.h"
+#include "relay/installations/context.h"
 #include "relay/installations/pairing.h"
 #include "relay/core/hub.h"
 #include "relay/media/media.h"
@@ -52,18 +53,19 @@ static void write_relay(rl_relay_t *relay, FILE *out)
     rl_sse_stats_t streams;
     uint64_t attachments_refusals;
     int attachments_full = rl_media_disk_full(relay->features[RL_FEATURE_MEDIA], &attachments_refusals);
+    const rl_installations_t *installations = relay->features[RL_FEATURE_INSTALLATIONS];
 
     fprintf(out,
             "# HELP relay_build_info The running relayd.\n# TYPE relay_build_info gauge\n"
             "relay_build_info{version=\"%s\"} 1\n",
             RL_VERSION);
-    rl_bridge_ws_health(relay->sockets, &healthy, &degraded);
+    rl_bridge_ws_health(installations != NULL ? installations->sockets : NULL, &healthy, &degraded);
     fprintf(out,
             "# HELP relay_bridge_sockets Bridge sockets held by this node, by health (healthy: answering pings; "
             "degraded: missed pongs).\n# TYPE relay_bridge_sockets gauge\n"
             "relay_bridge_sockets{health=\"healthy\"} %zu\nrelay_bridge_sockets{health=\"degraded\"} %zu\n",
             healthy, degraded);
-    rl_bridge_ws_pings(relay->sockets, &pings, &pongs, &missed);
+    rl_bridge_ws_pings(installations != NULL ? installations->sockets : NULL, &pings, &pongs, &missed);
     fprintf(out,
             "# HELP relay_bridge_pings_total Pings this node sent to bridge sockets.\n"
             "# TYPE relay_bridge_pings_total counter\nrelay_bridge_pings_total %llu\n"
@@ -74,7 +76,7 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             "# HELP relay_pairing_polls_waiting Pairing polls (GET /v1/pairing/poll) held on this node until a "
             "claim or their timeout.\n# TYPE relay_pairing_polls_waiting gauge\nrelay_pairing_polls_waiting %zu\n",
             (unsigned long long)pings, (unsigned long long)pongs, (unsigned long long)missed,
-            rl_pair_waits_count(relay->pair_waits));
+            installations != NULL ? rl_pair_waits_count(installations->pair_waits) : 0);
     rl_sse_stats(&streams);
     fprintf(
         out,

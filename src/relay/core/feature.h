@@ -11,7 +11,15 @@
 #include "http/call.h"
 
 /* The features that hold a context; the others still read the relay (layout.md lists which). */
-enum rl_feature { RL_FEATURE_PUSH, RL_FEATURE_IDENTITY, RL_FEATURE_MEDIA, RL_FEATURE_SESSIONS, RL_FEATURE_COUNT };
+enum rl_feature {
+    RL_FEATURE_PUSH,
+    RL_FEATURE_IDENTITY,
+    RL_FEATURE_MEDIA,
+    RL_FEATURE_SESSIONS,
+    RL_FEATURE_E2E,
+    RL_FEATURE_INSTALLATIONS,
+    RL_FEATURE_COUNT
+};
 
 /* The context of feature on call's relay, or NULL while the feature is not open. */
 void *rl_feature_of(const rl_call_t *call, enum rl_feature feature);

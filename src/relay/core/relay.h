@@ -20,7 +20,6 @@
 struct rl_ratelimit;
 struct rl_auth;
 struct rl_hub;
-struct rl_bridge_ws;
 struct rl_deltas;
 struct rl_sweeps;
 struct rl_housekeeping;
@@ -41,13 +40,11 @@ typedef struct rl_relay {
     struct rl_hub *hub;           /* client events (hub.c) */
     struct rl_ratelimit *limiter; /* token buckets (ratelimit.c) */
     struct rl_auth *auth;         /* token verification and what it remembers (auth.c) */
-    struct rl_bridge_ws *sockets; /* bridge sockets of this node (bridge_ws.c) */
     struct rl_deltas *deltas;     /* open messages and their pending deltas (deltas.c) */
     struct rl_sweeps *sweeps;     /* the store's once-a-second sweeps (sweeps.c) */
     struct rl_housekeeping *housekeeping;
     struct rl_push *push;             /* Web Push to the users' devices (push.c) */
     void *features[RL_FEATURE_COUNT]; /* each feature's own context (feature.h), NULL until open */
-    struct rl_pair_waits *pair_waits; /* the authors' pairing long polls held here (pairing.c) */
     struct rl_rpc *rpc;               /* requests of this node to bridges, waiting for answers (rpc.c) */
     rl_http_config_t http;
     rl_http_server_t *server;

@@ -275,7 +275,7 @@ offline:
     answer(call, NULL, RL_E_BRIDGE_OFFLINE);
 }
 
-void rl_rpc_bridge_answered(rl_relay_t *relay, const char *installation_id, json_t *frame, size_t len)
+void rl_rpc_bridge_answered(rl_rpc_t *rpc, const char *installation_id, json_t *frame, size_t len)
 {
     const char *req_id = json_string_value(json_object_get(frame, "req_id"));
     const char *dot = req_id != NULL ? strchr(req_id, '.') : NULL;
@@ -294,7 +294,7 @@ void rl_rpc_bridge_answered(rl_relay_t *relay, const char *installation_id, json
     node[dot - req_id - 3] = '\0';
     topic_of(node, topic, sizeof(topic));
     /* The installation that answered rides along: the asking node takes the answer only from the one it asked. */
-    rl_bus_signal(relay->bus, topic,
+    rl_bus_signal(rpc->relay->bus, topic,
                   json_pack("{s:s, s:s, s:O}", "type", "response", "installation_id", installation_id, "frame", frame));
 }
 

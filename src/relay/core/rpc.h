@@ -48,7 +48,7 @@ void rl_rpc_ask(rl_rpc_t *rpc, rl_call_t *call, const char *installation_id, jso
  */
 void rl_rpc_pass_on(rl_call_t *call, json_t *reply, int error);
 /* bridge_ws.c: a frame with a req_id came from a bridge on this node; it goes to the node that asked. */
-void rl_rpc_bridge_answered(struct rl_relay *relay, const char *installation_id, json_t *frame, size_t len);
+void rl_rpc_bridge_answered(rl_rpc_t *rpc, const char *installation_id, json_t *frame, size_t len);
 /* relay.c: a signal on this node's "rpc:" topic. */
 void rl_rpc_on_signal(struct rl_relay *relay, const char *topic, json_t *message);
 

@@ -16,12 +16,13 @@
 #include "common/error.h"
 #include "common/rand.h"
 #include "http/query.h"
+#include "relay/e2e/context.h"
 #include "relay/e2e/e2e.h"
+#include "relay/core/feature.h"
 #include "relay/core/hub.h"
 #include "relay/core/ops.h"
 #include "relay/core/auth.h"
 #include "common/log.h"
-#include "relay/core/relay.h"
 #include "relay/core/rpc.h"
 #include "relay/sessions/sessions.h"
 #include "relay/core/target.h"
@@ -262,16 +263,16 @@ static void tell_clients(struct e2e_op *op, rl_event_t event, json_t *data)
 }
 
 /* On the loop: wakes the bridges and publishes the events of a successful operation. */
-static void e2e_announce(rl_relay_t *relay, struct e2e_op *op)
+static void e2e_announce(const rl_e2e_ctx_t *ctx, struct e2e_op *op)
 {
     size_t i;
     json_t *event;
 
     for (i = 0; i < op->nnotices; ++i)
-        rl_updates_notify(relay->bus, op->notices[i].installation_id, op->notices[i].update_id);
+        rl_updates_notify(ctx->bus, op->notices[i].installation_id, op->notices[i].update_id);
     json_array_foreach(op->events, i, event)
     {
-        rl_hub_publish(relay->hub, op->user_id, (rl_event_t)json_integer_value(json_array_get(event, 0)),
+        rl_hub_publish(ctx->hub, op->user_id, (rl_event_t)json_integer_value(json_array_get(event, 0)),
                        json_incref(json_array_get(event, 1)));
     }
 }
@@ -284,7 +285,7 @@ static void on_done(rl_store_op_t *base)
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        e2e_announce(call->app, op);
+        e2e_announce(rl_feature_of(call, RL_FEATURE_E2E), op);
         rl_call_reply(call, json_incref(op->op.value));
     }
     rl_call_release(call);
@@ -702,13 +703,13 @@ static const rl_store_op_type_t bridge_session_type = {"bridge_session", 1, brid
 
 int rl_bridge_session_create(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_e2e_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_E2E);
     struct e2e_op *op = e2e_new(call, &bridge_session_type);
     char id[32];
 
     rl_rand_id(id, sizeof(id), "ses_", SESSION_ID_CHARS);
     op->new_id = rl_op_str(op, id);
-    op->delete_grace = relay->config.delete_grace;
+    op->delete_grace = ctx->config->delete_grace;
     rl_op_submit_for(call, op, on_done);
     return 0;
 }
@@ -1076,7 +1077,7 @@ static void on_file_found(rl_store_op_t *base)
 {
     struct e2e_op *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_e2e_ctx_t *ctx = rl_feature_of(call, RL_FEATURE_E2E);
     json_t *frame;
     char installation_id[40];
 
@@ -1087,7 +1088,7 @@ static void on_file_found(rl_store_op_t *base)
         snprintf(installation_id, sizeof(installation_id), "%s",
                  json_string_value(json_object_get(frame, "installation_id")));
         json_object_del(frame, "installation_id");
-        rl_rpc_ask(relay->rpc, call, installation_id, frame, rl_rpc_pass_on);
+        rl_rpc_ask(ctx->rpc, call, installation_id, frame, rl_rpc_pass_on);
     }
     rl_call_release(call);
 }
@@ -1117,4 +1118,18 @@ int rl_session_file_read_plain(rl_call_t *call)
     if (op != NULL)
         rl_op_submit_for(call, op, on_file_found);
     return result;
+}
+
+int rl_e2e_open(const rl_e2e_ctx_t *ctx, rl_e2e_ctx_t **out)
+{
+    *out = malloc(sizeof(**out));
+    if (*out == NULL)
+        return -1;
+    **out = *ctx;
+    return 0;
+}
+
+void rl_e2e_close(rl_e2e_ctx_t *e2e)
+{
+    free(e2e);
 }

@@ -2,7 +2,7 @@
  * The route rows of devices, recipients and session files of encrypted sessions (docs/api.md); src/relay/routes.c
  * assembles every feature's rows into relayd's table.
  */
-#include "relay/core/relay.h"
+#include "relay/core/auth.h"
 #include "relay/e2e/e2e.h"
 #include "relay/e2e/routes.h"
 

@@ -25,12 +25,12 @@
 #include "http/later.h"
 #include "relay/media/attachments.h"
 #include "relay/installations/bridge_ws.h"
+#include "relay/installations/context.h"
 #include "relay/installations/installations.h"
 #include "relay/e2e/e2e.h"
 #include "relay/core/rpc.h"
 #include "relay/core/hub.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
 #include "relay/core/updates.h"
 
 #define FRAME_MAX        (64 * 1024) /* the largest frame a bridge may send, but for an answer awaited */
@@ -49,7 +49,7 @@ struct asked {
 };
 
 struct rl_bridge_ws {
-    rl_relay_t *relay;
+    rl_installations_ctx_t *ctx;
     rl_strmap_t *sockets; /* installation id -> its socket on this node */
     h2o_timeout_t ping_timeout, pong_timeout, asked_timeout;
     uint64_t connections;          /* counts sockets opened, for their owner ids */
@@ -60,7 +60,7 @@ struct rl_bridge_ws {
 };
 
 struct bridge_socket {
-    rl_relay_t *relay;
+    rl_installations_ctx_t *ctx;
     rl_bridge_ws_t *registry;
     h2o_websocket_conn_t *ws;
     char installation_id[32];
@@ -85,9 +85,10 @@ struct bridge_socket {
     rl_later_item_t reap;
 };
 
-static void publish_health(rl_relay_t *relay, const char *user_id, const char *installation_id, const char *status)
+static void publish_health(rl_installations_ctx_t *ctx, const char *user_id, const char *installation_id,
+                           const char *status)
 {
-    rl_hub_publish(relay->hub, user_id, RL_EV_AGENT_HEALTH_CHANGED,
+    rl_hub_publish(ctx->hub, user_id, RL_EV_AGENT_HEALTH_CHANGED,
                    json_pack("{s:s, s:s}", "installation_id", installation_id, "status", status));
 }
 
@@ -97,11 +98,11 @@ static void join(struct bridge_socket *sock, int on)
     char topic[96];
 
     rl_update_topic(sock->installation_id, topic, sizeof(topic));
-    rl_bus_join(sock->relay->bus, topic, on);
+    rl_bus_join(sock->ctx->bus, topic, on);
 }
 
 struct offline {
-    rl_relay_t *relay;
+    rl_installations_ctx_t *ctx;
     char installation_id[32];
     char user_id[RL_PRINCIPAL_MAX + 1];
 };
@@ -112,7 +113,7 @@ static void on_presence_cleared(int cleared, void *arg)
 
     /* Only if no newer socket (on this node or another) took the installation over. */
     if (cleared) {
-        publish_health(offline->relay, offline->user_id, offline->installation_id, "offline");
+        publish_health(offline->ctx, offline->user_id, offline->installation_id, "offline");
         rl_log_info("bridge %s disconnected", offline->installation_id);
     }
     free(offline);
@@ -141,13 +142,14 @@ static const rl_store_op_type_t lapsed_type = RL_OP_TYPE(presence_lapsed, 0, lap
 static void on_lapsed_owner(rl_store_op_t *base)
 {
     struct lapsed *op = (void *)base;
-    rl_relay_t *relay = base->arg;
+    rl_bridge_ws_t *registry = base->arg;
+    rl_installations_ctx_t *ctx = registry->ctx;
 
     /* A revoked installation was announced offline by its revocation; a socket that came back meanwhile is not. */
     if (base->result != 0 || strcmp(op->row.state, "live") != 0 ||
-        strcmp(rl_bus_presence_get(relay->bus, op->installation_id), "offline") != 0)
+        strcmp(rl_bus_presence_get(ctx->bus, op->installation_id), "offline") != 0)
         return;
-    publish_health(relay, op->row.user_id, op->installation_id, "offline");
+    publish_health(ctx, op->row.user_id, op->installation_id, "offline");
     rl_log_info("bridge %s lost with its node (its presence lapsed)", op->installation_id);
 }
 
@@ -156,7 +158,7 @@ void rl_bridge_ws_lapsed(rl_bridge_ws_t *registry, const char *installation_id)
     struct lapsed *op = rl_op_new(&lapsed_type, sizeof(*op));
 
     op->installation_id = rl_op_str(op, installation_id);
-    rl_store_submit(registry->relay->store, &op->op.base, on_lapsed_owner, registry->relay);
+    rl_store_submit(registry->ctx->store, &op->op.base, on_lapsed_owner, registry);
 }
 
 static void unlink_timers(struct bridge_socket *sock)
@@ -202,11 +204,11 @@ static void finish(struct bridge_socket *sock)
     if (sock->registered) {
         detach(sock);
         if ((offline = calloc(1, sizeof(*offline))) != NULL) {
-            offline->relay = sock->relay;
+            offline->ctx = sock->ctx;
             memcpy(offline->installation_id, sock->installation_id, sizeof(offline->installation_id));
             memcpy(offline->user_id, sock->user_id, sizeof(offline->user_id));
         }
-        rl_bus_presence_clear(sock->relay->bus, sock->installation_id, sock->owner,
+        rl_bus_presence_clear(sock->ctx->bus, sock->installation_id, sock->owner,
                               offline != NULL ? on_presence_cleared : NULL, offline);
     }
     sock->ws = NULL;
@@ -241,7 +243,7 @@ static void close_with(struct bridge_socket *sock, uint16_t code, const char *re
     if (h2o_timeout_is_linked(&sock->pong_timer))
         h2o_timeout_unlink(&sock->pong_timer);
     /* A peer that never answers the close frame is dropped after the pong deadline. */
-    h2o_timeout_link(sock->relay->loop, &sock->registry->pong_timeout, &sock->close_timer);
+    h2o_timeout_link(sock->ctx->loop, &sock->registry->pong_timeout, &sock->close_timer);
     proceed(sock);
 }
 
@@ -289,9 +291,9 @@ static json_t *update_frame(struct bridge_socket *sock, const rl_update_row_t *r
     rl_clock_iso8601(row->created_at, created);
     /* brief: delivery hydrates a signed, expiring URL for each attachment. */
     if (message != NULL)
-        rl_attachments_hydrate(sock->relay, json_object_get(message, "attachments"));
+        rl_attachments_sign(sock->ctx->media, json_object_get(message, "attachments"));
     /* ours: a device_capability.result's photo, likewise. */
-    rl_attachments_hydrate(sock->relay, json_object_get(payload, "attachments"));
+    rl_attachments_sign(sock->ctx->media, json_object_get(payload, "attachments"));
     return json_pack("{s:s, s:{s:s, s:s, s:s?, s:s?, s:s, s:s, s:o}}", "type", "update", "update", "update_id", id,
                      "type", row->type, "session_id", row->session_id, "interaction_id", row->interaction_id,
                      "installation_id", sock->installation_id, "created_at", created, "payload", payload);
@@ -356,9 +358,9 @@ static void fetch(struct bridge_socket *sock)
     op->installation_id = rl_op_str(op, sock->installation_id);
     op->after_id = sock->sent_up_to;
     /* spec: on reconnect, unacknowledged updates from the last 5 minutes are replayed, in order. */
-    op->since = rl_clock_now_ms() - sock->relay->config.replay_window;
+    op->since = rl_clock_now_ms() - sock->ctx->config->replay_window;
     op->limit = FETCH_BATCH;
-    rl_store_submit(sock->relay->store, &op->op.base, on_fetched, sock);
+    rl_store_submit(sock->ctx->store, &op->op.base, on_fetched, sock);
 }
 
 /* ---- requests of relayd waiting for this socket's answer ---- */
@@ -401,7 +403,7 @@ static void asked_add(struct bridge_socket *sock, const char *req_id)
     snprintf(entry->req_id, sizeof(entry->req_id), "%s", req_id);
     entry->until_ms = rl_clock_mono_ms() + RL_RPC_TIMEOUT_MS + ASKED_GRACE_MS;
     if (!h2o_timeout_is_linked(&sock->asked_timer))
-        h2o_timeout_link(sock->relay->loop, &sock->registry->asked_timeout, &sock->asked_timer);
+        h2o_timeout_link(sock->ctx->loop, &sock->registry->asked_timeout, &sock->asked_timer);
     set_frame_cap(sock);
 }
 
@@ -430,7 +432,7 @@ static void on_asked_timer(h2o_timeout_entry_t *entry)
     while (sock->nasked > 0 && sock->asked[0].until_ms <= now)
         asked_remove(sock, 0);
     if (sock->nasked > 0 && !h2o_timeout_is_linked(&sock->asked_timer))
-        h2o_timeout_link(sock->relay->loop, &sock->registry->asked_timeout, &sock->asked_timer);
+        h2o_timeout_link(sock->ctx->loop, &sock->registry->asked_timeout, &sock->asked_timer);
 }
 
 void rl_bridge_ws_on_signal(rl_bridge_ws_t *registry, const char *topic, json_t *message)
@@ -499,8 +501,8 @@ static void set_health(struct bridge_socket *sock, enum health health)
     if (sock->health == health)
         return;
     sock->health = health;
-    rl_bus_presence_set(sock->relay->bus, sock->installation_id, sock->owner, status);
-    publish_health(sock->relay, sock->user_id, sock->installation_id, status);
+    rl_bus_presence_set(sock->ctx->bus, sock->installation_id, sock->owner, status);
+    publish_health(sock->ctx, sock->user_id, sock->installation_id, status);
 }
 
 /*
@@ -540,10 +542,10 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
     } else if (req_id != NULL) {
         /* issue 26: the answer to a request of relayd's (rpc.c). */
         asked_remove(sock, (unsigned)asked);
-        rl_rpc_bridge_answered(sock->relay, sock->installation_id, frame, len);
+        rl_rpc_bridge_answered(sock->ctx->rpc, sock->installation_id, frame, len);
     } else if (strcmp(type, "hello") == 0) {
         /* issue 26: the authors' first frame; its version is shown in /v1/me. Unknown types stay a no-op. */
-        rl_installation_hello(sock->relay, sock->installation_id, json_string_value(json_object_get(frame, "version")));
+        rl_installation_hello(sock->ctx, sock->installation_id, json_string_value(json_object_get(frame, "version")));
     } else if (strcmp(type, "pong") == 0) {
         ++sock->registry->pongs;
         sock->awaiting_pong = 0;
@@ -558,7 +560,7 @@ static void on_frame(struct bridge_socket *sock, const char *bytes, size_t len)
             op->installation_id = rl_op_str(op, sock->installation_id);
             op->up_to = up_to;
             ++sock->pending;
-            rl_store_submit(sock->relay->store, &op->op.base, on_acked, sock);
+            rl_store_submit(sock->ctx->store, &op->op.base, on_acked, sock);
         } else {
             rl_log_info("bridge %s acked an update it was not sent", sock->installation_id);
         }
@@ -588,8 +590,8 @@ static void on_ping_timer(h2o_timeout_entry_t *entry)
         ++sock->registry->pings;
         sock->awaiting_pong = 1;
         if (!h2o_timeout_is_linked(&sock->pong_timer))
-            h2o_timeout_link(sock->relay->loop, &sock->registry->pong_timeout, &sock->pong_timer);
-        h2o_timeout_link(sock->relay->loop, &sock->registry->ping_timeout, &sock->ping_timer);
+            h2o_timeout_link(sock->ctx->loop, &sock->registry->pong_timeout, &sock->pong_timer);
+        h2o_timeout_link(sock->ctx->loop, &sock->registry->ping_timeout, &sock->ping_timer);
     }
 }
 
@@ -621,8 +623,8 @@ static void on_close_timer(h2o_timeout_entry_t *entry)
 
 int rl_bridge_ws_open(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
-    rl_bridge_ws_t *registry = relay->sockets;
+    rl_bridge_ws_t *registry = rl_installations_of(call)->sockets;
+    rl_installations_ctx_t *ctx = registry->ctx;
     h2o_req_t *req = call->req;
     struct bridge_socket *sock, *previous;
     const char *client_key, *health;
@@ -639,13 +641,13 @@ int rl_bridge_ws_open(rl_call_t *call)
     sock = calloc(1, sizeof(*sock));
     if (sock == NULL)
         return RL_E_INTERNAL;
-    sock->relay = relay;
+    sock->ctx = ctx;
     sock->registry = registry;
     sock->pending = 1;
     snprintf(sock->installation_id, sizeof(sock->installation_id), "%.*s", (int)sizeof(sock->installation_id) - 1,
              call->principal);
     snprintf(sock->user_id, sizeof(sock->user_id), "%s", call->owner);
-    snprintf(sock->owner, sizeof(sock->owner), "%s:%llu", relay->node_id, (unsigned long long)++registry->connections);
+    snprintf(sock->owner, sizeof(sock->owner), "%s:%llu", ctx->node_id, (unsigned long long)++registry->connections);
     sock->ping_timer.cb = on_ping_timer;
     sock->pong_timer.cb = on_pong_timer;
     sock->close_timer.cb = on_close_timer;
@@ -653,7 +655,7 @@ int rl_bridge_ws_open(rl_call_t *call)
     sock->reap.run = reap;
 
     /* What every node knows of the installation before this socket takes it over. */
-    health = rl_bus_presence_get(relay->bus, sock->installation_id);
+    health = rl_bus_presence_get(ctx->bus, sock->installation_id);
     previous = rl_strmap_get(registry->sockets, sock->installation_id);
     if (previous != NULL) {
         detach(previous);
@@ -667,10 +669,10 @@ int rl_bridge_ws_open(rl_call_t *call)
     sock->registered = 1;
     ++registry->live;
     join(sock, 1);
-    rl_bus_presence_set(relay->bus, sock->installation_id, sock->owner, "healthy");
+    rl_bus_presence_set(ctx->bus, sock->installation_id, sock->owner, "healthy");
     /* A socket of this installation on another node closes: this one replaces it. */
     rl_update_topic(sock->installation_id, topic, sizeof(topic));
-    rl_bus_signal(relay->bus, topic, json_pack("{s:s, s:s}", "type", "replaced", "owner", sock->owner));
+    rl_bus_signal(ctx->bus, topic, json_pack("{s:s, s:s}", "type", "replaced", "owner", sock->owner));
 
     call->responded = 1;
     call->status = 101;
@@ -682,29 +684,45 @@ int rl_bridge_ws_open(rl_call_t *call)
 
     send_frame(sock, json_pack("{s:s, s:s}", "type", "ready", "installation_id", sock->installation_id));
     if (strcmp(health, "healthy") != 0)
-        publish_health(relay, sock->user_id, sock->installation_id, "healthy");
-    h2o_timeout_link(relay->loop, &registry->ping_timeout, &sock->ping_timer);
+        publish_health(ctx, sock->user_id, sock->installation_id, "healthy");
+    h2o_timeout_link(ctx->loop, &registry->ping_timeout, &sock->ping_timer);
     fetch(sock);
     return 0;
 }
 
-rl_bridge_ws_t *rl_bridge_ws_new(rl_relay_t *relay)
+rl_bridge_ws_t *rl_bridge_ws_new(rl_installations_ctx_t *ctx)
 {
     rl_bridge_ws_t *registry = calloc(1, sizeof(*registry));
 
     if (registry == NULL)
         return NULL;
-    registry->relay = relay;
+    registry->ctx = ctx;
     registry->sockets = rl_strmap_new(SOCKETS_MAX);
     if (registry->sockets == NULL) {
         free(registry);
         return NULL;
     }
-    rl_later_init(&registry->reaper, relay->loop);
-    h2o_timeout_init(relay->loop, &registry->ping_timeout, (uint64_t)relay->config.ws_ping_interval);
-    h2o_timeout_init(relay->loop, &registry->pong_timeout, (uint64_t)relay->config.ws_pong_timeout);
-    h2o_timeout_init(relay->loop, &registry->asked_timeout, RL_RPC_TIMEOUT_MS + ASKED_GRACE_MS);
+    rl_later_init(&registry->reaper, ctx->loop);
+    h2o_timeout_init(ctx->loop, &registry->ping_timeout, (uint64_t)ctx->config->ws_ping_interval);
+    h2o_timeout_init(ctx->loop, &registry->pong_timeout, (uint64_t)ctx->config->ws_pong_timeout);
+    h2o_timeout_init(ctx->loop, &registry->asked_timeout, RL_RPC_TIMEOUT_MS + ASKED_GRACE_MS);
     return registry;
+}
+
+void rl_bridge_ws_free(rl_bridge_ws_t *registry)
+{
+    if (registry == NULL || registry->live > 0)
+        return;
+    /*
+     * No connection is open: no socket's timer is linked any more (finish
+     * unlinked them), and those still queued for their reaping go now.
+     */
+    rl_later_dispose(&registry->reaper, reap);
+    h2o_timeout_dispose(registry->ctx->loop, &registry->ping_timeout);
+    h2o_timeout_dispose(registry->ctx->loop, &registry->pong_timeout);
+    h2o_timeout_dispose(registry->ctx->loop, &registry->asked_timeout);
+    rl_strmap_free(registry->sockets, NULL);
+    free(registry);
 }
 
 static int going_away(const char *key, void *value, void *arg)
@@ -714,7 +732,7 @@ static int going_away(const char *key, void *value, void *arg)
     /* The sweep removes the entry; the node no longer serves the installation. */
     sock->registered = 0;
     join(sock, 0);
-    rl_bus_presence_clear(sock->relay->bus, sock->installation_id, sock->owner, NULL, NULL);
+    rl_bus_presence_clear(sock->ctx->bus, sock->installation_id, sock->owner, NULL, NULL);
     /* 1012 (service restart): the bridge reconnects at once, to another node or to this relay started again. */
     close_with(sock, 1012, "relay restarting");
     return 1;

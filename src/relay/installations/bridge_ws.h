@@ -14,11 +14,19 @@
 
 #include "http/call.h"
 
-struct rl_relay;
+struct rl_installations_ctx;
 typedef struct rl_bridge_ws rl_bridge_ws_t;
 
-/* The registry of this node's sockets; NULL when out of memory. */
-rl_bridge_ws_t *rl_bridge_ws_new(struct rl_relay *relay);
+/* The registry of this node's sockets (rl_installations_open); NULL when out of memory. */
+rl_bridge_ws_t *rl_bridge_ws_new(struct rl_installations_ctx *ctx);
+/*
+ * Frees the registry at the stop, after rl_bridge_ws_close_all and the
+ * store's drain: the sockets whose connection ended are freed with it. One
+ * whose connection is still open (--shutdown-timeout passed) is left to the
+ * process exit, as h2o's connections are, and the registry with it. NULL is
+ * ignored.
+ */
+void rl_bridge_ws_free(rl_bridge_ws_t *registry);
 /*
  * Shutdown: closes every socket with 1012 (service restart), so that bridges
  * reconnect at once; the sockets go as their close handshakes end (or after

@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -5,9 +6,12 @@
 #include "common/log.h"
 #include "relay/core/auth.h"
 #include "relay/core/hub.h"
+#include "relay/core/feature.h"
+#include "relay/installations/context.h"
+#include "relay/installations/bridge_ws.h"
 #include "relay/installations/installations.h"
+#include "relay/installations/pairing.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
 #include "relay/core/views.h"
 
 static const rl_field_t installation_patch_fields[] = {
@@ -90,13 +94,13 @@ static void on_patched(rl_store_op_t *base)
 {
     struct installation_change *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    rl_installations_ctx_t *ctx = &rl_installations_of(call)->ctx;
 
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        json_t *view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
-        rl_hub_publish(relay->hub, call->principal, RL_EV_INSTALLATION_UPDATED,
+        json_t *view = rl_view_installation(&op->row, rl_bus_presence_get(ctx->bus, op->row.id));
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_INSTALLATION_UPDATED,
                        json_pack("{s:s, s:O}", "installation_id", op->row.id, "installation", view));
         rl_call_reply(call, json_pack("{s:o}", "installation", view));
     }
@@ -142,7 +146,7 @@ static void on_revoked(rl_store_op_t *base)
 {
     struct installation_change *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    rl_installations_ctx_t *ctx = &rl_installations_of(call)->ctx;
     json_t *view;
 
     if (base->result != 0) {
@@ -150,17 +154,17 @@ static void on_revoked(rl_store_op_t *base)
         rl_call_release(call);
         return;
     }
-    view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
+    view = rl_view_installation(&op->row, rl_bus_presence_get(ctx->bus, op->row.id));
     if (op->changed) {
         rl_log_info("installation %s revoked", op->row.id);
-        rl_hub_publish(relay->hub, call->principal, RL_EV_INSTALLATION_REVOKED,
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_INSTALLATION_REVOKED,
                        json_pack("{s:s, s:O}", "installation_id", op->row.id, "installation", view));
-        rl_auth_forget_installation(relay->auth, op->row.id);
+        rl_auth_forget_installation(ctx->auth, op->row.id);
         /*
          * Every node forgets what it remembers of the token at once, and the
          * node holding the bridge's socket closes it with 4401 (bridge_ws.c).
          */
-        rl_bus_signal(relay->bus, RL_TOPIC_AUTH,
+        rl_bus_signal(ctx->bus, RL_TOPIC_AUTH,
                       json_pack("{s:s, s:s}", "type", "installation_revoked", "installation_id", op->row.id));
     }
     rl_call_reply(call, json_pack("{s:o}", "installation", view));
@@ -211,7 +215,7 @@ static const rl_store_op_type_t hello_type = RL_OP_TYPE(bridge_hello, 1, hello_r
 static void on_hello(rl_store_op_t *base)
 {
     struct hello *op = (void *)base;
-    rl_relay_t *relay = base->arg;
+    rl_installations_ctx_t *ctx = base->arg;
     json_t *view;
 
     if (base->result != 0) {
@@ -221,12 +225,12 @@ static void on_hello(rl_store_op_t *base)
     if (!op->changed)
         return;
     /* The user's clients (and the cached /v1/me) learn the version as any change of the installation. */
-    view = rl_view_installation(&op->row, rl_bus_presence_get(relay->bus, op->row.id));
-    rl_hub_publish(relay->hub, op->row.user_id, RL_EV_INSTALLATION_UPDATED,
+    view = rl_view_installation(&op->row, rl_bus_presence_get(ctx->bus, op->row.id));
+    rl_hub_publish(ctx->hub, op->row.user_id, RL_EV_INSTALLATION_UPDATED,
                    json_pack("{s:s, s:o}", "installation_id", op->row.id, "installation", view));
 }
 
-void rl_installation_hello(rl_relay_t *relay, const char *installation_id, const char *version)
+void rl_installation_hello(rl_installations_ctx_t *ctx, const char *installation_id, const char *version)
 {
     struct hello *op;
     size_t i, len = version != NULL ? strlen(version) : 0;
@@ -242,5 +246,40 @@ void rl_installation_hello(rl_relay_t *relay, const char *installation_id, const
     op = rl_op_new(&hello_type, sizeof(*op));
     op->installation_id = rl_op_str(op, installation_id);
     op->version = rl_op_str(op, version);
-    rl_store_submit(relay->store, &op->op.base, on_hello, relay);
+    rl_store_submit(ctx->store, &op->op.base, on_hello, ctx);
+}
+
+int rl_installations_open(const rl_installations_ctx_t *ctx, rl_installations_t **out)
+{
+    rl_installations_t *installations = calloc(1, sizeof(*installations));
+
+    *out = NULL;
+    if (installations == NULL)
+        return -1;
+    installations->ctx = *ctx;
+    installations->sockets = rl_bridge_ws_new(&installations->ctx);
+    installations->pair_waits = rl_pair_waits_new(&installations->ctx);
+    if (installations->sockets == NULL || installations->pair_waits == NULL) {
+        rl_installations_close(installations);
+        return -1;
+    }
+    *out = installations;
+    return 0;
+}
+
+void rl_installations_close(rl_installations_t *installations)
+{
+    if (installations == NULL)
+        return;
+    rl_pair_waits_free(installations->pair_waits);
+    installations->pair_waits = NULL;
+    /*
+     * A socket whose connection is still open (--shutdown-timeout passed)
+     * keeps the feature it points to until the process exits, as h2o keeps
+     * the connection.
+     */
+    if (rl_bridge_ws_count(installations->sockets) > 0)
+        return;
+    rl_bridge_ws_free(installations->sockets);
+    free(installations);
 }

@@ -20,9 +20,10 @@
 #include "common/error.h"
 #include "http/validate.h"
 #include "relay/core/hub.h"
+#include "relay/core/feature.h"
+#include "relay/installations/context.h"
 #include "relay/installations/manifest.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
 #include "relay/core/views.h"
 
 #define COMMANDS_MAX 200
@@ -195,15 +196,14 @@ static void on_manifest_stored(rl_store_op_t *base)
 {
     struct manifest_set *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    rl_installations_ctx_t *ctx = &rl_installations_of(call)->ctx;
 
     if (base->result != 0) {
         rl_call_fail(call, base->result == RL_E_INSTALLATION_NOT_FOUND ? RL_E_INVALID_TOKEN : base->result, NULL);
     } else {
         if (op->changed) {
-            json_t *view =
-                rl_view_installation(&op->installation, rl_bus_presence_get(relay->bus, op->installation.id));
-            rl_hub_publish(relay->hub, op->installation.user_id, RL_EV_INSTALLATION_UPDATED,
+            json_t *view = rl_view_installation(&op->installation, rl_bus_presence_get(ctx->bus, op->installation.id));
+            rl_hub_publish(ctx->hub, op->installation.user_id, RL_EV_INSTALLATION_UPDATED,
                            json_pack("{s:s, s:o}", "installation_id", op->installation.id, "installation", view));
         }
         rl_call_reply(call, json_pack("{s:I}", "tools", op->tools));

@@ -22,8 +22,8 @@
 #include "http/validate.h"
 #include "relay/core/hub.h"
 #include "relay/core/ops.h"
+#include "relay/installations/context.h"
 #include "relay/installations/pairing.h"
-#include "relay/core/relay.h"
 #include "auth/token.h"
 #include "relay/core/views.h"
 
@@ -134,12 +134,12 @@ static void start_insert(struct pairing_start *start);
  */
 static json_t *authors_start_answer(rl_call_t *call, const struct pairing_start *start)
 {
-    rl_relay_t *relay = call->app;
+    rl_installations_ctx_t *ctx = &rl_installations_of(call)->ctx;
     const char *connector = rl_body_string(call, "connector_type_id");
     char url[700], command[700], steps[1600];
 
-    snprintf(url, sizeof(url), "%s/pair?code=%s", relay->config.public_url, start->code);
-    snprintf(command, sizeof(command), "relay-bridge pair --server %s", relay->config.public_url);
+    snprintf(url, sizeof(url), "%s/pair?code=%s", ctx->config->public_url, start->code);
+    snprintf(command, sizeof(command), "relay-bridge pair --server %s", ctx->config->public_url);
     snprintf(steps, sizeof(steps),
              "1. Open %s on your phone, signed in to this relay.\n"
              "2. Check that it shows the code **%s** and confirm.\n"
@@ -177,7 +177,7 @@ static void on_start_inserted(rl_store_op_t *base)
 static void start_insert(struct pairing_start *start)
 {
     rl_call_t *call = start->call;
-    rl_relay_t *relay = call->app;
+    rl_installations_ctx_t *ctx = &rl_installations_of(call)->ctx;
     struct pairing_insert *op = rl_op_new(&pairing_insert_type, sizeof(*op));
     char hash[RL_TOKEN_HASH_HEX + 1], installation_id[RL_INSTALLATION_ID_LEN + 1];
     int64_t now = rl_clock_now_ms();
@@ -197,7 +197,7 @@ static void start_insert(struct pairing_start *start)
     op->row.host_label = rl_op_str(op, rl_body_string(call, "host_label"));
     op->row.state = "pending";
     op->row.created_at = now;
-    op->row.expires_at = start->expires_at = now + relay->config.pairing_ttl;
+    op->row.expires_at = start->expires_at = now + ctx->config->pairing_ttl;
     op->row.claimed_at = RL_NO_TIME;
     /*
      * A spec start is redeemed by its poll token alone: the code is shown on
@@ -206,7 +206,7 @@ static void start_insert(struct pairing_start *start)
      * its first poll.
      */
     op->row.redeem_by = rl_body_string(call, "connector_type_id") != NULL ? NULL : REDEEM_POLL_TOKEN;
-    rl_store_submit(relay->store, &op->op.base, on_start_inserted, start);
+    rl_store_submit(ctx->store, &op->op.base, on_start_inserted, start);
 }
 
 int rl_pairing_start(rl_call_t *call)
@@ -226,9 +226,9 @@ int rl_pairing_start(rl_call_t *call)
  * A bridge token's secret part, s_<env>_ and random base62, into token (size
  * bytes, at least RL_TOKEN_MAX), and its hash, which is what the store keeps.
  */
-static void mint_token(const rl_relay_t *relay, char *token, size_t size, char *hash)
+static void mint_token(const rl_installations_ctx_t *ctx, char *token, size_t size, char *hash)
 {
-    snprintf(token, size, "s_%s_", relay->config.token_env);
+    snprintf(token, size, "s_%s_", ctx->config->token_env);
     rl_rand_base62(token + strlen(token), RL_TOKEN_SECRET_CHARS);
     rl_token_hash(token, strlen(token), hash);
 }
@@ -315,7 +315,7 @@ static void on_polled(rl_store_op_t *base)
 
 int rl_pairing_poll(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    rl_installations_ctx_t *ctx = &rl_installations_of(call)->ctx;
     struct poll_secret *secret = calloc(1, sizeof(*secret));
     struct pairing_poll *op;
     char hash[RL_TOKEN_HASH_HEX + 1];
@@ -325,14 +325,14 @@ int rl_pairing_poll(rl_call_t *call)
     secret->call = call;
     op = rl_op_new(&pairing_poll_type, sizeof(*op));
     /* Only the secret part is minted here (s_<env>_...); its hash is what the store keeps. */
-    mint_token(relay, secret->token, sizeof(secret->token), hash);
+    mint_token(ctx, secret->token, sizeof(secret->token), hash);
     op->token_hash = rl_op_str(op, hash);
-    op->token_env = rl_op_str(op, relay->config.token_env);
+    op->token_env = rl_op_str(op, ctx->config->token_env);
     rl_token_hash(rl_body_string(call, "poll_token"), strlen(rl_body_string(call, "poll_token")), hash);
     op->poll_hash = rl_op_str(op, hash);
     op->now = rl_clock_now_ms();
     rl_call_hold(call);
-    rl_store_submit(relay->store, &op->op.base, on_polled, secret);
+    rl_store_submit(ctx->store, &op->op.base, on_polled, secret);
     return 0;
 }
 
@@ -381,15 +381,15 @@ static void on_claimed(rl_store_op_t *base)
 {
     struct pairing_claim *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    rl_installations_ctx_t *ctx = &rl_installations_of(call)->ctx;
 
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
-        json_t *view = rl_view_installation(&op->installation, rl_bus_presence_get(relay->bus, op->installation.id));
+        json_t *view = rl_view_installation(&op->installation, rl_bus_presence_get(ctx->bus, op->installation.id));
         rl_log_info("installation %s paired", op->installation.id);
         /* spec: claiming creates the installation and emits installation_created. */
-        rl_hub_publish(relay->hub, call->principal, RL_EV_INSTALLATION_CREATED,
+        rl_hub_publish(ctx->hub, call->principal, RL_EV_INSTALLATION_CREATED,
                        json_pack("{s:s, s:O}", "installation_id", op->installation.id, "installation", view));
         rl_call_reply(call, json_pack("{s:s, s:o}", "installation_id", op->installation.id, "installation", view));
     }
@@ -440,7 +440,7 @@ struct wait_guard {
 };
 
 struct rl_pair_waits {
-    rl_relay_t *relay;
+    const rl_installations_ctx_t *ctx;
     h2o_timeout_t tick;
     struct pair_wait *list;
     size_t count;
@@ -550,7 +550,7 @@ static void on_pair_checked(rl_store_op_t *base)
     struct pair_check_secret *secret = base->arg;
     struct pair_wait *wait = secret->wait;
     rl_call_t *call = wait->call;
-    rl_relay_t *relay = call->app;
+    const rl_installations_ctx_t *ctx = wait->waits->ctx;
 
     wait->checking = 0;
     if (base->result != 0) {
@@ -559,7 +559,7 @@ static void on_pair_checked(rl_store_op_t *base)
         wait_end(wait);
     } else if (strcmp(op->status, "claimed") == 0) {
         char whole[RL_TOKEN_MAX + RL_INSTALLATION_ID_LEN + 2], ws[600];
-        const char *url = relay->config.public_url;
+        const char *url = ctx->config->public_url;
         /* authors' wire: the socket's URL, ws:// or wss:// as the relay's own scheme says. */
         snprintf(ws, sizeof(ws), "%s%s/v1/bridge/ws", strncmp(url, "https:", 6) == 0 ? "wss:" : "ws:",
                  strchr(url, ':') != NULL ? strchr(url, ':') + 1 : url);
@@ -572,7 +572,7 @@ static void on_pair_checked(rl_store_op_t *base)
                rl_clock_now_ms() >= wait->deadline - RL_PAIR_WAIT_TICK_MS / 10) {
         wait_answer(wait, json_pack("{s:s}", "status", rl_call_alive(call) ? op->status : "pending"));
     } else {
-        h2o_timeout_link(relay->loop, &wait->waits->tick, &wait->tick);
+        h2o_timeout_link(ctx->loop, &wait->waits->tick, &wait->tick);
     }
     OPENSSL_cleanse(secret, sizeof(*secret));
     free(secret);
@@ -580,7 +580,7 @@ static void on_pair_checked(rl_store_op_t *base)
 
 static void wait_check(struct pair_wait *wait)
 {
-    rl_relay_t *relay = wait->call->app;
+    const rl_installations_ctx_t *ctx = wait->waits->ctx;
     struct pair_check_secret *secret = calloc(1, sizeof(*secret));
     struct pair_check *op;
     char hash[RL_TOKEN_HASH_HEX + 1];
@@ -594,14 +594,14 @@ static void wait_check(struct pair_wait *wait)
     secret->wait = wait;
     op = rl_op_new(&pair_check_type, sizeof(*op));
     /* As the spec's poll: the secret is minted here, and only its hash is stored, if the claim is there. */
-    mint_token(relay, secret->token, sizeof(secret->token), hash);
+    mint_token(ctx, secret->token, sizeof(secret->token), hash);
     op->token_hash = rl_op_str(op, hash);
-    op->token_env = rl_op_str(op, relay->config.token_env);
+    op->token_env = rl_op_str(op, ctx->config->token_env);
     op->code_hash = rl_op_str(op, wait->code_hash);
     op->redeemer = rl_op_str(op, wait->redeemer);
     op->now = rl_clock_now_ms();
     wait->checking = 1;
-    rl_store_submit(relay->store, &op->op.base, on_pair_checked, secret);
+    rl_store_submit(ctx->store, &op->op.base, on_pair_checked, secret);
 }
 
 static void on_wait_tick(h2o_timeout_entry_t *entry)
@@ -660,8 +660,7 @@ static size_t waits_of(const rl_pair_waits_t *waits, const char *redeemer)
 
 int rl_pairing_wait(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
-    rl_pair_waits_t *waits = relay->pair_waits;
+    rl_pair_waits_t *waits = rl_installations_of(call)->pair_waits;
     char typed[40], redeemer[sizeof(((struct pair_wait *)NULL)->redeemer)];
     struct pair_wait *wait;
     long timeout = WAIT_MAX_S;
@@ -726,14 +725,14 @@ int rl_pairing_wait(rl_call_t *call)
     return 0;
 }
 
-rl_pair_waits_t *rl_pair_waits_new(rl_relay_t *relay)
+rl_pair_waits_t *rl_pair_waits_new(const rl_installations_ctx_t *ctx)
 {
     rl_pair_waits_t *waits = calloc(1, sizeof(*waits));
 
     if (waits == NULL)
         return NULL;
-    waits->relay = relay;
-    h2o_timeout_init(relay->loop, &waits->tick, RL_PAIR_WAIT_TICK_MS);
+    waits->ctx = ctx;
+    h2o_timeout_init(ctx->loop, &waits->tick, RL_PAIR_WAIT_TICK_MS);
     return waits;
 }
 
@@ -757,6 +756,6 @@ void rl_pair_waits_free(rl_pair_waits_t *waits)
     if (waits == NULL)
         return;
     rl_pair_waits_close(waits);
-    h2o_timeout_dispose(waits->relay->loop, &waits->tick);
+    h2o_timeout_dispose(waits->ctx->loop, &waits->tick);
     free(waits);
 }

@@ -16,10 +16,10 @@ int rl_pairing_claim(rl_call_t *call);
 int rl_pairing_wait(rl_call_t *call);
 #define RL_PAIR_WAIT_TICK_MS 500
 #define RL_PAIR_WAITS_MAX    1024
-struct rl_relay;
+struct rl_installations_ctx;
 typedef struct rl_pair_waits rl_pair_waits_t;
-/* The node's held polls. Loop thread. NULL when out of memory. */
-rl_pair_waits_t *rl_pair_waits_new(struct rl_relay *relay);
+/* The node's held polls (rl_installations_open). Loop thread. NULL when out of memory. */
+rl_pair_waits_t *rl_pair_waits_new(const struct rl_installations_ctx *ctx);
 /* Answers every held poll "pending" now, so that a graceful stop need not wait for them. */
 void rl_pair_waits_close(rl_pair_waits_t *waits);
 /* Pairing polls held on this node now (relay_pairing_polls_waiting). */

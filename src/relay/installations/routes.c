@@ -2,7 +2,7 @@
  * The route rows of pairing, installations, the manifest and the bridge's socket (docs/api.md); src/relay/routes.c
  * assembles every feature's rows into relayd's table.
  */
-#include "relay/core/relay.h"
+#include "relay/core/auth.h"
 #include "relay/installations/bridge_ws.h"
 #include "relay/installations/installations.h"
 #include "relay/installations/manifest.h"
