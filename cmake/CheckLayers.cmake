@@ -34,7 +34,7 @@ set(RL_LAYERS
   "relay/installations:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/e2e/e2e.h ${RL_RELAY_CONTAINED}"
   "relay/e2e:${RL_RELAY_BELOW} relay/core relay/sessions/sessions.h ${RL_RELAY_CONTAINED}"
   "relay/media:${RL_RELAY_BELOW} relay/core relay/turn/deltas.h relay/turn/bridge.h relay/e2e/e2e.h ${RL_RELAY_CONTAINED}"
-  "relay/turn:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/media/capabilities.h relay/e2e/e2e.h relay/sessions/sessions.h relay/installations/manifest.h relay/push/push.h"
+  "relay/turn:${RL_RELAY_BELOW} relay/core relay/media/attachments.h relay/media/capabilities.h relay/e2e/e2e.h relay/sessions/sessions.h relay/installations/manifest.h relay/push/push.h ${RL_RELAY_CONTAINED}"
   "relay/sessions:${RL_RELAY_BELOW} relay/core relay/turn/approvals.h relay/turn/deltas.h relay/turn/messages.h relay/media/attachments.h relay/e2e/e2e.h relay/installations/manifest.h ${RL_RELAY_CONTAINED}"
   "relay:${RL_RELAY_BELOW} relay"
   "relayd:${RL_RELAY_BELOW} relay"

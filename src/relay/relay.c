@@ -35,6 +35,7 @@
 #include "relay/sessions/context.h"
 #include "relay/e2e/context.h"
 #include "relay/installations/context.h"
+#include "relay/turn/turn.h"
 #include "relay/sweeps.h"
 #include "auth/token.h"
 
@@ -278,6 +279,7 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     rl_e2e_ctx_t e2e, *e2e_opened;
     rl_installations_ctx_t installations;
     rl_installations_t *installations_opened;
+    rl_turn_ctx_t turn, *turn_opened;
     char why[4400];
 
     relay->loop = loop;
@@ -323,7 +325,14 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
         return -1;
     relay->limiter = rl_ratelimit_new(relay->bus);
     h2o_timeout_init(loop, &relay->heartbeat_timeout, (uint64_t)config->sse_heartbeat);
-    relay->deltas = rl_deltas_new(relay);
+    /* The turn's services; its deltas (which media and sessions hold too) are made from them first. */
+    turn = (rl_turn_ctx_t){.config = config,
+                           .store = relay->store,
+                           .bus = relay->bus,
+                           .hub = relay->hub,
+                           .loop = loop,
+                           .shared = relay->shared};
+    relay->deltas = rl_deltas_new(&turn);
     relay->sweeps = rl_sweeps_start(relay);
     relay->rpc = rl_rpc_new(relay);
     if (relay->rpc == NULL || relay->limiter == NULL || relay->deltas == NULL || relay->sweeps == NULL)
@@ -390,6 +399,13 @@ int rl_relay_start(rl_relay_t *relay, h2o_loop_t *loop)
     if (rl_identity_open(&identity, &opened) != 0)
         return -1;
     relay->features[RL_FEATURE_IDENTITY] = opened;
+    /* The turn last: a finished reply and an approval asked go to push, attachment links are signed by media. */
+    turn.deltas = relay->deltas;
+    turn.push = relay->push;
+    turn.media = media_opened;
+    if (rl_turn_open(&turn, &turn_opened) != 0)
+        return -1;
+    relay->features[RL_FEATURE_TURN] = turn_opened;
     return 0;
 }
 
@@ -468,6 +484,8 @@ void rl_relay_stop(rl_relay_t *relay)
     relay->auth = NULL;
     rl_e2e_close(relay->features[RL_FEATURE_E2E]);
     relay->features[RL_FEATURE_E2E] = NULL;
+    rl_turn_close(relay->features[RL_FEATURE_TURN]);
+    relay->features[RL_FEATURE_TURN] = NULL;
     rl_sessions_close(relay->features[RL_FEATURE_SESSIONS]);
     relay->features[RL_FEATURE_SESSIONS] = NULL;
     rl_media_close(relay->features[RL_FEATURE_MEDIA]);

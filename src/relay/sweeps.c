@@ -8,13 +8,34 @@
 #include "relay/media/capabilities.h"
 #include "relay/media/media.h"
 #include "relay/core/relay.h"
+#include "relay/turn/turn.h"
 #include "relay/sweeps.h"
 
 #define PERIOD_MS 1000
 /* One node runs the sweeps; if it goes, another takes over within this long. */
 #define LEASE_MS 3000
 
-/* Media's sweeps take its context (media.h); the turn's still take the relay. */
+/* Each sweep takes its feature's context (media.h, turn.h). */
+static rl_store_op_t *approvals_expiry(rl_relay_t *relay, int64_t now)
+{
+    return rl_approvals_expiry(relay->features[RL_FEATURE_TURN], now);
+}
+
+static void approvals_expired(rl_relay_t *relay, rl_store_op_t *op)
+{
+    rl_approvals_expired(relay->features[RL_FEATURE_TURN], op);
+}
+
+static rl_store_op_t *messages_lapse(rl_relay_t *relay, int64_t now)
+{
+    return rl_messages_lapse(relay->features[RL_FEATURE_TURN], now);
+}
+
+static void messages_lapsed(rl_relay_t *relay, rl_store_op_t *op)
+{
+    rl_messages_lapsed(relay->features[RL_FEATURE_TURN], op);
+}
+
 static rl_store_op_t *capabilities_expiry(rl_relay_t *relay, int64_t now)
 {
     return rl_capabilities_expiry(relay->features[RL_FEATURE_MEDIA], now);
@@ -41,9 +62,9 @@ static const struct {
     rl_store_op_t *(*start)(rl_relay_t *relay, int64_t now);
     void (*done)(rl_relay_t *relay, rl_store_op_t *op);
 } sweeps_table[] = {
-    {"approval expiry", rl_approvals_expiry, rl_approvals_expired},
+    {"approval expiry", approvals_expiry, approvals_expired},
     {"capability request expiry", capabilities_expiry, capabilities_expired},
-    {"messages left open", rl_messages_lapse, rl_messages_lapsed},
+    {"messages left open", messages_lapse, messages_lapsed},
     {"deleted sessions and unreferenced attachments", attachments_sweep, attachments_swept},
 };
 

@@ -266,11 +266,6 @@ void rl_attachments_sign(const rl_media_t *media, json_t *attachments)
     }
 }
 
-void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments)
-{
-    rl_attachments_sign(rl_relay_feature(relay, RL_FEATURE_MEDIA), attachments);
-}
-
 /*
  * issue 26: what an attachment of a session must look like. In an encrypted
  * session the bytes were sealed before upload, so the upload says nothing

@@ -9,7 +9,6 @@
 #include "http/validate.h"
 #include "store/store.h"
 
-struct rl_relay;
 struct rl_media;
 
 #define RL_ATTACHMENT_MAX (25 * 1024 * 1024)
@@ -31,12 +30,6 @@ int rl_attachments_head_limit(struct rl_media *media, const rl_route_t *route, c
                               rl_http_head_limit_t *limit);
 /* Adds "url" and "url_expires_at" to every {key, ...} item of an attachments array, in place. */
 void rl_attachments_sign(const struct rl_media *media, json_t *attachments);
-/*
- * The same for the features that still read the relay rather than a context
- * of their own (turn, sessions, installations; docs/internals/layout.md):
- * media's context is found on the relay.
- */
-void rl_attachments_hydrate(struct rl_relay *relay, json_t *attachments);
 /* How the attachments of a session are sent (issue 26, docs/api.md "Encrypted sessions"). */
 typedef enum {
     RL_ATTACHMENTS_PLAIN,       /* a plain session: meta_ct refused */

@@ -450,7 +450,7 @@ static void on_session_cancelled(rl_store_op_t *base)
         rl_call_fail(call, base->result, NULL);
     } else {
         rl_updates_notify(ctx->bus, op->bridge, op->op.update_id);
-        rl_approvals_publish_expired(call->app, op->op.value);
+        rl_approvals_publish_expired(ctx->hub, ctx->bus, op->op.value);
         rl_call_reply(call,
                       json_pack("{s:s, s:s?}", "session_id", op->session_id, "interaction_id", op->interaction_id));
     }

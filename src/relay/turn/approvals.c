@@ -22,7 +22,8 @@
 #include "relay/turn/grants.h"
 #include "relay/core/hub.h"
 #include "relay/push/push.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
+#include "relay/turn/turn.h"
 #include "relay/core/updates.h"
 #include "relay/core/views.h"
 
@@ -212,19 +213,19 @@ static void on_approval_requested(rl_store_op_t *base)
 {
     struct approval_request *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
 
     if (base->result != 0) {
         rl_bridge_write_fail(call, &op->w, base->result);
     } else if (!rl_bridge_write_answer(call, &op->w)) {
         if (op->auto_resolved) {
-            rl_updates_notify(relay->bus, call->principal, op->w.op.update_id);
-            rl_hub_publish(relay->hub, op->w.session.user_id, RL_EV_APPROVAL_RESOLVED, auto_resolution(op->w.op.value));
+            rl_updates_notify(turn->bus, call->principal, op->w.op.update_id);
+            rl_hub_publish(turn->hub, op->w.session.user_id, RL_EV_APPROVAL_RESOLVED, auto_resolution(op->w.op.value));
         } else {
             json_t *event = rl_view_pending_approval(op->w.op.value);
             /* The user's devices hear of it even with the app closed (docs/web.md). */
-            rl_push_approval_requested(relay->push, op->w.session.user_id, event);
-            rl_hub_publish(relay->hub, op->w.session.user_id, RL_EV_APPROVAL_REQUESTED, event);
+            rl_push_approval_requested(turn->push, op->w.session.user_id, event);
+            rl_hub_publish(turn->hub, op->w.session.user_id, RL_EV_APPROVAL_REQUESTED, event);
         }
     }
     rl_call_release(call);
@@ -232,13 +233,13 @@ static void on_approval_requested(rl_store_op_t *base)
 
 int rl_bridge_request_approval(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     struct approval_request *op = rl_bridge_write_new(call, &approval_request_type, sizeof(*op), "approval", "",
                                                       rl_body_string(call, "approval_id"));
 
     if (op == NULL)
         return RL_E_INTERNAL;
-    op->expires_at = op->w.target.now + relay->config.approval_ttl;
+    op->expires_at = op->w.target.now + turn->config->approval_ttl;
     op->w.plain = approval_plain;
     op->w.target.turn_bound = 1;
     rl_op_submit_for(call, op, on_approval_requested);
@@ -425,7 +426,7 @@ static void on_decided(rl_store_op_t *base)
 {
     struct approval_decide *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     json_t *reply;
 
     if (base->result == RL_E_INVALID_REQUEST && op->errors != NULL) {
@@ -457,10 +458,10 @@ static void on_decided(rl_store_op_t *base)
         json_object_set_new(reply, "device_id", json_string(op->device_id));
     if (op->changed) {
         /* spec: approval_resolved to the client and approval.resolved to the bridge, with the same payload. */
-        rl_hub_publish(relay->hub, call->principal, RL_EV_APPROVAL_RESOLVED, json_incref(reply));
-        rl_updates_notify(relay->bus, op->installation_id, op->op.update_id);
+        rl_hub_publish(turn->hub, call->principal, RL_EV_APPROVAL_RESOLVED, json_incref(reply));
+        rl_updates_notify(turn->bus, op->installation_id, op->op.update_id);
     } else if (op->forwarded) {
-        rl_updates_notify(relay->bus, op->installation_id, op->op.update_id);
+        rl_updates_notify(turn->bus, op->installation_id, op->op.update_id);
     } else {
         json_object_set_new(reply, "idempotent", json_true());
     }
@@ -607,7 +608,7 @@ int rl_approvals_expire_turn(rl_txn_t *txn, const char *user_id, const char *ses
 
 static const rl_store_op_type_t expire_type = RL_OP_TYPE(approvals_expire, 1, expire_run);
 
-rl_store_op_t *rl_approvals_expiry(rl_relay_t *relay, int64_t now)
+rl_store_op_t *rl_approvals_expiry(rl_turn_ctx_t *turn, int64_t now)
 {
     struct expire *op = rl_op_new(&expire_type, sizeof(*op));
 
@@ -615,7 +616,7 @@ rl_store_op_t *rl_approvals_expiry(rl_relay_t *relay, int64_t now)
     return &op->op.base;
 }
 
-void rl_approvals_expired(rl_relay_t *relay, rl_store_op_t *base)
+void rl_approvals_expired(rl_turn_ctx_t *turn, rl_store_op_t *base)
 {
     struct expire *op = (void *)base;
 
@@ -627,10 +628,10 @@ void rl_approvals_expired(rl_relay_t *relay, rl_store_op_t *base)
             rl_log_warn("the approval expiry sweep failed; it runs again in a second");
         return;
     }
-    rl_approvals_publish_expired(relay, op->op.value);
+    rl_approvals_publish_expired(turn->hub, turn->bus, op->op.value);
 }
 
-void rl_approvals_publish_expired(rl_relay_t *relay, json_t *expired)
+void rl_approvals_publish_expired(struct rl_hub *hub, rl_bus_t *bus, json_t *expired)
 {
     json_t *item;
     size_t i;
@@ -639,11 +640,11 @@ void rl_approvals_publish_expired(rl_relay_t *relay, json_t *expired)
     {
         json_t *approval = json_object_get(item, "approval");
         /* brief: approval_expired to the client, approval.expired to the bridge. */
-        rl_hub_publish(relay->hub, json_string_value(json_object_get(approval, "user_id")), RL_EV_APPROVAL_EXPIRED,
+        rl_hub_publish(hub, json_string_value(json_object_get(approval, "user_id")), RL_EV_APPROVAL_EXPIRED,
                        json_pack("{s:O, s:O, s:O}", "approval_id", json_object_get(approval, "approval_id"),
                                  "session_id", json_object_get(approval, "session_id"), "interaction_id",
                                  json_object_get(approval, "interaction_id")));
-        rl_updates_notify(relay->bus, json_string_value(json_object_get(approval, "installation_id")),
+        rl_updates_notify(bus, json_string_value(json_object_get(approval, "installation_id")),
                           json_integer_value(json_object_get(item, "update_id")));
     }
 }

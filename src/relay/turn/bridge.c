@@ -27,11 +27,12 @@
 #include "relay/core/hub.h"
 #include "relay/installations/manifest.h"
 #include "relay/push/push.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
 #include "relay/core/text.h"
 #include "auth/token.h"
 #include "relay/core/updates.h"
 #include "relay/core/views.h"
+#include "relay/turn/turn.h"
 
 #define ID_CHARS  20
 #define TEXT_MAX  0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
@@ -180,7 +181,7 @@ void rl_bridge_write_dispose(rl_store_op_t *base)
 void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_t size, const char *scope_kind,
                           const char *scope_id, const char *key)
 {
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     rl_bridge_write_t *w;
     rl_idempotency_t idem;
     rl_bridge_target_t target;
@@ -192,14 +193,14 @@ void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_
     w = rl_op_new(type, size);
     snprintf(scope, sizeof(scope), "%s:%s", scope_kind, scope_id != NULL ? scope_id : "");
     idem =
-        (rl_idempotency_t){call->principal, scope, key, body_hash, rl_clock_now_ms() - relay->config.idempotency_ttl};
+        (rl_idempotency_t){call->principal, scope, key, body_hash, rl_clock_now_ms() - turn->config->idempotency_ttl};
     rl_idempotency_copy(&w->op.base.arena, &w->idem, &idem);
     target = (rl_bridge_target_t){.installation_id = call->principal,
                                   .session_id = rl_body_string(call, "session_id"),
                                   .interaction_id = rl_body_string(call, "interaction_id"),
                                   .now = rl_clock_now_ms(),
-                                  .followup_ms = relay->config.followup_window,
-                                  .shared = relay->shared};
+                                  .followup_ms = turn->config->followup_window,
+                                  .shared = turn->shared};
     rl_target_copy(&w->op.base.arena, &w->target, &target);
     /* The validated body is never changed once a handler runs: the worker reads it alongside. */
     w->body = json_incref(call->body);
@@ -351,7 +352,7 @@ static void on_message_opened(rl_store_op_t *base)
 {
     rl_bridge_write_t *w = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
 
     if (base->result == RL_E_NOT_FOUND) {
         rl_call_fail_full(call, RL_E_INVALID_REQUEST, NULL,
@@ -368,15 +369,15 @@ static void on_message_opened(rl_store_op_t *base)
     } else if (!rl_bridge_write_answer(call, w)) {
         json_t *message = w->op.value;
         if (w->op.update_id != 0)
-            rl_updates_notify(relay->bus, call->principal, w->op.update_id);
-        rl_deltas_opened(relay->deltas, json_string_value(json_object_get(message, "message_id")), call->principal,
+            rl_updates_notify(turn->bus, call->principal, w->op.update_id);
+        rl_deltas_opened(turn->deltas, json_string_value(json_object_get(message, "message_id")), call->principal,
                          w->session.user_id, json_object_get(message, "session_id"),
                          json_object_get(message, "interaction_id"),
                          json_string_length(json_object_get(call->body, w->session.encrypted ? "text_ct" : "text")),
                          w->session.encrypted);
         /* spec: the agent placeholder is announced as message_added. */
-        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
-        rl_hub_publish(relay->hub, w->session.user_id, RL_EV_MESSAGE_ADDED, json_incref(message));
+        rl_attachments_sign(turn->media, json_object_get(message, "attachments"));
+        rl_hub_publish(turn->hub, w->session.user_id, RL_EV_MESSAGE_ADDED, json_incref(message));
     }
     rl_call_release(call);
 }
@@ -384,12 +385,12 @@ static void on_message_opened(rl_store_op_t *base)
 /* A message's text has a cap (--max-message-bytes), whether it comes whole or in deltas (deltas.c). */
 static int text_too_long(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     const char *text = rl_body_string(call, "text"), *text_ct = rl_body_string(call, "text_ct");
 
     /* An encrypted text's cap applies to its envelope: relayd cannot count what it cannot read. */
-    return (text != NULL && strlen(text) > (size_t)relay->config.max_message_bytes) ||
-           (text_ct != NULL && strlen(text_ct) > (size_t)relay->config.max_message_bytes);
+    return (text != NULL && strlen(text) > (size_t)turn->config->max_message_bytes) ||
+           (text_ct != NULL && strlen(text_ct) > (size_t)turn->config->max_message_bytes);
 }
 
 int rl_bridge_send_message(rl_call_t *call)
@@ -496,25 +497,25 @@ static void on_message_ended(rl_store_op_t *base)
     struct message_end *op = (void *)base;
     rl_bridge_write_t *w = &op->w;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
 
-    rl_deltas_ending(relay->deltas, op->message_id, 0);
+    rl_deltas_ending(turn->deltas, op->message_id, 0);
     if (base->result != 0) {
         rl_bridge_write_fail(call, w, base->result);
     } else if (!rl_bridge_write_answer(call, w)) {
         json_t *message = w->op.value;
-        rl_deltas_finalized(relay->deltas, op->message_id);
-        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
+        rl_deltas_finalized(turn->deltas, op->message_id);
+        rl_attachments_sign(turn->media, json_object_get(message, "attachments"));
         /* A finished reply reaches the user's devices when no stream of theirs is open (docs/web.md). */
-        rl_push_reply_finalized(relay->push, w->session.user_id, message);
-        rl_hub_publish(relay->hub, w->session.user_id, RL_EV_MESSAGE_FINALIZED, json_incref(message));
+        rl_push_reply_finalized(turn->push, w->session.user_id, message);
+        rl_hub_publish(turn->hub, w->session.user_id, RL_EV_MESSAGE_FINALIZED, json_incref(message));
     }
     rl_call_release(call);
 }
 
 int rl_bridge_send_end(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     const char *message_id = rl_body_string(call, "message_id");
     struct message_end *op;
 
@@ -527,8 +528,8 @@ int rl_bridge_send_end(rl_call_t *call)
     op->w.plain = message_plain;
     op->message_id = rl_op_str(op, message_id);
     /* The deltas answered so far land before the end that folds them into the canonical text. */
-    rl_deltas_flush(relay->deltas);
-    rl_deltas_ending(relay->deltas, message_id, 1);
+    rl_deltas_flush(turn->deltas);
+    rl_deltas_ending(turn->deltas, message_id, 1);
     rl_op_submit_for(call, op, on_message_ended);
     return 0;
 }
@@ -572,7 +573,7 @@ static int lapse_run(rl_txn_t *txn, rl_store_op_t *base)
 
 static const rl_store_op_type_t lapse_type = RL_OP_TYPE(messages_lapse, 1, lapse_run);
 
-rl_store_op_t *rl_messages_lapse(rl_relay_t *relay, int64_t now)
+rl_store_op_t *rl_messages_lapse(rl_turn_ctx_t *turn, int64_t now)
 {
     struct lapse *op = rl_op_new(&lapse_type, sizeof(*op));
 
@@ -580,14 +581,14 @@ rl_store_op_t *rl_messages_lapse(rl_relay_t *relay, int64_t now)
      * What was answered of these messages is in their text; deltas that
      * arrive while the sweep is in the store are checked against it.
      */
-    rl_deltas_changing(relay->deltas, 1);
+    rl_deltas_changing(turn->deltas, 1);
     /* The window closes after followup_window: at exactly that age the bridge may still write (target.c). */
-    op->at = now - relay->config.followup_window - 1;
+    op->at = now - turn->config->followup_window - 1;
     op->now = now;
     return &op->op.base;
 }
 
-void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
+void rl_messages_lapsed(rl_turn_ctx_t *turn, rl_store_op_t *base)
 {
     struct lapse *op = (void *)base;
     json_t *item;
@@ -596,10 +597,10 @@ void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
     if (base->result == 0)
         json_array_foreach(op->op.value, i, item)
         {
-            rl_deltas_finalized(relay->deltas,
+            rl_deltas_finalized(turn->deltas,
                                 json_string_value(json_object_get(json_object_get(item, "message"), "message_id")));
         }
-    rl_deltas_changing(relay->deltas, 0);
+    rl_deltas_changing(turn->deltas, 0);
     if (base->result != 0) {
         /* The store logs its own outage once (RL_E_UNAVAILABLE): the sweep meeting it is not news each second. */
         if (base->result == RL_E_UNAVAILABLE)
@@ -615,8 +616,8 @@ void rl_messages_lapsed(rl_relay_t *relay, rl_store_op_t *base)
                     json_string_value(json_object_get(message, "message_id")));
         if (json_is_true(json_object_get(item, "deleted")))
             continue;
-        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
-        rl_hub_publish(relay->hub, json_string_value(json_object_get(item, "user_id")), RL_EV_MESSAGE_FINALIZED,
+        rl_attachments_sign(turn->media, json_object_get(message, "attachments"));
+        rl_hub_publish(turn->hub, json_string_value(json_object_get(item, "user_id")), RL_EV_MESSAGE_FINALIZED,
                        json_incref(message));
     }
 }
@@ -738,7 +739,8 @@ static const rl_store_op_type_t task_step_type = {"task_step", 1, task_step_run,
  * one names the task's session, interaction, kind, name and label, so that a
  * client may draw its card from whichever event it sees first (docs/api.md).
  */
-static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t step, json_t *task, json_t *body)
+static void publish_task(const rl_turn_ctx_t *turn, const char *user_id, rl_task_step_t step, json_t *task,
+                         json_t *body)
 {
     /* issue 26: an encrypted session's task carries the *_ct twins (a plain one's view has none of them). */
     static const char *const shared[] = {"task_id", "session_id",   "interaction_id", "kind",
@@ -775,7 +777,7 @@ static void publish_task(rl_relay_t *relay, const char *user_id, rl_task_step_t 
             json_object_set(event, "error", json_object_get(body, "error"));
         json_object_set_new(event, "status", json_string(status));
     }
-    rl_hub_publish(relay->hub, user_id, name, event);
+    rl_hub_publish(turn->hub, user_id, name, event);
 }
 
 static void on_task(rl_store_op_t *base)
@@ -786,7 +788,7 @@ static void on_task(rl_store_op_t *base)
     if (base->result != 0)
         rl_bridge_write_fail(call, &op->w, base->result);
     else if (!rl_bridge_write_answer(call, &op->w))
-        publish_task(call->app, op->w.session.user_id, op->step, op->w.op.value, call->body);
+        publish_task(rl_feature_of(call, RL_FEATURE_TURN), op->w.session.user_id, op->step, op->w.op.value, call->body);
     rl_call_release(call);
 }
 

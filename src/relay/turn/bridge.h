@@ -39,7 +39,10 @@ typedef struct rl_bridge_write {
  * A new write for call, an operation of type (size bytes, starting with
  * rl_bridge_write_t) whose idempotency scope is scope_kind:scope_id and key
  * is key (NULL: none). Its target is the body's session_id and
- * interaction_id. NULL when out of memory. Loop thread.
+ * interaction_id. The idempotency TTL, the follow-up window and whether
+ * nodes share the store come from the turn's context (turn.h), whichever
+ * feature's route call is (capability requests use it too). NULL when out
+ * of memory. Loop thread.
  */
 void *rl_bridge_write_new(rl_call_t *call, const rl_store_op_type_t *type, size_t size, const char *scope_kind,
                           const char *scope_id, const char *key);
@@ -62,10 +65,13 @@ void rl_bridge_write_fail(rl_call_t *call, rl_bridge_write_t *w, int result);
 /* Answers the call with the write's response (marked idempotent on a replay); 1 when it was a replay. */
 int rl_bridge_write_answer(rl_call_t *call, rl_bridge_write_t *w);
 
-struct rl_relay;
-/* The sweep that ends messages left open past their follow-up window (sweeps.c): its operation, and what follows. */
-rl_store_op_t *rl_messages_lapse(struct rl_relay *relay, int64_t now);
-void rl_messages_lapsed(struct rl_relay *relay, rl_store_op_t *op);
+struct rl_turn_ctx;
+/*
+ * The sweep that ends messages left open past their follow-up window
+ * (sweeps.c hands it the turn's context): its operation, and what follows.
+ */
+rl_store_op_t *rl_messages_lapse(struct rl_turn_ctx *turn, int64_t now);
+void rl_messages_lapsed(struct rl_turn_ctx *turn, rl_store_op_t *op);
 
 int rl_bridge_send_message(rl_call_t *call);
 int rl_bridge_send_end(rl_call_t *call);

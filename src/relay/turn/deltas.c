@@ -62,8 +62,9 @@
 #include "relay/core/hub.h"
 #include "relay/core/idempotency.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
 #include "relay/core/target.h"
+#include "relay/turn/turn.h"
 
 #define OPEN_MESSAGES_MAX    100000
 #define KEYS_PER_MESSAGE_MAX 100000
@@ -132,7 +133,12 @@ struct open_message {
 };
 
 struct rl_deltas {
-    rl_relay_t *relay;
+    /* What the deltas use of the turn's context (turn.h), copied at their start. */
+    const rl_config_t *config;
+    rl_store_t *store;
+    struct rl_hub *hub;
+    h2o_loop_t *loop;
+    int shared;
     rl_strmap_t *open_messages; /* message id -> its record */
     rl_delta_batch_t *pending;  /* applied, waiting for the next batch */
     unsigned inflight;          /* batches in the store */
@@ -253,7 +259,7 @@ static void forget(rl_deltas_t *deltas, struct open_message *message)
 static int reload_refused(const rl_deltas_t *deltas, const rl_call_t *call, int refusal)
 {
     return (refusal == RL_E_MESSAGE_FINALIZED || refusal == RL_E_SESSION_DELETED) &&
-           (!deltas->exclusive || deltas->relay->shared) && (call->handler_tag & TAG_RELOADED) == 0;
+           (!deltas->exclusive || deltas->shared) && (call->handler_tag & TAG_RELOADED) == 0;
 }
 
 /* ---- the batch ---- */
@@ -716,7 +722,7 @@ static void publish_delta(rl_deltas_t *deltas, struct open_message *message, con
     }
     RAW(&out, "}");
     if (!out.failed)
-        rl_hub_publish_text(deltas->relay->hub, message->user_id, RL_EV_MESSAGE_DELTA, out.bytes, out.len);
+        rl_hub_publish_text(deltas->hub, message->user_id, RL_EV_MESSAGE_DELTA, out.bytes, out.len);
     rl_json_out_free(&out);
 }
 
@@ -902,11 +908,11 @@ static void on_written(rl_store_op_t *base)
      * (SHARED_GROUP_COMMIT_MS) from its first delta, below.
      */
     if (deltas->inflight == 0 && deltas->pending->count > 0) {
-        if (!deltas->relay->shared || deltas->pending->count >= BATCH_MAX ||
+        if (!deltas->shared || deltas->pending->count >= BATCH_MAX ||
             rl_clock_mono_ms() - deltas->pending->first_ms >= SHARED_GROUP_COMMIT_MS)
             submit(deltas);
         else if (!h2o_timeout_is_linked(&deltas->due))
-            h2o_timeout_link(deltas->relay->loop, &deltas->group_commit, &deltas->due);
+            h2o_timeout_link(deltas->loop, &deltas->group_commit, &deltas->due);
     }
 }
 
@@ -929,7 +935,7 @@ static void submit(rl_deltas_t *deltas)
 
     if (deltas->pending->count == 0 || (next = rl_delta_batch_new()) == NULL)
         return;
-    next->shared = deltas->relay->shared;
+    next->shared = deltas->shared;
     if (h2o_timeout_is_linked(&deltas->due))
         h2o_timeout_unlink(&deltas->due);
     deltas->pending->trusted = batch_trusted(deltas, deltas->pending);
@@ -939,7 +945,7 @@ static void submit(rl_deltas_t *deltas)
     ++deltas->inflight;
     *deltas->newest = op;
     deltas->newest = &op->next;
-    rl_store_submit(deltas->relay->store, &op->op.base, on_written, deltas);
+    rl_store_submit(deltas->store, &op->op.base, on_written, deltas);
 }
 
 static void on_due(h2o_timeout_entry_t *entry)
@@ -981,15 +987,19 @@ size_t rl_deltas_pending(rl_deltas_t *deltas)
     return deltas != NULL && deltas->pending != NULL ? deltas->pending->count + deltas->inflight : 0;
 }
 
-rl_deltas_t *rl_deltas_new(rl_relay_t *relay)
+rl_deltas_t *rl_deltas_new(const rl_turn_ctx_t *turn)
 {
     rl_deltas_t *deltas = calloc(1, sizeof(*deltas));
 
     if (deltas == NULL)
         return NULL;
-    deltas->relay = relay;
-    deltas->publish_on_commit = relay->shared;
-    deltas->exclusive = relay->store != NULL && rl_store_exclusive(relay->store);
+    deltas->config = turn->config;
+    deltas->store = turn->store;
+    deltas->hub = turn->hub;
+    deltas->loop = turn->loop;
+    deltas->shared = turn->shared;
+    deltas->publish_on_commit = turn->shared;
+    deltas->exclusive = turn->store != NULL && rl_store_exclusive(turn->store);
     deltas->newest = &deltas->oldest;
     deltas->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
     deltas->pending = rl_delta_batch_new();
@@ -997,8 +1007,8 @@ rl_deltas_t *rl_deltas_new(rl_relay_t *relay)
         rl_deltas_free(deltas);
         return NULL;
     }
-    deltas->pending->shared = relay->shared;
-    h2o_timeout_init(relay->loop, &deltas->group_commit, relay->shared ? SHARED_GROUP_COMMIT_MS : GROUP_COMMIT_MS);
+    deltas->pending->shared = turn->shared;
+    h2o_timeout_init(turn->loop, &deltas->group_commit, turn->shared ? SHARED_GROUP_COMMIT_MS : GROUP_COMMIT_MS);
     deltas->due.cb = on_due;
     return deltas;
 }
@@ -1010,7 +1020,7 @@ void rl_deltas_free(rl_deltas_t *deltas)
     if (h2o_timeout_is_linked(&deltas->due))
         h2o_timeout_unlink(&deltas->due);
     if (deltas->open_messages != NULL)
-        h2o_timeout_dispose(deltas->relay->loop, &deltas->group_commit);
+        h2o_timeout_dispose(deltas->loop, &deltas->group_commit);
     rl_strmap_free(deltas->open_messages, message_free);
     rl_delta_batch_free(deltas->pending);
     free(deltas);
@@ -1081,7 +1091,7 @@ void rl_deltas_finalized(rl_deltas_t *deltas, const char *message_id)
 
     if (message != NULL && message->state == RECORD_STREAMING) {
         message->state = RECORD_ENDED;
-        message->keys_until_ms = rl_clock_now_ms() + deltas->relay->config.idempotency_ttl;
+        message->keys_until_ms = rl_clock_now_ms() + deltas->config->idempotency_ttl;
     }
 }
 
@@ -1224,14 +1234,14 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     message->used_ms = rl_clock_now_ms();
     /* An encrypted delta is kept as '\n' and its envelope, and counts as such: relayd cannot count characters. */
     len = text_len + (message->encrypted ? 1 : 0);
-    rule = delta_rule(message, key, body_hash, len, (size_t)deltas->relay->config.max_message_bytes, message->used_ms);
+    rule = delta_rule(message, key, body_hash, len, (size_t)deltas->config->max_message_bytes, message->used_ms);
     if (rule == RL_E_IDEMPOTENCY_CONFLICT) {
         /* A key stored before BLAKE2b took over holds the body's SHA-256 (idempotency.h). */
         char legacy[RL_BODY_HASH_HEX + 1];
         int again;
 
         if (delta_body_hash(call, RL_BODY_SHA256, legacy) == 0 &&
-            ((again = delta_rule(message, key, legacy, len, (size_t)deltas->relay->config.max_message_bytes,
+            ((again = delta_rule(message, key, legacy, len, (size_t)deltas->config->max_message_bytes,
                                  message->used_ms)) == DELTA_REPLAY ||
              again == DELTA_WRITING))
             rule = again;
@@ -1255,8 +1265,8 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
         rl_call_fail(call, rule, NULL);
         return;
     }
-    if (deltas->unwritten >= (size_t)deltas->relay->config.delta_backlog_max ||
-        unwritten_wait_ms(deltas) > deltas->relay->config.delta_wait_max) {
+    if (deltas->unwritten >= (size_t)deltas->config->delta_backlog_max ||
+        unwritten_wait_ms(deltas) > deltas->config->delta_wait_max) {
         call->rate.retry_after_ms = OVERLOAD_RETRY_MS;
         rl_call_fail(call, RL_E_UNAVAILABLE, "deltas arrive faster than they can be stored; retry");
         return;
@@ -1281,7 +1291,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     }
     /* The first delta of a message in a batch carries the checks for its run (check_run). */
     row->installation_id = message->installation_id;
-    row->room = (int64_t)deltas->relay->config.max_message_bytes - (int64_t)message->text_bytes;
+    row->room = (int64_t)deltas->config->max_message_bytes - (int64_t)message->text_bytes;
     message->next_seq++;
     ++deltas->unwritten;
     message->text_bytes += len;
@@ -1296,7 +1306,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     if (deltas->pending->count >= BATCH_MAX)
         submit(deltas);
     else if (!h2o_timeout_is_linked(&deltas->due))
-        h2o_timeout_link(deltas->relay->loop, &deltas->group_commit, &deltas->due);
+        h2o_timeout_link(deltas->loop, &deltas->group_commit, &deltas->due);
 }
 
 /* Fills a record from what stream_state read of its message. */
@@ -1385,11 +1395,11 @@ static void dispatch(rl_deltas_t *deltas, rl_call_t *call)
         scope_of(message_id, scope, sizeof(scope));
         op->scope = rl_op_str(op, scope);
         op->now = rl_clock_now_ms();
-        op->ttl = deltas->relay->config.idempotency_ttl;
+        op->ttl = deltas->config->idempotency_ttl;
         op->record = message;
         /* Deltas of this message still pending go first, so that the store's next seq is right. */
         submit(deltas);
-        rl_store_submit(deltas->relay->store, &op->op.base, on_loaded, deltas);
+        rl_store_submit(deltas->store, &op->op.base, on_loaded, deltas);
     }
     w->call = call;
     rl_call_hold(call);
@@ -1399,8 +1409,8 @@ static void dispatch(rl_deltas_t *deltas, rl_call_t *call)
 
 int rl_bridge_send_delta(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
 
-    dispatch(relay->deltas, call);
+    dispatch(turn->deltas, call);
     return 0;
 }

@@ -13,7 +13,7 @@
 #include "http/call.h"
 #include "store/store.h"
 
-struct rl_relay;
+struct rl_turn_ctx;
 typedef struct rl_deltas rl_deltas_t;
 
 /*
@@ -48,7 +48,7 @@ typedef struct rl_delta_row {
 typedef struct rl_delta_batch {
     rl_delta_row_t *head, **tail;
     size_t count;
-    int shared; /* other nodes write too: each run checks its installation as well (rl_relay_t.shared) */
+    int shared; /* other nodes write too: each run checks its installation as well (rl_turn_ctx_t.shared) */
     /*
      * The store's only writer, a local bus, and no change to a message's
      * state in flight when it was submitted (deltas.c, batch_trusted): the
@@ -80,7 +80,12 @@ void rl_delta_batch_free(rl_delta_batch_t *batch);
  */
 int rl_delta_batch_write(rl_txn_t *txn, rl_delta_batch_t *batch);
 
-rl_deltas_t *rl_deltas_new(struct rl_relay *relay);
+/*
+ * The deltas of this node, from turn's config, store, hub, loop and shared
+ * (copied; its deltas, push and media are not read: relay.c makes the deltas
+ * before the contexts that hold them). NULL when out of memory.
+ */
+rl_deltas_t *rl_deltas_new(const struct rl_turn_ctx *turn);
 void rl_deltas_free(rl_deltas_t *deltas);
 int rl_bridge_send_delta(rl_call_t *call);
 /* Queues every pending delta for the store now; what is queued after lands after them. */

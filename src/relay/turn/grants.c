@@ -7,7 +7,8 @@
 #include "relay/turn/grants.h"
 #include "relay/core/hub.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
+#include "relay/turn/turn.h"
 
 /* Which field of a request a scope's value names; NULL for scope all (and anything unknown). */
 static const char *subject_field(const char *scope)
@@ -185,14 +186,14 @@ static void on_revoked(rl_store_op_t *base)
 {
     struct user_grants *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
 
     if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
         json_t *view = grant_view(&op->grants[0]);
         /* The user's other devices drop it from their lists. */
-        rl_hub_publish(relay->hub, call->principal, RL_EV_GRANT_REVOKED,
+        rl_hub_publish(turn->hub, call->principal, RL_EV_GRANT_REVOKED,
                        json_pack("{s:O, s:O}", "grant_id", json_object_get(view, "id"), "grant", view));
         rl_call_reply(call, json_pack("{s:O, s:o}", "grant_id", json_object_get(view, "id"), "grant", view));
     }

@@ -12,11 +12,12 @@
 #include "relay/core/idempotency.h"
 #include "relay/turn/messages.h"
 #include "relay/core/ops.h"
-#include "relay/core/relay.h"
+#include "relay/core/feature.h"
 #include "relay/sessions/sessions.h"
 #include "relay/core/text.h"
 #include "relay/core/updates.h"
 #include "relay/core/views.h"
+#include "relay/turn/turn.h"
 
 #define ID_CHARS        20
 #define TEXT_MAX        0 /* unbounded: the 1 MB body limit bounds a text (issue 11) */
@@ -105,10 +106,11 @@ static void on_history(rl_store_op_t *base)
     } else if (base->result != 0) {
         rl_call_fail(call, base->result, NULL);
     } else {
+        const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
         json_t *message;
         size_t i;
         json_array_foreach(json_object_get(op->op.value, "messages"), i, message)
-            rl_attachments_hydrate(call->app, json_object_get(message, "attachments"));
+            rl_attachments_sign(turn->media, json_object_get(message, "attachments"));
         rl_call_reply(call, json_incref(op->op.value));
     }
     rl_call_release(call);
@@ -156,7 +158,7 @@ int rl_page_query(rl_call_t *call, int *limit_out, char *before, size_t beforesz
 
 int rl_messages_list(rl_call_t *call)
 {
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     char session_id[72], before[72];
     struct history *op;
     int limit, result = rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND);
@@ -166,7 +168,7 @@ int rl_messages_list(rl_call_t *call)
     if (rl_page_query(call, &limit, before, sizeof(before)) != 0)
         return 0;
     /* Deltas answered but not yet persisted are part of the history: they land before this read. */
-    rl_deltas_flush(relay->deltas);
+    rl_deltas_flush(turn->deltas);
     op = rl_op_new(&history_type, sizeof(*op));
     op->user_id = rl_op_str(op, call->principal);
     op->session_id = rl_op_str(op, session_id);
@@ -279,7 +281,7 @@ static void on_sent(rl_store_op_t *base)
 {
     struct send *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     json_t *message = op->op.value;
 
     if (base->result == RL_E_NOT_FOUND) {
@@ -299,9 +301,9 @@ static void on_sent(rl_store_op_t *base)
         rl_call_reply(call, json_incref(op->replayed));
     } else {
         /* spec: the user message is announced as message_added, then reaches the bridge as session.message. */
-        rl_attachments_hydrate(relay, json_object_get(message, "attachments"));
-        rl_hub_publish(relay->hub, call->principal, RL_EV_MESSAGE_ADDED, json_incref(message));
-        rl_updates_notify(relay->bus, op->bridge, op->op.update_id);
+        rl_attachments_sign(turn->media, json_object_get(message, "attachments"));
+        rl_hub_publish(turn->hub, call->principal, RL_EV_MESSAGE_ADDED, json_incref(message));
+        rl_updates_notify(turn->bus, op->bridge, op->op.update_id);
         rl_call_reply(call, json_pack("{s:O, s:O}", "interaction_id", json_object_get(message, "interaction_id"),
                                       "message_id", json_object_get(message, "message_id")));
     }
@@ -314,12 +316,13 @@ static void store_message(rl_call_t *call, const char *session_id)
     const char *thought_level = rl_body_string(call, "thought_level");
     char id[32], scope[96], body_hash[RL_BODY_HASH_HEX + 1];
     rl_idempotency_t idem = {0};
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
 
     /* Keys are the user's, per session; the scope cannot meet a bridge route's ("sendMessage:…"). */
     if (rl_body_string(call, "idempotency_key") != NULL && rl_idempotency_body_hash(call->body, body_hash) == 0) {
         snprintf(scope, sizeof(scope), "me.send:%s", session_id);
         idem = (rl_idempotency_t){call->principal, scope, rl_body_string(call, "idempotency_key"), body_hash,
-                                  rl_clock_now_ms() - ((rl_relay_t *)call->app)->config.idempotency_ttl};
+                                  rl_clock_now_ms() - turn->config->idempotency_ttl};
     }
     rl_idempotency_copy(&op->op.base.arena, &op->idem, &idem);
 
@@ -367,7 +370,7 @@ static void on_send_target(rl_store_op_t *base)
 {
     struct send_target *op = (void *)base;
     rl_call_t *call = base->arg;
-    rl_relay_t *relay = call->app;
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     static const char *const plain[] = {"text", NULL};
     const char *field = NULL, *text = rl_body_string(call, op->encrypted ? "text_ct" : "text");
 
@@ -381,9 +384,9 @@ static void on_send_target(rl_store_op_t *base)
                           problem(op->encrypted ? "text_ct" : "text", text == NULL ? "invalid_type" : "too_small",
                                   text == NULL ? "Required" : "A message needs text or at least one attachment"),
                           NULL);
-    } else if (strcmp(rl_bus_presence_get(relay->bus, op->installation_id), "degraded") == 0) {
+    } else if (strcmp(rl_bus_presence_get(turn->bus, op->installation_id), "degraded") == 0) {
         /* brief: an offline agent gets the message queued; a degraded one is refused until it answers again. */
-        call->rate.retry_after_ms = relay->config.ws_pong_timeout;
+        call->rate.retry_after_ms = turn->config->ws_pong_timeout;
         rl_call_fail(call, RL_E_AGENT_DEGRADED, NULL);
     } else {
         store_message(call, op->session_id);
@@ -393,6 +396,7 @@ static void on_send_target(rl_store_op_t *base)
 
 int rl_message_send(rl_call_t *call)
 {
+    const rl_turn_ctx_t *turn = rl_feature_of(call, RL_FEATURE_TURN);
     struct send_target *op;
     char session_id[72];
 
@@ -401,8 +405,8 @@ int rl_message_send(rl_call_t *call)
     if (rl_path_id(call, 0, session_id, sizeof(session_id), RL_E_SESSION_NOT_FOUND) != 0)
         return RL_E_SESSION_NOT_FOUND;
     /* The same cap as an agent's message (--max-message-bytes). */
-    if ((text != NULL && strlen(text) > (size_t)((rl_relay_t *)call->app)->config.max_message_bytes) ||
-        (text_ct != NULL && strlen(text_ct) > (size_t)((rl_relay_t *)call->app)->config.max_message_bytes))
+    if ((text != NULL && strlen(text) > (size_t)turn->config->max_message_bytes) ||
+        (text_ct != NULL && strlen(text_ct) > (size_t)turn->config->max_message_bytes))
         return RL_E_MESSAGE_TOO_LARGE;
     op = rl_op_new(&send_target_type, sizeof(*op));
     op->user_id = rl_op_str(op, call->principal);

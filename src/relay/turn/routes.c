@@ -2,7 +2,7 @@
  * The route rows of messages and deltas, tasks, approvals, the snapshot and grants (docs/api.md); src/relay/routes.c
  * assembles every feature's rows into relayd's table.
  */
-#include "relay/core/relay.h"
+#include "relay/core/auth.h"
 #include "relay/media/attachments.h"
 #include "relay/turn/approvals.h"
 #include "relay/turn/bridge.h"

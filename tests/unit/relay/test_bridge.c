@@ -203,11 +203,11 @@ static void check_lapse(rl_store_op_t *base)
 static size_t lapse(rl_store_t *store, int64_t now)
 {
     /* The sweep's operation as sweeps.c makes it: no deltas are pending here. */
-    rl_relay_t relay = {.deltas = NULL};
+    rl_config_t config = {.followup_window = FOLLOWUP};
+    rl_turn_ctx_t turn = {.config = &config, .deltas = NULL};
 
-    relay.config.followup_window = FOLLOWUP;
     lapsed = (size_t)-1;
-    assert_int_equal(run_op(store, rl_messages_lapse(&relay, now), check_lapse), 0);
+    assert_int_equal(run_op(store, rl_messages_lapse(&turn, now), check_lapse), 0);
     return lapsed;
 }
 

@@ -384,17 +384,17 @@ static void test_size_cap(void **state)
 
 /* ---- one node: the records are the truth, and every change to a message's state tells them ---- */
 
-/* A node's deltas over an empty relay: no loop, nothing submitted (the pending batch stays empty). */
+/* A node's deltas with no services: no loop, nothing submitted (the pending batch stays empty). */
 struct node {
-    rl_relay_t relay;
+    rl_config_t config;
     rl_deltas_t deltas;
 };
 
 static void node_init(struct node *n)
 {
     memset(n, 0, sizeof(*n));
-    n->relay.config.idempotency_ttl = TTL;
-    n->deltas.relay = &n->relay;
+    n->config.idempotency_ttl = TTL;
+    n->deltas.config = &n->config;
     n->deltas.open_messages = rl_strmap_new(16);
     n->deltas.pending = rl_delta_batch_new();
     n->deltas.newest = &n->deltas.oldest;
