@@ -201,26 +201,30 @@ static const rl_route_t metrics_routes[] = {
 #endif
 };
 
+/* The metrics listener is relayd's, not the relay's: one per process, on the relay's loop (loop thread only). */
+static rl_http_config_t metrics_http;
+static rl_http_server_t *metrics_server;
+
 int rl_metrics_open(rl_relay_t *relay)
 {
     char bound[300];
 
     if (relay->config.metrics_listen[0] == '\0')
         return 0;
-    relay->metrics_http.routes = metrics_routes;
-    relay->metrics_http.nroutes = sizeof(metrics_routes) / sizeof(metrics_routes[0]);
-    relay->metrics_http.max_body = 1024;
-    relay->metrics_http.request_timeout_ms = (uint64_t)relay->config.request_timeout;
-    relay->metrics_http.app = relay;
-    if (rl_http_server_create(relay->loop, &relay->metrics_http, &relay->metrics_server) != 0 ||
-        rl_http_server_listen(relay->metrics_server, relay->config.metrics_listen, bound, sizeof(bound)) != 0)
+    metrics_http.routes = metrics_routes;
+    metrics_http.nroutes = sizeof(metrics_routes) / sizeof(metrics_routes[0]);
+    metrics_http.max_body = 1024;
+    metrics_http.request_timeout_ms = (uint64_t)relay->config.request_timeout;
+    metrics_http.app = relay;
+    if (rl_http_server_create(relay->loop, &metrics_http, &metrics_server) != 0 ||
+        rl_http_server_listen(metrics_server, relay->config.metrics_listen, bound, sizeof(bound)) != 0)
         return -1;
     rl_log_fields(RL_LOG_INFO, json_pack("{s:s, s:s}", "msg", "metrics listening", "address", bound));
     return 0;
 }
 
-void rl_metrics_shutdown(rl_relay_t *relay)
+void rl_metrics_shutdown(void)
 {
-    if (relay->metrics_server != NULL)
-        rl_http_server_stop_listening(relay->metrics_server);
+    if (metrics_server != NULL)
+        rl_http_server_stop_listening(metrics_server);
 }

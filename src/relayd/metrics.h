@@ -12,6 +12,6 @@ struct rl_relay;
 /* Listens on --metrics-listen when it is set. 0, or -1 with the reason logged. Start-up. */
 int rl_metrics_open(struct rl_relay *relay);
 /* Stops listening (a graceful stop). */
-void rl_metrics_shutdown(struct rl_relay *relay);
+void rl_metrics_shutdown(void);
 
 #endif

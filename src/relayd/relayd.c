@@ -309,7 +309,7 @@ static void shut_down(rl_relay_t *relay, h2o_loop_t *loop)
     int64_t left;
 
     rl_log_info("stopping");
-    rl_metrics_shutdown(relay);
+    rl_metrics_shutdown();
     rl_relay_shutdown_begin(relay);
     while (!rl_relay_quiet(relay) && (left = deadline - rl_clock_mono_us() / 1000) > 0)
         turn(relay, loop, left < 100 ? (int32_t)left : 100);

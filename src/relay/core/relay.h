@@ -48,16 +48,14 @@ typedef struct rl_relay {
     struct rl_rpc *rpc;               /* requests of this node to bridges, waiting for answers (rpc.c) */
     rl_http_config_t http;
     rl_http_server_t *server;
-    char address[300];                /* where server listens, once started (HOST:PORT) */
-    rl_http_config_t metrics_http;    /* --metrics-listen (relayd/metrics.c) */
-    rl_http_server_t *metrics_server; /* NULL when it is not set */
-    h2o_timeout_t zero_timeout;       /* runs work on the next loop turn */
-    h2o_timeout_entry_t store_flush;  /* an inline store: flush on the next turn */
-    h2o_socket_t *store_wake;         /* the store's wake fd (a dup), read by the loop */
-    struct rl_jobs *jobs;             /* work off the loop: push, key refresh (common/jobs.h) */
-    h2o_socket_t *jobs_wake;          /* the jobs' eventfd (a dup), read by the loop */
-    h2o_timeout_t heartbeat_timeout;  /* shared by every event stream */
-    int datalock;                     /* the data folder's lock (datalock.h), held until the process ends */
+    char address[300];               /* where server listens, once started (HOST:PORT) */
+    h2o_timeout_t zero_timeout;      /* runs work on the next loop turn */
+    h2o_timeout_entry_t store_flush; /* an inline store: flush on the next turn */
+    h2o_socket_t *store_wake;        /* the store's wake fd (a dup), read by the loop */
+    struct rl_jobs *jobs;            /* work off the loop: push, key refresh (common/jobs.h) */
+    h2o_socket_t *jobs_wake;         /* the jobs' eventfd (a dup), read by the loop */
+    h2o_timeout_t heartbeat_timeout; /* shared by every event stream */
+    int datalock;                    /* the data folder's lock (datalock.h), held until the process ends */
 } rl_relay_t;
 
 /*
