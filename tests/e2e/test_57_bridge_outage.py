@@ -2,8 +2,6 @@
 with a silent hole. Writes are kept and retried while relayd is away (--retry-window, default 30 min)
 and the message ends with its whole text in sendMessageEnd; a reply too long for that, which also
 lost a delta, ends with finish_reason "error" and says it is incomplete, so that `relay send` exits 4."""
-import time
-
 from relaylib import wait_until
 from test_50_bridge_support import PYTHON, WAIT, paired, restart_on_same_port
 
@@ -13,6 +11,11 @@ WORDS = ["x%02d" % n for n in range(1, 21)]
 def _text_so_far(user, session, interaction):
     replies = user.replies(session, interaction)
     return replies[0]["text"] if replies else ""
+
+
+def _failed_deltas(bridge, what):
+    """The bridge's log lines of a sendMessageDelta that failed, then was retried or given up (bridge/rest.c)."""
+    return sum(1 for line in bridge.log_text().splitlines() if "sendMessageDelta" in line and "(%s)" % what in line)
 
 
 def test_a_reply_survives_an_outage_whole(relay, user_token, tmp_path):
@@ -26,10 +29,12 @@ def test_a_reply_survives_an_outage_whole(relay, user_token, tmp_path):
         session = user.create_session()
         interaction = user.send(session, "count")
         wait_until(lambda: "x03" in _text_so_far(user, session, interaction), WAIT, what="x03 stored")
+        before = _failed_deltas(bridge, "retrying")
         relay.kill9()
-        # Longer than the three retries of the spec's rule 3 (1 s, 2 s, 4 s, with jitter) the old bridge
-        # made before dropping a delta.
-        time.sleep(14)
+        # Away for longer than the three retries of the spec's rule 3 (1 s, 2 s, 4 s, with jitter) the old
+        # bridge made before dropping a delta: relayd comes back once the bridge has failed a fourth try, which
+        # the old bridge gave up on, and says it retries.
+        wait_until(lambda: _failed_deltas(bridge, "retrying") >= before + 4, 60, what="four failed tries of a delta")
         restart_on_same_port(relay)
         reply = user.wait_reply(session, interaction, timeout=90)
         assert reply["text"] == " ".join(WORDS) + " ", reply["text"]
@@ -53,8 +58,7 @@ def test_a_long_reply_that_lost_a_delta_ends_incomplete(relay, user_token, tmp_p
         wait_until(lambda: "aaaa" in _text_so_far(user, session, interaction), WAIT, what="the first half stored")
         relay.kill9()
         # The second half is written while relayd is away and given up after the 1 s window.
-        bridge.wait_log("sendMessageDelta", count=1, timeout=WAIT)
-        time.sleep(4)
+        wait_until(lambda: _failed_deltas(bridge, "giving up") >= 1, WAIT, what="the delta given up")
         restart_on_same_port(relay)
         reply = user.wait_reply(session, interaction, timeout=60)
         assert reply["finish_reason"] == "error", reply["finish_reason"]
