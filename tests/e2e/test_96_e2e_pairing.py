@@ -6,7 +6,7 @@ import threading
 import time
 
 from bridgelib import WAIT, Socket
-from relaylib import assert_error, assert_ok, find_error, validation_errors
+from relaylib import assert_error, assert_ok, find_error, free_port, metric, validation_errors, wait_until
 
 START = "/v1/pairing/start"
 
@@ -93,12 +93,13 @@ def test_a_claim_on_another_node_reaches_the_poll(relayd):
 
 
 def test_a_graceful_stop_answers_held_polls(relayd):
-    relay = relayd()
+    metrics_port = free_port()
+    relay = relayd("--metrics-listen", "127.0.0.1:%d" % metrics_port)
     code = _start(relay)["code"]
     answers = {}
     waiter = threading.Thread(target=lambda: answers.update(r=_poll(relay, code, 25)))
     waiter.start()
-    time.sleep(0.5)
+    wait_until(lambda: metric(metrics_port, "relay_pairing_polls_waiting") == 1, WAIT, what="the poll held")
     t0 = time.monotonic()
     assert relay.stop() == 0
     waiter.join(WAIT)
