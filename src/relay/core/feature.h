@@ -25,4 +25,11 @@ enum rl_feature {
 /* The context of feature on call's relay, or NULL while the feature is not open. */
 void *rl_feature_of(const rl_call_t *call, enum rl_feature feature);
 
+/*
+ * The open of a feature whose context is all it keeps (sessions, e2e, turn):
+ * *out becomes a heap copy of the size bytes at ctx, which its close frees.
+ * 0, or -1 out of memory.
+ */
+int rl_feature_copy(const void *ctx, size_t size, void **out);
+
 #endif

@@ -1122,11 +1122,11 @@ int rl_session_file_read_plain(rl_call_t *call)
 
 int rl_e2e_open(const rl_e2e_ctx_t *ctx, rl_e2e_ctx_t **out)
 {
-    *out = malloc(sizeof(**out));
-    if (*out == NULL)
-        return -1;
-    **out = *ctx;
-    return 0;
+    void *copy;
+    int result = rl_feature_copy(ctx, sizeof(*ctx), &copy);
+
+    *out = copy;
+    return result;
 }
 
 void rl_e2e_close(rl_e2e_ctx_t *e2e)

@@ -546,11 +546,11 @@ int rl_sessions_list(rl_call_t *call)
 
 int rl_sessions_open(const rl_sessions_ctx_t *ctx, rl_sessions_ctx_t **out)
 {
-    *out = malloc(sizeof(**out));
-    if (*out == NULL)
-        return -1;
-    **out = *ctx;
-    return 0;
+    void *copy;
+    int result = rl_feature_copy(ctx, sizeof(*ctx), &copy);
+
+    *out = copy;
+    return result;
 }
 
 void rl_sessions_close(rl_sessions_ctx_t *sessions)
