@@ -17,6 +17,7 @@
 #include "relay/installations/pairing.h"
 #include "relay/core/hub.h"
 #include "relay/media/media.h"
+#include "relay/push/push.h"
 #include "relayd/metrics.h"
 #include "relay/core/relay.h"
 #include "relay/sweeps.h"
@@ -51,6 +52,7 @@ static void write_relay(rl_relay_t *relay, FILE *out)
     uint64_t pings, pongs, missed;
     rl_store_figures_t store;
     rl_sse_stats_t streams;
+    rl_push_skipped_t pushes;
     uint64_t attachments_refusals;
     int attachments_full = rl_media_disk_full(relay->features[RL_FEATURE_MEDIA], &attachments_refusals);
     const rl_installations_t *installations = relay->features[RL_FEATURE_INSTALLATIONS];
@@ -77,6 +79,16 @@ static void write_relay(rl_relay_t *relay, FILE *out)
             "claim or their timeout.\n# TYPE relay_pairing_polls_waiting gauge\nrelay_pairing_polls_waiting %zu\n",
             (unsigned long long)pings, (unsigned long long)pongs, (unsigned long long)missed,
             installations != NULL ? rl_pair_waits_count(installations->pair_waits) : 0);
+    rl_push_skipped(relay->features[RL_FEATURE_PUSH], &pushes);
+    fprintf(out,
+            "# HELP relay_push_skipped_total Web Pushes not sent, by why: to an endpoint backing off after "
+            "failures, the sender's queue full, the user's share of it full.\n"
+            "# TYPE relay_push_skipped_total counter\n"
+            "relay_push_skipped_total{reason=\"backing_off\"} %llu\n"
+            "relay_push_skipped_total{reason=\"queue_full\"} %llu\n"
+            "relay_push_skipped_total{reason=\"user_queue_full\"} %llu\n",
+            (unsigned long long)pushes.backing_off, (unsigned long long)pushes.queue_full,
+            (unsigned long long)pushes.user_queue_full);
     rl_sse_stats(&streams);
     fprintf(
         out,

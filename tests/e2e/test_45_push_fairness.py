@@ -14,8 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from bridgelib import WAIT, Turn
-from relaylib import assert_ok, mint_token, wait_until
+from relaylib import assert_ok, free_port, metric, mint_token, wait_until
 from test_18_push import PushService, post_paced
+
+BACKING_OFF = 'relay_push_skipped_total{reason="backing_off"}'
 
 
 class Tarpit:
@@ -149,8 +151,9 @@ def test_many_users_aiming_at_one_hanging_host_leave_room_for_others(relayd):
 
 
 def test_a_hanging_endpoint_times_out_and_backs_off(relayd):
+    metrics_port = free_port()
     relay = relayd("--push-endpoints", "any", "--push-subject", "mailto:ops@example.org", "--push-timeout", "500ms",
-                   "--push-backoff", "10s")
+                   "--push-backoff", "10s", "--metrics-listen", "127.0.0.1:%d" % metrics_port)
     mallory = mint_token(relay.data, "mallory")
     service, tarpit = PushService(), Tarpit()
     try:
@@ -164,7 +167,7 @@ def test_a_hanging_endpoint_times_out_and_backs_off(relayd):
         # Backing off: the next approvals are not even tried.
         for _ in range(3):
             assert_ok(t.inst.request_approval(t.session, t.interaction)[1])
-        time.sleep(0.5)
+        wait_until(lambda: metric(metrics_port, BACKING_OFF) == 3, WAIT, what="three pushes skipped")
         assert len(tarpit.held) == 1, len(tarpit.held)
         assert relay.count("push_subscriptions") == 1
         t.close()
@@ -174,8 +177,10 @@ def test_a_hanging_endpoint_times_out_and_backs_off(relayd):
 
 
 def test_an_endpoint_that_keeps_failing_is_dropped(relayd):
-    relay = relayd("--push-endpoints", "any", "--push-subject", "mailto:ops@example.org", "--push-backoff", "300ms",
-                   "--push-failures-max", "3")
+    # relayd-testclock: the back-off is waited out by moving relayd's clock, so that no pause of this machine
+    # can end it early (a 10 s back-off here is never reached by real time within the test).
+    relay = relayd("--push-endpoints", "any", "--push-subject", "mailto:ops@example.org", "--push-backoff", "10s",
+                   "--push-failures-max", "3", testclock=True)
     token = mint_token(relay.data, "alice")
     failing, service = Failing(), PushService()
     try:
@@ -187,14 +192,20 @@ def test_an_endpoint_that_keeps_failing_is_dropped(relayd):
         def approval():
             assert_ok(t.inst.request_approval(t.session, t.interaction)[1])
 
+        def failures_noted():  # relayd logs each failure when it records it, and the back-off starts then
+            return sum(1 for r in relay.log_records() if r.get("msg") == "push not accepted")
+
         approval()
-        wait_until(lambda: failing.posts == 1, WAIT, what="the first push")
-        approval()  # inside the 300 ms back-off: skipped
-        time.sleep(0.4)
+        wait_until(lambda: failures_noted() == 1, WAIT, what="the first push failed")
+        approval()  # inside the 10 s back-off: skipped
+        wait_until(lambda: metric(relay.clock_port, BACKING_OFF) == 1, WAIT, what="the push skipped")
         assert failing.posts == 1
+        relay.advance_clock(10100)
         approval()
-        wait_until(lambda: failing.posts == 2, WAIT, what="the second push, after the back-off")
-        time.sleep(0.7)  # the back-off doubled: 600 ms
+        wait_until(lambda: failures_noted() == 2, WAIT, what="the second push failed, after the back-off")
+        approval()  # the back-off doubled: 20 s
+        wait_until(lambda: metric(relay.clock_port, BACKING_OFF) == 2, WAIT, what="the push skipped again")
+        relay.advance_clock(20100)
         approval()
         wait_until(lambda: relay.count("push_subscriptions") == 0, WAIT, what="the subscription dropped")
         assert failing.posts == 3

@@ -747,6 +747,16 @@ void rl_push_close(rl_push_t *push)
     free(push);
 }
 
+void rl_push_skipped(const rl_push_t *push, rl_push_skipped_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (push == NULL)
+        return;
+    out->backing_off = push->backed_off;
+    out->queue_full = push->dropped;
+    out->user_queue_full = push->dropped_user;
+}
+
 const char *rl_push_public_key(rl_push_t *push)
 {
     return push != NULL && push->vapid != NULL ? rl_vapid_public_key(push->vapid) : NULL;

@@ -18,6 +18,7 @@
 #define RL_RELAY_PUSH_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "http/call.h"
 #include "http/validate.h"
@@ -59,6 +60,15 @@ typedef struct rl_push_ctx {
 int rl_push_open(const rl_push_ctx_t *ctx, rl_push_t **out);
 /* Stops the sender (pushes still queued are dropped) and frees what it holds. NULL is ignored. */
 void rl_push_close(rl_push_t *push);
+/* Pushes not sent since the start, by why (the metrics): each is logged once in a hundred. */
+typedef struct rl_push_skipped {
+    uint64_t backing_off;     /* to an endpoint resting after failures (--push-backoff) */
+    uint64_t queue_full;      /* the sender's queue held RL_PUSH_QUEUE_MAX */
+    uint64_t user_queue_full; /* the user had --push-user-max waiting */
+} rl_push_skipped_t;
+
+/* What rl_push_skipped_t says, for push; zeros for NULL. Loop thread. */
+void rl_push_skipped(const rl_push_t *push, rl_push_skipped_t *out);
 /* The VAPID public key (base64url): the app's applicationServerKey. NULL for a NULL push. */
 const char *rl_push_public_key(rl_push_t *push);
 /* An approval_requested event (borrowed) for the user: pushed to each of their subscriptions. */
