@@ -138,7 +138,7 @@ struct rl_deltas {
     rl_store_t *store;
     struct rl_hub *hub;
     h2o_loop_t *loop;
-    int shared;
+    int shared; /* other nodes share the store and bus: they write to messages too, and deltas publish on commit */
     rl_strmap_t *open_messages; /* message id -> its record */
     rl_delta_batch_t *pending;  /* applied, waiting for the next batch */
     unsigned inflight;          /* batches in the store */
@@ -147,9 +147,8 @@ struct rl_deltas {
     size_t unwritten;           /* deltas pending or in the store */
     h2o_timeout_t group_commit;
     h2o_timeout_entry_t due;
-    int publish_on_commit; /* a shared bus: other nodes write to messages too (above) */
-    unsigned changing;     /* changes to messages' state in the store, not yet told to the records */
-    int exclusive;         /* no other process writes to the store (rl_store_exclusive): records are the truth */
+    unsigned changing; /* changes to messages' state in the store, not yet told to the records */
+    int exclusive;     /* no other process writes to the store (rl_store_exclusive): records are the truth */
 };
 
 static void record_unref(struct open_message *message)
@@ -865,7 +864,7 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
     if (result == 0) {
         size_t len = 0;
         const char *text = body_string(call, message->encrypted ? "delta_ct" : "delta", &len);
-        if (deltas->publish_on_commit && text != NULL)
+        if (deltas->shared && text != NULL)
             publish_delta(deltas, message, text, len);
         reply_delta(call, message->message_id, 0);
     } else if (result == RL_E_CONFLICT || reload_refused(deltas, call, result)) {
@@ -998,7 +997,6 @@ rl_deltas_t *rl_deltas_new(const rl_turn_ctx_t *turn)
     deltas->hub = turn->hub;
     deltas->loop = turn->loop;
     deltas->shared = turn->shared;
-    deltas->publish_on_commit = turn->shared;
     deltas->exclusive = turn->store != NULL && rl_store_exclusive(turn->store);
     deltas->newest = &deltas->oldest;
     deltas->open_messages = rl_strmap_new(OPEN_MESSAGES_MAX);
@@ -1299,7 +1297,7 @@ static void apply(rl_deltas_t *deltas, struct open_message *message, rl_call_t *
     ++message->refs;
     rl_call_hold(call);
     /* Published once, even if a conflict with another node makes it go through here again. */
-    if ((call->handler_tag & TAG_PUBLISHED) == 0 && !deltas->publish_on_commit) {
+    if ((call->handler_tag & TAG_PUBLISHED) == 0 && !deltas->shared) {
         call->handler_tag |= TAG_PUBLISHED;
         publish_delta(deltas, message, text, text_len);
     }
