@@ -25,7 +25,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
-import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT } from './lib.js';
+import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT, verifyWithCode } from './lib.js';
 
 const AGENT_PY = join(ROOT, 'tests', 'e2e', 'acp_agent.py');
 const PHONE_360 = { width: 360, height: 740 };
@@ -89,10 +89,7 @@ before(async () => {
   const web = await waitFor('the web device', async () =>
     (await relay.api('GET', '/v1/me/devices', token)).devices.find((d) => d.platform === 'web'));
   await waitFor('relay-bridge showing the emoji', () => bridge.log.join('').includes(`device ${idOf(web)} (`));
-  await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
-  await page.fill('#enrol-code', pairing.enrol_code);
-  await page.click('button:has-text("They match")');
-  await page.waitForURL(/#\/settings$/);
+  await verifyWithCode(page, relay, bridgeDevice, pairing.enrol_code);
   await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} .*shared the keys`).test(bridge.log.join('')));
   await waitFor('the manifest listing both agents', async () => {
     const me = await relay.api('GET', '/v1/me', token);

@@ -182,7 +182,7 @@ test('an approval answered in the page is signed and the agent runs the command'
   await composerSend(page, 'run echo xylophonist');
   const card = await page.waitForSelector('.approval-pending');
   await waitFor('the sealed command in clear', async () => (await card.innerText()).includes('echo xylophonist'));
-  await (await card.$('button[data-choice="once"]')).click();
+  await page.click('.approval-pending button[data-choice="once"]');
   await waitFor('the agent running it', async () =>
     (await agentReplies(page)).some((t) => t.startsWith('allow-once: ran echo xylophonist')))
     .catch(async (err) => assert.fail(`${err.message}; page: ${await page.innerText('.timeline')}; bridge: ${bridge.text().slice(-1500)}`));

@@ -77,7 +77,7 @@ test('a location request: the reason, then the browser\'s location reaches the a
   assert.ok(await card.$('button[data-choice="refuse"]'));
   await screenshot(page, 'phone-capability-location');
   assert.deepEqual(await axe(page), []);
-  await card.$('button[data-choice="share"]').then((b) => b.click());
+  await page.click('.capability-pending button[data-choice="share"]');
   const said = await reply(/answered: you are at/);
   assert.match(said, /^dcr_\w+ answered: you are at 48\.858, 2\.295 \(±12 m\)$/);
   // What the agent wrote before asking stays in its own message, the answer's text in one below it.
@@ -102,8 +102,8 @@ test('a photo request: the camera\'s file input, uploaded and handed to the agen
 });
 
 test('a refusal reaches the agent', async () => {
-  const card = await ask('where now?');
-  await (await card.$('button[data-choice="refuse"]')).click();
+  await ask('where now?');
+  await page.click('.capability-pending button[data-choice="refuse"]');
   assert.match(await reply(/ refused$/), /^dcr_\w+ refused$/);
   await page.waitForSelector('.capability-refused .approval-outcome:has-text("Refused")');
   collect(page);
@@ -143,11 +143,11 @@ test('a location the browser is not allowed to give leaves the card to refuse', 
   await denied.waitForSelector('.composer-input');
   await denied.fill('.composer-input', 'where else?');
   await denied.click('button[aria-label="Send"]');
-  const card = await denied.waitForSelector('.capability-pending');
-  await (await card.$('button[data-choice="share"]')).click();
+  await denied.waitForSelector('.capability-pending');
+  await denied.click('.capability-pending button[data-choice="share"]');
   await denied.waitForSelector('.toast:has-text("Location permission was not given")');
   assert.ok(await denied.$('.capability-pending'), 'the card stays');
-  await (await card.$('button[data-choice="refuse"]')).click();
+  await denied.click('.capability-pending button[data-choice="refuse"]');
   await denied.waitForSelector('.capability-refused');
   collect(denied);
   await denied.context().close();

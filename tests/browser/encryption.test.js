@@ -113,6 +113,18 @@ const enrolProofOf = (code, bridgeId, deviceId, pubHex) => createHmac('sha256',
   .digest('base64');
 
 // The screen at both phone widths, light and dark: nothing scrolls sideways.
+// The device's row brought into view for a screenshot. Settings draws its list again whenever a device's
+// state changes (the bridge sharing its keys a moment after a confirmation), which detaches the row an
+// element handle or a locator's scroll was holding: the scroll is done in the page, in one step.
+async function scrollToDevice(p, deviceId) {
+  const found = await p.evaluate((id) => {
+    const row = document.querySelector(`.device-item[data-device="${id}"]`);
+    if (row) row.scrollIntoView({ block: 'nearest' });
+    return !!row;
+  }, deviceId);
+  assert.ok(found, `the row of ${deviceId} in Settings`);
+}
+
 async function shots(p, name) {
   const size = p.viewportSize();
   for (const viewport of [{ width: 360, height: 740 }, PHONE_390]) {
@@ -282,7 +294,7 @@ test('Verify from New chat: the emoji the bridge computes, a malformed code refu
   assert.equal(added.payload.pubkey, webDevice.pubkey);
   await page.goto(`${relay.url}/#/settings`);
   await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="code"]`);
-  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await scrollToDevice(page, bridgeDevice);
   await shots(page, 'settings-bridge-code');
   assert.deepEqual(await axe(page), []);
   collect(page);
@@ -314,7 +326,7 @@ test('Verify again without a code: it still confirms, then shows the command the
   const row = await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="waiting"]`);
   assert.match(await row.innerText(), /Waiting for the machine/);
   assert.equal(await row.$eval('code', (el) => el.textContent), command);
-  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await scrollToDevice(page, bridgeDevice);
   await shots(page, 'settings-bridge-waiting');
   // New chat says so too.
   await page.goto(`${relay.url}/#/new/${installationId}`);
@@ -347,7 +359,7 @@ test('Verify from the link relay-bridge prints (#/verify/<installation>?enrol=):
   const row = await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="earlier"]`);
   assert.match(await row.innerText(), /Verified before machines asked for their code/);
   assert.ok(await page.$(`.device-item[data-device="${bridgeDevice}"] a.btn-primary:has-text("Verify again")`), 'Verify again, first among its actions');
-  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await scrollToDevice(page, bridgeDevice);
   await shots(page, 'settings-bridge-earlier');
   // A link with a malformed code: the field says so at once.
   await page.goto(`${relay.url}/#/verify/${installationId}?enrol=not-a-code`);
@@ -442,7 +454,7 @@ test('an encrypted turn: the message goes sealed, the reply, a task and an appro
   assert.equal(await approval.$('button[data-choice="always"]'), null, 'no grant in an encrypted chat: relayd would answer nothing by it');
   await screenshot(page, 'e2e-approval');
   assert.deepEqual(await axe(page), []);
-  await (await approval.$('button[data-choice="once"]')).click();
+  await page.click('.approval-pending button[data-choice="once"]');
   const resolved = await socket.update('approval.resolved', (p) => p.approval_id === 'apr_shred');
   const p = resolved.payload;
   assert.equal(p.decision, 'approve');
@@ -496,7 +508,7 @@ test('an encrypted capability request: the reason reads in clear, the location l
     capability: 'location', reason_ct: seal(sessionKey, caps, SECRET.reason), idempotency_key: key() });
   const card = await page.waitForSelector('.capability-pending');
   await waitFor('the reason opened', async () => (await card.$eval('.capability-reason', (e) => e.textContent)) === SECRET.reason);
-  await (await card.$('button[data-choice="share"]')).click();
+  await page.click('.capability-pending button[data-choice="share"]');
   const result = await socket.update('device_capability.result', (p) => p.request_id === asked.request_id);
   assert.equal(result.payload.status, 'answered');
   assert.equal(result.payload.location, undefined, 'no location in clear');
@@ -665,7 +677,7 @@ test('a grant the relay makes for the page, unsigned, forged or in the page\'s o
   await page.goto(`${relay.url}/#/settings`);
   const row = await page.waitForSelector(`.device-item[data-device="${bridgeDevice}"] .bridge-status[data-state="keys"]`);
   assert.match(await row.innerText(), /Keys received/);
-  await (await page.$(`.device-item[data-device="${bridgeDevice}"]`)).scrollIntoViewIfNeeded();
+  await scrollToDevice(page, bridgeDevice);
   await shots(page, 'settings-bridge-keys');
   collect(page);
 });

@@ -15,7 +15,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync, rmSync, symlinkSync, readFileSync } from 'node:fs';
-import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT } from './lib.js';
+import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT, verifyWithCode } from './lib.js';
 
 const AGENT = `acp:python3 ${join(ROOT, 'tests', 'browser', 'files_agent.py')}`;
 const PHONE_360 = { width: 360, height: 740 };
@@ -57,11 +57,7 @@ before(async () => {
   const web = await waitFor('the web device', async () =>
     (await relay.api('GET', '/v1/me/devices', token)).devices.find((d) => d.platform === 'web'));
   await waitFor('relay-bridge showing the emoji', () => bridge.log.join('').includes(`device ${idOf(web)} (`));
-  await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
-  await page.fill('#enrol-code', pairing.enrol_code);
-  await page.click('button:has-text("They match")');
-  // The Verify screen goes back to Settings once its confirmation is through: not before, or it would leave New chat.
-  await page.waitForURL(/#\/settings$/);
+  await verifyWithCode(page, relay, bridgeDevice, pairing.enrol_code);
   await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} .*shared the keys`).test(bridge.log.join('')));
   await page.goto(`${relay.url}/#/new/${installationId}`);
   await page.waitForSelector('#new-encryption .pill-lock');

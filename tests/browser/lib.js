@@ -250,6 +250,28 @@ export async function signIn(page, relay, user = 'alice') {
   await page.waitForFunction(() => !location.pathname.startsWith('/login'), null, { timeout: WAIT });
 }
 
+// The usual way a page's device is verified (docs/bridge.md "Devices"): the Verify screen of the bridge's
+// device, its emoji shown, the one-time code relay-bridge showed typed, They match; the screen goes back
+// to Settings once the relay took the confirmation. When it does not, the error says what the screen
+// shows instead (a toast, the no-code confirmation, a screen still loading), not only that it timed out.
+export async function verifyWithCode(page, relay, bridgeDevice, code) {
+  await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
+  await page.waitForSelector('ol.sas[data-sas]', { timeout: WAIT });
+  await page.fill('#enrol-code', code);
+  await page.click('button:has-text("They match")');
+  try {
+    await page.waitForURL(/#\/settings$/, { timeout: WAIT });
+  } catch (err) {
+    const shown = await page.evaluate(() => ({
+      url: location.href,
+      main: (document.getElementById('main') || document.body).innerText.slice(0, 600),
+      toasts: [...document.querySelectorAll('.toast')].map((t) => t.innerText),
+      code: (document.getElementById('enrol-code') || {}).value ?? null,
+    })).catch(() => null);
+    throw new Error(`the Verify screen did not go back to Settings after They match: ${JSON.stringify(shown)}`, { cause: err });
+  }
+}
+
 // axe-core in the page: returns the violations of impact serious or critical.
 export async function axe(page) {
   const source = readFileSync(join(HERE, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');

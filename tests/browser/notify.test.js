@@ -22,7 +22,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { Relay, Bridge, BRIDGE, ECHO_AGENT, launch, screenshot, waitFor, sleep, PHONE, WAIT } from './lib.js';
+import { Relay, Bridge, BRIDGE, ECHO_AGENT, launch, screenshot, waitFor, sleep, PHONE, WAIT, verifyWithCode } from './lib.js';
 import { PushService } from './push_service.js';
 
 // A decision_sig made by no key the bridge knows.
@@ -251,11 +251,7 @@ async function verifyMachine() {
   // This browser's device, verified on the machine with the code relay-bridge pair showed (as bridge_e2e.test.js).
   const web = await waitFor('the web device', async () => (await relay.api('GET', '/v1/me/devices', token)).devices.find((d) => d.platform === 'web'));
   await waitFor('relay-bridge showing the device', () => bridge.text().includes(`device ${idOf(web)} (`));
-  await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
-  await page.waitForSelector('ol.sas[data-sas]');
-  await page.fill('#enrol-code', enrolCode);
-  await page.click('button:has-text("They match")');
-  await page.waitForURL(/#\/settings$/);
+  await verifyWithCode(page, relay, bridgeDevice, enrolCode);
   await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} \\([^)]*\\) accepted`).test(bridge.text()));
   return web;
 }

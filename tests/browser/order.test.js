@@ -78,7 +78,7 @@ test('text after a tool call and after an approval reads below them, live and af
   assert.equal(await page.$$eval('.timeline .msg-agent', (els) => els.filter((e) => e.querySelector('.typing')).length), 0);
   await shots('approval');
 
-  await (await page.$('.timeline .approval-pending button[data-choice="once"]')).click();
+  await page.click('.timeline .approval-pending button[data-choice="once"]');
   await waitFor('the words after the approval', async () => (await items()).includes(`agent: ${TOLD}`));
   seen = await items();
   assert.deepEqual(seen.slice(3), ['agent: The notes say to run the checks.', 'approval: Run make check', `agent: ${TOLD}`], seen.join('\n'));

@@ -11,7 +11,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Relay, Bridge, launch, newPage, signIn, screenshot, waitFor, PHONE, ROOT } from './lib.js';
+import { Relay, Bridge, launch, newPage, signIn, screenshot, waitFor, PHONE, ROOT, verifyWithCode } from './lib.js';
 
 const ACP = join(ROOT, 'tests', 'e2e', 'acp_agent.py');
 const PHOTO = readFileSync(join(ROOT, 'web', 'app', 'icon-192.png'));
@@ -96,11 +96,7 @@ test('a photo from the composer is an image block with its very bytes, in a plai
   const web = await waitFor('the web device', async () =>
     (await relay.api('GET', '/v1/me/devices', token)).devices.find((d) => d.platform === 'web'));
   await waitFor('relay-bridge showing the emoji', () => m.bridge.log.join('').includes(`device ${idOf(web)} (`));
-  await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
-  await page.fill('#enrol-code', m.enrolCode);
-  await page.click('button:has-text("They match")');
-  // The Verify screen goes back to Settings once its confirmation is through: not before, or it would leave New chat.
-  await page.waitForURL(/#\/settings$/);
+  await verifyWithCode(page, relay, bridgeDevice, m.enrolCode);
   await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} .*shared the keys`).test(m.bridge.log.join('')));
   await page.goto(`${relay.url}/#/new/${m.installationId}`);
   await page.waitForSelector('#new-encryption .pill-lock');

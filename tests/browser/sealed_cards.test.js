@@ -12,7 +12,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT } from './lib.js';
+import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT, verifyWithCode } from './lib.js';
 
 const AGENT = `jsonl:python3 ${join(ROOT, 'tests', 'browser', 'cards_agent.py')}`;
 const PHONE_390 = { width: 390, height: 844 };
@@ -88,8 +88,8 @@ async function playUntilApproval(id) {
 
 async function finishTurn() {
   await page.waitForSelector('.timeline .approval-pending');
-  await (await page.$('.timeline .approval-pending button[data-choice="once"]')).click();
-  await (await page.$('.capability-pending button[data-choice="refuse"]')).click();
+  await page.click('.timeline .approval-pending button[data-choice="once"]');
+  await page.click('.capability-pending button[data-choice="refuse"]');
   await waitFor('the end of the turn', async () => (await page.innerText('.timeline')).includes('Done: allow-once.'));
   await waitFor('every card final', async () => (await page.$$('.task-running')).length === 0 && (await page.$$('.task')).length === 4);
   await page.waitForSelector('.capability-refused');
@@ -115,10 +115,7 @@ before(async () => {
     (await relay.api('GET', '/v1/me/devices', token)).devices.find((d) => d.platform === 'web'));
   await waitFor('relay-bridge showing the emoji', () => bridge.log.join('').includes(`device ${idOf(web)} (`));
   // The usual way (docs/bridge.md "Devices"): the one-time code relay-bridge pair showed, typed on the Verify screen.
-  await page.goto(`${relay.url}/#/verify/${bridgeDevice}`);
-  await page.fill('#enrol-code', enrolCode);
-  await page.click('button:has-text("They match")');
-  await page.waitForURL(/#\/settings$/);
+  await verifyWithCode(page, relay, bridgeDevice, enrolCode);
   await waitFor('the bridge accepting the device', () => new RegExp(`device ${idOf(web)} .*shared the keys`).test(bridge.log.join('')));
   await page.goto(`${relay.url}/#/new/${installationId}`);
   await page.waitForSelector('#new-encryption .pill-lock');

@@ -102,6 +102,41 @@ test('a sign-in link signs in once, and the code leaves the address bar', async 
   await second.context().close();
 });
 
+// The first load after sign-in (the device, /v1/me, the history) held at /v1/me: a screen opened meanwhile is
+// drawn when the load is through, once. Drawn at once and then again by the load's end, it threw away what
+// was typed on it (a code on Verify: the CI failure of agents.test.js).
+test('a screen opened while the app is still loading is drawn once the load is through, not drawn and rebuilt', async () => {
+  const p = await newPage(browser, relay, PHONE, { serviceWorkers: 'block' });
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  let asked;
+  const askedForMe = new Promise((resolve) => { asked = resolve; });
+  await p.route(/\/v1\/me$/, async (route) => {
+    asked();
+    await held;
+    await route.continue();
+  });
+  await p.goto(relay.loginLink('alice'));
+  await p.waitForSelector('nav.tabs');
+  await askedForMe;
+  // The app's hashchange listener runs before this one: what it drew is there when this one runs.
+  const drawnWhileLoading = await p.evaluate(async () => {
+    const changed = new Promise((resolve) => window.addEventListener('hashchange', resolve, { once: true }));
+    location.hash = '#/settings';
+    await changed;
+    return document.body.dataset.route || null;
+  });
+  assert.equal(drawnWhileLoading, null, 'nothing is drawn over a load in progress');
+  release();
+  await p.waitForSelector('body[data-route="settings"] main h1');
+  const mark = await p.evaluate(() => { document.querySelector('main h1').dataset.mark = 'first'; return document.body.dataset.route; });
+  assert.equal(mark, 'settings', 'the screen opened during the load is the one drawn after it');
+  await p.waitForSelector('body[data-connection="live"]', { state: 'attached' });
+  assert.equal(await p.getAttribute('main h1', 'data-mark'), 'first', 'the screen was not rebuilt when the stream started');
+  collect(p);
+  await p.context().close();
+});
+
 test('a bridge pairs from the link its QR code carries', async () => {
   bridge = new Bridge(relay);
   const pairing = await bridge.startPairing('laptop');

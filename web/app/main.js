@@ -19,6 +19,10 @@ const wide = window.matchMedia('(min-width: 960px)');
 let stream = null;
 let cleanup = null;
 let started = false;
+// From sign-in until the first load (the device, /v1/me, the history) is through: a screen opened meanwhile
+// is drawn once, by the render that ends the load, not drawn and then rebuilt under the user's fingers
+// (a code typed on Verify, a chat's text, would be thrown away).
+let loading = false;
 
 // #/<name>/<arg>?<query>: the query is the verify screen's (from=, where to go back to).
 function route() {
@@ -188,6 +192,7 @@ function startStream() {
 async function startSignedIn() {
   shell();
   const { name, arg } = route();
+  loading = true;
   try {
     // This browser's device and the session keys it holds, before anything sealed is read.
     await startDevice(auth.userId() || (store.user && store.user.id));
@@ -195,11 +200,15 @@ async function startSignedIn() {
     await reload(name === 's' ? arg : null);
     regrantWaiting([...store.sessions.values()]).catch(() => {});
   } catch (err) {
-    if (!auth.signedIn()) return;
+    if (!auth.signedIn()) {
+      loading = false;
+      return;
+    }
     toast(describe(err), 'error');
   }
   // What this device could not send before (a reload, a closed tab) is shown and sent when the relay answers.
   if (auth.userId() || store.user) startOutbox(auth.userId() || store.user.id);
+  loading = false;
   render();
   startStream();
 }
@@ -256,11 +265,11 @@ async function boot() {
     if (!value) showLogin('You were signed out. Sign in again to continue.');
   });
   window.addEventListener('hashchange', () => {
-    if (auth.signedIn()) render();
+    if (auth.signedIn() && !loading) render();
   });
   // Only home differs between a phone's layout and a wide one. Rebuilding any other screen on a resize or a
   // rotation would throw away what it holds: a chat's typed text and its attachments being uploaded.
-  wide.addEventListener('change', () => auth.signedIn() && route().name === 'home' && render());
+  wide.addEventListener('change', () => auth.signedIn() && !loading && route().name === 'home' && render());
   window.addEventListener('online', () => {
     banner();
     flushOutbox();
@@ -290,6 +299,7 @@ async function boot() {
 
 function signedIn() {
   if (started) {
+    loading = false;
     if (auth.userId()) startOutbox(auth.userId());
     shell();
     render();
