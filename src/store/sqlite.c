@@ -674,7 +674,14 @@ int rl_store__sqlite_open(const char *path, rl_store_use_t use, rl_txn_t **out)
          * its transaction (sqlite3PcacheFetchStress in the profile). 64 MiB keeps
          * a batch in memory until its commit.
          */
-        exec_sql(t->db, "PRAGMA cache_size=-65536") != 0 || migrate(t) != 0)
+        exec_sql(t->db, "PRAGMA cache_size=-65536") != 0 ||
+        /*
+         * The fold's statements (an insert that may abort within the
+         * transaction) kept a statement journal, and the sweeps' sorts temporary
+         * b-trees, in an unlinked file under /var/tmp: half the worker's pwrites
+         * of a streaming run. Both are small and short-lived: in memory.
+         */
+        exec_sql(t->db, "PRAGMA temp_store=MEMORY") != 0 || migrate(t) != 0)
         goto fail;
     /* Checkpoints belong to the background thread, never to a commit. */
     sqlite3_wal_autocheckpoint(t->db, 0);
