@@ -48,6 +48,8 @@
 /* The delta log is folded once it holds this much, or once its oldest record has waited this long. */
 #define FOLD_BYTES (4u * 1024 * 1024)
 #define FOLD_MS    1000
+/* Past this much not yet folded, the loop writes no more to the log: its batches wait for the worker. */
+#define LOG_MAX (16u * FOLD_BYTES)
 
 struct sqlite_txn {
     rl_sql_txn_t base;
@@ -383,7 +385,18 @@ static int sqlite_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
  */
 static int sqlite_write_now(rl_txn_t *txn, rl_store_op_t *batch, int *was_empty)
 {
-    return append_batch(TXN(txn), &TXN(txn)->now_buf, batch, was_empty);
+    struct sqlite_txn *t = TXN(txn);
+
+    /*
+     * Folds that cannot keep up (the database held by another process, a
+     * slow disk) would let the log grow without bound: past LOG_MAX a batch
+     * goes to the worker, behind the fold, where the delta backlog's limits
+     * (--delta-backlog-max, --delta-wait-max) shed load as for any store
+     * that falls behind.
+     */
+    if (t->log == NULL || rl_deltalog_size(t->log) >= LOG_MAX)
+        return 1;
+    return append_batch(t, &t->now_buf, batch, was_empty);
 }
 
 /* The log's fold is due once it is big, or its oldest record a second old; -1 while it is empty. */
