@@ -1,6 +1,7 @@
 /* The SQLite store's delta log (deltalog.h): its codec, its file, and its fold into message_deltas. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include <zlib.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/json_flat.h"
 #include "common/log.h"
@@ -18,22 +20,6 @@
 #define HEADER      8 /* u32 length, u32 CRC-32 */
 #define VERSION     1
 #define PAYLOAD_MAX (64u * 1024 * 1024)
-
-struct rl_deltalog {
-    int fd;
-    char *path;
-    size_t size; /* bytes of whole records: where the next write goes */
-    /*
-     * Every record was written by this process since the log was last
-     * emptied (it was empty at open, or a truncation succeeded since): the
-     * bytes are known whole, and each message's records follow what the
-     * store holds of it (deltas.c took their seqs from its record, which is
-     * the truth while the folder is this relayd's). Such a fold checks no
-     * checksum and reads no next seq. After a crash, or a truncation that
-     * failed, the log may hold records stored already: those are checked.
-     */
-    int own_records;
-};
 
 /* ---- codec ---- */
 
@@ -160,7 +146,40 @@ size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *ou
     return decode(data, len, 1, out);
 }
 
-/* ---- the file ---- */
+/* ---- the files ---- */
+
+/*
+ * One of the two files. Every record in it was written by this process
+ * since it was last emptied (it was empty at open, or a truncation
+ * succeeded since): own_records. The bytes are then known whole, and each
+ * message's records follow what the store holds of it (deltas.c took their
+ * seqs from its record, which is the truth while the folder is this
+ * relayd's): such a fold checks no checksum and reads no next seq. After a
+ * crash, or a truncation that failed, a file may hold records stored
+ * already: those are checked.
+ */
+struct log_file {
+    int fd;
+    char *path;
+    size_t size;       /* bytes of whole records: where the next write goes */
+    int own_records;
+    int64_t since_ms;  /* when it got its first record since it was last emptied (rl_clock_mono_ms) */
+};
+
+/*
+ * Two files that take turns (deltalog.h): appends go to the active one,
+ * from any thread, under lock; a fold makes the other (empty) one active
+ * and reads the one it left, which nobody writes any more, without the
+ * lock. Only the worker folds and truncates.
+ */
+struct rl_deltalog {
+    pthread_mutex_t lock; /* active, and every file's size, own_records, since_ms */
+    struct log_file files[2];
+    int nfiles;           /* 2 for the writer, 1 for a relayd that holds the first for its shared lock */
+    int active;
+    int folded;           /* the files the fold in progress read (bit per file): emptied by truncate */
+    int left_over;        /* the files held records at open (the last run was killed): the first fold reads both */
+};
 
 int rl_deltalog_read_file(const char *path, char **data, size_t *len)
 {
@@ -191,22 +210,46 @@ int rl_deltalog_read_file(const char *path, char **data, size_t *len)
     return 0;
 }
 
+void rl_deltalog_second_path(const char *path, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "%s.b", path);
+}
+
+static int open_file(struct log_file *file, const char *path)
+{
+    struct stat st;
+
+    if ((file->path = strdup(path)) == NULL)
+        return -1;
+    file->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (file->fd < 0 || fstat(file->fd, &st) != 0) {
+        rl_log_error("cannot open the delta log %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* Whatever it holds is folded at start-up (left_over), torn tail and all; new records go after it. */
+    file->size = (size_t)st.st_size;
+    file->own_records = file->size == 0;
+    file->since_ms = rl_clock_mono_ms();
+    return 0;
+}
+
 rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive)
 {
     rl_deltalog_t *log = calloc(1, sizeof(*log));
-    struct stat st;
+    char second[4200];
+    int i;
 
-    if (log == NULL || (log->path = strdup(path)) == NULL) {
-        free(log);
+    if (log == NULL)
         return NULL;
-    }
-    log->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (log->fd < 0 || fstat(log->fd, &st) != 0) {
-        rl_log_error("cannot open the delta log %s: %s", path, strerror(errno));
+    pthread_mutex_init(&log->lock, NULL);
+    log->files[0].fd = log->files[1].fd = -1;
+    log->nfiles = exclusive ? 2 : 1;
+    if (open_file(&log->files[0], path) != 0) {
         rl_deltalog_close(log);
         return NULL;
     }
-    if (flock(log->fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    /* The first file carries the lock that keeps a writer and a relayd sharing the database apart. */
+    if (flock(log->files[0].fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
         rl_log_error("%s is locked by another relayd: %s", path,
                      exclusive ? "the store of this data folder is in use as sqlite:PATH by a relayd that shares it"
                                : "this SQLite file is the data folder store of a relayd that writes it alone; "
@@ -214,98 +257,202 @@ rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive)
         rl_deltalog_close(log);
         return NULL;
     }
-    /* Whatever it holds is folded at start-up (rl_store__wrap: due at once), torn tail and all; new records go after
-     * it. */
-    log->size = (size_t)st.st_size;
-    log->own_records = log->size == 0;
+    rl_deltalog_second_path(path, second, sizeof(second));
+    if (exclusive && open_file(&log->files[1], second) != 0) {
+        rl_deltalog_close(log);
+        return NULL;
+    }
+    for (i = 0; i < log->nfiles; ++i)
+        if (log->files[i].size > 0)
+            log->left_over |= 1 << i;
+    /* New records go to an empty file when there is one: the other may be the one a fold was reading. */
+    log->active = log->nfiles == 2 && log->files[0].size > 0 && log->files[1].size == 0;
     return log;
 }
 
 void rl_deltalog_close(rl_deltalog_t *log)
 {
+    int i;
+
     if (log == NULL)
         return;
-    if (log->fd >= 0)
-        close(log->fd);
-    free(log->path);
+    for (i = 0; i < 2; ++i) {
+        if (log->files[i].fd >= 0)
+            close(log->files[i].fd);
+        free(log->files[i].path);
+    }
+    pthread_mutex_destroy(&log->lock);
     free(log);
 }
 
-size_t rl_deltalog_size(const rl_deltalog_t *log)
+size_t rl_deltalog_pending(rl_deltalog_t *log, int64_t *since_ms, int *left_over)
 {
-    return log->size;
+    size_t size = 0;
+    int64_t since = 0;
+    int i;
+
+    pthread_mutex_lock(&log->lock);
+    for (i = 0; i < log->nfiles; ++i) {
+        if (log->files[i].size == 0)
+            continue;
+        if (size == 0 || log->files[i].since_ms < since)
+            since = log->files[i].since_ms;
+        size += log->files[i].size;
+    }
+    if (left_over != NULL)
+        *left_over = log->left_over != 0;
+    pthread_mutex_unlock(&log->lock);
+    if (since_ms != NULL)
+        *since_ms = since;
+    return size;
 }
 
-int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf)
+size_t rl_deltalog_size(rl_deltalog_t *log)
+{
+    return rl_deltalog_pending(log, NULL, NULL);
+}
+
+static int append_to(struct log_file *file, const rl_deltalog_buf_t *buf)
 {
     size_t done = 0;
 
     while (done < buf->len) {
-        ssize_t n = pwrite(log->fd, buf->data + done, buf->len - done, (off_t)(log->size + done));
+        ssize_t n = pwrite(file->fd, buf->data + done, buf->len - done, (off_t)(file->size + done));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            /* A full disk is an episode the worker reports once (worker.c, note_full), not per batch. */
+            /* A full disk is an episode the store reports once (worker.c, note_full), not per batch. */
             int full = n < 0 && (errno == ENOSPC || errno == EDQUOT);
             if (!full)
-                rl_log_error("cannot write the delta log %s: %s", log->path, n < 0 ? strerror(errno) : "short write");
+                rl_log_error("cannot write the delta log %s: %s", file->path, n < 0 ? strerror(errno) : "short write");
             /* A part of the batch left behind would end the log there for every later record (a torn tail). */
-            if (ftruncate(log->fd, (off_t)log->size) != 0)
-                rl_log_error("cannot cut the delta log %s back: %s", log->path, strerror(errno));
+            if (ftruncate(file->fd, (off_t)file->size) != 0)
+                rl_log_error("cannot cut the delta log %s back: %s", file->path, strerror(errno));
             return full ? RL_E_STORAGE_FULL : RL_E_INTERNAL;
         }
         done += (size_t)n;
     }
-    log->size += buf->len;
+    if (file->size == 0)
+        file->since_ms = rl_clock_mono_ms();
+    file->size += buf->len;
     return 0;
 }
 
-static int fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, int own, size_t *records);
-
-int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn)
+int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf, int *was_empty)
 {
-    char *data;
-    size_t len = 0;
-    int result;
+    int result, i, empty = 1;
 
-    if (log->size == 0)
-        return 0;
-    if ((data = malloc(log->size)) == NULL)
+    pthread_mutex_lock(&log->lock);
+    for (i = 0; i < log->nfiles; ++i)
+        empty &= log->files[i].size == 0;
+    result = append_to(&log->files[log->active], buf);
+    pthread_mutex_unlock(&log->lock);
+    if (was_empty != NULL)
+        *was_empty = empty && result == 0;
+    return result;
+}
+
+static int read_whole(const struct log_file *file, size_t size, char **out)
+{
+    char *data = malloc(size > 0 ? size : 1);
+    size_t len = 0;
+
+    if (data == NULL)
         return RL_E_INTERNAL;
-    while (len < log->size) {
-        ssize_t n = pread(log->fd, data + len, log->size - len, (off_t)len);
+    while (len < size) {
+        ssize_t n = pread(file->fd, data + len, size - len, (off_t)len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
         len += (size_t)n;
     }
-    result = fold_bytes(txn, data, len, log->path, log->own_records, NULL);
-    free(data);
+    *out = data;
+    return len == size ? 0 : RL_E_INTERNAL;
+}
+
+/* The records of the files a fold reads, sorted together (below). */
+struct entry {
+    rl_deltalog_record_t record;
+    size_t order; /* position in the files: a stable sort */
+};
+
+struct entries {
+    struct entry *items;
+    size_t count, cap;
+};
+
+static int collect(struct entries *set, const char *data, size_t len, const char *what, int verify);
+static int fold_entries(rl_txn_t *txn, struct entries *set, int own);
+
+int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn)
+{
+    struct entries set = {NULL, 0, 0};
+    char *data[2] = {NULL, NULL};
+    size_t sizes[2] = {0, 0};
+    int mask, own = 1, result = 0, i;
+
+    pthread_mutex_lock(&log->lock);
+    if (log->left_over != 0) {
+        /* The last run's files, both, as one set: which was written last is not known, and need not be. */
+        mask = log->left_over;
+    } else if (log->nfiles == 2 && log->files[!log->active].size > 0) {
+        /* A fold that failed left the other file full: it is folded again, alone; appends go on meanwhile. */
+        mask = 1 << !log->active;
+    } else {
+        /* The usual turn: appends move to the empty file, and the one they leave is folded. */
+        mask = 1 << log->active;
+        if (log->nfiles == 2)
+            log->active = !log->active;
+    }
+    for (i = 0; i < log->nfiles; ++i)
+        if (mask & (1 << i)) {
+            sizes[i] = log->files[i].size;
+            own &= log->files[i].own_records && log->left_over == 0;
+        }
+    pthread_mutex_unlock(&log->lock);
+    log->folded = 0;
+    /* Nobody writes the files folded now (at start-up, nobody writes at all): they are read without the lock. */
+    for (i = 0; i < log->nfiles && result == 0; ++i)
+        if (mask & (1 << i) && sizes[i] > 0 && (result = read_whole(&log->files[i], sizes[i], &data[i])) == 0)
+            result = collect(&set, data[i], sizes[i], log->files[i].path, !own);
+    if (result == 0)
+        result = fold_entries(txn, &set, own);
+    free(set.items);
+    free(data[0]);
+    free(data[1]);
+    if (result == 0)
+        log->folded = mask;
     return result;
 }
 
 void rl_deltalog_truncate(rl_deltalog_t *log)
 {
+    int i;
+
     /*
      * Cut to zero: a crash before this leaves the records behind, and the
      * next fold finds them stored already (their seqs are below the next).
      */
-    if (ftruncate(log->fd, 0) != 0) {
-        rl_log_error("cannot empty the delta log %s: %s", log->path, strerror(errno));
-        log->own_records = 0;
-    } else {
-        log->size = 0;
-        log->own_records = 1;
+    pthread_mutex_lock(&log->lock);
+    for (i = 0; i < log->nfiles; ++i) {
+        struct log_file *file = &log->files[i];
+        if ((log->folded & (1 << i)) == 0)
+            continue;
+        if (ftruncate(file->fd, 0) != 0) {
+            rl_log_error("cannot empty the delta log %s: %s", file->path, strerror(errno));
+            file->own_records = 0;
+            continue;
+        }
+        file->size = 0;
+        file->own_records = 1;
+        log->left_over &= ~(1 << i);
     }
+    log->folded = 0;
+    pthread_mutex_unlock(&log->lock);
 }
 
 /* ---- the fold ---- */
-
-struct entry {
-    rl_deltalog_record_t record;
-    size_t order; /* position in the log: a stable sort */
-};
 
 static int by_message_then_seq(const void *a, const void *b)
 {
@@ -400,41 +547,49 @@ out:
     return result;
 }
 
-static int fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, int own, size_t *records)
+/* Adds the whole records of data[0..len) to set; a torn tail ends them, with a log line naming what. */
+static int collect(struct entries *set, const char *data, size_t len, const char *what, int verify)
 {
-    struct entry *entries = NULL;
-    size_t count = 0, cap = 0, at = 0, step, start, end;
-    rl_arena_t arena = {0};
-    rl_arena_t *was_arena = txn->arena;
-    rl_json_out_t keys;
-    int was_writing = txn->writing, result = 0;
+    size_t at = 0, step;
 
     while (at < len) {
         rl_deltalog_record_t record;
-        if ((step = decode(data + at, len - at, !own, &record)) == 0) {
+        if ((step = decode(data + at, len - at, verify, &record)) == 0) {
             rl_log_warn("%s: ignoring %zu bytes at offset %zu: a record cut short or failing its checksum (a write "
                         "interrupted by a crash, never answered)",
                         what, len - at, at);
             break;
         }
-        if (count == cap) {
-            struct entry *grown = realloc(entries, (cap = cap > 0 ? cap * 2 : 256) * sizeof(*entries));
-            if (grown == NULL) {
-                free(entries);
+        if (set->count == set->cap) {
+            size_t cap = set->cap > 0 ? set->cap * 2 : 256;
+            struct entry *grown = realloc(set->items, cap * sizeof(*grown));
+            if (grown == NULL)
                 return RL_E_INTERNAL;
-            }
-            entries = grown;
+            set->items = grown;
+            set->cap = cap;
         }
-        entries[count].record = record;
-        entries[count].order = count;
-        ++count;
+        set->items[set->count].record = record;
+        set->items[set->count].order = set->count;
+        ++set->count;
         at += step;
     }
-    if (records != NULL)
-        *records = count;
+    return 0;
+}
+
+/* The records of set into message_deltas, message by message (sorted here). own: as own_records. */
+static int fold_entries(rl_txn_t *txn, struct entries *set, int own)
+{
+    struct entry *entries = set->items;
+    size_t count = set->count, start, end;
+    rl_arena_t arena = {0};
+    rl_arena_t *was_arena = txn->arena;
+    rl_json_out_t keys;
+    int was_writing = txn->writing, result = 0;
+
     /* No whole record (a torn tail alone): entries is NULL, which qsort may not be given. */
-    if (count > 0)
-        qsort(entries, count, sizeof(*entries), by_message_then_seq);
+    if (count == 0)
+        return 0;
+    qsort(entries, count, sizeof(*entries), by_message_then_seq);
     rl_json_out_init(&keys);
     /* Rows read here live until the fold ends: it is no operation of its own. */
     txn->arena = &arena;
@@ -452,11 +607,45 @@ static int fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *w
     txn->arena = was_arena;
     txn->writing = was_writing;
     rl_arena_free(&arena);
-    free(entries);
     return result;
 }
 
-int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, size_t *records)
+int rl_deltalog_read_files(const char *path, rl_deltalog_files_t *out)
 {
-    return fold_bytes(txn, data, len, what, 0, records);
+    int i;
+
+    memset(out, 0, sizeof(*out));
+    snprintf(out->path[0], sizeof(out->path[0]), "%s", path);
+    rl_deltalog_second_path(path, out->path[1], sizeof(out->path[1]));
+    for (i = 0; i < 2; ++i)
+        if (rl_deltalog_read_file(out->path[i], &out->data[i], &out->len[i]) != 0) {
+            int saved = errno;
+            rl_deltalog_files_free(out);
+            errno = saved;
+            return -1;
+        }
+    return 0;
+}
+
+void rl_deltalog_files_free(rl_deltalog_files_t *files)
+{
+    free(files->data[0]);
+    free(files->data[1]);
+    files->data[0] = files->data[1] = NULL;
+    files->len[0] = files->len[1] = 0;
+}
+
+int rl_deltalog_fold_files(rl_txn_t *txn, const rl_deltalog_files_t *files, size_t *records)
+{
+    struct entries set = {NULL, 0, 0};
+    int result = 0, i;
+
+    for (i = 0; i < 2 && result == 0; ++i)
+        result = collect(&set, files->data[i], files->len[i], files->path[i], 1);
+    if (records != NULL)
+        *records = set.count;
+    if (result == 0)
+        result = fold_entries(txn, &set, 0);
+    free(set.items);
+    return result;
 }

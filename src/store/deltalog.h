@@ -15,12 +15,22 @@
  * ends the log: it is the tail of a write that a kill -9 interrupted, which
  * was never answered.
  *
+ * Two files that take turns, PATH and PATH.b: appends go to the active
+ * one; a fold makes the other one (empty) active, reads the one appends
+ * left, folds it in the transaction of its begin and empties it after that
+ * commit. So the loop appends while the worker folds, and neither waits for
+ * the other but for the moment the files change roles. Records of the two
+ * files are folded as one set, sorted, wherever both hold some (a relayd
+ * killed during a fold): which was written last need not be known.
+ *
  * Owned by the SQLite backend (sqlite.c), which opens it beside relayd's
- * own database, appends trusted deltas to it (rl_txn_run_batch), folds it
- * in its begin and empties it after that commit; the worker and the relay
- * see only store.h (rl_store_op_type_t.deltas, rl_txn_run_batch,
- * rl_txn_due_ms). The store's worker thread only, but for
- * rl_deltalog_read_file and rl_deltalog_fold_bytes on a connection of
+ * own database, appends trusted deltas to it (rl_txn_write_now on the
+ * loop, rl_txn_run_batch on the worker), folds it in its begin and empties
+ * it after that commit; the worker and the relay see only store.h
+ * (rl_store_op_type_t.deltas, rl_store_write_now, rl_txn_run_batch,
+ * rl_txn_due_ms). rl_deltalog_append and rl_deltalog_pending may be called
+ * from any thread; the fold and the truncation from the worker only; and
+ * rl_deltalog_read_files and rl_deltalog_fold_files on a connection of
  * their own (relayd backup, migrate).
  */
 #ifndef RL_STORE_DELTALOG_H
@@ -57,42 +67,70 @@ size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *ou
 typedef struct rl_deltalog rl_deltalog_t;
 
 /*
- * Opens (creating) the log at path and locks it (flock): exclusively for
- * the relayd that writes it, shared for one that only shares the database
- * (and must never meet the former). NULL with the cause logged, when
- * another relayd holds a lock that excludes this one.
+ * Opens (creating) the log's files at path and path.b, and locks the first
+ * (flock): exclusively for the relayd that writes it, shared for one that
+ * only shares the database (and must never meet the former; it opens the
+ * first file alone). NULL with the cause logged, when another relayd holds
+ * a lock that excludes this one.
  */
 rl_deltalog_t *rl_deltalog_open(const char *path, int exclusive);
 void rl_deltalog_close(rl_deltalog_t *log);
-/* The bytes of whole records in the log not yet folded. */
-size_t rl_deltalog_size(const rl_deltalog_t *log);
+/* The second file's path, beside the first's. */
+void rl_deltalog_second_path(const char *path, char *out, size_t outsz);
 /*
- * Writes buf at the log's end with one write(2): 0 once it returned, or
- * RL_E_INTERNAL with nothing of it left in the log.
+ * The bytes of whole records not yet folded, in both files; *since_ms
+ * (when asked): when the oldest of them was written (rl_clock_mono_ms);
+ * *left_over: whether some were left by the last run, which the first fold
+ * must take before anything else runs.
  */
-int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf);
+size_t rl_deltalog_pending(rl_deltalog_t *log, int64_t *since_ms, int *left_over);
+size_t rl_deltalog_size(rl_deltalog_t *log);
 /*
- * In a transaction: the log's records into message_deltas, one run per
- * message (rl_deltalog_fold_bytes). The log is emptied only by
- * rl_deltalog_truncate, once that transaction has committed. While every
- * record in it is this process's own (the log was empty at open, or has
- * been emptied since), checksums and stored seqs are not read again: the
- * records are whole and follow what is stored (deltalog.c, own_records).
+ * Writes buf at the active file's end with one write(2), from any thread:
+ * 0 once it returned, or RL_E_INTERNAL (RL_E_STORAGE_FULL for a full disk)
+ * with nothing of it left in the log. *was_empty (when asked): the log held
+ * nothing before, so a fold now has a time to be due at.
+ */
+int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf, int *was_empty);
+/*
+ * In a transaction, on the worker: the records of the file appends leave
+ * (appends move to the other, empty, file first), of a file a failed fold
+ * left, or of both files left by the last run, into message_deltas, one
+ * run per message. They are emptied only by rl_deltalog_truncate, once that
+ * transaction has committed. While every record read is this process's own
+ * (the file was empty at open, or has been emptied since), checksums and
+ * stored seqs are not read again: the records are whole and follow what is
+ * stored (deltalog.c, own_records).
  */
 int rl_deltalog_fold(rl_deltalog_t *log, rl_txn_t *txn);
-/* After the fold's commit: the log starts over. */
+/* After the fold's commit: the files it read start over. */
 void rl_deltalog_truncate(rl_deltalog_t *log);
+
+/* What relayd backup and migrate read of a log's two files (rl_deltalog_read_files). */
+typedef struct rl_deltalog_files {
+    char path[2][4200];
+    char *data[2];
+    size_t len[2];
+} rl_deltalog_files_t;
+
 /*
- * In a transaction: the records of data[0..len) into message_deltas. Of a
- * message that is not streaming (ended, or gone) nothing is written, and a
- * record whose seq is below the message's next stored seq is already there
- * (a crash between a fold's commit and the log's truncation): each is
- * written once. A torn tail is ignored with a log line naming `what`.
- * *records (when asked): how many were whole.
+ * Reads both files of the log at path (a missing one is empty). 0, or -1
+ * with the cause in errno.
  */
-int rl_deltalog_fold_bytes(rl_txn_t *txn, const char *data, size_t len, const char *what, size_t *records);
+int rl_deltalog_read_files(const char *path, rl_deltalog_files_t *out);
+void rl_deltalog_files_free(rl_deltalog_files_t *files);
 /*
- * Reads the whole log file at path (none: *len 0) into a malloc'd *data.
+ * In a transaction: the records of both files, as one set, into
+ * message_deltas. Of a message that is not streaming (ended, or gone)
+ * nothing is written, and a record whose seq is below the message's next
+ * stored seq is already there (a crash between a fold's commit and the
+ * file's truncation): each is written once. A torn tail ends its file's
+ * records, with a log line naming the file. *records (when asked): how many
+ * were whole.
+ */
+int rl_deltalog_fold_files(rl_txn_t *txn, const rl_deltalog_files_t *files, size_t *records);
+/*
+ * Reads the whole file at path (none: *len 0) into a malloc'd *data.
  * 0 or -1 with the cause in errno.
  */
 int rl_deltalog_read_file(const char *path, char **data, size_t *len);

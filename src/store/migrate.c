@@ -417,8 +417,9 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
     char from[4200];
     int64_t started = rl_clock_mono_us();
     int v_sqlite = 0, v_pg = 0, ok = 0, began = 0;
-    char log_path[4200], *log_bytes = NULL;
-    size_t i, log_len = 0;
+    char log_path[4200];
+    rl_deltalog_files_t log = {0};
+    size_t i;
 
     memset(&c, 0, sizeof(c));
     c.terminal = isatty(STDOUT_FILENO);
@@ -439,7 +440,7 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
      * before its commit, with the fold's rules (what is there is skipped).
      */
     snprintf(log_path, sizeof(log_path), "%s-deltas.log", sqlite_path);
-    if (rl_deltalog_read_file(log_path, &log_bytes, &log_len) != 0) {
+    if (rl_deltalog_read_files(log_path, &log) != 0) {
         fail(&c, "cannot read %s: %s", log_path, strerror(errno));
         goto out;
     }
@@ -480,7 +481,7 @@ int rl_store_migrate(const char *sqlite_path, const char *postgres_url)
     for (i = 0; i < NTABLES; ++i)
         if (copy_table(&c, i) != 0)
             goto out;
-    if (log_len > 0 && rl_deltalog_fold_bytes(target, log_bytes, log_len, log_path, NULL) != 0) {
+    if (log.len[0] + log.len[1] > 0 && rl_deltalog_fold_files(target, &log, NULL) != 0) {
         fail(&c, "cannot fold the delta log %s into the copy", log_path);
         goto out;
     }
@@ -497,6 +498,6 @@ out:
         sqlite3_close(c.src);
     if (target != NULL)
         rl_txn_close(target);
-    free(log_bytes);
+    rl_deltalog_files_free(&log);
     return ok ? 0 : 1;
 }

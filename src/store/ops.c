@@ -119,6 +119,13 @@ int rl_txn_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
     return driver->run_batch != NULL ? driver->run_batch(txn, batch) : 1;
 }
 
+int rl_txn_write_now(rl_txn_t *txn, rl_store_op_t *batch, int *was_empty)
+{
+    const rl_sql_driver_t *driver = RL_SQL_TXN(txn)->driver;
+
+    return driver->write_now != NULL ? driver->write_now(txn, batch, was_empty) : 1;
+}
+
 int64_t rl_txn_due_ms(rl_txn_t *txn)
 {
     const rl_sql_driver_t *driver = RL_SQL_TXN(txn)->driver;

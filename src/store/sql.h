@@ -127,6 +127,8 @@ typedef struct rl_sql_driver {
     void (*close)(rl_txn_t *txn);
     /* Optional: as rl_txn_run_batch (NULL: every batch in a transaction). */
     int (*run_batch)(rl_txn_t *txn, rl_store_op_t *batch);
+    /* Optional: as rl_txn_write_now (NULL: every batch goes to the worker). */
+    int (*write_now)(rl_txn_t *txn, rl_store_op_t *batch, int *was_empty);
     /* Optional: as rl_txn_due_ms (NULL: never any work of its own). */
     int64_t (*due_ms)(rl_txn_t *txn);
     /*

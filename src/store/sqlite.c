@@ -48,16 +48,18 @@
 /* The delta log is folded once it holds this much, or once its oldest record has waited this long. */
 #define FOLD_BYTES (4u * 1024 * 1024)
 #define FOLD_MS    1000
+/* Past this much not yet folded, the loop writes no more to the log: its batches wait for the worker. */
+#define LOG_MAX (16u * FOLD_BYTES)
 
 struct sqlite_txn {
     rl_sql_txn_t base;
     sqlite3 *db;
     char *path;
-    /* The delta log (relayd's own data folder), or NULL; the worker's alone. */
+    /* The delta log (relayd's own data folder), or NULL: appended to by the loop and the worker, folded by the worker. */
     rl_deltalog_t *log;
     rl_deltalog_t *log_lock;   /* the same file held only for its shared lock (sqlite:PATH in relayd), or NULL */
-    rl_deltalog_buf_t log_buf; /* a batch's records before their one write */
-    int64_t log_since_ms;      /* when the log got its first record since its last fold (rl_clock_mono_ms) */
+    rl_deltalog_buf_t log_buf; /* a batch's records before their one write, on the worker */
+    rl_deltalog_buf_t now_buf; /* the same on the loop (rl_txn_write_now) */
     int folding;               /* the open transaction folded the log: it is emptied after the commit */
     struct {
         const rl_sql_t *stmt;
@@ -348,42 +350,69 @@ static void sqlite_rollback(rl_txn_t *txn)
  * as durable as a commit here). 0 when it was written so (each op's result
  * set), 1 when the batch needs a transaction.
  */
-static int sqlite_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
+static int append_batch(struct sqlite_txn *t, rl_deltalog_buf_t *buf, rl_store_op_t *batch, int *was_empty)
 {
-    struct sqlite_txn *t = TXN(txn);
     rl_store_op_t *op;
     int result;
 
     if (t->log == NULL)
         return 1;
-    t->log_buf.len = 0;
+    buf->len = 0;
     for (op = batch; op != NULL; op = op->next)
-        if (op->type->deltas == NULL || op->type->deltas(op, &t->log_buf) != RL_STORE_DELTAS_TRUSTED)
+        if (op->type->deltas == NULL || op->type->deltas(op, buf) != RL_STORE_DELTAS_TRUSTED)
             return 1;
-    if (rl_deltalog_size(t->log) == 0)
-        t->log_since_ms = rl_clock_mono_ms();
-    result = rl_deltalog_append(t->log, &t->log_buf);
+    result = rl_deltalog_append(t->log, buf, was_empty);
     for (op = batch; op != NULL; op = op->next)
         op->result = result;
-    ++txn->appends;
     /* A big batch's buffer is not kept for the small ones after it. */
-    if (t->log_buf.cap > FOLD_BYTES)
-        rl_deltalog_buf_free(&t->log_buf);
+    if (buf->cap > FOLD_BYTES)
+        rl_deltalog_buf_free(buf);
     return 0;
+}
+
+static int sqlite_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
+{
+    int appended = append_batch(TXN(txn), &TXN(txn)->log_buf, batch, NULL) == 0;
+
+    txn->appends += appended;
+    return !appended;
+}
+
+/*
+ * The same on the calling thread, the loop (rl_txn_write_now): the log's
+ * files take appends from both threads under their lock, and the worker's
+ * fold reads only a file no longer appended to.
+ */
+static int sqlite_write_now(rl_txn_t *txn, rl_store_op_t *batch, int *was_empty)
+{
+    struct sqlite_txn *t = TXN(txn);
+
+    /*
+     * Folds that cannot keep up (the database held by another process, a
+     * slow disk) would let the log grow without bound: past LOG_MAX a batch
+     * goes to the worker, behind the fold, where the delta backlog's limits
+     * (--delta-backlog-max, --delta-wait-max) shed load as for any store
+     * that falls behind.
+     */
+    if (t->log == NULL || rl_deltalog_size(t->log) >= LOG_MAX)
+        return 1;
+    return append_batch(t, &t->now_buf, batch, was_empty);
 }
 
 /* The log's fold is due once it is big, or its oldest record a second old; -1 while it is empty. */
 static int64_t sqlite_due_ms(rl_txn_t *txn)
 {
     struct sqlite_txn *t = TXN(txn);
-    size_t size = t->log != NULL ? rl_deltalog_size(t->log) : 0;
-    int64_t wait_ms;
+    int64_t since_ms = 0, wait_ms;
+    int left_over = 0;
+    size_t size = t->log != NULL ? rl_deltalog_pending(t->log, &since_ms, &left_over) : 0;
 
     if (size == 0)
         return -1;
-    if (size >= FOLD_BYTES)
+    /* A log left by a relayd that was killed is due at once: the worker folds it before anything else runs. */
+    if (size >= FOLD_BYTES || left_over)
         return 0;
-    wait_ms = t->log_since_ms + FOLD_MS - rl_clock_mono_ms();
+    wait_ms = since_ms + FOLD_MS - rl_clock_mono_ms();
     return wait_ms > 0 ? wait_ms : 0;
 }
 
@@ -529,6 +558,7 @@ static void sqlite_close(rl_txn_t *txn)
     rl_deltalog_close(t->log);
     rl_deltalog_close(t->log_lock);
     rl_deltalog_buf_free(&t->log_buf);
+    rl_deltalog_buf_free(&t->now_buf);
     for (i = 0; i < t->ncache; ++i)
         sqlite3_finalize(t->cache[i].handle);
     if (t->db != NULL) {
@@ -555,6 +585,7 @@ static const rl_sql_driver_t sqlite_driver = {
     .release = sqlite_release,
     .close = sqlite_close,
     .run_batch = sqlite_run_batch,
+    .write_now = sqlite_write_now,
     .due_ms = sqlite_due_ms,
     .run = sqlite_run,
     .next = sqlite_next,
@@ -623,11 +654,9 @@ static int open_log(struct sqlite_txn *t, rl_store_use_t use)
     if ((t->log = rl_deltalog_open(path, 1)) == NULL)
         return -1;
     t->base.base.exclusive = 1;
-    /* A log left by a relayd that was killed is due at once: the worker folds it before anything else runs. */
-    if (rl_deltalog_size(t->log) > 0) {
+    /* Due at once (sqlite_due_ms): the worker folds it before anything else runs. */
+    if (rl_deltalog_size(t->log) > 0)
         rl_log_info("folding the delta log left by the last run (%zu bytes)", rl_deltalog_size(t->log));
-        t->log_since_ms = rl_clock_mono_ms() - FOLD_MS;
-    }
     return 0;
 }
 
@@ -658,7 +687,14 @@ int rl_store__sqlite_open(const char *path, rl_store_use_t use, rl_txn_t **out)
          * its transaction (sqlite3PcacheFetchStress in the profile). 64 MiB keeps
          * a batch in memory until its commit.
          */
-        exec_sql(t->db, "PRAGMA cache_size=-65536") != 0 || migrate(t) != 0)
+        exec_sql(t->db, "PRAGMA cache_size=-65536") != 0 ||
+        /*
+         * The fold's statements (an insert that may abort within the
+         * transaction) kept a statement journal, and the sweeps' sorts temporary
+         * b-trees, in an unlinked file under /var/tmp: half the worker's pwrites
+         * of a streaming run. Both are small and short-lived: in memory.
+         */
+        exec_sql(t->db, "PRAGMA temp_store=MEMORY") != 0 || migrate(t) != 0)
         goto fail;
     /* Checkpoints belong to the background thread, never to a commit. */
     sqlite3_wal_autocheckpoint(t->db, 0);
@@ -776,7 +812,7 @@ int rl_store_sqlite_version(const char *path, int *version, int *err_no, char *w
  * Folds a delta log's bytes into the copy open as db, through a backend
  * connection of its own on the same file (the copy is nobody else's yet).
  */
-static int fold_log_into(sqlite3 *db, const char *bytes, size_t len, const char *what, char *why, size_t whysz)
+static int fold_log_into(sqlite3 *db, const rl_deltalog_files_t *files, char *why, size_t whysz)
 {
     const char *path = sqlite3_db_filename(db, "main");
     rl_txn_t *txn = NULL;
@@ -787,7 +823,7 @@ static int fold_log_into(sqlite3 *db, const char *bytes, size_t len, const char 
         snprintf(why, whysz, "cannot open the copy to fold the delta log into it");
         return -1;
     }
-    if ((result = rl_txn_begin(txn)) == 0 && (result = rl_deltalog_fold_bytes(txn, bytes, len, what, &records)) == 0)
+    if ((result = rl_txn_begin(txn)) == 0 && (result = rl_deltalog_fold_files(txn, files, &records)) == 0)
         result = rl_txn_commit(txn);
     else
         rl_txn_rollback(txn);
@@ -806,8 +842,8 @@ int rl_store_sqlite_copy(const char *src, const char *dest, int *version, char *
     sqlite3_backup *backup = NULL;
     sqlite3_stmt *stmt = NULL;
     int result = -1, rc, fd;
-    char log_path[4200], *log_bytes = NULL;
-    size_t log_len = 0;
+    char log_path[4200];
+    rl_deltalog_files_t log = {0};
 
     if (from == NULL)
         return -1;
@@ -822,7 +858,7 @@ int rl_store_sqlite_copy(const char *src, const char *dest, int *version, char *
      * into the copy afterwards (what the copy holds already is skipped).
      */
     snprintf(log_path, sizeof(log_path), "%s-deltas.log", src);
-    if (rl_deltalog_read_file(log_path, &log_bytes, &log_len) != 0) {
+    if (rl_deltalog_read_files(log_path, &log) != 0) {
         snprintf(why, whysz, "cannot read %s: %s", log_path, strerror(errno));
         goto out_keep;
     }
@@ -859,7 +895,7 @@ int rl_store_sqlite_copy(const char *src, const char *dest, int *version, char *
     sqlite3_finalize(stmt);
     if (read_version(to, version, why, whysz) != 0)
         goto out;
-    if (log_len > 0 && fold_log_into(to, log_bytes, log_len, log_path, why, whysz) != 0)
+    if (log.len[0] + log.len[1] > 0 && fold_log_into(to, &log, why, whysz) != 0)
         goto out;
     /* The copy stands alone: its WAL folded in, one file on disk. */
     if (exec_sql(to, "PRAGMA wal_checkpoint(TRUNCATE)") != 0) {
@@ -888,7 +924,7 @@ out:
         unlink(side);
     }
 out_keep:
-    free(log_bytes);
+    rl_deltalog_files_free(&log);
     sqlite3_close(from);
     give_side_files_to_owner(src, &st);
     return result;

@@ -146,6 +146,17 @@ int rl_store_open(const char *location, rl_store_t **out);
 int rl_store_open_inline(const char *location, rl_store_t **out);
 /* Queues op; op->done(op) runs later (see the contract above). done may be NULL. */
 void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done, void *arg);
+/*
+ * Stores op (a batch of one operation) at once, on the loop, when the
+ * backend can without a transaction: the SQLite store's delta log takes a
+ * batch of trusted deltas with one write(2) (docs/internals/store.md, "The
+ * delta log"). 0 once it is as durable as a commit, with op->result set: the
+ * caller answers now, keeps op and frees it (rl_op_free); or 1 when the
+ * backend cannot, and op must be submitted. Only when nothing the op must
+ * follow is still queued: the caller keeps its own order (deltas.c writes
+ * now only while none of its batches is in the store).
+ */
+int rl_store_write_now(rl_store_t *store, rl_store_op_t *op);
 /* Whether operations are queued or running, or done callbacks wait. */
 int rl_store_pending(rl_store_t *store);
 /* A descriptor that is readable when done callbacks wait, or -1 for an inline store. */
@@ -393,6 +404,15 @@ void rl_txn_close(rl_txn_t *txn);
  * rl_store_op_type_t.deltas.
  */
 int rl_txn_run_batch(rl_txn_t *txn, rl_store_op_t *batch);
+/*
+ * As rl_txn_run_batch, on the calling thread while the worker may be
+ * running a batch of its own (rl_store_write_now): only what the backend
+ * can store without the connection (the SQLite backend's delta log takes a
+ * batch of trusted deltas). 0 with every op's result set, or 1 when the
+ * batch must go to the worker. *was_empty: the backend had no work of its
+ * own due before (rl_txn_due_ms was -1), and now has.
+ */
+int rl_txn_write_now(rl_txn_t *txn, rl_store_op_t *batch, int *was_empty);
 /*
  * Whether the backend has work of its own that a transaction does (the
  * SQLite backend's delta log, which its begin folds): -1 none, 0 due now,

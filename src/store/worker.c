@@ -52,6 +52,7 @@ struct rl_store {
     int stopping;
     int pipe_read, pipe_write;
     rl_store_figures_t figures; /* under lock: the worker writes them, a metrics scrape reads them */
+    uint64_t now_appends;       /* batches rl_store_write_now wrote (under lock) */
     uint64_t full_since;        /* figures.full_refusals when the full disk's episode began (under lock) */
     int64_t full_last_ms;       /* when a write was last refused for a full disk (rl_clock_mono_ms, under lock) */
 };
@@ -167,7 +168,7 @@ static void run_batch(rl_txn_t *txn, rl_store_op_t *batch, int64_t *commit_us)
 static void count_batch(rl_store_t *store, size_t operations, int64_t commit_us, int appended)
 {
     store->figures.batches += !appended;
-    store->figures.log_appends = store->txn->appends;
+    store->figures.log_appends = store->txn->appends + store->now_appends;
     store->figures.log_folds = store->txn->folds;
     store->figures.operations += operations;
     store->figures.round_trips = store->txn->round_trips;
@@ -308,6 +309,29 @@ void rl_store_submit(rl_store_t *store, rl_store_op_t *op, rl_store_done_cb done
     if (store->threaded)
         pthread_cond_signal(&store->wake);
     pthread_mutex_unlock(&store->lock);
+}
+
+int rl_store_write_now(rl_store_t *store, rl_store_op_t *op)
+{
+    struct op_list one = {op, op, 1};
+    int was_empty = 0;
+
+    op->next = NULL;
+    /* The backend's own thread-safe path (the delta log's lock): the worker may be in a batch meanwhile. */
+    if (rl_txn_write_now(store->txn, op, &was_empty) != 0)
+        return 1;
+    op->ran = 1;
+    pthread_mutex_lock(&store->lock);
+    /* txn->appends is the worker's: the sum count_batch makes is kept by adding one here. */
+    ++store->now_appends;
+    ++store->figures.log_appends;
+    store->figures.operations += 1;
+    note_full(store, &one);
+    /* The worker may wait without a deadline (nothing was due): the log's fold now has one (wait_for_work). */
+    if (was_empty && store->threaded)
+        pthread_cond_signal(&store->wake);
+    pthread_mutex_unlock(&store->lock);
+    return 0;
 }
 
 int rl_store_exclusive(rl_store_t *store)

@@ -384,8 +384,9 @@ class _StartFailed(Exception):
 
 class _StoreHold:
     def __init__(self, relay):
-        if relay.store is None:
-            self.conn = sqlite3.connect(relay.db_path(), timeout=10, isolation_level=None)
+        if relay.store is None or relay.store.startswith("sqlite:"):
+            path = relay.db_path() if relay.store is None else relay.store[len("sqlite:"):]
+            self.conn = sqlite3.connect(path, timeout=10, isolation_level=None)
             self.conn.execute("BEGIN IMMEDIATE")
             return
         import psycopg2

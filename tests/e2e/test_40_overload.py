@@ -7,7 +7,7 @@ import time
 import uuid
 
 from bridgelib import Installation
-from relaylib import assert_ok, bearer, wait_until
+from relaylib import STORE, assert_ok, bearer, wait_until
 
 
 def WriteLock(relay):
@@ -16,9 +16,8 @@ def WriteLock(relay):
 
 
 def stall_worker(relay, token):
-    """Puts the store's worker inside a transaction that waits for the held store. On SQLite a batch of
-    deltas is a write to the delta log, which no database lock holds back: the deltas then wait behind
-    this operation instead, as they would behind a slow fold. Returns the thread (join it after release)."""
+    """Puts the store's worker inside a transaction that waits for the held store: a batch of deltas
+    the worker writes then waits behind this operation. Returns the thread (join it after release)."""
     t = threading.Thread(target=lambda: relay.get("/v1/me/snapshot", headers=bearer(token), timeout=30))
     t.start()
     time.sleep(0.2)
@@ -39,6 +38,15 @@ def in_parallel(calls):
         t.start()
         time.sleep(0.01)
     return threads, results
+
+
+def worker_path_relayd(relayd, tmp_path, *flags):
+    """A relayd whose deltas go through the store's worker, which a held store stalls. On the SQLite pass,
+    a database file given as sqlite:PATH: the data folder's own store writes its deltas on the loop, to
+    the delta log, which no database lock holds back (test_on_its_own_data_folder_...)."""
+    if STORE == "sqlite":
+        return relayd(*flags, store="sqlite:%s" % (tmp_path / "worker-path.db"))
+    return relayd(*flags)
 
 
 def streaming_message(relay):
@@ -83,8 +91,8 @@ def test_a_stalled_store_sheds_new_requests_at_once(relayd):
     assert_ok(relay.get("/v1/me/snapshot", headers=bearer(token)))
 
 
-def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
-    relay = relayd("--delta-backlog-max", "3")
+def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd, tmp_path):
+    relay = worker_path_relayd(relayd, tmp_path, "--delta-backlog-max", "3")
     inst, session, mid = streaming_message(relay)
     token = relay.token("alice")
     lock = WriteLock(relay)
@@ -109,10 +117,10 @@ def test_deltas_past_the_backlog_are_shed_and_the_rest_are_stored(relayd):
     assert inst.message(session, mid)["text"] == "".join("d%d " % n for n in accepted)
 
 
-def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relayd):
+def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relayd, tmp_path):
     # The backlog is far from full (one delta waits), but it has waited past --delta-wait-max:
     # a bridge gets 503 at once instead of joining a queue that does not move.
-    relay = relayd("--delta-wait-max", "150ms")
+    relay = worker_path_relayd(relayd, tmp_path, "--delta-wait-max", "150ms")
     inst, session, mid = streaming_message(relay)
 
     def delta(n):
@@ -146,6 +154,28 @@ def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relay
     # Once the store moves again, new deltas are taken: the wait is over.
     assert_ok(delta(6)())
     assert inst.message(session, mid)["text"] == "d0 d1 d6 "
+
+
+def test_on_its_own_data_folder_deltas_are_not_held_by_a_stalled_store(relayd):
+    # One node on its own SQLite store (whatever the pass's store and bus): the loop writes deltas to the
+    # delta log and answers them in the same turn. A store held by another process stalls the worker and
+    # its folds, not the deltas: none waits, none is shed, and all are in the message once it moves.
+    relay = relayd("--delta-wait-max", "150ms", store="sqlite", bus="local")
+    inst, session, mid = streaming_message(relay)
+    token = relay.token("alice")
+    lock = WriteLock(relay)
+    staller = stall_worker(relay, token)
+    try:
+        for n in range(6):
+            start = time.monotonic()
+            r = delta_call(relay, inst, mid, n)()
+            assert r.status_code == 200, r.text
+            assert time.monotonic() - start < 0.5, "a delta waited for the held store"
+        assert staller.is_alive(), "the worker was not held"
+    finally:
+        lock.release()
+    staller.join(30)
+    assert inst.message(session, mid)["text"] == "d0 d1 d2 d3 d4 d5 "
 
 
 def test_the_delta_wait_limit_is_a_duration():

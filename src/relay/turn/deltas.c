@@ -18,9 +18,10 @@
  * A node that is its store's only writer (rl_store_exclusive: the data
  * folder's own SQLite store, whose folder lock relayd holds; and a local
  * bus) has the truth in its records: a batch is *trusted* and written without
- * reading anything back (check_run), and on SQLite it is one write(2) to
- * the store's delta log rather than a transaction (docs/internals/store.md,
- * "The delta log"). That holds only while every change to a message's state
+ * reading anything back (check_run), and it is one write(2) to the store's
+ * delta log rather than a transaction, made here on the loop at the end of
+ * the turn its first delta came in, and answered in that turn
+ * (rl_store_write_now; docs/internals/store.md, "The delta log"). That holds only while every change to a message's state
  * tells the records: sendMessageEnd (rl_deltas_ending, rl_deltas_finalized),
  * the sweep of messages left open, a session deleted or restored
  * (rl_deltas_changing around the store operation, then rl_deltas_finalized
@@ -69,7 +70,11 @@
 #define OPEN_MESSAGES_MAX    100000
 #define KEYS_PER_MESSAGE_MAX 100000
 #define IDLE_MS              (5 * 60 * 1000)
-/* A batch goes to the store this long after its first delta, or at once when this large. */
+/*
+ * A batch goes to the store's worker this long after its first delta, or at
+ * once when this large; written on the loop (an exclusive store), at the end
+ * of the loop turn instead (rl_deltas_new).
+ */
 #define GROUP_COMMIT_MS 2
 /*
  * On a shared store (PostgreSQL) a batch is one statement, one round trip,
@@ -888,19 +893,25 @@ static void settle(rl_deltas_t *deltas, rl_delta_row_t *row, int result)
     record_unref(message);
 }
 
+/* The answers to a batch the store has written (or failed), in arrival order: answers and events keep it. */
+static void settle_batch(rl_deltas_t *deltas, struct append *op)
+{
+    rl_delta_row_t *row;
+
+    deltas->unwritten -= op->batch->count;
+    for (row = op->batch->head; row != NULL; row = row->next)
+        settle(deltas, row, op->op.base.result != 0 ? op->op.base.result : row->outcome);
+}
+
 static void on_written(rl_store_op_t *base)
 {
     struct append *op = (void *)base;
     rl_deltas_t *deltas = base->arg;
-    rl_delta_row_t *row;
 
     --deltas->inflight;
-    deltas->unwritten -= op->batch->count;
     if ((deltas->oldest = op->next) == NULL)
         deltas->newest = &deltas->oldest;
-    /* The list is in arrival order: answers and events keep it. */
-    for (row = op->batch->head; row != NULL; row = row->next)
-        settle(deltas, row, base->result != 0 ? base->result : row->outcome);
+    settle_batch(deltas, op);
     /*
      * One node's next batch goes now: it holds what arrived while this one
      * was written. A shared store's waits out its window
@@ -941,6 +952,18 @@ static void submit(rl_deltas_t *deltas)
     op = rl_op_new(&append_type, sizeof(*op));
     op->batch = deltas->pending;
     deltas->pending = next;
+    /*
+     * One node on its own data folder: a trusted batch is written here, on
+     * the loop, with one write(2) to the store's delta log, and answered in
+     * this same turn (rl_store_write_now). Not while a batch of ours is in
+     * the store (an untrusted one, checked there): this one must follow it.
+     */
+    if (deltas->exclusive && deltas->inflight == 0 && op->batch->trusted &&
+        rl_store_write_now(deltas->store, &op->op.base) == 0) {
+        settle_batch(deltas, op);
+        rl_store_op_free(&op->op.base);
+        return;
+    }
     ++deltas->inflight;
     *deltas->newest = op;
     deltas->newest = &op->next;
@@ -1006,7 +1029,16 @@ rl_deltas_t *rl_deltas_new(const rl_turn_ctx_t *turn)
         return NULL;
     }
     deltas->pending->shared = turn->shared;
-    h2o_timeout_init(turn->loop, &deltas->group_commit, turn->shared ? SHARED_GROUP_COMMIT_MS : GROUP_COMMIT_MS);
+    /*
+     * Written on the loop (an exclusive store, above in submit), a batch goes
+     * at the end of the loop turn its first delta came in (h2o runs a 0 ms
+     * timeout in the same h2o_evloop_run, after the sockets' callbacks): the
+     * deltas of that turn share one write(2), and their answers go out in
+     * the turn too, so h2o never stops and restarts reading their
+     * connections in epoll. To the worker, it waits its window.
+     */
+    h2o_timeout_init(turn->loop, &deltas->group_commit,
+                     turn->shared ? SHARED_GROUP_COMMIT_MS : deltas->exclusive ? 0 : GROUP_COMMIT_MS);
     deltas->due.cb = on_due;
     return deltas;
 }

@@ -6,7 +6,12 @@
  * and those of a message that no longer streams are skipped. Then through
  * relayd's store: a batch of log records is one append and no transaction,
  * any other operation folds the log first, and a restart replays it.
+ * Written on the loop (rl_store_write_now) while the worker folds: the two
+ * files take turns and no record is lost or stored twice. Records left in
+ * both files by a killed relayd are folded as one set, whichever was
+ * written last, and relayd backup's copy takes both.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +24,7 @@
 
 #include "common/error.h"
 #include "store/deltalog.h"
+#include "store/sqlite.h"
 #include "store/store.h"
 
 static void test_a_record_decodes_to_what_was_encoded(void **state)
@@ -323,6 +329,182 @@ static void test_records_are_folded_before_other_operations_and_once(void **stat
     rl_store_close(store);
 }
 
+/* ---- written on the loop while the worker folds ---- */
+
+#define RACE_FOLDS      100    /* the worker's folds of records while the deltas are written */
+#define RACE_DELTAS_MAX 1000000 /* the writer stops here if the folds have not come by then */
+
+struct writer {
+    rl_store_t *store;
+    int refused; /* write_now answered 1: the store would not take the batch on this thread */
+    int failed;  /* an append that did not succeed */
+    int stop;    /* set by the test once the worker has folded RACE_FOLDS times */
+    int64_t written;
+};
+
+static const char *const letters = "abcdefghijklmnopqrstuvwxyz";
+
+static void *write_deltas(void *arg)
+{
+    struct writer *w = arg;
+    char key[32];
+    int64_t seq;
+
+    for (seq = 1; seq <= RACE_DELTAS_MAX && !__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE); ++seq) {
+        struct logged *op = rl_store_op_new(&logged_type, sizeof(*op));
+        snprintf(key, sizeof(key), "k%lld", (long long)seq);
+        op->message_id = MSG;
+        op->seq = seq;
+        op->key = key;
+        op->delta = (const char[]){letters[seq % 26], '\0'};
+        if (rl_store_write_now(w->store, &op->base) != 0)
+            w->refused = 1;
+        else if (op->base.result != 0)
+            w->failed = 1;
+        rl_store_op_free(&op->base);
+        if (w->refused)
+            break;
+        w->written = seq;
+    }
+    return NULL;
+}
+
+static int whole_run(rl_txn_t *txn, void *arg)
+{
+    char *text = arg;
+    rl_delta_run_row_t *runs;
+    size_t count, i, at = 0;
+    int64_t next = 1;
+    int result = RL_TXN(txn, delta_runs_of, MSG, &runs, &count);
+
+    for (i = 0; i < count && result == 0; ++i) {
+        /* Runs follow each other with no gap and no overlap. */
+        if (runs[i].seq != next)
+            return RL_E_CONFLICT;
+        next = runs[i].seq_last + 1;
+        memcpy(text + at, runs[i].text, runs[i].text_len);
+        at += runs[i].text_len;
+    }
+    text[at] = '\0';
+    return result;
+}
+
+/* An operation that only makes the worker begin a transaction, which folds the log. */
+static int nothing_run(rl_txn_t *txn, void *arg)
+{
+    (void)txn;
+    (void)arg;
+    return 0;
+}
+
+static void test_written_on_the_loop_while_the_worker_folds_nothing_is_lost_or_doubled(void **state)
+{
+    rl_store_t *store = NULL;
+    rl_store_figures_t figures;
+    struct writer w = {0};
+    pthread_t thread;
+    char *text = malloc(RACE_DELTAS_MAX + 1), *expected = malloc(RACE_DELTAS_MAX + 1);
+    int64_t seq;
+    int folds;
+
+    (void)state;
+    assert_int_equal(rl_store_open(folder, &store), 0);
+    assert_int_equal(in_txn(store, seed_run, NULL), 0);
+    w.store = store;
+    assert_int_equal(pthread_create(&thread, NULL, write_deltas, &w), 0);
+    /* Every operation of the worker folds what is in the log meanwhile: many folds, each racing the writes. */
+    /* Until the worker has folded records RACE_FOLDS times while the writer went on (each a race). */
+    for (folds = 0, figures.log_folds = 0; figures.log_folds < RACE_FOLDS && folds < 100 * RACE_FOLDS; ++folds) {
+        assert_int_equal(in_txn(store, nothing_run, NULL), 0);
+        rl_store_figures(store, &figures);
+    }
+    __atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_int_equal(w.refused, 0);
+    assert_int_equal(w.failed, 0);
+    rl_store_figures(store, &figures);
+    assert_int_equal(figures.log_appends, w.written);
+    /* The race was run: the worker folded many times while the deltas were written. */
+    assert_true(w.written > RACE_FOLDS);
+    assert_true(figures.log_folds >= RACE_FOLDS);
+    assert_int_equal(in_txn(store, whole_run, text), 0);
+    for (seq = 1; seq <= w.written; ++seq)
+        expected[seq - 1] = letters[seq % 26];
+    expected[w.written] = '\0';
+    assert_string_equal(text, expected);
+    rl_store_close(store);
+    /* And as a restart finds it. */
+    store = NULL;
+    assert_int_equal(rl_store_open(folder, &store), 0);
+    assert_int_equal(in_txn(store, whole_run, text), 0);
+    assert_string_equal(text, expected);
+    rl_store_close(store);
+    free(text);
+    free(expected);
+}
+
+/* Writes records seq first..last of MSG (delta: the seq's letter) to path, cut short by cut bytes. */
+static void write_records(const char *path, int64_t first, int64_t last, size_t cut)
+{
+    rl_deltalog_buf_t buf = {0};
+    char key[32];
+    FILE *f;
+    int64_t seq;
+
+    for (seq = first; seq <= last; ++seq) {
+        snprintf(key, sizeof(key), "k%lld", (long long)seq);
+        assert_int_equal(rl_deltalog_encode(&buf, MSG, seq, key, "hash", (const char[]){letters[seq % 26], '\0'}, 1),
+                         0);
+    }
+    assert_non_null(f = fopen(path, "wb"));
+    assert_int_equal(fwrite(buf.data, 1, buf.len - cut, f), buf.len - cut);
+    fclose(f);
+    rl_deltalog_buf_free(&buf);
+}
+
+static void test_records_left_in_both_files_are_folded_as_one_set(void **state)
+{
+    rl_store_t *store = NULL;
+    char first[160], second[160], copy[160], why[256], text[64];
+    int version = 0;
+
+    (void)state;
+    assert_int_equal(rl_store_open(folder, &store), 0);
+    assert_int_equal(in_txn(store, seed_run, NULL), 0);
+    rl_store_close(store);
+    snprintf(first, sizeof(first), "%s/relay.db-deltas.log", folder);
+    rl_deltalog_second_path(first, second, sizeof(second));
+    /*
+     * A relayd killed during a fold: the file it was folding (here the
+     * second, seqs 1-3) and the one the loop had moved to (the first, 4-6,
+     * its last write torn).
+     */
+    write_records(second, 1, 3, 0);
+    write_records(first, 4, 7, 2);
+    /* relayd backup's copy, taken from the files as they are: both, sorted together. */
+    snprintf(copy, sizeof(copy), "%s/copy.db", folder);
+    {
+        char db[160];
+        snprintf(db, sizeof(db), "%s/relay.db", folder);
+        assert_int_equal(rl_store_sqlite_copy(db, copy, &version, why, sizeof(why)), 0);
+    }
+    assert_int_equal(rl_store_open(folder, &store), 0);
+    assert_int_equal(file_size(first), 0);
+    assert_int_equal(file_size(second), 0);
+    assert_int_equal(in_txn(store, whole_run, text), 0);
+    assert_string_equal(text, "bcdefg");
+    rl_store_close(store);
+    {
+        char where[200];
+        rl_store_t *copied = NULL;
+        snprintf(where, sizeof(where), "sqlite:%s", copy);
+        assert_int_equal(rl_store_open_inline(where, &copied), 0);
+        assert_int_equal(in_txn(copied, whole_run, text), 0);
+        assert_string_equal(text, "bcdefg");
+        rl_store_close(copied);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +512,9 @@ int main(void)
         cmocka_unit_test(test_a_torn_or_corrupt_record_decodes_to_nothing),
         cmocka_unit_test(test_a_field_too_long_for_its_length_is_refused),
         cmocka_unit_test_setup_teardown(test_records_are_folded_before_other_operations_and_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_written_on_the_loop_while_the_worker_folds_nothing_is_lost_or_doubled,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_records_left_in_both_files_are_folded_as_one_set, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
