@@ -161,9 +161,9 @@ size_t rl_deltalog_decode(const char *data, size_t len, rl_deltalog_record_t *ou
 struct log_file {
     int fd;
     char *path;
-    size_t size;       /* bytes of whole records: where the next write goes */
+    size_t size; /* bytes of whole records: where the next write goes */
     int own_records;
-    int64_t since_ms;  /* when it got its first record since it was last emptied (rl_clock_mono_ms) */
+    int64_t since_ms; /* when it got its first record since it was last emptied (rl_clock_mono_ms) */
 };
 
 /*
@@ -175,10 +175,10 @@ struct log_file {
 struct rl_deltalog {
     pthread_mutex_t lock; /* active, and every file's size, own_records, since_ms */
     struct log_file files[2];
-    int nfiles;           /* 2 for the writer, 1 for a relayd that holds the first for its shared lock */
+    int nfiles; /* 2 for the writer, 1 for a relayd that holds the first for its shared lock */
     int active;
-    int folded;           /* the files the fold in progress read (bit per file): emptied by truncate */
-    int left_over;        /* the files held records at open (the last run was killed): the first fold reads both */
+    int folded;    /* the files the fold in progress read (bit per file): emptied by truncate */
+    int left_over; /* the files held records at open (the last run was killed): the first fold reads both */
 };
 
 int rl_deltalog_read_file(const char *path, char **data, size_t *len)

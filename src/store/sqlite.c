@@ -55,7 +55,7 @@ struct sqlite_txn {
     rl_sql_txn_t base;
     sqlite3 *db;
     char *path;
-    /* The delta log (relayd's own data folder), or NULL: appended to by the loop and the worker, folded by the worker. */
+    /* The delta log (relayd's own data folder), or NULL: the loop and the worker append, the worker folds. */
     rl_deltalog_t *log;
     rl_deltalog_t *log_lock;   /* the same file held only for its shared lock (sqlite:PATH in relayd), or NULL */
     rl_deltalog_buf_t log_buf; /* a batch's records before their one write, on the worker */

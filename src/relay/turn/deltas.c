@@ -21,9 +21,10 @@
  * reading anything back (check_run), and it is one write(2) to the store's
  * delta log rather than a transaction, made here on the loop at the end of
  * the turn its first delta came in, and answered in that turn
- * (rl_store_write_now; docs/internals/store.md, "The delta log"). That holds only while every change to a message's state
- * tells the records: sendMessageEnd (rl_deltas_ending, rl_deltas_finalized),
- * the sweep of messages left open, a session deleted or restored
+ * (rl_store_write_now; docs/internals/store.md, "The delta log"). That
+ * holds only while every change to a message's state tells the records:
+ * sendMessageEnd (rl_deltas_ending, rl_deltas_finalized), the sweep of
+ * messages left open, a session deleted or restored
  * (rl_deltas_changing around the store operation, then rl_deltas_finalized
  * or rl_deltas_forget_session), a purge (rl_deltas_forget_all). While such a
  * change is in the store, and for the deltas that gathered meanwhile, a
@@ -1038,7 +1039,9 @@ rl_deltas_t *rl_deltas_new(const rl_turn_ctx_t *turn)
      * connections in epoll. To the worker, it waits its window.
      */
     h2o_timeout_init(turn->loop, &deltas->group_commit,
-                     turn->shared ? SHARED_GROUP_COMMIT_MS : deltas->exclusive ? 0 : GROUP_COMMIT_MS);
+                     turn->shared        ? SHARED_GROUP_COMMIT_MS
+                     : deltas->exclusive ? 0
+                                         : GROUP_COMMIT_MS);
     deltas->due.cb = on_due;
     return deltas;
 }

@@ -325,7 +325,7 @@ static void test_a_dying_child_restarts_after_a_doubling_back_off(void **state)
     rl_child_free(child);
     dup2(saved, 2);
     close(saved);
-    /* The schedule, exactly: 100 ms doubling to the 250 ms cap (doubled again it would be 400), then 100 after the reset. */
+    /* The schedule, exactly: 100 ms doubling to the 250 ms cap (doubled again: 400), then 100 after the reset. */
     assert_int_equal(announced_delays(read_all(log), delays, 8), 5);
     assert_int_equal(delays[0], 100);
     assert_int_equal(delays[1], 200);

@@ -331,7 +331,7 @@ static void test_records_are_folded_before_other_operations_and_once(void **stat
 
 /* ---- written on the loop while the worker folds ---- */
 
-#define RACE_FOLDS      100    /* the worker's folds of records while the deltas are written */
+#define RACE_FOLDS      100     /* the worker's folds of records while the deltas are written */
 #define RACE_DELTAS_MAX 1000000 /* the writer stops here if the folds have not come by then */
 
 struct writer {
