@@ -37,6 +37,15 @@ class Acp:
     def start(self):
         self.bridge.start(self.agent, "--cwd", str(self.cwd), *self.bridge_flags, env=self.bridge_env)
         self.bridge.wait_log("acp agent acp-test-agent 1.0 ready")
+        # What a client waits for before it names an agent (else 422 agent_not_declared): the manifest that
+        # declares the bridge's agents has reached relayd, which comes a moment after the agent is ready.
+        wait_until(self.declared, WAIT, what="relayd holding the manifest that declares the bridge's agents")
+
+    def declared(self):
+        r = self.user.call("GET", "/v1/me")
+        if r.status_code != 200:
+            return False
+        return any(i["id"] == self.user.installation_id and i.get("agents") for i in assert_ok(r)["installations"])
 
     def close(self):
         self.stream.close()
