@@ -46,6 +46,10 @@ def test_claude_code_writes_in_its_project_beside_another_agent(relay, user_toke
                      "--root", root, "--cwd", rig.cwd, "--plain-projects")
         bridge.wait_log(READY, timeout=WAIT)
         bridge.wait_log("acp agent acp-test-agent 1.0 ready", timeout=WAIT)
+        # As a client does before it names an agent: relayd holds the manifest that declares both.
+        wait_until(lambda: any(i["id"] == user.installation_id and len(i.get("agents") or []) == 2
+                               for i in assert_ok(user.call("GET", "/v1/me"))["installations"]),
+                   WAIT, interval=0.1, what="the manifest declaring claude and echo")
         listing = assert_ok(user.call("GET", "/v1/me/installations/%s/projects" % user.installation_id))
         ids = {p["name"]: p["id"] for p in listing["projects"]}
         assert sorted(ids) == ["app", "other"], listing
