@@ -338,17 +338,18 @@ static int append_to(struct log_file *file, const rl_deltalog_buf_t *buf)
     return 0;
 }
 
-int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf, int *was_empty)
+int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf, size_t max, int *was_empty)
 {
-    int result, i, empty = 1;
+    size_t held = 0;
+    int result, i;
 
     pthread_mutex_lock(&log->lock);
     for (i = 0; i < log->nfiles; ++i)
-        empty &= log->files[i].size == 0;
-    result = append_to(&log->files[log->active], buf);
+        held += log->files[i].size;
+    result = max > 0 && held >= max ? RL_DELTALOG_FULL : append_to(&log->files[log->active], buf);
     pthread_mutex_unlock(&log->lock);
     if (was_empty != NULL)
-        *was_empty = empty && result == 0;
+        *was_empty = held == 0 && result == 0;
     return result;
 }
 

@@ -85,13 +85,17 @@ void rl_deltalog_second_path(const char *path, char *out, size_t outsz);
  */
 size_t rl_deltalog_pending(rl_deltalog_t *log, int64_t *since_ms, int *left_over);
 size_t rl_deltalog_size(rl_deltalog_t *log);
+/* rl_deltalog_append's answer when the log already holds max bytes not yet folded: nothing was written. */
+#define RL_DELTALOG_FULL 1
 /*
  * Writes buf at the active file's end with one write(2), from any thread:
  * 0 once it returned, or RL_E_INTERNAL (RL_E_STORAGE_FULL for a full disk)
- * with nothing of it left in the log. *was_empty (when asked): the log held
- * nothing before, so a fold now has a time to be due at.
+ * with nothing of it left in the log; RL_DELTALOG_FULL, writing nothing,
+ * when max is not 0 and the files already hold that much not yet folded
+ * (checked under the same lock as the write). *was_empty (when asked): the
+ * log held nothing before, so a fold now has a time to be due at.
  */
-int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf, int *was_empty);
+int rl_deltalog_append(rl_deltalog_t *log, const rl_deltalog_buf_t *buf, size_t max, int *was_empty);
 /*
  * In a transaction, on the worker: the records of the file appends leave
  * (appends move to the other, empty, file first), of a file a failed fold

@@ -350,7 +350,8 @@ static void sqlite_rollback(rl_txn_t *txn)
  * as durable as a commit here). 0 when it was written so (each op's result
  * set), 1 when the batch needs a transaction.
  */
-static int append_batch(struct sqlite_txn *t, rl_deltalog_buf_t *buf, rl_store_op_t *batch, int *was_empty)
+static int append_batch(struct sqlite_txn *t, rl_deltalog_buf_t *buf, rl_store_op_t *batch, size_t max,
+                        int *was_empty)
 {
     rl_store_op_t *op;
     int result;
@@ -361,7 +362,8 @@ static int append_batch(struct sqlite_txn *t, rl_deltalog_buf_t *buf, rl_store_o
     for (op = batch; op != NULL; op = op->next)
         if (op->type->deltas == NULL || op->type->deltas(op, buf) != RL_STORE_DELTAS_TRUSTED)
             return 1;
-    result = rl_deltalog_append(t->log, buf, was_empty);
+    if ((result = rl_deltalog_append(t->log, buf, max, was_empty)) == RL_DELTALOG_FULL)
+        return 1;
     for (op = batch; op != NULL; op = op->next)
         op->result = result;
     /* A big batch's buffer is not kept for the small ones after it. */
@@ -372,7 +374,7 @@ static int append_batch(struct sqlite_txn *t, rl_deltalog_buf_t *buf, rl_store_o
 
 static int sqlite_run_batch(rl_txn_t *txn, rl_store_op_t *batch)
 {
-    int appended = append_batch(TXN(txn), &TXN(txn)->log_buf, batch, NULL) == 0;
+    int appended = append_batch(TXN(txn), &TXN(txn)->log_buf, batch, 0, NULL) == 0;
 
     txn->appends += appended;
     return !appended;
@@ -394,9 +396,7 @@ static int sqlite_write_now(rl_txn_t *txn, rl_store_op_t *batch, int *was_empty)
      * (--delta-backlog-max, --delta-wait-max) shed load as for any store
      * that falls behind.
      */
-    if (t->log == NULL || rl_deltalog_size(t->log) >= LOG_MAX)
-        return 1;
-    return append_batch(t, &t->now_buf, batch, was_empty);
+    return append_batch(t, &t->now_buf, batch, LOG_MAX, was_empty);
 }
 
 /* The log's fold is due once it is big, or its oldest record a second old; -1 while it is empty. */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "common/error.h"
 #include "store/deltalog.h"
@@ -505,6 +506,111 @@ static void test_records_left_in_both_files_are_folded_as_one_set(void **state)
     }
 }
 
+/* ---- past the log's limit, the loop leaves its deltas to the worker ---- */
+
+#define BIG_DELTA (4u * 1024 * 1024)
+#define LOG_LIMIT (64u * 1024 * 1024) /* sqlite.c's LOG_MAX */
+
+struct run_bytes {
+    size_t runs, bytes;
+    int64_t last;
+};
+
+static int run_bytes_run(rl_txn_t *txn, void *arg)
+{
+    struct run_bytes *b = arg;
+    rl_delta_run_row_t *runs;
+    size_t count, i;
+    int result = RL_TXN(txn, delta_runs_of, MSG, &runs, &count);
+
+    b->runs = count;
+    b->bytes = 0;
+    b->last = 0;
+    for (i = 0; i < count && result == 0; ++i) {
+        b->bytes += runs[i].text_len;
+        b->last = runs[i].seq_last;
+    }
+    return result;
+}
+
+static struct logged *big_op(int64_t seq, const char *delta)
+{
+    struct logged *op = rl_store_op_new(&logged_type, sizeof(*op));
+
+    op->message_id = MSG;
+    op->seq = seq;
+    op->key = "k";
+    op->delta = delta;
+    return op;
+}
+
+static size_t log_bytes(void)
+{
+    char second[160];
+
+    snprintf(log_file, sizeof(log_file), "%s/relay.db-deltas.log", folder);
+    snprintf(second, sizeof(second), "%s.b", log_file);
+    return file_size(log_file) + file_size(second);
+}
+
+static void test_past_the_logs_limit_the_loop_leaves_deltas_to_the_worker(void **state)
+{
+    rl_store_t *store = NULL;
+    sqlite3 *holder = NULL;
+    char *delta = malloc(BIG_DELTA + 1), db_path[128];
+    struct logged *op;
+    struct run_bytes b;
+    int64_t seq, refused_at = 0;
+    size_t before;
+    int result = -1;
+
+    (void)state;
+    memset(delta, 'x', BIG_DELTA);
+    delta[BIG_DELTA] = '\0';
+    assert_int_equal(rl_store_open(folder, &store), 0);
+    assert_int_equal(in_txn(store, seed_run, NULL), 0);
+    /* Another process holds the database: the worker's folds fail (each after its 5 s of retries). */
+    snprintf(db_path, sizeof(db_path), "%s/relay.db", folder);
+    assert_int_equal(sqlite3_open(db_path, &holder), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(holder, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    for (seq = 1; seq <= 2 * LOG_LIMIT / BIG_DELTA && refused_at == 0; ++seq) {
+        op = big_op(seq, delta);
+        before = log_bytes();
+        if (rl_store_write_now(store, &op->base) != 0) {
+            refused_at = seq;
+            /* Refused whole: nothing of it is in the log, and it ran nowhere. */
+            assert_int_equal(log_bytes(), before);
+            assert_int_equal(rl_store_op_ran(&op->base), 0);
+            break;
+        }
+        assert_int_equal(op->base.result, 0);
+        rl_store_op_free(&op->base);
+    }
+    /* The log took deltas until it held LOG_LIMIT bytes not yet folded, and no more. */
+    assert_true(refused_at > 0);
+    assert_true(log_bytes() >= LOG_LIMIT);
+    assert_true(log_bytes() < LOG_LIMIT + BIG_DELTA + 4096);
+    assert_int_equal(refused_at, LOG_LIMIT / BIG_DELTA + 1);
+    /* Released, the refused one goes to the worker, which folds the log first and then writes it. */
+    assert_int_equal(sqlite3_exec(holder, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(holder);
+    rl_store_submit(store, &op->base, on_called, &result);
+    rl_store_drain(store);
+    assert_int_equal(result, 0);
+    assert_int_equal(in_txn(store, run_bytes_run, &b), 0);
+    assert_int_equal(b.last, refused_at);
+    assert_int_equal(b.bytes, (size_t)refused_at * BIG_DELTA);
+    assert_true(log_bytes() == 0);
+    /* Folded, the log takes the loop's writes again. */
+    op = big_op(refused_at + 1, delta);
+    assert_int_equal(rl_store_write_now(store, &op->base), 0);
+    assert_int_equal(op->base.result, 0);
+    rl_store_op_free(&op->base);
+    assert_true(log_bytes() > 0);
+    rl_store_close(store);
+    free(delta);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +621,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_written_on_the_loop_while_the_worker_folds_nothing_is_lost_or_doubled,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_records_left_in_both_files_are_folded_as_one_set, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_past_the_logs_limit_the_loop_leaves_deltas_to_the_worker, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
