@@ -350,8 +350,7 @@ static void sqlite_rollback(rl_txn_t *txn)
  * as durable as a commit here). 0 when it was written so (each op's result
  * set), 1 when the batch needs a transaction.
  */
-static int append_batch(struct sqlite_txn *t, rl_deltalog_buf_t *buf, rl_store_op_t *batch, size_t max,
-                        int *was_empty)
+static int append_batch(struct sqlite_txn *t, rl_deltalog_buf_t *buf, rl_store_op_t *batch, size_t max, int *was_empty)
 {
     rl_store_op_t *op;
     int result;

@@ -621,8 +621,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_written_on_the_loop_while_the_worker_folds_nothing_is_lost_or_doubled,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_records_left_in_both_files_are_folded_as_one_set, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_past_the_logs_limit_the_loop_leaves_deltas_to_the_worker, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_past_the_logs_limit_the_loop_leaves_deltas_to_the_worker, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
