@@ -28,7 +28,12 @@ static void approvals_expired(rl_relay_t *relay, rl_store_op_t *op)
 
 static rl_store_op_t *messages_lapse(rl_relay_t *relay, int64_t now)
 {
-    return rl_messages_lapse(relay->features[RL_FEATURE_TURN], now);
+    return rl_messages_lapse_due(relay->features[RL_FEATURE_TURN], now);
+}
+
+static rl_store_op_t *messages_lapse_next(rl_relay_t *relay, rl_store_op_t *op)
+{
+    return rl_messages_lapse_next(relay->features[RL_FEATURE_TURN], op, rl_clock_now_ms());
 }
 
 static void messages_lapsed(rl_relay_t *relay, rl_store_op_t *op)
@@ -56,16 +61,21 @@ static void attachments_swept(rl_relay_t *relay, rl_store_op_t *op)
     rl_attachments_swept(relay->features[RL_FEATURE_MEDIA], op);
 }
 
-/* One row per sweep: the operation it submits, and what follows its commit on the loop. */
+/*
+ * One row per sweep: the operation it submits, what follows its commit on
+ * the loop, and (optional) the next step: an operation to submit after that
+ * one, or NULL when the sweep is through.
+ */
 static const struct {
     const char *name;
     rl_store_op_t *(*start)(rl_relay_t *relay, int64_t now);
     void (*done)(rl_relay_t *relay, rl_store_op_t *op);
+    rl_store_op_t *(*next)(rl_relay_t *relay, rl_store_op_t *op);
 } sweeps_table[] = {
-    {"approval expiry", approvals_expiry, approvals_expired},
-    {"capability request expiry", capabilities_expiry, capabilities_expired},
-    {"messages left open", messages_lapse, messages_lapsed},
-    {"deleted sessions and unreferenced attachments", attachments_sweep, attachments_swept},
+    {"approval expiry", approvals_expiry, approvals_expired, NULL},
+    {"capability request expiry", capabilities_expiry, capabilities_expired, NULL},
+    {"messages left open", messages_lapse, messages_lapsed, messages_lapse_next},
+    {"deleted sessions and unreferenced attachments", attachments_sweep, attachments_swept, NULL},
 };
 
 #define NSWEEPS (sizeof(sweeps_table) / sizeof(sweeps_table[0]))
@@ -87,10 +97,19 @@ struct rl_sweeps {
 static void on_swept(rl_store_op_t *op)
 {
     struct sweep_run *run = op->arg;
+    rl_sweeps_t *sweeps = run->sweeps;
+    rl_store_op_t *next = NULL;
 
+    sweeps_table[run->index].done(sweeps->relay, op);
+    if (sweeps_table[run->index].next != NULL && !sweeps->stopped)
+        next = sweeps_table[run->index].next(sweeps->relay, op);
+    if (next != NULL) {
+        rl_store_submit(sweeps->relay->store, next, on_swept, run);
+        return;
+    }
+    /* A sweep is counted once, when its last step is through (relay_sweeps_total: rounds of every sweep). */
     run->running = 0;
-    run->sweeps->done++;
-    sweeps_table[run->index].done(run->sweeps->relay, op);
+    sweeps->done++;
 }
 
 /* The sweeps change what every node shares: one node at a time runs them (the bus's lease). */

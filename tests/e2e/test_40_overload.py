@@ -178,6 +178,35 @@ def test_on_its_own_data_folder_deltas_are_not_held_by_a_stalled_store(relayd):
     assert inst.message(session, mid)["text"] == "d0 d1 d2 d3 d4 d5 "
 
 
+def test_the_sweeps_of_a_held_store_do_not_send_deltas_to_it(relayd):
+    # The sweeps run every second. The one that ends messages left open changes messages, and while such a
+    # change is in the store the deltas that come are checked there rather than written on the loop. With
+    # no message due it only reads, and changes nothing: held behind a stalled store for seconds, it does
+    # not take the deltas of that time with it. Each is answered at once (a delta every 100 ms, past two
+    # rounds of the sweeps) and all are in the message once the store moves.
+    relay = relayd("--delta-wait-max", "150ms", store="sqlite", bus="local")
+    inst, session, mid = streaming_message(relay)
+    token = relay.token("alice")
+    lock = WriteLock(relay)
+    staller = stall_worker(relay, token)
+    try:
+        slowest, began = 0.0, time.monotonic()
+        n = 0
+        while time.monotonic() - began < 2.5:
+            start = time.monotonic()
+            r = delta_call(relay, inst, mid, n)()
+            assert r.status_code == 200, r.text
+            slowest = max(slowest, time.monotonic() - start)
+            n += 1
+            time.sleep(0.1)
+        assert slowest < 0.5, "a delta waited %.2f s for the held store" % slowest
+        assert staller.is_alive(), "the worker was not held"
+    finally:
+        lock.release()
+    staller.join(30)
+    assert inst.message(session, mid)["text"] == "".join("d%d " % k for k in range(n))
+
+
 def test_the_delta_wait_limit_is_a_duration():
     import subprocess
     from relaylib import RELAYD

@@ -573,6 +573,55 @@ static int lapse_run(rl_txn_t *txn, rl_store_op_t *base)
 
 static const rl_store_op_type_t lapse_type = RL_OP_TYPE(messages_lapse, 1, lapse_run);
 
+/*
+ * The sweep's first step only reads whether any message is due. Ending one
+ * is a change to a message's state: while it is in the store, the deltas
+ * that come are checked on the worker rather than written on the loop
+ * (rl_deltas_changing), and wait behind that transaction and the fold of
+ * the delta log it begins with. Taken each second with nothing to end, it
+ * put a run of answers behind the worker every second; now only a sweep
+ * that has something to end does.
+ */
+struct lapse_due {
+    rl_op_t op;
+    int64_t at;
+    size_t due;
+};
+
+static int lapse_due_run(rl_txn_t *txn, rl_store_op_t *base)
+{
+    struct lapse_due *op = (void *)base;
+    rl_message_row_t *rows;
+    size_t count = 0;
+    int result = RL_TXN(txn, messages_open_before, op->at, 1, &rows, &count);
+
+    op->due = result == 0 ? count : 0;
+    return result;
+}
+
+static const rl_store_op_type_t lapse_due_type = RL_OP_TYPE(messages_lapse_due, 0, lapse_due_run);
+
+/* The window closes after followup_window: at exactly that age the bridge may still write (target.c). */
+static int64_t lapse_at(const rl_turn_ctx_t *turn, int64_t now)
+{
+    return now - turn->config->followup_window - 1;
+}
+
+rl_store_op_t *rl_messages_lapse_due(rl_turn_ctx_t *turn, int64_t now)
+{
+    struct lapse_due *op = rl_op_new(&lapse_due_type, sizeof(*op));
+
+    op->at = lapse_at(turn, now);
+    return &op->op.base;
+}
+
+rl_store_op_t *rl_messages_lapse_next(rl_turn_ctx_t *turn, const rl_store_op_t *base, int64_t now)
+{
+    if (base->type != &lapse_due_type || base->result != 0 || ((const struct lapse_due *)base)->due == 0)
+        return NULL;
+    return rl_messages_lapse(turn, now);
+}
+
 rl_store_op_t *rl_messages_lapse(rl_turn_ctx_t *turn, int64_t now)
 {
     struct lapse *op = rl_op_new(&lapse_type, sizeof(*op));
@@ -582,8 +631,7 @@ rl_store_op_t *rl_messages_lapse(rl_turn_ctx_t *turn, int64_t now)
      * arrive while the sweep is in the store are checked against it.
      */
     rl_deltas_changing(turn->deltas, 1);
-    /* The window closes after followup_window: at exactly that age the bridge may still write (target.c). */
-    op->at = now - turn->config->followup_window - 1;
+    op->at = lapse_at(turn, now);
     op->now = now;
     return &op->op.base;
 }
@@ -594,6 +642,9 @@ void rl_messages_lapsed(rl_turn_ctx_t *turn, rl_store_op_t *base)
     json_t *item;
     size_t i;
 
+    /* The first step changed nothing (rl_messages_lapse_next takes it on); a failed one is tried next second. */
+    if (base->type == &lapse_due_type)
+        return;
     if (base->result == 0)
         json_array_foreach(op->op.value, i, item)
         {

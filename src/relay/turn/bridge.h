@@ -71,6 +71,14 @@ struct rl_turn_ctx;
  * (sweeps.c hands it the turn's context): its operation, and what follows.
  */
 rl_store_op_t *rl_messages_lapse(struct rl_turn_ctx *turn, int64_t now);
+/*
+ * The sweep's first step: a read of whether any message is due to be ended
+ * (nothing changes). rl_messages_lapse_next, after it: the operation that
+ * ends them (rl_messages_lapse), or NULL when none is due (or after any
+ * other operation). rl_messages_lapsed finishes either.
+ */
+rl_store_op_t *rl_messages_lapse_due(struct rl_turn_ctx *turn, int64_t now);
+rl_store_op_t *rl_messages_lapse_next(struct rl_turn_ctx *turn, const rl_store_op_t *op, int64_t now);
 void rl_messages_lapsed(struct rl_turn_ctx *turn, rl_store_op_t *op);
 
 int rl_bridge_send_message(rl_call_t *call);
