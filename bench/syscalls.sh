@@ -121,7 +121,9 @@ measured_run() { # target rate label perf-args...
 	sync # relayd's WAL leaves dirty pages; neither peer should pay for the other's writeback
 	echo '{}' >"$WORK/metrics-before.json"
 	[ "$target" = relayd ] && metrics_read >"$WORK/metrics-before.json"
-	perf "$@" -p "$pids" -D -1 --control "fifo:$WORK/perf.ctl" 2>>"$WORK/perf.err" &
+	local scope=(-p "$pids")
+	[ "${SYSTEM_WIDE:-0}" = 1 ] && scope=(-a)
+	perf "$@" "${scope[@]}" -D -1 --control "fifo:$WORK/perf.ctl" 2>>"$WORK/perf.err" &
 	perf_pid=$!
 	PIDS+=("$perf_pid")
 	sleep 0.5 # perf opens the FIFO before relaybench writes to it
@@ -230,11 +232,46 @@ print(json.dumps({"target": target, "rate": run["rate"], "run_deltas": run.get("
 PY
 done
 
+# ---------------------------------------------------------------- the tail: the loop off CPU
+
+# One run of relayd at each rate of SC_TAIL_RATES under a system-wide record of the scheduler's switches
+# (with the kernel stack of the thread switched away) and wake-ups: bench/offcpu.py splits the loop
+# thread's window into runs on CPU, sleeps (charged to what it slept in) and delays while runnable
+# (charged to who held the CPUs). System-wide, because the switch to a thread is an event of the thread
+# it replaces. Shorter windows (SC_TAIL_SECONDS, default 4 s): every switch of the machine is recorded.
+TAIL_RATES=${SC_TAIL_RATES-5000 10000}
+# Each of relayd's threads and the CPU it has used (ns, /proc/PID/task/TID/schedstat): read around a run,
+# exact whatever perf drops, and divided by the deltas relayd took in the run (warm-up included).
+thread_cpu() {
+	local t
+	for t in /proc/"$RELAYD_PID"/task/*; do
+		printf '%s\t%s\n' "${t##*/}" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null || echo 0)"
+	done
+}
+rm -f "$OUT/offcpu.jsonl"
+if [ -n "$TAIL_RATES" ]; then
+	thread_roles "$RELAYD_PID" >"$WORK/threads-tail.tsv"
+	LOOP_TID=$RELAYD_PID
+	for rate in $TAIL_RATES; do
+		log "relayd at $rate deltas/s: perf record of the scheduler (off-CPU), ${SC_TAIL_SECONDS:-4} s"
+		SECONDS_SAVED=$SECONDS_RUN SECONDS_RUN=${SC_TAIL_SECONDS:-4}
+		thread_cpu >"$WORK/cpu-before.tsv"
+		SYSTEM_WIDE=1 measured_run relayd "$rate" offcpu record -q -m 4096 -o "$WORK/sched-$rate.data" \
+			-e 'sched:sched_switch/call-graph=fp,max-stack=24/' -e sched:sched_wakeup
+		thread_cpu >"$WORK/cpu-after.tsv"
+		SECONDS_RUN=$SECONDS_SAVED
+		perf script --show-lost-events -i "$WORK/sched-$rate.data" -F comm,tid,cpu,time,event,trace,ip,sym 2>/dev/null >"$WORK/sched-$rate.txt"
+		python3 "$HERE/offcpu.py" "$WORK/sched-$rate.txt" "$WORK/threads-tail.tsv" "$LOOP_TID" "$WORK/stream.jsonl" \
+			"$WORK/cpu-before.tsv" "$WORK/cpu-after.tsv" >>"$OUT/offcpu.jsonl"
+		rm -f "$WORK/sched-$rate.data" "$WORK/sched-$rate.txt"
+	done
+fi
+
 # ---------------------------------------------------------------- report
 
 python3 - "$OUT" "$RELAYD_COMMIT" "$LOADAVG_START" "$(cut -d' ' -f1-3 /proc/loadavg)" "$SECONDS_RUN" "$INST" \
 	"$(($(date +%s) - STARTED))" <<'PY'
-import collections, json, sys, time
+import collections, json, os, sys, time
 out, commit, load0, load1, secs, inst, took = sys.argv[1:8]
 runs = [json.loads(l) for l in open(out + "/syscalls.jsonl") if l.strip()]
 parts = [json.loads(l) for l in open(out + "/syscalls-breakdown.jsonl") if l.strip()]
@@ -328,6 +365,27 @@ if summary:
         for tid, calls in sorted(per_thread.items(), key=lambda kv: -sum(kv[1].values())):
             md.append("| %s | %s | %.3f | %s |" % (p["target"], p["threads"].get(tid, "?"), sum(calls.values()) / n,
                       ", ".join("%s %.3f" % (k, v / n) for k, v in calls.most_common() if v / n >= 0.005)))
+tails = [json.loads(l) for l in open(out + "/offcpu.jsonl") if l.strip()] if os.path.exists(out + "/offcpu.jsonl") else []
+if tails:
+    md += ["", "The loop off CPU (`bench/offcpu.py`: a system-wide record of the scheduler's switches and wake-ups "
+           "over %s s at each rate, relayd alone): its runs on CPU, its delays while runnable (woken and waiting "
+           "for a core, or preempted), and what it slept in. Times in µs.\n" % tails[0]["window_s"],
+           "| rate | e2e p50 / p99 | loop runs: n, p50 / p99 / max | runnable: n, p50 / p99 / max, total ms "
+           "| preempted by | cores held at wake-up by | asleep in (total ms, max µs) |", "|---|---|---|---|---|---|---|"]
+    for t in tails:
+        r, q = t["on_cpu"], t["runnable"]
+        md.append("| %s/s | %s / %s | %d, %.0f / %.0f / %.0f | %d, %.0f / %.0f / %.0f, %.1f | %s | %s | %s |" % (
+            t["rate"], t["e2e_p50_us"], t["e2e_p99_us"], r["count"], r["p50_us"], r["p99_us"], r["max_us"],
+            q["count"], q["p50_us"], q["p99_us"], q["max_us"], q["total_ms"],
+            ", ".join("%s %d" % kv for kv in t["preempted_by"].items()) or "none",
+            ", ".join("%s %d" % kv for kv in list(t["cpus_held_at_wakeup_by"].items())[:4]) or "none",
+            "; ".join("%s %.1f, %.0f" % (k, v["total_ms"], v["max_us"]) for k, v in list(t["blocked"].items())[:4])))
+    md += ["", "CPU per delta of each of relayd's threads in those runs (µs: its CPU time from "
+           "/proc/PID/task/TID/schedstat around the run, warm-up included, over the deltas relayd took):\n"]
+    for t in tails:
+        md.append("- %s/s: %s" % (t["rate"], ", ".join("%s %.1f" % kv for kv in t.get("cpu_us_per_delta", {}).items())))
+    md.append("\nThe switches perf lost (its buffers overflowed) are in `lost_events` of bench/out/offcpu.jsonl: %s."
+              % ", ".join("%s/s %s" % (t["rate"], t.get("lost_events", "?")) for t in tails))
 md.append("\nWhere each of relayd's calls comes from: docs/internals/performance.md, \"System calls per delta\". "
           "Raw: bench/out/syscalls.jsonl, bench/out/syscalls-breakdown.md.\n")
 open(out + "/syscalls-section.md", "w").write("\n".join(md))
