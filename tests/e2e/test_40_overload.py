@@ -156,15 +156,22 @@ def test_deltas_are_shed_once_the_oldest_unwritten_one_has_waited_too_long(relay
     assert inst.message(session, mid)["text"] == "d0 d1 d6 "
 
 
-def test_on_its_own_data_folder_deltas_are_not_held_by_a_stalled_store(relayd):
-    # One node on its own SQLite store (whatever the pass's store and bus): the loop writes deltas to the
-    # delta log and answers them in the same turn. A store held by another process stalls the worker and
-    # its folds, not the deltas: none waits, none is shed, and all are in the message once it moves.
+def held_own_folder_store(relayd):
+    """One node on its own SQLite store (whatever the pass's store and bus), a streaming message, and the
+    store held by another process with an operation stalled in its worker: (relay, inst, session, mid, lock,
+    staller)."""
     relay = relayd("--delta-wait-max", "150ms", store="sqlite", bus="local")
     inst, session, mid = streaming_message(relay)
-    token = relay.token("alice")
+    token = relay.token("alice")  # before the lock: minting one reads the store
     lock = WriteLock(relay)
-    staller = stall_worker(relay, token)
+    return relay, inst, session, mid, lock, stall_worker(relay, token)
+
+
+def test_on_its_own_data_folder_deltas_are_not_held_by_a_stalled_store(relayd):
+    # The loop writes deltas to the delta log and answers them in the same turn. A store held by another
+    # process stalls the worker and its folds, not the deltas: none waits, none is shed, and all are in the
+    # message once it moves.
+    relay, inst, session, mid, lock, staller = held_own_folder_store(relayd)
     try:
         for n in range(6):
             start = time.monotonic()
@@ -184,11 +191,7 @@ def test_the_sweeps_of_a_held_store_do_not_send_deltas_to_it(relayd):
     # no message due it only reads, and changes nothing: held behind a stalled store for seconds, it does
     # not take the deltas of that time with it. Each is answered at once (a delta every 100 ms, past two
     # rounds of the sweeps) and all are in the message once the store moves.
-    relay = relayd("--delta-wait-max", "150ms", store="sqlite", bus="local")
-    inst, session, mid = streaming_message(relay)
-    token = relay.token("alice")
-    lock = WriteLock(relay)
-    staller = stall_worker(relay, token)
+    relay, inst, session, mid, lock, staller = held_own_folder_store(relayd)
     try:
         slowest, began = 0.0, time.monotonic()
         n = 0
