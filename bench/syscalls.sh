@@ -151,34 +151,6 @@ open(path, "w").write("\n".join(lines) + "\n")
 PY
 }
 
-for rate in $RATES; do
-	for target in relayd nchan; do
-		log "$target at $rate deltas/s for ${SECONDS_RUN} s: perf stat (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-		measured_run "$target" "$rate" stat stat -x, -o "$WORK/stat.csv" -e raw_syscalls:sys_enter,context-switches,task-clock
-		python3 - "$WORK/stat.csv" "$WORK/stream.jsonl" "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/syscalls.jsonl" <<'PY'
-import json, sys
-counts = {}
-for line in open(sys.argv[1]):
-    f = line.strip().split(",")
-    if len(f) > 2 and not line.startswith("#"):
-        counts[f[2]] = float(f[0]) if f[0] not in ("<not counted>", "<not supported>", "") else None
-run = json.loads(open(sys.argv[2]).read().splitlines()[-1])
-run["served"] = round(run["served_rate"] * run["window_s"])
-run["syscalls"] = counts.get("raw_syscalls:sys_enter")
-run["context_switches"] = counts.get("context-switches")
-run["task_clock_ms"] = counts.get("task-clock")
-run["loadavg_end"] = sys.argv[3]
-print(json.dumps(run))
-PY
-		tail -1 "$OUT/syscalls.jsonl" | python3 -c '
-import json, sys
-r = json.load(sys.stdin); n = r["served"] or 1
-print("[syscalls] %-6s %5d/s: served %d, %.2f syscalls, %.2f context switches, %.1f us CPU per delta" % (
-    r["target"], r["rate"], r["served"], (r["syscalls"] or 0) / n, (r["context_switches"] or 0) / n,
-    (r["task_clock_ms"] or 0) * 1000 / n))' >&2
-	done
-done
-
 # Each thread of a process: id, name (/proc/PID/task/*/comm) and role. relayd does not name its threads
 # (all "relayd"), so the role is the function the thread started in, read once with gdb when it is there
 # (relayd is RelWithDebInfo): the loop is the process's first thread.
@@ -200,6 +172,52 @@ thread_roles() { # pid
 		printf '%s\t%s\n' "$tid" "$role"
 	done
 }
+
+# Each of relayd's threads and the CPU it has used (ns, /proc/PID/task/TID/schedstat): read around a run,
+# exact whatever perf drops, and divided by the deltas relayd took in the run (warm-up included).
+thread_cpu() {
+	local t
+	for t in /proc/"$RELAYD_PID"/task/*; do
+		printf '%s\t%s\n' "${t##*/}" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null || echo 0)"
+	done
+}
+
+thread_roles "$RELAYD_PID" >"$WORK/threads-relayd.tsv"
+for rate in $RATES; do
+	for target in relayd nchan; do
+		log "$target at $rate deltas/s for ${SECONDS_RUN} s: perf stat (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+		thread_cpu >"$WORK/cpu-before.tsv"
+		measured_run "$target" "$rate" stat stat -x, -o "$WORK/stat.csv" -e raw_syscalls:sys_enter,context-switches,task-clock
+		thread_cpu >"$WORK/cpu-after.tsv"
+		python3 - "$WORK/stat.csv" "$WORK/stream.jsonl" "$(cut -d' ' -f1-3 /proc/loadavg)" "$target" "$WORK/threads-relayd.tsv" \
+			"$WORK/cpu-before.tsv" "$WORK/cpu-after.tsv" "$HERE" >>"$OUT/syscalls.jsonl" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[8])
+from offcpu import thread_cpu
+counts = {}
+for line in open(sys.argv[1]):
+    f = line.strip().split(",")
+    if len(f) > 2 and not line.startswith("#"):
+        counts[f[2]] = float(f[0]) if f[0] not in ("<not counted>", "<not supported>", "") else None
+run = json.loads(open(sys.argv[2]).read().splitlines()[-1])
+run["served"] = round(run["served_rate"] * run["window_s"])
+run["syscalls"] = counts.get("raw_syscalls:sys_enter")
+run["context_switches"] = counts.get("context-switches")
+run["task_clock_ms"] = counts.get("task-clock")
+run["loadavg_end"] = sys.argv[3]
+if sys.argv[4] == "relayd":  # each thread's CPU (schedstat) over the run, warm-up included, per delta taken
+    roles = dict(line.rstrip("\n").split("\t", 1) for line in open(sys.argv[5]) if "\t" in line)
+    run["thread_cpu_us_per_delta"] = thread_cpu(sys.argv[6], sys.argv[7], roles, run.get("run_deltas"))
+print(json.dumps(run))
+PY
+		tail -1 "$OUT/syscalls.jsonl" | python3 -c '
+import json, sys
+r = json.load(sys.stdin); n = r["served"] or 1
+print("[syscalls] %-6s %5d/s: served %d, %.2f syscalls, %.2f context switches, %.1f us CPU per delta" % (
+    r["target"], r["rate"], r["served"], (r["syscalls"] or 0) / n, (r["context_switches"] or 0) / n,
+    (r["task_clock_ms"] or 0) * 1000 / n))' >&2
+	done
+done
 
 BREAK_RATE=${RATES%% *}
 rm -f "$OUT/syscalls-breakdown.jsonl"
@@ -240,17 +258,8 @@ done
 # (charged to who held the CPUs). System-wide, because the switch to a thread is an event of the thread
 # it replaces. Shorter windows (SC_TAIL_SECONDS, default 4 s): every switch of the machine is recorded.
 TAIL_RATES=${SC_TAIL_RATES-5000 10000}
-# Each of relayd's threads and the CPU it has used (ns, /proc/PID/task/TID/schedstat): read around a run,
-# exact whatever perf drops, and divided by the deltas relayd took in the run (warm-up included).
-thread_cpu() {
-	local t
-	for t in /proc/"$RELAYD_PID"/task/*; do
-		printf '%s\t%s\n' "${t##*/}" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null || echo 0)"
-	done
-}
 rm -f "$OUT/offcpu.jsonl"
 if [ -n "$TAIL_RATES" ]; then
-	thread_roles "$RELAYD_PID" >"$WORK/threads-tail.tsv"
 	LOOP_TID=$RELAYD_PID
 	for rate in $TAIL_RATES; do
 		log "relayd at $rate deltas/s: perf record of the scheduler (off-CPU), ${SC_TAIL_SECONDS:-4} s"
@@ -261,7 +270,7 @@ if [ -n "$TAIL_RATES" ]; then
 		thread_cpu >"$WORK/cpu-after.tsv"
 		SECONDS_RUN=$SECONDS_SAVED
 		perf script --show-lost-events -i "$WORK/sched-$rate.data" -F comm,tid,cpu,time,event,trace,ip,sym 2>/dev/null >"$WORK/sched-$rate.txt"
-		python3 "$HERE/offcpu.py" "$WORK/sched-$rate.txt" "$WORK/threads-tail.tsv" "$LOOP_TID" "$WORK/stream.jsonl" \
+		python3 "$HERE/offcpu.py" "$WORK/sched-$rate.txt" "$WORK/threads-relayd.tsv" "$LOOP_TID" "$WORK/stream.jsonl" \
 			"$WORK/cpu-before.tsv" "$WORK/cpu-after.tsv" >>"$OUT/offcpu.jsonl"
 		rm -f "$WORK/sched-$rate.data" "$WORK/sched-$rate.txt"
 	done
@@ -306,9 +315,17 @@ for rate in rates:
             ("p50 / p99 end to end (µs)", None, None, 0),
             ("bridge's answer (ack) p50 (µs)", a.get("ack_p50_us"), b.get("ack_p50_us"), 0),
             ("server CPU over the window (cores, relaybench)", a.get("server_cpu"), b.get("server_cpu"), 2),
+            ("CPU per delta by thread (µs, schedstat; relayd: loop / store worker / checkpointer)",
+             None, None, 1),
             ("deltas per delta-log write (relayd's metrics, whole run)",
              a["run_deltas"] / a["run_log_appends"] if a.get("run_log_appends") else None, None, 1)]
     for name, x, y, d in rows:
+        if name.startswith("CPU per delta by thread"):
+            t = a.get("thread_cpu_us_per_delta") or {}
+            pick = lambda word: next((v for k, v in t.items() if k.startswith(word)), None)
+            md.append("| %d/s | %s | %s / %s / %s | | |" % (rate, name, fmt(pick("the loop"), 1), fmt(pick("store worker"), 1),
+                                                        fmt(pick("WAL checkpointer"), 1)))
+            continue
         if name.startswith("p50"):
             cell = lambda r: "n/a" if not r else "%.0f / %.0f" % (r["e2e_p50_us"], r["e2e_p99_us"])
             md.append("| %d/s | %s | %s | %s | |" % (rate, name, cell(a), cell(b)))
@@ -381,7 +398,9 @@ if tails:
             ", ".join("%s %d" % kv for kv in list(t["cpus_held_at_wakeup_by"].items())[:4]) or "none",
             "; ".join("%s %.1f, %.0f" % (k, v["total_ms"], v["max_us"]) for k, v in list(t["blocked"].items())[:4])))
     md += ["", "CPU per delta of each of relayd's threads in those runs (µs: its CPU time from "
-           "/proc/PID/task/TID/schedstat around the run, warm-up included, over the deltas relayd took):\n"]
+           "/proc/PID/task/TID/schedstat around the run, warm-up included, over the deltas relayd took; "
+           "recording every switch with its stack costs the switching thread, so these are above the "
+           "`perf stat` runs' figures in the first table):\n"]
     for t in tails:
         md.append("- %s/s: %s" % (t["rate"], ", ".join("%s %.1f" % kv for kv in t.get("cpu_us_per_delta", {}).items())))
     md.append("\nThe switches perf lost (its buffers overflowed) are in `lost_events` of bench/out/offcpu.jsonl: %s."
