@@ -64,6 +64,8 @@ struct route_stats {
 
 /* A request refused because the loop lags is asked to come back in this long (503 retry_after_ms). */
 #define LAG_RETRY_MS 250
+/* Requests read in one loop turn past which the turn counts as full (loop_lag_ms): h2o's epoll takes 256 events. */
+#define FULL_TURN_REQUESTS 200
 
 /* The longest request path a lowered body limit is kept for; longer ones keep the route's limit. */
 #define HEAD_PATH_MAX 2048
@@ -103,6 +105,14 @@ struct rl_http_server {
     size_t head_refusal_path_len; /* 0: no refusal set */
     /* The loop's last turn (loop_lag_ms): when it ended and how long it ran, in h2o's clock (ms). */
     uint64_t turn_end_ms, turn_busy_ms;
+    /*
+     * Requests read in the turn running now, and (0: none) when the first
+     * of the full turns the loop has run back to back since began: a turn
+     * that read FULL_TURN_REQUESTS or more was likely handed only part of
+     * what was ready (h2o takes at most 256 events from epoll a turn).
+     */
+    unsigned turn_requests;
+    uint64_t backlog_since_ms;
     uint64_t shed;            /* requests refused because the loop lagged, ever */
     int generic_bodies;       /* RELAY_GENERIC_BODIES: no flat reading (rl_http_server_create) */
     rl_route_index_t *routes; /* the config's table, indexed */
@@ -284,6 +294,14 @@ static uint64_t loop_lag_ms(rl_http_server_t *server)
 
     if (start <= server->turn_end_ms + 1 && server->turn_busy_ms > lag)
         lag = server->turn_busy_ms;
+    /*
+     * Past a run of full turns, each short: what each turn's epoll_wait
+     * left unread waited through them all. With thousands of connections
+     * ready at once every turn stays short, and the loop still falls a
+     * second behind.
+     */
+    if (server->backlog_since_ms != 0 && now > server->backlog_since_ms && now - server->backlog_since_ms > lag)
+        lag = now - server->backlog_since_ms;
     return lag;
 }
 
@@ -291,6 +309,17 @@ void rl_http_server_after_turn(rl_http_server_t *server)
 {
     uint64_t start = h2o_now(server->context.loop);
 
+    /*
+     * A full turn lengthens the run, one that was not full ends it. No gap
+     * between full turns is idle time (the loop's own work between two
+     * turns, the store's answers, is not): a loop that found epoll_wait
+     * with nothing to hand it would not read a full turn next.
+     */
+    if (server->turn_requests < FULL_TURN_REQUESTS)
+        server->backlog_since_ms = 0;
+    else if (server->backlog_since_ms == 0)
+        server->backlog_since_ms = start;
+    server->turn_requests = 0;
     server->turn_end_ms = wall_ms();
     server->turn_busy_ms = server->turn_end_ms > start ? server->turn_end_ms - start : 0;
     server->globalconf.max_request_entity_size = server->config->max_body;
@@ -456,6 +485,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     guard = h2o_mem_alloc_shared(&req->pool, sizeof(*guard), on_guard_dispose);
     guard->call = call;
     ++server->in_flight;
+    ++server->turn_requests;
 
     if (refuse_head(call, req))
         return 0;

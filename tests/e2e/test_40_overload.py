@@ -215,3 +215,77 @@ def test_the_delta_wait_limit_is_a_duration():
     from relaylib import RELAYD
     out = subprocess.run([RELAYD, "--delta-wait-max", "100", "--data", "/nonexistent"], capture_output=True, text=True)
     assert out.returncode != 0 and "not a duration for delta-wait-max" in out.stderr, out.stderr
+
+
+def test_a_loop_behind_many_connections_ready_at_once_sheds_the_excess(relayd):
+    # Many bridges, each with a delta ready at once: h2o reads at most 256 sockets a loop turn, so each turn
+    # stays short while the requests left unread wait through every turn before theirs. That is lag too:
+    # past --loop-lag-max of turns that were all full, the rest are refused at once with 503 and
+    # Retry-After, unread, and leave nothing in the store; every delta answered 200 is in its message.
+    import json
+    import os
+    import resource
+    import signal
+    import socket
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    try:
+        relay = relayd("--loop-lag-max", "10ms", "--max-connections-per-address", "4000", store="sqlite",
+                       bus="local")
+        # Under an installation's burst of 200 deltas; six turns' worth of sockets, if the descriptors allow.
+        per_inst, insts = min(150, (min(hard, 8192) - 300) // 10), []
+        assert per_inst >= 60, "too few file descriptors (%d) for the test" % hard
+        for i in range(10):  # one user each: pairing is rate limited per user
+            inst = Installation(relay, relay.token("bridge-owner-%d" % i))
+            session = inst.create_session()
+            interaction, _ = inst.send(session)
+            insts.append((inst, session, inst.open_message(session, interaction)))
+        requests_bytes, sockets = [], []
+        for inst, _, mid in insts:
+            for n in range(per_inst):
+                body = json.dumps({"message_id": mid, "delta": "<%s:%d>" % (mid[-6:], n),
+                                   "idempotency_key": str(uuid.uuid4())}).encode()
+                requests_bytes.append(
+                    b"POST /v1/bridge/sendMessageDelta HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                    + inst.token.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: "
+                    + str(len(body)).encode() + b"\r\n\r\n" + body)
+        for _ in requests_bytes:
+            s = socket.create_connection(("127.0.0.1", relay.port), timeout=30)
+            sockets.append(s)
+        # All of them ready when the loop next looks: relayd is stopped while they are sent.
+        os.kill(relay.proc.pid, signal.SIGSTOP)
+        try:
+            for s, req in zip(sockets, requests_bytes):
+                s.sendall(req)
+        finally:
+            os.kill(relay.proc.pid, signal.SIGCONT)
+        answers = []
+        for s in sockets:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(65536)
+                assert chunk, "relayd closed a connection without an answer"
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+            while len(rest) < length:
+                rest += s.recv(65536)
+            answers.append((int(head.split(b" ")[1]), head, json.loads(rest[:length])))
+            s.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    shed = [a for a in answers if a[0] == 503]
+    accepted = [i for i, a in enumerate(answers) if a[0] == 200]
+    assert len(shed) + len(accepted) == len(answers), [a for a in answers if a[0] not in (200, 503)][:3]
+    assert shed, "no delta was shed: the loop's lag across full turns was not seen"
+    assert accepted, "every delta was shed"
+    for status, head, body in shed:
+        assert body["error"]["code"] == "temporarily_unavailable" and body["error"]["retry_after_ms"] > 0, body
+        assert b"retry-after:" in head.lower(), head
+    # What was answered 200 is stored, once; what was shed left no trace.
+    texts = {mid: inst.message(session, mid)["text"] for inst, session, mid in insts}
+    for i, req in enumerate(requests_bytes):
+        inst_i = i // per_inst
+        piece = "<%s:%d>" % (insts[inst_i][2][-6:], i % per_inst)
+        assert texts[insts[inst_i][2]].count(piece) == (1 if i in accepted else 0), piece
