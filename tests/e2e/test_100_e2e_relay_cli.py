@@ -181,8 +181,8 @@ def test_encrypted_turn_signed_decisions_and_a_revoked_device(relayd, tmp_path):
             asked = send.wait_for("approval_requested")["data"]
             assert asked["command"] == "echo " + word, asked
             assert asked["title"] == "Run a command"
-            r = relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"], json=forged,
-                              headers=bearer(token))
+            r = paced(lambda: relay.request("POST", "/v1/me/approvals/%s" % asked["approval_id"], json=forged,
+                                            headers=bearer(token)))
             if why is None:
                 assert r.status_code == 400 and "decision_sig" in r.text, r.text
             else:
