@@ -106,8 +106,8 @@ struct rl_http_server {
     /* The loop's last turn (loop_lag_ms): when it ended and how long it ran, in h2o's clock (ms). */
     uint64_t turn_end_ms, turn_busy_ms;
     /*
-     * Requests read in the turn running now, and (0: none) when the first
-     * of the full turns the loop has run back to back since began: a turn
+     * Requests read in the turn running now; and when the run of full
+     * turns the loop is in began (0: the last turn was not full). A turn
      * that read FULL_TURN_REQUESTS or more was likely handed only part of
      * what was ready (h2o takes at most 256 events from epoll a turn).
      */
