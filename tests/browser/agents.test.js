@@ -25,7 +25,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
-import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT, verifyWithCode } from './lib.js';
+import { Relay, Bridge, launch, newPage, signIn, screenshot, axe, waitFor, ROOT, verifyWithCode, WAIT } from './lib.js';
 
 const AGENT_PY = join(ROOT, 'tests', 'e2e', 'acp_agent.py');
 const PHONE_360 = { width: 360, height: 740 };
@@ -292,9 +292,14 @@ test('a refused folder is said plainly on the chat, and nothing can be sent', as
   const stranger = await newPage(browser, relay, PHONE_360);
   await signIn(stranger, relay);
   await stranger.goto(`${relay.url}/#/new/${installationId}`);
-  await waitFor('the reason the folders are not listed', async () =>
-    /cannot be listed: the machine sends them only to a device it accepted: verify the machine on this device first\.$/
-      .test(await stranger.textContent('#new-project-hint')));
+  // Two round trips to the bridge (with this device, then without): on a loaded machine they take a while.
+  // A wait that ends says what the hint showed instead.
+  let hint = '';
+  await waitFor('the reason the folders are not listed', async () => {
+    hint = await stranger.textContent('#new-project-hint');
+    return /cannot be listed: the machine sends them only to a device it accepted: verify the machine on this device first\.$/
+      .test(hint);
+  }, 2 * WAIT).catch((err) => { throw new Error(`${err.message}; the hint said: ${JSON.stringify(hint)}`); });
   assert.deepEqual((await stranger.$$eval('#new-project option', (els) => els.map((e) => e.value))), ['']);
   await stranger.emulateMedia({ colorScheme: 'dark' });
   await screenshot(stranger, 'agents-360-dark-new-chat-unverified');
