@@ -579,6 +579,38 @@ test('a device without the key: a readable placeholder, never a crash; the key g
   await context.close();
 });
 
+test('a key granted before the page\'s stream first answers still opens the chat: the page reads the keys it missed', async () => {
+  // session_key_granted is an event: one made while no stream of the page is attached reaches no stream,
+  // and a first connection has no Last-Event-ID to replay it from. The stream is held until the grant is made.
+  const context = await browser.newContext({ viewport: PHONE_390, baseURL: relay.url, serviceWorkers: 'allow' });
+  let release;
+  const granted = new Promise((resolve) => { release = resolve; });
+  let held = 0;
+  await context.route('**/v1/me/stream*', async (route) => {
+    held++;
+    await granted;
+    await route.continue();
+  });
+  const third = watch(await context.newPage());
+  third.problems = [];
+  third.on('pageerror', (err) => third.problems.push(`pageerror: ${err.message}`));
+  const known = new Set((await me('GET', '/v1/me/devices')).devices.map(idOf));
+  await signIn(third, relay);
+  const device = await waitFor('the third web device', async () => (await me('GET', '/v1/me/devices')).devices.find((d) => d.platform === 'web' && !known.has(idOf(d))));
+  await third.goto(`${relay.url}/#/verify/${bridgeDevice}`);
+  await third.click('button:has-text("They match")');
+  await third.waitForSelector('main .success');
+  const added = await socket.update('device_added', (p) => p.device_id === idOf(device));
+  await bridge(`sessions/${sessionId}/recipients`, { recipients: [{ device_id: idOf(device), wrapped_session_key: wrap(sessionKey, added.payload.pubkey) }],
+    wrapped_by_device_id: bridgeDevice });
+  assert.ok(held > 0, 'the page asked for its stream before the grant');
+  release();
+  await third.goto(`${relay.url}/#/s/${sessionId}`);
+  await waitFor('the chat opened with the key granted before the stream', async () => (await third.innerText('.timeline')).includes(SECRET.reply));
+  assert.deepEqual(third.problems, []);
+  await context.close();
+});
+
 test('revoking a device rotates the chat\'s key: a new key for the bridge, the old one kept for old messages', async () => {
   // A second phone that confirmed the machine, then is lost.
   const lost = nacl.box.keyPair();

@@ -11,7 +11,7 @@ import * as screens from './screens.js';
 import { chatView } from './chat.js';
 import { filesView } from './files.js';
 import { provideShell } from './nav.js';
-import { start as startDevice, grant, refreshDevices, openStreamEvent, holdEnrolCode, holdPairingEnrol, regrantWaiting } from './e2e.js';
+import { start as startDevice, grant, fetchKeys, refreshDevices, openStreamEvent, holdEnrolCode, holdPairingEnrol, regrantWaiting } from './e2e.js';
 import { verifyView } from './devices.js';
 import { inboxView, inboxBadge } from './inbox.js';
 
@@ -131,12 +131,26 @@ let events = Promise.resolve();
 let rereading = null;
 let caughtUp = false; /* the stream has answered once since it was started */
 
-// A key arrived: what was read without it (titles, the open chats, pending approvals) is read again.
-function rereadSoon() {
+// What went to no stream of this page (before its first one answered, or past what a resync could
+// replay): the keys granted to this device meanwhile first, since session_key_granted is an event too
+// and a chat read without its key stays locked; then the account, the open chat and the snapshot.
+async function catchUp() {
+  await fetchKeys().catch((err) => console.warn('relay: the keys granted meanwhile could not be read', err));
+  const { name: view, arg } = route();
+  return reload(view === 's' ? arg : null);
+}
+
+// A key arrived (what was read without it: titles, the open chats, pending approvals), or the stream
+// first answered (withKeys: catchUp): read again, once for a burst of them.
+let rereadKeys = false;
+function rereadSoon(withKeys = false) {
   clearTimeout(rereading);
+  rereadKeys = rereadKeys || withKeys;
   rereading = setTimeout(() => {
+    const keys = rereadKeys;
+    rereadKeys = false;
     const { name: view, arg } = route();
-    reload(view === 's' ? arg : null).catch(() => {});
+    (keys ? catchUp() : reload(view === 's' ? arg : null)).catch(() => {});
   }, 150);
 }
 
@@ -157,9 +171,8 @@ function startStream() {
   stream = new EventStream({
     onEvent: (name, data) => {
       if (name === 'resync') {
-        // spec: the buffer no longer holds what we missed: reload history and the snapshot.
-        const { name: view, arg } = route();
-        reload(view === 's' ? arg : null).catch((err) => toast(describe(err), 'error'));
+        // spec: the buffer no longer holds what we missed: reload history and the snapshot (and the keys).
+        catchUp().catch((err) => toast(describe(err), 'error'));
         return;
       }
       events = events.then(() => streamEvent(name, data)).catch((err) => console.warn(`relay: event ${name}`, err));
@@ -176,8 +189,8 @@ function startStream() {
       } else if (state === 'live' && !caughtUp) {
         // The cold launch read /v1/me before this stream was attached (spec "Client-side resume"):
         // what happened in between went to no stream of this page, and a first connection has no
-        // Last-Event-ID to replay it from. Read once more when the stream first answers.
-        rereadSoon();
+        // Last-Event-ID to replay it from. Read once more when the stream first answers, keys included.
+        rereadSoon(true);
       }
       if (state === 'live') caughtUp = true;
       if (state === 'live' && was !== 'live' && was !== 'idle') {
