@@ -60,7 +60,11 @@ def turn(msg):
         send(type="end", finish_reason="stop", **ids)
         return
     tag = uuid.uuid4().hex[:10]
-    plan, edit, read, run = ("%s_%s" % (k, tag) for k in ("plan", "edit", "read", "run"))
+    # Ids that sort (bytewise) in the order the tasks start: relayd lists the tasks of one millisecond by
+    # task_id after a reload (docs/api.md "Timeline"), and the plan and the edit start back to back, in
+    # one millisecond in one chat and not in the other, as it happens. Named so, the reloaded timelines
+    # read the same either way.
+    plan, edit, read, run = ("t%s_%d_%s" % (tag, i, k) for i, k in enumerate(("plan", "edit", "read", "run")))
     send(type="delta", text="I will rewrite line 6 of the notes.", **ids)
     send(type="end", finish_reason="tool_call", **ids)
     send(type="task_start", task_id=plan, kind="plan", **ids)
