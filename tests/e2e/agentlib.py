@@ -570,19 +570,34 @@ class ThroughBridge:
         same folder and home) is listed through the relay (session/list, the bridge run --no-e2e) and continued
         by a relay session started with resume. The rig's model answers "You said: " and the user's words so
         far, as said(body) finds them: the reply to the phone's question shows that the desk's turn went with it."""
-        from relaylib import assert_ok
+        from relaylib import assert_ok, wait_until
 
         self.rig.model.script = lambda body: [{"type": "text", "text": "You said: " + " / ".join(said(body))}]
+        path = "/v1/me/installations/%s/agent-sessions?agent=default&project_id=p_here" % self.user.installation_id
+        seen = {}
+
+        def desk_listed():
+            r = self.user.call("GET", path)
+            if r.status_code == 429:
+                return None
+            seen["sessions"] = assert_ok(r)["sessions"]
+            return [s for s in seen["sessions"] if s["agent_session_id"] == desk_id]
+
         desk = AcpClient(self.rig.argv, self.rig.env, self.rig.cwd, stderr_path=str(tmp_path / "desk.stderr"))
         try:
             desk.initialize()
             desk_id = desk.new_session(self.rig.cwd)["sessionId"]
             assert desk.prompt(desk_id, "remember the word apricot")["stopReason"] == "end_turn"
+            # Listed while the desk still has it open, as the user at the phone finds it. An agent writes its
+            # transcript a moment after the turn (Claude Code about 0.1 s later, and the rest as it exits):
+            # read the list until it is there rather than race that write (once a CI run read it first).
+            try:
+                listed = wait_until(desk_listed, WAIT, interval=0.25, what="the desk's session in the list")
+            except AssertionError as err:
+                raise AssertionError("%s; the list: %s" % (err, seen.get("sessions"))) from None
         finally:
             desk.close()
-        path = "/v1/me/installations/%s/agent-sessions?agent=default&project_id=p_here" % self.user.installation_id
-        listed = assert_ok(self.user.call("GET", path))["sessions"]
-        assert [s["bound_session_id"] for s in listed if s["agent_session_id"] == desk_id] == [None], listed
+        assert [s["bound_session_id"] for s in listed] == [None], listed
         session = assert_ok(self.user.call("POST", "/v1/me/sessions", {
             "installation_id": self.user.installation_id, "resume": {"agent_session_id": desk_id}}))["session_id"]
         interaction = self.user.send(session, "which word?")
