@@ -236,7 +236,9 @@ def assert_recovered(c, inst, session, pump, store, message_id, acked_before):
                    interval=0.2, what="node %d serving again" % node.port)
     assert time.monotonic() - up_at < RECOVERY
     pump.finish()
-    assert any(status == 503 for status, _, _ in pump.refusals), "no delta met the outage"
+    assert any(status == 503 for status, _, _ in pump.refusals), (
+        "no delta met the outage: %d acknowledged, the last %.2f s before the relay served again"
+        % (len(pump.acked), up_at - pump.acked[-1][1]) if pump.acked else "no delta acknowledged")
     for status, body, retry_after in pump.refusals:
         if status == 503:
             assert body["error"]["code"] == "temporarily_unavailable" and body["error"]["retry_after_ms"] > 0, body
@@ -366,8 +368,10 @@ def test_a_redis_restart_under_load_loses_nothing_and_recovers_by_itself(nodes, 
     c = nodes(2, store, own_redis.location, "--bus-outage-grace", "%dms" % int(GRACE * 1000))
     inst, sock, session, message_id = start_turn(c, store)
     stream = inst.stream()
-    # Enough deltas to stream through the grace and past it.
-    pump = DeltaPump(inst, message_id, count=3 * DELTAS)
+    # Enough deltas to stream through the grace and past it, however fast the machine answers: at PACE
+    # between two, the pump is still sending two seconds after the grace even if every answer took no
+    # time (3 * DELTAS alone ran out before an ASan node's 12 s grace ended on a fast machine).
+    pump = DeltaPump(inst, message_id, count=max(3 * DELTAS, int((GRACE + 2.0) / PACE) + DELTAS // 4))
     pump.start()
     pump.wait_acked(DELTAS // 4)
 
