@@ -554,6 +554,17 @@ test('a reload reads the whole chat again from sealed history', async () => {
   collect(page);
 });
 
+// Another device of the user, on page p, verifies the machine; the bridge, told of that device, wraps the
+// chat's key for it (unsigned, as the protocol authors' bridge does).
+async function verifyAndGrant(p, device) {
+  await p.goto(`${relay.url}/#/verify/${bridgeDevice}`);
+  await p.click('button:has-text("They match")');
+  await p.waitForSelector('main .success');
+  const added = await socket.update('device_added', (u) => u.device_id === idOf(device));
+  await bridge(`sessions/${sessionId}/recipients`, { recipients: [{ device_id: idOf(device), wrapped_session_key: wrap(sessionKey, added.payload.pubkey) }],
+    wrapped_by_device_id: bridgeDevice });
+}
+
 test('a device without the key: a readable placeholder, never a crash; the key granted later opens it', async () => {
   const context = await browser.newContext({ viewport: PHONE_390, baseURL: relay.url, serviceWorkers: 'allow' });
   const second = watch(await context.newPage());
@@ -567,12 +578,7 @@ test('a device without the key: a readable placeholder, never a crash; the key g
   assert.ok(!(await second.innerText('body')).includes(SECRET.reply));
   await screenshot(second, 'e2e-locked');
   // It verifies the machine; the bridge, told of it, wraps the key for it.
-  await second.goto(`${relay.url}/#/verify/${bridgeDevice}`);
-  await second.click('button:has-text("They match")');
-  await second.waitForSelector('main .success');
-  const added = await socket.update('device_added', (p) => p.device_id === idOf(device));
-  await bridge(`sessions/${sessionId}/recipients`, { recipients: [{ device_id: idOf(device), wrapped_session_key: wrap(sessionKey, added.payload.pubkey) }],
-    wrapped_by_device_id: bridgeDevice });
+  await verifyAndGrant(second, device);
   await second.goto(`${relay.url}/#/s/${sessionId}`);
   await waitFor('the chat opened with the granted key', async () => (await second.innerText('.timeline')).includes(SECRET.reply));
   assert.deepEqual(second.problems, []);
@@ -597,12 +603,7 @@ test('a key granted before the page\'s stream first answers still opens the chat
   const known = new Set((await me('GET', '/v1/me/devices')).devices.map(idOf));
   await signIn(third, relay);
   const device = await waitFor('the third web device', async () => (await me('GET', '/v1/me/devices')).devices.find((d) => d.platform === 'web' && !known.has(idOf(d))));
-  await third.goto(`${relay.url}/#/verify/${bridgeDevice}`);
-  await third.click('button:has-text("They match")');
-  await third.waitForSelector('main .success');
-  const added = await socket.update('device_added', (p) => p.device_id === idOf(device));
-  await bridge(`sessions/${sessionId}/recipients`, { recipients: [{ device_id: idOf(device), wrapped_session_key: wrap(sessionKey, added.payload.pubkey) }],
-    wrapped_by_device_id: bridgeDevice });
+  await verifyAndGrant(third, device);
   assert.ok(held > 0, 'the page asked for its stream before the grant');
   release();
   await third.goto(`${relay.url}/#/s/${sessionId}`);
