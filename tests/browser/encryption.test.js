@@ -483,7 +483,15 @@ test('the inbox reads an encrypted chat\'s reply and failed tool call with this 
   const line = (kind) => page.$$eval(`.inbox-link[data-kind="${kind}"]`, (links) => links.map((a) => [a.querySelector('.session-title').textContent, a.querySelector('.inbox-what').textContent]));
   await waitFor('the reply in clear in the inbox', async () => JSON.stringify(await line('reply')) === JSON.stringify([[SECRET.title, SECRET.inbox]]) || null);
   await waitFor('the failed tool call in clear', async () => JSON.stringify(await line('failed-task')) === JSON.stringify([[SECRET.title, `Tool call failed: read: ${SECRET.inboxError}`]]) || null)
-    .catch(async (err) => assert.fail(`${err.message}: ${await page.innerText('main')}`));
+    .catch(async (err) => {
+      // A failure says what the inbox counted from (its marks, on the relay's clock) and when the task changed:
+      // it failed once in ten runs here, with the reply listed and the failed task not.
+      const marks = await page.evaluate(() => Object.entries(localStorage).filter(([k]) => k.startsWith('relay.inbox.')));
+      const items = (await me('GET', `/v1/me/sessions/${sessionId}/timeline?limit=5`)).items || [];
+      const task = items.map((i) => i.task).find((t) => t && t.task_id === 'call_fig');
+      assert.fail(`${err.message}: ${await page.innerText('main')}\n--- marks ${JSON.stringify(marks)}; now ${Date.now()}; ` +
+        `the task ${JSON.stringify(task && { created_at: task.created_at, updated_at: task.updated_at, status: task.status })}`);
+    });
   assert.ok(await page.$('.inbox-link[data-kind="reply"] .lock'), 'the entry says the chat is encrypted');
   // Opening the reply: the chat, at the reply, in clear.
   await page.click('.inbox-link[data-kind="reply"]');
