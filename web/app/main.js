@@ -131,27 +131,25 @@ let events = Promise.resolve();
 let rereading = null;
 let caughtUp = false; /* the stream has answered once since it was started */
 
-// What went to no stream of this page (before its first one answered, or past what a resync could
-// replay): the keys granted to this device meanwhile first, since session_key_granted is an event too
-// and a chat read without its key stays locked; then the account, the open chat and the snapshot.
-async function catchUp() {
-  await fetchKeys().catch((err) => console.warn('relay: the keys granted meanwhile could not be read', err));
+// The account, the chat on screen (if one is) and the snapshot, read again.
+function reloadHere() {
   const { name: view, arg } = route();
   return reload(view === 's' ? arg : null);
 }
 
+// What went to no stream of this page (before its first one answered, or past what a resync could
+// replay): the keys granted to this device meanwhile first (read from the newest one held), since
+// session_key_granted is an event too and a chat read without its key stays locked; then the rest.
+async function catchUp() {
+  await fetchKeys().catch((err) => console.warn('relay: the keys granted meanwhile could not be read', err));
+  return reloadHere();
+}
+
 // A key arrived (what was read without it: titles, the open chats, pending approvals), or the stream
-// first answered (withKeys: catchUp): read again, once for a burst of them.
-let rereadKeys = false;
-function rereadSoon(withKeys = false) {
+// first answered: read again, once for a burst of them.
+function rereadSoon() {
   clearTimeout(rereading);
-  rereadKeys = rereadKeys || withKeys;
-  rereading = setTimeout(() => {
-    const keys = rereadKeys;
-    rereadKeys = false;
-    const { name: view, arg } = route();
-    (keys ? catchUp() : reload(view === 's' ? arg : null)).catch(() => {});
-  }, 150);
+  rereading = setTimeout(() => catchUp().catch(() => {}), 150);
 }
 
 async function streamEvent(name, data) {
@@ -184,13 +182,12 @@ function startStream() {
       if (state === 'live' && was !== 'live') flushOutbox();
       // The app started while the relay was away: what it could not read then, it reads now.
       if (state === 'live' && !store.user) {
-        const { name: view, arg } = route();
-        reload(view === 's' ? arg : null).then(render, (err) => toast(describe(err), 'error'));
+        reloadHere().then(render, (err) => toast(describe(err), 'error'));
       } else if (state === 'live' && !caughtUp) {
         // The cold launch read /v1/me before this stream was attached (spec "Client-side resume"):
         // what happened in between went to no stream of this page, and a first connection has no
         // Last-Event-ID to replay it from. Read once more when the stream first answers, keys included.
-        rereadSoon(true);
+        rereadSoon();
       }
       if (state === 'live') caughtUp = true;
       if (state === 'live' && was !== 'live' && was !== 'idle') {

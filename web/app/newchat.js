@@ -128,6 +128,13 @@ export function startPickers(machine, draft, onChange) {
     } catch (err) {
       if (mine !== serial) return;
       projectsFor = null; // tried again when the machine or this device changes
+      if (err.status === 429) {
+        // Too many requests of this user (api.js has waited and retried three times): read again when the relay says,
+        // while this form is on screen, rather than leave "Too many requests" there for good.
+        drawProjects('Reading the machine\'s folders…');
+        setTimeout(() => { if (mine === serial && projectSelect.isConnected) loadProjects(); }, Math.max(err.retryAfterMs || 0, 1000));
+        return;
+      }
       drawProjects(err.status === 404 && err.code === 'not_found' ? '' : `The machine's folders cannot be listed: ${listProblem(err)}.`);
       projectField.hidden = err.status === 404 && err.code === 'not_found';
     }
